@@ -1,0 +1,94 @@
+//! The state shared by the owner and its stealers.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use crossbeam_epoch::{self as epoch, Atomic, Owned};
+use crossbeam_utils::CachePadded;
+
+use crate::buffer::Buffer;
+use crate::position::{distance, unpack};
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// Counters and the buffer of one deque.
+///
+/// The live items are the positions `head..tail` where
+/// `tail = push_count - pop_count`. Stealing is a two-phase operation: a
+/// stealer first *claims* positions by advancing `claimed_head` (packed with
+/// `pop_count` in `pop_and_claimed`), then moves the items out, then
+/// publishes `head = claimed_head`. While `head != claimed_head` a steal is
+/// in progress: other stealers back off (they return `Steal::Retry`) and the
+/// owner never writes a slot at or after `head`'s wrap-around point, so no
+/// slot is ever written while a stealer may read it.
+///
+/// Each field sits on its own cache line: the owner writes `push_count` on
+/// every push, stealers write `head`, both write `pop_and_claimed`.
+pub(crate) struct Inner<T> {
+    /// Total number of pushes by the owner (wrapping). Written only by the
+    /// owner, with `Release`, after the pushed item is in its slot.
+    pub(crate) push_count: CachePadded<AtomicU32>,
+    /// `pack(pop_count, claimed_head)`; see [`crate::position::pack`].
+    pub(crate) pop_and_claimed: CachePadded<AtomicU64>,
+    /// The first position whose slot a stealer may still be reading; every
+    /// position before it has been moved out. Written by stealers with
+    /// `Release` once their reads are done.
+    pub(crate) head: CachePadded<AtomicU32>,
+    /// The current ring. Replaced only by the owner when it grows; old rings
+    /// are retired through crossbeam-epoch because a stealer may still be
+    /// reading from one.
+    pub(crate) buffer: CachePadded<Atomic<Buffer<T>>>,
+}
+
+impl<T> Inner<T> {
+    pub(crate) fn new(capacity: u32) -> Self {
+        Inner {
+            push_count: CachePadded::new(AtomicU32::new(0)),
+            pop_and_claimed: CachePadded::new(AtomicU64::new(0)),
+            head: CachePadded::new(AtomicU32::new(0)),
+            buffer: CachePadded::new(Atomic::new(Buffer::new(capacity))),
+        }
+    }
+
+    /// Approximate number of items not yet claimed by a stealer. Never
+    /// negative and never more than were pushed; may be stale by the time
+    /// it returns.
+    pub(crate) fn len(&self) -> usize {
+        let (pop_count, claimed) = unpack(self.pop_and_claimed.load(Relaxed));
+        let push_count = self.push_count.load(Relaxed);
+        distance(claimed, push_count.wrapping_sub(pop_count)) as usize
+    }
+}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        // `&mut self`: every handle is gone, so no steal is in progress and
+        // `head == claimed_head`; the live items are `head..tail`.
+        let push_count = self.push_count.load(Relaxed);
+        let (pop_count, _) = unpack(self.pop_and_claimed.load(Relaxed));
+        let head = self.head.load(Relaxed);
+        let tail = push_count.wrapping_sub(pop_count);
+        // SAFETY: no other thread can access the deque any more, so the
+        // current buffer cannot be retired concurrently, and we are its only
+        // user: taking it out of the epoch pointer without pinning is sound.
+        let buffer = unsafe {
+            self.buffer
+                .load(Relaxed, epoch::unprotected())
+                .into_owned()
+        };
+        let mut position = head;
+        while position != tail {
+            // SAFETY: positions `head..tail` hold initialised items that no
+            // one else owns; each is read out once here and dropped.
+            drop(unsafe { buffer.read(position) });
+            position = position.wrapping_add(1);
+        }
+        drop::<Owned<Buffer<T>>>(buffer);
+    }
+}
+
+impl<T> std::fmt::Debug for Inner<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}

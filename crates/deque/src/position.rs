@@ -1,0 +1,64 @@
+//! Positions in the deque and the packed word that stealers and the owner
+//! race on.
+//!
+//! Positions are `u32` counters that wrap around; the slot of position `p`
+//! in a buffer of capacity `c` (a power of two) is `p & (c - 1)`. Because the
+//! capacity never exceeds [`MAX_CAPACITY`] (2^30), the distance between any
+//! two live positions is below 2^31 and wrapping subtraction gives it
+//! exactly.
+
+/// The largest capacity a buffer may grow to.
+pub(crate) const MAX_CAPACITY: u32 = 1 << 30;
+
+/// The word `pop_count << 32 | claimed_head`.
+///
+/// - `pop_count` counts the owner's successful pops; with the push count it
+///   gives the bottom (`tail = push_count - pop_count`).
+/// - `claimed_head` is the first position no stealer has claimed yet.
+///
+/// Packing both into one atomic is what makes the deque sound with
+/// steal-half: a pop and a steal both change this word with a single
+/// read-modify-write, so a stealer that computed how many items to take from
+/// a stale bottom fails its CAS instead of taking items the owner popped in
+/// the meantime.
+#[inline]
+pub(crate) const fn pack(pop_count: u32, claimed_head: u32) -> u64 {
+    ((pop_count as u64) << 32) | claimed_head as u64
+}
+
+/// Splits a word made by [`pack`] into `(pop_count, claimed_head)`.
+#[inline]
+pub(crate) const fn unpack(word: u64) -> (u32, u32) {
+    ((word >> 32) as u32, word as u32)
+}
+
+/// The number of items between `head` and `tail`, or 0 if a torn read of
+/// the counters put `tail` behind `head`.
+#[inline]
+pub(crate) const fn distance(head: u32, tail: u32) -> u32 {
+    let d = tail.wrapping_sub(head);
+    if d > i32::MAX as u32 {
+        0
+    } else {
+        d
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_round_trips() {
+        for &(p, h) in &[(0, 0), (1, 2), (u32::MAX, 0), (0, u32::MAX), (u32::MAX, u32::MAX)] {
+            assert_eq!(unpack(pack(p, h)), (p, h));
+        }
+    }
+
+    #[test]
+    fn distance_wraps_and_clamps() {
+        assert_eq!(distance(5, 9), 4);
+        assert_eq!(distance(u32::MAX - 1, 2), 4);
+        assert_eq!(distance(9, 5), 0, "a tail behind the head reads as empty");
+    }
+}

@@ -1,0 +1,165 @@
+//! Loom models of the deque: every interleaving (within the preemption
+//! bound) of the owner, stealers and growth. Each model checks conservation:
+//! every pushed item comes out exactly once. Under loom the deque starts with
+//! 2 slots, so three pushes grow it.
+//!
+//! Run with `cargo xtask loom deque`.
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+use deque::{Steal, Worker};
+
+/// Steals until success or empty (a `Retry` means a race was lost).
+fn steal_one(s: &deque::Stealer<usize>) -> Option<usize> {
+    loop {
+        match s.steal() {
+            Steal::Success(x) => return Some(x),
+            Steal::Empty => return None,
+            Steal::Retry => thread::yield_now(),
+        }
+    }
+}
+
+fn assert_conserved(mut taken: Vec<usize>, pushed: usize) {
+    taken.sort_unstable();
+    assert_eq!(taken, (0..pushed).collect::<Vec<_>>(), "lost or duplicated items");
+}
+
+#[test]
+fn pop_of_the_last_item_races_a_steal() {
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0);
+        let s = w.stealer();
+        let thief = thread::spawn(move || steal_one(&s));
+        let popped = w.pop();
+        let stolen = thief.join().unwrap();
+        assert_conserved(popped.into_iter().chain(stolen).collect(), 1);
+    });
+}
+
+#[test]
+fn two_thieves_race_each_other_and_the_owner() {
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0);
+        w.push(1);
+        let thieves: Vec<_> = (0..2)
+            .map(|_| {
+                let s = w.stealer();
+                thread::spawn(move || steal_one(&s))
+            })
+            .collect();
+        let mut taken: Vec<usize> = w.pop().into_iter().collect();
+        for t in thieves {
+            taken.extend(t.join().unwrap());
+        }
+        taken.extend(std::iter::from_fn(|| w.pop()));
+        assert_conserved(taken, 2);
+    });
+}
+
+#[test]
+fn steal_half_races_pops() {
+    loom::model(|| {
+        let w = Worker::new();
+        for i in 0..3 {
+            w.push(i);
+        }
+        let s = w.stealer();
+        let thief = thread::spawn(move || {
+            let mine = Worker::new();
+            let mut got: Vec<usize> = Vec::new();
+            loop {
+                match s.steal_half_into(&mine) {
+                    Steal::Success(x) => {
+                        got.push(x);
+                        break;
+                    }
+                    Steal::Empty => break,
+                    Steal::Retry => thread::yield_now(),
+                }
+            }
+            got.extend(std::iter::from_fn(|| mine.pop()));
+            got
+        });
+        let mut taken: Vec<usize> = Vec::new();
+        taken.extend(w.pop());
+        taken.extend(w.pop());
+        let stolen = thief.join().unwrap();
+        taken.extend(stolen);
+        taken.extend(std::iter::from_fn(|| w.pop()));
+        assert_conserved(taken, 3);
+    });
+}
+
+#[test]
+fn growth_while_a_thief_is_mid_steal() {
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0);
+        w.push(1);
+        let s = w.stealer();
+        let thief = thread::spawn(move || steal_one(&s));
+        // The buffer holds 2: these pushes grow it while the thief may be
+        // between its claim and its read of the old buffer.
+        w.push(2);
+        w.push(3);
+        let mut taken: Vec<usize> = std::iter::from_fn(|| w.pop()).collect();
+        taken.extend(thief.join().unwrap());
+        assert_conserved(taken, 4);
+    });
+}
+
+#[test]
+fn steal_half_while_the_owner_grows() {
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0);
+        w.push(1);
+        let s = w.stealer();
+        let thief = thread::spawn(move || {
+            let mine = Worker::new();
+            let mut got: Vec<usize> = s.steal_half_into(&mine).success().into_iter().collect();
+            got.extend(std::iter::from_fn(|| mine.pop()));
+            got
+        });
+        w.push(2);
+        let mut taken: Vec<usize> = std::iter::from_fn(|| w.pop()).collect();
+        taken.extend(thief.join().unwrap());
+        assert_conserved(taken, 3);
+    });
+}
+
+/// Counts drops so the model can check every item is dropped exactly once.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn items_left_in_the_deque_are_dropped_exactly_once() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let w = Worker::new();
+        for _ in 0..3 {
+            w.push(Counted(drops.clone()));
+        }
+        let s = w.stealer();
+        let thief = thread::spawn(move || {
+            // Take one (or lose the race), then drop the stealer: the last
+            // handle to go drops what is left.
+            let _ = s.steal();
+        });
+        drop(w.pop());
+        drop(w);
+        thief.join().unwrap();
+        assert_eq!(drops.load(Ordering::Relaxed), 3);
+    });
+}

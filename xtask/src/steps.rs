@@ -1,0 +1,201 @@
+//! The commands themselves: loom, miri and the whole CI sequence.
+
+use std::fmt;
+
+use crate::cmd::{probe, run, step};
+use crate::workspace::{root, select};
+
+/// Flags for every loom build. `crossbeam_loom` makes crossbeam-epoch (and
+/// crossbeam-utils) use loom's atomics too, so epoch reclamation is part of
+/// what the models explore.
+const LOOM_RUSTFLAGS: &str = "--cfg loom --cfg crossbeam_loom";
+
+/// Runs the loom models of one crate, or of every crate that has some.
+pub(crate) fn loom(named: Option<&str>) -> Result<(), String> {
+    let crates = select(named, |m| m.has_loom_models())?;
+    if crates.is_empty() {
+        return Err("no crate has loom models (tests/loom.rs)".into());
+    }
+    let preemptions = std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "2".into());
+    // A separate target directory keeps the loom build from invalidating
+    // the normal one (different RUSTFLAGS rebuild everything).
+    let target = root().join("target").join("loom");
+    let target = target.to_string_lossy();
+    for member in crates {
+        if !member.has_loom_models() {
+            return Err(format!("crate `{}` has no tests/loom.rs", member.name));
+        }
+        run(
+            "cargo",
+            &[
+                "test",
+                "--package",
+                &member.name,
+                "--release",
+                "--lib",
+                "--test",
+                "loom",
+            ],
+            &[
+                ("RUSTFLAGS", LOOM_RUSTFLAGS),
+                ("LOOM_MAX_PREEMPTIONS", &preemptions),
+                ("CARGO_TARGET_DIR", &target),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// Why miri did not run.
+#[derive(Debug)]
+pub(crate) enum MiriError {
+    /// The nightly toolchain or the miri component cannot be had here.
+    Unavailable(String),
+    /// Miri ran and failed (undefined behaviour, a data race or a failing test).
+    Failed(String),
+}
+
+impl fmt::Display for MiriError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MiriError::Unavailable(why) => write!(f, "miri is not available: {why}"),
+            MiriError::Failed(why) => write!(f, "miri failed: {why}"),
+        }
+    }
+}
+
+/// Makes sure `cargo +nightly miri` works, installing the components if
+/// they are missing.
+fn ensure_miri() -> Result<(), MiriError> {
+    if probe("cargo", &["+nightly", "miri", "--version"]) {
+        return Ok(());
+    }
+    if !probe("rustc", &["+nightly", "--version"]) {
+        return Err(MiriError::Unavailable(
+            "the nightly toolchain is not installed (rustup toolchain install nightly)".into(),
+        ));
+    }
+    run(
+        "rustup",
+        &[
+            "component",
+            "add",
+            "miri",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ],
+        &[],
+    )
+    .map_err(|e| MiriError::Unavailable(format!("installing the miri component: {e}")))?;
+    if probe("cargo", &["+nightly", "miri", "--version"]) {
+        Ok(())
+    } else {
+        Err(MiriError::Unavailable(
+            "`cargo +nightly miri --version` still fails after installing the component".into(),
+        ))
+    }
+}
+
+/// Runs one crate's tests under miri, or those of every crate with unsafe
+/// code. The data-race detector and miri's default preemption rate stay on.
+pub(crate) fn miri(named: Option<&str>) -> Result<(), MiriError> {
+    let crates = select(named, |m| m.has_unsafe_code()).map_err(MiriError::Failed)?;
+    ensure_miri()?;
+    run("cargo", &["+nightly", "miri", "setup"], &[]).map_err(MiriError::Unavailable)?;
+    let target = root().join("target").join("miri");
+    let target = target.to_string_lossy();
+    for member in crates {
+        run(
+            "cargo",
+            &["+nightly", "miri", "test", "--package", &member.name],
+            &[("CARGO_TARGET_DIR", &target)],
+        )
+        .map_err(MiriError::Failed)?;
+    }
+    Ok(())
+}
+
+/// Makes sure `cargo deny` is installed, installing it from crates.io with
+/// `--locked` when absent.
+fn ensure_cargo_deny() -> Result<(), String> {
+    if probe("cargo", &["deny", "--version"]) {
+        return Ok(());
+    }
+    run("cargo", &["install", "--locked", "cargo-deny"], &[])
+}
+
+/// Everything CI checks, in order. The first failing step stops the run.
+pub(crate) fn ci() -> Result<(), String> {
+    let started = std::time::Instant::now();
+    step("fmt", || {
+        run("cargo", &["fmt", "--all", "--", "--check"], &[])
+    })?;
+    step("clippy", || {
+        run(
+            "cargo",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            &[],
+        )
+    })?;
+    step("tests", || {
+        run(
+            "cargo",
+            &[
+                "test",
+                "--workspace",
+                "--lib",
+                "--bins",
+                "--tests",
+                "--examples",
+            ],
+            &[],
+        )
+    })?;
+    step("doc tests and rustdoc", || {
+        run("cargo", &["test", "--workspace", "--doc"], &[])?;
+        run(
+            "cargo",
+            &["doc", "--workspace", "--no-deps"],
+            &[("RUSTDOCFLAGS", "-D warnings")],
+        )
+    })?;
+    step("loom", || loom(None))?;
+    let mut skipped = None;
+    step("miri", || match miri(None) {
+        Ok(()) => Ok(()),
+        Err(MiriError::Unavailable(why)) => {
+            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+            eprintln!("SKIPPED: miri ({why})");
+            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+            skipped = Some(why);
+            Ok(())
+        }
+        Err(failed @ MiriError::Failed(_)) => Err(failed.to_string()),
+    })?;
+    step("cargo deny", || {
+        ensure_cargo_deny()?;
+        run(
+            "cargo",
+            &["deny", "check", "licenses", "bans", "sources"],
+            &[],
+        )
+    })?;
+    eprintln!(
+        "\nci: all steps passed in {:.0}s{}",
+        started.elapsed().as_secs_f64(),
+        if let Some(why) = skipped {
+            format!(" (SKIPPED: miri ({why}))")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
