@@ -1,0 +1,954 @@
+//! The queue: a segmented list of fixed-size blocks with a claim word.
+//!
+//! See `docs/mpsc.md` for the full argument; the invariants the code relies
+//! on are restated at each `unsafe` block.
+//!
+//! # Positions and the claim word
+//!
+//! Every push claims a *position*, a `u64` that only grows over the queue's
+//! whole life (across resets too). Position `p` lives in slot `p % LAP` of
+//! the block serving lap `p / LAP`. Offsets `0..BLOCK_CAP` are slots; offset
+//! `BLOCK_CAP` is a *sentinel* that never holds an item: the word rests there
+//! while the producer that claimed the last slot of a block installs the next
+//! block.
+//!
+//! `Tail::word` is `position << 1 | CLOSED`. Producers claim with a CAS from
+//! `w` to `w + ONE`; close sets `CLOSED`; reset stores a word with a larger
+//! position. So the word's successive values strictly increase: a CAS that
+//! succeeds proves nothing (no claim, close or reset) happened between the
+//! load that produced `w` and the CAS. That is what makes the generation
+//! check and the block pointer read before the CAS trustworthy.
+
+use std::mem::{self, MaybeUninit};
+use std::ptr;
+
+use crate::error::PushError;
+use crate::sync::{
+    spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, CachePadded, Ordering,
+    UnsafeCell,
+};
+
+/// Positions per block, counting the sentinel.
+#[cfg(not(loom))]
+const LAP: u64 = 32;
+/// Tiny blocks under loom so that models cross block boundaries.
+#[cfg(loom)]
+const LAP: u64 = 4;
+
+/// Item slots per block.
+const BLOCK_CAP: usize = (LAP - 1) as usize;
+
+/// Recycled blocks kept in the pool at most (blocks in use not counted).
+#[cfg(not(loom))]
+const POOL_MAX: usize = 2;
+#[cfg(loom)]
+const POOL_MAX: usize = 1;
+
+/// The closed bit of the claim word.
+const CLOSED: u64 = 1;
+/// One position in the claim word.
+const ONE: u64 = 2;
+
+/// One item's place in a block.
+struct Slot<T> {
+    /// Written once by the producer that claimed the slot, read once by the
+    /// consumer after it saw `ready`.
+    value: UnsafeCell<MaybeUninit<T>>,
+    /// Set (Release) by the producer after writing `value`; cleared by the
+    /// consumer after taking it, so recycled blocks come back clean.
+    ready: AtomicBool,
+}
+
+/// A fixed-size segment of the queue.
+struct Block<T> {
+    /// The block serving the next lap (set by the installer before it marks
+    /// its own slot ready), or the pool link while the block is in the pool.
+    next: AtomicPtr<Block<T>>,
+    slots: [Slot<T>; BLOCK_CAP],
+}
+
+impl<T> Block<T> {
+    /// Allocates an empty block: `next` null, no slot ready.
+    fn alloc() -> *mut Block<T> {
+        #[cfg(not(loom))]
+        {
+            use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+            let layout = Layout::new::<Block<T>>();
+            // SAFETY: the layout is not zero-sized (`next` is a pointer).
+            // Every field of `Block` is valid when all bits are zero:
+            // `AtomicPtr` (null), `AtomicBool` (false), and
+            // `UnsafeCell<MaybeUninit<T>>` (any bits). Zeroing avoids building
+            // a possibly large array on the stack. The allocation has the
+            // layout of a `Box<Block<T>>`, so `Block::free` may rebuild one.
+            let block = unsafe { alloc_zeroed(layout) }.cast::<Block<T>>();
+            if block.is_null() {
+                handle_alloc_error(layout);
+            }
+            block
+        }
+        #[cfg(loom)]
+        {
+            Box::into_raw(Box::new(Block {
+                next: AtomicPtr::new(ptr::null_mut()),
+                slots: std::array::from_fn(|_| Slot {
+                    value: UnsafeCell::new(MaybeUninit::uninit()),
+                    ready: AtomicBool::new(false),
+                }),
+            }))
+        }
+    }
+
+    /// Frees a block allocated by [`Block::alloc`].
+    ///
+    /// # Safety
+    ///
+    /// `block` came from `Block::alloc`, no thread will access it again, and
+    /// no slot holds an item (items are moved out before blocks are freed).
+    unsafe fn free(block: *mut Block<T>) {
+        // SAFETY: the caller guarantees exclusive ownership of an allocation
+        // made by `Box::into_raw`; `MaybeUninit` slots drop nothing.
+        drop(unsafe { Box::from_raw(block) });
+    }
+}
+
+/// What producers touch on every push: one cache line.
+struct Tail<T> {
+    /// `position << 1 | CLOSED`; see the module docs.
+    word: AtomicU64,
+    /// The current generation; bumped by `reset` before the new word is
+    /// published.
+    generation: AtomicU64,
+    /// The block serving the lap of `word`'s position.
+    block: AtomicPtr<Block<T>>,
+}
+
+/// Recycled blocks: a Treiber stack the consumer pushes onto and the
+/// installing producer pops from.
+///
+/// Pops are serialised: only the producer that claimed the last slot of the
+/// tail block pops, and the next such claim cannot happen before that
+/// producer moved the word past the sentinel (after its pop). While the queue
+/// is closed, only the consumer pops. With a single popper and nodes that are
+/// only freed by the popper, there is no ABA and no read of a freed node.
+struct Pool<T> {
+    head: AtomicPtr<Block<T>>,
+    len: AtomicUsize,
+}
+
+/// The state shared by the consumer and all producers.
+struct Shared<T> {
+    tail: CachePadded<Tail<T>>,
+    pool: CachePadded<Pool<T>>,
+}
+
+impl<T> Shared<T> {
+    /// Pops a recycled block, `next` reset to null.
+    ///
+    /// # Safety
+    ///
+    /// The caller is the only thread that may pop right now (see [`Pool`]).
+    unsafe fn pool_pop(&self) -> Option<*mut Block<T>> {
+        let mut head = self.pool.head.load(Ordering::Acquire);
+        loop {
+            if head.is_null() {
+                return None;
+            }
+            // SAFETY: `head` is in the pool and only the caller pops, so it
+            // stays allocated; the Acquire load synchronised with the push
+            // that wrote its `next`.
+            let next = unsafe { (*head).next.load(Ordering::Relaxed) };
+            match self
+                .pool
+                .head
+                .compare_exchange(head, next, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    self.pool.len.fetch_sub(1, Ordering::Relaxed);
+                    // SAFETY: the block is now ours alone.
+                    unsafe { (*head).next.store(ptr::null_mut(), Ordering::Relaxed) };
+                    return Some(head);
+                }
+                Err(current) => head = current,
+            }
+        }
+    }
+
+    /// Gives a drained block back to the pool, or frees it if the pool is
+    /// full.
+    ///
+    /// # Safety
+    ///
+    /// Only the consumer calls this, with a block no producer will access
+    /// again and whose slots are all clear (every item taken).
+    unsafe fn recycle(&self, block: *mut Block<T>) {
+        if self.pool.len.load(Ordering::Relaxed) >= POOL_MAX {
+            // SAFETY: forwarded from the caller.
+            unsafe { Block::free(block) };
+            return;
+        }
+        // Count before linking so a concurrent pop can never take the count
+        // below zero.
+        self.pool.len.fetch_add(1, Ordering::Relaxed);
+        let mut head = self.pool.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: the block is exclusively ours until the CAS publishes it.
+            unsafe { (*block).next.store(head, Ordering::Relaxed) };
+            match self
+                .pool
+                .head
+                .compare_exchange(head, block, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(current) => head = current,
+            }
+        }
+    }
+
+    /// Links a block after `prev` and moves the word from the sentinel of
+    /// `prev`'s lap to the first position of the next lap.
+    ///
+    /// # Safety
+    ///
+    /// The caller claimed the last slot of `prev`, the current tail block;
+    /// that claim makes it the only installer (and the only pool popper)
+    /// until this returns.
+    unsafe fn install_next(&self, prev: *mut Block<T>) {
+        // SAFETY: we are the only popper (see above).
+        let next = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc);
+        // SAFETY: `prev` cannot be recycled before our own slot in it is
+        // taken, which happens after we mark it ready.
+        unsafe { (*prev).next.store(next, Ordering::Release) };
+        self.tail.block.store(next, Ordering::Release);
+        // Leaves CLOSED as it is: a close that raced us still holds.
+        self.tail.word.fetch_add(ONE, Ordering::Release);
+    }
+}
+
+/// A handle that pushes items into a queue, from any thread.
+///
+/// Cheap to clone; all clones are bound to the same use (generation) of the
+/// queue. Items pushed through one producer come out in the order they were
+/// pushed.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, mut rx) = mpsc::queue();
+/// let tx2 = tx.clone();
+/// std::thread::spawn(move || tx2.push(1).unwrap()).join().unwrap();
+/// tx.push(2).unwrap();
+/// let mut batch = Vec::new();
+/// rx.drain_into(&mut batch);
+/// assert_eq!(batch, [1, 2]);
+/// ```
+pub struct Producer<T> {
+    shared: Arc<Shared<T>>,
+    generation: u64,
+}
+
+// SAFETY: a producer only moves `T` values into the queue (to be taken by the
+// consumer on another thread), so it is Send and Sync when `T: Send`; all
+// shared state is atomics and slot cells guarded by the claim protocol.
+unsafe impl<T: Send> Send for Producer<T> {}
+// SAFETY: see the `Send` impl: `push(&self)` is safe to call concurrently.
+unsafe impl<T: Send> Sync for Producer<T> {}
+
+impl<T> Clone for Producer<T> {
+    fn clone(&self) -> Self {
+        Producer {
+            shared: self.shared.clone(),
+            generation: self.generation,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Producer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("generation", &self.generation)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl<T> Producer<T> {
+    /// Appends `item` to the queue.
+    ///
+    /// Lock-free: a failed claim means another producer's claim succeeded.
+    /// The one exception is the few stores while the producer that took the
+    /// last slot of a block links the next one, which other producers wait
+    /// out. No allocation happens in steady state: blocks are recycled by the
+    /// consumer (a block is allocated only when the pool is empty).
+    ///
+    /// # Errors
+    ///
+    /// [`PushError::Closed`] if the queue was closed, [`PushError::Stale`] if
+    /// it was reset after this producer was created. Either way the item is
+    /// handed back inside the error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, mut rx) = mpsc::queue();
+    /// tx.push("a").unwrap();
+    /// rx.close();
+    /// assert_eq!(tx.push("b").unwrap_err().into_inner(), "b");
+    /// ```
+    pub fn push(&self, item: T) -> Result<(), PushError<T>> {
+        let tail = &self.shared.tail;
+        let mut step = 0;
+        let mut word = tail.word.load(Ordering::Acquire);
+        loop {
+            // Read after the word: a word published by a reset (or any later
+            // claim) carries the reset's generation store with it.
+            if tail.generation.load(Ordering::Relaxed) != self.generation {
+                return Err(PushError::Stale(item));
+            }
+            if word & CLOSED != 0 {
+                return Err(PushError::Closed(item));
+            }
+            let offset = ((word >> 1) % LAP) as usize;
+            if offset == BLOCK_CAP {
+                // Another producer is linking the next block.
+                spin_wait(&mut step);
+                word = tail.word.load(Ordering::Acquire);
+                continue;
+            }
+            // Must be read before the claim: after it, the block may be
+            // completed and the pointer moved on by other producers.
+            let block = tail.block.load(Ordering::Acquire);
+            match tail.word.compare_exchange_weak(
+                word,
+                word + ONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if offset + 1 == BLOCK_CAP {
+                        // SAFETY: we claimed the last slot of the tail block.
+                        unsafe { self.shared.install_next(block) };
+                    }
+                    // SAFETY: the claim succeeded with the word unchanged
+                    // since it was loaded, so `block` is the block serving
+                    // this lap (it was published before the word reached this
+                    // lap, and a newer block is published only after a claim
+                    // of this lap's last slot, which comes after ours). The
+                    // block cannot be recycled before this slot is taken, and
+                    // the slot is ours alone: no other claim gets `offset` in
+                    // this lap, and the consumer reads it only once `ready`
+                    // is set.
+                    unsafe {
+                        let slot = (*block).slots.get_unchecked(offset);
+                        slot.value.with_mut(|p| p.write(MaybeUninit::new(item)));
+                        // Our last access to the block: once the consumer
+                        // sees this, the block may be recycled.
+                        slot.ready.store(true, Ordering::Release);
+                    }
+                    return Ok(());
+                }
+                Err(current) => {
+                    word = current;
+                    #[cfg(not(loom))]
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    /// `true` if a push would fail now: the queue is closed, or it was reset
+    /// after this producer was created.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, mut rx) = mpsc::queue::<u32>();
+    /// assert!(!tx.is_closed());
+    /// rx.close();
+    /// assert!(tx.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        let tail = &self.shared.tail;
+        let word = tail.word.load(Ordering::Acquire);
+        word & CLOSED != 0 || tail.generation.load(Ordering::Relaxed) != self.generation
+    }
+
+    /// The generation (use of the queue) this producer is bound to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, mut rx) = mpsc::queue::<u32>();
+    /// assert_eq!(tx.generation(), 0);
+    /// rx.reset();
+    /// assert_eq!(rx.producer().generation(), 1);
+    /// ```
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+/// The single consumer of a queue: drains, closes and resets it.
+///
+/// Not `Clone`; it may move between threads (the worker running a process
+/// changes). Dropping it closes the queue and drops any pending items.
+///
+/// # Examples
+///
+/// ```
+/// let mut rx = mpsc::Consumer::new();
+/// let tx = rx.producer();
+/// tx.push(10).unwrap();
+/// tx.push(11).unwrap();
+/// let mut batch = Vec::new();
+/// assert_eq!(rx.drain_into(&mut batch), 2);
+/// assert_eq!(batch, [10, 11]);
+/// ```
+pub struct Consumer<T> {
+    shared: Arc<Shared<T>>,
+    /// Next position to take. Invariant: never at a sentinel offset.
+    head: u64,
+    /// The block serving `head`'s lap. Owned by the consumer in the sense
+    /// that only the consumer recycles it.
+    block: *mut Block<T>,
+    /// The current generation (the consumer is its only writer).
+    generation: u64,
+    /// Whether the consumer closed the queue (it is the only one who can).
+    closed: bool,
+}
+
+// SAFETY: the consumer owns the right to take items (moving `T` to its
+// thread), so it can move between threads when `T: Send`. The raw block
+// pointer is only dereferenced under the queue protocol, not thread identity.
+unsafe impl<T: Send> Send for Consumer<T> {}
+// SAFETY: the only `&self` methods (`is_empty`, `producer`, `is_closed`,
+// `generation`) do atomic loads or read plain fields that change only
+// through `&mut self`.
+unsafe impl<T: Send> Sync for Consumer<T> {}
+
+impl<T> std::fmt::Debug for Consumer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("generation", &self.generation)
+            .field("closed", &self.closed)
+            .field("empty", &self.is_empty())
+            .finish()
+    }
+}
+
+impl<T> Default for Consumer<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Creates an open queue and returns a producer and its consumer.
+///
+/// More producers come from [`Producer::clone`] or [`Consumer::producer`].
+///
+/// # Examples
+///
+/// ```
+/// let (tx, mut rx) = mpsc::queue();
+/// tx.push('x').unwrap();
+/// let mut batch = Vec::new();
+/// rx.drain_into(&mut batch);
+/// assert_eq!(batch, ['x']);
+/// ```
+pub fn queue<T>() -> (Producer<T>, Consumer<T>) {
+    let consumer = Consumer::new();
+    (consumer.producer(), consumer)
+}
+
+impl<T> Consumer<T> {
+    /// Creates an open, empty queue (generation 0) and returns its consumer.
+    ///
+    /// Allocates the first block.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rx = mpsc::Consumer::<u64>::new();
+    /// assert!(rx.is_empty());
+    /// assert_eq!(rx.generation(), 0);
+    /// ```
+    pub fn new() -> Self {
+        let block = Block::alloc();
+        let shared = Arc::new(Shared {
+            tail: CachePadded(Tail {
+                word: AtomicU64::new(0),
+                generation: AtomicU64::new(0),
+                block: AtomicPtr::new(block),
+            }),
+            pool: CachePadded(Pool {
+                head: AtomicPtr::new(ptr::null_mut()),
+                len: AtomicUsize::new(0),
+            }),
+        });
+        Consumer {
+            shared,
+            head: 0,
+            block,
+            generation: 0,
+            closed: false,
+        }
+    }
+
+    /// Returns a new producer bound to the queue's current generation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut rx = mpsc::Consumer::new();
+    /// rx.producer().push(5).unwrap();
+    /// let mut batch = Vec::new();
+    /// rx.drain_into(&mut batch);
+    /// assert_eq!(batch, [5]);
+    /// ```
+    pub fn producer(&self) -> Producer<T> {
+        Producer {
+            shared: self.shared.clone(),
+            generation: self.generation,
+        }
+    }
+
+    /// Moves every item that is ready, in claim order, to the end of `out`,
+    /// and returns how many were moved.
+    ///
+    /// Never blocks: it stops at the first slot whose push has been claimed
+    /// but not yet written. Items of one producer keep their order. With a
+    /// reused `out` of sufficient capacity this allocates nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, mut rx) = mpsc::queue();
+    /// let mut batch = Vec::with_capacity(64);
+    /// for round in 0..3 {
+    ///     tx.push(round).unwrap();
+    ///     batch.clear();
+    ///     assert_eq!(rx.drain_into(&mut batch), 1);
+    ///     assert_eq!(batch, [round]);
+    /// }
+    /// ```
+    pub fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
+        let mut taken = 0;
+        while let Some(item) = self.try_take() {
+            out.push(item);
+            taken += 1;
+        }
+        taken
+    }
+
+    /// `true` if nothing is ready to be drained right now.
+    ///
+    /// Only a hint under concurrency (a push may complete right after), but
+    /// exact for pushes that completed before the call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, mut rx) = mpsc::queue();
+    /// assert!(rx.is_empty());
+    /// tx.push(1).unwrap();
+    /// assert!(!rx.is_empty());
+    /// rx.drain_into(&mut Vec::new());
+    /// assert!(rx.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        let offset = (self.head % LAP) as usize;
+        // SAFETY: `self.block` serves `head`'s lap and is only recycled by
+        // this consumer through `&mut self`; `offset < BLOCK_CAP` because
+        // `head` never rests on a sentinel.
+        let slot = unsafe { (*self.block).slots.get_unchecked(offset) };
+        !slot.ready.load(Ordering::Acquire)
+    }
+
+    /// Closes the queue and returns the items still pending, in claim order.
+    ///
+    /// After `close`, every push fails with [`PushError::Closed`] and hands
+    /// its item back, so every item is either returned by a push error,
+    /// drained before, or returned here. Pushes that claimed a slot before
+    /// the close are waited for (they are a few instructions from done).
+    /// Closing twice returns nothing the second time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, mut rx) = mpsc::queue();
+    /// tx.push(1).unwrap();
+    /// tx.push(2).unwrap();
+    /// assert_eq!(rx.close(), [1, 2]);
+    /// assert!(tx.push(3).unwrap_err().is_closed());
+    /// assert!(rx.close().is_empty());
+    /// ```
+    pub fn close(&mut self) -> Vec<T> {
+        let word = self.shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
+        self.closed = true;
+        // No claim can follow: everything pending lies below `end`. If `end`
+        // is a sentinel, taking the slot before it moves `head` past it.
+        let end = word >> 1;
+        let mut pending = Vec::new();
+        while self.head < end {
+            let mut step = 0;
+            loop {
+                if let Some(item) = self.try_take() {
+                    pending.push(item);
+                    break;
+                }
+                // Claimed but not yet written: the producer is mid-push.
+                spin_wait(&mut step);
+            }
+        }
+        pending
+    }
+
+    /// `true` once [`close`](Consumer::close) has been called (and until the
+    /// next [`reset`](Consumer::reset)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut rx = mpsc::Consumer::<u8>::new();
+    /// assert!(!rx.is_closed());
+    /// rx.close();
+    /// assert!(rx.is_closed());
+    /// rx.reset();
+    /// assert!(!rx.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Prepares the queue for a new use: closes it (if it is not already),
+    /// returns what was still pending, and reopens it under a new
+    /// generation.
+    ///
+    /// Producers created before the reset, and their clones, are stale from
+    /// then on: their pushes fail with [`PushError::Stale`] and can never
+    /// deliver into the new use. Get fresh producers with
+    /// [`producer`](Consumer::producer). The blocks are kept, so a reused
+    /// queue needs no allocation; the pool of spare blocks is trimmed to one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (old, mut rx) = mpsc::queue();
+    /// old.push("from the first use").unwrap();
+    /// assert_eq!(rx.reset(), ["from the first use"]);
+    /// assert!(old.push("late").unwrap_err().is_stale());
+    /// let new = rx.producer();
+    /// new.push("second use").unwrap();
+    /// let mut batch = Vec::new();
+    /// rx.drain_into(&mut batch);
+    /// assert_eq!(batch, ["second use"]);
+    /// ```
+    pub fn reset(&mut self) -> Vec<T> {
+        let pending = self.close();
+        // The queue is closed and every claimed slot was taken, so no
+        // producer touches any block or the pool any more, and the word
+        // stays `head << 1 | CLOSED` until we store it.
+        debug_assert_eq!(
+            self.shared.tail.word.load(Ordering::Relaxed),
+            self.head << 1 | CLOSED
+        );
+        while self.shared.pool.len.load(Ordering::Relaxed) > 1 {
+            // SAFETY: closed and quiescent: the consumer is the only popper.
+            match unsafe { self.shared.pool_pop() } {
+                // SAFETY: popped, so no one else can reach it; its slots are
+                // clear.
+                Some(block) => unsafe { Block::free(block) },
+                None => break,
+            }
+        }
+        // Restart at the next lap, in the same block: its slots are clear
+        // (those below `head` were taken, the rest never claimed), its `next`
+        // is null (its last slot was never claimed), and `tail.block` already
+        // points at it. The new word is larger than every earlier one, so a
+        // stale producer's CAS can never succeed.
+        let start = (self.head / LAP + 1) * LAP;
+        self.generation += 1;
+        self.shared
+            .tail
+            .generation
+            .store(self.generation, Ordering::Release);
+        self.head = start;
+        // Publishes the generation and every read of the old items.
+        self.shared.tail.word.store(start << 1, Ordering::Release);
+        self.closed = false;
+        pending
+    }
+
+    /// The current generation: 0 for a new queue, plus one per
+    /// [`reset`](Consumer::reset).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut rx = mpsc::Consumer::<u8>::new();
+    /// rx.reset();
+    /// rx.reset();
+    /// assert_eq!(rx.generation(), 2);
+    /// ```
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Takes the item at `head` if its push completed.
+    #[inline]
+    fn try_take(&mut self) -> Option<T> {
+        let offset = (self.head % LAP) as usize;
+        // SAFETY: `self.block` serves `head`'s lap and stays allocated while
+        // we hold it; `offset < BLOCK_CAP` (head never rests on a sentinel).
+        let slot = unsafe { (*self.block).slots.get_unchecked(offset) };
+        if !slot.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: `ready` (Acquire) synchronised with the producer's Release
+        // store after it initialised the value; the value is read exactly
+        // once, since `head` moves past it before anything else can run.
+        let item = slot.value.with(|p| unsafe { ptr::read(p).assume_init() });
+        slot.ready.store(false, Ordering::Relaxed);
+        self.head += 1;
+        if self.head % LAP == BLOCK_CAP as u64 {
+            // We took the block's last slot. Its producer linked the next
+            // block before marking the slot ready, and every other slot was
+            // taken before, so no producer will touch this block again.
+            // SAFETY: see above; `self.block` is still allocated.
+            let next = unsafe { (*self.block).next.load(Ordering::Acquire) };
+            debug_assert!(!next.is_null());
+            let done = mem::replace(&mut self.block, next);
+            self.head += 1;
+            // SAFETY: only the consumer recycles; every slot of `done` was
+            // taken (and cleared), and no producer accesses it any more.
+            unsafe { self.shared.recycle(done) };
+        }
+        Some(item)
+    }
+}
+
+impl<T> Drop for Consumer<T> {
+    fn drop(&mut self) {
+        // Closing waits out in-flight pushes; afterwards no producer will
+        // ever touch a block or the pool again (they see CLOSED first, and
+        // only this consumer could reopen the queue).
+        drop(self.close());
+        // SAFETY: quiescent as argued above; `self.block` has no successor
+        // (its last slot was never claimed) and no items.
+        unsafe { Block::free(self.block) };
+        // SAFETY: closed and quiescent, so the consumer is the only popper.
+        while let Some(block) = unsafe { self.shared.pool_pop() } {
+            // SAFETY: popped blocks are ours alone and hold no items.
+            unsafe { Block::free(block) };
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize as StdCounter;
+    use std::sync::Arc as StdArc;
+
+    /// Counts its drops, to prove every item is dropped exactly once.
+    struct Tracked(StdArc<StdCounter>);
+
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn pool_len<T>(rx: &Consumer<T>) -> usize {
+        rx.shared.pool.len.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn fifo_across_many_blocks() {
+        let (tx, mut rx) = queue();
+        let n = if cfg!(miri) {
+            3 * BLOCK_CAP + 5
+        } else {
+            40 * BLOCK_CAP + 7
+        };
+        for i in 0..n {
+            tx.push(i).unwrap();
+        }
+        let mut out = Vec::new();
+        assert_eq!(rx.drain_into(&mut out), n);
+        assert_eq!(out, (0..n).collect::<Vec<_>>());
+        assert!(rx.is_empty());
+        assert!(pool_len(&rx) <= POOL_MAX);
+    }
+
+    #[test]
+    fn head_never_rests_on_a_sentinel() {
+        let (tx, mut rx) = queue();
+        let mut out = Vec::new();
+        for i in 0..BLOCK_CAP {
+            tx.push(i).unwrap();
+        }
+        rx.drain_into(&mut out);
+        assert_eq!(rx.head, LAP, "head skipped the sentinel into the next lap");
+        assert!(rx.is_empty());
+        tx.push(99).unwrap();
+        assert!(!rx.is_empty());
+        out.clear();
+        rx.drain_into(&mut out);
+        assert_eq!(out, [99]);
+    }
+
+    #[test]
+    fn drained_blocks_are_recycled_not_reallocated() {
+        let (tx, mut rx) = queue();
+        let mut out = Vec::new();
+        for i in 0..BLOCK_CAP {
+            tx.push(i).unwrap();
+        }
+        rx.drain_into(&mut out);
+        assert_eq!(pool_len(&rx), 1, "the finished block went to the pool");
+        for i in 0..BLOCK_CAP {
+            tx.push(i).unwrap();
+        }
+        assert_eq!(pool_len(&rx), 0, "the installer took it back");
+        out.clear();
+        assert_eq!(rx.drain_into(&mut out), BLOCK_CAP);
+        assert_eq!(pool_len(&rx), 1);
+    }
+
+    #[test]
+    fn close_on_a_block_boundary_returns_everything() {
+        let (tx, mut rx) = queue();
+        for i in 0..BLOCK_CAP {
+            tx.push(i).unwrap();
+        }
+        // The word now sits at the start of the next lap, past the sentinel.
+        assert_eq!(rx.close(), (0..BLOCK_CAP).collect::<Vec<_>>());
+        assert!(tx.push(7).unwrap_err().is_closed());
+        assert!(rx.is_empty());
+        assert!(rx.close().is_empty());
+    }
+
+    #[test]
+    fn reset_reuses_the_block_and_skips_to_a_fresh_lap() {
+        let (tx, mut rx) = queue();
+        tx.push(1).unwrap();
+        let block = rx.block;
+        assert_eq!(rx.reset(), [1]);
+        assert_eq!(rx.block, block, "no new block for a reused queue");
+        assert_eq!(rx.head, LAP);
+        assert!(tx.push(2).unwrap_err().is_stale());
+        let tx = rx.producer();
+        tx.push(3).unwrap();
+        let mut out = Vec::new();
+        rx.drain_into(&mut out);
+        assert_eq!(out, [3]);
+    }
+
+    #[test]
+    fn reset_trims_the_pool() {
+        let (tx, mut rx) = queue();
+        let mut out = Vec::new();
+        for i in 0..(POOL_MAX + 2) * BLOCK_CAP {
+            tx.push(i).unwrap();
+        }
+        rx.drain_into(&mut out);
+        assert_eq!(pool_len(&rx), POOL_MAX);
+        rx.reset();
+        assert!(pool_len(&rx) <= 1);
+    }
+
+    #[test]
+    fn stale_producer_of_a_closed_queue_is_stale_after_reset() {
+        let (old, mut rx) = queue::<u8>();
+        rx.close();
+        assert!(old.push(1).unwrap_err().is_closed());
+        assert!(old.is_closed());
+        rx.reset();
+        assert!(old.is_closed(), "stale producers report closed");
+        let err = old.push(2).unwrap_err();
+        assert!(err.is_stale());
+        assert_eq!(err.into_inner(), 2);
+        assert!(!rx.producer().is_closed());
+    }
+
+    #[test]
+    fn many_resets_never_revive_old_producers() {
+        let mut rx = Consumer::new();
+        let mut olds = Vec::new();
+        let rounds = if cfg!(miri) { 5 } else { 100 };
+        for round in 0..rounds {
+            let tx = rx.producer();
+            tx.push(round).unwrap();
+            for old in &olds {
+                let old: &Producer<i32> = old;
+                assert!(old.push(-1).unwrap_err().is_stale());
+            }
+            olds.push(tx);
+            assert_eq!(rx.reset(), [round]);
+        }
+        assert_eq!(rx.generation(), rounds as u64);
+    }
+
+    #[test]
+    fn every_item_is_dropped_exactly_once() {
+        let drops = StdArc::new(StdCounter::new(0));
+        let n = 2 * BLOCK_CAP + 3;
+        {
+            let (tx, mut rx) = queue();
+            for _ in 0..n {
+                tx.push(Tracked(drops.clone())).unwrap();
+            }
+            let mut out = Vec::new();
+            rx.drain_into(&mut out);
+            drop(out);
+            assert_eq!(drops.load(std::sync::atomic::Ordering::SeqCst), n);
+            for _ in 0..n {
+                tx.push(Tracked(drops.clone())).unwrap();
+            }
+            // Dropping the consumer drops the pending items; the producer
+            // outlives it and sees a closed queue.
+            drop(rx);
+            assert_eq!(drops.load(std::sync::atomic::Ordering::SeqCst), 2 * n);
+            let err = tx.push(Tracked(drops.clone())).unwrap_err();
+            assert!(err.is_closed());
+            drop(err);
+        }
+        assert_eq!(drops.load(std::sync::atomic::Ordering::SeqCst), 2 * n + 1);
+    }
+
+    #[test]
+    fn zero_sized_items() {
+        let (tx, mut rx) = queue();
+        for _ in 0..BLOCK_CAP + 2 {
+            tx.push(()).unwrap();
+        }
+        let mut out = Vec::new();
+        assert_eq!(rx.drain_into(&mut out), BLOCK_CAP + 2);
+    }
+
+    #[test]
+    fn error_messages_name_the_cause() {
+        let closed = PushError::Closed(1).to_string();
+        let stale = PushError::Stale(1).to_string();
+        assert!(closed.contains("closed"), "{closed}");
+        assert!(stale.contains("stale"), "{stale}");
+        assert_eq!(format!("{:?}", PushError::Stale(1)), "Stale(..)");
+        let boxed: Box<dyn std::error::Error> = Box::new(PushError::Closed(()));
+        assert!(boxed.to_string().contains("closed"));
+    }
+
+    #[test]
+    fn debug_output() {
+        let (tx, rx) = queue::<u8>();
+        assert!(format!("{tx:?}").contains("generation: 0"));
+        assert!(format!("{rx:?}").contains("empty: true"));
+    }
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn assert_send_sync<X: Send + Sync>() {}
+        assert_send_sync::<Producer<String>>();
+        assert_send_sync::<Consumer<String>>();
+        assert_send_sync::<PushError<String>>();
+    }
+}

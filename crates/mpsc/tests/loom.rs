@@ -1,0 +1,154 @@
+//! Loom models of the queue. Run with
+//! `RUSTFLAGS="--cfg loom --cfg crossbeam_loom" LOOM_MAX_PREEMPTIONS=2 \
+//!  cargo test -p mpsc --release --lib --test loom`.
+//!
+//! Under loom a block holds 3 items (4 positions with the sentinel) and the
+//! pool keeps one spare, so a few items exercise block linking, the sentinel
+//! wait and block recycling. Every model checks conservation (each item
+//! comes out exactly once: drained, returned by `close`/`reset`, or handed
+//! back by a failed push) and per-producer order.
+#![cfg(loom)]
+
+use loom::thread;
+use mpsc::{queue, PushError};
+
+/// An item: (producer, sequence number).
+type Item = (u8, u8);
+
+/// Pushes `count` items tagged `producer`, stopping at the first failure.
+/// Returns the items handed back by failed pushes (all the rest).
+fn push_all(tx: &mpsc::Producer<Item>, producer: u8, count: u8) -> (Vec<Item>, Option<bool>) {
+    let mut refused = Vec::new();
+    let mut stale = None;
+    for seq in 0..count {
+        if let Err(e) = tx.push((producer, seq)) {
+            stale.get_or_insert(e.is_stale());
+            refused.push(e.into_inner());
+        }
+    }
+    (refused, stale)
+}
+
+/// Asserts that `seen` (in consumption order) plus `refused` is exactly the
+/// `counts[p]` items of every producer `p`, and that each producer's
+/// delivered items come in push order and precede its refused ones.
+fn check(seen: &[Item], refused: &[Item], counts: &[u8]) {
+    for (p, &count) in counts.iter().enumerate() {
+        let p = p as u8;
+        let delivered: Vec<u8> = seen.iter().filter(|i| i.0 == p).map(|i| i.1).collect();
+        let back: Vec<u8> = refused.iter().filter(|i| i.0 == p).map(|i| i.1).collect();
+        let mut all = delivered.clone();
+        all.extend(&back);
+        assert_eq!(
+            all,
+            (0..count).collect::<Vec<_>>(),
+            "producer {p}: delivered {delivered:?}, refused {back:?}"
+        );
+    }
+    assert_eq!(
+        seen.len() + refused.len(),
+        counts.iter().map(|&c| c as usize).sum::<usize>()
+    );
+}
+
+#[test]
+fn two_producers_and_the_consumer() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        let tx2 = tx.clone();
+        // Six items fill two blocks: both producers may meet at the
+        // sentinel, and the second link may reuse a recycled block.
+        let a = thread::spawn(move || push_all(&tx, 0, 3));
+        let b = thread::spawn(move || push_all(&tx2, 1, 3));
+        let mut seen = Vec::new();
+        rx.drain_into(&mut seen);
+        rx.drain_into(&mut seen);
+        assert_eq!(a.join().unwrap(), (vec![], None));
+        assert_eq!(b.join().unwrap(), (vec![], None));
+        rx.drain_into(&mut seen);
+        assert!(rx.is_empty());
+        check(&seen, &[], &[3, 3]);
+    });
+}
+
+#[test]
+fn push_races_close() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        // Three items: the third claims the block's last slot and links the
+        // next block while close may be running.
+        let p = thread::spawn(move || {
+            let refused = push_all(&tx, 0, 3);
+            // Once the queue is closed, it stays closed.
+            if refused.1.is_some() {
+                assert!(tx.is_closed());
+                assert!(matches!(tx.push((0, 9)), Err(PushError::Closed(_))));
+            }
+            refused
+        });
+        let mut seen = Vec::new();
+        rx.drain_into(&mut seen);
+        seen.extend(rx.close());
+        let (refused, stale) = p.join().unwrap();
+        assert_ne!(stale, Some(true), "nothing was reset");
+        // Closed: nothing arrives after close returned.
+        assert!(rx.is_empty());
+        assert_eq!(rx.drain_into(&mut seen), 0);
+        check(&seen, &refused, &[3]);
+    });
+}
+
+#[test]
+fn drain_races_push() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        // Six items fill two blocks: the second link may take the first
+        // block back from the pool after the consumer recycled it.
+        let p = thread::spawn(move || push_all(&tx, 0, 6));
+        let mut seen = Vec::new();
+        rx.drain_into(&mut seen);
+        rx.drain_into(&mut seen);
+        assert_eq!(p.join().unwrap(), (vec![], None));
+        rx.drain_into(&mut seen);
+        check(&seen, &[], &[6]);
+    });
+}
+
+#[test]
+fn reset_races_a_stale_producer() {
+    loom::model(|| {
+        let (old, mut rx) = queue::<Item>();
+        // Three items: the stale producer may be linking a block when the
+        // reset closes the queue.
+        let p = thread::spawn(move || push_all(&old, 0, 3));
+        let mut seen = Vec::new();
+        rx.drain_into(&mut seen);
+        seen.extend(rx.reset());
+        assert_eq!(rx.generation(), 1);
+        // The new use: its producer is tagged 1.
+        let new = rx.producer();
+        new.push((1, 0)).unwrap();
+        let (refused, _) = p.join().unwrap();
+        let mut fresh = Vec::new();
+        rx.drain_into(&mut fresh);
+        // Nothing from the earlier use may reach the new one.
+        assert_eq!(fresh, [(1, 0)]);
+        seen.extend(fresh);
+        check(&seen, &refused, &[3, 1]);
+    });
+}
+
+#[test]
+fn producers_cross_a_block_boundary_while_the_consumer_closes() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        let tx2 = tx.clone();
+        let a = thread::spawn(move || push_all(&tx, 0, 2));
+        let b = thread::spawn(move || push_all(&tx2, 1, 2));
+        let mut seen = rx.close();
+        let (mut refused, _) = a.join().unwrap();
+        refused.extend(b.join().unwrap().0);
+        assert_eq!(rx.drain_into(&mut seen), 0);
+        check(&seen, &refused, &[2, 2]);
+    });
+}
