@@ -1,0 +1,310 @@
+//! Message packages: who sent what to whom.
+
+use crate::Pid;
+use std::any::Any;
+use std::fmt;
+
+/// The payload of a [`Package`]: any `Send` value, type-erased.
+///
+/// # Examples
+///
+/// ```
+/// use relay::Payload;
+///
+/// let payload: Payload = Box::new("hello");
+/// assert_eq!(payload.downcast_ref::<&str>(), Some(&"hello"));
+/// ```
+pub type Payload = Box<dyn Any + Send>;
+
+/// A message on its way: source PID, target PID, and a payload the router
+/// never inspects.
+///
+/// The payload is type-erased ([`Payload`]), so processes of different
+/// concrete types, exchanging messages of different types, share one router
+/// and one scheduler; the receiving process gets its value back with
+/// [`downcast`](Package::downcast) or [`payload`](Package::payload). A
+/// package is `Send` (it may cross threads by value) but not `Sync`.
+///
+/// A zero-sized payload, such as `()` or a unit struct, costs no allocation.
+///
+/// # Examples
+///
+/// ```
+/// use relay::{Package, Pid};
+///
+/// let package = Package::new(Pid::local(1), Pid::local(2), String::from("ping"));
+/// assert_eq!(package.source(), Pid::local(1));
+/// assert_eq!(package.target(), Pid::local(2));
+/// assert!(package.is::<String>());
+/// assert_eq!(package.downcast::<String>().ok().as_deref(), Some("ping"));
+/// ```
+pub struct Package {
+    source: Pid,
+    target: Pid,
+    payload: Payload,
+}
+
+impl Package {
+    /// A package from `source` to `target` carrying `payload`.
+    ///
+    /// Passing a value that is already a [`Payload`]
+    /// (`Box<dyn Any + Send>`) does not box it a second time: the package
+    /// carries the boxed value itself, exactly as
+    /// [`from_payload`](Package::from_payload) would, so that downcasting to
+    /// the inner type works.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Payload, Pid};
+    ///
+    /// let package = Package::new(Pid::local(1), Pid::local(2), 7_u32);
+    /// assert_eq!(package.payload::<u32>(), Some(&7));
+    ///
+    /// let boxed: Payload = Box::new(7_u32);
+    /// let package = Package::new(Pid::local(1), Pid::local(2), boxed);
+    /// assert_eq!(package.payload::<u32>(), Some(&7));
+    /// ```
+    pub fn new<T: Any + Send>(source: Pid, target: Pid, payload: T) -> Self {
+        let boxed: Payload = Box::new(payload);
+        // Unwrap one level if `T` itself was a `Payload`: checking the
+        // TypeId of the box's contents costs a comparison, no allocation.
+        let payload = match boxed.downcast::<Payload>() {
+            Ok(inner) => *inner,
+            Err(boxed) => boxed,
+        };
+        Package::from_payload(source, target, payload)
+    }
+
+    /// A package from `source` to `target` carrying an already boxed payload.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Payload, Pid};
+    ///
+    /// let payload: Payload = Box::new([1_u8, 2, 3]);
+    /// let package = Package::from_payload(Pid::local(1), Pid::local(2), payload);
+    /// assert_eq!(package.payload::<[u8; 3]>(), Some(&[1, 2, 3]));
+    /// ```
+    pub fn from_payload(source: Pid, target: Pid, payload: Payload) -> Self {
+        Package {
+            source,
+            target,
+            payload,
+        }
+    }
+
+    /// The PID of the sender.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// assert_eq!(Package::new(Pid::local(1), Pid::local(2), ()).source(), Pid::local(1));
+    /// ```
+    pub fn source(&self) -> Pid {
+        self.source
+    }
+
+    /// The PID of the process this package is addressed to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// assert_eq!(Package::new(Pid::local(1), Pid::local(2), ()).target(), Pid::local(2));
+    /// ```
+    pub fn target(&self) -> Pid {
+        self.target
+    }
+
+    /// Readdresses the package to `target`, for a retry or a forward; the
+    /// source and payload are kept.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// let package = Package::new(Pid::local(1), Pid::local(2), ()).with_target(Pid::local(3));
+    /// assert_eq!(package.target(), Pid::local(3));
+    /// assert_eq!(package.source(), Pid::local(1));
+    /// ```
+    #[must_use]
+    pub fn with_target(mut self, target: Pid) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// Whether the payload is a `T`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// let package = Package::new(Pid::local(1), Pid::local(2), 1.5_f64);
+    /// assert!(package.is::<f64>());
+    /// assert!(!package.is::<f32>());
+    /// ```
+    pub fn is<T: Any>(&self) -> bool {
+        self.payload.is::<T>()
+    }
+
+    /// The payload, if it is a `T`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// let package = Package::new(Pid::local(1), Pid::local(2), vec![1, 2]);
+    /// assert_eq!(package.payload::<Vec<i32>>(), Some(&vec![1, 2]));
+    /// assert_eq!(package.payload::<String>(), None);
+    /// ```
+    pub fn payload<T: Any>(&self) -> Option<&T> {
+        self.payload.downcast_ref()
+    }
+
+    /// The payload mutably, if it is a `T`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// let mut package = Package::new(Pid::local(1), Pid::local(2), 1_u64);
+    /// if let Some(hops) = package.payload_mut::<u64>() {
+    ///     *hops += 1;
+    /// }
+    /// assert_eq!(package.payload::<u64>(), Some(&2));
+    /// ```
+    pub fn payload_mut<T: Any>(&mut self) -> Option<&mut T> {
+        self.payload.downcast_mut()
+    }
+
+    /// Takes the payload out as a `T`; if it is some other type the package
+    /// comes back unchanged, so nothing is lost.
+    ///
+    /// # Errors
+    ///
+    /// The package itself, when the payload is not a `T`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// let package = Package::new(Pid::local(1), Pid::local(2), 5_i32);
+    /// let package = package.downcast::<String>().unwrap_err();
+    /// assert_eq!(package.downcast::<i32>().ok(), Some(5));
+    /// ```
+    pub fn downcast<T: Any>(self) -> Result<T, Package> {
+        let Package {
+            source,
+            target,
+            payload,
+        } = self;
+        match payload.downcast::<T>() {
+            Ok(value) => Ok(*value),
+            Err(payload) => Err(Package {
+                source,
+                target,
+                payload,
+            }),
+        }
+    }
+
+    /// The type-erased payload, dropping the addresses.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// let payload = Package::new(Pid::local(1), Pid::local(2), 'x').into_payload();
+    /// assert_eq!(payload.downcast_ref::<char>(), Some(&'x'));
+    /// ```
+    pub fn into_payload(self) -> Payload {
+        self.payload
+    }
+
+    /// Splits the package into `(source, target, payload)`; the scheduler
+    /// uses this to turn a package into a message event.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// let (source, target, payload) = Package::new(Pid::local(1), Pid::local(2), 3_u8).into_parts();
+    /// assert_eq!((source, target), (Pid::local(1), Pid::local(2)));
+    /// assert_eq!(payload.downcast_ref::<u8>(), Some(&3));
+    /// ```
+    pub fn into_parts(self) -> (Pid, Pid, Payload) {
+        (self.source, self.target, self.payload)
+    }
+}
+
+/// Shows the addresses; the payload's type is erased, so it shows as `..`.
+impl fmt::Debug for Package {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Package")
+            .field("source", &self.source)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const A: Pid = Pid::local(1);
+    const B: Pid = Pid::local(2);
+
+    #[test]
+    fn a_failed_downcast_hands_the_package_back_intact() {
+        let package = Package::new(A, B, String::from("data"));
+        let package = package.downcast::<u32>().unwrap_err();
+        assert_eq!((package.source(), package.target()), (A, B));
+        assert_eq!(package.downcast::<String>().unwrap(), "data");
+    }
+
+    #[test]
+    fn new_does_not_double_box_a_payload() {
+        let boxed: Payload = Box::new(41_u16);
+        let mut package = Package::new(A, B, boxed);
+        assert!(package.is::<u16>());
+        assert!(!package.is::<Payload>());
+        *package.payload_mut::<u16>().unwrap() += 1;
+        assert_eq!(package.downcast::<u16>().ok(), Some(42));
+    }
+
+    #[test]
+    fn wrong_type_accessors_return_none() {
+        let mut package = Package::new(A, B, 1_u8);
+        assert_eq!(package.payload::<i8>(), None);
+        assert_eq!(package.payload_mut::<i8>(), None);
+    }
+
+    #[test]
+    fn debug_shows_addresses() {
+        let package = Package::new(A, B, ());
+        assert_eq!(
+            format!("{package:?}"),
+            "Package { source: <0.1>, target: <0.2>, .. }"
+        );
+    }
+
+    #[test]
+    fn retargeting_keeps_source_and_payload() {
+        let package = Package::new(A, B, 9_i64).with_target(A);
+        let (source, target, payload) = package.into_parts();
+        assert_eq!((source, target), (A, A));
+        assert_eq!(payload.downcast_ref::<i64>(), Some(&9));
+    }
+}

@@ -1,0 +1,629 @@
+//! Process identifiers, their textual form, and a generator of fresh ones.
+
+use crate::sync::{AtomicU64, Ordering};
+use std::error::Error;
+use std::fmt;
+use std::str::FromStr;
+
+/// The identity of a process: a node number and an id unique on that node.
+///
+/// A `Pid` is 16 bytes, `Copy`, hashable and totally ordered (by node, then
+/// by id). The node component is there so that routing beyond one machine can
+/// be added later without changing the type users hold; everything local uses
+/// node [`Pid::LOCAL_NODE`] (0).
+///
+/// # Textual form
+///
+/// A PID is written `<node.id>` in decimal, for example `<0.42>` or
+/// `<3.18446744073709551615>`. [`Display`](fmt::Display) (and `Debug`) write
+/// exactly that, and [`FromStr`] accepts exactly that: no spaces, no sign, no
+/// leading zeros (`0` itself is fine). So the form is canonical: every `Pid`
+/// round-trips through `to_string` and `parse`, and every string that parses
+/// is the `to_string` of its `Pid`. Malformed text is rejected with a
+/// [`ParsePidError`] that says what was wrong.
+///
+/// # Examples
+///
+/// ```
+/// use relay::Pid;
+///
+/// let pid = Pid::new(2, 42);
+/// assert_eq!(pid.node(), 2);
+/// assert_eq!(pid.id(), 42);
+/// assert_eq!(pid.to_string(), "<2.42>");
+/// assert_eq!("<2.42>".parse::<Pid>(), Ok(pid));
+/// assert!(Pid::local(7) < Pid::new(1, 0));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pid {
+    // Field order gives the derived ordering: node first, then id.
+    node: u32,
+    id: u64,
+}
+
+impl Pid {
+    /// The node number of processes on this machine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::Pid;
+    ///
+    /// assert_eq!(Pid::local(5).node(), Pid::LOCAL_NODE);
+    /// ```
+    pub const LOCAL_NODE: u32 = 0;
+
+    /// The PID with id `id` on node `node`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::Pid;
+    ///
+    /// let pid = Pid::new(1, 99);
+    /// assert_eq!((pid.node(), pid.id()), (1, 99));
+    /// ```
+    pub const fn new(node: u32, id: u64) -> Self {
+        Pid { node, id }
+    }
+
+    /// The PID with id `id` on the local node ([`Pid::LOCAL_NODE`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::Pid;
+    ///
+    /// assert_eq!(Pid::local(3), Pid::new(0, 3));
+    /// ```
+    pub const fn local(id: u64) -> Self {
+        Pid::new(Self::LOCAL_NODE, id)
+    }
+
+    /// The node component.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::Pid;
+    ///
+    /// assert_eq!(Pid::new(4, 1).node(), 4);
+    /// ```
+    pub const fn node(self) -> u32 {
+        self.node
+    }
+
+    /// The id component, unique within its node.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::Pid;
+    ///
+    /// assert_eq!(Pid::new(4, 1).id(), 1);
+    /// ```
+    pub const fn id(self) -> u64 {
+        self.id
+    }
+
+    /// Whether this PID is on the local node.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::Pid;
+    ///
+    /// assert!(Pid::local(1).is_local());
+    /// assert!(!Pid::new(1, 1).is_local());
+    /// ```
+    pub const fn is_local(self) -> bool {
+        self.node == Self::LOCAL_NODE
+    }
+}
+
+impl fmt::Display for Pid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{}.{}>", self.node, self.id)
+    }
+}
+
+/// `Debug` prints the same compact `<node.id>` form as `Display`, which keeps
+/// logs and assertion messages short.
+impl fmt::Debug for Pid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl FromStr for Pid {
+    type Err = ParsePidError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.is_empty() {
+            return Err(ParsePidError::Empty);
+        }
+        let rest = text
+            .strip_prefix('<')
+            .ok_or(ParsePidError::MissingOpeningBracket)?;
+        let (inner, after) = rest
+            .split_once('>')
+            .ok_or(ParsePidError::MissingClosingBracket)?;
+        if !after.is_empty() {
+            return Err(ParsePidError::TrailingCharacters);
+        }
+        let (node, id) = inner
+            .split_once('.')
+            .ok_or(ParsePidError::MissingSeparator)?;
+        let node = parse_decimal(node, u64::from(u32::MAX)).map_err(ParsePidError::InvalidNode)?;
+        let id = parse_decimal(id, u64::MAX).map_err(ParsePidError::InvalidId)?;
+        let node =
+            u32::try_from(node).map_err(|_| ParsePidError::InvalidNode(NumberError::Overflow))?;
+        Ok(Pid::new(node, id))
+    }
+}
+
+/// Parses canonical decimal text (ASCII digits, no sign, no leading zero)
+/// into a number no greater than `max`.
+fn parse_decimal(text: &str, max: u64) -> Result<u64, NumberError> {
+    let digits = text.as_bytes();
+    match digits {
+        [] => return Err(NumberError::Empty),
+        [b'0', _, ..] => {
+            return Err(if digits.iter().all(u8::is_ascii_digit) {
+                NumberError::LeadingZero
+            } else {
+                NumberError::InvalidDigit
+            })
+        }
+        _ => {}
+    }
+    let mut value: u64 = 0;
+    let mut overflow = false;
+    for &byte in digits {
+        if !byte.is_ascii_digit() {
+            return Err(NumberError::InvalidDigit);
+        }
+        // Keep scanning after an overflow so that a bad digit later in the
+        // text is reported as such rather than as an overflow.
+        match value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(byte - b'0')))
+        {
+            Some(next) if next <= max => value = next,
+            _ => overflow = true,
+        }
+    }
+    if overflow {
+        Err(NumberError::Overflow)
+    } else {
+        Ok(value)
+    }
+}
+
+/// Why a string is not a [`Pid`] in its `<node.id>` textual form.
+///
+/// The checks run left to right, so the error names the first problem found.
+///
+/// # Examples
+///
+/// ```
+/// use relay::{NumberError, ParsePidError, Pid};
+///
+/// assert_eq!("".parse::<Pid>(), Err(ParsePidError::Empty));
+/// assert_eq!("0.1".parse::<Pid>(), Err(ParsePidError::MissingOpeningBracket));
+/// assert_eq!("<0.1".parse::<Pid>(), Err(ParsePidError::MissingClosingBracket));
+/// assert_eq!("<01>".parse::<Pid>(), Err(ParsePidError::MissingSeparator));
+/// assert_eq!("<0.1> ".parse::<Pid>(), Err(ParsePidError::TrailingCharacters));
+/// assert_eq!(
+///     "<x.1>".parse::<Pid>(),
+///     Err(ParsePidError::InvalidNode(NumberError::InvalidDigit))
+/// );
+/// assert_eq!(
+///     "<0.007>".parse::<Pid>(),
+///     Err(ParsePidError::InvalidId(NumberError::LeadingZero))
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ParsePidError {
+    /// The string is empty.
+    Empty,
+    /// The string does not start with `<`.
+    MissingOpeningBracket,
+    /// There is no `>` after the `<`.
+    MissingClosingBracket,
+    /// Something follows the closing `>`.
+    TrailingCharacters,
+    /// There is no `.` between the node and the id.
+    MissingSeparator,
+    /// The node number (before the `.`) is not a valid `u32` in canonical
+    /// decimal.
+    InvalidNode(NumberError),
+    /// The id number (after the `.`) is not a valid `u64` in canonical
+    /// decimal.
+    InvalidId(NumberError),
+}
+
+impl fmt::Display for ParsePidError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParsePidError::Empty => f.write_str("empty string is not a PID (expected `<node.id>`)"),
+            ParsePidError::MissingOpeningBracket => {
+                f.write_str("PID must start with `<` (expected `<node.id>`)")
+            }
+            ParsePidError::MissingClosingBracket => {
+                f.write_str("PID has no closing `>` (expected `<node.id>`)")
+            }
+            ParsePidError::TrailingCharacters => {
+                f.write_str("unexpected characters after the closing `>` of a PID")
+            }
+            ParsePidError::MissingSeparator => {
+                f.write_str("PID has no `.` between node and id (expected `<node.id>`)")
+            }
+            ParsePidError::InvalidNode(why) => write!(f, "invalid PID node number: {why}"),
+            ParsePidError::InvalidId(why) => write!(f, "invalid PID id number: {why}"),
+        }
+    }
+}
+
+impl Error for ParsePidError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            ParsePidError::InvalidNode(why) | ParsePidError::InvalidId(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
+/// What was wrong with one number of a PID's textual form.
+///
+/// # Examples
+///
+/// ```
+/// use relay::{NumberError, ParsePidError, Pid};
+///
+/// let err = "<4294967296.0>".parse::<Pid>().unwrap_err();
+/// assert_eq!(err, ParsePidError::InvalidNode(NumberError::Overflow));
+/// assert_eq!(err.to_string(), "invalid PID node number: number too large");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NumberError {
+    /// There are no digits.
+    Empty,
+    /// A character other than an ASCII digit (this includes signs and
+    /// spaces).
+    InvalidDigit,
+    /// More than one digit and the first is `0`; the textual form is
+    /// canonical, so `007` is not accepted for `7`.
+    LeadingZero,
+    /// The number does not fit its type (`u32` for the node, `u64` for the
+    /// id).
+    Overflow,
+}
+
+impl fmt::Display for NumberError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NumberError::Empty => "no digits",
+            NumberError::InvalidDigit => "not a decimal digit",
+            NumberError::LeadingZero => "leading zero",
+            NumberError::Overflow => "number too large",
+        })
+    }
+}
+
+impl Error for NumberError {}
+
+/// Hands out fresh PIDs on one node, each exactly once, from any thread.
+///
+/// Ids are consecutive, starting at 1 for [`PidAllocator::new`] (id 0 is left
+/// for a caller that wants a fixed PID, for example the sender of messages
+/// from outside any process) or at the first id given to
+/// [`PidAllocator::starting_at`]. Allocation is one atomic read-modify-write;
+/// the id `u64::MAX` is never handed out, and once the ids run out every call
+/// returns [`PidsExhausted`] instead of wrapping around to a PID already in
+/// use.
+///
+/// # Examples
+///
+/// ```
+/// use relay::{Pid, PidAllocator};
+///
+/// let pids = PidAllocator::new(Pid::LOCAL_NODE);
+/// let a = pids.allocate()?;
+/// let b = pids.allocate()?;
+/// assert_eq!(a, Pid::local(1));
+/// assert_eq!(b, Pid::local(2));
+/// # Ok::<(), relay::PidsExhausted>(())
+/// ```
+#[derive(Debug)]
+pub struct PidAllocator {
+    node: u32,
+    next: AtomicU64,
+}
+
+impl PidAllocator {
+    /// An allocator for node `node` whose first id is 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, PidAllocator};
+    ///
+    /// let pids = PidAllocator::new(3);
+    /// assert_eq!(pids.allocate(), Ok(Pid::new(3, 1)));
+    /// ```
+    pub fn new(node: u32) -> Self {
+        Self::starting_at(node, 1)
+    }
+
+    /// An allocator for node `node` whose first id is `first`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, PidAllocator, PidsExhausted};
+    ///
+    /// let pids = PidAllocator::starting_at(0, u64::MAX - 1);
+    /// assert_eq!(pids.allocate(), Ok(Pid::local(u64::MAX - 1)));
+    /// assert_eq!(pids.allocate(), Err(PidsExhausted { node: 0 }));
+    /// ```
+    pub fn starting_at(node: u32, first: u64) -> Self {
+        PidAllocator {
+            node,
+            next: AtomicU64::new(first),
+        }
+    }
+
+    /// The node whose PIDs this allocator hands out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::PidAllocator;
+    ///
+    /// assert_eq!(PidAllocator::new(9).node(), 9);
+    /// ```
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// A PID no earlier call on this allocator has returned.
+    ///
+    /// # Errors
+    ///
+    /// [`PidsExhausted`] once every id up to `u64::MAX - 1` has been handed
+    /// out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::PidAllocator;
+    /// use std::collections::HashSet;
+    /// use std::sync::Arc;
+    ///
+    /// let pids = Arc::new(PidAllocator::new(0));
+    /// let threads: Vec<_> = (0..2)
+    ///     .map(|_| {
+    ///         let pids = Arc::clone(&pids);
+    ///         std::thread::spawn(move || {
+    ///             (0..100).map(|_| pids.allocate().unwrap()).collect::<Vec<_>>()
+    ///         })
+    ///     })
+    ///     .collect();
+    /// let mut seen = HashSet::new();
+    /// for thread in threads {
+    ///     for pid in thread.join().unwrap() {
+    ///         assert!(seen.insert(pid), "{pid} handed out twice");
+    ///     }
+    /// }
+    /// assert_eq!(seen.len(), 200);
+    /// ```
+    pub fn allocate(&self) -> Result<Pid, PidsExhausted> {
+        // Uniqueness needs only the atomicity of the read-modify-write, not
+        // any ordering with other memory, hence Relaxed. `checked_add` stops
+        // the counter at u64::MAX instead of wrapping to ids in use.
+        self.next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |next| {
+                next.checked_add(1)
+            })
+            .map(|id| Pid::new(self.node, id))
+            .map_err(|_| PidsExhausted { node: self.node })
+    }
+}
+
+/// A [`PidAllocator`] has handed out every id it can.
+///
+/// # Examples
+///
+/// ```
+/// use relay::{PidAllocator, PidsExhausted};
+///
+/// let pids = PidAllocator::starting_at(1, u64::MAX);
+/// let err = pids.allocate().unwrap_err();
+/// assert_eq!(err, PidsExhausted { node: 1 });
+/// assert_eq!(err.to_string(), "no PIDs left to allocate on node 1");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PidsExhausted {
+    /// The node whose ids ran out.
+    pub node: u32,
+}
+
+impl fmt::Display for PidsExhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no PIDs left to allocate on node {}", self.node)
+    }
+}
+
+impl Error for PidsExhausted {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Pid, ParsePidError> {
+        text.parse()
+    }
+
+    #[test]
+    fn display_is_node_dot_id_in_angle_brackets() {
+        assert_eq!(Pid::new(0, 0).to_string(), "<0.0>");
+        assert_eq!(Pid::new(12, 345).to_string(), "<12.345>");
+        assert_eq!(
+            Pid::new(u32::MAX, u64::MAX).to_string(),
+            "<4294967295.18446744073709551615>"
+        );
+        assert_eq!(format!("{:?}", Pid::local(8)), "<0.8>");
+    }
+
+    #[test]
+    fn parses_extremes() {
+        assert_eq!(parse("<0.0>"), Ok(Pid::new(0, 0)));
+        assert_eq!(
+            parse("<4294967295.18446744073709551615>"),
+            Ok(Pid::new(u32::MAX, u64::MAX))
+        );
+    }
+
+    #[test]
+    fn ordering_is_by_node_then_id() {
+        assert!(Pid::new(0, 5) < Pid::new(0, 6));
+        assert!(Pid::new(0, u64::MAX) < Pid::new(1, 0));
+    }
+
+    #[test]
+    fn empty() {
+        assert_eq!(parse(""), Err(ParsePidError::Empty));
+    }
+
+    #[test]
+    fn missing_opening_bracket() {
+        assert_eq!(parse("0.1>"), Err(ParsePidError::MissingOpeningBracket));
+        assert_eq!(parse(" <0.1>"), Err(ParsePidError::MissingOpeningBracket));
+    }
+
+    #[test]
+    fn missing_closing_bracket() {
+        assert_eq!(parse("<"), Err(ParsePidError::MissingClosingBracket));
+        assert_eq!(parse("<0.1"), Err(ParsePidError::MissingClosingBracket));
+    }
+
+    #[test]
+    fn trailing_characters() {
+        assert_eq!(parse("<0.1>>"), Err(ParsePidError::TrailingCharacters));
+        assert_eq!(parse("<0.1>\n"), Err(ParsePidError::TrailingCharacters));
+    }
+
+    #[test]
+    fn missing_separator() {
+        assert_eq!(parse("<>"), Err(ParsePidError::MissingSeparator));
+        assert_eq!(parse("<01>"), Err(ParsePidError::MissingSeparator));
+        assert_eq!(parse("<0:1>"), Err(ParsePidError::MissingSeparator));
+    }
+
+    #[test]
+    fn invalid_node() {
+        use NumberError::*;
+        assert_eq!(parse("<.1>"), Err(ParsePidError::InvalidNode(Empty)));
+        assert_eq!(
+            parse("<+1.1>"),
+            Err(ParsePidError::InvalidNode(InvalidDigit))
+        );
+        assert_eq!(
+            parse("< 1.1>"),
+            Err(ParsePidError::InvalidNode(InvalidDigit))
+        );
+        assert_eq!(
+            parse("<0x.1>"),
+            Err(ParsePidError::InvalidNode(InvalidDigit))
+        );
+        assert_eq!(
+            parse("<01.1>"),
+            Err(ParsePidError::InvalidNode(LeadingZero))
+        );
+        assert_eq!(
+            parse("<00.1>"),
+            Err(ParsePidError::InvalidNode(LeadingZero))
+        );
+        assert_eq!(
+            parse("<4294967296.1>"),
+            Err(ParsePidError::InvalidNode(Overflow))
+        );
+        assert_eq!(
+            parse("<99999999999999999999999.1>"),
+            Err(ParsePidError::InvalidNode(Overflow))
+        );
+    }
+
+    #[test]
+    fn invalid_id() {
+        use NumberError::*;
+        assert_eq!(parse("<1.>"), Err(ParsePidError::InvalidId(Empty)));
+        assert_eq!(parse("<1.-1>"), Err(ParsePidError::InvalidId(InvalidDigit)));
+        assert_eq!(
+            parse("<1.1.1>"),
+            Err(ParsePidError::InvalidId(InvalidDigit))
+        );
+        assert_eq!(parse("<1.١>"), Err(ParsePidError::InvalidId(InvalidDigit)));
+        assert_eq!(parse("<1.01>"), Err(ParsePidError::InvalidId(LeadingZero)));
+        assert_eq!(
+            parse("<1.18446744073709551616>"),
+            Err(ParsePidError::InvalidId(Overflow))
+        );
+    }
+
+    #[test]
+    fn a_bad_digit_after_an_overflow_is_reported_as_a_bad_digit() {
+        assert_eq!(
+            parse("<1.99999999999999999999x>"),
+            Err(ParsePidError::InvalidId(NumberError::InvalidDigit))
+        );
+        assert_eq!(
+            parse("<1.0x>"),
+            Err(ParsePidError::InvalidId(NumberError::InvalidDigit))
+        );
+    }
+
+    #[test]
+    fn errors_display_what_was_wrong_and_chain_their_source() {
+        let err = parse("<1.x>").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid PID id number: not a decimal digit"
+        );
+        let source = err.source().map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("not a decimal digit"));
+        assert!(ParsePidError::Empty.source().is_none());
+        for err in [
+            ParsePidError::Empty,
+            ParsePidError::MissingOpeningBracket,
+            ParsePidError::MissingClosingBracket,
+            ParsePidError::TrailingCharacters,
+            ParsePidError::MissingSeparator,
+            ParsePidError::InvalidNode(NumberError::Empty),
+            ParsePidError::InvalidId(NumberError::LeadingZero),
+            ParsePidError::InvalidId(NumberError::Overflow),
+        ] {
+            assert!(!err.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn allocator_counts_up_and_stops_before_wrapping() {
+        let pids = PidAllocator::starting_at(7, u64::MAX - 2);
+        assert_eq!(pids.node(), 7);
+        assert_eq!(pids.allocate(), Ok(Pid::new(7, u64::MAX - 2)));
+        assert_eq!(pids.allocate(), Ok(Pid::new(7, u64::MAX - 1)));
+        assert_eq!(pids.allocate(), Err(PidsExhausted { node: 7 }));
+        assert_eq!(pids.allocate(), Err(PidsExhausted { node: 7 }));
+    }
+
+    #[test]
+    fn allocator_starts_at_one() {
+        let pids = PidAllocator::new(Pid::LOCAL_NODE);
+        assert_eq!(pids.allocate(), Ok(Pid::local(1)));
+        assert_eq!(pids.allocate(), Ok(Pid::local(2)));
+    }
+}

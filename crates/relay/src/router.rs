@@ -1,0 +1,604 @@
+//! The routing table from PID to receiver.
+
+use crate::sync::Map;
+use crate::{Package, Pid, Receiver, SendError};
+use std::error::Error;
+use std::fmt;
+
+/// A concurrent routing table from [`Pid`] to a route `R`, usually a cheap
+/// handle to a process's mailbox such as an `Arc`.
+///
+/// Built on a sharded `dashmap::DashMap` (a loom-visible `Mutex<HashMap>`
+/// under `--cfg loom`). Every operation takes `&self` and may run from any
+/// number of threads at once; each is linearizable: it takes effect at one
+/// instant, under the lock of the one shard holding its PID.
+///
+/// * [`register`](Router::register) never overwrites: a PID already present
+///   is a [`RegisterError`] that hands the new route back.
+/// * [`unregister`](Router::unregister) returns the route it removed.
+/// * [`route`](Router::route) looks the target up and delivers through
+///   [`Receiver::send`]; a package is either accepted by the target's
+///   receiver or comes back in a [`SendError`], never lost.
+///
+/// # Delivery happens outside the table's locks
+///
+/// `route` clones the route out while holding the shard's read lock, releases
+/// the lock, and only then calls `send` on the clone. So a receiver may take
+/// its time, block, or itself route, register or unregister on the same table
+/// without deadlocking it, and a slow delivery never stalls registrations on
+/// the same shard. The price is an `R: Clone` bound (a reference-count
+/// increment for an `Arc`), and a weaker ordering with `unregister`: a
+/// `route` that looked the PID up just before an `unregister` may call
+/// `send` on the removed route just after the `unregister` returned. A
+/// receiver that must refuse packages once its process is gone therefore
+/// closes its own mailbox (and returns [`SendErrorKind::Closed`]) after
+/// unregistering, as the scheduler's process queues do; the package then
+/// still comes back to the sender rather than vanishing.
+///
+/// [`SendErrorKind::Closed`]: crate::SendErrorKind::Closed
+///
+/// # Examples
+///
+/// ```
+/// use relay::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+/// use std::sync::{mpsc, Arc, Mutex};
+///
+/// /// A process's mailbox: a channel sender.
+/// struct Mailbox(Mutex<mpsc::Sender<Package>>);
+///
+/// impl Receiver for Mailbox {
+///     fn send(&self, package: Package) -> Result<(), SendError> {
+///         self.0
+///             .lock()
+///             .unwrap()
+///             .send(package)
+///             .map_err(|mpsc::SendError(package)| SendError::closed(package))
+///     }
+/// }
+///
+/// let router = Router::new();
+/// let (tx, rx) = mpsc::channel();
+/// let pid = Pid::local(1);
+/// router.register(pid, Arc::new(Mailbox(Mutex::new(tx))))?;
+///
+/// router.route(Package::new(Pid::local(0), pid, "hello"))?;
+/// assert_eq!(rx.recv()?.downcast::<&str>().ok(), Some("hello"));
+///
+/// drop(rx); // the process finished: its mailbox is closed
+/// let err = router.route(Package::new(Pid::local(0), pid, "late")).unwrap_err();
+/// assert_eq!(err.kind(), SendErrorKind::Closed);
+///
+/// router.unregister(pid);
+/// let err = router.route(err.into_package()).unwrap_err();
+/// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Router<R> {
+    routes: Map<R>,
+}
+
+impl<R> Router<R> {
+    /// An empty table.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::Router;
+    ///
+    /// let router: Router<u32> = Router::new();
+    /// assert!(router.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Router { routes: Map::new() }
+    }
+
+    /// An empty table with room for at least `capacity` routes before it
+    /// reallocates.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::Router;
+    ///
+    /// let router: Router<u32> = Router::with_capacity(100_000);
+    /// assert_eq!(router.len(), 0);
+    /// ```
+    pub fn with_capacity(capacity: usize) -> Self {
+        Router {
+            routes: Map::with_capacity(capacity),
+        }
+    }
+
+    /// Adds `route` under `pid`.
+    ///
+    /// Of several threads registering one PID at once, exactly one succeeds.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterError`] if `pid` is already registered; the existing route
+    /// stays, and the error hands `route` back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// assert!(router.register(Pid::local(1), "first").is_ok());
+    /// let err = router.register(Pid::local(1), "second").unwrap_err();
+    /// assert_eq!(err.pid(), Pid::local(1));
+    /// assert_eq!(err.into_route(), "second");
+    /// assert_eq!(router.lookup(Pid::local(1)), Some("first"));
+    /// ```
+    pub fn register(&self, pid: Pid, route: R) -> Result<(), RegisterError<R>> {
+        self.routes
+            .insert_new(pid, route)
+            .map_err(|route| RegisterError { pid, route })
+    }
+
+    /// Removes the route under `pid` and returns it, or `None` if there was
+    /// none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(1), 'a').unwrap();
+    /// assert_eq!(router.unregister(Pid::local(1)), Some('a'));
+    /// assert_eq!(router.unregister(Pid::local(1)), None);
+    /// ```
+    pub fn unregister(&self, pid: Pid) -> Option<R> {
+        self.routes.remove(pid)
+    }
+
+    /// Whether `pid` is registered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(1), ()).unwrap();
+    /// assert!(router.contains(Pid::local(1)));
+    /// assert!(!router.contains(Pid::local(2)));
+    /// ```
+    pub fn contains(&self, pid: Pid) -> bool {
+        self.routes.contains(pid)
+    }
+
+    /// A clone of the route under `pid`, if any; the table's lock is released
+    /// before this returns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    /// use std::sync::Arc;
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(1), Arc::new("mailbox")).unwrap();
+    /// assert_eq!(router.lookup(Pid::local(1)).as_deref(), Some(&"mailbox"));
+    /// assert_eq!(router.lookup(Pid::local(2)), None);
+    /// ```
+    pub fn lookup(&self, pid: Pid) -> Option<R>
+    where
+        R: Clone,
+    {
+        self.routes.with(pid, R::clone)
+    }
+
+    /// Runs `f` on the route under `pid`, if any, and returns its result.
+    ///
+    /// This needs no `Clone`, but `f` runs while the read lock of the PID's
+    /// shard is held: it must be short, and must not register or unregister
+    /// on this table (that would deadlock on the shard lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(1), String::from("mailbox")).unwrap();
+    /// assert_eq!(router.with(Pid::local(1), |route| route.len()), Some(7));
+    /// assert_eq!(router.with(Pid::local(2), |route| route.len()), None);
+    /// ```
+    pub fn with<T>(&self, pid: Pid, f: impl FnOnce(&R) -> T) -> Option<T> {
+        self.routes.with(pid, f)
+    }
+
+    /// Delivers `package` to the receiver registered under its target PID.
+    ///
+    /// The route is cloned out under the shard's read lock and `send` is
+    /// called after the lock is released (see the type-level docs for why
+    /// and what that means when racing [`unregister`](Router::unregister)).
+    ///
+    /// # Errors
+    ///
+    /// [`SendErrorKind::UnknownTarget`](crate::SendErrorKind::UnknownTarget)
+    /// if the target is not registered, or whatever error the target's
+    /// receiver returned; either way the error hands the package back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(Default)]
+    /// struct Counter(AtomicUsize);
+    ///
+    /// impl Receiver for Counter {
+    ///     fn send(&self, _package: Package) -> Result<(), SendError> {
+    ///         self.0.fetch_add(1, Ordering::Relaxed);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let router = Router::new();
+    /// let counter = Arc::new(Counter::default());
+    /// router.register(Pid::local(1), Arc::clone(&counter))?;
+    /// router.route(Package::new(Pid::local(0), Pid::local(1), ()))?;
+    /// assert_eq!(counter.0.load(Ordering::Relaxed), 1);
+    ///
+    /// let err = router.route(Package::new(Pid::local(0), Pid::local(2), ())).unwrap_err();
+    /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn route(&self, package: Package) -> Result<(), SendError>
+    where
+        R: Receiver + Clone,
+    {
+        match self.lookup(package.target()) {
+            Some(route) => route.send(package),
+            None => Err(SendError::unknown_target(package)),
+        }
+    }
+
+    /// The number of registered PIDs. Under concurrent changes it is a
+    /// snapshot that may already be stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(1), ()).unwrap();
+    /// router.register(Pid::local(2), ()).unwrap();
+    /// assert_eq!(router.len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// Whether no PID is registered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// assert!(router.is_empty());
+    /// router.register(Pid::local(1), ()).unwrap();
+    /// assert!(!router.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The registered PIDs, in no particular order: for shutdown, which
+    /// cancels every live process. Under concurrent changes the list is
+    /// weakly consistent (each shard is read at a different instant): a PID
+    /// registered or unregistered meanwhile may or may not appear.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(2), ()).unwrap();
+    /// router.register(Pid::local(1), ()).unwrap();
+    /// let mut pids = router.pids();
+    /// pids.sort();
+    /// assert_eq!(pids, [Pid::local(1), Pid::local(2)]);
+    /// ```
+    pub fn pids(&self) -> Vec<Pid> {
+        self.routes.keys()
+    }
+}
+
+impl<R> Default for Router<R> {
+    fn default() -> Self {
+        Router::new()
+    }
+}
+
+/// Shows the number of routes; the routes themselves are not printed.
+impl<R> fmt::Debug for Router<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Router")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A router is itself a receiver: sending to it routes by target PID.
+///
+/// # Examples
+///
+/// ```
+/// use relay::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+/// use std::sync::Arc;
+///
+/// struct Refuse;
+/// impl Receiver for Refuse {
+///     fn send(&self, package: Package) -> Result<(), SendError> {
+///         Err(SendError::full(package))
+///     }
+/// }
+///
+/// let router = Router::new();
+/// router.register(Pid::local(1), Arc::new(Refuse))?;
+/// let receiver: &dyn Receiver = &router;
+/// let err = receiver.send(Package::new(Pid::local(0), Pid::local(1), ())).unwrap_err();
+/// assert_eq!(err.kind(), SendErrorKind::Full);
+/// let err = receiver.send(err.into_package().with_target(Pid::local(2))).unwrap_err();
+/// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl<R: Receiver + Clone> Receiver for Router<R> {
+    fn send(&self, package: Package) -> Result<(), SendError> {
+        self.route(package)
+    }
+}
+
+/// A registration refused because the PID is already registered; it hands
+/// the route back.
+///
+/// # Examples
+///
+/// ```
+/// use relay::{Pid, Router};
+///
+/// let router = Router::new();
+/// router.register(Pid::local(5), 1).unwrap();
+/// let err = router.register(Pid::local(5), 2).unwrap_err();
+/// assert_eq!(err.to_string(), "PID <0.5> is already registered");
+/// assert_eq!(err.route(), &2);
+/// ```
+pub struct RegisterError<R> {
+    pid: Pid,
+    route: R,
+}
+
+impl<R> RegisterError<R> {
+    /// The PID that was already registered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(5), ()).unwrap();
+    /// assert_eq!(router.register(Pid::local(5), ()).unwrap_err().pid(), Pid::local(5));
+    /// ```
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The route that was not registered, borrowed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(5), "old").unwrap();
+    /// assert_eq!(router.register(Pid::local(5), "new").unwrap_err().route(), &"new");
+    /// ```
+    pub fn route(&self) -> &R {
+        &self.route
+    }
+
+    /// The route that was not registered, handed back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, Router};
+    ///
+    /// let router = Router::new();
+    /// router.register(Pid::local(5), vec![1]).unwrap();
+    /// assert_eq!(router.register(Pid::local(5), vec![2]).unwrap_err().into_route(), [2]);
+    /// ```
+    pub fn into_route(self) -> R {
+        self.route
+    }
+}
+
+impl<R> fmt::Display for RegisterError<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PID {} is already registered", self.pid)
+    }
+}
+
+/// Shows the PID; the route is not printed, so no `R: Debug` is needed.
+impl<R> fmt::Debug for RegisterError<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisterError")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R> Error for RegisterError<R> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::SendErrorKind;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// A mailbox that can be closed, as a finished process's queue is.
+    #[derive(Default)]
+    struct Mailbox {
+        closed: AtomicBool,
+        inbox: Mutex<Vec<Package>>,
+    }
+
+    impl Receiver for Mailbox {
+        fn send(&self, package: Package) -> Result<(), SendError> {
+            let mut inbox = self.inbox.lock().unwrap();
+            if self.closed.load(Ordering::Relaxed) {
+                return Err(SendError::closed(package));
+            }
+            inbox.push(package);
+            Ok(())
+        }
+    }
+
+    fn package(to: u64, value: u32) -> Package {
+        Package::new(Pid::local(0), Pid::local(to), value)
+    }
+
+    #[test]
+    fn route_delivers_to_the_registered_receiver_only() {
+        let router = Router::new();
+        let (one, two) = (Arc::new(Mailbox::default()), Arc::new(Mailbox::default()));
+        router.register(Pid::local(1), Arc::clone(&one)).unwrap();
+        router.register(Pid::local(2), Arc::clone(&two)).unwrap();
+        router.route(package(1, 10)).unwrap();
+        router.route(package(2, 20)).unwrap();
+        router.route(package(2, 21)).unwrap();
+        let values = |mailbox: &Mailbox| -> Vec<u32> {
+            mailbox
+                .inbox
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|p| *p.payload::<u32>().unwrap())
+                .collect()
+        };
+        assert_eq!(values(&one), [10]);
+        assert_eq!(values(&two), [20, 21]);
+    }
+
+    #[test]
+    fn route_to_an_unknown_pid_hands_the_package_back() {
+        let router: Router<Arc<Mailbox>> = Router::new();
+        let err = router.route(package(7, 70)).unwrap_err();
+        assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+        assert_eq!(err.to_string(), "no process with PID <0.7>");
+        assert_eq!(err.into_package().downcast::<u32>().ok(), Some(70));
+    }
+
+    #[test]
+    fn route_passes_the_receivers_refusal_through() {
+        let router = Router::new();
+        let mailbox = Arc::new(Mailbox::default());
+        mailbox.closed.store(true, Ordering::Relaxed);
+        router.register(Pid::local(1), mailbox).unwrap();
+        let err = router.route(package(1, 5)).unwrap_err();
+        assert_eq!(err.kind(), SendErrorKind::Closed);
+        assert_eq!(err.into_package().downcast::<u32>().ok(), Some(5));
+    }
+
+    #[test]
+    fn route_after_unregister_is_unknown_target() {
+        let router = Router::new();
+        let mailbox = Arc::new(Mailbox::default());
+        router
+            .register(Pid::local(1), Arc::clone(&mailbox))
+            .unwrap();
+        let removed = router.unregister(Pid::local(1)).unwrap();
+        assert!(Arc::ptr_eq(&removed, &mailbox));
+        let err = router.route(package(1, 1)).unwrap_err();
+        assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+        assert!(mailbox.inbox.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn duplicate_registration_keeps_the_first_and_returns_the_second() {
+        let router = Router::new();
+        router.register(Pid::new(2, 3), 1_u8).unwrap();
+        let err = router.register(Pid::new(2, 3), 2_u8).unwrap_err();
+        assert_eq!(err.pid(), Pid::new(2, 3));
+        assert_eq!(err.to_string(), "PID <2.3> is already registered");
+        assert_eq!(format!("{err:?}"), "RegisterError { pid: <2.3>, .. }");
+        assert_eq!(err.into_route(), 2);
+        assert_eq!(router.lookup(Pid::new(2, 3)), Some(1));
+        assert_eq!(router.len(), 1);
+    }
+
+    #[test]
+    fn a_pid_can_be_registered_again_after_unregister() {
+        let router = Router::new();
+        router.register(Pid::local(1), 'a').unwrap();
+        assert_eq!(router.unregister(Pid::local(1)), Some('a'));
+        router.register(Pid::local(1), 'b').unwrap();
+        assert_eq!(router.lookup(Pid::local(1)), Some('b'));
+    }
+
+    #[test]
+    fn same_id_on_different_nodes_are_different_routes() {
+        let router = Router::new();
+        router.register(Pid::new(0, 1), "local").unwrap();
+        router.register(Pid::new(1, 1), "remote").unwrap();
+        assert_eq!(router.lookup(Pid::new(0, 1)), Some("local"));
+        assert_eq!(router.lookup(Pid::new(1, 1)), Some("remote"));
+    }
+
+    #[test]
+    fn a_receiver_may_use_the_router_while_delivering() {
+        // Delivery runs outside the table's locks, so a receiver that
+        // unregisters itself (or routes onwards) does not deadlock.
+        struct SelfRemoving(Arc<Router<Arc<SelfRemoving>>>, Pid);
+        impl Receiver for SelfRemoving {
+            fn send(&self, package: Package) -> Result<(), SendError> {
+                self.0.unregister(self.1);
+                Err(SendError::closed(package))
+            }
+        }
+        let router = Arc::new(Router::new());
+        let pid = Pid::local(1);
+        router
+            .register(pid, Arc::new(SelfRemoving(Arc::clone(&router), pid)))
+            .unwrap();
+        let err = router.route(package(1, 0)).unwrap_err();
+        assert_eq!(err.kind(), SendErrorKind::Closed);
+        assert!(router.is_empty());
+    }
+
+    #[test]
+    fn router_is_a_receiver_and_debug_shows_len() {
+        let inner = Arc::new(Router::new());
+        let mailbox = Arc::new(Mailbox::default());
+        inner.register(Pid::local(1), Arc::clone(&mailbox)).unwrap();
+        let outer: &dyn Receiver = &*inner;
+        outer.send(package(1, 3)).unwrap();
+        assert_eq!(mailbox.inbox.lock().unwrap().len(), 1);
+        assert_eq!(format!("{inner:?}"), "Router { len: 1, .. }");
+    }
+
+    #[test]
+    fn pids_lists_every_registration() {
+        let router = Router::with_capacity(16);
+        for id in 0..10 {
+            router.register(Pid::local(id), id).unwrap();
+        }
+        let mut pids = router.pids();
+        pids.sort();
+        assert_eq!(pids, (0..10).map(Pid::local).collect::<Vec<_>>());
+        assert_eq!(router.with(Pid::local(4), |v| v * 2), Some(8));
+    }
+}
