@@ -1,0 +1,89 @@
+//! Errors of the engine's operations.
+
+use std::error::Error;
+use std::fmt;
+
+use relay::Pid;
+
+use crate::process::InitError;
+
+/// Why a submission failed. Nothing was scheduled or registered.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::SubmitError;
+/// let e = SubmitError::TooManyProcesses { max: 2 };
+/// assert_eq!(e.to_string(), "the scheduler already runs its maximum of 2 live processes");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The scheduler is shutting down or has shut down.
+    ShuttingDown,
+    /// As many processes as the configured maximum are live.
+    TooManyProcesses {
+        /// The configured maximum.
+        max: usize,
+    },
+    /// A live process already uses this PID; it keeps its route.
+    DuplicatePid(Pid),
+    /// The process's `init` failed (or panicked); `close` is not called.
+    Init {
+        /// The PID it was submitted under.
+        pid: Pid,
+        /// What `init` reported.
+        error: InitError,
+    },
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubmitError::ShuttingDown => f.write_str("the scheduler is shutting down"),
+            SubmitError::TooManyProcesses { max } => {
+                write!(
+                    f,
+                    "the scheduler already runs its maximum of {max} live processes"
+                )
+            }
+            SubmitError::DuplicatePid(pid) => write!(f, "PID {pid} is already in use"),
+            SubmitError::Init { pid, error } => write!(f, "init of {pid} failed: {error}"),
+        }
+    }
+}
+
+impl Error for SubmitError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            SubmitError::Init { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Why `terminate` failed.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::TerminateError;
+/// let e = TerminateError::NotFound(relay::Pid::local(9));
+/// assert_eq!(e.to_string(), "no live process has PID <0.9>");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TerminateError {
+    /// No live process has this PID (it never existed or has ended).
+    NotFound(Pid),
+}
+
+impl fmt::Display for TerminateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TerminateError::NotFound(pid) => write!(f, "no live process has PID {pid}"),
+        }
+    }
+}
+
+impl Error for TerminateError {}

@@ -1,0 +1,124 @@
+//! What a process's `step` receives.
+
+use std::error::Error;
+use std::fmt;
+
+use relay::{Package, Payload};
+
+use crate::command::{CommandId, Tag};
+
+/// A boxed error that can cross threads.
+pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
+
+/// One event delivered to a process's `step`.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::{Event, Tag};
+/// let e = Event::Completion { tag: Tag(1), result: Ok(Box::new(42u32)) };
+/// assert!(matches!(e, Event::Completion { tag: Tag(1), .. }));
+/// ```
+pub enum Event {
+    /// A yielded command completed, successfully or not.
+    Completion {
+        /// The tag the process gave the yield.
+        tag: Tag,
+        /// The handler's result data, or why the command failed.
+        result: Result<Payload, CommandError>,
+    },
+    /// A message from another process or from outside.
+    Message(Package),
+    /// The scheduler asks the process to finish: it is shutting down. A
+    /// process should wrap up and report done; one that does not is
+    /// force-completed at the shutdown deadline.
+    Cancel,
+}
+
+impl Event {
+    /// The tag, for a completion.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_core::{Event, Tag};
+    /// assert_eq!(Event::Cancel.tag(), None);
+    /// ```
+    pub fn tag(&self) -> Option<Tag> {
+        match self {
+            Event::Completion { tag, .. } => Some(*tag),
+            Event::Message(_) | Event::Cancel => None,
+        }
+    }
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Completion { tag, result } => f
+                .debug_struct("Completion")
+                .field("tag", tag)
+                .field("ok", &result.is_ok())
+                .finish(),
+            Event::Message(p) => f.debug_tuple("Message").field(p).finish(),
+            Event::Cancel => f.write_str("Cancel"),
+        }
+    }
+}
+
+/// Why a yielded command produced no result.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::{CommandError, CommandId};
+/// let e = CommandError::NoHandler { command: CommandId(999) };
+/// assert_eq!(e.to_string(), "no handler is registered for command 999");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// No handler is registered for the command id.
+    NoHandler {
+        /// The id that had no handler.
+        command: CommandId,
+    },
+    /// The handler refused the command when it was dispatched.
+    Rejected(BoxError),
+    /// The handler completed the command with an error.
+    Failed(BoxError),
+    /// The handler panicked while handling the command.
+    HandlerPanicked {
+        /// The panic message.
+        message: String,
+    },
+    /// The completer was dropped without completing the command.
+    Dropped,
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandError::NoHandler { command } => {
+                write!(f, "no handler is registered for {command}")
+            }
+            CommandError::Rejected(e) => write!(f, "the handler rejected the command: {e}"),
+            CommandError::Failed(e) => write!(f, "{e}"),
+            CommandError::HandlerPanicked { message } => {
+                write!(f, "the handler panicked: {message}")
+            }
+            CommandError::Dropped => {
+                f.write_str("the completer was dropped without completing the command")
+            }
+        }
+    }
+}
+
+impl Error for CommandError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CommandError::Rejected(e) | CommandError::Failed(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}

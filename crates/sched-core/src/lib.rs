@@ -1,0 +1,102 @@
+//! The scheduler engine: worker threads running step-driven processes.
+//!
+//! A [`Process`] is a state machine. The engine calls its
+//! [`step`](Process::step) with the [`Event`]s that arrived since the last
+//! step (completions of yielded commands, messages, cancel), and the process
+//! writes into the reused [`Output`] buffer what it wants next: continue,
+//! yield commands to [`CommandHandler`]s, wait for messages, or finish.
+//!
+//! Inside, each worker thread owns two work-stealing deques (a LIFO one for
+//! woken and new processes, a FIFO one for processes that asked to continue)
+//! and looks for work in this order: its LIFO deque, its FIFO queue, the
+//! global queue (one plus a batch of up to 16), then half of a random
+//! victim's deque (at most 32). Every 61 ticks it looks at the global queue
+//! first and every 13 at its FIFO queue first, so nothing runnable waits
+//! forever. Idle workers spin, then yield, then park; new work wakes one
+//! parked worker. Each process's state and wakeup flag live in one atomic
+//! word; `src/PROTOCOL.md` states the invariants and why no event and no
+//! wakeup is lost.
+//!
+//! This crate is the engine without API sugar; the `sched` crate is the
+//! facade users depend on.
+//!
+//! # Examples
+//!
+//! A process that yields a command and finishes with its result:
+//!
+//! ```
+//! use relay::{Payload, Pid};
+//! use sched_core::*;
+//! use std::time::Duration;
+//!
+//! const DOUBLE: CommandId = CommandId(1);
+//!
+//! struct Doubler { asked: bool }
+//!
+//! impl Process for Doubler {
+//!     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+//!         if method == "run" { Ok(()) } else { Err(InitError::unknown_method(method)) }
+//!     }
+//!     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+//!         if !self.asked {
+//!             self.asked = true;
+//!             out.yield_command(DOUBLE, Tag(1), Box::new(21u64));
+//!             return Ok(());
+//!         }
+//!         for event in events {
+//!             if let Event::Completion { tag: Tag(1), result } = event {
+//!                 out.done(result?);
+//!             }
+//!         }
+//!         Ok(())
+//!     }
+//!     fn close(&mut self) {}
+//! }
+//!
+//! let engine = Engine::builder()
+//!     .workers(2)
+//!     .handler(DOUBLE, |cmd: Command, c: Completer| -> Result<(), Rejected> {
+//!         let n = *cmd.data::<u64>().unwrap();
+//!         // Complete later, from another thread.
+//!         std::thread::spawn(move || { let _ = c.complete(Box::new(n * 2)); });
+//!         Ok(())
+//!     })
+//!     .build();
+//! engine.start();
+//! let done = engine
+//!     .submit(Pid::local(1), Box::new(Doubler { asked: false }), "run", Box::new(()))
+//!     .unwrap();
+//! let value = done.wait().unwrap();
+//! assert_eq!(value.downcast_ref::<u64>(), Some(&42));
+//! engine.shutdown(Duration::from_secs(1));
+//! ```
+
+mod command;
+mod completer;
+mod engine;
+mod error;
+mod event;
+mod handler;
+mod local;
+mod outcome;
+mod output;
+mod panic_message;
+mod process;
+mod record;
+mod sleep;
+mod state;
+mod stats;
+mod sync;
+mod worker;
+
+pub use command::{Command, CommandId, Tag};
+pub use completer::{CompleteError, Completer, Rejected};
+pub use engine::{Builder, Engine, ProcessInfo, ShutdownReport};
+pub use error::{SubmitError, TerminateError};
+pub use event::{BoxError, CommandError, Event};
+pub use handler::CommandHandler;
+pub use outcome::{Completion, ExitError, Outcome};
+pub use output::{Events, Output};
+pub use process::{InitContext, InitError, Process};
+pub use state::ProcessState;
+pub use stats::{Stats, WorkerStats};

@@ -1,0 +1,101 @@
+//! The run queues a worker thread owns, and how code running on a worker
+//! finds them.
+
+use std::cell::Cell;
+use std::ptr;
+
+use crate::engine::Shared;
+use crate::record::Record;
+use crate::sync::{thread_local, Arc};
+
+/// A worker's own run queues.
+///
+/// - `lifo`: woken and newly spawned processes; popped newest first for
+///   cache warmth.
+/// - `fifo`: processes that asked to continue; taken oldest first, so a
+///   process that keeps continuing goes behind the others instead of
+///   running again at once.
+///
+/// Both are work-stealing deques: idle workers steal from either.
+#[derive(Debug)]
+pub(crate) struct Local {
+    pub(crate) index: usize,
+    pub(crate) lifo: deque::Worker<Arc<Record>>,
+    pub(crate) fifo: deque::Worker<Arc<Record>>,
+    /// The owner's stealer of its own `fifo`, to take from its top.
+    pub(crate) fifo_top: deque::Stealer<Arc<Record>>,
+}
+
+impl Local {
+    pub(crate) fn new(index: usize, lifo_capacity: usize) -> Self {
+        let fifo = deque::Worker::with_capacity(lifo_capacity);
+        let fifo_top = fifo.stealer();
+        Local {
+            index,
+            lifo: deque::Worker::with_capacity(lifo_capacity),
+            fifo,
+            fifo_top,
+        }
+    }
+
+    /// Takes the oldest continued process.
+    pub(crate) fn pop_fifo(&self) -> Option<Arc<Record>> {
+        loop {
+            match self.fifo_top.steal() {
+                deque::Steal::Success(r) => return Some(r),
+                deque::Steal::Empty => return None,
+                deque::Steal::Retry => crate::sync::spin_hint(),
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lifo.len() + self.fifo.len()
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// The worker running on this thread: its engine and its queues.
+    static CURRENT: Cell<(*const Shared, *const Local)> = const { Cell::new((ptr::null(), ptr::null())) };
+}
+
+#[cfg(loom)]
+thread_local! {
+    /// The worker running on this thread: its engine and its queues.
+    static CURRENT: Cell<(*const Shared, *const Local)> = Cell::new((ptr::null(), ptr::null()));
+}
+
+/// Marks this thread as running worker `local` of `shared` until the guard
+/// is dropped.
+pub(crate) fn enter<'a>(shared: &'a Shared, local: &'a Local) -> EnterGuard<'a> {
+    CURRENT.with(|c| c.set((shared as *const Shared, local as *const Local)));
+    EnterGuard {
+        _marker: std::marker::PhantomData,
+    }
+}
+
+/// Clears the thread's worker on drop.
+#[derive(Debug)]
+pub(crate) struct EnterGuard<'a> {
+    _marker: std::marker::PhantomData<&'a Local>,
+}
+
+impl Drop for EnterGuard<'_> {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set((ptr::null(), ptr::null())));
+    }
+}
+
+/// Runs `f` with this thread's queues if it is a worker of `shared`.
+pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&Local) -> R) -> Option<R> {
+    let (current_shared, local) = CURRENT.with(|c| c.get());
+    if ptr::eq(current_shared, shared) && !local.is_null() {
+        // SAFETY: the pointer was set by `enter` on this thread and is
+        // cleared by its guard before the `Local` it points to goes away;
+        // the worker loop holds both for as long as the guard lives.
+        Some(f(unsafe { &*local }))
+    } else {
+        None
+    }
+}

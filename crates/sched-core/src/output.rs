@@ -1,0 +1,269 @@
+//! What a step receives and writes: its events and its output buffer.
+
+use std::fmt;
+
+use relay::{Package, Payload, Pid, SendError};
+
+use crate::command::{CommandId, Tag};
+use crate::engine::Shared;
+use crate::error::SubmitError;
+use crate::event::Event;
+use crate::outcome::Completion;
+use crate::process::Process;
+
+/// The events delivered to one step, in arrival order (per producer).
+/// Events the step does not consume are dropped when it returns.
+///
+/// # Examples
+///
+/// ```
+/// # use sched_core::{Event, Events};
+/// fn count_messages(events: &mut Events<'_>) -> usize {
+///     events.filter(|e| matches!(e, Event::Message(_))).count()
+/// }
+/// ```
+pub struct Events<'a> {
+    inner: std::vec::Drain<'a, Event>,
+}
+
+impl<'a> Events<'a> {
+    pub(crate) fn new(inner: std::vec::Drain<'a, Event>) -> Self {
+        Events { inner }
+    }
+}
+
+impl Iterator for Events<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        self.inner.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Events<'_> {}
+
+impl fmt::Debug for Events<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Events")
+            .field("remaining", &self.len())
+            .finish()
+    }
+}
+
+/// What a step asked for.
+#[derive(Debug)]
+pub(crate) enum Status {
+    /// Run again (after the yields of this step complete, if it yielded).
+    Continue,
+    /// Wait for messages (or for the completions of yields in flight).
+    Idle,
+    /// Finished with a result.
+    Done(Payload),
+}
+
+/// A command yielded by a step, waiting to be dispatched.
+pub(crate) struct Yield {
+    pub(crate) command: CommandId,
+    pub(crate) tag: Tag,
+    pub(crate) data: Payload,
+}
+
+/// The scheduler-owned output buffer of one step.
+///
+/// A step says what it wants next with [`continue_`](Output::continue_),
+/// [`idle`](Output::idle) or [`done`](Output::done) (the last call wins;
+/// `idle` is the default), and yields commands with
+/// [`yield_command`](Output::yield_command). The rules:
+///
+/// - a step that yielded commands waits for their completions whatever
+///   status it set (continue or idle); each completion wakes it;
+/// - a step that says done ends the process; commands it yielded in the same
+///   step are **not dispatched** (they are dropped and counted in the
+///   worker stats as `discarded_yields`);
+/// - the buffer is reused from step to step: its steady state allocates
+///   nothing in the scheduler.
+///
+/// It also lets the step talk to other processes:
+/// [`send`](Output::send) and [`spawn`](Output::spawn) act at once.
+///
+/// # Examples
+///
+/// ```
+/// # use sched_core::{CommandId, Output, Tag};
+/// fn fetch_two(out: &mut Output<'_>) {
+///     out.yield_command(CommandId(1), Tag(1), Box::new("a"));
+///     out.yield_command(CommandId(1), Tag(2), Box::new("b"));
+///     out.idle(); // wait; each completion wakes the process
+/// }
+/// ```
+pub struct Output<'a> {
+    pub(crate) status: Status,
+    pub(crate) yields: &'a mut Vec<Yield>,
+    pub(crate) shared: &'a Shared,
+    pub(crate) pid: Pid,
+}
+
+impl<'a> Output<'a> {
+    pub(crate) fn new(yields: &'a mut Vec<Yield>, shared: &'a Shared, pid: Pid) -> Self {
+        debug_assert!(yields.is_empty());
+        Output {
+            status: Status::Idle,
+            yields,
+            shared,
+            pid,
+        }
+    }
+
+    /// The PID of the process being stepped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::Output;
+    /// fn me(out: &Output<'_>) -> relay::Pid { out.pid() }
+    /// ```
+    pub fn pid(&self) -> relay::Pid {
+        self.pid
+    }
+
+    /// Asks to run again: the process goes back to a run queue (behind the
+    /// others waiting there, so it cannot monopolise a worker).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::Output;
+    /// fn again(out: &mut Output<'_>) { out.continue_() }
+    /// ```
+    pub fn continue_(&mut self) {
+        self.status = Status::Continue;
+    }
+
+    /// Asks to wait for messages (the default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::Output;
+    /// fn wait(out: &mut Output<'_>) { out.idle() }
+    /// ```
+    pub fn idle(&mut self) {
+        self.status = Status::Idle;
+    }
+
+    /// Finishes the process with `result`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::Output;
+    /// fn finish(out: &mut Output<'_>) { out.done(Box::new(42u64)) }
+    /// ```
+    pub fn done(&mut self, result: Payload) {
+        self.status = Status::Done(result);
+    }
+
+    /// Yields `data` to the handler of `command`; its completion comes back
+    /// as an [`Event::Completion`] carrying `tag`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::{CommandId, Output, Tag};
+    /// fn sleep(out: &mut Output<'_>) {
+    ///     out.yield_command(CommandId(7), Tag(1), Box::new(std::time::Duration::from_millis(5)));
+    /// }
+    /// ```
+    pub fn yield_command(&mut self, command: CommandId, tag: Tag, data: Payload) {
+        self.yields.push(Yield { command, tag, data });
+    }
+
+    /// How many commands this step has yielded so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::Output;
+    /// fn nothing_yielded(out: &Output<'_>) -> bool { out.yield_count() == 0 }
+    /// ```
+    pub fn yield_count(&self) -> usize {
+        self.yields.len()
+    }
+
+    /// Sends `package` to its target process now.
+    ///
+    /// # Errors
+    ///
+    /// The target is unknown or has finished; the error hands the package
+    /// back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::Output;
+    /// # use relay::{Package, Pid};
+    /// fn ping(out: &mut Output<'_>, peer: Pid) {
+    ///     let _ = out.send(Package::new(out.pid(), peer, "ping"));
+    /// }
+    /// ```
+    pub fn send(&mut self, package: Package) -> Result<(), SendError> {
+        self.shared.send(package)
+    }
+
+    /// Submits a new process now: `init` runs on this worker with `method`
+    /// and `input`, and the process is queued on this worker, where idle
+    /// workers can steal it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Engine::submit`](crate::Engine::submit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::{Output, Process};
+    /// fn spawn_child(out: &mut Output<'_>, child: Box<dyn Process>) {
+    ///     let pid = out.allocate_pid().expect("pids left");
+    ///     let _ = out.spawn(pid, child, "run", Box::new(()));
+    /// }
+    /// ```
+    pub fn spawn(
+        &mut self,
+        pid: Pid,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        self.shared.submit(pid, process, method, input)
+    }
+
+    /// A fresh PID on this scheduler's node, for [`spawn`](Output::spawn).
+    ///
+    /// # Errors
+    ///
+    /// The node's id space is exhausted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::Output;
+    /// fn fresh(out: &Output<'_>) -> relay::Pid { out.allocate_pid().unwrap() }
+    /// ```
+    pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
+        self.shared.pids.allocate()
+    }
+}
+
+impl fmt::Debug for Output<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Output")
+            .field("pid", &self.pid)
+            .field("status", &self.status)
+            .field("yields", &self.yields.len())
+            .finish()
+    }
+}

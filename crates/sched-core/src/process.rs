@@ -1,0 +1,172 @@
+//! The process contract: `init`, `step`, `close`.
+
+use std::error::Error;
+use std::fmt;
+
+use relay::{Payload, Pid};
+
+use crate::event::BoxError;
+use crate::output::{Events, Output};
+
+/// A step-driven process: a state machine the scheduler advances.
+///
+/// - [`init`](Process::init) prepares the entry point `method` with its
+///   input, on the submitting thread; an error fails the submission and
+///   nothing is scheduled.
+/// - [`step`](Process::step) advances the machine with the events that
+///   arrived since the last step and writes what it wants next into
+///   `output`: continue, yield commands, wait for messages (idle), or done.
+///   Returning an error ends the process with that error.
+/// - [`close`](Process::close) releases resources. It is called exactly once
+///   for every process whose `init` succeeded, however it ended.
+///
+/// # Examples
+///
+/// A process that counts its steps and finishes after three:
+///
+/// ```
+/// use sched_core::{BoxError, Events, InitContext, InitError, Output, Process};
+/// use relay::Payload;
+///
+/// struct Counter { left: u32 }
+///
+/// impl Process for Counter {
+///     fn init(&mut self, _cx: &InitContext, method: &str, _input: Payload) -> Result<(), InitError> {
+///         match method {
+///             "run" => Ok(()),
+///             other => Err(InitError::unknown_method(other)),
+///         }
+///     }
+///     fn step(&mut self, _events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         self.left -= 1;
+///         if self.left == 0 { out.done(Box::new("finished")) } else { out.continue_() }
+///         Ok(())
+///     }
+///     fn close(&mut self) {}
+/// }
+/// ```
+pub trait Process: Send + 'static {
+    /// Prepares the entry point `method` with `input`.
+    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError>;
+
+    /// Advances the state machine. Events not consumed from `events` are
+    /// dropped when the step returns.
+    fn step(&mut self, events: &mut Events<'_>, output: &mut Output<'_>) -> Result<(), BoxError>;
+
+    /// Releases resources; called exactly once after a successful `init`.
+    fn close(&mut self);
+}
+
+/// What `init` is told about the process being initialised.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::InitContext;
+/// use relay::Pid;
+/// let cx = InitContext::new(Pid::local(3));
+/// assert_eq!(cx.pid(), Pid::local(3));
+/// ```
+#[derive(Debug, Clone)]
+pub struct InitContext {
+    pid: Pid,
+}
+
+impl InitContext {
+    /// A context for the process `pid`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let cx = sched_core::InitContext::new(relay::Pid::local(1));
+    /// assert_eq!(cx.pid().id(), 1);
+    /// ```
+    pub fn new(pid: Pid) -> Self {
+        InitContext { pid }
+    }
+
+    /// The PID the process runs under.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let cx = sched_core::InitContext::new(relay::Pid::local(8));
+    /// assert_eq!(cx.pid(), relay::Pid::local(8));
+    /// ```
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+}
+
+/// Why `init` failed.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::InitError;
+/// let e = InitError::unknown_method("fly");
+/// assert_eq!(e.to_string(), "unknown entry method `fly`");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum InitError {
+    /// The process type has no entry point with that name.
+    UnknownMethod {
+        /// The method that was asked for.
+        method: String,
+    },
+    /// The process's own error.
+    Failed(BoxError),
+    /// `init` panicked.
+    Panicked {
+        /// The panic message.
+        message: String,
+    },
+}
+
+impl InitError {
+    /// An [`InitError::UnknownMethod`] for `method`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = sched_core::InitError::unknown_method("x");
+    /// assert!(matches!(e, sched_core::InitError::UnknownMethod { .. }));
+    /// ```
+    pub fn unknown_method(method: &str) -> Self {
+        InitError::UnknownMethod {
+            method: method.to_owned(),
+        }
+    }
+
+    /// An [`InitError::Failed`] wrapping `error`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = sched_core::InitError::failed("init failed");
+    /// assert_eq!(e.to_string(), "init failed");
+    /// ```
+    pub fn failed(error: impl Into<BoxError>) -> Self {
+        InitError::Failed(error.into())
+    }
+}
+
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::UnknownMethod { method } => write!(f, "unknown entry method `{method}`"),
+            InitError::Failed(e) => write!(f, "{e}"),
+            InitError::Panicked { message } => write!(f, "init panicked: {message}"),
+        }
+    }
+}
+
+impl Error for InitError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            InitError::Failed(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The per-process record: identity, state word, event queue, the process
+//! itself and where its outcome goes.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use relay::Pid;
+
+use crate::event::Event;
+use crate::outcome::ResultSlot;
+use crate::process::Process;
+use crate::state::{StateWord, Wake};
+use crate::sync::{AtomicU64, UnsafeCell};
+
+/// One process, shared by the routing table, the run queues, completers
+/// and the submitter's [`Completion`](crate::Completion) handle.
+///
+/// The `body` is only touched by whoever owns the process: the submitting
+/// thread before it is first queued, then the worker that moved the state
+/// word from `READY` to `RUNNING`, until it moves it on. That exclusivity
+/// is what the state machine guarantees (see `PROTOCOL.md`).
+pub(crate) struct Record {
+    pub(crate) pid: Pid,
+    pub(crate) state: StateWord,
+    /// Steps taken, readable while the process runs.
+    pub(crate) steps: AtomicU64,
+    /// Producers push events here from any thread.
+    pub(crate) events: mpsc::Producer<Event>,
+    pub(crate) slot: ResultSlot,
+    body: UnsafeCell<Body>,
+}
+
+/// The parts of a process only its current owner touches.
+pub(crate) struct Body {
+    /// `None` once the process has ended (dropped early to free memory).
+    pub(crate) process: Option<Box<dyn Process>>,
+    pub(crate) queue: mpsc::Consumer<Event>,
+    /// The last step parked the process (idle or blocked); a wake that
+    /// finds no event then does not call `step`.
+    pub(crate) waiting: bool,
+    /// Whether that wait is for completions (blocked) rather than messages.
+    pub(crate) blocked: bool,
+    /// The worker that last ran the process, for locality of wakeups.
+    pub(crate) home: usize,
+}
+
+// SAFETY: `body` is only accessed by the process's current owner, as the
+// state word's transitions (acquire/release CAS) hand ownership from one
+// thread to the next; everything else is `Sync` on its own.
+unsafe impl Sync for Record {}
+// SAFETY: as above; `Box<dyn Process>` is `Send` by the trait's bound.
+unsafe impl Send for Record {}
+
+impl Record {
+    pub(crate) fn new(pid: Pid, process: Box<dyn Process>) -> Self {
+        let queue = mpsc::Consumer::new();
+        let events = queue.producer();
+        Record {
+            pid,
+            state: StateWord::new(),
+            steps: AtomicU64::new(0),
+            events,
+            slot: ResultSlot::default(),
+            body: UnsafeCell::new(Body {
+                process: Some(process),
+                queue,
+                waiting: false,
+                blocked: false,
+                home: usize::MAX,
+            }),
+        }
+    }
+
+    /// Runs `f` on the body.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the process (see the type's documentation) for the
+    /// duration of the call, and does not call `with_body` re-entrantly.
+    pub(crate) unsafe fn with_body<R>(&self, f: impl FnOnce(&mut Body) -> R) -> R {
+        // SAFETY: the caller's ownership of the process makes this the only
+        // access to the body.
+        self.body.with_mut(|body| f(unsafe { &mut *body }))
+    }
+
+    /// Pushes an event and wakes the process. `Err` hands the event back if
+    /// the process has ended (its queue is closed).
+    pub(crate) fn deliver(&self, event: Event) -> Result<Wake, Event> {
+        self.events.push(event).map_err(|e| e.into_inner())?;
+        Ok(self.state.wake())
+    }
+
+    pub(crate) fn count_step(&self) {
+        // Only the owner writes; a plain load+store is enough and cheaper
+        // than an RMW.
+        self.steps.store(self.steps.load(Relaxed) + 1, Relaxed);
+    }
+}
+
+impl Body {
+    /// The state a spurious wake parks the process in again.
+    pub(crate) fn waiting_state(&self) -> u32 {
+        if self.blocked {
+            crate::state::BLOCKED
+        } else {
+            crate::state::IDLE
+        }
+    }
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("pid", &self.pid)
+            .field("state", &crate::state::name(self.state.load()))
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,262 @@
+//! The process state word: state and wakeup flag in one atomic.
+//!
+//! See `src/PROTOCOL.md` for the state machine, its invariants and why no
+//! event and no wakeup is lost.
+
+use std::fmt;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
+
+use crate::sync::AtomicU32;
+
+/// Queued (or about to be) and not running.
+pub(crate) const READY: u32 = 0;
+/// A worker owns the process and is stepping it.
+pub(crate) const RUNNING: u32 = 1;
+/// Waiting for completions of yielded commands.
+pub(crate) const BLOCKED: u32 = 2;
+/// Waiting for messages.
+pub(crate) const IDLE: u32 = 3;
+/// Ended; nothing will run it again.
+pub(crate) const COMPLETE: u32 = 4;
+
+const STATE_MASK: u32 = 0b111;
+/// Something arrived while the process was running.
+pub(crate) const WAKE: u32 = 1 << 3;
+/// `terminate(pid)` was called.
+pub(crate) const TERMINATE: u32 = 1 << 4;
+/// Shutdown passed its deadline: end with a cancelled result.
+pub(crate) const FORCE: u32 = 1 << 5;
+/// Flags that end the process the next time a worker holds it.
+pub(crate) const KILL: u32 = TERMINATE | FORCE;
+
+/// The state part of a word.
+#[inline]
+pub(crate) const fn state_of(word: u32) -> u32 {
+    word & STATE_MASK
+}
+
+/// A state's name, with the flags masked off.
+pub(crate) fn name(word: u32) -> &'static str {
+    match state_of(word) {
+        READY => "ready",
+        RUNNING => "running",
+        BLOCKED => "blocked",
+        IDLE => "idle",
+        COMPLETE => "complete",
+        _ => "unknown",
+    }
+}
+
+/// A process's state, as introspection reports it.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::ProcessState;
+/// assert_eq!(ProcessState::Idle.to_string(), "idle");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProcessState {
+    /// In a run queue.
+    Ready,
+    /// Being stepped by a worker.
+    Running,
+    /// Waiting for yielded commands to complete.
+    Blocked,
+    /// Waiting for messages.
+    Idle,
+    /// Ended.
+    Complete,
+}
+
+impl ProcessState {
+    pub(crate) fn from_word(word: u32) -> Self {
+        match state_of(word) {
+            READY => ProcessState::Ready,
+            RUNNING => ProcessState::Running,
+            BLOCKED => ProcessState::Blocked,
+            IDLE => ProcessState::Idle,
+            _ => ProcessState::Complete,
+        }
+    }
+}
+
+impl fmt::Display for ProcessState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProcessState::Ready => "ready",
+            ProcessState::Running => "running",
+            ProcessState::Blocked => "blocked",
+            ProcessState::Idle => "idle",
+            ProcessState::Complete => "complete",
+        })
+    }
+}
+
+/// The state word of one process.
+#[derive(Debug)]
+pub(crate) struct StateWord(AtomicU32);
+
+/// What the caller of [`StateWord::wake`] must do.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// The process went from waiting to ready: the caller queues it.
+    Schedule,
+    /// Nothing: it is running (the flag is set), already ready, or complete.
+    Nothing,
+}
+
+/// What a worker does after a step, decided by [`StateWord::finish_step`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AfterStep {
+    /// The process is parked in the requested waiting state.
+    Parked,
+    /// The process is ready again: the worker queues it. `woken` says
+    /// whether that is because events arrived during the step.
+    Requeue { woken: bool },
+    /// A kill flag is set: the worker ends the process.
+    Kill(u32),
+}
+
+impl StateWord {
+    /// A word in `READY`, as for a process being submitted (not queued yet).
+    pub(crate) fn new() -> Self {
+        StateWord(AtomicU32::new(READY))
+    }
+
+    pub(crate) fn load(&self) -> u32 {
+        self.0.load(Acquire)
+    }
+
+    /// Called after an event was pushed onto the process's queue (or a
+    /// kill flag set): makes a waiting process ready, or flags a running
+    /// one so its worker requeues it.
+    pub(crate) fn wake(&self) -> Wake {
+        let mut word = self.0.load(Acquire);
+        loop {
+            let next = match state_of(word) {
+                BLOCKED | IDLE => (word & !STATE_MASK) | READY,
+                RUNNING if word & WAKE == 0 => word | WAKE,
+                _ => return Wake::Nothing,
+            };
+            // AcqRel: the release publishes the event pushed before this
+            // call to whoever acquires the word next (the worker that runs
+            // the process); the acquire orders us after its transitions.
+            match self.0.compare_exchange_weak(word, next, AcqRel, Acquire) {
+                Ok(_) if state_of(word) == RUNNING => return Wake::Nothing,
+                Ok(_) => return Wake::Schedule,
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// Sets a kill flag, then wakes the process so a worker ends it.
+    pub(crate) fn kill(&self, flag: u32) -> Wake {
+        debug_assert!(flag & !KILL == 0);
+        let previous = self.0.fetch_or(flag, AcqRel);
+        if state_of(previous) == COMPLETE {
+            return Wake::Nothing;
+        }
+        self.wake()
+    }
+
+    /// A worker that dequeued the process takes it: `READY -> RUNNING`.
+    /// Returns the kill flags that were set, if any.
+    pub(crate) fn start_step(&self) -> u32 {
+        let mut word = self.0.load(Acquire);
+        loop {
+            debug_assert_eq!(
+                state_of(word),
+                READY,
+                "dequeued a process that is not ready"
+            );
+            let next = (word & KILL) | RUNNING;
+            match self.0.compare_exchange_weak(word, next, AcqRel, Acquire) {
+                Ok(_) => return word & KILL,
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// A worker finished a step wanting `desired` (`READY`, `BLOCKED` or
+    /// `IDLE`). Events that arrived during the step (the wakeup flag) turn a
+    /// wait into a requeue; a kill flag wins over everything.
+    pub(crate) fn finish_step(&self, desired: u32) -> AfterStep {
+        let mut word = self.0.load(Acquire);
+        loop {
+            debug_assert_eq!(state_of(word), RUNNING);
+            if word & KILL != 0 {
+                return AfterStep::Kill(word & KILL);
+            }
+            let woken = word & WAKE != 0;
+            let target = if woken { READY } else { desired };
+            match self.0.compare_exchange_weak(word, target, AcqRel, Acquire) {
+                Ok(_) if target == READY => return AfterStep::Requeue { woken },
+                Ok(_) => return AfterStep::Parked,
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// The worker ends the process: no transition happens after this.
+    pub(crate) fn complete(&self) {
+        self.0.swap(COMPLETE, AcqRel);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_mask_the_flags() {
+        assert_eq!(name(READY), "ready");
+        assert_eq!(name(RUNNING | WAKE), "running");
+        assert_eq!(name(READY | WAKE), "ready");
+        assert_eq!(name(BLOCKED), "blocked");
+        assert_eq!(name(IDLE | TERMINATE), "idle");
+        assert_eq!(name(COMPLETE), "complete");
+        assert_eq!(name(5), "unknown");
+    }
+
+    #[test]
+    fn a_wake_while_running_sets_the_flag_and_requeues_after_the_step() {
+        let s = StateWord::new();
+        assert_eq!(s.start_step(), 0);
+        assert_eq!(s.wake(), Wake::Nothing);
+        assert_eq!(s.load(), RUNNING | WAKE);
+        assert_eq!(s.wake(), Wake::Nothing, "a second wake changes nothing");
+        assert_eq!(s.finish_step(IDLE), AfterStep::Requeue { woken: true });
+        assert_eq!(s.load(), READY);
+    }
+
+    #[test]
+    fn a_wake_of_a_waiting_process_schedules_it_once() {
+        let s = StateWord::new();
+        s.start_step();
+        assert_eq!(s.finish_step(BLOCKED), AfterStep::Parked);
+        assert_eq!(s.wake(), Wake::Schedule);
+        assert_eq!(s.wake(), Wake::Nothing, "already ready");
+        assert_eq!(ProcessState::from_word(s.load()), ProcessState::Ready);
+    }
+
+    #[test]
+    fn kill_flags_survive_and_win() {
+        let s = StateWord::new();
+        s.start_step();
+        assert_eq!(s.finish_step(IDLE), AfterStep::Parked);
+        assert_eq!(s.kill(TERMINATE), Wake::Schedule);
+        assert_eq!(s.start_step(), TERMINATE);
+        assert_eq!(s.finish_step(READY), AfterStep::Kill(TERMINATE));
+        s.complete();
+        assert_eq!(s.kill(FORCE), Wake::Nothing);
+        assert_eq!(s.wake(), Wake::Nothing);
+    }
+
+    #[test]
+    fn continue_requeues_without_the_woken_mark() {
+        let s = StateWord::new();
+        s.start_step();
+        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+    }
+}

@@ -1,0 +1,117 @@
+//! Counters the workers keep and the snapshot that reads them.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::sync::AtomicU64;
+
+/// One worker's counters. Only that worker writes them (load + store, no
+/// read-modify-write); anyone may read them at any time.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerCounters {
+    pub(crate) steps: AtomicU64,
+    pub(crate) stolen: AtomicU64,
+    pub(crate) steal_attempts: AtomicU64,
+    pub(crate) parks: AtomicU64,
+    pub(crate) global_pops: AtomicU64,
+    pub(crate) discarded_yields: AtomicU64,
+    pub(crate) completed: AtomicU64,
+}
+
+/// Adds `n` to a counter only the calling thread writes.
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+impl WorkerCounters {
+    pub(crate) fn snapshot(&self, local_queue_len: usize) -> WorkerStats {
+        WorkerStats {
+            steps: self.steps.load(Relaxed),
+            stolen: self.stolen.load(Relaxed),
+            steal_attempts: self.steal_attempts.load(Relaxed),
+            parks: self.parks.load(Relaxed),
+            global_pops: self.global_pops.load(Relaxed),
+            discarded_yields: self.discarded_yields.load(Relaxed),
+            completed: self.completed.load(Relaxed),
+            local_queue_len,
+        }
+    }
+}
+
+/// What one worker has done so far.
+///
+/// # Examples
+///
+/// ```
+/// let w = sched_core::WorkerStats::default();
+/// assert_eq!(w.steps, 0);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Steps executed.
+    pub steps: u64,
+    /// Processes taken from other workers' deques.
+    pub stolen: u64,
+    /// Steal attempts on other workers (successful or not).
+    pub steal_attempts: u64,
+    /// Times the worker parked (slept on its condition variable).
+    pub parks: u64,
+    /// Processes taken from the global queue (including batches).
+    pub global_pops: u64,
+    /// Yields written by a step that also said done (not dispatched).
+    pub discarded_yields: u64,
+    /// Processes this worker ended.
+    pub completed: u64,
+    /// Processes in the worker's run queues at the time of the snapshot.
+    pub local_queue_len: usize,
+}
+
+/// A snapshot of the engine's counters, taken without stopping anything.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::Engine;
+/// let engine = Engine::builder().workers(2).build();
+/// let stats = engine.stats();
+/// assert_eq!(stats.workers.len(), 2);
+/// assert_eq!(stats.totals().steps, 0);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Per worker, in worker order.
+    pub workers: Vec<WorkerStats>,
+    /// Processes waiting in the global queue.
+    pub global_queue_len: usize,
+    /// Processes submitted and not yet ended.
+    pub live_processes: usize,
+    /// Workers parked (or about to park) at the time of the snapshot.
+    pub parked_workers: usize,
+    /// Messages and completions that were still queued when their process
+    /// ended (never delivered to a step).
+    pub dead_letters: u64,
+}
+
+impl Stats {
+    /// The per-worker counters summed.
+    ///
+    /// # Examples
+    ///
+    /// See [`Stats`].
+    pub fn totals(&self) -> WorkerStats {
+        self.workers
+            .iter()
+            .fold(WorkerStats::default(), |acc, w| WorkerStats {
+                steps: acc.steps + w.steps,
+                stolen: acc.stolen + w.stolen,
+                steal_attempts: acc.steal_attempts + w.steal_attempts,
+                parks: acc.parks + w.parks,
+                global_pops: acc.global_pops + w.global_pops,
+                discarded_yields: acc.discarded_yields + w.discarded_yields,
+                completed: acc.completed + w.completed,
+                local_queue_len: acc.local_queue_len + w.local_queue_len,
+            })
+    }
+}

@@ -1,0 +1,354 @@
+//! The worker loop: find a runnable process, step it, decide what next.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Acquire;
+
+use crate::command::Command;
+use crate::completer::Completer;
+use crate::engine::{Runnable, Shared};
+use crate::event::{CommandError, Event};
+use crate::local::{self, Local};
+use crate::outcome::{ExitError, Outcome};
+use crate::output::{Events, Output, Status, Yield};
+use crate::panic_message::panic_message;
+use crate::record::{Body, Record};
+use crate::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
+use crate::stats::{bump, WorkerCounters};
+use crate::sync::{spin_hint, thread, Arc};
+
+/// Every this many ticks the worker looks at the global queue before its
+/// own deques, so work submitted from outside never starves behind a
+/// worker whose local queues never empty. (Prime, as in Go's scheduler, so
+/// it does not fall into step with other periodic patterns.)
+const GLOBAL_QUEUE_INTERVAL: u32 = 61;
+/// Every this many ticks the worker takes from its FIFO (continued
+/// processes) before its LIFO deque, so a stream of wakeups cannot starve
+/// processes that asked to continue.
+const FIFO_INTERVAL: u32 = 13;
+/// How many processes a worker moves from the global queue to its deque in
+/// one go, besides the one it runs.
+const GLOBAL_BATCH: usize = 16;
+/// Idle rounds spent spinning, then yielding, before parking.
+const SPIN_ROUNDS: u32 = 4;
+const YIELD_ROUNDS: u32 = 16;
+
+/// One worker thread's state besides its queues.
+struct Worker<'a> {
+    shared: Arc<Shared>,
+    local: &'a Local,
+    tick: u32,
+    rng: u64,
+    /// Reused for every step: the events drained before it and the yields
+    /// it writes. The steady state of a step allocates nothing here.
+    events: Vec<Event>,
+    yields: Vec<Yield>,
+}
+
+/// Runs worker `local.index` of `shared` until the engine exits.
+pub(crate) fn run(shared: Arc<Shared>, local: Local) {
+    let index = local.index;
+    let span = tracing::trace_span!("worker", index);
+    let _span = span.enter();
+    let _entered = local::enter(&shared, &local);
+    let mut worker = Worker {
+        rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407),
+        shared: shared.clone(),
+        local: &local,
+        tick: 0,
+        events: Vec::with_capacity(16),
+        yields: Vec::with_capacity(4),
+    };
+    worker.run_loop();
+}
+
+impl Worker<'_> {
+    fn counters(&self) -> &WorkerCounters {
+        &self.shared.remotes[self.local.index].counters
+    }
+
+    fn run_loop(&mut self) {
+        let shared = self.shared.clone();
+        let mut idle_rounds = 0u32;
+        loop {
+            if let Some(record) = self.find_work() {
+                idle_rounds = 0;
+                self.run_process(record);
+                continue;
+            }
+            if shared.exit.load(Acquire) {
+                break;
+            }
+            idle_rounds += 1;
+            if idle_rounds < SPIN_ROUNDS {
+                for _ in 0..(1 << idle_rounds) {
+                    spin_hint();
+                }
+            } else if idle_rounds < YIELD_ROUNDS {
+                thread::yield_now();
+            } else {
+                bump(&self.counters().parks, 1);
+                tracing::trace!("park");
+                let me = self.local.index;
+                shared
+                    .sleepers
+                    .park(me, || shared.has_work() || shared.exit.load(Acquire));
+                idle_rounds = 0;
+            }
+        }
+        tracing::trace!("exit");
+    }
+
+    fn find_work(&mut self) -> Option<Arc<Record>> {
+        self.tick = self.tick.wrapping_add(1);
+        if self.tick.is_multiple_of(GLOBAL_QUEUE_INTERVAL) {
+            if let Some(r) = self.take_global() {
+                return Some(r);
+            }
+        }
+        if self.tick.is_multiple_of(FIFO_INTERVAL) {
+            if let Some(r) = self.local.pop_fifo() {
+                return Some(r);
+            }
+        }
+        if let Some(r) = self.local.lifo.pop() {
+            return Some(r);
+        }
+        if let Some(r) = self.local.pop_fifo() {
+            return Some(r);
+        }
+        if let Some(r) = self.take_global() {
+            return Some(r);
+        }
+        self.steal()
+    }
+
+    /// One process from the global queue, plus up to a batch more moved
+    /// into this worker's deque.
+    fn take_global(&mut self) -> Option<Arc<Record>> {
+        let first = self.shared.injector.pop()?;
+        let mut moved = 0;
+        while moved < GLOBAL_BATCH {
+            match self.shared.injector.pop() {
+                Some(r) => {
+                    self.local.lifo.push(r);
+                    moved += 1;
+                }
+                None => break,
+            }
+        }
+        bump(&self.counters().global_pops, 1 + moved as u64);
+        if moved > 0 {
+            // More work than this worker can start at once: let a parked
+            // worker come and steal some.
+            self.shared.sleepers.notify_one();
+        }
+        Some(first)
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*: cheap, and only used to pick a first victim.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Steals half of a victim's deque (at most 32), starting from a random
+    /// victim and trying each other worker once.
+    fn steal(&mut self) -> Option<Arc<Record>> {
+        let n = self.shared.remotes.len();
+        if n < 2 {
+            return None;
+        }
+        let me = self.local.index;
+        let start = (self.next_random() % n as u64) as usize;
+        let mut attempts = 0;
+        for i in 0..n {
+            let victim = (start + i) % n;
+            if victim == me {
+                continue;
+            }
+            attempts += 1;
+            let remote = &self.shared.remotes[victim];
+            for stealer in [&remote.lifo, &remote.fifo] {
+                for _ in 0..4 {
+                    let before = self.local.lifo.len();
+                    match stealer.steal_half_into(&self.local.lifo) {
+                        deque::Steal::Success(r) => {
+                            let moved = self.local.lifo.len().saturating_sub(before);
+                            bump(&self.counters().steal_attempts, attempts);
+                            bump(&self.counters().stolen, 1 + moved as u64);
+                            if moved > 0 {
+                                self.shared.sleepers.notify_one();
+                            }
+                            return Some(r);
+                        }
+                        deque::Steal::Empty => break,
+                        deque::Steal::Retry => spin_hint(),
+                    }
+                }
+            }
+        }
+        bump(&self.counters().steal_attempts, attempts);
+        None
+    }
+
+    /// Takes the process (`READY -> RUNNING`), steps it unless it is being
+    /// killed, and moves it on.
+    fn run_process(&mut self, record: Arc<Record>) {
+        let kill = record.state.start_step();
+        // SAFETY: `start_step` made this worker the process's owner; it
+        // stays the owner until `after_step`/`end` hand it on, and nothing
+        // in between calls `with_body` on this record again.
+        unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) }
+    }
+
+    fn step_owned(&mut self, record: &Arc<Record>, body: &mut Body, kill: u32) {
+        body.home = self.local.index;
+        if kill != 0 {
+            return self.end(record, body, Err(kill_error(kill)));
+        }
+        self.events.clear();
+        body.queue.drain_into(&mut self.events);
+        if body.waiting && self.events.is_empty() {
+            // Woken for an event we already consumed: wait again without
+            // bothering the process.
+            let desired = body.waiting_state();
+            return self.after_step(record, body, desired);
+        }
+        body.waiting = false;
+
+        let process = body
+            .process
+            .as_mut()
+            .expect("a live record has its process");
+        let mut output = Output::new(&mut self.yields, &self.shared, record.pid);
+        let mut events = Events::new(self.events.drain(..));
+        let result = catch_unwind(AssertUnwindSafe(|| process.step(&mut events, &mut output)));
+        drop(events);
+        let status = std::mem::replace(&mut output.status, Status::Idle);
+        drop(output);
+        record.count_step();
+        bump(&self.counters().steps, 1);
+
+        match result {
+            Err(panic) => {
+                self.yields.clear();
+                let message = panic_message(&*panic);
+                tracing::debug!(pid = %record.pid, %message, "step panicked");
+                self.end(record, body, Err(ExitError::Panicked { message }))
+            }
+            Ok(Err(error)) => {
+                self.yields.clear();
+                self.end(record, body, Err(ExitError::Step(error)))
+            }
+            Ok(Ok(())) => match status {
+                Status::Done(value) => {
+                    if !self.yields.is_empty() {
+                        bump(&self.counters().discarded_yields, self.yields.len() as u64);
+                        self.yields.clear();
+                    }
+                    self.end(record, body, Ok(value))
+                }
+                Status::Continue if self.yields.is_empty() => self.after_step(record, body, READY),
+                Status::Continue | Status::Idle => {
+                    let desired = if self.yields.is_empty() {
+                        IDLE
+                    } else {
+                        BLOCKED
+                    };
+                    self.dispatch(record);
+                    body.waiting = true;
+                    body.blocked = desired == BLOCKED;
+                    self.after_step(record, body, desired)
+                }
+            },
+        }
+    }
+
+    /// Hands each yielded command to its handler. Completions that arrive
+    /// during this (synchronous handlers) set the wakeup flag, since the
+    /// process is still running.
+    fn dispatch(&mut self, record: &Arc<Record>) {
+        for Yield { command, tag, data } in self.yields.drain(..) {
+            let Some(handler) = self.shared.handlers.get(command) else {
+                let event = Event::Completion {
+                    tag,
+                    result: Err(CommandError::NoHandler { command }),
+                };
+                if let Ok(wake) = record.deliver(event) {
+                    self.shared.after_wake(record, wake);
+                }
+                continue;
+            };
+            let completer = Completer::new(record.clone(), self.shared.clone(), tag);
+            let command = Command::new(command, tag, data);
+            match catch_unwind(AssertUnwindSafe(|| handler.handle(command, completer))) {
+                Ok(Ok(())) => {}
+                // Dropping the rejection delivers it to the process.
+                Ok(Err(rejected)) => drop(rejected),
+                Err(panic) => {
+                    // The completer was dropped while unwinding and has
+                    // already delivered `HandlerPanicked`.
+                    tracing::warn!(
+                        pid = %record.pid,
+                        message = %panic_message(&*panic),
+                        "command handler panicked"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Moves the process on after a step (or a skipped step).
+    fn after_step(&mut self, record: &Arc<Record>, body: &mut Body, desired: u32) {
+        match record.state.finish_step(desired) {
+            AfterStep::Parked => {}
+            AfterStep::Requeue { woken } => {
+                let how = if woken {
+                    Runnable::Woken
+                } else {
+                    Runnable::Continued
+                };
+                self.shared.schedule(record.clone(), how);
+            }
+            AfterStep::Kill(flags) => self.end(record, body, Err(kill_error(flags))),
+        }
+    }
+
+    /// Ends the process: closes its queue (what is left are dead letters),
+    /// calls `close`, unregisters its PID and reports its outcome.
+    fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
+        record.state.complete();
+        let dead = body.queue.close();
+        self.shared.count_dead_letters(&dead);
+        drop(dead);
+        if let Some(mut process) = body.process.take() {
+            let closed = catch_unwind(AssertUnwindSafe(move || {
+                process.close();
+                drop(process);
+            }));
+            if let Err(panic) = closed {
+                let message = panic_message(&*panic);
+                tracing::debug!(pid = %record.pid, %message, "close panicked");
+                if outcome.is_ok() {
+                    outcome = Err(ExitError::Panicked { message });
+                }
+            }
+        }
+        self.shared.router.unregister(record.pid);
+        self.shared.count_completed();
+        bump(&self.counters().completed, 1);
+        self.shared.release_live();
+        tracing::trace!(pid = %record.pid, ok = outcome.is_ok(), "ended");
+        record.slot.set(outcome);
+    }
+}
+
+fn kill_error(flags: u32) -> ExitError {
+    if flags & FORCE != 0 {
+        ExitError::Cancelled
+    } else {
+        ExitError::Terminated
+    }
+}
