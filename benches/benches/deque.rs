@@ -38,7 +38,8 @@ fn owner_push_pop(c: &mut Criterion) {
             let w = st3::lifo::Worker::new(n);
             b.iter(|| {
                 for i in 0..n {
-                    w.push(black_box(i)).expect("st3 capacity is the batch size");
+                    w.push(black_box(i))
+                        .expect("st3 capacity is the batch size");
                 }
                 while let Some(i) = w.pop() {
                     black_box(i);
@@ -83,7 +84,11 @@ fn steal(c: &mut Criterion) {
                         let mine = deque::Worker::new();
                         let mut got = 0;
                         while !stop.load(Ordering::Acquire) || !s.is_empty() {
-                            let r = if half { s.steal_half_into(&mine) } else { s.steal() };
+                            let r = if half {
+                                s.steal_half_into(&mine)
+                            } else {
+                                s.steal()
+                            };
                             if let deque::Steal::Success(i) = r {
                                 black_box(i);
                                 got += 1;
@@ -125,7 +130,11 @@ fn steal(c: &mut Criterion) {
                         let mine = crossbeam_deque::Worker::new_lifo();
                         let mut got = 0;
                         while !stop.load(Ordering::Acquire) || !s.is_empty() {
-                            let r = if half { s.steal_batch_and_pop(&mine) } else { s.steal() };
+                            let r = if half {
+                                s.steal_batch_and_pop(&mine)
+                            } else {
+                                s.steal()
+                            };
                             if let crossbeam_deque::Steal::Success(i) = r {
                                 black_box(i);
                                 got += 1;

@@ -16,7 +16,10 @@ pub(crate) fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`{program} {}` failed with {status}", args.join(" ")))
+        Err(format!(
+            "`{program} {}` failed with {status}",
+            args.join(" ")
+        ))
     }
 }
 

@@ -82,7 +82,10 @@ pub(crate) fn select(
             .map(|m| vec![m])
             .ok_or_else(|| {
                 let known: Vec<&str> = all.iter().map(|m| m.name.as_str()).collect();
-                format!("no crate `{name}` under crates/ (known: {})", known.join(", "))
+                format!(
+                    "no crate `{name}` under crates/ (known: {})",
+                    known.join(", ")
+                )
             }),
         None => Ok(all.into_iter().filter(|m| keep(m)).collect()),
     }

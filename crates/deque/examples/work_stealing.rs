@@ -112,12 +112,20 @@ fn main() {
             r.ran.len(),
             r.steals,
             r.stolen_items,
-            if from.is_empty() { "-".to_string() } else { from.join(", ") }
+            if from.is_empty() {
+                "-".to_string()
+            } else {
+                from.join(", ")
+            }
         );
     }
 
     let mut all: Vec<usize> = reports.iter().flat_map(|r| r.ran.iter().copied()).collect();
     all.sort_unstable();
-    assert_eq!(all, (0..JOBS).collect::<Vec<_>>(), "a job was lost or ran twice");
+    assert_eq!(
+        all,
+        (0..JOBS).collect::<Vec<_>>(),
+        "a job was lost or ran twice"
+    );
     println!("\nchecked: every one of the {JOBS} jobs ran exactly once");
 }

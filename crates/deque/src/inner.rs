@@ -69,11 +69,7 @@ impl<T> Drop for Inner<T> {
         // SAFETY: no other thread can access the deque any more, so the
         // current buffer cannot be retired concurrently, and we are its only
         // user: taking it out of the epoch pointer without pinning is sound.
-        let buffer = unsafe {
-            self.buffer
-                .load(Relaxed, epoch::unprotected())
-                .into_owned()
-        };
+        let buffer = unsafe { self.buffer.load(Relaxed, epoch::unprotected()).into_owned() };
         let mut position = head;
         while position != tail {
             // SAFETY: positions `head..tail` hold initialised items that no

@@ -50,7 +50,13 @@ mod tests {
 
     #[test]
     fn pack_round_trips() {
-        for &(p, h) in &[(0, 0), (1, 2), (u32::MAX, 0), (0, u32::MAX), (u32::MAX, u32::MAX)] {
+        for &(p, h) in &[
+            (0, 0),
+            (1, 2),
+            (u32::MAX, 0),
+            (0, u32::MAX),
+            (u32::MAX, u32::MAX),
+        ] {
             assert_eq!(unpack(pack(p, h)), (p, h));
         }
     }

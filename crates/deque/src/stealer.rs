@@ -242,8 +242,6 @@ impl<T> Clone for Stealer<T> {
 
 impl<T> std::fmt::Debug for Stealer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stealer")
-            .field("len", &self.len())
-            .finish()
+        f.debug_struct("Stealer").field("len", &self.len()).finish()
     }
 }

@@ -300,7 +300,8 @@ impl<T> Worker<T> {
         // Release: a stealer that loads the new pointer (Acquire) sees the
         // copied items.
         let old_shared = self.inner.buffer.swap(new, Release, &guard);
-        self.buffer.set(self.inner.buffer.load(Relaxed, &guard).as_raw());
+        self.buffer
+            .set(self.inner.buffer.load(Relaxed, &guard).as_raw());
         // SAFETY: the old buffer is unreachable from the deque now; stealers
         // that loaded it are pinned, and the collector frees it only after
         // they unpin. Dropping a `Buffer` frees memory without dropping

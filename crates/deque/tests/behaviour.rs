@@ -29,7 +29,11 @@ fn steal_retrying<T>(s: &deque::Stealer<T>) -> Option<T> {
 #[test]
 fn capacity_rounds_up_to_a_power_of_two() {
     for (asked, got) in [(0, 1), (1, 1), (2, 2), (3, 4), (5, 8), (16, 16), (17, 32)] {
-        assert_eq!(Worker::<u8>::with_capacity(asked).capacity(), got, "asked {asked}");
+        assert_eq!(
+            Worker::<u8>::with_capacity(asked).capacity(),
+            got,
+            "asked {asked}"
+        );
     }
 }
 
@@ -213,7 +217,11 @@ fn items_left_behind_are_dropped_exactly_once() {
     drop(s.steal());
     assert_eq!(drops.load(Ordering::Relaxed), 2);
     drop(w);
-    assert_eq!(drops.load(Ordering::Relaxed), 2, "the stealer keeps the deque alive");
+    assert_eq!(
+        drops.load(Ordering::Relaxed),
+        2,
+        "the stealer keeps the deque alive"
+    );
     drop(s);
     assert_eq!(drops.load(Ordering::Relaxed), 10);
 }
@@ -232,7 +240,11 @@ fn concurrent_thieves_take_everything_exactly_once() {
                 let mine = Worker::new();
                 let mut got = Vec::new();
                 loop {
-                    let r = if t % 2 == 0 { s.steal() } else { s.steal_half_into(&mine) };
+                    let r = if t % 2 == 0 {
+                        s.steal()
+                    } else {
+                        s.steal_half_into(&mine)
+                    };
                     match r {
                         Steal::Success(x) => got.push(x),
                         Steal::Retry => continue,
@@ -246,7 +258,10 @@ fn concurrent_thieves_take_everything_exactly_once() {
             })
         })
         .collect();
-    let mut all: Vec<_> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let mut all: Vec<_> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
     all.sort_unstable();
     assert_eq!(all, (0..n).collect::<Vec<_>>());
 }
@@ -268,7 +283,11 @@ fn owner_and_thieves_conserve_items() {
                 start.wait();
                 loop {
                     let finished = done.load(Ordering::Acquire);
-                    let r = if t == 0 { s.steal() } else { s.steal_half_into(&mine) };
+                    let r = if t == 0 {
+                        s.steal()
+                    } else {
+                        s.steal_half_into(&mine)
+                    };
                     match r {
                         Steal::Success(x) => got.push(x),
                         Steal::Retry => {}

@@ -25,7 +25,11 @@ fn steal_one(s: &deque::Stealer<usize>) -> Option<usize> {
 
 fn assert_conserved(mut taken: Vec<usize>, pushed: usize) {
     taken.sort_unstable();
-    assert_eq!(taken, (0..pushed).collect::<Vec<_>>(), "lost or duplicated items");
+    assert_eq!(
+        taken,
+        (0..pushed).collect::<Vec<_>>(),
+        "lost or duplicated items"
+    );
 }
 
 #[test]
