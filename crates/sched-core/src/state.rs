@@ -136,15 +136,22 @@ impl StateWord {
         loop {
             let next = match state_of(word) {
                 BLOCKED | IDLE => (word & !STATE_MASK) | READY,
-                RUNNING if word & WAKE == 0 => word | WAKE,
+                RUNNING => word | WAKE,
+                // Already ready (or running with the flag set): a step is
+                // coming. We still write the word (unchanged) so that our
+                // push is released into the word's chain of read-modify-
+                // writes, which that step's `start_step` acquires; a plain
+                // load here would leave no happens-before edge from our push
+                // to its drain.
+                READY => word,
                 _ => return Wake::Nothing,
             };
             // AcqRel: the release publishes the event pushed before this
             // call to whoever acquires the word next (the worker that runs
             // the process); the acquire orders us after its transitions.
             match self.0.compare_exchange_weak(word, next, AcqRel, Acquire) {
-                Ok(_) if state_of(word) == RUNNING => return Wake::Nothing,
-                Ok(_) => return Wake::Schedule,
+                Ok(_) if matches!(state_of(word), BLOCKED | IDLE) => return Wake::Schedule,
+                Ok(_) => return Wake::Nothing,
                 Err(current) => word = current,
             }
         }
