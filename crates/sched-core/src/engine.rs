@@ -12,6 +12,7 @@ use crate::command::CommandId;
 use crate::error::{SubmitError, TerminateError};
 use crate::event::Event;
 use crate::handler::{CommandHandler, Handlers};
+use crate::hooks::Hooks;
 use crate::local::{self, Local};
 use crate::outcome::Completion;
 use crate::panic_message::panic_message;
@@ -52,6 +53,8 @@ pub struct Builder {
     thread_name: String,
     node: u32,
     handlers: Handlers,
+    hooks: Hooks,
+    mailbox_capacity: usize,
 }
 
 impl std::fmt::Debug for Builder {
@@ -62,6 +65,8 @@ impl std::fmt::Debug for Builder {
             .field("thread_name", &self.thread_name)
             .field("node", &self.node)
             .field("handlers", &self.handlers)
+            .field("hooks", &self.hooks)
+            .field("mailbox_capacity", &self.mailbox_capacity)
             .finish()
     }
 }
@@ -76,6 +81,8 @@ impl Default for Builder {
             thread_name: "sched-worker".into(),
             node: Pid::LOCAL_NODE,
             handlers: Handlers::default(),
+            hooks: Hooks::default(),
+            mailbox_capacity: usize::MAX,
         }
     }
 }
@@ -137,6 +144,86 @@ impl Builder {
         self
     }
 
+    /// Bounds each process's mailbox: a `send` that finds `capacity`
+    /// messages already queued (not yet drained by a step) fails with
+    /// [`SendErrorKind::Full`](relay::SendErrorKind::Full), handing the
+    /// message back. Default: unbounded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched_core::Engine::builder().workers(1).mailbox_capacity(64).build();
+    /// # drop(engine);
+    /// ```
+    pub fn mailbox_capacity(mut self, capacity: usize) -> Self {
+        self.mailbox_capacity = capacity;
+        self
+    }
+
+    /// Called on the submitting thread after a process's `init` succeeded,
+    /// before it is queued. An `Err` (or a panic) rejects the submission with
+    /// [`SubmitError::Rejected`]; the process's `close` runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched_core::Engine::builder()
+    ///     .workers(1)
+    ///     .on_start(|pid| if pid.id() == 13 { Err("unlucky".into()) } else { Ok(()) })
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn on_start(
+        mut self,
+        hook: impl Fn(Pid) -> Result<(), crate::event::BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_start = Some(StdArc::new(hook));
+        self
+    }
+
+    /// Called once for every process that ends, with its outcome, on the
+    /// worker that ended it, just before the outcome is handed to its
+    /// [`Completion`]. A panic in the hook is caught and logged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let ended = Arc::new(AtomicUsize::new(0));
+    /// let counter = ended.clone();
+    /// let engine = sched_core::Engine::builder()
+    ///     .workers(1)
+    ///     .on_complete(move |_pid, _outcome| { counter.fetch_add(1, Ordering::Relaxed); })
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn on_complete(
+        mut self,
+        hook: impl Fn(Pid, &crate::outcome::Outcome) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_complete = Some(StdArc::new(hook));
+        self
+    }
+
+    /// Called with each message or completion still queued when its
+    /// process ended (it was never delivered to a step). Dead letters are
+    /// also counted in [`Stats::dead_letters`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched_core::Engine::builder()
+    ///     .workers(1)
+    ///     .on_dead_letter(|pid, event| eprintln!("{pid} never saw {event:?}"))
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn on_dead_letter(mut self, hook: impl Fn(Pid, Event) + Send + Sync + 'static) -> Self {
+        self.hooks.on_dead_letter = Some(StdArc::new(hook));
+        self
+    }
+
     /// Builds the engine. Workers start with [`Engine::start`] (or at the
     /// first `shutdown`); work submitted before that waits in the global
     /// queue.
@@ -164,6 +251,8 @@ impl Builder {
             sleepers: crate::sleep::Sleepers::new(self.workers),
             router: Router::new(),
             handlers: self.handlers,
+            hooks: self.hooks,
+            mailbox_capacity: self.mailbox_capacity,
             pids: PidAllocator::new(self.node),
             live: CachePadded::new(AtomicUsize::new(0)),
             max_live: self.max_processes,
@@ -202,6 +291,9 @@ pub(crate) struct Shared {
     pub(crate) sleepers: crate::sleep::Sleepers,
     pub(crate) router: Router<Arc<Record>>,
     pub(crate) handlers: Handlers,
+    pub(crate) hooks: Hooks,
+    /// `usize::MAX` when mailboxes are unbounded (no counting at all).
+    pub(crate) mailbox_capacity: usize,
     pub(crate) pids: PidAllocator,
     live: CachePadded<AtomicUsize>,
     max_live: usize,
@@ -298,9 +390,29 @@ impl Shared {
                     body.queue.close()
                 })
             };
-            self.count_dead_letters(&dead);
+            self.dead_letters(pid, dead);
             self.release_live();
             return Err(SubmitError::Init { pid, error });
+        }
+        if let Err(error) = self.hooks.started(pid) {
+            self.router.unregister(pid);
+            record.state.complete();
+            // SAFETY: still the only owner (never queued).
+            let (dead, closed) = unsafe {
+                record.with_body(|body| {
+                    let dead = body.queue.close();
+                    let process = body.process.take();
+                    (dead, process)
+                })
+            };
+            if let Some(mut process) = closed {
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(move || process.close())) {
+                    tracing::debug!(%pid, message = %panic_message(&*panic), "close panicked");
+                }
+            }
+            self.dead_letters(pid, dead);
+            self.release_live();
+            return Err(SubmitError::Rejected { pid, error });
         }
         tracing::trace!(%pid, method, "submitted");
         self.schedule(record.clone(), Runnable::Woken);
@@ -335,29 +447,49 @@ impl Shared {
         self.completed.fetch_add(1, Relaxed);
     }
 
-    pub(crate) fn count_dead_letters(&self, events: &[Event]) {
-        let n = events
-            .iter()
-            .filter(|e| !matches!(e, Event::Cancel))
-            .count();
+    /// Counts the events a process never saw (cancel requests are not
+    /// letters) and passes them to the dead-letter hook.
+    pub(crate) fn dead_letters(&self, pid: Pid, events: Vec<Event>) {
+        let mut n = 0u64;
+        for event in events {
+            if matches!(event, Event::Cancel) {
+                continue;
+            }
+            n += 1;
+            if self.hooks.has_dead_letter_hook() {
+                self.hooks.dead_letter(pid, event);
+            }
+        }
         if n > 0 {
-            self.dead_letters.fetch_add(n as u64, Relaxed);
-            tracing::debug!(count = n, "dead letters");
+            self.dead_letters.fetch_add(n, Relaxed);
+            tracing::debug!(%pid, count = n, "dead letters");
         }
     }
 
     pub(crate) fn send(&self, package: Package) -> Result<(), SendError> {
         let target = package.target();
         let mut package = Some(package);
+        let bounded = self.mailbox_capacity != usize::MAX;
         let delivered = self.router.with(target, |record| {
-            let event = Event::Message(package.take().expect("taken once"));
-            match record.deliver(event) {
+            let package = package.take().expect("taken once");
+            if bounded && record.mailbox.fetch_add(1, AcqRel) >= self.mailbox_capacity {
+                record.mailbox.fetch_sub(1, AcqRel);
+                return Err(SendError::full(package));
+            }
+            match record.deliver(Event::Message(package)) {
                 Ok(wake) => {
                     self.after_wake(record, wake);
                     Ok(())
                 }
-                Err(Event::Message(p)) => Err(SendError::closed(p)),
-                Err(_) => unreachable!("a message comes back as a message"),
+                Err(event) => {
+                    if bounded {
+                        record.mailbox.fetch_sub(1, AcqRel);
+                    }
+                    match event {
+                        Event::Message(p) => Err(SendError::closed(p)),
+                        _ => unreachable!("a message comes back as a message"),
+                    }
+                }
             }
         });
         match delivered {

@@ -35,6 +35,14 @@ pub enum SubmitError {
         /// What `init` reported.
         error: InitError,
     },
+    /// The `on_start` hook refused the process (or panicked). The process
+    /// had been initialised, so its `close` ran.
+    Rejected {
+        /// The PID it was submitted under.
+        pid: Pid,
+        /// What the hook reported.
+        error: crate::event::BoxError,
+    },
 }
 
 impl fmt::Display for SubmitError {
@@ -49,6 +57,9 @@ impl fmt::Display for SubmitError {
             }
             SubmitError::DuplicatePid(pid) => write!(f, "PID {pid} is already in use"),
             SubmitError::Init { pid, error } => write!(f, "init of {pid} failed: {error}"),
+            SubmitError::Rejected { pid, error } => {
+                write!(f, "the on_start hook rejected {pid}: {error}")
+            }
         }
     }
 }
@@ -57,6 +68,7 @@ impl Error for SubmitError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             SubmitError::Init { error, .. } => Some(error),
+            SubmitError::Rejected { error, .. } => Some(&**error),
             _ => None,
         }
     }

@@ -77,6 +77,7 @@ mod engine;
 mod error;
 mod event;
 mod handler;
+mod hooks;
 mod local;
 mod outcome;
 mod output;

@@ -9,7 +9,7 @@ use crate::event::Event;
 use crate::outcome::ResultSlot;
 use crate::process::Process;
 use crate::state::{StateWord, Wake};
-use crate::sync::{AtomicU64, UnsafeCell};
+use crate::sync::{AtomicU64, AtomicUsize, UnsafeCell};
 
 /// One process, shared by the routing table, the run queues, completers
 /// and the submitter's [`Completion`](crate::Completion) handle.
@@ -23,6 +23,9 @@ pub(crate) struct Record {
     pub(crate) state: StateWord,
     /// Steps taken, readable while the process runs.
     pub(crate) steps: AtomicU64,
+    /// Messages queued and not yet drained (kept only when the engine
+    /// bounds mailboxes).
+    pub(crate) mailbox: AtomicUsize,
     /// Producers push events here from any thread.
     pub(crate) events: mpsc::Producer<Event>,
     pub(crate) slot: ResultSlot,
@@ -58,6 +61,7 @@ impl Record {
             pid,
             state: StateWord::new(),
             steps: AtomicU64::new(0),
+            mailbox: AtomicUsize::new(0),
             events,
             slot: ResultSlot::default(),
             body: UnsafeCell::new(Body {

@@ -210,6 +210,18 @@ impl Worker<'_> {
         }
         self.events.clear();
         body.queue.drain_into(&mut self.events);
+        if self.shared.mailbox_capacity != usize::MAX {
+            let messages = self
+                .events
+                .iter()
+                .filter(|e| matches!(e, Event::Message(_)))
+                .count();
+            if messages > 0 {
+                record
+                    .mailbox
+                    .fetch_sub(messages, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
         if body.waiting && self.events.is_empty() {
             // Woken for an event we already consumed: wait again without
             // bothering the process.
@@ -321,8 +333,7 @@ impl Worker<'_> {
     fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
         record.state.complete();
         let dead = body.queue.close();
-        self.shared.count_dead_letters(&dead);
-        drop(dead);
+        self.shared.dead_letters(record.pid, dead);
         if let Some(mut process) = body.process.take() {
             let closed = catch_unwind(AssertUnwindSafe(move || {
                 process.close();
@@ -339,8 +350,11 @@ impl Worker<'_> {
         self.shared.router.unregister(record.pid);
         self.shared.count_completed();
         bump(&self.counters().completed, 1);
-        self.shared.release_live();
         tracing::trace!(pid = %record.pid, ok = outcome.is_ok(), "ended");
+        // The hook runs before the live count drops, so a shutdown that
+        // returns has seen every hook call.
+        self.shared.hooks.completed(record.pid, &outcome);
+        self.shared.release_live();
         record.slot.set(outcome);
     }
 }

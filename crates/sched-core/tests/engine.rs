@@ -764,3 +764,143 @@ fn wait_for_state(engine: &Engine, pid: Pid, state: ProcessState) {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+#[test]
+fn lifecycle_hooks_see_every_start_and_completion() {
+    let started_pids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let completed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let engine = builder(2)
+        .on_start({
+            let started_pids = started_pids.clone();
+            move |pid| {
+                started_pids.lock().unwrap().push(pid.id());
+                Ok(())
+            }
+        })
+        .on_complete({
+            let completed = completed.clone();
+            move |pid, outcome| completed.lock().unwrap().push((pid.id(), outcome.is_ok()))
+        })
+        .build();
+    engine.start();
+    let handles: Vec<_> = (1..=5)
+        .map(|i| submit(&engine, i, Counter::new(2, SYNC)))
+        .collect();
+    for h in handles {
+        wait(h).unwrap();
+    }
+    let mut s = started_pids.lock().unwrap().clone();
+    s.sort_unstable();
+    assert_eq!(s, [1, 2, 3, 4, 5]);
+    let mut c = completed.lock().unwrap().clone();
+    c.sort_unstable();
+    assert_eq!(c, [(1, true), (2, true), (3, true), (4, true), (5, true)]);
+}
+
+#[test]
+fn an_on_start_error_rejects_the_submission_and_closes_the_process() {
+    let engine = builder(1)
+        .on_start(|pid| {
+            if pid.id() == 2 {
+                Err("rejected".into())
+            } else {
+                Ok(())
+            }
+        })
+        .build();
+    engine.start();
+    let mut p = Counter::new(1, SYNC);
+    let closes = p.closes.clone();
+    p.closes = closes.clone();
+    let err = engine
+        .submit(Pid::local(2), p, "run", Box::new(()))
+        .unwrap_err();
+    assert!(
+        matches!(&err, SubmitError::Rejected { pid, error } if *pid == Pid::local(2) && error.to_string() == "rejected")
+    );
+    assert_eq!(closes.get(), 1, "an initialised process is closed");
+    assert!(engine.processes().is_empty());
+    assert_eq!(engine.stats().live_processes, 0);
+    assert_eq!(done_u64(wait(submit(&engine, 3, Counter::new(1, SYNC)))), 1);
+}
+
+#[test]
+fn panicking_hooks_are_contained() {
+    let engine = builder(1)
+        .on_start(|pid| {
+            if pid.id() == 1 {
+                panic!("start hook exploded")
+            } else {
+                Ok(())
+            }
+        })
+        .on_complete(|_, _| panic!("complete hook exploded"))
+        .build();
+    engine.start();
+    let err = engine
+        .submit(Pid::local(1), Counter::new(1, SYNC), "run", Box::new(()))
+        .unwrap_err();
+    assert!(err.to_string().contains("start hook exploded"), "{err}");
+    assert_eq!(done_u64(wait(submit(&engine, 2, Counter::new(2, SYNC)))), 2);
+    assert_eq!(done_u64(wait(submit(&engine, 3, Counter::new(1, SYNC)))), 1);
+}
+
+#[test]
+fn a_full_mailbox_refuses_and_hands_the_message_back() {
+    let engine = builder(1).mailbox_capacity(2).build();
+    // Not started: nothing drains the mailbox.
+    let _h = submit(&engine, 1, Inbox::new());
+    for i in 0..2u32 {
+        engine
+            .send(Package::new(Pid::local(0), Pid::local(1), i))
+            .unwrap();
+    }
+    let err = engine
+        .send(Package::new(Pid::local(0), Pid::local(1), 2u32))
+        .unwrap_err();
+    assert_eq!(err.kind(), SendErrorKind::Full);
+    assert_eq!(err.into_package().downcast::<u32>().ok(), Some(2));
+    engine.start();
+    // Once drained, there is room again.
+    let deadline = Instant::now() + PATIENCE;
+    while engine
+        .send(Package::new(Pid::local(0), Pid::local(1), 3u32))
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "the mailbox never drained");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn dead_letters_reach_the_hook() {
+    let letters = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let engine = builder(1)
+        .on_dead_letter({
+            let letters = letters.clone();
+            move |pid, event| {
+                if let Event::Message(p) = event {
+                    letters
+                        .lock()
+                        .unwrap()
+                        .push((pid, p.downcast::<u32>().unwrap()));
+                }
+            }
+        })
+        .build();
+    // Queue messages before start, then terminate: they are never stepped.
+    let h = submit(&engine, 1, Inbox::new());
+    for i in 0..3u32 {
+        engine
+            .send(Package::new(Pid::local(0), Pid::local(1), i))
+            .unwrap();
+    }
+    engine.terminate(Pid::local(1)).unwrap();
+    engine.start();
+    assert!(matches!(wait(h), Err(ExitError::Terminated)));
+    assert_eq!(
+        *letters.lock().unwrap(),
+        [(Pid::local(1), 0), (Pid::local(1), 1), (Pid::local(1), 2)]
+    );
+    assert_eq!(engine.stats().dead_letters, 3);
+}

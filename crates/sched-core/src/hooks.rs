@@ -1,0 +1,70 @@
+//! Lifecycle hooks: observers of submission, completion and dead letters.
+
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc as StdArc;
+
+use relay::Pid;
+
+use crate::event::{BoxError, Event};
+use crate::outcome::Outcome;
+use crate::panic_message::panic_message;
+
+type OnStart = dyn Fn(Pid) -> Result<(), BoxError> + Send + Sync;
+type OnComplete = dyn Fn(Pid, &Outcome) + Send + Sync;
+type OnDeadLetter = dyn Fn(Pid, Event) + Send + Sync;
+
+/// The hooks an engine was built with. Every call is guarded: a panicking
+/// hook is reported (and, for `on_start`, fails the submission) but never
+/// unwinds into the engine.
+#[derive(Default, Clone)]
+pub(crate) struct Hooks {
+    pub(crate) on_start: Option<StdArc<OnStart>>,
+    pub(crate) on_complete: Option<StdArc<OnComplete>>,
+    pub(crate) on_dead_letter: Option<StdArc<OnDeadLetter>>,
+}
+
+impl Hooks {
+    /// Runs `on_start`; an error or a panic rejects the submission.
+    pub(crate) fn started(&self, pid: Pid) -> Result<(), BoxError> {
+        let Some(hook) = &self.on_start else {
+            return Ok(());
+        };
+        match catch_unwind(AssertUnwindSafe(|| hook(pid))) {
+            Ok(result) => result,
+            Err(panic) => {
+                Err(format!("the on_start hook panicked: {}", panic_message(&*panic)).into())
+            }
+        }
+    }
+
+    pub(crate) fn completed(&self, pid: Pid, outcome: &Outcome) {
+        if let Some(hook) = &self.on_complete {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(pid, outcome))) {
+                tracing::error!(%pid, message = %panic_message(&*panic), "on_complete hook panicked");
+            }
+        }
+    }
+
+    pub(crate) fn has_dead_letter_hook(&self) -> bool {
+        self.on_dead_letter.is_some()
+    }
+
+    pub(crate) fn dead_letter(&self, pid: Pid, event: Event) {
+        if let Some(hook) = &self.on_dead_letter {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(pid, event))) {
+                tracing::error!(%pid, message = %panic_message(&*panic), "on_dead_letter hook panicked");
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooks")
+            .field("on_start", &self.on_start.is_some())
+            .field("on_complete", &self.on_complete.is_some())
+            .field("on_dead_letter", &self.on_dead_letter.is_some())
+            .finish()
+    }
+}
