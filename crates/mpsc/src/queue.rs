@@ -44,6 +44,23 @@ const POOL_MAX: usize = 2;
 #[cfg(loom)]
 const POOL_MAX: usize = 1;
 
+/// Spins `2^round` times (at most 64) after a lost claim; the loser retries
+/// at once under loom, where a lost CAS already means another thread moved.
+#[inline]
+fn backoff(round: &mut u32) {
+    #[cfg(not(loom))]
+    {
+        for _ in 0..(1u32 << *round) {
+            std::hint::spin_loop();
+        }
+        if *round < 6 {
+            *round += 1;
+        }
+    }
+    #[cfg(loom)]
+    let _ = round;
+}
+
 /// The closed bit of the claim word.
 const CLOSED: u64 = 1;
 /// One position in the claim word.
@@ -55,7 +72,8 @@ struct Slot<T> {
     /// consumer after it saw `ready`.
     value: UnsafeCell<MaybeUninit<T>>,
     /// Set (Release) by the producer after writing `value`; cleared by the
-    /// consumer after taking it, so recycled blocks come back clean.
+    /// consumer when the whole block is recycled or reused by `reset`, so
+    /// blocks come back clean.
     ready: AtomicBool,
 }
 
@@ -95,6 +113,14 @@ impl<T> Block<T> {
                     ready: AtomicBool::new(false),
                 }),
             }))
+        }
+    }
+
+    /// Clears the `ready` flags of the first `upto` slots. Only for a block
+    /// the consumer has to itself, once it took those slots' items.
+    fn clear(&self, upto: usize) {
+        for slot in &self.slots[..upto] {
+            slot.ready.store(false, Ordering::Relaxed);
         }
     }
 
@@ -179,13 +205,17 @@ impl<T> Shared<T> {
     /// # Safety
     ///
     /// Only the consumer calls this, with a block no producer will access
-    /// again and whose slots are all clear (every item taken).
+    /// again and whose items were all taken.
     unsafe fn recycle(&self, block: *mut Block<T>) {
         if self.pool.len.load(Ordering::Relaxed) >= POOL_MAX {
             // SAFETY: forwarded from the caller.
             unsafe { Block::free(block) };
             return;
         }
+        // Clear the flags here, in one pass over lines no producer touches,
+        // rather than one store per take on lines producers are writing.
+        // SAFETY: the block is exclusively ours (see above).
+        unsafe { (*block).clear(BLOCK_CAP) };
         // Count before linking so a concurrent pop can never take the count
         // below zero.
         self.pool.len.fetch_add(1, Ordering::Relaxed);
@@ -297,6 +327,7 @@ impl<T> Producer<T> {
     pub fn push(&self, item: T) -> Result<(), PushError<T>> {
         let tail = &self.shared.tail;
         let mut step = 0;
+        let mut contention = 0;
         let mut word = tail.word.load(Ordering::Acquire);
         loop {
             // Read after the word: a word published by a reset (or any later
@@ -348,8 +379,9 @@ impl<T> Producer<T> {
                 }
                 Err(current) => {
                     word = current;
-                    #[cfg(not(loom))]
-                    std::hint::spin_loop();
+                    // Lost the race: back off a little, exponentially, so
+                    // contending producers stop bouncing the word's line.
+                    backoff(&mut contention);
                 }
             }
         }
@@ -660,11 +692,14 @@ impl<T> Consumer<T> {
                 None => break,
             }
         }
-        // Restart at the next lap, in the same block: its slots are clear
-        // (those below `head` were taken, the rest never claimed), its `next`
-        // is null (its last slot was never claimed), and `tail.block` already
-        // points at it. The new word is larger than every earlier one, so a
-        // stale producer's CAS can never succeed.
+        // Restart at the next lap, in the same block: its slots below `head`
+        // were taken (clear their flags now), the rest were never claimed;
+        // its `next` is null (its last slot was never claimed), and
+        // `tail.block` already points at it.
+        // SAFETY: quiescent, as argued above.
+        unsafe { (*self.block).clear((self.head % LAP) as usize) };
+        // The new word is larger than every earlier one, so a stale
+        // producer's CAS can never succeed.
         let start = (self.head / LAP + 1) * LAP;
         self.generation += 1;
         self.shared
@@ -707,7 +742,8 @@ impl<T> Consumer<T> {
         // store after it initialised the value; the value is read exactly
         // once, since `head` moves past it before anything else can run.
         let item = slot.value.with(|p| unsafe { ptr::read(p).assume_init() });
-        slot.ready.store(false, Ordering::Relaxed);
+        // `ready` stays set: the flags are cleared when the whole block is
+        // recycled (or reused by `reset`), and `head` has moved past it.
         self.head += 1;
         if self.head % LAP == BLOCK_CAP as u64 {
             // We took the block's last slot. Its producer linked the next
