@@ -1,0 +1,119 @@
+//! Quickstart: a ring of processes passing a token.
+//!
+//! Five processes form a ring. Process 0 starts a token that travels three
+//! laps; each process counts the hops it saw and forwards the token to its
+//! neighbour with `Output::send`. After the last lap process 0 tells
+//! everyone to stop, and each finishes with its hop count.
+//!
+//! Run it with `cargo run -p sched --example quickstart`.
+
+use std::time::{Duration, Instant};
+
+use sched::*;
+
+const RING: u64 = 5;
+const LAPS: u64 = 3;
+
+enum Msg {
+    Token { hops: u64 },
+    Stop,
+}
+
+struct Node {
+    me: u64,
+    seen: u64,
+}
+
+impl Node {
+    fn pid(i: u64) -> Pid {
+        Pid::local(100 + i)
+    }
+}
+
+impl Process for Node {
+    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+        match method {
+            "ring" => Ok(()),
+            other => Err(InitError::unknown_method(other)),
+        }
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let next = Node::pid((self.me + 1) % RING);
+        for event in events {
+            let Event::Message(package) = event else {
+                continue;
+            };
+            match package
+                .downcast::<Msg>()
+                .map_err(|_| "unexpected message")?
+            {
+                Msg::Token { hops } => {
+                    if self.me == 0 && hops == RING * LAPS {
+                        // Three laps done: stop the ring, then stop.
+                        for i in 1..RING {
+                            out.send(Package::new(out.pid(), Node::pid(i), Msg::Stop))
+                                .map_err(|e| e.to_string())?;
+                        }
+                        out.done(Box::new(self.seen));
+                        return Ok(());
+                    }
+                    self.seen += 1;
+                    out.send(Package::new(out.pid(), next, Msg::Token { hops: hops + 1 }))
+                        .map_err(|e| e.to_string())?;
+                }
+                Msg::Stop => {
+                    out.done(Box::new(self.seen));
+                    return Ok(());
+                }
+            }
+        }
+        out.idle();
+        Ok(())
+    }
+
+    fn close(&mut self) {}
+}
+
+fn main() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let started = Instant::now();
+
+    let handles: Vec<_> = (0..RING)
+        .map(|i| {
+            scheduler
+                .submit(Node::pid(i), Node { me: i, seen: 0 }, "ring", ())
+                .expect("submit")
+        })
+        .collect();
+    // Kick off the token at process 0, as if it came from the last one.
+    scheduler
+        .send(Package::new(
+            Node::pid(RING - 1),
+            Node::pid(0),
+            Msg::Token { hops: 0 },
+        ))
+        .expect("process 0 is live");
+
+    println!("a token went {LAPS} times around a ring of {RING} processes:");
+    let mut total = 0;
+    for h in handles {
+        let pid = h.pid();
+        let hops = *h
+            .wait()
+            .expect("done")
+            .downcast::<u64>()
+            .expect("hop count");
+        total += hops;
+        println!("  {pid} forwarded the token {hops} times");
+    }
+    let report = scheduler.shutdown(Duration::from_secs(1));
+    println!(
+        "{total} hops in {:.2?}; shutdown: {} ended gracefully, {} forced",
+        started.elapsed(),
+        report.ended_gracefully,
+        report.forced
+    );
+    assert_eq!(total, RING * LAPS);
+}

@@ -1,0 +1,109 @@
+//! A work-stealing scheduler for step-driven processes.
+//!
+//! `sched` runs many lightweight **processes** on a small pool of OS
+//! threads. A process is a state machine, not a future and not a thread:
+//! the scheduler calls its [`step`](Process::step) with the [`Event`]s that
+//! arrived since its last step, and the process writes into a reused
+//! [`Output`] buffer what it wants next:
+//!
+//! | it calls | meaning |
+//! |---|---|
+//! | [`out.continue_()`](Output::continue_) | run me again (behind the others waiting) |
+//! | [`out.yield_command(id, tag, data)`](Output::yield_command) | dispatch this command to the handler of `id`; wake me with its completion, tagged `tag` |
+//! | [`out.idle()`](Output::idle) (the default) | wait for messages |
+//! | [`out.done(result)`](Output::done) | finished, with this result |
+//!
+//! and it can [`send`](Output::send) messages to other processes and
+//! [`spawn`](Output::spawn) new ones from inside a step.
+//!
+//! Command handlers ([`CommandHandler`]) receive each yielded command with
+//! a [`Completer`]: a `Send + Sync + 'static` handle that completes the yield
+//! from any thread, at any later time, at most once.
+//!
+//! # The contract, in short
+//!
+//! - `init` runs on the submitting thread; its error fails the submission,
+//!   and nothing is scheduled.
+//! - A process is never stepped by two workers at once; events that arrive
+//!   while it runs are never lost (they wake it again).
+//! - Every process reports exactly one [`Outcome`]: its done value, its step
+//!   error, [`ExitError::Terminated`], [`ExitError::Cancelled`] (shutdown)
+//!   or [`ExitError::Panicked`]. `close` runs exactly once for every process
+//!   whose `init` succeeded.
+//! - Bad input gets a typed error that names the culprit and hands back
+//!   what it was given: [`SubmitError`], [`SendError`], [`TerminateError`],
+//!   [`CommandError`], [`CompleteError`].
+//!
+//! # Example
+//!
+//! ```
+//! use sched::*;
+//! use std::time::Duration;
+//!
+//! const FETCH: CommandId = CommandId(1);
+//!
+//! /// Fetches three things concurrently and finishes with their total.
+//! struct Fetcher { pending: usize, total: u64 }
+//!
+//! impl Process for Fetcher {
+//!     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+//!         match method { "fetch" => Ok(()), m => Err(InitError::unknown_method(m)) }
+//!     }
+//!     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+//!         if self.pending == 0 {
+//!             for i in 1..=3u64 {
+//!                 out.yield_command(FETCH, Tag(i), Box::new(i * 10));
+//!             }
+//!             self.pending = 3;
+//!             return Ok(()); // waits for the completions
+//!         }
+//!         for event in events {
+//!             if let Event::Completion { result, .. } = event {
+//!                 self.total += *result?.downcast::<u64>().map_err(|_| "not a u64")?;
+//!                 self.pending -= 1;
+//!             }
+//!         }
+//!         if self.pending == 0 { out.done(Box::new(self.total)) }
+//!         Ok(())
+//!     }
+//!     fn close(&mut self) {}
+//! }
+//!
+//! let scheduler = Scheduler::builder()
+//!     .workers(2)
+//!     .handler(FETCH, |cmd: Command, done: Completer| -> Result<(), Rejected> {
+//!         // Complete later, on another thread.
+//!         std::thread::spawn(move || {
+//!             let n = *cmd.data::<u64>().unwrap();
+//!             let _ = done.complete(Box::new(n + 1));
+//!         });
+//!         Ok(())
+//!     })
+//!     .build();
+//! scheduler.start();
+//! let handle = scheduler.spawn(Fetcher { pending: 0, total: 0 }, "fetch", ()).unwrap();
+//! let total = handle.wait().unwrap();
+//! assert_eq!(total.downcast_ref::<u64>(), Some(&63));
+//! scheduler.shutdown(Duration::from_secs(1));
+//! ```
+//!
+//! The `deque` crate (re-exported as [`deque`]) is usable on its own.
+
+mod payload;
+mod scheduler;
+
+pub use payload::into_payload;
+pub use scheduler::{Scheduler, SchedulerBuilder};
+
+pub use deque;
+pub use relay::{Package, Payload, Pid, PidsExhausted, Receiver, SendError, SendErrorKind};
+pub use sched_core::{
+    BoxError, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
+    Completion, Engine, Event, Events, ExitError, InitContext, InitError, Outcome, Output, Process,
+    ProcessInfo, ProcessState, Rejected, ShutdownReport, Stats, SubmitError, Tag, TerminateError,
+    WorkerStats,
+};
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

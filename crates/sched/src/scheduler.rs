@@ -1,0 +1,486 @@
+//! The scheduler users hold: a builder, submission, messaging, shutdown.
+
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+use relay::{Package, Pid, Receiver, SendError};
+use sched_core::{
+    BoxError, CommandHandler, CommandId, Completion, Engine, Event, Outcome, Process, ProcessInfo,
+    ShutdownReport, Stats, SubmitError, TerminateError,
+};
+
+use crate::payload::into_payload;
+
+/// Configures a [`Scheduler`].
+///
+/// # Examples
+///
+/// ```
+/// use sched::{CommandId, Scheduler};
+///
+/// let scheduler = Scheduler::builder()
+///     .workers(2)
+///     .max_processes(100_000)
+///     .mailbox_capacity(1_024)
+///     .thread_name("app-worker")
+///     .handler(CommandId(1), |cmd: sched::Command, done: sched::Completer| -> Result<(), sched::Rejected> {
+///         let _ = done.complete(cmd.data);
+///         Ok(())
+///     })
+///     .on_complete(|pid, outcome| {
+///         if let Err(e) = outcome {
+///             eprintln!("{pid} failed: {e}");
+///         }
+///     })
+///     .build();
+/// assert_eq!(scheduler.workers(), 2);
+/// ```
+pub struct SchedulerBuilder {
+    inner: sched_core::Builder,
+}
+
+impl fmt::Debug for SchedulerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SchedulerBuilder")
+            .field(&self.inner)
+            .finish()
+    }
+}
+
+impl SchedulerBuilder {
+    /// Number of worker threads (default: available parallelism).
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn workers(self, workers: usize) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.workers(workers),
+        }
+    }
+
+    /// Most live processes at once (default: unlimited). Submissions past
+    /// it fail with [`SubmitError::TooManyProcesses`]; the limit holds under
+    /// any number of concurrent submitters.
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn max_processes(self, max: usize) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.max_processes(max),
+        }
+    }
+
+    /// Most messages queued for one process (default: unlimited). A send to
+    /// a full mailbox fails with [`SendErrorKind::Full`](crate::SendErrorKind::Full)
+    /// and hands the message back.
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn mailbox_capacity(self, capacity: usize) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.mailbox_capacity(capacity),
+        }
+    }
+
+    /// Worker threads are named `PREFIX-0`, `PREFIX-1`, ...
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn thread_name(self, prefix: impl Into<String>) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.thread_name(prefix),
+        }
+    }
+
+    /// The node number of the PIDs [`Scheduler::spawn`] allocates.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).node(7).build();
+    /// assert_eq!(s.allocate_pid().unwrap().node(), 7);
+    /// ```
+    pub fn node(self, node: u32) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.node(node),
+        }
+    }
+
+    /// Registers the handler of command `id`: a type implementing
+    /// [`CommandHandler`] or a closure `Fn(Command, Completer) -> Result<(), Rejected>`.
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn handler(self, id: CommandId, handler: impl CommandHandler) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.handler(id, handler),
+        }
+    }
+
+    /// Observes each successful submission (after `init`); an `Err` or a
+    /// panic rejects it with [`SubmitError::Rejected`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).on_start(|_pid| Ok(())).build();
+    /// # drop(s);
+    /// ```
+    pub fn on_start(
+        self,
+        hook: impl Fn(Pid) -> Result<(), BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.on_start(hook),
+        }
+    }
+
+    /// Observes every process's end, with its outcome (exactly once per
+    /// process). A panic in the hook is caught and logged.
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn on_complete(self, hook: impl Fn(Pid, &Outcome) + Send + Sync + 'static) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.on_complete(hook),
+        }
+    }
+
+    /// Receives every message or completion still queued when its process
+    /// ended.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder()
+    ///     .workers(1)
+    ///     .on_dead_letter(|pid, event| eprintln!("{pid}: undelivered {event:?}"))
+    ///     .build();
+    /// # drop(s);
+    /// ```
+    pub fn on_dead_letter(self, hook: impl Fn(Pid, Event) + Send + Sync + 'static) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.on_dead_letter(hook),
+        }
+    }
+
+    /// Builds the scheduler, not started: call [`Scheduler::start`].
+    /// Processes submitted before that wait in the global queue.
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn build(self) -> Scheduler {
+        Scheduler {
+            engine: self.inner.build(),
+        }
+    }
+}
+
+/// A work-stealing scheduler running step-driven [`Process`]es on a pool
+/// of worker threads.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{BoxError, Event, Events, InitContext, InitError, Output, Payload, Pid, Process, Scheduler};
+/// use std::time::Duration;
+///
+/// /// Adds up the numbers it is sent until it gets 0.
+/// struct Adder { sum: u64 }
+///
+/// impl Process for Adder {
+///     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+///         if method == "sum" { Ok(()) } else { Err(InitError::unknown_method(method)) }
+///     }
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let Event::Message(msg) = event {
+///                 match msg.downcast::<u64>() {
+///                     Ok(0) => { out.done(Box::new(self.sum)); return Ok(()); }
+///                     Ok(n) => self.sum += n,
+///                     Err(_) => return Err("expected a u64".into()),
+///                 }
+///             }
+///         }
+///         out.idle();
+///         Ok(())
+///     }
+///     fn close(&mut self) {}
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(2).build();
+/// scheduler.start();
+/// let adder = scheduler.submit(Pid::local(1), Adder { sum: 0 }, "sum", ()).unwrap();
+/// for n in [1u64, 2, 3, 0] {
+///     scheduler.send_to(Pid::local(99), Pid::local(1), n).unwrap();
+/// }
+/// let sum = adder.wait().unwrap();
+/// assert_eq!(sum.downcast_ref::<u64>(), Some(&6));
+/// let report = scheduler.shutdown(Duration::from_secs(1));
+/// assert_eq!(report.forced, 0);
+/// ```
+pub struct Scheduler {
+    engine: Engine,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("workers", &self.engine.workers())
+            .field("live_processes", &self.engine.stats().live_processes)
+            .finish()
+    }
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Scheduler::builder().build()
+    }
+}
+
+impl Scheduler {
+    /// A builder with the defaults (one worker per available core, no
+    /// limits, no hooks).
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn builder() -> SchedulerBuilder {
+        SchedulerBuilder {
+            inner: Engine::builder(),
+        }
+    }
+
+    /// The engine underneath, for what the facade does not wrap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(3).build();
+    /// assert_eq!(s.engine().workers(), 3);
+    /// ```
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The number of worker threads.
+    ///
+    /// # Examples
+    ///
+    /// See [`SchedulerBuilder`].
+    pub fn workers(&self) -> usize {
+        self.engine.workers()
+    }
+
+    /// Starts the worker threads (idempotent).
+    ///
+    /// # Examples
+    ///
+    /// See [`Scheduler`].
+    pub fn start(&self) {
+        self.engine.start();
+    }
+
+    /// Submits `process` under `pid`: `init(method, input)` runs on this
+    /// thread; an error from it is returned unchanged (inside
+    /// [`SubmitError::Init`]) and nothing is scheduled or registered.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError`]: shutting down, too many processes, `pid` already
+    /// live, `init` failed, or the `on_start` hook refused.
+    ///
+    /// # Examples
+    ///
+    /// See [`Scheduler`].
+    pub fn submit<P: Process>(
+        &self,
+        pid: Pid,
+        process: P,
+        method: &str,
+        input: impl Any + Send,
+    ) -> Result<Completion, SubmitError> {
+        self.engine
+            .submit(pid, Box::new(process), method, into_payload(input))
+    }
+
+    /// [`submit`](Scheduler::submit) for a process that is already boxed
+    /// (processes of different types chosen at run time).
+    ///
+    /// # Errors
+    ///
+    /// As for [`submit`](Scheduler::submit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::*;
+    /// # struct Nop;
+    /// # impl Process for Nop {
+    /// #     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
+    /// #     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> { out.done(Box::new(())); Ok(()) }
+    /// #     fn close(&mut self) {}
+    /// # }
+    /// let s = Scheduler::builder().workers(1).build();
+    /// s.start();
+    /// let any: Box<dyn Process> = Box::new(Nop);
+    /// let done = s.submit_boxed(Pid::local(1), any, "run", Box::new(())).unwrap();
+    /// assert!(done.wait().is_ok());
+    /// ```
+    pub fn submit_boxed(
+        &self,
+        pid: Pid,
+        process: Box<dyn Process>,
+        method: &str,
+        input: relay::Payload,
+    ) -> Result<Completion, SubmitError> {
+        self.engine.submit(pid, process, method, input)
+    }
+
+    /// Submits `process` under a fresh PID ([`allocate_pid`](Scheduler::allocate_pid));
+    /// the PID is in the returned handle.
+    ///
+    /// # Errors
+    ///
+    /// As for [`submit`](Scheduler::submit).
+    ///
+    /// # Panics
+    ///
+    /// If this node's 2^64 PIDs are exhausted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::*;
+    /// # struct Nop;
+    /// # impl Process for Nop {
+    /// #     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
+    /// #     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> { out.done(Box::new(())); Ok(()) }
+    /// #     fn close(&mut self) {}
+    /// # }
+    /// let s = Scheduler::builder().workers(1).build();
+    /// s.start();
+    /// let a = s.spawn(Nop, "run", ()).unwrap();
+    /// let b = s.spawn(Nop, "run", ()).unwrap();
+    /// assert_ne!(a.pid(), b.pid());
+    /// ```
+    pub fn spawn<P: Process>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl Any + Send,
+    ) -> Result<Completion, SubmitError> {
+        let pid = self
+            .engine
+            .allocate_pid()
+            .expect("the PID space of this node is exhausted");
+        self.submit(pid, process, method, input)
+    }
+
+    /// A fresh PID on this scheduler's node.
+    ///
+    /// # Errors
+    ///
+    /// The node's ids are exhausted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).build();
+    /// assert_ne!(s.allocate_pid().unwrap(), s.allocate_pid().unwrap());
+    /// ```
+    pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
+        self.engine.allocate_pid()
+    }
+
+    /// Sends `payload` from `from` to the process `to`.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`] naming the PID: unknown (never existed or ended),
+    /// closed (ending right now), or mailbox full. It hands the package
+    /// back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Pid, Scheduler, SendErrorKind};
+    /// let s = Scheduler::builder().workers(1).build();
+    /// let err = s.send_to(Pid::local(1), Pid::local(2), "hi").unwrap_err();
+    /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+    /// assert_eq!(err.into_package().downcast::<&str>().ok(), Some("hi"));
+    /// ```
+    pub fn send_to(&self, from: Pid, to: Pid, payload: impl Any + Send) -> Result<(), SendError> {
+        self.engine
+            .send(Package::from_payload(from, to, into_payload(payload)))
+    }
+
+    /// Ends process `pid` with [`ExitError::Terminated`](crate::ExitError::Terminated):
+    /// at once if it is waiting, after its current step if it is running.
+    ///
+    /// # Errors
+    ///
+    /// [`TerminateError::NotFound`] for an unknown or finished PID.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).build();
+    /// assert!(s.terminate(sched::Pid::local(5)).is_err());
+    /// ```
+    pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        self.engine.terminate(pid)
+    }
+
+    /// Stops the scheduler; see [`Engine::shutdown`] for the exact
+    /// semantics. In short: no new submissions, a cancel event to every live
+    /// process, a wait until they have all ended (returning as soon as they
+    /// have) or until `deadline`, then the stragglers end with
+    /// [`ExitError::Cancelled`](crate::ExitError::Cancelled) and the workers
+    /// are joined. Every submitted process reports exactly one outcome.
+    ///
+    /// # Examples
+    ///
+    /// See [`Scheduler`].
+    pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        self.engine.shutdown(deadline)
+    }
+
+    /// Counters per worker and in total, read while the workers run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(2).build();
+    /// assert_eq!(s.stats().workers.len(), 2);
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.engine.stats()
+    }
+
+    /// The live processes with their state and step count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).build();
+    /// assert!(s.processes().is_empty());
+    /// ```
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        self.engine.processes()
+    }
+}
+
+impl Receiver for Scheduler {
+    fn send(&self, package: Package) -> Result<(), SendError> {
+        self.engine.send(package)
+    }
+}
