@@ -1,0 +1,38 @@
+//! A small whole-engine run sized for miri (`cargo xtask miri sched-core`
+//! runs the unit tests and this file): two workers, messages, synchronous
+//! and asynchronous completions, a terminate and a shutdown, so the unsafe
+//! code (record bodies handed between workers, the thread-local queue
+//! pointer, deque and queue internals) runs under the race detector.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use relay::{Package, Pid, Receiver};
+use sched_core::*;
+
+#[test]
+fn a_small_mixed_workload_runs_clean() {
+    let engine = started(2);
+    let counters: Vec<_> = (0..4)
+        .map(|i| submit(&engine, i, Counter::new(3, if i % 2 == 0 { SYNC } else { ASYNC })))
+        .collect();
+    let inbox = submit(&engine, 10, Inbox::new());
+    for n in 0..3u64 {
+        engine.send(Package::new(Pid::local(0), Pid::local(10), n)).unwrap();
+    }
+    engine.send(Package::new(Pid::local(0), Pid::local(10), "stop")).unwrap();
+    let blocked = submit(&engine, 11, Counter::new(1, NEVER));
+    for c in counters {
+        assert_eq!(done_u64(wait(c)), 3);
+    }
+    assert_eq!(done_u64(wait(inbox)), 3);
+    engine.terminate(Pid::local(11)).unwrap();
+    assert!(matches!(wait(blocked), Err(ExitError::Terminated)));
+    let idle = submit(&engine, 12, Inbox::new());
+    let report = engine.shutdown(Duration::from_secs(5));
+    assert_eq!(report.still_running, 0);
+    assert!(wait(idle).is_ok(), "the idle process finished on cancel");
+    assert_eq!(engine.stats().live_processes, 0);
+}
