@@ -320,11 +320,18 @@ impl Shared {
     /// own queues (idle workers steal from them); elsewhere to the global
     /// queue.
     pub(crate) fn schedule(&self, record: Arc<Record>, how: Runnable) {
-        let queued_locally = local::with_local(self, |local| match how {
-            Runnable::Woken => local.lifo.push(record.clone()),
-            Runnable::Continued => local.fifo.push(record.clone()),
+        // The record moves into whichever queue takes it: no reference-count
+        // increment and decrement (two atomic read-modify-writes) per
+        // schedule.
+        let mut record = Some(record);
+        local::with_local(self, |local| {
+            let record = record.take().expect("taken once");
+            match how {
+                Runnable::Woken => local.lifo.push(record),
+                Runnable::Continued => local.fifo.push(record),
+            }
         });
-        if queued_locally.is_none() {
+        if let Some(record) = record {
             self.injector.push(record);
         }
         self.sleepers.notify_one();

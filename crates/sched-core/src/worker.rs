@@ -42,6 +42,10 @@ struct Worker<'a> {
     /// it writes. The steady state of a step allocates nothing here.
     events: Vec<Event>,
     yields: Vec<Yield>,
+    /// Set by `after_step` when the process it just stepped must go back to
+    /// a run queue; `run_process` then moves its own reference there,
+    /// after the body is released, instead of cloning the `Arc`.
+    requeue: Option<Runnable>,
 }
 
 /// Runs worker `local.index` of `shared` until the engine exits.
@@ -57,6 +61,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local) {
         tick: 0,
         events: Vec::with_capacity(16),
         yields: Vec::with_capacity(4),
+        requeue: None,
     };
     worker.run_loop();
 }
@@ -201,6 +206,9 @@ impl Worker<'_> {
         // stays the owner until `after_step`/`end` hand it on, and nothing
         // in between calls `with_body` on this record again.
         unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) }
+        if let Some(how) = self.requeue.take() {
+            self.shared.schedule(record, how);
+        }
     }
 
     fn step_owned(&mut self, record: &Arc<Record>, body: &mut Body, kill: u32) {
@@ -322,7 +330,8 @@ impl Worker<'_> {
                 } else {
                     Runnable::Continued
                 };
-                self.shared.schedule(record.clone(), how);
+                debug_assert!(self.requeue.is_none());
+                self.requeue = Some(how);
             }
             AfterStep::Kill(flags) => self.end(record, body, Err(kill_error(flags))),
         }
