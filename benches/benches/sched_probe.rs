@@ -1,0 +1,385 @@
+//! Measurements of the scheduler that have no peer to race, printed as a
+//! small report (`cargo bench -p benches --bench sched_probe`):
+//!
+//! - memory per live idle process: resident set size (from
+//!   `/proc/self/statm`) before and after 100 000 processes have taken
+//!   their first step and gone idle, divided by 100 000; tokio tasks
+//!   parked on a channel are measured the same way for context;
+//! - CPU time of a started engine with nothing to do over 1 s (the sum of
+//!   every thread's run time from `/proc/self/task/*/schedstat`, or
+//!   utime+stime from `/proc/self/stat` where schedstat is missing), next
+//!   to an idle tokio runtime and to no runtime at all;
+//! - wake latency: from `send` on an outside thread to the start of the
+//!   target's step, with every worker parked (the sender sleeps between
+//!   samples and checks that both workers are parked), median and 99th
+//!   percentile over 1 000 samples, next to tokio's channel wake latency
+//!   and a thread blocked on a std channel measured the same way.
+//!
+//! Only Linux is supported (it reads `/proc`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use relay::{Package, Payload, Pid, Receiver};
+use sched_core::{BoxError, Engine, Event, Events, InitContext, InitError, Output, Process};
+
+const WORKERS: usize = 2;
+const IDLE_PROCESSES: usize = 100_000;
+const LATENCY_SAMPLES: usize = 1_000;
+/// Pause between latency samples, long enough for workers to park.
+const LATENCY_PAUSE: Duration = Duration::from_millis(2);
+
+/// Set in the child processes that measure memory, each on a fresh heap.
+const CHILD: &str = "SCHED_PROBE_MEMORY";
+
+fn main() {
+    match std::env::var(CHILD).as_deref() {
+        Ok("ours") => return println!("{}", ours_memory()),
+        Ok("tokio") => return println!("{}", tokio_memory()),
+        _ => {}
+    }
+    // `cargo bench` passes `--bench`; a filter argument that is not this
+    // probe's name means another bench was asked for.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .iter()
+        .any(|a| !a.starts_with('-') && !"sched_probe".contains(a.as_str()))
+    {
+        return;
+    }
+    memory_per_idle_process();
+    idle_cpu();
+    wake_latency();
+}
+
+fn engine() -> Engine {
+    let engine = Engine::builder().workers(WORKERS).build();
+    engine.start();
+    engine
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Resident set size in bytes.
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("resident pages");
+    pages * 4096
+}
+
+/// CPU time this process's threads have used so far.
+fn cpu_time() -> Duration {
+    let mut total_ns = 0u64;
+    let mut found = false;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let path = task.path().join("schedstat");
+            if let Ok(text) = std::fs::read_to_string(path) {
+                if let Some(ns) = text
+                    .split_whitespace()
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok())
+                {
+                    total_ns += ns;
+                    found = true;
+                }
+            }
+        }
+    }
+    if found {
+        return Duration::from_nanos(total_ns);
+    }
+    // utime and stime are fields 14 and 15, in clock ticks (100 Hz on Linux).
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    let after_name = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<u64> = after_name
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    Duration::from_millis((fields[11] + fields[12]) * 10)
+}
+
+// ------------------------------------------------------------------- memory
+
+/// Takes one step, then waits for messages until cancelled.
+struct Idle {
+    started: Arc<AtomicUsize>,
+}
+
+impl Process for Idle {
+    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let mut cancelled = false;
+        for event in events {
+            cancelled |= matches!(event, Event::Cancel);
+        }
+        if cancelled {
+            out.done(Box::new(()));
+        } else {
+            self.started.fetch_add(1, Ordering::Release);
+            out.idle();
+        }
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+fn wait_for(counter: &AtomicUsize, n: usize) {
+    while counter.load(Ordering::Acquire) < n {
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Runs one memory measurement in a child process, so that neither side
+/// reuses memory the other freed.
+fn measure_in_child(which: &str) -> f64 {
+    let exe = std::env::current_exe().expect("current exe");
+    let output = std::process::Command::new(exe)
+        .env(CHILD, which)
+        .output()
+        .expect("probe child");
+    assert!(output.status.success(), "probe child failed: {output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("bytes per process")
+}
+
+fn memory_per_idle_process() {
+    let ours = measure_in_child("ours");
+    let tokio = measure_in_child("tokio");
+    println!(
+        "memory per live idle process ({IDLE_PROCESSES} idle, RSS delta, fresh process each):"
+    );
+    println!("  ours:  {ours:.0} bytes per process");
+    println!(
+        "         (size_of::<Event>() = {} bytes; each process's event queue \
+         starts with a block of 31 event slots)",
+        std::mem::size_of::<Event>()
+    );
+    println!(
+        "  tokio: {tokio:.0} bytes per task (for context: a task parked on an unbounded mpsc \
+         receiver it owns, the sender held outside)"
+    );
+}
+
+/// Bytes of resident memory per idle process.
+fn ours_memory() -> f64 {
+    let engine = engine();
+    let started = Arc::new(AtomicUsize::new(0));
+    // Warm up the allocator and the routing table's shards.
+    submit_idle(&engine, &started, 1_000);
+    wait_for(&started, 1_000);
+    let before = rss();
+    submit_idle(&engine, &started, IDLE_PROCESSES);
+    wait_for(&started, 1_000 + IDLE_PROCESSES);
+    let after = rss();
+    let report = engine.shutdown(Duration::from_secs(10));
+    assert_eq!(report.forced, 0);
+    after.saturating_sub(before) as f64 / IDLE_PROCESSES as f64
+}
+
+/// Bytes of resident memory per idle tokio task.
+fn tokio_memory() -> f64 {
+    let rt = runtime();
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut senders = Vec::with_capacity(IDLE_PROCESSES + 1_000);
+    spawn_idle_tasks(&rt, &started, &mut senders, 1_000);
+    wait_for(&started, 1_000);
+    let before = rss();
+    spawn_idle_tasks(&rt, &started, &mut senders, IDLE_PROCESSES);
+    wait_for(&started, 1_000 + IDLE_PROCESSES);
+    let after = rss();
+    drop(senders);
+    drop(rt);
+    after.saturating_sub(before) as f64 / IDLE_PROCESSES as f64
+}
+
+fn submit_idle(engine: &Engine, started: &Arc<AtomicUsize>, n: usize) {
+    for _ in 0..n {
+        let pid = engine.allocate_pid().expect("pids left");
+        let process = Box::new(Idle {
+            started: started.clone(),
+        });
+        drop(
+            engine
+                .submit(pid, process, "run", Box::new(()))
+                .expect("submitted"),
+        );
+    }
+}
+
+fn spawn_idle_tasks(
+    rt: &tokio::runtime::Runtime,
+    started: &Arc<AtomicUsize>,
+    senders: &mut Vec<tokio::sync::mpsc::UnboundedSender<u32>>,
+    n: usize,
+) {
+    for _ in 0..n {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+        senders.push(tx);
+        let started = started.clone();
+        rt.spawn(async move {
+            started.fetch_add(1, Ordering::Release);
+            let _ = rx.recv().await;
+        });
+    }
+}
+
+// ---------------------------------------------------------------------- CPU
+
+fn idle_cpu() {
+    let measure = || {
+        let before = cpu_time();
+        thread::sleep(Duration::from_secs(1));
+        cpu_time() - before
+    };
+    let nothing = measure();
+    let ours = {
+        let engine = engine();
+        let used = measure();
+        engine.shutdown(Duration::from_secs(1));
+        used
+    };
+    let tokio = {
+        let rt = runtime();
+        let used = measure();
+        drop(rt);
+        used
+    };
+    println!("CPU time over 1 s, idle, measured from right after start (all threads):");
+    println!("  no runtime: {:?}", nothing);
+    println!("  ours:       {:?}", ours);
+    println!("  tokio:      {:?}", tokio);
+}
+
+// ------------------------------------------------------------ wake latency
+
+/// Reports, for every message, the time from its `Instant` to the start of
+/// the step that receives it.
+struct Echo {
+    samples: mpsc::Sender<Duration>,
+}
+
+impl Process for Echo {
+    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let now = Instant::now();
+        for event in events {
+            match event {
+                Event::Message(package) => {
+                    let sent = *package.payload::<Instant>().expect("an Instant");
+                    let _ = self.samples.send(now - sent);
+                }
+                Event::Cancel => {
+                    out.done(Box::new(()));
+                    return Ok(());
+                }
+                Event::Completion { .. } => {}
+            }
+        }
+        out.idle();
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    let median = samples[samples.len() / 2];
+    let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
+    (median, p99)
+}
+
+fn wake_latency() {
+    // Ours.
+    let engine = engine();
+    let (tx, rx) = mpsc::channel();
+    let target = engine.allocate_pid().expect("pid");
+    drop(
+        engine
+            .submit(target, Box::new(Echo { samples: tx }), "run", Box::new(()))
+            .expect("submitted"),
+    );
+    let source = Pid::local(0);
+    let mut ours = Vec::with_capacity(LATENCY_SAMPLES);
+    let mut not_parked = 0;
+    for _ in 0..LATENCY_SAMPLES {
+        thread::sleep(LATENCY_PAUSE);
+        let mut tries = 0;
+        while engine.stats().parked_workers < WORKERS && tries < 100 {
+            thread::sleep(Duration::from_micros(200));
+            tries += 1;
+        }
+        if engine.stats().parked_workers < WORKERS {
+            not_parked += 1;
+        }
+        engine
+            .send(Package::new(source, target, Instant::now()))
+            .expect("target alive");
+        ours.push(rx.recv().expect("a sample"));
+    }
+    engine.shutdown(Duration::from_secs(1));
+
+    // tokio: a task awaiting an unbounded mpsc receiver.
+    let rt = runtime();
+    let (to_task, mut from_outside) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let (tx, rx) = mpsc::channel();
+    rt.spawn(async move {
+        while let Some(sent) = from_outside.recv().await {
+            let _ = tx.send(sent.elapsed());
+        }
+    });
+    let mut tokio = Vec::with_capacity(LATENCY_SAMPLES);
+    for _ in 0..LATENCY_SAMPLES {
+        thread::sleep(LATENCY_PAUSE);
+        to_task.send(Instant::now()).expect("task alive");
+        tokio.push(rx.recv().expect("a sample"));
+    }
+    drop(to_task);
+    drop(rt);
+
+    // A plain thread blocked on a std channel.
+    let (to_thread, from_outside) = mpsc::channel::<Instant>();
+    let (tx, rx) = mpsc::channel();
+    let blocked = thread::spawn(move || {
+        for sent in from_outside {
+            let _ = tx.send(sent.elapsed());
+        }
+    });
+    let mut plain = Vec::with_capacity(LATENCY_SAMPLES);
+    for _ in 0..LATENCY_SAMPLES {
+        thread::sleep(LATENCY_PAUSE);
+        to_thread.send(Instant::now()).expect("thread alive");
+        plain.push(rx.recv().expect("a sample"));
+    }
+    drop(to_thread);
+    blocked.join().expect("thread");
+
+    println!(
+        "wake latency, send -> start of the receiver's step/poll, {LATENCY_SAMPLES} samples, \
+         {LATENCY_PAUSE:?} apart:"
+    );
+    let (m, p) = percentiles(ours);
+    println!("  ours (all workers parked; {not_parked} samples sent before both had parked): median {m:?}, p99 {p:?}");
+    let (m, p) = percentiles(tokio);
+    println!("  tokio mpsc:          median {m:?}, p99 {p:?}");
+    let (m, p) = percentiles(plain);
+    println!("  thread on std mpsc:  median {m:?}, p99 {p:?}");
+}

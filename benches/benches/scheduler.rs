@@ -1,0 +1,687 @@
+//! The scheduler against tokio's multi-thread runtime (and rayon for
+//! skynet), each workload side by side in one run, 2 worker threads each.
+//!
+//! Ours is the engine (`sched_core::Engine`, which the `sched` facade
+//! re-exports). The engine, the tokio runtime and the rayon pool are built
+//! and started once per workload, outside the timed loop, so what is
+//! measured is the steady state. Every iteration asserts its result.
+//!
+//! | workload | ours | tokio |
+//! |---|---|---|
+//! | spawn-many | 10 000 one-step processes submitted from outside | 10 000 tasks spawned from outside |
+//! | yield-many | 200 processes x 1 000 `continue` steps | 200 tasks x 1 000 `yield_now` |
+//! | ping-pong | 1 000 pairs x 100 round trips of `Output::send` | 1 000 pairs x 100 round trips over mpsc channels |
+//! | chained-spawn | 1 000 processes, each `Output::spawn`s the next | 1 000 chained `tokio::spawn` |
+//! | yield-fan-out | 1 000 processes x 10 yields, completed by another thread | 1 000 tasks x 10 oneshots completed by another thread |
+//! | skynet | 1 000 000 leaves in a 10-ary tree, results as messages | `tokio::spawn` tree; rayon `join` |
+//!
+//! Completion of a batch is signalled by a [`Latch`] (an atomic countdown
+//! and a condition variable) that both sides use the same way.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use relay::{Package, Payload, Pid};
+use sched_core::{
+    BoxError, Command, CommandId, Completer, Engine, Event, Events, InitContext, InitError, Output,
+    Process, Rejected, Tag,
+};
+
+/// Worker threads on every side.
+const WORKERS: usize = 2;
+
+const SPAWN_MANY: usize = 10_000;
+const YIELD_TASKS: usize = 200;
+const YIELD_STEPS: usize = 1_000;
+const PING_PONG_PAIRS: usize = 1_000;
+const PING_PONG_ROUNDS: u32 = 100;
+const CHAIN: usize = 1_000;
+const FAN_OUT_TASKS: usize = 1_000;
+const FAN_OUT_YIELDS: usize = 10;
+const SKYNET_SIZE: u64 = 1_000_000;
+const SKYNET_DIV: u64 = 10;
+const SKYNET_SUM: u64 = 499_999_500_000;
+
+/// The command the fan-out processes yield.
+const REMOTE: CommandId = CommandId(1);
+
+/// Counts down from `n`; the thread in [`wait`](Latch::wait) wakes when it
+/// reaches zero.
+struct Latch {
+    left: AtomicUsize,
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Latch {
+    fn new(n: usize) -> Arc<Self> {
+        Arc::new(Latch {
+            left: AtomicUsize::new(n),
+            done: Mutex::new(false),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn count_down(&self) {
+        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self.done.lock().unwrap() = true;
+            self.cv.notify_all();
+        }
+    }
+
+    fn wait(&self) {
+        let mut done = self.done.lock().unwrap();
+        while !*done {
+            done = self.cv.wait(done).unwrap();
+        }
+    }
+}
+
+fn engine() -> Engine {
+    let engine = Engine::builder().workers(WORKERS).build();
+    engine.start();
+    engine
+}
+
+fn engine_with(id: CommandId, handler: impl sched_core::CommandHandler) -> Engine {
+    let engine = Engine::builder()
+        .workers(WORKERS)
+        .handler(id, handler)
+        .build();
+    engine.start();
+    engine
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn shut(engine: Engine) {
+    let report = engine.shutdown(Duration::from_secs(5));
+    assert_eq!(report.forced, 0, "every process had ended");
+}
+
+fn pid(engine: &Engine) -> Pid {
+    engine.allocate_pid().expect("pids left")
+}
+
+fn submit(engine: &Engine, pid: Pid, process: Box<dyn Process>) {
+    engine
+        .submit(pid, process, "run", Box::new(()))
+        .expect("submitted");
+}
+
+/// Sends `payload` from the stepping process to `to`.
+fn send<T: std::any::Any + Send>(
+    out: &mut Output<'_>,
+    to: Pid,
+    payload: T,
+) -> Result<(), BoxError> {
+    let package = Package::new(out.pid(), to, payload);
+    out.send(package).map_err(|e| e.to_string().into())
+}
+
+/// `init` for processes that take no input.
+fn init_run(method: &str) -> Result<(), InitError> {
+    if method == "run" {
+        Ok(())
+    } else {
+        Err(InitError::unknown_method(method))
+    }
+}
+
+// ---------------------------------------------------------------- spawn-many
+
+struct OneStep {
+    latch: Arc<Latch>,
+}
+
+impl Process for OneStep {
+    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+        init_run(method)
+    }
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.latch.count_down();
+        out.done(Box::new(()));
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+fn spawn_many(c: &mut Criterion) {
+    let mut group = c.benchmark_group("spawn-many");
+    let engine = engine();
+    group.bench_function("ours", |b| {
+        b.iter(|| {
+            let latch = Latch::new(SPAWN_MANY);
+            for _ in 0..SPAWN_MANY {
+                let process = Box::new(OneStep {
+                    latch: latch.clone(),
+                });
+                submit(&engine, pid(&engine), process);
+            }
+            latch.wait();
+        })
+    });
+    shut(engine);
+
+    let rt = runtime();
+    group.bench_function("tokio", |b| {
+        b.iter(|| {
+            let latch = Latch::new(SPAWN_MANY);
+            for _ in 0..SPAWN_MANY {
+                let latch = latch.clone();
+                rt.spawn(async move { latch.count_down() });
+            }
+            latch.wait();
+        })
+    });
+    drop(rt);
+    group.finish();
+}
+
+// ---------------------------------------------------------------- yield-many
+
+struct Continuer {
+    left: usize,
+    latch: Arc<Latch>,
+}
+
+impl Process for Continuer {
+    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+        init_run(method)
+    }
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.left -= 1;
+        if self.left == 0 {
+            self.latch.count_down();
+            out.done(Box::new(()));
+        } else {
+            out.continue_();
+        }
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+fn yield_many(c: &mut Criterion) {
+    let mut group = c.benchmark_group("yield-many");
+    let engine = engine();
+    group.bench_function("ours", |b| {
+        b.iter(|| {
+            let latch = Latch::new(YIELD_TASKS);
+            for _ in 0..YIELD_TASKS {
+                let process = Box::new(Continuer {
+                    left: YIELD_STEPS,
+                    latch: latch.clone(),
+                });
+                submit(&engine, pid(&engine), process);
+            }
+            latch.wait();
+        })
+    });
+    shut(engine);
+
+    let rt = runtime();
+    group.bench_function("tokio", |b| {
+        b.iter(|| {
+            let latch = Latch::new(YIELD_TASKS);
+            for _ in 0..YIELD_TASKS {
+                let latch = latch.clone();
+                rt.spawn(async move {
+                    // The first poll is the first step, as for ours.
+                    for _ in 1..YIELD_STEPS {
+                        tokio::task::yield_now().await;
+                    }
+                    latch.count_down();
+                });
+            }
+            latch.wait();
+        })
+    });
+    drop(rt);
+    group.finish();
+}
+
+// ----------------------------------------------------------------- ping-pong
+
+/// One side of a ping-pong pair. The pinger serves first; both end after
+/// `PING_PONG_ROUNDS` round trips.
+struct Player {
+    peer: Pid,
+    serves: bool,
+    started: bool,
+    received: u32,
+    latch: Arc<Latch>,
+}
+
+impl Process for Player {
+    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+        init_run(method)
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.serves && !self.started {
+            self.started = true;
+            send(out, self.peer, 0u32)?;
+        }
+        for event in events {
+            let Event::Message(package) = event else {
+                continue;
+            };
+            let n = *package.payload::<u32>().expect("a u32 ball");
+            self.received += 1;
+            // The pinger gets its last ball back without returning it; the
+            // ponger returns every ball it gets.
+            if !(self.serves && self.received == PING_PONG_ROUNDS) {
+                send(out, self.peer, n + 1)?;
+            }
+            if self.received == PING_PONG_ROUNDS {
+                self.latch.count_down();
+                out.done(Box::new(()));
+                return Ok(());
+            }
+        }
+        out.idle();
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+fn ping_pong(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ping-pong");
+    let engine = engine();
+    group.bench_function("ours", |b| {
+        b.iter(|| {
+            let latch = Latch::new(2 * PING_PONG_PAIRS);
+            for _ in 0..PING_PONG_PAIRS {
+                let (a, z) = (pid(&engine), pid(&engine));
+                let player = |peer, serves| {
+                    Box::new(Player {
+                        peer,
+                        serves,
+                        started: false,
+                        received: 0,
+                        latch: latch.clone(),
+                    })
+                };
+                // The ponger is registered before the pinger serves.
+                submit(&engine, z, player(a, false));
+                submit(&engine, a, player(z, true));
+            }
+            latch.wait();
+        })
+    });
+    shut(engine);
+
+    let rt = runtime();
+    group.bench_function("tokio", |b| {
+        b.iter(|| {
+            let latch = Latch::new(2 * PING_PONG_PAIRS);
+            for _ in 0..PING_PONG_PAIRS {
+                let (to_pong, mut pong_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+                let (to_ping, mut ping_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+                let l = latch.clone();
+                rt.spawn(async move {
+                    for _ in 0..PING_PONG_ROUNDS {
+                        let n = pong_rx.recv().await.expect("a ball");
+                        to_ping.send(n + 1).expect("pinger alive");
+                    }
+                    l.count_down();
+                });
+                let l = latch.clone();
+                rt.spawn(async move {
+                    to_pong.send(0).expect("ponger alive");
+                    for round in 1..=PING_PONG_ROUNDS {
+                        let n = ping_rx.recv().await.expect("a ball");
+                        if round < PING_PONG_ROUNDS {
+                            to_pong.send(n + 1).expect("ponger alive");
+                        }
+                    }
+                    l.count_down();
+                });
+            }
+            latch.wait();
+        })
+    });
+    drop(rt);
+    group.finish();
+}
+
+// ------------------------------------------------------------- chained-spawn
+
+struct Link {
+    left: usize,
+    latch: Arc<Latch>,
+}
+
+impl Process for Link {
+    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+        init_run(method)
+    }
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.left == 1 {
+            self.latch.count_down();
+        } else {
+            let next = Box::new(Link {
+                left: self.left - 1,
+                latch: self.latch.clone(),
+            });
+            let pid = out.allocate_pid()?;
+            out.spawn(pid, next, "run", Box::new(()))?;
+        }
+        out.done(Box::new(()));
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+fn tokio_link(left: usize, latch: Arc<Latch>) {
+    if left == 1 {
+        latch.count_down();
+    } else {
+        tokio::spawn(async move { tokio_link(left - 1, latch) });
+    }
+}
+
+fn chained_spawn(c: &mut Criterion) {
+    let mut group = c.benchmark_group("chained-spawn");
+    let engine = engine();
+    group.bench_function("ours", |b| {
+        b.iter(|| {
+            let latch = Latch::new(1);
+            let first = Box::new(Link {
+                left: CHAIN,
+                latch: latch.clone(),
+            });
+            submit(&engine, pid(&engine), first);
+            latch.wait();
+        })
+    });
+    shut(engine);
+
+    let rt = runtime();
+    group.bench_function("tokio", |b| {
+        b.iter(|| {
+            let latch = Latch::new(1);
+            let l = latch.clone();
+            rt.spawn(async move { tokio_link(CHAIN, l) });
+            latch.wait();
+        })
+    });
+    drop(rt);
+    group.finish();
+}
+
+// ------------------------------------------------------------- yield-fan-out
+
+/// Yields `FAN_OUT_YIELDS` commands one after the other, each completed by
+/// the dedicated completer thread.
+struct FanOut {
+    completed: usize,
+    latch: Arc<Latch>,
+}
+
+impl Process for FanOut {
+    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+        init_run(method)
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Completion { result, .. } = event {
+                result?;
+                self.completed += 1;
+            }
+        }
+        if self.completed == FAN_OUT_YIELDS {
+            self.latch.count_down();
+            out.done(Box::new(()));
+        } else {
+            out.yield_command(REMOTE, Tag(self.completed as u64), Box::new(()));
+        }
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+fn yield_fan_out(c: &mut Criterion) {
+    let mut group = c.benchmark_group("yield-fan-out");
+
+    let (to_completer, completions) = mpsc::channel::<Completer>();
+    let completer = thread::spawn(move || {
+        for c in completions {
+            c.complete(Box::new(())).expect("the process waits");
+        }
+    });
+    let engine = engine_with(
+        REMOTE,
+        move |_: Command, c: Completer| -> Result<(), Rejected> {
+            to_completer.send(c).expect("completer thread alive");
+            Ok(())
+        },
+    );
+    group.bench_function("ours", |b| {
+        b.iter(|| {
+            let latch = Latch::new(FAN_OUT_TASKS);
+            for _ in 0..FAN_OUT_TASKS {
+                let process = Box::new(FanOut {
+                    completed: 0,
+                    latch: latch.clone(),
+                });
+                submit(&engine, pid(&engine), process);
+            }
+            latch.wait();
+        })
+    });
+    shut(engine);
+    completer.join().expect("completer thread");
+
+    let rt = runtime();
+    let (to_completer, completions) = mpsc::channel::<tokio::sync::oneshot::Sender<()>>();
+    let completer = thread::spawn(move || {
+        for c in completions {
+            c.send(()).expect("the task waits");
+        }
+    });
+    group.bench_function("tokio", |b| {
+        b.iter(|| {
+            let latch = Latch::new(FAN_OUT_TASKS);
+            for _ in 0..FAN_OUT_TASKS {
+                let latch = latch.clone();
+                let to_completer = to_completer.clone();
+                rt.spawn(async move {
+                    for _ in 0..FAN_OUT_YIELDS {
+                        let (tx, rx) = tokio::sync::oneshot::channel();
+                        to_completer.send(tx).expect("completer thread alive");
+                        rx.await.expect("completed");
+                    }
+                    latch.count_down();
+                });
+            }
+            latch.wait();
+        })
+    });
+    drop(to_completer);
+    drop(rt);
+    completer.join().expect("completer thread");
+    group.finish();
+}
+
+// -------------------------------------------------------------------- skynet
+
+/// One node of the skynet tree: a leaf sends its number to its parent; an
+/// inner node spawns `SKYNET_DIV` children, adds up the sums they send it,
+/// and sends the total to its parent (the root finishes with it instead).
+struct Skynet {
+    num: u64,
+    size: u64,
+    parent: Option<Pid>,
+    spawned: bool,
+    waiting: u64,
+    sum: u64,
+}
+
+impl Skynet {
+    fn new(num: u64, size: u64, parent: Option<Pid>) -> Box<Self> {
+        Box::new(Skynet {
+            num,
+            size,
+            parent,
+            spawned: false,
+            waiting: 0,
+            sum: 0,
+        })
+    }
+
+    fn report(&self, out: &mut Output<'_>, sum: u64) -> Result<(), BoxError> {
+        match self.parent {
+            Some(parent) => {
+                send(out, parent, sum)?;
+                out.done(Box::new(()));
+            }
+            None => out.done(Box::new(sum)),
+        }
+        Ok(())
+    }
+}
+
+impl Process for Skynet {
+    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
+        init_run(method)
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.size == 1 {
+            return self.report(out, self.num);
+        }
+        if !self.spawned {
+            self.spawned = true;
+            let me = out.pid();
+            let sub = self.size / SKYNET_DIV;
+            for i in 0..SKYNET_DIV {
+                let child = Skynet::new(self.num + i * sub, sub, Some(me));
+                let pid = out.allocate_pid()?;
+                out.spawn(pid, child, "run", Box::new(()))?;
+            }
+            self.waiting = SKYNET_DIV;
+        }
+        for event in events {
+            if let Event::Message(package) = event {
+                self.sum += *package.payload::<u64>().expect("a u64 sum");
+                self.waiting -= 1;
+            }
+        }
+        if self.waiting == 0 {
+            return self.report(out, self.sum);
+        }
+        out.idle();
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+fn tokio_skynet(num: u64, size: u64) -> Pin<Box<dyn Future<Output = u64> + Send>> {
+    Box::pin(async move {
+        if size == 1 {
+            return num;
+        }
+        let sub = size / SKYNET_DIV;
+        let children: Vec<_> = (0..SKYNET_DIV)
+            .map(|i| tokio::spawn(tokio_skynet(num + i * sub, sub)))
+            .collect();
+        let mut sum = 0;
+        for child in children {
+            sum += child.await.expect("child task");
+        }
+        sum
+    })
+}
+
+/// The sum of children `lo..hi` of the node (`num`, `size`), split in
+/// halves with `rayon::join`.
+fn rayon_children(num: u64, sub: u64, lo: u64, hi: u64) -> u64 {
+    if hi - lo == 1 {
+        rayon_skynet(num + lo * sub, sub)
+    } else {
+        let mid = lo + (hi - lo) / 2;
+        let (a, b) = rayon::join(
+            || rayon_children(num, sub, lo, mid),
+            || rayon_children(num, sub, mid, hi),
+        );
+        a + b
+    }
+}
+
+fn rayon_skynet(num: u64, size: u64) -> u64 {
+    if size == 1 {
+        num
+    } else {
+        rayon_children(num, size / SKYNET_DIV, 0, SKYNET_DIV)
+    }
+}
+
+fn skynet(c: &mut Criterion) {
+    let mut group = c.benchmark_group("skynet");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(15));
+
+    let engine = engine();
+    group.bench_function("ours", |b| {
+        b.iter(|| {
+            let root = engine
+                .submit(
+                    pid(&engine),
+                    Skynet::new(0, SKYNET_SIZE, None),
+                    "run",
+                    Box::new(()),
+                )
+                .expect("submitted");
+            let sum = root.wait().expect("the root finished");
+            assert_eq!(sum.downcast_ref::<u64>(), Some(&SKYNET_SUM));
+        })
+    });
+    shut(engine);
+
+    let rt = runtime();
+    group.bench_function("tokio", |b| {
+        b.iter(|| {
+            let sum = rt
+                .block_on(rt.spawn(tokio_skynet(0, SKYNET_SIZE)))
+                .expect("root task");
+            assert_eq!(sum, SKYNET_SUM);
+        })
+    });
+    drop(rt);
+
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(WORKERS)
+        .build()
+        .expect("rayon pool");
+    group.bench_function("rayon", |b| {
+        b.iter(|| {
+            let sum = pool.install(|| rayon_skynet(0, black_box(SKYNET_SIZE)));
+            assert_eq!(sum, SKYNET_SUM);
+        })
+    });
+    drop(pool);
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    spawn_many,
+    yield_many,
+    ping_pong,
+    chained_spawn,
+    yield_fan_out,
+    skynet
+);
+criterion_main!(benches);
