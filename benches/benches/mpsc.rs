@@ -3,7 +3,8 @@
 //!
 //! Each measured iteration moves `ITEMS` items per producer; producers are
 //! real threads and the consumer drains whatever is ready into a reused
-//! buffer, yielding when it finds nothing (2 cores, up to 3 threads).
+//! buffer, spinning briefly and then yielding when it finds nothing (2 cores,
+//! up to 3 threads).
 //! `uncontended` is one thread pushing a step's worth (64) then draining.
 
 use std::hint::black_box;
@@ -33,12 +34,21 @@ where
             s.spawn(move || (0..n).for_each(&mut push));
         }
         let mut seen = 0;
+        let mut idle = 0u32;
         while seen < total {
             drain(&mut buf);
             if buf.is_empty() {
-                thread::yield_now();
+                // Found nothing: spin a little, then yield (the same policy
+                // for every queue).
+                if idle < 6 {
+                    (0..1u32 << idle).for_each(|_| std::hint::spin_loop());
+                    idle += 1;
+                } else {
+                    thread::yield_now();
+                }
                 continue;
             }
+            idle = 0;
             seen += buf.len() as u64;
             black_box(&buf);
             buf.clear();
