@@ -204,19 +204,28 @@ impl Worker<'_> {
     /// killed, and moves it on.
     fn run_process(&mut self, record: Arc<Record>) {
         let kill = record.state.start_step();
-        // SAFETY: `start_step` made this worker the process's owner; it
-        // stays the owner until `after_step`/`end` hand it on, and nothing
-        // in between calls `with_body` on this record again.
-        unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) }
+        // SAFETY: `start_step` made this worker the process's owner, and it
+        // stays the owner for the whole closure: the closure never hands the
+        // process on (`finish_step` runs in `after_step`, after the closure
+        // has returned and the borrow of the body has ended, so a worker
+        // that takes the process next never overlaps with this borrow), and
+        // nothing in it calls `with_body` on this record again.
+        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };
+        if let Some(desired) = desired {
+            self.after_step(&record, desired);
+        }
         if let Some(how) = self.requeue.take() {
             self.shared.schedule(record, how);
         }
     }
 
-    fn step_owned(&mut self, record: &Arc<Record>, body: &mut Body, kill: u32) {
+    /// Steps the owned process. Returns the state the process wants next
+    /// (for `after_step`), or `None` if it has ended.
+    fn step_owned(&mut self, record: &Arc<Record>, body: &mut Body, kill: u32) -> Option<u32> {
         body.home = self.local.index;
         if kill != 0 {
-            return self.end(record, body, Err(kill_error(kill)));
+            self.end(record, body, Err(kill_error(kill)));
+            return None;
         }
         self.events.clear();
         body.queue.drain_into(&mut self.events);
@@ -235,8 +244,7 @@ impl Worker<'_> {
         if body.waiting && self.events.is_empty() {
             // Woken for an event we already consumed: wait again without
             // bothering the process.
-            let desired = body.waiting_state();
-            return self.after_step(record, body, desired);
+            return Some(body.waiting_state());
         }
         body.waiting = false;
 
@@ -258,11 +266,13 @@ impl Worker<'_> {
                 self.yields.clear();
                 let message = panic_message(&*panic);
                 tracing::debug!(pid = %record.pid, %message, "step panicked");
-                self.end(record, body, Err(ExitError::Panicked { message }))
+                self.end(record, body, Err(ExitError::Panicked { message }));
+                None
             }
             Ok(Err(error)) => {
                 self.yields.clear();
-                self.end(record, body, Err(ExitError::Step(error)))
+                self.end(record, body, Err(ExitError::Step(error)));
+                None
             }
             Ok(Ok(())) => match status {
                 Status::Done(value) => {
@@ -270,9 +280,10 @@ impl Worker<'_> {
                         bump(&self.counters().discarded_yields, self.yields.len() as u64);
                         self.yields.clear();
                     }
-                    self.end(record, body, Ok(value))
+                    self.end(record, body, Ok(value));
+                    None
                 }
-                Status::Continue if self.yields.is_empty() => self.after_step(record, body, READY),
+                Status::Continue if self.yields.is_empty() => Some(READY),
                 Status::Continue | Status::Idle => {
                     let desired = if self.yields.is_empty() {
                         IDLE
@@ -282,7 +293,7 @@ impl Worker<'_> {
                     self.dispatch(record);
                     body.waiting = true;
                     body.blocked = desired == BLOCKED;
-                    self.after_step(record, body, desired)
+                    Some(desired)
                 }
             },
         }
@@ -322,8 +333,10 @@ impl Worker<'_> {
         }
     }
 
-    /// Moves the process on after a step (or a skipped step).
-    fn after_step(&mut self, record: &Arc<Record>, body: &mut Body, desired: u32) {
+    /// Moves the process on after a step (or a skipped step). Runs outside
+    /// `with_body`: once `finish_step` has parked the process, a waker may
+    /// queue it and another worker take it and borrow its body at once.
+    fn after_step(&mut self, record: &Arc<Record>, desired: u32) {
         match record.state.finish_step(desired) {
             AfterStep::Parked => {}
             AfterStep::Requeue { woken } => {
@@ -335,7 +348,14 @@ impl Worker<'_> {
                 debug_assert!(self.requeue.is_none());
                 self.requeue = Some(how);
             }
-            AfterStep::Kill(flags) => self.end(record, body, Err(kill_error(flags))),
+            AfterStep::Kill(flags) => {
+                // SAFETY: `finish_step` returned `Kill` without changing the
+                // word: the process is still RUNNING, so this worker still
+                // owns it and no other thread can borrow the body.
+                unsafe {
+                    record.with_body(|body| self.end(record, body, Err(kill_error(flags))));
+                }
+            }
         }
     }
 
