@@ -79,6 +79,8 @@ mod event;
 mod handler;
 mod hooks;
 mod local;
+#[cfg(all(test, loom))]
+mod loom_models;
 mod outcome;
 mod output;
 mod panic_message;

@@ -1,0 +1,136 @@
+//! Loom models of the engine through its public API: a real `Engine` with
+//! one worker thread, a process that yields a command, and a handler that
+//! completes it from another thread, so the completion races the worker's
+//! end of step, its parking and its requeueing, through the real worker
+//! loop, completer and shutdown.
+//!
+//! The protocol-level models (two completions, two senders, terminate, the
+//! parking handshake) are in `src/loom_models.rs`, where they can reach the
+//! state word and the sleepers directly.
+#![cfg(loom)]
+
+use loom::thread;
+use relay::{Payload, Pid};
+use sched_core::*;
+
+const LATER: CommandId = CommandId(1);
+
+/// Yields one command (tag 1), then finishes with its completion's value.
+struct YieldOnce {
+    asked: bool,
+}
+
+impl Process for YieldOnce {
+    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if !self.asked {
+            self.asked = true;
+            out.yield_command(LATER, Tag(1), Box::new(20u32));
+            return Ok(());
+        }
+        for event in events {
+            if let Event::Completion {
+                tag: Tag(1),
+                result,
+            } = event
+            {
+                let n = *result?.downcast::<u32>().expect("a u32");
+                out.done(Box::new(n + 1));
+            }
+        }
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+/// One worker; the handler hands the completer to a new thread that
+/// completes it. Whatever the interleaving, the process ends with the
+/// value the completion carried, and shutdown finds nothing left.
+#[test]
+fn a_completion_from_another_thread_reaches_a_one_worker_engine() {
+    loom::model(|| {
+        let engine = Engine::builder()
+            .workers(1)
+            .handler(
+                LATER,
+                |cmd: Command, c: Completer| -> Result<(), Rejected> {
+                    let n = *cmd.data::<u32>().expect("a u32");
+                    thread::spawn(move || {
+                        c.complete(Box::new(n * 2))
+                            .expect("the process waits for it");
+                    });
+                    Ok(())
+                },
+            )
+            .build();
+        engine.start();
+        let done = engine
+            .submit(
+                Pid::local(1),
+                Box::new(YieldOnce { asked: false }),
+                "run",
+                Box::new(()),
+            )
+            .expect("submit");
+        let value = done.wait().expect("done");
+        assert_eq!(value.downcast_ref::<u32>(), Some(&41));
+        let report = engine.shutdown(std::time::Duration::from_secs(1));
+        assert_eq!(report.still_running, 0);
+        assert_eq!(engine.stats().live_processes, 0);
+    });
+}
+
+/// Completes every command inside the handler call.
+const NOW: CommandId = CommandId(2);
+
+/// Yields to `NOW` `left` times, then finishes.
+struct YieldSync {
+    left: u32,
+}
+
+impl Process for YieldSync {
+    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        events.for_each(drop);
+        if self.left == 0 {
+            out.done(Box::new(()));
+        } else {
+            self.left -= 1;
+            out.yield_command(NOW, Tag(u64::from(self.left)), Box::new(()));
+        }
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+/// Two workers: a synchronous completion sets the wakeup flag, the worker
+/// requeues the process on its own deque and wakes the other worker, which
+/// may steal it at once. The process is never stepped by both, and ends.
+#[test]
+fn a_requeued_process_stolen_by_the_other_worker() {
+    loom::model(|| {
+        let engine = Engine::builder()
+            .workers(2)
+            .handler(NOW, |_: Command, c: Completer| -> Result<(), Rejected> {
+                c.complete(Box::new(())).expect("the process is running");
+                Ok(())
+            })
+            .build();
+        engine.start();
+        let done = engine
+            .submit(
+                Pid::local(1),
+                Box::new(YieldSync { left: 1 }),
+                "run",
+                Box::new(()),
+            )
+            .expect("submit");
+        done.wait().expect("done");
+        let report = engine.shutdown(std::time::Duration::from_secs(1));
+        assert_eq!(report.still_running, 0);
+    });
+}
