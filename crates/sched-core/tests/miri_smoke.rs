@@ -16,13 +16,23 @@ use sched_core::*;
 fn a_small_mixed_workload_runs_clean() {
     let engine = started(2);
     let counters: Vec<_> = (0..4)
-        .map(|i| submit(&engine, i, Counter::new(3, if i % 2 == 0 { SYNC } else { ASYNC })))
+        .map(|i| {
+            submit(
+                &engine,
+                i,
+                Counter::new(3, if i % 2 == 0 { SYNC } else { ASYNC }),
+            )
+        })
         .collect();
     let inbox = submit(&engine, 10, Inbox::new());
     for n in 0..3u64 {
-        engine.send(Package::new(Pid::local(0), Pid::local(10), n)).unwrap();
+        engine
+            .send(Package::new(Pid::local(0), Pid::local(10), n))
+            .unwrap();
     }
-    engine.send(Package::new(Pid::local(0), Pid::local(10), "stop")).unwrap();
+    engine
+        .send(Package::new(Pid::local(0), Pid::local(10), "stop"))
+        .unwrap();
     let blocked = submit(&engine, 11, Counter::new(1, NEVER));
     for c in counters {
         assert_eq!(done_u64(wait(c)), 3);
