@@ -5,11 +5,14 @@
 //!
 //! Claim checked here: once warmed up, pushing and draining allocates
 //! nothing, as long as the consumer drains before the producers have crossed
-//! more than two block boundaries (62 items from any starting point): the
-//! pool holds two spare blocks. Beyond that, one allocation per block (31
-//! pushes) at most.
+//! more than two block boundaries (30 items from any starting point, with
+//! 15-item blocks): the pool holds two spare blocks. Beyond that, one
+//! allocation per block (15 pushes) at most.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+
+/// Items per block of the queue (positions per block minus the sentinel).
+const BLOCK: usize = 15;
 use std::cell::Cell;
 
 struct Counting;
@@ -59,7 +62,7 @@ fn measure(burst: usize, rounds: usize) -> usize {
         assert_eq!(rx.drain_into(batch), burst);
     };
     // Warm up across a few block boundaries so the pool fills.
-    for _ in 0..=3 * 31 / burst {
+    for _ in 0..=3 * BLOCK / burst {
         round(&mut batch);
     }
     let before = allocations();
@@ -76,7 +79,7 @@ fn steady_state_allocates_nothing() {
     assert_eq!(measure(8, rounds), 0);
     // A burst of two blocks' worth: from any starting offset it spans the
     // block in use plus at most the two pooled blocks.
-    assert_eq!(measure(62, rounds), 0);
+    assert_eq!(measure(2 * BLOCK, rounds), 0);
     // Reuse across processes: reset keeps the block, a new producer is one
     // `Arc` clone (no allocation).
     let mut rx = mpsc::Consumer::<u64>::new();
@@ -91,7 +94,7 @@ fn steady_state_allocates_nothing() {
     }
     assert_eq!(allocations() - before, 0);
     // A consumer that falls far behind: bounded, amortised allocation.
-    let per_round = measure(31 * 10, rounds.min(100));
+    let per_round = measure(BLOCK * 10, rounds.min(100));
     assert!(
         per_round <= 10 * rounds.min(100),
         "{per_round} allocations for {} rounds",
