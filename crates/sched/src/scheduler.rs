@@ -53,7 +53,10 @@ impl SchedulerBuilder {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(3).build();
+    /// assert_eq!(s.workers(), 3);
+    /// ```
     pub fn workers(self, workers: usize) -> Self {
         SchedulerBuilder {
             inner: self.inner.workers(workers),
@@ -66,7 +69,19 @@ impl SchedulerBuilder {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// use sched::{Pid, SubmitError};
+    /// # struct Idle;
+    /// # impl sched::Process for Idle {
+    /// #     fn init(&mut self, _: &sched::InitContext, _: &str, _: sched::Payload) -> Result<(), sched::InitError> { Ok(()) }
+    /// #     fn step(&mut self, _: &mut sched::Events<'_>, out: &mut sched::Output<'_>) -> Result<(), sched::BoxError> { out.idle(); Ok(()) }
+    /// #     fn close(&mut self) {}
+    /// # }
+    /// let s = sched::Scheduler::builder().workers(1).max_processes(1).build();
+    /// let _first = s.submit(Pid::local(1), Idle, "run", ()).unwrap();
+    /// let second = s.submit(Pid::local(2), Idle, "run", ());
+    /// assert!(matches!(second, Err(SubmitError::TooManyProcesses { max: 1 })));
+    /// ```
     pub fn max_processes(self, max: usize) -> Self {
         SchedulerBuilder {
             inner: self.inner.max_processes(max),
@@ -79,7 +94,22 @@ impl SchedulerBuilder {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// use sched::{Pid, SendErrorKind};
+    /// # struct Idle;
+    /// # impl sched::Process for Idle {
+    /// #     fn init(&mut self, _: &sched::InitContext, _: &str, _: sched::Payload) -> Result<(), sched::InitError> { Ok(()) }
+    /// #     fn step(&mut self, _: &mut sched::Events<'_>, out: &mut sched::Output<'_>) -> Result<(), sched::BoxError> { out.idle(); Ok(()) }
+    /// #     fn close(&mut self) {}
+    /// # }
+    /// // Not started, so nothing drains the mailbox.
+    /// let s = sched::Scheduler::builder().workers(1).mailbox_capacity(1).build();
+    /// let _p = s.submit(Pid::local(1), Idle, "run", ()).unwrap();
+    /// s.send_to(Pid::local(0), Pid::local(1), 1u8).unwrap();
+    /// let full = s.send_to(Pid::local(0), Pid::local(1), 2u8).unwrap_err();
+    /// assert_eq!(full.kind(), SendErrorKind::Full);
+    /// assert_eq!(full.into_package().downcast::<u8>().ok(), Some(2));
+    /// ```
     pub fn mailbox_capacity(self, capacity: usize) -> Self {
         SchedulerBuilder {
             inner: self.inner.mailbox_capacity(capacity),
@@ -90,7 +120,11 @@ impl SchedulerBuilder {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).thread_name("sim").build();
+    /// s.start(); // the worker thread is named "sim-0"
+    /// s.shutdown(std::time::Duration::from_secs(1));
+    /// ```
     pub fn thread_name(self, prefix: impl Into<String>) -> Self {
         SchedulerBuilder {
             inner: self.inner.thread_name(prefix),
@@ -116,7 +150,17 @@ impl SchedulerBuilder {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// use sched::{Command, CommandId, Completer, Rejected};
+    /// let s = sched::Scheduler::builder()
+    ///     .workers(1)
+    ///     .handler(CommandId(1), |cmd: Command, done: Completer| -> Result<(), Rejected> {
+    ///         let _ = done.complete(cmd.data); // echo
+    ///         Ok(())
+    ///     })
+    ///     .build();
+    /// # drop(s);
+    /// ```
     pub fn handler(self, id: CommandId, handler: impl CommandHandler) -> Self {
         SchedulerBuilder {
             inner: self.inner.handler(id, handler),
@@ -146,7 +190,18 @@ impl SchedulerBuilder {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let ended = Arc::new(AtomicUsize::new(0));
+    /// let seen = ended.clone();
+    /// let s = sched::Scheduler::builder()
+    ///     .workers(1)
+    ///     .on_complete(move |_pid, _outcome| { seen.fetch_add(1, Ordering::SeqCst); })
+    ///     .build();
+    /// s.shutdown(std::time::Duration::from_millis(10));
+    /// assert_eq!(ended.load(Ordering::SeqCst), 0); // nothing was submitted
+    /// ```
     pub fn on_complete(self, hook: impl Fn(Pid, &Outcome) + Send + Sync + 'static) -> Self {
         SchedulerBuilder {
             inner: self.inner.on_complete(hook),
@@ -176,7 +231,10 @@ impl SchedulerBuilder {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(2).build();
+    /// assert_eq!(s.stats().live_processes, 0);
+    /// ```
     pub fn build(self) -> Scheduler {
         Scheduler {
             engine: self.inner.build(),
@@ -252,7 +310,10 @@ impl Scheduler {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).build();
+    /// assert_eq!(s.workers(), 1);
+    /// ```
     pub fn builder() -> SchedulerBuilder {
         SchedulerBuilder {
             inner: Engine::builder(),
@@ -275,7 +336,10 @@ impl Scheduler {
     ///
     /// # Examples
     ///
-    /// See [`SchedulerBuilder`].
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(2).build();
+    /// assert_eq!(s.workers(), 2);
+    /// ```
     pub fn workers(&self) -> usize {
         self.engine.workers()
     }
@@ -284,7 +348,12 @@ impl Scheduler {
     ///
     /// # Examples
     ///
-    /// See [`Scheduler`].
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).build();
+    /// s.start();
+    /// s.start(); // a second call does nothing
+    /// assert_eq!(s.stats().workers.len(), 1);
+    /// ```
     pub fn start(&self) {
         self.engine.start();
     }
@@ -300,7 +369,20 @@ impl Scheduler {
     ///
     /// # Examples
     ///
-    /// See [`Scheduler`].
+    /// ```
+    /// # use sched::*;
+    /// # struct Done;
+    /// # impl Process for Done {
+    /// #     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
+    /// #     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> { out.done(Box::new(1u8)); Ok(()) }
+    /// #     fn close(&mut self) {}
+    /// # }
+    /// let s = Scheduler::builder().workers(1).build();
+    /// s.start();
+    /// let done = s.submit(Pid::local(1), Done, "run", ()).unwrap();
+    /// assert_eq!(done.pid(), Pid::local(1));
+    /// assert_eq!(done.wait().unwrap().downcast_ref::<u8>(), Some(&1));
+    /// ```
     pub fn submit<P: Process>(
         &self,
         pid: Pid,
@@ -449,7 +531,12 @@ impl Scheduler {
     ///
     /// # Examples
     ///
-    /// See [`Scheduler`].
+    /// ```
+    /// let s = sched::Scheduler::builder().workers(1).build();
+    /// s.start();
+    /// let report = s.shutdown(std::time::Duration::from_secs(1));
+    /// assert_eq!((report.forced, report.still_running), (0, 0));
+    /// ```
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
         self.engine.shutdown(deadline)
     }
