@@ -444,7 +444,10 @@ impl Shared {
 
     /// One live process fewer; wakes `shutdown` when the last one ends.
     pub(crate) fn release_live(&self) {
-        if self.live.fetch_sub(1, AcqRel) == 1 && self.stopping.load(SeqCst) {
+        // SeqCst on both sides (here, and shutdown's swap of `stopping`
+        // then load of `live`): either we see `stopping` and notify, or
+        // shutdown sees our decrement before it waits.
+        if self.live.fetch_sub(1, SeqCst) == 1 && self.stopping.load(SeqCst) {
             let _guard = self.all_ended.lock();
             self.all_ended_cv.notify_all();
         }

@@ -42,8 +42,6 @@ pub(crate) struct Body {
     pub(crate) waiting: bool,
     /// Whether that wait is for completions (blocked) rather than messages.
     pub(crate) blocked: bool,
-    /// The worker that last ran the process, for locality of wakeups.
-    pub(crate) home: usize,
 }
 
 // SAFETY: `body` is only accessed by the process's current owner, as the
@@ -69,7 +67,6 @@ impl Record {
                 queue,
                 waiting: false,
                 blocked: false,
-                home: usize::MAX,
             }),
         }
     }

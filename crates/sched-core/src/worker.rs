@@ -222,7 +222,6 @@ impl Worker<'_> {
     /// Steps the owned process. Returns the state the process wants next
     /// (for `after_step`), or `None` if it has ended.
     fn step_owned(&mut self, record: &Arc<Record>, body: &mut Body, kill: u32) -> Option<u32> {
-        body.home = self.local.index;
         if kill != 0 {
             self.end(record, body, Err(kill_error(kill)));
             return None;
