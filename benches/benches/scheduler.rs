@@ -631,7 +631,10 @@ fn rayon_skynet(num: u64, size: u64) -> u64 {
 fn skynet(c: &mut Criterion) {
     let mut group = c.benchmark_group("skynet");
     group.sample_size(10);
-    group.measurement_time(Duration::from_secs(15));
+    // `cargo xtask bench --quick` sets BENCH_QUICK so the whole suite fits
+    // in a few minutes; a full run measures 15 s per peer.
+    let quick = std::env::var_os("BENCH_QUICK").is_some();
+    group.measurement_time(Duration::from_secs(if quick { 3 } else { 15 }));
 
     let engine = engine();
     group.bench_function("ours", |b| {

@@ -3,12 +3,15 @@
 //! Commands:
 //! - `loom [CRATE]`: run the loom models of one crate (or of every crate);
 //! - `miri [CRATE]`: run a crate's tests under miri (or every crate with unsafe code);
-//! - `ci`: everything CI checks, in order, each step timed.
+//! - `ci`: everything CI checks, in order, each step timed;
+//! - `bench [--quick | --report-only]`: the comparison benchmarks and a
+//!   ratio report (`--report-only` re-renders the last run's results).
 //!
 //! The commands only shell out to `cargo`, `rustup` and `cargo-deny`; they
 //! need no dependency of their own, so `cargo xtask` builds in seconds on a
 //! fresh machine.
 
+mod bench_report;
 mod cmd;
 mod steps;
 mod workspace;
@@ -24,6 +27,10 @@ commands:
   miri [CRATE]   run tests under miri with the race detector
                  (all crates with unsafe code when none is named)
   ci             fmt, clippy, tests, doc tests, loom, miri, cargo-deny
+  bench [--quick | --report-only]
+                 run the benchmarks against the peers (tokio, rayon,
+                 crossbeam, st3, std) and report our/peer ratios; writes
+                 target/bench-report/report.md and ratios.svg
   help           this text
 ";
 
@@ -33,6 +40,12 @@ fn main() -> ExitCode {
         Some("loom") => steps::loom(args.get(1).map(String::as_str)),
         Some("miri") => steps::miri(args.get(1).map(String::as_str)).map_err(|e| e.to_string()),
         Some("ci") => steps::ci(),
+        Some("bench") => match args.get(1).map(String::as_str) {
+            None => bench_report::bench(false),
+            Some("--quick") => bench_report::bench(true),
+            Some("--report-only") => bench_report::report_last_run(),
+            Some(other) => Err(format!("unknown bench option `{other}`\n\n{USAGE}")),
+        },
         Some("help") | Some("--help") | Some("-h") => {
             print!("{USAGE}");
             Ok(())
