@@ -44,6 +44,11 @@ pub(crate) struct Sleepers {
     /// `idle.len()`, readable without the lock: the common "nobody sleeps"
     /// case of `notify_one` costs one fence and one load.
     count: CachePadded<AtomicUsize>,
+    /// Workers looking for work (spinning or yielding) and not parked. While
+    /// one searches, producers need not wake anyone: the searcher will find
+    /// the work, or, if it finds other work first and was the last searcher,
+    /// wake a parked worker to keep searching (`stop_searching`).
+    searching: CachePadded<AtomicUsize>,
     parkers: Box<[CachePadded<Parker>]>,
 }
 
@@ -52,6 +57,7 @@ impl Sleepers {
         Sleepers {
             idle: Mutex::new(VecDeque::with_capacity(workers)),
             count: CachePadded::new(AtomicUsize::new(0)),
+            searching: CachePadded::new(AtomicUsize::new(0)),
             parkers: (0..workers)
                 .map(|_| CachePadded::new(Parker::default()))
                 .collect(),
@@ -84,10 +90,25 @@ impl Sleepers {
         true
     }
 
-    /// Wakes one parked worker, if any. Call after making work visible.
+    /// A worker starts looking for work (its first failed search).
+    pub(crate) fn start_searching(&self) {
+        self.searching.fetch_add(1, SeqCst);
+    }
+
+    /// A worker stops looking for work, because it found some or is about to
+    /// park. Returns whether it was the last searcher: one that found work
+    /// then calls `notify_one`, so that work queued while it searched (and
+    /// whose producer skipped the wakeup because it searched) still gets a
+    /// worker of its own.
+    pub(crate) fn stop_searching(&self) -> bool {
+        self.searching.fetch_sub(1, SeqCst) == 1
+    }
+
+    /// Wakes one parked worker, if any and if no worker is searching. Call
+    /// after making work visible.
     pub(crate) fn notify_one(&self) {
         fence(SeqCst);
-        if self.count.load(SeqCst) == 0 {
+        if self.searching.load(SeqCst) > 0 || self.count.load(SeqCst) == 0 {
             return;
         }
         let woken = {

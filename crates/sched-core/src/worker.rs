@@ -76,14 +76,28 @@ impl Worker<'_> {
     fn run_loop(&mut self) {
         let shared = self.shared.clone();
         let mut idle_rounds = 0u32;
+        let mut searching = false;
         loop {
             if let Some(record) = self.find_work() {
+                if searching {
+                    searching = false;
+                    if shared.sleepers.stop_searching() {
+                        shared.sleepers.notify_one();
+                    }
+                }
                 idle_rounds = 0;
                 self.run_process(record);
                 continue;
             }
             if shared.exit.load(Acquire) {
+                if searching {
+                    shared.sleepers.stop_searching();
+                }
                 break;
+            }
+            if !searching {
+                searching = true;
+                shared.sleepers.start_searching();
             }
             idle_rounds += 1;
             if idle_rounds < SPIN_ROUNDS {
@@ -93,6 +107,10 @@ impl Worker<'_> {
             } else if idle_rounds < YIELD_ROUNDS {
                 thread::yield_now();
             } else {
+                // Not searching any more: from here on producers must wake
+                // us (`park` re-checks for work after announcing itself).
+                searching = false;
+                shared.sleepers.stop_searching();
                 bump(&self.counters().parks, 1);
                 tracing::trace!("park");
                 let me = self.local.index;
