@@ -64,6 +64,23 @@ fn with_thief<R>(
     (r, handle.join().expect("thief thread panicked"))
 }
 
+/// The owner's side of the steal benchmarks: pushes `n` items in bursts of
+/// 100, popping 10 after each burst, then pops what is left; returns how
+/// many it popped.
+fn owner_bursts(n: usize, mut push: impl FnMut(usize), mut pop: impl FnMut() -> bool) -> usize {
+    let mut popped = 0;
+    for burst in 0..n / 100 {
+        for i in 0..100 {
+            push(burst * 100 + i);
+        }
+        popped += (0..10).filter(|_| pop()).count();
+    }
+    while pop() {
+        popped += 1;
+    }
+    popped
+}
+
 /// One owner pushes `DEQUE_STEAL_ITEMS` items in bursts and pops what is
 /// left; one thief steals concurrently (one at a time, or half at a time
 /// into its own deque). Every item is taken exactly once.
@@ -100,23 +117,7 @@ fn steal(c: &mut Criterion) {
                         }
                         got
                     },
-                    || {
-                        let mut popped = 0;
-                        for burst in 0..n / 100 {
-                            for i in 0..100 {
-                                w.push(burst * 100 + i);
-                            }
-                            for _ in 0..10 {
-                                if w.pop().is_some() {
-                                    popped += 1;
-                                }
-                            }
-                        }
-                        while w.pop().is_some() {
-                            popped += 1;
-                        }
-                        popped
-                    },
+                    || owner_bursts(n, |i| w.push(i), || w.pop().is_some()),
                 );
                 assert_eq!(popped + stolen, n);
             })
@@ -146,23 +147,7 @@ fn steal(c: &mut Criterion) {
                         }
                         got
                     },
-                    || {
-                        let mut popped = 0;
-                        for burst in 0..n / 100 {
-                            for i in 0..100 {
-                                w.push(burst * 100 + i);
-                            }
-                            for _ in 0..10 {
-                                if w.pop().is_some() {
-                                    popped += 1;
-                                }
-                            }
-                        }
-                        while w.pop().is_some() {
-                            popped += 1;
-                        }
-                        popped
-                    },
+                    || owner_bursts(n, |i| w.push(i), || w.pop().is_some()),
                 );
                 assert_eq!(popped + stolen, n);
             })
@@ -197,21 +182,11 @@ fn steal(c: &mut Criterion) {
                         got
                     },
                     || {
-                        let mut popped = 0;
-                        for burst in 0..n / 100 {
-                            for i in 0..100 {
-                                w.push(burst * 100 + i).expect("capacity is n");
-                            }
-                            for _ in 0..10 {
-                                if w.pop().is_some() {
-                                    popped += 1;
-                                }
-                            }
-                        }
-                        while w.pop().is_some() {
-                            popped += 1;
-                        }
-                        popped
+                        owner_bursts(
+                            n,
+                            |i| w.push(i).expect("capacity is n"),
+                            || w.pop().is_some(),
+                        )
                     },
                 );
                 assert_eq!(popped + stolen, n);
