@@ -8,7 +8,6 @@
 mod script;
 
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
 
 use proptest::prelude::*;
 use relay::Pid;
@@ -95,14 +94,7 @@ fn run(workers: usize, scripts: &[Vec<Op>]) -> Result<(), String> {
             Err(failures.join("\n"))
         }
     });
-    let report = engine.shutdown(Duration::from_secs(1));
-    drop(engine);
-    pool.join();
-    result?;
-    if report.forced != 0 || report.still_running != 0 {
-        return Err(format!("shutdown found work left: {report:?}"));
-    }
-    Ok(())
+    shut_down(engine, pool, result)
 }
 
 proptest! {

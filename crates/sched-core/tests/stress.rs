@@ -120,14 +120,7 @@ fn round(rng: &mut Rng, first_id: u64, count: u64, workers: usize) -> Result<(),
             Err(failures.join("\n"))
         }
     });
-    let report = engine.shutdown(Duration::from_secs(1));
-    drop(engine);
-    pool.join();
-    result?;
-    if report.forced != 0 || report.still_running != 0 {
-        return Err(format!("shutdown found work left: {report:?}"));
-    }
-    Ok(())
+    shut_down(engine, pool, result)
 }
 
 #[test]

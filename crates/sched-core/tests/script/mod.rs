@@ -321,6 +321,23 @@ impl CompleterPool {
 /// Sends the messages processes ask for until every asker is gone.
 /// Returns how many sends succeeded and how many were refused (the target
 /// had ended, e.g. terminated).
+/// Shuts the engine down after a run whose checks gave `result`, joins the
+/// completer pool, and fails if shutdown had to force or abandon anything.
+pub fn shut_down(
+    engine: Engine,
+    pool: CompleterPool,
+    result: Result<(), String>,
+) -> Result<(), String> {
+    let report = engine.shutdown(std::time::Duration::from_secs(1));
+    drop(engine);
+    pool.join();
+    result?;
+    if report.forced != 0 || report.still_running != 0 {
+        return Err(format!("shutdown found work left: {report:?}"));
+    }
+    Ok(())
+}
+
 pub fn serve_messages(engine: &Engine, asks: mpsc::Receiver<(Pid, u8)>) -> (u64, u64) {
     let (mut sent, mut refused) = (0, 0);
     for (pid, n) in asks {
