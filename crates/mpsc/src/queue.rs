@@ -18,6 +18,19 @@
 //! succeeds proves nothing (no claim, close or reset) happened between the
 //! load that produced `w` and the CAS. That is what makes the generation
 //! check and the block pointer read before the CAS trustworthy.
+//!
+//! # The first block is allocated by the first push
+//!
+//! A new queue owns no block: most processes never receive an event, and a
+//! block is most of an idle process's memory. The word starts on the last
+//! slot of a *virtual* lap (position `LAP - 2`, with `tail.block` null) and
+//! the consumer's `head` on the first position of the next lap. The first
+//! claim therefore takes the virtual lap's last slot, which makes it the
+//! installer, as for any block boundary: it installs the first block,
+//! publishes it in `first` (the consumer's way to find it, since `tail.block`
+//! may have moved on by the time the consumer looks), and moves the word two
+//! positions on, past the sentinel *and* over `head`'s position, which it
+//! keeps for its own item. See [`Shared::install_first`].
 
 use std::mem::{self, MaybeUninit};
 use std::ptr;
@@ -172,6 +185,9 @@ struct Pool<T> {
 struct Shared<T> {
     tail: CachePadded<Tail<T>>,
     pool: CachePadded<Pool<T>>,
+    /// The first block, set once by the first push (see the module docs);
+    /// read by the consumer only while it holds no block.
+    first: AtomicPtr<Block<T>>,
 }
 
 impl<T> Shared<T> {
@@ -258,6 +274,27 @@ impl<T> Shared<T> {
         self.tail.block.store(next, Ordering::Release);
         // Leaves CLOSED as it is: a close that raced us still holds.
         self.tail.word.fetch_add(ONE, Ordering::Release);
+    }
+
+    /// Installs the queue's first block for the producer that claimed the
+    /// virtual lap's last slot, claims the first slot of the new lap for it
+    /// (the consumer's `head`), and returns the block.
+    ///
+    /// # Safety
+    ///
+    /// The caller's claim was the virtual last slot (`tail.block` was null
+    /// when it claimed); that makes it the only installer, as in
+    /// [`install_next`](Shared::install_next).
+    unsafe fn install_first(&self) -> *mut Block<T> {
+        // SAFETY: we are the only popper (a reset queue may have kept none,
+        // but the rule is the same).
+        let block = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc);
+        self.first.store(block, Ordering::Release);
+        self.tail.block.store(block, Ordering::Release);
+        // Past the sentinel and over the position we keep; leaves CLOSED as
+        // it is (a close that raced us waits for our item, see `close`).
+        self.tail.word.fetch_add(2 * ONE, Ordering::Release);
+        block
     }
 }
 
@@ -362,10 +399,20 @@ impl<T> Producer<T> {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    if offset + 1 == BLOCK_CAP {
-                        // SAFETY: we claimed the last slot of the tail block.
-                        unsafe { self.shared.install_next(block) };
-                    }
+                    let (block, offset) = if block.is_null() {
+                        // The queue had no block: we claimed the virtual
+                        // lap's last slot (the only claim possible while
+                        // `tail.block` is null), and our item goes into the
+                        // first slot of the first block.
+                        // SAFETY: see above.
+                        (unsafe { self.shared.install_first() }, 0)
+                    } else {
+                        if offset + 1 == BLOCK_CAP {
+                            // SAFETY: we claimed the last slot of the tail block.
+                            unsafe { self.shared.install_next(block) };
+                        }
+                        (block, offset)
+                    };
                     // SAFETY: the claim succeeded with the word unchanged
                     // since it was loaded, so `block` is the block serving
                     // this lap (it was published before the word reached this
@@ -374,7 +421,8 @@ impl<T> Producer<T> {
                     // block cannot be recycled before this slot is taken, and
                     // the slot is ours alone: no other claim gets `offset` in
                     // this lap, and the consumer reads it only once `ready`
-                    // is set.
+                    // is set. For the first block, slot 0 is ours because
+                    // `install_first` moved the word over its position.
                     unsafe {
                         let slot = (*block).slots.get_unchecked(offset);
                         slot.value.with_mut(|p| p.write(MaybeUninit::new(item)));
@@ -446,8 +494,9 @@ pub struct Consumer<T> {
     shared: Arc<Shared<T>>,
     /// Next position to take. Invariant: never at a sentinel offset.
     head: u64,
-    /// The block serving `head`'s lap. Owned by the consumer in the sense
-    /// that only the consumer recycles it.
+    /// The block serving `head`'s lap, or null while the queue has none
+    /// (before the first push; see [`Consumer::adopt_first`]). Owned by the
+    /// consumer in the sense that only the consumer recycles it.
     block: *mut Block<T>,
     /// A position no larger than the word's at some point since the last
     /// look: every position below it was claimed. `head >= claimed` means
@@ -505,7 +554,8 @@ pub fn queue<T>() -> (Producer<T>, Consumer<T>) {
 impl<T> Consumer<T> {
     /// Creates an open, empty queue (generation 0) and returns its consumer.
     ///
-    /// Allocates the first block.
+    /// Allocates only the shared part: the first block is allocated by the
+    /// first push, so a queue that never receives anything costs no block.
     ///
     /// # Examples
     ///
@@ -515,26 +565,42 @@ impl<T> Consumer<T> {
     /// assert_eq!(rx.generation(), 0);
     /// ```
     pub fn new() -> Self {
-        let block = Block::alloc();
+        // Lap 0 is virtual: the word starts on its last slot, so the first
+        // claim installs the first block (see the module docs).
         let shared = Arc::new(Shared {
             tail: CachePadded(Tail {
-                word: AtomicU64::new(0),
+                word: AtomicU64::new((LAP - 2) << 1),
                 generation: AtomicU64::new(0),
-                block: AtomicPtr::new(block),
+                block: AtomicPtr::new(ptr::null_mut()),
             }),
             pool: CachePadded(Pool {
                 head: AtomicPtr::new(ptr::null_mut()),
                 len: AtomicUsize::new(0),
             }),
+            first: AtomicPtr::new(ptr::null_mut()),
         });
         Consumer {
             shared,
-            head: 0,
-            block,
+            head: LAP,
+            block: ptr::null_mut(),
             claimed: 0,
             generation: 0,
             closed: false,
         }
+    }
+
+    /// Makes sure the consumer holds the block serving `head`'s lap; `false`
+    /// if the queue still has none (no push has installed the first block).
+    ///
+    /// While the consumer holds no block, `head` is the first position of
+    /// the first block's lap, so that block is the right one even if
+    /// producers have moved `tail.block` further on since.
+    #[inline]
+    fn adopt_first(&mut self) -> bool {
+        if self.block.is_null() {
+            self.block = self.shared.first.load(Ordering::Acquire);
+        }
+        !self.block.is_null()
     }
 
     /// Returns a new producer bound to the queue's current generation.
@@ -614,11 +680,20 @@ impl<T> Consumer<T> {
     /// assert!(rx.is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
+        let block = if self.block.is_null() {
+            self.shared.first.load(Ordering::Acquire)
+        } else {
+            self.block
+        };
+        if block.is_null() {
+            return true;
+        }
         let offset = (self.head % LAP) as usize;
-        // SAFETY: `self.block` serves `head`'s lap and is only recycled by
-        // this consumer through `&mut self`; `offset < BLOCK_CAP` because
-        // `head` never rests on a sentinel.
-        let slot = unsafe { (*self.block).slots.get_unchecked(offset) };
+        // SAFETY: `block` serves `head`'s lap (it is the consumer's, or the
+        // first block while the consumer has none, see `adopt_first`) and is
+        // only recycled by this consumer through `&mut self`;
+        // `offset < BLOCK_CAP` because `head` never rests on a sentinel.
+        let slot = unsafe { (*block).slots.get_unchecked(offset) };
         !slot.ready.load(Ordering::Acquire)
     }
 
@@ -645,7 +720,13 @@ impl<T> Consumer<T> {
         self.closed = true;
         // No claim can follow: everything pending lies below `end`. If `end`
         // is a sentinel, taking the slot before it moves `head` past it.
-        let end = word >> 1;
+        let mut end = word >> 1;
+        if self.block.is_null() && end + 1 == self.head {
+            // The word rests on the virtual lap's sentinel: the first push
+            // is installing the first block and keeps `head`'s position for
+            // its item, which we must wait for like any claimed slot.
+            end = self.head + 1;
+        }
         let mut pending = Vec::new();
         while self.head < end {
             let mut step = 0;
@@ -703,6 +784,24 @@ impl<T> Consumer<T> {
     /// ```
     pub fn reset(&mut self) -> Vec<T> {
         let pending = self.close();
+        if self.block.is_null() {
+            // Never pushed to: stay blockless, on the last slot of a fresh
+            // virtual lap. The new word is still larger than every earlier
+            // one (they were at most `head - 2`, closed).
+            let start = self.head + LAP;
+            self.generation += 1;
+            self.shared
+                .tail
+                .generation
+                .store(self.generation, Ordering::Release);
+            self.head = start;
+            self.shared
+                .tail
+                .word
+                .store((start - 2) << 1, Ordering::Release);
+            self.closed = false;
+            return pending;
+        }
         // The queue is closed and every claimed slot was taken, so no
         // producer touches any block or the pool any more, and the word
         // stays `head << 1 | CLOSED` until we store it.
@@ -758,6 +857,9 @@ impl<T> Consumer<T> {
     /// Takes the item at `head` if its push completed.
     #[inline]
     fn try_take(&mut self) -> Option<T> {
+        if !self.adopt_first() {
+            return None;
+        }
         let offset = (self.head % LAP) as usize;
         // SAFETY: `self.block` serves `head`'s lap and stays allocated while
         // we hold it; `offset < BLOCK_CAP` (head never rests on a sentinel).
@@ -795,9 +897,11 @@ impl<T> Drop for Consumer<T> {
         // ever touch a block or the pool again (they see CLOSED first, and
         // only this consumer could reopen the queue).
         drop(self.close());
-        // SAFETY: quiescent as argued above; `self.block` has no successor
-        // (its last slot was never claimed) and no items.
-        unsafe { Block::free(self.block) };
+        if !self.block.is_null() {
+            // SAFETY: quiescent as argued above; `self.block` has no
+            // successor (its last slot was never claimed) and no items.
+            unsafe { Block::free(self.block) };
+        }
         // SAFETY: closed and quiescent, so the consumer is the only popper.
         while let Some(block) = unsafe { self.shared.pool_pop() } {
             // SAFETY: popped blocks are ours alone and hold no items.
@@ -850,14 +954,65 @@ mod tests {
         for i in 0..BLOCK_CAP {
             tx.push(i).unwrap();
         }
+        let start = rx.head;
         rx.drain_into(&mut out);
-        assert_eq!(rx.head, LAP, "head skipped the sentinel into the next lap");
+        assert_eq!(
+            rx.head,
+            start + LAP,
+            "head skipped the sentinel into the next lap"
+        );
         assert!(rx.is_empty());
         tx.push(99).unwrap();
         assert!(!rx.is_empty());
         out.clear();
         rx.drain_into(&mut out);
         assert_eq!(out, [99]);
+    }
+
+    #[test]
+    fn a_queue_has_no_block_until_the_first_push() {
+        let (tx, mut rx) = queue();
+        assert!(rx.block.is_null());
+        assert!(rx.shared.first.load(Ordering::SeqCst).is_null());
+        assert!(rx.is_empty());
+        assert_eq!(rx.drain_into(&mut Vec::new()), 0);
+        tx.push(1).unwrap();
+        assert!(!rx.is_empty(), "the consumer finds the first block");
+        let mut out = Vec::new();
+        assert_eq!(rx.drain_into(&mut out), 1);
+        assert_eq!(out, [1]);
+        assert!(!rx.block.is_null());
+    }
+
+    #[test]
+    fn the_first_block_is_found_after_producers_moved_past_it() {
+        let (tx, mut rx) = queue();
+        let n = 3 * BLOCK_CAP + 1;
+        for i in 0..n {
+            tx.push(i).unwrap();
+        }
+        let mut out = Vec::new();
+        assert_eq!(rx.drain_into(&mut out), n);
+        assert_eq!(out, (0..n).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn an_unused_queue_closes_and_resets_without_a_block() {
+        let (old, mut rx) = queue::<u8>();
+        assert!(rx.close().is_empty());
+        assert!(old.push(1).unwrap_err().is_closed());
+        assert!(rx.reset().is_empty());
+        assert!(rx.block.is_null(), "reset allocated nothing");
+        assert!(old.push(2).unwrap_err().is_stale());
+        let tx = rx.producer();
+        tx.push(3).unwrap();
+        let mut out = Vec::new();
+        rx.drain_into(&mut out);
+        assert_eq!(out, [3]);
+        assert!(rx.reset().is_empty());
+        tx.push(4).unwrap_err();
+        rx.producer().push(5).unwrap();
+        assert_eq!(rx.close(), [5]);
     }
 
     #[test]
@@ -895,10 +1050,14 @@ mod tests {
     fn reset_reuses_the_block_and_skips_to_a_fresh_lap() {
         let (tx, mut rx) = queue();
         tx.push(1).unwrap();
-        let block = rx.block;
+        let block = rx.shared.first.load(Ordering::SeqCst);
         assert_eq!(rx.reset(), [1]);
         assert_eq!(rx.block, block, "no new block for a reused queue");
-        assert_eq!(rx.head, LAP);
+        assert_eq!(
+            rx.head,
+            2 * LAP,
+            "the first lap is virtual, the next is fresh"
+        );
         assert!(tx.push(2).unwrap_err().is_stale());
         let tx = rx.producer();
         tx.push(3).unwrap();

@@ -80,10 +80,23 @@ fn steady_state_allocates_nothing() {
     // A burst of two blocks' worth: from any starting offset it spans the
     // block in use plus at most the two pooled blocks.
     assert_eq!(measure(2 * BLOCK, rounds), 0);
+    // A new queue allocates its shared part only; the first push allocates
+    // the first block.
+    let before = allocations();
+    let mut rx = mpsc::Consumer::<u64>::new();
+    assert_eq!(allocations() - before, 1, "a new queue owns no block");
+    let mut batch = Vec::with_capacity(16);
+    let before = allocations();
+    rx.producer().push(0).unwrap();
+    assert_eq!(
+        allocations() - before,
+        1,
+        "the first push allocates a block"
+    );
+    rx.drain_into(&mut batch);
+    assert!(rx.reset().is_empty());
     // Reuse across processes: reset keeps the block, a new producer is one
     // `Arc` clone (no allocation).
-    let mut rx = mpsc::Consumer::<u64>::new();
-    let mut batch = Vec::with_capacity(16);
     let before = allocations();
     for round in 0..rounds as u64 {
         let tx = rx.producer();
