@@ -37,8 +37,7 @@ use std::ptr;
 
 use crate::error::PushError;
 use crate::sync::{
-    spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, CachePadded, Ordering,
-    UnsafeCell,
+    spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsafeCell,
 };
 
 /// Positions per block, counting the sentinel.
@@ -157,7 +156,7 @@ impl<T> Block<T> {
     }
 }
 
-/// What producers touch on every push: one cache line.
+/// What producers touch on every push.
 struct Tail<T> {
     /// `position << 1 | CLOSED`; see the module docs.
     word: AtomicU64,
@@ -182,9 +181,15 @@ struct Pool<T> {
 }
 
 /// The state shared by the consumer and all producers.
+///
+/// Deliberately not padded to cache lines: there is one queue per process,
+/// so padding would make every process pay 256 bytes and an over-aligned
+/// allocation (glibc's slow `memalign` path, 3% of spawning a process). The
+/// pool shares the tail's line, but it is touched once per block (15
+/// pushes), not per push.
 struct Shared<T> {
-    tail: CachePadded<Tail<T>>,
-    pool: CachePadded<Pool<T>>,
+    tail: Tail<T>,
+    pool: Pool<T>,
     /// The first block, set once by the first push (see the module docs);
     /// read by the consumer only while it holds no block.
     first: AtomicPtr<Block<T>>,
@@ -568,15 +573,15 @@ impl<T> Consumer<T> {
         // Lap 0 is virtual: the word starts on its last slot, so the first
         // claim installs the first block (see the module docs).
         let shared = Arc::new(Shared {
-            tail: CachePadded(Tail {
+            tail: Tail {
                 word: AtomicU64::new((LAP - 2) << 1),
                 generation: AtomicU64::new(0),
                 block: AtomicPtr::new(ptr::null_mut()),
-            }),
-            pool: CachePadded(Pool {
+            },
+            pool: Pool {
                 head: AtomicPtr::new(ptr::null_mut()),
                 len: AtomicUsize::new(0),
-            }),
+            },
             first: AtomicPtr::new(ptr::null_mut()),
         });
         Consumer {

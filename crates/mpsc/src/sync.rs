@@ -67,19 +67,3 @@ pub(crate) fn spin_wait(step: &mut u32) {
 pub(crate) fn spin_wait(_step: &mut u32) {
     loom::thread::yield_now();
 }
-
-/// Pads and aligns a value to 128 bytes (two cache lines, because of the
-/// adjacent-line prefetcher) so that the producers' hot word and the
-/// consumer's block pool never share a line.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub(crate) struct CachePadded<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for CachePadded<T> {
-    type Target = T;
-
-    #[inline(always)]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
