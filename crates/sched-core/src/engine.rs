@@ -319,22 +319,33 @@ impl Shared {
     /// On a worker thread of this engine the process goes to that worker's
     /// own queues (idle workers steal from them); elsewhere to the global
     /// queue.
+    ///
+    /// A process woken or spawned by a step goes to the worker's `next`
+    /// slot, which only that worker runs, right after the step. No other
+    /// worker is woken for it: the current one is busy for one step at most
+    /// and then runs it. Only when the slot was taken, and its occupant
+    /// moved to the stealable deque, is a parked worker woken to help.
     pub(crate) fn schedule(&self, record: Arc<Record>, how: Runnable) {
         // The record moves into whichever queue takes it: no reference-count
         // increment and decrement (two atomic read-modify-writes) per
         // schedule.
         let mut record = Some(record);
-        local::with_local(self, |local| {
+        let notify = local::with_local(self, |local| {
             let record = record.take().expect("taken once");
             match how {
-                Runnable::Woken => local.lifo.push(record),
-                Runnable::Continued => local.fifo.push(record),
+                Runnable::Woken => local.put_next(record),
+                Runnable::Continued => {
+                    local.fifo.push(record);
+                    true
+                }
             }
         });
         if let Some(record) = record {
             self.injector.push(record);
         }
-        self.sleepers.notify_one();
+        if notify != Some(false) {
+            self.sleepers.notify_one();
+        }
     }
 
     /// Acts on the result of waking a process.

@@ -10,20 +10,35 @@ use crate::sync::{thread_local, Arc};
 
 /// A worker's own run queues.
 ///
-/// - `lifo`: woken and newly spawned processes; popped newest first for
-///   cache warmth.
+/// - `next`: the process most recently woken or spawned by a step on this
+///   worker, run as soon as the step ends. Not stealable: a process that a
+///   step hands to another (a spawned link, a message's receiver) runs on
+///   the same core, with its data still in cache, instead of waking an idle
+///   worker to steal it. Only the owner ever touches it.
+/// - `lifo`: other woken and newly spawned processes; popped newest first
+///   for cache warmth.
 /// - `fifo`: processes that asked to continue; taken oldest first, so a
 ///   process that keeps continuing goes behind the others instead of
 ///   running again at once.
 ///
-/// Both are work-stealing deques: idle workers steal from either.
-#[derive(Debug)]
+/// `lifo` and `fifo` are work-stealing deques: idle workers steal from
+/// either.
 pub(crate) struct Local {
     pub(crate) index: usize,
+    next: Cell<Option<Arc<Record>>>,
     pub(crate) lifo: deque::Worker<Arc<Record>>,
     pub(crate) fifo: deque::Worker<Arc<Record>>,
     /// The owner's stealer of its own `fifo`, to take from its top.
     pub(crate) fifo_top: deque::Stealer<Arc<Record>>,
+}
+
+impl std::fmt::Debug for Local {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Local")
+            .field("index", &self.index)
+            .field("queued", &self.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Local {
@@ -32,6 +47,7 @@ impl Local {
         let fifo_top = fifo.stealer();
         Local {
             index,
+            next: Cell::new(None),
             lifo: deque::Worker::with_capacity(lifo_capacity),
             fifo,
             fifo_top,
@@ -49,8 +65,29 @@ impl Local {
         }
     }
 
+    /// Makes `record` the process to run next. Returns whether the slot
+    /// was taken: its previous occupant then moved to the stealable `lifo`
+    /// deque, where an idle worker could help.
+    pub(crate) fn put_next(&self, record: Arc<Record>) -> bool {
+        match self.next.replace(Some(record)) {
+            None => false,
+            Some(previous) => {
+                self.lifo.push(previous);
+                true
+            }
+        }
+    }
+
+    /// Takes the process to run next, if any.
+    pub(crate) fn take_next(&self) -> Option<Arc<Record>> {
+        self.next.take()
+    }
+
     pub(crate) fn len(&self) -> usize {
-        self.lifo.len() + self.fifo.len()
+        let next = self.next.take();
+        let len = usize::from(next.is_some()) + self.lifo.len() + self.fifo.len();
+        self.next.set(next);
+        len
     }
 }
 

@@ -25,6 +25,11 @@ const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// processes) before its LIFO deque, so a stream of wakeups cannot starve
 /// processes that asked to continue.
 const FIFO_INTERVAL: u32 = 13;
+/// How many times in a row a worker runs the process in its `next` slot
+/// before moving it to its stealable deque instead. Two processes that wake
+/// each other would otherwise keep the slot to themselves, out of reach of
+/// idle workers.
+const NEXT_SLOT_RUNS: u32 = 3;
 /// How many processes a worker moves from the global queue to its deque in
 /// one go, besides the one it runs.
 const GLOBAL_BATCH: usize = 16;
@@ -39,6 +44,8 @@ struct Worker<'a> {
     shared: Arc<Shared>,
     local: &'a Local,
     tick: u32,
+    /// Consecutive runs from the `next` slot.
+    next_runs: u32,
     rng: u64,
     /// Reused for every step: the events drained before it and the yields
     /// it writes. The steady state of a step allocates nothing here.
@@ -61,6 +68,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local) {
         shared: shared.clone(),
         local: &local,
         tick: 0,
+        next_runs: 0,
         events: Vec::with_capacity(16),
         yields: Vec::with_capacity(4),
         requeue: None,
@@ -135,6 +143,15 @@ impl Worker<'_> {
                 return Some(r);
             }
         }
+        if let Some(r) = self.local.take_next() {
+            if self.next_runs < NEXT_SLOT_RUNS {
+                self.next_runs += 1;
+                return Some(r);
+            }
+            // It is the next to run here anyway (LIFO), but now stealable.
+            self.local.lifo.push(r);
+        }
+        self.next_runs = 0;
         if let Some(r) = self.local.lifo.pop() {
             return Some(r);
         }

@@ -904,3 +904,60 @@ fn dead_letters_reach_the_hook() {
     );
     assert_eq!(engine.stats().dead_letters, 3);
 }
+
+/// A process spawned by a step goes to its worker's `next` slot, which no
+/// other worker can take: it runs on the same core once the step ends, even
+/// while another worker sits idle. (The price: a step that runs long delays
+/// the process it spawned by as much.)
+#[test]
+fn a_process_spawned_by_a_step_runs_after_that_step_on_the_same_worker() {
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+
+    let engine = started(2);
+    // (thread, still inside the parent's step) for the child.
+    let child_ran: Arc<Mutex<Option<(ThreadId, bool)>>> = Arc::default();
+    let in_parent = Arc::new(AtomicBool::new(false));
+    let parent_thread: Arc<Mutex<Option<ThreadId>>> = Arc::default();
+    let (seen, flag, parent_seen) = (child_ran.clone(), in_parent.clone(), parent_thread.clone());
+    let parent = process(move |_, out| {
+        flag.store(true, Ordering::SeqCst);
+        *parent_seen.lock().unwrap() = Some(std::thread::current().id());
+        let (seen, in_step) = (seen.clone(), flag.clone());
+        let child = process(move |_, out| {
+            *seen.lock().unwrap() =
+                Some((std::thread::current().id(), in_step.load(Ordering::SeqCst)));
+            out.done(Box::new(()));
+            Ok(())
+        });
+        let pid = out.allocate_pid().expect("pids left");
+        let child = out.spawn(pid, child, "run", Box::new(())).expect("spawned");
+        // Long enough for the idle worker to wake (it was never told about
+        // the child) and steal it, were it stealable.
+        std::thread::sleep(Duration::from_millis(50));
+        flag.store(false, Ordering::SeqCst);
+        out.done(Box::new(child));
+        Ok(())
+    });
+    // An id the allocator will not hand out to the child.
+    let outcome = wait(submit(&engine, 1 << 40, parent));
+    let mut child = *outcome
+        .expect("parent done")
+        .downcast::<Completion>()
+        .unwrap();
+    child
+        .wait_timeout(PATIENCE)
+        .expect("child finished")
+        .expect("child done");
+    let (thread, during_parent) = child_ran.lock().unwrap().expect("the child ran");
+    assert!(
+        !during_parent,
+        "the child ran while its parent's step was running"
+    );
+    assert_eq!(
+        Some(thread),
+        *parent_thread.lock().unwrap(),
+        "the child moved to another worker"
+    );
+    engine.shutdown(PATIENCE);
+}
