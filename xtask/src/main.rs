@@ -5,7 +5,9 @@
 //! - `miri [CRATE]`: run a crate's tests under miri (or every crate with unsafe code);
 //! - `ci`: everything CI checks, in order, each step timed;
 //! - `bench [--quick | --report-only]`: the comparison benchmarks and a
-//!   ratio report (`--report-only` re-renders the last run's results).
+//!   ratio report (`--report-only` re-renders the last run's results);
+//! - `stress [--seconds N]`: the randomised whole-scheduler stress run, in
+//!   release (60 s unless told).
 //!
 //! The commands only shell out to `cargo`, `rustup` and `cargo-deny`; they
 //! need no dependency of their own, so `cargo xtask` builds in seconds on a
@@ -14,6 +16,7 @@
 mod bench_report;
 mod cmd;
 mod steps;
+mod stress;
 mod workspace;
 
 use std::process::ExitCode;
@@ -26,11 +29,15 @@ commands:
                  LOOM_MAX_PREEMPTIONS defaults to 2
   miri [CRATE]   run tests under miri with the race detector
                  (all crates with unsafe code when none is named)
-  ci             fmt, clippy, tests, doc tests, loom, miri, cargo-deny
+  ci             fmt, clippy, tests, doc tests, stress (30 s), loom, miri,
+                 cargo-deny
   bench [--quick | --report-only]
                  run the benchmarks against the peers (tokio, rayon,
                  crossbeam, st3, std) and report our/peer ratios; writes
                  target/bench-report/report.md and ratios.svg
+  stress [--seconds N]
+                 the randomised whole-scheduler stress run with its checker,
+                 in release, for N seconds (default 60)
   help           this text
 ";
 
@@ -40,6 +47,7 @@ fn main() -> ExitCode {
         Some("loom") => steps::loom(args.get(1).map(String::as_str)),
         Some("miri") => steps::miri(args.get(1).map(String::as_str)).map_err(|e| e.to_string()),
         Some("ci") => steps::ci(),
+        Some("stress") => stress::seconds(&args[1..]).and_then(stress::stress),
         Some("bench") => match args.get(1).map(String::as_str) {
             None => bench_report::bench(false),
             Some("--quick") => bench_report::bench(true),

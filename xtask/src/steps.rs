@@ -211,6 +211,9 @@ pub(crate) fn ci() -> Result<(), String> {
             &[("RUSTDOCFLAGS", "-D warnings")],
         )
     })?;
+    step("stress", || {
+        crate::stress::stress(crate::stress::CI_SECONDS)
+    })?;
     step("loom", || loom(None))?;
     let mut skipped = None;
     step("miri", || match miri(None) {

@@ -1,0 +1,139 @@
+//! The checks of one ended process against its script: exactly one
+//! outcome, and the one its script implies (or `Terminated`, if a terminate
+//! was accepted for it); `init` and `close` once each; never stepped on two
+//! workers at once nor after `close`; every message it asked for arrived.
+
+use std::sync::atomic::Ordering::SeqCst;
+
+use sched::{ExitError, Outcome};
+
+use crate::process::{Log, Observed, TERMINATE_ACCEPTED};
+use crate::script::{failure_message, panic_message, Ending};
+use crate::shared::Tracked;
+use crate::violations::Violations;
+
+/// How a process ended, for the tally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    Done,
+    StepError,
+    Panicked,
+    Terminated,
+    /// Anything else (already a violation).
+    Other,
+}
+
+/// A one-line summary of an outcome, to compare what the handle and the
+/// `on_complete` hook were told.
+pub(crate) fn summary(outcome: &Outcome) -> String {
+    match outcome {
+        Ok(value) => match value.downcast_ref::<u64>() {
+            Some(n) => format!("done({n})"),
+            None => "done(<not a u64>)".into(),
+        },
+        Err(ExitError::Step(e)) => format!("step error: {e}"),
+        Err(ExitError::Terminated) => "terminated".into(),
+        Err(ExitError::Cancelled) => "cancelled".into(),
+        Err(ExitError::Panicked { message }) => format!("panicked: {message}"),
+        Err(other) => format!("unknown exit: {other}"),
+    }
+}
+
+/// Checks one ended process; `hooked` is what the `on_complete` hook saw
+/// for it. Returns how it ended.
+pub(crate) fn check_process(
+    tracked: &Tracked,
+    outcome: &Outcome,
+    log: &Log,
+    hooked: Option<&Vec<String>>,
+    violations: &mut Violations,
+) -> Ended {
+    let Tracked {
+        pid,
+        script,
+        observed,
+        parent,
+        ..
+    } = tracked;
+    let id = pid.id();
+    let what = || {
+        let parent = parent.map_or("the harness".to_string(), |p| p.to_string());
+        format!(
+            "process {pid} (spawned by {parent}, script {:?})",
+            script.ops
+        )
+    };
+    let Observed {
+        overlaps,
+        steps_after_close,
+        inits,
+        closes,
+        terminate,
+        ..
+    } = &**observed;
+    if overlaps.load(SeqCst) != 0 {
+        violations.push(format!(
+            "{}: stepped on two workers at once ({} overlapping steps)",
+            what(),
+            overlaps.load(SeqCst)
+        ));
+    }
+    if steps_after_close.load(SeqCst) != 0 {
+        violations.push(format!("{}: stepped after close", what()));
+    }
+    if (inits.load(SeqCst), closes.load(SeqCst)) != (1, 1) {
+        violations.push(format!(
+            "{}: init ran {} times and close {} times (want 1 and 1)",
+            what(),
+            inits.load(SeqCst),
+            closes.load(SeqCst)
+        ));
+    }
+    let said = summary(outcome);
+    match hooked.map(Vec::as_slice) {
+        Some([once]) if *once == said => {}
+        other => violations.push(format!(
+            "{}: its handle got {said:?}, the on_complete hook saw {other:?}",
+            what()
+        )),
+    }
+    let accepted = terminate.load(SeqCst) == TERMINATE_ACCEPTED;
+    let ended = match (outcome, script.ending()) {
+        (Err(ExitError::Terminated), _) if accepted => Ended::Terminated,
+        (Ok(value), Ending::Done) if value.downcast_ref::<u64>() == Some(&id) => Ended::Done,
+        (Err(ExitError::Step(e)), Ending::Fail) if e.to_string() == failure_message(id) => {
+            Ended::StepError
+        }
+        (Err(ExitError::Panicked { message }), Ending::Panic) if *message == panic_message(id) => {
+            Ended::Panicked
+        }
+        (_, ending) => {
+            violations.push(format!(
+                "{}: ended with {said:?}, its script ends {ending:?} (terminate accepted: {accepted})",
+                what()
+            ));
+            Ended::Other
+        }
+    };
+    for v in &log.violations {
+        violations.push(format!("{}: {v}", what()));
+    }
+    let terminated = ended == Ended::Terminated;
+    if !terminated && log.answered != log.asked {
+        violations.push(format!(
+            "{}: asked for {} messages, {} arrived",
+            what(),
+            log.asked,
+            log.answered
+        ));
+    }
+    if !terminated && log.seen.len() != log.issued.len() {
+        violations.push(format!(
+            "{}: yielded {} commands, saw {} completions",
+            what(),
+            log.issued.len(),
+            log.seen.len()
+        ));
+    }
+    ended
+}

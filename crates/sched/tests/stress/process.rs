@@ -1,0 +1,424 @@
+//! The stress process: it runs its script and logs everything it sends,
+//! yields and sees, so that the checker can account for every message and
+//! every completion once the round is over.
+
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst,
+};
+use std::sync::{Arc, Mutex};
+
+use sched::{
+    BoxError, CommandError, Event, Events, InitContext, InitError, Output, Package, Payload, Pid,
+    Process, SendErrorKind, Tag,
+};
+
+use crate::handlers::{command, FAIL_MESSAGE, REJECT_MESSAGE};
+use crate::rng::Rng;
+use crate::script::{failure_message, panic_message, Kind, Op, Script};
+use crate::shared::{lock, Shared, Tracked};
+
+/// A message between processes, or from the feeder thread.
+#[derive(Debug)]
+pub(crate) struct Msg {
+    /// Unique within the round.
+    pub(crate) id: u64,
+    /// Whom the sender addressed it to.
+    pub(crate) to: Pid,
+    /// It answers a token the receiver posted (so the receiver waits for it).
+    pub(crate) solicited: bool,
+}
+
+/// The data of a yielded command.
+#[derive(Debug)]
+pub(crate) struct Yielded {
+    pub(crate) tag: u64,
+    pub(crate) issuer: Pid,
+    /// Yielded by a step that also said done: it must never be dispatched.
+    pub(crate) discarded: bool,
+}
+
+/// What a process did and saw, handed to the checker by `close`.
+#[derive(Debug, Default)]
+pub(crate) struct Log {
+    /// Commands yielded and dispatched: (tag, kind).
+    pub(crate) issued: Vec<(u64, Kind)>,
+    /// Tags yielded by the step that said done.
+    pub(crate) discarded: Vec<u64>,
+    /// Completions seen, by tag.
+    pub(crate) seen: Vec<u64>,
+    /// Messages `send` accepted, by id.
+    pub(crate) sent: Vec<u64>,
+    /// How many of `sent` answered a token.
+    pub(crate) sent_solicited: u64,
+    /// Messages `send` refused, by id, and why.
+    pub(crate) refused: Vec<(u64, SendErrorKind)>,
+    /// Messages received, by id.
+    pub(crate) received: Vec<u64>,
+    /// Messages asked for (tokens posted) and how many of them arrived.
+    pub(crate) asked: u64,
+    pub(crate) answered: u64,
+    /// Children spawned from its steps.
+    pub(crate) spawned: u64,
+    /// What it found wrong in what the scheduler gave it.
+    pub(crate) violations: Vec<String>,
+}
+
+/// `Observed::terminate`: nobody tried to terminate the process.
+pub(crate) const NOT_TERMINATED: u8 = 0;
+/// `terminate` returned `Ok`: the process may end `Terminated`.
+pub(crate) const TERMINATE_ACCEPTED: u8 = 1;
+/// `terminate` returned `NotFound`: the process had already ended.
+pub(crate) const TERMINATE_TOO_LATE: u8 = 2;
+
+/// What the harness observes of one process while it runs.
+#[derive(Debug, Default)]
+pub(crate) struct Observed {
+    /// Set while a worker is inside the process's `step`.
+    running: AtomicBool,
+    /// Steps that began while another step of the process was running.
+    pub(crate) overlaps: AtomicU64,
+    pub(crate) steps: AtomicU64,
+    pub(crate) steps_after_close: AtomicU64,
+    pub(crate) inits: AtomicU32,
+    pub(crate) closes: AtomicU32,
+    /// The index of the next op, for the report of a hang.
+    pub(crate) position: AtomicUsize,
+    /// One of `NOT_TERMINATED`, `TERMINATE_ACCEPTED`, `TERMINATE_TOO_LATE`.
+    pub(crate) terminate: AtomicU8,
+    /// The process's log, from its `close`.
+    pub(crate) log: Mutex<Option<Log>>,
+}
+
+impl Observed {
+    /// Records what `terminate` answered; an accepted terminate is kept
+    /// over a later "too late".
+    pub(crate) fn terminate_result(&self, accepted: bool) {
+        if accepted {
+            self.terminate.store(TERMINATE_ACCEPTED, SeqCst);
+        } else {
+            let _ =
+                self.terminate
+                    .compare_exchange(NOT_TERMINATED, TERMINATE_TOO_LATE, SeqCst, SeqCst);
+        }
+    }
+}
+
+/// Clears the running flag when a step returns or unwinds.
+struct Running<'a>(&'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, SeqCst);
+    }
+}
+
+/// What the process waits for before it runs its next op.
+#[derive(Debug)]
+enum Awaiting {
+    Nothing,
+    /// The completions of these yields: (tag, kind).
+    Completions(Vec<(u64, Kind)>),
+    /// This many more solicited messages.
+    Messages(u64),
+}
+
+/// A process that runs a [`Script`].
+#[derive(Debug)]
+pub(crate) struct Stress {
+    pid: Pid,
+    script: Option<Script>,
+    next: usize,
+    rng: Rng,
+    awaiting: Awaiting,
+    log: Log,
+    observed: Arc<Observed>,
+    shared: Arc<Shared>,
+}
+
+impl Stress {
+    /// A process that takes its script from `init`'s input.
+    pub(crate) fn new(observed: Arc<Observed>, shared: Arc<Shared>) -> Self {
+        Stress {
+            pid: Pid::local(0),
+            script: None,
+            next: 0,
+            rng: Rng::new(0),
+            awaiting: Awaiting::Nothing,
+            log: Log::default(),
+            observed,
+            shared,
+        }
+    }
+
+    fn violation(&mut self, what: String) {
+        self.log.violations.push(what);
+    }
+
+    fn see(&mut self, event: Event) {
+        match event {
+            Event::Completion { tag, result } => {
+                self.log.seen.push(tag.0);
+                let Awaiting::Completions(waiting) = &mut self.awaiting else {
+                    return self.violation(format!(
+                        "a completion of {tag} while it waits for {:?}",
+                        self.awaiting
+                    ));
+                };
+                let Some(i) = waiting.iter().position(|(t, _)| *t == tag.0) else {
+                    let waiting = format!("{waiting:?}");
+                    return self.violation(format!(
+                        "a completion of {tag}, which it does not wait for (waits for {waiting})"
+                    ));
+                };
+                let (_, kind) = waiting.swap_remove(i);
+                if waiting.is_empty() {
+                    self.awaiting = Awaiting::Nothing;
+                }
+                if !completed_as_expected(kind, tag.0, &result) {
+                    self.violation(format!(
+                        "{tag} ({kind:?}) completed with {}",
+                        describe(&result)
+                    ));
+                }
+            }
+            Event::Message(package) => {
+                let target = package.target();
+                let Some(msg) = package.payload::<Msg>() else {
+                    return self.violation(format!("a message that is not a Msg: {package:?}"));
+                };
+                let (id, to, solicited) = (msg.id, msg.to, msg.solicited);
+                self.log.received.push(id);
+                if target != self.pid || to != self.pid {
+                    self.violation(format!(
+                        "message {id} addressed to {to} (package target {target}) was delivered here"
+                    ));
+                }
+                if solicited {
+                    match &mut self.awaiting {
+                        Awaiting::Messages(left) => {
+                            self.log.answered += 1;
+                            *left -= 1;
+                            if *left == 0 {
+                                self.awaiting = Awaiting::Nothing;
+                            }
+                        }
+                        other => {
+                            let other = format!("{other:?}");
+                            self.violation(format!(
+                                "solicited message {id} arrived while it waits for {other}"
+                            ));
+                        }
+                    }
+                }
+            }
+            Event::Cancel => {
+                self.violation("a cancel event while the scheduler is not shutting down".into())
+            }
+        }
+    }
+
+    /// Runs ops until one ends the step.
+    fn run_ops(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        loop {
+            if !matches!(self.awaiting, Awaiting::Nothing) {
+                out.idle();
+                return Ok(());
+            }
+            let script = self.script.as_ref().expect("init stored the script");
+            let Some(op) = script.ops.get(self.next).cloned() else {
+                self.violation("stepped again after its ending op".into());
+                out.idle();
+                return Ok(());
+            };
+            self.next += 1;
+            self.observed.position.store(self.next, SeqCst);
+            match op {
+                Op::Continue => {
+                    out.continue_();
+                    return Ok(());
+                }
+                Op::Yield {
+                    kinds,
+                    and_continue,
+                } => {
+                    let mut waiting = Vec::with_capacity(kinds.len());
+                    for kind in kinds {
+                        let tag = self.shared.next_tag();
+                        out.yield_command(command(kind), Tag(tag), self.yielded(tag, false));
+                        self.log.issued.push((tag, kind));
+                        waiting.push((tag, kind));
+                    }
+                    if and_continue {
+                        // The yields win: the step still waits for them.
+                        out.continue_();
+                    }
+                    self.awaiting = Awaiting::Completions(waiting);
+                    return Ok(());
+                }
+                Op::Idle(n) => {
+                    let n = u64::from(n);
+                    self.shared.ask(self.pid, n);
+                    self.log.asked += n;
+                    self.awaiting = Awaiting::Messages(n);
+                    out.idle();
+                    return Ok(());
+                }
+                Op::Send(n) => {
+                    for _ in 0..n {
+                        self.send(out);
+                    }
+                }
+                Op::Spawn => self.spawn(out),
+                Op::Done => {
+                    out.done(Box::new(self.pid.id()));
+                    return Ok(());
+                }
+                Op::DoneDiscarding => {
+                    let tag = self.shared.next_tag();
+                    out.yield_command(command(Kind::Sync), Tag(tag), self.yielded(tag, true));
+                    self.log.discarded.push(tag);
+                    out.done(Box::new(self.pid.id()));
+                    return Ok(());
+                }
+                Op::Fail => return Err(failure_message(self.pid.id()).into()),
+                Op::Panic => panic!("{}", panic_message(self.pid.id())),
+            }
+        }
+    }
+
+    fn yielded(&self, tag: u64, discarded: bool) -> Payload {
+        Box::new(Yielded {
+            tag,
+            issuer: self.pid,
+            discarded,
+        })
+    }
+
+    /// Sends one message: to a process that asked for one if any did,
+    /// otherwise to a random PID.
+    fn send(&mut self, out: &mut Output<'_>) {
+        let (to, solicited) = match self.shared.take_token() {
+            Some(pid) => (pid, true),
+            None => (self.shared.stray_target(&mut self.rng), false),
+        };
+        let id = self.shared.next_message_id();
+        let msg = Msg { id, to, solicited };
+        match out.send(Package::new(self.pid, to, msg)) {
+            Ok(()) => {
+                self.log.sent.push(id);
+                self.log.sent_solicited += u64::from(solicited);
+            }
+            Err(e) => {
+                let kind = e.kind();
+                let back = e.into_package().payload::<Msg>().map(|m| m.id);
+                if back != Some(id) {
+                    self.violation(format!(
+                        "send of message {id} failed ({kind}) and handed back {back:?}"
+                    ));
+                }
+                self.log.refused.push((id, kind));
+                if solicited && kind == SendErrorKind::Full {
+                    // The receiver still waits for it: someone sends it later.
+                    self.shared.ask(to, 1);
+                }
+            }
+        }
+    }
+
+    /// Spawns a child with a random script; the harness waits for it too.
+    fn spawn(&mut self, out: &mut Output<'_>) {
+        let depth = self.script.as_ref().map_or(0, |s| s.depth);
+        let script = Script::random(&mut self.rng, depth + 1);
+        let pid = match out.allocate_pid() {
+            Ok(pid) => pid,
+            Err(e) => return self.violation(format!("allocate_pid failed: {e}")),
+        };
+        let observed = Arc::new(Observed::default());
+        let child = Stress::new(observed.clone(), self.shared.clone());
+        match out.spawn(pid, Box::new(child), "run", Box::new(script.clone())) {
+            Ok(completion) => {
+                self.log.spawned += 1;
+                if completion.pid() != pid {
+                    self.violation(format!(
+                        "spawned {pid}, the handle says {}",
+                        completion.pid()
+                    ));
+                }
+                let tracked = Tracked {
+                    pid,
+                    script,
+                    observed,
+                    completion,
+                    parent: Some(self.pid),
+                };
+                self.shared.admit(tracked, &mut self.rng);
+            }
+            Err(e) => self.violation(format!("spawning {pid} from a step failed: {e}")),
+        }
+    }
+}
+
+impl Process for Stress {
+    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
+        self.observed.inits.fetch_add(1, SeqCst);
+        if method != "run" {
+            return Err(InitError::unknown_method(method));
+        }
+        let script = input
+            .downcast::<Script>()
+            .map_err(|_| InitError::failed("injected: the input is not a script"))?;
+        self.pid = cx.pid();
+        self.rng = Rng::new(script.seed);
+        self.script = Some(*script);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let observed = self.observed.clone();
+        if observed.running.swap(true, SeqCst) {
+            observed.overlaps.fetch_add(1, SeqCst);
+        }
+        let _running = Running(&observed.running);
+        observed.steps.fetch_add(1, SeqCst);
+        if observed.closes.load(SeqCst) != 0 {
+            observed.steps_after_close.fetch_add(1, SeqCst);
+        }
+        for event in events {
+            self.see(event);
+        }
+        self.run_ops(out)
+    }
+
+    fn close(&mut self) {
+        self.observed.closes.fetch_add(1, SeqCst);
+        *lock(&self.observed.log) = Some(std::mem::take(&mut self.log));
+    }
+}
+
+/// Whether `result` is what the handler of `kind` completes `tag` with.
+fn completed_as_expected(kind: Kind, tag: u64, result: &Result<Payload, CommandError>) -> bool {
+    match (kind, result) {
+        (Kind::Sync | Kind::Async, Ok(data)) => data.downcast_ref::<u64>() == Some(&tag),
+        (Kind::SyncFail | Kind::AsyncFail, Err(CommandError::Failed(e))) => {
+            e.to_string() == FAIL_MESSAGE
+        }
+        (Kind::Reject, Err(CommandError::Rejected(e))) => e.to_string() == REJECT_MESSAGE,
+        (Kind::SyncDrop | Kind::AsyncDrop, Err(CommandError::Dropped)) => true,
+        (Kind::HandlerPanic, Err(CommandError::HandlerPanicked { .. })) => true,
+        (Kind::NoHandler, Err(CommandError::NoHandler { command: id })) => {
+            *id == command(Kind::NoHandler)
+        }
+        // A held completer is completed only after the process ended.
+        _ => false,
+    }
+}
+
+fn describe(result: &Result<Payload, CommandError>) -> String {
+    match result {
+        Ok(data) => match data.downcast_ref::<u64>() {
+            Some(n) => format!("Ok({n})"),
+            None => "Ok(<not a u64>)".into(),
+        },
+        Err(e) => format!("Err({e:?})"),
+    }
+}

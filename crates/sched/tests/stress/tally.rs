@@ -1,0 +1,220 @@
+//! The counts a stress run checked, summed over its rounds, and the
+//! summary printed at the end.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sched::SendErrorKind;
+
+use crate::check::Ended;
+use crate::ledger::{CompletionCounts, MessageCounts};
+use crate::script::Kind;
+
+/// Everything counted so far.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) rounds: u64,
+    /// Rounds by worker count (index 0: one worker).
+    pub(crate) rounds_by_workers: [u64; 4],
+    pub(crate) bounded_mailbox_rounds: u64,
+    /// Rounds whose stray messages could reach live processes.
+    pub(crate) stray_rounds: u64,
+    pub(crate) submitted: u64,
+    pub(crate) spawned: u64,
+    /// Submissions `init` refused (unknown method, wrong input).
+    pub(crate) refused_submissions: u64,
+    pub(crate) ended: BTreeMap<&'static str, u64>,
+    pub(crate) steps: u64,
+    pub(crate) messages: MessageCounts,
+    /// Messages sent from inside steps, and how many answered a token.
+    pub(crate) sent_by_steps: u64,
+    pub(crate) sent_by_steps_solicited: u64,
+    pub(crate) sent_by_feeder: u64,
+    pub(crate) sent_by_feeder_solicited: u64,
+    pub(crate) refused_sends: BTreeMap<&'static str, u64>,
+    pub(crate) completions: CompletionCounts,
+    pub(crate) issued: BTreeMap<Kind, u64>,
+    pub(crate) terminations_accepted: u64,
+    pub(crate) terminations_too_late: u64,
+    pub(crate) held_stale: u64,
+}
+
+impl Tally {
+    pub(crate) fn ended(&mut self, ended: Ended) {
+        let name = match ended {
+            Ended::Done => "done",
+            Ended::StepError => "step error",
+            Ended::Panicked => "panicked",
+            Ended::Terminated => "terminated",
+            Ended::Other => "other",
+        };
+        *self.ended.entry(name).or_default() += 1;
+    }
+
+    pub(crate) fn refused_send(&mut self, kind: SendErrorKind) {
+        let name = match kind {
+            SendErrorKind::UnknownTarget => "unknown target",
+            SendErrorKind::Closed => "closed",
+            SendErrorKind::Full => "mailbox full",
+            _ => "other",
+        };
+        *self.refused_sends.entry(name).or_default() += 1;
+    }
+
+    pub(crate) fn add_messages(&mut self, m: MessageCounts) {
+        self.messages.sent += m.sent;
+        self.messages.refused += m.refused;
+        self.messages.received += m.received;
+        self.messages.dead += m.dead;
+    }
+
+    pub(crate) fn add_completions(&mut self, c: CompletionCounts) {
+        let t = &mut self.completions;
+        t.issued += c.issued;
+        t.seen += c.seen;
+        t.dead += c.dead;
+        t.stale += c.stale;
+        t.vanished += c.vanished;
+        t.discarded += c.discarded;
+    }
+
+    fn issued(&self, kinds: &[Kind]) -> u64 {
+        kinds
+            .iter()
+            .map(|k| self.issued.get(k).copied().unwrap_or(0))
+            .sum()
+    }
+
+    fn count(map: &BTreeMap<&'static str, u64>, name: &str) -> u64 {
+        map.get(name).copied().unwrap_or(0)
+    }
+
+    /// The faults injected, by kind, as printed and as required to be
+    /// non-zero.
+    fn faults(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("step panics", Self::count(&self.ended, "panicked")),
+            ("step errors", Self::count(&self.ended, "step error")),
+            ("handler panics", self.issued(&[Kind::HandlerPanic])),
+            (
+                "failed completions",
+                self.issued(&[Kind::SyncFail, Kind::AsyncFail]),
+            ),
+            ("rejected commands", self.issued(&[Kind::Reject])),
+            (
+                "dropped completers",
+                self.issued(&[Kind::SyncDrop, Kind::AsyncDrop]),
+            ),
+            (
+                "completers held until termination",
+                self.issued(&[Kind::Hold]),
+            ),
+            ("yields without a handler", self.issued(&[Kind::NoHandler])),
+            ("discarded yields", self.completions.discarded),
+            ("terminations", Self::count(&self.ended, "terminated")),
+            ("refused submissions", self.refused_submissions),
+        ]
+    }
+
+    /// What the run should have exercised and did not (empty when all of
+    /// it happened at least once).
+    pub(crate) fn missing(&self) -> Vec<&'static str> {
+        let mut missing: Vec<&'static str> = self
+            .faults()
+            .into_iter()
+            .filter(|(_, n)| *n == 0)
+            .map(|(name, _)| name)
+            .collect();
+        let more = [
+            ("spawns from steps", self.spawned),
+            ("messages between processes", self.sent_by_steps_solicited),
+            ("asynchronous completions", self.issued(&[Kind::Async])),
+            ("dead letters", self.messages.dead + self.completions.dead),
+            ("stale completions", self.completions.stale),
+        ];
+        missing.extend(more.iter().filter(|(_, n)| *n == 0).map(|(name, _)| *name));
+        for (workers, rounds) in self.rounds_by_workers.iter().enumerate() {
+            if *rounds == 0 {
+                missing.push(["1 worker", "2 workers", "3 workers", "4 workers"][workers]);
+            }
+        }
+        missing
+    }
+
+    /// Prints the summary of the run.
+    pub(crate) fn print(&self, elapsed: Duration) {
+        let by_workers = self.rounds_by_workers.map(|n| n.to_string()).join("/");
+        let m = &self.messages;
+        let c = &self.completions;
+        let list = |map: &BTreeMap<&'static str, u64>| {
+            map.iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        println!();
+        println!(
+            "stress: {} rounds in {:.1} s (rounds with 1/2/3/4 workers: {by_workers}; \
+             {} with bounded mailboxes; {} with strays reaching live processes)",
+            self.rounds,
+            elapsed.as_secs_f64(),
+            self.bounded_mailbox_rounds,
+            self.stray_rounds
+        );
+        println!(
+            "  processes    {} ({} submitted from outside, {} spawned from steps); \
+             {} submissions refused by init",
+            self.submitted + self.spawned,
+            self.submitted,
+            self.spawned,
+            self.refused_submissions
+        );
+        println!("  outcomes     {}", list(&self.ended));
+        println!("  steps        {}", self.steps);
+        println!(
+            "  messages     {} sent ({} from steps, {} of them asked for; {} from outside, \
+             {} asked for) = {} received + {} dead-lettered",
+            m.sent,
+            self.sent_by_steps,
+            self.sent_by_steps_solicited,
+            self.sent_by_feeder,
+            self.sent_by_feeder_solicited,
+            m.received,
+            m.dead
+        );
+        println!(
+            "               {} refused at send ({})",
+            m.refused,
+            list(&self.refused_sends)
+        );
+        println!(
+            "  completions  {} dispatched = {} seen + {} dead-lettered + {} stale \
+             ({} of them held until termination) + {} dropped after a termination",
+            c.issued, c.seen, c.dead, c.stale, self.held_stale, c.vanished
+        );
+        let kinds = self
+            .issued
+            .iter()
+            .map(|(k, v)| format!("{k:?} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!("               by handler: {kinds}");
+        println!(
+            "  faults       {}",
+            self.faults()
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        println!(
+            "  terminate    {} accepted, {} too late (the process had ended)",
+            self.terminations_accepted, self.terminations_too_late
+        );
+        println!(
+            "  checked      one outcome per process, matching its script; one init and one \
+             close; no step on two workers at once; every message and completion accounted \
+             for exactly once; no live process left after a round"
+        );
+    }
+}
