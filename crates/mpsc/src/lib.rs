@@ -18,6 +18,9 @@
 //!   can never deliver into the new one.
 //! - [`Consumer::is_empty`] asks whether anything is pending without
 //!   draining.
+//! - [`Queue`] is the same queue for embedding in a structure of one's own
+//!   (one allocation less), with `unsafe` consumer methods for code that
+//!   guarantees a single consumer by other means, as the scheduler does.
 //!
 //! # Examples
 //!
@@ -71,4 +74,4 @@ mod queue;
 mod sync;
 
 pub use error::PushError;
-pub use queue::{queue, Consumer, Producer};
+pub use queue::{queue, Consumer, Producer, Queue};

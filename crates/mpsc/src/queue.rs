@@ -301,6 +301,87 @@ impl<T> Shared<T> {
         self.tail.word.fetch_add(2 * ONE, Ordering::Release);
         block
     }
+    /// Appends `item` for a producer bound to `generation`; see
+    /// [`Producer::push`].
+    fn push(&self, generation: u64, item: T) -> Result<(), PushError<T>> {
+        let tail = &self.tail;
+        let mut step = 0;
+        let mut contention = 0;
+        let mut word = tail.word.load(Ordering::Acquire);
+        loop {
+            // Read after the word: a word published by a reset (or any later
+            // claim) carries the reset's generation store with it.
+            if tail.generation.load(Ordering::Relaxed) != generation {
+                return Err(PushError::Stale(item));
+            }
+            if word & CLOSED != 0 {
+                return Err(PushError::Closed(item));
+            }
+            let offset = ((word >> 1) % LAP) as usize;
+            if offset == BLOCK_CAP {
+                // Another producer is linking the next block.
+                spin_wait(&mut step);
+                word = tail.word.load(Ordering::Acquire);
+                continue;
+            }
+            // Must be read before the claim: after it, the block may be
+            // completed and the pointer moved on by other producers.
+            let block = tail.block.load(Ordering::Acquire);
+            match tail.word.compare_exchange_weak(
+                word,
+                word + ONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    let (block, offset) = if block.is_null() {
+                        // The queue had no block: we claimed the virtual
+                        // lap's last slot (the only claim possible while
+                        // `tail.block` is null), and our item goes into the
+                        // first slot of the first block.
+                        // SAFETY: see above.
+                        (unsafe { self.install_first() }, 0)
+                    } else {
+                        if offset + 1 == BLOCK_CAP {
+                            // SAFETY: we claimed the last slot of the tail block.
+                            unsafe { self.install_next(block) };
+                        }
+                        (block, offset)
+                    };
+                    // SAFETY: the claim succeeded with the word unchanged
+                    // since it was loaded, so `block` is the block serving
+                    // this lap (it was published before the word reached this
+                    // lap, and a newer block is published only after a claim
+                    // of this lap's last slot, which comes after ours). The
+                    // block cannot be recycled before this slot is taken, and
+                    // the slot is ours alone: no other claim gets `offset` in
+                    // this lap, and the consumer reads it only once `ready`
+                    // is set. For the first block, slot 0 is ours because
+                    // `install_first` moved the word over its position.
+                    unsafe {
+                        let slot = (*block).slots.get_unchecked(offset);
+                        slot.value.with_mut(|p| p.write(MaybeUninit::new(item)));
+                        // Our last access to the block: once the consumer
+                        // sees this, the block may be recycled.
+                        slot.ready.store(true, Ordering::Release);
+                    }
+                    return Ok(());
+                }
+                Err(current) => {
+                    word = current;
+                    // Lost the race: back off a little, exponentially, so
+                    // contending producers stop bouncing the word's line.
+                    backoff(&mut contention);
+                }
+            }
+        }
+    }
+
+    /// Whether a push under `generation` would fail now.
+    fn is_closed_for(&self, generation: u64) -> bool {
+        let word = self.tail.word.load(Ordering::Acquire);
+        word & CLOSED != 0 || self.tail.generation.load(Ordering::Relaxed) != generation
+    }
 }
 
 /// A handle that pushes items into a queue, from any thread.
@@ -321,7 +402,7 @@ impl<T> Shared<T> {
 /// assert_eq!(batch, [1, 2]);
 /// ```
 pub struct Producer<T> {
-    shared: Arc<Shared<T>>,
+    queue: Arc<Queue<T>>,
     generation: u64,
 }
 
@@ -335,7 +416,7 @@ unsafe impl<T: Send> Sync for Producer<T> {}
 impl<T> Clone for Producer<T> {
     fn clone(&self) -> Self {
         Producer {
-            shared: self.shared.clone(),
+            queue: self.queue.clone(),
             generation: self.generation,
         }
     }
@@ -374,77 +455,7 @@ impl<T> Producer<T> {
     /// assert_eq!(tx.push("b").unwrap_err().into_inner(), "b");
     /// ```
     pub fn push(&self, item: T) -> Result<(), PushError<T>> {
-        let tail = &self.shared.tail;
-        let mut step = 0;
-        let mut contention = 0;
-        let mut word = tail.word.load(Ordering::Acquire);
-        loop {
-            // Read after the word: a word published by a reset (or any later
-            // claim) carries the reset's generation store with it.
-            if tail.generation.load(Ordering::Relaxed) != self.generation {
-                return Err(PushError::Stale(item));
-            }
-            if word & CLOSED != 0 {
-                return Err(PushError::Closed(item));
-            }
-            let offset = ((word >> 1) % LAP) as usize;
-            if offset == BLOCK_CAP {
-                // Another producer is linking the next block.
-                spin_wait(&mut step);
-                word = tail.word.load(Ordering::Acquire);
-                continue;
-            }
-            // Must be read before the claim: after it, the block may be
-            // completed and the pointer moved on by other producers.
-            let block = tail.block.load(Ordering::Acquire);
-            match tail.word.compare_exchange_weak(
-                word,
-                word + ONE,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    let (block, offset) = if block.is_null() {
-                        // The queue had no block: we claimed the virtual
-                        // lap's last slot (the only claim possible while
-                        // `tail.block` is null), and our item goes into the
-                        // first slot of the first block.
-                        // SAFETY: see above.
-                        (unsafe { self.shared.install_first() }, 0)
-                    } else {
-                        if offset + 1 == BLOCK_CAP {
-                            // SAFETY: we claimed the last slot of the tail block.
-                            unsafe { self.shared.install_next(block) };
-                        }
-                        (block, offset)
-                    };
-                    // SAFETY: the claim succeeded with the word unchanged
-                    // since it was loaded, so `block` is the block serving
-                    // this lap (it was published before the word reached this
-                    // lap, and a newer block is published only after a claim
-                    // of this lap's last slot, which comes after ours). The
-                    // block cannot be recycled before this slot is taken, and
-                    // the slot is ours alone: no other claim gets `offset` in
-                    // this lap, and the consumer reads it only once `ready`
-                    // is set. For the first block, slot 0 is ours because
-                    // `install_first` moved the word over its position.
-                    unsafe {
-                        let slot = (*block).slots.get_unchecked(offset);
-                        slot.value.with_mut(|p| p.write(MaybeUninit::new(item)));
-                        // Our last access to the block: once the consumer
-                        // sees this, the block may be recycled.
-                        slot.ready.store(true, Ordering::Release);
-                    }
-                    return Ok(());
-                }
-                Err(current) => {
-                    word = current;
-                    // Lost the race: back off a little, exponentially, so
-                    // contending producers stop bouncing the word's line.
-                    backoff(&mut contention);
-                }
-            }
-        }
+        self.queue.shared.push(self.generation, item)
     }
 
     /// `true` if a push would fail now: the queue is closed, or it was reset
@@ -459,9 +470,7 @@ impl<T> Producer<T> {
     /// assert!(tx.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        let tail = &self.shared.tail;
-        let word = tail.word.load(Ordering::Acquire);
-        word & CLOSED != 0 || tail.generation.load(Ordering::Relaxed) != self.generation
+        self.queue.shared.is_closed_for(self.generation)
     }
 
     /// The generation (use of the queue) this producer is bound to.
@@ -479,10 +488,430 @@ impl<T> Producer<T> {
     }
 }
 
+/// The consumer's position in the queue: plain fields, touched only by the
+/// single consumer.
+struct Cursor<T> {
+    /// Next position to take. Invariant: never at a sentinel offset.
+    head: u64,
+    /// The block serving `head`'s lap, or null while the queue has none
+    /// (before the first push; see [`Cursor::adopt_first`]). Owned by the
+    /// consumer in the sense that only the consumer recycles it.
+    block: *mut Block<T>,
+    /// A position no larger than the word's at some point since the last
+    /// look: every position below it was claimed. `head >= claimed` means
+    /// look again. Only a hint; `ready` decides.
+    claimed: u64,
+    /// The current generation (the consumer is its only writer).
+    generation: u64,
+    /// Whether the consumer closed the queue (it is the only one who can).
+    closed: bool,
+}
+
+impl<T> Cursor<T> {
+    /// A cursor for a new queue: lap 0 is virtual, so `head` starts on the
+    /// first position of lap 1, with no block yet (see the module docs).
+    fn new() -> Self {
+        Cursor {
+            head: LAP,
+            block: ptr::null_mut(),
+            claimed: 0,
+            generation: 0,
+            closed: false,
+        }
+    }
+
+    /// Makes sure the consumer holds the block serving `head`'s lap; `false`
+    /// if the queue still has none (no push has installed the first block).
+    ///
+    /// While the consumer holds no block, `head` is the first position of
+    /// the first block's lap, so that block is the right one even if
+    /// producers have moved `tail.block` further on since.
+    #[inline]
+    fn adopt_first(&mut self, shared: &Shared<T>) -> bool {
+        if self.block.is_null() {
+            self.block = shared.first.load(Ordering::Acquire);
+        }
+        !self.block.is_null()
+    }
+
+    /// See [`Consumer::drain_into`].
+    fn drain_into(&mut self, shared: &Shared<T>, out: &mut Vec<T>) -> usize {
+        let mut taken = 0;
+        loop {
+            if self.head >= self.claimed {
+                // Look at the producers' word only when the known claims
+                // are used up: an empty poll then reads that line instead of
+                // the slot line a producer is about to write into.
+                self.claimed = shared.tail.word.load(Ordering::Acquire) >> 1;
+                if self.head >= self.claimed {
+                    break;
+                }
+            }
+            match self.try_take(shared) {
+                Some(item) => {
+                    out.push(item);
+                    taken += 1;
+                }
+                // Claimed but not yet written: stop, never wait.
+                None => break,
+            }
+        }
+        taken
+    }
+
+    /// See [`Consumer::is_empty`].
+    fn is_empty(&self, shared: &Shared<T>) -> bool {
+        let block = if self.block.is_null() {
+            shared.first.load(Ordering::Acquire)
+        } else {
+            self.block
+        };
+        if block.is_null() {
+            return true;
+        }
+        let offset = (self.head % LAP) as usize;
+        // SAFETY: `block` serves `head`'s lap (it is the consumer's, or the
+        // first block while the consumer has none, see `adopt_first`) and is
+        // only recycled by this consumer through `&mut self`;
+        // `offset < BLOCK_CAP` because `head` never rests on a sentinel.
+        let slot = unsafe { (*block).slots.get_unchecked(offset) };
+        !slot.ready.load(Ordering::Acquire)
+    }
+
+    /// See [`Consumer::close`].
+    fn close(&mut self, shared: &Shared<T>) -> Vec<T> {
+        let word = shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
+        self.closed = true;
+        // No claim can follow: everything pending lies below `end`. If `end`
+        // is a sentinel, taking the slot before it moves `head` past it.
+        let mut end = word >> 1;
+        if self.block.is_null() && end + 1 == self.head {
+            // The word rests on the virtual lap's sentinel: the first push
+            // is installing the first block and keeps `head`'s position for
+            // its item, which we must wait for like any claimed slot.
+            end = self.head + 1;
+        }
+        let mut pending = Vec::new();
+        while self.head < end {
+            let mut step = 0;
+            loop {
+                if let Some(item) = self.try_take(shared) {
+                    pending.push(item);
+                    break;
+                }
+                // Claimed but not yet written: the producer is mid-push.
+                spin_wait(&mut step);
+            }
+        }
+        pending
+    }
+
+    /// See [`Consumer::reset`].
+    fn reset(&mut self, shared: &Shared<T>) -> Vec<T> {
+        let pending = self.close(shared);
+        if self.block.is_null() {
+            // Never pushed to: stay blockless, on the last slot of a fresh
+            // virtual lap. The new word is still larger than every earlier
+            // one (they were at most `head - 2`, closed).
+            let start = self.head + LAP;
+            self.generation += 1;
+            shared
+                .tail
+                .generation
+                .store(self.generation, Ordering::Release);
+            self.head = start;
+            shared.tail.word.store((start - 2) << 1, Ordering::Release);
+            self.closed = false;
+            return pending;
+        }
+        // The queue is closed and every claimed slot was taken, so no
+        // producer touches any block or the pool any more, and the word
+        // stays `head << 1 | CLOSED` until we store it.
+        debug_assert_eq!(
+            shared.tail.word.load(Ordering::Relaxed),
+            self.head << 1 | CLOSED
+        );
+        while shared.pool.len.load(Ordering::Relaxed) > 1 {
+            // SAFETY: closed and quiescent: the consumer is the only popper.
+            match unsafe { shared.pool_pop() } {
+                // SAFETY: popped, so no one else can reach it; its slots are
+                // clear.
+                Some(block) => unsafe { Block::free(block) },
+                None => break,
+            }
+        }
+        // Restart at the next lap, in the same block: its slots below `head`
+        // were taken (clear their flags now), the rest were never claimed;
+        // its `next` is null (its last slot was never claimed), and
+        // `tail.block` already points at it.
+        // SAFETY: quiescent, as argued above.
+        unsafe { (*self.block).clear((self.head % LAP) as usize) };
+        // The new word is larger than every earlier one, so a stale
+        // producer's CAS can never succeed.
+        let start = (self.head / LAP + 1) * LAP;
+        self.generation += 1;
+        shared
+            .tail
+            .generation
+            .store(self.generation, Ordering::Release);
+        self.head = start;
+        // Publishes the generation and every read of the old items.
+        shared.tail.word.store(start << 1, Ordering::Release);
+        self.closed = false;
+        pending
+    }
+
+    /// Takes the item at `head` if its push completed.
+    #[inline]
+    fn try_take(&mut self, shared: &Shared<T>) -> Option<T> {
+        if !self.adopt_first(shared) {
+            return None;
+        }
+        let offset = (self.head % LAP) as usize;
+        // SAFETY: `self.block` serves `head`'s lap and stays allocated while
+        // we hold it; `offset < BLOCK_CAP` (head never rests on a sentinel).
+        let slot = unsafe { (*self.block).slots.get_unchecked(offset) };
+        if !slot.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: `ready` (Acquire) synchronised with the producer's Release
+        // store after it initialised the value; the value is read exactly
+        // once, since `head` moves past it before anything else can run.
+        let item = slot.value.with(|p| unsafe { ptr::read(p).assume_init() });
+        // `ready` stays set: the flags are cleared when the whole block is
+        // recycled (or reused by `reset`), and `head` has moved past it.
+        self.head += 1;
+        if self.head % LAP == BLOCK_CAP as u64 {
+            // We took the block's last slot. Its producer linked the next
+            // block before marking the slot ready, and every other slot was
+            // taken before, so no producer will touch this block again.
+            // SAFETY: see above; `self.block` is still allocated.
+            let next = unsafe { (*self.block).next.load(Ordering::Acquire) };
+            debug_assert!(!next.is_null());
+            let done = mem::replace(&mut self.block, next);
+            self.head += 1;
+            // SAFETY: only the consumer recycles; every slot of `done` was
+            // taken (and cleared), and no producer accesses it any more.
+            unsafe { shared.recycle(done) };
+        }
+        Some(item)
+    }
+
+    /// Closes the queue, drops what was pending and frees every block.
+    ///
+    /// # Safety
+    ///
+    /// No producer will push any more (every handle is gone or stays
+    /// closed: only a consumer could reopen the queue, and this is its last
+    /// use).
+    unsafe fn release(&mut self, shared: &Shared<T>) {
+        // Closing waits out in-flight pushes; afterwards no producer will
+        // ever touch a block or the pool again (they see CLOSED first).
+        drop(self.close(shared));
+        if !self.block.is_null() {
+            // SAFETY: quiescent as argued above; `self.block` has no
+            // successor (its last slot was never claimed) and no items.
+            unsafe { Block::free(self.block) };
+            self.block = ptr::null_mut();
+        }
+        // SAFETY: closed and quiescent, so the consumer is the only popper.
+        while let Some(block) = unsafe { shared.pool_pop() } {
+            // SAFETY: popped blocks are ours alone and hold no items.
+            unsafe { Block::free(block) };
+        }
+    }
+}
+
+/// A queue to embed in a structure of one's own, for a consumer whose
+/// exclusivity the embedding code guarantees by other means.
+///
+/// [`queue`], [`Producer`] and [`Consumer`] share a `Queue` through an
+/// `Arc` and make exclusivity a matter of types (`&mut Consumer`). A
+/// scheduler that already keeps each process in one shared allocation and
+/// already guarantees that only one thread at a time runs it can put the
+/// queue in that allocation instead, saving an allocation per process: it
+/// pushes with [`push`](Queue::push) and consumes with the `unsafe`
+/// consumer methods, whose contract is that at most one thread uses them at
+/// a time. Queues used this way are never reset (generation 0).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// // Exclusivity from a mutex, for the example's sake.
+/// struct Mailbox {
+///     queue: mpsc::Queue<u32>,
+///     consuming: Mutex<()>,
+/// }
+/// let mailbox = Arc::new(Mailbox { queue: mpsc::Queue::new(), consuming: Mutex::new(()) });
+/// let remote = mailbox.clone();
+/// std::thread::spawn(move || remote.queue.push(7).unwrap()).join().unwrap();
+///
+/// let _only_consumer = mailbox.consuming.lock().unwrap();
+/// let mut batch = Vec::new();
+/// // SAFETY: the consumer methods run under `consuming`.
+/// assert_eq!(unsafe { mailbox.queue.drain_into(&mut batch) }, 1);
+/// assert_eq!(unsafe { mailbox.queue.close() }, []);
+/// assert!(mailbox.queue.push(8).unwrap_err().is_closed());
+/// ```
+pub struct Queue<T> {
+    shared: Shared<T>,
+    cursor: UnsafeCell<Cursor<T>>,
+}
+
+// SAFETY: producers only move `T` values in, to be taken on the consumer's
+// thread, so the queue may be shared and sent when `T: Send`. The cursor is
+// only reached through the `unsafe` consumer methods, whose callers promise
+// one user at a time, or through `&mut` (`Consumer`, `Drop`).
+unsafe impl<T: Send> Send for Queue<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Queue<T> {}
+
+impl<T> std::fmt::Debug for Queue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Default for Queue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Queue<T> {
+    /// Creates an open, empty queue. Allocates nothing: the first block
+    /// comes with the first push.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let q = mpsc::Queue::<u8>::new();
+    /// assert!(!q.is_closed());
+    /// ```
+    pub fn new() -> Self {
+        Queue {
+            // Lap 0 is virtual: the word starts on its last slot, so the
+            // first claim installs the first block (see the module docs).
+            shared: Shared {
+                tail: Tail {
+                    word: AtomicU64::new((LAP - 2) << 1),
+                    generation: AtomicU64::new(0),
+                    block: AtomicPtr::new(ptr::null_mut()),
+                },
+                pool: Pool {
+                    head: AtomicPtr::new(ptr::null_mut()),
+                    len: AtomicUsize::new(0),
+                },
+                first: AtomicPtr::new(ptr::null_mut()),
+            },
+            cursor: UnsafeCell::new(Cursor::new()),
+        }
+    }
+
+    /// Appends `item`, from any thread; as [`Producer::push`].
+    ///
+    /// # Errors
+    ///
+    /// [`PushError::Closed`], with the item, once the queue was closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let q = mpsc::Queue::new();
+    /// q.push(1).unwrap();
+    /// // SAFETY: this thread is the only consumer.
+    /// assert_eq!(unsafe { q.close() }, [1]);
+    /// ```
+    pub fn push(&self, item: T) -> Result<(), PushError<T>> {
+        self.shared.push(0, item)
+    }
+
+    /// `true` once the queue was closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let q = mpsc::Queue::<u8>::new();
+    /// // SAFETY: this thread is the only consumer.
+    /// unsafe { q.close() };
+    /// assert!(q.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed_for(0)
+    }
+
+    /// Moves every ready item to the end of `out`; as
+    /// [`Consumer::drain_into`].
+    ///
+    /// # Safety
+    ///
+    /// No other thread runs a consumer method (`drain_into`, `is_empty`,
+    /// `close`) of this queue at the same time, and successive callers are
+    /// ordered by happens-before (a lock, or an acquire/release hand-off).
+    ///
+    /// # Examples
+    ///
+    /// See [`Queue`].
+    pub unsafe fn drain_into(&self, out: &mut Vec<T>) -> usize {
+        // SAFETY: the caller is the only consumer right now.
+        self.cursor
+            .with_mut(|c| unsafe { &mut *c }.drain_into(&self.shared, out))
+    }
+
+    /// `true` if nothing is ready to be drained; as [`Consumer::is_empty`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`drain_into`](Queue::drain_into).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let q = mpsc::Queue::new();
+    /// // SAFETY: this thread is the only consumer.
+    /// assert!(unsafe { q.is_empty() });
+    /// q.push(()).unwrap();
+    /// assert!(!unsafe { q.is_empty() });
+    /// ```
+    pub unsafe fn is_empty(&self) -> bool {
+        // SAFETY: the caller is the only consumer right now.
+        self.cursor.with(|c| unsafe { &*c }.is_empty(&self.shared))
+    }
+
+    /// Closes the queue and returns what was pending; as
+    /// [`Consumer::close`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`drain_into`](Queue::drain_into).
+    ///
+    /// # Examples
+    ///
+    /// See [`Queue`].
+    pub unsafe fn close(&self) -> Vec<T> {
+        // SAFETY: the caller is the only consumer right now.
+        self.cursor
+            .with_mut(|c| unsafe { &mut *c }.close(&self.shared))
+    }
+}
+
+impl<T> Drop for Queue<T> {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        // SAFETY: `&mut self`: no producer handle or consumer is left.
+        self.cursor.with_mut(|c| unsafe { (*c).release(shared) });
+    }
+}
+
 /// The single consumer of a queue: drains, closes and resets it.
 ///
 /// Not `Clone`; it may move between threads (the worker running a process
-/// changes). Dropping it closes the queue and drops any pending items.
+/// changes). Dropping it closes the queue and drops any pending items (the
+/// blocks go when the last producer does).
 ///
 /// # Examples
 ///
@@ -496,37 +925,14 @@ impl<T> Producer<T> {
 /// assert_eq!(batch, [10, 11]);
 /// ```
 pub struct Consumer<T> {
-    shared: Arc<Shared<T>>,
-    /// Next position to take. Invariant: never at a sentinel offset.
-    head: u64,
-    /// The block serving `head`'s lap, or null while the queue has none
-    /// (before the first push; see [`Consumer::adopt_first`]). Owned by the
-    /// consumer in the sense that only the consumer recycles it.
-    block: *mut Block<T>,
-    /// A position no larger than the word's at some point since the last
-    /// look: every position below it was claimed. `head >= claimed` means
-    /// look again. Only a hint; `ready` decides.
-    claimed: u64,
-    /// The current generation (the consumer is its only writer).
-    generation: u64,
-    /// Whether the consumer closed the queue (it is the only one who can).
-    closed: bool,
+    queue: Arc<Queue<T>>,
 }
-
-// SAFETY: the consumer owns the right to take items (moving `T` to its
-// thread), so it can move between threads when `T: Send`. The raw block
-// pointer is only dereferenced under the queue protocol, not thread identity.
-unsafe impl<T: Send> Send for Consumer<T> {}
-// SAFETY: the only `&self` methods (`is_empty`, `producer`, `is_closed`,
-// `generation`) do atomic loads or read plain fields that change only
-// through `&mut self`.
-unsafe impl<T: Send> Sync for Consumer<T> {}
 
 impl<T> std::fmt::Debug for Consumer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("generation", &self.generation)
-            .field("closed", &self.closed)
+            .field("generation", &self.generation())
+            .field("closed", &self.is_closed())
             .field("empty", &self.is_empty())
             .finish()
     }
@@ -570,42 +976,28 @@ impl<T> Consumer<T> {
     /// assert_eq!(rx.generation(), 0);
     /// ```
     pub fn new() -> Self {
-        // Lap 0 is virtual: the word starts on its last slot, so the first
-        // claim installs the first block (see the module docs).
-        let shared = Arc::new(Shared {
-            tail: Tail {
-                word: AtomicU64::new((LAP - 2) << 1),
-                generation: AtomicU64::new(0),
-                block: AtomicPtr::new(ptr::null_mut()),
-            },
-            pool: Pool {
-                head: AtomicPtr::new(ptr::null_mut()),
-                len: AtomicUsize::new(0),
-            },
-            first: AtomicPtr::new(ptr::null_mut()),
-        });
         Consumer {
-            shared,
-            head: LAP,
-            block: ptr::null_mut(),
-            claimed: 0,
-            generation: 0,
-            closed: false,
+            queue: Arc::new(Queue::new()),
         }
     }
 
-    /// Makes sure the consumer holds the block serving `head`'s lap; `false`
-    /// if the queue still has none (no push has installed the first block).
-    ///
-    /// While the consumer holds no block, `head` is the first position of
-    /// the first block's lap, so that block is the right one even if
-    /// producers have moved `tail.block` further on since.
-    #[inline]
-    fn adopt_first(&mut self) -> bool {
-        if self.block.is_null() {
-            self.block = self.shared.first.load(Ordering::Acquire);
-        }
-        !self.block.is_null()
+    /// Runs `f` on the cursor. `Consumer` is the queue's only consumer and
+    /// not `Clone`, so `&mut self` makes this the only use of the cursor.
+    fn cursor_mut<R>(&mut self, f: impl FnOnce(&mut Cursor<T>, &Shared<T>) -> R) -> R {
+        let queue = &*self.queue;
+        // SAFETY: see above.
+        queue
+            .cursor
+            .with_mut(|c| f(unsafe { &mut *c }, &queue.shared))
+    }
+
+    /// Runs `f` on the cursor for reading. The cursor changes only through
+    /// `&mut self`, so shared reads from `&self` (even on several threads)
+    /// never overlap a write.
+    fn cursor<R>(&self, f: impl FnOnce(&Cursor<T>, &Shared<T>) -> R) -> R {
+        let queue = &*self.queue;
+        // SAFETY: see above.
+        queue.cursor.with(|c| f(unsafe { &*c }, &queue.shared))
     }
 
     /// Returns a new producer bound to the queue's current generation.
@@ -621,8 +1013,8 @@ impl<T> Consumer<T> {
     /// ```
     pub fn producer(&self) -> Producer<T> {
         Producer {
-            shared: self.shared.clone(),
-            generation: self.generation,
+            queue: self.queue.clone(),
+            generation: self.generation(),
         }
     }
 
@@ -646,27 +1038,7 @@ impl<T> Consumer<T> {
     /// }
     /// ```
     pub fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
-        let mut taken = 0;
-        loop {
-            if self.head >= self.claimed {
-                // Look at the producers' word only when the known claims
-                // are used up: an empty poll then reads that line instead of
-                // the slot line a producer is about to write into.
-                self.claimed = self.shared.tail.word.load(Ordering::Acquire) >> 1;
-                if self.head >= self.claimed {
-                    break;
-                }
-            }
-            match self.try_take() {
-                Some(item) => {
-                    out.push(item);
-                    taken += 1;
-                }
-                // Claimed but not yet written: stop, never wait.
-                None => break,
-            }
-        }
-        taken
+        self.cursor_mut(|c, shared| c.drain_into(shared, out))
     }
 
     /// `true` if nothing is ready to be drained right now.
@@ -685,21 +1057,7 @@ impl<T> Consumer<T> {
     /// assert!(rx.is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
-        let block = if self.block.is_null() {
-            self.shared.first.load(Ordering::Acquire)
-        } else {
-            self.block
-        };
-        if block.is_null() {
-            return true;
-        }
-        let offset = (self.head % LAP) as usize;
-        // SAFETY: `block` serves `head`'s lap (it is the consumer's, or the
-        // first block while the consumer has none, see `adopt_first`) and is
-        // only recycled by this consumer through `&mut self`;
-        // `offset < BLOCK_CAP` because `head` never rests on a sentinel.
-        let slot = unsafe { (*block).slots.get_unchecked(offset) };
-        !slot.ready.load(Ordering::Acquire)
+        self.cursor(|c, shared| c.is_empty(shared))
     }
 
     /// Closes the queue and returns the items still pending, in claim order.
@@ -721,30 +1079,7 @@ impl<T> Consumer<T> {
     /// assert!(rx.close().is_empty());
     /// ```
     pub fn close(&mut self) -> Vec<T> {
-        let word = self.shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
-        self.closed = true;
-        // No claim can follow: everything pending lies below `end`. If `end`
-        // is a sentinel, taking the slot before it moves `head` past it.
-        let mut end = word >> 1;
-        if self.block.is_null() && end + 1 == self.head {
-            // The word rests on the virtual lap's sentinel: the first push
-            // is installing the first block and keeps `head`'s position for
-            // its item, which we must wait for like any claimed slot.
-            end = self.head + 1;
-        }
-        let mut pending = Vec::new();
-        while self.head < end {
-            let mut step = 0;
-            loop {
-                if let Some(item) = self.try_take() {
-                    pending.push(item);
-                    break;
-                }
-                // Claimed but not yet written: the producer is mid-push.
-                spin_wait(&mut step);
-            }
-        }
-        pending
+        self.cursor_mut(|c, shared| c.close(shared))
     }
 
     /// `true` once [`close`](Consumer::close) has been called (and until the
@@ -761,7 +1096,7 @@ impl<T> Consumer<T> {
     /// assert!(!rx.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.closed
+        self.cursor(|c, _| c.closed)
     }
 
     /// Prepares the queue for a new use: closes it (if it is not already),
@@ -788,60 +1123,7 @@ impl<T> Consumer<T> {
     /// assert_eq!(batch, ["second use"]);
     /// ```
     pub fn reset(&mut self) -> Vec<T> {
-        let pending = self.close();
-        if self.block.is_null() {
-            // Never pushed to: stay blockless, on the last slot of a fresh
-            // virtual lap. The new word is still larger than every earlier
-            // one (they were at most `head - 2`, closed).
-            let start = self.head + LAP;
-            self.generation += 1;
-            self.shared
-                .tail
-                .generation
-                .store(self.generation, Ordering::Release);
-            self.head = start;
-            self.shared
-                .tail
-                .word
-                .store((start - 2) << 1, Ordering::Release);
-            self.closed = false;
-            return pending;
-        }
-        // The queue is closed and every claimed slot was taken, so no
-        // producer touches any block or the pool any more, and the word
-        // stays `head << 1 | CLOSED` until we store it.
-        debug_assert_eq!(
-            self.shared.tail.word.load(Ordering::Relaxed),
-            self.head << 1 | CLOSED
-        );
-        while self.shared.pool.len.load(Ordering::Relaxed) > 1 {
-            // SAFETY: closed and quiescent: the consumer is the only popper.
-            match unsafe { self.shared.pool_pop() } {
-                // SAFETY: popped, so no one else can reach it; its slots are
-                // clear.
-                Some(block) => unsafe { Block::free(block) },
-                None => break,
-            }
-        }
-        // Restart at the next lap, in the same block: its slots below `head`
-        // were taken (clear their flags now), the rest were never claimed;
-        // its `next` is null (its last slot was never claimed), and
-        // `tail.block` already points at it.
-        // SAFETY: quiescent, as argued above.
-        unsafe { (*self.block).clear((self.head % LAP) as usize) };
-        // The new word is larger than every earlier one, so a stale
-        // producer's CAS can never succeed.
-        let start = (self.head / LAP + 1) * LAP;
-        self.generation += 1;
-        self.shared
-            .tail
-            .generation
-            .store(self.generation, Ordering::Release);
-        self.head = start;
-        // Publishes the generation and every read of the old items.
-        self.shared.tail.word.store(start << 1, Ordering::Release);
-        self.closed = false;
-        pending
+        self.cursor_mut(|c, shared| c.reset(shared))
     }
 
     /// The current generation: 0 for a new queue, plus one per
@@ -856,62 +1138,15 @@ impl<T> Consumer<T> {
     /// assert_eq!(rx.generation(), 2);
     /// ```
     pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// Takes the item at `head` if its push completed.
-    #[inline]
-    fn try_take(&mut self) -> Option<T> {
-        if !self.adopt_first() {
-            return None;
-        }
-        let offset = (self.head % LAP) as usize;
-        // SAFETY: `self.block` serves `head`'s lap and stays allocated while
-        // we hold it; `offset < BLOCK_CAP` (head never rests on a sentinel).
-        let slot = unsafe { (*self.block).slots.get_unchecked(offset) };
-        if !slot.ready.load(Ordering::Acquire) {
-            return None;
-        }
-        // SAFETY: `ready` (Acquire) synchronised with the producer's Release
-        // store after it initialised the value; the value is read exactly
-        // once, since `head` moves past it before anything else can run.
-        let item = slot.value.with(|p| unsafe { ptr::read(p).assume_init() });
-        // `ready` stays set: the flags are cleared when the whole block is
-        // recycled (or reused by `reset`), and `head` has moved past it.
-        self.head += 1;
-        if self.head % LAP == BLOCK_CAP as u64 {
-            // We took the block's last slot. Its producer linked the next
-            // block before marking the slot ready, and every other slot was
-            // taken before, so no producer will touch this block again.
-            // SAFETY: see above; `self.block` is still allocated.
-            let next = unsafe { (*self.block).next.load(Ordering::Acquire) };
-            debug_assert!(!next.is_null());
-            let done = mem::replace(&mut self.block, next);
-            self.head += 1;
-            // SAFETY: only the consumer recycles; every slot of `done` was
-            // taken (and cleared), and no producer accesses it any more.
-            unsafe { self.shared.recycle(done) };
-        }
-        Some(item)
+        self.cursor(|c, _| c.generation)
     }
 }
 
 impl<T> Drop for Consumer<T> {
     fn drop(&mut self) {
-        // Closing waits out in-flight pushes; afterwards no producer will
-        // ever touch a block or the pool again (they see CLOSED first, and
-        // only this consumer could reopen the queue).
+        // Producers see a closed queue from now on; the blocks are freed
+        // with the queue, when the last producer is gone.
         drop(self.close());
-        if !self.block.is_null() {
-            // SAFETY: quiescent as argued above; `self.block` has no
-            // successor (its last slot was never claimed) and no items.
-            unsafe { Block::free(self.block) };
-        }
-        // SAFETY: closed and quiescent, so the consumer is the only popper.
-        while let Some(block) = unsafe { self.shared.pool_pop() } {
-            // SAFETY: popped blocks are ours alone and hold no items.
-            unsafe { Block::free(block) };
-        }
     }
 }
 
@@ -931,7 +1166,15 @@ mod tests {
     }
 
     fn pool_len<T>(rx: &Consumer<T>) -> usize {
-        rx.shared.pool.len.load(Ordering::SeqCst)
+        rx.queue.shared.pool.len.load(Ordering::SeqCst)
+    }
+
+    fn head<T>(rx: &Consumer<T>) -> u64 {
+        rx.cursor(|c, _| c.head)
+    }
+
+    fn block<T>(rx: &Consumer<T>) -> *mut Block<T> {
+        rx.cursor(|c, _| c.block)
     }
 
     #[test]
@@ -959,10 +1202,10 @@ mod tests {
         for i in 0..BLOCK_CAP {
             tx.push(i).unwrap();
         }
-        let start = rx.head;
+        let start = head(&rx);
         rx.drain_into(&mut out);
         assert_eq!(
-            rx.head,
+            head(&rx),
             start + LAP,
             "head skipped the sentinel into the next lap"
         );
@@ -977,8 +1220,8 @@ mod tests {
     #[test]
     fn a_queue_has_no_block_until_the_first_push() {
         let (tx, mut rx) = queue();
-        assert!(rx.block.is_null());
-        assert!(rx.shared.first.load(Ordering::SeqCst).is_null());
+        assert!(block(&rx).is_null());
+        assert!(rx.queue.shared.first.load(Ordering::SeqCst).is_null());
         assert!(rx.is_empty());
         assert_eq!(rx.drain_into(&mut Vec::new()), 0);
         tx.push(1).unwrap();
@@ -986,7 +1229,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(rx.drain_into(&mut out), 1);
         assert_eq!(out, [1]);
-        assert!(!rx.block.is_null());
+        assert!(!block(&rx).is_null());
     }
 
     #[test]
@@ -1007,7 +1250,7 @@ mod tests {
         assert!(rx.close().is_empty());
         assert!(old.push(1).unwrap_err().is_closed());
         assert!(rx.reset().is_empty());
-        assert!(rx.block.is_null(), "reset allocated nothing");
+        assert!(block(&rx).is_null(), "reset allocated nothing");
         assert!(old.push(2).unwrap_err().is_stale());
         let tx = rx.producer();
         tx.push(3).unwrap();
@@ -1055,11 +1298,11 @@ mod tests {
     fn reset_reuses_the_block_and_skips_to_a_fresh_lap() {
         let (tx, mut rx) = queue();
         tx.push(1).unwrap();
-        let block = rx.shared.first.load(Ordering::SeqCst);
+        let first = rx.queue.shared.first.load(Ordering::SeqCst);
         assert_eq!(rx.reset(), [1]);
-        assert_eq!(rx.block, block, "no new block for a reused queue");
+        assert_eq!(block(&rx), first, "no new block for a reused queue");
         assert_eq!(
-            rx.head,
+            head(&rx),
             2 * LAP,
             "the first lap is virtual, the next is fresh"
         );

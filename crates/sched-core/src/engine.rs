@@ -405,7 +405,7 @@ impl Shared {
             let dead = unsafe {
                 record.with_body(|body| {
                     body.process = None;
-                    body.queue.close()
+                    record.close_events()
                 })
             };
             self.dead_letters(pid, dead);
@@ -418,7 +418,7 @@ impl Shared {
             // SAFETY: still the only owner (never queued).
             let (dead, closed) = unsafe {
                 record.with_body(|body| {
-                    let dead = body.queue.close();
+                    let dead = record.close_events();
                     let process = body.process.take();
                     (dead, process)
                 })

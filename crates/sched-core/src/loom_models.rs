@@ -161,7 +161,7 @@ impl Harness {
         // the process (the `owned` flag asserts it).
         let n = unsafe {
             self.record
-                .with_body(|body| body.queue.drain_into(&mut events))
+                .with_body(|_| self.record.drain_events(&mut events))
         };
         self.seen.fetch_add(n, SeqCst);
         n
@@ -187,7 +187,7 @@ impl Harness {
         self.record.state.complete();
         // SAFETY: this thread owns the process (it was RUNNING and its kill
         // flag was seen), and after `complete` nobody else takes it.
-        let dead = unsafe { self.record.with_body(|body| body.queue.close()) };
+        let dead = unsafe { self.record.with_body(|_| self.record.close_events()) };
         self.dead.fetch_add(dead.len(), SeqCst);
         self.ended.fetch_add(1, SeqCst);
         self.owned.store(false, SeqCst);
@@ -243,7 +243,7 @@ impl Harness {
             assert_eq!(self.ended.load(SeqCst), 0);
             // SAFETY: every other thread has been joined and the process is
             // parked: nobody else can touch the body.
-            let empty = unsafe { self.record.with_body(|body| body.queue.is_empty()) };
+            let empty = unsafe { self.record.with_body(|_| self.record.no_events()) };
             assert!(empty, "a parked process has a pending event (stranded)");
         }
     }

@@ -1,5 +1,5 @@
 //! The per-process record: identity, state word, event queue, the process
-//! itself and where its outcome goes.
+//! itself and where its outcome goes, in one allocation.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -26,8 +26,9 @@ pub(crate) struct Record {
     /// Messages queued and not yet drained (kept only when the engine
     /// bounds mailboxes).
     pub(crate) mailbox: AtomicUsize,
-    /// Producers push events here from any thread.
-    pub(crate) events: mpsc::Producer<Event>,
+    /// Producers push events here from any thread; the owner drains it
+    /// (see `drain_events`). Embedded, so a process is one allocation less.
+    events: mpsc::Queue<Event>,
     pub(crate) slot: ResultSlot,
     body: UnsafeCell<Body>,
 }
@@ -36,7 +37,6 @@ pub(crate) struct Record {
 pub(crate) struct Body {
     /// `None` once the process has ended (dropped early to free memory).
     pub(crate) process: Option<Box<dyn Process>>,
-    pub(crate) queue: mpsc::Consumer<Event>,
     /// The last step parked the process (idle or blocked); a wake that
     /// finds no event then does not call `step`.
     pub(crate) waiting: bool,
@@ -53,18 +53,15 @@ unsafe impl Send for Record {}
 
 impl Record {
     pub(crate) fn new(pid: Pid, process: Box<dyn Process>) -> Self {
-        let queue = mpsc::Consumer::new();
-        let events = queue.producer();
         Record {
             pid,
             state: StateWord::new(),
             steps: AtomicU64::new(0),
             mailbox: AtomicUsize::new(0),
-            events,
+            events: mpsc::Queue::new(),
             slot: ResultSlot::default(),
             body: UnsafeCell::new(Body {
                 process: Some(process),
-                queue,
                 waiting: false,
                 blocked: false,
             }),
@@ -88,6 +85,39 @@ impl Record {
     pub(crate) fn deliver(&self, event: Event) -> Result<Wake, Event> {
         self.events.push(event).map_err(|e| e.into_inner())?;
         Ok(self.state.wake())
+    }
+
+    /// Moves every pending event to `out`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the process (see the type's documentation): the
+    /// queue's single-consumer contract is the ownership the state word
+    /// hands from one worker to the next, with happens-before between them.
+    pub(crate) unsafe fn drain_events(&self, out: &mut Vec<Event>) -> usize {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.events.drain_into(out) }
+    }
+
+    /// Closes the event queue and returns what was pending (dead letters).
+    ///
+    /// # Safety
+    ///
+    /// As for [`drain_events`](Record::drain_events).
+    pub(crate) unsafe fn close_events(&self) -> Vec<Event> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.events.close() }
+    }
+
+    /// Whether no event is pending.
+    ///
+    /// # Safety
+    ///
+    /// As for [`drain_events`](Record::drain_events).
+    #[cfg(all(test, loom))]
+    pub(crate) unsafe fn no_events(&self) -> bool {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.events.is_empty() }
     }
 
     pub(crate) fn count_step(&self) {

@@ -262,7 +262,8 @@ impl Worker<'_> {
             return None;
         }
         self.events.clear();
-        body.queue.drain_into(&mut self.events);
+        // SAFETY: we own the process (`step_owned` runs inside `with_body`).
+        unsafe { record.drain_events(&mut self.events) };
         if self.shared.mailbox_capacity != usize::MAX {
             let messages = self
                 .events
@@ -397,7 +398,8 @@ impl Worker<'_> {
     /// calls `close`, unregisters its PID and reports its outcome.
     fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
         record.state.complete();
-        let dead = body.queue.close();
+        // SAFETY: `end` runs with the body borrowed, so we own the process.
+        let dead = unsafe { record.close_events() };
         self.shared.dead_letters(record.pid, dead);
         if let Some(mut process) = body.process.take() {
             let closed = catch_unwind(AssertUnwindSafe(move || {
