@@ -1,12 +1,13 @@
 //! The state shared by the owner and its stealers.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
 use crossbeam_utils::CachePadded;
 
 use crate::buffer::Buffer;
-use crate::position::{distance, unpack};
+use crate::position::{distance, pack, unpack};
+use crate::steal::Steal;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// Counters and the buffer of one deque.
@@ -46,6 +47,52 @@ impl<T> Inner<T> {
             head: CachePadded::new(AtomicU32::new(0)),
             buffer: CachePadded::new(Atomic::new(Buffer::new(capacity))),
         }
+    }
+
+    /// Claims `want(available)` positions (at least 1) at the top, for a
+    /// stealer or for the owner taking its oldest items, and returns the
+    /// first position and the count. The caller reads them from a buffer
+    /// that is safe to read (pinned, or the owner's own), then calls
+    /// [`release_top`](Inner::release_top).
+    pub(crate) fn claim_top(&self, want: impl FnOnce(u32) -> u32) -> Result<(u32, u32), Steal<()>> {
+        // Acquire (here and on `head`): pairs with the owner's Release pops
+        // and with the previous stealer's Release of `head`, so that the
+        // push count read next is at least the one they saw and the
+        // computed tail is not behind the head.
+        let word = self.pop_and_claimed.load(Acquire);
+        let (pop_count, claimed) = unpack(word);
+        if self.head.load(Acquire) != claimed {
+            // Another stealer is between its claim and its publish.
+            return Err(Steal::Retry);
+        }
+        // Acquire: pairs with the Release in `push`: the items up to this
+        // count are in their slots.
+        let push_count = self.push_count.load(Acquire);
+        let available = distance(claimed, push_count.wrapping_sub(pop_count));
+        if available == 0 {
+            return Err(Steal::Empty);
+        }
+        let count = want(available).clamp(1, available);
+        // Acquire on success: the buffer pointer loaded after this is at
+        // least as new as the one the counted pushes wrote into.
+        match self.pop_and_claimed.compare_exchange(
+            word,
+            pack(pop_count, claimed.wrapping_add(count)),
+            Acquire,
+            Acquire,
+        ) {
+            Ok(_) => Ok((claimed, count)),
+            // The owner popped or another stealer claimed in between; our
+            // count may be based on a stale tail, so start over.
+            Err(_) => Err(Steal::Retry),
+        }
+    }
+
+    /// Publishes `head` past a claim whose slots have been read.
+    pub(crate) fn release_top(&self, start: u32, count: u32) {
+        // Release: our reads of the slots happen before the owner's next
+        // write to them (it acquires `head` before reusing a slot).
+        self.head.store(start.wrapping_add(count), Release);
     }
 
     /// Approximate number of items not yet claimed by a stealer. Never

@@ -1,12 +1,11 @@
 //! The stealers' handle: take items from the top, one or half at a time.
 
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::Acquire;
 
 use crossbeam_epoch::{self as epoch, Guard};
 
 use crate::buffer::Buffer;
 use crate::inner::Inner;
-use crate::position::{distance, pack, unpack};
 use crate::steal::Steal;
 use crate::sync::Arc;
 use crate::worker::Worker;
@@ -88,51 +87,18 @@ impl<T> Stealer<T> {
         // reads, and an owner that grows after our CAS retires the buffer
         // only once we unpin.
         let guard = epoch::pin();
-        // Acquire (here and on `head`): pairs with the owner's Release pops
-        // and with the previous stealer's Release of `head`, so that the
-        // push count read next is at least the one they saw and the
-        // computed tail is not behind the head.
-        let word = self.inner.pop_and_claimed.load(Acquire);
-        let (pop_count, claimed) = unpack(word);
-        if self.inner.head.load(Acquire) != claimed {
-            // Another stealer is between its claim and its publish.
-            return Err(Steal::Retry);
-        }
-        // Acquire: pairs with the Release in `push`: the items up to this
-        // count are in their slots.
-        let push_count = self.inner.push_count.load(Acquire);
-        let available = distance(claimed, push_count.wrapping_sub(pop_count));
-        if available == 0 {
-            return Err(Steal::Empty);
-        }
-        let count = want(available).clamp(1, available);
-        // Acquire on success: the buffer pointer loaded after this is at
-        // least as new as the one the counted pushes wrote into.
-        match self.inner.pop_and_claimed.compare_exchange(
-            word,
-            pack(pop_count, claimed.wrapping_add(count)),
-            Acquire,
-            Acquire,
-        ) {
-            Ok(_) => Ok(Claim {
-                start: claimed,
-                count,
-                guard,
-            }),
-            // The owner popped or another stealer claimed in between; our
-            // count may be based on a stale tail, so start over.
-            Err(_) => Err(Steal::Retry),
-        }
+        let (start, count) = self.inner.claim_top(want)?;
+        Ok(Claim {
+            start,
+            count,
+            guard,
+        })
     }
 
     /// Publishes that the positions of `claim` have been moved out, so the
     /// owner may reuse their slots and other stealers may claim.
     fn release(&self, claim: Claim) {
-        // Release: our reads of the slots happen before the owner's next
-        // write to them (it acquires `head` before reusing a slot).
-        self.inner
-            .head
-            .store(claim.start.wrapping_add(claim.count), Release);
+        self.inner.release_top(claim.start, claim.count);
         drop(claim.guard);
     }
 

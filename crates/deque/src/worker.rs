@@ -9,6 +9,7 @@ use crossbeam_epoch::{self as epoch, Owned};
 use crate::buffer::Buffer;
 use crate::inner::Inner;
 use crate::position::{distance, pack, unpack, MAX_CAPACITY};
+use crate::steal::Steal;
 use crate::stealer::Stealer;
 use crate::sync::Arc;
 
@@ -273,6 +274,41 @@ impl<T> Worker<T> {
         // head was at most `position`, so no stealer has claimed it or can
         // claim it now; it was written by our own push and not moved out.
         Some(unsafe { self.buffer().read(position) })
+    }
+
+    /// Takes the **oldest** item, the one stealers would take next: the
+    /// owner's way to run its deque first-in first-out.
+    ///
+    /// The same claim a stealer makes, so it races stealers safely, but
+    /// without the epoch pin a stealer needs: only the owner retires
+    /// buffers, so its own buffer stays valid while it reads. `Retry` means
+    /// a stealer was between its claim and its publish; try again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use deque::{Steal, Worker};
+    ///
+    /// let w = Worker::new();
+    /// w.push(1);
+    /// w.push(2);
+    /// assert_eq!(w.steal_own(), Steal::Success(1));
+    /// assert_eq!(w.pop(), Some(2));
+    /// assert_eq!(w.steal_own(), Steal::Empty);
+    /// ```
+    pub fn steal_own(&self) -> Steal<T> {
+        let (start, count) = match self.inner.claim_top(|_| 1) {
+            Ok(claim) => claim,
+            Err(Steal::Empty) => return Steal::Empty,
+            Err(_) => return Steal::Retry,
+        };
+        // SAFETY: the position is claimed by us alone and was written by our
+        // own push; our cached buffer is the current one and holds every
+        // position from `head` to the tail (growth copies them), and only
+        // this handle could retire it.
+        let item = unsafe { self.buffer().read(start) };
+        self.inner.release_top(start, count);
+        Steal::Success(item)
     }
 
     /// Doubles the buffer: copies the live items into a new ring, publishes

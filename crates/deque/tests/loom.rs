@@ -100,6 +100,35 @@ fn steal_half_races_pops() {
     });
 }
 
+/// The owner takes its oldest items (no epoch pin) while a thief steals
+/// from the same end and the owner's pushes grow the ring.
+#[test]
+fn owner_takes_its_oldest_while_a_thief_steals() {
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0);
+        w.push(1);
+        let s = w.stealer();
+        let thief = thread::spawn(move || steal_one(&s));
+        let mut taken: Vec<usize> = Vec::new();
+        loop {
+            match w.steal_own() {
+                Steal::Success(x) => {
+                    taken.push(x);
+                    break;
+                }
+                Steal::Empty => break,
+                Steal::Retry => thread::yield_now(),
+            }
+        }
+        // A third push grows the 2-slot ring while the thief may be reading.
+        w.push(2);
+        taken.extend(thief.join().unwrap());
+        taken.extend(std::iter::from_fn(|| w.pop()));
+        assert_conserved(taken, 3);
+    });
+}
+
 #[test]
 fn growth_while_a_thief_is_mid_steal() {
     loom::model(|| {

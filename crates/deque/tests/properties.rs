@@ -11,6 +11,8 @@ use proptest::prelude::*;
 enum Op {
     Push,
     Pop,
+    /// The owner takes its oldest item (`steal_own`).
+    PopOldest,
     Steal,
     StealHalf,
     /// The thief pops from its own deque (filled by steal-half).
@@ -21,6 +23,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => Just(Op::Push),
         2 => Just(Op::Pop),
+        1 => Just(Op::PopOldest),
         1 => Just(Op::Steal),
         1 => Just(Op::StealHalf),
         1 => Just(Op::ThiefPop),
@@ -66,6 +69,13 @@ proptest! {
                         None => Steal::Empty,
                     };
                     prop_assert_eq!(s.steal(), expected);
+                }
+                Op::PopOldest => {
+                    let expected = match model.pop_front() {
+                        Some(x) => Steal::Success(x),
+                        None => Steal::Empty,
+                    };
+                    prop_assert_eq!(w.steal_own(), expected);
                 }
                 Op::StealHalf => {
                     let room = thief.capacity() - thief.len();

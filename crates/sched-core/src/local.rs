@@ -28,8 +28,6 @@ pub(crate) struct Local {
     next: Cell<Option<Arc<Record>>>,
     pub(crate) lifo: deque::Worker<Arc<Record>>,
     pub(crate) fifo: deque::Worker<Arc<Record>>,
-    /// The owner's stealer of its own `fifo`, to take from its top.
-    pub(crate) fifo_top: deque::Stealer<Arc<Record>>,
 }
 
 impl std::fmt::Debug for Local {
@@ -44,20 +42,19 @@ impl std::fmt::Debug for Local {
 impl Local {
     pub(crate) fn new(index: usize, lifo_capacity: usize) -> Self {
         let fifo = deque::Worker::with_capacity(lifo_capacity);
-        let fifo_top = fifo.stealer();
         Local {
             index,
             next: Cell::new(None),
             lifo: deque::Worker::with_capacity(lifo_capacity),
             fifo,
-            fifo_top,
         }
     }
 
-    /// Takes the oldest continued process.
+    /// Takes the oldest continued process (from the end stealers take
+    /// from, without the epoch pin a stealer pays).
     pub(crate) fn pop_fifo(&self) -> Option<Arc<Record>> {
         loop {
-            match self.fifo_top.steal() {
+            match self.fifo.steal_own() {
                 deque::Steal::Success(r) => return Some(r),
                 deque::Steal::Empty => return None,
                 deque::Steal::Retry => crate::sync::spin_hint(),
