@@ -36,7 +36,8 @@ const CHILD: &str = "SCHED_PROBE_MEMORY";
 
 fn main() {
     match std::env::var(CHILD).as_deref() {
-        Ok("ours") => return println!("{}", ours_memory()),
+        Ok("ours") => return println!("{}", ours_memory(false)),
+        Ok("ours-messaged") => return println!("{}", ours_memory(true)),
         Ok("tokio") => return println!("{}", tokio_memory()),
         _ => {}
     }
@@ -161,14 +162,15 @@ fn measure_in_child(which: &str) -> f64 {
 
 fn memory_per_idle_process() {
     let ours = measure_in_child("ours");
+    let messaged = measure_in_child("ours-messaged");
     let tokio = measure_in_child("tokio");
     println!(
         "memory per live idle process ({IDLE_PROCESSES} idle, RSS delta, fresh process each):"
     );
-    println!("  ours:  {ours:.0} bytes per process");
+    println!("  ours:  {ours:.0} bytes per process (never sent anything: no event block yet)");
     println!(
-        "         (size_of::<Event>() = {} bytes; each process's event queue \
-         starts with a block of 31 event slots)",
+        "  ours:  {messaged:.0} bytes per process after one message (its queue's first block: \
+         15 slots of {} bytes)",
         std::mem::size_of::<Event>()
     );
     println!(
@@ -178,15 +180,28 @@ fn memory_per_idle_process() {
 }
 
 /// Bytes of resident memory per idle process.
-fn ours_memory() -> f64 {
+fn ours_memory(messaged: bool) -> f64 {
     let engine = engine();
     let started = Arc::new(AtomicUsize::new(0));
+    // Allocated before the first reading, so it is not counted.
+    let mut pids = Vec::with_capacity(1_000 + IDLE_PROCESSES);
     // Warm up the allocator and the routing table's shards.
-    submit_idle(&engine, &started, 1_000);
+    submit_idle(&engine, &started, 1_000, &mut pids);
     wait_for(&started, 1_000);
     let before = rss();
-    submit_idle(&engine, &started, IDLE_PROCESSES);
+    submit_idle(&engine, &started, IDLE_PROCESSES, &mut pids);
     wait_for(&started, 1_000 + IDLE_PROCESSES);
+    if messaged {
+        // One message each: the process steps once more and idles again,
+        // now with its queue's first block allocated.
+        let from = Pid::local(0);
+        for &pid in &pids[1_000..] {
+            engine
+                .send(Package::new(from, pid, ()))
+                .expect("the idle process is alive");
+        }
+        wait_for(&started, 1_000 + 2 * IDLE_PROCESSES);
+    }
     let after = rss();
     let report = engine.shutdown(Duration::from_secs(10));
     assert_eq!(report.forced, 0);
@@ -209,9 +224,11 @@ fn tokio_memory() -> f64 {
     after.saturating_sub(before) as f64 / IDLE_PROCESSES as f64
 }
 
-fn submit_idle(engine: &Engine, started: &Arc<AtomicUsize>, n: usize) {
+/// Submits `n` idle processes and records their PIDs in `pids`.
+fn submit_idle(engine: &Engine, started: &Arc<AtomicUsize>, n: usize, pids: &mut Vec<Pid>) {
     for _ in 0..n {
         let pid = engine.allocate_pid().expect("pids left");
+        pids.push(pid);
         let process = Box::new(Idle {
             started: started.clone(),
         });
