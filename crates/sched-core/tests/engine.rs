@@ -567,7 +567,10 @@ fn a_process_that_always_continues_does_not_starve_a_later_one() {
 
 #[test]
 fn continuing_processes_take_turns_on_one_worker() {
-    let engine = started(1);
+    // Started only once all three are queued: a worker already running
+    // could finish the first one's steps before the others are submitted,
+    // and then nobody was waiting (it happened under ThreadSanitizer).
+    let engine = builder(1).build();
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let handles: Vec<_> = (0..3u64)
         .map(|id| {
@@ -589,6 +592,7 @@ fn continuing_processes_take_turns_on_one_worker() {
             )
         })
         .collect();
+    engine.start();
     for h in handles {
         wait(h).unwrap();
     }
