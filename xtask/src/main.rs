@@ -7,16 +7,21 @@
 //! - `bench [--quick | --report-only]`: the comparison benchmarks and a
 //!   ratio report (`--report-only` re-renders the last run's results);
 //! - `stress [--seconds N]`: the randomised whole-scheduler stress run, in
-//!   release (60 s unless told).
+//!   release (60 s unless told);
+//! - `tsan [CRATE]`: the concurrency tests under ThreadSanitizer;
+//! - `leak`: resident memory over a million process lifecycles, and a
+//!   shorter run under valgrind for definite leaks.
 //!
-//! The commands only shell out to `cargo`, `rustup` and `cargo-deny`; they
-//! need no dependency of their own, so `cargo xtask` builds in seconds on a
-//! fresh machine.
+//! The commands only shell out to `cargo`, `rustup`, `cargo-deny` and
+//! `valgrind`; they need no dependency of their own, so `cargo xtask`
+//! builds in seconds on a fresh machine.
 
 mod bench_report;
 mod cmd;
+mod leak;
 mod steps;
 mod stress;
+mod tsan;
 mod workspace;
 
 use std::process::ExitCode;
@@ -29,12 +34,16 @@ commands:
                  LOOM_MAX_PREEMPTIONS defaults to 2
   miri [CRATE]   run tests under miri with the race detector
                  (all crates with unsafe code when none is named)
-  ci             fmt, clippy, tests, doc tests, stress (30 s), loom, miri,
-                 cargo-deny
+  ci             fmt, clippy, tests, doc tests, stress (30 s), leak, loom,
+                 miri, cargo-deny
   bench [--quick | --report-only]
                  run the benchmarks against the peers (tokio, rayon,
                  crossbeam, st3, std) and report our/peer ratios; writes
                  target/bench-report/report.md and ratios.svg
+  tsan [CRATE]   run the concurrency tests under ThreadSanitizer (nightly,
+                 -Zbuild-std, target/tsan; all such crates when none is named)
+  leak           resident memory over 1 000 000 process lifecycles, and
+                 20 000 under valgrind with no definite leak
   stress [--seconds N]
                  the randomised whole-scheduler stress run with its checker,
                  in release, for N seconds (default 60)
@@ -48,6 +57,8 @@ fn main() -> ExitCode {
         Some("miri") => steps::miri(args.get(1).map(String::as_str)).map_err(|e| e.to_string()),
         Some("ci") => steps::ci(),
         Some("stress") => stress::seconds(&args[1..]).and_then(stress::stress),
+        Some("tsan") => tsan::tsan(args.get(1).map(String::as_str)),
+        Some("leak") => leak::leak(true),
         Some("bench") => match args.get(1).map(String::as_str) {
             None => bench_report::bench(false),
             Some("--quick") => bench_report::bench(true),

@@ -214,6 +214,9 @@ pub(crate) fn ci() -> Result<(), String> {
     step("stress", || {
         crate::stress::stress(crate::stress::CI_SECONDS)
     })?;
+    // Two timed steps of its own; about 15 s once the release build of the
+    // stress step is there.
+    crate::leak::leak(false)?;
     step("loom", || loom(None))?;
     let mut skipped = None;
     step("miri", || match miri(None) {
