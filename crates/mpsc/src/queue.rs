@@ -537,8 +537,19 @@ impl<T> Cursor<T> {
     /// See [`Consumer::drain_into`].
     fn drain_into(&mut self, shared: &Shared<T>, out: &mut Vec<T>) -> usize {
         let mut taken = 0;
+        let mut looked = false;
         loop {
             if self.head >= self.claimed {
+                // At most one look per call: what was claimed by then is
+                // all we take, so producers that keep pushing cannot hold
+                // the consumer here (a worker draining a flooded process
+                // would never get to run anything else). One look after the
+                // call began is also enough to take every push that
+                // completed before it.
+                if looked {
+                    break;
+                }
+                looked = true;
                 // Look at the producers' word only when the known claims
                 // are used up: an empty poll then reads that line instead of
                 // the slot line a producer is about to write into.
@@ -1022,7 +1033,10 @@ impl<T> Consumer<T> {
     /// and returns how many were moved.
     ///
     /// Never blocks: it stops at the first slot whose push has been claimed
-    /// but not yet written. Items of one producer keep their order. With a
+    /// but not yet written. Bounded: it takes only what was claimed by the
+    /// time it first looked at the producers' side, so producers that keep
+    /// pushing cannot keep it draining forever; every push that completed
+    /// before the call is taken. Items of one producer keep their order. With a
     /// reused `out` of sufficient capacity this allocates nothing.
     ///
     /// # Examples

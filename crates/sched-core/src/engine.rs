@@ -829,7 +829,6 @@ impl Engine {
             }
             shared.wait_all_ended(Instant::now() + FORCE_GRACE);
         }
-        let completed_after = shared.completed.load(SeqCst);
         shared.exit.store(true, SeqCst);
         shared.sleepers.notify_all();
 
@@ -841,6 +840,10 @@ impl Engine {
                 detached += 1;
             }
         }
+        // Read after the join, like `still_running` below: a forced process
+        // that ends while the workers wind down is then counted as forced,
+        // not lost between the two figures.
+        let completed_after = shared.completed.load(SeqCst);
         let graceful_end = forced_at.unwrap_or(completed_after);
         let report = ShutdownReport {
             ended_gracefully: graceful_end - completed_before,
