@@ -39,6 +39,11 @@ const GLOBAL_BATCH: usize = 16;
 const SPIN_ROUNDS: u32 = if cfg!(loom) { 0 } else { 4 };
 const YIELD_ROUNDS: u32 = if cfg!(loom) { 1 } else { 16 };
 
+/// How many references to the engine a worker takes at once for the
+/// completers it creates (see `Worker::engine_refs`); one at a time under
+/// loom, where every clone would be another step for the model to explore.
+const ENGINE_REFS_BATCH: usize = if cfg!(loom) { 1 } else { 64 };
+
 /// One worker thread's state besides its queues.
 struct Worker<'a> {
     shared: Arc<Shared>,
@@ -51,6 +56,12 @@ struct Worker<'a> {
     /// it writes. The steady state of a step allocates nothing here.
     events: Vec<Event>,
     yields: Vec<Yield>,
+    /// References to the engine taken in a batch, one handed to each
+    /// completer. Cloning the engine's `Arc` per yield would bounce its
+    /// count's cache line between this worker (the increment) and whatever
+    /// thread completes the yield (the decrement) on every yield; taking 64
+    /// increments in a row keeps that line here for the batch.
+    engine_refs: Vec<Arc<Shared>>,
     /// Set by `after_step` when the process it just stepped must go back to
     /// a run queue; `run_process` then moves its own reference there,
     /// after the body is released, instead of cloning the `Arc`.
@@ -71,6 +82,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local) {
         next_runs: 0,
         events: Vec::with_capacity(16),
         yields: Vec::with_capacity(4),
+        engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
         requeue: None,
     };
     worker.run_loop();
@@ -349,7 +361,8 @@ impl Worker<'_> {
                 }
                 continue;
             };
-            let completer = Completer::new(record.clone(), self.shared.clone(), tag);
+            let engine = engine_ref(&self.shared, &mut self.engine_refs);
+            let completer = Completer::new(record.clone(), engine, tag);
             let command = Command::new(command, tag, data);
             match catch_unwind(AssertUnwindSafe(|| handler.handle(command, completer))) {
                 Ok(Ok(())) => {}
@@ -424,6 +437,16 @@ impl Worker<'_> {
         self.shared.release_live();
         record.slot.set(outcome);
     }
+}
+
+/// A reference to the engine for a completer, from the worker's batch
+/// (`Worker::engine_refs`), refilled when empty.
+fn engine_ref(shared: &Arc<Shared>, batch: &mut Vec<Arc<Shared>>) -> Arc<Shared> {
+    if let Some(engine) = batch.pop() {
+        return engine;
+    }
+    batch.extend(std::iter::repeat_with(|| shared.clone()).take(ENGINE_REFS_BATCH - 1));
+    shared.clone()
 }
 
 fn kill_error(flags: u32) -> ExitError {
