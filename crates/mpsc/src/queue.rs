@@ -507,6 +507,16 @@ struct Cursor<T> {
     closed: bool,
 }
 
+// Manual impls: a derive would require `T: Copy`, but the cursor only holds
+// a pointer to blocks of `T`.
+impl<T> Clone for Cursor<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Cursor<T> {}
+
 impl<T> Cursor<T> {
     /// A cursor for a new queue: lap 0 is virtual, so `head` starts on the
     /// first position of lap 1, with no block yet (see the module docs).
@@ -591,6 +601,12 @@ impl<T> Cursor<T> {
 
     /// See [`Consumer::close`].
     fn close(&mut self, shared: &Shared<T>) -> Vec<T> {
+        if self.closed {
+            // Everything was taken by the first close and no claim has
+            // succeeded since. Returning here also keeps a released cursor
+            // (blocks freed) from looking at its blocks again.
+            return Vec::new();
+        }
         let word = shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
         self.closed = true;
         // No claim can follow: everything pending lies below `end`. If `end`
@@ -921,8 +937,8 @@ impl<T> Drop for Queue<T> {
 /// The single consumer of a queue: drains, closes and resets it.
 ///
 /// Not `Clone`; it may move between threads (the worker running a process
-/// changes). Dropping it closes the queue and drops any pending items (the
-/// blocks go when the last producer does).
+/// changes). Dropping it closes the queue, drops any pending items and
+/// frees the blocks.
 ///
 /// # Examples
 ///
@@ -937,7 +953,23 @@ impl<T> Drop for Queue<T> {
 /// ```
 pub struct Consumer<T> {
     queue: Arc<Queue<T>>,
+    /// The consumer's own cursor, in the consumer's memory rather than the
+    /// queue's (whose internal cursor serves embedded use): next to the
+    /// producers' claim word it would share their cache line, and two
+    /// producers pushing into a draining consumer ran 1.6 times slower.
+    /// Written back into the queue when the consumer is dropped.
+    cursor: Cursor<T>,
 }
+
+// SAFETY: the consumer owns the right to take items (moving `T` to its
+// thread), so it can move between threads when `T: Send`. The cursor's raw
+// block pointer is only dereferenced under the queue protocol, not thread
+// identity.
+unsafe impl<T: Send> Send for Consumer<T> {}
+// SAFETY: the only `&self` methods (`is_empty`, `producer`, `is_closed`,
+// `generation`) do atomic loads or read plain fields that change only
+// through `&mut self`.
+unsafe impl<T: Send> Sync for Consumer<T> {}
 
 impl<T> std::fmt::Debug for Consumer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -989,26 +1021,19 @@ impl<T> Consumer<T> {
     pub fn new() -> Self {
         Consumer {
             queue: Arc::new(Queue::new()),
+            cursor: Cursor::new(),
         }
     }
 
     /// Runs `f` on the cursor. `Consumer` is the queue's only consumer and
     /// not `Clone`, so `&mut self` makes this the only use of the cursor.
     fn cursor_mut<R>(&mut self, f: impl FnOnce(&mut Cursor<T>, &Shared<T>) -> R) -> R {
-        let queue = &*self.queue;
-        // SAFETY: see above.
-        queue
-            .cursor
-            .with_mut(|c| f(unsafe { &mut *c }, &queue.shared))
+        f(&mut self.cursor, &self.queue.shared)
     }
 
-    /// Runs `f` on the cursor for reading. The cursor changes only through
-    /// `&mut self`, so shared reads from `&self` (even on several threads)
-    /// never overlap a write.
+    /// Runs `f` on the cursor for reading.
     fn cursor<R>(&self, f: impl FnOnce(&Cursor<T>, &Shared<T>) -> R) -> R {
-        let queue = &*self.queue;
-        // SAFETY: see above.
-        queue.cursor.with(|c| f(unsafe { &*c }, &queue.shared))
+        f(&self.cursor, &self.queue.shared)
     }
 
     /// Returns a new producer bound to the queue's current generation.
@@ -1158,9 +1183,18 @@ impl<T> Consumer<T> {
 
 impl<T> Drop for Consumer<T> {
     fn drop(&mut self) {
-        // Producers see a closed queue from now on; the blocks are freed
-        // with the queue, when the last producer is gone.
-        drop(self.close());
+        let queue = &*self.queue;
+        // SAFETY: this is the consumer's last use; `release` closes the
+        // queue first, so producers that are still around only ever see
+        // CLOSED and touch no block.
+        unsafe { self.cursor.release(&queue.shared) };
+        // The queue's own cursor (unused so far, still at its start) takes
+        // the final state, so that dropping the queue, when the last
+        // producer goes, finds everything taken and no block to free.
+        let done = self.cursor;
+        // SAFETY: no one else uses the queue's cursor: the queue belongs to
+        // this consumer, and embedded-use methods are not reachable here.
+        queue.cursor.with_mut(|c| unsafe { *c = done });
     }
 }
 
