@@ -6,9 +6,12 @@
 //! writes into the reused [`Output`] buffer what it wants next: continue,
 //! yield commands to [`CommandHandler`]s, wait for messages, or finish.
 //!
-//! Inside, each worker thread owns two work-stealing deques (a LIFO one for
-//! woken and new processes, a FIFO one for processes that asked to continue)
-//! and looks for work in this order: its LIFO deque, its FIFO queue, the
+//! Inside, each worker thread owns a `next` slot (the process its last step
+//! woke or spawned, run right after that step on the same core) and two
+//! work-stealing deques (a LIFO one for other woken and new processes, a
+//! FIFO one for processes that asked to continue), and looks for work in
+//! this order: its `next` slot (at most 3 times in a row), its LIFO deque,
+//! its FIFO queue, the
 //! global queue (one plus a batch of up to 16), then half of a random
 //! victim's deque (at most 32). Every 61 ticks it looks at the global queue
 //! first and every 13 at its FIFO queue first, so nothing runnable waits
