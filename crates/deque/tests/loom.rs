@@ -23,6 +23,27 @@ fn steal_one(s: &deque::Stealer<usize>) -> Option<usize> {
     }
 }
 
+/// The owner takes its oldest item until success or empty.
+fn take_oldest(w: &Worker<usize>) -> Option<usize> {
+    loop {
+        match w.steal_own() {
+            Steal::Success(x) => return Some(x),
+            Steal::Empty => return None,
+            Steal::Retry => thread::yield_now(),
+        }
+    }
+}
+
+/// A deque holding 0 and 1 (its whole 2-slot ring) and a thief stealing
+/// one item from it.
+fn full_ring_and_a_thief() -> (Worker<usize>, thread::JoinHandle<Option<usize>>) {
+    let w = Worker::new();
+    w.push(0);
+    w.push(1);
+    let s = w.stealer();
+    (w, thread::spawn(move || steal_one(&s)))
+}
+
 fn assert_conserved(mut taken: Vec<usize>, pushed: usize) {
     taken.sort_unstable();
     assert_eq!(
@@ -105,22 +126,8 @@ fn steal_half_races_pops() {
 #[test]
 fn owner_takes_its_oldest_while_a_thief_steals() {
     loom::model(|| {
-        let w = Worker::new();
-        w.push(0);
-        w.push(1);
-        let s = w.stealer();
-        let thief = thread::spawn(move || steal_one(&s));
-        let mut taken: Vec<usize> = Vec::new();
-        loop {
-            match w.steal_own() {
-                Steal::Success(x) => {
-                    taken.push(x);
-                    break;
-                }
-                Steal::Empty => break,
-                Steal::Retry => thread::yield_now(),
-            }
-        }
+        let (w, thief) = full_ring_and_a_thief();
+        let mut taken: Vec<usize> = take_oldest(&w).into_iter().collect();
         // A third push grows the 2-slot ring while the thief may be reading.
         w.push(2);
         taken.extend(thief.join().unwrap());
@@ -132,11 +139,7 @@ fn owner_takes_its_oldest_while_a_thief_steals() {
 #[test]
 fn growth_while_a_thief_is_mid_steal() {
     loom::model(|| {
-        let w = Worker::new();
-        w.push(0);
-        w.push(1);
-        let s = w.stealer();
-        let thief = thread::spawn(move || steal_one(&s));
+        let (w, thief) = full_ring_and_a_thief();
         // The buffer holds 2: these pushes grow it while the thief may be
         // between its claim and its read of the old buffer.
         w.push(2);
