@@ -6,7 +6,7 @@ use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use relay::{Package, Payload, Pid, PidAllocator, Router, SendError};
+use relay::{Package, Payload, Pid, PidAllocator, Router, SendError, SendErrorKind};
 
 use crate::command::CommandId;
 use crate::error::{SubmitError, TerminateError};
@@ -489,35 +489,60 @@ impl Shared {
 
     pub(crate) fn send(&self, package: Package) -> Result<(), SendError> {
         let target = package.target();
+        // A step on a worker first tries the record this worker resolved for
+        // the PID last time, skipping the routing table: its read lock is a
+        // read-modify-write on a line every worker touches (about a fifth of
+        // ping-pong). A cached record that refuses the message has ended;
+        // the table then says whether the PID is gone or taken anew.
+        let cached = local::with_local(self, |local| local.cached_route(target)).flatten();
+        let package = match cached {
+            Some(record) => match self.deliver_message(&record, package) {
+                Err(error) if error.kind() == SendErrorKind::Closed => {
+                    local::with_local(self, |local| local.forget_route(target));
+                    error.into_package()
+                }
+                result => return result,
+            },
+            None => package,
+        };
         let mut package = Some(package);
-        let bounded = self.mailbox_capacity != usize::MAX;
         let delivered = self.router.with(target, |record| {
-            let package = package.take().expect("taken once");
-            if bounded && record.mailbox.fetch_add(1, AcqRel) >= self.mailbox_capacity {
-                record.mailbox.fetch_sub(1, AcqRel);
-                return Err(SendError::full(package));
+            let result = self.deliver_message(record, package.take().expect("taken once"));
+            if result.is_ok() {
+                local::with_local(self, |local| local.remember_route(record));
             }
-            match record.deliver(Event::Message(package)) {
-                Ok(wake) => {
-                    self.after_wake(record, wake);
-                    Ok(())
-                }
-                Err(event) => {
-                    if bounded {
-                        record.mailbox.fetch_sub(1, AcqRel);
-                    }
-                    match event {
-                        Event::Message(p) => Err(SendError::closed(p)),
-                        _ => unreachable!("a message comes back as a message"),
-                    }
-                }
-            }
+            result
         });
         match delivered {
             Some(result) => result,
             None => Err(SendError::unknown_target(
                 package.take().expect("not taken when there is no route"),
             )),
+        }
+    }
+
+    /// Delivers a message to `record`, counting it against the mailbox bound
+    /// if there is one, and wakes the process.
+    fn deliver_message(&self, record: &Arc<Record>, package: Package) -> Result<(), SendError> {
+        let bounded = self.mailbox_capacity != usize::MAX;
+        if bounded && record.mailbox.fetch_add(1, AcqRel) >= self.mailbox_capacity {
+            record.mailbox.fetch_sub(1, AcqRel);
+            return Err(SendError::full(package));
+        }
+        match record.deliver(Event::Message(package)) {
+            Ok(wake) => {
+                self.after_wake(record, wake);
+                Ok(())
+            }
+            Err(event) => {
+                if bounded {
+                    record.mailbox.fetch_sub(1, AcqRel);
+                }
+                match event {
+                    Event::Message(p) => Err(SendError::closed(p)),
+                    _ => unreachable!("a message comes back as a message"),
+                }
+            }
         }
     }
 

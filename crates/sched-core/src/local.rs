@@ -1,8 +1,10 @@
 //! The run queues a worker thread owns, and how code running on a worker
 //! finds them.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ptr;
+
+use relay::Pid;
 
 use crate::engine::Shared;
 use crate::record::Record;
@@ -26,6 +28,11 @@ use crate::sync::{thread_local, Arc};
 pub(crate) struct Local {
     pub(crate) index: usize,
     next: Cell<Option<Arc<Record>>>,
+    /// Records this worker's steps recently sent to, by PID hash: see
+    /// `Shared::send`. Holds at most `ROUTES` records, so a process that
+    /// ended keeps its record (not its process object, which ending drops)
+    /// alive only until its entry is overwritten or the worker exits.
+    routes: RefCell<Box<[Option<Arc<Record>>]>>,
     pub(crate) lifo: deque::Worker<Arc<Record>>,
     pub(crate) fifo: deque::Worker<Arc<Record>>,
 }
@@ -45,6 +52,7 @@ impl Local {
         Local {
             index,
             next: Cell::new(None),
+            routes: RefCell::new((0..ROUTES).map(|_| None).collect()),
             lifo: deque::Worker::with_capacity(lifo_capacity),
             fifo,
         }
@@ -75,6 +83,33 @@ impl Local {
         }
     }
 
+    /// The record cached for `pid`, if any.
+    pub(crate) fn cached_route(&self, pid: Pid) -> Option<Arc<Record>> {
+        let routes = self.routes.borrow();
+        match &routes[route_index(pid)] {
+            Some(record) if record.pid == pid => Some(record.clone()),
+            _ => None,
+        }
+    }
+
+    /// Caches `record` as the route to its PID.
+    pub(crate) fn remember_route(&self, record: &Arc<Record>) {
+        let mut routes = self.routes.borrow_mut();
+        let entry = &mut routes[route_index(record.pid)];
+        if !matches!(entry, Some(cached) if Arc::ptr_eq(cached, record)) {
+            *entry = Some(record.clone());
+        }
+    }
+
+    /// Drops the cached route to `pid` (its process ended).
+    pub(crate) fn forget_route(&self, pid: Pid) {
+        let mut routes = self.routes.borrow_mut();
+        let entry = &mut routes[route_index(pid)];
+        if matches!(entry, Some(cached) if cached.pid == pid) {
+            *entry = None;
+        }
+    }
+
     /// Takes the process to run next, if any.
     pub(crate) fn take_next(&self) -> Option<Arc<Record>> {
         self.next.take()
@@ -86,6 +121,16 @@ impl Local {
         self.next.set(next);
         len
     }
+}
+
+/// Entries in a worker's route cache (a power of two).
+const ROUTES: usize = 64;
+
+/// Where `pid` goes in the route cache: a multiplicative hash of its id
+/// (PIDs handed out in sequence spread over the entries).
+fn route_index(pid: Pid) -> usize {
+    let mixed = (pid.id() ^ u64::from(pid.node()) << 40).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 58) as usize & (ROUTES - 1)
 }
 
 #[cfg(not(loom))]

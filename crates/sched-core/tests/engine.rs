@@ -965,3 +965,70 @@ fn a_process_spawned_by_a_step_runs_after_that_step_on_the_same_worker() {
     );
     engine.shutdown(PATIENCE);
 }
+
+/// A step's sends go through its worker's cache of recently resolved
+/// records; a PID whose process ended and was then taken by a new process
+/// must still reach the new one, and a send to an ended PID must still say
+/// the target is unknown.
+#[test]
+fn a_pid_taken_anew_gets_messages_sent_through_a_worker_s_route_cache() {
+    use std::sync::mpsc;
+
+    const TARGET: u64 = 50;
+    let engine = started(1);
+    // Forwards every `u32` it receives to TARGET and reports how the send
+    // went.
+    let (results_tx, results) = mpsc::channel::<Result<(), SendErrorKind>>();
+    let forwarder = process(move |events, out| {
+        for event in events {
+            match event {
+                Event::Message(package) => {
+                    let n = *package.into_payload().downcast::<u32>().unwrap();
+                    let sent = out.send(Package::new(Pid::local(1), Pid::local(TARGET), n));
+                    results_tx.send(sent.map_err(|e| e.kind())).unwrap();
+                }
+                Event::Cancel => {
+                    out.done(Box::new(()));
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        out.idle();
+        Ok(())
+    });
+    let _forwarder = submit(&engine, 1, forwarder);
+    // A target that ends with the first number it receives.
+    let target = || {
+        process(|events, out| {
+            for event in events {
+                if let Event::Message(package) = event {
+                    let n = *package.into_payload().downcast::<u32>().unwrap();
+                    out.done(Box::new(u64::from(n)));
+                    return Ok(());
+                }
+            }
+            out.idle();
+            Ok(())
+        })
+    };
+    let forward = |n: u32| {
+        engine
+            .send(Package::new(Pid::local(0), Pid::local(1), n))
+            .unwrap();
+        results
+            .recv_timeout(PATIENCE)
+            .expect("the forwarder reported")
+    };
+
+    let first = submit(&engine, TARGET, target());
+    assert_eq!(forward(1), Ok(()));
+    assert_eq!(done_u64(wait(first)), 1);
+    // The first target has ended (and its PID is free once its outcome is
+    // in): the cached route must not swallow the message.
+    assert_eq!(forward(2), Err(SendErrorKind::UnknownTarget));
+    let second = submit(&engine, TARGET, target());
+    assert_eq!(forward(3), Ok(()));
+    assert_eq!(done_u64(wait(second)), 3, "the new process got the message");
+    engine.shutdown(PATIENCE);
+}
