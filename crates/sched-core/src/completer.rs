@@ -5,9 +5,9 @@ use std::fmt;
 
 use relay::{Payload, Pid};
 
-use crate::command::Tag;
+use crate::contract::command::Tag;
+use crate::contract::event::{BoxError, CommandError, Event};
 use crate::engine::Shared;
-use crate::event::{BoxError, CommandError, Event};
 use crate::record::Record;
 use crate::sync::Arc;
 

@@ -8,17 +8,17 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use relay::{Package, Payload, Pid, PidAllocator, Router, SendError, SendErrorKind};
 
-use crate::command::CommandId;
-use crate::error::{SubmitError, TerminateError};
-use crate::event::Event;
+use crate::contract::command::CommandId;
+use crate::contract::error::{SubmitError, TerminateError};
+use crate::contract::event::Event;
+use crate::contract::process::{InitContext, InitError, Process};
 use crate::handler::{CommandHandler, Handlers};
 use crate::hooks::Hooks;
 use crate::local::{self, Local};
-use crate::outcome::Completion;
 use crate::panic_message::panic_message;
-use crate::process::{InitContext, InitError, Process};
+use crate::record::completion::Completion;
+use crate::record::state::{ProcessState, Wake, FORCE, TERMINATE};
 use crate::record::Record;
-use crate::state::{ProcessState, Wake, FORCE, TERMINATE};
 use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Fifo, Mutex};
 use crate::worker;
@@ -175,7 +175,7 @@ impl Builder {
     /// ```
     pub fn on_start(
         mut self,
-        hook: impl Fn(Pid) -> Result<(), crate::event::BoxError> + Send + Sync + 'static,
+        hook: impl Fn(Pid) -> Result<(), crate::contract::event::BoxError> + Send + Sync + 'static,
     ) -> Self {
         self.hooks.on_start = Some(StdArc::new(hook));
         self
@@ -200,7 +200,7 @@ impl Builder {
     /// ```
     pub fn on_complete(
         mut self,
-        hook: impl Fn(Pid, &crate::outcome::Outcome) + Send + Sync + 'static,
+        hook: impl Fn(Pid, &crate::contract::outcome::Outcome) + Send + Sync + 'static,
     ) -> Self {
         self.hooks.on_complete = Some(StdArc::new(hook));
         self

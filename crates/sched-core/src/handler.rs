@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc as StdArc;
 
-use crate::command::{Command, CommandId};
 use crate::completer::{Completer, Rejected};
+use crate::contract::command::{Command, CommandId};
 
 /// Handles the commands yielded to one [`CommandId`].
 ///

@@ -6,8 +6,8 @@ use std::sync::Arc as StdArc;
 
 use relay::Pid;
 
-use crate::event::{BoxError, Event};
-use crate::outcome::Outcome;
+use crate::contract::event::{BoxError, Event};
+use crate::contract::outcome::Outcome;
 use crate::panic_message::panic_message;
 
 type OnStart = dyn Fn(Pid) -> Result<(), BoxError> + Send + Sync;

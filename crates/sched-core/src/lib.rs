@@ -74,35 +74,30 @@
 //! engine.shutdown(Duration::from_secs(1));
 //! ```
 
-mod command;
 mod completer;
+mod contract;
 mod engine;
-mod error;
-mod event;
 mod handler;
 mod hooks;
 mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
-mod outcome;
-mod output;
 mod panic_message;
-mod process;
 mod record;
 mod sleep;
-mod state;
 mod stats;
 mod sync;
 mod worker;
 
-pub use command::{Command, CommandId, Tag};
 pub use completer::{CompleteError, Completer, Rejected};
+pub use contract::command::{Command, CommandId, Tag};
+pub use contract::error::{SubmitError, TerminateError};
+pub use contract::event::{BoxError, CommandError, Event};
+pub use contract::outcome::{ExitError, Outcome};
+pub use contract::output::{Events, Output};
+pub use contract::process::{InitContext, InitError, Process};
 pub use engine::{Builder, Engine, ProcessInfo, ShutdownReport};
-pub use error::{SubmitError, TerminateError};
-pub use event::{BoxError, CommandError, Event};
 pub use handler::CommandHandler;
-pub use outcome::{Completion, ExitError, Outcome};
-pub use output::{Events, Output};
-pub use process::{InitContext, InitError, Process};
-pub use state::ProcessState;
+pub use record::completion::Completion;
+pub use record::state::ProcessState;
 pub use stats::{Stats, WorkerStats};

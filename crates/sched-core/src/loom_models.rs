@@ -24,13 +24,13 @@ use std::sync::atomic::Ordering::SeqCst;
 use loom::thread;
 use relay::{Package, Payload, Pid};
 
-use crate::command::Tag;
-use crate::event::{BoxError, Event};
-use crate::output::{Events, Output};
-use crate::process::{InitContext, InitError, Process};
+use crate::contract::command::Tag;
+use crate::contract::event::{BoxError, Event};
+use crate::contract::output::{Events, Output};
+use crate::contract::process::{InitContext, InitError, Process};
+use crate::record::state::{state_of, AfterStep, Wake, BLOCKED, COMPLETE, IDLE, READY, TERMINATE};
 use crate::record::Record;
 use crate::sleep::Sleepers;
-use crate::state::{state_of, AfterStep, Wake, BLOCKED, COMPLETE, IDLE, READY, TERMINATE};
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
 
 /// The models never call the process: the harness stands in for `step`.

@@ -3,16 +3,16 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Acquire;
 
-use crate::command::Command;
 use crate::completer::Completer;
+use crate::contract::command::Command;
+use crate::contract::event::{CommandError, Event};
+use crate::contract::outcome::{ExitError, Outcome};
+use crate::contract::output::{Events, Output, Status, Yield};
 use crate::engine::{Runnable, Shared};
-use crate::event::{CommandError, Event};
 use crate::local::{self, Local};
-use crate::outcome::{ExitError, Outcome};
-use crate::output::{Events, Output, Status, Yield};
 use crate::panic_message::panic_message;
+use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, Record};
-use crate::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::stats::{bump, WorkerCounters};
 use crate::sync::{spin_hint, thread, Arc};
 

@@ -5,8 +5,8 @@ use std::fmt;
 
 use relay::{Payload, Pid};
 
-use crate::event::BoxError;
-use crate::output::{Events, Output};
+use crate::contract::event::BoxError;
+use crate::contract::output::{Events, Output};
 
 /// A step-driven process: a state machine the scheduler advances.
 ///

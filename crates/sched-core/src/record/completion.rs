@@ -1,105 +1,14 @@
-//! How a process ended, and the handle that waits for it.
+//! The handle that waits for a submitted process's outcome.
 
-use std::error::Error;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use relay::{Payload, Pid};
+use relay::Pid;
 
-use crate::event::BoxError;
-use crate::record::Record;
-use crate::sync::{Arc, Condvar, Mutex};
-
-/// How a process ended: its done value, or why it did not finish.
-pub type Outcome = Result<Payload, ExitError>;
-
-/// Why a process ended without a done value.
-///
-/// # Examples
-///
-/// ```
-/// use sched_core::ExitError;
-/// assert_eq!(ExitError::Terminated.to_string(), "the process was terminated");
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ExitError {
-    /// `step` returned this error.
-    Step(BoxError),
-    /// The process was terminated by `terminate(pid)`.
-    Terminated,
-    /// The scheduler shut down and the process had not finished by the
-    /// deadline.
-    Cancelled,
-    /// `step` (or `close`) panicked.
-    Panicked {
-        /// The panic message.
-        message: String,
-    },
-}
-
-impl fmt::Display for ExitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExitError::Step(e) => write!(f, "{e}"),
-            ExitError::Terminated => f.write_str("the process was terminated"),
-            ExitError::Cancelled => f.write_str("the process was cancelled by shutdown"),
-            ExitError::Panicked { message } => write!(f, "the process panicked: {message}"),
-        }
-    }
-}
-
-impl Error for ExitError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            ExitError::Step(e) => Some(&**e),
-            _ => None,
-        }
-    }
-}
-
-/// Where a process's outcome is delivered, exactly once.
-#[derive(Debug, Default)]
-pub(crate) struct ResultSlot {
-    state: Mutex<SlotState>,
-    ready: Condvar,
-}
-
-#[derive(Debug, Default)]
-enum SlotState {
-    #[default]
-    Pending,
-    Ready(Outcome),
-    Taken,
-}
-
-impl ResultSlot {
-    /// Stores the outcome and wakes waiters. Called once per process.
-    pub(crate) fn set(&self, outcome: Outcome) {
-        let mut state = self.state.lock();
-        debug_assert!(
-            matches!(*state, SlotState::Pending),
-            "outcome reported twice"
-        );
-        *state = SlotState::Ready(outcome);
-        drop(state);
-        self.ready.notify_all();
-    }
-
-    fn take(state: &mut SlotState) -> Option<Outcome> {
-        match std::mem::replace(state, SlotState::Taken) {
-            SlotState::Ready(outcome) => Some(outcome),
-            other => {
-                *state = other;
-                None
-            }
-        }
-    }
-
-    fn is_ready(&self) -> bool {
-        matches!(*self.state.lock(), SlotState::Ready(_))
-    }
-}
+use super::slot::{ResultSlot, SlotState};
+use super::Record;
+use crate::contract::outcome::Outcome;
+use crate::sync::Arc;
 
 /// A handle to a submitted process: its PID and, once it ends, its outcome.
 ///

@@ -1,15 +1,19 @@
 //! The per-process record: identity, state word, event queue, the process
 //! itself and where its outcome goes, in one allocation.
 
+pub(crate) mod completion;
+pub(crate) mod slot;
+pub(crate) mod state;
+
 use std::sync::atomic::Ordering::Relaxed;
 
 use relay::Pid;
 
-use crate::event::Event;
-use crate::outcome::ResultSlot;
-use crate::process::Process;
-use crate::state::{StateWord, Wake};
+use crate::contract::event::Event;
+use crate::contract::process::Process;
 use crate::sync::{AtomicU64, AtomicUsize, UnsafeCell};
+use slot::ResultSlot;
+use state::{StateWord, Wake};
 
 /// One process, shared by the routing table, the run queues, completers
 /// and the submitter's [`Completion`](crate::Completion) handle.
@@ -131,9 +135,9 @@ impl Body {
     /// The state a spurious wake parks the process in again.
     pub(crate) fn waiting_state(&self) -> u32 {
         if self.blocked {
-            crate::state::BLOCKED
+            state::BLOCKED
         } else {
-            crate::state::IDLE
+            state::IDLE
         }
     }
 }
@@ -142,7 +146,7 @@ impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Record")
             .field("pid", &self.pid)
-            .field("state", &crate::state::name(self.state.load()))
+            .field("state", &state::name(self.state.load()))
             .finish_non_exhaustive()
     }
 }

@@ -4,12 +4,12 @@ use std::fmt;
 
 use relay::{Package, Payload, Pid, SendError};
 
-use crate::command::{CommandId, Tag};
+use crate::contract::command::{CommandId, Tag};
+use crate::contract::error::SubmitError;
+use crate::contract::event::Event;
+use crate::contract::process::Process;
 use crate::engine::Shared;
-use crate::error::SubmitError;
-use crate::event::Event;
-use crate::outcome::Completion;
-use crate::process::Process;
+use crate::record::completion::Completion;
 
 /// The events delivered to one step, in arrival order (per producer).
 /// Events the step does not consume are dropped when it returns.

@@ -5,7 +5,7 @@ use std::fmt;
 
 use relay::Pid;
 
-use crate::process::InitError;
+use crate::contract::process::InitError;
 
 /// Why a submission failed. Nothing was scheduled or registered.
 ///
@@ -41,7 +41,7 @@ pub enum SubmitError {
         /// The PID it was submitted under.
         pid: Pid,
         /// What the hook reported.
-        error: crate::event::BoxError,
+        error: crate::contract::event::BoxError,
     },
 }
 

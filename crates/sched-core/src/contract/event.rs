@@ -5,7 +5,7 @@ use std::fmt;
 
 use relay::{Package, Payload};
 
-use crate::command::{CommandId, Tag};
+use crate::contract::command::{CommandId, Tag};
 
 /// A boxed error that can cross threads.
 pub type BoxError = Box<dyn Error + Send + Sync + 'static>;

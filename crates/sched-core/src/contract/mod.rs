@@ -1,0 +1,16 @@
+//! The process contract: what a step receives and what it writes.
+//!
+//! Everything a process author touches lives here: the [`Process`] trait
+//! and its [`InitContext`], the [`Event`]s a step reads, the [`Output`] it
+//! writes (commands to yield, messages to send, what to do next), the
+//! commands' ids and tags, how a process ends ([`Outcome`], [`ExitError`])
+//! and the errors of the engine's operations. Nothing here knows how the
+//! engine is built: a step reaches the engine only through the narrow
+//! [`output::StepEngine`] interface.
+
+pub(crate) mod command;
+pub(crate) mod error;
+pub(crate) mod event;
+pub(crate) mod outcome;
+pub(crate) mod output;
+pub(crate) mod process;

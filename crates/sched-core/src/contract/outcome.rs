@@ -1,0 +1,56 @@
+//! How a process ended.
+
+use std::error::Error;
+use std::fmt;
+
+use relay::Payload;
+
+use crate::contract::event::BoxError;
+
+/// How a process ended: its done value, or why it did not finish.
+pub type Outcome = Result<Payload, ExitError>;
+
+/// Why a process ended without a done value.
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::ExitError;
+/// assert_eq!(ExitError::Terminated.to_string(), "the process was terminated");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ExitError {
+    /// `step` returned this error.
+    Step(BoxError),
+    /// The process was terminated by `terminate(pid)`.
+    Terminated,
+    /// The scheduler shut down and the process had not finished by the
+    /// deadline.
+    Cancelled,
+    /// `step` (or `close`) panicked.
+    Panicked {
+        /// The panic message.
+        message: String,
+    },
+}
+
+impl fmt::Display for ExitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitError::Step(e) => write!(f, "{e}"),
+            ExitError::Terminated => f.write_str("the process was terminated"),
+            ExitError::Cancelled => f.write_str("the process was cancelled by shutdown"),
+            ExitError::Panicked { message } => write!(f, "the process panicked: {message}"),
+        }
+    }
+}
+
+impl Error for ExitError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            ExitError::Step(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
