@@ -74,30 +74,25 @@
 //! engine.shutdown(Duration::from_secs(1));
 //! ```
 
-mod completer;
+mod commands;
 mod contract;
 mod engine;
-mod handler;
-mod hooks;
-mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
 mod panic_message;
 mod record;
-mod sleep;
-mod stats;
 mod sync;
 mod worker;
 
-pub use completer::{CompleteError, Completer, Rejected};
+pub use commands::completer::{CompleteError, Completer, Rejected};
+pub use commands::handler::CommandHandler;
 pub use contract::command::{Command, CommandId, Tag};
 pub use contract::error::{SubmitError, TerminateError};
 pub use contract::event::{BoxError, CommandError, Event};
 pub use contract::outcome::{ExitError, Outcome};
 pub use contract::output::{Events, Output};
 pub use contract::process::{InitContext, InitError, Process};
+pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{Builder, Engine, ProcessInfo, ShutdownReport};
-pub use handler::CommandHandler;
 pub use record::completion::Completion;
 pub use record::state::ProcessState;
-pub use stats::{Stats, WorkerStats};

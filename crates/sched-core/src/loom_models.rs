@@ -30,8 +30,8 @@ use crate::contract::output::{Events, Output};
 use crate::contract::process::{InitContext, InitError, Process};
 use crate::record::state::{state_of, AfterStep, Wake, BLOCKED, COMPLETE, IDLE, READY, TERMINATE};
 use crate::record::Record;
-use crate::sleep::Sleepers;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
+use crate::worker::sleep::Sleepers;
 
 /// The models never call the process: the harness stands in for `step`.
 struct Inert;

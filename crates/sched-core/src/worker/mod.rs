@@ -1,20 +1,23 @@
 //! The worker loop: find a runnable process, step it, decide what next.
 
+pub(crate) mod local;
+pub(crate) mod sleep;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Acquire;
 
-use crate::completer::Completer;
+use crate::commands::completer::Completer;
 use crate::contract::command::Command;
 use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::output::{Events, Output, Status, Yield};
+use crate::engine::stats::{bump, WorkerCounters};
 use crate::engine::{Runnable, Shared};
-use crate::local::{self, Local};
 use crate::panic_message::panic_message;
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, Record};
-use crate::stats::{bump, WorkerCounters};
 use crate::sync::{spin_hint, thread, Arc};
+use local::Local;
 
 /// Every this many ticks the worker looks at the global queue before its
 /// own deques, so work submitted from outside never starves behind a

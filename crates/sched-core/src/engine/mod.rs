@@ -1,5 +1,8 @@
 //! The engine: building it, submitting, sending, terminating, stopping.
 
+pub(crate) mod hooks;
+pub(crate) mod stats;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
 use std::sync::Arc as StdArc;
@@ -8,20 +11,20 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use relay::{Package, Payload, Pid, PidAllocator, Router, SendError, SendErrorKind};
 
+use crate::commands::handler::{CommandHandler, Handlers};
 use crate::contract::command::CommandId;
 use crate::contract::error::{SubmitError, TerminateError};
 use crate::contract::event::Event;
 use crate::contract::process::{InitContext, InitError, Process};
-use crate::handler::{CommandHandler, Handlers};
-use crate::hooks::Hooks;
-use crate::local::{self, Local};
 use crate::panic_message::panic_message;
 use crate::record::completion::Completion;
 use crate::record::state::{ProcessState, Wake, FORCE, TERMINATE};
 use crate::record::Record;
-use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Fifo, Mutex};
 use crate::worker;
+use crate::worker::local::{self, Local};
+use hooks::Hooks;
+use stats::{Stats, WorkerCounters};
 
 /// Initial capacity of each worker deque (it grows when needed).
 const LOCAL_QUEUE_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
@@ -248,7 +251,7 @@ impl Builder {
         let shared = Arc::new(Shared {
             injector: Fifo::new(),
             remotes,
-            sleepers: crate::sleep::Sleepers::new(self.workers),
+            sleepers: crate::worker::sleep::Sleepers::new(self.workers),
             router: Router::new(),
             handlers: self.handlers,
             hooks: self.hooks,
@@ -288,7 +291,7 @@ pub(crate) struct Remote {
 pub(crate) struct Shared {
     pub(crate) injector: Fifo<Arc<Record>>,
     pub(crate) remotes: Box<[CachePadded<Remote>]>,
-    pub(crate) sleepers: crate::sleep::Sleepers,
+    pub(crate) sleepers: crate::worker::sleep::Sleepers,
     pub(crate) router: Router<Arc<Record>>,
     pub(crate) handlers: Handlers,
     pub(crate) hooks: Hooks,

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc as StdArc;
 
-use crate::completer::{Completer, Rejected};
+use crate::commands::completer::{Completer, Rejected};
 use crate::contract::command::{Command, CommandId};
 
 /// Handles the commands yielded to one [`CommandId`].
