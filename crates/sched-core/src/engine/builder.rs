@@ -1,0 +1,265 @@
+//! Configuring an engine: worker count, limits, handlers, hooks.
+
+use std::sync::Arc as StdArc;
+
+use crossbeam_utils::CachePadded;
+use relay::{Pid, PidAllocator, Router};
+
+use super::shared::{Remote, Shared};
+use super::{Engine, Threads};
+use crate::commands::handler::{CommandHandler, Handlers};
+use crate::contract::command::CommandId;
+use crate::contract::event::Event;
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Fifo, Mutex};
+use crate::worker::local::Local;
+
+use super::hooks::Hooks;
+use super::stats::WorkerCounters;
+
+/// Initial capacity of each worker deque (it grows when needed).
+const LOCAL_QUEUE_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
+
+/// Configures and builds an [`Engine`].
+///
+/// # Examples
+///
+/// ```
+/// use sched_core::{Command, CommandId, Completer, Engine, Rejected};
+///
+/// let engine = Engine::builder()
+///     .workers(2)
+///     .max_processes(10_000)
+///     .thread_name("sim-worker")
+///     .handler(CommandId(1), |cmd: Command, c: Completer| -> Result<(), Rejected> {
+///         let _ = c.complete(cmd.data);
+///         Ok(())
+///     })
+///     .build();
+/// assert_eq!(engine.workers(), 2);
+/// ```
+pub struct Builder {
+    workers: usize,
+    max_processes: usize,
+    thread_name: String,
+    node: u32,
+    handlers: Handlers,
+    hooks: Hooks,
+    mailbox_capacity: usize,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("max_processes", &self.max_processes)
+            .field("thread_name", &self.thread_name)
+            .field("node", &self.node)
+            .field("handlers", &self.handlers)
+            .field("hooks", &self.hooks)
+            .field("mailbox_capacity", &self.mailbox_capacity)
+            .finish()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            max_processes: usize::MAX,
+            thread_name: "sched-worker".into(),
+            node: Pid::LOCAL_NODE,
+            handlers: Handlers::default(),
+            hooks: Hooks::default(),
+            mailbox_capacity: usize::MAX,
+        }
+    }
+}
+
+impl Builder {
+    /// Number of worker threads (default: available parallelism; at least 1).
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder`].
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// Most processes live at once; submissions beyond fail with
+    /// [`SubmitError::TooManyProcesses`]. Default: unlimited.
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder`].
+    pub fn max_processes(mut self, max: usize) -> Self {
+        self.max_processes = max;
+        self
+    }
+
+    /// Prefix of worker thread names (`PREFIX-0`, `PREFIX-1`, ...).
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder`].
+    pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
+        self.thread_name = prefix.into();
+        self
+    }
+
+    /// The node number of PIDs the engine allocates (default
+    /// [`Pid::LOCAL_NODE`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched_core::Engine::builder().workers(1).node(3).build();
+    /// assert_eq!(engine.allocate_pid().unwrap().node(), 3);
+    /// ```
+    pub fn node(mut self, node: u32) -> Self {
+        self.node = node;
+        self
+    }
+
+    /// Registers the handler of `id` (a later registration of the same id
+    /// replaces the earlier one).
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder`].
+    pub fn handler(mut self, id: CommandId, handler: impl CommandHandler) -> Self {
+        self.handlers.insert(id, StdArc::new(handler));
+        self
+    }
+
+    /// Bounds each process's mailbox: a `send` that finds `capacity`
+    /// messages already queued (not yet drained by a step) fails with
+    /// [`SendErrorKind::Full`](relay::SendErrorKind::Full), handing the
+    /// message back. Default: unbounded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched_core::Engine::builder().workers(1).mailbox_capacity(64).build();
+    /// # drop(engine);
+    /// ```
+    pub fn mailbox_capacity(mut self, capacity: usize) -> Self {
+        self.mailbox_capacity = capacity;
+        self
+    }
+
+    /// Called on the submitting thread after a process's `init` succeeded,
+    /// before it is queued. An `Err` (or a panic) rejects the submission with
+    /// [`SubmitError::Rejected`]; the process's `close` runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched_core::Engine::builder()
+    ///     .workers(1)
+    ///     .on_start(|pid| if pid.id() == 13 { Err("unlucky".into()) } else { Ok(()) })
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn on_start(
+        mut self,
+        hook: impl Fn(Pid) -> Result<(), crate::contract::event::BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_start = Some(StdArc::new(hook));
+        self
+    }
+
+    /// Called once for every process that ends, with its outcome, on the
+    /// worker that ended it, just before the outcome is handed to its
+    /// [`Completion`]. A panic in the hook is caught and logged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let ended = Arc::new(AtomicUsize::new(0));
+    /// let counter = ended.clone();
+    /// let engine = sched_core::Engine::builder()
+    ///     .workers(1)
+    ///     .on_complete(move |_pid, _outcome| { counter.fetch_add(1, Ordering::Relaxed); })
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn on_complete(
+        mut self,
+        hook: impl Fn(Pid, &crate::contract::outcome::Outcome) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_complete = Some(StdArc::new(hook));
+        self
+    }
+
+    /// Called with each message or completion still queued when its
+    /// process ended (it was never delivered to a step). Dead letters are
+    /// also counted in [`Stats::dead_letters`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched_core::Engine::builder()
+    ///     .workers(1)
+    ///     .on_dead_letter(|pid, event| eprintln!("{pid} never saw {event:?}"))
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn on_dead_letter(mut self, hook: impl Fn(Pid, Event) + Send + Sync + 'static) -> Self {
+        self.hooks.on_dead_letter = Some(StdArc::new(hook));
+        self
+    }
+
+    /// Builds the engine. Workers start with [`Engine::start`] (or at the
+    /// first `shutdown`); work submitted before that waits in the global
+    /// queue.
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder`].
+    pub fn build(self) -> Engine {
+        let locals: Vec<Local> = (0..self.workers)
+            .map(|i| Local::new(i, LOCAL_QUEUE_CAPACITY))
+            .collect();
+        let remotes = locals
+            .iter()
+            .map(|l| {
+                CachePadded::new(Remote {
+                    lifo: l.lifo.stealer(),
+                    fifo: l.fifo.stealer(),
+                    counters: WorkerCounters::default(),
+                })
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            injector: Fifo::new(),
+            remotes,
+            sleepers: crate::worker::sleep::Sleepers::new(self.workers),
+            router: Router::new(),
+            handlers: self.handlers,
+            hooks: self.hooks,
+            mailbox_capacity: self.mailbox_capacity,
+            pids: PidAllocator::new(self.node),
+            live: CachePadded::new(AtomicUsize::new(0)),
+            max_live: self.max_processes,
+            stopping: AtomicBool::new(false),
+            exit: AtomicBool::new(false),
+            dead_letters: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            all_ended: Mutex::new(()),
+            all_ended_cv: Condvar::new(),
+        });
+        Engine {
+            shared,
+            thread_name: self.thread_name,
+            threads: Mutex::new(Threads {
+                locals: Some(locals),
+                handles: Vec::new(),
+            }),
+        }
+    }
+}

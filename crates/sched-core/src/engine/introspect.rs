@@ -1,0 +1,83 @@
+//! Introspection: counters and the list of live processes.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use relay::Pid;
+
+use super::Engine;
+use crate::record::state::ProcessState;
+
+use super::stats::Stats;
+
+/// One live process, as introspection reports it.
+///
+/// # Examples
+///
+/// See [`Engine::processes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessInfo {
+    /// Its PID.
+    pub pid: Pid,
+    /// Its state at the time of the call.
+    pub state: ProcessState,
+    /// Steps it has taken.
+    pub steps: u64,
+}
+
+impl Engine {
+    /// A snapshot of the counters, safe to take while workers run.
+    ///
+    /// # Examples
+    ///
+    /// See [`Stats`].
+    pub fn stats(&self) -> Stats {
+        let threads = self.threads.lock();
+        let workers = self
+            .shared
+            .remotes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let queued = match &threads.locals {
+                    Some(locals) => locals[i].len(),
+                    None => r.lifo.len() + r.fifo.len(),
+                };
+                r.counters.snapshot(queued)
+            })
+            .collect();
+        Stats {
+            workers,
+            global_queue_len: self.shared.injector.len(),
+            live_processes: self.shared.live.load(Relaxed),
+            parked_workers: self.shared.sleepers.sleeping(),
+            dead_letters: self.shared.dead_letters.load(Relaxed),
+        }
+    }
+
+    /// The live processes with their state and step count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched_core::Engine::builder().workers(1).build();
+    /// assert!(engine.processes().is_empty());
+    /// ```
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        let mut list: Vec<ProcessInfo> = self
+            .shared
+            .router
+            .pids()
+            .into_iter()
+            .filter_map(|pid| {
+                self.shared.router.with(pid, |r| ProcessInfo {
+                    pid,
+                    state: ProcessState::from_word(r.state.load()),
+                    steps: r.steps.load(Relaxed),
+                })
+            })
+            .collect();
+        list.sort_by_key(|p| p.pid);
+        list
+    }
+}

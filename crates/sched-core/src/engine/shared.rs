@@ -1,0 +1,105 @@
+//! The state every worker, completer and handle shares, and how a
+//! runnable process reaches a run queue.
+
+use crossbeam_utils::CachePadded;
+use relay::{PidAllocator, Router};
+
+use super::hooks::Hooks;
+use super::stats::WorkerCounters;
+use crate::commands::handler::Handlers;
+use crate::record::state::Wake;
+use crate::record::Record;
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Fifo, Mutex};
+use crate::worker::local::{self};
+
+/// What other threads may touch of a worker: stealers of its deques and
+/// its counters.
+#[derive(Debug)]
+pub(crate) struct Remote {
+    pub(crate) lifo: deque::Stealer<Arc<Record>>,
+    pub(crate) fifo: deque::Stealer<Arc<Record>>,
+    pub(crate) counters: WorkerCounters,
+}
+
+/// The state every worker, completer and handle shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) injector: Fifo<Arc<Record>>,
+    pub(crate) remotes: Box<[CachePadded<Remote>]>,
+    pub(crate) sleepers: crate::worker::sleep::Sleepers,
+    pub(crate) router: Router<Arc<Record>>,
+    pub(crate) handlers: Handlers,
+    pub(crate) hooks: Hooks,
+    /// `usize::MAX` when mailboxes are unbounded (no counting at all).
+    pub(crate) mailbox_capacity: usize,
+    pub(crate) pids: PidAllocator,
+    pub(super) live: CachePadded<AtomicUsize>,
+    pub(super) max_live: usize,
+    pub(super) stopping: AtomicBool,
+    pub(crate) exit: AtomicBool,
+    pub(crate) dead_letters: AtomicU64,
+    pub(super) completed: AtomicU64,
+    pub(super) all_ended: Mutex<()>,
+    pub(super) all_ended_cv: Condvar,
+}
+
+/// Where a process that became runnable goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Runnable {
+    /// Woken by an event, or new: the LIFO end of this worker's deque.
+    Woken,
+    /// Asked to continue: the FIFO queue of this worker.
+    Continued,
+}
+
+impl Shared {
+    /// Queues a runnable process and wakes a parked worker if there is one.
+    /// On a worker thread of this engine the process goes to that worker's
+    /// own queues (idle workers steal from them); elsewhere to the global
+    /// queue.
+    ///
+    /// A process woken or spawned by a step goes to the worker's `next`
+    /// slot, which only that worker runs, right after the step. No other
+    /// worker is woken for it: the current one is busy for one step at most
+    /// and then runs it. Only when the slot was taken, and its occupant
+    /// moved to the stealable deque, is a parked worker woken to help.
+    pub(crate) fn schedule(&self, record: Arc<Record>, how: Runnable) {
+        // The record moves into whichever queue takes it: no reference-count
+        // increment and decrement (two atomic read-modify-writes) per
+        // schedule.
+        let mut record = Some(record);
+        let notify = local::with_local(self, |local| {
+            let record = record.take().expect("taken once");
+            match how {
+                Runnable::Woken => local.put_next(record),
+                Runnable::Continued => {
+                    local.fifo.push(record);
+                    true
+                }
+            }
+        });
+        if let Some(record) = record {
+            self.injector.push(record);
+        }
+        if notify != Some(false) {
+            self.sleepers.notify_one();
+        }
+    }
+
+    /// Acts on the result of waking a process.
+    pub(crate) fn after_wake(&self, record: &Arc<Record>, wake: Wake) {
+        if wake == Wake::Schedule {
+            self.schedule(record.clone(), Runnable::Woken);
+        }
+    }
+
+    /// Whether any queue holds a runnable process (for the last check
+    /// before parking: this scans every worker, but only when going idle).
+    pub(crate) fn has_work(&self) -> bool {
+        !self.injector.is_empty()
+            || self
+                .remotes
+                .iter()
+                .any(|r| !r.lifo.is_empty() || !r.fifo.is_empty())
+    }
+}
