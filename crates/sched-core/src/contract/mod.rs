@@ -6,7 +6,7 @@
 //! commands' ids and tags, how a process ends ([`Outcome`], [`ExitError`])
 //! and the errors of the engine's operations. Nothing here knows how the
 //! engine is built: a step reaches the engine only through the narrow
-//! [`output::StepEngine`] interface.
+//! `step_engine::StepEngine` interface.
 
 pub(crate) mod command;
 pub(crate) mod error;
@@ -14,3 +14,4 @@ pub(crate) mod event;
 pub(crate) mod outcome;
 pub(crate) mod output;
 pub(crate) mod process;
+pub(crate) mod step_engine;

@@ -8,7 +8,7 @@ use crate::contract::command::{CommandId, Tag};
 use crate::contract::error::SubmitError;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
-use crate::engine::Shared;
+use crate::contract::step_engine::StepEngine;
 use crate::record::completion::Completion;
 
 /// The events delivered to one step, in arrival order (per producer).
@@ -103,17 +103,17 @@ pub(crate) struct Yield {
 pub struct Output<'a> {
     pub(crate) status: Status,
     pub(crate) yields: &'a mut Vec<Yield>,
-    pub(crate) shared: &'a Shared,
+    pub(crate) engine: &'a dyn StepEngine,
     pub(crate) pid: Pid,
 }
 
 impl<'a> Output<'a> {
-    pub(crate) fn new(yields: &'a mut Vec<Yield>, shared: &'a Shared, pid: Pid) -> Self {
+    pub(crate) fn new(yields: &'a mut Vec<Yield>, engine: &'a dyn StepEngine, pid: Pid) -> Self {
         debug_assert!(yields.is_empty());
         Output {
             status: Status::Idle,
             yields,
-            shared,
+            engine,
             pid,
         }
     }
@@ -211,7 +211,7 @@ impl<'a> Output<'a> {
     /// }
     /// ```
     pub fn send(&mut self, package: Package) -> Result<(), SendError> {
-        self.shared.send(package)
+        self.engine.send(package)
     }
 
     /// Submits a new process now: `init` runs on this worker with `method`
@@ -238,7 +238,7 @@ impl<'a> Output<'a> {
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
-        self.shared.submit(pid, process, method, input)
+        self.engine.submit(pid, process, method, input)
     }
 
     /// A fresh PID on this scheduler's node, for [`spawn`](Output::spawn).
@@ -254,7 +254,7 @@ impl<'a> Output<'a> {
     /// fn fresh(out: &Output<'_>) -> relay::Pid { out.allocate_pid().unwrap() }
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
-        self.shared.pids.allocate()
+        self.engine.allocate_pid()
     }
 }
 

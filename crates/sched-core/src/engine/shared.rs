@@ -2,15 +2,19 @@
 //! runnable process reaches a run queue.
 
 use crossbeam_utils::CachePadded;
-use relay::{PidAllocator, Router};
+use relay::{Package, Payload, Pid, PidAllocator, Router, SendError};
 
 use super::hooks::Hooks;
 use super::stats::WorkerCounters;
 use crate::commands::handler::Handlers;
+use crate::contract::error::SubmitError;
+use crate::contract::process::Process;
+use crate::contract::step_engine::StepEngine;
+use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Fifo, Mutex};
-use crate::worker::local::{self};
+use crate::worker::local;
 
 /// What other threads may touch of a worker: stealers of its deques and
 /// its counters.
@@ -101,5 +105,25 @@ impl Shared {
                 .remotes
                 .iter()
                 .any(|r| !r.lifo.is_empty() || !r.fifo.is_empty())
+    }
+}
+
+impl StepEngine for Shared {
+    fn send(&self, package: Package) -> Result<(), SendError> {
+        Shared::send(self, package)
+    }
+
+    fn submit(
+        &self,
+        pid: Pid,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        Shared::submit(self, pid, process, method, input)
+    }
+
+    fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
+        self.pids.allocate()
     }
 }

@@ -6,7 +6,6 @@ use std::ptr;
 
 use relay::Pid;
 
-use crate::engine::Shared;
 use crate::record::Record;
 use crate::sync::{thread_local, Arc};
 
@@ -29,7 +28,7 @@ pub(crate) struct Local {
     pub(crate) index: usize,
     next: Cell<Option<Arc<Record>>>,
     /// Records this worker's steps recently sent to, by PID hash: see
-    /// `Shared::send`. Holds at most `ROUTES` records, so a process that
+    /// the engine's send path. Holds at most `ROUTES` records, so a process that
     /// ended keeps its record (not its process object, which ending drops)
     /// alive only until its entry is overwritten or the worker exits.
     routes: RefCell<Box<[Option<Arc<Record>>]>>,
@@ -136,19 +135,20 @@ fn route_index(pid: Pid) -> usize {
 #[cfg(not(loom))]
 thread_local! {
     /// The worker running on this thread: its engine and its queues.
-    static CURRENT: Cell<(*const Shared, *const Local)> = const { Cell::new((ptr::null(), ptr::null())) };
+    static CURRENT: Cell<(*const (), *const Local)> = const { Cell::new((ptr::null(), ptr::null())) };
 }
 
 #[cfg(loom)]
 thread_local! {
     /// The worker running on this thread: its engine and its queues.
-    static CURRENT: Cell<(*const Shared, *const Local)> = Cell::new((ptr::null(), ptr::null()));
+    static CURRENT: Cell<(*const (), *const Local)> = Cell::new((ptr::null(), ptr::null()));
 }
 
-/// Marks this thread as running worker `local` of `shared` until the guard
-/// is dropped.
-pub(crate) fn enter<'a>(shared: &'a Shared, local: &'a Local) -> EnterGuard<'a> {
-    CURRENT.with(|c| c.set((shared as *const Shared, local as *const Local)));
+/// Marks this thread as running worker `local` of `engine` until the guard
+/// is dropped. The engine is only an identity here (its address), so the
+/// queues need not know the engine's type.
+pub(crate) fn enter<'a, E>(engine: &'a E, local: &'a Local) -> EnterGuard<'a> {
+    CURRENT.with(|c| c.set((identity(engine), local as *const Local)));
     EnterGuard {
         _marker: std::marker::PhantomData,
     }
@@ -166,10 +166,10 @@ impl Drop for EnterGuard<'_> {
     }
 }
 
-/// Runs `f` with this thread's queues if it is a worker of `shared`.
-pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&Local) -> R) -> Option<R> {
-    let (current_shared, local) = CURRENT.with(|c| c.get());
-    if ptr::eq(current_shared, shared) && !local.is_null() {
+/// Runs `f` with this thread's queues if it is a worker of `engine`.
+pub(crate) fn with_local<E, R>(engine: &E, f: impl FnOnce(&Local) -> R) -> Option<R> {
+    let (current, local) = CURRENT.with(|c| c.get());
+    if ptr::eq(current, identity(engine)) && !local.is_null() {
         // SAFETY: the pointer was set by `enter` on this thread and is
         // cleared by its guard before the `Local` it points to goes away;
         // the worker loop holds both for as long as the guard lives.
@@ -177,4 +177,9 @@ pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&Local) -> R) -> Opt
     } else {
         None
     }
+}
+
+/// The address that identifies an engine to `CURRENT`.
+fn identity<E>(engine: &E) -> *const () {
+    (engine as *const E).cast()
 }

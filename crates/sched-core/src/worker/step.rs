@@ -1,0 +1,231 @@
+//! Running one process: its step, the commands it yielded, what it
+//! asked for next, and its end.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::commands::completer::Completer;
+use crate::contract::command::Command;
+use crate::contract::event::{CommandError, Event};
+use crate::contract::outcome::{ExitError, Outcome};
+use crate::contract::output::{Events, Output, Status, Yield};
+use crate::engine::stats::bump;
+use crate::engine::{Runnable, Shared};
+use crate::panic_message::panic_message;
+use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
+use crate::record::{Body, Record};
+use crate::sync::Arc;
+
+use super::Worker;
+
+use super::ENGINE_REFS_BATCH;
+
+impl Worker<'_> {
+    /// Takes the process (`READY -> RUNNING`), steps it unless it is being
+    /// killed, and moves it on.
+    pub(super) fn run_process(&mut self, record: Arc<Record>) {
+        let kill = record.state.start_step();
+        // SAFETY: `start_step` made this worker the process's owner, and it
+        // stays the owner for the whole closure: the closure never hands the
+        // process on (`finish_step` runs in `after_step`, after the closure
+        // has returned and the borrow of the body has ended, so a worker
+        // that takes the process next never overlaps with this borrow), and
+        // nothing in it calls `with_body` on this record again.
+        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };
+        if let Some(desired) = desired {
+            self.after_step(&record, desired);
+        }
+        if let Some(how) = self.requeue.take() {
+            self.shared.schedule(record, how);
+        }
+    }
+
+    /// Steps the owned process. Returns the state the process wants next
+    /// (for `after_step`), or `None` if it has ended.
+    fn step_owned(&mut self, record: &Arc<Record>, body: &mut Body, kill: u32) -> Option<u32> {
+        if kill != 0 {
+            self.end(record, body, Err(kill_error(kill)));
+            return None;
+        }
+        self.events.clear();
+        // SAFETY: we own the process (`step_owned` runs inside `with_body`).
+        unsafe { record.drain_events(&mut self.events) };
+        if self.shared.mailbox_capacity != usize::MAX {
+            let messages = self
+                .events
+                .iter()
+                .filter(|e| matches!(e, Event::Message(_)))
+                .count();
+            if messages > 0 {
+                record
+                    .mailbox
+                    .fetch_sub(messages, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
+        if body.waiting && self.events.is_empty() {
+            // Woken for an event we already consumed: wait again without
+            // bothering the process.
+            return Some(body.waiting_state());
+        }
+        body.waiting = false;
+
+        let process = body
+            .process
+            .as_mut()
+            .expect("a live record has its process");
+        let mut output = Output::new(&mut self.yields, &*self.shared, record.pid);
+        let mut events = Events::new(self.events.drain(..));
+        let result = catch_unwind(AssertUnwindSafe(|| process.step(&mut events, &mut output)));
+        drop(events);
+        let status = std::mem::replace(&mut output.status, Status::Idle);
+        drop(output);
+        record.count_step();
+        bump(&self.counters().steps, 1);
+
+        match result {
+            Err(panic) => {
+                self.yields.clear();
+                let message = panic_message(&*panic);
+                tracing::debug!(pid = %record.pid, %message, "step panicked");
+                self.end(record, body, Err(ExitError::Panicked { message }));
+                None
+            }
+            Ok(Err(error)) => {
+                self.yields.clear();
+                self.end(record, body, Err(ExitError::Step(error)));
+                None
+            }
+            Ok(Ok(())) => match status {
+                Status::Done(value) => {
+                    if !self.yields.is_empty() {
+                        bump(&self.counters().discarded_yields, self.yields.len() as u64);
+                        self.yields.clear();
+                    }
+                    self.end(record, body, Ok(value));
+                    None
+                }
+                Status::Continue if self.yields.is_empty() => Some(READY),
+                Status::Continue | Status::Idle => {
+                    let desired = if self.yields.is_empty() {
+                        IDLE
+                    } else {
+                        BLOCKED
+                    };
+                    self.dispatch(record);
+                    body.waiting = true;
+                    body.blocked = desired == BLOCKED;
+                    Some(desired)
+                }
+            },
+        }
+    }
+
+    /// Hands each yielded command to its handler. Completions that arrive
+    /// during this (synchronous handlers) set the wakeup flag, since the
+    /// process is still running.
+    fn dispatch(&mut self, record: &Arc<Record>) {
+        for Yield { command, tag, data } in self.yields.drain(..) {
+            let Some(handler) = self.shared.handlers.get(command) else {
+                let event = Event::Completion {
+                    tag,
+                    result: Err(CommandError::NoHandler { command }),
+                };
+                if let Ok(wake) = record.deliver(event) {
+                    self.shared.after_wake(record, wake);
+                }
+                continue;
+            };
+            let engine = engine_ref(&self.shared, &mut self.engine_refs);
+            let completer = Completer::new(record.clone(), engine, tag);
+            let command = Command::new(command, tag, data);
+            match catch_unwind(AssertUnwindSafe(|| handler.handle(command, completer))) {
+                Ok(Ok(())) => {}
+                // Dropping the rejection delivers it to the process.
+                Ok(Err(rejected)) => drop(rejected),
+                Err(panic) => {
+                    // The completer was dropped while unwinding and has
+                    // already delivered `HandlerPanicked`.
+                    tracing::warn!(
+                        pid = %record.pid,
+                        message = %panic_message(&*panic),
+                        "command handler panicked"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Moves the process on after a step (or a skipped step). Runs outside
+    /// `with_body`: once `finish_step` has parked the process, a waker may
+    /// queue it and another worker take it and borrow its body at once.
+    fn after_step(&mut self, record: &Arc<Record>, desired: u32) {
+        match record.state.finish_step(desired) {
+            AfterStep::Parked => {}
+            AfterStep::Requeue { woken } => {
+                let how = if woken {
+                    Runnable::Woken
+                } else {
+                    Runnable::Continued
+                };
+                debug_assert!(self.requeue.is_none());
+                self.requeue = Some(how);
+            }
+            AfterStep::Kill(flags) => {
+                // SAFETY: `finish_step` returned `Kill` without changing the
+                // word: the process is still RUNNING, so this worker still
+                // owns it and no other thread can borrow the body.
+                unsafe {
+                    record.with_body(|body| self.end(record, body, Err(kill_error(flags))));
+                }
+            }
+        }
+    }
+
+    /// Ends the process: closes its queue (what is left are dead letters),
+    /// calls `close`, unregisters its PID and reports its outcome.
+    fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
+        record.state.complete();
+        // SAFETY: `end` runs with the body borrowed, so we own the process.
+        let dead = unsafe { record.close_events() };
+        self.shared.dead_letters(record.pid, dead);
+        if let Some(mut process) = body.process.take() {
+            let closed = catch_unwind(AssertUnwindSafe(move || {
+                process.close();
+                drop(process);
+            }));
+            if let Err(panic) = closed {
+                let message = panic_message(&*panic);
+                tracing::debug!(pid = %record.pid, %message, "close panicked");
+                if outcome.is_ok() {
+                    outcome = Err(ExitError::Panicked { message });
+                }
+            }
+        }
+        self.shared.router.unregister(record.pid);
+        self.shared.count_completed();
+        bump(&self.counters().completed, 1);
+        tracing::trace!(pid = %record.pid, ok = outcome.is_ok(), "ended");
+        // The hook runs before the live count drops, so a shutdown that
+        // returns has seen every hook call.
+        self.shared.hooks.completed(record.pid, &outcome);
+        self.shared.release_live();
+        record.slot.set(outcome);
+    }
+}
+
+/// A reference to the engine for a completer, from the worker's batch
+/// (`Worker::engine_refs`), refilled when empty.
+fn engine_ref(shared: &Arc<Shared>, batch: &mut Vec<Arc<Shared>>) -> Arc<Shared> {
+    if let Some(engine) = batch.pop() {
+        return engine;
+    }
+    batch.extend(std::iter::repeat_with(|| shared.clone()).take(ENGINE_REFS_BATCH - 1));
+    shared.clone()
+}
+
+fn kill_error(flags: u32) -> ExitError {
+    if flags & FORCE != 0 {
+        ExitError::Cancelled
+    } else {
+        ExitError::Terminated
+    }
+}
