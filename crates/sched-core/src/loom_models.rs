@@ -25,9 +25,10 @@ use loom::thread;
 use relay::{Package, Payload, Pid};
 
 use crate::contract::command::Tag;
+use crate::contract::error::InitError;
 use crate::contract::event::{BoxError, Event};
 use crate::contract::output::{Events, Output};
-use crate::contract::process::{InitContext, InitError, Process};
+use crate::contract::process::{InitContext, Process};
 use crate::record::state::{state_of, AfterStep, Wake, BLOCKED, COMPLETE, IDLE, READY, TERMINATE};
 use crate::record::Record;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};

@@ -7,7 +7,7 @@ use relay::{Payload, Pid};
 
 use crate::contract::command::Tag;
 use crate::contract::event::{BoxError, CommandError, Event};
-use crate::engine::Shared;
+use crate::engine::shared::Shared;
 use crate::record::Record;
 use crate::sync::Arc;
 

@@ -1,10 +1,8 @@
 //! The process contract: `init`, `step`, `close`.
 
-use std::error::Error;
-use std::fmt;
-
 use relay::{Payload, Pid};
 
+use crate::contract::error::InitError;
 use crate::contract::event::BoxError;
 use crate::contract::output::{Events, Output};
 
@@ -95,78 +93,5 @@ impl InitContext {
     /// ```
     pub fn pid(&self) -> Pid {
         self.pid
-    }
-}
-
-/// Why `init` failed.
-///
-/// # Examples
-///
-/// ```
-/// use sched_core::InitError;
-/// let e = InitError::unknown_method("fly");
-/// assert_eq!(e.to_string(), "unknown entry method `fly`");
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum InitError {
-    /// The process type has no entry point with that name.
-    UnknownMethod {
-        /// The method that was asked for.
-        method: String,
-    },
-    /// The process's own error.
-    Failed(BoxError),
-    /// `init` panicked.
-    Panicked {
-        /// The panic message.
-        message: String,
-    },
-}
-
-impl InitError {
-    /// An [`InitError::UnknownMethod`] for `method`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let e = sched_core::InitError::unknown_method("x");
-    /// assert!(matches!(e, sched_core::InitError::UnknownMethod { .. }));
-    /// ```
-    pub fn unknown_method(method: &str) -> Self {
-        InitError::UnknownMethod {
-            method: method.to_owned(),
-        }
-    }
-
-    /// An [`InitError::Failed`] wrapping `error`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let e = sched_core::InitError::failed("init failed");
-    /// assert_eq!(e.to_string(), "init failed");
-    /// ```
-    pub fn failed(error: impl Into<BoxError>) -> Self {
-        InitError::Failed(error.into())
-    }
-}
-
-impl fmt::Display for InitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InitError::UnknownMethod { method } => write!(f, "unknown entry method `{method}`"),
-            InitError::Failed(e) => write!(f, "{e}"),
-            InitError::Panicked { message } => write!(f, "init panicked: {message}"),
-        }
-    }
-}
-
-impl Error for InitError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            InitError::Failed(e) => Some(&**e),
-            _ => None,
-        }
     }
 }

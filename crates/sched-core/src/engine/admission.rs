@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
 use relay::{Payload, Pid};
 
 use super::shared::{Runnable, Shared};
+use crate::contract::error::InitError;
 use crate::contract::error::SubmitError;
-use crate::contract::process::{InitContext, InitError, Process};
+use crate::contract::process::{InitContext, Process};
 use crate::panic_message::panic_message;
 use crate::record::completion::Completion;
 use crate::record::Record;

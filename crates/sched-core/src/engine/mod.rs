@@ -11,13 +11,13 @@ mod builder;
 pub(crate) mod hooks;
 mod introspect;
 mod routing;
-mod shared;
+pub(crate) mod shared;
 mod shutdown;
 pub(crate) mod stats;
 
 pub use builder::Builder;
 pub use introspect::ProcessInfo;
-pub(crate) use shared::{Runnable, Shared};
+use shared::Shared;
 pub use shutdown::ShutdownReport;
 
 use relay::{Package, Payload, Pid, SendError};

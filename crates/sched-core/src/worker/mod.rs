@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering::Acquire;
 
 use crate::contract::event::Event;
 use crate::contract::output::Yield;
+use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::{bump, WorkerCounters};
-use crate::engine::{Runnable, Shared};
 use crate::record::Record;
 use crate::sync::{spin_hint, thread, Arc};
 use local::Local;
