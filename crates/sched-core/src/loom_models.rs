@@ -4,7 +4,7 @@
 //! Run with `cargo xtask loom sched-core`. The models drive the real
 //! [`Record`] (its [`StateWord`] and its `mpsc` event queue) and the real
 //! [`Sleepers`]; the worker side is a [`Harness`] that does what
-//! `worker.rs` does around a step (`start_step`, drain, `finish_step`,
+//! `worker/step.rs` does around a step (`start_step`, drain, `finish_step`,
 //! requeue or end) against a loom `Mutex<VecDeque>` run queue instead of
 //! the work-stealing deques, which keeps every model small enough to
 //! explore exhaustively with two preemptions.
@@ -168,7 +168,7 @@ impl Harness {
         n
     }
 
-    /// `worker.rs`'s `after_step`: the step wanted `desired`.
+    /// `worker/step.rs`'s `after_step`: the step wanted `desired`.
     fn finish(&self, desired: u32) {
         // Ownership is handed on by the CAS inside `finish_step`; clear the
         // flag first, as the body is not touched after it.
@@ -183,7 +183,7 @@ impl Harness {
         }
     }
 
-    /// `worker.rs`'s `end`: complete, close the queue (dead letters).
+    /// `worker/step.rs`'s `end`: complete, close the queue (dead letters).
     fn end(&self) {
         self.record.state.complete();
         // SAFETY: this thread owns the process (it was RUNNING and its kill
