@@ -79,7 +79,7 @@ mod contract;
 mod engine;
 #[cfg(all(test, loom))]
 mod loom_models;
-mod panic_message;
+mod panic_guard;
 mod record;
 mod sync;
 mod worker;

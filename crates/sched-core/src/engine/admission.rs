@@ -2,18 +2,20 @@
 //! the start hook) and releasing its slot when it ends.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use relay::{Payload, Pid};
 
+use super::live::Refused;
 use super::shared::{Runnable, Shared};
 use crate::contract::error::InitError;
 use crate::contract::error::SubmitError;
 use crate::contract::process::{InitContext, Process};
-use crate::panic_message::panic_message;
+use crate::panic_guard::{drop_user_value, panic_message};
 use crate::record::completion::Completion;
+use crate::record::state::Wake;
 use crate::record::Record;
-use crate::sync::Arc;
+use crate::sync::{fence, Arc};
 
 impl Shared {
     pub(crate) fn submit(
@@ -23,13 +25,21 @@ impl Shared {
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
-        if self.stopping.load(Acquire) {
-            return Err(SubmitError::ShuttingDown);
-        }
-        self.reserve_live()?;
+        // One atomic decision against shutdown: refused, or counted live
+        // before shutdown sets its flag (see `Live`).
+        self.live.admit().map_err(|refused| match refused {
+            Refused::Stopping => SubmitError::ShuttingDown,
+            Refused::Full => SubmitError::TooManyProcesses {
+                max: self.live.max(),
+            },
+        })?;
         let record = Arc::new(Record::new(pid, process));
-        if self.router.register(pid, record.clone()).is_err() {
+        if let Err(rejected) = self.router.register(pid, record.clone()) {
+            // The record never ran: dropping it drops the user's process,
+            // which may panic; the slot is released first.
             self.release_live();
+            drop_user_value(rejected, pid, "a process refused for a duplicate PID");
+            drop_user_value(record, pid, "a process refused for a duplicate PID");
             return Err(SubmitError::DuplicatePid(pid));
         }
         // SAFETY: the record is not queued anywhere yet, so no worker can
@@ -50,66 +60,60 @@ impl Shared {
             }),
         };
         if let Some(error) = error {
-            self.router.unregister(pid);
-            record.state.complete();
-            // SAFETY: still the only owner (never queued).
-            let dead = unsafe {
-                record.with_body(|body| {
-                    body.process = None;
-                    record.close_events()
-                })
-            };
-            self.dead_letters(pid, dead);
-            self.release_live();
+            self.abandon(&record, false);
             return Err(SubmitError::Init { pid, error });
         }
         if let Err(error) = self.hooks.started(pid) {
-            self.router.unregister(pid);
-            record.state.complete();
-            // SAFETY: still the only owner (never queued).
-            let (dead, closed) = unsafe {
-                record.with_body(|body| {
-                    let dead = record.close_events();
-                    let process = body.process.take();
-                    (dead, process)
-                })
-            };
-            if let Some(mut process) = closed {
-                if let Err(panic) = catch_unwind(AssertUnwindSafe(move || process.close())) {
-                    tracing::debug!(%pid, message = %panic_message(&*panic), "close panicked");
-                }
-            }
-            self.dead_letters(pid, dead);
-            self.release_live();
+            self.abandon(&record, true);
             return Err(SubmitError::Rejected { pid, error });
+        }
+        // A shutdown that began after this process was admitted may have
+        // swept the routing table before the registration above: then we
+        // see its flag here and deliver the cancel ourselves. (SeqCst on
+        // both sides: shutdown sets the flag, fences, then sweeps.)
+        fence(SeqCst);
+        if self.live.is_stopping() {
+            // The process is READY and not queued yet: this queues the
+            // event and leaves the scheduling to the line below.
+            let wake = record.deliver_cancel();
+            debug_assert!(matches!(wake, None | Some(Wake::Nothing)));
         }
         tracing::trace!(%pid, method, "submitted");
         self.schedule(record.clone(), Runnable::Woken);
         Ok(Completion::new(record))
     }
 
-    fn reserve_live(&self) -> Result<(), SubmitError> {
-        let mut live = self.live.load(Relaxed);
-        loop {
-            if live >= self.max_live {
-                return Err(SubmitError::TooManyProcesses { max: self.max_live });
-            }
-            match self
-                .live
-                .compare_exchange_weak(live, live + 1, AcqRel, Relaxed)
-            {
-                Ok(_) => return Ok(()),
-                Err(current) => live = current,
+    /// Undoes a submission that will not run, in the order a process that
+    /// ends is taken down: complete, close its queue (what it holds are dead
+    /// letters), `close` if `init` succeeded, drop the process, unregister
+    /// the PID, release the live slot. User code (`close`, `Drop`, the dead
+    /// letter hook) runs under `catch_unwind`, so a panic there cannot leave
+    /// the slot counted.
+    fn abandon(&self, record: &Arc<Record>, close: bool) {
+        let pid = record.pid;
+        record.state.complete();
+        // SAFETY: still the only owner (never queued).
+        let (dead, process) =
+            unsafe { record.with_body(|body| (record.close_events(), body.process.take())) };
+        if let Some(mut process) = process {
+            let closed = catch_unwind(AssertUnwindSafe(move || {
+                if close {
+                    process.close();
+                }
+                drop(process);
+            }));
+            if let Err(panic) = closed {
+                tracing::debug!(%pid, message = %panic_message(&*panic), "close or drop panicked");
             }
         }
+        self.router.unregister(pid);
+        self.dead_letters(pid, dead);
+        self.release_live();
     }
 
     /// One live process fewer; wakes `shutdown` when the last one ends.
     pub(crate) fn release_live(&self) {
-        // SeqCst on both sides (here, and shutdown's swap of `stopping`
-        // then load of `live`): either we see `stopping` and notify, or
-        // shutdown sees our decrement before it waits.
-        if self.live.fetch_sub(1, SeqCst) == 1 && self.stopping.load(SeqCst) {
+        if self.live.release() {
             let _guard = self.all_ended.lock();
             self.all_ended_cv.notify_all();
         }

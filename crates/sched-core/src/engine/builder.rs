@@ -10,10 +10,11 @@ use super::{Engine, Threads};
 use crate::commands::handler::{CommandHandler, Handlers};
 use crate::contract::command::CommandId;
 use crate::contract::event::Event;
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Fifo, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 use crate::worker::local::Local;
 
 use super::hooks::Hooks;
+use super::live::Live;
 use super::stats::WorkerCounters;
 
 /// Initial capacity of each worker deque (it grows when needed).
@@ -244,9 +245,7 @@ impl Builder {
             hooks: self.hooks,
             mailbox_capacity: self.mailbox_capacity,
             pids: PidAllocator::new(self.node),
-            live: CachePadded::new(AtomicUsize::new(0)),
-            max_live: self.max_processes,
-            stopping: AtomicBool::new(false),
+            live: Live::new(self.max_processes),
             exit: AtomicBool::new(false),
             dead_letters: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -260,6 +259,7 @@ impl Builder {
                 locals: Some(locals),
                 handles: Vec::new(),
             }),
+            finished: Default::default(),
         }
     }
 }

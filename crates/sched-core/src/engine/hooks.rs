@@ -8,7 +8,7 @@ use relay::Pid;
 
 use crate::contract::event::{BoxError, Event};
 use crate::contract::outcome::Outcome;
-use crate::panic_message::panic_message;
+use crate::panic_guard::{drop_payload, panic_message};
 
 type OnStart = dyn Fn(Pid) -> Result<(), BoxError> + Send + Sync;
 type OnComplete = dyn Fn(Pid, &Outcome) + Send + Sync;
@@ -54,6 +54,7 @@ impl Hooks {
         if let Some(hook) = &self.on_dead_letter {
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(pid, event))) {
                 tracing::error!(%pid, message = %panic_message(&*panic), "on_dead_letter hook panicked");
+                drop_payload(panic);
             }
         }
     }

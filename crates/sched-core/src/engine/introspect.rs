@@ -49,7 +49,7 @@ impl Engine {
         Stats {
             workers,
             global_queue_len: self.shared.injector.len(),
-            live_processes: self.shared.live.load(Relaxed),
+            live_processes: self.shared.live.count(),
             parked_workers: self.shared.sleepers.sleeping(),
             dead_letters: self.shared.dead_letters.load(Relaxed),
         }

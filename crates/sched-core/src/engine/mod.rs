@@ -10,6 +10,7 @@ mod admission;
 mod builder;
 pub(crate) mod hooks;
 mod introspect;
+mod live;
 mod routing;
 pub(crate) mod shared;
 mod shutdown;
@@ -32,9 +33,9 @@ use crate::worker::local::Local;
 
 /// The worker threads, and their queues until they start.
 #[derive(Debug)]
-pub(super) struct Threads {
-    pub(super) locals: Option<Vec<Local>>,
-    pub(super) handles: Vec<thread::JoinHandle<()>>,
+struct Threads {
+    locals: Option<Vec<Local>>,
+    handles: Vec<thread::JoinHandle<()>>,
 }
 
 /// The scheduler engine: worker threads running step-driven processes.
@@ -70,9 +71,10 @@ pub(super) struct Threads {
 /// ```
 #[derive(Debug)]
 pub struct Engine {
-    pub(super) shared: Arc<Shared>,
-    pub(super) thread_name: String,
-    pub(super) threads: Mutex<Threads>,
+    shared: Arc<Shared>,
+    thread_name: String,
+    threads: Mutex<Threads>,
+    finished: shutdown::Finished,
 }
 
 impl Engine {

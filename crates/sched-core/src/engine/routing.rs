@@ -7,6 +7,7 @@ use relay::{Package, Pid, SendError, SendErrorKind};
 
 use super::shared::Shared;
 use crate::contract::event::Event;
+use crate::panic_guard::drop_user_value;
 use crate::record::Record;
 use crate::sync::Arc;
 use crate::worker::local::{self};
@@ -23,6 +24,9 @@ impl Shared {
             n += 1;
             if self.hooks.has_dead_letter_hook() {
                 self.hooks.dead_letter(pid, event);
+            } else {
+                // A message's payload is the user's: its `Drop` may panic.
+                drop_user_value(event, pid, "a dead letter");
             }
         }
         if n > 0 {

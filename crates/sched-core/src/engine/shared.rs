@@ -5,6 +5,7 @@ use crossbeam_utils::CachePadded;
 use relay::{Package, Payload, Pid, PidAllocator, Router, SendError};
 
 use super::hooks::Hooks;
+use super::live::Live;
 use super::stats::WorkerCounters;
 use crate::commands::handler::Handlers;
 use crate::contract::error::SubmitError;
@@ -13,7 +14,7 @@ use crate::contract::step_engine::StepEngine;
 use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Fifo, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 use crate::worker::local;
 
 /// What other threads may touch of a worker: stealers of its deques and
@@ -37,9 +38,8 @@ pub(crate) struct Shared {
     /// `usize::MAX` when mailboxes are unbounded (no counting at all).
     pub(crate) mailbox_capacity: usize,
     pub(crate) pids: PidAllocator,
-    pub(super) live: CachePadded<AtomicUsize>,
-    pub(super) max_live: usize,
-    pub(super) stopping: AtomicBool,
+    /// Live-process count and the stopping flag, one atomic word.
+    pub(super) live: Live,
     pub(crate) exit: AtomicBool,
     pub(crate) dead_letters: AtomicU64,
     pub(super) completed: AtomicU64,

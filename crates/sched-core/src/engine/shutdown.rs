@@ -5,9 +5,8 @@ use std::time::{Duration, Instant};
 
 use super::shared::Shared;
 use super::Engine;
-use crate::contract::event::Event;
-use crate::record::state::FORCE;
-use crate::sync::thread;
+use crate::record::state::{ProcessState, FORCE};
+use crate::sync::{fence, thread, Condvar, Mutex};
 
 /// How long, after forcing the stragglers at the shutdown deadline, the
 /// engine waits for workers to end them and to exit.
@@ -22,6 +21,7 @@ const FORCE_GRACE: Duration = Duration::from_millis(200);
 /// let report = engine.shutdown(std::time::Duration::from_millis(10));
 /// assert_eq!(report.forced, 0);
 /// assert_eq!(report.still_running, 0);
+/// assert_eq!(report.still_queued, 0);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -33,10 +33,38 @@ pub struct ShutdownReport {
     /// Processes still inside a `step` that never returned; they have no
     /// outcome, and their workers were left running (detached).
     pub still_running: usize,
+    /// Processes that were still live but not in a step: queued behind a
+    /// worker stuck in a step, so no worker could end them. They have no
+    /// outcome either.
+    pub still_queued: usize,
     /// Worker threads that had not exited and were detached.
     pub workers_detached: usize,
     /// Time shutdown took.
     pub elapsed: Duration,
+}
+
+/// The report of the shutdown that ran, for every later or concurrent call.
+#[derive(Debug, Default)]
+pub(super) struct Finished {
+    report: Mutex<Option<ShutdownReport>>,
+    done: Condvar,
+}
+
+impl Finished {
+    fn publish(&self, report: &ShutdownReport) {
+        *self.report.lock() = Some(report.clone());
+        self.done.notify_all();
+    }
+
+    fn wait(&self) -> ShutdownReport {
+        let mut report = self.report.lock();
+        loop {
+            if let Some(report) = &*report {
+                return report.clone();
+            }
+            report = self.done.wait(report);
+        }
+    }
 }
 
 impl Shared {
@@ -44,7 +72,7 @@ impl Shared {
     fn wait_all_ended(&self, deadline: Instant) -> bool {
         let mut guard = self.all_ended.lock();
         loop {
-            if self.live.load(SeqCst) == 0 {
+            if self.live.count() == 0 {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -53,6 +81,33 @@ impl Shared {
             let (g, _) = self.all_ended_cv.wait_until(guard, deadline);
             guard = g;
         }
+    }
+
+    /// Sends [`Event::Cancel`] to every registered process that has not
+    /// had it yet.
+    fn cancel_all(&self) {
+        for pid in self.router.pids() {
+            self.router.with(pid, |record| {
+                if let Some(wake) = record.deliver_cancel() {
+                    self.after_wake(record, wake);
+                }
+            });
+        }
+    }
+
+    /// Live processes still registered: (inside a step, not in a step).
+    fn stragglers(&self) -> (usize, usize) {
+        let (mut running, mut queued) = (0, 0);
+        for pid in self.router.pids() {
+            self.router.with(pid, |record| {
+                if ProcessState::from_word(record.state.load()) == ProcessState::Running {
+                    running += 1;
+                } else {
+                    queued += 1;
+                }
+            });
+        }
+        (running, queued)
     }
 }
 
@@ -63,12 +118,19 @@ impl Engine {
     /// [`ExitError::Cancelled`](crate::ExitError::Cancelled) (their `close`
     /// runs), and joins the workers.
     ///
+    /// Every process that was admitted (its submission returned `Ok`, or is
+    /// about to) receives the cancel, and shutdown waits for it; a
+    /// submission that loses the race fails with
+    /// [`SubmitError::ShuttingDown`](crate::SubmitError::ShuttingDown).
+    ///
     /// It returns as soon as every process has ended, not at the deadline;
     /// past the deadline it waits at most a short grace period for the
     /// workers to end the forced processes. A process stuck inside a `step`
     /// that never returns cannot be ended: it is reported in
-    /// `still_running` and its worker is detached rather than joined.
-    /// Calling it again does nothing more and returns an empty report.
+    /// `still_running` (and processes queued behind it in `still_queued`),
+    /// and its worker is detached rather than joined. A call made while
+    /// another is in progress waits for that one and returns the same
+    /// report; so does any later call.
     ///
     /// # Examples
     ///
@@ -77,18 +139,15 @@ impl Engine {
         let started = Instant::now();
         let deadline_at = started + deadline;
         let shared = &self.shared;
-        if shared.stopping.swap(true, SeqCst) {
-            return ShutdownReport::default();
+        if !shared.live.stop() {
+            return self.finished.wait();
         }
         self.start();
         let completed_before = shared.completed.load(SeqCst);
-        for pid in shared.router.pids() {
-            shared.router.with(pid, |record| {
-                if let Ok(wake) = record.deliver(Event::Cancel) {
-                    shared.after_wake(record, wake);
-                }
-            });
-        }
+        // Pairs with the fence in `submit`: a registration this sweep
+        // misses sees the stopping flag and delivers the cancel itself.
+        fence(SeqCst);
+        shared.cancel_all();
         let mut forced_at = None;
         if !shared.wait_all_ended(deadline_at) {
             forced_at = Some(shared.completed.load(SeqCst));
@@ -108,19 +167,26 @@ impl Engine {
                 detached += 1;
             }
         }
-        // Read after the join, like `still_running` below: a forced process
+        // Read after the join, like the stragglers below: a forced process
         // that ends while the workers wind down is then counted as forced,
         // not lost between the two figures.
         let completed_after = shared.completed.load(SeqCst);
         let graceful_end = forced_at.unwrap_or(completed_after);
+        let (still_running, still_queued) = if shared.live.count() == 0 {
+            (0, 0)
+        } else {
+            shared.stragglers()
+        };
         let report = ShutdownReport {
             ended_gracefully: graceful_end - completed_before,
             forced: completed_after - graceful_end,
-            still_running: shared.live.load(SeqCst),
+            still_running,
+            still_queued,
             workers_detached: detached,
             elapsed: started.elapsed(),
         };
         tracing::debug!(?report, "shutdown");
+        self.finished.publish(&report);
         report
     }
 }
@@ -129,7 +195,7 @@ impl Drop for Engine {
     /// An engine dropped without `shutdown` shuts down with a zero deadline:
     /// live processes are cancelled at once.
     fn drop(&mut self) {
-        if !self.shared.stopping.load(SeqCst) {
+        if !self.shared.live.is_stopping() {
             self.shutdown(Duration::ZERO);
         }
     }

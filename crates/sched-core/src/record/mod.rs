@@ -11,7 +11,7 @@ use relay::Pid;
 
 use crate::contract::event::Event;
 use crate::contract::process::Process;
-use crate::sync::{AtomicU64, AtomicUsize, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, UnsafeCell};
 use slot::ResultSlot;
 use state::{StateWord, Wake};
 
@@ -30,6 +30,9 @@ pub(crate) struct Record {
     /// Messages queued and not yet drained (kept only when the engine
     /// bounds mailboxes).
     pub(crate) mailbox: AtomicUsize,
+    /// Shutdown's cancel was delivered (it is sent once, by whichever of
+    /// shutdown's sweep and a racing submission gets here first).
+    cancel_sent: AtomicBool,
     /// Producers push events here from any thread; the owner drains it
     /// (see `drain_events`). Embedded, so a process is one allocation less.
     events: mpsc::Queue<Event>,
@@ -46,6 +49,10 @@ pub(crate) struct Body {
     pub(crate) waiting: bool,
     /// Whether that wait is for completions (blocked) rather than messages.
     pub(crate) blocked: bool,
+    /// Events a step returned without reading: they are the first events
+    /// of the next step (or dead letters if the process ends). Empty, and
+    /// unallocated, almost always.
+    pub(crate) unread: Vec<Event>,
 }
 
 // SAFETY: `body` is only accessed by the process's current owner, as the
@@ -62,12 +69,14 @@ impl Record {
             state: StateWord::new(),
             steps: AtomicU64::new(0),
             mailbox: AtomicUsize::new(0),
+            cancel_sent: AtomicBool::new(false),
             events: mpsc::Queue::new(),
             slot: ResultSlot::default(),
             body: UnsafeCell::new(Body {
                 process: Some(process),
                 waiting: false,
                 blocked: false,
+                unread: Vec::new(),
             }),
         }
     }
@@ -89,6 +98,19 @@ impl Record {
     pub(crate) fn deliver(&self, event: Event) -> Result<Wake, Event> {
         self.events.push(event).map_err(|e| e.into_inner())?;
         Ok(self.state.wake())
+    }
+
+    /// Delivers shutdown's [`Event::Cancel`] unless it was delivered
+    /// already. `None` when nothing was delivered (sent before, or the
+    /// process has ended).
+    pub(crate) fn deliver_cancel(&self) -> Option<Wake> {
+        if self
+            .cancel_sent
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return None;
+        }
+        self.deliver(Event::Cancel).ok()
     }
 
     /// Moves every pending event to `out`.

@@ -24,9 +24,9 @@ const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// processes that asked to continue.
 const FIFO_INTERVAL: u32 = 13;
 /// How many times in a row a worker runs the process in its `next` slot
-/// before moving it to its stealable deque instead. Two processes that wake
-/// each other would otherwise keep the slot to themselves, out of reach of
-/// idle workers.
+/// before moving it to the back of its FIFO queue instead. A process that
+/// wakes itself, or two that wake each other, would otherwise keep the
+/// worker to themselves.
 const NEXT_SLOT_RUNS: u32 = 3;
 /// How many processes a worker moves from the global queue to its deque in
 /// one go, besides the one it runs.
@@ -157,8 +157,12 @@ impl Worker<'_> {
                 self.next_runs += 1;
                 return Some(r);
             }
-            // It is the next to run here anyway (LIFO), but now stealable.
-            self.local.lifo.push(r);
+            // It has had its turns: to the back of the FIFO queue, behind
+            // everything already waiting here (and stealable there). On the
+            // LIFO deque it would be popped straight back, and a process
+            // that wakes itself (or two that wake each other) would starve
+            // every other process queued on this worker.
+            self.local.fifo.push(r);
         }
         self.next_runs = 0;
         if let Some(r) = self.local.lifo.pop() {

@@ -10,7 +10,7 @@ use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::output::{Events, Output, Status, Yield};
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::bump;
-use crate::panic_message::panic_message;
+use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, Record};
 use crate::sync::Arc;
@@ -46,7 +46,7 @@ impl Worker<'_> {
             self.end(record, body, Err(kill_error(kill)));
             return None;
         }
-        self.events.clear();
+        debug_assert!(self.events.is_empty(), "a previous step's events leaked");
         // SAFETY: we own the process (`step_owned` runs inside `with_body`).
         unsafe { record.drain_events(&mut self.events) };
         if self.shared.mailbox_capacity != usize::MAX {
@@ -67,6 +67,10 @@ impl Worker<'_> {
             return Some(body.waiting_state());
         }
         body.waiting = false;
+        if !body.unread.is_empty() {
+            // What the last step left unread comes first, in order.
+            self.events.splice(0..0, body.unread.drain(..));
+        }
 
         let process = body
             .process
@@ -75,22 +79,26 @@ impl Worker<'_> {
         let mut output = Output::new(&mut self.yields, &*self.shared, record.pid);
         let mut events = Events::new(self.events.drain(..));
         let result = catch_unwind(AssertUnwindSafe(|| process.step(&mut events, &mut output)));
-        drop(events);
+        // Whatever the step did not read is kept for the next step (moved,
+        // not dropped: no user `Drop` runs here).
+        body.unread.extend(events);
         let status = std::mem::replace(&mut output.status, Status::Idle);
         drop(output);
+        self.shrink_buffers();
         record.count_step();
         bump(&self.counters().steps, 1);
 
         match result {
             Err(panic) => {
-                self.yields.clear();
+                self.discard_yields(record.pid);
                 let message = panic_message(&*panic);
+                drop_payload(panic);
                 tracing::debug!(pid = %record.pid, %message, "step panicked");
                 self.end(record, body, Err(ExitError::Panicked { message }));
                 None
             }
             Ok(Err(error)) => {
-                self.yields.clear();
+                self.discard_yields(record.pid);
                 self.end(record, body, Err(ExitError::Step(error)));
                 None
             }
@@ -98,7 +106,7 @@ impl Worker<'_> {
                 Status::Done(value) => {
                     if !self.yields.is_empty() {
                         bump(&self.counters().discarded_yields, self.yields.len() as u64);
-                        self.yields.clear();
+                        self.discard_yields(record.pid);
                     }
                     self.end(record, body, Ok(value));
                     None
@@ -185,7 +193,8 @@ impl Worker<'_> {
     fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
         record.state.complete();
         // SAFETY: `end` runs with the body borrowed, so we own the process.
-        let dead = unsafe { record.close_events() };
+        let mut dead = std::mem::take(&mut body.unread);
+        dead.extend(unsafe { record.close_events() });
         self.shared.dead_letters(record.pid, dead);
         if let Some(mut process) = body.process.take() {
             let closed = catch_unwind(AssertUnwindSafe(move || {
@@ -194,6 +203,7 @@ impl Worker<'_> {
             }));
             if let Err(panic) = closed {
                 let message = panic_message(&*panic);
+                drop_payload(panic);
                 tracing::debug!(pid = %record.pid, %message, "close panicked");
                 if outcome.is_ok() {
                     outcome = Err(ExitError::Panicked { message });
@@ -204,13 +214,42 @@ impl Worker<'_> {
         self.shared.count_completed();
         bump(&self.counters().completed, 1);
         tracing::trace!(pid = %record.pid, ok = outcome.is_ok(), "ended");
-        // The hook runs before the live count drops, so a shutdown that
-        // returns has seen every hook call.
-        self.shared.hooks.completed(record.pid, &outcome);
+        // The slot is free before the hook runs, so a hook may start a
+        // replacement even at the process limit. A shutdown that returns
+        // has still seen every hook call: it joins the workers, and this
+        // worker runs the hook before it looks for work (or exits) again.
         self.shared.release_live();
+        self.shared.hooks.completed(record.pid, &outcome);
         record.slot.set(outcome);
     }
 }
+
+impl Worker<'_> {
+    /// Drops the yields of a step that will not be dispatched (it failed or
+    /// finished). Their payloads are the user's: a panicking `Drop` is
+    /// contained.
+    fn discard_yields(&mut self, pid: relay::Pid) {
+        for item in self.yields.drain(..) {
+            drop_user_value(item, pid, "a yield that was never dispatched");
+        }
+    }
+
+    /// Gives back the memory of a burst: the reused buffers shrink to a
+    /// small capacity once a step needed far more, so an idle worker does
+    /// not keep the largest burst it ever saw.
+    fn shrink_buffers(&mut self) {
+        if self.events.capacity() > BUFFER_KEEP {
+            self.events.shrink_to(BUFFER_KEEP);
+        }
+        if self.yields.capacity() > BUFFER_KEEP {
+            self.yields.shrink_to(BUFFER_KEEP);
+        }
+    }
+}
+
+/// The capacity (in elements) the reused event and yield buffers keep
+/// between bursts.
+const BUFFER_KEEP: usize = 256;
 
 /// A reference to the engine for a completer, from the worker's batch
 /// (`Worker::engine_refs`), refilled when empty.
