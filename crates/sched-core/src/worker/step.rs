@@ -192,9 +192,10 @@ impl Worker<'_> {
     /// calls `close`, unregisters its PID and reports its outcome.
     fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
         record.state.complete();
-        // SAFETY: `end` runs with the body borrowed, so we own the process.
         let mut dead = std::mem::take(&mut body.unread);
-        dead.extend(unsafe { record.close_events() });
+        // SAFETY: `end` runs with the body borrowed, so we own the process.
+        let closed = unsafe { record.close_events() };
+        dead.extend(closed);
         self.shared.dead_letters(record.pid, dead);
         if let Some(mut process) = body.process.take() {
             let closed = catch_unwind(AssertUnwindSafe(move || {
