@@ -105,6 +105,16 @@ impl Completion {
     }
 }
 
+impl Drop for Completion {
+    /// Frees the outcome if it was never taken, and tells the record not to
+    /// keep one that arrives later: the record itself may live on a while
+    /// (in a worker's route cache), its result should not.
+    fn drop(&mut self) {
+        // Dropped here, outside the slot's lock, on the handle's thread.
+        drop(self.record.slot.abandon());
+    }
+}
+
 impl fmt::Debug for Completion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completion")

@@ -96,7 +96,11 @@ impl Local {
         let mut routes = self.routes.borrow_mut();
         let entry = &mut routes[route_index(record.pid)];
         if !matches!(entry, Some(cached) if Arc::ptr_eq(cached, record)) {
-            *entry = Some(record.clone());
+            let evicted = entry.replace(record.clone());
+            // Dropped after the borrow ends: if it was the last reference,
+            // the record's drop must be free to call back into the engine.
+            drop(routes);
+            drop(evicted);
         }
     }
 
@@ -105,7 +109,9 @@ impl Local {
         let mut routes = self.routes.borrow_mut();
         let entry = &mut routes[route_index(pid)];
         if matches!(entry, Some(cached) if cached.pid == pid) {
-            *entry = None;
+            let forgotten = entry.take();
+            drop(routes);
+            drop(forgotten);
         }
     }
 

@@ -212,6 +212,10 @@ impl Worker<'_> {
             }
         }
         self.shared.router.unregister(record.pid);
+        // This worker's cache no longer keeps the ended record alive (other
+        // workers' caches drop it when they next send to the PID or reuse
+        // the entry; either way it holds no process and no result).
+        self.local.forget_route(record.pid);
         self.shared.count_completed();
         bump(&self.counters().completed, 1);
         tracing::trace!(pid = %record.pid, ok = outcome.is_ok(), "ended");
@@ -221,7 +225,9 @@ impl Worker<'_> {
         // worker runs the hook before it looks for work (or exits) again.
         self.shared.release_live();
         self.shared.hooks.completed(record.pid, &outcome);
-        record.slot.set(outcome);
+        if let Some(unwanted) = record.slot.set(outcome) {
+            drop_user_value(unwanted, record.pid, "a result nobody waits for");
+        }
     }
 }
 
