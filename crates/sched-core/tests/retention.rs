@@ -1,0 +1,131 @@
+//! What an idle engine keeps after work is over: no result nobody can take,
+//! no buffer sized by the largest burst it ever saw. Memory is measured
+//! with a counting global allocator (bytes live), so the figures do not
+//! depend on the machine's allocator or its timing.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Mutex;
+
+use common::*;
+use relay::{Package, Pid, Receiver};
+use sched_core::*;
+
+/// Counts the bytes currently allocated through it.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The tests measure one global counter: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn live_bytes() -> isize {
+    LIVE.load(Ordering::SeqCst)
+}
+
+const MIB: isize = 1 << 20;
+
+#[test]
+fn results_nobody_can_take_are_not_kept_by_an_idle_engine() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let engine = started(1);
+    worker_warm_up(&engine);
+    let before = live_bytes();
+    // 32 processes end with a 1 MiB result each after a message from a
+    // sender process on the same worker (which caches their routes); the
+    // handles are dropped before the results arrive.
+    const N: u64 = 32;
+    for id in 0..N {
+        let big = process(|events, out| {
+            if events.count() > 0 {
+                out.done(Box::new(vec![1u8; MIB as usize]));
+            }
+            Ok(())
+        });
+        drop(submit(&engine, 100 + id, big));
+    }
+    let sender = process(|_, out| {
+        for id in 0..N {
+            out.send(Package::new(out.pid(), Pid::local(100 + id), ()))
+                .expect("live");
+        }
+        out.done(Box::new(()));
+        Ok(())
+    });
+    wait(submit(&engine, 1, sender)).expect("sent");
+    while engine.stats().live_processes > 0 {
+        std::thread::yield_now();
+    }
+    // One worker: once this has run, every earlier end has finished.
+    worker_warm_up(&engine);
+    let kept = live_bytes() - before;
+    assert!(
+        kept < 4 * MIB,
+        "an idle engine keeps {} KiB after {N} results of 1 MiB nobody can take",
+        kept / 1024
+    );
+}
+
+#[test]
+fn a_burst_of_events_does_not_leave_its_buffer_behind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let engine = builder(1).build();
+    let before = live_bytes();
+    // 200 000 messages queued before the first step, read in one step.
+    let reads_all = process(|events, out| {
+        out.done(Box::new(events.count() as u64));
+        Ok(())
+    });
+    let handle = submit(&engine, 1, reads_all);
+    for n in 0..200_000u64 {
+        engine
+            .send(Package::new(Pid::local(9), Pid::local(1), n))
+            .unwrap();
+    }
+    engine.start();
+    assert_eq!(done_u64(wait(handle)), 200_000);
+    worker_warm_up(&engine);
+    let kept = live_bytes() - before;
+    // The worker's event buffer held 200 000 events (several MiB) at the
+    // burst's peak.
+    assert!(
+        kept < MIB,
+        "an idle engine keeps {} KiB after a burst of 200 000 events",
+        kept / 1024
+    );
+}
+
+/// Runs one small process to its end, so the worker's lazily built state
+/// (buffers, caches) exists before a baseline is taken, and so a burst's
+/// leftovers have had a step to be trimmed after.
+fn worker_warm_up(engine: &Engine) {
+    let small = process(|_, out| {
+        out.done(Box::new(()));
+        Ok(())
+    });
+    wait(
+        engine
+            .submit(engine.allocate_pid().unwrap(), small, "run", Box::new(()))
+            .unwrap(),
+    )
+    .expect("done");
+}
