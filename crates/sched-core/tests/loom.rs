@@ -134,3 +134,67 @@ fn a_requeued_process_stolen_by_the_other_worker() {
         assert_eq!(report.still_running, 0);
     });
 }
+
+/// Steps once, asks to continue (its worker requeues it on the stealable
+/// FIFO deque and wakes the other worker), then finishes at its second
+/// step. Records the loom thread of each step.
+struct ContinueOnce {
+    steps: std::sync::Arc<std::sync::Mutex<Vec<loom::thread::ThreadId>>>,
+}
+
+impl Process for ContinueOnce {
+    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        events.for_each(drop);
+        let mut steps = self.steps.lock().unwrap();
+        steps.push(thread::current().id());
+        if steps.len() == 1 {
+            out.continue_();
+        } else {
+            out.done(Box::new(()));
+        }
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+/// Two workers, a process that continues once: in some executions the
+/// other worker steals it between its two steps. The record's owner check
+/// (debug and loom builds) asserts that no two workers are ever inside its
+/// body at once; the model also checks that the steal really happens, so
+/// the ownership hand-over between workers is explored, not assumed.
+#[test]
+fn a_continued_process_stolen_by_the_other_worker() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static STOLEN: AtomicBool = AtomicBool::new(false);
+    loom::model(|| {
+        let steps = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let engine = Engine::builder().workers(2).build();
+        engine.start();
+        let done = engine
+            .submit(
+                Pid::local(1),
+                Box::new(ContinueOnce {
+                    steps: steps.clone(),
+                }),
+                "run",
+                Box::new(()),
+            )
+            .expect("submit");
+        done.wait().expect("done");
+        let steps = steps.lock().unwrap();
+        assert_eq!(steps.len(), 2);
+        if steps[0] != steps[1] {
+            STOLEN.store(true, Ordering::Relaxed);
+        }
+        drop(steps);
+        let report = engine.shutdown(std::time::Duration::from_secs(1));
+        assert_eq!(report.still_running, 0);
+    });
+    assert!(
+        STOLEN.load(Ordering::Relaxed),
+        "no explored execution had the other worker take the continued process"
+    );
+}

@@ -38,6 +38,12 @@ pub(crate) struct Record {
     events: mpsc::Queue<Event>,
     pub(crate) slot: ResultSlot,
     body: UnsafeCell<Body>,
+    /// Someone is inside `with_body`: checked on entry in debug and loom
+    /// builds, so a change that lets two owners overlap (say, handing the
+    /// process on before the borrow ends) fails loudly, and loom sees an
+    /// atomic at the end of every borrow where it can switch threads.
+    #[cfg(any(debug_assertions, loom))]
+    owned: AtomicBool,
 }
 
 /// The parts of a process only its current owner touches.
@@ -72,6 +78,8 @@ impl Record {
             cancel_sent: AtomicBool::new(false),
             events: mpsc::Queue::new(),
             slot: ResultSlot::default(),
+            #[cfg(any(debug_assertions, loom))]
+            owned: AtomicBool::new(false),
             body: UnsafeCell::new(Body {
                 process: Some(process),
                 waiting: false,
@@ -88,6 +96,8 @@ impl Record {
     /// The caller owns the process (see the type's documentation) for the
     /// duration of the call, and does not call `with_body` re-entrantly.
     pub(crate) unsafe fn with_body<R>(&self, f: impl FnOnce(&mut Body) -> R) -> R {
+        #[cfg(any(debug_assertions, loom))]
+        let _owner = OwnerToken::enter(&self.owned, self.pid);
         // SAFETY: the caller's ownership of the process makes this the only
         // access to the body.
         self.body.with_mut(|body| f(unsafe { &mut *body }))
@@ -150,6 +160,29 @@ impl Record {
         // Only the owner writes; a plain load+store is enough and cheaper
         // than an RMW.
         self.steps.store(self.steps.load(Relaxed) + 1, Relaxed);
+    }
+}
+
+/// Held for the length of one `with_body` borrow (debug and loom builds).
+#[cfg(any(debug_assertions, loom))]
+struct OwnerToken<'a>(&'a AtomicBool);
+
+#[cfg(any(debug_assertions, loom))]
+impl<'a> OwnerToken<'a> {
+    fn enter(owned: &'a AtomicBool, pid: Pid) -> Self {
+        let overlapped = owned.swap(true, std::sync::atomic::Ordering::AcqRel);
+        assert!(
+            !overlapped,
+            "{pid} has two owners: its body is borrowed twice at once"
+        );
+        OwnerToken(owned)
+    }
+}
+
+#[cfg(any(debug_assertions, loom))]
+impl Drop for OwnerToken<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
     }
 }
 
