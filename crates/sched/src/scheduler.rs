@@ -186,7 +186,10 @@ impl SchedulerBuilder {
     }
 
     /// Observes every process's end, with its outcome (exactly once per
-    /// process). A panic in the hook is caught and logged.
+    /// process). The ended process no longer counts against
+    /// [`max_processes`](SchedulerBuilder::max_processes) when the hook
+    /// runs, so a hook may restart it even at the limit. A panic in the
+    /// hook is caught and logged.
     ///
     /// # Examples
     ///
@@ -527,7 +530,9 @@ impl Scheduler {
     /// process, a wait until they have all ended (returning as soon as they
     /// have) or until `deadline`, then the stragglers end with
     /// [`ExitError::Cancelled`](crate::ExitError::Cancelled) and the workers
-    /// are joined. Every submitted process reports exactly one outcome.
+    /// are joined. Every submitted process reports exactly one outcome. A
+    /// call made while another shutdown runs waits for it and returns the
+    /// same report.
     ///
     /// # Examples
     ///

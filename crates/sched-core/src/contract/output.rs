@@ -12,7 +12,8 @@ use crate::contract::step_engine::StepEngine;
 use crate::record::completion::Completion;
 
 /// The events delivered to one step, in arrival order (per producer).
-/// Events the step does not consume are dropped when it returns.
+/// Events the step does not consume are kept: they come first in the
+/// process's next step (or are dead letters if the process ends).
 ///
 /// # Examples
 ///

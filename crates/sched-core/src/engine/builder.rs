@@ -174,7 +174,10 @@ impl Builder {
 
     /// Called once for every process that ends, with its outcome, on the
     /// worker that ended it, just before the outcome is handed to its
-    /// [`Completion`]. A panic in the hook is caught and logged.
+    /// [`Completion`]. The process no longer counts against
+    /// [`max_processes`](Builder::max_processes) by then, so the hook may
+    /// submit a replacement even at the limit. A panic in the hook is
+    /// caught and logged.
     ///
     /// # Examples
     ///
