@@ -22,11 +22,18 @@
 //! completed exactly once (seen, dead-lettered, or stale after the end); and
 //! that the scheduler's own counters agree and no process is left live.
 //!
+//! Between the random rounds, fault rounds (`faults.rs`) take one class of
+//! adversarial use at a time: submissions racing shutdown (none lost, none
+//! missing its cancel), processes that wake themselves every step (the
+//! processes queued behind them still run), and payloads whose `Drop`
+//! panics inside the scheduler (no worker dies).
+//!
 //! `SCHED_STRESS_SEED` replays a run's scripts (not its timing).
 //! `cargo xtask stress [--seconds N]` runs this in release with `--nocapture`,
 //! and `cargo xtask ci` runs it for 30 seconds.
 
 mod check;
+mod faults;
 mod feeder;
 mod handlers;
 mod ledger;
@@ -73,6 +80,9 @@ fn random_scripts_on_the_whole_scheduler() {
                  {report}"
             );
         }
+        if let Err(report) = faults::run(number, round_seed) {
+            panic!("stress: fault round {number} failed (SCHED_STRESS_SEED={seed}):\n{report}");
+        }
         number += 1;
         // At least one round per worker count, however short the run.
         if Instant::now() >= deadline && number >= 4 {
@@ -80,6 +90,10 @@ fn random_scripts_on_the_whole_scheduler() {
         }
     }
     tally.print(started.elapsed());
+    println!(
+        "  fault rounds {number} (a third each: submissions racing shutdown, self-waking hogs, \
+         panicking drops), each checked"
+    );
     if tally.rounds < COVERAGE_ROUNDS {
         println!("stress: too few rounds to require every kind of fault");
         return;
