@@ -724,17 +724,24 @@ impl<T> Cursor<T> {
         Some(item)
     }
 
-    /// Closes the queue, drops what was pending and frees every block.
+    /// Closes the queue, frees every block and returns what was pending.
+    ///
+    /// The items are returned, not dropped: the caller drops them only after
+    /// it has stored this cursor's final state wherever it keeps it, because
+    /// a user `Drop` may panic, and the unwinding then runs the queue's own
+    /// `Drop`. A stale cursor there would take (and drop) the same items
+    /// again, from blocks freed meanwhile.
     ///
     /// # Safety
     ///
     /// No producer will push any more (every handle is gone or stays
     /// closed: only a consumer could reopen the queue, and this is its last
     /// use).
-    unsafe fn release(&mut self, shared: &Shared<T>) {
+    #[must_use = "the pending items are dropped by the caller, after it saved the cursor"]
+    unsafe fn release(&mut self, shared: &Shared<T>) -> Vec<T> {
         // Closing waits out in-flight pushes; afterwards no producer will
         // ever touch a block or the pool again (they see CLOSED first).
-        drop(self.close(shared));
+        let pending = self.close(shared);
         if !self.block.is_null() {
             // SAFETY: quiescent as argued above; `self.block` has no
             // successor (its last slot was never claimed) and no items.
@@ -746,6 +753,7 @@ impl<T> Cursor<T> {
             // SAFETY: popped blocks are ours alone and hold no items.
             unsafe { Block::free(block) };
         }
+        pending
     }
 }
 
@@ -930,7 +938,10 @@ impl<T> Drop for Queue<T> {
     fn drop(&mut self) {
         let shared = &self.shared;
         // SAFETY: `&mut self`: no producer handle or consumer is left.
-        self.cursor.with_mut(|c| unsafe { (*c).release(shared) });
+        let pending = self.cursor.with_mut(|c| unsafe { (*c).release(shared) });
+        // Dropped last: if an item's `Drop` panics, the cursor is already
+        // closed and blockless, so nothing is dropped or freed twice.
+        drop(pending);
     }
 }
 
@@ -1187,7 +1198,7 @@ impl<T> Drop for Consumer<T> {
         // SAFETY: this is the consumer's last use; `release` closes the
         // queue first, so producers that are still around only ever see
         // CLOSED and touch no block.
-        unsafe { self.cursor.release(&queue.shared) };
+        let pending = unsafe { self.cursor.release(&queue.shared) };
         // The queue's own cursor (unused so far, still at its start) takes
         // the final state, so that dropping the queue, when the last
         // producer goes, finds everything taken and no block to free.
@@ -1195,6 +1206,12 @@ impl<T> Drop for Consumer<T> {
         // SAFETY: no one else uses the queue's cursor: the queue belongs to
         // this consumer, and embedded-use methods are not reachable here.
         queue.cursor.with_mut(|c| unsafe { *c = done });
+        // Only now run the items' `Drop`s: one that panics unwinds into the
+        // queue's `Drop` (when this was the last handle), which must find
+        // the final state written back above, or it would take and drop
+        // the same items again from blocks already freed. The other pending
+        // items are still dropped by the `Vec`, each once.
+        drop(pending);
     }
 }
 
