@@ -117,14 +117,44 @@ impl<T> Drop for Inner<T> {
         // current buffer cannot be retired concurrently, and we are its only
         // user: taking it out of the epoch pointer without pinning is sound.
         let buffer = unsafe { self.buffer.load(Relaxed, epoch::unprotected()).into_owned() };
-        let mut position = head;
-        while position != tail {
-            // SAFETY: positions `head..tail` hold initialised items that no
-            // one else owns; each is read out once here and dropped.
-            drop(unsafe { buffer.read(position) });
-            position = position.wrapping_add(1);
+        // Declared after `buffer`, so dropped before it: if an item's `Drop`
+        // panics, the guard drops the rest while unwinding (a second panic
+        // aborts, as for a `Vec`), then the ring is freed.
+        let mut left = Leftovers {
+            buffer: &buffer,
+            next: head,
+            tail,
+        };
+        left.drop_all();
+    }
+}
+
+/// The items still in a deque that is being dropped: positions
+/// `next..tail` of `buffer`, each initialised and owned by no one else.
+struct Leftovers<'a, T> {
+    buffer: &'a Owned<Buffer<T>>,
+    next: u32,
+    tail: u32,
+}
+
+impl<T> Leftovers<'_, T> {
+    /// Drops the items one by one, moving `next` past each before its
+    /// `Drop` runs, so a panicking one is never dropped again.
+    fn drop_all(&mut self) {
+        while self.next != self.tail {
+            let position = self.next;
+            self.next = position.wrapping_add(1);
+            // SAFETY: `position` is in `next..tail` (see the type), and
+            // `next` has moved past it: it is read out exactly once.
+            drop(unsafe { self.buffer.read(position) });
         }
-        drop::<Owned<Buffer<T>>>(buffer);
+    }
+}
+
+impl<T> Drop for Leftovers<'_, T> {
+    fn drop(&mut self) {
+        // Nothing left unless an item's `Drop` panicked in `drop_all`.
+        self.drop_all();
     }
 }
 
