@@ -4,6 +4,11 @@ use std::mem::MaybeUninit;
 
 use crate::sync::UnsafeCell;
 
+/// The byte a new ring's slots are filled with under loom (see
+/// `Buffer::new`): `0xA5A5...` read as an integer item.
+#[cfg(loom)]
+const POISON: u8 = 0xA5;
+
 /// A power-of-two array of possibly-uninitialised slots.
 ///
 /// A buffer never drops the items in it: which slots hold live items is
@@ -18,10 +23,27 @@ pub(crate) struct Buffer<T> {
 
 impl<T> Buffer<T> {
     /// Allocates a buffer of `capacity` slots; `capacity` is a power of two.
+    ///
+    /// Under loom every slot starts filled with `POISON` bytes, so that a
+    /// model reading a slot nobody wrote (growth forgetting to copy a
+    /// position) gets a value no model pushes, rather than whatever the
+    /// allocator left there: often 0, or an item of an earlier iteration,
+    /// either of which could pass for a real item.
     pub(crate) fn new(capacity: u32) -> Self {
         debug_assert!(capacity.is_power_of_two());
         let slots = (0..capacity)
-            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+            .map(|_| {
+                #[allow(unused_mut)] // written only under loom
+                let mut slot = MaybeUninit::<T>::uninit();
+                #[cfg(loom)]
+                // SAFETY: the pointer is valid for writing one `T` (it is a
+                // local `MaybeUninit<T>`), and any bytes are a valid
+                // `MaybeUninit<T>`.
+                unsafe {
+                    slot.as_mut_ptr().write_bytes(POISON, 1)
+                };
+                UnsafeCell::new(slot)
+            })
             .collect();
         Buffer {
             slots,

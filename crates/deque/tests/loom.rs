@@ -3,6 +3,11 @@
 //! every pushed item comes out exactly once. Under loom the deque starts with
 //! 2 slots, so three pushes grow it.
 //!
+//! Items are `1..=n`, never 0, and under loom a new ring's slots are filled
+//! with a poison pattern: a read of a slot that growth failed to copy then
+//! returns a value no model pushed, instead of a 0 (or a stale item) that
+//! could pass for a real item.
+//!
 //! Run with `cargo xtask loom deque`.
 #![cfg(loom)]
 
@@ -34,21 +39,22 @@ fn take_oldest(w: &Worker<usize>) -> Option<usize> {
     }
 }
 
-/// A deque holding 0 and 1 (its whole 2-slot ring) and a thief stealing
+/// A deque holding 1 and 2 (its whole 2-slot ring) and a thief stealing
 /// one item from it.
 fn full_ring_and_a_thief() -> (Worker<usize>, thread::JoinHandle<Option<usize>>) {
     let w = Worker::new();
-    w.push(0);
     w.push(1);
+    w.push(2);
     let s = w.stealer();
     (w, thread::spawn(move || steal_one(&s)))
 }
 
+/// Checks that the items taken are exactly `1..=pushed`.
 fn assert_conserved(mut taken: Vec<usize>, pushed: usize) {
     taken.sort_unstable();
     assert_eq!(
         taken,
-        (0..pushed).collect::<Vec<_>>(),
+        (1..=pushed).collect::<Vec<_>>(),
         "lost or duplicated items"
     );
 }
@@ -57,7 +63,7 @@ fn assert_conserved(mut taken: Vec<usize>, pushed: usize) {
 fn pop_of_the_last_item_races_a_steal() {
     loom::model(|| {
         let w = Worker::new();
-        w.push(0);
+        w.push(1);
         let s = w.stealer();
         let thief = thread::spawn(move || steal_one(&s));
         let popped = w.pop();
@@ -70,8 +76,8 @@ fn pop_of_the_last_item_races_a_steal() {
 fn two_thieves_race_each_other_and_the_owner() {
     loom::model(|| {
         let w = Worker::new();
-        w.push(0);
         w.push(1);
+        w.push(2);
         let thieves: Vec<_> = (0..2)
             .map(|_| {
                 let s = w.stealer();
@@ -91,7 +97,7 @@ fn two_thieves_race_each_other_and_the_owner() {
 fn steal_half_races_pops() {
     loom::model(|| {
         let w = Worker::new();
-        for i in 0..3 {
+        for i in 1..=3 {
             w.push(i);
         }
         let s = w.stealer();
@@ -129,7 +135,7 @@ fn owner_takes_its_oldest_while_a_thief_steals() {
         let (w, thief) = full_ring_and_a_thief();
         let mut taken: Vec<usize> = take_oldest(&w).into_iter().collect();
         // A third push grows the 2-slot ring while the thief may be reading.
-        w.push(2);
+        w.push(3);
         taken.extend(thief.join().unwrap());
         taken.extend(std::iter::from_fn(|| w.pop()));
         assert_conserved(taken, 3);
@@ -142,11 +148,34 @@ fn growth_while_a_thief_is_mid_steal() {
         let (w, thief) = full_ring_and_a_thief();
         // The buffer holds 2: these pushes grow it while the thief may be
         // between its claim and its read of the old buffer.
-        w.push(2);
         w.push(3);
+        w.push(4);
         let mut taken: Vec<usize> = std::iter::from_fn(|| w.pop()).collect();
         taken.extend(thief.join().unwrap());
         assert_conserved(taken, 4);
+    });
+}
+
+/// Forces the order the model above only may reach: the thief claims the
+/// oldest item first, and only then does the owner's push find the ring
+/// full and grow it, so the thief's read may come after the growth, from
+/// the new ring. Growth must copy the positions claimed but not yet read
+/// (it copies from `head`, not from the claimed head), or the thief reads
+/// a slot never written.
+#[test]
+fn growth_between_a_thiefs_claim_and_its_read() {
+    loom::model(|| {
+        let (w, thief) = full_ring_and_a_thief();
+        // Wait for the claim: the items no stealer claimed drop to one.
+        while w.len() == 2 {
+            thread::yield_now();
+        }
+        // The thief has not published `head` unless it already read: then
+        // the ring is full and this push grows it.
+        w.push(3);
+        let mut taken: Vec<usize> = std::iter::from_fn(|| w.pop()).collect();
+        taken.extend(thief.join().unwrap());
+        assert_conserved(taken, 3);
     });
 }
 
@@ -154,8 +183,8 @@ fn growth_while_a_thief_is_mid_steal() {
 fn steal_half_while_the_owner_grows() {
     loom::model(|| {
         let w = Worker::new();
-        w.push(0);
         w.push(1);
+        w.push(2);
         let s = w.stealer();
         let thief = thread::spawn(move || {
             let mine = Worker::new();
@@ -163,7 +192,7 @@ fn steal_half_while_the_owner_grows() {
             got.extend(std::iter::from_fn(|| mine.pop()));
             got
         });
-        w.push(2);
+        w.push(3);
         let mut taken: Vec<usize> = std::iter::from_fn(|| w.pop()).collect();
         taken.extend(thief.join().unwrap());
         assert_conserved(taken, 3);

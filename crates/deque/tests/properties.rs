@@ -54,7 +54,9 @@ proptest! {
         let thief = Worker::with_capacity(thief_capacity);
         let mut model: VecDeque<u32> = VecDeque::new();
         let mut thief_model: VecDeque<u32> = VecDeque::new();
-        let mut next = 0u32;
+        // Items start at 1: a slot read without having been written (or
+        // copied on growth) tends to hold 0, which must not pass for an item.
+        let mut next = 1u32;
         for op in ops {
             match op {
                 Op::Push => {
@@ -137,8 +139,9 @@ proptest! {
             if op == 0 {
                 taken.extend(w.pop());
             } else {
-                w.push(pushed);
+                // Items are 1..=pushed, never 0 (see the model test above).
                 pushed += 1;
+                w.push(pushed);
             }
         }
         for t in thieves {
@@ -146,6 +149,6 @@ proptest! {
         }
         taken.extend(std::iter::from_fn(|| w.pop()));
         taken.sort_unstable();
-        prop_assert_eq!(taken, (0..pushed).collect::<Vec<_>>());
+        prop_assert_eq!(taken, (1..=pushed).collect::<Vec<_>>());
     }
 }
