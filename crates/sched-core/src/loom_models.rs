@@ -35,7 +35,7 @@ use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
 use crate::worker::sleep::Sleepers;
 
 /// The models never call the process: the harness stands in for `step`.
-struct Inert;
+pub(crate) struct Inert;
 
 impl Process for Inert {
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
@@ -481,7 +481,7 @@ fn push_races_park(queue: WorkQueue) {
         let queue = queue.clone();
         let sleepers = sleepers.clone();
         thread::spawn(move || {
-            sleepers.park(0, || queue.has_work());
+            sleepers.park(0, || queue.has_work(), std::time::Duration::ZERO);
             assert!(queue.has_work(), "woke up without work");
         })
     };
@@ -522,7 +522,11 @@ fn one_push_two_parking_workers() {
                 let taken = taken.clone();
                 let exit = exit.clone();
                 thread::spawn(move || {
-                    sleepers.park(me, || !queue.is_empty() || exit.load(SeqCst));
+                    sleepers.park(
+                        me,
+                        || !queue.is_empty() || exit.load(SeqCst),
+                        std::time::Duration::ZERO,
+                    );
                     if queue.pop().is_some() {
                         taken.fetch_add(1, SeqCst);
                     }

@@ -144,3 +144,53 @@ fn two_processes_waking_each_other_do_not_starve_their_worker() {
 fn pairs_waking_each_other_do_not_starve_two_workers() {
     victims_run_beside(2, Wake::Partner, 2);
 }
+
+/// A step that wakes a process and then runs long (here: until that
+/// process has run, or the tests' patience is over) must not hide it in
+/// its worker's `next` slot while the other worker is idle: the idle
+/// worker takes it. Prints the wake-to-run latency it measured.
+#[test]
+fn a_process_woken_by_a_long_step_is_taken_by_an_idle_worker() {
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    let engine = started(2);
+    // Both workers asleep first: the one that runs the step is woken for
+    // it, the other must still come for what the step wakes.
+    while engine.stats().parked_workers < 2 {
+        std::thread::yield_now();
+    }
+    let (ran_tx, ran_rx) = channel::<Instant>();
+    let ran_tx = Mutex::new(Some(ran_tx));
+    let waiting = Mutex::new(Some(ran_rx));
+    let latency: Arc<Mutex<Option<std::time::Duration>>> = Arc::default();
+    let measured = latency.clone();
+    let parent = process(move |_, out| {
+        let tx: Sender<Instant> = ran_tx.lock().unwrap().take().expect("one step");
+        let child = process(move |_, out| {
+            let _ = tx.send(Instant::now());
+            out.done(Box::new(()));
+            Ok(())
+        });
+        let pid = out.allocate_pid().expect("pids left");
+        let woken_at = Instant::now();
+        drop(out.spawn(pid, child, "run", Box::new(())).expect("spawned"));
+        // The long step: it ends when the child has run elsewhere.
+        let rx = waiting.lock().unwrap().take().expect("one step");
+        let ran_at = rx.recv_timeout(PATIENCE).ok();
+        *measured.lock().unwrap() = ran_at.map(|t| t - woken_at);
+        out.done(Box::new(ran_at.is_some()));
+        Ok(())
+    });
+    let ran_elsewhere = wait(submit(&engine, 1 << 40, parent)).expect("done");
+    assert_eq!(
+        ran_elsewhere.downcast_ref::<bool>(),
+        Some(&true),
+        "the woken process waited for the whole long step while a worker was idle"
+    );
+    println!(
+        "wake-to-run latency of a process hidden behind a long step: {:?}",
+        latency.lock().unwrap().expect("measured")
+    );
+}

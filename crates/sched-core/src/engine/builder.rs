@@ -234,6 +234,7 @@ impl Builder {
             .map(|l| {
                 CachePadded::new(Remote {
                     lifo: l.lifo.stealer(),
+                    next: l.next.clone(),
                     fifo: l.fifo.stealer(),
                     counters: WorkerCounters::default(),
                 })

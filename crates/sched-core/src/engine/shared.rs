@@ -16,12 +16,16 @@ use crate::record::state::Wake;
 use crate::record::Record;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 use crate::worker::local;
+use crate::worker::next_slot::NextSlot;
 
 /// What other threads may touch of a worker: stealers of its deques and
 /// its counters.
 #[derive(Debug)]
 pub(crate) struct Remote {
     pub(crate) lifo: deque::Stealer<Arc<Record>>,
+    /// Its `next` slot, which an idle worker may take from when its
+    /// process has waited there a while (the owner is in a long step).
+    pub(crate) next: Arc<NextSlot>,
     pub(crate) fifo: deque::Stealer<Arc<Record>>,
     pub(crate) counters: WorkerCounters,
 }
@@ -85,7 +89,10 @@ impl Shared {
         if let Some(record) = record {
             self.injector.push(record);
         }
-        if notify != Some(false) {
+        // `Some(false)`: the process went to an empty `next` slot; nobody
+        // needs waking for it, unless no parked worker watches the slots
+        // (then one is woken once, and watches from then on).
+        if notify != Some(false) || self.sleepers.needs_watcher() {
             self.sleepers.notify_one();
         }
     }

@@ -6,6 +6,7 @@ use std::ptr;
 
 use relay::Pid;
 
+use super::next_slot::NextSlot;
 use crate::record::Record;
 use crate::sync::{thread_local, Arc};
 
@@ -26,7 +27,8 @@ use crate::sync::{thread_local, Arc};
 /// either.
 pub(crate) struct Local {
     pub(crate) index: usize,
-    next: Cell<Option<Arc<Record>>>,
+    /// Shared with thieves (see `NextSlot`).
+    pub(crate) next: Arc<NextSlot>,
     /// Records this worker's steps recently sent to, by PID hash: see
     /// the engine's send path. Holds at most `ROUTES` records, so a process that
     /// ended keeps its record (not its process object, which ending drops)
@@ -50,7 +52,7 @@ impl Local {
         let fifo = deque::Worker::with_capacity(lifo_capacity);
         Local {
             index,
-            next: Cell::new(None),
+            next: Arc::new(NextSlot::default()),
             routes: RefCell::new((0..ROUTES).map(|_| None).collect()),
             lifo: deque::Worker::with_capacity(lifo_capacity),
             fifo,
@@ -73,7 +75,7 @@ impl Local {
     /// was taken: its previous occupant then moved to the stealable `lifo`
     /// deque, where an idle worker could help.
     pub(crate) fn put_next(&self, record: Arc<Record>) -> bool {
-        match self.next.replace(Some(record)) {
+        match self.next.put(record) {
             None => false,
             Some(previous) => {
                 self.lifo.push(previous);
@@ -121,10 +123,7 @@ impl Local {
     }
 
     pub(crate) fn len(&self) -> usize {
-        let next = self.next.take();
-        let len = usize::from(next.is_some()) + self.lifo.len() + self.fifo.len();
-        self.next.set(next);
-        len
+        usize::from(!self.next.is_empty()) + self.lifo.len() + self.fifo.len()
     }
 }
 

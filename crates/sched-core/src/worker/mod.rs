@@ -1,6 +1,7 @@
 //! The worker loop: find a runnable process, step it, decide what next.
 
 pub(crate) mod local;
+pub(crate) mod next_slot;
 pub(crate) mod sleep;
 mod step;
 
@@ -28,6 +29,13 @@ const FIFO_INTERVAL: u32 = 13;
 /// wakes itself, or two that wake each other, would otherwise keep the
 /// worker to themselves.
 const NEXT_SLOT_RUNS: u32 = 3;
+/// How long a process must have waited in another worker's `next` slot
+/// before an idle worker takes it. Far above a normal step (the owner then
+/// runs it itself, in cache), far below a step that blocks.
+const NEXT_SLOT_PATIENCE: std::time::Duration = std::time::Duration::from_micros(200);
+/// How often the one parked worker that watches (while others are busy)
+/// looks for a process waiting in a busy worker's `next` slot.
+const HIDDEN_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
 /// How many processes a worker moves from the global queue to its deque in
 /// one go, besides the one it runs.
 const GLOBAL_BATCH: usize = 16;
@@ -48,6 +56,9 @@ struct Worker<'a> {
     tick: u32,
     /// Consecutive runs from the `next` slot.
     next_runs: u32,
+    /// Per worker: the occupant last seen in its `next` slot (by address)
+    /// and since when (see `take_hidden`).
+    hidden: Vec<Option<(usize, std::time::Instant)>>,
     rng: u64,
     /// Reused for every step: the events drained before it and the yields
     /// it writes. The steady state of a step allocates nothing here.
@@ -77,6 +88,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local) {
         local: &local,
         tick: 0,
         next_runs: 0,
+        hidden: vec![None; shared.remotes.len()],
         events: Vec::with_capacity(16),
         yields: Vec::with_capacity(4),
         engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
@@ -131,9 +143,20 @@ impl Worker<'_> {
                 bump(&self.counters().parks, 1);
                 tracing::trace!("park");
                 let me = self.local.index;
-                shared
-                    .sleepers
-                    .park(me, || shared.has_work() || shared.exit.load(Acquire));
+                // Work waiting in another worker's `next` slot wakes nobody
+                // (its owner runs it after its step). If we saw some, and we
+                // are the one parked worker that watches, look again once it
+                // has waited long enough to be taken.
+                let recheck = if self.hidden.iter().any(Option::is_some) {
+                    NEXT_SLOT_PATIENCE
+                } else {
+                    HIDDEN_RECHECK
+                };
+                shared.sleepers.park(
+                    me,
+                    || shared.has_work() || shared.exit.load(Acquire),
+                    recheck,
+                );
                 idle_rounds = 0;
             }
         }
@@ -174,7 +197,41 @@ impl Worker<'_> {
         if let Some(r) = self.take_global() {
             return Some(r);
         }
-        self.steal()
+        self.steal().or_else(|| self.take_hidden())
+    }
+
+    /// An idle worker's last resort: a process that has waited at least
+    /// `NEXT_SLOT_PATIENCE` in another worker's `next` slot, whose owner is
+    /// then inside a long step. A shorter wait is left alone: the owner
+    /// runs it right after its step, in cache.
+    fn take_hidden(&mut self) -> Option<Arc<Record>> {
+        let me = self.local.index;
+        let mut now = None;
+        for victim in 0..self.shared.remotes.len() {
+            if victim == me {
+                continue;
+            }
+            let slot = &self.shared.remotes[victim].next;
+            let occupant = slot.peek();
+            if occupant.is_null() {
+                self.hidden[victim] = None;
+                continue;
+            }
+            let now = *now.get_or_insert_with(std::time::Instant::now);
+            match self.hidden[victim] {
+                Some((seen, since)) if seen == occupant as usize => {
+                    if cfg!(loom) || now.duration_since(since) >= NEXT_SLOT_PATIENCE {
+                        self.hidden[victim] = None;
+                        if let Some(record) = slot.steal(occupant) {
+                            bump(&self.counters().stolen, 1);
+                            return Some(record);
+                        }
+                    }
+                }
+                _ => self.hidden[victim] = Some((occupant as usize, now)),
+            }
+        }
+        None
     }
 
     /// One process from the global queue, plus up to a batch more moved

@@ -4,11 +4,12 @@
 //! `src/PROTOCOL.md` (section "Parking").
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{fence, AtomicUsize, Condvar, Mutex};
+use crate::sync::{fence, AtomicBool, AtomicUsize, Condvar, Mutex};
 
 /// One worker's bed: a sticky "notified" flag and a condition variable.
 #[derive(Debug, Default)]
@@ -26,6 +27,21 @@ impl Parker {
             notified = self.wakeup.wait(notified);
         }
         *notified = false;
+    }
+
+    /// As `park`, but gives up at `deadline`. Returns whether it was
+    /// notified (the notification is consumed either way when it came).
+    fn park_until(&self, deadline: Instant) -> bool {
+        let mut notified = self.notified.lock();
+        while !*notified {
+            let (guard, _) = self.wakeup.wait_until(notified, deadline);
+            notified = guard;
+            if !*notified && Instant::now() >= deadline {
+                return false;
+            }
+        }
+        *notified = false;
+        true
     }
 
     fn unpark(&self) {
@@ -50,6 +66,8 @@ pub(crate) struct Sleepers {
     /// wake a parked worker to keep searching (`stop_searching`).
     searching: CachePadded<AtomicUsize>,
     parkers: Box<[CachePadded<Parker>]>,
+    /// A parked worker sleeps with a timeout (see `park`).
+    watcher: CachePadded<AtomicBool>,
 }
 
 impl Sleepers {
@@ -61,12 +79,25 @@ impl Sleepers {
             parkers: (0..workers)
                 .map(|_| CachePadded::new(Parker::default()))
                 .collect(),
+            watcher: CachePadded::new(AtomicBool::new(false)),
         }
     }
 
     /// Parks worker `me` unless `has_work` (checked after announcing the
-    /// intent to sleep) finds something to do. Returns whether it slept.
-    pub(crate) fn park(&self, me: usize, has_work: impl FnOnce() -> bool) -> bool {
+    /// intent to sleep) finds something to do, until notified. Returns
+    /// whether it slept.
+    ///
+    /// While some worker is busy, one parked worker (the watcher) sleeps
+    /// at most `recheck` instead, so that a process left waiting in a busy
+    /// worker's `next` slot (which wakes nobody) is found even when every
+    /// idle worker sleeps. Only one worker watches at a time, and none when
+    /// every worker is parked: an idle engine does not poll.
+    pub(crate) fn park(
+        &self,
+        me: usize,
+        has_work: impl FnOnce() -> bool,
+        recheck: Duration,
+    ) -> bool {
         {
             let mut idle = self.idle.lock();
             idle.push_back(me);
@@ -75,19 +106,44 @@ impl Sleepers {
         // Pairs with the fence in `notify_one`: either the notifier sees our
         // count, or we see its work.
         fence(SeqCst);
-        if has_work() {
-            let mut idle = self.idle.lock();
-            if let Some(at) = idle.iter().position(|&w| w == me) {
+        // If a notifier already took us off the list, it is about to unpark
+        // us (or has): we consume that notification below so it does not
+        // linger and make a later park return at once for nothing.
+        if has_work() && self.leave(me) {
+            return false;
+        }
+        // `count` includes us: below the number of workers, someone is busy.
+        let watch = !cfg!(loom)
+            && self.count.load(SeqCst) < self.parkers.len()
+            && self
+                .watcher
+                .compare_exchange(false, true, SeqCst, Relaxed)
+                .is_ok();
+        if watch {
+            if !self.parkers[me].park_until(Instant::now() + recheck) && !self.leave(me) {
+                // A notifier took us off the list as we timed out: its
+                // unpark is coming; consume it so it does not linger.
+                self.parkers[me].park();
+            }
+            self.watcher.store(false, SeqCst);
+        } else {
+            self.parkers[me].park();
+        }
+        true
+    }
+
+    /// Takes `me` off the idle list after a timed-out park. Returns false
+    /// if it was not there (a notifier popped it and will unpark it).
+    fn leave(&self, me: usize) -> bool {
+        let mut idle = self.idle.lock();
+        match idle.iter().position(|&w| w == me) {
+            Some(at) => {
                 idle.remove(at);
                 self.count.fetch_sub(1, SeqCst);
-                return false;
+                true
             }
-            // A notifier already took us off the list and is about to unpark
-            // us (or has): consume that notification below so it does not
-            // linger and make a later park return at once for nothing.
+            None => false,
         }
-        self.parkers[me].park();
-        true
     }
 
     /// A worker starts looking for work (its first failed search).
@@ -122,6 +178,14 @@ impl Sleepers {
         if let Some(worker) = woken {
             self.parkers[worker].unpark();
         }
+    }
+
+    /// Whether a process just put in a `next` slot should wake a parked
+    /// worker to watch over it: some worker sleeps and none watches (they
+    /// all parked while the engine was idle). Once one watches, this is
+    /// two loads and no wakeup.
+    pub(crate) fn needs_watcher(&self) -> bool {
+        !cfg!(loom) && self.count.load(Relaxed) > 0 && !self.watcher.load(Relaxed)
     }
 
     /// Wakes every parked worker (shutdown).

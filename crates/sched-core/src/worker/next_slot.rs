@@ -1,0 +1,120 @@
+//! A worker's `next` slot: the process its last step woke or spawned, run
+//! right after that step on the same core.
+//!
+//! The owner fills and empties it; an idle worker may take what has sat in
+//! it for a while (its owner is inside a long step), so the slot cannot
+//! hide runnable work from idle workers. Every hand-over is one atomic
+//! exchange of the pointer, so each record in the slot is taken by exactly
+//! one thread.
+
+use std::ptr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
+
+use crate::record::Record;
+use crate::sync::{Arc, AtomicPtr};
+
+/// Holds at most one `Arc<Record>` (as a raw pointer from `Arc::into_raw`).
+#[derive(Debug)]
+pub(crate) struct NextSlot {
+    ptr: AtomicPtr<Record>,
+}
+
+impl Default for NextSlot {
+    fn default() -> Self {
+        NextSlot {
+            ptr: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
+impl NextSlot {
+    /// Puts `record` in the slot (owner only); returns the previous
+    /// occupant, if a thief has not taken it.
+    pub(crate) fn put(&self, record: Arc<Record>) -> Option<Arc<Record>> {
+        let new = Arc::into_raw(record).cast_mut();
+        let old = self.ptr.swap(new, AcqRel);
+        // SAFETY: a non-null pointer in the slot came from `Arc::into_raw`
+        // and the swap made us its only holder.
+        (!old.is_null()).then(|| unsafe { Arc::from_raw(old) })
+    }
+
+    /// Empties the slot (owner). Costs one load when it is empty.
+    pub(crate) fn take(&self) -> Option<Arc<Record>> {
+        if self.ptr.load(Acquire).is_null() {
+            return None;
+        }
+        let old = self.ptr.swap(ptr::null_mut(), AcqRel);
+        // SAFETY: as in `put`: the swap handed the pointer to us alone.
+        (!old.is_null()).then(|| unsafe { Arc::from_raw(old) })
+    }
+
+    /// The occupant's address (null when empty), for a thief to tell
+    /// whether the same process is still waiting there.
+    pub(crate) fn peek(&self) -> *const Record {
+        self.ptr.load(Acquire)
+    }
+
+    /// Takes the occupant if it is still `seen` (a thief).
+    pub(crate) fn steal(&self, seen: *const Record) -> Option<Arc<Record>> {
+        if seen.is_null() {
+            return None;
+        }
+        self.ptr
+            .compare_exchange(seen.cast_mut(), ptr::null_mut(), AcqRel, Acquire)
+            .ok()
+            // SAFETY: the exchange moved the pointer out of the slot, so we
+            // hold the reference `put` stored.
+            .map(|taken| unsafe { Arc::from_raw(taken) })
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.peek().is_null()
+    }
+}
+
+impl Drop for NextSlot {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::sync::thread;
+
+    fn record(id: u64) -> Arc<Record> {
+        Arc::new(Record::new(
+            relay::Pid::local(id),
+            Box::new(crate::loom_models::Inert),
+        ))
+    }
+
+    /// The owner puts two records and takes what is left while a thief
+    /// steals what it saw: every record ends up with exactly one of them
+    /// (checked by the reference counts: a double take would free twice,
+    /// a lost one would leak, and loom reports both).
+    #[test]
+    fn each_record_in_the_slot_is_taken_exactly_once() {
+        loom::model(|| {
+            let slot = Arc::new(NextSlot::default());
+            let (a, b) = (record(1), record(2));
+            assert!(slot.put(a.clone()).is_none());
+            let thief = {
+                let slot = slot.clone();
+                thread::spawn(move || {
+                    let seen = slot.peek();
+                    slot.steal(seen).map(|r| r.pid.id())
+                })
+            };
+            let displaced = slot.put(b.clone()).map(|r| r.pid.id());
+            let left = slot.take().map(|r| r.pid.id());
+            let stolen = thief.join().unwrap();
+            let mut all: Vec<u64> = [displaced, left, stolen].into_iter().flatten().collect();
+            all.sort_unstable();
+            assert_eq!(all, vec![1, 2], "each record taken once");
+            assert_eq!(Arc::strong_count(&a), 1);
+            assert_eq!(Arc::strong_count(&b), 1);
+        });
+    }
+}
