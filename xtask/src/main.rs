@@ -10,7 +10,9 @@
 //!   release (60 s unless told);
 //! - `tsan [CRATE]`: the concurrency tests under ThreadSanitizer;
 //! - `leak`: resident memory over a million process lifecycles, and a
-//!   shorter run under valgrind for definite leaks.
+//!   shorter run under valgrind for definite leaks;
+//! - `mutants [NAME]`: apply each known bug in turn and check that its
+//!   test catches it.
 //!
 //! The commands only shell out to `cargo`, `rustup`, `cargo-deny` and
 //! `valgrind`; they need no dependency of their own, so `cargo xtask`
@@ -19,6 +21,7 @@
 mod bench_report;
 mod cmd;
 mod leak;
+mod mutants;
 mod steps;
 mod stress;
 mod tsan;
@@ -47,6 +50,9 @@ commands:
   stress [--seconds N]
                  the randomised whole-scheduler stress run with its checker,
                  in release, for N seconds (default 60)
+  mutants [NAME] apply each mutation of the table (or the one named), run
+                 the command that must catch it, restore; fails if any
+                 mutation survives
   help           this text
 ";
 
@@ -59,6 +65,7 @@ fn main() -> ExitCode {
         Some("stress") => stress::seconds(&args[1..]).and_then(stress::stress),
         Some("tsan") => tsan::tsan(args.get(1).map(String::as_str)),
         Some("leak") => leak::leak(true),
+        Some("mutants") => mutants::mutants(args.get(1).map(String::as_str)),
         Some("bench") => match args.get(1).map(String::as_str) {
             None => bench_report::bench(false),
             Some("--quick") => bench_report::bench(true),
