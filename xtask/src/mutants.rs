@@ -179,12 +179,20 @@ pub(crate) fn mutants(named: Option<&str>) -> Result<(), String> {
             let log = logs.join(format!("{}.log", mutation.name));
             eprintln!("mutants: {} ({})", mutation.name, mutation.file);
             let started = Instant::now();
-            let outcome = {
+            let build_log = logs.join(format!("{}.build.log", mutation.name));
+            let (built, outcome) = {
                 let _applied = Applied::apply(&root, mutation)?;
-                run_catcher(mutation.catcher, &root, &target, &log)?
+                // A mutation that does not compile proves nothing: build
+                // first, then run.
+                let args = build_args(mutation.catcher);
+                match run_cargo(mutation.catcher, &args, &root, &target, &build_log)? {
+                    Outcome::Passed => (true, run_catcher(mutation.catcher, &root, &target, &log)?),
+                    other => (false, other),
+                }
             };
             let secs = started.elapsed().as_secs();
             match outcome {
+                _ if !built => format!("DOES NOT BUILD (fix the table; {})", build_log.display()),
                 Outcome::Failed => format!("caught ({secs} s)"),
                 Outcome::TimedOut => format!("caught: timed out ({secs} s)"),
                 Outcome::Passed => format!("SURVIVED ({secs} s; {})", log.display()),
@@ -235,6 +243,31 @@ fn run_catcher(
     target: &Path,
     log: &Path,
 ) -> Result<Outcome, String> {
+    run_cargo(catcher, catcher.args, root, target, log)
+}
+
+/// The catcher's build step: its arguments up to `--`, plus `--no-run`
+/// (every catcher is a `cargo test` or a `cargo miri test`).
+fn build_args(catcher: &Catcher) -> Vec<&'static str> {
+    let mut args: Vec<&'static str> = catcher
+        .args
+        .iter()
+        .copied()
+        .take_while(|a| *a != "--")
+        .collect();
+    args.push("--no-run");
+    args
+}
+
+/// Runs `cargo args` with the catcher's environment and target directory,
+/// its output in `log`, killing it after [`TIMEOUT`].
+fn run_cargo(
+    catcher: &Catcher,
+    args: &[&str],
+    root: &Path,
+    target: &Path,
+    log: &Path,
+) -> Result<Outcome, String> {
     let out = File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
     let err = out
         .try_clone()
@@ -245,7 +278,7 @@ fn run_catcher(
     };
     let mut command = Command::new("cargo");
     command
-        .args(catcher.args)
+        .args(args)
         .envs(catcher.env.iter().copied())
         .env("CARGO_TARGET_DIR", &target)
         .current_dir(root)
