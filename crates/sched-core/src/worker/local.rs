@@ -71,6 +71,18 @@ impl Local {
         }
     }
 
+    /// Takes the oldest process of the LIFO deque (the end thieves take
+    /// from), for the periodic fairness check.
+    pub(crate) fn pop_lifo_oldest(&self) -> Option<Arc<Record>> {
+        loop {
+            match self.lifo.steal_own() {
+                deque::Steal::Success(r) => return Some(r),
+                deque::Steal::Empty => return None,
+                deque::Steal::Retry => crate::sync::spin_hint(),
+            }
+        }
+    }
+
     /// Makes `record` the process to run next. Returns whether the slot
     /// was taken: its previous occupant then moved to the stealable `lifo`
     /// deque, where an idle worker could help.

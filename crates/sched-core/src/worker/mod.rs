@@ -24,10 +24,15 @@ const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// processes) before its LIFO deque, so a stream of wakeups cannot starve
 /// processes that asked to continue.
 const FIFO_INTERVAL: u32 = 13;
+/// Every this many ticks the worker takes the oldest process of its LIFO
+/// deque instead of the newest. Processes that keep waking themselves (or
+/// each other) are pushed and popped at the LIFO end forever; without this,
+/// what sits under them would never run.
+const LIFO_OLDEST_INTERVAL: u32 = 31;
 /// How many times in a row a worker runs the process in its `next` slot
-/// before moving it to the back of its FIFO queue instead. A process that
-/// wakes itself, or two that wake each other, would otherwise keep the
-/// worker to themselves.
+/// before moving it to its stealable deque instead. Two processes that wake
+/// each other would otherwise keep the slot to themselves, out of reach of
+/// idle workers.
 const NEXT_SLOT_RUNS: u32 = 3;
 /// How long a process must have waited in another worker's `next` slot
 /// before an idle worker takes it. Far above a normal step (the owner then
@@ -175,17 +180,22 @@ impl Worker<'_> {
                 return Some(r);
             }
         }
+        if self.tick.is_multiple_of(LIFO_OLDEST_INTERVAL) {
+            if let Some(r) = self.local.pop_lifo_oldest() {
+                self.next_runs = 0;
+                return Some(r);
+            }
+        }
         if let Some(r) = self.local.take_next() {
             if self.next_runs < NEXT_SLOT_RUNS {
                 self.next_runs += 1;
                 return Some(r);
             }
-            // It has had its turns: to the back of the FIFO queue, behind
-            // everything already waiting here (and stealable there). On the
-            // LIFO deque it would be popped straight back, and a process
-            // that wakes itself (or two that wake each other) would starve
-            // every other process queued on this worker.
-            self.local.fifo.push(r);
+            // It is the next to run here anyway (LIFO), but now stealable.
+            // A process that keeps waking itself is popped straight back,
+            // so the LIFO deque's oldest entries get their turn every
+            // `LIFO_OLDEST_INTERVAL` ticks (below).
+            self.local.lifo.push(r);
         }
         self.next_runs = 0;
         if let Some(r) = self.local.lifo.pop() {
