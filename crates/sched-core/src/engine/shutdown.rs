@@ -4,13 +4,16 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
 use super::shared::Shared;
-use super::Engine;
-use crate::record::state::{ProcessState, FORCE};
+use super::{spawn_named, Engine};
+use crate::record::state::FORCE;
 use crate::sync::{fence, thread, Condvar, Mutex};
 
-/// How long, after forcing the stragglers at the shutdown deadline, the
-/// engine waits for workers to end them and to exit.
-const FORCE_GRACE: Duration = Duration::from_millis(200);
+/// How long past its deadline `shutdown` may take to force the stragglers
+/// and join the workers: it returns by `deadline + SHUTDOWN_GRACE`,
+/// however many processes are live.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(100);
+/// How many processes the cancel sweep handles between looks at the clock.
+const SWEEP_CHUNK: usize = 256;
 
 /// What `shutdown` did.
 ///
@@ -84,30 +87,42 @@ impl Shared {
     }
 
     /// Sends [`Event::Cancel`] to every registered process that has not
-    /// had it yet.
-    fn cancel_all(&self) {
-        for pid in self.router.pids() {
-            self.router.with(pid, |record| {
-                if let Some(wake) = record.deliver_cancel() {
-                    self.after_wake(record, wake);
-                }
-            });
+    /// had it yet, until `deadline`: past it, the rest are forced anyway.
+    fn cancel_all(&self, deadline: Instant) {
+        for chunk in self.router.pids().chunks(SWEEP_CHUNK) {
+            if Instant::now() >= deadline {
+                return;
+            }
+            for &pid in chunk {
+                self.router.with(pid, |record| {
+                    if let Some(wake) = record.deliver_cancel() {
+                        self.after_wake(record, wake);
+                    }
+                });
+            }
         }
     }
 
-    /// Live processes still registered: (inside a step, not in a step).
-    fn stragglers(&self) -> (usize, usize) {
-        let (mut running, mut queued) = (0, 0);
+    /// Marks every registered process to be ended as cancelled, and wakes
+    /// it so a worker does.
+    fn force_all(&self) {
         for pid in self.router.pids() {
-            self.router.with(pid, |record| {
-                if ProcessState::from_word(record.state.load()) == ProcessState::Running {
-                    running += 1;
-                } else {
-                    queued += 1;
-                }
-            });
+            self.kill(pid, FORCE);
         }
-        (running, queued)
+    }
+
+    /// Lets the workers leave once their queues are empty.
+    fn begin_exit(&self) {
+        self.exit.store(true, SeqCst);
+        self.sleepers.notify_all();
+    }
+
+    /// Processes inside a step now (one per worker at most).
+    fn in_steps(&self) -> usize {
+        self.remotes
+            .iter()
+            .filter(|r| r.counters.in_step.load(SeqCst))
+            .count()
     }
 }
 
@@ -147,23 +162,31 @@ impl Engine {
         // Pairs with the fence in `submit`: a registration this sweep
         // misses sees the stopping flag and delivers the cancel itself.
         fence(SeqCst);
-        shared.cancel_all();
+        shared.cancel_all(deadline_at);
+        let bound = deadline_at + SHUTDOWN_GRACE;
         let mut forced_at = None;
-        if !shared.wait_all_ended(deadline_at) {
+        if shared.wait_all_ended(deadline_at) {
+            shared.begin_exit();
+        } else {
             forced_at = Some(shared.completed.load(SeqCst));
-            for pid in shared.router.pids() {
-                shared.kill(pid, FORCE);
-            }
-            shared.wait_all_ended(Instant::now() + FORCE_GRACE);
+            // The force sweep costs time in proportion to the stragglers,
+            // so it runs on a thread of its own and this call still returns
+            // by `bound`. The workers may leave only once every straggler
+            // carries the force flag (an idle one that missed it would
+            // never be queued again), so the sweeper lets them go.
+            let sweeper = shared.clone();
+            let name = format!("{}-shutdown", self.thread_name);
+            drop(spawn_named(name, move || {
+                sweeper.force_all();
+                sweeper.begin_exit();
+            }));
+            shared.wait_all_ended(bound);
         }
-        shared.exit.store(true, SeqCst);
-        shared.sleepers.notify_all();
 
         let handles = std::mem::take(&mut self.threads.lock().handles);
-        let join_deadline = Instant::now().max(deadline_at) + FORCE_GRACE;
         let mut detached = 0;
         for handle in handles {
-            if !join_until(handle, join_deadline) {
+            if !join_until(handle, bound) {
                 detached += 1;
             }
         }
@@ -172,11 +195,9 @@ impl Engine {
         // not lost between the two figures.
         let completed_after = shared.completed.load(SeqCst);
         let graceful_end = forced_at.unwrap_or(completed_after);
-        let (still_running, still_queued) = if shared.live.count() == 0 {
-            (0, 0)
-        } else {
-            shared.stragglers()
-        };
+        let live = shared.live.count();
+        let still_running = shared.in_steps().min(live);
+        let still_queued = live - still_running;
         let report = ShutdownReport {
             ended_gracefully: graceful_end - completed_before,
             forced: completed_after - graceful_end,

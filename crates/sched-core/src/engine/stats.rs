@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicBool, AtomicU64};
 
 /// One worker's counters. Only that worker writes them (load + store, no
 /// read-modify-write); anyone may read them at any time.
@@ -15,6 +15,9 @@ pub(crate) struct WorkerCounters {
     pub(crate) global_pops: AtomicU64,
     pub(crate) discarded_yields: AtomicU64,
     pub(crate) completed: AtomicU64,
+    /// The worker is running a process (between taking it and moving it
+    /// on): what shutdown reports as still running.
+    pub(crate) in_step: AtomicBool,
 }
 
 /// Adds `n` to a counter only the calling thread writes.

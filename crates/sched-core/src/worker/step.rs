@@ -2,6 +2,7 @@
 //! asked for next, and its end.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::commands::completer::Completer;
 use crate::contract::command::Command;
@@ -23,6 +24,7 @@ impl Worker<'_> {
     /// Takes the process (`READY -> RUNNING`), steps it unless it is being
     /// killed, and moves it on.
     pub(super) fn run_process(&mut self, record: Arc<Record>) {
+        self.counters().in_step.store(true, Relaxed);
         let kill = record.state.start_step();
         // SAFETY: `start_step` made this worker the process's owner, and it
         // stays the owner for the whole closure: the closure never hands the
@@ -37,6 +39,7 @@ impl Worker<'_> {
         if let Some(how) = self.requeue.take() {
             self.shared.schedule(record, how);
         }
+        self.counters().in_step.store(false, Relaxed);
     }
 
     /// Steps the owned process. Returns the state the process wants next
