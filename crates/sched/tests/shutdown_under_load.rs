@@ -27,8 +27,8 @@ const HOLD: CommandId = CommandId(1);
 const DEADLINE: Duration = Duration::from_millis(1_500);
 
 /// What shutdown may take beyond `DEADLINE`. The engine's own bound is
-/// 200 ms to end the forced processes plus 200 ms to join the workers, and
-/// a worker caught inside a slow step finishes that step first. The rest
+/// 100 ms (past it, workers still ending forced processes are detached and
+/// finish on their own). The rest
 /// is slack for CI: on 2 shared cores this test competes with other test
 /// binaries, and a thread that is ready to run can wait a scheduler tick or
 /// several before it gets a core, so the bound is generous rather than
@@ -259,18 +259,32 @@ fn shutdown_under_load(workers: usize) {
         took < DEADLINE + OVERRUN,
         "{workers} workers: shutdown took {took:?} with a deadline of {DEADLINE:?}"
     );
-    assert_eq!(report.still_running, 0, "{workers} workers: {report:?}");
-    assert_eq!(report.workers_detached, 0, "{workers} workers: {report:?}");
+    // No step here blocks for long, but on a loaded machine the workers
+    // may still be ending forced processes when the 100 ms bound comes:
+    // then they are detached, the processes not yet ended are counted in
+    // `still_queued` (or `still_running`, one per busy worker), and they
+    // still end, as forced, after shutdown has returned.
+    let unfinished = (report.still_running + report.still_queued) as u64;
+    if report.workers_detached == 0 {
+        assert_eq!(unfinished, 0, "{workers} workers: {report:?}");
+    }
 
     let mut heeded = 0u64;
     let mut cancelled = 0u64;
-    for (index, handle) in handles.into_iter().enumerate() {
+    for (index, mut handle) in handles.into_iter().enumerate() {
         let (kind, heeds_cancel) = plan[index];
-        assert!(
-            handle.is_finished(),
-            "{workers} workers: process {index} ({kind:?}) has no outcome after shutdown"
-        );
-        match handle.wait() {
+        let outcome = if unfinished == 0 {
+            assert!(
+                handle.is_finished(),
+                "{workers} workers: process {index} ({kind:?}) has no outcome after shutdown"
+            );
+            handle.wait()
+        } else {
+            handle.wait_timeout(PATIENCE).unwrap_or_else(|| {
+                panic!("{workers} workers: process {index} ({kind:?}) never got an outcome")
+            })
+        };
+        match outcome {
             Ok(value) if heeds_cancel && value.downcast_ref::<Heeded>().is_some() => heeded += 1,
             Err(ExitError::Cancelled) if !heeds_cancel => cancelled += 1,
             other => panic!(
@@ -293,7 +307,11 @@ fn shutdown_under_load(workers: usize) {
         report.ended_gracefully, heeded,
         "{workers} workers: {report:?}"
     );
-    assert_eq!(report.forced, cancelled, "{workers} workers: {report:?}");
+    assert_eq!(
+        report.forced + unfinished,
+        cancelled,
+        "{workers} workers: {report:?}"
+    );
     assert_eq!(heeded + cancelled, count as u64);
     assert_eq!(scheduler.stats().live_processes, 0);
 

@@ -138,9 +138,11 @@ impl Engine {
     /// submission that loses the race fails with
     /// [`SubmitError::ShuttingDown`](crate::SubmitError::ShuttingDown).
     ///
-    /// It returns as soon as every process has ended, not at the deadline;
-    /// past the deadline it waits at most a short grace period for the
-    /// workers to end the forced processes. A process stuck inside a `step`
+    /// It returns as soon as every process has ended, not at the deadline,
+    /// and never later than 100 ms past the deadline: workers still ending
+    /// forced processes then are detached and finish them on their own
+    /// (they are counted in `still_queued` and still get their outcome).
+    /// A process stuck inside a `step`
     /// that never returns cannot be ended: it is reported in
     /// `still_running` (and processes queued behind it in `still_queued`),
     /// and its worker is detached rather than joined. A call made while
