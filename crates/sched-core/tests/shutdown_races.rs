@@ -29,9 +29,12 @@ fn submit_until_refused(engine: &Engine, first_id: u64, started: &AtomicUsize) -
 }
 
 /// Runs `rounds` engines, each with a thread submitting while the main
-/// thread shuts down; returns every accepted handle with its round's
-/// report.
-fn race_submissions_with_shutdown(rounds: usize) -> Vec<(ShutdownReport, Vec<Completion>)> {
+/// thread shuts down, and hands each round's report and accepted handles
+/// to `check` as soon as the round is over (so a failure shows at once).
+fn race_submissions_with_shutdown(
+    rounds: usize,
+    mut check: impl FnMut(ShutdownReport, Vec<Completion>),
+) {
     (0..rounds)
         .map(|round| {
             let engine = Arc::new(started(2));
@@ -48,12 +51,12 @@ fn race_submissions_with_shutdown(rounds: usize) -> Vec<(ShutdownReport, Vec<Com
             let report = engine.shutdown(PATIENCE);
             (report, submitter.join().unwrap())
         })
-        .collect()
+        .for_each(|(report, accepted)| check(report, accepted));
 }
 
 #[test]
 fn a_submission_racing_shutdown_is_refused_or_reaches_an_outcome() {
-    for (_, accepted) in race_submissions_with_shutdown(200) {
+    race_submissions_with_shutdown(200, |_, accepted| {
         for mut handle in accepted {
             let pid = handle.pid();
             let outcome = handle.wait_timeout(PATIENCE);
@@ -62,12 +65,12 @@ fn a_submission_racing_shutdown_is_refused_or_reaches_an_outcome() {
                 "{pid} was accepted during shutdown but never ran to an outcome"
             );
         }
-    }
+    });
 }
 
 #[test]
 fn every_process_admitted_during_shutdown_receives_the_cancel() {
-    for (report, accepted) in race_submissions_with_shutdown(200) {
+    race_submissions_with_shutdown(200, |report, accepted| {
         // An `Inbox` ends with "cancelled" on its cancel; one that missed
         // the cancel would be forced at the deadline instead.
         assert_eq!(report.forced, 0, "a process missed the cancel: {report:?}");
@@ -75,7 +78,7 @@ fn every_process_admitted_during_shutdown_receives_the_cancel() {
             let outcome = wait(handle).expect("ended by its cancel");
             assert_eq!(outcome.downcast_ref::<&str>(), Some(&"cancelled"));
         }
-    }
+    });
 }
 
 #[test]
