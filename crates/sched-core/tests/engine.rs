@@ -1,5 +1,5 @@
 //! The engine's behaviour: the original implementation's checklist where
-//! it applies to our design, plus the contract of DESIGN.md sections 3–8.
+//! it applies to our design, plus the process contract (`docs/process-contract.md`).
 
 mod common;
 
