@@ -90,7 +90,7 @@ impl Builder {
     }
 
     /// Most processes live at once; submissions beyond fail with
-    /// [`SubmitError::TooManyProcesses`]. Default: unlimited.
+    /// [`SubmitError::TooManyProcesses`](crate::SubmitError::TooManyProcesses). Default: unlimited.
     ///
     /// # Examples
     ///
@@ -153,7 +153,7 @@ impl Builder {
 
     /// Called on the submitting thread after a process's `init` succeeded,
     /// before it is queued. An `Err` (or a panic) rejects the submission with
-    /// [`SubmitError::Rejected`]; the process's `close` runs.
+    /// [`SubmitError::Rejected`](crate::SubmitError::Rejected); the process's `close` runs.
     ///
     /// # Examples
     ///
@@ -174,7 +174,7 @@ impl Builder {
 
     /// Called once for every process that ends, with its outcome, on the
     /// worker that ended it, just before the outcome is handed to its
-    /// [`Completion`]. The process no longer counts against
+    /// [`Completion`](crate::Completion). The process no longer counts against
     /// [`max_processes`](Builder::max_processes) by then, so the hook may
     /// submit a replacement even at the limit. A panic in the hook is
     /// caught and logged.
@@ -202,7 +202,7 @@ impl Builder {
 
     /// Called with each message or completion still queued when its
     /// process ended (it was never delivered to a step). Dead letters are
-    /// also counted in [`Stats::dead_letters`].
+    /// also counted in [`Stats::dead_letters`](crate::Stats::dead_letters).
     ///
     /// # Examples
     ///

@@ -87,7 +87,7 @@ impl Shared {
         }
     }
 
-    /// Sends [`Event::Cancel`] to every registered process that has not
+    /// Sends [`Event::Cancel`](crate::Event::Cancel) to every registered process that has not
     /// had it yet, until `deadline`: past it, the rest are forced anyway.
     fn cancel_all(&self, deadline: Instant) {
         for chunk in self.router.pids().chunks(SWEEP_CHUNK) {
@@ -128,7 +128,7 @@ impl Shared {
 }
 
 impl Engine {
-    /// Stops the engine: refuses new submissions, sends [`Event::Cancel`] to
+    /// Stops the engine: refuses new submissions, sends [`Event::Cancel`](crate::Event::Cancel) to
     /// every live process, and waits until they have all ended or
     /// `deadline` has passed. Then it force-completes the rest with
     /// [`ExitError::Cancelled`](crate::ExitError::Cancelled) (their `close`
