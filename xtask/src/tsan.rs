@@ -11,7 +11,7 @@
 //! `-Zsanitizer=thread` in their build scripts and replace the fences TSAN
 //! does not model with equivalent acquire loads, so the epoch collector
 //! under our deque needs no suppression. Our own code has two `SeqCst`
-//! fences, in `sched-core/src/sleep.rs`: a store-fence-load handshake
+//! fences, in `sched-core/src/worker/sleep.rs`: a store-fence-load handshake
 //! between a parking worker and a producer, which guards against a lost
 //! wakeup, not against a data race (every location involved is an atomic or
 //! sits behind a mutex), so TSAN's blindness to them cannot produce a
@@ -54,7 +54,21 @@ fn tsan_targets(member: &Member) -> Vec<&'static str> {
         // Concurrent sends, registrations and removals through the routing
         // table (dashmap).
         "relay" => vec!["--test", "concurrent_routing"],
-        "sched-core" => vec!["--test", "stress", "--test", "engine"],
+        // Besides the stress and engine tests: shutdown racing submissions,
+        // idle workers taking from busy workers' `next` slots, and user
+        // drops that panic on worker threads.
+        "sched-core" => vec![
+            "--test",
+            "stress",
+            "--test",
+            "engine",
+            "--test",
+            "shutdown_races",
+            "--test",
+            "fairness",
+            "--test",
+            "hostile_user_code",
+        ],
         "sched" => {
             let mut targets = vec!["--test", "api"];
             if has_test(member, "stress") {
