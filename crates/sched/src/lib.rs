@@ -107,3 +107,7 @@ pub use sched_core::{
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-tokio.md")]
+struct ComingFromTokioDoctests;
