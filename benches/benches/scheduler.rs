@@ -92,7 +92,7 @@ fn engine() -> Engine {
 fn engine_with(id: CommandId, handler: impl sched_core::CommandHandler) -> Engine {
     let engine = Engine::builder()
         .workers(WORKERS)
-        .handler(id, handler)
+        .handler_impl(id, handler)
         .build();
     engine.start();
     engine

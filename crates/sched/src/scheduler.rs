@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use relay::{Package, Pid, Receiver, SendError};
 use sched_core::{
-    BoxError, CommandHandler, CommandId, Completion, Engine, Event, Outcome, Process, ProcessInfo,
-    ShutdownReport, Stats, SubmitError, TerminateError,
+    BoxError, Command, CommandHandler, CommandId, Completer, Completion, Engine, Event, Outcome,
+    Process, ProcessInfo, Rejected, ShutdownReport, Stats, SubmitError, TerminateError,
 };
 
 use crate::payload::into_payload;
@@ -145,25 +145,54 @@ impl SchedulerBuilder {
         }
     }
 
-    /// Registers the handler of command `id`: a type implementing
-    /// [`CommandHandler`] or a closure `Fn(Command, Completer) -> Result<(), Rejected>`.
+    /// Registers a closure as the handler of command `id`; its parameter
+    /// types (`Command`, `Completer`) and return type are inferred. A type
+    /// implementing [`CommandHandler`] goes through
+    /// [`handler_impl`](SchedulerBuilder::handler_impl).
     ///
     /// # Examples
     ///
     /// ```
-    /// use sched::{Command, CommandId, Completer, Rejected};
+    /// use sched::CommandId;
     /// let s = sched::Scheduler::builder()
     ///     .workers(1)
-    ///     .handler(CommandId(1), |cmd: Command, done: Completer| -> Result<(), Rejected> {
+    ///     .handler(CommandId(1), |cmd, done| {
     ///         let _ = done.complete(cmd.data); // echo
     ///         Ok(())
     ///     })
     ///     .build();
     /// # drop(s);
     /// ```
-    pub fn handler(self, id: CommandId, handler: impl CommandHandler) -> Self {
+    pub fn handler<F>(self, id: CommandId, handler: F) -> Self
+    where
+        F: Fn(Command, Completer) -> Result<(), Rejected> + Send + Sync + 'static,
+    {
         SchedulerBuilder {
             inner: self.inner.handler(id, handler),
+        }
+    }
+
+    /// Registers a value implementing [`CommandHandler`] as the handler of
+    /// `id`: for handlers that are types of their own rather than closures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Command, CommandHandler, CommandId, Completer, Rejected};
+    ///
+    /// struct Echo;
+    /// impl CommandHandler for Echo {
+    ///     fn handle(&self, cmd: Command, done: Completer) -> Result<(), Rejected> {
+    ///         let _ = done.complete(cmd.data);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let s = sched::Scheduler::builder().handler_impl(CommandId(1), Echo).build();
+    /// # drop(s);
+    /// ```
+    pub fn handler_impl(self, id: CommandId, handler: impl CommandHandler) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.handler_impl(id, handler),
         }
     }
 

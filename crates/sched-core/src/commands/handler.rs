@@ -39,6 +39,13 @@ use crate::contract::command::{Command, CommandId};
 /// fn is_handler(_: &impl CommandHandler) {}
 /// is_handler(&Echo);
 /// is_handler(&by_closure);
+///
+/// // A type is registered with `handler_impl`, a closure with `handler`.
+/// let engine = sched_core::Engine::builder()
+///     .handler_impl(sched_core::CommandId(1), Echo)
+///     .handler(sched_core::CommandId(2), by_closure)
+///     .build();
+/// # drop(engine);
 /// ```
 pub trait CommandHandler: Send + Sync + 'static {
     /// Handles one command.

@@ -43,17 +43,53 @@ use crate::contract::output::{Events, Output};
 ///     fn close(&mut self) {}
 /// }
 /// ```
+///
+/// `init` and `close` have defaults: a process with one entry point and
+/// nothing to release writes only `step`. The default `init` accepts
+/// [`DEFAULT_METHOD`] (`"run"`) and ignores its input; any other method
+/// fails with [`InitError::UnknownMethod`].
+///
+/// ```
+/// use sched_core::{BoxError, Events, Output, Process};
+///
+/// struct Hello;
+///
+/// impl Process for Hello {
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         out.done(Box::new("hello"));
+///         Ok(())
+///     }
+/// }
+/// ```
 pub trait Process: Send + 'static {
-    /// Prepares the entry point `method` with `input`.
-    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError>;
+    /// Prepares the entry point `method` with `input`. By default: accepts
+    /// [`DEFAULT_METHOD`] and nothing else, and ignores the input.
+    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
+        let _ = (cx, input);
+        if method == DEFAULT_METHOD {
+            Ok(())
+        } else {
+            Err(InitError::unknown_method(method))
+        }
+    }
 
     /// Advances the state machine. Events not consumed from `events` are
-    /// dropped when the step returns.
+    /// kept: they are the first events of the next step.
     fn step(&mut self, events: &mut Events<'_>, output: &mut Output<'_>) -> Result<(), BoxError>;
 
     /// Releases resources; called exactly once after a successful `init`.
-    fn close(&mut self);
+    /// By default it does nothing.
+    fn close(&mut self) {}
 }
+
+/// The entry method the default [`Process::init`] accepts: `"run"`.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(sched_core::DEFAULT_METHOD, "run");
+/// ```
+pub const DEFAULT_METHOD: &str = "run";
 
 /// What `init` is told about the process being initialised.
 ///

@@ -7,8 +7,9 @@ use relay::{Pid, PidAllocator, Router};
 
 use super::shared::{Remote, Shared};
 use super::{Engine, Threads};
+use crate::commands::completer::{Completer, Rejected};
 use crate::commands::handler::{CommandHandler, Handlers};
-use crate::contract::command::CommandId;
+use crate::contract::command::{Command, CommandId};
 use crate::contract::event::Event;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 use crate::worker::local::Local;
@@ -124,13 +125,43 @@ impl Builder {
         self
     }
 
-    /// Registers the handler of `id` (a later registration of the same id
-    /// replaces the earlier one).
+    /// Registers a closure as the handler of `id` (a later registration of
+    /// the same id replaces the earlier one). The closure's parameter types
+    /// are inferred.
     ///
     /// # Examples
     ///
-    /// See [`Builder`].
-    pub fn handler(mut self, id: CommandId, handler: impl CommandHandler) -> Self {
+    /// ```
+    /// use sched_core::{CommandId, Engine};
+    ///
+    /// let engine = Engine::builder()
+    ///     .handler(CommandId(7), |cmd, done| {
+    ///         match cmd.data::<u32>() {
+    ///             Some(n) => {
+    ///                 let _ = done.complete(Box::new(n + 1));
+    ///                 Ok(())
+    ///             }
+    ///             None => Err(done.reject("expected a u32")),
+    ///         }
+    ///     })
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn handler<F>(self, id: CommandId, handler: F) -> Self
+    where
+        F: Fn(Command, Completer) -> Result<(), Rejected> + Send + Sync + 'static,
+    {
+        self.handler_impl(id, handler)
+    }
+
+    /// Registers a value implementing [`CommandHandler`] as the handler of
+    /// `id` (for handlers that are types of their own rather than
+    /// closures).
+    ///
+    /// # Examples
+    ///
+    /// See [`CommandHandler`].
+    pub fn handler_impl(mut self, id: CommandId, handler: impl CommandHandler) -> Self {
         self.handlers.insert(id, StdArc::new(handler));
         self
     }

@@ -45,7 +45,7 @@ pub(crate) fn register(mut builder: SchedulerBuilder, shared: &Arc<Shared>) -> S
                 kind,
                 shared: shared.clone(),
             };
-            builder = builder.handler(command(kind), handler);
+            builder = builder.handler_impl(command(kind), handler);
         }
     }
     builder
