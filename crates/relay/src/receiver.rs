@@ -3,7 +3,7 @@
 use crate::{Package, Pid};
 use std::error::Error;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Something that packages can be sent to: a process's mailbox, a scheduler,
 /// or a [`Router`](crate::Router) that forwards by target PID.
@@ -133,11 +133,10 @@ impl fmt::Display for SendErrorKind {
 /// Nothing is lost: [`into_package`](SendError::into_package) returns the
 /// package exactly as it was sent. `Display` names the target PID.
 ///
-/// `SendError` is `Send` but, like [`Package`], not `Sync`, so it does not
-/// convert into `Box<dyn Error + Send + Sync>`; to propagate the failure that
-/// way, split it with [`into_parts`](SendError::into_parts) and keep the
-/// [`SendErrorKind`] and [`target`](SendError::target), which are plain
-/// `Copy` data.
+/// `SendError` is `Send` and `Sync` (unlike [`Package`], whose payload need
+/// not be `Sync`: through a shared `&SendError` only the kind and the two
+/// PIDs can be reached), so `?` converts it into
+/// `Box<dyn Error + Send + Sync>`, the error type of a process's step.
 ///
 /// # Examples
 ///
@@ -164,7 +163,14 @@ impl fmt::Display for SendErrorKind {
 /// ```
 pub struct SendError {
     kind: SendErrorKind,
-    package: Package,
+    source: Pid,
+    target: Pid,
+    /// In a mutex only so that `SendError` is `Sync` without `unsafe`
+    /// (`Mutex<T>` is `Sync` for any `T: Send`). It is never locked: the
+    /// package is reached through `&mut self` (`get_mut`) or by value
+    /// (`into_inner`), neither of which takes the lock, and `&self` methods
+    /// read the copies of its PIDs beside it.
+    package: Mutex<Package>,
 }
 
 impl SendError {
@@ -179,7 +185,12 @@ impl SendError {
     /// assert_eq!(err.kind(), SendErrorKind::Full);
     /// ```
     pub fn new(kind: SendErrorKind, package: Package) -> Self {
-        SendError { kind, package }
+        SendError {
+            kind,
+            source: package.source(),
+            target: package.target(),
+            package: Mutex::new(package),
+        }
     }
 
     /// Shorthand for `SendError::new(SendErrorKind::UnknownTarget, package)`.
@@ -249,21 +260,39 @@ impl SendError {
     /// assert_eq!(err.target(), Pid::local(2));
     /// ```
     pub fn target(&self) -> Pid {
-        self.package.target()
+        self.target
     }
 
-    /// The undelivered package, borrowed.
+    /// The PID the package was sent from.
     ///
     /// # Examples
     ///
     /// ```
     /// use relay::{Package, Pid, SendError};
     ///
-    /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), 8_u8));
-    /// assert_eq!(err.package().payload::<u8>(), Some(&8));
+    /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
+    /// assert_eq!(err.source(), Pid::local(1));
     /// ```
-    pub fn package(&self) -> &Package {
-        &self.package
+    pub fn source(&self) -> Pid {
+        self.source
+    }
+
+    /// The undelivered package, borrowed mutably (the payload is reached
+    /// only through `&mut self` or by value, which is what keeps
+    /// `SendError` `Sync`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid, SendError};
+    ///
+    /// let mut err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), 8_u8));
+    /// assert_eq!(err.package_mut().payload::<u8>(), Some(&8));
+    /// ```
+    pub fn package_mut(&mut self) -> &mut Package {
+        self.package
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The undelivered package, handed back unchanged.
@@ -278,6 +307,8 @@ impl SendError {
     /// ```
     pub fn into_package(self) -> Package {
         self.package
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The reason and the package, separately.
@@ -293,7 +324,8 @@ impl SendError {
     /// assert_eq!(package.target(), Pid::local(2));
     /// ```
     pub fn into_parts(self) -> (SendErrorKind, Package) {
-        (self.kind, self.package)
+        let kind = self.kind;
+        (kind, self.into_package())
     }
 }
 
@@ -312,8 +344,9 @@ impl fmt::Debug for SendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SendError")
             .field("kind", &self.kind)
-            .field("package", &self.package)
-            .finish()
+            .field("source", &self.source)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
     }
 }
 
@@ -350,10 +383,22 @@ mod tests {
             assert_eq!(err.kind(), kind);
             assert_eq!(err.target(), Pid::new(3, 9));
             assert_eq!(err.to_string(), text);
-            assert_eq!(err.package().source(), Pid::local(1));
+            assert_eq!(err.source(), Pid::local(1));
             let package = err.into_package();
             assert_eq!(package.downcast::<String>().unwrap(), "payload");
         }
+    }
+
+    #[test]
+    fn a_send_error_converts_into_a_boxed_error() {
+        fn step() -> Result<(), Box<dyn Error + Send + Sync>> {
+            Err(SendError::full(package()))?;
+            Ok(())
+        }
+        let err = step().unwrap_err();
+        assert_eq!(err.to_string(), "mailbox of process <3.9> is full");
+        let back = err.downcast::<SendError>().expect("a SendError");
+        assert_eq!(back.into_package().downcast::<String>().unwrap(), "payload");
     }
 
     #[test]
@@ -374,7 +419,7 @@ mod tests {
         let err = SendError::closed(package());
         assert_eq!(
             format!("{err:?}"),
-            "SendError { kind: Closed, package: Package { source: <0.1>, target: <3.9>, .. } }"
+            "SendError { kind: Closed, source: <0.1>, target: <3.9>, .. }"
         );
     }
 

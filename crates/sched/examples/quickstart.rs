@@ -52,15 +52,13 @@ impl Process for Node {
                     if self.me == 0 && hops == RING * LAPS {
                         // Three laps done: stop the ring, then stop.
                         for i in 1..RING {
-                            out.send(Package::new(out.pid(), Node::pid(i), Msg::Stop))
-                                .map_err(|e| e.to_string())?;
+                            out.send(Package::new(out.pid(), Node::pid(i), Msg::Stop))?;
                         }
                         out.done(Box::new(self.seen));
                         return Ok(());
                     }
                     self.seen += 1;
-                    out.send(Package::new(out.pid(), next, Msg::Token { hops: hops + 1 }))
-                        .map_err(|e| e.to_string())?;
+                    out.send(Package::new(out.pid(), next, Msg::Token { hops: hops + 1 }))?;
                 }
                 Msg::Stop => {
                     out.done(Box::new(self.seen));

@@ -44,8 +44,7 @@ impl Process for Player {
         } = &mut self.role
         {
             *started = true;
-            out.send(Package::new(me, *peer, 1u64))
-                .map_err(|e| e.to_string())?;
+            out.send(Package::new(me, *peer, 1u64))?;
             return Ok(());
         }
         for event in events {
@@ -54,8 +53,7 @@ impl Process for Player {
                     self.messages += 1;
                     let from = ping.source();
                     let n = ping.downcast::<u64>().map_err(|_| "a ping carries a u64")?;
-                    out.send(Package::new(me, from, n))
-                        .map_err(|e| e.to_string())?;
+                    out.send(Package::new(me, from, n))?;
                     if n == ROUND_TRIPS {
                         out.done(Box::new(self.messages));
                         return Ok(());
@@ -72,14 +70,12 @@ impl Process for Player {
                         // Every 10th answer: a command first, then go on.
                         out.yield_command(CHECKSUM, Tag(n), Box::new(n));
                     } else {
-                        out.send(Package::new(me, *peer, n + 1))
-                            .map_err(|e| e.to_string())?;
+                        out.send(Package::new(me, *peer, n + 1))?;
                     }
                 }
                 (Role::Pinger { peer, .. }, Event::Completion { tag, result }) => {
                     result?;
-                    out.send(Package::new(me, *peer, tag.0 + 1))
-                        .map_err(|e| e.to_string())?;
+                    out.send(Package::new(me, *peer, tag.0 + 1))?;
                 }
                 (_, Event::Cancel) => {
                     out.done(Box::new(self.messages));

@@ -83,8 +83,7 @@ impl Process for Short {
             1 => out.yield_command(ECHO, Tag(n), Box::new(n)),
             _ => {
                 let me = out.pid();
-                out.send(Package::new(me, me, n))
-                    .map_err(|e| e.to_string())?;
+                out.send(Package::new(me, me, n))?;
                 out.idle();
             }
         }

@@ -132,8 +132,7 @@ fn self_waking_hogs(workers: usize) -> Result<(), String> {
                     out.done(Box::new(()));
                 } else if i % 2 == 0 {
                     let me = out.pid();
-                    out.send(Package::new(me, me, ()))
-                        .map_err(|e| e.to_string())?;
+                    out.send(Package::new(me, me, ()))?;
                     out.idle();
                 } else {
                     out.yield_command(SYNC, Tag(i), Box::new(()));
