@@ -377,7 +377,7 @@ impl Process for Link {
                 latch: self.latch.clone(),
             });
             let pid = out.allocate_pid()?;
-            out.spawn(pid, next, "run", Box::new(()))?;
+            out.submit_boxed(pid, next, "run", Box::new(()))?;
         }
         out.done(Box::new(()));
         Ok(())
@@ -569,7 +569,7 @@ impl Process for Skynet {
             for i in 0..SKYNET_DIV {
                 let child = Skynet::new(self.num + i * sub, sub, Some(me));
                 let pid = out.allocate_pid()?;
-                out.spawn(pid, child, "run", Box::new(()))?;
+                out.submit_boxed(pid, child, "run", Box::new(()))?;
             }
             self.waiting = SKYNET_DIV;
         }

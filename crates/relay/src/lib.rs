@@ -78,7 +78,7 @@ mod receiver;
 mod router;
 mod sync;
 
-pub use package::{Package, Payload};
+pub use package::{into_payload, Package, Payload};
 pub use pid::{NumberError, ParsePidError, Pid, PidAllocator, PidsExhausted};
 pub use receiver::{Receiver, SendError, SendErrorKind};
 pub use router::{RegisterError, Router};

@@ -44,6 +44,28 @@ pub struct Package {
     payload: Payload,
 }
 
+/// Boxes `value` as a [`Payload`]; a value that already is a `Payload` is
+/// passed through instead of being boxed again.
+///
+/// # Examples
+///
+/// ```
+/// use relay::into_payload;
+/// let p = into_payload(5u32);
+/// assert_eq!(p.downcast_ref::<u32>(), Some(&5));
+/// let again = into_payload(p);
+/// assert_eq!(again.downcast_ref::<u32>(), Some(&5), "not boxed twice");
+/// ```
+pub fn into_payload<T: Any + Send>(value: T) -> Payload {
+    let boxed: Payload = Box::new(value);
+    // Unwrap one level if `T` itself was a `Payload`: checking the TypeId
+    // of the box's contents costs a comparison, no allocation.
+    match boxed.downcast::<Payload>() {
+        Ok(inner) => *inner,
+        Err(boxed) => boxed,
+    }
+}
+
 impl Package {
     /// A package from `source` to `target` carrying `payload`.
     ///
@@ -66,14 +88,7 @@ impl Package {
     /// assert_eq!(package.payload::<u32>(), Some(&7));
     /// ```
     pub fn new<T: Any + Send>(source: Pid, target: Pid, payload: T) -> Self {
-        let boxed: Payload = Box::new(payload);
-        // Unwrap one level if `T` itself was a `Payload`: checking the
-        // TypeId of the box's contents costs a comparison, no allocation.
-        let payload = match boxed.downcast::<Payload>() {
-            Ok(inner) => *inner,
-            Err(boxed) => boxed,
-        };
-        Package::from_payload(source, target, payload)
+        Package::from_payload(source, target, into_payload(payload))
     }
 
     /// A package from `source` to `target` carrying an already boxed payload.

@@ -53,6 +53,18 @@ impl Pid {
     /// ```
     pub const LOCAL_NODE: u32 = 0;
 
+    /// The source of messages sent from outside any process (`<0.0>`). No
+    /// allocator hands out id 0, so no process ever has this PID.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Pid, PidAllocator};
+    ///
+    /// assert_ne!(PidAllocator::new(Pid::LOCAL_NODE).allocate().unwrap(), Pid::OUTSIDE);
+    /// ```
+    pub const OUTSIDE: Pid = Pid::new(Self::LOCAL_NODE, 0);
+
     /// The PID with id `id` on node `node`.
     ///
     /// # Examples

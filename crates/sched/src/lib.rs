@@ -89,14 +89,14 @@
 //!
 //! The `deque` crate (re-exported as [`deque`]) is usable on its own.
 
-mod payload;
 mod scheduler;
 
-pub use payload::into_payload;
 pub use scheduler::{Scheduler, SchedulerBuilder};
 
 pub use deque;
-pub use relay::{Package, Payload, Pid, PidsExhausted, Receiver, SendError, SendErrorKind};
+pub use relay::{
+    into_payload, Package, Payload, Pid, PidsExhausted, Receiver, SendError, SendErrorKind,
+};
 pub use sched_core::{
     BoxError, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
     Completion, Engine, Event, Events, ExitError, InitContext, InitError, Outcome, Output, Process,
@@ -111,3 +111,7 @@ struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/coming-from-tokio.md")]
 struct ComingFromTokioDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ProjectReadmeDoctests;

@@ -4,13 +4,11 @@ use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
-use relay::{Package, Pid, Receiver, SendError};
+use relay::{into_payload, Package, Pid, Receiver, SendError};
 use sched_core::{
     BoxError, Command, CommandHandler, CommandId, Completer, Completion, Engine, Event, Outcome,
     Process, ProcessInfo, Rejected, ShutdownReport, Stats, SubmitError, TerminateError,
 };
-
-use crate::payload::into_payload;
 
 /// Configures a [`Scheduler`].
 ///
@@ -464,27 +462,31 @@ impl Scheduler {
     ///
     /// # Errors
     ///
-    /// As for [`submit`](Scheduler::submit).
-    ///
-    /// # Panics
-    ///
-    /// If this node's 2^64 PIDs are exhausted.
+    /// As for [`submit`](Scheduler::submit), except that the PID is never
+    /// a duplicate: a PID some process already uses (one a caller chose
+    /// for `submit`) is skipped. [`SubmitError::PidsExhausted`] if this
+    /// node's ids ran out.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use sched::*;
-    /// # struct Nop;
-    /// # impl Process for Nop {
-    /// #     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
-    /// #     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> { out.done(Box::new(())); Ok(()) }
-    /// #     fn close(&mut self) {}
-    /// # }
+    /// use sched::*;
+    ///
+    /// struct Nop;
+    /// impl Process for Nop {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.done(Box::new(()));
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
     /// let s = Scheduler::builder().workers(1).build();
     /// s.start();
+    /// let mine = s.submit(Pid::local(1), Nop, "run", ()).unwrap(); // a PID I chose
     /// let a = s.spawn(Nop, "run", ()).unwrap();
     /// let b = s.spawn(Nop, "run", ()).unwrap();
     /// assert_ne!(a.pid(), b.pid());
+    /// assert!(a.pid() != mine.pid() && b.pid() != mine.pid());
     /// ```
     pub fn spawn<P: Process>(
         &self,
@@ -492,11 +494,8 @@ impl Scheduler {
         method: &str,
         input: impl Any + Send,
     ) -> Result<Completion, SubmitError> {
-        let pid = self
-            .engine
-            .allocate_pid()
-            .expect("the PID space of this node is exhausted");
-        self.submit(pid, process, method, input)
+        self.engine
+            .spawn(Box::new(process), method, into_payload(input))
     }
 
     /// A fresh PID on this scheduler's node.
@@ -513,6 +512,27 @@ impl Scheduler {
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
         self.engine.allocate_pid()
+    }
+
+    /// Sends `payload` to the process `to` from outside any process: the
+    /// message's source is [`Pid::OUTSIDE`], so no PID has to be invented.
+    /// (`send`, from [`Receiver`], takes a whole [`Package`].)
+    ///
+    /// # Errors
+    ///
+    /// As for [`send_to`](Scheduler::send_to).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Pid, Scheduler, SendErrorKind};
+    /// let s = Scheduler::builder().workers(1).build();
+    /// let err = s.post(Pid::local(2), "hi").unwrap_err();
+    /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+    /// assert_eq!(err.source(), Pid::OUTSIDE);
+    /// ```
+    pub fn post(&self, to: Pid, payload: impl Any + Send) -> Result<(), SendError> {
+        self.send_to(Pid::OUTSIDE, to, payload)
     }
 
     /// Sends `payload` from `from` to the process `to`.

@@ -71,3 +71,80 @@ fn the_default_init_refuses_any_other_method() {
     assert_eq!(scheduler.stats().live_processes, 0);
     scheduler.shutdown(PATIENCE);
 }
+
+/// Finishes at its first step with its own PID.
+struct Quick;
+
+impl Process for Quick {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.done(Box::new(out.pid()));
+        Ok(())
+    }
+}
+
+#[test]
+fn spawn_skips_pids_that_callers_chose_for_their_own_processes() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    // Callers take the allocator's next ids before it hands them out.
+    let next = scheduler.allocate_pid().unwrap();
+    let mine: Vec<_> = (1..=3)
+        .map(|k| {
+            let pid = Pid::new(next.node(), next.id() + k);
+            scheduler.submit(pid, Inbox, "run", ()).unwrap()
+        })
+        .collect();
+    let spawned: Vec<_> = (0..6)
+        .map(|_| {
+            scheduler
+                .spawn(Quick, DEFAULT_METHOD, ())
+                .expect("never a duplicate")
+        })
+        .collect();
+    scheduler.start();
+    for handle in spawned {
+        let pid = handle.pid();
+        assert!(mine.iter().all(|m| m.pid() != pid), "{pid} collided");
+        let ran_as = handle.wait().unwrap();
+        assert_eq!(ran_as.downcast_ref::<Pid>(), Some(&pid));
+    }
+    for m in &mine {
+        scheduler.post(m.pid(), "stop").unwrap();
+    }
+    scheduler.shutdown(PATIENCE);
+}
+
+/// Waits for one message, then finishes.
+struct Inbox;
+
+impl Process for Inbox {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.count() > 0 {
+            out.done(Box::new(()));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_step_spawns_with_the_same_call_as_outside_code_and_sends_with_question_mark() {
+    struct Parent;
+    impl Process for Parent {
+        fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            if events.count() == 0 {
+                // Generic spawn from a step: no Box, no PID, any input.
+                let child = out.spawn(Inbox, DEFAULT_METHOD, ())?;
+                // `?` on a send: its error converts into the step's.
+                out.send(Package::new(out.pid(), child.pid(), "go"))?;
+                out.done(Box::new(child));
+            }
+            Ok(())
+        }
+    }
+    let scheduler = scheduler();
+    let parent = scheduler.spawn(Parent, DEFAULT_METHOD, ()).unwrap();
+    let child = *parent.wait().unwrap().downcast::<Completion>().unwrap();
+    child
+        .wait()
+        .expect("the child got its message and finished");
+    scheduler.shutdown(PATIENCE);
+}

@@ -43,11 +43,19 @@ pub enum SubmitError {
         /// What the hook reported.
         error: crate::contract::event::BoxError,
     },
+    /// A spawn found no free PID: the node's ids are exhausted.
+    PidsExhausted {
+        /// The node whose ids ran out.
+        node: u32,
+    },
 }
 
 impl fmt::Display for SubmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            SubmitError::PidsExhausted { node } => {
+                write!(f, "no free PID is left on node {node}")
+            }
             SubmitError::ShuttingDown => f.write_str("the scheduler is shutting down"),
             SubmitError::TooManyProcesses { max } => {
                 write!(

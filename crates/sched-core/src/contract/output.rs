@@ -1,5 +1,6 @@
 //! What a step receives and writes: its events and its output buffer.
 
+use std::any::Any;
 use std::fmt;
 
 use relay::{Package, Payload, Pid, SendError};
@@ -215,24 +216,76 @@ impl<'a> Output<'a> {
         self.engine.send(package)
     }
 
-    /// Submits a new process now: `init` runs on this worker with `method`
-    /// and `input`, and the process is queued on this worker, where idle
-    /// workers can steal it.
+    /// Starts a new process under a fresh PID, as `Scheduler::spawn` does
+    /// from outside: `init` runs on this worker with `method` and `input`,
+    /// and the process is queued on this worker, where idle workers can
+    /// steal it. A PID some process already uses is skipped.
     ///
     /// # Errors
     ///
-    /// As for [`Engine::submit`](crate::Engine::submit).
+    /// [`SubmitError`]: shutting down, too many live processes, `init`
+    /// failed or the start hook refused, or no PID left.
     ///
     /// # Examples
     ///
     /// ```
     /// # use sched_core::{Output, Process};
-    /// fn spawn_child(out: &mut Output<'_>, child: Box<dyn Process>) {
-    ///     let pid = out.allocate_pid().expect("pids left");
-    ///     let _ = out.spawn(pid, child, "run", Box::new(()));
+    /// fn start_worker(out: &mut Output<'_>, child: impl Process) -> relay::Pid {
+    ///     out.spawn(child, "run", 42u64).expect("spawned").pid()
     /// }
     /// ```
-    pub fn spawn(
+    pub fn spawn<P: Process>(
+        &mut self,
+        process: P,
+        method: &str,
+        input: impl Any + Send,
+    ) -> Result<Completion, SubmitError> {
+        self.engine
+            .spawn(Box::new(process), method, relay::into_payload(input))
+    }
+
+    /// [`spawn`](Output::spawn) for a process that is already boxed (a
+    /// process type chosen at run time) and an input that is already a
+    /// [`Payload`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Output::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::{Output, Process};
+    /// fn start(out: &mut Output<'_>, child: Box<dyn Process>) {
+    ///     let _ = out.spawn_boxed(child, "run", Box::new(()));
+    /// }
+    /// ```
+    pub fn spawn_boxed(
+        &mut self,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        self.engine.spawn(process, method, input)
+    }
+
+    /// Submits a new process under a PID the caller chose (see
+    /// [`spawn`](Output::spawn) to have one allocated).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Engine::submit`](crate::Engine::submit), including
+    /// [`SubmitError::DuplicatePid`] when `pid` is taken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_core::{Output, Process};
+    /// fn start_at(out: &mut Output<'_>, pid: relay::Pid, child: Box<dyn Process>) {
+    ///     let _ = out.submit_boxed(pid, child, "run", Box::new(()));
+    /// }
+    /// ```
+    pub fn submit_boxed(
         &mut self,
         pid: Pid,
         process: Box<dyn Process>,
@@ -242,7 +295,9 @@ impl<'a> Output<'a> {
         self.engine.submit(pid, process, method, input)
     }
 
-    /// A fresh PID on this scheduler's node, for [`spawn`](Output::spawn).
+    /// A fresh PID on this scheduler's node, for
+    /// [`submit_boxed`](Output::submit_boxed) (or to tell others about
+    /// before the process exists).
     ///
     /// # Errors
     ///

@@ -25,6 +25,14 @@ pub(crate) trait StepEngine: Sync {
         input: Payload,
     ) -> Result<Completion, SubmitError>;
 
+    /// Submits a new process under a fresh PID, skipping PIDs in use.
+    fn spawn(
+        &self,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError>;
+
     /// A fresh PID on the engine's node.
     fn allocate_pid(&self) -> Result<Pid, PidsExhausted>;
 }

@@ -25,22 +25,71 @@ impl Shared {
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
+        self.submit_or_return(pid, process, method, input)
+            .map_err(|refused| match refused {
+                Refusal::Duplicate(process, input) => {
+                    // Dropped here, guarded: they are the user's values.
+                    drop_user_value(process, pid, "a process refused for a duplicate PID");
+                    drop_user_value(input, pid, "the input of a refused process");
+                    SubmitError::DuplicatePid(pid)
+                }
+                Refusal::Other(error) => error,
+            })
+    }
+
+    /// Submits under a fresh PID from this engine's allocator. A PID that a
+    /// user took for a process of their own (`submit` with a PID they
+    /// chose) is skipped: the process is submitted under the next free one.
+    pub(crate) fn spawn(
+        &self,
+        mut process: Box<dyn Process>,
+        method: &str,
+        mut input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        loop {
+            let pid = self
+                .pids
+                .allocate()
+                .map_err(|e| SubmitError::PidsExhausted { node: e.node })?;
+            match self.submit_or_return(pid, process, method, input) {
+                Ok(completion) => return Ok(completion),
+                Err(Refusal::Duplicate(back, back_input)) => {
+                    tracing::debug!(%pid, "spawn skipped a PID in use");
+                    (process, input) = (back, back_input);
+                }
+                Err(Refusal::Other(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// `submit`, handing the process and its input back when the PID is
+    /// taken (so `spawn` can try the next one).
+    fn submit_or_return(
+        &self,
+        pid: Pid,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, Refusal> {
         // One atomic decision against shutdown: refused, or counted live
         // before shutdown sets its flag (see `Live`).
-        self.live.admit().map_err(|refused| match refused {
-            Refused::Stopping => SubmitError::ShuttingDown,
-            Refused::Full => SubmitError::TooManyProcesses {
-                max: self.live.max(),
-            },
+        self.live.admit().map_err(|refused| {
+            Refusal::Other(match refused {
+                Refused::Stopping => SubmitError::ShuttingDown,
+                Refused::Full => SubmitError::TooManyProcesses {
+                    max: self.live.max(),
+                },
+            })
         })?;
         let record = Arc::new(Record::new(pid, process));
         if let Err(rejected) = self.router.register(pid, record.clone()) {
-            // The record never ran: dropping it drops the user's process,
-            // which may panic; the slot is released first.
             self.release_live();
-            drop_user_value(rejected, pid, "a process refused for a duplicate PID");
-            drop_user_value(record, pid, "a process refused for a duplicate PID");
-            return Err(SubmitError::DuplicatePid(pid));
+            drop(rejected);
+            // SAFETY: the record was never registered nor queued: we are
+            // its only owner.
+            let process = unsafe { record.with_body(|body| body.process.take()) }
+                .expect("a new record has its process");
+            return Err(Refusal::Duplicate(process, input));
         }
         // SAFETY: the record is not queued anywhere yet, so no worker can
         // own it; we are its only owner until `schedule` below.
@@ -61,11 +110,11 @@ impl Shared {
         };
         if let Some(error) = error {
             self.abandon(&record, false);
-            return Err(SubmitError::Init { pid, error });
+            return Err(Refusal::Other(SubmitError::Init { pid, error }));
         }
         if let Err(error) = self.hooks.started(pid) {
             self.abandon(&record, true);
-            return Err(SubmitError::Rejected { pid, error });
+            return Err(Refusal::Other(SubmitError::Rejected { pid, error }));
         }
         // A shutdown that began after this process was admitted may have
         // swept the routing table before the registration above: then we
@@ -122,4 +171,12 @@ impl Shared {
     pub(crate) fn count_completed(&self) {
         self.completed.fetch_add(1, Relaxed);
     }
+}
+
+/// Why `submit_or_return` did not submit.
+enum Refusal {
+    /// The PID is taken: the process and its input, untouched.
+    Duplicate(Box<dyn Process>, Payload),
+    /// Anything else, as the caller reports it.
+    Other(SubmitError),
 }

@@ -130,6 +130,15 @@ impl StepEngine for Shared {
         Shared::submit(self, pid, process, method, input)
     }
 
+    fn spawn(
+        &self,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        Shared::spawn(self, process, method, input)
+    }
+
     fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
         self.pids.allocate()
     }
