@@ -148,3 +148,26 @@ fn a_step_spawns_with_the_same_call_as_outside_code_and_sends_with_question_mark
         .expect("the child got its message and finished");
     scheduler.shutdown(PATIENCE);
 }
+
+#[test]
+fn a_handle_says_already_taken_instead_of_panicking_and_tells_it_from_not_yet() {
+    let scheduler = scheduler();
+    let mut waiting = scheduler.spawn(Inbox, DEFAULT_METHOD, ()).unwrap();
+    assert!(
+        waiting.wait_timeout(Duration::from_millis(1)).is_none(),
+        "still running: not yet"
+    );
+    assert!(waiting.try_take().is_none(), "still running: not yet");
+    scheduler.post(waiting.pid(), "go").unwrap();
+    assert!(waiting.wait_timeout(PATIENCE).expect("finished").is_ok());
+    assert!(matches!(
+        waiting.wait_timeout(PATIENCE),
+        Some(Err(ExitError::AlreadyTaken))
+    ));
+    assert!(matches!(
+        waiting.try_take(),
+        Some(Err(ExitError::AlreadyTaken))
+    ));
+    assert!(matches!(waiting.wait(), Err(ExitError::AlreadyTaken)));
+    scheduler.shutdown(PATIENCE);
+}

@@ -33,6 +33,10 @@ pub enum ExitError {
         /// The panic message.
         message: String,
     },
+    /// Not how the process ended, but that this handle no longer has it:
+    /// the outcome was already taken through it (`wait_timeout` or
+    /// `try_take` returned it before).
+    AlreadyTaken,
 }
 
 impl fmt::Display for ExitError {
@@ -42,6 +46,9 @@ impl fmt::Display for ExitError {
             ExitError::Terminated => f.write_str("the process was terminated"),
             ExitError::Cancelled => f.write_str("the process was cancelled by shutdown"),
             ExitError::Panicked { message } => write!(f, "the process panicked: {message}"),
+            ExitError::AlreadyTaken => {
+                f.write_str("the outcome was already taken through this handle")
+            }
         }
     }
 }

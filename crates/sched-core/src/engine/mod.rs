@@ -66,7 +66,7 @@ struct Threads {
 /// let result = handle.wait_timeout(std::time::Duration::from_secs(5)).expect("finished");
 /// assert_eq!(result.unwrap().downcast_ref::<&str>(), Some(&"hello"));
 /// assert!(!handle.is_finished()); // the outcome was taken
-/// assert!(handle.try_take().is_none());
+/// assert!(matches!(handle.try_take(), Some(Err(sched_core::ExitError::AlreadyTaken))));
 /// engine.shutdown(std::time::Duration::from_secs(1));
 /// ```
 #[derive(Debug)]

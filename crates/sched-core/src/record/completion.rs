@@ -7,7 +7,7 @@ use relay::Pid;
 
 use super::slot::{ResultSlot, SlotState};
 use super::Record;
-use crate::contract::outcome::Outcome;
+use crate::contract::outcome::{ExitError, Outcome};
 use crate::sync::Arc;
 
 /// A handle to a submitted process: its PID and, once it ends, its outcome.
@@ -45,11 +45,9 @@ impl Completion {
         self.record.slot.is_ready()
     }
 
-    /// Blocks until the process ends and returns its outcome.
-    ///
-    /// # Panics
-    ///
-    /// If the outcome was already taken through this handle.
+    /// Blocks until the process ends and returns its outcome, or
+    /// `Err(ExitError::AlreadyTaken)` at once if it was already taken
+    /// through this handle.
     ///
     /// # Examples
     ///
@@ -61,17 +59,17 @@ impl Completion {
             if let Some(outcome) = ResultSlot::take(&mut state) {
                 return outcome;
             }
-            assert!(
-                !matches!(*state, SlotState::Taken),
-                "the outcome of {} was already taken",
-                self.record.pid
-            );
+            if matches!(*state, SlotState::Taken) {
+                return Err(ExitError::AlreadyTaken);
+            }
             state = slot.ready.wait(state);
         }
     }
 
     /// Waits up to `timeout` for the outcome; `None` if the process is still
-    /// running then (the handle can wait again).
+    /// running then (the handle can wait again), and
+    /// `Some(Err(ExitError::AlreadyTaken))` if the outcome was already taken
+    /// through this handle.
     ///
     /// # Examples
     ///
@@ -84,7 +82,10 @@ impl Completion {
             if let Some(outcome) = ResultSlot::take(&mut state) {
                 return Some(outcome);
             }
-            if matches!(*state, SlotState::Taken) || Instant::now() >= deadline {
+            if matches!(*state, SlotState::Taken) {
+                return Some(Err(ExitError::AlreadyTaken));
+            }
+            if Instant::now() >= deadline {
                 return None;
             }
             let (guard, timed_out) = slot.ready.wait_until(state, deadline);
@@ -95,13 +96,19 @@ impl Completion {
         }
     }
 
-    /// The outcome if the process has ended, without blocking.
+    /// The outcome if the process has ended, without blocking: `None` while
+    /// it runs, `Some(Err(ExitError::AlreadyTaken))` once the outcome was
+    /// taken through this handle.
     ///
     /// # Examples
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn try_take(&mut self) -> Option<Outcome> {
-        ResultSlot::take(&mut self.record.slot.state.lock())
+        let mut state = self.record.slot.state.lock();
+        if matches!(*state, SlotState::Taken) {
+            return Some(Err(ExitError::AlreadyTaken));
+        }
+        ResultSlot::take(&mut state)
     }
 }
 
