@@ -28,8 +28,8 @@
 //! A process that yields a command and finishes with its result:
 //!
 //! ```
-//! use relay::{Payload, Pid};
-//! use sched_core::*;
+//! use sched::{Payload, Pid};
+//! use sched::*;
 //! use std::time::Duration;
 //!
 //! const DOUBLE: CommandId = CommandId(1);

@@ -27,7 +27,7 @@ use crate::sync::Arc;
 /// # Examples
 ///
 /// ```
-/// use sched_core::{Command, Completer, Rejected};
+/// use sched::{Command, Completer, Rejected};
 ///
 /// fn double(cmd: Command, completer: Completer) -> Result<(), Rejected> {
 ///     match cmd.data::<u64>() {
@@ -105,7 +105,7 @@ impl Completer {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::Completer;
+    /// # use sched::Completer;
     /// fn give_up(c: Completer) {
     ///     let _ = c.fail("disk on fire");
     /// }
@@ -223,8 +223,8 @@ impl fmt::Debug for Rejected {
 /// # Examples
 ///
 /// ```
-/// use sched_core::{CompleteError, Tag};
-/// let e = CompleteError::Stale { pid: relay::Pid::local(4), tag: Tag(2) };
+/// use sched::{CompleteError, Tag};
+/// let e = CompleteError::Stale { pid: sched::Pid::local(4), tag: Tag(2) };
 /// assert_eq!(e.to_string(), "process <0.4> has ended; its tag 2 cannot be completed");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

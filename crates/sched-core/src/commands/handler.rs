@@ -21,7 +21,7 @@ use crate::contract::command::{Command, CommandId};
 /// # Examples
 ///
 /// ```
-/// use sched_core::{Command, CommandHandler, Completer, Rejected};
+/// use sched::{Command, CommandHandler, Completer, Rejected};
 ///
 /// struct Echo;
 ///
@@ -41,9 +41,9 @@ use crate::contract::command::{Command, CommandId};
 /// is_handler(&by_closure);
 ///
 /// // A type is registered with `handler_impl`, a closure with `handler`.
-/// let engine = sched_core::Engine::builder()
-///     .handler_impl(sched_core::CommandId(1), Echo)
-///     .handler(sched_core::CommandId(2), by_closure)
+/// let engine = sched::Engine::builder()
+///     .handler_impl(sched::CommandId(1), Echo)
+///     .handler(sched::CommandId(2), by_closure)
 ///     .build();
 /// # drop(engine);
 /// ```

@@ -9,7 +9,7 @@ use relay::Payload;
 /// # Examples
 ///
 /// ```
-/// use sched_core::CommandId;
+/// use sched::CommandId;
 /// const SLEEP: CommandId = CommandId(1);
 /// assert_eq!(SLEEP.to_string(), "command 1");
 /// ```
@@ -30,7 +30,7 @@ impl fmt::Display for CommandId {
 /// # Examples
 ///
 /// ```
-/// use sched_core::Tag;
+/// use sched::Tag;
 /// assert_eq!(Tag(7).to_string(), "tag 7");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -47,7 +47,7 @@ impl fmt::Display for Tag {
 /// # Examples
 ///
 /// ```
-/// use sched_core::{Command, CommandId, Tag};
+/// use sched::{Command, CommandId, Tag};
 /// let cmd = Command::new(CommandId(1), Tag(9), Box::new(5u32));
 /// assert_eq!(cmd.data::<u32>(), Some(&5));
 /// ```
@@ -67,7 +67,7 @@ impl Command {
     /// # Examples
     ///
     /// ```
-    /// use sched_core::{Command, CommandId, Tag};
+    /// use sched::{Command, CommandId, Tag};
     /// let cmd = Command::new(CommandId(2), Tag(0), Box::new("read /etc/hosts"));
     /// assert_eq!(cmd.id, CommandId(2));
     /// ```
@@ -80,7 +80,7 @@ impl Command {
     /// # Examples
     ///
     /// ```
-    /// use sched_core::{Command, CommandId, Tag};
+    /// use sched::{Command, CommandId, Tag};
     /// let cmd = Command::new(CommandId(1), Tag(0), Box::new(3u8));
     /// assert_eq!(cmd.data::<u8>(), Some(&3));
     /// assert_eq!(cmd.data::<u16>(), None);

@@ -12,7 +12,7 @@ use crate::contract::event::BoxError;
 /// # Examples
 ///
 /// ```
-/// use sched_core::SubmitError;
+/// use sched::SubmitError;
 /// let e = SubmitError::TooManyProcesses { max: 2 };
 /// assert_eq!(e.to_string(), "the scheduler already runs its maximum of 2 live processes");
 /// ```
@@ -87,8 +87,8 @@ impl Error for SubmitError {
 /// # Examples
 ///
 /// ```
-/// use sched_core::TerminateError;
-/// let e = TerminateError::NotFound(relay::Pid::local(9));
+/// use sched::TerminateError;
+/// let e = TerminateError::NotFound(sched::Pid::local(9));
 /// assert_eq!(e.to_string(), "no live process has PID <0.9>");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +113,7 @@ impl Error for TerminateError {}
 /// # Examples
 ///
 /// ```
-/// use sched_core::InitError;
+/// use sched::InitError;
 /// let e = InitError::unknown_method("fly");
 /// assert_eq!(e.to_string(), "unknown entry method `fly`");
 /// ```
@@ -140,8 +140,8 @@ impl InitError {
     /// # Examples
     ///
     /// ```
-    /// let e = sched_core::InitError::unknown_method("x");
-    /// assert!(matches!(e, sched_core::InitError::UnknownMethod { .. }));
+    /// let e = sched::InitError::unknown_method("x");
+    /// assert!(matches!(e, sched::InitError::UnknownMethod { .. }));
     /// ```
     pub fn unknown_method(method: &str) -> Self {
         InitError::UnknownMethod {
@@ -154,7 +154,7 @@ impl InitError {
     /// # Examples
     ///
     /// ```
-    /// let e = sched_core::InitError::failed("init failed");
+    /// let e = sched::InitError::failed("init failed");
     /// assert_eq!(e.to_string(), "init failed");
     /// ```
     pub fn failed(error: impl Into<BoxError>) -> Self {

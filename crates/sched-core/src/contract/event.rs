@@ -15,7 +15,7 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// # Examples
 ///
 /// ```
-/// use sched_core::{Event, Tag};
+/// use sched::{Event, Tag};
 /// let e = Event::Completion { tag: Tag(1), result: Ok(Box::new(42u32)) };
 /// assert!(matches!(e, Event::Completion { tag: Tag(1), .. }));
 /// ```
@@ -41,7 +41,7 @@ impl Event {
     /// # Examples
     ///
     /// ```
-    /// use sched_core::{Event, Tag};
+    /// use sched::{Event, Tag};
     /// assert_eq!(Event::Cancel.tag(), None);
     /// ```
     pub fn tag(&self) -> Option<Tag> {
@@ -71,7 +71,7 @@ impl fmt::Debug for Event {
 /// # Examples
 ///
 /// ```
-/// use sched_core::{CommandError, CommandId};
+/// use sched::{CommandError, CommandId};
 /// let e = CommandError::NoHandler { command: CommandId(999) };
 /// assert_eq!(e.to_string(), "no handler is registered for command 999");
 /// ```

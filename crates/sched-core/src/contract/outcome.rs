@@ -15,7 +15,7 @@ pub type Outcome = Result<Payload, ExitError>;
 /// # Examples
 ///
 /// ```
-/// use sched_core::ExitError;
+/// use sched::ExitError;
 /// assert_eq!(ExitError::Terminated.to_string(), "the process was terminated");
 /// ```
 #[derive(Debug)]

@@ -19,7 +19,7 @@ use crate::record::completion::Completion;
 /// # Examples
 ///
 /// ```
-/// # use sched_core::{Event, Events};
+/// # use sched::{Event, Events};
 /// fn count_messages(events: &mut Events<'_>) -> usize {
 ///     events.filter(|e| matches!(e, Event::Message(_))).count()
 /// }
@@ -95,7 +95,7 @@ pub(crate) struct Yield {
 /// # Examples
 ///
 /// ```
-/// # use sched_core::{CommandId, Output, Tag};
+/// # use sched::{CommandId, Output, Tag};
 /// fn fetch_two(out: &mut Output<'_>) {
 ///     out.yield_command(CommandId(1), Tag(1), Box::new("a"));
 ///     out.yield_command(CommandId(1), Tag(2), Box::new("b"));
@@ -125,8 +125,8 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::Output;
-    /// fn me(out: &Output<'_>) -> relay::Pid { out.pid() }
+    /// # use sched::Output;
+    /// fn me(out: &Output<'_>) -> sched::Pid { out.pid() }
     /// ```
     pub fn pid(&self) -> relay::Pid {
         self.pid
@@ -138,7 +138,7 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::Output;
+    /// # use sched::Output;
     /// fn again(out: &mut Output<'_>) { out.continue_() }
     /// ```
     pub fn continue_(&mut self) {
@@ -150,7 +150,7 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::Output;
+    /// # use sched::Output;
     /// fn wait(out: &mut Output<'_>) { out.idle() }
     /// ```
     pub fn idle(&mut self) {
@@ -162,7 +162,7 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::Output;
+    /// # use sched::Output;
     /// fn finish(out: &mut Output<'_>) { out.done(Box::new(42u64)) }
     /// ```
     pub fn done(&mut self, result: Payload) {
@@ -175,7 +175,7 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::{CommandId, Output, Tag};
+    /// # use sched::{CommandId, Output, Tag};
     /// fn sleep(out: &mut Output<'_>) {
     ///     out.yield_command(CommandId(7), Tag(1), Box::new(std::time::Duration::from_millis(5)));
     /// }
@@ -189,7 +189,7 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::Output;
+    /// # use sched::Output;
     /// fn nothing_yielded(out: &Output<'_>) -> bool { out.yield_count() == 0 }
     /// ```
     pub fn yield_count(&self) -> usize {
@@ -206,8 +206,8 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::Output;
-    /// # use relay::{Package, Pid};
+    /// # use sched::Output;
+    /// # use sched::{Package, Pid};
     /// fn ping(out: &mut Output<'_>, peer: Pid) {
     ///     let _ = out.send(Package::new(out.pid(), peer, "ping"));
     /// }
@@ -229,8 +229,8 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::{Output, Process};
-    /// fn start_worker(out: &mut Output<'_>, child: impl Process) -> relay::Pid {
+    /// # use sched::{Output, Process};
+    /// fn start_worker(out: &mut Output<'_>, child: impl Process) -> sched::Pid {
     ///     out.spawn(child, "run", 42u64).expect("spawned").pid()
     /// }
     /// ```
@@ -255,7 +255,7 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::{Output, Process};
+    /// # use sched::{Output, Process};
     /// fn start(out: &mut Output<'_>, child: Box<dyn Process>) {
     ///     let _ = out.spawn_boxed(child, "run", Box::new(()));
     /// }
@@ -280,8 +280,8 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::{Output, Process};
-    /// fn start_at(out: &mut Output<'_>, pid: relay::Pid, child: Box<dyn Process>) {
+    /// # use sched::{Output, Process};
+    /// fn start_at(out: &mut Output<'_>, pid: sched::Pid, child: Box<dyn Process>) {
     ///     let _ = out.submit_boxed(pid, child, "run", Box::new(()));
     /// }
     /// ```
@@ -306,8 +306,8 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_core::Output;
-    /// fn fresh(out: &Output<'_>) -> relay::Pid { out.allocate_pid().unwrap() }
+    /// # use sched::Output;
+    /// fn fresh(out: &Output<'_>) -> sched::Pid { out.allocate_pid().unwrap() }
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
         self.engine.allocate_pid()

@@ -23,8 +23,8 @@ use crate::contract::output::{Events, Output};
 /// A process that counts its steps and finishes after three:
 ///
 /// ```
-/// use sched_core::{BoxError, Events, InitContext, InitError, Output, Process};
-/// use relay::Payload;
+/// use sched::{BoxError, Events, InitContext, InitError, Output, Process};
+/// use sched::Payload;
 ///
 /// struct Counter { left: u32 }
 ///
@@ -50,7 +50,7 @@ use crate::contract::output::{Events, Output};
 /// fails with [`InitError::UnknownMethod`].
 ///
 /// ```
-/// use sched_core::{BoxError, Events, Output, Process};
+/// use sched::{BoxError, Events, Output, Process};
 ///
 /// struct Hello;
 ///
@@ -87,7 +87,7 @@ pub trait Process: Send + 'static {
 /// # Examples
 ///
 /// ```
-/// assert_eq!(sched_core::DEFAULT_METHOD, "run");
+/// assert_eq!(sched::DEFAULT_METHOD, "run");
 /// ```
 pub const DEFAULT_METHOD: &str = "run";
 
@@ -96,8 +96,8 @@ pub const DEFAULT_METHOD: &str = "run";
 /// # Examples
 ///
 /// ```
-/// use sched_core::InitContext;
-/// use relay::Pid;
+/// use sched::InitContext;
+/// use sched::Pid;
 /// let cx = InitContext::new(Pid::local(3));
 /// assert_eq!(cx.pid(), Pid::local(3));
 /// ```
@@ -112,7 +112,7 @@ impl InitContext {
     /// # Examples
     ///
     /// ```
-    /// let cx = sched_core::InitContext::new(relay::Pid::local(1));
+    /// let cx = sched::InitContext::new(sched::Pid::local(1));
     /// assert_eq!(cx.pid().id(), 1);
     /// ```
     pub fn new(pid: Pid) -> Self {
@@ -124,8 +124,8 @@ impl InitContext {
     /// # Examples
     ///
     /// ```
-    /// let cx = sched_core::InitContext::new(relay::Pid::local(8));
-    /// assert_eq!(cx.pid(), relay::Pid::local(8));
+    /// let cx = sched::InitContext::new(sched::Pid::local(8));
+    /// assert_eq!(cx.pid(), sched::Pid::local(8));
     /// ```
     pub fn pid(&self) -> Pid {
         self.pid

@@ -26,7 +26,7 @@ const LOCAL_QUEUE_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
 /// # Examples
 ///
 /// ```
-/// use sched_core::{Command, CommandId, Completer, Engine, Rejected};
+/// use sched::{Command, CommandId, Completer, Engine, Rejected};
 ///
 /// let engine = Engine::builder()
 ///     .workers(2)
@@ -117,7 +117,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched_core::Engine::builder().workers(1).node(3).build();
+    /// let engine = sched::Engine::builder().workers(1).node(3).build();
     /// assert_eq!(engine.allocate_pid().unwrap().node(), 3);
     /// ```
     pub fn node(mut self, node: u32) -> Self {
@@ -132,7 +132,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// use sched_core::{CommandId, Engine};
+    /// use sched::{CommandId, Engine};
     ///
     /// let engine = Engine::builder()
     ///     .handler(CommandId(7), |cmd, done| {
@@ -174,7 +174,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched_core::Engine::builder().workers(1).mailbox_capacity(64).build();
+    /// let engine = sched::Engine::builder().workers(1).mailbox_capacity(64).build();
     /// # drop(engine);
     /// ```
     pub fn mailbox_capacity(mut self, capacity: usize) -> Self {
@@ -189,7 +189,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched_core::Engine::builder()
+    /// let engine = sched::Engine::builder()
     ///     .workers(1)
     ///     .on_start(|pid| if pid.id() == 13 { Err("unlucky".into()) } else { Ok(()) })
     ///     .build();
@@ -217,7 +217,7 @@ impl Builder {
     /// use std::sync::Arc;
     /// let ended = Arc::new(AtomicUsize::new(0));
     /// let counter = ended.clone();
-    /// let engine = sched_core::Engine::builder()
+    /// let engine = sched::Engine::builder()
     ///     .workers(1)
     ///     .on_complete(move |_pid, _outcome| { counter.fetch_add(1, Ordering::Relaxed); })
     ///     .build();
@@ -238,7 +238,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched_core::Engine::builder()
+    /// let engine = sched::Engine::builder()
     ///     .workers(1)
     ///     .on_dead_letter(|pid, event| eprintln!("{pid} never saw {event:?}"))
     ///     .build();

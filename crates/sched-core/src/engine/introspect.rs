@@ -60,7 +60,7 @@ impl Engine {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched_core::Engine::builder().workers(1).build();
+    /// let engine = sched::Engine::builder().workers(1).build();
     /// assert!(engine.processes().is_empty());
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {

@@ -46,8 +46,8 @@ struct Threads {
 /// # Examples
 ///
 /// ```
-/// use relay::{Payload, Pid};
-/// use sched_core::{BoxError, Engine, Events, InitContext, InitError, Output, Process};
+/// use sched::{Payload, Pid};
+/// use sched::{BoxError, Engine, Events, InitContext, InitError, Output, Process};
 ///
 /// struct Hello;
 /// impl Process for Hello {
@@ -66,7 +66,7 @@ struct Threads {
 /// let result = handle.wait_timeout(std::time::Duration::from_secs(5)).expect("finished");
 /// assert_eq!(result.unwrap().downcast_ref::<&str>(), Some(&"hello"));
 /// assert!(!handle.is_finished()); // the outcome was taken
-/// assert!(matches!(handle.try_take(), Some(Err(sched_core::ExitError::AlreadyTaken))));
+/// assert!(matches!(handle.try_take(), Some(Err(sched::ExitError::AlreadyTaken))));
 /// engine.shutdown(std::time::Duration::from_secs(1));
 /// ```
 #[derive(Debug)]
@@ -152,8 +152,8 @@ impl Engine {
     /// # Examples
     ///
     /// ```
-    /// use sched_core::{BoxError, Engine, Events, Output, Process};
-    /// use relay::Pid;
+    /// use sched::{BoxError, Engine, Events, Output, Process};
+    /// use sched::Pid;
     ///
     /// struct Quick;
     /// impl Process for Quick {
@@ -189,7 +189,7 @@ impl Engine {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched_core::Engine::builder().workers(1).build();
+    /// let engine = sched::Engine::builder().workers(1).build();
     /// assert_ne!(engine.allocate_pid().unwrap(), engine.allocate_pid().unwrap());
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
@@ -207,8 +207,8 @@ impl Engine {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched_core::Engine::builder().workers(1).build();
-    /// assert!(engine.terminate(relay::Pid::local(404)).is_err());
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// assert!(engine.terminate(sched::Pid::local(404)).is_err());
     /// ```
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
         if self.shared.kill(pid, TERMINATE) {

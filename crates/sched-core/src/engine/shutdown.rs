@@ -21,7 +21,7 @@ const SWEEP_CHUNK: usize = 256;
 /// # Examples
 ///
 /// ```
-/// let engine = sched_core::Engine::builder().workers(1).build();
+/// let engine = sched::Engine::builder().workers(1).build();
 /// let report = engine.shutdown(std::time::Duration::from_millis(10));
 /// assert_eq!(report.forced, 0);
 /// assert_eq!(report.still_running, 0);

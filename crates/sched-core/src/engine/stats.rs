@@ -46,7 +46,7 @@ impl WorkerCounters {
 /// # Examples
 ///
 /// ```
-/// let w = sched_core::WorkerStats::default();
+/// let w = sched::WorkerStats::default();
 /// assert_eq!(w.steps, 0);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub struct WorkerStats {
 /// # Examples
 ///
 /// ```
-/// use sched_core::Engine;
+/// use sched::Engine;
 /// let engine = Engine::builder().workers(2).build();
 /// let stats = engine.stats();
 /// assert_eq!(stats.workers.len(), 2);
