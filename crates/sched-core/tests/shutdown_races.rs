@@ -54,6 +54,61 @@ fn race_submissions_with_shutdown(
         .for_each(|(report, accepted)| check(report, accepted));
 }
 
+/// Submits processes that finish at once in a tight loop until refused,
+/// so that the engine often has no live process when shutdown looks.
+fn submit_quick_until_refused(
+    engine: &Engine,
+    first_id: u64,
+    started: &AtomicUsize,
+) -> Vec<Completion> {
+    let mut accepted = Vec::new();
+    for id in first_id.. {
+        let quick = process(|_, out| {
+            out.done(Box::new(()));
+            Ok(())
+        });
+        match engine.submit(Pid::local(id), quick, "run", Box::new(())) {
+            Ok(handle) => {
+                accepted.push(handle);
+                started.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(SubmitError::ShuttingDown) => break,
+            Err(other) => panic!("unexpected submit error: {other}"),
+        }
+    }
+    accepted
+}
+
+/// The race that lost processes: a shutdown that finds no live process
+/// lets the workers go while a submission that passed its "not stopping"
+/// check is about to count itself live and queue its process. The window
+/// is a few instructions wide, so this test rarely hits it on code that
+/// has the bug; the loom model `admission_and_stop_are_one_decision`
+/// (`src/engine/live.rs`) explores it exhaustively and fails on the split
+/// check (`cargo xtask mutants`).
+#[test]
+fn a_submission_racing_shutdown_of_an_empty_engine_is_refused_or_runs() {
+    for round in 0..200 {
+        let engine = Arc::new(started(2));
+        let count = Arc::new(AtomicUsize::new(0));
+        let submitter = {
+            let (engine, count) = (engine.clone(), count.clone());
+            std::thread::spawn(move || submit_quick_until_refused(&engine, 1, &count))
+        };
+        while count.load(Ordering::SeqCst) < 1 + round % 4 {
+            std::hint::spin_loop();
+        }
+        engine.shutdown(PATIENCE);
+        for mut handle in submitter.join().unwrap() {
+            let pid = handle.pid();
+            assert!(
+                handle.wait_timeout(PATIENCE).is_some(),
+                "{pid} was accepted while shutdown ran but never ran (round {round})"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_submission_racing_shutdown_is_refused_or_reaches_an_outcome() {
     race_submissions_with_shutdown(200, |_, accepted| {
