@@ -95,11 +95,14 @@ impl Shared {
     }
 
     pub(super) fn kill(&self, pid: Pid, flag: u32) -> bool {
-        self.router
-            .with(pid, |record| {
-                let wake = record.state.kill(flag);
-                self.after_wake(record, wake);
-            })
-            .is_some()
+        // The record is taken out of the routing table first: waking it
+        // (queueing, waking a worker) happens without the table's shard
+        // lock, which the worker that ends the process needs.
+        let Some(record) = self.router.with(pid, Arc::clone) else {
+            return false;
+        };
+        let wake = record.state.kill(flag);
+        self.after_wake(&record, wake);
+        true
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::shared::Shared;
 use super::{spawn_named, Engine};
 use crate::record::state::FORCE;
-use crate::sync::{fence, thread, Condvar, Mutex};
+use crate::sync::{fence, thread, Arc, Condvar, Mutex};
 
 /// How long past its deadline `shutdown` waits for the stragglers to be
 /// forced and the workers joined. The documented bound is 100 ms; the rest
@@ -95,11 +95,14 @@ impl Shared {
                 return;
             }
             for &pid in chunk {
-                self.router.with(pid, |record| {
-                    if let Some(wake) = record.deliver_cancel() {
-                        self.after_wake(record, wake);
-                    }
-                });
+                // Out of the table first, as in `kill`: no shard lock held
+                // while the process is woken.
+                let Some(record) = self.router.with(pid, Arc::clone) else {
+                    continue;
+                };
+                if let Some(wake) = record.deliver_cancel() {
+                    self.after_wake(&record, wake);
+                }
             }
         }
     }
