@@ -2,7 +2,7 @@
 //! the start hook) and releasing its slot when it ends.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 
 use relay::{Payload, Pid};
 
@@ -166,10 +166,6 @@ impl Shared {
             let _guard = self.all_ended.lock();
             self.all_ended_cv.notify_all();
         }
-    }
-
-    pub(crate) fn count_completed(&self) {
-        self.completed.fetch_add(1, Relaxed);
     }
 }
 

@@ -283,7 +283,6 @@ impl Builder {
             live: Live::new(self.max_processes),
             exit: AtomicBool::new(false),
             dead_letters: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
             all_ended: Mutex::new(()),
             all_ended_cv: Condvar::new(),
         });

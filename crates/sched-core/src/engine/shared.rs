@@ -46,7 +46,6 @@ pub(crate) struct Shared {
     pub(super) live: Live,
     pub(crate) exit: AtomicBool,
     pub(crate) dead_letters: AtomicU64,
-    pub(super) completed: AtomicU64,
     pub(super) all_ended: Mutex<()>,
     pub(super) all_ended_cv: Condvar,
 }

@@ -121,6 +121,15 @@ impl Shared {
         self.sleepers.notify_all();
     }
 
+    /// Processes ended so far: the sum of the workers' own counters (no
+    /// engine-wide counter is written per process).
+    fn completed(&self) -> u64 {
+        self.remotes
+            .iter()
+            .map(|r| r.counters.completed.load(SeqCst))
+            .sum()
+    }
+
     /// Processes inside a step now (one per worker at most).
     fn in_steps(&self) -> usize {
         self.remotes
@@ -164,7 +173,7 @@ impl Engine {
             return self.finished.wait();
         }
         self.start();
-        let completed_before = shared.completed.load(SeqCst);
+        let completed_before = shared.completed();
         // Pairs with the fence in `submit`: a registration this sweep
         // misses sees the stopping flag and delivers the cancel itself.
         fence(SeqCst);
@@ -174,7 +183,7 @@ impl Engine {
         if shared.wait_all_ended(deadline_at) {
             shared.begin_exit();
         } else {
-            forced_at = Some(shared.completed.load(SeqCst));
+            forced_at = Some(shared.completed());
             // The force sweep costs time in proportion to the stragglers,
             // so it runs on a thread of its own and this call still returns
             // by `bound`. The workers may leave only once every straggler
@@ -199,7 +208,7 @@ impl Engine {
         // Read after the join, like the stragglers below: a forced process
         // that ends while the workers wind down is then counted as forced,
         // not lost between the two figures.
-        let completed_after = shared.completed.load(SeqCst);
+        let completed_after = shared.completed();
         let graceful_end = forced_at.unwrap_or(completed_after);
         let live = shared.live.count();
         let still_running = shared.in_steps().min(live);

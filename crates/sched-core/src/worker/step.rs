@@ -219,7 +219,6 @@ impl Worker<'_> {
         // workers' caches drop it when they next send to the PID or reuse
         // the entry; either way it holds no process and no result).
         self.local.forget_route(record.pid);
-        self.shared.count_completed();
         bump(&self.counters().completed, 1);
         tracing::trace!(pid = %record.pid, ok = outcome.is_ok(), "ended");
         // The slot is free before the hook runs, so a hook may start a
