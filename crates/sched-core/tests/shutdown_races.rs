@@ -11,12 +11,17 @@ use common::*;
 use relay::Pid;
 use sched_core::*;
 
-/// Submits `Inbox` processes (they end on cancel) in a tight loop until
-/// the engine refuses with `ShuttingDown`; returns the accepted handles.
-fn submit_until_refused(engine: &Engine, first_id: u64, started: &AtomicUsize) -> Vec<Completion> {
+/// Submits processes from `make` in a tight loop until the engine refuses
+/// with `ShuttingDown`; returns the accepted handles.
+fn submit_until_refused(
+    engine: &Engine,
+    first_id: u64,
+    started: &AtomicUsize,
+    make: impl Fn() -> Box<dyn Process>,
+) -> Vec<Completion> {
     let mut accepted = Vec::new();
     for id in first_id.. {
-        match engine.submit(Pid::local(id), Inbox::new(), "run", Box::new(())) {
+        match engine.submit(Pid::local(id), make(), "run", Box::new(())) {
             Ok(handle) => {
                 accepted.push(handle);
                 started.fetch_add(1, Ordering::SeqCst);
@@ -41,7 +46,11 @@ fn race_submissions_with_shutdown(
             let count = Arc::new(AtomicUsize::new(0));
             let submitter = {
                 let (engine, count) = (engine.clone(), count.clone());
-                std::thread::spawn(move || submit_until_refused(&engine, 1 << 32, &count))
+                std::thread::spawn(move || {
+                    submit_until_refused(&engine, 1 << 32, &count, || -> Box<dyn Process> {
+                        Inbox::new()
+                    })
+                })
             };
             // Let a few in first, so that shutdown has something to cancel
             // and the submitter is mid-loop when the flag goes up.
@@ -52,31 +61,6 @@ fn race_submissions_with_shutdown(
             (report, submitter.join().unwrap())
         })
         .for_each(|(report, accepted)| check(report, accepted));
-}
-
-/// Submits processes that finish at once in a tight loop until refused,
-/// so that the engine often has no live process when shutdown looks.
-fn submit_quick_until_refused(
-    engine: &Engine,
-    first_id: u64,
-    started: &AtomicUsize,
-) -> Vec<Completion> {
-    let mut accepted = Vec::new();
-    for id in first_id.. {
-        let quick = process(|_, out| {
-            out.done(Box::new(()));
-            Ok(())
-        });
-        match engine.submit(Pid::local(id), quick, "run", Box::new(())) {
-            Ok(handle) => {
-                accepted.push(handle);
-                started.fetch_add(1, Ordering::SeqCst);
-            }
-            Err(SubmitError::ShuttingDown) => break,
-            Err(other) => panic!("unexpected submit error: {other}"),
-        }
-    }
-    accepted
 }
 
 /// The race that lost processes: a shutdown that finds no live process
@@ -93,7 +77,7 @@ fn a_submission_racing_shutdown_of_an_empty_engine_is_refused_or_runs() {
         let count = Arc::new(AtomicUsize::new(0));
         let submitter = {
             let (engine, count) = (engine.clone(), count.clone());
-            std::thread::spawn(move || submit_quick_until_refused(&engine, 1, &count))
+            std::thread::spawn(move || submit_until_refused(&engine, 1, &count, quick))
         };
         while count.load(Ordering::SeqCst) < 1 + round % 4 {
             std::hint::spin_loop();
@@ -207,4 +191,13 @@ fn a_shutdown_report_tells_processes_in_a_step_from_processes_queued_behind_it()
     assert_eq!(report.workers_detached, 1, "{report:?}");
     unblock.send(()).unwrap();
     drop(queued);
+}
+
+/// A process that finishes at its first step (so the engine often has no
+/// live process when shutdown looks).
+fn quick() -> Box<dyn Process> {
+    process(|_, out| {
+        out.done(Box::new(()));
+        Ok(())
+    })
 }
