@@ -72,13 +72,15 @@
 
 #![forbid(unsafe_code)]
 
+mod allocator;
 mod package;
 mod pid;
 mod receiver;
 mod router;
 mod sync;
 
+pub use allocator::{PidAllocator, PidsExhausted};
 pub use package::{into_payload, Package, Payload};
-pub use pid::{NumberError, ParsePidError, Pid, PidAllocator, PidsExhausted};
+pub use pid::{NumberError, ParsePidError, Pid};
 pub use receiver::{Receiver, SendError, SendErrorKind};
 pub use router::{RegisterError, Router};

@@ -89,9 +89,11 @@
 //!
 //! The `deque` crate (re-exported as [`deque`]) is usable on its own.
 
+mod builder;
 mod scheduler;
 
-pub use scheduler::{Scheduler, SchedulerBuilder};
+pub use builder::SchedulerBuilder;
+pub use scheduler::Scheduler;
 
 pub use deque;
 pub use relay::{

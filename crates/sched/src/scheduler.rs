@@ -1,276 +1,15 @@
-//! The scheduler users hold: a builder, submission, messaging, shutdown.
+//! The scheduler users hold: submission, messaging, termination, shutdown, introspection.
 
 use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
 use relay::{into_payload, Package, Pid, Receiver, SendError};
+
+use crate::builder::SchedulerBuilder;
 use sched_core::{
-    BoxError, Command, CommandHandler, CommandId, Completer, Completion, Engine, Event, Outcome,
-    Process, ProcessInfo, Rejected, ShutdownReport, Stats, SubmitError, TerminateError,
+    Completion, Engine, Process, ProcessInfo, ShutdownReport, Stats, SubmitError, TerminateError,
 };
-
-/// Configures a [`Scheduler`].
-///
-/// # Examples
-///
-/// ```
-/// use sched::{CommandId, Scheduler};
-///
-/// let scheduler = Scheduler::builder()
-///     .workers(2)
-///     .max_processes(100_000)
-///     .mailbox_capacity(1_024)
-///     .thread_name("app-worker")
-///     .handler(CommandId(1), |cmd: sched::Command, done: sched::Completer| -> Result<(), sched::Rejected> {
-///         let _ = done.complete(cmd.data);
-///         Ok(())
-///     })
-///     .on_complete(|pid, outcome| {
-///         if let Err(e) = outcome {
-///             eprintln!("{pid} failed: {e}");
-///         }
-///     })
-///     .build();
-/// assert_eq!(scheduler.workers(), 2);
-/// ```
-pub struct SchedulerBuilder {
-    inner: sched_core::Builder,
-}
-
-impl fmt::Debug for SchedulerBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("SchedulerBuilder")
-            .field(&self.inner)
-            .finish()
-    }
-}
-
-impl SchedulerBuilder {
-    /// Number of worker threads (default: available parallelism).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let s = sched::Scheduler::builder().workers(3).build();
-    /// assert_eq!(s.workers(), 3);
-    /// ```
-    pub fn workers(self, workers: usize) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.workers(workers),
-        }
-    }
-
-    /// Most live processes at once (default: unlimited). Submissions past
-    /// it fail with [`SubmitError::TooManyProcesses`]; the limit holds under
-    /// any number of concurrent submitters.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::{Pid, SubmitError};
-    /// # struct Idle;
-    /// # impl sched::Process for Idle {
-    /// #     fn init(&mut self, _: &sched::InitContext, _: &str, _: sched::Payload) -> Result<(), sched::InitError> { Ok(()) }
-    /// #     fn step(&mut self, _: &mut sched::Events<'_>, out: &mut sched::Output<'_>) -> Result<(), sched::BoxError> { out.idle(); Ok(()) }
-    /// #     fn close(&mut self) {}
-    /// # }
-    /// let s = sched::Scheduler::builder().workers(1).max_processes(1).build();
-    /// let _first = s.submit(Pid::local(1), Idle, "run", ()).unwrap();
-    /// let second = s.submit(Pid::local(2), Idle, "run", ());
-    /// assert!(matches!(second, Err(SubmitError::TooManyProcesses { max: 1 })));
-    /// ```
-    pub fn max_processes(self, max: usize) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.max_processes(max),
-        }
-    }
-
-    /// Most messages queued for one process (default: unlimited). A send to
-    /// a full mailbox fails with [`SendErrorKind::Full`](crate::SendErrorKind::Full)
-    /// and hands the message back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::{Pid, SendErrorKind};
-    /// # struct Idle;
-    /// # impl sched::Process for Idle {
-    /// #     fn init(&mut self, _: &sched::InitContext, _: &str, _: sched::Payload) -> Result<(), sched::InitError> { Ok(()) }
-    /// #     fn step(&mut self, _: &mut sched::Events<'_>, out: &mut sched::Output<'_>) -> Result<(), sched::BoxError> { out.idle(); Ok(()) }
-    /// #     fn close(&mut self) {}
-    /// # }
-    /// // Not started, so nothing drains the mailbox.
-    /// let s = sched::Scheduler::builder().workers(1).mailbox_capacity(1).build();
-    /// let _p = s.submit(Pid::local(1), Idle, "run", ()).unwrap();
-    /// s.send_to(Pid::local(0), Pid::local(1), 1u8).unwrap();
-    /// let full = s.send_to(Pid::local(0), Pid::local(1), 2u8).unwrap_err();
-    /// assert_eq!(full.kind(), SendErrorKind::Full);
-    /// assert_eq!(full.into_package().downcast::<u8>().ok(), Some(2));
-    /// ```
-    pub fn mailbox_capacity(self, capacity: usize) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.mailbox_capacity(capacity),
-        }
-    }
-
-    /// Worker threads are named `PREFIX-0`, `PREFIX-1`, ...
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let s = sched::Scheduler::builder().workers(1).thread_name("sim").build();
-    /// s.start(); // the worker thread is named "sim-0"
-    /// s.shutdown(std::time::Duration::from_secs(1));
-    /// ```
-    pub fn thread_name(self, prefix: impl Into<String>) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.thread_name(prefix),
-        }
-    }
-
-    /// The node number of the PIDs [`Scheduler::spawn`] allocates.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let s = sched::Scheduler::builder().workers(1).node(7).build();
-    /// assert_eq!(s.allocate_pid().unwrap().node(), 7);
-    /// ```
-    pub fn node(self, node: u32) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.node(node),
-        }
-    }
-
-    /// Registers a closure as the handler of command `id`; its parameter
-    /// types (`Command`, `Completer`) and return type are inferred. A type
-    /// implementing [`CommandHandler`] goes through
-    /// [`handler_impl`](SchedulerBuilder::handler_impl).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::CommandId;
-    /// let s = sched::Scheduler::builder()
-    ///     .workers(1)
-    ///     .handler(CommandId(1), |cmd, done| {
-    ///         let _ = done.complete(cmd.data); // echo
-    ///         Ok(())
-    ///     })
-    ///     .build();
-    /// # drop(s);
-    /// ```
-    pub fn handler<F>(self, id: CommandId, handler: F) -> Self
-    where
-        F: Fn(Command, Completer) -> Result<(), Rejected> + Send + Sync + 'static,
-    {
-        SchedulerBuilder {
-            inner: self.inner.handler(id, handler),
-        }
-    }
-
-    /// Registers a value implementing [`CommandHandler`] as the handler of
-    /// `id`: for handlers that are types of their own rather than closures.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::{Command, CommandHandler, CommandId, Completer, Rejected};
-    ///
-    /// struct Echo;
-    /// impl CommandHandler for Echo {
-    ///     fn handle(&self, cmd: Command, done: Completer) -> Result<(), Rejected> {
-    ///         let _ = done.complete(cmd.data);
-    ///         Ok(())
-    ///     }
-    /// }
-    /// let s = sched::Scheduler::builder().handler_impl(CommandId(1), Echo).build();
-    /// # drop(s);
-    /// ```
-    pub fn handler_impl(self, id: CommandId, handler: impl CommandHandler) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.handler_impl(id, handler),
-        }
-    }
-
-    /// Observes each successful submission (after `init`); an `Err` or a
-    /// panic rejects it with [`SubmitError::Rejected`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let s = sched::Scheduler::builder().workers(1).on_start(|_pid| Ok(())).build();
-    /// # drop(s);
-    /// ```
-    pub fn on_start(
-        self,
-        hook: impl Fn(Pid) -> Result<(), BoxError> + Send + Sync + 'static,
-    ) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.on_start(hook),
-        }
-    }
-
-    /// Observes every process's end, with its outcome (exactly once per
-    /// process). The ended process no longer counts against
-    /// [`max_processes`](SchedulerBuilder::max_processes) when the hook
-    /// runs, so a hook may restart it even at the limit. A panic in the
-    /// hook is caught and logged.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicUsize, Ordering};
-    /// use std::sync::Arc;
-    /// let ended = Arc::new(AtomicUsize::new(0));
-    /// let seen = ended.clone();
-    /// let s = sched::Scheduler::builder()
-    ///     .workers(1)
-    ///     .on_complete(move |_pid, _outcome| { seen.fetch_add(1, Ordering::SeqCst); })
-    ///     .build();
-    /// s.shutdown(std::time::Duration::from_millis(10));
-    /// assert_eq!(ended.load(Ordering::SeqCst), 0); // nothing was submitted
-    /// ```
-    pub fn on_complete(self, hook: impl Fn(Pid, &Outcome) + Send + Sync + 'static) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.on_complete(hook),
-        }
-    }
-
-    /// Receives every message or completion still queued when its process
-    /// ended.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let s = sched::Scheduler::builder()
-    ///     .workers(1)
-    ///     .on_dead_letter(|pid, event| eprintln!("{pid}: undelivered {event:?}"))
-    ///     .build();
-    /// # drop(s);
-    /// ```
-    pub fn on_dead_letter(self, hook: impl Fn(Pid, Event) + Send + Sync + 'static) -> Self {
-        SchedulerBuilder {
-            inner: self.inner.on_dead_letter(hook),
-        }
-    }
-
-    /// Builds the scheduler, not started: call [`Scheduler::start`].
-    /// Processes submitted before that wait in the global queue.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let s = sched::Scheduler::builder().workers(2).build();
-    /// assert_eq!(s.stats().live_processes, 0);
-    /// ```
-    pub fn build(self) -> Scheduler {
-        Scheduler {
-            engine: self.inner.build(),
-        }
-    }
-}
 
 /// A work-stealing scheduler running step-driven [`Process`]es on a pool
 /// of worker threads.
@@ -319,6 +58,13 @@ pub struct Scheduler {
     engine: Engine,
 }
 
+impl Scheduler {
+    /// Wraps a built engine (for [`SchedulerBuilder::build`]).
+    pub(crate) fn from_engine(engine: Engine) -> Self {
+        Scheduler { engine }
+    }
+}
+
 impl fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler")
@@ -345,9 +91,7 @@ impl Scheduler {
     /// assert_eq!(s.workers(), 1);
     /// ```
     pub fn builder() -> SchedulerBuilder {
-        SchedulerBuilder {
-            inner: Engine::builder(),
-        }
+        SchedulerBuilder::new()
     }
 
     /// The engine underneath, for what the facade does not wrap.
