@@ -103,7 +103,7 @@ pub use sched_core::{
     BoxError, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
     Completion, Engine, Event, Events, ExitError, InitContext, InitError, Outcome, Output, Process,
     ProcessInfo, ProcessState, Rejected, ShutdownReport, Stats, SubmitError, Tag, TerminateError,
-    WorkerStats, DEFAULT_METHOD,
+    UpgradeError, WorkerStats, DEFAULT_METHOD,
 };
 
 #[cfg(doctest)]

@@ -15,3 +15,4 @@ pub(crate) mod outcome;
 pub(crate) mod output;
 pub(crate) mod process;
 pub(crate) mod step_engine;
+pub(crate) mod upgrade;

@@ -6,6 +6,7 @@ use std::fmt;
 use relay::Payload;
 
 use crate::contract::event::BoxError;
+use crate::contract::upgrade::UpgradeError;
 
 /// How a process ended: its done value, or why it did not finish.
 pub type Outcome = Result<Payload, ExitError>;
@@ -33,6 +34,10 @@ pub enum ExitError {
         /// The panic message.
         message: String,
     },
+    /// A step asked for an upgrade ([`Output::upgrade`](crate::Output::upgrade))
+    /// that could not be carried out: the old process was closed and the
+    /// new one did not take over.
+    Upgrade(UpgradeError),
     /// Not how the process ended, but that this handle no longer has it:
     /// the outcome was already taken through it (`wait_timeout` or
     /// `try_take` returned it before).
@@ -46,6 +51,7 @@ impl fmt::Display for ExitError {
             ExitError::Terminated => f.write_str("the process was terminated"),
             ExitError::Cancelled => f.write_str("the process was cancelled by shutdown"),
             ExitError::Panicked { message } => write!(f, "the process panicked: {message}"),
+            ExitError::Upgrade(e) => write!(f, "the upgrade failed: {e}"),
             ExitError::AlreadyTaken => {
                 f.write_str("the outcome was already taken through this handle")
             }
@@ -57,6 +63,7 @@ impl Error for ExitError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             ExitError::Step(e) => Some(&**e),
+            ExitError::Upgrade(e) => Some(e),
             _ => None,
         }
     }

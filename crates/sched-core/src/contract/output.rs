@@ -10,6 +10,7 @@ use crate::contract::error::SubmitError;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
 use crate::contract::step_engine::StepEngine;
+use crate::contract::upgrade::Upgrade;
 use crate::record::completion::Completion;
 
 /// The events delivered to one step, in arrival order (per producer).
@@ -65,6 +66,8 @@ pub(crate) enum Status {
     Idle,
     /// Finished with a result.
     Done(Payload),
+    /// Replace the process (see `contract/upgrade.rs`).
+    Upgrade(Box<Upgrade>),
 }
 
 /// A command yielded by a step, waiting to be dispatched.
@@ -77,8 +80,9 @@ pub(crate) struct Yield {
 /// The scheduler-owned output buffer of one step.
 ///
 /// A step says what it wants next with [`continue_`](Output::continue_),
-/// [`idle`](Output::idle) or [`done`](Output::done) (the last call wins;
-/// `idle` is the default), and yields commands with
+/// [`idle`](Output::idle), [`done`](Output::done) or
+/// [`upgrade`](Output::upgrade) (the last call wins; `idle` is the
+/// default), and yields commands with
 /// [`yield_command`](Output::yield_command). The rules:
 ///
 /// - a step that yielded commands waits for their completions whatever
@@ -86,6 +90,9 @@ pub(crate) struct Yield {
 /// - a step that says done ends the process; commands it yielded in the same
 ///   step are **not dispatched** (they are dropped and counted in the
 ///   worker stats as `discarded_yields`);
+/// - a step that asks for an upgrade must not yield: if it did, its yields
+///   are discarded the same way and the process ends with
+///   [`UpgradeError::Yielded`](crate::UpgradeError::Yielded);
 /// - the buffer is reused from step to step: its steady state allocates
 ///   nothing in the scheduler.
 ///

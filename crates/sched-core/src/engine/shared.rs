@@ -60,6 +60,11 @@ pub(crate) enum Runnable {
 }
 
 impl Shared {
+    /// Whether shutdown has begun (new processes are refused from then on).
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.live.is_stopping()
+    }
+
     /// Queues a runnable process and wakes a parked worker if there is one.
     /// On a worker thread of this engine the process goes to that worker's
     /// own queues (idle workers steal from them); elsewhere to the global

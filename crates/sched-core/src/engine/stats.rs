@@ -15,6 +15,7 @@ pub(crate) struct WorkerCounters {
     pub(crate) global_pops: AtomicU64,
     pub(crate) discarded_yields: AtomicU64,
     pub(crate) completed: AtomicU64,
+    pub(crate) upgrades: AtomicU64,
     /// The worker is running a process (between taking it and moving it
     /// on): what shutdown reports as still running.
     pub(crate) in_step: AtomicBool,
@@ -36,6 +37,7 @@ impl WorkerCounters {
             global_pops: self.global_pops.load(Relaxed),
             discarded_yields: self.discarded_yields.load(Relaxed),
             completed: self.completed.load(Relaxed),
+            upgrades: self.upgrades.load(Relaxed),
             local_queue_len,
         }
     }
@@ -62,10 +64,14 @@ pub struct WorkerStats {
     pub parks: u64,
     /// Processes taken from the global queue (including batches).
     pub global_pops: u64,
-    /// Yields written by a step that also said done (not dispatched).
+    /// Yields written by a step that also said done or asked for an
+    /// upgrade (not dispatched).
     pub discarded_yields: u64,
     /// Processes this worker ended.
     pub completed: u64,
+    /// Upgrades this worker carried out: a new process took over a PID
+    /// (see `Output::upgrade`). Failed upgrades are not counted.
+    pub upgrades: u64,
     /// Processes in the worker's run queues at the time of the snapshot.
     pub local_queue_len: usize,
 }
@@ -114,6 +120,7 @@ impl Stats {
                 global_pops: acc.global_pops + w.global_pops,
                 discarded_yields: acc.discarded_yields + w.discarded_yields,
                 completed: acc.completed + w.completed,
+                upgrades: acc.upgrades + w.upgrades,
                 local_queue_len: acc.local_queue_len + w.local_queue_len,
             })
     }

@@ -4,6 +4,7 @@ pub(crate) mod local;
 pub(crate) mod next_slot;
 pub(crate) mod sleep;
 mod step;
+mod upgrade;
 
 use std::sync::atomic::Ordering::Acquire;
 

@@ -91,42 +91,47 @@ impl Worker<'_> {
         record.count_step();
         bump(&self.counters().steps, 1);
 
-        match result {
+        let failed = match result {
+            Ok(Ok(())) => None,
+            Ok(Err(error)) => Some(ExitError::Step(error)),
             Err(panic) => {
-                self.discard_yields(record.pid);
                 let message = panic_message(&*panic);
                 drop_payload(panic);
                 tracing::debug!(pid = %record.pid, %message, "step panicked");
-                self.end(record, body, Err(ExitError::Panicked { message }));
+                Some(ExitError::Panicked { message })
+            }
+        };
+        if let Some(error) = failed {
+            // A failed step's status is not acted on; it may hold user
+            // values (a done value, an upgrade's new process) whose `Drop`
+            // must not unwind into the worker.
+            drop_user_value(status, record.pid, "the status of a failed step");
+            self.discard_yields(record.pid);
+            self.end(record, body, Err(error));
+            return None;
+        }
+        match status {
+            Status::Done(value) => {
+                if !self.yields.is_empty() {
+                    bump(&self.counters().discarded_yields, self.yields.len() as u64);
+                    self.discard_yields(record.pid);
+                }
+                self.end(record, body, Ok(value));
                 None
             }
-            Ok(Err(error)) => {
-                self.discard_yields(record.pid);
-                self.end(record, body, Err(ExitError::Step(error)));
-                None
+            Status::Upgrade(request) => self.upgrade(record, body, *request),
+            Status::Continue if self.yields.is_empty() => Some(READY),
+            Status::Continue | Status::Idle => {
+                let desired = if self.yields.is_empty() {
+                    IDLE
+                } else {
+                    BLOCKED
+                };
+                self.dispatch(record);
+                body.waiting = true;
+                body.blocked = desired == BLOCKED;
+                Some(desired)
             }
-            Ok(Ok(())) => match status {
-                Status::Done(value) => {
-                    if !self.yields.is_empty() {
-                        bump(&self.counters().discarded_yields, self.yields.len() as u64);
-                        self.discard_yields(record.pid);
-                    }
-                    self.end(record, body, Ok(value));
-                    None
-                }
-                Status::Continue if self.yields.is_empty() => Some(READY),
-                Status::Continue | Status::Idle => {
-                    let desired = if self.yields.is_empty() {
-                        IDLE
-                    } else {
-                        BLOCKED
-                    };
-                    self.dispatch(record);
-                    body.waiting = true;
-                    body.blocked = desired == BLOCKED;
-                    Some(desired)
-                }
-            },
         }
     }
 
@@ -193,7 +198,7 @@ impl Worker<'_> {
 
     /// Ends the process: closes its queue (what is left are dead letters),
     /// calls `close`, unregisters its PID and reports its outcome.
-    fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
+    pub(super) fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
         record.state.complete();
         let mut dead = std::mem::take(&mut body.unread);
         // SAFETY: `end` runs with the body borrowed, so we own the process.
@@ -237,7 +242,7 @@ impl Worker<'_> {
     /// Drops the yields of a step that will not be dispatched (it failed or
     /// finished). Their payloads are the user's: a panicking `Drop` is
     /// contained.
-    fn discard_yields(&mut self, pid: relay::Pid) {
+    pub(super) fn discard_yields(&mut self, pid: relay::Pid) {
         for item in self.yields.drain(..) {
             drop_user_value(item, pid, "a yield that was never dispatched");
         }
@@ -270,7 +275,7 @@ fn engine_ref(shared: &Arc<Shared>, batch: &mut Vec<Arc<Shared>>) -> Arc<Shared>
     shared.clone()
 }
 
-fn kill_error(flags: u32) -> ExitError {
+pub(super) fn kill_error(flags: u32) -> ExitError {
     if flags & FORCE != 0 {
         ExitError::Cancelled
     } else {

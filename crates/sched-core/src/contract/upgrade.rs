@@ -1,0 +1,174 @@
+//! Upgrade: a step replaces its process with a new one under the same PID.
+//!
+//! The request is written into the step's [`Output`]; the worker carries it
+//! out after the step (see `worker/upgrade.rs`): it closes the old process,
+//! initialises the new one, and hands it the record (PID, routing entry and
+//! pending events). Why that order and what each failure means is stated on
+//! [`Output::upgrade`] and in `docs/process-contract.md`.
+
+use std::any::Any;
+use std::error::Error;
+use std::fmt;
+
+use relay::Payload;
+
+use crate::contract::error::InitError;
+use crate::contract::output::{Output, Status};
+use crate::contract::process::Process;
+
+/// A step's request to be replaced: the new process, its entry method and
+/// input. Boxed inside the status so the common statuses stay small.
+pub(crate) struct Upgrade {
+    pub(crate) process: Box<dyn Process>,
+    pub(crate) method: String,
+    pub(crate) input: Payload,
+}
+
+impl fmt::Debug for Upgrade {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The process and its input are the user's and need not be `Debug`.
+        f.debug_struct("Upgrade")
+            .field("method", &self.method)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Output<'_> {
+    /// Replaces the running process with `process`, started at `method`
+    /// with `input`, under the same PID.
+    ///
+    /// After the step returns, the scheduler calls the old process's
+    /// `close` (exactly once), then the new one's `init(method, input)`. If
+    /// `init` succeeds, the new process takes over the old one's record:
+    /// the same PID and routing entry, and every event still pending
+    /// (messages sent to the PID before, during and after the upgrade,
+    /// completions of commands yielded by earlier steps, events this step
+    /// left unread). It is stepped next, with whatever is pending (possibly
+    /// nothing). Senders and completers never notice.
+    ///
+    /// The process ends instead, and the new process is dropped without
+    /// `init` or `close`, when:
+    ///
+    /// - this step also yielded commands: they are not dispatched (counted
+    ///   in `WorkerStats::discarded_yields`) and the outcome is
+    ///   [`ExitError::Upgrade`](crate::ExitError::Upgrade) with
+    ///   [`UpgradeError::Yielded`];
+    /// - the process was asked to terminate, or the scheduler is shutting
+    ///   down: [`ExitError::Terminated`](crate::ExitError::Terminated) or
+    ///   [`ExitError::Cancelled`](crate::ExitError::Cancelled), as for a
+    ///   spawn that shutdown refuses;
+    /// - the old `close` panicked:
+    ///   [`ExitError::Panicked`](crate::ExitError::Panicked).
+    ///
+    /// If the new `init` fails or panics, the process ends with
+    /// [`UpgradeError::Init`] (the old process was closed; the new one is
+    /// not). Like [`continue_`](Output::continue_), [`idle`](Output::idle)
+    /// and [`done`](Output::done), the last of these calls in a step wins:
+    /// an upgrade followed by `done` finishes the process, and the unused
+    /// new process is dropped in the step.
+    ///
+    /// # Examples
+    ///
+    /// A process that hands over to its next version when told to:
+    ///
+    /// ```
+    /// use sched::{BoxError, Event, Events, Output, Process};
+    ///
+    /// struct V2 { count: u64 }
+    /// impl Process for V2 {
+    ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         self.count += events.count() as u64;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// struct V1 { count: u64 }
+    /// impl Process for V1 {
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events {
+    ///             if let Event::Message(m) = event {
+    ///                 if m.payload::<&str>() == Some(&"upgrade") {
+    ///                     out.upgrade(V2 { count: self.count }, "run", ());
+    ///                     return Ok(()); // the rest stays pending, for V2
+    ///                 }
+    ///                 self.count += 1;
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn upgrade<P: Process>(&mut self, process: P, method: &str, input: impl Any + Send) {
+        self.upgrade_boxed(Box::new(process), method, relay::into_payload(input));
+    }
+
+    /// [`upgrade`](Output::upgrade) to a process that is already boxed (a
+    /// type chosen at run time) with an input that is already a
+    /// [`Payload`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Output, Process};
+    ///
+    /// fn hand_over(out: &mut Output<'_>, next: Box<dyn Process>, state: u64) {
+    ///     out.upgrade_boxed(next, "resume", Box::new(state));
+    /// }
+    /// ```
+    pub fn upgrade_boxed(&mut self, process: Box<dyn Process>, method: &str, input: Payload) {
+        self.status = Status::Upgrade(Box::new(Upgrade {
+            process,
+            method: method.to_owned(),
+            input,
+        }));
+    }
+}
+
+/// Why an upgrade ended the process (inside
+/// [`ExitError::Upgrade`](crate::ExitError::Upgrade)). The old process had
+/// been closed; the new one was never initialised, or its `init` failed, so
+/// its `close` is not called.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{ExitError, InitError, UpgradeError};
+///
+/// let e = ExitError::Upgrade(UpgradeError::Init(InitError::unknown_method("v3")));
+/// assert_eq!(e.to_string(), "the upgrade failed: init of the new process failed: unknown entry method `v3`");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum UpgradeError {
+    /// The new process's `init` returned this error, or panicked
+    /// ([`InitError::Panicked`]).
+    Init(InitError),
+    /// The upgrading step also yielded commands. They were not dispatched:
+    /// their completions would have reached a process that never asked for
+    /// them.
+    Yielded {
+        /// How many commands the step yielded.
+        count: usize,
+    },
+}
+
+impl fmt::Display for UpgradeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpgradeError::Init(e) => write!(f, "init of the new process failed: {e}"),
+            UpgradeError::Yielded { count } => write!(
+                f,
+                "the upgrading step also yielded {count} command(s), which an upgrade does not allow"
+            ),
+        }
+    }
+}
+
+impl Error for UpgradeError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            UpgradeError::Init(e) => Some(e),
+            UpgradeError::Yielded { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Carrying out a step's upgrade: close the old process, initialise the
+//! new one, and give it the record.
+//!
+//! Everything here runs while the worker owns the process (inside
+//! `with_body`, the state word RUNNING), exactly like the step that asked
+//! for it: the state word gains no transition. A successful upgrade asks
+//! for READY, as a step that continues does, so `finish_step` still
+//! decides (a kill flag set meanwhile ends the *new* process, which is then
+//! closed like any other); a failed one ends the process through `end`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::contract::error::InitError;
+use crate::contract::outcome::ExitError;
+use crate::contract::process::InitContext;
+use crate::contract::upgrade::{Upgrade, UpgradeError};
+use crate::engine::stats::bump;
+use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
+use crate::record::state::{KILL, READY};
+use crate::record::{Body, Record};
+use crate::sync::Arc;
+
+use super::step::kill_error;
+use super::Worker;
+
+impl Worker<'_> {
+    /// Replaces the process in `body` with the one `request` carries.
+    /// Returns the state to ask `finish_step` for, or `None` if the
+    /// process has ended.
+    ///
+    /// The order is the contract's: the old `close` runs first, exactly
+    /// once, whatever happens next; the new process's `close` becomes due
+    /// only once its `init` has succeeded (it is then in `body`, where
+    /// `end` finds it). Before closing anything, the cheap refusals:
+    /// yields in the same step, a kill flag, a shutdown under way. Those
+    /// end the old process as any ending does, and the new one is only
+    /// dropped.
+    pub(super) fn upgrade(
+        &mut self,
+        record: &Arc<Record>,
+        body: &mut Body,
+        request: Upgrade,
+    ) -> Option<u32> {
+        let pid = record.pid;
+        let Upgrade {
+            process: mut new,
+            method,
+            input,
+        } = request;
+        let refused = if !self.yields.is_empty() {
+            let count = self.yields.len();
+            bump(&self.counters().discarded_yields, count as u64);
+            self.discard_yields(pid);
+            Some(ExitError::Upgrade(UpgradeError::Yielded { count }))
+        } else if let kill @ 1.. = record.state.load() & KILL {
+            // A terminate (or shutdown's force) came during the step: the
+            // process ends now; initialising a process only to close it
+            // would run user code for nothing. (A flag set after this load
+            // is caught by `finish_step` and ends the new process.)
+            Some(kill_error(kill))
+        } else if self.shared.is_stopping() {
+            // Like a spawn during shutdown: no new process starts.
+            Some(ExitError::Cancelled)
+        } else {
+            None
+        };
+        if let Some(error) = refused {
+            tracing::debug!(%pid, method = %method, %error, "upgrade refused");
+            drop_user_value(new, pid, "a process an upgrade did not start");
+            drop_user_value(input, pid, "the input of an upgrade that did not start");
+            self.end(record, body, Err(error));
+            return None;
+        }
+
+        let old = body.process.take().expect("a live record has its process");
+        let closed = catch_unwind(AssertUnwindSafe(move || {
+            let mut old = old;
+            old.close();
+            drop(old);
+        }));
+        if let Err(panic) = closed {
+            // The old process is gone (its `close` ran, once); the new one
+            // is not started on top of a failed cleanup.
+            let message = panic_message(&*panic);
+            drop_payload(panic);
+            tracing::debug!(%pid, %message, "close panicked during an upgrade");
+            drop_user_value(new, pid, "a process an upgrade did not start");
+            drop_user_value(input, pid, "the input of an upgrade that did not start");
+            self.end(record, body, Err(ExitError::Panicked { message }));
+            return None;
+        }
+
+        let init = catch_unwind(AssertUnwindSafe(|| {
+            new.init(&InitContext::new(pid), &method, input)
+        }));
+        let failed = match init {
+            Ok(Ok(())) => None,
+            Ok(Err(error)) => Some(error),
+            Err(panic) => {
+                let message = panic_message(&*panic);
+                drop_payload(panic);
+                Some(InitError::Panicked { message })
+            }
+        };
+        if let Some(error) = failed {
+            tracing::debug!(%pid, method = %method, %error, "upgrade failed: init of the new process");
+            // Its `init` failed, so its `close` is not called.
+            drop_user_value(new, pid, "a process whose upgrade init failed");
+            self.end(record, body, Err(ExitError::Upgrade(UpgradeError::Init(error))));
+            return None;
+        }
+
+        body.process = Some(new);
+        // The new process is stepped next even if nothing is pending: it
+        // has not run yet, so there is no earlier wait to keep.
+        body.waiting = false;
+        body.blocked = false;
+        bump(&self.counters().upgrades, 1);
+        tracing::debug!(%pid, method = %method, "upgraded");
+        Some(READY)
+    }
+}
