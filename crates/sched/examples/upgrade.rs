@@ -110,7 +110,9 @@ fn main() {
         let (scheduler, posted) = (scheduler.clone(), posted.clone());
         std::thread::spawn(move || {
             for i in 0..MESSAGES {
-                scheduler.post(COUNTER, Msg::Add(1)).expect("the PID routes");
+                scheduler
+                    .post(COUNTER, Msg::Add(1))
+                    .expect("the PID routes");
                 posted.store(i + 1, Relaxed);
                 if i % 64 == 0 {
                     // Let the counter keep up a little, so the upgrade
@@ -123,7 +125,9 @@ fn main() {
     while posted.load(Relaxed) < MESSAGES / 2 {
         std::thread::yield_now();
     }
-    scheduler.post(COUNTER, Msg::Upgrade).expect("the PID routes");
+    scheduler
+        .post(COUNTER, Msg::Upgrade)
+        .expect("the PID routes");
     feeder.join().expect("feeder");
     scheduler
         .post(COUNTER, Msg::Finish)

@@ -106,7 +106,11 @@ impl Worker<'_> {
             tracing::debug!(%pid, method = %method, %error, "upgrade failed: init of the new process");
             // Its `init` failed, so its `close` is not called.
             drop_user_value(new, pid, "a process whose upgrade init failed");
-            self.end(record, body, Err(ExitError::Upgrade(UpgradeError::Init(error))));
+            self.end(
+                record,
+                body,
+                Err(ExitError::Upgrade(UpgradeError::Init(error))),
+            );
             return None;
         }
 

@@ -1,14 +1,16 @@
 //! The checks of one ended process against its script: exactly one
 //! outcome, and the one its script implies (or `Terminated`, if a terminate
-//! was accepted for it); `init` and `close` once each; never stepped on two
-//! workers at once nor after `close`; every message it asked for arrived.
+//! was accepted for it); `init` and `close` once each per instance (an
+//! upgrade adds an instance; one whose `init` failed is never closed); never
+//! stepped on two workers at once nor after `close`; every message it asked
+//! for arrived.
 
 use std::sync::atomic::Ordering::SeqCst;
 
-use sched::{ExitError, Outcome};
+use sched::{ExitError, InitError, Outcome, UpgradeError};
 
 use crate::process::{Log, Observed, TERMINATE_ACCEPTED};
-use crate::script::{failure_message, panic_message, Ending};
+use crate::script::{failure_message, panic_message, upgrade_failure_message, Ending};
 use crate::shared::Tracked;
 use crate::violations::Violations;
 
@@ -18,6 +20,8 @@ pub(crate) enum Ended {
     Done,
     StepError,
     Panicked,
+    /// The new instance of an upgrade refused to start.
+    UpgradeFailed,
     Terminated,
     /// Anything else (already a violation).
     Other,
@@ -35,6 +39,7 @@ pub(crate) fn summary(outcome: &Outcome) -> String {
         Err(ExitError::Terminated) => "terminated".into(),
         Err(ExitError::Cancelled) => "cancelled".into(),
         Err(ExitError::Panicked { message }) => format!("panicked: {message}"),
+        Err(ExitError::Upgrade(e)) => format!("upgrade failed: {e}"),
         Err(other) => format!("unknown exit: {other}"),
     }
 }
@@ -68,6 +73,8 @@ pub(crate) fn check_process(
         steps_after_close,
         inits,
         closes,
+        upgrades,
+        failed_upgrades,
         terminate,
         ..
     } = &**observed;
@@ -81,12 +88,17 @@ pub(crate) fn check_process(
     if steps_after_close.load(SeqCst) != 0 {
         violations.push(format!("{}: stepped after close", what()));
     }
-    if (inits.load(SeqCst), closes.load(SeqCst)) != (1, 1) {
+    let (upgrades, failed_upgrades) = (upgrades.load(SeqCst), failed_upgrades.load(SeqCst));
+    let want = (1 + upgrades + failed_upgrades, 1 + upgrades);
+    if (inits.load(SeqCst), closes.load(SeqCst)) != want || failed_upgrades > 1 {
         violations.push(format!(
-            "{}: init ran {} times and close {} times (want 1 and 1)",
+            "{}: init ran {} times and close {} times over {upgrades} upgrades and \
+             {failed_upgrades} failed ones (want {} and {})",
             what(),
             inits.load(SeqCst),
-            closes.load(SeqCst)
+            closes.load(SeqCst),
+            want.0,
+            want.1
         ));
     }
     let said = summary(outcome);
@@ -107,6 +119,10 @@ pub(crate) fn check_process(
         (Err(ExitError::Panicked { message }), Ending::Panic) if *message == panic_message(id) => {
             Ended::Panicked
         }
+        (
+            Err(ExitError::Upgrade(UpgradeError::Init(InitError::Failed(e)))),
+            Ending::UpgradeFail,
+        ) if e.to_string() == upgrade_failure_message(id) => Ended::UpgradeFailed,
         (_, ending) => {
             violations.push(format!(
                 "{}: ended with {said:?}, its script ends {ending:?} (terminate accepted: {accepted})",
@@ -119,6 +135,13 @@ pub(crate) fn check_process(
         violations.push(format!("{}: {v}", what()));
     }
     let terminated = ended == Ended::Terminated;
+    if !terminated && upgrades != script.upgrades() {
+        violations.push(format!(
+            "{}: upgraded {upgrades} times, its script asks for {}",
+            what(),
+            script.upgrades()
+        ));
+    }
     if !terminated && log.answered != log.asked {
         violations.push(format!(
             "{}: asked for {} messages, {} arrived",

@@ -8,14 +8,17 @@
 //! handler, through no handler at all, or never (held until the process is
 //! terminated); wait for messages that other processes' steps (or a feeder
 //! thread) send them; send stray messages to live, ended and unused PIDs;
-//! spawn children from their steps; fail; panic. A terminator thread ends
-//! some of them from outside at random moments, some before they ever ran.
+//! spawn children from their steps; upgrade to a new instance of
+//! themselves under the same PID (or to one whose `init` fails); fail;
+//! panic. A terminator thread ends some of them from outside at random
+//! moments, some before they ever ran.
 //!
 //! Once a round's processes have all ended, the checker verifies (see
 //! `check.rs` and `ledger.rs`) that every process reported exactly one
 //! outcome, the one its script implies (or `Terminated`, when a terminate
 //! was accepted), to its handle and to the `on_complete` hook alike; that
-//! `init` and `close` ran once each; that no process was stepped on two
+//! `init` and `close` ran once each per instance (and never `close` for an
+//! instance whose `init` failed); that no process was stepped on two
 //! workers at once (a per-process flag set while inside `step`); that every
 //! message accepted by `send` was received or dead-lettered exactly once
 //! and none refused at send was delivered; that every dispatched yield

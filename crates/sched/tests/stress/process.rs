@@ -14,7 +14,7 @@ use sched::{
 
 use crate::handlers::{command, FAIL_MESSAGE, REJECT_MESSAGE};
 use crate::rng::Rng;
-use crate::script::{failure_message, panic_message, Kind, Op, Script};
+use crate::script::{failure_message, panic_message, upgrade_failure_message, Kind, Op, Script};
 use crate::shared::{lock, Shared, Tracked};
 
 /// A message between processes, or from the feeder thread.
@@ -37,7 +37,8 @@ pub(crate) struct Yielded {
     pub(crate) discarded: bool,
 }
 
-/// What a process did and saw, handed to the checker by `close`.
+/// What a process did and saw, handed to the checker by `close` (each
+/// instance's, merged, when the process was upgraded).
 #[derive(Debug, Default)]
 pub(crate) struct Log {
     /// Commands yielded and dispatched: (tag, kind).
@@ -63,6 +64,23 @@ pub(crate) struct Log {
     pub(crate) violations: Vec<String>,
 }
 
+impl Log {
+    /// Adds what a later instance of the same process did.
+    fn merge(&mut self, later: Log) {
+        self.issued.extend(later.issued);
+        self.discarded.extend(later.discarded);
+        self.seen.extend(later.seen);
+        self.sent.extend(later.sent);
+        self.sent_solicited += later.sent_solicited;
+        self.refused.extend(later.refused);
+        self.received.extend(later.received);
+        self.asked += later.asked;
+        self.answered += later.answered;
+        self.spawned += later.spawned;
+        self.violations.extend(later.violations);
+    }
+}
+
 /// `Observed::terminate`: nobody tried to terminate the process.
 pub(crate) const NOT_TERMINATED: u8 = 0;
 /// `terminate` returned `Ok`: the process may end `Terminated`.
@@ -79,8 +97,13 @@ pub(crate) struct Observed {
     pub(crate) overlaps: AtomicU64,
     pub(crate) steps: AtomicU64,
     pub(crate) steps_after_close: AtomicU64,
+    /// `init` and `close` calls, over every instance of the process (an
+    /// upgrade adds one).
     pub(crate) inits: AtomicU32,
     pub(crate) closes: AtomicU32,
+    /// Upgrades whose new instance's `init` succeeded, and failed.
+    pub(crate) upgrades: AtomicU32,
+    pub(crate) failed_upgrades: AtomicU32,
     /// The index of the next op, for the report of a hang.
     pub(crate) position: AtomicUsize,
     /// One of `NOT_TERMINATED`, `TERMINATE_ACCEPTED`, `TERMINATE_TOO_LATE`.
@@ -280,9 +303,35 @@ impl Stress {
                     out.done(Box::new(self.pid.id()));
                     return Ok(());
                 }
+                Op::Upgrade => {
+                    let next = self.next_instance();
+                    out.upgrade(next, "upgrade", self.next);
+                    return Ok(());
+                }
+                Op::UpgradeFail => {
+                    let next = self.next_instance();
+                    out.upgrade(next, "upgrade-fail", ());
+                    return Ok(());
+                }
                 Op::Fail => return Err(failure_message(self.pid.id()).into()),
                 Op::Panic => panic!("{}", panic_message(self.pid.id())),
             }
+        }
+    }
+
+    /// The instance an upgrade hands over to: the same script, position
+    /// and random state, a log of its own (this one's goes to the checker
+    /// from this one's `close`).
+    fn next_instance(&self) -> Stress {
+        Stress {
+            pid: self.pid,
+            script: self.script.clone(),
+            next: self.next,
+            rng: self.rng.clone(),
+            awaiting: Awaiting::Nothing,
+            log: Log::default(),
+            observed: self.observed.clone(),
+            shared: self.shared.clone(),
         }
     }
 
@@ -361,8 +410,29 @@ impl Stress {
 impl Process for Stress {
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         self.observed.inits.fetch_add(1, SeqCst);
-        if method != "run" {
-            return Err(InitError::unknown_method(method));
+        match method {
+            "run" => {}
+            "upgrade" => {
+                // The previous instance ran its ops up to here.
+                let at = input
+                    .downcast::<usize>()
+                    .map_err(|_| InitError::failed("an upgrade takes the op index"))?;
+                if cx.pid() != self.pid || *at != self.next {
+                    self.violation(format!(
+                        "upgraded under {} at op {at}, the old instance was {} at op {}",
+                        cx.pid(),
+                        self.pid,
+                        self.next
+                    ));
+                }
+                self.observed.upgrades.fetch_add(1, SeqCst);
+                return Ok(());
+            }
+            "upgrade-fail" => {
+                self.observed.failed_upgrades.fetch_add(1, SeqCst);
+                return Err(InitError::failed(upgrade_failure_message(self.pid.id())));
+            }
+            _ => return Err(InitError::unknown_method(method)),
         }
         let script = input
             .downcast::<Script>()
@@ -380,7 +450,10 @@ impl Process for Stress {
         }
         let _running = Running(&observed.running);
         observed.steps.fetch_add(1, SeqCst);
-        if observed.closes.load(SeqCst) != 0 {
+        // Every instance that was initialised has been closed: this step
+        // runs on a closed process. (An upgraded process's old instances
+        // are closed; its current one is not.)
+        if observed.closes.load(SeqCst) >= observed.inits.load(SeqCst) {
             observed.steps_after_close.fetch_add(1, SeqCst);
         }
         for event in events {
@@ -391,7 +464,13 @@ impl Process for Stress {
 
     fn close(&mut self) {
         self.observed.closes.fetch_add(1, SeqCst);
-        *lock(&self.observed.log) = Some(std::mem::take(&mut self.log));
+        let log = std::mem::take(&mut self.log);
+        let mut slot = lock(&self.observed.log);
+        match &mut *slot {
+            // An earlier instance of an upgraded process.
+            Some(earlier) => earlier.merge(log),
+            None => *slot = Some(log),
+        }
     }
 }
 

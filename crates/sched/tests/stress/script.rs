@@ -80,6 +80,10 @@ pub(crate) enum Op {
     Send(u8),
     /// Spawn a child with a random script.
     Spawn,
+    /// Hand over to a new instance of the process (`Output::upgrade`),
+    /// which takes the script from here under the same PID: messages sent
+    /// to it before, during and after the upgrade must all arrive.
+    Upgrade,
     /// Finish with the process's id.
     Done,
     /// Yield a command and finish in the same step: the yield must be
@@ -89,6 +93,9 @@ pub(crate) enum Op {
     Fail,
     /// Panic inside `step`.
     Panic,
+    /// Upgrade to an instance whose `init` fails: the process ends with
+    /// `ExitError::Upgrade`, the old instance closed once, the new never.
+    UpgradeFail,
 }
 
 /// How a process that is not terminated ends, given its script.
@@ -100,6 +107,8 @@ pub(crate) enum Ending {
     Fail,
     /// `ExitError::Panicked` with the process's panic message.
     Panic,
+    /// `ExitError::Upgrade` with the process's upgrade failure message.
+    UpgradeFail,
     /// It waits on a held completer: it can only end terminated.
     Held,
 }
@@ -144,6 +153,7 @@ impl Script {
                 11..=14 => Op::Send(rng.range(1, 2) as u8),
                 15 if depth < MAX_DEPTH => Op::Spawn,
                 16 if depth == 0 => Op::Spawn,
+                17 => Op::Upgrade,
                 _ => Op::Continue,
             };
             let held = matches!(&op, Op::Yield { kinds, .. } if kinds.contains(&Kind::Hold));
@@ -153,11 +163,12 @@ impl Script {
                 break;
             }
         }
-        ops.push(match rng.below(20) {
+        ops.push(match rng.below(21) {
             0..=10 => Op::Done,
             11 | 12 => Op::DoneDiscarding,
             13..=16 => Op::Fail,
-            _ => Op::Panic,
+            17 | 18 => Op::Panic,
+            _ => Op::UpgradeFail,
         });
         Script {
             ops,
@@ -165,6 +176,11 @@ impl Script {
             depth,
             doomed,
         }
+    }
+
+    /// How many upgrades it goes through if nobody terminates it.
+    pub(crate) fn upgrades(&self) -> u32 {
+        self.ops.iter().filter(|op| **op == Op::Upgrade).count() as u32
     }
 
     /// How the process ends if nobody terminates it.
@@ -175,6 +191,7 @@ impl Script {
                 Op::Done | Op::DoneDiscarding => return Ending::Done,
                 Op::Fail => return Ending::Fail,
                 Op::Panic => return Ending::Panic,
+                Op::UpgradeFail => return Ending::UpgradeFail,
                 _ => {}
             }
         }
@@ -191,6 +208,11 @@ pub(crate) fn failure_message(id: u64) -> String {
 /// The message a process panics with (the panic hook keeps these quiet).
 pub(crate) fn panic_message(id: u64) -> String {
     format!("injected: process {id} panicked")
+}
+
+/// The message the new instance's `init` fails with in an `UpgradeFail`.
+pub(crate) fn upgrade_failure_message(id: u64) -> String {
+    format!("injected: process {id} refused its upgrade")
 }
 
 /// The message the panicking handler panics with.

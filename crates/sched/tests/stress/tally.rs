@@ -45,6 +45,7 @@ impl Tally {
             Ended::Done => "done",
             Ended::StepError => "step error",
             Ended::Panicked => "panicked",
+            Ended::UpgradeFailed => "upgrade failed",
             Ended::Terminated => "terminated",
             Ended::Other => "other",
         };
@@ -95,6 +96,10 @@ impl Tally {
         vec![
             ("step panics", Self::count(&self.ended, "panicked")),
             ("step errors", Self::count(&self.ended, "step error")),
+            (
+                "failed upgrades",
+                Self::count(&self.ended, "upgrade failed"),
+            ),
             ("handler panics", self.issued(&[Kind::HandlerPanic])),
             (
                 "failed completions",
@@ -213,7 +218,7 @@ impl Tally {
         );
         println!(
             "  checked      one outcome per process, matching its script; one init and one \
-             close; no step on two workers at once; every message and completion accounted \
+             close per instance (upgrades included); no step on two workers at once; every message and completion accounted \
              for exactly once; no live process left after a round"
         );
     }
