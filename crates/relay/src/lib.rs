@@ -6,6 +6,7 @@
 //!   with a canonical textual form `<node.id>` that round-trips through
 //!   `Display` and `FromStr`, typed [`ParsePidError`]s, and a
 //!   [`PidAllocator`] handing out fresh ids from any thread;
+//! * [`Addr`], a PID typed with the one message type its process accepts;
 //! * [`Package`], a message on its way: source PID, target PID and a
 //!   type-erased `Send` [`Payload`] that the router never inspects;
 //! * the [`Receiver`] trait: deliver a package, or refuse it with a
@@ -67,18 +68,21 @@
 //! dashmap becomes a loom-visible `Mutex<HashMap>` and the allocator's atomic
 //! a loom atomic, and `tests/loom.rs` model-checks route racing unregister,
 //! racing registrations of one PID and racing allocation. proptest checks the
-//! PID text form and the router against a `HashMap` model. The crate has no
-//! `unsafe` code.
+//! PID text form and the router against a `HashMap` model. The only `unsafe`
+//! code is the inline storage of small payloads, which miri checks.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+mod addr;
 mod allocator;
+mod inline;
 mod package;
 mod pid;
 mod receiver;
 mod router;
 mod sync;
 
+pub use addr::Addr;
 pub use allocator::{PidAllocator, PidsExhausted};
 pub use package::{into_payload, Package, Payload};
 pub use pid::{NumberError, ParsePidError, Pid};

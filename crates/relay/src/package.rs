@@ -1,7 +1,8 @@
 //! Message packages: who sent what to whom.
 
+use crate::inline::Inline;
 use crate::Pid;
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::fmt;
 
 /// The payload of a [`Package`]: any `Send` value, type-erased.
@@ -25,7 +26,9 @@ pub type Payload = Box<dyn Any + Send>;
 /// [`downcast`](Package::downcast) or [`payload`](Package::payload). A
 /// package is `Send` (it may cross threads by value) but not `Sync`.
 ///
-/// A zero-sized payload, such as `()` or a unit struct, costs no allocation.
+/// A small payload costs no heap allocation of its own: a value of up to
+/// three machine words (an integer, a [`Pid`], a short tuple, a `String` or
+/// a `Vec` handle) is stored inside the package. Larger values are boxed.
 ///
 /// # Examples
 ///
@@ -39,9 +42,74 @@ pub type Payload = Box<dyn Any + Send>;
 /// assert_eq!(package.downcast::<String>().ok().as_deref(), Some("ping"));
 /// ```
 pub struct Package {
-    source: Pid,
-    target: Pid,
-    payload: Payload,
+    route: Route,
+    body: Body,
+}
+
+/// The two addresses, stored as their parts: two `Pid`s side by side
+/// would carry 8 bytes of padding, and a package is copied into every
+/// mailbox slot.
+#[derive(Clone, Copy)]
+struct Route {
+    source_node: u32,
+    target_node: u32,
+    source_id: u64,
+    target_id: u64,
+}
+
+impl Route {
+    fn new(source: Pid, target: Pid) -> Route {
+        Route {
+            source_node: source.node(),
+            target_node: target.node(),
+            source_id: source.id(),
+            target_id: target.id(),
+        }
+    }
+
+    fn source(self) -> Pid {
+        Pid::new(self.source_node, self.source_id)
+    }
+
+    fn target(self) -> Pid {
+        Pid::new(self.target_node, self.target_id)
+    }
+}
+
+/// Where the payload lives.
+enum Body {
+    /// Small enough to live in the package.
+    Inline(Inline),
+    /// On the heap (large, or handed over already boxed).
+    Boxed(Payload),
+}
+
+impl Body {
+    fn new<T: Any + Send>(value: T) -> Body {
+        // An already boxed payload is passed through, never boxed twice
+        // (and never stored inline as a box).
+        if TypeId::of::<T>() == TypeId::of::<Payload>() {
+            return Body::Boxed(into_payload(value));
+        }
+        match Inline::new(value) {
+            Ok(inline) => Body::Inline(inline),
+            Err(value) => Body::Boxed(Box::new(value)),
+        }
+    }
+
+    fn is<T: Any>(&self) -> bool {
+        match self {
+            Body::Inline(inline) => inline.is::<T>(),
+            Body::Boxed(payload) => payload.is::<T>(),
+        }
+    }
+
+    fn into_payload(self) -> Payload {
+        match self {
+            Body::Inline(inline) => inline.into_box(),
+            Body::Boxed(payload) => payload,
+        }
+    }
 }
 
 /// Boxes `value` as a [`Payload`]; a value that already is a `Payload` is
@@ -88,7 +156,10 @@ impl Package {
     /// assert_eq!(package.payload::<u32>(), Some(&7));
     /// ```
     pub fn new<T: Any + Send>(source: Pid, target: Pid, payload: T) -> Self {
-        Package::from_payload(source, target, into_payload(payload))
+        Package {
+            route: Route::new(source, target),
+            body: Body::new(payload),
+        }
     }
 
     /// A package from `source` to `target` carrying an already boxed payload.
@@ -104,9 +175,8 @@ impl Package {
     /// ```
     pub fn from_payload(source: Pid, target: Pid, payload: Payload) -> Self {
         Package {
-            source,
-            target,
-            payload,
+            route: Route::new(source, target),
+            body: Body::Boxed(payload),
         }
     }
 
@@ -120,7 +190,7 @@ impl Package {
     /// assert_eq!(Package::new(Pid::local(1), Pid::local(2), ()).source(), Pid::local(1));
     /// ```
     pub fn source(&self) -> Pid {
-        self.source
+        self.route.source()
     }
 
     /// The PID of the process this package is addressed to.
@@ -133,7 +203,7 @@ impl Package {
     /// assert_eq!(Package::new(Pid::local(1), Pid::local(2), ()).target(), Pid::local(2));
     /// ```
     pub fn target(&self) -> Pid {
-        self.target
+        self.route.target()
     }
 
     /// Readdresses the package to `target`, for a retry or a forward; the
@@ -150,7 +220,7 @@ impl Package {
     /// ```
     #[must_use]
     pub fn with_target(mut self, target: Pid) -> Self {
-        self.target = target;
+        self.route = Route::new(self.route.source(), target);
         self
     }
 
@@ -166,7 +236,7 @@ impl Package {
     /// assert!(!package.is::<f32>());
     /// ```
     pub fn is<T: Any>(&self) -> bool {
-        self.payload.is::<T>()
+        self.body.is::<T>()
     }
 
     /// The payload, if it is a `T`.
@@ -181,7 +251,10 @@ impl Package {
     /// assert_eq!(package.payload::<String>(), None);
     /// ```
     pub fn payload<T: Any>(&self) -> Option<&T> {
-        self.payload.downcast_ref()
+        match &self.body {
+            Body::Inline(inline) => inline.get(),
+            Body::Boxed(payload) => payload.downcast_ref(),
+        }
     }
 
     /// The payload mutably, if it is a `T`.
@@ -198,7 +271,10 @@ impl Package {
     /// assert_eq!(package.payload::<u64>(), Some(&2));
     /// ```
     pub fn payload_mut<T: Any>(&mut self) -> Option<&mut T> {
-        self.payload.downcast_mut()
+        match &mut self.body {
+            Body::Inline(inline) => inline.get_mut(),
+            Body::Boxed(payload) => payload.downcast_mut(),
+        }
     }
 
     /// Takes the payload out as a `T`; if it is some other type the package
@@ -218,22 +294,22 @@ impl Package {
     /// assert_eq!(package.downcast::<i32>().ok(), Some(5));
     /// ```
     pub fn downcast<T: Any>(self) -> Result<T, Package> {
-        let Package {
-            source,
-            target,
-            payload,
-        } = self;
-        match payload.downcast::<T>() {
-            Ok(value) => Ok(*value),
-            Err(payload) => Err(Package {
-                source,
-                target,
-                payload,
-            }),
-        }
+        let Package { route, body } = self;
+        let body = match body {
+            Body::Inline(inline) => match inline.take::<T>() {
+                Ok(value) => return Ok(value),
+                Err(inline) => Body::Inline(inline),
+            },
+            Body::Boxed(payload) => match payload.downcast::<T>() {
+                Ok(value) => return Ok(*value),
+                Err(payload) => Body::Boxed(payload),
+            },
+        };
+        Err(Package { route, body })
     }
 
-    /// The type-erased payload, dropping the addresses.
+    /// The type-erased payload, dropping the addresses. A small payload
+    /// stored inside the package is boxed here.
     ///
     /// # Examples
     ///
@@ -244,11 +320,11 @@ impl Package {
     /// assert_eq!(payload.downcast_ref::<char>(), Some(&'x'));
     /// ```
     pub fn into_payload(self) -> Payload {
-        self.payload
+        self.body.into_payload()
     }
 
-    /// Splits the package into `(source, target, payload)`; the scheduler
-    /// uses this to turn a package into a message event.
+    /// Splits the package into `(source, target, payload)`. A small payload
+    /// stored inside the package is boxed here.
     ///
     /// # Examples
     ///
@@ -260,7 +336,11 @@ impl Package {
     /// assert_eq!(payload.downcast_ref::<u8>(), Some(&3));
     /// ```
     pub fn into_parts(self) -> (Pid, Pid, Payload) {
-        (self.source, self.target, self.payload)
+        (
+            self.route.source(),
+            self.route.target(),
+            self.body.into_payload(),
+        )
     }
 }
 
@@ -268,8 +348,8 @@ impl Package {
 impl fmt::Debug for Package {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Package")
-            .field("source", &self.source)
-            .field("target", &self.target)
+            .field("source", &self.source())
+            .field("target", &self.target())
             .finish_non_exhaustive()
     }
 }

@@ -86,6 +86,7 @@ mod worker;
 
 pub use commands::completer::{CompleteError, Completer, Rejected};
 pub use commands::handler::CommandHandler;
+pub use contract::accepts::Accepts;
 pub use contract::command::{Command, CommandId, Tag};
 pub use contract::error::{InitError, SubmitError, TerminateError};
 pub use contract::event::{BoxError, CommandError, Event};
@@ -94,6 +95,6 @@ pub use contract::output::{Events, Output};
 pub use contract::process::{InitContext, Process, DEFAULT_METHOD};
 pub use contract::upgrade::UpgradeError;
 pub use engine::stats::{Stats, WorkerStats};
-pub use engine::{Builder, Engine, ProcessInfo, ShutdownReport};
+pub use engine::{Builder, Context, Engine, ProcessInfo, ShutdownReport};
 pub use record::completion::Completion;
 pub use record::state::ProcessState;

@@ -776,14 +776,14 @@ fn lifecycle_hooks_see_every_start_and_completion() {
     let engine = builder(2)
         .on_start({
             let started_pids = started_pids.clone();
-            move |pid| {
+            move |_cx, pid| {
                 started_pids.lock().unwrap().push(pid.id());
                 Ok(())
             }
         })
         .on_complete({
             let completed = completed.clone();
-            move |pid, outcome| completed.lock().unwrap().push((pid.id(), outcome.is_ok()))
+            move |_cx, pid, outcome| completed.lock().unwrap().push((pid.id(), outcome.is_ok()))
         })
         .build();
     engine.start();
@@ -804,7 +804,7 @@ fn lifecycle_hooks_see_every_start_and_completion() {
 #[test]
 fn an_on_start_error_rejects_the_submission_and_closes_the_process() {
     let engine = builder(1)
-        .on_start(|pid| {
+        .on_start(|_cx, pid| {
             if pid.id() == 2 {
                 Err("rejected".into())
             } else {
@@ -831,14 +831,14 @@ fn an_on_start_error_rejects_the_submission_and_closes_the_process() {
 #[test]
 fn panicking_hooks_are_contained() {
     let engine = builder(1)
-        .on_start(|pid| {
+        .on_start(|_cx, pid| {
             if pid.id() == 1 {
                 panic!("start hook exploded")
             } else {
                 Ok(())
             }
         })
-        .on_complete(|_, _| panic!("complete hook exploded"))
+        .on_complete(|_cx, _, _| panic!("complete hook exploded"))
         .build();
     engine.start();
     let err = engine
@@ -882,7 +882,7 @@ fn dead_letters_reach_the_hook() {
     let engine = builder(1)
         .on_dead_letter({
             let letters = letters.clone();
-            move |pid, event| {
+            move |_cx, pid, event| {
                 if let Event::Message(p) = event {
                     letters
                         .lock()

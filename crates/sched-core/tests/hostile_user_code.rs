@@ -168,7 +168,7 @@ fn events_left_unread_by_a_finished_process_are_dead_letters() {
     let letters = Arc::new(AtomicUsize::new(0));
     let counter = letters.clone();
     let engine = builder(1)
-        .on_dead_letter(move |_, _| {
+        .on_dead_letter(move |_cx, _, _| {
             counter.fetch_add(1, Ordering::SeqCst);
         })
         .build();
@@ -201,7 +201,7 @@ fn on_complete_can_restart_a_process_at_the_process_limit() {
     let engine = Arc::new(
         builder(1)
             .max_processes(1)
-            .on_complete(move |pid, _| {
+            .on_complete(move |_cx, pid, _| {
                 if pid != Pid::local(1) {
                     return;
                 }

@@ -91,7 +91,9 @@ impl Drop for Instance {
 }
 
 /// A step that finishes at once with `value`.
-fn finishes_with(value: u64) -> impl FnMut(&mut Events<'_>, &mut Output<'_>) -> Result<(), BoxError> {
+fn finishes_with(
+    value: u64,
+) -> impl FnMut(&mut Events<'_>, &mut Output<'_>) -> Result<(), BoxError> {
     move |_, out| {
         out.done(Box::new(value));
         Ok(())
@@ -147,8 +149,11 @@ fn the_new_process_gets_the_method_and_input_and_is_stepped_at_once() {
     let seen = Arc::new(Mutex::new(None));
     let seen_in_init = seen.clone();
     let (v2, v2_tally) = with_init(instance(finishes_with(0)), move |cx, method, input| {
-        *seen_in_init.lock().unwrap() =
-            Some((cx.pid(), method.to_owned(), *input.downcast::<u64>().unwrap()));
+        *seen_in_init.lock().unwrap() = Some((
+            cx.pid(),
+            method.to_owned(),
+            *input.downcast::<u64>().unwrap(),
+        ));
         Ok(())
     });
     let (v1, v1_tally) = instance(upgrades_to(v2));
@@ -197,7 +202,9 @@ fn pending_and_later_messages_reach_the_new_process_under_the_same_pid() {
     eventually("the new process ran", || v2_tally.steps.load(SeqCst) > 0);
     // After the upgrade, the route is the same.
     engine.send(message(1, "e")).expect("the PID still routes");
-    engine.send(message(1, "stop")).expect("the PID still routes");
+    engine
+        .send(message(1, "stop"))
+        .expect("the PID still routes");
     assert_eq!(done_u64(wait(handle)), 5, "a, b, c, d, e: none lost");
     assert_eq!(v1_tally.counts(), (1, 1, 1));
     assert_eq!(v2_tally.counts(), (1, 1, 1));
@@ -243,8 +250,9 @@ fn completions_of_commands_yielded_before_the_upgrade_reach_the_new_process() {
 #[test]
 fn a_failed_init_ends_with_an_upgrade_error_and_closes_only_the_old_process() {
     let engine = builder(1).build();
-    let (v2, v2_tally) =
-        with_init(instance(finishes_with(0)), |_, _, _| Err(InitError::failed("v2 refuses")));
+    let (v2, v2_tally) = with_init(instance(finishes_with(0)), |_, _, _| {
+        Err(InitError::failed("v2 refuses"))
+    });
     let (v1, v1_tally) = instance(upgrades_to(v2));
     let handle = submit(&engine, 1, Box::new(v1));
     engine.send(message(1, "pending")).expect("queued");
@@ -270,7 +278,9 @@ fn a_failed_init_ends_with_an_upgrade_error_and_closes_only_the_old_process() {
 #[test]
 fn a_panicking_init_is_a_typed_error_and_the_worker_survives() {
     let engine = started(1);
-    let (v2, v2_tally) = with_init(instance(finishes_with(0)), |_, _, _| panic!("v2 init exploded"));
+    let (v2, v2_tally) = with_init(instance(finishes_with(0)), |_, _, _| {
+        panic!("v2 init exploded")
+    });
     let (v1, v1_tally) = instance(upgrades_to(v2));
     let error = wait(submit(&engine, 1, Box::new(v1))).expect_err("the upgrade failed");
     assert!(
@@ -294,7 +304,11 @@ fn a_panicking_old_close_ends_the_process_and_the_new_one_never_starts() {
         matches!(&error, ExitError::Panicked { message } if message == "old close exploded"),
         "{error:?}"
     );
-    assert_eq!(v1_tally.counts(), (1, 1, 1), "closed once, not again by the end");
+    assert_eq!(
+        v1_tally.counts(),
+        (1, 1, 1),
+        "closed once, not again by the end"
+    );
     assert_eq!(v2_tally.counts(), (0, 0, 1));
 }
 
@@ -323,7 +337,10 @@ fn an_upgrade_with_yields_in_the_same_step_is_refused_and_nothing_is_dispatched(
     });
     let error = wait(submit(&engine, 1, Box::new(v1))).expect_err("refused");
     assert!(
-        matches!(error, ExitError::Upgrade(UpgradeError::Yielded { count: 2 })),
+        matches!(
+            error,
+            ExitError::Upgrade(UpgradeError::Yielded { count: 2 })
+        ),
         "{error:?}"
     );
     assert_eq!(handled.load(SeqCst), 0, "the yields were never dispatched");
@@ -430,7 +447,11 @@ fn a_terminate_during_the_new_init_ends_the_new_process_and_closes_it() {
     assert!(matches!(wait(handle), Err(ExitError::Terminated)));
     assert_eq!(v1_tally.counts(), (1, 1, 1));
     assert_eq!(v2_tally.counts(), (1, 1, 1), "initialised, so closed once");
-    assert_eq!(v2_tally.steps.load(SeqCst), 0, "killed before its first step");
+    assert_eq!(
+        v2_tally.steps.load(SeqCst),
+        0,
+        "killed before its first step"
+    );
 }
 
 #[test]
@@ -514,7 +535,7 @@ fn the_on_complete_hook_sees_one_outcome_for_an_upgraded_pid() {
     let seen: Arc<Mutex<Vec<(Pid, bool)>>> = Arc::default();
     let hooked = seen.clone();
     let engine = builder(1)
-        .on_complete(move |pid, outcome| hooked.lock().unwrap().push((pid, outcome.is_ok())))
+        .on_complete(move |_cx, pid, outcome| hooked.lock().unwrap().push((pid, outcome.is_ok())))
         .build();
     engine.start();
     let (v2, _) = instance(finishes_with(1));

@@ -4,7 +4,7 @@ use std::fmt;
 
 use relay::Pid;
 use sched_core::{
-    BoxError, Command, CommandHandler, CommandId, Completer, Event, Outcome, Rejected,
+    BoxError, Command, CommandHandler, CommandId, Completer, Context, Event, Outcome, Rejected,
 };
 
 use crate::scheduler::Scheduler;
@@ -25,7 +25,7 @@ use crate::scheduler::Scheduler;
 ///         let _ = done.complete(cmd.data);
 ///         Ok(())
 ///     })
-///     .on_complete(|pid, outcome| {
+///     .on_complete(|_cx, pid, outcome| {
 ///         if let Err(e) = outcome {
 ///             eprintln!("{pid} failed: {e}");
 ///         }
@@ -206,12 +206,12 @@ impl SchedulerBuilder {
     /// # Examples
     ///
     /// ```
-    /// let s = sched::Scheduler::builder().workers(1).on_start(|_pid| Ok(())).build();
+    /// let s = sched::Scheduler::builder().workers(1).on_start(|_cx, _pid| Ok(())).build();
     /// # drop(s);
     /// ```
     pub fn on_start(
         self,
-        hook: impl Fn(Pid) -> Result<(), BoxError> + Send + Sync + 'static,
+        hook: impl Fn(&Context, Pid) -> Result<(), BoxError> + Send + Sync + 'static,
     ) -> Self {
         SchedulerBuilder {
             inner: self.inner.on_start(hook),
@@ -233,12 +233,15 @@ impl SchedulerBuilder {
     /// let seen = ended.clone();
     /// let s = sched::Scheduler::builder()
     ///     .workers(1)
-    ///     .on_complete(move |_pid, _outcome| { seen.fetch_add(1, Ordering::SeqCst); })
+    ///     .on_complete(move |_cx, _pid, _outcome| { seen.fetch_add(1, Ordering::SeqCst); })
     ///     .build();
     /// s.shutdown(std::time::Duration::from_millis(10));
     /// assert_eq!(ended.load(Ordering::SeqCst), 0); // nothing was submitted
     /// ```
-    pub fn on_complete(self, hook: impl Fn(Pid, &Outcome) + Send + Sync + 'static) -> Self {
+    pub fn on_complete(
+        self,
+        hook: impl Fn(&Context, Pid, &Outcome) + Send + Sync + 'static,
+    ) -> Self {
         SchedulerBuilder {
             inner: self.inner.on_complete(hook),
         }
@@ -252,11 +255,14 @@ impl SchedulerBuilder {
     /// ```
     /// let s = sched::Scheduler::builder()
     ///     .workers(1)
-    ///     .on_dead_letter(|pid, event| eprintln!("{pid}: undelivered {event:?}"))
+    ///     .on_dead_letter(|_cx, pid, event| eprintln!("{pid}: undelivered {event:?}"))
     ///     .build();
     /// # drop(s);
     /// ```
-    pub fn on_dead_letter(self, hook: impl Fn(Pid, Event) + Send + Sync + 'static) -> Self {
+    pub fn on_dead_letter(
+        self,
+        hook: impl Fn(&Context, Pid, Event) + Send + Sync + 'static,
+    ) -> Self {
         SchedulerBuilder {
             inner: self.inner.on_dead_letter(hook),
         }

@@ -97,13 +97,13 @@ pub use scheduler::Scheduler;
 
 pub use deque;
 pub use relay::{
-    into_payload, Package, Payload, Pid, PidsExhausted, Receiver, SendError, SendErrorKind,
+    into_payload, Addr, Package, Payload, Pid, PidsExhausted, Receiver, SendError, SendErrorKind,
 };
 pub use sched_core::{
-    BoxError, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
-    Completion, Engine, Event, Events, ExitError, InitContext, InitError, Outcome, Output, Process,
-    ProcessInfo, ProcessState, Rejected, ShutdownReport, Stats, SubmitError, Tag, TerminateError,
-    UpgradeError, WorkerStats, DEFAULT_METHOD,
+    Accepts, BoxError, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
+    Completion, Context, Engine, Event, Events, ExitError, InitContext, InitError, Outcome, Output,
+    Process, ProcessInfo, ProcessState, Rejected, ShutdownReport, Stats, SubmitError, Tag,
+    TerminateError, UpgradeError, WorkerStats, DEFAULT_METHOD,
 };
 
 #[cfg(doctest)]

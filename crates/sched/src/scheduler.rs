@@ -8,7 +8,8 @@ use relay::{into_payload, Package, Pid, Receiver, SendError};
 
 use crate::builder::SchedulerBuilder;
 use sched_core::{
-    Completion, Engine, Process, ProcessInfo, ShutdownReport, Stats, SubmitError, TerminateError,
+    Completion, Context, Engine, Process, ProcessInfo, ShutdownReport, Stats, SubmitError,
+    TerminateError,
 };
 
 /// A work-stealing scheduler running step-driven [`Process`]es on a pool
@@ -71,6 +72,17 @@ impl fmt::Debug for Scheduler {
             .field("workers", &self.engine.workers())
             .field("live_processes", &self.engine.stats().live_processes)
             .finish()
+    }
+}
+
+/// Every operation running code reaches through its [`Context`] (send,
+/// `tell`, spawn, stats, terminate, `request_shutdown`) is also a method of
+/// the scheduler.
+impl std::ops::Deref for Scheduler {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        &self.engine
     }
 }
 

@@ -203,7 +203,7 @@ fn shutdown_under_load(workers: usize) {
         })
         .on_complete({
             let ledger = ledger.clone();
-            move |pid, outcome| {
+            move |_cx, pid, outcome| {
                 ledger.outcomes[pid.id() as usize].fetch_add(1, SeqCst);
                 if outcome.is_ok() {
                     *ledger.last_heeded.lock().unwrap() = Some(Instant::now());

@@ -60,6 +60,29 @@ impl Completer {
         }
     }
 
+    /// The scheduler's operations (send, spawn, stats, terminate, ...)
+    /// for the handler's own use, on whichever thread holds the completer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Command, Completer, Rejected};
+    ///
+    /// // A handler that tells a logger process about every command.
+    /// fn logged(cmd: Command, done: Completer) -> Result<(), Rejected> {
+    ///     let _ = done.context().post(sched::Pid::local(1), format!("command {:?}", cmd.tag));
+    ///     let _ = done.complete(cmd.data);
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn context(&self) -> &crate::Context {
+        let inner = self
+            .inner
+            .as_ref()
+            .expect("a completer is only emptied by the calls that consume it");
+        crate::Context::of(&inner.shared)
+    }
+
     /// The tag of the yield this completes.
     ///
     /// # Examples

@@ -8,6 +8,7 @@
 //! engine is built: a step reaches the engine only through the narrow
 //! `step_engine::StepEngine` interface.
 
+pub(crate) mod accepts;
 pub(crate) mod command;
 pub(crate) mod error;
 pub(crate) mod event;

@@ -203,6 +203,21 @@ impl<'a> Output<'a> {
         self.yields.len()
     }
 
+    /// The scheduler's operations (stats, terminate, shutdown, spawn,
+    /// send, ...) from inside this step.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::Output;
+    /// fn busy(out: &Output<'_>) -> bool {
+    ///     out.context().stats().live_processes > 1_000
+    /// }
+    /// ```
+    pub fn context(&self) -> &crate::Context {
+        self.engine.context()
+    }
+
     /// Sends `package` to its target process now.
     ///
     /// # Errors

@@ -8,6 +8,7 @@ use relay::{Package, Payload, Pid, PidsExhausted, SendError};
 
 use crate::contract::error::SubmitError;
 use crate::contract::process::Process;
+use crate::engine::Context;
 use crate::record::completion::Completion;
 
 /// The engine services a step uses: send a message, start a process,
@@ -35,4 +36,7 @@ pub(crate) trait StepEngine: Sync {
 
     /// A fresh PID on the engine's node.
     fn allocate_pid(&self) -> Result<Pid, PidsExhausted>;
+
+    /// The engine's full set of operations, for the step's own use.
+    fn context(&self) -> &Context;
 }

@@ -112,7 +112,7 @@ impl Shared {
             self.abandon(&record, false);
             return Err(Refusal::Other(SubmitError::Init { pid, error }));
         }
-        if let Err(error) = self.hooks.started(pid) {
+        if let Err(error) = self.hooks.started(super::Context::of(self), pid) {
             self.abandon(&record, true);
             return Err(Refusal::Other(SubmitError::Rejected { pid, error }));
         }

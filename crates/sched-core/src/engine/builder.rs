@@ -5,13 +5,14 @@ use std::sync::Arc as StdArc;
 use crossbeam_utils::CachePadded;
 use relay::{Pid, PidAllocator, Router};
 
+use super::control::Control;
 use super::shared::{Remote, Shared};
-use super::{Engine, Threads};
+use super::{Context, Engine};
 use crate::commands::completer::{Completer, Rejected};
 use crate::commands::handler::{CommandHandler, Handlers};
 use crate::contract::command::{Command, CommandId};
 use crate::contract::event::Event;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
+use crate::sync::{AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 use crate::worker::local::Local;
 
 use super::hooks::Hooks;
@@ -183,6 +184,7 @@ impl Builder {
     }
 
     /// Called on the submitting thread after a process's `init` succeeded,
+    /// with the engine's [`Context`] and the new PID,
     /// before it is queued. An `Err` (or a panic) rejects the submission with
     /// [`SubmitError::Rejected`](crate::SubmitError::Rejected); the process's `close` runs.
     ///
@@ -191,13 +193,16 @@ impl Builder {
     /// ```
     /// let engine = sched::Engine::builder()
     ///     .workers(1)
-    ///     .on_start(|pid| if pid.id() == 13 { Err("unlucky".into()) } else { Ok(()) })
+    ///     .on_start(|_cx, pid| if pid.id() == 13 { Err("unlucky".into()) } else { Ok(()) })
     ///     .build();
     /// # drop(engine);
     /// ```
     pub fn on_start(
         mut self,
-        hook: impl Fn(Pid) -> Result<(), crate::contract::event::BoxError> + Send + Sync + 'static,
+        hook: impl Fn(&Context, Pid) -> Result<(), crate::contract::event::BoxError>
+            + Send
+            + Sync
+            + 'static,
     ) -> Self {
         self.hooks.on_start = Some(StdArc::new(hook));
         self
@@ -219,13 +224,13 @@ impl Builder {
     /// let counter = ended.clone();
     /// let engine = sched::Engine::builder()
     ///     .workers(1)
-    ///     .on_complete(move |_pid, _outcome| { counter.fetch_add(1, Ordering::Relaxed); })
+    ///     .on_complete(move |_cx, _pid, _outcome| { counter.fetch_add(1, Ordering::Relaxed); })
     ///     .build();
     /// # drop(engine);
     /// ```
     pub fn on_complete(
         mut self,
-        hook: impl Fn(Pid, &crate::contract::outcome::Outcome) + Send + Sync + 'static,
+        hook: impl Fn(&Context, Pid, &crate::contract::outcome::Outcome) + Send + Sync + 'static,
     ) -> Self {
         self.hooks.on_complete = Some(StdArc::new(hook));
         self
@@ -240,11 +245,14 @@ impl Builder {
     /// ```
     /// let engine = sched::Engine::builder()
     ///     .workers(1)
-    ///     .on_dead_letter(|pid, event| eprintln!("{pid} never saw {event:?}"))
+    ///     .on_dead_letter(|_cx, pid, event| eprintln!("{pid} never saw {event:?}"))
     ///     .build();
     /// # drop(engine);
     /// ```
-    pub fn on_dead_letter(mut self, hook: impl Fn(Pid, Event) + Send + Sync + 'static) -> Self {
+    pub fn on_dead_letter(
+        mut self,
+        hook: impl Fn(&Context, Pid, Event) + Send + Sync + 'static,
+    ) -> Self {
         self.hooks.on_dead_letter = Some(StdArc::new(hook));
         self
     }
@@ -271,7 +279,8 @@ impl Builder {
                 })
             })
             .collect();
-        let shared = Arc::new(Shared {
+        let control = Control::new(self.thread_name, locals);
+        let shared = Shared {
             injector: Fifo::new(),
             remotes,
             sleepers: crate::worker::sleep::Sleepers::new(self.workers),
@@ -285,15 +294,10 @@ impl Builder {
             dead_letters: AtomicU64::new(0),
             all_ended: Mutex::new(()),
             all_ended_cv: Condvar::new(),
-        });
+            control,
+        };
         Engine {
-            shared,
-            thread_name: self.thread_name,
-            threads: Mutex::new(Threads {
-                locals: Some(locals),
-                handles: Vec::new(),
-            }),
-            finished: Default::default(),
+            shared: shared.into_arc(),
         }
     }
 }

@@ -8,11 +8,12 @@ use relay::Pid;
 
 use crate::contract::event::{BoxError, Event};
 use crate::contract::outcome::Outcome;
+use crate::engine::Context;
 use crate::panic_guard::{drop_payload, panic_message};
 
-type OnStart = dyn Fn(Pid) -> Result<(), BoxError> + Send + Sync;
-type OnComplete = dyn Fn(Pid, &Outcome) + Send + Sync;
-type OnDeadLetter = dyn Fn(Pid, Event) + Send + Sync;
+type OnStart = dyn Fn(&Context, Pid) -> Result<(), BoxError> + Send + Sync;
+type OnComplete = dyn Fn(&Context, Pid, &Outcome) + Send + Sync;
+type OnDeadLetter = dyn Fn(&Context, Pid, Event) + Send + Sync;
 
 /// The hooks an engine was built with. Every call is guarded: a panicking
 /// hook is reported (and, for `on_start`, fails the submission) but never
@@ -26,11 +27,11 @@ pub(crate) struct Hooks {
 
 impl Hooks {
     /// Runs `on_start`; an error or a panic rejects the submission.
-    pub(crate) fn started(&self, pid: Pid) -> Result<(), BoxError> {
+    pub(crate) fn started(&self, cx: &Context, pid: Pid) -> Result<(), BoxError> {
         let Some(hook) = &self.on_start else {
             return Ok(());
         };
-        match catch_unwind(AssertUnwindSafe(|| hook(pid))) {
+        match catch_unwind(AssertUnwindSafe(|| hook(cx, pid))) {
             Ok(result) => result,
             Err(panic) => {
                 Err(format!("the on_start hook panicked: {}", panic_message(&*panic)).into())
@@ -38,9 +39,9 @@ impl Hooks {
         }
     }
 
-    pub(crate) fn completed(&self, pid: Pid, outcome: &Outcome) {
+    pub(crate) fn completed(&self, cx: &Context, pid: Pid, outcome: &Outcome) {
         if let Some(hook) = &self.on_complete {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(pid, outcome))) {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(cx, pid, outcome))) {
                 tracing::error!(%pid, message = %panic_message(&*panic), "on_complete hook panicked");
             }
         }
@@ -50,9 +51,9 @@ impl Hooks {
         self.on_dead_letter.is_some()
     }
 
-    pub(crate) fn dead_letter(&self, pid: Pid, event: Event) {
+    pub(crate) fn dead_letter(&self, cx: &Context, pid: Pid, event: Event) {
         if let Some(hook) = &self.on_dead_letter {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(pid, event))) {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(cx, pid, event))) {
                 tracing::error!(%pid, message = %panic_message(&*panic), "on_dead_letter hook panicked");
                 drop_payload(panic);
             }

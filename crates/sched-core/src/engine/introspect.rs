@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use relay::Pid;
 
-use super::Engine;
+use super::Context;
 use crate::record::state::ProcessState;
 
 use super::stats::Stats;
@@ -13,7 +13,7 @@ use super::stats::Stats;
 ///
 /// # Examples
 ///
-/// See [`Engine::processes`].
+/// See [`Context::processes`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProcessInfo {
@@ -25,16 +25,16 @@ pub struct ProcessInfo {
     pub steps: u64,
 }
 
-impl Engine {
+impl Context {
     /// A snapshot of the counters, safe to take while workers run.
     ///
     /// # Examples
     ///
     /// See [`Stats`].
     pub fn stats(&self) -> Stats {
-        let threads = self.threads.lock();
+        let threads = self.shared().control.threads.lock();
         let workers = self
-            .shared
+            .shared()
             .remotes
             .iter()
             .enumerate()
@@ -48,10 +48,10 @@ impl Engine {
             .collect();
         Stats {
             workers,
-            global_queue_len: self.shared.injector.len(),
-            live_processes: self.shared.live.count(),
-            parked_workers: self.shared.sleepers.sleeping(),
-            dead_letters: self.shared.dead_letters.load(Relaxed),
+            global_queue_len: self.shared().injector.len(),
+            live_processes: self.shared().live.count(),
+            parked_workers: self.shared().sleepers.sleeping(),
+            dead_letters: self.shared().dead_letters.load(Relaxed),
         }
     }
 
@@ -65,12 +65,12 @@ impl Engine {
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {
         let mut list: Vec<ProcessInfo> = self
-            .shared
+            .shared()
             .router
             .pids()
             .into_iter()
             .filter_map(|pid| {
-                self.shared.router.with(pid, |r| ProcessInfo {
+                self.shared().router.with(pid, |r| ProcessInfo {
                     pid,
                     state: ProcessState::from_word(r.state.load()),
                     steps: r.steps.load(Relaxed),

@@ -8,6 +8,8 @@
 
 mod admission;
 mod builder;
+mod context;
+mod control;
 pub(crate) mod hooks;
 mod introspect;
 mod live;
@@ -17,26 +19,17 @@ mod shutdown;
 pub(crate) mod stats;
 
 pub use builder::Builder;
+pub use context::Context;
 pub use introspect::ProcessInfo;
 use shared::Shared;
 pub use shutdown::ShutdownReport;
 
 use relay::{Package, Payload, Pid, SendError};
 
-use crate::contract::error::{SubmitError, TerminateError};
+use crate::contract::error::SubmitError;
 use crate::contract::process::Process;
 use crate::record::completion::Completion;
-use crate::record::state::TERMINATE;
-use crate::sync::{thread, Arc, Mutex};
-use crate::worker;
-use crate::worker::local::Local;
-
-/// The worker threads, and their queues until they start.
-#[derive(Debug)]
-struct Threads {
-    locals: Option<Vec<Local>>,
-    handles: Vec<thread::JoinHandle<()>>,
-}
+use crate::sync::Arc;
 
 /// The scheduler engine: worker threads running step-driven processes.
 ///
@@ -69,12 +62,21 @@ struct Threads {
 /// assert!(matches!(handle.try_take(), Some(Err(sched::ExitError::AlreadyTaken))));
 /// engine.shutdown(std::time::Duration::from_secs(1));
 /// ```
+///
+/// An `Engine` dereferences to its [`Context`], so every operation a step
+/// or a handler can reach (send, spawn, stats, terminate, ...) is also a
+/// method of the engine.
 #[derive(Debug)]
 pub struct Engine {
     shared: Arc<Shared>,
-    thread_name: String,
-    threads: Mutex<Threads>,
-    finished: shutdown::Finished,
+}
+
+impl std::ops::Deref for Engine {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        Context::of(&self.shared)
+    }
 }
 
 impl Engine {
@@ -87,15 +89,6 @@ impl Engine {
         Builder::default()
     }
 
-    /// The number of worker threads.
-    ///
-    /// # Examples
-    ///
-    /// See [`Builder`].
-    pub fn workers(&self) -> usize {
-        self.shared.remotes.len()
-    }
-
     /// Starts the worker threads (once; later calls do nothing).
     ///
     /// # Panics
@@ -106,16 +99,7 @@ impl Engine {
     ///
     /// See [`Engine`].
     pub fn start(&self) {
-        let mut threads = self.threads.lock();
-        let Some(locals) = threads.locals.take() else {
-            return;
-        };
-        for local in locals {
-            let shared = self.shared.clone();
-            let name = format!("{}-{}", self.thread_name, local.index);
-            let handle = spawn_named(name, move || worker::run(shared, local));
-            threads.handles.push(handle);
-        }
+        control::start(&self.shared);
     }
 
     /// Submits a process under `pid`: runs `init(method, input)` on this
@@ -179,44 +163,6 @@ impl Engine {
     ) -> Result<Completion, SubmitError> {
         self.shared.spawn(process, method, input)
     }
-
-    /// A fresh PID on this engine's node.
-    ///
-    /// # Errors
-    ///
-    /// The node's ids are exhausted.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
-    /// assert_ne!(engine.allocate_pid().unwrap(), engine.allocate_pid().unwrap());
-    /// ```
-    pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
-        self.shared.pids.allocate()
-    }
-
-    /// Ends the process `pid` with [`ExitError::Terminated`](crate::ExitError::Terminated)
-    /// the next time a worker holds it (at once if it is waiting; after its
-    /// current step if it is running). Its `close` runs as usual.
-    ///
-    /// # Errors
-    ///
-    /// [`TerminateError::NotFound`] if no live process has that PID.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
-    /// assert!(engine.terminate(sched::Pid::local(404)).is_err());
-    /// ```
-    pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
-        if self.shared.kill(pid, TERMINATE) {
-            Ok(())
-        } else {
-            Err(TerminateError::NotFound(pid))
-        }
-    }
 }
 
 impl relay::Receiver for Engine {
@@ -224,17 +170,4 @@ impl relay::Receiver for Engine {
     fn send(&self, package: Package) -> Result<(), SendError> {
         self.shared.send(package)
     }
-}
-
-#[cfg(not(loom))]
-fn spawn_named(name: String, f: impl FnOnce() + Send + 'static) -> thread::JoinHandle<()> {
-    thread::Builder::new()
-        .name(name)
-        .spawn(f)
-        .expect("failed to spawn a worker thread")
-}
-
-#[cfg(loom)]
-fn spawn_named(_name: String, f: impl FnOnce() + Send + 'static) -> thread::JoinHandle<()> {
-    thread::spawn(f)
 }

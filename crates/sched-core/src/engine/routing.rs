@@ -23,7 +23,7 @@ impl Shared {
             }
             n += 1;
             if self.hooks.has_dead_letter_hook() {
-                self.hooks.dead_letter(pid, event);
+                self.hooks.dead_letter(super::Context::of(self), pid, event);
             } else {
                 // A message's payload is the user's: its `Drop` may panic.
                 drop_user_value(event, pid, "a dead letter");

@@ -48,6 +48,7 @@ pub(crate) struct Shared {
     pub(crate) dead_letters: AtomicU64,
     pub(super) all_ended: Mutex<()>,
     pub(super) all_ended_cv: Condvar,
+    pub(super) control: super::control::Control,
 }
 
 /// Where a process that became runnable goes.
@@ -119,6 +120,25 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Moves the state behind its reference count (with its weak
+    /// reference to itself, outside loom).
+    pub(super) fn into_arc(self) -> Arc<Shared> {
+        #[cfg(not(loom))]
+        {
+            let mut this = self;
+            Arc::new_cyclic(|me| {
+                this.control.me = me.clone();
+                this
+            })
+        }
+        #[cfg(loom)]
+        {
+            Arc::new(self)
+        }
+    }
+}
+
 impl StepEngine for Shared {
     fn send(&self, package: Package) -> Result<(), SendError> {
         Shared::send(self, package)
@@ -145,5 +165,9 @@ impl StepEngine for Shared {
 
     fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
         self.pids.allocate()
+    }
+
+    fn context(&self) -> &super::Context {
+        super::Context::of(self)
     }
 }

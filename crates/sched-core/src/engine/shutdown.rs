@@ -3,8 +3,10 @@
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
+use super::context::Context;
+use super::control::spawn_named;
 use super::shared::Shared;
-use super::{spawn_named, Engine};
+use super::Engine;
 use crate::record::state::FORCE;
 use crate::sync::{fence, thread, Arc, Condvar, Mutex};
 
@@ -55,12 +57,12 @@ pub(super) struct Finished {
 }
 
 impl Finished {
-    fn publish(&self, report: &ShutdownReport) {
+    pub(super) fn publish(&self, report: &ShutdownReport) {
         *self.report.lock() = Some(report.clone());
         self.done.notify_all();
     }
 
-    fn wait(&self) -> ShutdownReport {
+    pub(super) fn wait(&self) -> ShutdownReport {
         let mut report = self.report.lock();
         loop {
             if let Some(report) = &*report {
@@ -166,65 +168,150 @@ impl Engine {
     ///
     /// See [`ShutdownReport`].
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
-        let started = Instant::now();
-        let deadline_at = started + deadline;
-        let shared = &self.shared;
-        if !shared.live.stop() {
-            return self.finished.wait();
-        }
-        self.start();
-        let completed_before = shared.completed();
-        // Pairs with the fence in `submit`: a registration this sweep
-        // misses sees the stopping flag and delivers the cancel itself.
-        fence(SeqCst);
-        shared.cancel_all(deadline_at);
-        let bound = deadline_at + SHUTDOWN_GRACE;
-        let mut forced_at = None;
-        if shared.wait_all_ended(deadline_at) {
-            shared.begin_exit();
-        } else {
-            forced_at = Some(shared.completed());
-            // The force sweep costs time in proportion to the stragglers,
-            // so it runs on a thread of its own and this call still returns
-            // by `bound`. The workers may leave only once every straggler
-            // carries the force flag (an idle one that missed it would
-            // never be queued again), so the sweeper lets them go.
-            let sweeper = shared.clone();
-            let name = format!("{}-shutdown", self.thread_name);
-            drop(spawn_named(name, move || {
-                sweeper.force_all();
-                sweeper.begin_exit();
-            }));
-            shared.wait_all_ended(bound);
-        }
-
-        let handles = std::mem::take(&mut self.threads.lock().handles);
-        let mut detached = 0;
-        for handle in handles {
-            if !join_until(handle, bound) {
-                detached += 1;
-            }
-        }
-        // Read after the join, like the stragglers below: a forced process
-        // that ends while the workers wind down is then counted as forced,
-        // not lost between the two figures.
-        let completed_after = shared.completed();
-        let graceful_end = forced_at.unwrap_or(completed_after);
-        let live = shared.live.count();
-        let still_running = shared.in_steps().min(live);
-        let still_queued = live - still_running;
-        let report = ShutdownReport {
-            ended_gracefully: graceful_end - completed_before,
-            forced: completed_after - graceful_end,
-            still_running,
-            still_queued,
-            workers_detached: detached,
-            elapsed: started.elapsed(),
-        };
-        tracing::debug!(?report, "shutdown");
-        self.finished.publish(&report);
-        report
+        shutdown(&self.shared, deadline)
     }
+
+    /// Waits for a shutdown started elsewhere (by
+    /// [`Context::request_shutdown`] from a step, or by another thread) to
+    /// finish, and returns its report. It starts nothing: with no shutdown
+    /// under way it waits until one is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// engine.request_shutdown(Duration::from_millis(50));
+    /// let report = engine.wait_for_shutdown();
+    /// assert_eq!(report.forced, 0);
+    /// ```
+    pub fn wait_for_shutdown(&self) -> ShutdownReport {
+        self.shared.control.finished.wait()
+    }
+}
+
+impl Context {
+    /// Starts a shutdown, as [`Engine::shutdown`] does, on a thread of its
+    /// own, and returns at once: a step cannot wait for its own end. Every
+    /// process receives [`Event::Cancel`](crate::Event::Cancel), including
+    /// the caller. The engine's owner learns the outcome from
+    /// [`Engine::wait_for_shutdown`] or from its own `shutdown` call, which
+    /// waits for this one and returns the same report.
+    ///
+    /// Returns `false`, doing nothing, when a shutdown had already begun.
+    ///
+    /// # Panics
+    ///
+    /// If the OS refuses to spawn the thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{BoxError, Event, Events, Output, Process, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// /// Stops the whole scheduler when it receives "stop".
+    /// struct Controller;
+    /// impl Process for Controller {
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events {
+    ///             match event {
+    ///                 Event::Message(m) if m.payload::<&str>() == Some(&"stop") => {
+    ///                     out.context().request_shutdown(Duration::from_secs(1));
+    ///                 }
+    ///                 Event::Cancel => out.done(Box::new(())),
+    ///                 _ => {}
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let controller = scheduler.spawn(Controller, "run", ())?;
+    /// scheduler.post(controller.pid(), "stop")?;
+    /// let report = scheduler.engine().wait_for_shutdown();
+    /// assert_eq!(report.ended_gracefully, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(not(loom))]
+    pub fn request_shutdown(&self, deadline: Duration) -> bool {
+        let control = &self.shared().control;
+        if self.shared().live.is_stopping() || control.shutdown_requested.swap(true, SeqCst) {
+            return false;
+        }
+        let Some(shared) = control.me.upgrade() else {
+            return false;
+        };
+        let name = format!("{}-shutdown", shared.control.thread_name);
+        // Detached: the report reaches the owner through `Finished`.
+        drop(spawn_named(name, move || {
+            shutdown(&shared, deadline);
+        }));
+        true
+    }
+}
+
+/// Stops the engine (see [`Engine::shutdown`]).
+fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownReport {
+    let started = Instant::now();
+    let deadline_at = started + deadline;
+    if !shared.live.stop() {
+        return shared.control.finished.wait();
+    }
+    super::control::start(shared);
+    let completed_before = shared.completed();
+    // Pairs with the fence in `submit`: a registration this sweep
+    // misses sees the stopping flag and delivers the cancel itself.
+    fence(SeqCst);
+    shared.cancel_all(deadline_at);
+    let bound = deadline_at + SHUTDOWN_GRACE;
+    let mut forced_at = None;
+    if shared.wait_all_ended(deadline_at) {
+        shared.begin_exit();
+    } else {
+        forced_at = Some(shared.completed());
+        // The force sweep costs time in proportion to the stragglers,
+        // so it runs on a thread of its own and this call still returns
+        // by `bound`. The workers may leave only once every straggler
+        // carries the force flag (an idle one that missed it would
+        // never be queued again), so the sweeper lets them go.
+        let sweeper = shared.clone();
+        let name = format!("{}-shutdown-sweep", shared.control.thread_name);
+        drop(spawn_named(name, move || {
+            sweeper.force_all();
+            sweeper.begin_exit();
+        }));
+        shared.wait_all_ended(bound);
+    }
+
+    let handles = std::mem::take(&mut shared.control.threads.lock().handles);
+    let mut detached = 0;
+    for handle in handles {
+        if !join_until(handle, bound) {
+            detached += 1;
+        }
+    }
+    // Read after the join, like the stragglers below: a forced process
+    // that ends while the workers wind down is then counted as forced,
+    // not lost between the two figures.
+    let completed_after = shared.completed();
+    let graceful_end = forced_at.unwrap_or(completed_after);
+    let live = shared.live.count();
+    let still_running = shared.in_steps().min(live);
+    let still_queued = live - still_running;
+    let report = ShutdownReport {
+        ended_gracefully: graceful_end - completed_before,
+        forced: completed_after - graceful_end,
+        still_running,
+        still_queued,
+        workers_detached: detached,
+        elapsed: started.elapsed(),
+    };
+    tracing::debug!(?report, "shutdown");
+    shared.control.finished.publish(&report);
+    report
 }
 
 impl Drop for Engine {

@@ -231,7 +231,11 @@ impl Worker<'_> {
         // has still seen every hook call: it joins the workers, and this
         // worker runs the hook before it looks for work (or exits) again.
         self.shared.release_live();
-        self.shared.hooks.completed(record.pid, &outcome);
+        self.shared.hooks.completed(
+            crate::engine::Context::of(&self.shared),
+            record.pid,
+            &outcome,
+        );
         if let Some(unwanted) = record.slot.set(outcome) {
             drop_user_value(unwanted, record.pid, "a result nobody waits for");
         }

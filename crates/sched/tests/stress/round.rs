@@ -149,13 +149,13 @@ fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>) -> Schedu
     let mut builder = Scheduler::builder()
         .workers(workers)
         .thread_name("stress-worker")
-        .on_complete(move |pid, outcome| {
+        .on_complete(move |_cx, pid, outcome| {
             lock(&on_complete.ended)
                 .entry(pid.id())
                 .or_default()
                 .push(summary(outcome));
         })
-        .on_dead_letter(move |pid, event| {
+        .on_dead_letter(move |_cx, pid, event| {
             let letter = match event {
                 Event::Message(package) => match package.payload::<Msg>() {
                     Some(msg) => DeadLetter::Message {

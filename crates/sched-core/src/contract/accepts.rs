@@ -1,0 +1,116 @@
+//! Processes that declare the one message type they accept.
+
+use std::any::Any;
+
+use relay::{Addr, SendError};
+
+use crate::contract::error::SubmitError;
+use crate::contract::output::Output;
+use crate::contract::process::Process;
+use crate::record::completion::Completion;
+
+/// A [`Process`] that accepts messages of one type, [`Message`](Accepts::Message).
+///
+/// Starting such a process with `spawn_typed` (on the
+/// [`Scheduler`](../sched/struct.Scheduler.html), a
+/// [`Context`](crate::Context) or an [`Output`](crate::Output)) returns its
+/// typed address, an [`Addr<Self::Message>`](relay::Addr), and `tell`
+/// through that address only compiles with a `Self::Message`. The message
+/// reaches the process as an ordinary [`Event::Message`](crate::Event::Message),
+/// stored inline when it is small (no heap allocation), and the process
+/// takes it out with `package.downcast::<Self::Message>()`.
+///
+/// A process that needs to accept many unrelated types (an interpreter's
+/// mailbox, a router) simply does not implement `Accepts`, and uses the
+/// untyped `post`/`send`; both kinds share one scheduler.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{Accepts, BoxError, Event, Events, Output, Process, Scheduler};
+///
+/// enum Count { Add(u64), Finish }
+///
+/// #[derive(Default)]
+/// struct Counter { total: u64 }
+///
+/// impl Accepts for Counter {
+///     type Message = Count;
+/// }
+///
+/// impl Process for Counter {
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             let Event::Message(package) = event else { continue };
+///             match package.downcast::<Count>() {
+///                 Ok(Count::Add(n)) => self.total += n,
+///                 Ok(Count::Finish) => out.done(Box::new(self.total)),
+///                 Err(other) => tracing::warn!(?other, "not a Count"),
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let (counter, done) = scheduler.spawn_typed(Counter::default(), "run", ())?;
+/// scheduler.tell(counter, Count::Add(40))?;
+/// scheduler.tell(counter, Count::Add(2))?;
+/// // scheduler.tell(counter, 2u64)?; // does not compile: `counter` takes a `Count`
+/// scheduler.tell(counter, Count::Finish)?;
+/// assert_eq!(done.wait()?.downcast_ref::<u64>(), Some(&42));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Accepts: Process {
+    /// The type of the messages this process accepts.
+    type Message: Any + Send;
+}
+
+impl Output<'_> {
+    /// Sends a typed `message` from this process to `to`; the compiler
+    /// checks it is the type the target accepts. Costs what
+    /// [`send`](Output::send) costs: it is the same package and route.
+    ///
+    /// # Errors
+    ///
+    /// The target is unknown, has finished, or its mailbox is full; the
+    /// error hands the package back (`err.into_package().downcast::<M>()`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Addr, Output};
+    /// fn report(out: &mut Output<'_>, to: Addr<u64>, value: u64) {
+    ///     let _ = out.tell(to, value);
+    /// }
+    /// ```
+    pub fn tell<M: Any + Send>(&mut self, to: Addr<M>, message: M) -> Result<(), SendError> {
+        self.engine.send(to.package(self.pid, message))
+    }
+
+    /// [`spawn`](Output::spawn) for a process that declares its message
+    /// type: also returns its typed address.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Output::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Accepts, Addr, Output};
+    /// fn start<P: Accepts>(out: &mut Output<'_>, child: P) -> Option<Addr<P::Message>> {
+    ///     out.spawn_typed(child, "run", ()).ok().map(|(addr, _done)| addr)
+    /// }
+    /// ```
+    pub fn spawn_typed<P: Accepts>(
+        &mut self,
+        process: P,
+        method: &str,
+        input: impl Any + Send,
+    ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
+        let completion = self.spawn(process, method, input)?;
+        Ok((Addr::from_pid(completion.pid()), completion))
+    }
+}

@@ -1,0 +1,257 @@
+//! The handle through which running code reaches its scheduler.
+
+use std::any::Any;
+
+use relay::{Addr, Package, Payload, Pid, PidsExhausted, SendError};
+
+use super::shared::Shared;
+use crate::contract::accepts::Accepts;
+use crate::contract::error::{SubmitError, TerminateError};
+use crate::contract::process::Process;
+use crate::record::completion::Completion;
+use crate::record::state::TERMINATE;
+
+/// The scheduler's operations, reachable from inside a step
+/// ([`Output::context`](crate::Output::context)), a command handler
+/// ([`Completer::context`](crate::Completer::context)) and a lifecycle
+/// hook (its first argument), without globals or `Arc` plumbing.
+///
+/// A `Context` is only ever borrowed (`&Context`): it costs nothing to
+/// hand out, and it cannot be stored where it would keep the engine alive.
+/// The [`Engine`](crate::Engine) and the
+/// [`Scheduler`](../sched/struct.Scheduler.html) dereference to it, so the
+/// same methods work from outside.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{BoxError, Events, Output, Process, Scheduler};
+///
+/// /// Starts a helper, tells it its job, and reports how busy the scheduler is.
+/// struct Boss;
+/// impl Process for Boss {
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         let cx = out.context();
+///         let live = cx.stats().live_processes;
+///         let helper = cx.spawn(Helper, "run", ())?;
+///         cx.post(helper.pid(), 21u64)?;
+///         out.done(Box::new(live));
+///         Ok(())
+///     }
+/// }
+///
+/// struct Helper;
+/// impl Process for Helper {
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let sched::Event::Message(m) = event {
+///                 out.done(Box::new(m.payload::<u64>().copied().unwrap_or(0) * 2));
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let live = scheduler.spawn(Boss, "run", ())?.wait()?;
+/// assert_eq!(live.downcast_ref::<usize>(), Some(&1)); // the boss itself
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[repr(transparent)]
+pub struct Context {
+    shared: Shared,
+}
+
+impl Context {
+    /// The context of an engine's shared state.
+    pub(crate) fn of(shared: &Shared) -> &Context {
+        // SAFETY: `Context` is `repr(transparent)` over `Shared`, so the two
+        // have the same layout and a `&Shared` is a valid `&Context` for the
+        // same lifetime.
+        unsafe { &*(shared as *const Shared).cast::<Context>() }
+    }
+
+    pub(super) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// The number of worker threads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::Engine::builder().workers(3).build();
+    /// assert_eq!(engine.workers(), 3);
+    /// ```
+    pub fn workers(&self) -> usize {
+        self.shared.remotes.len()
+    }
+
+    /// Delivers `package` to its target process.
+    ///
+    /// # Errors
+    ///
+    /// The target is unknown, has finished, or its mailbox is full; the
+    /// error hands the package back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Package, Pid, SendErrorKind};
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let err = engine.send(Package::new(Pid::OUTSIDE, Pid::local(9), 1u8)).unwrap_err();
+    /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+    /// ```
+    pub fn send(&self, package: Package) -> Result<(), SendError> {
+        self.shared.send(package)
+    }
+
+    /// Sends `payload` to `to` from [`Pid::OUTSIDE`] (no sender to reply
+    /// to).
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Context::send).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// assert!(engine.post(sched::Pid::local(9), "hello").is_err());
+    /// ```
+    pub fn post(&self, to: Pid, payload: impl Any + Send) -> Result<(), SendError> {
+        self.shared.send(Package::new(Pid::OUTSIDE, to, payload))
+    }
+
+    /// Sends a typed `message` to `to` from [`Pid::OUTSIDE`]; the compiler
+    /// checks it is the type the process accepts.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Context::send).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Addr, Pid};
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
+    /// assert!(engine.tell(counter, 5).is_err()); // nobody there
+    /// ```
+    pub fn tell<M: Any + Send>(&self, to: Addr<M>, message: M) -> Result<(), SendError> {
+        self.shared.send(to.package(Pid::OUTSIDE, message))
+    }
+
+    /// Starts `process` under a fresh PID: `init` runs on this thread with
+    /// `method` and `input`, then the process is queued.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError`]: shutting down, too many live processes, `init`
+    /// failed or the start hook refused, or no PID left.
+    ///
+    /// # Examples
+    ///
+    /// See [`Context`].
+    pub fn spawn<P: Process>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl Any + Send,
+    ) -> Result<Completion, SubmitError> {
+        self.shared
+            .spawn(Box::new(process), method, relay::into_payload(input))
+    }
+
+    /// [`spawn`](Context::spawn) for a process that declares its message
+    /// type: also returns its typed address.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Context::spawn).
+    ///
+    /// # Examples
+    ///
+    /// See [`Accepts`].
+    pub fn spawn_typed<P: Accepts>(
+        &self,
+        process: P,
+        method: &str,
+        input: impl Any + Send,
+    ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
+        let completion = self.spawn(process, method, input)?;
+        Ok((Addr::from_pid(completion.pid()), completion))
+    }
+
+    /// [`spawn`](Context::spawn) for a process that is already boxed (its
+    /// type chosen at run time) and an input that is already a [`Payload`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Context::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::Process;
+    /// fn start(cx: &sched::Context, child: Box<dyn Process>) -> Option<sched::Pid> {
+    ///     cx.spawn_boxed(child, "run", Box::new(())).ok().map(|c| c.pid())
+    /// }
+    /// ```
+    pub fn spawn_boxed(
+        &self,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        self.shared.spawn(process, method, input)
+    }
+
+    /// A fresh PID on this scheduler's node.
+    ///
+    /// # Errors
+    ///
+    /// The node's ids are exhausted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// assert_ne!(engine.allocate_pid().unwrap(), engine.allocate_pid().unwrap());
+    /// ```
+    pub fn allocate_pid(&self) -> Result<Pid, PidsExhausted> {
+        self.shared.pids.allocate()
+    }
+
+    /// Ends the process `pid` with
+    /// [`ExitError::Terminated`](crate::ExitError::Terminated) the next time
+    /// a worker holds it (at once if it is waiting; after its current step
+    /// if it is running). Its `close` runs as usual.
+    ///
+    /// # Errors
+    ///
+    /// [`TerminateError::NotFound`] if no live process has that PID.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// assert!(engine.terminate(sched::Pid::local(404)).is_err());
+    /// ```
+    pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        if self.shared.kill(pid, TERMINATE) {
+            Ok(())
+        } else {
+            Err(TerminateError::NotFound(pid))
+        }
+    }
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("workers", &self.workers())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,91 @@
+//! The engine's own threads: starting the workers, and what shutdown needs
+//! to join them and publish its report, kept in the shared state so that a
+//! step can ask for a shutdown through its [`Context`](super::Context).
+
+use std::fmt;
+
+use super::shared::Shared;
+use super::shutdown::Finished;
+use crate::sync::{thread, Arc, AtomicBool, Mutex};
+use crate::worker;
+use crate::worker::local::Local;
+
+/// The worker threads, and their queues until they start.
+#[derive(Debug)]
+pub(super) struct Threads {
+    pub(super) locals: Option<Vec<Local>>,
+    pub(super) handles: Vec<thread::JoinHandle<()>>,
+}
+
+/// Thread handles, names and the shutdown report.
+pub(crate) struct Control {
+    pub(super) thread_name: String,
+    pub(super) threads: Mutex<Threads>,
+    pub(super) finished: Finished,
+    /// Whether a step already asked for a shutdown (so that it starts one
+    /// thread, once).
+    pub(super) shutdown_requested: AtomicBool,
+    /// The shared state itself, for a shutdown started from inside (which
+    /// runs on a thread of its own and needs to own a reference). Weak, so
+    /// the state does not keep itself alive. loom's `Arc` has no weak
+    /// references; the models never start a shutdown from a step.
+    #[cfg(not(loom))]
+    pub(super) me: std::sync::Weak<Shared>,
+}
+
+impl Control {
+    pub(super) fn new(thread_name: String, locals: Vec<Local>) -> Self {
+        Control {
+            thread_name,
+            threads: Mutex::new(Threads {
+                locals: Some(locals),
+                handles: Vec::new(),
+            }),
+            finished: Finished::default(),
+            shutdown_requested: AtomicBool::new(false),
+            #[cfg(not(loom))]
+            me: std::sync::Weak::new(),
+        }
+    }
+}
+
+impl fmt::Debug for Control {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Control")
+            .field("thread_name", &self.thread_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts the worker threads (once; later calls do nothing).
+pub(super) fn start(shared: &Arc<Shared>) {
+    let mut threads = shared.control.threads.lock();
+    let Some(locals) = threads.locals.take() else {
+        return;
+    };
+    for local in locals {
+        let worker_shared = shared.clone();
+        let name = format!("{}-{}", shared.control.thread_name, local.index);
+        let handle = spawn_named(name, move || worker::run(worker_shared, local));
+        threads.handles.push(handle);
+    }
+}
+
+#[cfg(not(loom))]
+pub(super) fn spawn_named(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> thread::JoinHandle<()> {
+    thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .expect("failed to spawn a worker thread")
+}
+
+#[cfg(loom)]
+pub(super) fn spawn_named(
+    _name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> thread::JoinHandle<()> {
+    thread::spawn(f)
+}

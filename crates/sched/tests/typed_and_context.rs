@@ -1,0 +1,241 @@
+//! Typed addresses between processes, and the context handle from a step,
+//! a handler and a hook.
+
+use sched::{
+    Accepts, Addr, BoxError, Command, CommandId, Completer, Event, Events, Output, Pid, Process,
+    Rejected, Scheduler, Tag,
+};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Replies to every `Ping` with the number it carries plus one.
+struct Ponger;
+
+struct Ping {
+    reply_to: Addr<u64>,
+    n: u64,
+}
+
+impl Accepts for Ponger {
+    type Message = Ping;
+}
+
+impl Process for Ponger {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(package) => {
+                    let ping = package.downcast::<Ping>().map_err(|_| "not a Ping")?;
+                    out.tell(ping.reply_to, ping.n + 1)?;
+                }
+                Event::Cancel => out.done(Box::new(())),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Spawns a ponger, plays `rounds` rounds with it through typed addresses,
+/// then ends with the last number.
+struct Pinger {
+    rounds: u64,
+    ponger: Option<Addr<Ping>>,
+}
+
+impl Accepts for Pinger {
+    type Message = u64;
+}
+
+impl Process for Pinger {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let me: Addr<u64> = Addr::from_pid(out.pid());
+        let ponger = match self.ponger {
+            Some(ponger) => ponger,
+            None => {
+                let (ponger, _) = out.spawn_typed(Ponger, "run", ())?;
+                self.ponger = Some(ponger);
+                out.tell(ponger, Ping { reply_to: me, n: 0 })?;
+                ponger
+            }
+        };
+        for event in events {
+            if let Event::Message(package) = event {
+                let n = package.downcast::<u64>().map_err(|_| "not a u64")?;
+                if n == self.rounds {
+                    out.context().terminate(ponger.pid())?;
+                    out.done(Box::new(n));
+                    return Ok(());
+                }
+                out.tell(ponger, Ping { reply_to: me, n })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn typed_addresses_carry_messages_between_processes() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let (_, mut done) = scheduler
+        .spawn_typed(
+            Pinger {
+                rounds: 1_000,
+                ponger: None,
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    let result = done.wait_timeout(WAIT).expect("finished").unwrap();
+    assert_eq!(result.downcast_ref::<u64>(), Some(&1_000));
+    let report = scheduler.shutdown(WAIT);
+    assert_eq!(report.forced, 0);
+}
+
+#[test]
+fn a_typed_message_from_outside_reaches_the_process_and_a_failed_one_comes_back() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    scheduler.start();
+    let (ponger, _done) = scheduler.spawn_typed(Ponger, "run", ()).unwrap();
+    let nobody: Addr<u64> = Addr::from_pid(Pid::local(999_999));
+    let err = scheduler
+        .tell(
+            ponger,
+            Ping {
+                reply_to: nobody,
+                n: 1,
+            },
+        )
+        .err();
+    assert!(err.is_none(), "the ponger is alive");
+    // Its reply goes nowhere and is refused; the ponger keeps running.
+    let err = scheduler.tell(nobody, 5).unwrap_err();
+    assert_eq!(err.into_package().downcast::<u64>().ok(), Some(5));
+    assert_eq!(scheduler.stats().live_processes, 1);
+    scheduler.shutdown(WAIT);
+}
+
+const ECHO: CommandId = CommandId(1);
+
+/// Yields one command and ends with its result.
+struct Asker;
+
+impl Process for Asker {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let mut asked = false;
+        for event in events {
+            if let Event::Completion { result, .. } = event {
+                out.done(result?);
+                return Ok(());
+            }
+            asked = true;
+        }
+        if !asked && out.yield_count() == 0 {
+            out.yield_command(ECHO, Tag(1), Box::new(7_u32));
+        }
+        Ok(())
+    }
+}
+
+/// Counts the messages it gets, until cancelled.
+struct Inbox(Arc<AtomicUsize>);
+
+impl Process for Inbox {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(_) => {
+                    self.0.fetch_add(1, SeqCst);
+                }
+                Event::Cancel => out.done(Box::new(())),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn handlers_and_hooks_reach_the_scheduler_through_their_context() {
+    let received = Arc::new(AtomicUsize::new(0));
+    let inbox_pid = Arc::new(AtomicUsize::new(0));
+    let hook_inbox = inbox_pid.clone();
+    let handler_inbox = inbox_pid.clone();
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .handler(
+            ECHO,
+            move |cmd: Command, done: Completer| -> Result<(), Rejected> {
+                let to = Pid::local(handler_inbox.load(SeqCst) as u64);
+                if let Err(e) = done.context().post(to, "from the handler") {
+                    return Err(done.reject(e.to_string()));
+                }
+                let _ = done.complete(cmd.data);
+                Ok(())
+            },
+        )
+        .on_complete(move |cx, pid, _outcome| {
+            let inbox = Pid::local(hook_inbox.load(SeqCst) as u64);
+            if pid != inbox {
+                let _ = cx.post(inbox, "from the hook");
+            }
+        })
+        .build();
+    scheduler.start();
+    let inbox = scheduler.spawn(Inbox(received.clone()), "run", ()).unwrap();
+    inbox_pid.store(inbox.pid().id() as usize, SeqCst);
+    let mut asked = scheduler.spawn(Asker, "run", ()).unwrap();
+    let result = asked.wait_timeout(WAIT).expect("finished").unwrap();
+    assert_eq!(result.downcast_ref::<u32>(), Some(&7));
+    // One message from the handler, one from the hook for the asker.
+    let deadline = std::time::Instant::now() + WAIT;
+    while received.load(SeqCst) < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(received.load(SeqCst), 2);
+    scheduler.shutdown(WAIT);
+}
+
+/// Asks for a shutdown from inside its first step.
+struct Stopper;
+
+impl Process for Stopper {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Cancel = event {
+                out.done(Box::new("cancelled"));
+                return Ok(());
+            }
+        }
+        assert!(out.context().request_shutdown(WAIT));
+        assert!(!out.context().request_shutdown(WAIT), "only once");
+        Ok(())
+    }
+}
+
+#[test]
+fn a_step_can_shut_the_scheduler_down() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let others: Vec<_> = (0..10)
+        .map(|_| scheduler.spawn(Inbox(Arc::default()), "run", ()).unwrap())
+        .collect();
+    let stopper = scheduler.spawn(Stopper, "run", ()).unwrap();
+    let report = scheduler.engine().wait_for_shutdown();
+    assert_eq!(report.ended_gracefully, 11);
+    assert_eq!(report.forced, 0);
+    assert_eq!(
+        stopper.wait().unwrap().downcast_ref::<&str>(),
+        Some(&"cancelled")
+    );
+    for other in others {
+        assert!(other.wait().is_ok());
+    }
+    // The owner's own shutdown returns the same report.
+    assert_eq!(scheduler.shutdown(Duration::ZERO), report);
+}
