@@ -12,6 +12,7 @@
 //! | [`out.yield_command(id, tag, data)`](Output::yield_command) | dispatch this command to the handler of `id`; wake me with its completion, tagged `tag` |
 //! | [`out.idle()`](Output::idle) (the default) | wait for messages |
 //! | [`out.done(result)`](Output::done) | finished, with this result |
+//! | [`out.upgrade(process, method, input)`](Output::upgrade) | replace me with this new process, under the same PID, keeping my pending messages |
 //!
 //! and it can [`send`](Output::send) messages to other processes and
 //! [`spawn`](Output::spawn) new ones from inside a step.
@@ -28,8 +29,9 @@
 //!   while it runs are never lost (they wake it again).
 //! - Every process reports exactly one [`Outcome`]: its done value, its step
 //!   error, [`ExitError::Terminated`], [`ExitError::Cancelled`] (shutdown)
-//!   or [`ExitError::Panicked`]. `close` runs exactly once for every process
-//!   whose `init` succeeded.
+//!   or [`ExitError::Panicked`] (or [`ExitError::Upgrade`] when an upgrade
+//!   fails). `close` runs exactly once for every process whose `init`
+//!   succeeded, each instance of an upgraded one included.
 //! - Bad input gets a typed error that names the culprit and hands back
 //!   what it was given: [`SubmitError`], [`SendError`], [`TerminateError`],
 //!   [`CommandError`], [`CompleteError`].
