@@ -19,14 +19,14 @@ use crate::Pid;
 /// # Examples
 ///
 /// ```
-/// use relay::{Pid, PidAllocator};
+/// use sched::{Pid, PidAllocator};
 ///
 /// let pids = PidAllocator::new(Pid::LOCAL_NODE);
 /// let a = pids.allocate()?;
 /// let b = pids.allocate()?;
 /// assert_eq!(a, Pid::local(1));
 /// assert_eq!(b, Pid::local(2));
-/// # Ok::<(), relay::PidsExhausted>(())
+/// # Ok::<(), sched::PidsExhausted>(())
 /// ```
 #[derive(Debug)]
 pub struct PidAllocator {
@@ -40,7 +40,7 @@ impl PidAllocator {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, PidAllocator};
+    /// use sched::{Pid, PidAllocator};
     ///
     /// let pids = PidAllocator::new(3);
     /// assert_eq!(pids.allocate(), Ok(Pid::new(3, 1)));
@@ -54,7 +54,7 @@ impl PidAllocator {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, PidAllocator, PidsExhausted};
+    /// use sched::{Pid, PidAllocator, PidsExhausted};
     ///
     /// let pids = PidAllocator::starting_at(0, u64::MAX - 1);
     /// assert_eq!(pids.allocate(), Ok(Pid::local(u64::MAX - 1)));
@@ -72,7 +72,7 @@ impl PidAllocator {
     /// # Examples
     ///
     /// ```
-    /// use relay::PidAllocator;
+    /// use sched::PidAllocator;
     ///
     /// assert_eq!(PidAllocator::new(9).node(), 9);
     /// ```
@@ -90,7 +90,7 @@ impl PidAllocator {
     /// # Examples
     ///
     /// ```
-    /// use relay::PidAllocator;
+    /// use sched::PidAllocator;
     /// use std::collections::HashSet;
     /// use std::sync::Arc;
     ///
@@ -129,7 +129,7 @@ impl PidAllocator {
 /// # Examples
 ///
 /// ```
-/// use relay::{PidAllocator, PidsExhausted};
+/// use sched::{PidAllocator, PidsExhausted};
 ///
 /// let pids = PidAllocator::starting_at(1, u64::MAX);
 /// let err = pids.allocate().unwrap_err();

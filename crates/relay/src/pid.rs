@@ -24,7 +24,7 @@ use std::str::FromStr;
 /// # Examples
 ///
 /// ```
-/// use relay::Pid;
+/// use sched::Pid;
 ///
 /// let pid = Pid::new(2, 42);
 /// assert_eq!(pid.node(), 2);
@@ -46,7 +46,7 @@ impl Pid {
     /// # Examples
     ///
     /// ```
-    /// use relay::Pid;
+    /// use sched::Pid;
     ///
     /// assert_eq!(Pid::local(5).node(), Pid::LOCAL_NODE);
     /// ```
@@ -58,7 +58,7 @@ impl Pid {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, PidAllocator};
+    /// use sched::{Pid, PidAllocator};
     ///
     /// assert_ne!(PidAllocator::new(Pid::LOCAL_NODE).allocate().unwrap(), Pid::OUTSIDE);
     /// ```
@@ -69,7 +69,7 @@ impl Pid {
     /// # Examples
     ///
     /// ```
-    /// use relay::Pid;
+    /// use sched::Pid;
     ///
     /// let pid = Pid::new(1, 99);
     /// assert_eq!((pid.node(), pid.id()), (1, 99));
@@ -83,7 +83,7 @@ impl Pid {
     /// # Examples
     ///
     /// ```
-    /// use relay::Pid;
+    /// use sched::Pid;
     ///
     /// assert_eq!(Pid::local(3), Pid::new(0, 3));
     /// ```
@@ -96,7 +96,7 @@ impl Pid {
     /// # Examples
     ///
     /// ```
-    /// use relay::Pid;
+    /// use sched::Pid;
     ///
     /// assert_eq!(Pid::new(4, 1).node(), 4);
     /// ```
@@ -109,7 +109,7 @@ impl Pid {
     /// # Examples
     ///
     /// ```
-    /// use relay::Pid;
+    /// use sched::Pid;
     ///
     /// assert_eq!(Pid::new(4, 1).id(), 1);
     /// ```
@@ -122,7 +122,7 @@ impl Pid {
     /// # Examples
     ///
     /// ```
-    /// use relay::Pid;
+    /// use sched::Pid;
     ///
     /// assert!(Pid::local(1).is_local());
     /// assert!(!Pid::new(1, 1).is_local());
@@ -218,7 +218,7 @@ fn parse_decimal(text: &str, max: u64) -> Result<u64, NumberError> {
 /// # Examples
 ///
 /// ```
-/// use relay::{NumberError, ParsePidError, Pid};
+/// use sched::{NumberError, ParsePidError, Pid};
 ///
 /// assert_eq!("".parse::<Pid>(), Err(ParsePidError::Empty));
 /// assert_eq!("0.1".parse::<Pid>(), Err(ParsePidError::MissingOpeningBracket));
@@ -291,7 +291,7 @@ impl Error for ParsePidError {
 /// # Examples
 ///
 /// ```
-/// use relay::{NumberError, ParsePidError, Pid};
+/// use sched::{NumberError, ParsePidError, Pid};
 ///
 /// let err = "<4294967296.0>".parse::<Pid>().unwrap_err();
 /// assert_eq!(err, ParsePidError::InvalidNode(NumberError::Overflow));

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// # Examples
 ///
 /// ```
-/// use relay::{Package, Pid, Receiver, SendError, SendErrorKind};
+/// use sched::{Package, Pid, Receiver, SendError, SendErrorKind};
 /// use std::sync::Mutex;
 ///
 /// /// A mailbox holding at most two packages.
@@ -62,7 +62,7 @@ pub trait Receiver {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, Receiver, SendError, SendErrorKind};
+    /// use sched::{Package, Pid, Receiver, SendError, SendErrorKind};
     ///
     /// /// A receiver that refuses everything, as a finished process would.
     /// struct Finished;
@@ -102,7 +102,7 @@ impl<R: Receiver + ?Sized> Receiver for Arc<R> {
 /// # Examples
 ///
 /// ```
-/// use relay::SendErrorKind;
+/// use sched::SendErrorKind;
 ///
 /// assert_eq!(SendErrorKind::UnknownTarget.to_string(), "unknown target");
 /// ```
@@ -141,12 +141,12 @@ impl fmt::Display for SendErrorKind {
 /// # Examples
 ///
 /// ```
-/// use relay::{Package, Pid, Router, SendErrorKind};
+/// use sched::{Package, Pid, Router, SendErrorKind};
 /// use std::sync::Arc;
 ///
 /// struct Sink;
-/// impl relay::Receiver for Sink {
-///     fn send(&self, _: Package) -> Result<(), relay::SendError> {
+/// impl sched::Receiver for Sink {
+///     fn send(&self, _: Package) -> Result<(), sched::SendError> {
 ///         Ok(())
 ///     }
 /// }
@@ -179,7 +179,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::{Package, Pid, SendError, SendErrorKind};
     ///
     /// let err = SendError::new(SendErrorKind::Full, Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.kind(), SendErrorKind::Full);
@@ -198,7 +198,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::{Package, Pid, SendError, SendErrorKind};
     ///
     /// let err = SendError::unknown_target(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
@@ -212,7 +212,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::{Package, Pid, SendError, SendErrorKind};
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.kind(), SendErrorKind::Closed);
@@ -226,7 +226,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::{Package, Pid, SendError, SendErrorKind};
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.kind(), SendErrorKind::Full);
@@ -240,7 +240,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::{Package, Pid, SendError, SendErrorKind};
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert!(matches!(err.kind(), SendErrorKind::Closed));
@@ -254,7 +254,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError};
+    /// use sched::{Package, Pid, SendError};
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.target(), Pid::local(2));
@@ -268,7 +268,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError};
+    /// use sched::{Package, Pid, SendError};
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.source(), Pid::local(1));
@@ -284,7 +284,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError};
+    /// use sched::{Package, Pid, SendError};
     ///
     /// let mut err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), 8_u8));
     /// assert_eq!(err.package_mut().payload::<u8>(), Some(&8));
@@ -300,7 +300,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError};
+    /// use sched::{Package, Pid, SendError};
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), 8_u8));
     /// assert_eq!(err.into_package().downcast::<u8>().ok(), Some(8));
@@ -316,7 +316,7 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::{Package, Pid, SendError, SendErrorKind};
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), ()));
     /// let (kind, package) = err.into_parts();

@@ -40,7 +40,7 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use relay::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+/// use sched::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
 /// use std::sync::{mpsc, Arc, Mutex};
 ///
 /// /// A process's mailbox: a channel sender.
@@ -83,7 +83,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::Router;
+    /// use sched::Router;
     ///
     /// let router: Router<u32> = Router::new();
     /// assert!(router.is_empty());
@@ -98,7 +98,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::Router;
+    /// use sched::Router;
     ///
     /// let router: Router<u32> = Router::with_capacity(100_000);
     /// assert_eq!(router.len(), 0);
@@ -121,7 +121,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// assert!(router.register(Pid::local(1), "first").is_ok());
@@ -142,7 +142,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(1), 'a').unwrap();
@@ -158,7 +158,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(1), ()).unwrap();
@@ -175,7 +175,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     /// use std::sync::Arc;
     ///
     /// let router = Router::new();
@@ -199,7 +199,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(1), String::from("mailbox")).unwrap();
@@ -225,7 +225,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+    /// use sched::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// use std::sync::Arc;
     ///
@@ -265,7 +265,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(1), ()).unwrap();
@@ -281,7 +281,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// assert!(router.is_empty());
@@ -300,7 +300,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(2), ()).unwrap();
@@ -334,7 +334,7 @@ impl<R> fmt::Debug for Router<R> {
 /// # Examples
 ///
 /// ```
-/// use relay::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+/// use sched::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
 /// use std::sync::Arc;
 ///
 /// struct Refuse;
@@ -365,7 +365,7 @@ impl<R: Receiver + Clone> Receiver for Router<R> {
 /// # Examples
 ///
 /// ```
-/// use relay::{Pid, Router};
+/// use sched::{Pid, Router};
 ///
 /// let router = Router::new();
 /// router.register(Pid::local(5), 1).unwrap();
@@ -384,7 +384,7 @@ impl<R> RegisterError<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(5), ()).unwrap();
@@ -399,7 +399,7 @@ impl<R> RegisterError<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(5), "old").unwrap();
@@ -414,7 +414,7 @@ impl<R> RegisterError<R> {
     /// # Examples
     ///
     /// ```
-    /// use relay::{Pid, Router};
+    /// use sched::{Pid, Router};
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(5), vec![1]).unwrap();

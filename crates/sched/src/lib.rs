@@ -99,7 +99,8 @@ pub use scheduler::Scheduler;
 
 pub use deque;
 pub use relay::{
-    into_payload, Addr, Package, Payload, Pid, PidsExhausted, Receiver, SendError, SendErrorKind,
+    into_payload, Addr, NumberError, Package, ParsePidError, Payload, Pid, PidAllocator,
+    PidsExhausted, Receiver, RegisterError, Router, SendError, SendErrorKind,
 };
 pub use sched_core::{
     Accepts, BoxError, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
