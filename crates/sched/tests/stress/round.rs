@@ -354,6 +354,7 @@ fn check_all(
     let hooked = std::mem::take(&mut *lock(&shared.ended));
     let mut terminated = HashMap::new();
     let mut steps = 0;
+    let mut upgrades = 0;
     for ((tracked, outcome), log) in ended.iter().zip(logs) {
         let outcome = outcome
             .as_ref()
@@ -368,6 +369,7 @@ fn check_all(
         terminated.insert(tracked.pid, how == Ended::Terminated);
         tally.ended(how);
         steps += tracked.observed.steps.load(SeqCst);
+        upgrades += u64::from(tracked.observed.upgrades.load(SeqCst));
         match tracked.observed.terminate.load(SeqCst) {
             TERMINATE_ACCEPTED => tally.terminations_accepted += 1,
             TERMINATE_TOO_LATE => tally.terminations_too_late += 1,
@@ -410,21 +412,30 @@ fn check_all(
     let totals = stats.totals();
     let dead = std::mem::take(&mut *lock(&shared.dead));
     let discarded: u64 = logs.iter().map(|l| l.discarded.len() as u64).sum();
-    let expected = (steps, ended.len() as u64, dead.len() as u64, discarded, 0);
+    let expected = (
+        steps,
+        ended.len() as u64,
+        dead.len() as u64,
+        discarded,
+        upgrades,
+        0,
+    );
     let counted = (
         totals.steps,
         totals.completed,
         stats.dead_letters,
         totals.discarded_yields,
+        totals.upgrades,
         stats.live_processes,
     );
     if counted != expected {
         violations.push(format!(
-            "the scheduler's stats (steps, completed, dead letters, discarded yields, live) \
-             are {counted:?}, the processes saw {expected:?}"
+            "the scheduler's stats (steps, completed, dead letters, discarded yields, \
+             upgrades, live) are {counted:?}, the processes saw {expected:?}"
         ));
     }
     tally.steps += steps;
+    tally.upgrades += upgrades;
 
     let mut messages = Messages::default();
     let mut completions = Completions::default();

@@ -25,6 +25,8 @@ pub(crate) struct Tally {
     pub(crate) refused_submissions: u64,
     pub(crate) ended: BTreeMap<&'static str, u64>,
     pub(crate) steps: u64,
+    /// Upgrades carried out (a new instance took over a PID).
+    pub(crate) upgrades: u64,
     pub(crate) messages: MessageCounts,
     /// Messages sent from inside steps, and how many answered a token.
     pub(crate) sent_by_steps: u64,
@@ -132,6 +134,7 @@ impl Tally {
             .collect();
         let more = [
             ("spawns from steps", self.spawned),
+            ("upgrades", self.upgrades),
             ("messages between processes", self.sent_by_steps_solicited),
             ("asynchronous completions", self.issued(&[Kind::Async])),
             ("dead letters", self.messages.dead + self.completions.dead),
@@ -175,7 +178,10 @@ impl Tally {
             self.refused_submissions
         );
         println!("  outcomes     {}", list(&self.ended));
-        println!("  steps        {}", self.steps);
+        println!(
+            "  steps        {} (and {} upgrades, each a new instance under the same PID)",
+            self.steps, self.upgrades
+        );
         println!(
             "  messages     {} sent ({} from steps, {} of them asked for; {} from outside, \
              {} asked for) = {} received + {} dead-lettered",
