@@ -1,0 +1,369 @@
+//! Unit tests at the level boundaries, keys and slot reuse, and a property
+//! test against a `BTreeMap` model.
+
+use std::collections::{BTreeSet, HashSet};
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// Polls at `now` and returns what fired.
+fn poll(wheel: &mut Wheel<u64>, now: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    wheel.poll(now, &mut out);
+    out
+}
+
+/// The slab index a key names.
+fn index(key: Key) -> u64 {
+    key.to_bits() & u64::from(u32::MAX)
+}
+
+#[test]
+fn an_entry_stays_small() {
+    // deadline, two links, generation, list and the `Option` tag: 24 bytes
+    // next to a 56-byte value.
+    assert!(mem::size_of::<Entry<[u8; 56]>>() <= 80);
+}
+
+#[test]
+fn fires_exactly_at_level_boundaries() {
+    let deadlines = [
+        1,
+        63,
+        64,
+        65,
+        4095,
+        4096,
+        4097,
+        64u64.pow(3),
+        64u64.pow(5) - 1,
+        RANGE - 1,
+        RANGE,
+        RANGE + 1,
+        3 * RANGE + 7,
+        u64::MAX,
+    ];
+    for start in [0, 1, 63, 100, 4095] {
+        for &offset in &deadlines {
+            let mut wheel = Wheel::new();
+            poll(&mut wheel, start);
+            let deadline = start.saturating_add(offset);
+            wheel.insert(deadline, deadline);
+            let next = wheel.next_deadline().unwrap();
+            assert!(next <= deadline, "{start} + {offset}: next {next}");
+            assert!(next > start, "{start} + {offset}: next {next}");
+            assert_eq!(poll(&mut wheel, deadline - 1), [], "{start} + {offset}");
+            assert_eq!(wheel.elapsed(), deadline - 1);
+            assert_eq!(wheel.next_deadline(), Some(deadline), "level 0 is exact");
+            assert_eq!(poll(&mut wheel, deadline), [deadline]);
+            assert!(wheel.is_empty());
+            assert_eq!(wheel.next_deadline(), None);
+        }
+    }
+}
+
+#[test]
+fn ticking_one_by_one_fires_each_timer_at_its_tick() {
+    let mut wheel = Wheel::new();
+    let deadlines = [1, 2, 63, 64, 65, 127, 128, 4095, 4096, 4097, 5000, 8191];
+    for &d in deadlines.iter().rev() {
+        wheel.insert(d, d);
+    }
+    let mut fired = Vec::new();
+    for now in 1..=8200 {
+        let next = wheel.next_deadline();
+        let out = poll(&mut wheel, now);
+        if let Some(&d) = out.first() {
+            assert!(next.unwrap() <= d, "a late next_deadline at {now}");
+        }
+        for d in out {
+            assert_eq!(d, now);
+            fired.push(d);
+        }
+    }
+    assert_eq!(fired, deadlines);
+}
+
+#[test]
+fn polling_in_steps_crosses_the_top_level_turn() {
+    // Steps below the wheel's span take the incremental path, so a clamped
+    // deadline is re-placed as its top-level slot comes round.
+    let mut wheel = Wheel::new();
+    let far = 2 * RANGE + 3 * (1 << 30) + 7;
+    wheel.insert(far, far);
+    wheel.insert(RANGE + 5, RANGE + 5);
+    let step = 1 << 33;
+    let mut now = 0;
+    let mut fired = Vec::new();
+    while now < far {
+        let next = wheel.next_deadline().unwrap();
+        assert!(next <= RANGE + 5 || fired.len() == 1 && next <= far);
+        let before = now;
+        now = (now + step).min(far);
+        for d in poll(&mut wheel, now) {
+            assert!(d <= now && d > before, "{d} fired at {now}");
+            fired.push(d);
+        }
+    }
+    assert_eq!(fired, [RANGE + 5, far]);
+}
+
+#[test]
+fn equal_deadlines_fire_in_insertion_order() {
+    let mut wheel = Wheel::new();
+    // The first two start in level 1 and cascade; the others go straight to
+    // level 0 once elapsed is in the same block.
+    wheel.insert(130, 1);
+    wheel.insert(130, 2);
+    assert_eq!(poll(&mut wheel, 129), []);
+    wheel.insert(130, 3);
+    wheel.insert(129, 0);
+    assert_eq!(poll(&mut wheel, 130), [0, 1, 2, 3]);
+}
+
+#[test]
+fn remove_pending_fired_and_stale_keys() {
+    let mut wheel = Wheel::new();
+    let a = wheel.insert(10, 1);
+    let b = wheel.insert(5000, 2);
+    let c = wheel.insert(20, 3);
+    assert_eq!(wheel.len(), 3);
+    assert_eq!(wheel.remove(a), Some(1));
+    assert_eq!(wheel.remove(a), None, "removed twice");
+    assert_eq!(wheel.remove(Key::from_bits(b.to_bits())), Some(2));
+    assert_eq!(poll(&mut wheel, 10_000), [3]);
+    assert_eq!(wheel.remove(c), None, "already fired");
+    assert_eq!(wheel.remove(Key::from_bits(u64::from(u32::MAX - 1))), None);
+    assert!(wheel.is_empty());
+}
+
+#[test]
+fn remove_keeps_the_rest_of_a_slot() {
+    let mut wheel = Wheel::new();
+    let keys: Vec<Key> = (0..5).map(|i| wheel.insert(40, i)).collect();
+    // Head, middle, tail.
+    assert_eq!(wheel.remove(keys[0]), Some(0));
+    assert_eq!(wheel.remove(keys[2]), Some(2));
+    assert_eq!(wheel.remove(keys[4]), Some(4));
+    assert_eq!(poll(&mut wheel, 40), [1, 3]);
+}
+
+#[test]
+fn a_freed_slot_is_reused_with_a_new_generation() {
+    let mut wheel = Wheel::new();
+    let a = wheel.insert(100, 1);
+    assert_eq!(wheel.remove(a), Some(1));
+    let b = wheel.insert(100, 2);
+    assert_eq!(index(b), index(a), "the slot is reused at once");
+    assert_ne!(b, a);
+    assert_eq!(
+        wheel.remove(a),
+        None,
+        "a stale key does not reach the new timer"
+    );
+    assert_eq!(wheel.get_mut(a), None);
+    *wheel.get_mut(b).unwrap() = 3;
+    assert_eq!(poll(&mut wheel, 100), [3]);
+    // A fired timer's slot is reused too.
+    let c = wheel.insert(200, 4);
+    assert_eq!(index(c), index(a));
+    assert_eq!(wheel.remove(b), None);
+    assert_eq!(wheel.remove(c), Some(4));
+}
+
+#[test]
+fn next_deadline_is_a_lower_bound_and_exact_in_level_0() {
+    let mut wheel = Wheel::new();
+    assert_eq!(wheel.next_deadline(), None);
+    let late = wheel.insert(100_000, 1);
+    assert!(wheel.next_deadline().unwrap() <= 100_000);
+    wheel.insert(70, 2);
+    // 70 is in level 1: the answer is its slot's start.
+    assert_eq!(wheel.next_deadline(), Some(64));
+    wheel.insert(50, 3);
+    assert_eq!(wheel.next_deadline(), Some(50), "level 0 is exact");
+    assert_eq!(poll(&mut wheel, 64), [3]);
+    assert_eq!(wheel.next_deadline(), Some(70), "exact after the cascade");
+    assert_eq!(poll(&mut wheel, 70), [2]);
+    assert!(wheel.next_deadline().unwrap() <= 100_000);
+    assert_eq!(wheel.remove(late), Some(1));
+    assert_eq!(wheel.next_deadline(), None);
+}
+
+#[test]
+fn overdue_inserts_fire_at_the_next_poll_in_deadline_order() {
+    let mut wheel = Wheel::new();
+    poll(&mut wheel, 100);
+    wheel.insert(101, 101);
+    wheel.insert(50, 50);
+    let removed = wheel.insert(20, 20);
+    wheel.insert(100, 100);
+    wheel.insert(30, 30);
+    assert_eq!(wheel.next_deadline(), Some(20));
+    wheel.remove(removed);
+    assert!(wheel.next_deadline().unwrap() <= 30);
+    // Even a poll that does not advance time fires them.
+    assert_eq!(poll(&mut wheel, 100), [30, 50, 100]);
+    assert_eq!(wheel.next_deadline(), Some(101));
+    assert_eq!(poll(&mut wheel, 101), [101]);
+}
+
+#[test]
+fn polling_backwards_changes_nothing() {
+    let mut wheel = Wheel::new();
+    poll(&mut wheel, 1000);
+    wheel.insert(1500, 1);
+    assert_eq!(poll(&mut wheel, 10), []);
+    assert_eq!(wheel.elapsed(), 1000);
+    assert_eq!(wheel.len(), 1);
+    assert_eq!(poll(&mut wheel, 1500), [1]);
+}
+
+#[test]
+fn drain_returns_everything_and_stales_the_keys() {
+    let mut wheel = Wheel::new();
+    poll(&mut wheel, 10);
+    let keys = [
+        wheel.insert(5, 1),
+        wheel.insert(11, 2),
+        wheel.insert(5000, 3),
+        wheel.insert(u64::MAX, 4),
+    ];
+    wheel.remove(keys[1]);
+    let mut all = wheel.drain();
+    all.sort_unstable();
+    assert_eq!(all, [1, 3, 4]);
+    assert!(wheel.is_empty());
+    assert_eq!(wheel.next_deadline(), None);
+    assert!(keys.iter().all(|&key| wheel.remove(key).is_none()));
+    // Still usable.
+    wheel.insert(20, 5);
+    assert_eq!(poll(&mut wheel, 20), [5]);
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: if cfg!(miri) { 4 } else { 256 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Ticks from `elapsed`: from none, through each level, to huge.
+fn offset() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        1 => Just(0u64),
+        4 => 0..64u64,
+        4 => 0..5000u64,
+        2 => 0..1u64 << 30,
+        2 => 0..1u64 << 40,
+        1 => any::<u64>(),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// At `elapsed + offset`, or `elapsed - offset` if `past`.
+    Insert {
+        offset: u64,
+        past: bool,
+    },
+    /// One of the keys handed out so far, live or stale.
+    Remove(prop::sample::Index),
+    /// At `elapsed + step`, or `elapsed - step` if `back`.
+    Poll {
+        step: u64,
+        back: bool,
+    },
+    Drain,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (offset(), prop::bool::weighted(0.1))
+            .prop_map(|(offset, past)| Op::Insert { offset, past }),
+        3 => any::<prop::sample::Index>().prop_map(Op::Remove),
+        5 => (offset(), prop::bool::weighted(0.05)).prop_map(|(step, back)| Op::Poll { step, back }),
+        1 => Just(Op::Drain),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn behaves_like_a_btreemap(ops in prop::collection::vec(op(), 0..200)) {
+        let mut wheel = Wheel::new();
+        // The model: (deadline, insertion number) of each pending timer,
+        // whose value is its insertion number. Its order is the order in
+        // which the wheel must fire them.
+        let mut model = BTreeSet::<(u64, u64)>::new();
+        let mut elapsed = 0u64;
+        let mut keys = Vec::<(Key, (u64, u64))>::new();
+        let mut seen = HashSet::<u64>::new();
+        for op in ops {
+            match op {
+                Op::Insert { offset, past } => {
+                    let deadline = if past {
+                        elapsed.saturating_sub(offset)
+                    } else {
+                        elapsed.saturating_add(offset)
+                    };
+                    let n = keys.len() as u64;
+                    let key = wheel.insert(deadline, n);
+                    prop_assert!(seen.insert(key.to_bits()), "a key was handed out twice");
+                    keys.push((key, (deadline, n)));
+                    model.insert((deadline, n));
+                }
+                Op::Remove(pick) => {
+                    if keys.is_empty() {
+                        continue;
+                    }
+                    let (key, entry) = keys[pick.index(keys.len())];
+                    let expected = model.remove(&entry).then_some(entry.1);
+                    prop_assert_eq!(wheel.remove(key), expected);
+                }
+                Op::Poll { step, back } => {
+                    let now = if back {
+                        elapsed.saturating_sub(step)
+                    } else {
+                        elapsed.saturating_add(step)
+                    };
+                    let mut out = Vec::new();
+                    wheel.poll(now, &mut out);
+                    elapsed = elapsed.max(now);
+                    // Overdue inserts fire even on a backward poll, and they
+                    // are all at or before `elapsed`.
+                    let later = match elapsed.checked_add(1) {
+                        Some(after) => model.split_off(&(after, 0)),
+                        None => BTreeSet::new(),
+                    };
+                    let due: Vec<u64> =
+                        mem::replace(&mut model, later).into_iter().map(|(_, n)| n).collect();
+                    prop_assert_eq!(out, due);
+                    prop_assert_eq!(wheel.elapsed(), elapsed);
+                }
+                Op::Drain => {
+                    let mut got = wheel.drain();
+                    got.sort_unstable();
+                    let mut expected: Vec<u64> = model.iter().map(|&(_, n)| n).collect();
+                    expected.sort_unstable();
+                    prop_assert_eq!(got, expected);
+                    model.clear();
+                }
+            }
+            prop_assert_eq!(wheel.len(), model.len());
+            match (wheel.next_deadline(), model.first()) {
+                (None, None) => {}
+                (Some(next), Some(&(first, _))) => {
+                    prop_assert!(next <= first, "next_deadline {} after {}", next, first);
+                    if first > elapsed && first >> SLOT_BITS == elapsed >> SLOT_BITS {
+                        prop_assert_eq!(next, first, "not exact in level 0");
+                    }
+                }
+                (got, first) => prop_assert!(false, "next_deadline {:?}, model {:?}", got, first),
+            }
+        }
+    }
+}
