@@ -308,7 +308,7 @@ impl Process for Echo {
                     out.done(Box::new(()));
                     return Ok(());
                 }
-                Event::Completion { .. } => {}
+                _ => {}
             }
         }
         out.idle();

@@ -82,6 +82,7 @@ mod loom_models;
 mod panic_guard;
 mod record;
 mod sync;
+mod timer;
 mod worker;
 
 pub use commands::completer::{CompleteError, Completer, Rejected};
@@ -98,3 +99,4 @@ pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{Builder, Context, Engine, ProcessInfo, ShutdownReport};
 pub use record::completion::Completion;
 pub use record::state::ProcessState;
+pub use timer::TimerId;

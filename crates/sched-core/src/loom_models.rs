@@ -481,7 +481,7 @@ fn push_races_park(queue: WorkQueue) {
         let queue = queue.clone();
         let sleepers = sleepers.clone();
         thread::spawn(move || {
-            sleepers.park(0, || queue.has_work(), std::time::Duration::ZERO);
+            sleepers.park(0, || queue.has_work(), || None, std::time::Duration::ZERO);
             assert!(queue.has_work(), "woke up without work");
         })
     };
@@ -525,6 +525,7 @@ fn one_push_two_parking_workers() {
                     sleepers.park(
                         me,
                         || !queue.is_empty() || exit.load(SeqCst),
+                        || None,
                         std::time::Duration::ZERO,
                     );
                     if queue.pop().is_some() {
@@ -546,5 +547,55 @@ fn one_push_two_parking_workers() {
         }
         assert_eq!(taken.load(SeqCst), 1, "the item was taken");
         assert!(queue.is_empty());
+    });
+}
+
+/// Another thread sets a timer (already due) in the wheel of the only
+/// worker while it goes to park with no timer pending: the worker either
+/// reads the timer's deadline after announcing its sleep (and does not
+/// sleep) or is found on the idle list and woken, exactly as
+/// `Shared::set_timer` and the worker loop do. Under loom a timed park
+/// waits for a notification only (there is no clock), so a lost wakeup is
+/// a deadlock loom reports.
+#[test]
+fn a_timer_set_while_the_worker_parks_is_never_missed() {
+    use crate::sync::fence;
+    use crate::timer::registry::Timers;
+    use crate::timer::{Action, What};
+
+    loom::model(|| {
+        let timers = Arc::new(Timers::new(1));
+        let sleepers = Arc::new(Sleepers::new(1));
+        let worker = {
+            let timers = timers.clone();
+            let sleepers = sleepers.clone();
+            thread::spawn(move || {
+                let mut due = Vec::new();
+                loop {
+                    if timers.any_due(0, std::time::Instant::now) {
+                        timers.poll(0, std::time::Instant::now(), &mut due);
+                        if !due.is_empty() {
+                            return due.len();
+                        }
+                    }
+                    sleepers.park(0, || false, || timers.due_at(0), std::time::Duration::ZERO);
+                }
+            })
+        };
+        let record = Arc::new(Record::new(Pid::local(1), Box::new(Inert)));
+        let action = Action {
+            record,
+            what: What::Wake {
+                tag: Tag(1),
+                id: None,
+            },
+        };
+        let past = std::time::Instant::now() - std::time::Duration::from_millis(1);
+        let (_, earlier) = timers.insert(0, past, action);
+        assert!(earlier, "the only timer is the earliest");
+        fence(SeqCst);
+        sleepers.wake(0);
+        assert_eq!(worker.join().unwrap(), 1, "the timer fired once");
+        assert_eq!(sleepers.sleeping(), 0);
     });
 }

@@ -81,7 +81,7 @@ impl Process for Player {
                     out.done(Box::new(self.messages));
                     return Ok(());
                 }
-                (Role::Ponger, Event::Completion { .. }) => {}
+                _ => {}
             }
         }
         out.idle();

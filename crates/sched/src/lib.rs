@@ -106,7 +106,7 @@ pub use sched_core::{
     Accepts, BoxError, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
     Completion, Context, Engine, Event, Events, ExitError, InitContext, InitError, Outcome, Output,
     Process, ProcessInfo, ProcessState, Rejected, ShutdownReport, Stats, SubmitError, Tag,
-    TerminateError, UpgradeError, WorkerStats, DEFAULT_METHOD,
+    TerminateError, TimerId, UpgradeError, WorkerStats, DEFAULT_METHOD,
 };
 
 #[cfg(doctest)]
@@ -116,6 +116,10 @@ struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/coming-from-tokio.md")]
 struct ComingFromTokioDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/cookbook.md")]
+struct CookbookDoctests;
 
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

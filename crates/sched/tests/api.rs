@@ -44,7 +44,7 @@ impl Process for Echo {
                     out.done(Box::new("cancelled"));
                     return Ok(());
                 }
-                Event::Completion { .. } => {}
+                _ => {}
             }
         }
         out.idle();

@@ -71,6 +71,7 @@ impl Process for Short {
                 return Ok(());
             }
             Some(Event::Cancel) => return Err("cancelled before finishing".into()),
+            Some(other) => return Err(format!("unexpected {other:?}").into()),
             None => {}
         }
         if self.started {

@@ -6,11 +6,15 @@ use std::fmt;
 use relay::{Package, Payload};
 
 use crate::contract::command::{CommandId, Tag};
+use crate::timer::TimerId;
 
 /// A boxed error that can cross threads.
 pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 
 /// One event delivered to a process's `step`.
+///
+/// Non-exhaustive: new kinds of events may be added, so a `match` needs a
+/// catch-all arm (usually: ignore what you do not expect).
 ///
 /// # Examples
 ///
@@ -19,6 +23,7 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// let e = Event::Completion { tag: Tag(1), result: Ok(Box::new(42u32)) };
 /// assert!(matches!(e, Event::Completion { tag: Tag(1), .. }));
 /// ```
+#[non_exhaustive]
 pub enum Event {
     /// A yielded command completed, successfully or not.
     Completion {
@@ -29,6 +34,15 @@ pub enum Event {
     },
     /// A message from another process or from outside.
     Message(Package),
+    /// A timer this process set (with [`Output::set_timer`](crate::Output::set_timer)
+    /// or [`Output::set_timer_at`](crate::Output::set_timer_at)) fell due.
+    /// A timer the process cancelled before it fell due never arrives.
+    Timer {
+        /// The timer, as `set_timer` returned it.
+        id: TimerId,
+        /// The tag the process gave it.
+        tag: Tag,
+    },
     /// The scheduler asks the process to finish: it is shutting down. A
     /// process should wrap up and report done; one that does not is
     /// force-completed at the shutdown deadline.
@@ -36,7 +50,7 @@ pub enum Event {
 }
 
 impl Event {
-    /// The tag, for a completion.
+    /// The tag, for a completion or a timer.
     ///
     /// # Examples
     ///
@@ -46,7 +60,7 @@ impl Event {
     /// ```
     pub fn tag(&self) -> Option<Tag> {
         match self {
-            Event::Completion { tag, .. } => Some(*tag),
+            Event::Completion { tag, .. } | Event::Timer { tag, .. } => Some(*tag),
             Event::Message(_) | Event::Cancel => None,
         }
     }
@@ -61,6 +75,11 @@ impl fmt::Debug for Event {
                 .field("ok", &result.is_ok())
                 .finish(),
             Event::Message(p) => f.debug_tuple("Message").field(p).finish(),
+            Event::Timer { id, tag } => f
+                .debug_struct("Timer")
+                .field("id", id)
+                .field("tag", tag)
+                .finish(),
             Event::Cancel => f.write_str("Cancel"),
         }
     }

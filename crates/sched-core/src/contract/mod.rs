@@ -16,4 +16,5 @@ pub(crate) mod outcome;
 pub(crate) mod output;
 pub(crate) mod process;
 pub(crate) mod step_engine;
+pub(crate) mod timers;
 pub(crate) mod upgrade;

@@ -10,6 +10,7 @@ use crate::contract::error::SubmitError;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
 use crate::contract::step_engine::StepEngine;
+use crate::contract::timers::StepTimers;
 use crate::contract::upgrade::Upgrade;
 use crate::record::completion::Completion;
 
@@ -114,16 +115,25 @@ pub struct Output<'a> {
     pub(crate) yields: &'a mut Vec<Yield>,
     pub(crate) engine: &'a dyn StepEngine,
     pub(crate) pid: Pid,
+    /// The record being stepped and its list of timers (see
+    /// `contract/timers.rs`).
+    pub(crate) timers: StepTimers<'a>,
 }
 
 impl<'a> Output<'a> {
-    pub(crate) fn new(yields: &'a mut Vec<Yield>, engine: &'a dyn StepEngine, pid: Pid) -> Self {
+    pub(crate) fn new(
+        yields: &'a mut Vec<Yield>,
+        engine: &'a dyn StepEngine,
+        pid: Pid,
+        timers: StepTimers<'a>,
+    ) -> Self {
         debug_assert!(yields.is_empty());
         Output {
             status: Status::Idle,
             yields,
             engine,
             pid,
+            timers,
         }
     }
 

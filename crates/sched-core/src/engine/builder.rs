@@ -13,6 +13,7 @@ use crate::commands::handler::{CommandHandler, Handlers};
 use crate::contract::command::{Command, CommandId};
 use crate::contract::event::Event;
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
+use crate::timer::registry::Timers;
 use crate::worker::local::Local;
 
 use super::hooks::Hooks;
@@ -295,6 +296,7 @@ impl Builder {
             all_ended: Mutex::new(()),
             all_ended_cv: Condvar::new(),
             control,
+            timers: Timers::new(self.workers),
         };
         Engine {
             shared: shared.into_arc(),

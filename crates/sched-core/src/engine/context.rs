@@ -72,7 +72,7 @@ impl Context {
         unsafe { &*(shared as *const Shared).cast::<Context>() }
     }
 
-    pub(super) fn shared(&self) -> &Shared {
+    pub(crate) fn shared(&self) -> &Shared {
         &self.shared
     }
 

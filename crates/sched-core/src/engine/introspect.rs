@@ -52,6 +52,7 @@ impl Context {
             live_processes: self.shared().live.count(),
             parked_workers: self.shared().sleepers.sleeping(),
             dead_letters: self.shared().dead_letters.load(Relaxed),
+            pending_timers: self.shared().timers.pending(),
         }
     }
 

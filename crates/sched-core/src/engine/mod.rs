@@ -17,6 +17,7 @@ mod routing;
 pub(crate) mod shared;
 mod shutdown;
 pub(crate) mod stats;
+mod timers;
 
 pub use builder::Builder;
 pub use context::Context;

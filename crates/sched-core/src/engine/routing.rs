@@ -71,7 +71,11 @@ impl Shared {
 
     /// Delivers a message to `record`, counting it against the mailbox bound
     /// if there is one, and wakes the process.
-    fn deliver_message(&self, record: &Arc<Record>, package: Package) -> Result<(), SendError> {
+    pub(crate) fn deliver_message(
+        &self,
+        record: &Arc<Record>,
+        package: Package,
+    ) -> Result<(), SendError> {
         let bounded = self.mailbox_capacity != usize::MAX;
         if bounded && record.mailbox.fetch_add(1, AcqRel) >= self.mailbox_capacity {
             record.mailbox.fetch_sub(1, AcqRel);

@@ -49,6 +49,7 @@ pub(crate) struct Shared {
     pub(super) all_ended: Mutex<()>,
     pub(super) all_ended_cv: Condvar,
     pub(super) control: super::control::Control,
+    pub(crate) timers: crate::timer::registry::Timers,
 }
 
 /// Where a process that became runnable goes.

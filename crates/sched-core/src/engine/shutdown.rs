@@ -45,6 +45,9 @@ pub struct ShutdownReport {
     pub still_queued: usize,
     /// Worker threads that had not exited and were detached.
     pub workers_detached: usize,
+    /// Timers still pending once every process had ended (delayed sends
+    /// set from outside any process), cancelled without firing.
+    pub timers_cancelled: usize,
     /// Time shutdown took.
     pub elapsed: Duration,
 }
@@ -286,6 +289,12 @@ fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownReport {
         shared.wait_all_ended(bound);
     }
 
+    // Every process has ended or been forced by now, and with it its own
+    // timers; what is left was set from outside (delayed sends).
+    let cancelled = shared.timers.clear();
+    let timers_cancelled = cancelled.len();
+    shared.drop_timers(cancelled);
+
     let handles = std::mem::take(&mut shared.control.threads.lock().handles);
     let mut detached = 0;
     for handle in handles {
@@ -307,6 +316,7 @@ fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownReport {
         still_running,
         still_queued,
         workers_detached: detached,
+        timers_cancelled,
         elapsed: started.elapsed(),
     };
     tracing::debug!(?report, "shutdown");

@@ -101,6 +101,8 @@ pub struct Stats {
     /// Messages and completions that were still queued when their process
     /// ended (never delivered to a step).
     pub dead_letters: u64,
+    /// Timers set and not yet fired nor cancelled.
+    pub pending_timers: usize,
 }
 
 impl Stats {

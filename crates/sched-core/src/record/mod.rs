@@ -12,6 +12,7 @@ use relay::Pid;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, UnsafeCell};
+use crate::timer::TimerId;
 use slot::ResultSlot;
 use state::{StateWord, Wake};
 
@@ -59,6 +60,13 @@ pub(crate) struct Body {
     /// of the next step (or dead letters if the process ends). Empty, and
     /// unallocated, almost always.
     pub(crate) unread: Vec<Event>,
+    /// The timers this process set that have not reached it yet: cancelled
+    /// when it ends. A timer event whose id is not here was cancelled and
+    /// is dropped before the step sees it.
+    pub(crate) timers: Vec<TimerId>,
+    /// The process has set a timer at some point: only then are its events
+    /// checked for cancelled timers.
+    pub(crate) uses_timers: bool,
 }
 
 // SAFETY: `body` is only accessed by the process's current owner, as the
@@ -85,6 +93,8 @@ impl Record {
                 waiting: false,
                 blocked: false,
                 unread: Vec::new(),
+                timers: Vec::new(),
+                uses_timers: false,
             }),
         }
     }

@@ -80,6 +80,8 @@ struct Worker<'a> {
     /// a run queue; `run_process` then moves its own reference there,
     /// after the body is released, instead of cloning the `Arc`.
     requeue: Option<Runnable>,
+    /// Due timers, between taking them out of the wheel and firing them.
+    due_timers: Vec<crate::timer::Action>,
 }
 
 /// Runs worker `local.index` of `shared` until the engine exits.
@@ -99,6 +101,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local) {
         yields: Vec::with_capacity(4),
         engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
         requeue: None,
+        due_timers: Vec::new(),
     };
     worker.run_loop();
 }
@@ -112,7 +115,12 @@ impl Worker<'_> {
         let shared = self.shared.clone();
         let mut idle_rounds = 0u32;
         let mut searching = false;
+        let me = self.local.index;
         loop {
+            // Between steps: one load when this worker has no timer.
+            if shared.timers.any_due(me, std::time::Instant::now) {
+                shared.fire_timers(me, &mut self.due_timers);
+            }
             if let Some(record) = self.find_work() {
                 if searching {
                     searching = false;
@@ -148,7 +156,6 @@ impl Worker<'_> {
                 shared.sleepers.stop_searching();
                 bump(&self.counters().parks, 1);
                 tracing::trace!("park");
-                let me = self.local.index;
                 // Work waiting in another worker's `next` slot wakes nobody
                 // (its owner runs it after its step). If we saw some, and we
                 // are the one parked worker that watches, look again once it
@@ -161,6 +168,7 @@ impl Worker<'_> {
                 shared.sleepers.park(
                     me,
                     || shared.has_work() || shared.exit.load(Acquire),
+                    || shared.timers.due_at(me),
                     recheck,
                 );
                 idle_rounds = 0;

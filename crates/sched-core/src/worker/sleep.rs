@@ -92,10 +92,16 @@ impl Sleepers {
     /// worker's `next` slot (which wakes nobody) is found even when every
     /// idle worker sleeps. Only one worker watches at a time, and none when
     /// every worker is parked: an idle engine does not poll.
+    ///
+    /// `timer_due` (read after announcing, like `has_work`) is when the
+    /// worker's earliest timer falls due: it then sleeps no longer than
+    /// that, and not at all if that is past. A timer set meanwhile by
+    /// another thread wakes it through [`wake`](Sleepers::wake).
     pub(crate) fn park(
         &self,
         me: usize,
         has_work: impl FnOnce() -> bool,
+        timer_due: impl FnOnce() -> Option<Instant>,
         recheck: Duration,
     ) -> bool {
         {
@@ -112,6 +118,10 @@ impl Sleepers {
         if has_work() && self.leave(me) {
             return false;
         }
+        let due = timer_due();
+        if due.is_some_and(|due| due <= Instant::now()) && self.leave(me) {
+            return false;
+        }
         // `count` includes us: below the number of workers, someone is busy.
         let watch = !cfg!(loom)
             && self.count.load(SeqCst) < self.parkers.len()
@@ -119,15 +129,24 @@ impl Sleepers {
                 .watcher
                 .compare_exchange(false, true, SeqCst, Relaxed)
                 .is_ok();
-        if watch {
-            if !self.parkers[me].park_until(Instant::now() + recheck) && !self.leave(me) {
-                // A notifier took us off the list as we timed out: its
-                // unpark is coming; consume it so it does not linger.
-                self.parkers[me].park();
-            }
-            self.watcher.store(false, SeqCst);
+        let until = if watch {
+            let recheck_at = Instant::now() + recheck;
+            Some(due.map_or(recheck_at, |due| due.min(recheck_at)))
         } else {
-            self.parkers[me].park();
+            due
+        };
+        match until {
+            Some(until) => {
+                if !self.parkers[me].park_until(until) && !self.leave(me) {
+                    // A notifier took us off the list as we timed out: its
+                    // unpark is coming; consume it so it does not linger.
+                    self.parkers[me].park();
+                }
+            }
+            None => self.parkers[me].park(),
+        }
+        if watch {
+            self.watcher.store(false, SeqCst);
         }
         true
     }
@@ -176,6 +195,19 @@ impl Sleepers {
             woken
         };
         if let Some(worker) = woken {
+            self.parkers[worker].unpark();
+        }
+    }
+
+    /// Wakes worker `worker` if it is parked (a timer it must fire earlier
+    /// than it planned was set). Call after making the timer visible and a
+    /// `SeqCst` fence; a worker not on the idle list reads the timer before
+    /// it parks.
+    pub(crate) fn wake(&self, worker: usize) {
+        if self.count.load(SeqCst) == 0 {
+            return;
+        }
+        if self.leave(worker) {
             self.parkers[worker].unpark();
         }
     }

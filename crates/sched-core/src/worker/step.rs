@@ -9,12 +9,14 @@ use crate::contract::command::Command;
 use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::output::{Events, Output, Status, Yield};
+use crate::contract::timers::StepTimers;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::bump;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, Record};
 use crate::sync::Arc;
+use crate::timer::TimerId;
 
 use super::Worker;
 
@@ -70,6 +72,9 @@ impl Worker<'_> {
             return Some(body.waiting_state());
         }
         body.waiting = false;
+        if body.uses_timers {
+            drop_cancelled_timers(&mut self.events, &mut body.timers);
+        }
         if !body.unread.is_empty() {
             // What the last step left unread comes first, in order.
             self.events.splice(0..0, body.unread.drain(..));
@@ -79,7 +84,12 @@ impl Worker<'_> {
             .process
             .as_mut()
             .expect("a live record has its process");
-        let mut output = Output::new(&mut self.yields, &*self.shared, record.pid);
+        let timers = StepTimers {
+            record,
+            owned: &mut body.timers,
+            uses_timers: &mut body.uses_timers,
+        };
+        let mut output = Output::new(&mut self.yields, &*self.shared, record.pid, timers);
         let mut events = Events::new(self.events.drain(..));
         let result = catch_unwind(AssertUnwindSafe(|| process.step(&mut events, &mut output)));
         // Whatever the step did not read is kept for the next step (moved,
@@ -200,6 +210,15 @@ impl Worker<'_> {
     /// calls `close`, unregisters its PID and reports its outcome.
     pub(super) fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
         record.state.complete();
+        // The process's own timers end with it (their memory too).
+        if !body.timers.is_empty() {
+            let cancelled = body
+                .timers
+                .drain(..)
+                .filter_map(|id| self.shared.timers.cancel(id))
+                .collect();
+            self.shared.drop_timers(cancelled);
+        }
         let mut dead = std::mem::take(&mut body.unread);
         // SAFETY: `end` runs with the body borrowed, so we own the process.
         let closed = unsafe { record.close_events() };
@@ -285,4 +304,20 @@ pub(super) fn kill_error(flags: u32) -> ExitError {
     } else {
         ExitError::Terminated
     }
+}
+
+/// Drops the timer events of timers the process cancelled after they fell
+/// due (they are no longer in its list); the others leave the list, as
+/// they have now reached the process.
+fn drop_cancelled_timers(events: &mut Vec<Event>, pending: &mut Vec<TimerId>) {
+    events.retain(|event| match event {
+        Event::Timer { id, .. } => match pending.iter().position(|p| p == id) {
+            Some(at) => {
+                pending.swap_remove(at);
+                true
+            }
+            None => false,
+        },
+        _ => true,
+    });
 }

@@ -201,7 +201,8 @@ impl Scripted {
                     }
                 }
             }
-            Event::Cancel => {
+            // Cancel, and timers (never set by a script).
+            _ => {
                 o.unexpected.fetch_add(1, SeqCst);
             }
         }

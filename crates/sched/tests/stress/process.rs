@@ -237,6 +237,7 @@ impl Stress {
             Event::Cancel => {
                 self.violation("a cancel event while the scheduler is not shutting down".into())
             }
+            other => self.violation(format!("an event no script asks for: {other:?}")),
         }
     }
 

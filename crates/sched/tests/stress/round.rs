@@ -173,6 +173,10 @@ fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>) -> Schedu
                     return on_dead_letter
                         .violation(format!("{pid}: a cancel event passed as a dead letter"))
                 }
+                other => {
+                    return on_dead_letter
+                        .violation(format!("{pid}: an unexpected dead letter {other:?}"))
+                }
             };
             lock(&on_dead_letter.dead).push(letter);
         });

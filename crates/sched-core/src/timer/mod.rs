@@ -1,0 +1,74 @@
+//! Timers owned by the engine: one timing wheel per worker.
+//!
+//! A timer set from a step goes into the wheel of the worker running the
+//! step, so the common case touches only that worker's lock (uncontended)
+//! and its own cache lines. A timer set from any other thread goes into a
+//! wheel chosen round robin per thread; if it is now that wheel's earliest,
+//! the wheel's worker is woken in case it parks past it. Each worker fires
+//! its own wheel's due timers between steps, and parks no longer than its
+//! earliest deadline; with no timer pending it parks without a timeout, so
+//! an idle engine does not poll.
+//!
+//! A timer holds the record it will deliver to, never a PID to look up:
+//! a timer can therefore not reach a later process that took the same PID.
+//! The timers a process sets are listed in its record and cancelled when it
+//! ends, which frees them at once.
+
+pub(crate) mod registry;
+pub(crate) mod wheel;
+
+use std::fmt;
+
+use relay::Package;
+
+use crate::contract::command::Tag;
+use crate::record::Record;
+use crate::sync::Arc;
+
+/// Identifies a pending timer, to cancel it.
+///
+/// Returned by `set_timer`, `set_timer_at` and `send_after` (on
+/// [`Output`](crate::Output)) and by the
+/// [`Context`](crate::Context)'s `send_after`; carried by
+/// [`Event::Timer`](crate::Event::Timer). An id is never reused for
+/// another timer, so cancelling one that has fired does nothing.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{Event, Output, Tag, TimerId};
+/// use std::time::Duration;
+///
+/// fn arm(out: &mut Output<'_>) -> TimerId {
+///     out.set_timer(Duration::from_millis(50), Tag(1))
+/// }
+/// fn is_mine(event: &Event, timer: TimerId) -> bool {
+///     matches!(event, Event::Timer { id, .. } if *id == timer)
+/// }
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimerId {
+    pub(crate) shard: u32,
+    pub(crate) key: u64,
+}
+
+impl fmt::Debug for TimerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TimerId({}:{:#x})", self.shard, self.key)
+    }
+}
+
+/// What a due timer does.
+pub(crate) struct Action {
+    /// The record it delivers to (the owner itself for a wake-up).
+    pub(crate) record: Arc<Record>,
+    pub(crate) what: What,
+}
+
+pub(crate) enum What {
+    /// Wake the process with [`Event::Timer`](crate::Event::Timer). The id
+    /// is filled in once the wheel has assigned it.
+    Wake { tag: Tag, id: Option<TimerId> },
+    /// Deliver a message.
+    Message(Package),
+}

@@ -1,0 +1,253 @@
+//! Engine-owned timers: wake-ups, delayed sends, cancellation, ownership
+//! by the process, dead letters, shutdown.
+
+use sched::{BoxError, Event, Events, Output, Pid, Process, Scheduler, Tag, TimerId};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Sets the timers it is given on its first step, records every timer
+/// event, and finishes after `expect` of them.
+struct Sleeper {
+    timers: Vec<(Duration, u64)>,
+    cancel: Vec<u64>,
+    expect: usize,
+    started: Option<Instant>,
+    seen: Arc<Mutex<Vec<(u64, Duration)>>>,
+    ids: Vec<(u64, TimerId)>,
+}
+
+impl Sleeper {
+    fn new(
+        timers: &[(u64, u64)],
+        cancel: &[u64],
+        expect: usize,
+    ) -> (Self, Arc<Mutex<Vec<(u64, Duration)>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sleeper = Sleeper {
+            timers: timers
+                .iter()
+                .map(|&(ms, tag)| (Duration::from_millis(ms), tag))
+                .collect(),
+            cancel: cancel.to_vec(),
+            expect,
+            started: None,
+            seen: seen.clone(),
+            ids: Vec::new(),
+        };
+        (sleeper, seen)
+    }
+}
+
+impl Process for Sleeper {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.started.is_none() {
+            self.started = Some(Instant::now());
+            for &(delay, tag) in &self.timers {
+                let id = out.set_timer(delay, Tag(tag));
+                self.ids.push((tag, id));
+            }
+            for tag in &self.cancel {
+                let (_, id) = self.ids.iter().find(|(t, _)| t == tag).expect("set");
+                assert!(out.cancel_timer(*id), "pending, so cancelled");
+                assert!(!out.cancel_timer(*id), "only once");
+            }
+        }
+        let started = self.started.expect("set above");
+        for event in events {
+            if let Event::Timer { id, tag } = event {
+                let expected = self
+                    .ids
+                    .iter()
+                    .find(|(t, _)| *t == tag.0)
+                    .map(|(_, id)| *id);
+                assert_eq!(
+                    expected,
+                    Some(id),
+                    "the event carries the id set_timer returned"
+                );
+                let mut seen = self.seen.lock().unwrap();
+                seen.push((tag.0, started.elapsed()));
+                if seen.len() == self.expect {
+                    out.done(Box::new(()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn timers_fire_after_their_delay_in_deadline_order() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let (sleeper, seen) = Sleeper::new(&[(30, 3), (10, 1), (20, 2), (0, 0)], &[], 4);
+    scheduler.spawn(sleeper, "run", ()).unwrap().wait().unwrap();
+    let seen = seen.lock().unwrap();
+    let tags: Vec<u64> = seen.iter().map(|(t, _)| *t).collect();
+    assert_eq!(tags, [0, 1, 2, 3]);
+    for (tag, at) in seen.iter() {
+        assert!(
+            *at >= Duration::from_millis(10 * tag),
+            "tag {tag} fired at {at:?}"
+        );
+    }
+    assert_eq!(scheduler.stats().pending_timers, 0);
+}
+
+#[test]
+fn a_cancelled_timer_never_fires() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    // Tag 1 (5 ms) is cancelled; tag 2 (40 ms) fires, well after 1 would have.
+    let (sleeper, seen) = Sleeper::new(&[(5, 1), (40, 2)], &[1], 1);
+    scheduler.spawn(sleeper, "run", ()).unwrap().wait().unwrap();
+    let tags: Vec<u64> = seen.lock().unwrap().iter().map(|(t, _)| *t).collect();
+    assert_eq!(tags, [2]);
+}
+
+#[test]
+fn a_process_that_ends_takes_its_timers_with_it() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    scheduler.start();
+    // Ten one-minute timers; the process is terminated long before.
+    let timers: Vec<(u64, u64)> = (0..10).map(|i| (60_000, i)).collect();
+    let (sleeper, _) = Sleeper::new(&timers, &[], 10);
+    let handle = scheduler.spawn(sleeper, "run", ()).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while scheduler.stats().pending_timers < 10 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(scheduler.stats().pending_timers, 10);
+    scheduler.terminate(handle.pid()).unwrap();
+    assert!(handle.wait().is_err());
+    assert_eq!(
+        scheduler.stats().pending_timers,
+        0,
+        "cancelled and freed at the end"
+    );
+}
+
+/// Counts the messages it receives until cancelled; finishes on "stop".
+struct Inbox {
+    got: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process for Inbox {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(m) => {
+                    let text = m.downcast::<&str>().map_err(|_| "a &str")?;
+                    self.got.lock().unwrap().push(text.to_owned());
+                    if text == "stop" {
+                        out.done(Box::new(()));
+                    }
+                }
+                Event::Cancel => out.done(Box::new(())),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn inbox() -> (Inbox, Arc<Mutex<Vec<String>>>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    (Inbox { got: got.clone() }, got)
+}
+
+#[test]
+fn a_delayed_send_from_outside_arrives_after_its_delay_and_can_be_cancelled() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let (process, got) = inbox();
+    let handle = scheduler.spawn(process, "run", ()).unwrap();
+    let sent = Instant::now();
+    let never = scheduler
+        .post_after(Duration::from_millis(10), handle.pid(), "never")
+        .unwrap();
+    scheduler
+        .post_after(Duration::from_millis(30), handle.pid(), "stop")
+        .unwrap();
+    assert!(scheduler.cancel_timer(never));
+    handle.wait().unwrap();
+    assert!(sent.elapsed() >= Duration::from_millis(30));
+    assert_eq!(*got.lock().unwrap(), ["stop"]);
+}
+
+#[test]
+fn a_delayed_send_to_an_unknown_pid_is_refused_at_once() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    let err = scheduler
+        .post_after(Duration::from_millis(1), Pid::local(4242), "x")
+        .unwrap_err();
+    assert_eq!(err.into_package().downcast::<&str>().ok(), Some("x"));
+}
+
+#[test]
+fn a_delayed_send_never_reaches_a_later_process_under_the_same_pid() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let pid = Pid::local(1_000_000);
+    let (first, _) = inbox();
+    let handle = scheduler.submit(pid, first, "run", ()).unwrap();
+    scheduler
+        .post_after(Duration::from_millis(30), pid, "for the first")
+        .unwrap();
+    scheduler.terminate(pid).unwrap();
+    assert!(handle.wait().is_err());
+    let (second, got) = inbox();
+    let handle = scheduler.submit(pid, second, "run", ()).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while scheduler.stats().dead_letters == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        scheduler.stats().dead_letters,
+        1,
+        "the message is a dead letter"
+    );
+    scheduler.post(pid, "stop").unwrap();
+    handle.wait().unwrap();
+    assert_eq!(
+        *got.lock().unwrap(),
+        ["stop"],
+        "the new process never saw it"
+    );
+}
+
+#[test]
+fn shutdown_cancels_the_timers_still_pending() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let (process, got) = inbox();
+    let handle = scheduler.spawn(process, "run", ()).unwrap();
+    for _ in 0..5 {
+        scheduler
+            .post_after(Duration::from_secs(60), handle.pid(), "late")
+            .unwrap();
+    }
+    let report = scheduler.shutdown(WAIT);
+    assert_eq!(report.timers_cancelled, 5);
+    assert!(got.lock().unwrap().is_empty());
+}
+
+#[test]
+fn an_idle_scheduler_with_a_pending_timer_sleeps_until_it_is_due() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let (sleeper, seen) = Sleeper::new(&[(300, 1)], &[], 1);
+    let handle = scheduler.spawn(sleeper, "run", ()).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let parks_before = scheduler.stats().totals().parks;
+    handle.wait().unwrap();
+    let parks = scheduler.stats().totals().parks - parks_before;
+    // Polling every millisecond would park about 250 times per worker.
+    assert!(
+        parks <= 20,
+        "{parks} parks while waiting 250 ms for one timer"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
