@@ -599,3 +599,33 @@ fn a_timer_set_while_the_worker_parks_is_never_missed() {
         assert_eq!(sleepers.sleeping(), 0);
     });
 }
+
+/// A monitor is attached while its target ends: it fires exactly once,
+/// either from the end's list or at once with the end's reason.
+#[test]
+fn a_monitor_set_while_the_process_ends_fires_exactly_once() {
+    use crate::contract::down::ExitReason;
+    use crate::record::relations::{Relations, Watch, Watcher};
+
+    loom::model(|| {
+        let relations = Arc::new(Relations::default());
+        let watcher = Arc::new(Record::new(Pid::local(2), Box::new(Inert)));
+        let ender = {
+            let relations = relations.clone();
+            thread::spawn(move || {
+                relations
+                    .end(ExitReason::Normal)
+                    .map_or(0, |related| related.monitors.len())
+            })
+        };
+        let attached = relations.with_live(|related| {
+            related.monitors.push(Watch {
+                id: 1,
+                watcher: Watcher::Process(watcher.clone()),
+            })
+        });
+        let fired_by_end = ender.join().unwrap();
+        let fired_at_once = usize::from(attached == Err(ExitReason::Normal));
+        assert_eq!(fired_by_end + fired_at_once, 1, "fired exactly once");
+    });
+}

@@ -6,6 +6,7 @@ use std::fmt;
 use relay::{Package, Payload};
 
 use crate::contract::command::{CommandId, Tag};
+use crate::contract::down::Down;
 use crate::timer::TimerId;
 
 /// A boxed error that can cross threads.
@@ -43,6 +44,10 @@ pub enum Event {
         /// The tag the process gave it.
         tag: Tag,
     },
+    /// A process this one monitors has ended (or did not exist): see
+    /// [`Output::monitor`](crate::Output::monitor). Exactly one per
+    /// monitor, never for a monitor removed before.
+    Down(Down),
     /// The scheduler asks the process to finish: it is shutting down. A
     /// process should wrap up and report done; one that does not is
     /// force-completed at the shutdown deadline.
@@ -61,7 +66,7 @@ impl Event {
     pub fn tag(&self) -> Option<Tag> {
         match self {
             Event::Completion { tag, .. } | Event::Timer { tag, .. } => Some(*tag),
-            Event::Message(_) | Event::Cancel => None,
+            Event::Message(_) | Event::Down(_) | Event::Cancel => None,
         }
     }
 }
@@ -80,6 +85,7 @@ impl fmt::Debug for Event {
                 .field("id", id)
                 .field("tag", tag)
                 .finish(),
+            Event::Down(down) => f.debug_tuple("Down").field(down).finish(),
             Event::Cancel => f.write_str("Cancel"),
         }
     }

@@ -10,8 +10,10 @@
 
 pub(crate) mod accepts;
 pub(crate) mod command;
+pub(crate) mod down;
 pub(crate) mod error;
 pub(crate) mod event;
+pub(crate) mod monitoring;
 pub(crate) mod outcome;
 pub(crate) mod output;
 pub(crate) mod process;

@@ -10,7 +10,7 @@ use crate::contract::error::SubmitError;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
 use crate::contract::step_engine::StepEngine;
-use crate::contract::timers::StepTimers;
+use crate::contract::timers::StepOwned;
 use crate::contract::upgrade::Upgrade;
 use crate::record::completion::Completion;
 
@@ -117,7 +117,7 @@ pub struct Output<'a> {
     pub(crate) pid: Pid,
     /// The record being stepped and its list of timers (see
     /// `contract/timers.rs`).
-    pub(crate) timers: StepTimers<'a>,
+    pub(crate) timers: StepOwned<'a>,
 }
 
 impl<'a> Output<'a> {
@@ -125,7 +125,7 @@ impl<'a> Output<'a> {
         yields: &'a mut Vec<Yield>,
         engine: &'a dyn StepEngine,
         pid: Pid,
-        timers: StepTimers<'a>,
+        timers: StepOwned<'a>,
     ) -> Self {
         debug_assert!(yields.is_empty());
         Output {

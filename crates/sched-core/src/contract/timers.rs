@@ -15,11 +15,13 @@ use crate::record::Record;
 use crate::sync::Arc;
 use crate::timer::{Action, TimerId, What};
 
-/// The stepped record and its list of pending timers, lent to [`Output`].
-pub(crate) struct StepTimers<'a> {
+/// The stepped record and its lists of pending timers and monitors, lent
+/// to [`Output`].
+pub(crate) struct StepOwned<'a> {
     pub(crate) record: &'a Arc<Record>,
     pub(crate) owned: &'a mut Vec<TimerId>,
-    pub(crate) uses_timers: &'a mut bool,
+    pub(crate) monitoring: &'a mut Vec<crate::contract::down::MonitorId>,
+    pub(crate) filters_events: &'a mut bool,
 }
 
 /// Past this many timers in a process's list, the ones that fired (sends
@@ -35,7 +37,7 @@ impl Output<'_> {
     /// Adds a timer to this process's list, pruning fired ones now and
     /// then so the list stays as long as the timers actually pending.
     fn own(&mut self, id: TimerId) -> TimerId {
-        *self.timers.uses_timers = true;
+        *self.timers.filters_events = true;
         let owned = &mut *self.timers.owned;
         if owned.len() >= PRUNE_FROM && owned.len().is_power_of_two() {
             let timers = &self.engine.context().shared().timers;

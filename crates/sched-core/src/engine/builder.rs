@@ -297,6 +297,7 @@ impl Builder {
             all_ended_cv: Condvar::new(),
             control,
             timers: Timers::new(self.workers),
+            names: Default::default(),
         };
         Engine {
             shared: shared.into_arc(),

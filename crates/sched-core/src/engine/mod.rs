@@ -13,6 +13,8 @@ mod control;
 pub(crate) mod hooks;
 mod introspect;
 mod live;
+pub(crate) mod monitors;
+pub(crate) mod names;
 mod routing;
 pub(crate) mod shared;
 mod shutdown;
@@ -22,6 +24,7 @@ mod timers;
 pub use builder::Builder;
 pub use context::Context;
 pub use introspect::ProcessInfo;
+pub use monitors::Monitor;
 use shared::Shared;
 pub use shutdown::ShutdownReport;
 

@@ -50,6 +50,7 @@ pub(crate) struct Shared {
     pub(super) all_ended_cv: Condvar,
     pub(super) control: super::control::Control,
     pub(crate) timers: crate::timer::registry::Timers,
+    pub(crate) names: super::names::Names,
 }
 
 /// Where a process that became runnable goes.

@@ -2,6 +2,7 @@
 //! itself and where its outcome goes, in one allocation.
 
 pub(crate) mod completion;
+pub(crate) mod relations;
 pub(crate) mod slot;
 pub(crate) mod state;
 
@@ -9,6 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use relay::Pid;
 
+use crate::contract::down::MonitorId;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, UnsafeCell};
@@ -38,6 +40,8 @@ pub(crate) struct Record {
     /// (see `drain_events`). Embedded, so a process is one allocation less.
     events: mpsc::Queue<Event>,
     pub(crate) slot: ResultSlot,
+    /// Its monitors and names (see `relations.rs`).
+    pub(crate) relations: relations::Relations,
     body: UnsafeCell<Body>,
     /// Someone is inside `with_body`: checked on entry in debug and loom
     /// builds, so a change that lets two owners overlap (say, handing the
@@ -64,9 +68,13 @@ pub(crate) struct Body {
     /// when it ends. A timer event whose id is not here was cancelled and
     /// is dropped before the step sees it.
     pub(crate) timers: Vec<TimerId>,
-    /// The process has set a timer at some point: only then are its events
-    /// checked for cancelled timers.
-    pub(crate) uses_timers: bool,
+    /// The monitors this process set that have not fired for it yet:
+    /// removed when it ends. A down event whose monitor is not here was
+    /// demonitored and is dropped before the step sees it.
+    pub(crate) monitoring: Vec<MonitorId>,
+    /// The process has set a timer or a monitor at some point: only then
+    /// are its events checked for cancelled ones.
+    pub(crate) filters_events: bool,
 }
 
 // SAFETY: `body` is only accessed by the process's current owner, as the
@@ -86,6 +94,7 @@ impl Record {
             cancel_sent: AtomicBool::new(false),
             events: mpsc::Queue::new(),
             slot: ResultSlot::default(),
+            relations: relations::Relations::default(),
             #[cfg(any(debug_assertions, loom))]
             owned: AtomicBool::new(false),
             body: UnsafeCell::new(Body {
@@ -94,7 +103,8 @@ impl Record {
                 blocked: false,
                 unread: Vec::new(),
                 timers: Vec::new(),
-                uses_timers: false,
+                monitoring: Vec::new(),
+                filters_events: false,
             }),
         }
     }

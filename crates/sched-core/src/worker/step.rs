@@ -6,10 +6,11 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::commands::completer::Completer;
 use crate::contract::command::Command;
+use crate::contract::down::MonitorId;
 use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::output::{Events, Output, Status, Yield};
-use crate::contract::timers::StepTimers;
+use crate::contract::timers::StepOwned;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::bump;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
@@ -72,8 +73,8 @@ impl Worker<'_> {
             return Some(body.waiting_state());
         }
         body.waiting = false;
-        if body.uses_timers {
-            drop_cancelled_timers(&mut self.events, &mut body.timers);
+        if body.filters_events {
+            drop_cancelled(&mut self.events, &mut body.timers, &mut body.monitoring);
         }
         if !body.unread.is_empty() {
             // What the last step left unread comes first, in order.
@@ -84,10 +85,11 @@ impl Worker<'_> {
             .process
             .as_mut()
             .expect("a live record has its process");
-        let timers = StepTimers {
+        let timers = StepOwned {
             record,
             owned: &mut body.timers,
-            uses_timers: &mut body.uses_timers,
+            monitoring: &mut body.monitoring,
+            filters_events: &mut body.filters_events,
         };
         let mut output = Output::new(&mut self.yields, &*self.shared, record.pid, timers);
         let mut events = Events::new(self.events.drain(..));
@@ -239,6 +241,16 @@ impl Worker<'_> {
             }
         }
         self.shared.router.unregister(record.pid);
+        // Its monitors fire and its names are free once the PID is: a
+        // watcher that reacts (a supervisor restarting it under the same
+        // name) finds the name available.
+        self.shared
+            .relations_end(record, crate::contract::down::ExitReason::of(&outcome));
+        // The monitors it held on others go, and with them the references
+        // to this record they kept.
+        for monitor in body.monitoring.drain(..) {
+            self.shared.remove_monitor(monitor);
+        }
         // This worker's cache no longer keeps the ended record alive (other
         // workers' caches drop it when they next send to the PID or reuse
         // the entry; either way it holds no process and no result).
@@ -306,18 +318,26 @@ pub(super) fn kill_error(flags: u32) -> ExitError {
     }
 }
 
-/// Drops the timer events of timers the process cancelled after they fell
-/// due (they are no longer in its list); the others leave the list, as
-/// they have now reached the process.
-fn drop_cancelled_timers(events: &mut Vec<Event>, pending: &mut Vec<TimerId>) {
-    events.retain(|event| match event {
-        Event::Timer { id, .. } => match pending.iter().position(|p| p == id) {
+/// Drops the events of timers the process cancelled after they fell due,
+/// and of monitors it removed after they fired (they are no longer in its
+/// lists); the others leave the lists, as they have now reached it.
+fn drop_cancelled(
+    events: &mut Vec<Event>,
+    timers: &mut Vec<TimerId>,
+    monitors: &mut Vec<MonitorId>,
+) {
+    fn take<T: PartialEq>(pending: &mut Vec<T>, item: &T) -> bool {
+        match pending.iter().position(|p| p == item) {
             Some(at) => {
                 pending.swap_remove(at);
                 true
             }
             None => false,
-        },
+        }
+    }
+    events.retain(|event| match event {
+        Event::Timer { id, .. } => take(timers, id),
+        Event::Down(down) => take(monitors, &down.monitor),
         _ => true,
     });
 }

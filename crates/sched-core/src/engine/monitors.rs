@@ -1,0 +1,297 @@
+//! Monitors: one down notification when a watched process ends, and
+//! graceful cancellation of one process.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering::Relaxed};
+use std::sync::Arc as StdArc;
+use std::time::{Duration, Instant};
+
+use relay::Pid;
+
+use super::shared::Shared;
+use super::Context;
+use crate::contract::down::{Down, ExitReason, MonitorId};
+use crate::contract::error::TerminateError;
+use crate::contract::event::Event;
+use crate::record::relations::{Watch, Watcher};
+use crate::record::Record;
+use crate::sync::{Arc, Condvar, Mutex};
+
+/// Monitor ids are handed out in blocks per thread: unique in the whole
+/// program, with one shared atomic write per block, not per monitor.
+const ID_BLOCK: u64 = 1024;
+static NEXT_BLOCK: StdAtomicU64 = StdAtomicU64::new(0);
+
+thread_local! {
+    static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+fn next_id() -> u64 {
+    IDS.with(|ids| {
+        let (mut next, mut end) = ids.get();
+        if next == end {
+            next = NEXT_BLOCK.fetch_add(1, Relaxed) * ID_BLOCK;
+            end = next + ID_BLOCK;
+        }
+        ids.set((next + 1, end));
+        next
+    })
+}
+
+/// Where an outside monitor's notification waits to be read.
+#[derive(Debug, Default)]
+pub(crate) struct DownSlot {
+    down: Mutex<Option<Down>>,
+    ready: Condvar,
+}
+
+impl DownSlot {
+    fn set(&self, down: Down) {
+        *self.down.lock() = Some(down);
+        self.ready.notify_all();
+    }
+}
+
+/// A monitor set from outside the engine: wait for the watched process to
+/// end.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{BoxError, Events, ExitReason, Output, Process, Scheduler};
+/// use std::time::Duration;
+///
+/// struct Crashes;
+/// impl Process for Crashes {
+///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+///         Err("boom".into())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// let pid = scheduler.spawn(Crashes, "run", ())?.pid();
+/// let monitor = scheduler.monitor(pid);
+/// scheduler.start();
+/// let down = monitor.wait_timeout(Duration::from_secs(5)).expect("it ended");
+/// assert_eq!((down.pid, down.reason), (pid, ExitReason::Error));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Monitor {
+    id: MonitorId,
+    slot: StdArc<DownSlot>,
+}
+
+impl Monitor {
+    /// The monitor's id (for [`Context::demonitor`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Monitor`].
+    pub fn id(&self) -> MonitorId {
+        self.id
+    }
+
+    /// Waits until the watched process ends (at once if it had ended, or
+    /// never existed).
+    ///
+    /// # Examples
+    ///
+    /// See [`Monitor`].
+    pub fn wait(&self) -> Down {
+        let mut down = self.slot.down.lock();
+        loop {
+            if let Some(down) = *down {
+                return down;
+            }
+            down = self.slot.ready.wait(down);
+        }
+    }
+
+    /// As [`wait`](Monitor::wait), giving up after `timeout`: `None` if
+    /// the process is still running.
+    ///
+    /// # Examples
+    ///
+    /// See [`Monitor`].
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Down> {
+        let deadline = Instant::now() + timeout;
+        let mut down = self.slot.down.lock();
+        loop {
+            if let Some(down) = *down {
+                return Some(down);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            down = self.slot.ready.wait_until(down, deadline).0;
+        }
+    }
+
+    /// The notification, if the process has ended.
+    ///
+    /// # Examples
+    ///
+    /// See [`Monitor`].
+    pub fn try_get(&self) -> Option<Down> {
+        *self.slot.down.lock()
+    }
+}
+
+impl Shared {
+    /// Attaches a monitor of `target` for `watcher`; tells it at once if
+    /// `target` has ended or does not exist.
+    pub(crate) fn add_monitor(&self, target: Pid, watcher: Watcher) -> MonitorId {
+        let monitor = MonitorId {
+            target,
+            id: next_id(),
+        };
+        let record = self.router.with(target, Arc::clone);
+        let refused = match record {
+            None => Some((ExitReason::NoProcess, watcher)),
+            Some(record) => {
+                let mut watcher = Some(watcher);
+                let attached = record.relations.with_live(|related| {
+                    related.monitors.push(Watch {
+                        id: monitor.id,
+                        watcher: watcher.take().expect("taken once"),
+                    });
+                });
+                attached
+                    .err()
+                    .map(|reason| (reason, watcher.take().expect("not attached")))
+            }
+        };
+        if let Some((reason, watcher)) = refused {
+            self.tell_down(
+                watcher,
+                Down {
+                    monitor,
+                    pid: target,
+                    reason,
+                },
+            );
+        }
+        monitor
+    }
+
+    /// Detaches a monitor; `true` if it had not fired.
+    pub(crate) fn remove_monitor(&self, monitor: MonitorId) -> bool {
+        let Some(record) = self.router.with(monitor.target, Arc::clone) else {
+            return false;
+        };
+        let removed = record.relations.with_existing(|related| {
+            let at = related.monitors.iter().position(|w| w.id == monitor.id)?;
+            Some(related.monitors.swap_remove(at))
+        });
+        // The watch holds its watcher's record: dropped outside the lock.
+        removed.flatten().is_some()
+    }
+
+    fn tell_down(&self, watcher: Watcher, down: Down) {
+        match watcher {
+            Watcher::Process(record) => {
+                if let Ok(wake) = record.deliver(Event::Down(down)) {
+                    self.after_wake(&record, wake);
+                }
+            }
+            Watcher::Outside(slot) => slot.set(down),
+        }
+    }
+
+    /// `record` has ended with `reason`: fires its monitors and releases
+    /// its names. Runs once per process, on the worker that ended it.
+    pub(crate) fn relations_end(&self, record: &Record, reason: ExitReason) {
+        let Some(related) = record.relations.end(reason) else {
+            return;
+        };
+        for watch in related.monitors {
+            let down = Down {
+                monitor: MonitorId {
+                    target: record.pid,
+                    id: watch.id,
+                },
+                pid: record.pid,
+                reason,
+            };
+            self.tell_down(watch.watcher, down);
+        }
+        for name in related.names {
+            self.names.release(&name, record);
+        }
+    }
+}
+
+impl Context {
+    /// Watches `pid` from outside the engine: the returned [`Monitor`]
+    /// receives one [`Down`] when it ends (at once if it has ended or never
+    /// existed).
+    ///
+    /// # Examples
+    ///
+    /// See [`Monitor`].
+    pub fn monitor(&self, pid: Pid) -> Monitor {
+        let slot = StdArc::new(DownSlot::default());
+        let id = self
+            .shared()
+            .add_monitor(pid, Watcher::Outside(StdArc::clone(&slot)));
+        Monitor { id, slot }
+    }
+
+    /// Removes a monitor (set from outside or by a step). Returns `true`
+    /// if it had not fired: it never will.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let monitor = engine.monitor(sched::Pid::local(99));
+    /// assert!(!engine.demonitor(monitor.id()), "already fired: no such process");
+    /// ```
+    pub fn demonitor(&self, monitor: MonitorId) -> bool {
+        self.shared().remove_monitor(monitor)
+    }
+
+    /// Asks process `pid` to finish: it receives
+    /// [`Event::Cancel`](crate::Event::Cancel), as at shutdown, and ends its
+    /// own way (a compensation step, a final message, `done`). Unlike
+    /// [`terminate`](Context::terminate), nothing is forced: a process that
+    /// ignores the cancel keeps running. A process gets at most one cancel,
+    /// from this or from shutdown.
+    ///
+    /// # Errors
+    ///
+    /// [`TerminateError::NotFound`] if no live process has that PID.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// assert!(engine.cancel(sched::Pid::local(404)).is_err());
+    /// ```
+    pub fn cancel(&self, pid: Pid) -> Result<(), TerminateError> {
+        let shared = self.shared();
+        let Some(record) = shared.router.with(pid, Arc::clone) else {
+            return Err(TerminateError::NotFound(pid));
+        };
+        if let Some(wake) = record.deliver_cancel() {
+            shared.after_wake(&record, wake);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::next_id;
+
+    #[test]
+    fn ids_are_unique_across_threads() {
+        let ids: Vec<u64> = (0..4)
+            .map(|_| std::thread::spawn(|| (0..3000).map(|_| next_id()).collect::<Vec<_>>()))
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len());
+    }
+}

@@ -1,0 +1,268 @@
+//! Monitors, graceful cancel of one process, and registered names.
+
+use sched::{
+    BoxError, Down, Event, Events, ExitReason, NameError, Output, Pid, Process, Scheduler, Tag,
+};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Ends the way its first message says.
+struct Obedient;
+
+impl Process for Obedient {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(m) => match *m.payload::<&str>().unwrap_or(&"") {
+                    "finish" => out.done(Box::new(())),
+                    "fail" => return Err("asked to fail".into()),
+                    "panic" => panic!("asked to panic"),
+                    _ => {}
+                },
+                Event::Cancel => out.done(Box::new("cancelled gracefully")),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn started(workers: usize) -> Scheduler {
+    let scheduler = Scheduler::builder().workers(workers).build();
+    scheduler.start();
+    scheduler
+}
+
+#[test]
+fn an_outside_monitor_reports_how_the_process_ended() {
+    let scheduler = started(2);
+    for (order, reason) in [
+        ("finish", ExitReason::Normal),
+        ("fail", ExitReason::Error),
+        ("panic", ExitReason::Panicked),
+    ] {
+        let pid = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+        let monitor = scheduler.monitor(pid);
+        assert_eq!(monitor.try_get(), None);
+        scheduler.post(pid, order).unwrap();
+        let down = monitor.wait_timeout(WAIT).expect("it ended");
+        assert_eq!(
+            (down.pid, down.reason, down.monitor),
+            (pid, reason, monitor.id())
+        );
+    }
+    let pid = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let monitor = scheduler.monitor(pid);
+    scheduler.terminate(pid).unwrap();
+    assert_eq!(monitor.wait().reason, ExitReason::Terminated);
+    // Ended, then monitored: the PID is gone.
+    assert_eq!(scheduler.monitor(pid).wait().reason, ExitReason::NoProcess);
+    assert_eq!(
+        scheduler.monitor(Pid::local(777_777)).wait().reason,
+        ExitReason::NoProcess
+    );
+}
+
+#[test]
+fn a_demonitored_monitor_never_fires() {
+    let scheduler = started(1);
+    let pid = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let monitor = scheduler.monitor(pid);
+    assert!(scheduler.demonitor(monitor.id()));
+    assert!(!scheduler.demonitor(monitor.id()), "removed once");
+    scheduler.post(pid, "finish").unwrap();
+    assert_eq!(monitor.wait_timeout(Duration::from_millis(100)), None);
+}
+
+/// Spawns `children` children, monitors each (twice for the first), tells
+/// them to fail, and ends with the downs it saw, once its timer says no
+/// more are coming.
+struct Parent {
+    children: usize,
+    downs: Vec<Down>,
+    started: bool,
+}
+
+impl Process for Parent {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if !self.started {
+            self.started = true;
+            for i in 0..self.children {
+                let child = out.spawn(Obedient, "run", ())?;
+                out.monitor(child.pid());
+                if i == 0 {
+                    out.monitor(child.pid());
+                }
+                out.send(sched::Package::new(out.pid(), child.pid(), "fail"))?;
+            }
+        }
+        for event in events {
+            match event {
+                Event::Down(down) => {
+                    self.downs.push(down);
+                    if self.downs.len() == self.children + 1 {
+                        // Wait a little for any extra (wrong) notification.
+                        out.set_timer(Duration::from_millis(50), Tag(0));
+                    }
+                }
+                Event::Timer { .. } => out.done(Box::new(std::mem::take(&mut self.downs))),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_process_monitor_fires_exactly_once_per_monitor() {
+    let scheduler = started(2);
+    let parent = Parent {
+        children: 50,
+        downs: Vec::new(),
+        started: false,
+    };
+    let downs = scheduler.spawn(parent, "run", ()).unwrap().wait().unwrap();
+    let downs = downs.downcast_ref::<Vec<Down>>().unwrap();
+    assert_eq!(downs.len(), 51);
+    let distinct: std::collections::HashSet<_> = downs.iter().map(|d| d.monitor).collect();
+    assert_eq!(distinct.len(), 51, "no monitor fired twice");
+    assert!(downs.iter().all(|d| d.reason == ExitReason::Error));
+}
+
+/// Monitors `target`, then ends at once (or, as `watcher: false`, counts
+/// any down it gets).
+struct Watcher {
+    target: Pid,
+    leave: bool,
+    downs: Arc<AtomicUsize>,
+}
+
+impl Process for Watcher {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.leave {
+            out.monitor(self.target);
+            out.done(Box::new(()));
+            return Ok(());
+        }
+        for event in events {
+            match event {
+                Event::Down(_) => {
+                    self.downs.fetch_add(1, SeqCst);
+                }
+                Event::Cancel => out.done(Box::new(())),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_monitor_never_reaches_a_later_process_under_the_watchers_pid() {
+    let scheduler = started(2);
+    let target = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let watcher_pid = Pid::local(5_000_000);
+    let downs = Arc::new(AtomicUsize::new(0));
+    let first = Watcher {
+        target,
+        leave: true,
+        downs: downs.clone(),
+    };
+    scheduler
+        .submit(watcher_pid, first, "run", ())
+        .unwrap()
+        .wait()
+        .unwrap();
+    let second = Watcher {
+        target,
+        leave: false,
+        downs: downs.clone(),
+    };
+    let second = scheduler.submit(watcher_pid, second, "run", ()).unwrap();
+    let monitor = scheduler.monitor(target);
+    scheduler.post(target, "finish").unwrap();
+    monitor.wait_timeout(WAIT).expect("the target ended");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(downs.load(SeqCst), 0, "the later process was not told");
+    scheduler.cancel(second.pid()).unwrap();
+    second.wait().unwrap();
+}
+
+#[test]
+fn monitors_racing_the_end_each_fire_exactly_once() {
+    let scheduler = started(2);
+    for _ in 0..200 {
+        let pid = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+        let racer = {
+            let posted = scheduler.post(pid, "finish");
+            posted.map(|_| ())
+        };
+        racer.unwrap();
+        let monitors: Vec<_> = (0..4).map(|_| scheduler.monitor(pid)).collect();
+        for monitor in monitors {
+            let down = monitor.wait_timeout(WAIT).expect("fired");
+            assert!(matches!(
+                down.reason,
+                ExitReason::Normal | ExitReason::NoProcess
+            ));
+        }
+    }
+}
+
+/// Ignores the cancel: keeps running.
+struct Stubborn;
+
+impl Process for Stubborn {
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn cancel_lets_the_process_finish_its_own_way_and_terminate_forces_it() {
+    let scheduler = started(2);
+    let graceful = scheduler.spawn(Obedient, "run", ()).unwrap();
+    scheduler.cancel(graceful.pid()).unwrap();
+    let result = graceful.wait().unwrap();
+    assert_eq!(result.downcast_ref::<&str>(), Some(&"cancelled gracefully"));
+
+    let mut stubborn = scheduler.spawn(Stubborn, "run", ()).unwrap();
+    scheduler.cancel(stubborn.pid()).unwrap();
+    assert!(stubborn.wait_timeout(Duration::from_millis(100)).is_none());
+    scheduler.terminate(stubborn.pid()).unwrap();
+    assert!(matches!(stubborn.wait(), Err(sched::ExitError::Terminated)));
+    assert!(scheduler.cancel(Pid::local(123_456)).is_err());
+}
+
+#[test]
+fn names_are_registered_found_refused_and_released_at_the_end() {
+    let scheduler = started(2);
+    let first = scheduler.spawn(Obedient, "run", ()).unwrap();
+    let second = scheduler.spawn(Obedient, "run", ()).unwrap();
+    scheduler.register_name("db", first.pid()).unwrap();
+    scheduler.register_name("primary", first.pid()).unwrap();
+    assert_eq!(scheduler.whereis("db"), Some(first.pid()));
+    match scheduler.register_name("db", second.pid()) {
+        Err(NameError::Taken { by, .. }) => assert_eq!(by, first.pid()),
+        other => panic!("expected Taken, got {other:?}"),
+    }
+    assert_eq!(
+        scheduler.register_name("x", Pid::local(999_999)),
+        Err(NameError::NoProcess(Pid::local(999_999)))
+    );
+    scheduler.post_named("db", "finish").unwrap();
+    first.wait().unwrap();
+    let deadline = Instant::now() + WAIT;
+    while scheduler.whereis("db").is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(scheduler.whereis("db"), None, "released at the end");
+    assert_eq!(scheduler.whereis("primary"), None);
+    assert!(scheduler.post_named("db", "x").is_err());
+    scheduler.register_name("db", second.pid()).unwrap();
+    assert_eq!(scheduler.unregister_name("db"), Some(second.pid()));
+    assert_eq!(scheduler.whereis("db"), None);
+}
