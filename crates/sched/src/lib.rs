@@ -103,11 +103,11 @@ pub use relay::{
     PidsExhausted, Receiver, RegisterError, Router, SendError, SendErrorKind,
 };
 pub use sched_core::{
-    Accepts, BoxError, Command, CommandError, CommandHandler, CommandId, CompleteError,
-    Completer, Completion, Context, Down, Engine, Event, Events, ExitError, ExitReason,
-    InitContext, InitError, Monitor, MonitorId, NameError, Outcome, Output, Process, ProcessInfo,
-    ProcessState, Rejected, ShutdownReport, Stats, SubmitError, Tag, TerminateError, TimerId,
-    UpgradeError, WorkerStats, DEFAULT_METHOD,
+    Accepts, AskError, AskId, BoxError, Command, CommandError, CommandHandler,
+    CommandId, CompleteError, Completer, Completion, Context, Down, Engine, Event, Events,
+    ExitError, ExitReason, InitContext, InitError, Monitor, MonitorId, NameError, Outcome, Output,
+    Process, ProcessInfo, ProcessState, Rejected, Reply, ReplyTo, ShutdownReport, Stats,
+    SubmitError, Tag, TerminateError, TimerId, UpgradeError, WorkerStats, DEFAULT_METHOD,
 };
 
 #[cfg(doctest)]

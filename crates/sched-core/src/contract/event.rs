@@ -7,6 +7,7 @@ use relay::{Package, Payload};
 
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::down::Down;
+use crate::contract::reply::{AskError, AskId, ReplyTo};
 use crate::timer::TimerId;
 
 /// A boxed error that can cross threads.
@@ -48,6 +49,23 @@ pub enum Event {
     /// [`Output::monitor`](crate::Output::monitor). Exactly one per
     /// monitor, never for a monitor removed before.
     Down(Down),
+    /// Another process, or code outside, asks something and waits for the
+    /// answer: reply through `reply` (dropping it unanswered tells the
+    /// asker there will be no answer).
+    Request {
+        /// The question: its payload, and the asker as its source.
+        request: Package,
+        /// The right to answer, once.
+        reply: ReplyTo,
+    },
+    /// The answer to an [`Output::ask`](crate::Output::ask) this process
+    /// made: exactly one per ask, the answer or why there is none.
+    Reply {
+        /// The ask, as `Output::ask` returned it.
+        id: AskId,
+        /// The answer, or [`AskError::Timeout`] / [`AskError::NoReply`].
+        result: Result<Payload, AskError>,
+    },
     /// The scheduler asks the process to finish: it is shutting down. A
     /// process should wrap up and report done; one that does not is
     /// force-completed at the shutdown deadline.
@@ -66,7 +84,11 @@ impl Event {
     pub fn tag(&self) -> Option<Tag> {
         match self {
             Event::Completion { tag, .. } | Event::Timer { tag, .. } => Some(*tag),
-            Event::Message(_) | Event::Down(_) | Event::Cancel => None,
+            Event::Message(_)
+            | Event::Down(_)
+            | Event::Request { .. }
+            | Event::Reply { .. }
+            | Event::Cancel => None,
         }
     }
 }
@@ -86,6 +108,12 @@ impl fmt::Debug for Event {
                 .field("tag", tag)
                 .finish(),
             Event::Down(down) => f.debug_tuple("Down").field(down).finish(),
+            Event::Request { request, .. } => f.debug_tuple("Request").field(request).finish(),
+            Event::Reply { id, result } => f
+                .debug_struct("Reply")
+                .field("id", id)
+                .field("ok", &result.is_ok())
+                .finish(),
             Event::Cancel => f.write_str("Cancel"),
         }
     }

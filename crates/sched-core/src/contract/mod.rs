@@ -17,6 +17,7 @@ pub(crate) mod monitoring;
 pub(crate) mod outcome;
 pub(crate) mod output;
 pub(crate) mod process;
+pub(crate) mod reply;
 pub(crate) mod step_engine;
 pub(crate) mod timers;
 pub(crate) mod upgrade;

@@ -21,6 +21,9 @@ pub(crate) struct StepOwned<'a> {
     pub(crate) record: &'a Arc<Record>,
     pub(crate) owned: &'a mut Vec<TimerId>,
     pub(crate) monitoring: &'a mut Vec<crate::contract::down::MonitorId>,
+    pub(crate) asks: &'a mut Vec<(crate::contract::reply::AskId, TimerId)>,
+    /// The engine, owned (an ask's answer path keeps it).
+    pub(crate) shared: &'a Arc<Shared>,
     pub(crate) filters_events: &'a mut bool,
 }
 

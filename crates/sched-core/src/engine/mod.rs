@@ -7,6 +7,7 @@
 //! `stats` (the counters behind introspection).
 
 mod admission;
+pub(crate) mod ask;
 mod builder;
 mod context;
 mod control;
@@ -21,6 +22,7 @@ mod shutdown;
 pub(crate) mod stats;
 mod timers;
 
+pub use ask::Reply;
 pub use builder::Builder;
 pub use context::Context;
 pub use introspect::ProcessInfo;

@@ -26,7 +26,7 @@ thread_local! {
     static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
-fn next_id() -> u64 {
+pub(crate) fn next_id() -> u64 {
     IDS.with(|ids| {
         let (mut next, mut end) = ids.get();
         if next == end {

@@ -13,6 +13,7 @@ use relay::Pid;
 use crate::contract::down::MonitorId;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
+use crate::contract::reply::AskId;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, UnsafeCell};
 use crate::timer::TimerId;
 use slot::ResultSlot;
@@ -72,6 +73,10 @@ pub(crate) struct Body {
     /// removed when it ends. A down event whose monitor is not here was
     /// demonitored and is dropped before the step sees it.
     pub(crate) monitoring: Vec<MonitorId>,
+    /// The asks this process made that have not been answered, with their
+    /// timeout timers. A reply whose ask is not here came after the
+    /// timeout (or twice) and is dropped before the step sees it.
+    pub(crate) asks: Vec<(AskId, TimerId)>,
     /// The process has set a timer or a monitor at some point: only then
     /// are its events checked for cancelled ones.
     pub(crate) filters_events: bool,
@@ -104,6 +109,7 @@ impl Record {
                 unread: Vec::new(),
                 timers: Vec::new(),
                 monitoring: Vec::new(),
+                asks: Vec::new(),
                 filters_events: false,
             }),
         }

@@ -71,4 +71,6 @@ pub(crate) enum What {
     Wake { tag: Tag, id: Option<TimerId> },
     /// Deliver a message.
     Message(Package),
+    /// Tell an asking process its ask timed out.
+    AskTimeout(crate::contract::reply::AskId),
 }

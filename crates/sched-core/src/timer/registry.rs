@@ -220,6 +220,20 @@ impl Shared {
                     Err(event) => Some(event),
                 }
             }
+            What::AskTimeout(id) => {
+                let event = Event::Reply {
+                    id,
+                    result: Err(crate::contract::reply::AskError::Timeout),
+                };
+                match record.deliver(event) {
+                    Ok(wake) => {
+                        self.after_wake(&record, wake);
+                        None
+                    }
+                    // The asker has ended: nobody is waiting.
+                    Err(_) => None,
+                }
+            }
             What::Message(package) => self
                 .deliver_message(&record, package)
                 .err()

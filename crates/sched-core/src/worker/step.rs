@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::commands::completer::Completer;
 use crate::contract::command::Command;
-use crate::contract::down::MonitorId;
+
 use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::output::{Events, Output, Status, Yield};
@@ -17,7 +17,7 @@ use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, Record};
 use crate::sync::Arc;
-use crate::timer::TimerId;
+use crate::timer::registry::Timers;
 
 use super::Worker;
 
@@ -74,7 +74,7 @@ impl Worker<'_> {
         }
         body.waiting = false;
         if body.filters_events {
-            drop_cancelled(&mut self.events, &mut body.timers, &mut body.monitoring);
+            drop_cancelled(&mut self.events, body, &self.shared.timers);
         }
         if !body.unread.is_empty() {
             // What the last step left unread comes first, in order.
@@ -89,6 +89,8 @@ impl Worker<'_> {
             record,
             owned: &mut body.timers,
             monitoring: &mut body.monitoring,
+            asks: &mut body.asks,
+            shared: &self.shared,
             filters_events: &mut body.filters_events,
         };
         let mut output = Output::new(&mut self.yields, &*self.shared, record.pid, timers);
@@ -221,6 +223,7 @@ impl Worker<'_> {
                 .collect();
             self.shared.drop_timers(cancelled);
         }
+        body.asks = Vec::new();
         let mut dead = std::mem::take(&mut body.unread);
         // SAFETY: `end` runs with the body borrowed, so we own the process.
         let closed = unsafe { record.close_events() };
@@ -321,11 +324,13 @@ pub(super) fn kill_error(flags: u32) -> ExitError {
 /// Drops the events of timers the process cancelled after they fell due,
 /// and of monitors it removed after they fired (they are no longer in its
 /// lists); the others leave the lists, as they have now reached it.
-fn drop_cancelled(
-    events: &mut Vec<Event>,
-    timers: &mut Vec<TimerId>,
-    monitors: &mut Vec<MonitorId>,
-) {
+fn drop_cancelled(events: &mut Vec<Event>, body: &mut Body, engine_timers: &Timers) {
+    let Body {
+        timers,
+        monitoring: monitors,
+        asks,
+        ..
+    } = body;
     fn take<T: PartialEq>(pending: &mut Vec<T>, item: &T) -> bool {
         match pending.iter().position(|p| p == item) {
             Some(at) => {
@@ -338,6 +343,18 @@ fn drop_cancelled(
     events.retain(|event| match event {
         Event::Timer { id, .. } => take(timers, id),
         Event::Down(down) => take(monitors, &down.monitor),
+        Event::Reply { id, .. } => match asks.iter().position(|(ask, _)| ask == id) {
+            // The first answer (or the timeout) settles the ask: its timer
+            // goes (it may be the one that fired), later answers are
+            // dropped.
+            Some(at) => {
+                let (_, timer) = asks.swap_remove(at);
+                take(timers, &timer);
+                drop(engine_timers.cancel(timer));
+                true
+            }
+            None => false,
+        },
         _ => true,
     });
 }

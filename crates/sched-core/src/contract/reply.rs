@@ -1,0 +1,173 @@
+//! Request-reply: the asked process answers through a [`ReplyTo`] that only
+//! it holds, so the correlation is the library's, not a field any sender
+//! could forge.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc as StdArc;
+
+use relay::{Payload, Pid};
+
+use crate::contract::event::Event;
+use crate::engine::ask::ReplySlot;
+use crate::engine::shared::Shared;
+use crate::record::Record;
+use crate::sync::Arc;
+
+/// Identifies one `ask` made from a step; its answer arrives as
+/// [`Event::Reply`](crate::Event::Reply) with this id.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{AskId, Event};
+/// fn answers(event: &Event, question: AskId) -> bool {
+///     matches!(event, Event::Reply { id, .. } if *id == question)
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AskId(pub(crate) u64);
+
+/// Why an `ask` got no answer.
+///
+/// # Examples
+///
+/// ```
+/// use sched::AskError;
+/// assert_eq!(AskError::Timeout.to_string(), "no reply before the timeout");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AskError {
+    /// The timeout passed first.
+    Timeout,
+    /// The asked process dropped the request without replying (it ended,
+    /// or chose not to answer).
+    NoReply,
+    /// The reply was already taken from this handle.
+    AlreadyTaken,
+}
+
+impl fmt::Display for AskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AskError::Timeout => "no reply before the timeout",
+            AskError::NoReply => "the request was dropped without a reply",
+            AskError::AlreadyTaken => "the reply was already taken",
+        })
+    }
+}
+
+impl Error for AskError {}
+
+/// The right to answer one request, received with
+/// [`Event::Request`](crate::Event::Request). Answer with
+/// [`reply`](ReplyTo::reply); dropping it unanswered tells the asker
+/// [`AskError::NoReply`] at once. It may be moved to another thread (a
+/// handler doing the work) and answered from there.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{BoxError, Event, Events, Output, Process};
+///
+/// /// Answers every request with the square of the number asked.
+/// struct Squarer;
+/// impl Process for Squarer {
+///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let Event::Request { request, reply } = event {
+///                 let n = request.downcast::<u64>().map_err(|_| "not a u64")?;
+///                 reply.reply(n * n);
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
+pub struct ReplyTo {
+    asker: Option<Asker>,
+}
+
+pub(crate) enum Asker {
+    /// Code outside the engine, waiting on a handle.
+    Outside(StdArc<ReplySlot>),
+    /// A process, told with `Event::Reply`.
+    Process {
+        shared: Arc<Shared>,
+        record: Arc<Record>,
+        id: AskId,
+    },
+}
+
+impl ReplyTo {
+    pub(crate) fn new(asker: Asker) -> Self {
+        ReplyTo { asker: Some(asker) }
+    }
+
+    /// The PID of the asking process ([`Pid::OUTSIDE`] for code outside
+    /// the engine).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Pid, ReplyTo};
+    /// fn from_outside(reply: &ReplyTo) -> bool { reply.asker() == Pid::OUTSIDE }
+    /// ```
+    pub fn asker(&self) -> Pid {
+        match &self.asker {
+            Some(Asker::Process { record, .. }) => record.pid,
+            _ => Pid::OUTSIDE,
+        }
+    }
+
+    /// Answers the request. An asker that gave up (its timeout passed, it
+    /// ended) never sees the answer.
+    ///
+    /// # Examples
+    ///
+    /// See [`ReplyTo`].
+    pub fn reply(mut self, answer: impl std::any::Any + Send) {
+        if let Some(asker) = self.asker.take() {
+            asker.answer(Ok(relay::into_payload(answer)));
+        }
+    }
+}
+
+impl ReplyTo {
+    /// Gives the right up without telling the asker (a request that was
+    /// never delivered: the asker learns it from the send error).
+    pub(crate) fn forget(mut self) {
+        self.asker = None;
+    }
+}
+
+impl Asker {
+    fn answer(self, result: Result<Payload, AskError>) {
+        match self {
+            Asker::Outside(slot) => slot.set(result),
+            Asker::Process { shared, record, id } => {
+                if let Ok(wake) = record.deliver(Event::Reply { id, result }) {
+                    shared.after_wake(&record, wake);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ReplyTo {
+    fn drop(&mut self) {
+        if let Some(asker) = self.asker.take() {
+            asker.answer(Err(AskError::NoReply));
+        }
+    }
+}
+
+impl fmt::Debug for ReplyTo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplyTo")
+            .field("asker", &self.asker())
+            .field("answered", &self.asker.is_none())
+            .finish()
+    }
+}

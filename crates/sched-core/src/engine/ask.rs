@@ -1,0 +1,263 @@
+//! `ask`: send a request and get one answer, from outside the engine (a
+//! [`Reply`] handle) or from a step (an [`Event::Reply`], with a timeout
+//! from the engine's timers).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc as StdArc;
+use std::task::{Context as TaskContext, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use relay::{Package, Payload, Pid, SendError};
+
+use super::shared::Shared;
+use super::Context;
+use crate::contract::event::Event;
+use crate::contract::output::Output;
+use crate::contract::reply::{AskError, AskId, Asker, ReplyTo};
+use crate::sync::{Arc, Condvar, Mutex};
+use crate::timer::{Action, What};
+
+/// Where an outside asker's answer waits.
+#[derive(Debug, Default)]
+pub(crate) struct ReplySlot {
+    state: Mutex<SlotState>,
+    ready: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct SlotState {
+    answer: Option<Result<Payload, AskError>>,
+    taken: bool,
+    waker: Option<Waker>,
+}
+
+impl ReplySlot {
+    pub(crate) fn set(&self, answer: Result<Payload, AskError>) {
+        let waker = {
+            let mut state = self.state.lock();
+            if state.answer.is_some() || state.taken {
+                return;
+            }
+            state.answer = Some(answer);
+            state.waker.take()
+        };
+        self.ready.notify_all();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    fn take(state: &mut SlotState) -> Option<Result<Payload, AskError>> {
+        if state.taken {
+            return Some(Err(AskError::AlreadyTaken));
+        }
+        let answer = state.answer.take()?;
+        state.taken = true;
+        Some(answer)
+    }
+}
+
+/// The answer to an `ask` made from outside the engine: wait for it (with
+/// a timeout), or `.await` it.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{BoxError, Event, Events, Output, Process, Scheduler};
+/// use std::time::Duration;
+///
+/// struct Squarer;
+/// impl Process for Squarer {
+///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let Event::Request { request, reply } = event {
+///                 let n = request.downcast::<u64>().map_err(|_| "not a u64")?;
+///                 reply.reply(n * n);
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let squarer = scheduler.spawn(Squarer, "run", ())?;
+/// let mut reply = scheduler.ask(squarer.pid(), 7u64)?;
+/// let answer = reply.wait_timeout(Duration::from_secs(5))?;
+/// assert_eq!(answer.downcast_ref::<u64>(), Some(&49));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Reply {
+    slot: StdArc<ReplySlot>,
+}
+
+impl Reply {
+    /// Waits for the answer.
+    ///
+    /// # Errors
+    ///
+    /// [`AskError::NoReply`] if the request was dropped unanswered (the
+    /// process ended, or chose not to answer);
+    /// [`AskError::AlreadyTaken`] if the answer was taken before.
+    ///
+    /// # Examples
+    ///
+    /// See [`Reply`].
+    pub fn wait(&mut self) -> Result<Payload, AskError> {
+        let mut state = self.slot.state.lock();
+        loop {
+            if let Some(answer) = ReplySlot::take(&mut state) {
+                return answer;
+            }
+            state = self.slot.ready.wait(state);
+        }
+    }
+
+    /// As [`wait`](Reply::wait), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`AskError::Timeout`] if no answer came in time (a later one is
+    /// still taken by a later wait); otherwise as for
+    /// [`wait`](Reply::wait).
+    ///
+    /// # Examples
+    ///
+    /// See [`Reply`].
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Payload, AskError> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.slot.state.lock();
+        loop {
+            if let Some(answer) = ReplySlot::take(&mut state) {
+                return answer;
+            }
+            if Instant::now() >= deadline {
+                return Err(AskError::Timeout);
+            }
+            state = self.slot.ready.wait_until(state, deadline).0;
+        }
+    }
+}
+
+/// Resolves to the answer, as [`Reply::wait`] returns it.
+impl Future for Reply {
+    type Output = Result<Payload, AskError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let mut state = self.slot.state.lock();
+        if let Some(answer) = ReplySlot::take(&mut state) {
+            return Poll::Ready(answer);
+        }
+        match &state.waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => state.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl Shared {
+    /// Delivers a request to `to`, answered through `asker`. When it cannot
+    /// be delivered the asker is never told (the caller gets the error).
+    fn ask(&self, from: Pid, to: Pid, payload: Payload, asker: Asker) -> Result<(), SendError> {
+        let Some(record) = self.router.with(to, Arc::clone) else {
+            return Err(SendError::unknown_target(Package::from_payload(
+                from, to, payload,
+            )));
+        };
+        let event = Event::Request {
+            request: Package::from_payload(from, to, payload),
+            reply: ReplyTo::new(asker),
+        };
+        match record.deliver(event) {
+            Ok(wake) => {
+                self.after_wake(&record, wake);
+                Ok(())
+            }
+            Err(Event::Request { request, reply }) => {
+                reply.forget();
+                Err(SendError::closed(request))
+            }
+            Err(_) => unreachable!("a request comes back as a request"),
+        }
+    }
+}
+
+impl Context {
+    /// Sends `payload` to `to` as a request, from [`Pid::OUTSIDE`]: the
+    /// process receives [`Event::Request`](crate::Event::Request) and
+    /// answers through its [`ReplyTo`]. Wait for the answer on the returned
+    /// [`Reply`], or `.await` it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Context::send): the target is unknown, has ended or
+    /// its mailbox is full.
+    ///
+    /// # Examples
+    ///
+    /// See [`Reply`].
+    pub fn ask(&self, to: Pid, payload: impl std::any::Any + Send) -> Result<Reply, SendError> {
+        let slot = StdArc::new(ReplySlot::default());
+        let asker = Asker::Outside(StdArc::clone(&slot));
+        self.shared()
+            .ask(Pid::OUTSIDE, to, relay::into_payload(payload), asker)?;
+        Ok(Reply { slot })
+    }
+}
+
+impl Output<'_> {
+    /// Sends `payload` to `to` as a request and returns its id: the answer
+    /// arrives as [`Event::Reply`](crate::Event::Reply) with that id and
+    /// `Ok(answer)`, or with `Err(AskError::Timeout)` if `timeout` passes
+    /// first, or `Err(AskError::NoReply)` if the process drops the request.
+    /// Exactly one `Reply` event per ask; an answer after the timeout is
+    /// dropped. The ask belongs to this process: if it ends first, nothing
+    /// arrives anywhere.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Output::send).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{AskId, Output, Pid};
+    /// use std::time::Duration;
+    /// fn price_of(out: &mut Output<'_>, pricer: Pid, item: u32) -> Option<AskId> {
+    ///     out.ask(pricer, item, Duration::from_millis(100)).ok()
+    /// }
+    /// ```
+    pub fn ask(
+        &mut self,
+        to: Pid,
+        payload: impl std::any::Any + Send,
+        timeout: Duration,
+    ) -> Result<AskId, SendError> {
+        let shared = self.engine.context().shared();
+        let id = AskId(super::monitors::next_id());
+        let record = Arc::clone(self.timers.record);
+        let asker = Asker::Process {
+            shared: Arc::clone(self.timers.shared),
+            record: Arc::clone(&record),
+            id,
+        };
+        shared.ask(self.pid, to, relay::into_payload(payload), asker)?;
+        let at = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+        let timer = shared.set_timer(
+            at,
+            Action {
+                record,
+                what: What::AskTimeout(id),
+            },
+        );
+        *self.timers.filters_events = true;
+        self.timers.owned.push(timer);
+        self.timers.asks.push((id, timer));
+        Ok(id)
+    }
+}

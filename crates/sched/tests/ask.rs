@@ -1,0 +1,144 @@
+//! Request-reply: `ask` from outside (a `Reply` handle) and from a step
+//! (`Event::Reply`, with a timeout from the engine's timers).
+
+use sched::{AskError, AskId, BoxError, Event, Events, Output, Pid, Process, ReplyTo, Scheduler};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Squares numbers; keeps (never answers) requests for 0; drops requests
+/// for 1 unanswered; answers 2 only after a second request arrives.
+struct Squarer {
+    kept: Vec<ReplyTo>,
+}
+
+impl Process for Squarer {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Request { request, reply } => {
+                    let n = request.downcast::<u64>().map_err(|_| "a u64")?;
+                    match n {
+                        0 => self.kept.push(reply),
+                        1 => drop(reply),
+                        n => {
+                            // A late answer to every kept request.
+                            for kept in self.kept.drain(..) {
+                                kept.reply(u64::MAX);
+                            }
+                            reply.reply(n * n);
+                        }
+                    }
+                }
+                Event::Cancel => return Err("cancelled".into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn squarer(scheduler: &Scheduler) -> Pid {
+    scheduler
+        .spawn(Squarer { kept: Vec::new() }, "run", ())
+        .unwrap()
+        .pid()
+}
+
+#[test]
+fn outside_asks_get_the_answer_or_a_typed_reason() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let pid = squarer(&scheduler);
+    let mut reply = scheduler.ask(pid, 9u64).unwrap();
+    assert_eq!(
+        reply.wait_timeout(WAIT).unwrap().downcast_ref::<u64>(),
+        Some(&81)
+    );
+    assert_eq!(reply.wait().unwrap_err(), AskError::AlreadyTaken);
+
+    let mut dropped = scheduler.ask(pid, 1u64).unwrap();
+    assert_eq!(dropped.wait_timeout(WAIT).unwrap_err(), AskError::NoReply);
+
+    let mut kept = scheduler.ask(pid, 0u64).unwrap();
+    assert_eq!(
+        kept.wait_timeout(Duration::from_millis(50)).unwrap_err(),
+        AskError::Timeout
+    );
+    // The answer that comes later is still there for a later wait.
+    scheduler.ask(pid, 3u64).unwrap().wait().unwrap();
+    assert_eq!(kept.wait().unwrap().downcast_ref::<u64>(), Some(&u64::MAX));
+
+    let err = scheduler.ask(Pid::local(888_888), 2u64).unwrap_err();
+    assert_eq!(err.into_package().downcast::<u64>().ok(), Some(2));
+}
+
+#[test]
+fn a_request_left_unread_by_an_ending_process_answers_no_reply() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    let pid = squarer(&scheduler);
+    let mut reply = scheduler.ask(pid, 5u64).unwrap();
+    scheduler.terminate(pid).unwrap();
+    scheduler.start();
+    assert_eq!(reply.wait_timeout(WAIT).unwrap_err(), AskError::NoReply);
+}
+
+/// Asks the squarer for each number in turn and collects exactly what
+/// each ask produced.
+struct Asker {
+    squarer: Pid,
+    questions: Vec<u64>,
+    pending: Option<AskId>,
+    answers: Vec<Result<u64, AskError>>,
+}
+
+impl Process for Asker {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Reply { id, result } = event {
+                assert_eq!(Some(id), self.pending.take(), "one reply per ask, in order");
+                self.answers
+                    .push(result.map(|p| *p.downcast_ref::<u64>().expect("a u64")));
+            }
+        }
+        if self.pending.is_none() {
+            match self.questions.pop() {
+                Some(n) => {
+                    let id = out.ask(self.squarer, n, Duration::from_millis(50))?;
+                    self.pending = Some(id);
+                }
+                None => out.done(Box::new(std::mem::take(&mut self.answers))),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_step_gets_exactly_one_reply_per_ask() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let pid = squarer(&scheduler);
+    // In order: 4, then 0 (kept: times out), then 1 (dropped), then 5
+    // (which also answers the kept 0 late: that answer must not show up).
+    let asker = Asker {
+        squarer: pid,
+        questions: vec![5, 1, 0, 4],
+        pending: None,
+        answers: Vec::new(),
+    };
+    let answers = scheduler.spawn(asker, "run", ()).unwrap().wait().unwrap();
+    let answers = answers
+        .downcast_ref::<Vec<Result<u64, AskError>>>()
+        .unwrap();
+    assert_eq!(
+        *answers,
+        [
+            Ok(16),
+            Err(AskError::Timeout),
+            Err(AskError::NoReply),
+            Ok(25)
+        ]
+    );
+    assert_eq!(scheduler.stats().pending_timers, 0, "timeouts cancelled");
+}
