@@ -1,0 +1,412 @@
+//! A small workflow engine written on our API and on tokio, in one run
+//! (`cargo bench -p benches --bench workflow`; `BENCH_QUICK=1` runs each
+//! side once instead of three times):
+//!
+//! 50 000 workflows, each making three "http" calls one after another,
+//! each completing after a random 1-20 ms (seeded: both sides wait the same
+//! delays), then asking one of 100 tenant aggregators (workflow index % 100)
+//! for a value and waiting for the reply, then finishing. 2 worker threads
+//! on both sides.
+//!
+//! Per side: wall time (from the first workflow started to the last one
+//! finished), CPU time of the whole process over the same span (utime +
+//! stime from `/proc/self/stat`, 10 ms resolution), and the peak of live
+//! heap bytes above what was live at the start (a counting global
+//! allocator). The median of the runs, and ours / tokio.
+//!
+//! Only Linux is supported.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use sched::{Accepts, Addr, BoxError, Completion, Event, Events, Output, Process, Scheduler, Tag};
+
+const WORKERS: usize = 2;
+const WORKFLOWS: usize = 50_000;
+const TENANTS: usize = 100;
+const CALLS: usize = 3;
+const SEED: u64 = 0x5eed_f10e_da7a;
+
+/// Counts live heap bytes and their peak (resettable).
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(bytes: usize) {
+    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    if live > PEAK.load(Ordering::Relaxed) {
+        PEAK.fetch_max(live, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded to `System` with the caller's arguments;
+// the counters are only bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            grew(layout.size());
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            grew(layout.size());
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: `ptr` came from this allocator with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's arguments.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            grew(new_size);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Starts a peak measurement: returns the bytes live now.
+fn reset_peak() -> usize {
+    let live = LIVE.load(Ordering::Relaxed);
+    PEAK.store(live, Ordering::Relaxed);
+    live
+}
+
+/// CPU time (user + system) of every thread of this process, ended ones
+/// included.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // utime and stime are fields 14 and 15, in clock ticks (100 Hz).
+    let after_name = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<u64> = after_name
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    Duration::from_millis((fields[11] + fields[12]) * 10)
+}
+
+/// The simulated latencies: three per workflow, 1-20 ms, from a seeded
+/// splitmix64 so both sides wait the same.
+fn delays() -> Vec<[Duration; CALLS]> {
+    let mut state = SEED;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    (0..WORKFLOWS)
+        .map(|_| [(); CALLS].map(|()| Duration::from_millis(1 + next() % 20)))
+        .collect()
+}
+
+/// The sum of every reply: aggregator `t` answers its k-th asker with k.
+fn expected_total() -> u64 {
+    let per_tenant = (WORKFLOWS / TENANTS) as u64;
+    TENANTS as u64 * per_tenant * (per_tenant + 1) / 2
+}
+
+/// One run of one side.
+#[derive(Clone, Copy)]
+struct Run {
+    wall: Duration,
+    cpu: Duration,
+    peak_bytes: usize,
+}
+
+/// Measures `body` (which returns the sum of the replies).
+fn measure(body: impl FnOnce() -> u64) -> Run {
+    let base = reset_peak();
+    let cpu = cpu_time();
+    let start = Instant::now();
+    let total = body();
+    let wall = start.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu);
+    assert_eq!(total, expected_total(), "every workflow got its reply");
+    Run {
+        wall,
+        cpu,
+        peak_bytes: PEAK.load(Ordering::Relaxed).saturating_sub(base),
+    }
+}
+
+// --------------------------------------------------------------------- ours
+
+/// A question for an aggregator: where to send the value.
+struct Ask {
+    reply_to: Addr<u64>,
+}
+
+/// A tenant's aggregator: answers each question with how many it has had.
+struct Aggregator {
+    asked: u64,
+}
+
+impl Accepts for Aggregator {
+    type Message = Ask;
+}
+
+impl Process for Aggregator {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(package) => {
+                    if let Ok(Ask { reply_to }) = package.downcast::<Ask>() {
+                        self.asked += 1;
+                        // The asker waits for this reply; it cannot have ended.
+                        out.tell(reply_to, self.asked)?;
+                    }
+                }
+                Event::Cancel => out.done(Box::new(self.asked)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The "http" call's simulated latency.
+const CALL: Tag = Tag(1);
+
+/// Three calls one after another, then a question to its aggregator;
+/// finishes with the reply.
+///
+/// A real call would be a command yielded to a handler that performs the
+/// request and completes it when the response arrives. Here the latency is
+/// all there is to the call, so the workflow waits it out with an engine
+/// timer, as a user simulating latency (or sleeping between retries) would:
+/// a handler could only complete the command after the delay by keeping
+/// timers of its own (a thread, or a second runtime), which is what engine
+/// timers are for.
+struct Workflow {
+    delays: [Duration; CALLS],
+    calls_done: usize,
+    started: bool,
+    aggregator: Addr<Ask>,
+}
+
+impl Accepts for Workflow {
+    type Message = u64;
+}
+
+impl Process for Workflow {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if !self.started {
+            self.started = true;
+            out.set_timer(self.delays[0], CALL);
+            return Ok(());
+        }
+        for event in events {
+            match event {
+                Event::Timer { tag: CALL, .. } => {
+                    self.calls_done += 1;
+                    if let Some(&delay) = self.delays.get(self.calls_done) {
+                        out.set_timer(delay, CALL);
+                    } else {
+                        let reply_to = Addr::from_pid(out.pid());
+                        out.tell(self.aggregator, Ask { reply_to })?;
+                    }
+                }
+                Event::Message(package) => {
+                    if let Ok(value) = package.downcast::<u64>() {
+                        out.done(Box::new(value));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn ours(delays: &[[Duration; CALLS]]) -> Run {
+    let scheduler = Scheduler::builder().workers(WORKERS).build();
+    scheduler.start();
+    let aggregators: Vec<Addr<Ask>> = (0..TENANTS)
+        .map(|_| {
+            let (addr, done) = scheduler
+                .spawn_typed(Aggregator { asked: 0 }, "run", ())
+                .expect("spawned");
+            drop(done);
+            addr
+        })
+        .collect();
+    let run = measure(|| {
+        let workflows: Vec<Completion> = delays
+            .iter()
+            .enumerate()
+            .map(|(i, delays)| {
+                let workflow = Workflow {
+                    delays: *delays,
+                    calls_done: 0,
+                    started: false,
+                    aggregator: aggregators[i % TENANTS],
+                };
+                let (_, done) = scheduler.spawn_typed(workflow, "run", ()).expect("spawned");
+                done
+            })
+            .collect();
+        workflows
+            .into_iter()
+            .map(|done| {
+                let value = done.wait().expect("the workflow finishes");
+                *value.downcast_ref::<u64>().expect("the reply")
+            })
+            .sum()
+    });
+    let report = scheduler.shutdown(Duration::from_secs(5));
+    assert_eq!(report.forced, 0);
+    run
+}
+
+// -------------------------------------------------------------------- tokio
+
+fn tokio(delays: &[[Duration; CALLS]]) -> Run {
+    use tokio::sync::{mpsc, oneshot};
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let aggregators: Vec<mpsc::UnboundedSender<oneshot::Sender<u64>>> = (0..TENANTS)
+        .map(|_| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<oneshot::Sender<u64>>();
+            rt.spawn(async move {
+                let mut asked = 0u64;
+                while let Some(reply_to) = rx.recv().await {
+                    asked += 1;
+                    let _ = reply_to.send(asked);
+                }
+            });
+            tx
+        })
+        .collect();
+    let run = measure(|| {
+        let workflows: Vec<_> = delays
+            .iter()
+            .enumerate()
+            .map(|(i, delays)| {
+                let delays = *delays;
+                let aggregator = aggregators[i % TENANTS].clone();
+                rt.spawn(async move {
+                    for delay in delays {
+                        tokio::time::sleep(delay).await;
+                    }
+                    let (reply_to, reply) = oneshot::channel();
+                    aggregator.send(reply_to).expect("the aggregator runs");
+                    reply.await.expect("the aggregator replies")
+                })
+            })
+            .collect();
+        rt.block_on(async {
+            let mut total = 0;
+            for workflow in workflows {
+                total += workflow.await.expect("the workflow finishes");
+            }
+            total
+        })
+    });
+    drop(aggregators);
+    drop(rt);
+    run
+}
+
+// ------------------------------------------------------------------- report
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    // `cargo bench` passes `--bench` and criterion's options; a positional
+    // argument that is not part of this probe's name is a filter for
+    // another bench.
+    const TAKES_A_VALUE: [&str; 6] = [
+        "--warm-up-time",
+        "--measurement-time",
+        "--sample-size",
+        "--save-baseline",
+        "--baseline",
+        "--profile-time",
+    ];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filtered_out = args.iter().enumerate().any(|(i, arg)| {
+        let is_value = i > 0 && TAKES_A_VALUE.contains(&args[i - 1].as_str());
+        !arg.starts_with('-') && !is_value && !"workflow".contains(arg.as_str())
+    });
+    if filtered_out {
+        return;
+    }
+    // `cargo xtask bench --quick` sets BENCH_QUICK so the suite stays short.
+    let runs = if std::env::var_os("BENCH_QUICK").is_some() {
+        1
+    } else {
+        3
+    };
+    let delays = delays();
+    println!(
+        "workflow: {WORKFLOWS} workflows x {CALLS} calls of 1-20 ms (seeded), then a reply from \
+         one of {TENANTS} aggregators; {WORKERS} workers; {runs} run(s) per side, alternating"
+    );
+    println!("| run | side | wall | CPU (user+sys) | peak live heap |");
+    println!("|---|---|---|---|---|");
+    let (mut ours_runs, mut tokio_runs) = (Vec::new(), Vec::new());
+    for i in 1..=runs {
+        for (side, run, runs) in [
+            (
+                "ours",
+                ours as fn(&[[Duration; CALLS]]) -> Run,
+                &mut ours_runs,
+            ),
+            ("tokio", tokio, &mut tokio_runs),
+        ] {
+            let r = run(&delays);
+            println!(
+                "| {i} | {side} | {:.1?} | {:.0?} | {:.1} MB |",
+                r.wall,
+                r.cpu,
+                r.peak_bytes as f64 / 1e6
+            );
+            runs.push(r);
+        }
+    }
+    println!();
+    println!("| median of {runs} | ours | tokio | ours / tokio |");
+    println!("|---|---|---|---|");
+    type Metric = fn(&Run) -> f64;
+    let metrics: [(&str, Metric, &str, f64); 3] = [
+        ("wall", |r| r.wall.as_secs_f64(), "ms", 1e3),
+        ("CPU (user+sys)", |r| r.cpu.as_secs_f64(), "ms", 1e3),
+        ("peak live heap", |r| r.peak_bytes as f64, "MB", 1e-6),
+    ];
+    for (name, metric, unit, scale) in metrics {
+        let ours = median(ours_runs.iter().map(metric).collect());
+        let tokio = median(tokio_runs.iter().map(metric).collect());
+        println!(
+            "| {name} | {:.1} {unit} | {:.1} {unit} | {:.2} |",
+            ours * scale,
+            tokio * scale,
+            ours / tokio
+        );
+    }
+}
