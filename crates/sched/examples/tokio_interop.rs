@@ -4,7 +4,8 @@
 //! separate tokio runtime that awaits `tokio::time::sleep` and then
 //! completes the yield. 50 processes each sleep three times for 20 ms: the
 //! whole run takes about 60 ms because the sleeps overlap, and no worker of
-//! the scheduler is ever blocked.
+//! the scheduler is ever blocked. The outcomes are awaited on the same
+//! runtime: a `Completion` is a future.
 //!
 //! Run it with `cargo run -p sched --example tokio_interop`.
 
@@ -74,10 +75,13 @@ fn main() {
     let handles: Vec<_> = (0..PROCESSES)
         .map(|_| scheduler.spawn(Napper { naps: 0 }, "run", ()).unwrap())
         .collect();
-    let naps: u64 = handles
-        .into_iter()
-        .map(|h| *h.wait().unwrap().downcast::<u64>().unwrap())
-        .sum();
+    let naps: u64 = runtime.block_on(async {
+        let mut naps = 0;
+        for handle in handles {
+            naps += *handle.await.unwrap().downcast::<u64>().unwrap();
+        }
+        naps
+    });
     let elapsed = started.elapsed();
     scheduler.shutdown(Duration::from_secs(1));
 

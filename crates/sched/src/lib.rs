@@ -103,7 +103,7 @@ pub use relay::{
     PidsExhausted, Receiver, RegisterError, Router, SendError, SendErrorKind,
 };
 pub use sched_core::{
-    Accepts, AskError, AskId, BoxError, Command, CommandError, CommandHandler,
+    Abandoned, Accepts, AskError, AskId, BoxError, Command, CommandError, CommandHandler,
     CommandId, CompleteError, Completer, Completion, Context, Down, Engine, Event, Events,
     ExitError, ExitReason, InitContext, InitError, Monitor, MonitorId, NameError, Outcome, Output,
     Process, ProcessInfo, ProcessState, Rejected, Reply, ReplyTo, ShutdownReport, Stats,

@@ -2,12 +2,16 @@
 
 use std::error::Error;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use relay::{Payload, Pid};
 
 use crate::contract::command::Tag;
 use crate::contract::event::{BoxError, CommandError, Event};
 use crate::engine::shared::Shared;
+use crate::record::state::{state_of, COMPLETE, KILL};
 use crate::record::Record;
 use crate::sync::Arc;
 
@@ -23,6 +27,10 @@ use crate::sync::Arc;
 /// A completer is bound to one process: once that process has ended,
 /// completing is a no-op reported as [`CompleteError::Stale`]. Records are
 /// never reused, so a stale completer can never reach another process.
+/// A handler doing long work can learn that the process no longer needs
+/// it, and stop: [`is_abandoned`](Completer::is_abandoned) asks,
+/// [`abandoned`](Completer::abandoned) is a future that resolves when it
+/// becomes true.
 ///
 /// # Examples
 ///
@@ -102,6 +110,98 @@ impl Completer {
             .as_ref()
             .map(|i| i.record.pid)
             .unwrap_or(Pid::local(0))
+    }
+
+    /// Whether the process this completer works for has ended or is being
+    /// ended by force, so that completing can no longer reach it.
+    ///
+    /// True once the process has ended in any way (finished, failed,
+    /// panicked, terminated, force-cancelled at a shutdown's deadline), and
+    /// already from the moment [`terminate`](crate::Context::terminate) is
+    /// called on it (or a shutdown forces it), before a worker has actually
+    /// ended it: a terminated process never reads another completion.
+    /// A graceful request to stop (the [`Event::Cancel`] a shutdown
+    /// delivers) does not count: the process may still want the result.
+    ///
+    /// False does not promise that a later `complete` will be delivered:
+    /// the process may end in between, and `complete` then reports
+    /// [`CompleteError::Stale`]. Once true it stays true. The call reads
+    /// the process's state word (one atomic load).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Command, Completer, Rejected};
+    ///
+    /// // Work in slices on a thread of its own, giving up once nobody waits.
+    /// fn crunch(_: Command, done: Completer) -> Result<(), Rejected> {
+    ///     std::thread::spawn(move || {
+    ///         let mut sum = 0u64;
+    ///         for slice in 0..1_000u64 {
+    ///             if done.is_abandoned() {
+    ///                 return;
+    ///             }
+    ///             sum += slice;
+    ///         }
+    ///         let _ = done.complete(Box::new(sum));
+    ///     });
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn is_abandoned(&self) -> bool {
+        self.inner
+            .as_ref()
+            .is_none_or(|inner| ended_or_killed(&inner.record))
+    }
+
+    /// A future that resolves once [`is_abandoned`](Completer::is_abandoned)
+    /// holds: async handler code races it against its work (with
+    /// `tokio::select!` or any executor's equivalent) to stop working for a
+    /// process that is gone.
+    ///
+    /// It resolves at once if the process has already ended or been
+    /// terminated when it is polled, and otherwise is woken when the
+    /// process ends (a terminated process that is waiting on its yields
+    /// ends as soon as a worker picks it up, which is at once). No thread,
+    /// timer or polling loop is involved: the process's record keeps the
+    /// waker and wakes it on the way out. The future owns what it needs
+    /// (it does not borrow the completer), so it can be created before the
+    /// completer is moved, or handed to another task; dropping it
+    /// unregisters its waker.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sched::{Command, Completer, Rejected};
+    ///
+    /// fn fetch(handle: tokio::runtime::Handle) -> impl Fn(Command, Completer) -> Result<(), Rejected> {
+    ///     move |_cmd, done| {
+    ///         handle.spawn(async move {
+    ///             tokio::select! {
+    ///                 // Stand-in for slow I/O.
+    ///                 () = tokio::time::sleep(Duration::from_secs(60)) => {
+    ///                     let _ = done.complete(Box::new("fetched"));
+    ///                 }
+    ///                 // The process was terminated (or ended) meanwhile:
+    ///                 // stop, and let `done` drop.
+    ///                 () = done.abandoned() => {}
+    ///             }
+    ///         });
+    ///         Ok(())
+    ///     }
+    /// }
+    /// # let _ = fetch;
+    /// ```
+    pub fn abandoned(&self) -> Abandoned {
+        let inner = self
+            .inner
+            .as_ref()
+            .expect("a completer is only emptied by the calls that consume it");
+        Abandoned {
+            record: inner.record.clone(),
+            key: None,
+        }
     }
 
     /// Completes the yield with `data`.
@@ -197,6 +297,86 @@ impl fmt::Debug for Completer {
         f.debug_struct("Completer")
             .field("pid", &self.pid())
             .field("tag", &self.tag())
+            .finish()
+    }
+}
+
+/// Whether a process has ended, or been marked to be ended by force.
+fn ended_or_killed(record: &Record) -> bool {
+    let word = record.state.load();
+    state_of(word) == COMPLETE || word & KILL != 0
+}
+
+/// The future returned by [`Completer::abandoned`]: resolves once the
+/// process the completer works for has ended or been terminated.
+///
+/// It is `Send`, `'static` and [`Unpin`]; polling it again after it
+/// resolved resolves again at once.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{Abandoned, Command, Completer, Rejected};
+///
+/// // Blocking work on a thread of its own, and a tokio task that notes when
+/// // the process goes away. The future is made before `done` moves.
+/// fn handler(tokio: tokio::runtime::Handle) -> impl Fn(Command, Completer) -> Result<(), Rejected> {
+///     move |_cmd, done| {
+///         let gone: Abandoned = done.abandoned();
+///         let pid = done.pid();
+///         tokio.spawn(async move {
+///             gone.await;
+///             println!("{pid} has ended; whatever still works for it can stop");
+///         });
+///         std::thread::spawn(move || {
+///             let _ = done.complete(Box::new("result"));
+///         });
+///         Ok(())
+///     }
+/// }
+/// # let _ = handler;
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct Abandoned {
+    record: Arc<Record>,
+    /// The waker's entry in the record's slot, from the first pending poll.
+    key: Option<u64>,
+}
+
+impl Future for Abandoned {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Cheap first, and it covers a terminate that the worker has not
+        // acted on yet. The slot's check under its lock is the one no wake
+        // can slip past: `set` marks the end and takes the wakers there.
+        if ended_or_killed(&self.record) {
+            return Poll::Ready(());
+        }
+        let this = &mut *self;
+        let (ended, displaced) = this.record.slot.watch(&mut this.key, cx.waker());
+        drop(displaced);
+        if ended {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            drop(self.record.slot.unwatch(key));
+        }
+    }
+}
+
+impl fmt::Debug for Abandoned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Abandoned")
+            .field("pid", &self.record.pid)
+            .field("abandoned", &ended_or_killed(&self.record))
             .finish()
     }
 }

@@ -1,6 +1,9 @@
 //! The handle that waits for a submitted process's outcome.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use relay::Pid;
@@ -12,12 +15,44 @@ use crate::sync::Arc;
 
 /// A handle to a submitted process: its PID and, once it ends, its outcome.
 ///
-/// The outcome can be taken once (`wait`, `wait_timeout` or `try_take`);
-/// dropping the handle does not affect the process.
+/// The outcome can be taken once: by blocking ([`wait`](Completion::wait),
+/// [`wait_timeout`](Completion::wait_timeout)), without blocking
+/// ([`try_take`](Completion::try_take)), or by awaiting the handle, which is
+/// a [`Future`] resolving to the process's [`Outcome`] on any executor
+/// (see the `Future` implementation below). Any take after the first gives
+/// `Err(ExitError::AlreadyTaken)`. Dropping the handle does not affect the
+/// process.
 ///
 /// # Examples
 ///
-/// See [`Engine::submit`](crate::Engine::submit).
+/// See [`Engine::submit`](crate::Engine::submit) for the blocking calls;
+/// from async code:
+///
+/// ```
+/// use sched::{BoxError, Events, InitContext, InitError, Output, Payload, Process, Scheduler};
+///
+/// struct Answer;
+///
+/// impl Process for Answer {
+///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+///         Ok(())
+///     }
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         out.done(Box::new(42u32));
+///         Ok(())
+///     }
+///     fn close(&mut self) {}
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let completion = scheduler.spawn(Answer, "run", ()).unwrap();
+///
+/// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let outcome = runtime.block_on(completion);
+/// assert_eq!(*outcome.unwrap().downcast::<u32>().unwrap(), 42);
+/// # scheduler.shutdown(std::time::Duration::from_secs(1));
+/// ```
 pub struct Completion {
     record: Arc<Record>,
 }
@@ -54,15 +89,15 @@ impl Completion {
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn wait(self) -> Outcome {
         let slot = &self.record.slot;
-        let mut state = slot.state.lock();
+        let mut inner = slot.inner.lock();
         loop {
-            if let Some(outcome) = ResultSlot::take(&mut state) {
+            if let Some(outcome) = ResultSlot::take(&mut inner.state) {
                 return outcome;
             }
-            if matches!(*state, SlotState::Taken) {
+            if matches!(inner.state, SlotState::Taken) {
                 return Err(ExitError::AlreadyTaken);
             }
-            state = slot.ready.wait(state);
+            inner = slot.ready.wait(inner);
         }
     }
 
@@ -77,21 +112,21 @@ impl Completion {
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Outcome> {
         let deadline = Instant::now() + timeout;
         let slot = &self.record.slot;
-        let mut state = slot.state.lock();
+        let mut inner = slot.inner.lock();
         loop {
-            if let Some(outcome) = ResultSlot::take(&mut state) {
+            if let Some(outcome) = ResultSlot::take(&mut inner.state) {
                 return Some(outcome);
             }
-            if matches!(*state, SlotState::Taken) {
+            if matches!(inner.state, SlotState::Taken) {
                 return Some(Err(ExitError::AlreadyTaken));
             }
             if Instant::now() >= deadline {
                 return None;
             }
-            let (guard, timed_out) = slot.ready.wait_until(state, deadline);
-            state = guard;
+            let (guard, timed_out) = slot.ready.wait_until(inner, deadline);
+            inner = guard;
             if timed_out {
-                return ResultSlot::take(&mut state);
+                return ResultSlot::take(&mut inner.state);
             }
         }
     }
@@ -104,11 +139,79 @@ impl Completion {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn try_take(&mut self) -> Option<Outcome> {
-        let mut state = self.record.slot.state.lock();
-        if matches!(*state, SlotState::Taken) {
+        let mut inner = self.record.slot.inner.lock();
+        if matches!(inner.state, SlotState::Taken) {
             return Some(Err(ExitError::AlreadyTaken));
         }
-        ResultSlot::take(&mut state)
+        ResultSlot::take(&mut inner.state)
+    }
+}
+
+/// Awaiting a `Completion` takes the outcome, as [`wait`](Completion::wait)
+/// does, without blocking a thread: the slot keeps the awaiting task's
+/// [`Waker`](std::task::Waker) and wakes it when the process ends. Any
+/// executor works (no runtime, thread or timer of the scheduler's is
+/// involved).
+///
+/// The handle is [`Unpin`], so `(&mut completion).await` and
+/// `tokio::time::timeout(d, &mut completion)` work and leave the handle
+/// usable: a timed-out await can be retried, or followed by a blocking
+/// wait. Once the outcome has been taken, by any of the ways, awaiting
+/// again resolves at once to `Err(ExitError::AlreadyTaken)`; it never
+/// panics. Dropping a pending await is fine: its waker stays registered
+/// (harmlessly) until the next poll, the outcome or the handle's drop.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use sched::{BoxError, Events, ExitError, InitContext, InitError, Output, Payload, Process, Scheduler};
+///
+/// /// Waits for one message, then ends with it.
+/// struct Echo;
+///
+/// impl Process for Echo {
+///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+///         Ok(())
+///     }
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let sched::Event::Message(package) = event {
+///                 out.done(package.into_payload());
+///             }
+///         }
+///         Ok(())
+///     }
+///     fn close(&mut self) {}
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let mut echo = scheduler.spawn(Echo, "run", ()).unwrap();
+///
+/// let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+/// runtime.block_on(async {
+///     // Nothing was sent yet: the await times out and the handle stays usable.
+///     let early = tokio::time::timeout(Duration::from_millis(10), &mut echo).await;
+///     assert!(early.is_err());
+///
+///     scheduler.post(echo.pid(), "hello").unwrap();
+///     let outcome = (&mut echo).await.unwrap();
+///     assert_eq!(*outcome.downcast::<&str>().unwrap(), "hello");
+///
+///     // The outcome is taken: a second await says so.
+///     assert!(matches!((&mut echo).await, Err(ExitError::AlreadyTaken)));
+/// });
+/// # scheduler.shutdown(Duration::from_secs(1));
+/// ```
+impl Future for Completion {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        match self.record.slot.poll_take(cx.waker()) {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
+        }
     }
 }
 
@@ -118,7 +221,9 @@ impl Drop for Completion {
     /// (in a worker's route cache), its result should not.
     fn drop(&mut self) {
         // Dropped here, outside the slot's lock, on the handle's thread.
-        drop(self.record.slot.abandon());
+        let (outcome, waker) = self.record.slot.abandon();
+        drop(waker);
+        drop(outcome);
     }
 }
 

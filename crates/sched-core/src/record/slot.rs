@@ -1,13 +1,36 @@
-//! Where a process's outcome is delivered, exactly once, and taken once.
+//! Where a process's outcome is delivered, exactly once, and taken once;
+//! and where async code waiting on that moment registers its wakers.
+//!
+//! Wakers are never dropped or woken with the lock held: dropping a waker
+//! can drop a task, whose future may hold a `Completion` or an
+//! `Abandoned` that locks this slot again.
 
-use crate::contract::outcome::Outcome;
+use std::task::Waker;
+
+use crate::contract::outcome::{ExitError, Outcome};
 use crate::sync::{Condvar, Mutex};
 
 /// Where a process's outcome is delivered, exactly once.
 #[derive(Debug, Default)]
 pub(crate) struct ResultSlot {
-    pub(super) state: Mutex<SlotState>,
+    pub(super) inner: Mutex<Inner>,
     pub(super) ready: Condvar,
+}
+
+/// What the slot's lock guards.
+#[derive(Debug, Default)]
+pub(crate) struct Inner {
+    pub(super) state: SlotState,
+    /// The task awaiting the `Completion`, if it is awaited.
+    pub(super) waiter: Option<Waker>,
+    /// The process has ended (`set` ran), whether or not anyone takes the
+    /// outcome: what `Completer::abandoned` futures wait for.
+    ended: bool,
+    /// The tasks awaiting the end of the process through a completer, by
+    /// key. Each future removes its own entry when dropped, so a handler
+    /// that re-creates the future in a loop does not grow this list.
+    watchers: Vec<(u64, Waker)>,
+    next_key: u64,
 }
 
 #[derive(Debug, Default)]
@@ -21,38 +44,58 @@ pub(super) enum SlotState {
     Abandoned,
 }
 
+/// What a poll registered or replaced: dropped by the caller once the
+/// slot's lock is released.
+pub(crate) type Displaced = Option<Waker>;
+
 impl ResultSlot {
-    /// Stores the outcome and wakes waiters. Called once per process.
+    /// Stores the outcome and wakes waiters, blocking and async alike.
+    /// Called once per process, when it ends.
     /// Hands the outcome back when its handle is gone: nobody will take it,
     /// and the caller drops it (a record can outlive its process in caches,
     /// and must not keep a result nobody can read).
     pub(crate) fn set(&self, outcome: Outcome) -> Option<Outcome> {
-        let mut state = self.state.lock();
+        let mut shared = self.inner.lock();
         debug_assert!(
-            matches!(*state, SlotState::Pending | SlotState::Abandoned),
+            matches!(shared.state, SlotState::Pending | SlotState::Abandoned),
             "outcome reported twice"
         );
-        if matches!(*state, SlotState::Abandoned) {
-            return Some(outcome);
-        }
-        *state = SlotState::Ready(outcome);
-        drop(state);
+        debug_assert!(!shared.ended, "a process ends once");
+        shared.ended = true;
+        let watchers = std::mem::take(&mut shared.watchers);
+        let waiter = shared.waiter.take();
+        let unwanted = if matches!(shared.state, SlotState::Abandoned) {
+            Some(outcome)
+        } else {
+            shared.state = SlotState::Ready(outcome);
+            None
+        };
+        drop(shared);
         self.ready.notify_all();
-        None
+        if let Some(waiter) = waiter {
+            waiter.wake();
+        }
+        for (_, watcher) in watchers {
+            watcher.wake();
+        }
+        unwanted
     }
 
     /// The handle is being dropped: an outcome already there is handed
-    /// back to be dropped, one still to come will not be kept.
-    pub(super) fn abandon(&self) -> Option<Outcome> {
-        let mut state = self.state.lock();
-        match std::mem::replace(&mut *state, SlotState::Abandoned) {
+    /// back to be dropped, one still to come will not be kept. The handle's
+    /// waker is handed back too, to be dropped outside the lock.
+    pub(super) fn abandon(&self) -> (Option<Outcome>, Displaced) {
+        let mut shared = self.inner.lock();
+        let waiter = shared.waiter.take();
+        let outcome = match std::mem::replace(&mut shared.state, SlotState::Abandoned) {
             SlotState::Ready(outcome) => Some(outcome),
             SlotState::Pending | SlotState::Abandoned => None,
             SlotState::Taken => {
-                *state = SlotState::Taken;
+                shared.state = SlotState::Taken;
                 None
             }
-        }
+        };
+        (outcome, waiter)
     }
 
     pub(super) fn take(state: &mut SlotState) -> Option<Outcome> {
@@ -65,7 +108,160 @@ impl ResultSlot {
         }
     }
 
+    /// For the `Completion` future: the outcome if it is there (or
+    /// `Err(AlreadyTaken)` if it was taken), else `None` with `waker`
+    /// registered, replacing the one a previous poll left unless it would
+    /// wake the same task.
+    pub(super) fn poll_take(&self, waker: &Waker) -> Option<Outcome> {
+        let mut shared = self.inner.lock();
+        if let Some(outcome) = Self::take(&mut shared.state) {
+            let stale = shared.waiter.take();
+            drop(shared);
+            drop(stale);
+            return Some(outcome);
+        }
+        if matches!(shared.state, SlotState::Taken) {
+            return Some(Err(ExitError::AlreadyTaken));
+        }
+        let stale = match &mut shared.waiter {
+            Some(registered) if registered.will_wake(waker) => None,
+            slot => slot.replace(waker.clone()),
+        };
+        drop(shared);
+        drop(stale);
+        None
+    }
+
     pub(super) fn is_ready(&self) -> bool {
-        matches!(*self.state.lock(), SlotState::Ready(_))
+        matches!(self.inner.lock().state, SlotState::Ready(_))
+    }
+
+    /// For an `Abandoned` future: `true` if the process has ended;
+    /// otherwise registers (or refreshes) `waker` under `key`, allocating a
+    /// key on the first poll. The displaced waker is the caller's to drop
+    /// once the lock is released.
+    pub(crate) fn watch(&self, key: &mut Option<u64>, waker: &Waker) -> (bool, Displaced) {
+        let mut shared = self.inner.lock();
+        if shared.ended {
+            return (true, None);
+        }
+        let known = key.and_then(|k| shared.watchers.iter_mut().find(|(at, _)| *at == k));
+        if let Some((_, registered)) = known {
+            if registered.will_wake(waker) {
+                return (false, None);
+            }
+            let old = std::mem::replace(registered, waker.clone());
+            return (false, Some(old));
+        }
+        let k = shared.next_key;
+        shared.next_key += 1;
+        shared.watchers.push((k, waker.clone()));
+        *key = Some(k);
+        (false, None)
+    }
+
+    /// An `Abandoned` future is dropped: its waker leaves the list (and is
+    /// handed back, to be dropped outside the lock).
+    pub(crate) fn unwatch(&self, key: u64) -> Displaced {
+        let mut shared = self.inner.lock();
+        let at = shared.watchers.iter().position(|(k, _)| *k == key)?;
+        Some(shared.watchers.swap_remove(at).1)
+    }
+
+    /// How many `Abandoned` futures are registered (for tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn watchers(&self) -> usize {
+        self.inner.lock().watchers.len()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Counter(AtomicUsize);
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Counter>, Waker) {
+        let c = Arc::new(Counter::default());
+        let w = Waker::from(c.clone());
+        (c, w)
+    }
+
+    #[test]
+    fn the_handle_waker_is_replaced_kept_and_woken_once() {
+        let slot = ResultSlot::default();
+        let (a, wa) = counter();
+        let (b, wb) = counter();
+        assert!(slot.poll_take(&wa).is_none());
+        assert!(slot.poll_take(&wa).is_none());
+        assert_eq!(Arc::strong_count(&a), 3, "one registration per task");
+        assert!(slot.poll_take(&wb).is_none());
+        assert_eq!(Arc::strong_count(&a), 2, "replaced");
+        assert!(slot.set(Ok(Box::new(7u8))).is_none());
+        assert_eq!((a.0.load(SeqCst), b.0.load(SeqCst)), (0, 1));
+        assert_eq!(Arc::strong_count(&b), 2, "released by the wake");
+        let outcome = slot.poll_take(&wb).expect("ready");
+        assert_eq!(*outcome.unwrap().downcast::<u8>().unwrap(), 7);
+        assert!(matches!(
+            slot.poll_take(&wb),
+            Some(Err(ExitError::AlreadyTaken))
+        ));
+    }
+
+    #[test]
+    fn abandoning_the_handle_releases_its_waker_and_the_late_outcome() {
+        let slot = ResultSlot::default();
+        let (a, wa) = counter();
+        assert!(slot.poll_take(&wa).is_none());
+        let (outcome, waker) = slot.abandon();
+        assert!(outcome.is_none());
+        drop(waker);
+        assert_eq!(Arc::strong_count(&a), 2);
+        assert!(slot.set(Ok(Box::new(()))).is_some(), "handed back to drop");
+        assert_eq!(a.0.load(SeqCst), 0);
+    }
+
+    #[test]
+    fn watchers_come_and_go_by_key_and_all_wake_at_the_end() {
+        let slot = ResultSlot::default();
+        let (a, wa) = counter();
+        let (b, wb) = counter();
+        let (mut ka, mut kb) = (None, None);
+        assert!(!slot.watch(&mut ka, &wa).0);
+        assert!(!slot.watch(&mut ka, &wa).0);
+        assert_eq!(slot.watchers(), 1, "a re-poll refreshes its own entry");
+        let (_, displaced) = slot.watch(&mut ka, &wb);
+        assert!(displaced.is_some(), "another task's waker replaces it");
+        drop(displaced);
+        assert!(!slot.watch(&mut kb, &wb).0);
+        assert_eq!(slot.watchers(), 2);
+        assert!(slot.unwatch(kb.unwrap()).is_some());
+        assert_eq!(slot.watchers(), 1);
+        let mut kc = None;
+        assert!(!slot.watch(&mut kc, &wa).0);
+
+        // Nobody holds the handle: the end still wakes the watchers.
+        drop(slot.abandon());
+        assert!(slot.set(Ok(Box::new(()))).is_some());
+        assert_eq!((a.0.load(SeqCst), b.0.load(SeqCst)), (1, 1));
+        assert_eq!(slot.watchers(), 0);
+        assert!(
+            slot.unwatch(ka.unwrap()).is_none(),
+            "already woken and gone"
+        );
+        let (ended, displaced) = slot.watch(&mut kc, &wa);
+        assert!(ended && displaced.is_none());
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (2, 2));
     }
 }
