@@ -34,6 +34,9 @@ const LATENCY_PAUSE: Duration = Duration::from_millis(2);
 /// Set in the child processes that measure memory, each on a fresh heap.
 const CHILD: &str = "SCHED_PROBE_MEMORY";
 
+#[path = "common/filter.rs"]
+mod filter;
+
 fn main() {
     match std::env::var(CHILD).as_deref() {
         Ok("ours") => return println!("{}", ours_memory(false)),
@@ -41,13 +44,7 @@ fn main() {
         Ok("tokio") => return println!("{}", tokio_memory()),
         _ => {}
     }
-    // `cargo bench` passes `--bench`; a filter argument that is not this
-    // probe's name means another bench was asked for.
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args
-        .iter()
-        .any(|a| !a.starts_with('-') && !"sched_probe".contains(a.as_str()))
-    {
+    if filter::another_bench_asked_for("sched_probe") {
         return;
     }
     memory_per_idle_process();

@@ -99,6 +99,10 @@ struct Config {
     timers: usize,
 }
 
+#[path = "common/filter.rs"]
+mod filter;
+use filter::another_bench_asked_for;
+
 fn main() {
     if another_bench_asked_for("timers") {
         return;
@@ -119,25 +123,6 @@ fn main() {
     };
     accuracy(&config);
     million(&config);
-}
-
-/// `cargo bench` passes `--bench` and criterion's options; a positional
-/// argument that is not part of this probe's name is a filter for another
-/// bench.
-fn another_bench_asked_for(name: &str) -> bool {
-    const TAKES_A_VALUE: [&str; 6] = [
-        "--warm-up-time",
-        "--measurement-time",
-        "--sample-size",
-        "--save-baseline",
-        "--baseline",
-        "--profile-time",
-    ];
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    args.iter().enumerate().any(|(i, arg)| {
-        let is_value = i > 0 && TAKES_A_VALUE.contains(&args[i - 1].as_str());
-        !arg.starts_with('-') && !is_value && !name.contains(arg.as_str())
-    })
 }
 
 fn scheduler() -> Scheduler {

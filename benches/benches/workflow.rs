@@ -337,23 +337,11 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+#[path = "common/filter.rs"]
+mod filter;
+
 fn main() {
-    // `cargo bench` passes `--bench` and criterion's options; a positional
-    // argument that is not part of this probe's name is a filter for
-    // another bench.
-    const TAKES_A_VALUE: [&str; 6] = [
-        "--warm-up-time",
-        "--measurement-time",
-        "--sample-size",
-        "--save-baseline",
-        "--baseline",
-        "--profile-time",
-    ];
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let filtered_out = args.iter().enumerate().any(|(i, arg)| {
-        let is_value = i > 0 && TAKES_A_VALUE.contains(&args[i - 1].as_str());
-        !arg.starts_with('-') && !is_value && !"workflow".contains(arg.as_str())
-    });
+    let filtered_out = filter::another_bench_asked_for("workflow");
     if filtered_out {
         return;
     }

@@ -95,7 +95,7 @@ pub use contract::event::{BoxError, CommandError, Event};
 pub use contract::outcome::{ExitError, Outcome};
 pub use contract::output::{Events, Output};
 pub use contract::process::{InitContext, Process, DEFAULT_METHOD};
-pub use contract::reply::{AskError, AskId, ReplyTo};
+pub use contract::reply::{AskError, AskId, ReplyTo, Request};
 pub use contract::upgrade::UpgradeError;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{Builder, Context, Engine, Monitor, ProcessInfo, Reply, ShutdownReport};

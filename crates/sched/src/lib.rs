@@ -106,7 +106,7 @@ pub use sched_core::{
     Abandoned, Accepts, AskError, AskId, BoxError, Command, CommandError, CommandHandler,
     CommandId, CompleteError, Completer, Completion, Context, Down, Engine, Event, Events,
     ExitError, ExitReason, InitContext, InitError, Monitor, MonitorId, NameError, Outcome, Output,
-    Process, ProcessInfo, ProcessState, Rejected, Reply, ReplyTo, ShutdownReport, Stats,
+    Process, ProcessInfo, ProcessState, Rejected, Reply, ReplyTo, Request, ShutdownReport, Stats,
     SubmitError, Tag, TerminateError, TimerId, UpgradeError, WorkerStats, DEFAULT_METHOD,
 };
 

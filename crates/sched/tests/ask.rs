@@ -16,7 +16,8 @@ impl Process for Squarer {
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
-                Event::Request { request, reply } => {
+                Event::Request(request) => {
+                    let (request, reply) = request.into_parts();
                     let n = request.downcast::<u64>().map_err(|_| "a u64")?;
                     match n {
                         0 => self.kept.push(reply),

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(10);
 
+/// The timer events a `Sleeper` saw: tag, and when after its start.
+type Seen = Arc<Mutex<Vec<(u64, Duration)>>>;
+
 /// Sets the timers it is given on its first step, records every timer
 /// event, and finishes after `expect` of them.
 struct Sleeper {
@@ -14,16 +17,12 @@ struct Sleeper {
     cancel: Vec<u64>,
     expect: usize,
     started: Option<Instant>,
-    seen: Arc<Mutex<Vec<(u64, Duration)>>>,
+    seen: Seen,
     ids: Vec<(u64, TimerId)>,
 }
 
 impl Sleeper {
-    fn new(
-        timers: &[(u64, u64)],
-        cancel: &[u64],
-        expect: usize,
-    ) -> (Self, Arc<Mutex<Vec<(u64, Duration)>>>) {
+    fn new(timers: &[(u64, u64)], cancel: &[u64], expect: usize) -> (Self, Seen) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sleeper = Sleeper {
             timers: timers

@@ -7,7 +7,7 @@ use relay::{Package, Payload};
 
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::down::Down;
-use crate::contract::reply::{AskError, AskId, ReplyTo};
+use crate::contract::reply::{AskError, AskId, Request};
 use crate::timer::TimerId;
 
 /// A boxed error that can cross threads.
@@ -52,12 +52,7 @@ pub enum Event {
     /// Another process, or code outside, asks something and waits for the
     /// answer: reply through `reply` (dropping it unanswered tells the
     /// asker there will be no answer).
-    Request {
-        /// The question: its payload, and the asker as its source.
-        request: Package,
-        /// The right to answer, once.
-        reply: ReplyTo,
-    },
+    Request(Request),
     /// The answer to an [`Output::ask`](crate::Output::ask) this process
     /// made: exactly one per ask, the answer or why there is none.
     Reply {
@@ -86,7 +81,7 @@ impl Event {
             Event::Completion { tag, .. } | Event::Timer { tag, .. } => Some(*tag),
             Event::Message(_)
             | Event::Down(_)
-            | Event::Request { .. }
+            | Event::Request(_)
             | Event::Reply { .. }
             | Event::Cancel => None,
         }
@@ -108,7 +103,7 @@ impl fmt::Debug for Event {
                 .field("tag", tag)
                 .finish(),
             Event::Down(down) => f.debug_tuple("Down").field(down).finish(),
-            Event::Request { request, .. } => f.debug_tuple("Request").field(request).finish(),
+            Event::Request(request) => f.debug_tuple("Request").field(request).finish(),
             Event::Reply { id, result } => f
                 .debug_struct("Reply")
                 .field("id", id)

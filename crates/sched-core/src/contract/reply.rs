@@ -6,7 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc as StdArc;
 
-use relay::{Payload, Pid};
+use relay::{Package, Payload, Pid};
 
 use crate::contract::event::Event;
 use crate::engine::ask::ReplySlot;
@@ -60,8 +60,89 @@ impl fmt::Display for AskError {
 
 impl Error for AskError {}
 
-/// The right to answer one request, received with
-/// [`Event::Request`](crate::Event::Request). Answer with
+/// A question another process, or code outside, asked this process,
+/// received as [`Event::Request`](crate::Event::Request): the question's
+/// package (its source is the asker) and the right to answer it once.
+/// Boxed, so that every event slot stays the size of a message.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{BoxError, Event, Events, Output, Process};
+///
+/// /// Answers every request with the square of the number asked.
+/// struct Squarer;
+/// impl Process for Squarer {
+///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let Event::Request(request) = event {
+///                 let n = *request.payload::<u64>().ok_or("not a u64")?;
+///                 request.reply(n * n);
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Request {
+    inner: Box<(Package, ReplyTo)>,
+}
+
+impl Request {
+    pub(crate) fn new(package: Package, reply: ReplyTo) -> Self {
+        Request {
+            inner: Box::new((package, reply)),
+        }
+    }
+
+    /// The question: its payload, and the asker as its source.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// fn who(request: &sched::Request) -> sched::Pid { request.package().source() }
+    /// ```
+    pub fn package(&self) -> &Package {
+        &self.inner.0
+    }
+
+    /// The question's payload, if it is a `T`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Request`].
+    pub fn payload<T: std::any::Any>(&self) -> Option<&T> {
+        self.inner.0.payload()
+    }
+
+    /// Answers, dropping the question.
+    ///
+    /// # Examples
+    ///
+    /// See [`Request`].
+    pub fn reply(self, answer: impl std::any::Any + Send) {
+        self.inner.1.reply(answer);
+    }
+
+    /// The question and the right to answer, apart (to answer later, or
+    /// from another thread).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{ReplyTo, Request};
+    /// fn keep_for_later(request: Request, pending: &mut Vec<ReplyTo>) {
+    ///     let (_question, reply) = request.into_parts();
+    ///     pending.push(reply);
+    /// }
+    /// ```
+    pub fn into_parts(self) -> (Package, ReplyTo) {
+        *self.inner
+    }
+}
+
+/// The right to answer one request (see [`Request`]). Answer with
 /// [`reply`](ReplyTo::reply); dropping it unanswered tells the asker
 /// [`AskError::NoReply`] at once. It may be moved to another thread (a
 /// handler doing the work) and answered from there.
@@ -76,8 +157,9 @@ impl Error for AskError {}
 /// impl Process for Squarer {
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
-///             if let Event::Request { request, reply } = event {
-///                 let n = request.downcast::<u64>().map_err(|_| "not a u64")?;
+///             if let Event::Request(request) = event {
+///                 let (question, reply) = request.into_parts();
+///                 let n = question.downcast::<u64>().map_err(|_| "not a u64")?;
 ///                 reply.reply(n * n);
 ///             }
 ///         }

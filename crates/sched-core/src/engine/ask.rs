@@ -14,7 +14,7 @@ use super::shared::Shared;
 use super::Context;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
-use crate::contract::reply::{AskError, AskId, Asker, ReplyTo};
+use crate::contract::reply::{AskError, AskId, Asker, ReplyTo, Request};
 use crate::sync::{Arc, Condvar, Mutex};
 use crate::timer::{Action, What};
 
@@ -71,9 +71,9 @@ impl ReplySlot {
 /// impl Process for Squarer {
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
-///             if let Event::Request { request, reply } = event {
-///                 let n = request.downcast::<u64>().map_err(|_| "not a u64")?;
-///                 reply.reply(n * n);
+///             if let Event::Request(request) = event {
+///                 let n = *request.payload::<u64>().ok_or("not a u64")?;
+///                 request.reply(n * n);
 ///             }
 ///         }
 ///         Ok(())
@@ -167,16 +167,17 @@ impl Shared {
                 from, to, payload,
             )));
         };
-        let event = Event::Request {
-            request: Package::from_payload(from, to, payload),
-            reply: ReplyTo::new(asker),
-        };
+        let event = Event::Request(Request::new(
+            Package::from_payload(from, to, payload),
+            ReplyTo::new(asker),
+        ));
         match record.deliver(event) {
             Ok(wake) => {
                 self.after_wake(&record, wake);
                 Ok(())
             }
-            Err(Event::Request { request, reply }) => {
+            Err(Event::Request(request)) => {
+                let (request, reply) = request.into_parts();
                 reply.forget();
                 Err(SendError::closed(request))
             }

@@ -17,11 +17,14 @@ use crate::sync::{Arc, Mutex};
 /// rarely meet on one lock.
 const SHARDS: usize = 64;
 
-/// The name table: name to the record holding it.
+/// One shard of the table: name to the record holding it.
+type Shard = Mutex<HashMap<StdArc<str>, Arc<Record>>>;
+
+/// The name table, sharded by the name's hash.
 #[derive(Debug)]
 pub(crate) struct Names {
     hasher: RandomState,
-    shards: Box<[CachePadded<Mutex<HashMap<StdArc<str>, Arc<Record>>>>]>,
+    shards: Box<[CachePadded<Shard>]>,
 }
 
 impl Default for Names {
@@ -40,7 +43,7 @@ fn ended(record: &Record) -> bool {
 }
 
 impl Names {
-    fn shard(&self, name: &str) -> &Mutex<HashMap<StdArc<str>, Arc<Record>>> {
+    fn shard(&self, name: &str) -> &Shard {
         &self.shards[(self.hasher.hash_one(name) as usize) % SHARDS]
     }
 
