@@ -33,6 +33,8 @@ pub enum ExitReason {
     Terminated,
     /// It was cancelled: forced at a shutdown's deadline.
     Cancelled,
+    /// A process linked to it ended abnormally and it did not trap exits.
+    Linked,
     /// There was no process with that PID when the monitor was set.
     NoProcess,
 }
@@ -53,6 +55,7 @@ impl ExitReason {
             Err(ExitError::Terminated) => ExitReason::Terminated,
             Err(ExitError::Cancelled) => ExitReason::Cancelled,
             Err(ExitError::Panicked { .. }) => ExitReason::Panicked,
+            Err(ExitError::Linked { .. }) => ExitReason::Linked,
             Err(_) => ExitReason::Error,
         }
     }
@@ -66,6 +69,7 @@ impl fmt::Display for ExitReason {
             ExitReason::Panicked => "panicked",
             ExitReason::Terminated => "terminated",
             ExitReason::Cancelled => "cancelled",
+            ExitReason::Linked => "ended with a linked process",
             ExitReason::NoProcess => "no such process",
         })
     }

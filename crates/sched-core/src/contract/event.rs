@@ -6,7 +6,7 @@ use std::fmt;
 use relay::{Package, Payload};
 
 use crate::contract::command::{CommandId, Tag};
-use crate::contract::down::Down;
+use crate::contract::down::{Down, ExitReason};
 use crate::contract::reply::{AskError, AskId, Request};
 use crate::timer::TimerId;
 
@@ -49,6 +49,16 @@ pub enum Event {
     /// [`Output::monitor`](crate::Output::monitor). Exactly one per
     /// monitor, never for a monitor removed before.
     Down(Down),
+    /// A process linked to this one ended, and this one traps exits (see
+    /// [`Output::trap_exits`](crate::Output::trap_exits)): without
+    /// trapping, an abnormal end of a linked process ends this one too,
+    /// and a normal one is not reported.
+    Exit {
+        /// The linked process that ended (or did not exist).
+        pid: relay::Pid,
+        /// How it ended.
+        reason: ExitReason,
+    },
     /// Another process, or code outside, asks something and waits for the
     /// answer: reply through `reply` (dropping it unanswered tells the
     /// asker there will be no answer).
@@ -81,6 +91,7 @@ impl Event {
             Event::Completion { tag, .. } | Event::Timer { tag, .. } => Some(*tag),
             Event::Message(_)
             | Event::Down(_)
+            | Event::Exit { .. }
             | Event::Request(_)
             | Event::Reply { .. }
             | Event::Cancel => None,
@@ -103,6 +114,11 @@ impl fmt::Debug for Event {
                 .field("tag", tag)
                 .finish(),
             Event::Down(down) => f.debug_tuple("Down").field(down).finish(),
+            Event::Exit { pid, reason } => f
+                .debug_struct("Exit")
+                .field("pid", pid)
+                .field("reason", reason)
+                .finish(),
             Event::Request(request) => f.debug_tuple("Request").field(request).finish(),
             Event::Reply { id, result } => f
                 .debug_struct("Reply")

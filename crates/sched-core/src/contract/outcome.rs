@@ -34,6 +34,14 @@ pub enum ExitError {
         /// The panic message.
         message: String,
     },
+    /// A process linked to this one ended abnormally, and this one did not
+    /// trap exits (see [`Output::link`](crate::Output::link)).
+    Linked {
+        /// The linked process that ended.
+        pid: relay::Pid,
+        /// How it ended.
+        reason: crate::contract::down::ExitReason,
+    },
     /// A step asked for an upgrade ([`Output::upgrade`](crate::Output::upgrade))
     /// that could not be carried out: the old process was closed and the
     /// new one did not take over.
@@ -52,6 +60,9 @@ impl fmt::Display for ExitError {
             ExitError::Cancelled => f.write_str("the process was cancelled by shutdown"),
             ExitError::Panicked { message } => write!(f, "the process panicked: {message}"),
             ExitError::Upgrade(e) => write!(f, "the upgrade failed: {e}"),
+            ExitError::Linked { pid, reason } => {
+                write!(f, "the linked process {pid} ended ({reason})")
+            }
             ExitError::AlreadyTaken => {
                 f.write_str("the outcome was already taken through this handle")
             }

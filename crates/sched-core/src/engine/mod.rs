@@ -13,6 +13,7 @@ mod context;
 mod control;
 pub(crate) mod hooks;
 mod introspect;
+mod links;
 mod live;
 pub(crate) mod monitors;
 pub(crate) mod names;

@@ -201,7 +201,7 @@ impl Shared {
 
     /// `record` has ended with `reason`: fires its monitors and releases
     /// its names. Runs once per process, on the worker that ended it.
-    pub(crate) fn relations_end(&self, record: &Record, reason: ExitReason) {
+    pub(crate) fn relations_end(&self, record: &Arc<Record>, reason: ExitReason) {
         let Some(related) = record.relations.end(reason) else {
             return;
         };
@@ -219,6 +219,7 @@ impl Shared {
         for name in related.names {
             self.names.release(&name, record);
         }
+        self.links_end(record, related.links, reason);
     }
 }
 

@@ -33,6 +33,13 @@ enum State {
 pub(crate) struct Related {
     pub(crate) monitors: Vec<Watch>,
     pub(crate) names: Vec<StdArc<str>>,
+    /// Linked processes (each lists this one too).
+    pub(crate) links: Vec<Arc<Record>>,
+    /// Exit signals from linked processes arrive as events instead of
+    /// ending this process.
+    pub(crate) trap_exits: bool,
+    /// The linked process whose abnormal end is ending this one.
+    pub(crate) linked_exit: Option<(relay::Pid, ExitReason)>,
 }
 
 /// One monitor: whom to tell, under which id.
@@ -85,5 +92,12 @@ impl Relations {
             State::Live(related) => Some(related),
             State::Fresh | State::Ended(_) => None,
         }
+    }
+}
+
+impl Relations {
+    /// Why a linked process's end is ending this one, if it is.
+    pub(crate) fn linked_exit(&self) -> Option<(relay::Pid, ExitReason)> {
+        self.with_existing(|related| related.linked_exit).flatten()
     }
 }

@@ -213,6 +213,12 @@ impl Worker<'_> {
     /// Ends the process: closes its queue (what is left are dead letters),
     /// calls `close`, unregisters its PID and reports its outcome.
     pub(super) fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
+        // A terminate that came from a linked process's end says so.
+        if matches!(outcome, Err(ExitError::Terminated)) {
+            if let Some((pid, reason)) = record.relations.linked_exit() {
+                outcome = Err(ExitError::Linked { pid, reason });
+            }
+        }
         record.state.complete();
         // The process's own timers end with it (their memory too).
         if !body.timers.is_empty() {

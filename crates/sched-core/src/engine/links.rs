@@ -1,0 +1,180 @@
+//! Links: two processes that end together unless one traps exits.
+//!
+//! A link is listed in both processes' relations. When one ends, each
+//! linked process gets an exit signal: if it traps exits, an
+//! [`Event::Exit`](crate::Event::Exit); if not, an abnormal end ends it too
+//! (with [`ExitError::Linked`](crate::ExitError::Linked)), and a normal end
+//! is ignored. Linking to a PID that has no live process sends the signal
+//! at once, with [`ExitReason::NoProcess`].
+
+use relay::Pid;
+
+use super::shared::Shared;
+use crate::contract::down::ExitReason;
+use crate::contract::event::Event;
+use crate::contract::output::Output;
+use crate::record::state::TERMINATE;
+use crate::record::Record;
+use crate::sync::Arc;
+
+/// What an exit signal does to its receiver.
+enum Signal {
+    Deliver,
+    Kill,
+    Ignore,
+}
+
+impl Shared {
+    /// Links `me` and `other` (both ways).
+    fn link(&self, me: &Arc<Record>, other: Pid) {
+        let Some(peer) = self.router.with(other, Arc::clone) else {
+            self.exit_signal(me, other, ExitReason::NoProcess);
+            return;
+        };
+        if Arc::ptr_eq(me, &peer) {
+            return;
+        }
+        let listed = me.relations.with_live(|related| {
+            if !related.links.iter().any(|l| Arc::ptr_eq(l, &peer)) {
+                related.links.push(Arc::clone(&peer));
+            }
+        });
+        if listed.is_err() {
+            return;
+        }
+        let peer_listed = peer.relations.with_live(|related| {
+            if !related.links.iter().any(|l| Arc::ptr_eq(l, me)) {
+                related.links.push(Arc::clone(me));
+            }
+        });
+        // The peer ended before it listed us: its end did not signal us, so
+        // the signal comes from here (once).
+        if let Err(reason) = peer_listed {
+            self.forget_link(me, &peer);
+            self.exit_signal(me, peer.pid, reason);
+        }
+    }
+
+    /// Removes `peer` from `record`'s links.
+    fn forget_link(&self, record: &Record, peer: &Arc<Record>) {
+        let removed = record.relations.with_existing(|related| {
+            let at = related.links.iter().position(|l| Arc::ptr_eq(l, peer))?;
+            Some(related.links.swap_remove(at))
+        });
+        drop(removed);
+    }
+
+    /// `ended` has ended with `reason`: each process linked to it gets the
+    /// exit signal.
+    pub(crate) fn links_end(
+        &self,
+        ended: &Arc<Record>,
+        links: Vec<Arc<Record>>,
+        reason: ExitReason,
+    ) {
+        for linked in links {
+            self.forget_link(&linked, ended);
+            self.exit_signal(&linked, ended.pid, reason);
+        }
+    }
+
+    /// Sends `target` the exit signal of `from`.
+    fn exit_signal(&self, target: &Arc<Record>, from: Pid, reason: ExitReason) {
+        let signal = target.relations.with_live(|related| {
+            if related.trap_exits {
+                Signal::Deliver
+            } else if reason.is_normal() {
+                Signal::Ignore
+            } else {
+                related.linked_exit.get_or_insert((from, reason));
+                Signal::Kill
+            }
+        });
+        match signal {
+            Ok(Signal::Deliver) => {
+                if let Ok(wake) = target.deliver(Event::Exit { pid: from, reason }) {
+                    self.after_wake(target, wake);
+                }
+            }
+            Ok(Signal::Kill) => {
+                let wake = target.state.kill(TERMINATE);
+                self.after_wake(target, wake);
+            }
+            Ok(Signal::Ignore) | Err(_) => {}
+        }
+    }
+}
+
+impl Output<'_> {
+    /// Links this process with `pid`, both ways: when either ends, the
+    /// other gets its exit signal. A process that does not
+    /// [trap exits](Output::trap_exits) ends too when a linked process ends
+    /// abnormally (anything but `done`), with
+    /// [`ExitError::Linked`](crate::ExitError::Linked); one that traps them
+    /// receives [`Event::Exit`](crate::Event::Exit) instead, for every end,
+    /// normal or not. Linking twice is linking once. If `pid` has no live
+    /// process, the signal comes at once with
+    /// [`ExitReason::NoProcess`](crate::ExitReason::NoProcess).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{BoxError, Event, Events, ExitReason, Output, Pid, Process};
+    ///
+    /// /// Works with a partner; if the partner crashes, cleans up and
+    /// /// reports it rather than dying with it.
+    /// struct Careful { partner: Pid, linked: bool }
+    /// impl Process for Careful {
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         if !self.linked {
+    ///             self.linked = true;
+    ///             out.trap_exits(true);
+    ///             out.link(self.partner);
+    ///         }
+    ///         for event in events {
+    ///             if let Event::Exit { reason, .. } = event {
+    ///                 out.done(Box::new(reason));
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn link(&mut self, pid: Pid) {
+        let shared = self.engine.context().shared();
+        shared.link(self.timers.record, pid);
+    }
+
+    /// Removes the link with `pid` (both ways). An exit signal already
+    /// delivered stays delivered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// fn part(out: &mut sched::Output<'_>, partner: sched::Pid) { out.unlink(partner) }
+    /// ```
+    pub fn unlink(&mut self, pid: Pid) {
+        let shared = self.engine.context().shared();
+        let me = self.timers.record;
+        let Some(peer) = shared.router.with(pid, Arc::clone) else {
+            return;
+        };
+        shared.forget_link(me, &peer);
+        shared.forget_link(&peer, me);
+    }
+
+    /// Whether exit signals from linked processes arrive as
+    /// [`Event::Exit`](crate::Event::Exit) (`true`) or end this process
+    /// when abnormal (`false`, the default). See [`link`](Output::link).
+    ///
+    /// # Examples
+    ///
+    /// See [`link`](Output::link).
+    pub fn trap_exits(&mut self, trap: bool) {
+        let _ = self
+            .timers
+            .record
+            .relations
+            .with_live(|related| related.trap_exits = trap);
+    }
+}
