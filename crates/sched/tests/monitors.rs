@@ -266,3 +266,51 @@ fn names_are_registered_found_refused_and_released_at_the_end() {
     assert_eq!(scheduler.unregister_name("db"), Some(second.pid()));
     assert_eq!(scheduler.whereis("db"), None);
 }
+
+/// Yields a command nobody completes, then waits; finishes on cancel.
+struct Blocked {
+    yielded: bool,
+}
+
+impl Process for Blocked {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if !self.yielded {
+            self.yielded = true;
+            out.yield_command(sched::CommandId(1), Tag(1), Box::new(()));
+            return Ok(());
+        }
+        for event in events {
+            if let Event::Cancel = event {
+                out.done(Box::new("compensated"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn cancel_reaches_a_process_blocked_on_a_yield() {
+    let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keeper = kept.clone();
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .handler(sched::CommandId(1), move |_cmd, done| {
+            // Never completed while the test runs.
+            keeper.lock().unwrap().push(done);
+            Ok(())
+        })
+        .build();
+    scheduler.start();
+    let blocked = scheduler.spawn(Blocked { yielded: false }, "run", ()).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while kept.lock().unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    scheduler.cancel(blocked.pid()).unwrap();
+    let result = blocked.wait().unwrap();
+    assert_eq!(result.downcast_ref::<&str>(), Some(&"compensated"));
+    // The yield's late completion finds the process gone.
+    let done = kept.lock().unwrap().pop().unwrap();
+    assert!(done.is_abandoned());
+    assert!(done.complete(Box::new(())).is_err());
+}
