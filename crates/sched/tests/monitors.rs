@@ -314,3 +314,50 @@ fn cancel_reaches_a_process_blocked_on_a_yield() {
     assert!(done.is_abandoned());
     assert!(done.complete(Box::new(())).is_err());
 }
+
+/// Signals when its `init` runs (its PID is routable then), waits for the
+/// go, and fails.
+struct Refuses {
+    ready: std::sync::mpsc::Sender<()>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Process for Refuses {
+    fn init(
+        &mut self,
+        _: &sched::InitContext,
+        _: &str,
+        _: sched::Payload,
+    ) -> Result<(), sched::InitError> {
+        self.ready.send(()).unwrap();
+        self.go.lock().unwrap().recv().unwrap();
+        Err(sched::InitError::failed("refused"))
+    }
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_monitor_set_while_init_runs_fires_when_init_fails() {
+    let scheduler = Arc::new(started(1));
+    let pid = scheduler.allocate_pid().unwrap();
+    let (ready, ready_rx) = std::sync::mpsc::channel();
+    let (go_tx, go) = std::sync::mpsc::channel();
+    let submitter = {
+        let scheduler = scheduler.clone();
+        std::thread::spawn(move || {
+            let process = Refuses {
+                ready,
+                go: std::sync::Mutex::new(go),
+            };
+            scheduler.submit(pid, process, "run", ()).err()
+        })
+    };
+    ready_rx.recv().unwrap();
+    let monitor = scheduler.monitor(pid);
+    go_tx.send(()).unwrap();
+    assert!(submitter.join().unwrap().is_some(), "init failed");
+    let down = monitor.wait_timeout(WAIT).expect("the monitor fired");
+    assert_eq!(down.reason, ExitReason::NoProcess);
+}

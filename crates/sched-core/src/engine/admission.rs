@@ -156,6 +156,10 @@ impl Shared {
             }
         }
         self.router.unregister(pid);
+        // Monitors, links or names attached while `init` or the start hook
+        // ran (the PID was routable) resolve now: for them the process
+        // never existed.
+        self.relations_end(record, crate::contract::down::ExitReason::NoProcess);
         self.dead_letters(pid, dead);
         self.release_live();
     }
