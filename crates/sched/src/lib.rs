@@ -93,9 +93,14 @@
 
 mod builder;
 mod scheduler;
+mod supervisor;
 
 pub use builder::SchedulerBuilder;
 pub use scheduler::Scheduler;
+pub use supervisor::{
+    ChildReport, ChildSpec, Restart, Strategy, Supervisor, SupervisorBuilder, SupervisorError,
+    SupervisorReport, WhichChildren,
+};
 
 pub use deque;
 pub use relay::{
@@ -121,6 +126,10 @@ struct ComingFromTokioDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/cookbook.md")]
 struct CookbookDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/actors.md")]
+struct ActorsDoctests;
 
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

@@ -1,0 +1,167 @@
+//! One declared child: its spec, its current incarnation, its history.
+
+use std::time::Duration;
+
+use relay::Pid;
+use sched_core::{
+    BoxError, Completion, Down, ExitError, ExitReason, MonitorId, NameError, Output, SubmitError,
+};
+
+use super::report::ChildReport;
+use super::spec::{ChildSpec, Restart};
+
+/// The longest wait for the outcome of a child that ended before it was
+/// monitored.
+const OUTCOME_GAP: Duration = Duration::from_millis(100);
+
+/// The incarnation of a child that is running (as far as the supervisor
+/// knows: its down may be on its way).
+#[derive(Debug)]
+struct Incarnation {
+    pid: Pid,
+    monitor: MonitorId,
+    /// Kept to learn how it ended if it ended before it was monitored.
+    completion: Completion,
+}
+
+/// Why a start did not happen.
+#[derive(Debug)]
+pub(super) enum StartError {
+    /// The scheduler is shutting down: no attempt was made, and none
+    /// should be counted.
+    ShuttingDown,
+    /// The attempt failed.
+    Failed(BoxError),
+}
+
+#[derive(Debug)]
+pub(super) struct Child {
+    pub(super) spec: ChildSpec,
+    current: Option<Incarnation>,
+    /// Waiting to be started (first start, or a restart).
+    pub(super) pending: bool,
+    /// A temporary child that ended (or was stopped by a one-for-all
+    /// restart): never started again.
+    pub(super) removed: bool,
+    started_once: bool,
+    restarts: u32,
+    last_exit: Option<ExitReason>,
+}
+
+impl Child {
+    pub(super) fn new(spec: ChildSpec) -> Self {
+        Child {
+            spec,
+            current: None,
+            pending: false,
+            removed: false,
+            started_once: false,
+            restarts: 0,
+            last_exit: None,
+        }
+    }
+
+    pub(super) fn pid(&self) -> Option<Pid> {
+        self.current.as_ref().map(|c| c.pid)
+    }
+
+    pub(super) fn is_running(&self) -> bool {
+        self.current.is_some()
+    }
+
+    pub(super) fn watched_by(&self, monitor: MonitorId) -> bool {
+        self.current.as_ref().is_some_and(|c| c.monitor == monitor)
+    }
+
+    /// Starts a new incarnation: a fresh process from the factory, spawned
+    /// from the supervisor's step, registered under its name if asked,
+    /// then monitored.
+    pub(super) fn start(&mut self, out: &mut Output<'_>) -> Result<(), StartError> {
+        let process = (self.spec.factory)();
+        let input = (self.spec.input)();
+        let completion = match out.spawn_boxed(process, &self.spec.method, input) {
+            Ok(completion) => completion,
+            Err(SubmitError::ShuttingDown) => return Err(StartError::ShuttingDown),
+            Err(e) => return Err(StartError::Failed(Box::new(e))),
+        };
+        let pid = completion.pid();
+        if let Some(name) = &self.spec.register_as {
+            match out.context().register_name(name, pid) {
+                // Ended already: the monitor reports it at once.
+                Ok(()) | Err(NameError::NoProcess(_)) => {}
+                Err(e) => {
+                    let _ = out.context().terminate(pid);
+                    return Err(StartError::Failed(Box::new(e)));
+                }
+            }
+        }
+        let monitor = out.monitor(pid);
+        self.current = Some(Incarnation {
+            pid,
+            monitor,
+            completion,
+        });
+        self.pending = false;
+        if self.started_once {
+            self.restarts += 1;
+        }
+        self.started_once = true;
+        Ok(())
+    }
+
+    /// Takes the down of the current incarnation and returns how it ended.
+    pub(super) fn ended(&mut self, down: &Down) -> ExitReason {
+        let mut reason = down.reason;
+        if let Some(mut current) = self.current.take() {
+            if reason == ExitReason::NoProcess {
+                // It ended before the monitor was set: its outcome says how.
+                // The engine fires monitors just before it stores the
+                // outcome, so the wait is at most that short gap.
+                reason = match current.completion.wait_timeout(OUTCOME_GAP) {
+                    Some(outcome) => reason_of(&outcome),
+                    None => ExitReason::Error,
+                };
+            }
+        }
+        self.last_exit = Some(reason);
+        reason
+    }
+
+    /// Asks the current incarnation to end its own way.
+    pub(super) fn cancel(&self, out: &Output<'_>) {
+        if let Some(current) = &self.current {
+            let _ = out.context().cancel(current.pid);
+        }
+    }
+
+    /// Stops the current incarnation at once.
+    pub(super) fn terminate(&self, out: &Output<'_>) {
+        if let Some(current) = &self.current {
+            // Not found: it is ending by itself; its down is on its way.
+            let _ = out.context().terminate(current.pid);
+        }
+    }
+
+    pub(super) fn is_temporary(&self) -> bool {
+        self.spec.restart == Restart::Temporary
+    }
+
+    pub(super) fn report(&self) -> ChildReport {
+        ChildReport {
+            name: self.spec.name.clone(),
+            pid: self.pid(),
+            restarts: self.restarts,
+            last_exit: self.last_exit,
+        }
+    }
+}
+
+fn reason_of(outcome: &sched_core::Outcome) -> ExitReason {
+    match outcome {
+        Ok(_) => ExitReason::Normal,
+        Err(ExitError::Terminated) => ExitReason::Terminated,
+        Err(ExitError::Cancelled) => ExitReason::Cancelled,
+        Err(ExitError::Panicked { .. }) => ExitReason::Panicked,
+        Err(_) => ExitReason::Error,
+    }
+}

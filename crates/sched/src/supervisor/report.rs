@@ -1,0 +1,89 @@
+//! What a supervisor reports about its children.
+
+use std::sync::Arc;
+
+use relay::Pid;
+use sched_core::ExitReason;
+
+/// The question a [`Supervisor`](crate::Supervisor) answers with a
+/// [`SupervisorReport`] of its children, when asked with `ask` (from
+/// outside or from a step).
+///
+/// # Examples
+///
+/// ```
+/// use sched::{Pid, Scheduler, SupervisorReport, WhichChildren};
+/// use std::time::Duration;
+///
+/// fn children(scheduler: &Scheduler, supervisor: Pid) -> Option<SupervisorReport> {
+///     let mut reply = scheduler.ask(supervisor, WhichChildren).ok()?;
+///     let answer = reply.wait_timeout(Duration::from_secs(1)).ok()?;
+///     answer.downcast::<SupervisorReport>().ok().map(|report| *report)
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WhichChildren;
+
+/// A snapshot of a supervisor's children, in start order: the answer to
+/// [`WhichChildren`], and the done value of a supervisor that was
+/// cancelled (then no child is running).
+///
+/// # Examples
+///
+/// ```
+/// use sched::SupervisorReport;
+/// let report = SupervisorReport::default();
+/// assert_eq!(report.total_restarts(), 0);
+/// assert!(report.child("db").is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SupervisorReport {
+    /// One entry per declared child, in start order (a
+    /// [`Temporary`](crate::Restart::Temporary) child that ended stays
+    /// listed, not running).
+    pub children: Vec<ChildReport>,
+}
+
+impl SupervisorReport {
+    /// The entry of the child named `name`.
+    ///
+    /// # Examples
+    ///
+    /// See [`SupervisorReport`].
+    pub fn child(&self, name: &str) -> Option<&ChildReport> {
+        self.children.iter().find(|c| &*c.name == name)
+    }
+
+    /// The restarts of all children, summed.
+    ///
+    /// # Examples
+    ///
+    /// See [`SupervisorReport`].
+    pub fn total_restarts(&self) -> u32 {
+        self.children.iter().map(|c| c.restarts).sum()
+    }
+}
+
+/// One child in a [`SupervisorReport`].
+///
+/// # Examples
+///
+/// ```
+/// use sched::{ChildReport, SupervisorReport};
+/// fn running(report: &SupervisorReport) -> Vec<&ChildReport> {
+///     report.children.iter().filter(|c| c.pid.is_some()).collect()
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChildReport {
+    /// The name of its [`ChildSpec`](crate::ChildSpec).
+    pub name: Arc<str>,
+    /// The PID of the current incarnation, if one is running.
+    pub pid: Option<Pid>,
+    /// How many times it was started again after its first start.
+    pub restarts: u32,
+    /// How its last incarnation ended, if one has ended.
+    pub last_exit: Option<ExitReason>,
+}
