@@ -74,9 +74,12 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 /// - **Introspection.** Asked [`WhichChildren`] (with `ask`), it answers a
 ///   [`SupervisorReport`] with the current PIDs. Other requests are dropped
 ///   unanswered and messages are ignored.
-/// - **What it does not do.** A supervisor that is itself *terminated*
-///   (the hard stop) or panics does not stop its children: they keep
-///   running, unsupervised. Stop a supervisor with `cancel`.
+/// - **Links.** The supervisor links itself to each child and traps exits:
+///   a child's end reaches it as an [`Event::Exit`] (ignored: the monitor's
+///   down drives restarts), and if the supervisor itself is *terminated*
+///   (the hard stop) or panics, each child that does not trap exits ends
+///   with it ([`ExitError::Linked`](crate::ExitError::Linked)). A graceful
+///   stop is still `cancel`: it lets the children finish their own way.
 ///
 /// When a supervisor's outcome is available, every child it started has
 /// ended.
@@ -378,6 +381,7 @@ impl Process for Supervisor {
         match self.phase {
             Phase::Init => {
                 self.phase = Phase::Running;
+                out.trap_exits(true);
                 for child in &mut self.children {
                     child.pending = true;
                 }

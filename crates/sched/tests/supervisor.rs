@@ -473,3 +473,38 @@ fn a_registered_name_follows_the_restarted_child() {
     assert_eq!(scheduler.whereis("db"), None);
     scheduler.shutdown(WAIT);
 }
+
+#[test]
+fn a_terminated_supervisor_takes_its_children_with_it() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let supervisor = Supervisor::builder()
+        .child(ChildSpec::new("a", || Idle))
+        .child(ChildSpec::new("b", || Idle))
+        .build();
+    let handle = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while scheduler.stats().live_processes < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(scheduler.stats().live_processes, 3);
+    scheduler.terminate(handle.pid()).unwrap();
+    assert!(handle.wait().is_err());
+    while scheduler.stats().live_processes > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        scheduler.stats().live_processes,
+        0,
+        "the children ended too"
+    );
+}
+
+/// Waits for messages forever (does not trap exits).
+struct Idle;
+
+impl Process for Idle {
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        Ok(())
+    }
+}

@@ -95,6 +95,10 @@ impl Child {
                 }
             }
         }
+        // Linked, so that children do not outlive a supervisor that is
+        // terminated or panics; the supervisor traps exits, so their ends
+        // reach it as events (the monitor's down drives restarts).
+        out.link(pid);
         let monitor = out.monitor(pid);
         self.current = Some(Incarnation {
             pid,
