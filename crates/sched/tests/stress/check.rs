@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use sched::{ExitError, InitError, Outcome, UpgradeError};
 
 use crate::process::{Log, Observed, TERMINATE_ACCEPTED};
-use crate::script::{failure_message, panic_message, upgrade_failure_message, Ending};
+use crate::script::{failure_message, panic_message, upgrade_failure_message, Ending, OnCancel};
 use crate::shared::Tracked;
 use crate::violations::Violations;
 
@@ -23,6 +23,8 @@ pub(crate) enum Ended {
     /// The new instance of an upgrade refused to start.
     UpgradeFailed,
     Terminated,
+    /// `done` on seeing a cancel (its script says to).
+    OnCancel,
     /// Anything else (already a violation).
     Other,
 }
@@ -112,6 +114,11 @@ pub(crate) fn check_process(
     let accepted = terminate.load(SeqCst) == TERMINATE_ACCEPTED;
     let ended = match (outcome, script.ending()) {
         (Err(ExitError::Terminated), _) if accepted => Ended::Terminated,
+        (Ok(value), _)
+            if log.peers.finished_on_cancel && value.downcast_ref::<u64>() == Some(&id) =>
+        {
+            Ended::OnCancel
+        }
         (Ok(value), Ending::Done) if value.downcast_ref::<u64>() == Some(&id) => Ended::Done,
         (Err(ExitError::Step(e)), Ending::Fail) if e.to_string() == failure_message(id) => {
             Ended::StepError
@@ -134,7 +141,19 @@ pub(crate) fn check_process(
     for v in &log.violations {
         violations.push(format!("{}: {v}", what()));
     }
-    let terminated = ended == Ended::Terminated;
+    if log.peers.finished_on_cancel
+        && (script.on_cancel != OnCancel::Finish || log.peers.cancels_seen == 0)
+    {
+        violations.push(format!(
+            "{}: finished on a cancel it saw {} times, its rule is {:?}",
+            what(),
+            log.peers.cancels_seen,
+            script.on_cancel
+        ));
+    }
+    // Terminated, or finished on a cancel: what it waited for may not
+    // have come.
+    let terminated = matches!(ended, Ended::Terminated | Ended::OnCancel);
     if !terminated && upgrades != script.upgrades() {
         violations.push(format!(
             "{}: upgraded {upgrades} times, its script asks for {}",

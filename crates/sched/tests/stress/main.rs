@@ -35,11 +35,18 @@
 //! `cargo xtask stress [--seconds N]` runs this in release with `--nocapture`,
 //! and `cargo xtask ci` runs it for 30 seconds.
 
+mod accounts;
 mod check;
 mod faults;
 mod feeder;
 mod handlers;
+mod hooks;
 mod ledger;
+mod notices;
+#[cfg(test)]
+mod notices_tests;
+mod observed;
+mod peers;
 mod process;
 mod rng;
 mod round;

@@ -2,17 +2,18 @@
 //! yields and sees, so that the checker can account for every message and
 //! every completion once the round is over.
 
-use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst,
-};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
 
 use sched::{
     BoxError, CommandError, Event, Events, InitContext, InitError, Output, Package, Payload, Pid,
     Process, SendErrorKind, Tag,
 };
 
+pub(crate) use crate::observed::{Log, Observed, TERMINATE_ACCEPTED, TERMINATE_TOO_LATE};
+
 use crate::handlers::{command, FAIL_MESSAGE, REJECT_MESSAGE};
+use crate::peers::PeerState;
 use crate::rng::Rng;
 use crate::script::{failure_message, panic_message, upgrade_failure_message, Kind, Op, Script};
 use crate::shared::{lock, Shared, Tracked};
@@ -37,95 +38,6 @@ pub(crate) struct Yielded {
     pub(crate) discarded: bool,
 }
 
-/// What a process did and saw, handed to the checker by `close` (each
-/// instance's, merged, when the process was upgraded).
-#[derive(Debug, Default)]
-pub(crate) struct Log {
-    /// Commands yielded and dispatched: (tag, kind).
-    pub(crate) issued: Vec<(u64, Kind)>,
-    /// Tags yielded by the step that said done.
-    pub(crate) discarded: Vec<u64>,
-    /// Completions seen, by tag.
-    pub(crate) seen: Vec<u64>,
-    /// Messages `send` accepted, by id.
-    pub(crate) sent: Vec<u64>,
-    /// How many of `sent` answered a token.
-    pub(crate) sent_solicited: u64,
-    /// Messages `send` refused, by id, and why.
-    pub(crate) refused: Vec<(u64, SendErrorKind)>,
-    /// Messages received, by id.
-    pub(crate) received: Vec<u64>,
-    /// Messages asked for (tokens posted) and how many of them arrived.
-    pub(crate) asked: u64,
-    pub(crate) answered: u64,
-    /// Children spawned from its steps.
-    pub(crate) spawned: u64,
-    /// What it found wrong in what the scheduler gave it.
-    pub(crate) violations: Vec<String>,
-}
-
-impl Log {
-    /// Adds what a later instance of the same process did.
-    fn merge(&mut self, later: Log) {
-        self.issued.extend(later.issued);
-        self.discarded.extend(later.discarded);
-        self.seen.extend(later.seen);
-        self.sent.extend(later.sent);
-        self.sent_solicited += later.sent_solicited;
-        self.refused.extend(later.refused);
-        self.received.extend(later.received);
-        self.asked += later.asked;
-        self.answered += later.answered;
-        self.spawned += later.spawned;
-        self.violations.extend(later.violations);
-    }
-}
-
-/// `Observed::terminate`: nobody tried to terminate the process.
-pub(crate) const NOT_TERMINATED: u8 = 0;
-/// `terminate` returned `Ok`: the process may end `Terminated`.
-pub(crate) const TERMINATE_ACCEPTED: u8 = 1;
-/// `terminate` returned `NotFound`: the process had already ended.
-pub(crate) const TERMINATE_TOO_LATE: u8 = 2;
-
-/// What the harness observes of one process while it runs.
-#[derive(Debug, Default)]
-pub(crate) struct Observed {
-    /// Set while a worker is inside the process's `step`.
-    running: AtomicBool,
-    /// Steps that began while another step of the process was running.
-    pub(crate) overlaps: AtomicU64,
-    pub(crate) steps: AtomicU64,
-    pub(crate) steps_after_close: AtomicU64,
-    /// `init` and `close` calls, over every instance of the process (an
-    /// upgrade adds one).
-    pub(crate) inits: AtomicU32,
-    pub(crate) closes: AtomicU32,
-    /// Upgrades whose new instance's `init` succeeded, and failed.
-    pub(crate) upgrades: AtomicU32,
-    pub(crate) failed_upgrades: AtomicU32,
-    /// The index of the next op, for the report of a hang.
-    pub(crate) position: AtomicUsize,
-    /// One of `NOT_TERMINATED`, `TERMINATE_ACCEPTED`, `TERMINATE_TOO_LATE`.
-    pub(crate) terminate: AtomicU8,
-    /// The process's log, from its `close`.
-    pub(crate) log: Mutex<Option<Log>>,
-}
-
-impl Observed {
-    /// Records what `terminate` answered; an accepted terminate is kept
-    /// over a later "too late".
-    pub(crate) fn terminate_result(&self, accepted: bool) {
-        if accepted {
-            self.terminate.store(TERMINATE_ACCEPTED, SeqCst);
-        } else {
-            let _ =
-                self.terminate
-                    .compare_exchange(NOT_TERMINATED, TERMINATE_TOO_LATE, SeqCst, SeqCst);
-        }
-    }
-}
-
 /// Clears the running flag when a step returns or unwinds.
 struct Running<'a>(&'a AtomicBool);
 
@@ -137,25 +49,35 @@ impl Drop for Running<'_> {
 
 /// What the process waits for before it runs its next op.
 #[derive(Debug)]
-enum Awaiting {
+pub(crate) enum Awaiting {
     Nothing,
     /// The completions of these yields: (tag, kind).
     Completions(Vec<(u64, Kind)>),
     /// This many more solicited messages.
     Messages(u64),
+    /// The down of the monitor with this serial.
+    Down(u64),
+    /// One more exit from `from` than the `seen` so far.
+    Exit {
+        from: Pid,
+        seen: usize,
+    },
+    /// The reply to the ask with this serial.
+    Reply(u64),
 }
 
 /// A process that runs a [`Script`].
 #[derive(Debug)]
 pub(crate) struct Stress {
-    pid: Pid,
-    script: Option<Script>,
+    pub(crate) pid: Pid,
+    pub(crate) script: Option<Script>,
     next: usize,
-    rng: Rng,
-    awaiting: Awaiting,
-    log: Log,
+    pub(crate) rng: Rng,
+    pub(crate) awaiting: Awaiting,
+    pub(crate) log: Log,
     observed: Arc<Observed>,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) peer: PeerState,
 }
 
 impl Stress {
@@ -170,14 +92,18 @@ impl Stress {
             log: Log::default(),
             observed,
             shared,
+            peer: PeerState::default(),
         }
     }
 
-    fn violation(&mut self, what: String) {
+    pub(crate) fn violation(&mut self, what: String) {
         self.log.violations.push(what);
     }
 
     fn see(&mut self, event: Event) {
+        let Some(event) = self.see_peer(event) else {
+            return;
+        };
         match event {
             Event::Completion { tag, result } => {
                 self.log.seen.push(tag.0);
@@ -234,9 +160,6 @@ impl Stress {
                     }
                 }
             }
-            Event::Cancel => {
-                self.violation("a cancel event while the scheduler is not shutting down".into())
-            }
             other => self.violation(format!("an event no script asks for: {other:?}")),
         }
     }
@@ -244,6 +167,11 @@ impl Stress {
     /// Runs ops until one ends the step.
     fn run_ops(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         loop {
+            if self.peer.finishing {
+                self.log.peers.finished_on_cancel = true;
+                out.done(Box::new(self.pid.id()));
+                return Ok(());
+            }
             if !matches!(self.awaiting, Awaiting::Nothing) {
                 out.idle();
                 return Ok(());
@@ -314,6 +242,26 @@ impl Stress {
                     out.upgrade(next, "upgrade-fail", ());
                     return Ok(());
                 }
+                Op::MonitorPeer { wait } => {
+                    if self.monitor_peer(out, wait) {
+                        out.idle();
+                        return Ok(());
+                    }
+                }
+                Op::Demonitor => self.demonitor(out),
+                Op::LinkPeer { wait } => {
+                    if self.link_peer(out, wait) {
+                        out.idle();
+                        return Ok(());
+                    }
+                }
+                Op::CancelPeer => self.cancel_peer(out),
+                Op::AskPeer { timeout } => {
+                    if self.ask_peer(out, timeout) {
+                        out.idle();
+                        return Ok(());
+                    }
+                }
                 Op::Fail => return Err(failure_message(self.pid.id()).into()),
                 Op::Panic => panic!("{}", panic_message(self.pid.id())),
             }
@@ -333,6 +281,7 @@ impl Stress {
             log: Log::default(),
             observed: self.observed.clone(),
             shared: self.shared.clone(),
+            peer: self.peer.handed_over(),
         }
     }
 
@@ -400,6 +349,7 @@ impl Stress {
                     observed,
                     completion,
                     parent: Some(self.pid),
+                    outside: None,
                 };
                 self.shared.admit(tracked, &mut self.rng);
             }
@@ -427,6 +377,7 @@ impl Process for Stress {
                     ));
                 }
                 self.observed.upgrades.fetch_add(1, SeqCst);
+                self.observed.open.fetch_add(1, SeqCst);
                 return Ok(());
             }
             "upgrade-fail" => {
@@ -441,6 +392,7 @@ impl Process for Stress {
         self.pid = cx.pid();
         self.rng = Rng::new(script.seed);
         self.script = Some(*script);
+        self.observed.open.fetch_add(1, SeqCst);
         Ok(())
     }
 
@@ -457,13 +409,17 @@ impl Process for Stress {
         if observed.closes.load(SeqCst) >= observed.inits.load(SeqCst) {
             observed.steps_after_close.fetch_add(1, SeqCst);
         }
+        self.trap_exits(out);
+        let deferred = std::mem::take(&mut self.peer.deferred);
         for event in events {
             self.see(event);
         }
+        self.answer_deferred(deferred);
         self.run_ops(out)
     }
 
     fn close(&mut self) {
+        self.observed.open.fetch_sub(1, SeqCst);
         self.observed.closes.fetch_add(1, SeqCst);
         let log = std::mem::take(&mut self.log);
         let mut slot = lock(&self.observed.log);

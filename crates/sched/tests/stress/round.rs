@@ -10,16 +10,16 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use sched::{CompleteError, Event, InitError, Outcome, Pid, Scheduler, SendErrorKind, SubmitError};
+use sched::{CompleteError, InitError, Outcome, Pid, Scheduler, SubmitError};
 
-use crate::check::{check_process, summary, Ended};
-use crate::feeder::{feed, FeederLog};
-use crate::handlers::{register, CompleterThreads};
-use crate::ledger::{check_completions, check_messages, Completions, Issued, Messages};
-use crate::process::{Log, Msg, Observed, Stress, TERMINATE_ACCEPTED, TERMINATE_TOO_LATE};
+use crate::accounts::{check_all, Records};
+use crate::feeder::feed;
+use crate::handlers::CompleterThreads;
+use crate::hooks::build;
+use crate::process::{Log, Observed, Stress};
 use crate::rng::Rng;
 use crate::script::Script;
-use crate::shared::{lock, DeadLetter, Shared, Tracked};
+use crate::shared::{lock, Shared, Tracked};
 use crate::tally::Tally;
 use crate::terminator::terminate_doomed;
 use crate::violations::Violations;
@@ -28,9 +28,9 @@ use crate::violations::Violations;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A submission `init` had to refuse.
-struct Refused {
-    pid: Pid,
-    observed: Arc<Observed>,
+pub(crate) struct Refused {
+    pub(crate) pid: Pid,
+    pub(crate) observed: Arc<Observed>,
 }
 
 /// Runs round `number` from `seed`, adds its counts to `tally`, and
@@ -142,50 +142,6 @@ pub(crate) fn run(number: u64, seed: u64, tally: &mut Tally) -> Result<(), Strin
     }
 }
 
-/// A scheduler with the stress handlers and the hooks the checker reads.
-fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>) -> Scheduler {
-    let on_complete = shared.clone();
-    let on_dead_letter = shared.clone();
-    let mut builder = Scheduler::builder()
-        .workers(workers)
-        .thread_name("stress-worker")
-        .on_complete(move |_cx, pid, outcome| {
-            lock(&on_complete.ended)
-                .entry(pid.id())
-                .or_default()
-                .push(summary(outcome));
-        })
-        .on_dead_letter(move |_cx, pid, event| {
-            let letter = match event {
-                Event::Message(package) => match package.payload::<Msg>() {
-                    Some(msg) => DeadLetter::Message {
-                        pid,
-                        id: msg.id,
-                        to: msg.to,
-                    },
-                    None => {
-                        return on_dead_letter
-                            .violation(format!("{pid}: a dead letter that is not a Msg"))
-                    }
-                },
-                Event::Completion { tag, .. } => DeadLetter::Completion { pid, tag: tag.0 },
-                Event::Cancel => {
-                    return on_dead_letter
-                        .violation(format!("{pid}: a cancel event passed as a dead letter"))
-                }
-                other => {
-                    return on_dead_letter
-                        .violation(format!("{pid}: an unexpected dead letter {other:?}"))
-                }
-            };
-            lock(&on_dead_letter.dead).push(letter);
-        });
-    if let Some(capacity) = mailbox {
-        builder = builder.mailbox_capacity(capacity);
-    }
-    register(builder, shared).build()
-}
-
 /// Submits one process from outside: mostly a good one (through `spawn`
 /// or `submit`), sometimes one `init` must refuse.
 fn submit(
@@ -235,6 +191,12 @@ fn submit(
         Err(e) => return violations.push(format!("submitting {script:?} failed: {e}")),
     };
     let pid = completion.pid();
+    // Some are watched from outside too: registered (`submit` returned),
+    // certainly live if an instance is still open after the call.
+    let outside = rng.chance(1, 4).then(|| {
+        let monitor = scheduler.monitor(pid);
+        (monitor, observed.open.load(SeqCst) > 0)
+    });
     if script.doomed && rng.chance(1, 4) {
         // Right away: often before its first step, sometimes before the
         // workers have started.
@@ -247,6 +209,7 @@ fn submit(
         observed,
         completion,
         parent: None,
+        outside,
     };
     shared.admit(tracked, rng);
 }
@@ -326,184 +289,4 @@ fn take_logs(ended: &[(Tracked, Option<Outcome>)], violations: &mut Violations) 
             })
         })
         .collect()
-}
-
-/// What a round recorded outside [`Shared`].
-struct Records<'a> {
-    /// Every admitted process, with its outcome.
-    ended: &'a [(Tracked, Option<Outcome>)],
-    /// Their logs, in the same order.
-    logs: &'a [Log],
-    refused: &'a [Refused],
-    feeder: &'a FeederLog,
-    /// The mailboxes were bounded (so `Full` refusals are expected).
-    bounded: bool,
-}
-
-/// Every check of a round whose processes have all ended.
-fn check_all(
-    scheduler: &Scheduler,
-    shared: &Shared,
-    records: &Records<'_>,
-    tally: &mut Tally,
-    violations: &mut Violations,
-) {
-    let Records {
-        ended,
-        logs,
-        refused,
-        feeder,
-        bounded,
-    } = *records;
-    let hooked = std::mem::take(&mut *lock(&shared.ended));
-    let mut terminated = HashMap::new();
-    let mut steps = 0;
-    let mut upgrades = 0;
-    for ((tracked, outcome), log) in ended.iter().zip(logs) {
-        let outcome = outcome
-            .as_ref()
-            .expect("no hang: every process has an outcome");
-        let how = check_process(
-            tracked,
-            outcome,
-            log,
-            hooked.get(&tracked.pid.id()),
-            violations,
-        );
-        terminated.insert(tracked.pid, how == Ended::Terminated);
-        tally.ended(how);
-        steps += tracked.observed.steps.load(SeqCst);
-        upgrades += u64::from(tracked.observed.upgrades.load(SeqCst));
-        match tracked.observed.terminate.load(SeqCst) {
-            TERMINATE_ACCEPTED => tally.terminations_accepted += 1,
-            TERMINATE_TOO_LATE => tally.terminations_too_late += 1,
-            _ => {}
-        }
-        if tracked.parent.is_some() {
-            tally.spawned += 1;
-        } else {
-            tally.submitted += 1;
-        }
-    }
-    for r in refused {
-        let o = &r.observed;
-        let (inits, closes, steps) = (
-            o.inits.load(SeqCst),
-            o.closes.load(SeqCst),
-            o.steps.load(SeqCst),
-        );
-        if (inits, closes, steps) != (1, 0, 0) || hooked.contains_key(&r.pid.id()) {
-            violations.push(format!(
-                "{}: refused by init, yet init ran {inits} times, close {closes} times, \
-                 step {steps} times, on_complete saw {:?}",
-                r.pid,
-                hooked.get(&r.pid.id())
-            ));
-        }
-        tally.refused_submissions += 1;
-    }
-    for pid in shared.leftover_tokens() {
-        if terminated.get(&pid) != Some(&true) {
-            violations.push(format!(
-                "{pid} asked for a message nobody sent, and was not terminated"
-            ));
-        }
-    }
-    violations.extend(std::mem::take(&mut *lock(&shared.violations)));
-    violations.extend(feeder.violations.iter().cloned());
-
-    let stats = scheduler.stats();
-    let totals = stats.totals();
-    let dead = std::mem::take(&mut *lock(&shared.dead));
-    let discarded: u64 = logs.iter().map(|l| l.discarded.len() as u64).sum();
-    let expected = (
-        steps,
-        ended.len() as u64,
-        dead.len() as u64,
-        discarded,
-        upgrades,
-        0,
-    );
-    let counted = (
-        totals.steps,
-        totals.completed,
-        stats.dead_letters,
-        totals.discarded_yields,
-        totals.upgrades,
-        stats.live_processes,
-    );
-    if counted != expected {
-        violations.push(format!(
-            "the scheduler's stats (steps, completed, dead letters, discarded yields, \
-             upgrades, live) are {counted:?}, the processes saw {expected:?}"
-        ));
-    }
-    tally.steps += steps;
-    tally.upgrades += upgrades;
-
-    let mut messages = Messages::default();
-    let mut completions = Completions::default();
-    for ((tracked, _), log) in ended.iter().zip(logs) {
-        messages.sent.extend(&log.sent);
-        messages
-            .refused
-            .extend(log.refused.iter().map(|(id, _)| *id));
-        messages.received.extend(&log.received);
-        tally.sent_by_steps += log.sent.len() as u64;
-        tally.sent_by_steps_solicited += log.sent_solicited;
-        for (_, kind) in &log.refused {
-            tally.refused_send(*kind);
-        }
-        let was_terminated = terminated[&tracked.pid];
-        for &(tag, kind) in &log.issued {
-            completions.issued.push(Issued {
-                tag,
-                issuer: tracked.pid,
-                kind,
-                terminated: was_terminated,
-            });
-            *tally.issued.entry(kind).or_default() += 1;
-        }
-        completions.discarded.extend(&log.discarded);
-        completions.seen.extend(&log.seen);
-    }
-    messages.sent.extend(&feeder.sent);
-    messages
-        .refused
-        .extend(feeder.refused.iter().map(|(id, _)| *id));
-    tally.sent_by_feeder += feeder.sent.len() as u64;
-    tally.sent_by_feeder_solicited += feeder.sent_solicited;
-    for (_, kind) in &feeder.refused {
-        tally.refused_send(*kind);
-    }
-    for letter in dead {
-        match letter {
-            DeadLetter::Message { pid, id, to } => {
-                if pid != to {
-                    violations.push(format!("message {id} to {to} was dead-lettered at {pid}"));
-                }
-                messages.dead.push(id);
-            }
-            DeadLetter::Completion { pid, tag } => completions.dead.push((tag, pid)),
-        }
-    }
-    completions.stale = std::mem::take(&mut *lock(&shared.stale));
-    if !bounded {
-        let full = messages_refused_full(logs, feeder);
-        if full != 0 {
-            violations.push(format!(
-                "{full} sends refused as full with unbounded mailboxes"
-            ));
-        }
-    }
-    tally.add_messages(check_messages(&messages, violations));
-    tally.add_completions(check_completions(&completions, violations));
-}
-
-fn messages_refused_full(logs: &[Log], feeder: &FeederLog) -> usize {
-    logs.iter()
-        .flat_map(|l| &l.refused)
-        .chain(&feeder.refused)
-        .filter(|(_, kind)| *kind == SendErrorKind::Full)
-        .count()
 }

@@ -60,8 +60,9 @@ impl Kind {
     }
 }
 
-/// One op of a script. A step runs ops until one makes it return (all but
-/// `Send` and `Spawn` do).
+/// One op of a script. A step runs ops until one makes it return (`Send`,
+/// `Spawn`, `Demonitor`, `CancelPeer` never do; `MonitorPeer`, `LinkPeer`
+/// and `AskPeer` do when they wait).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
     /// Ask to run again.
@@ -96,6 +97,39 @@ pub(crate) enum Op {
     /// Upgrade to an instance whose `init` fails: the process ends with
     /// `ExitError::Upgrade`, the old instance closed once, the new never.
     UpgradeFail,
+    /// Monitor a random process of the round (or a PID with no process);
+    /// `wait` waits for its down if the target's id is above this one's.
+    MonitorPeer { wait: bool },
+    /// Remove one of its monitors, picked at random.
+    Demonitor,
+    /// Link to a process that traps exits, to a PID on a node that does
+    /// not exist, or to itself; `wait` as for `MonitorPeer`.
+    LinkPeer { wait: bool },
+    /// Ask a random process (or a PID with no process) to finish.
+    CancelPeer,
+    /// Ask a random process its request serial back, and wait for the
+    /// reply, the timeout (in milliseconds) at the latest.
+    AskPeer { timeout: u8 },
+}
+
+/// What a process does with a cancel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnCancel {
+    /// Carries on with its script.
+    Ignore,
+    /// Finishes at once with `done(id)`.
+    Finish,
+}
+
+/// What a process does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnRequest {
+    /// Replies in the step that sees it.
+    Reply,
+    /// Drops it unanswered.
+    Drop,
+    /// Takes it apart and replies in its next step.
+    Later,
 }
 
 /// How a process that is not terminated ends, given its script.
@@ -124,6 +158,8 @@ pub(crate) struct Script {
     pub(crate) depth: u8,
     /// The harness will terminate it at some random moment.
     pub(crate) doomed: bool,
+    pub(crate) on_cancel: OnCancel,
+    pub(crate) on_request: OnRequest,
 }
 
 /// Spawn trees stop at this depth.
@@ -140,7 +176,7 @@ impl Script {
         };
         let mut ops = Vec::with_capacity(len as usize + 1);
         for _ in 0..len {
-            let op = match rng.below(18) {
+            let op = match rng.below(25) {
                 0..=2 => Op::Continue,
                 3..=7 => {
                     let n = rng.range(1, 3);
@@ -154,6 +190,17 @@ impl Script {
                 15 if depth < MAX_DEPTH => Op::Spawn,
                 16 if depth == 0 => Op::Spawn,
                 17 => Op::Upgrade,
+                18 | 19 => Op::MonitorPeer {
+                    wait: rng.chance(1, 2),
+                },
+                20 => Op::Demonitor,
+                21 | 22 => Op::LinkPeer {
+                    wait: rng.chance(1, 2),
+                },
+                23 => Op::CancelPeer,
+                24 => Op::AskPeer {
+                    timeout: rng.range(1, 30) as u8,
+                },
                 _ => Op::Continue,
             };
             let held = matches!(&op, Op::Yield { kinds, .. } if kinds.contains(&Kind::Hold));
@@ -170,11 +217,23 @@ impl Script {
             17 | 18 => Op::Panic,
             _ => Op::UpgradeFail,
         });
+        let on_cancel = if rng.chance(1, 2) {
+            OnCancel::Finish
+        } else {
+            OnCancel::Ignore
+        };
+        let on_request = match rng.below(3) {
+            0 => OnRequest::Reply,
+            1 => OnRequest::Drop,
+            _ => OnRequest::Later,
+        };
         Script {
             ops,
             seed: rng.next(),
             depth,
             doomed,
+            on_cancel,
+            on_request,
         }
     }
 

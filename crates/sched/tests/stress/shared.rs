@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use sched::{Completer, Completion, Pid};
+use sched::{AskId, Completer, Completion, Monitor, MonitorId, Pid};
+
+use crate::notices::{DownRec, ExitRec, ReplyRec, RequestRec};
 
 use crate::process::Observed;
 use crate::rng::Rng;
@@ -31,6 +33,9 @@ pub(crate) struct Tracked {
     pub(crate) completion: Completion,
     /// The process whose step spawned it (`None`: submitted by the harness).
     pub(crate) parent: Option<Pid>,
+    /// A monitor set from outside right after its submission, and whether
+    /// it was certainly live then.
+    pub(crate) outside: Option<(Monitor, bool)>,
 }
 
 /// A process to terminate once `due` has passed.
@@ -51,12 +56,23 @@ struct Token {
 }
 
 /// A message or completion the engine reported as a dead letter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum DeadLetter {
     /// Message `id`, addressed to `to`, was still queued when `pid` ended.
-    Message { pid: Pid, id: u64, to: Pid },
+    Message {
+        pid: Pid,
+        id: u64,
+        to: Pid,
+    },
     /// The completion of `tag` was still queued when `pid` ended.
-    Completion { pid: Pid, tag: u64 },
+    Completion {
+        pid: Pid,
+        tag: u64,
+    },
+    Down(DownRec),
+    Exit(ExitRec),
+    Request(RequestRec),
+    Reply(ReplyRec),
 }
 
 /// An asynchronous completion for the completer threads.
@@ -68,7 +84,7 @@ pub(crate) struct Job {
 }
 
 /// A node no process runs on.
-const NOWHERE: u32 = 7;
+pub(crate) const NOWHERE: u32 = 7;
 
 /// The longest a doomed process lives before the terminator ends it.
 const MAX_KILL_DELAY: Duration = Duration::from_micros(3_000);
@@ -98,6 +114,16 @@ pub(crate) struct Shared {
     pub(crate) violations: Mutex<Vec<String>>,
     /// Set once every process has ended: the helper threads stop.
     pub(crate) stop: AtomicBool,
+    /// The serials of monitors, asks and cancels (unique in the round).
+    next_serial: AtomicU64,
+    /// Every admitted process, in order, for peers to pick from.
+    pids: Mutex<Vec<Pid>>,
+    observed: Mutex<HashMap<Pid, Arc<Observed>>>,
+    /// The processes that trap exits (the only ones others link to).
+    trapping: Mutex<Vec<Pid>>,
+    /// Monitor and ask ids by serial, for notices seen or dead-lettered.
+    pub(crate) monitor_serials: Mutex<HashMap<MonitorId, u64>>,
+    pub(crate) ask_serials: Mutex<HashMap<AskId, u64>>,
     /// Stray messages may reach live processes. Without them, nothing
     /// wakes a process but the events it waits for, so an event whose
     /// wakeup the scheduler lost strands the process for good and the
@@ -140,6 +166,33 @@ impl Shared {
         }
     }
 
+    pub(crate) fn next_serial(&self) -> u64 {
+        self.next_serial.fetch_add(1, SeqCst) + 1
+    }
+
+    /// A random admitted process, or now and then a PID no process has.
+    pub(crate) fn random_peer(&self, rng: &mut Rng) -> Pid {
+        let pids = lock(&self.pids);
+        if pids.is_empty() || rng.chance(1, 8) {
+            return Pid::new(NOWHERE, rng.range(1, 1_000));
+        }
+        pids[rng.below(pids.len() as u64) as usize]
+    }
+
+    /// A random process that traps exits, if any.
+    pub(crate) fn random_trapping(&self, rng: &mut Rng) -> Option<Pid> {
+        let trapping = lock(&self.trapping);
+        (!trapping.is_empty()).then(|| trapping[rng.below(trapping.len() as u64) as usize])
+    }
+
+    pub(crate) fn traps(&self, pid: Pid) {
+        lock(&self.trapping).push(pid);
+    }
+
+    pub(crate) fn observed(&self, pid: Pid) -> Option<Arc<Observed>> {
+        lock(&self.observed).get(&pid).cloned()
+    }
+
     /// Posts `n` tokens asking for messages to `pid`.
     pub(crate) fn ask(&self, pid: Pid, n: u64) {
         let pass = self.feeder_pass.load(SeqCst);
@@ -176,6 +229,8 @@ impl Shared {
     /// milliseconds.
     pub(crate) fn admit(&self, tracked: Tracked, rng: &mut Rng) {
         self.max_pid.fetch_max(tracked.pid.id(), SeqCst);
+        lock(&self.pids).push(tracked.pid);
+        lock(&self.observed).insert(tracked.pid, tracked.observed.clone());
         if tracked.script.doomed {
             let delay = if rng.chance(1, 4) {
                 Duration::ZERO

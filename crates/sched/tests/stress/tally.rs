@@ -8,6 +8,7 @@ use sched::SendErrorKind;
 
 use crate::check::Ended;
 use crate::ledger::{CompletionCounts, MessageCounts};
+use crate::notices::NoticeCounts;
 use crate::script::Kind;
 
 /// Everything counted so far.
@@ -39,6 +40,7 @@ pub(crate) struct Tally {
     pub(crate) terminations_accepted: u64,
     pub(crate) terminations_too_late: u64,
     pub(crate) held_stale: u64,
+    pub(crate) notices: NoticeCounts,
 }
 
 impl Tally {
@@ -49,6 +51,7 @@ impl Tally {
             Ended::Panicked => "panicked",
             Ended::UpgradeFailed => "upgrade failed",
             Ended::Terminated => "terminated",
+            Ended::OnCancel => "finished on cancel",
             Ended::Other => "other",
         };
         *self.ended.entry(name).or_default() += 1;
@@ -126,6 +129,7 @@ impl Tally {
     /// What the run should have exercised and did not (empty when all of
     /// it happened at least once).
     pub(crate) fn missing(&self) -> Vec<&'static str> {
+        let n = &self.notices;
         let mut missing: Vec<&'static str> = self
             .faults()
             .into_iter()
@@ -139,6 +143,20 @@ impl Tally {
             ("asynchronous completions", self.issued(&[Kind::Async])),
             ("dead letters", self.messages.dead + self.completions.dead),
             ("stale completions", self.completions.stale),
+            ("monitors", self.notices.monitors),
+            ("downs with a real reason", n.downs - n.downs_no_process),
+            ("downs of no process", n.downs_no_process),
+            ("demonitors", n.demonitors_removed),
+            ("links", n.links),
+            ("exits with a real reason", n.exits - n.exits_no_process),
+            ("exits of no process", n.exits_no_process),
+            ("cancels seen", n.cancels_seen),
+            ("asks refused", n.asks_refused),
+            ("replies", n.replies_value),
+            ("ask timeouts", n.replies_timeout),
+            ("requests dropped", n.replies_no_reply),
+            ("dead-lettered notices", n.dead),
+            ("monitors from outside", n.outside),
         ];
         missing.extend(more.iter().filter(|(_, n)| *n == 0).map(|(name, _)| *name));
         for (workers, rounds) in self.rounds_by_workers.iter().enumerate() {
@@ -210,6 +228,29 @@ impl Tally {
             .collect::<Vec<_>>()
             .join(", ");
         println!("               by handler: {kinds}");
+        let n = &self.notices;
+        println!(
+            "  monitors     {} set ({} from outside), {} removed; {} downs ({} of no process)",
+            n.monitors, n.outside, n.demonitors_removed, n.downs, n.downs_no_process
+        );
+        println!(
+            "  links        {} made; {} exits ({} of no process)",
+            n.links, n.exits, n.exits_no_process
+        );
+        println!(
+            "  cancels      {} accepted, {} seen",
+            n.cancels_accepted, n.cancels_seen
+        );
+        println!(
+            "  asks         {} accepted, {} refused; replies: {} answers, {} timeouts, \
+             {} no-replies; {} notices dead-lettered",
+            n.asks_accepted,
+            n.asks_refused,
+            n.replies_value,
+            n.replies_timeout,
+            n.replies_no_reply,
+            n.dead
+        );
         println!(
             "  faults       {}",
             self.faults()
@@ -225,7 +266,8 @@ impl Tally {
         println!(
             "  checked      one outcome per process, matching its script; one init and one \
              close per instance (upgrades included); no step on two workers at once; every message and completion accounted \
-             for exactly once; no live process left after a round"
+             for exactly once; every down, exit, cancel, request and reply accounted for against \
+             its monitor, link, cancel or ask; no live process left after a round"
         );
     }
 }

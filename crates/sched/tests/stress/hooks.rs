@@ -1,0 +1,104 @@
+//! The scheduler a round runs on: the stress handlers, and the hooks
+//! that record every outcome and every dead letter for the checker.
+
+use std::sync::Arc;
+
+use sched::{Event, Scheduler};
+
+use crate::check::summary;
+use crate::handlers::register;
+use crate::notices::{DownRec, ExitRec, ReplyRec, RequestRec};
+use crate::peers::answer;
+use crate::process::Msg;
+use crate::shared::{lock, DeadLetter, Shared};
+
+/// A scheduler with the stress handlers and the hooks the checker reads.
+pub(crate) fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>) -> Scheduler {
+    let on_complete = shared.clone();
+    let on_dead_letter = shared.clone();
+    let mut builder = Scheduler::builder()
+        .workers(workers)
+        .thread_name("stress-worker")
+        .on_complete(move |_cx, pid, outcome| {
+            lock(&on_complete.ended)
+                .entry(pid.id())
+                .or_default()
+                .push(summary(outcome));
+        })
+        .on_dead_letter(move |_cx, pid, event| {
+            let letter = match event {
+                Event::Message(package) => match package.payload::<Msg>() {
+                    Some(msg) => DeadLetter::Message {
+                        pid,
+                        id: msg.id,
+                        to: msg.to,
+                    },
+                    None => {
+                        return on_dead_letter
+                            .violation(format!("{pid}: a dead letter that is not a Msg"))
+                    }
+                },
+                Event::Completion { tag, .. } => DeadLetter::Completion { pid, tag: tag.0 },
+                Event::Down(down) => {
+                    let serial = lock(&on_dead_letter.monitor_serials)
+                        .get(&down.monitor)
+                        .copied();
+                    let Some(serial) = serial else {
+                        return on_dead_letter
+                            .violation(format!("{pid}: a dead-lettered down of no monitor"));
+                    };
+                    DeadLetter::Down(DownRec {
+                        serial,
+                        at: pid,
+                        target: down.pid,
+                        reason: down.reason,
+                        dead: true,
+                    })
+                }
+                Event::Exit { pid: from, reason } => DeadLetter::Exit(ExitRec {
+                    at: pid,
+                    from,
+                    reason,
+                    dead: true,
+                }),
+                Event::Request(request) => {
+                    // Dropped when this arm ends: the asker hears `NoReply`.
+                    let Some(&serial) = request.payload::<u64>() else {
+                        return on_dead_letter
+                            .violation(format!("{pid}: a dead-lettered request of no ask"));
+                    };
+                    DeadLetter::Request(RequestRec {
+                        serial,
+                        at: pid,
+                        dead: true,
+                    })
+                }
+                Event::Reply { id, result } => {
+                    let serial = lock(&on_dead_letter.ask_serials).get(&id).copied();
+                    let Some(serial) = serial else {
+                        return on_dead_letter
+                            .violation(format!("{pid}: a dead-lettered reply of no ask"));
+                    };
+                    DeadLetter::Reply(ReplyRec {
+                        serial,
+                        at: pid,
+                        answer: answer(result),
+                        dead: true,
+                    })
+                }
+                Event::Cancel => {
+                    return on_dead_letter
+                        .violation(format!("{pid}: a cancel event passed as a dead letter"))
+                }
+                other => {
+                    return on_dead_letter
+                        .violation(format!("{pid}: an unexpected dead letter {other:?}"))
+                }
+            };
+            lock(&on_dead_letter.dead).push(letter);
+        });
+    if let Some(capacity) = mailbox {
+        builder = builder.mailbox_capacity(capacity);
+    }
+    register(builder, shared).build()
+}

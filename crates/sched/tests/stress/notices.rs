@@ -1,0 +1,481 @@
+//! The checks of what processes told each other: every down, exit, cancel,
+//! request and reply of a round is accounted for against the monitors,
+//! links, cancels and asks that caused it. Pure functions over plain
+//! records, so the tests (`notices_tests.rs`) can break each rule.
+
+use std::collections::{HashMap, HashSet};
+
+use sched::{ExitReason, Pid};
+
+use crate::violations::Violations;
+
+/// A monitor a process set (`serial` is unique within the round).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MonitorRec {
+    pub(crate) serial: u64,
+    pub(crate) watcher: Pid,
+    pub(crate) target: Pid,
+    /// The watcher waited for its down.
+    pub(crate) wait: bool,
+    /// The target was certainly registered and not yet ended when the
+    /// monitor was set (it had stepped before, an instance was still open
+    /// after): the down must give its real reason.
+    pub(crate) live: bool,
+}
+
+/// A down notification, seen by a step or dead-lettered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DownRec {
+    pub(crate) serial: u64,
+    /// The process it reached.
+    pub(crate) at: Pid,
+    pub(crate) target: Pid,
+    pub(crate) reason: ExitReason,
+    pub(crate) dead: bool,
+}
+
+/// A link a process made (`live` as for [`MonitorRec`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LinkRec {
+    pub(crate) from: Pid,
+    pub(crate) to: Pid,
+    pub(crate) wait: bool,
+    pub(crate) live: bool,
+}
+
+/// An exit signal, seen by a step or dead-lettered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExitRec {
+    pub(crate) at: Pid,
+    pub(crate) from: Pid,
+    pub(crate) reason: ExitReason,
+    pub(crate) dead: bool,
+}
+
+/// A cancel a process asked for, and whether `cancel` accepted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CancelRec {
+    pub(crate) target: Pid,
+    pub(crate) accepted: bool,
+}
+
+/// An ask; its request carries `serial`, and a reply answers it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AskRec {
+    pub(crate) serial: u64,
+    pub(crate) asker: Pid,
+    pub(crate) target: Pid,
+    pub(crate) accepted: bool,
+}
+
+/// What a reply said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Value(u64),
+    Timeout,
+    NoReply,
+    /// Anything else (already wrong).
+    Odd(String),
+}
+
+/// A reply, seen by a step or dead-lettered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReplyRec {
+    pub(crate) serial: u64,
+    pub(crate) at: Pid,
+    pub(crate) answer: Answer,
+    pub(crate) dead: bool,
+}
+
+/// A request, seen by a step or dead-lettered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RequestRec {
+    pub(crate) serial: u64,
+    pub(crate) at: Pid,
+    pub(crate) dead: bool,
+}
+
+/// A monitor set from outside at submission, and what it got by the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OutsideRec {
+    pub(crate) target: Pid,
+    pub(crate) live: bool,
+    pub(crate) got: Option<(Pid, ExitReason)>,
+}
+
+/// A process of the round, as the notices see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Party {
+    pub(crate) pid: Pid,
+    /// How it ended, as monitors must report it.
+    pub(crate) reason: ExitReason,
+    /// It did not end by its script (terminated, or finished on a
+    /// cancel): what it waited for may not have come.
+    pub(crate) loose: bool,
+    pub(crate) cancels_seen: u32,
+    /// The request serials it replied to.
+    pub(crate) replied: Vec<u64>,
+}
+
+/// Everything a round recorded about notices.
+#[derive(Debug, Default)]
+pub(crate) struct Notices {
+    pub(crate) parties: Vec<Party>,
+    pub(crate) monitors: Vec<MonitorRec>,
+    /// `demonitor` calls: (monitor serial, what it returned).
+    pub(crate) demonitors: Vec<(u64, bool)>,
+    pub(crate) downs: Vec<DownRec>,
+    pub(crate) links: Vec<LinkRec>,
+    pub(crate) exits: Vec<ExitRec>,
+    pub(crate) cancels: Vec<CancelRec>,
+    pub(crate) asks: Vec<AskRec>,
+    pub(crate) replies: Vec<ReplyRec>,
+    pub(crate) requests: Vec<RequestRec>,
+    pub(crate) outside: Vec<OutsideRec>,
+}
+
+/// The totals the notice checks verified.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct NoticeCounts {
+    pub(crate) monitors: u64,
+    pub(crate) demonitors_removed: u64,
+    pub(crate) downs: u64,
+    pub(crate) downs_no_process: u64,
+    pub(crate) links: u64,
+    pub(crate) exits: u64,
+    pub(crate) exits_no_process: u64,
+    pub(crate) cancels_accepted: u64,
+    pub(crate) cancels_seen: u64,
+    pub(crate) asks_accepted: u64,
+    pub(crate) asks_refused: u64,
+    pub(crate) replies_value: u64,
+    pub(crate) replies_timeout: u64,
+    pub(crate) replies_no_reply: u64,
+    pub(crate) dead: u64,
+    pub(crate) outside: u64,
+}
+
+impl NoticeCounts {
+    pub(crate) fn add(&mut self, o: NoticeCounts) {
+        let NoticeCounts {
+            monitors,
+            demonitors_removed,
+            downs,
+            downs_no_process,
+            links,
+            exits,
+            exits_no_process,
+            cancels_accepted,
+            cancels_seen,
+            asks_accepted,
+            asks_refused,
+            replies_value,
+            replies_timeout,
+            replies_no_reply,
+            dead,
+            outside,
+        } = o;
+        self.monitors += monitors;
+        self.demonitors_removed += demonitors_removed;
+        self.downs += downs;
+        self.downs_no_process += downs_no_process;
+        self.links += links;
+        self.exits += exits;
+        self.exits_no_process += exits_no_process;
+        self.cancels_accepted += cancels_accepted;
+        self.cancels_seen += cancels_seen;
+        self.asks_accepted += asks_accepted;
+        self.asks_refused += asks_refused;
+        self.replies_value += replies_value;
+        self.replies_timeout += replies_timeout;
+        self.replies_no_reply += replies_no_reply;
+        self.dead += dead;
+        self.outside += outside;
+    }
+}
+
+/// Whether `reason` may report the end of `target`: its real reason, or
+/// `NoProcess` unless it was certainly live; only `NoProcess` for a PID
+/// no process of the round had.
+fn reason_ok(parties: &HashMap<Pid, &Party>, target: Pid, reason: ExitReason, live: bool) -> bool {
+    match parties.get(&target) {
+        Some(p) => reason == p.reason || (reason == ExitReason::NoProcess && !live),
+        None => reason == ExitReason::NoProcess,
+    }
+}
+
+/// Checks every notice of a round.
+pub(crate) fn check_notices(n: &Notices, violations: &mut Violations) -> NoticeCounts {
+    let parties: HashMap<Pid, &Party> = n.parties.iter().map(|p| (p.pid, p)).collect();
+    let loose = |pid: Pid| parties.get(&pid).is_none_or(|p| p.loose);
+    let mut counts = NoticeCounts::default();
+    check_monitors(n, &parties, &loose, violations, &mut counts);
+    check_links(n, &parties, &loose, violations, &mut counts);
+    check_cancels(n, violations, &mut counts);
+    check_asks(n, &parties, &loose, violations, &mut counts);
+    for o in &n.outside {
+        counts.outside += 1;
+        match o.got {
+            Some((pid, reason)) if pid == o.target => {
+                if !reason_ok(&parties, o.target, reason, o.live) {
+                    violations.push(format!(
+                        "outside monitor of {}: down with {reason:?} (live when set: {})",
+                        o.target, o.live
+                    ));
+                }
+            }
+            other => violations.push(format!(
+                "outside monitor of {}: got {other:?} after the round",
+                o.target
+            )),
+        }
+    }
+    counts.dead = (n.downs.iter().filter(|d| d.dead).count()
+        + n.exits.iter().filter(|e| e.dead).count()
+        + n.replies.iter().filter(|r| r.dead).count()
+        + n.requests.iter().filter(|r| r.dead).count()) as u64;
+    counts
+}
+
+fn check_monitors(
+    n: &Notices,
+    parties: &HashMap<Pid, &Party>,
+    loose: &dyn Fn(Pid) -> bool,
+    violations: &mut Violations,
+    counts: &mut NoticeCounts,
+) {
+    let mut downs: HashMap<u64, Vec<&DownRec>> = HashMap::new();
+    for d in &n.downs {
+        downs.entry(d.serial).or_default().push(d);
+        counts.downs += 1;
+        counts.downs_no_process += u64::from(d.reason == ExitReason::NoProcess);
+    }
+    let removed: HashSet<u64> = n.demonitors.iter().filter(|d| d.1).map(|d| d.0).collect();
+    counts.demonitors_removed = removed.len() as u64;
+    let mut known = HashSet::new();
+    for m in &n.monitors {
+        counts.monitors += 1;
+        known.insert(m.serial);
+        let got = downs.get(&m.serial).map_or(&[][..], Vec::as_slice);
+        let seen = got.iter().filter(|d| !d.dead).count();
+        let what = format!(
+            "monitor {} of {} by {} (wait {}, live {})",
+            m.serial, m.target, m.watcher, m.wait, m.live
+        );
+        if got.len() > 1 {
+            violations.push(format!("{what}: {} downs", got.len()));
+        }
+        if m.target == m.watcher && !got.is_empty() {
+            violations.push(format!("{what}: a down for a monitor on itself"));
+        }
+        if removed.contains(&m.serial) && !got.is_empty() {
+            violations.push(format!("{what}: a down after demonitor returned true"));
+        }
+        if m.wait && !loose(m.watcher) && seen != 1 {
+            violations.push(format!(
+                "{what}: waited, ended by its script, saw {seen} downs"
+            ));
+        }
+        for d in got {
+            if d.at != m.watcher || d.target != m.target {
+                violations.push(format!(
+                    "{what}: its down reached {} for {}",
+                    d.at, d.target
+                ));
+            }
+            if !reason_ok(parties, m.target, d.reason, m.live) {
+                violations.push(format!("{what}: down with {:?}", d.reason));
+            }
+        }
+    }
+    for d in &n.downs {
+        if !known.contains(&d.serial) {
+            violations.push(format!("a down at {} for no monitor: {d:?}", d.at));
+        }
+    }
+    for (serial, _) in &n.demonitors {
+        if !known.contains(serial) {
+            violations.push(format!("demonitor of monitor {serial}, never set"));
+        }
+    }
+}
+
+fn check_links(
+    n: &Notices,
+    parties: &HashMap<Pid, &Party>,
+    loose: &dyn Fn(Pid) -> bool,
+    violations: &mut Violations,
+    counts: &mut NoticeCounts,
+) {
+    // (at, from) -> links made by `at` to `from`, and either way.
+    let mut made: HashMap<(Pid, Pid), usize> = HashMap::new();
+    for l in &n.links {
+        counts.links += 1;
+        *made.entry((l.from, l.to)).or_default() += 1;
+    }
+    let mut real: HashMap<(Pid, Pid), (usize, usize)> = HashMap::new();
+    let mut none: HashMap<(Pid, Pid), usize> = HashMap::new();
+    for e in &n.exits {
+        counts.exits += 1;
+        let what = format!(
+            "exit of {} at {} ({:?}, dead {})",
+            e.from, e.at, e.reason, e.dead
+        );
+        let mine = made.get(&(e.at, e.from)).copied().unwrap_or(0);
+        if mine + made.get(&(e.from, e.at)).copied().unwrap_or(0) == 0 {
+            violations.push(format!("{what}: no link either way"));
+        }
+        if e.at == e.from {
+            violations.push(format!("{what}: from itself"));
+        }
+        if e.reason == ExitReason::NoProcess {
+            counts.exits_no_process += 1;
+            let count = none.entry((e.at, e.from)).or_default();
+            *count += 1;
+            if *count > mine {
+                violations.push(format!("{what}: more than its {mine} links to it"));
+            }
+            continue;
+        }
+        let entry = real.entry((e.at, e.from)).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(!e.dead);
+        if entry.0 > 1 {
+            violations.push(format!("{what}: a second exit with a real reason"));
+        }
+        if !reason_ok(parties, e.from, e.reason, true) {
+            violations.push(format!("{what}: not how it ended"));
+        }
+    }
+    for l in &n.links {
+        if !l.wait || loose(l.from) {
+            continue;
+        }
+        let seen_real = real.get(&(l.from, l.to)).map_or(0, |r| r.1);
+        let seen_none = n
+            .exits
+            .iter()
+            .filter(|e| (e.at, e.from, e.dead) == (l.from, l.to, false))
+            .count();
+        if seen_real + seen_none == 0 {
+            violations.push(format!(
+                "link {l:?}: waited, ended by its script, saw no exit"
+            ));
+        }
+        if l.live && seen_real == 0 {
+            violations.push(format!("link {l:?}: to a live process, yet no real exit"));
+        }
+    }
+}
+
+fn check_cancels(n: &Notices, violations: &mut Violations, counts: &mut NoticeCounts) {
+    let accepted: HashSet<Pid> = n
+        .cancels
+        .iter()
+        .filter(|c| c.accepted)
+        .map(|c| c.target)
+        .collect();
+    counts.cancels_accepted = n.cancels.iter().filter(|c| c.accepted).count() as u64;
+    for p in &n.parties {
+        counts.cancels_seen += u64::from(p.cancels_seen);
+        if p.cancels_seen > 1 {
+            violations.push(format!("{}: saw {} cancels", p.pid, p.cancels_seen));
+        }
+        if p.cancels_seen > 0 && !accepted.contains(&p.pid) {
+            violations.push(format!(
+                "{}: saw a cancel nobody's cancel was accepted for",
+                p.pid
+            ));
+        }
+    }
+}
+
+fn check_asks(
+    n: &Notices,
+    parties: &HashMap<Pid, &Party>,
+    loose: &dyn Fn(Pid) -> bool,
+    violations: &mut Violations,
+    counts: &mut NoticeCounts,
+) {
+    let mut replies: HashMap<u64, Vec<&ReplyRec>> = HashMap::new();
+    for r in &n.replies {
+        replies.entry(r.serial).or_default().push(r);
+        match r.answer {
+            Answer::Value(_) => counts.replies_value += 1,
+            Answer::Timeout => counts.replies_timeout += 1,
+            Answer::NoReply => counts.replies_no_reply += 1,
+            Answer::Odd(_) => {}
+        }
+    }
+    let mut requests: HashMap<u64, Vec<&RequestRec>> = HashMap::new();
+    for r in &n.requests {
+        requests.entry(r.serial).or_default().push(r);
+    }
+    let mut known = HashSet::new();
+    for a in &n.asks {
+        known.insert(a.serial);
+        let what = format!(
+            "ask {} by {} of {} (accepted {})",
+            a.serial, a.asker, a.target, a.accepted
+        );
+        let got = replies.get(&a.serial).map_or(&[][..], Vec::as_slice);
+        let asked = requests.get(&a.serial).map_or(&[][..], Vec::as_slice);
+        if !a.accepted {
+            counts.asks_refused += 1;
+            if !got.is_empty() || !asked.is_empty() {
+                violations.push(format!(
+                    "{what}: {} replies, {} requests",
+                    got.len(),
+                    asked.len()
+                ));
+            }
+            continue;
+        }
+        counts.asks_accepted += 1;
+        // A process of the round gets its request (or dead-letters it)
+        // exactly once; a PID of none (a refused submission, briefly
+        // routable) at most once.
+        let want = if parties.contains_key(&a.target) {
+            1..=1
+        } else {
+            0..=1
+        };
+        if !want.contains(&asked.len()) || asked.iter().any(|r| r.at != a.target) {
+            violations.push(format!("{what}: its request was delivered as {asked:?}"));
+        }
+        let seen = got.iter().filter(|r| !r.dead).count();
+        if got.len() > 1 || (!loose(a.asker) && seen != 1) {
+            violations.push(format!(
+                "{what}: replies {got:?} (asker loose {})",
+                loose(a.asker)
+            ));
+        }
+        let replied = parties
+            .get(&a.target)
+            .is_some_and(|p| p.replied.contains(&a.serial));
+        for r in got {
+            let fine = r.at == a.asker
+                && match r.answer {
+                    Answer::Value(x) => x == a.serial && replied,
+                    Answer::NoReply => !replied,
+                    Answer::Timeout => true,
+                    Answer::Odd(_) => false,
+                };
+            if !fine {
+                violations.push(format!(
+                    "{what}: reply {r:?} (the target replied: {replied})"
+                ));
+            }
+        }
+    }
+    for r in &n.replies {
+        if !known.contains(&r.serial) {
+            violations.push(format!("a reply for no ask: {r:?}"));
+        }
+    }
+    for r in &n.requests {
+        if !known.contains(&r.serial) {
+            violations.push(format!("a request for no ask: {r:?}"));
+        }
+    }
+}
