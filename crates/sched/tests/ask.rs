@@ -2,6 +2,8 @@
 //! (`Event::Reply`, with a timeout from the engine's timers).
 
 use sched::{AskError, AskId, BoxError, Event, Events, Output, Pid, Process, ReplyTo, Scheduler};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -142,4 +144,58 @@ fn a_step_gets_exactly_one_reply_per_ask() {
         ]
     );
     assert_eq!(scheduler.stats().pending_timers, 0, "timeouts cancelled");
+}
+
+/// Asks itself with a 1 ms timeout, holds the request, answers it after
+/// the timeout, and ends at once: the late answer is neither seen nor a
+/// dead letter.
+struct SelfAsk {
+    asked: bool,
+    held: Option<ReplyTo>,
+    replies: usize,
+}
+
+impl Process for SelfAsk {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if !self.asked {
+            self.asked = true;
+            out.ask(out.pid(), 7u64, Duration::from_millis(1))?;
+            return Ok(());
+        }
+        for event in events {
+            match event {
+                Event::Request(request) => self.held = Some(request.into_parts().1),
+                Event::Reply { result, .. } => {
+                    self.replies += 1;
+                    assert_eq!(result.unwrap_err(), AskError::Timeout);
+                    self.held.take().expect("held").reply(7u64);
+                    out.done(Box::new(self.replies));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn an_answer_after_the_timeout_is_not_a_dead_letter_either() {
+    let dead = Arc::new(AtomicUsize::new(0));
+    let counter = dead.clone();
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .on_dead_letter(move |_cx, _pid, _event| {
+            counter.fetch_add(1, SeqCst);
+        })
+        .build();
+    scheduler.start();
+    let process = SelfAsk {
+        asked: false,
+        held: None,
+        replies: 0,
+    };
+    let replies = scheduler.spawn(process, "run", ()).unwrap().wait().unwrap();
+    assert_eq!(replies.downcast_ref::<usize>(), Some(&1));
+    assert_eq!(dead.load(SeqCst), 0);
+    assert_eq!(scheduler.stats().dead_letters, 0);
 }

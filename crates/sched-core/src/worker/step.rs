@@ -220,6 +220,17 @@ impl Worker<'_> {
             }
         }
         record.state.complete();
+        let mut dead = std::mem::take(&mut body.unread);
+        // SAFETY: `end` runs with the body borrowed, so we own the process.
+        let mut closed = unsafe { record.close_events() };
+        // What a step would never have seen is no dead letter either: a
+        // cancelled timer's event, a removed monitor's down, an answer
+        // after its ask's timeout. (What it left unread was filtered when
+        // it arrived.)
+        if body.filters_events {
+            drop_cancelled(&mut closed, body, &self.shared.timers);
+        }
+        dead.extend(closed);
         // The process's own timers end with it (their memory too).
         if !body.timers.is_empty() {
             let cancelled = body
@@ -230,10 +241,6 @@ impl Worker<'_> {
             self.shared.drop_timers(cancelled);
         }
         body.asks = Vec::new();
-        let mut dead = std::mem::take(&mut body.unread);
-        // SAFETY: `end` runs with the body borrowed, so we own the process.
-        let closed = unsafe { record.close_events() };
-        dead.extend(closed);
         self.shared.dead_letters(record.pid, dead);
         if let Some(mut process) = body.process.take() {
             let closed = catch_unwind(AssertUnwindSafe(move || {
