@@ -85,7 +85,8 @@ mod sync;
 mod timer;
 mod worker;
 
-pub use commands::completer::{Abandoned, CompleteError, Completer, Rejected};
+pub use commands::abandoned::Abandoned;
+pub use commands::completer::{CompleteError, Completer, Rejected};
 pub use commands::handler::CommandHandler;
 pub use contract::accepts::Accepts;
 pub use contract::command::{Command, CommandId, Tag};
