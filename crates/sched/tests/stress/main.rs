@@ -36,12 +36,14 @@
 //! and `cargo xtask ci` runs it for 30 seconds.
 
 mod accounts;
+mod actions;
 mod check;
 mod faults;
 mod feeder;
 mod handlers;
 mod hooks;
 mod ledger;
+mod notice_records;
 mod notices;
 #[cfg(test)]
 mod notices_tests;

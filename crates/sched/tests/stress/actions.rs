@@ -1,0 +1,76 @@
+//! What a stress process does to others when its script says so: send a
+//! message, spawn a process.
+
+use std::sync::Arc;
+
+use sched::{Output, Package, SendErrorKind};
+
+use crate::process::{Msg, Observed, Stress};
+use crate::script::Script;
+use crate::shared::Tracked;
+
+impl Stress {
+    /// Sends one message: to a process that asked for one if any did,
+    /// otherwise to a random PID.
+    pub(crate) fn send(&mut self, out: &mut Output<'_>) {
+        let (to, solicited) = match self.shared.take_token() {
+            Some(pid) => (pid, true),
+            None => (self.shared.stray_target(&mut self.rng), false),
+        };
+        let id = self.shared.next_message_id();
+        let msg = Msg { id, to, solicited };
+        match out.send(Package::new(self.pid, to, msg)) {
+            Ok(()) => {
+                self.log.sent.push(id);
+                self.log.sent_solicited += u64::from(solicited);
+            }
+            Err(e) => {
+                let kind = e.kind();
+                let back = e.into_package().payload::<Msg>().map(|m| m.id);
+                if back != Some(id) {
+                    self.violation(format!(
+                        "send of message {id} failed ({kind}) and handed back {back:?}"
+                    ));
+                }
+                self.log.refused.push((id, kind));
+                if solicited && kind == SendErrorKind::Full {
+                    // The receiver still waits for it: someone sends it later.
+                    self.shared.ask(to, 1);
+                }
+            }
+        }
+    }
+
+    /// Spawns a child with a random script; the harness waits for it too.
+    pub(crate) fn spawn(&mut self, out: &mut Output<'_>) {
+        let depth = self.script.as_ref().map_or(0, |s| s.depth);
+        let script = Script::random(&mut self.rng, depth + 1);
+        let pid = match out.allocate_pid() {
+            Ok(pid) => pid,
+            Err(e) => return self.violation(format!("allocate_pid failed: {e}")),
+        };
+        let observed = Arc::new(Observed::default());
+        let child = Stress::new(observed.clone(), self.shared.clone());
+        match out.submit_boxed(pid, Box::new(child), "run", Box::new(script.clone())) {
+            Ok(completion) => {
+                self.log.spawned += 1;
+                if completion.pid() != pid {
+                    self.violation(format!(
+                        "spawned {pid}, the handle says {}",
+                        completion.pid()
+                    ));
+                }
+                let tracked = Tracked {
+                    pid,
+                    script,
+                    observed,
+                    completion,
+                    parent: Some(self.pid),
+                    outside: None,
+                };
+                self.shared.admit(tracked, &mut self.rng);
+            }
+            Err(e) => self.violation(format!("spawning {pid} from a step failed: {e}")),
+        }
+    }
+}
