@@ -131,14 +131,7 @@ impl Output<'_> {
             return false;
         };
         self.timers.owned.swap_remove(at);
-        let shared = self.shared();
-        match shared.timers.cancel(id) {
-            Some(action) => {
-                shared.drop_timers(vec![action]);
-                true
-            }
-            None => false,
-        }
+        self.shared().cancel_timer(id)
     }
 
     /// Delivers `package` to its target after `delay`. The target is

@@ -124,13 +124,6 @@ impl Context {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn cancel_timer(&self, id: TimerId) -> bool {
-        let shared = self.shared();
-        match shared.timers.cancel(id) {
-            Some(action) => {
-                shared.drop_timers(vec![action]);
-                true
-            }
-            None => false,
-        }
+        self.shared().cancel_timer(id)
     }
 }

@@ -244,6 +244,17 @@ impl Shared {
         }
     }
 
+    /// Cancels a timer; `true` if it was pending (it never fires).
+    pub(crate) fn cancel_timer(&self, id: TimerId) -> bool {
+        match self.timers.cancel(id) {
+            Some(action) => {
+                self.drop_timers(vec![action]);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Drops the actions of cancelled timers; a message's payload is the
     /// user's and its `Drop` may panic.
     pub(crate) fn drop_timers(&self, actions: Vec<Action>) {
