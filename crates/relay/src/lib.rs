@@ -93,5 +93,5 @@ pub use package::{into_payload, Package, Payload};
 pub use pid::{NumberError, ParsePidError, Pid};
 pub use receiver::Receiver;
 pub use remote::RemoteTransport;
-pub use send_error::{SendError, SendErrorKind};
 pub use router::{RegisterError, Router};
+pub use send_error::{SendError, SendErrorKind};

@@ -314,7 +314,9 @@ impl fmt::Debug for SendError {
 
 impl Error for SendError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        self.cause.as_deref().map(|cause| cause as &(dyn Error + 'static))
+        self.cause
+            .as_deref()
+            .map(|cause| cause as &(dyn Error + 'static))
     }
 }
 
