@@ -33,8 +33,14 @@ use std::sync::Arc;
 /// use std::sync::{Arc, Mutex};
 ///
 /// /// Hands packages to whichever engine attached as their target's node.
-/// #[derive(Debug, Default)]
+/// #[derive(Default)]
 /// struct Loopback(Mutex<Vec<(u32, Arc<dyn Receiver + Send + Sync>)>>);
+///
+/// impl std::fmt::Debug for Loopback {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("Loopback")
+///     }
+/// }
 ///
 /// impl RemoteTransport for Loopback {
 ///     fn attach(&self, node: u32, local: Arc<dyn Receiver + Send + Sync>) {
