@@ -173,6 +173,21 @@ fn ensure_cargo_deny() -> Result<(), String> {
     run("cargo", &["install", "--locked", "cargo-deny"], &[])
 }
 
+/// Makes sure `nats-server` is installed (the `relay-nats` tests start a
+/// real one), installing Debian's package when absent. The tests then run
+/// with `CI=true`, so a server still missing fails them instead of
+/// skipping them.
+fn ensure_nats_server() -> Result<(), String> {
+    if probe("nats-server", &["--version"]) {
+        return Ok(());
+    }
+    if run("apt-get", &["install", "-y", "nats-server"], &[]).is_err() {
+        run("apt-get", &["update"], &[])?;
+        run("apt-get", &["install", "-y", "nats-server"], &[])?;
+    }
+    Ok(())
+}
+
 /// Everything CI checks, in order. The first failing step stops the run.
 pub(crate) fn ci() -> Result<(), String> {
     let started = std::time::Instant::now();
@@ -193,6 +208,7 @@ pub(crate) fn ci() -> Result<(), String> {
             &[],
         )
     })?;
+    step("nats-server", ensure_nats_server)?;
     step("tests", || {
         run(
             "cargo",
@@ -204,7 +220,7 @@ pub(crate) fn ci() -> Result<(), String> {
                 "--tests",
                 "--examples",
             ],
-            &[],
+            &[("CI", "true")],
         )
     })?;
     step("doc tests and rustdoc", || {

@@ -12,6 +12,9 @@
 //! * the [`Receiver`] trait: deliver a package, or refuse it with a
 //!   [`SendError`] that says why ([`SendErrorKind`]) and hands the package
 //!   back, so nothing is lost;
+//! * [`RemoteTransport`], the hook through which a scheduler reaches
+//!   processes on other nodes (the `relay-nats` crate implements it over
+//!   NATS);
 //! * [`Router`], a concurrent routing table from PID to receiver built on
 //!   dashmap: register (never overwrites, see [`RegisterError`]), unregister,
 //!   look up and route.
@@ -79,12 +82,16 @@ mod inline;
 mod package;
 mod pid;
 mod receiver;
+mod remote;
 mod router;
+mod send_error;
 mod sync;
 
 pub use addr::Addr;
 pub use allocator::{PidAllocator, PidsExhausted};
 pub use package::{into_payload, Package, Payload};
 pub use pid::{NumberError, ParsePidError, Pid};
-pub use receiver::{Receiver, SendError, SendErrorKind};
+pub use receiver::Receiver;
+pub use remote::RemoteTransport;
 pub use router::{RegisterError, Router};
+pub use send_error::{SendError, SendErrorKind};

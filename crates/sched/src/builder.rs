@@ -149,6 +149,23 @@ impl SchedulerBuilder {
         }
     }
 
+    /// Connects the scheduler to other nodes through `transport`: a send to
+    /// a PID of another node (from a step or from outside) goes there, and
+    /// packages from other nodes reach local processes like local sends.
+    /// Without a transport such a send fails with
+    /// [`SendErrorKind::UnknownTarget`](crate::SendErrorKind::UnknownTarget).
+    /// The `relay-nats` crate provides a transport over NATS (and a
+    /// `nats(url)` shorthand for this call).
+    ///
+    /// # Examples
+    ///
+    /// See [`RemoteTransport`](crate::RemoteTransport).
+    pub fn remote(self, transport: std::sync::Arc<dyn crate::RemoteTransport>) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.remote(transport),
+        }
+    }
+
     /// Registers a closure as the handler of command `id`; its parameter
     /// types (`Command`, `Completer`) and return type are inferred. A type
     /// implementing [`CommandHandler`] goes through

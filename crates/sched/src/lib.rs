@@ -105,7 +105,7 @@ pub use supervisor::{
 pub use deque;
 pub use relay::{
     into_payload, Addr, NumberError, Package, ParsePidError, Payload, Pid, PidAllocator,
-    PidsExhausted, Receiver, RegisterError, Router, SendError, SendErrorKind,
+    PidsExhausted, Receiver, RegisterError, RemoteTransport, Router, SendError, SendErrorKind,
 };
 pub use sched_core::{
     Abandoned, Accepts, AskError, AskId, BoxError, Command, CommandError, CommandHandler,

@@ -3,7 +3,7 @@
 use std::sync::Arc as StdArc;
 
 use crossbeam_utils::CachePadded;
-use relay::{Pid, PidAllocator, Router};
+use relay::{Pid, PidAllocator, RemoteTransport, Router};
 
 use super::control::Control;
 use super::shared::{Remote, Shared};
@@ -49,6 +49,7 @@ pub struct Builder {
     handlers: Handlers,
     hooks: Hooks,
     mailbox_capacity: usize,
+    remote: Option<StdArc<dyn RemoteTransport>>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -61,6 +62,7 @@ impl std::fmt::Debug for Builder {
             .field("handlers", &self.handlers)
             .field("hooks", &self.hooks)
             .field("mailbox_capacity", &self.mailbox_capacity)
+            .field("remote", &self.remote)
             .finish()
     }
 }
@@ -77,6 +79,7 @@ impl Default for Builder {
             handlers: Handlers::default(),
             hooks: Hooks::default(),
             mailbox_capacity: usize::MAX,
+            remote: None,
         }
     }
 }
@@ -124,6 +127,23 @@ impl Builder {
     /// ```
     pub fn node(mut self, node: u32) -> Self {
         self.node = node;
+        self
+    }
+
+    /// Connects the engine to other nodes: a send to a PID whose node is
+    /// not this engine's [`node`](Builder::node) goes to `transport`, and
+    /// packages arriving from other nodes are delivered to local processes
+    /// as local sends are. The engine calls
+    /// [`RemoteTransport::attach`] once, when built. Without a transport,
+    /// a send to another node's PID fails with
+    /// [`UnknownTarget`](relay::SendErrorKind::UnknownTarget).
+    ///
+    /// # Examples
+    ///
+    /// See [`RemoteTransport`] (the `relay-nats` crate provides one over
+    /// NATS).
+    pub fn remote(mut self, transport: StdArc<dyn RemoteTransport>) -> Self {
+        self.remote = Some(transport);
         self
     }
 
@@ -298,9 +318,10 @@ impl Builder {
             control,
             timers: Timers::new(self.workers),
             names: Default::default(),
+            remote: self.remote,
         };
-        Engine {
-            shared: shared.into_arc(),
-        }
+        let shared = shared.into_arc();
+        super::remote::attach(&shared);
+        Engine { shared }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! One file per concern: `builder` (configuration), `shared` (the state
 //! every worker and handle shares, and scheduling), `admission` (submit and
-//! the live-process count), `routing` (send, kill, dead letters),
+//! the live-process count), `routing` (send, kill, dead letters), `remote` (packages from other
+//! nodes),
 //! `shutdown`, `introspect` (stats and the process list), `hooks` and
 //! `stats` (the counters behind introspection).
 
@@ -17,6 +18,7 @@ mod links;
 mod live;
 pub(crate) mod monitors;
 pub(crate) mod names;
+mod remote;
 mod routing;
 pub(crate) mod shared;
 mod shutdown;

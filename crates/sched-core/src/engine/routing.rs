@@ -1,5 +1,6 @@
-//! Routing: delivering messages and kill requests to a process by PID,
-//! and what happens to events no step will read.
+//! Routing: delivering messages and kill requests to a process by PID
+//! (or to the remote transport, for a PID of another node), and what
+//! happens to events no step will read.
 
 use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 
@@ -35,7 +36,22 @@ impl Shared {
         }
     }
 
+    /// Delivers `package` to its target: a PID of another node goes to the
+    /// remote transport when there is one (one comparison for a local
+    /// send); any other to the local process.
     pub(crate) fn send(&self, package: Package) -> Result<(), SendError> {
+        if package.target().node() != self.pids.node() {
+            if let Some(remote) = &self.remote {
+                return remote.send(package);
+            }
+        }
+        self.send_local(package)
+    }
+
+    /// Delivers `package` to a process of this engine (what a package from
+    /// another node comes in through: never sent out again).
+    #[inline]
+    pub(crate) fn send_local(&self, package: Package) -> Result<(), SendError> {
         let target = package.target();
         // A step on a worker first tries the record this worker resolved for
         // the PID last time, skipping the routing table: its read lock is a

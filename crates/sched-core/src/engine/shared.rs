@@ -51,6 +51,9 @@ pub(crate) struct Shared {
     pub(super) control: super::control::Control,
     pub(crate) timers: crate::timer::registry::Timers,
     pub(crate) names: super::names::Names,
+    /// Where packages for PIDs of other nodes go (none: such a send is an
+    /// unknown target, as any PID without a process).
+    pub(crate) remote: Option<std::sync::Arc<dyn relay::RemoteTransport>>,
 }
 
 /// Where a process that became runnable goes.

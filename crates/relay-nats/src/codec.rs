@@ -1,0 +1,228 @@
+//! The codec boundary: which message types may cross to another node, and
+//! how they become bytes and back.
+
+use std::any::{Any, TypeId};
+use std::fmt;
+
+use relay::{Package, Payload};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{DecodeError, EncodeError};
+use crate::wire;
+
+/// Default limit on an encoded message, header included: 1 MiB, the
+/// default `max_payload` of `nats-server`.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// One registered message type.
+struct Entry {
+    tag: String,
+    type_name: &'static str,
+    type_id: TypeId,
+    is: fn(&Package) -> bool,
+    encode: fn(&Package) -> Result<Vec<u8>, serde_json::Error>,
+    decode: fn(&[u8]) -> Result<Payload, serde_json::Error>,
+}
+
+/// The message types a node can send to and receive from other nodes,
+/// each registered under a tag (its name on the wire, the same on every
+/// node), encoded with serde (JSON).
+///
+/// Only remote sends go through the codec: a local send still moves the
+/// value itself, never bytes. Both ends must register a type under the same
+/// tag: a payload of an unregistered type is refused at the sender with
+/// [`EncodeError::NotRegistered`] (the package comes back), and a frame
+/// with an unknown tag is rejected at the receiver with
+/// [`DecodeError::UnknownTag`].
+///
+/// # Examples
+///
+/// ```
+/// use relay_nats::Codec;
+/// use sched::{Package, Pid};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+/// struct Ping(u64);
+///
+/// let codec = Codec::new().register::<Ping>("ping").register::<String>("text");
+/// let bytes = codec.encode(&Package::new(Pid::new(1, 4), Pid::new(2, 8), Ping(7))).unwrap();
+/// let package = codec.decode(&bytes, 2).unwrap();
+/// assert_eq!(package.source(), Pid::new(1, 4));
+/// assert_eq!(package.payload::<Ping>(), Some(&Ping(7)));
+/// ```
+pub struct Codec {
+    entries: Vec<Entry>,
+    max_message_bytes: usize,
+}
+
+impl Default for Codec {
+    fn default() -> Self {
+        Codec::new()
+    }
+}
+
+impl fmt::Debug for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Codec")
+            .field(
+                "types",
+                &self
+                    .entries
+                    .iter()
+                    .map(|e| (&e.tag, e.type_name))
+                    .collect::<Vec<_>>(),
+            )
+            .field("max_message_bytes", &self.max_message_bytes)
+            .finish()
+    }
+}
+
+impl Codec {
+    /// A codec with no types registered, and a limit of
+    /// [`DEFAULT_MAX_MESSAGE_BYTES`].
+    ///
+    /// # Examples
+    ///
+    /// See [`Codec`].
+    pub fn new() -> Self {
+        Codec {
+            entries: Vec::new(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+
+    /// Registers `T` under `tag`. A later registration of the same type or
+    /// tag replaces the earlier one.
+    ///
+    /// # Panics
+    ///
+    /// If `tag` is empty or longer than 255 bytes.
+    ///
+    /// # Examples
+    ///
+    /// See [`Codec`].
+    pub fn register<T>(mut self, tag: &str) -> Self
+    where
+        T: Serialize + DeserializeOwned + Any + Send,
+    {
+        assert!(
+            !tag.is_empty() && tag.len() <= 255,
+            "a message tag has 1 to 255 bytes"
+        );
+        self.entries
+            .retain(|e| e.tag != tag && e.type_id != TypeId::of::<T>());
+        self.entries.push(Entry {
+            tag: tag.to_owned(),
+            type_name: std::any::type_name::<T>(),
+            type_id: TypeId::of::<T>(),
+            is: |package| package.is::<T>(),
+            encode: |package| serde_json::to_vec(package.payload::<T>().expect("checked by `is`")),
+            decode: |bytes| serde_json::from_slice::<T>(bytes).map(|v| Box::new(v) as Payload),
+        });
+        self
+    }
+
+    /// Limits an encoded message, header included (default
+    /// [`DEFAULT_MAX_MESSAGE_BYTES`]): longer ones are refused when sent
+    /// ([`EncodeError::TooLarge`]) and rejected when received
+    /// ([`DecodeError::TooLarge`]). Keep it at most the server's
+    /// `max_payload`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay_nats::{Codec, EncodeError};
+    /// use sched::{Package, Pid};
+    ///
+    /// let codec = Codec::new().register::<String>("text").max_message_bytes(64);
+    /// let big = Package::new(Pid::new(1, 1), Pid::new(2, 1), "x".repeat(100));
+    /// assert!(matches!(codec.encode(&big), Err(EncodeError::TooLarge { max: 64, .. })));
+    /// ```
+    pub fn max_message_bytes(mut self, max: usize) -> Self {
+        self.max_message_bytes = max;
+        self
+    }
+
+    /// The limit set by [`max_message_bytes`](Codec::max_message_bytes).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(relay_nats::Codec::new().limit(), relay_nats::DEFAULT_MAX_MESSAGE_BYTES);
+    /// ```
+    pub fn limit(&self) -> usize {
+        self.max_message_bytes
+    }
+
+    /// Encodes `package` as a frame (not yet stamped with a sequence
+    /// number: the transport does that when it publishes).
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError`]: the payload's type is not registered, its
+    /// serializer failed, or the frame would be too large.
+    ///
+    /// # Examples
+    ///
+    /// See [`Codec`].
+    pub fn encode(&self, package: &Package) -> Result<Vec<u8>, EncodeError> {
+        let Some(entry) = self.entries.iter().find(|e| (e.is)(package)) else {
+            return Err(EncodeError::NotRegistered);
+        };
+        let body = (entry.encode)(package).map_err(|source| EncodeError::Serialize {
+            tag: entry.tag.clone(),
+            source,
+        })?;
+        let size = wire::HEADER + entry.tag.len() + body.len();
+        if size > self.max_message_bytes {
+            let max = self.max_message_bytes;
+            return Err(EncodeError::TooLarge { size, max });
+        }
+        Ok(wire::write(
+            package.source(),
+            package.target(),
+            &entry.tag,
+            &body,
+        ))
+    }
+
+    /// Decodes a frame that arrived at node `node` back into a package.
+    ///
+    /// # Errors
+    ///
+    /// A [`DecodeError`]: malformed, too large, an unknown tag, or a target
+    /// on another node.
+    ///
+    /// # Examples
+    ///
+    /// See [`Codec`].
+    pub fn decode(&self, bytes: &[u8], node: u32) -> Result<Package, DecodeError> {
+        self.decode_frame(bytes, node).map(|(package, _)| package)
+    }
+
+    /// Decodes a frame, returning its stamp (sender incarnation, sequence
+    /// number) beside the package.
+    pub(crate) fn decode_frame(
+        &self,
+        bytes: &[u8],
+        node: u32,
+    ) -> Result<(Package, (u64, u64)), DecodeError> {
+        let frame = wire::read(bytes, self.max_message_bytes)?;
+        if frame.target.node() != node {
+            return Err(DecodeError::WrongNode {
+                target: frame.target,
+                node,
+            });
+        }
+        let Some(entry) = self.entries.iter().find(|e| e.tag == frame.tag) else {
+            return Err(DecodeError::UnknownTag(frame.tag.to_owned()));
+        };
+        let payload = (entry.decode)(frame.body).map_err(|source| DecodeError::Deserialize {
+            tag: entry.tag.clone(),
+            source,
+        })?;
+        let package = Package::from_payload(frame.source, frame.target, payload);
+        Ok((package, (frame.incarnation, frame.seq)))
+    }
+}

@@ -1,0 +1,132 @@
+//! What a transport needs to know before it connects.
+
+use std::fmt;
+
+use crate::codec::Codec;
+
+/// Default most messages waiting to be published (see
+/// [`NatsConfig::max_pending`]).
+pub const DEFAULT_MAX_PENDING: usize = 65_536;
+
+/// How to connect a [`NatsTransport`](crate::NatsTransport): the server
+/// URL, the message types ([`Codec`]), and the client's own options
+/// (credentials, TLS, reconnection) as `async_nats::ConnectOptions`.
+///
+/// # Examples
+///
+/// ```
+/// use relay_nats::{async_nats::ConnectOptions, Codec, NatsConfig};
+///
+/// let config = NatsConfig::new("tls://nats.example.com:4222")
+///     .codec(Codec::new().register::<String>("text"))
+///     .options(
+///         ConnectOptions::with_user_and_password("node3".into(), "secret".into())
+///             .require_tls(true)
+///             .add_root_certificates("ca.pem".into()),
+///     )
+///     .subject_prefix("orders");
+/// assert_eq!(config.node_subject(3), "orders.node.3");
+/// ```
+pub struct NatsConfig {
+    pub(crate) url: String,
+    pub(crate) codec: Codec,
+    pub(crate) options: async_nats::ConnectOptions,
+    pub(crate) prefix: String,
+    pub(crate) max_pending: usize,
+}
+
+impl fmt::Debug for NatsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatsConfig")
+            .field("url", &self.url)
+            .field("codec", &self.codec)
+            .field("prefix", &self.prefix)
+            .field("max_pending", &self.max_pending)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NatsConfig {
+    /// Connect to `url` (`nats://host:port`, `tls://host:port`, or several
+    /// separated by commas), with no message types registered, the
+    /// client's default options, and subjects under `sched`.
+    ///
+    /// # Examples
+    ///
+    /// See [`NatsConfig`].
+    pub fn new(url: impl Into<String>) -> Self {
+        NatsConfig {
+            url: url.into(),
+            codec: Codec::new(),
+            options: async_nats::ConnectOptions::new(),
+            prefix: "sched".into(),
+            max_pending: DEFAULT_MAX_PENDING,
+        }
+    }
+
+    /// The message types this node sends and receives.
+    ///
+    /// # Examples
+    ///
+    /// See [`NatsConfig`].
+    pub fn codec(mut self, codec: Codec) -> Self {
+        self.codec = codec;
+        self
+    }
+
+    /// The client's options: credentials (user and password, token, NKey,
+    /// a `.creds` file), TLS (`require_tls`, root certificates, a client
+    /// certificate), reconnection delays, the connection name.
+    ///
+    /// # Examples
+    ///
+    /// See [`NatsConfig`].
+    pub fn options(mut self, options: async_nats::ConnectOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The first token of every subject the transport uses (default
+    /// `sched`), so that several clusters can share one NATS account.
+    ///
+    /// # Examples
+    ///
+    /// See [`NatsConfig`].
+    pub fn subject_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Most messages waiting to be handed to the client (default
+    /// [`DEFAULT_MAX_PENDING`]); a send beyond is refused with
+    /// [`SendErrorKind::Full`](relay::SendErrorKind::Full) and
+    /// [`LinkError::Backlog`](crate::LinkError::Backlog), the package back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = relay_nats::NatsConfig::new("nats://127.0.0.1:4222").max_pending(1_000);
+    /// # drop(config);
+    /// ```
+    pub fn max_pending(mut self, max: usize) -> Self {
+        self.max_pending = max;
+        self
+    }
+
+    /// The subject node `node` listens on: `<prefix>.node.<node>`.
+    ///
+    /// # Examples
+    ///
+    /// See [`NatsConfig`].
+    pub fn node_subject(&self, node: u32) -> String {
+        node_subject(&self.prefix, node)
+    }
+}
+
+pub(crate) fn node_subject(prefix: &str, node: u32) -> String {
+    format!("{prefix}.node.{node}")
+}
+
+pub(crate) fn membership_subject(prefix: &str) -> String {
+    format!("{prefix}.nodes")
+}

@@ -1,0 +1,175 @@
+//! The transport's own thread: a single-threaded tokio runtime that owns
+//! the NATS client, publishes frames in the order they were queued, and
+//! delivers what arrives on the node's subject to the local engine.
+
+use std::sync::atomic::Ordering::AcqRel;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use relay::Receiver;
+use tokio::sync::mpsc;
+
+use crate::config::{membership_subject, node_subject};
+use crate::membership::{announcement, read_announcement};
+use crate::sequence::{Gaps, Numbers};
+use crate::stats::Counters;
+use crate::transport::Inner;
+use crate::wire;
+
+/// How long closing waits for the goodbye and queued frames to flush.
+const CLOSE_FLUSH: Duration = Duration::from_secs(2);
+
+/// Work for the transport's thread, in the order it was queued.
+pub(crate) enum Command {
+    /// Publish a frame (not yet stamped) to `node`.
+    Publish { node: u32, frame: Vec<u8> },
+    /// Subscribe for `node` and deliver to `local`; reply when subscribed.
+    Attach {
+        node: u32,
+        local: Arc<dyn Receiver + Send + Sync>,
+        done: std::sync::mpsc::Sender<Result<(), String>>,
+    },
+    /// Say goodbye, flush, and stop.
+    Close,
+}
+
+/// Runs the command loop until [`Command::Close`] or until every sender is
+/// gone.
+pub(crate) async fn run(
+    client: async_nats::Client,
+    inner: Arc<Inner>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut numbers = Numbers::default();
+    let mut node = None;
+    while let Some(command) = commands.recv().await {
+        match command {
+            Command::Publish {
+                node: to,
+                mut frame,
+            } => {
+                let seq = numbers.peek(to);
+                wire::stamp(&mut frame, inner.incarnation, seq);
+                let subject = node_subject(&inner.prefix, to);
+                match client.publish(subject, frame.into()).await {
+                    Ok(()) => {
+                        numbers.advance(to);
+                        Counters::add(&inner.counters.published, 1);
+                    }
+                    Err(error) => {
+                        Counters::add(&inner.counters.publish_failed, 1);
+                        tracing::warn!(node = to, %error, "a message to another node was not published");
+                    }
+                }
+                inner.pending.fetch_sub(1, AcqRel);
+            }
+            Command::Attach {
+                node: me,
+                local,
+                done,
+            } => {
+                let result = attach(&client, &inner, me, local).await;
+                if result.is_ok() {
+                    node = Some(me);
+                }
+                let _ = done.send(result);
+            }
+            Command::Close => break,
+        }
+    }
+    if let Some(me) = node {
+        let goodbye = announcement(me, false);
+        let _ = client
+            .publish(membership_subject(&inner.prefix), goodbye.into())
+            .await;
+        match tokio::time::timeout(CLOSE_FLUSH, client.flush()).await {
+            Ok(Ok(())) => tracing::debug!(node = me, "NATS transport closed"),
+            Ok(Err(error)) => tracing::warn!(node = me, %error, "flush on close failed"),
+            Err(_) => tracing::warn!(node = me, "flush on close timed out"),
+        }
+    }
+}
+
+/// Subscribes to the node's subject and to the membership subject, starts
+/// a task for each, and announces the node.
+async fn attach(
+    client: &async_nats::Client,
+    inner: &Arc<Inner>,
+    node: u32,
+    local: Arc<dyn Receiver + Send + Sync>,
+) -> Result<(), String> {
+    let subject = node_subject(&inner.prefix, node);
+    let messages = client
+        .subscribe(subject.clone())
+        .await
+        .map_err(|e| format!("cannot subscribe to {subject}: {e}"))?;
+    let members = membership_subject(&inner.prefix);
+    let announcements = client
+        .subscribe(members.clone())
+        .await
+        .map_err(|e| format!("cannot subscribe to {members}: {e}"))?;
+    tokio::spawn(receive(messages, Arc::clone(inner), node, local));
+    tokio::spawn(watch_members(announcements, Arc::clone(inner), node));
+    client
+        .publish(members, announcement(node, true).into())
+        .await
+        .map_err(|e| format!("cannot announce node {node}: {e}"))?;
+    client
+        .flush()
+        .await
+        .map_err(|e| format!("cannot flush the subscriptions of node {node}: {e}"))?;
+    tracing::info!(node, %subject, "node joined the NATS cluster");
+    Ok(())
+}
+
+/// Decodes and delivers what arrives for this node. Nothing that arrives
+/// can stop it: bad frames are rejected and counted, refusals are dead
+/// letters.
+async fn receive(
+    mut messages: async_nats::Subscriber,
+    inner: Arc<Inner>,
+    node: u32,
+    local: Arc<dyn Receiver + Send + Sync>,
+) {
+    let mut gaps = Gaps::default();
+    while let Some(message) = messages.next().await {
+        let (package, (incarnation, seq)) = match inner.codec.decode_frame(&message.payload, node) {
+            Ok(decoded) => decoded,
+            Err(error) => {
+                Counters::add(&inner.counters.rejected, 1);
+                tracing::warn!(node, %error, bytes = message.payload.len(), "rejected a message from NATS");
+                continue;
+            }
+        };
+        let source = package.source();
+        let missing = gaps.observe(incarnation, seq);
+        if missing > 0 {
+            Counters::add(&inner.counters.lost, missing);
+            tracing::warn!(node, %source, missing, "messages from another node were lost in transit");
+        }
+        match local.send(package) {
+            Ok(()) => Counters::add(&inner.counters.delivered, 1),
+            Err(error) => {
+                Counters::add(&inner.counters.dead_letters, 1);
+                tracing::warn!(node, %source, %error, "dead letter: a message from another node was not delivered");
+            }
+        }
+    }
+    tracing::debug!(node, "subscription ended");
+}
+
+/// Keeps the set of departed nodes up to date.
+async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inner>, me: u32) {
+    while let Some(message) = announcements.next().await {
+        match read_announcement(&message.payload) {
+            Some((node, _)) if node == me => {}
+            Some((node, up)) => {
+                if inner.departed.apply(node, up) {
+                    tracing::info!(node, up, "a node {}", if up { "joined" } else { "left" });
+                }
+            }
+            None => tracing::warn!(me, "ignored a malformed node announcement"),
+        }
+    }
+}

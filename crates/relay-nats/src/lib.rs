@@ -1,0 +1,72 @@
+//! Processes on different nodes message each other by PID over
+//! [NATS](https://nats.io).
+//!
+//! A scheduler is one node; its node number (set with
+//! `Scheduler::builder().node(n)`, unique in the cluster) is the first
+//! half of every PID it allocates. With a [`NatsTransport`] attached, a
+//! send to a PID of another node, from a step or from outside, is encoded
+//! by the [`Codec`] and published on that node's subject
+//! (`<prefix>.node.<n>`); each node subscribes to its own subject once, not
+//! once per process, and delivers what arrives through its local routing
+//! table, exactly like a local send. Local sends are untouched: they still
+//! move the value, never bytes.
+//!
+//! # Why a crate of its own
+//!
+//! The transport needs an async client (`async-nats`), its tokio runtime and
+//! a TLS stack. A cargo feature of `relay` would put them one flag away from
+//! every user; a crate keeps them out of the dependency graph of anyone who
+//! stays on one machine, and keeps `relay` and the engine free of any async
+//! runtime (the client runs on a thread of the transport's own).
+//!
+//! # The codec boundary
+//!
+//! Only registered types cross nodes: [`Codec::register`] names a type
+//! (serde, JSON on the wire) with a tag that every node uses. A payload of
+//! another type is refused at the sender with
+//! [`SendErrorKind::Unencodable`](sched::SendErrorKind::Unencodable), the
+//! package handed back and an [`EncodeError`] as the cause; bytes that
+//! cannot be decoded are rejected at the receiver with a [`DecodeError`],
+//! logged and counted, and the receiver keeps running.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use relay_nats::{Codec, NatsConfig, NatsSchedulerExt};
+//! use sched::{Pid, Scheduler};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Hello(String);
+//!
+//! let codec = Codec::new().register::<Hello>("hello");
+//! let node = Scheduler::builder()
+//!     .node(1)
+//!     .nats(NatsConfig::new("nats://127.0.0.1:4222").codec(codec))?
+//!     .build();
+//! node.start();
+//! // Process 42 of node 2 gets it, if node 2 is up and has it.
+//! node.post(Pid::new(2, 42), Hello("from node 1".into()))?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Delivery is at most once, per-sender order is kept, and what is lost is
+//! counted: see [`TransportStats`] and `docs/distributed.md`.
+
+mod codec;
+mod config;
+mod error;
+mod io;
+mod membership;
+mod scheduler_ext;
+mod sequence;
+mod stats;
+mod transport;
+mod wire;
+
+pub use async_nats;
+pub use codec::{Codec, DEFAULT_MAX_MESSAGE_BYTES};
+pub use config::{NatsConfig, DEFAULT_MAX_PENDING};
+pub use error::{ConnectError, DecodeError, EncodeError, LinkError};
+pub use scheduler_ext::NatsSchedulerExt;
+pub use stats::TransportStats;
+pub use transport::NatsTransport;

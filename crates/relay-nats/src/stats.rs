@@ -1,0 +1,69 @@
+//! What a transport counts: messages out and in, and every way one was
+//! refused, rejected or lost.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A snapshot of a transport's counters, from
+/// [`NatsTransport::stats`](crate::NatsTransport::stats).
+///
+/// # Examples
+///
+/// ```
+/// let stats = relay_nats::TransportStats::default();
+/// assert_eq!(stats.published, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TransportStats {
+    /// Messages handed to the NATS client.
+    pub published: u64,
+    /// Messages the NATS client refused to publish (each also logged).
+    pub publish_failed: u64,
+    /// Sends refused before publishing: not encodable, node gone, backlog
+    /// full, transport closed (the sender got the package back).
+    pub refused: u64,
+    /// Messages that arrived and were delivered to a local process.
+    pub delivered: u64,
+    /// Messages that arrived for a local process that does not exist or
+    /// has ended: dead letters on the receiving side (each logged).
+    pub dead_letters: u64,
+    /// Frames that arrived malformed, too large, with an unknown tag or for
+    /// another node: rejected, logged, and the receiver kept running.
+    pub rejected: u64,
+    /// Messages missing from a sender's sequence (lost in transit, as when
+    /// the server restarts): the gaps the receiver saw.
+    pub lost: u64,
+    /// Times the connection to the server was re-established.
+    pub reconnects: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) published: AtomicU64,
+    pub(crate) publish_failed: AtomicU64,
+    pub(crate) refused: AtomicU64,
+    pub(crate) delivered: AtomicU64,
+    pub(crate) dead_letters: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) lost: AtomicU64,
+    pub(crate) reconnects: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> TransportStats {
+        TransportStats {
+            published: self.published.load(Relaxed),
+            publish_failed: self.publish_failed.load(Relaxed),
+            refused: self.refused.load(Relaxed),
+            delivered: self.delivered.load(Relaxed),
+            dead_letters: self.dead_letters.load(Relaxed),
+            rejected: self.rejected.load(Relaxed),
+            lost: self.lost.load(Relaxed),
+            reconnects: self.reconnects.load(Relaxed),
+        }
+    }
+}

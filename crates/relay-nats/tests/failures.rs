@@ -1,0 +1,125 @@
+//! Failures with a real `nats-server`: the server restarts mid-stream, a
+//! node leaves.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use relay_nats::LinkError;
+use sched::{Pid, SendErrorKind};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn traffic_resumes_after_a_server_restart_and_the_gap_is_counted() {
+    let Some(mut server) = NatsServer::start() else {
+        return;
+    };
+    let (one, t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let to = two.spawn(Recorder(seen.clone()), "run", ()).unwrap().pid();
+
+    let mut sent = 0;
+    let mut send = |count: u64| {
+        for _ in 0..count {
+            sent += 1;
+            one.post(to, Seq { from: 0, n: sent }).expect("queued");
+        }
+        sent
+    };
+    let before = send(1_000);
+    wait_until("the first batch", WAIT, || {
+        seen.lock().unwrap().len() as u64 == before
+    });
+
+    server.restart();
+    send(1_000); // while both clients reconnect
+    wait_until("both reconnected", WAIT, || {
+        t1.stats().reconnects >= 1 && t2.stats().reconnects >= 1
+    });
+    // Node 2 may resubscribe after node 1 published: keep sending until a
+    // message is seen after the restart.
+    let mut last = send(1);
+    wait_until("traffic to resume", WAIT, || {
+        let got = seen.lock().unwrap().last().map(|s| s.n);
+        if got == Some(last) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        last = send(1);
+        false
+    });
+    let last = send(1_000);
+    wait_until("the last message", WAIT, || {
+        seen.lock().unwrap().last().map(|s| s.n) == Some(last)
+    });
+
+    let seen = seen.lock().unwrap();
+    assert!(in_order_per_sender(&seen), "order kept across the restart");
+    let (s1, s2) = (t1.stats(), t2.stats());
+    assert_eq!(
+        s1.published + s1.publish_failed,
+        last,
+        "every send was published or counted"
+    );
+    assert_eq!(
+        seen.len() as u64 + s2.lost,
+        s1.published,
+        "every published message was delivered or counted lost: {s1:?} {s2:?}"
+    );
+    drop(seen);
+    one.shutdown(Duration::from_secs(5));
+    two.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_node_that_leaves_is_unreachable_until_it_comes_back() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, _t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    two.shutdown(Duration::from_secs(5));
+    t2.close();
+    drop((two, t2));
+
+    wait_until("node 1 to learn that node 2 left", WAIT, || {
+        match one.post(Pid::new(2, 1), Ping(1)) {
+            Ok(()) => false,
+            Err(err) => {
+                assert_eq!(err.kind(), SendErrorKind::Unreachable);
+                let cause = err.cause().and_then(|c| c.downcast_ref::<LinkError>());
+                assert_eq!(cause, Some(&LinkError::NodeLeft(2)));
+                assert_eq!(err.into_package().downcast::<Ping>().ok(), Some(Ping(1)));
+                true
+            }
+        }
+    });
+
+    // Node 2 comes back: reachable again.
+    let (two, _t2) = node(&server, 2);
+    let echo = two.spawn(Echo, "run", ()).unwrap();
+    wait_until("node 1 to learn that node 2 is back", WAIT, || {
+        one.post(Pid::new(2, 1), Ping(1)).is_ok()
+    });
+    let mut player = one
+        .spawn(
+            Player {
+                peer: echo.pid(),
+                rounds: 5,
+                started: false,
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    assert!(
+        player.wait_timeout(WAIT).is_some(),
+        "ping-pong with the new node 2"
+    );
+    one.shutdown(Duration::from_secs(5));
+    two.shutdown(Duration::from_secs(5));
+}

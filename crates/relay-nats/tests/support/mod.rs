@@ -1,0 +1,241 @@
+//! A real `nats-server` on a free loopback port, two-node setups, and the
+//! processes the tests run.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use relay_nats::async_nats::ConnectOptions;
+use relay_nats::{Codec, NatsConfig, NatsTransport};
+use sched::{BoxError, Event, Events, Output, Package, Pid, Scheduler};
+use serde::{Deserialize, Serialize};
+
+/// A `nats-server` child process, killed on drop.
+pub struct NatsServer {
+    child: Option<Child>,
+    pub port: u16,
+}
+
+impl NatsServer {
+    /// Starts a server, or returns `None` (with a message) when
+    /// `nats-server` is not installed and `CI` is not set. Under CI a
+    /// missing server fails the test.
+    pub fn start() -> Option<NatsServer> {
+        let found = Command::new("nats-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        if !found {
+            if std::env::var_os("CI").is_some() {
+                panic!("nats-server is not installed, and CI is set: install it (apt-get install -y nats-server)");
+            }
+            eprintln!("SKIPPED: nats-server is not installed (apt-get install -y nats-server); set CI to make this a failure");
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut server = NatsServer { child: None, port };
+        server.spawn();
+        Some(server)
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts it again on the same port.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// Publishes `payload` on `subject` over a raw protocol connection
+    /// (what a foreign or broken client could send).
+    pub fn publish_raw(&self, subject: &str, payload: &[u8]) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut out = Vec::new();
+        out.extend_from_slice(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n");
+        out.extend_from_slice(format!("PUB {subject} {}\r\n", payload.len()).as_bytes());
+        out.extend_from_slice(payload);
+        out.extend_from_slice(b"\r\nPING\r\n");
+        stream.write_all(&out).unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&seen).contains("PONG") {
+            let n = stream.read(&mut buf).expect("the server answers");
+            assert!(n > 0, "the server closed the connection");
+            seen.extend_from_slice(&buf[..n]);
+        }
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ping(pub u64);
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pong(pub u64);
+
+/// A numbered message from sender `from`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seq {
+    pub from: u64,
+    pub n: u64,
+}
+
+pub fn codec() -> Codec {
+    Codec::new()
+        .register::<Ping>("ping")
+        .register::<Pong>("pong")
+        .register::<Seq>("seq")
+        .max_message_bytes(4096)
+}
+
+/// A scheduler as node `node`, with its transport (reconnecting quickly).
+pub fn node(server: &NatsServer, node: u32) -> (Scheduler, Arc<NatsTransport>) {
+    let options = ConnectOptions::new()
+        .reconnect_delay_callback(|_| Duration::from_millis(50))
+        .name(format!("test-node-{node}"));
+    let config = NatsConfig::new(server.url())
+        .codec(codec())
+        .options(options);
+    let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .node(node)
+        .remote(transport.clone())
+        .build();
+    scheduler.start();
+    (scheduler, transport)
+}
+
+pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Answers every `Ping(n)` with `Pong(n)` to its sender.
+pub struct Echo;
+
+impl sched::Process for Echo {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Message(package) = event {
+                let from = package.source();
+                let Ping(n) = package.downcast::<Ping>().map_err(|_| "not a ping")?;
+                out.send(Package::new(out.pid(), from, Pong(n)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Plays `rounds` of ping-pong with `peer`, then finishes with the count.
+pub struct Player {
+    pub peer: Pid,
+    pub rounds: u64,
+    pub started: bool,
+}
+
+impl sched::Process for Player {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if !self.started {
+            self.started = true;
+            out.send(Package::new(out.pid(), self.peer, Ping(1)))?;
+        }
+        for event in events {
+            if let Event::Message(package) = event {
+                let Pong(n) = package.downcast::<Pong>().map_err(|_| "not a pong")?;
+                if n == self.rounds {
+                    out.done(Box::new(n));
+                    return Ok(());
+                }
+                out.send(Package::new(out.pid(), self.peer, Ping(n + 1)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Records every `Seq` it receives.
+pub struct Recorder(pub Arc<Mutex<Vec<Seq>>>);
+
+impl sched::Process for Recorder {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        let mut seen = self.0.lock().unwrap();
+        for event in events {
+            if let Event::Message(package) = event {
+                seen.push(package.downcast::<Seq>().map_err(|_| "not a seq")?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends `count` numbered messages to `to` in its first step, as sender
+/// `from`.
+pub struct Burst {
+    pub to: Pid,
+    pub from: u64,
+    pub count: u64,
+}
+
+impl sched::Process for Burst {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for n in 1..=self.count {
+            out.send(Package::new(out.pid(), self.to, Seq { from: self.from, n }))?;
+        }
+        out.done(Box::new(()));
+        Ok(())
+    }
+}
+
+/// Whether each sender's numbers arrived in increasing order.
+pub fn in_order_per_sender(seen: &[Seq]) -> bool {
+    let mut last = std::collections::HashMap::new();
+    seen.iter().all(|s| {
+        let prev = last.insert(s.from, s.n).unwrap_or(0);
+        s.n > prev
+    })
+}

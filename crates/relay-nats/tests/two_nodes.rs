@@ -1,0 +1,161 @@
+//! Two schedulers (nodes 1 and 2), each with its own NATS transport,
+//! against a real `nats-server` on loopback.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use relay_nats::{EncodeError, NatsConfig, NatsTransport};
+use sched::{Package, Pid, SendErrorKind};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[test]
+fn ping_pong_between_processes_on_two_nodes() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let echo = two.spawn(Echo, "run", ()).unwrap();
+    assert_eq!(echo.pid().node(), 2);
+    let mut player = one
+        .spawn(
+            Player {
+                peer: echo.pid(),
+                rounds: 500,
+                started: false,
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    let result = player.wait_timeout(WAIT).expect("the rounds finished");
+    assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&500));
+    let (s1, s2) = (t1.stats(), t2.stats());
+    assert_eq!((s1.published, s1.delivered), (500, 500));
+    assert_eq!((s2.published, s2.delivered), (500, 500));
+    assert_eq!(s1.lost + s2.lost + s1.rejected + s2.rejected, 0);
+    one.shutdown(Duration::from_secs(5));
+    two.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn each_senders_order_is_kept_from_steps_and_from_outside() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, _t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorder = two.spawn(Recorder(seen.clone()), "run", ()).unwrap();
+    let to = recorder.pid();
+    for from in 1..=3 {
+        one.spawn(
+            Burst {
+                to,
+                from,
+                count: 2_000,
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    }
+    for n in 1..=2_000 {
+        one.post(to, Seq { from: 0, n }).expect("sent from outside");
+    }
+    wait_until("8 000 messages", WAIT, || {
+        seen.lock().unwrap().len() == 8_000
+    });
+    let seen = seen.lock().unwrap();
+    assert!(in_order_per_sender(&seen), "per-sender order kept");
+    assert_eq!(t2.stats().lost, 0);
+    drop(seen);
+    one.shutdown(Duration::from_secs(5));
+    two.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn an_unregistered_type_is_refused_with_the_package_back() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, t1) = node(&server, 1);
+    let err = one.post(Pid::new(2, 1), 42_u32).unwrap_err();
+    assert_eq!(err.kind(), SendErrorKind::Unencodable);
+    let cause = err.cause().and_then(|c| c.downcast_ref::<EncodeError>());
+    assert!(matches!(cause, Some(EncodeError::NotRegistered)), "{err}");
+    assert_eq!(err.into_package().downcast::<u32>().ok(), Some(42));
+
+    // Too large for the codec's limit: refused the same way.
+    let big = Ping(0);
+    let codec = codec().max_message_bytes(10);
+    assert!(matches!(
+        codec.encode(&Package::new(Pid::OUTSIDE, Pid::new(2, 1), big)),
+        Err(EncodeError::TooLarge { max: 10, .. })
+    ));
+    assert_eq!(t1.stats().refused, 1);
+    assert_eq!(t1.stats().published, 0);
+    one.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn malformed_and_oversized_messages_are_rejected_and_the_node_keeps_working() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, _t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let subject = NatsConfig::new(server.url()).node_subject(2);
+    server.publish_raw(&subject, b"junk");
+    server.publish_raw(&subject, &vec![1u8; 5_000]); // over the 4 096-byte limit
+    let mut unknown_tag = codec()
+        .encode(&Package::new(Pid::new(1, 1), Pid::new(2, 1), Ping(1)))
+        .unwrap();
+    let at = unknown_tag.len() - 3; // inside the JSON body: breaks it
+    unknown_tag[at] = b'{';
+    server.publish_raw(&subject, &unknown_tag);
+    wait_until("three rejections", WAIT, || t2.stats().rejected == 3);
+
+    let echo = two.spawn(Echo, "run", ()).unwrap();
+    let mut player = one
+        .spawn(
+            Player {
+                peer: echo.pid(),
+                rounds: 10,
+                started: false,
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    let result = player.wait_timeout(WAIT).expect("node 2 still answers");
+    assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&10));
+    one.shutdown(Duration::from_secs(5));
+    two.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_message_for_a_missing_process_is_a_dead_letter_on_the_receiving_node() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, _t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    one.post(Pid::new(2, 999), Ping(1)).expect("published");
+    wait_until("a dead letter", WAIT, || t2.stats().dead_letters == 1);
+    one.shutdown(Duration::from_secs(5));
+    two.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_connection_to_nowhere_is_a_typed_error() {
+    let options = relay_nats::async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_millis(200));
+    let config = NatsConfig::new("nats://127.0.0.1:1").options(options);
+    let err = NatsTransport::connect(config).unwrap_err();
+    assert!(matches!(err, relay_nats::ConnectError::Nats(_)), "{err}");
+}
