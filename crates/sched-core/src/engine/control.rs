@@ -23,7 +23,8 @@ pub(crate) struct Control {
     pub(super) threads: Mutex<Threads>,
     pub(super) finished: Finished,
     /// Whether a step already asked for a shutdown (so that it starts one
-    /// thread, once).
+    /// thread, once). Steps cannot ask under loom (see `me`).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(super) shutdown_requested: AtomicBool,
     /// The shared state itself, for a shutdown started from inside (which
     /// runs on a thread of its own and needs to own a reference). Weak, so
