@@ -288,8 +288,12 @@ mod tests {
 
     #[test]
     fn ids_are_unique_across_threads() {
+        // More than one block per thread (1 024 ids), fewer under miri.
+        let per_thread = if cfg!(miri) { 1100 } else { 3000 };
         let ids: Vec<u64> = (0..4)
-            .map(|_| std::thread::spawn(|| (0..3000).map(|_| next_id()).collect::<Vec<_>>()))
+            .map(|_| {
+                std::thread::spawn(move || (0..per_thread).map(|_| next_id()).collect::<Vec<_>>())
+            })
             .flat_map(|t| t.join().unwrap())
             .collect();
         let unique: std::collections::HashSet<_> = ids.iter().collect();
