@@ -131,12 +131,15 @@ pub fn codec() -> Codec {
 
 /// A scheduler as node `node`, with its transport (reconnecting quickly).
 pub fn node(server: &NatsServer, node: u32) -> (Scheduler, Arc<NatsTransport>) {
+    node_at(&server.url(), node)
+}
+
+/// [`node`], given the server's URL (in a process that did not start it).
+pub fn node_at(url: &str, node: u32) -> (Scheduler, Arc<NatsTransport>) {
     let options = ConnectOptions::new()
         .reconnect_delay_callback(|_| Duration::from_millis(50))
         .name(format!("test-node-{node}"));
-    let config = NatsConfig::new(server.url())
-        .codec(codec())
-        .options(options);
+    let config = NatsConfig::new(url).codec(codec()).options(options);
     let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
     let scheduler = Scheduler::builder()
         .workers(2)

@@ -1,0 +1,282 @@
+//! Two nodes as two OS processes: this test binary runs node 1 and starts
+//! itself again as node 2 (see `processes/peer.rs`), both against a real
+//! `nats-server` on loopback. 100 000 messages by PID in ping-pong pairs
+//! and in fan-in, both ways; the server restarted in the middle of a run;
+//! node 2 killed in the middle of a run.
+
+mod support;
+
+#[path = "processes/child.rs"]
+mod child;
+#[path = "processes/peer.rs"]
+mod peer;
+#[path = "processes/tally.rs"]
+mod tally;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use relay_nats::LinkError;
+use sched::{Pid, SendErrorKind};
+use support::*;
+use tally::{stream, total, CountingPlayer, Stream, Tally, TallyRecorder};
+
+use peer::Peer;
+
+/// Ping-pong pairs (a player on node 1, an echo on node 2).
+const PAIRS: u64 = 10;
+/// Round trips per pair.
+const ROUNDS: u64 = 2_000;
+/// Senders on each node, all sending to one recorder on the other node.
+const SENDERS: u64 = 3;
+/// Messages per sender.
+const COUNT: u64 = 10_000;
+/// The sender number of the steady streams of the restart test.
+const STREAM_FROM: u64 = 200;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Not a test of its own: node 2 when the binary runs as a child (see
+/// `processes/peer.rs`); passes at once otherwise.
+#[test]
+fn node_2_in_a_child_process() {
+    if let Ok(role) = std::env::var(peer::ROLE) {
+        child::run(&role);
+    }
+}
+
+/// A stream that received `1..=count`, each once and in order.
+fn complete(count: u64) -> Stream {
+    Stream {
+        count,
+        last: count,
+        skipped: 0,
+        disorder: 0,
+    }
+}
+
+#[test]
+fn two_processes_exchange_100_000_messages_each_once_and_in_order() {
+    assert_eq!(2 * PAIRS * ROUNDS + 2 * SENDERS * COUNT, 100_000);
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let started = Instant::now();
+    let (one, t1) = node(&server, 1);
+    let tally = Tally::default();
+    let recorder = one.spawn(TallyRecorder(tally.clone()), "run", ());
+    let mut child = Peer::spawn("exchange", &server.url(), recorder.unwrap().pid().id());
+    let ready = child.expect("ready", WAIT);
+    let (child_recorder, echoes) = (Pid::new(2, ready[0]), &ready[1..]);
+    assert_eq!(echoes.len() as u64, PAIRS);
+
+    let pongs = Arc::new(AtomicU64::new(0));
+    let players: Vec<_> = echoes
+        .iter()
+        .map(|&echo| {
+            let player = CountingPlayer::new(Pid::new(2, echo), ROUNDS, pongs.clone());
+            one.spawn(player, "run", ()).unwrap()
+        })
+        .collect();
+    for from in 1..=SENDERS {
+        let burst = Burst {
+            to: child_recorder,
+            from,
+            count: COUNT,
+        };
+        one.spawn(burst, "run", ()).unwrap();
+    }
+    for mut player in players {
+        let result = player.wait_timeout(WAIT).expect("the rounds finished");
+        assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&ROUNDS));
+    }
+    wait_until("node 2's fan-in", WAIT, || total(&tally) >= SENDERS * COUNT);
+    child.tell(&format!("report {}", SENDERS * COUNT));
+    let report = child.report(WAIT);
+
+    // Node 1 received each of node 2's senders' numbers once, in order.
+    for from in 101..=100 + SENDERS {
+        assert_eq!(stream(&tally, from), complete(COUNT), "from {from}");
+    }
+    assert_eq!(total(&tally), SENDERS * COUNT);
+    // And node 2 received node 1's, and every ping once, in order.
+    for from in 1..=SENDERS {
+        assert_eq!(
+            report.fanin.get(&from),
+            Some(&complete(COUNT)),
+            "from {from}"
+        );
+    }
+    assert_eq!(report.fanin.len() as u64, SENDERS);
+    assert_eq!(report.pings, (PAIRS * ROUNDS, 0));
+    assert_eq!(pongs.load(Relaxed), PAIRS * ROUNDS);
+
+    // The transports agree: everything published was delivered, nothing
+    // lost, refused or rejected, both ways.
+    let each_way = PAIRS * ROUNDS + SENDERS * COUNT;
+    let s1 = t1.stats();
+    let s2 = report.stats;
+    assert_eq!((s1.published, s1.delivered), (each_way, each_way), "{s1:?}");
+    assert_eq!((s2.published, s2.delivered), (each_way, each_way), "{s2:?}");
+    assert_eq!(
+        s1.publish_failed + s1.refused + s1.dead_letters,
+        0,
+        "{s1:?}"
+    );
+    assert_eq!(s1.rejected + s1.lost, 0, "{s1:?}");
+    assert_eq!(
+        s2.publish_failed + s2.refused + s2.dead_letters,
+        0,
+        "{s2:?}"
+    );
+    assert_eq!(s2.rejected + s2.lost, 0, "{s2:?}");
+    assert!(child.wait(WAIT).success(), "node 2 exited cleanly");
+    one.shutdown(Duration::from_millis(200));
+    eprintln!(
+        "100 000 messages between two processes in {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_server_restart_in_the_middle_loses_only_what_the_receivers_count() {
+    let Some(mut server) = NatsServer::start() else {
+        return;
+    };
+    let (one, t1) = node(&server, 1);
+    let tally = Tally::default();
+    let recorder = one.spawn(TallyRecorder(tally.clone()), "run", ());
+    let mut child = Peer::spawn("stream", &server.url(), recorder.unwrap().pid().id());
+    let to = Pid::new(2, child.expect("ready", WAIT)[0]);
+
+    let stop = AtomicBool::new(false);
+    let sent = std::thread::scope(|scope| {
+        let sender = scope.spawn(|| child::send_until(&one, to, &stop));
+        let from_child = || stream(&tally, STREAM_FROM).count;
+        wait_until("traffic from node 2", WAIT, || from_child() >= 500);
+
+        server.restart();
+        wait_until("node 1 to reconnect", WAIT, || t1.stats().reconnects >= 1);
+        // Traffic from node 2 resumed on a new connection, so node 2 is
+        // subscribed again too; keep node 1's stream going a little longer.
+        let resumed = from_child() + 500;
+        wait_until("traffic to resume", WAIT, || from_child() >= resumed);
+        stop.store(true, Relaxed);
+        sender.join().expect("the sender thread")
+    });
+    child.tell(&format!("stop {sent}"));
+    let child_sent = child.expect("sent", WAIT)[0];
+    let report = child.report(WAIT);
+    wait_until("node 2's last message", WAIT, || {
+        stream(&tally, STREAM_FROM).last == child_sent
+    });
+    let (s1, s2) = (t1.stats(), report.stats);
+    assert!(s1.reconnects >= 1 && s2.reconnects >= 1, "{s1:?} {s2:?}");
+
+    // Node 1 to node 2: every number either arrived, once and in order,
+    // or is counted: lost in transit (the receiver's gap count) or refused
+    // by the client (the sender's count). Sends were all accepted.
+    let got = report.fanin[&STREAM_FROM];
+    assert_eq!((got.last, got.disorder), (sent, 0), "{got:?}");
+    assert_eq!(got.count + got.skipped, sent, "{got:?}");
+    assert_eq!(
+        got.skipped,
+        s2.lost + s1.publish_failed,
+        "{got:?} {s1:?} {s2:?}"
+    );
+    assert_eq!(s1.published + s1.publish_failed, sent, "{s1:?}");
+    assert_eq!(s2.delivered, got.count, "{s2:?}");
+    // Node 2 to node 1: the same.
+    let got = stream(&tally, STREAM_FROM);
+    assert_eq!((got.last, got.disorder), (child_sent, 0), "{got:?}");
+    assert_eq!(got.count + got.skipped, child_sent, "{got:?}");
+    assert_eq!(
+        got.skipped,
+        s1.lost + s2.publish_failed,
+        "{got:?} {s1:?} {s2:?}"
+    );
+    assert_eq!(s2.published + s2.publish_failed, child_sent, "{s2:?}");
+    assert_eq!(s1.delivered, got.count, "{s1:?}");
+    assert_eq!(s1.refused + s2.refused + s1.rejected + s2.rejected, 0);
+    eprintln!(
+        "restart: node 1 sent {sent}, node 2 lost {}; node 2 sent {child_sent}, node 1 lost {}",
+        s2.lost + s1.publish_failed,
+        s1.lost + s2.publish_failed
+    );
+    assert!(child.wait(WAIT).success(), "node 2 exited cleanly");
+    one.shutdown(Duration::from_millis(200));
+}
+
+#[test]
+fn a_node_killed_in_the_middle_leaves_the_other_running() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, t1) = node(&server, 1);
+    let mut child = Peer::spawn("echo", &server.url(), 0);
+    let ready = child.expect("ready", WAIT);
+    let (recorder, echo) = (Pid::new(2, ready[0]), Pid::new(2, ready[1]));
+    let pongs = Arc::new(AtomicU64::new(0));
+    let player = CountingPlayer::new(echo, u64::MAX, pongs.clone());
+    let mut stuck = one.spawn(player, "run", ()).unwrap();
+    wait_until("ping-pong under way", WAIT, || pongs.load(Relaxed) >= 200);
+
+    child.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    let at_kill = pongs.load(Relaxed);
+    let before = t1.stats();
+    // The node said no goodbye: sends to it are accepted and published to
+    // a subject nobody listens on, and nothing counts them as lost (the
+    // documented limit without a heartbeat).
+    for n in 1..=1_000 {
+        one.post(recorder, Seq { from: 0, n })
+            .expect("a crashed node is not known to be gone");
+    }
+    wait_until("the sends to be published", WAIT, || {
+        t1.stats().published == before.published + 1_000
+    });
+    let after = t1.stats();
+    assert_eq!(after.publish_failed, 0, "{after:?}");
+    assert_eq!(after.refused, before.refused, "{after:?}");
+    // The player waits for an answer that never comes; nothing tells it.
+    assert_eq!(pongs.load(Relaxed), at_kill);
+    assert!(stuck.wait_timeout(Duration::from_millis(100)).is_none());
+
+    // Node 1 keeps working: locally, and with a new node 2.
+    let local_echo = one.spawn(Echo, "run", ()).unwrap().pid();
+    let local = CountingPlayer::new(local_echo, 100, Arc::default());
+    let mut local = one.spawn(local, "run", ()).unwrap();
+    assert!(local.wait_timeout(WAIT).is_some(), "local ping-pong");
+    let mut child = Peer::spawn("echo", &server.url(), 0);
+    let echo = Pid::new(2, child.expect("ready", WAIT)[1]);
+    let player = CountingPlayer::new(echo, 100, Arc::default());
+    let mut player = one.spawn(player, "run", ()).unwrap();
+    let result = player
+        .wait_timeout(WAIT)
+        .expect("ping-pong with the new node 2");
+    assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&100));
+
+    // A node that leaves properly is refused at once, with the package.
+    child.tell("quit");
+    child.expect("end", WAIT);
+    assert!(child.wait(WAIT).success(), "node 2 left cleanly");
+    wait_until("node 1 to learn that node 2 left", WAIT, || {
+        match one.post(recorder, Ping(1)) {
+            Ok(()) => false,
+            Err(err) => {
+                assert_eq!(err.kind(), SendErrorKind::Unreachable);
+                let cause = err.cause().and_then(|c| c.downcast_ref::<LinkError>());
+                assert_eq!(cause, Some(&LinkError::NodeLeft(2)));
+                true
+            }
+        }
+    });
+
+    // And shutting down does not hang on the player that lost its peer.
+    let shutdown = Instant::now();
+    let report = one.shutdown(Duration::from_secs(2));
+    assert!(shutdown.elapsed() < Duration::from_secs(10), "{report:?}");
+    assert_eq!((report.still_running, report.workers_detached), (0, 0));
+    assert!(stuck.wait_timeout(WAIT).is_some(), "the stuck player ended");
+}

@@ -1,0 +1,153 @@
+//! Node 2, run in a child process by [`crate::peer::Peer`].
+
+use std::io::BufRead;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use relay_nats::NatsTransport;
+use sched::{Pid, Scheduler};
+
+use crate::peer::{PEER, PREFIX, URL};
+use crate::support::{node_at, Seq};
+use crate::tally::{stream, total, CheckedEcho, Tally, TallyRecorder};
+use crate::{COUNT, PAIRS, SENDERS, STREAM_FROM};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn say(line: &str) {
+    println!("{PREFIX}{line}");
+}
+
+/// The next command on stdin, split into words (empty at end of input).
+fn command() -> Vec<String> {
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).expect("stdin");
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+fn number(words: &[String], at: usize) -> u64 {
+    words[at].parse().expect("a number")
+}
+
+/// Runs node 2 in `role` until the parent is done with it.
+pub(crate) fn run(role: &str) {
+    let url = std::env::var(URL).expect("the server's URL");
+    let peer: u64 = std::env::var(PEER).expect("the peer").parse().unwrap();
+    let peer = Pid::new(1, peer);
+    let (node, transport) = node_at(&url, 2);
+    let tally = Tally::default();
+    let recorder = node.spawn(TallyRecorder(tally.clone()), "run", ()).unwrap();
+    let recorder = recorder.pid().id();
+    let pings = Arc::new(AtomicU64::new(0));
+    let disorder = Arc::new(AtomicU64::new(0));
+    let echo = |node: &Scheduler| {
+        let echo = CheckedEcho {
+            pings: pings.clone(),
+            disorder: disorder.clone(),
+            last: Default::default(),
+        };
+        node.spawn(echo, "run", ()).unwrap().pid().id()
+    };
+    match role {
+        // Echoes for the parent's players, and senders to the parent's
+        // recorder; reports once the parent's messages are all in.
+        "exchange" => {
+            let echoes: Vec<String> = (0..PAIRS).map(|_| echo(&node).to_string()).collect();
+            say(&format!("ready {recorder} {}", echoes.join(" ")));
+            for from in 1..=SENDERS {
+                let burst = crate::support::Burst {
+                    to: peer,
+                    from: 100 + from,
+                    count: COUNT,
+                };
+                node.spawn(burst, "run", ()).unwrap();
+            }
+            let words = command();
+            assert_eq!(words.first().map(String::as_str), Some("report"));
+            let expected = number(&words, 1);
+            wait_for(|| total(&tally) >= expected);
+        }
+        // A steady stream to the parent's recorder (from outside any
+        // process) until told to stop; reports once the parent's stream
+        // has arrived up to its last number.
+        "stream" => {
+            say(&format!("ready {recorder}"));
+            let stop = AtomicBool::new(false);
+            let (sent, last) = std::thread::scope(|scope| {
+                let sender = scope.spawn(|| send_until(&node, peer, &stop));
+                let words = command();
+                assert_eq!(words.first().map(String::as_str), Some("stop"));
+                stop.store(true, Relaxed);
+                let sent = sender.join().expect("the sender thread");
+                (sent, number(&words, 1))
+            });
+            say(&format!("sent {sent}"));
+            wait_for(|| stream(&tally, STREAM_FROM).last >= last);
+        }
+        // An echo and a recorder; leaves properly when told to quit, or is
+        // killed.
+        "echo" => {
+            say(&format!("ready {recorder} {}", echo(&node)));
+            let words = command();
+            assert_eq!(words.first().map(String::as_str), Some("quit"));
+            node.shutdown(Duration::from_millis(200));
+            transport.close();
+            say("end");
+            return;
+        }
+        other => panic!("no such role: {other}"),
+    }
+    report(&tally, &pings, &disorder, &transport);
+    node.shutdown(Duration::from_millis(200));
+}
+
+/// Posts `Seq { from: STREAM_FROM, n }` for n = 1, 2, ... every 200 µs
+/// until `stop`; returns the last n.
+pub(crate) fn send_until(node: &Scheduler, to: Pid, stop: &AtomicBool) -> u64 {
+    let mut n = 0;
+    while !stop.load(Relaxed) {
+        n += 1;
+        node.post(
+            to,
+            Seq {
+                from: STREAM_FROM,
+                n,
+            },
+        )
+        .expect("a send to a node that is up is accepted");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    n
+}
+
+fn wait_for(mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn report(tally: &Tally, pings: &AtomicU64, disorder: &AtomicU64, transport: &NatsTransport) {
+    for (from, stream) in tally.lock().unwrap().iter() {
+        say(&stream.line(*from));
+    }
+    say(&format!(
+        "pings {} {}",
+        pings.load(Relaxed),
+        disorder.load(Relaxed)
+    ));
+    let s = transport.stats();
+    say(&format!(
+        "stats {} {} {} {} {} {} {} {}",
+        s.published,
+        s.publish_failed,
+        s.refused,
+        s.delivered,
+        s.dead_letters,
+        s.rejected,
+        s.lost,
+        s.reconnects
+    ));
+    say("end");
+}
