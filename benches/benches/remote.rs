@@ -1,0 +1,315 @@
+//! Remote ping-pong over loopback NATS: two scheduler nodes (threads of
+//! this process, one NATS connection each) against raw `async-nats`
+//! request-reply between two clients doing the same
+//! (`cargo bench -p benches --bench remote`; `BENCH_QUICK=1` runs each side
+//! once instead of three times, with fewer round trips).
+//!
+//! Both sides carry the same number of bytes per message (our frame's
+//! size), one round trip at a time. Per side: round trips per second, and
+//! the one-way latency of the request (stamped by the sender, read by the
+//! receiver on the same clock), median and p99. The median of the runs,
+//! and ours / raw.
+//!
+//! Starts its own `nats-server` on a free loopback port; without one on
+//! `PATH` it says so and exits.
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use relay_nats::async_nats;
+use relay_nats::{Codec, NatsConfig, NatsSchedulerExt};
+use sched::{BoxError, Event, Events, Output, Package, Pid, Process, Scheduler};
+use serde::{Deserialize, Serialize};
+
+#[path = "common/filter.rs"]
+mod filter;
+
+const WARM_UP: usize = 200;
+
+/// Nanoseconds since the first call: one clock for both nodes.
+fn now_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+#[derive(Serialize, Deserialize)]
+struct Ping {
+    n: u64,
+    sent_ns: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Pong(u64);
+
+/// One-way latencies seen by the receiving side, in nanoseconds.
+type Latencies = Arc<Mutex<Vec<u64>>>;
+
+struct Echo(Latencies);
+
+impl Process for Echo {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Message(package) = event {
+                let from = package.source();
+                let ping = package.downcast::<Ping>().map_err(|_| "not a ping")?;
+                self.0.lock().unwrap().push(now_ns() - ping.sent_ns);
+                out.send(Package::new(out.pid(), from, Pong(ping.n)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Player {
+    peer: Pid,
+    rounds: u64,
+    started: bool,
+}
+
+impl Process for Player {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let ping = |n| Ping {
+            n,
+            sent_ns: now_ns(),
+        };
+        if !self.started {
+            self.started = true;
+            out.send(Package::new(out.pid(), self.peer, ping(1)))?;
+        }
+        for event in events {
+            if let Event::Message(package) = event {
+                let Pong(n) = package.downcast::<Pong>().map_err(|_| "not a pong")?;
+                if n == self.rounds {
+                    out.done(Box::new(()));
+                    return Ok(());
+                }
+                out.send(Package::new(out.pid(), self.peer, ping(n + 1)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn codec() -> Codec {
+    Codec::new()
+        .register::<Ping>("ping")
+        .register::<Pong>("pong")
+}
+
+/// The bytes one of our pings carries on the wire.
+fn frame_size() -> usize {
+    let ping = Ping {
+        n: 1,
+        sent_ns: now_ns(),
+    };
+    let package = Package::new(Pid::new(1, 1), Pid::new(2, 1), ping);
+    codec().encode(&package).expect("encodable").len()
+}
+
+struct Run {
+    round_trips_per_sec: f64,
+    median_us: f64,
+    p99_us: f64,
+}
+
+fn summarize(elapsed: Duration, rounds: usize, mut one_way: Vec<u64>) -> Run {
+    one_way.sort_unstable();
+    let at = |q: f64| one_way[((one_way.len() - 1) as f64 * q) as usize] as f64 / 1e3;
+    Run {
+        round_trips_per_sec: rounds as f64 / elapsed.as_secs_f64(),
+        median_us: at(0.5),
+        p99_us: at(0.99),
+    }
+}
+
+fn node(url: &str, number: u32) -> Scheduler {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .node(number)
+        .nats(NatsConfig::new(url).codec(codec()))
+        .expect("connected")
+        .build();
+    scheduler.start();
+    scheduler
+}
+
+fn ours(url: &str, rounds: usize) -> Run {
+    let (one, two) = (node(url, 1), node(url, 2));
+    let latencies = Latencies::default();
+    let echo = two.spawn(Echo(latencies.clone()), "run", ()).unwrap().pid();
+    let play = |rounds: usize| {
+        let player = Player {
+            peer: echo,
+            rounds: rounds as u64,
+            started: false,
+        };
+        let mut player = one.spawn(player, "run", ()).unwrap();
+        let outcome = player.wait_timeout(Duration::from_secs(120));
+        outcome.expect("the rounds finished").expect("no error");
+    };
+    play(WARM_UP);
+    latencies.lock().unwrap().clear();
+    let started = Instant::now();
+    play(rounds);
+    let elapsed = started.elapsed();
+    let one_way = std::mem::take(&mut *latencies.lock().unwrap());
+    one.shutdown(Duration::from_millis(100));
+    two.shutdown(Duration::from_millis(100));
+    summarize(elapsed, rounds, one_way)
+}
+
+/// A client on a single-threaded runtime of its own (as our transport's).
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+fn raw(url: &str, rounds: usize, size: usize) -> Run {
+    let latencies = Latencies::default();
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let responder = {
+        let (url, latencies) = (url.to_owned(), latencies.clone());
+        std::thread::spawn(move || {
+            runtime().block_on(async move {
+                let client = async_nats::connect(url).await.expect("connected");
+                let mut requests = client.subscribe("raw.echo").await.expect("subscribed");
+                client.flush().await.expect("flushed");
+                ready_tx.send(()).unwrap();
+                while let Some(request) = requests.next().await {
+                    let sent = u64::from_be_bytes(request.payload[..8].try_into().unwrap());
+                    latencies.lock().unwrap().push(now_ns() - sent);
+                    let Some(reply) = request.reply else { break };
+                    client.publish(reply, request.payload).await.unwrap();
+                }
+            });
+        })
+    };
+    ready.recv().expect("the responder subscribed");
+    let url = url.to_owned();
+    let elapsed = std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let client = async_nats::connect(url).await.expect("connected");
+            let mut payload = vec![0u8; size];
+            let ask = |payload: &mut Vec<u8>| {
+                payload[..8].copy_from_slice(&now_ns().to_be_bytes());
+                client.request("raw.echo", payload.clone().into())
+            };
+            for _ in 0..WARM_UP {
+                ask(&mut payload).await.expect("a reply");
+            }
+            let started = Instant::now();
+            for _ in 0..rounds {
+                ask(&mut payload).await.expect("a reply");
+            }
+            let elapsed = started.elapsed();
+            // An empty request with no reply subject stops the responder.
+            client
+                .publish("raw.echo", vec![0u8; 8].into())
+                .await
+                .unwrap();
+            client.flush().await.unwrap();
+            elapsed
+        })
+    })
+    .join()
+    .expect("the requester");
+    responder.join().expect("the responder");
+    let mut one_way = std::mem::take(&mut *latencies.lock().unwrap());
+    one_way.drain(..WARM_UP);
+    one_way.pop(); // the stop message
+    summarize(elapsed, rounds, one_way)
+}
+
+/// `nats-server` on a free loopback port, stopped on drop.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn server() -> Option<(Server, String)> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .ok()?
+        .port();
+    let child = Command::new("nats-server")
+        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let server = Server(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some((server, format!("nats://127.0.0.1:{port}")))
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    if filter::another_bench_asked_for("remote") {
+        return;
+    }
+    let quick = std::env::var_os("BENCH_QUICK").is_some();
+    let (runs, rounds) = if quick { (1, 2_000) } else { (3, 20_000) };
+    let Some((_server, url)) = server() else {
+        println!("remote: SKIPPED, nats-server is not on PATH (apt-get install nats-server)");
+        return;
+    };
+    let size = frame_size();
+    println!(
+        "remote: {rounds} round trips one at a time over loopback NATS ({url}), {size}-byte \
+         requests; ours: two nodes, 1 worker each; raw: async-nats request-reply; {runs} run(s) \
+         per side, alternating"
+    );
+    println!("| run | side | round trips/s | one-way median | one-way p99 |");
+    println!("|---|---|---|---|---|");
+    let (mut ours_runs, mut raw_runs) = (Vec::new(), Vec::new());
+    for i in 1..=runs {
+        for (side, runs) in [("ours", &mut ours_runs), ("raw", &mut raw_runs)] {
+            let r = if side == "ours" {
+                ours(&url, rounds)
+            } else {
+                raw(&url, rounds, size)
+            };
+            println!(
+                "| {i} | {side} | {:.0} | {:.1} µs | {:.1} µs |",
+                r.round_trips_per_sec, r.median_us, r.p99_us
+            );
+            runs.push(r);
+        }
+    }
+    println!();
+    println!("| median of {runs} | ours | raw async-nats | ours / raw |");
+    println!("|---|---|---|---|");
+    type Metric = fn(&Run) -> f64;
+    let metrics: [(&str, Metric, &str); 3] = [
+        ("round-trip time", |r| 1e6 / r.round_trips_per_sec, "µs"),
+        ("one-way median", |r| r.median_us, "µs"),
+        ("one-way p99", |r| r.p99_us, "µs"),
+    ];
+    for (name, metric, unit) in metrics {
+        let ours = median(ours_runs.iter().map(metric).collect());
+        let raw = median(raw_runs.iter().map(metric).collect());
+        println!(
+            "| {name} | {ours:.1} {unit} | {raw:.1} {unit} | {:.2} |",
+            ours / raw
+        );
+    }
+}
