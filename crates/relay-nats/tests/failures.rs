@@ -30,9 +30,12 @@ fn traffic_resumes_after_a_server_restart_and_the_gap_is_counted() {
         }
         sent
     };
-    let before = send(1_000);
-    wait_until("the first batch", WAIT, || {
-        seen.lock().unwrap().len() as u64 == before
+    send(1_000);
+    // Traffic flows before the restart. (Not "all of it arrived": on a
+    // starved machine the server may drop a slow client's messages, and
+    // the accounting below checks every one of them either way.)
+    wait_until("the first messages", WAIT, || {
+        !seen.lock().unwrap().is_empty()
     });
 
     server.restart();
