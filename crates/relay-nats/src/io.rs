@@ -63,14 +63,6 @@ pub(crate) async fn run(
                     }
                 }
                 inner.pending.fetch_sub(1, AcqRel);
-                // The client buffers what it publishes; with nothing more
-                // queued, push it out now rather than at the client's next
-                // periodic flush (milliseconds of latency otherwise).
-                if commands.is_empty() {
-                    if let Err(error) = client.flush().await {
-                        tracing::debug!(%error, "flush after publishing failed");
-                    }
-                }
             }
             Command::Attach {
                 node: me,
