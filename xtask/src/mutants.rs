@@ -167,7 +167,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "mpsc-release-drops-items-before-the-cursor-is-saved",
-        file: "crates/mpsc/src/queue.rs",
+        file: "crates/mpsc/src/queue/cursor.rs",
         original: "        // ever touch a block or the pool again (they see CLOSED first).\n        let pending = self.close(shared);",
         replacement: "        // ever touch a block or the pool again (they see CLOSED first).\n        drop(self.close(shared));\n        let pending = Vec::new();",
         catcher: &MPSC_PANICKING_DROP,

@@ -1,0 +1,276 @@
+//! The consumer's position in the list of blocks, and draining from it.
+
+use super::*;
+use std::mem::{self};
+use std::ptr;
+
+use crate::sync::{spin_wait, Ordering};
+
+/// The consumer's position in the queue: plain fields, touched only by the
+/// single consumer.
+pub(super) struct Cursor<T> {
+    /// Next position to take. Invariant: never at a sentinel offset.
+    pub(super) head: u64,
+    /// The block serving `head`'s lap, or null while the queue has none
+    /// (before the first push; see [`Cursor::adopt_first`]). Owned by the
+    /// consumer in the sense that only the consumer recycles it.
+    pub(super) block: *mut Block<T>,
+    /// A position no larger than the word's at some point since the last
+    /// look: every position below it was claimed. `head >= claimed` means
+    /// look again. Only a hint; `ready` decides.
+    pub(super) claimed: u64,
+    /// The current generation (the consumer is its only writer).
+    pub(super) generation: u64,
+    /// Whether the consumer closed the queue (it is the only one who can).
+    pub(super) closed: bool,
+}
+
+// Manual impls: a derive would require `T: Copy`, but the cursor only holds
+// a pointer to blocks of `T`.
+impl<T> Clone for Cursor<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Cursor<T> {}
+
+impl<T> Cursor<T> {
+    /// A cursor for a new queue: lap 0 is virtual, so `head` starts on the
+    /// first position of lap 1, with no block yet (see the module docs).
+    pub(super) fn new() -> Self {
+        Cursor {
+            head: LAP,
+            block: ptr::null_mut(),
+            claimed: 0,
+            generation: 0,
+            closed: false,
+        }
+    }
+
+    /// Makes sure the consumer holds the block serving `head`'s lap; `false`
+    /// if the queue still has none (no push has installed the first block).
+    ///
+    /// While the consumer holds no block, `head` is the first position of
+    /// the first block's lap, so that block is the right one even if
+    /// producers have moved `tail.block` further on since.
+    #[inline]
+    pub(super) fn adopt_first(&mut self, shared: &Shared<T>) -> bool {
+        if self.block.is_null() {
+            self.block = shared.first.load(Ordering::Acquire);
+        }
+        !self.block.is_null()
+    }
+
+    /// See [`Consumer::drain_into`].
+    pub(super) fn drain_into(&mut self, shared: &Shared<T>, out: &mut Vec<T>) -> usize {
+        let mut taken = 0;
+        let mut looked = false;
+        loop {
+            if self.head >= self.claimed {
+                // At most one look per call: what was claimed by then is
+                // all we take, so producers that keep pushing cannot hold
+                // the consumer here (a worker draining a flooded process
+                // would never get to run anything else). One look after the
+                // call began is also enough to take every push that
+                // completed before it.
+                if looked {
+                    break;
+                }
+                looked = true;
+                // Look at the producers' word only when the known claims
+                // are used up: an empty poll then reads that line instead of
+                // the slot line a producer is about to write into.
+                self.claimed = shared.tail.word.load(Ordering::Acquire) >> 1;
+                if self.head >= self.claimed {
+                    break;
+                }
+            }
+            match self.try_take(shared) {
+                Some(item) => {
+                    out.push(item);
+                    taken += 1;
+                }
+                // Claimed but not yet written: stop, never wait.
+                None => break,
+            }
+        }
+        taken
+    }
+
+    /// See [`Consumer::is_empty`].
+    pub(super) fn is_empty(&self, shared: &Shared<T>) -> bool {
+        let block = if self.block.is_null() {
+            shared.first.load(Ordering::Acquire)
+        } else {
+            self.block
+        };
+        if block.is_null() {
+            return true;
+        }
+        let offset = (self.head % LAP) as usize;
+        // SAFETY: `block` serves `head`'s lap (it is the consumer's, or the
+        // first block while the consumer has none, see `adopt_first`) and is
+        // only recycled by this consumer through `&mut self`;
+        // `offset < BLOCK_CAP` because `head` never rests on a sentinel.
+        let slot = unsafe { (*block).slots.get_unchecked(offset) };
+        !slot.ready.load(Ordering::Acquire)
+    }
+
+    /// See [`Consumer::close`].
+    pub(super) fn close(&mut self, shared: &Shared<T>) -> Vec<T> {
+        if self.closed {
+            // Everything was taken by the first close and no claim has
+            // succeeded since. Returning here also keeps a released cursor
+            // (blocks freed) from looking at its blocks again.
+            return Vec::new();
+        }
+        let word = shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
+        self.closed = true;
+        // No claim can follow: everything pending lies below `end`. If `end`
+        // is a sentinel, taking the slot before it moves `head` past it.
+        let mut end = word >> 1;
+        if self.block.is_null() && end + 1 == self.head {
+            // The word rests on the virtual lap's sentinel: the first push
+            // is installing the first block and keeps `head`'s position for
+            // its item, which we must wait for like any claimed slot.
+            end = self.head + 1;
+        }
+        let mut pending = Vec::new();
+        while self.head < end {
+            let mut step = 0;
+            loop {
+                if let Some(item) = self.try_take(shared) {
+                    pending.push(item);
+                    break;
+                }
+                // Claimed but not yet written: the producer is mid-push.
+                spin_wait(&mut step);
+            }
+        }
+        pending
+    }
+
+    /// See [`Consumer::reset`].
+    pub(super) fn reset(&mut self, shared: &Shared<T>) -> Vec<T> {
+        let pending = self.close(shared);
+        if self.block.is_null() {
+            // Never pushed to: stay blockless, on the last slot of a fresh
+            // virtual lap. The new word is still larger than every earlier
+            // one (they were at most `head - 2`, closed).
+            let start = self.head + LAP;
+            self.generation += 1;
+            shared
+                .tail
+                .generation
+                .store(self.generation, Ordering::Release);
+            self.head = start;
+            shared.tail.word.store((start - 2) << 1, Ordering::Release);
+            self.closed = false;
+            return pending;
+        }
+        // The queue is closed and every claimed slot was taken, so no
+        // producer touches any block or the pool any more, and the word
+        // stays `head << 1 | CLOSED` until we store it.
+        debug_assert_eq!(
+            shared.tail.word.load(Ordering::Relaxed),
+            self.head << 1 | CLOSED
+        );
+        while shared.pool.len.load(Ordering::Relaxed) > 1 {
+            // SAFETY: closed and quiescent: the consumer is the only popper.
+            match unsafe { shared.pool_pop() } {
+                // SAFETY: popped, so no one else can reach it; its slots are
+                // clear.
+                Some(block) => unsafe { Block::free(block) },
+                None => break,
+            }
+        }
+        // Restart at the next lap, in the same block: its slots below `head`
+        // were taken (clear their flags now), the rest were never claimed;
+        // its `next` is null (its last slot was never claimed), and
+        // `tail.block` already points at it.
+        // SAFETY: quiescent, as argued above.
+        unsafe { (*self.block).clear((self.head % LAP) as usize) };
+        // The new word is larger than every earlier one, so a stale
+        // producer's CAS can never succeed.
+        let start = (self.head / LAP + 1) * LAP;
+        self.generation += 1;
+        shared
+            .tail
+            .generation
+            .store(self.generation, Ordering::Release);
+        self.head = start;
+        // Publishes the generation and every read of the old items.
+        shared.tail.word.store(start << 1, Ordering::Release);
+        self.closed = false;
+        pending
+    }
+
+    /// Takes the item at `head` if its push completed.
+    #[inline]
+    pub(super) fn try_take(&mut self, shared: &Shared<T>) -> Option<T> {
+        if !self.adopt_first(shared) {
+            return None;
+        }
+        let offset = (self.head % LAP) as usize;
+        // SAFETY: `self.block` serves `head`'s lap and stays allocated while
+        // we hold it; `offset < BLOCK_CAP` (head never rests on a sentinel).
+        let slot = unsafe { (*self.block).slots.get_unchecked(offset) };
+        if !slot.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: `ready` (Acquire) synchronised with the producer's Release
+        // store after it initialised the value; the value is read exactly
+        // once, since `head` moves past it before anything else can run.
+        let item = slot.value.with(|p| unsafe { ptr::read(p).assume_init() });
+        // `ready` stays set: the flags are cleared when the whole block is
+        // recycled (or reused by `reset`), and `head` has moved past it.
+        self.head += 1;
+        if self.head % LAP == BLOCK_CAP as u64 {
+            // We took the block's last slot. Its producer linked the next
+            // block before marking the slot ready, and every other slot was
+            // taken before, so no producer will touch this block again.
+            // SAFETY: see above; `self.block` is still allocated.
+            let next = unsafe { (*self.block).next.load(Ordering::Acquire) };
+            debug_assert!(!next.is_null());
+            let done = mem::replace(&mut self.block, next);
+            self.head += 1;
+            // SAFETY: only the consumer recycles; every slot of `done` was
+            // taken (and cleared), and no producer accesses it any more.
+            unsafe { shared.recycle(done) };
+        }
+        Some(item)
+    }
+
+    /// Closes the queue, frees every block and returns what was pending.
+    ///
+    /// The items are returned, not dropped: the caller drops them only after
+    /// it has stored this cursor's final state wherever it keeps it, because
+    /// a user `Drop` may panic, and the unwinding then runs the queue's own
+    /// `Drop`. A stale cursor there would take (and drop) the same items
+    /// again, from blocks freed meanwhile.
+    ///
+    /// # Safety
+    ///
+    /// No producer will push any more (every handle is gone or stays
+    /// closed: only a consumer could reopen the queue, and this is its last
+    /// use).
+    #[must_use = "the pending items are dropped by the caller, after it saved the cursor"]
+    pub(super) unsafe fn release(&mut self, shared: &Shared<T>) -> Vec<T> {
+        // Closing waits out in-flight pushes; afterwards no producer will
+        // ever touch a block or the pool again (they see CLOSED first).
+        let pending = self.close(shared);
+        if !self.block.is_null() {
+            // SAFETY: quiescent as argued above; `self.block` has no
+            // successor (its last slot was never claimed) and no items.
+            unsafe { Block::free(self.block) };
+            self.block = ptr::null_mut();
+        }
+        // SAFETY: closed and quiescent, so the consumer is the only popper.
+        while let Some(block) = unsafe { shared.pool_pop() } {
+            // SAFETY: popped blocks are ours alone and hold no items.
+            unsafe { Block::free(block) };
+        }
+        pending
+    }
+}
