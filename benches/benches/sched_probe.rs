@@ -13,29 +13,37 @@
 //!   target's step, with every worker parked (the sender sleeps between
 //!   samples and checks that both workers are parked), median and 99th
 //!   percentile over 1 000 samples, next to tokio's channel wake latency
-//!   and a thread blocked on a std channel measured the same way.
+//!   and a thread blocked on a std channel measured the same way; once on
+//!   an idle machine and once beside a busy-loop thread (`latency.rs`);
+//! - context switches per completion in the yield fan-out workload, ours
+//!   and tokio's, and how often the completing thread is preempted
+//!   (`switches.rs`).
+//!
+//! `SCHED_PROBE_PARTS` (a comma-separated list of `memory`, `idle-cpu`,
+//! `latency`, `switches`) runs only those parts.
 //!
 //! Only Linux is supported (it reads `/proc`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use relay::{Package, Payload, Pid, Receiver};
 use sched_core::{BoxError, Engine, Event, Events, InitContext, InitError, Output, Process};
 
 const WORKERS: usize = 2;
 const IDLE_PROCESSES: usize = 100_000;
-const LATENCY_SAMPLES: usize = 1_000;
-/// Pause between latency samples, long enough for workers to park.
-const LATENCY_PAUSE: Duration = Duration::from_millis(2);
 
 /// Set in the child processes that measure memory, each on a fresh heap.
 const CHILD: &str = "SCHED_PROBE_MEMORY";
 
 #[path = "common/filter.rs"]
 mod filter;
+#[path = "sched_probe/latency.rs"]
+mod latency;
+#[path = "sched_probe/switches.rs"]
+mod switches;
 
 fn main() {
     match std::env::var(CHILD).as_deref() {
@@ -47,9 +55,21 @@ fn main() {
     if filter::another_bench_asked_for("sched_probe") {
         return;
     }
-    memory_per_idle_process();
-    idle_cpu();
-    wake_latency();
+    // `SCHED_PROBE_PARTS=latency,switches` runs only those parts.
+    let parts = std::env::var("SCHED_PROBE_PARTS").unwrap_or_default();
+    let wanted = |part: &str| parts.is_empty() || parts.split(',').any(|p| p == part);
+    if wanted("memory") {
+        memory_per_idle_process();
+    }
+    if wanted("idle-cpu") {
+        idle_cpu();
+    }
+    if wanted("latency") {
+        latency::wake_latency();
+    }
+    if wanted("switches") {
+        switches::fan_out_switches();
+    }
 }
 
 fn engine() -> Engine {
@@ -279,121 +299,4 @@ fn idle_cpu() {
     println!("  no runtime: {:?}", nothing);
     println!("  ours:       {:?}", ours);
     println!("  tokio:      {:?}", tokio);
-}
-
-// ------------------------------------------------------------ wake latency
-
-/// Reports, for every message, the time from its `Instant` to the start of
-/// the step that receives it.
-struct Echo {
-    samples: mpsc::Sender<Duration>,
-}
-
-impl Process for Echo {
-    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
-        Ok(())
-    }
-    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        let now = Instant::now();
-        for event in events {
-            match event {
-                Event::Message(package) => {
-                    let sent = *package.payload::<Instant>().expect("an Instant");
-                    let _ = self.samples.send(now - sent);
-                }
-                Event::Cancel => {
-                    out.done(Box::new(()));
-                    return Ok(());
-                }
-                _ => {}
-            }
-        }
-        out.idle();
-        Ok(())
-    }
-    fn close(&mut self) {}
-}
-
-fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    let median = samples[samples.len() / 2];
-    let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
-    (median, p99)
-}
-
-fn wake_latency() {
-    // Ours.
-    let engine = engine();
-    let (tx, rx) = mpsc::channel();
-    let target = engine.allocate_pid().expect("pid");
-    drop(
-        engine
-            .submit(target, Box::new(Echo { samples: tx }), "run", Box::new(()))
-            .expect("submitted"),
-    );
-    let source = Pid::local(0);
-    let mut ours = Vec::with_capacity(LATENCY_SAMPLES);
-    let mut not_parked = 0;
-    for _ in 0..LATENCY_SAMPLES {
-        thread::sleep(LATENCY_PAUSE);
-        let mut tries = 0;
-        while engine.stats().parked_workers < WORKERS && tries < 100 {
-            thread::sleep(Duration::from_micros(200));
-            tries += 1;
-        }
-        if engine.stats().parked_workers < WORKERS {
-            not_parked += 1;
-        }
-        engine
-            .send(Package::new(source, target, Instant::now()))
-            .expect("target alive");
-        ours.push(rx.recv().expect("a sample"));
-    }
-    engine.shutdown(Duration::from_secs(1));
-
-    // tokio: a task awaiting an unbounded mpsc receiver.
-    let rt = runtime();
-    let (to_task, mut from_outside) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let (tx, rx) = mpsc::channel();
-    rt.spawn(async move {
-        while let Some(sent) = from_outside.recv().await {
-            let _ = tx.send(sent.elapsed());
-        }
-    });
-    let mut tokio = Vec::with_capacity(LATENCY_SAMPLES);
-    for _ in 0..LATENCY_SAMPLES {
-        thread::sleep(LATENCY_PAUSE);
-        to_task.send(Instant::now()).expect("task alive");
-        tokio.push(rx.recv().expect("a sample"));
-    }
-    drop(to_task);
-    drop(rt);
-
-    // A plain thread blocked on a std channel.
-    let (to_thread, from_outside) = mpsc::channel::<Instant>();
-    let (tx, rx) = mpsc::channel();
-    let blocked = thread::spawn(move || {
-        for sent in from_outside {
-            let _ = tx.send(sent.elapsed());
-        }
-    });
-    let mut plain = Vec::with_capacity(LATENCY_SAMPLES);
-    for _ in 0..LATENCY_SAMPLES {
-        thread::sleep(LATENCY_PAUSE);
-        to_thread.send(Instant::now()).expect("thread alive");
-        plain.push(rx.recv().expect("a sample"));
-    }
-    drop(to_thread);
-    blocked.join().expect("thread");
-
-    println!(
-        "wake latency, send -> start of the receiver's step/poll, {LATENCY_SAMPLES} samples, \
-         {LATENCY_PAUSE:?} apart:"
-    );
-    let (m, p) = percentiles(ours);
-    println!("  ours (all workers parked; {not_parked} samples sent before both had parked): median {m:?}, p99 {p:?}");
-    let (m, p) = percentiles(tokio);
-    println!("  tokio mpsc:          median {m:?}, p99 {p:?}");
-    let (m, p) = percentiles(plain);
-    println!("  thread on std mpsc:  median {m:?}, p99 {p:?}");
 }

@@ -18,9 +18,7 @@
 //! Completion of a batch is signalled by a [`Latch`] (an atomic countdown
 //! and a condition variable) that both sides use the same way.
 
-use std::future::Future;
 use std::hint::black_box;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
@@ -588,21 +586,26 @@ impl Process for Skynet {
     fn close(&mut self) {}
 }
 
-fn tokio_skynet(num: u64, size: u64) -> Pin<Box<dyn Future<Output = u64> + Send>> {
-    Box::pin(async move {
-        if size == 1 {
-            return num;
-        }
-        let sub = size / SKYNET_DIV;
-        let children: Vec<_> = (0..SKYNET_DIV)
-            .map(|i| tokio::spawn(tokio_skynet(num + i * sub, sub)))
-            .collect();
-        let mut sum = 0;
-        for child in children {
-            sum += child.await.expect("child task");
-        }
-        sum
-    })
+/// The plain tokio version: an `async fn` that spawns its children and
+/// keeps their handles in an array (no boxing of its own: the spawn helper
+/// below breaks the recursion, and the task cell is tokio's one allocation
+/// per node).
+async fn tokio_skynet(num: u64, size: u64) -> u64 {
+    if size == 1 {
+        return num;
+    }
+    let sub = size / SKYNET_DIV;
+    let children: [tokio::task::JoinHandle<u64>; SKYNET_DIV as usize] =
+        std::array::from_fn(|i| spawn_tokio_skynet(num + i as u64 * sub, sub));
+    let mut sum = 0;
+    for child in children {
+        sum += child.await.expect("child task");
+    }
+    sum
+}
+
+fn spawn_tokio_skynet(num: u64, size: u64) -> tokio::task::JoinHandle<u64> {
+    tokio::spawn(tokio_skynet(num, size))
 }
 
 /// The sum of children `lo..hi` of the node (`num`, `size`), split in

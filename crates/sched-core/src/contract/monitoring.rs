@@ -59,7 +59,9 @@ impl Output<'_> {
         // A down delivered at once (no such process) waits in the queue
         // until the next step, which finds the monitor listed.
         let monitor = shared.add_monitor(pid, watcher);
-        self.timers.monitoring.push(monitor);
+        crate::record::extras(self.timers.extras)
+            .monitoring
+            .push(monitor);
         monitor
     }
 
@@ -76,10 +78,13 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn demonitor(&mut self, monitor: MonitorId) -> bool {
-        let Some(at) = self.timers.monitoring.iter().position(|m| *m == monitor) else {
+        let Some(monitoring) = self.timers.extras.as_mut().map(|x| &mut x.monitoring) else {
             return false;
         };
-        self.timers.monitoring.swap_remove(at);
+        let Some(at) = monitoring.iter().position(|m| *m == monitor) else {
+            return false;
+        };
+        monitoring.swap_remove(at);
         self.engine.context().shared().remove_monitor(monitor)
     }
 

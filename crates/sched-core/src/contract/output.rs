@@ -34,6 +34,11 @@ impl<'a> Events<'a> {
     pub(crate) fn new(inner: std::vec::Drain<'a, Event>) -> Self {
         Events { inner }
     }
+
+    /// How many events the step has not taken.
+    pub(crate) fn remaining(&self) -> usize {
+        self.inner.len()
+    }
 }
 
 impl Iterator for Events<'_> {

@@ -11,7 +11,7 @@ use relay::{Addr, Package, SendError};
 use crate::contract::command::Tag;
 use crate::contract::output::Output;
 use crate::engine::shared::Shared;
-use crate::record::Record;
+use crate::record::{extras, Extras, Record};
 use crate::sync::Arc;
 use crate::timer::{Action, TimerId, What};
 
@@ -19,9 +19,8 @@ use crate::timer::{Action, TimerId, What};
 /// to [`Output`].
 pub(crate) struct StepOwned<'a> {
     pub(crate) record: &'a Arc<Record>,
-    pub(crate) owned: &'a mut Vec<TimerId>,
-    pub(crate) monitoring: &'a mut Vec<crate::contract::down::MonitorId>,
-    pub(crate) asks: &'a mut Vec<(crate::contract::reply::AskId, TimerId)>,
+    /// The process's timers, monitors and asks (allocated on first use).
+    pub(crate) extras: &'a mut Option<Box<Extras>>,
     /// The engine, owned (an ask's answer path keeps it).
     pub(crate) shared: &'a Arc<Shared>,
     pub(crate) filters_events: &'a mut bool,
@@ -41,12 +40,12 @@ impl Output<'_> {
     /// then so the list stays as long as the timers actually pending.
     fn own(&mut self, id: TimerId) -> TimerId {
         *self.timers.filters_events = true;
-        let owned = &mut *self.timers.owned;
+        let owned = &mut extras(self.timers.extras).timers;
         if owned.len() >= PRUNE_FROM && owned.len().is_power_of_two() {
             let timers = &self.engine.context().shared().timers;
             owned.retain(|id| timers.is_pending(*id));
         }
-        self.timers.owned.push(id);
+        owned.push(id);
         id
     }
 
@@ -127,10 +126,13 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn cancel_timer(&mut self, id: TimerId) -> bool {
-        let Some(at) = self.timers.owned.iter().position(|t| *t == id) else {
+        let Some(owned) = self.timers.extras.as_mut().map(|x| &mut x.timers) else {
             return false;
         };
-        self.timers.owned.swap_remove(at);
+        let Some(at) = owned.iter().position(|t| *t == id) else {
+            return false;
+        };
+        owned.swap_remove(at);
         self.shared().cancel_timer(id)
     }
 

@@ -257,8 +257,9 @@ impl Output<'_> {
             },
         );
         *self.timers.filters_events = true;
-        self.timers.owned.push(timer);
-        self.timers.asks.push((id, timer));
+        let extras = crate::record::extras(self.timers.extras);
+        extras.timers.push(timer);
+        extras.asks.push((id, timer));
         Ok(id)
     }
 }

@@ -61,9 +61,21 @@ pub(crate) struct Body {
     pub(crate) waiting: bool,
     /// Whether that wait is for completions (blocked) rather than messages.
     pub(crate) blocked: bool,
+    /// What only some processes use, allocated the first time one does:
+    /// an idle process that never leaves an event unread, sets a timer,
+    /// monitors or asks carries one pointer instead of four empty vectors
+    /// (96 bytes).
+    pub(crate) extras: Option<Box<Extras>>,
+    /// The process has set a timer or a monitor at some point: only then
+    /// are its events checked for cancelled ones.
+    pub(crate) filters_events: bool,
+}
+
+/// The parts of a [`Body`] that most processes never use.
+#[derive(Default)]
+pub(crate) struct Extras {
     /// Events a step returned without reading: they are the first events
-    /// of the next step (or dead letters if the process ends). Empty, and
-    /// unallocated, almost always.
+    /// of the next step (or dead letters if the process ends).
     pub(crate) unread: Vec<Event>,
     /// The timers this process set that have not reached it yet: cancelled
     /// when it ends. A timer event whose id is not here was cancelled and
@@ -77,9 +89,11 @@ pub(crate) struct Body {
     /// timeout timers. A reply whose ask is not here came after the
     /// timeout (or twice) and is dropped before the step sees it.
     pub(crate) asks: Vec<(AskId, TimerId)>,
-    /// The process has set a timer or a monitor at some point: only then
-    /// are its events checked for cancelled ones.
-    pub(crate) filters_events: bool,
+}
+
+/// Allocates the extras on first use.
+pub(crate) fn extras(extras: &mut Option<Box<Extras>>) -> &mut Extras {
+    extras.get_or_insert_with(Box::default)
 }
 
 // SAFETY: `body` is only accessed by the process's current owner, as the
@@ -106,10 +120,7 @@ impl Record {
                 process: Some(process),
                 waiting: false,
                 blocked: false,
-                unread: Vec::new(),
-                timers: Vec::new(),
-                monitoring: Vec::new(),
-                asks: Vec::new(),
+                extras: None,
                 filters_events: false,
             }),
         }

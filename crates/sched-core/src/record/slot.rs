@@ -29,7 +29,15 @@ pub(crate) struct Inner {
     /// The tasks awaiting the end of the process through a completer, by
     /// key. Each future removes its own entry when dropped, so a handler
     /// that re-creates the future in a loop does not grow this list.
-    watchers: Vec<(u64, Waker)>,
+    /// Boxed on first use: most processes are never watched, and an idle
+    /// process then carries one pointer instead of a vector and a counter.
+    watchers: Option<Box<Watchers>>,
+}
+
+/// The wakers of `Abandoned` futures watching a slot, by key.
+#[derive(Debug, Default)]
+struct Watchers {
+    list: Vec<(u64, Waker)>,
     next_key: u64,
 }
 
@@ -62,7 +70,7 @@ impl ResultSlot {
         );
         debug_assert!(!shared.ended, "a process ends once");
         shared.ended = true;
-        let watchers = std::mem::take(&mut shared.watchers);
+        let watchers = shared.watchers.take().map(|w| w.list).unwrap_or_default();
         let waiter = shared.waiter.take();
         let unwanted = if matches!(shared.state, SlotState::Abandoned) {
             Some(outcome)
@@ -145,7 +153,8 @@ impl ResultSlot {
         if shared.ended {
             return (true, None);
         }
-        let known = key.and_then(|k| shared.watchers.iter_mut().find(|(at, _)| *at == k));
+        let watchers = shared.watchers.get_or_insert_with(Box::default);
+        let known = key.and_then(|k| watchers.list.iter_mut().find(|(at, _)| *at == k));
         if let Some((_, registered)) = known {
             if registered.will_wake(waker) {
                 return (false, None);
@@ -153,9 +162,9 @@ impl ResultSlot {
             let old = std::mem::replace(registered, waker.clone());
             return (false, Some(old));
         }
-        let k = shared.next_key;
-        shared.next_key += 1;
-        shared.watchers.push((k, waker.clone()));
+        let k = watchers.next_key;
+        watchers.next_key += 1;
+        watchers.list.push((k, waker.clone()));
         *key = Some(k);
         (false, None)
     }
@@ -164,14 +173,19 @@ impl ResultSlot {
     /// handed back, to be dropped outside the lock).
     pub(crate) fn unwatch(&self, key: u64) -> Displaced {
         let mut shared = self.inner.lock();
-        let at = shared.watchers.iter().position(|(k, _)| *k == key)?;
-        Some(shared.watchers.swap_remove(at).1)
+        let watchers = shared.watchers.as_mut()?;
+        let at = watchers.list.iter().position(|(k, _)| *k == key)?;
+        Some(watchers.list.swap_remove(at).1)
     }
 
     /// How many `Abandoned` futures are registered (for tests).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn watchers(&self) -> usize {
-        self.inner.lock().watchers.len()
+        self.inner
+            .lock()
+            .watchers
+            .as_ref()
+            .map_or(0, |w| w.list.len())
     }
 }
 

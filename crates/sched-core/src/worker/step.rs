@@ -15,7 +15,7 @@ use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::bump;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
-use crate::record::{Body, Record};
+use crate::record::{Body, Extras, Record};
 use crate::sync::Arc;
 use crate::timer::registry::Timers;
 
@@ -76,9 +76,11 @@ impl Worker<'_> {
         if body.filters_events {
             drop_cancelled(&mut self.events, body, &self.shared.timers);
         }
-        if !body.unread.is_empty() {
-            // What the last step left unread comes first, in order.
-            self.events.splice(0..0, body.unread.drain(..));
+        if let Some(extras) = body.extras.as_mut() {
+            if !extras.unread.is_empty() {
+                // What the last step left unread comes first, in order.
+                self.events.splice(0..0, extras.unread.drain(..));
+            }
         }
 
         let process = body
@@ -87,20 +89,24 @@ impl Worker<'_> {
             .expect("a live record has its process");
         let timers = StepOwned {
             record,
-            owned: &mut body.timers,
-            monitoring: &mut body.monitoring,
-            asks: &mut body.asks,
+            extras: &mut body.extras,
             shared: &self.shared,
             filters_events: &mut body.filters_events,
         };
         let mut output = Output::new(&mut self.yields, &*self.shared, record.pid, timers);
         let mut events = Events::new(self.events.drain(..));
         let result = catch_unwind(AssertUnwindSafe(|| process.step(&mut events, &mut output)));
-        // Whatever the step did not read is kept for the next step (moved,
-        // not dropped: no user `Drop` runs here).
-        body.unread.extend(events);
         let status = std::mem::replace(&mut output.status, Status::Idle);
         drop(output);
+        // Whatever the step did not read is kept for the next step (moved,
+        // not dropped: no user `Drop` runs here).
+        if events.remaining() > 0 {
+            crate::record::extras(&mut body.extras)
+                .unread
+                .extend(events);
+        } else {
+            drop(events);
+        }
         self.shrink_buffers();
         record.count_step();
         bump(&self.counters().steps, 1);
@@ -220,7 +226,11 @@ impl Worker<'_> {
             }
         }
         record.state.complete();
-        let mut dead = std::mem::take(&mut body.unread);
+        let mut dead = body
+            .extras
+            .as_mut()
+            .map(|x| std::mem::take(&mut x.unread))
+            .unwrap_or_default();
         // SAFETY: `end` runs with the body borrowed, so we own the process.
         let mut closed = unsafe { record.close_events() };
         // What a step would never have seen is no dead letter either: a
@@ -232,15 +242,17 @@ impl Worker<'_> {
         }
         dead.extend(closed);
         // The process's own timers end with it (their memory too).
-        if !body.timers.is_empty() {
-            let cancelled = body
-                .timers
-                .drain(..)
-                .filter_map(|id| self.shared.timers.cancel(id))
-                .collect();
-            self.shared.drop_timers(cancelled);
+        let extras = body.extras.take();
+        if let Some(extras) = &extras {
+            if !extras.timers.is_empty() {
+                let cancelled = extras
+                    .timers
+                    .iter()
+                    .filter_map(|id| self.shared.timers.cancel(*id))
+                    .collect();
+                self.shared.drop_timers(cancelled);
+            }
         }
-        body.asks = Vec::new();
         self.shared.dead_letters(record.pid, dead);
         if let Some(mut process) = body.process.take() {
             let closed = catch_unwind(AssertUnwindSafe(move || {
@@ -264,9 +276,10 @@ impl Worker<'_> {
             .relations_end(record, crate::contract::down::ExitReason::of(&outcome));
         // The monitors it held on others go, and with them the references
         // to this record they kept.
-        for monitor in body.monitoring.drain(..) {
-            self.shared.remove_monitor(monitor);
+        for monitor in extras.iter().flat_map(|x| x.monitoring.iter()) {
+            self.shared.remove_monitor(*monitor);
         }
+        drop(extras);
         // This worker's cache no longer keeps the ended record alive (other
         // workers' caches drop it when they next send to the PID or reuse
         // the entry; either way it holds no process and no result).
@@ -338,12 +351,22 @@ pub(super) fn kill_error(flags: u32) -> ExitError {
 /// and of monitors it removed after they fired (they are no longer in its
 /// lists); the others leave the lists, as they have now reached it.
 fn drop_cancelled(events: &mut Vec<Event>, body: &mut Body, engine_timers: &Timers) {
-    let Body {
+    let Some(extras) = body.extras.as_mut() else {
+        // Nothing pending: every timer, down or reply is a cancelled one.
+        events.retain(|event| {
+            !matches!(
+                event,
+                Event::Timer { .. } | Event::Down(_) | Event::Reply { .. }
+            )
+        });
+        return;
+    };
+    let Extras {
         timers,
         monitoring: monitors,
         asks,
         ..
-    } = body;
+    } = &mut **extras;
     fn take<T: PartialEq>(pending: &mut Vec<T>, item: &T) -> bool {
         match pending.iter().position(|p| p == item) {
             Some(at) => {
