@@ -150,9 +150,13 @@ impl Worker<'_> {
                 }
                 break;
             }
-            if !searching {
-                searching = true;
-                shared.sleepers.start_searching();
+            if !searching && idle_rounds < YIELD_ROUNDS {
+                if shared.sleepers.try_start_searching() {
+                    searching = true;
+                } else {
+                    // Enough workers search already: park at once.
+                    idle_rounds = YIELD_ROUNDS;
+                }
             }
             idle_rounds += 1;
             if idle_rounds < SPIN_ROUNDS {
@@ -164,8 +168,10 @@ impl Worker<'_> {
             } else {
                 // Not searching any more: from here on producers must wake
                 // us (`park` re-checks for work after announcing itself).
-                searching = false;
-                shared.sleepers.stop_searching();
+                if searching {
+                    searching = false;
+                    shared.sleepers.stop_searching();
+                }
                 bump(&self.counters().parks, 1);
                 tracing::trace!("park");
                 // Work waiting in another worker's `next` slot wakes nobody

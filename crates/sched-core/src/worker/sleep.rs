@@ -165,9 +165,33 @@ impl Sleepers {
         }
     }
 
-    /// A worker starts looking for work (its first failed search).
-    pub(crate) fn start_searching(&self) {
-        self.searching.fetch_add(1, SeqCst);
+    /// A worker whose search for work just failed asks to keep searching
+    /// (spinning before it parks). Granted while fewer than half of the
+    /// workers that are not parked are searching already, as Go limits its
+    /// spinning threads and tokio its searching workers: the rest park at
+    /// once, so idle workers never outnumber, and steal the CPU from, the
+    /// threads that produce their work (completers, outside submitters,
+    /// the busy workers). With one worker, or all others parked, it is
+    /// always granted. Whether a worker spins is only a question of speed:
+    /// a worker refused here parks through the usual protocol, which loses
+    /// no wakeup.
+    pub(crate) fn try_start_searching(&self) -> bool {
+        let workers = self.parkers.len();
+        let mut searching = self.searching.load(SeqCst);
+        loop {
+            // `count` never includes the caller, which is running.
+            let active = workers.saturating_sub(self.count.load(SeqCst)).max(1);
+            if 2 * searching >= active {
+                return false;
+            }
+            match self
+                .searching
+                .compare_exchange(searching, searching + 1, SeqCst, SeqCst)
+            {
+                Ok(_) => return true,
+                Err(now) => searching = now,
+            }
+        }
     }
 
     /// A worker stops looking for work, because it found some or is about to
