@@ -16,6 +16,7 @@ use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
 use crate::sync::{fence, Arc};
+use crate::worker::local;
 
 impl Shared {
     pub(crate) fn submit(
@@ -73,7 +74,7 @@ impl Shared {
     ) -> Result<Completion, Refusal> {
         // One atomic decision against shutdown: refused, or counted live
         // before shutdown sets its flag (see `Live`).
-        self.live.admit().map_err(|refused| {
+        self.admit_live().map_err(|refused| {
             Refusal::Other(match refused {
                 Refused::Stopping => SubmitError::ShuttingDown,
                 Refused::Full => SubmitError::TooManyProcesses {
@@ -164,12 +165,33 @@ impl Shared {
         self.release_live();
     }
 
+    /// The live count's shard of this thread: its worker's own, or the one
+    /// outside threads share.
+    fn live_shard(&self) -> usize {
+        local::with_local(self, |local| local.index).unwrap_or(self.remotes.len())
+    }
+
+    /// Counts one more live process (see `Live`).
+    fn admit_live(&self) -> Result<(), Refused> {
+        let admitted = self.live.admit(self.live_shard());
+        if admitted == Err(Refused::Stopping) && self.live.count() == 0 {
+            // The refusal undid a count that shutdown may have been
+            // waiting on.
+            self.wake_all_ended();
+        }
+        admitted
+    }
+
     /// One live process fewer; wakes `shutdown` when the last one ends.
     pub(crate) fn release_live(&self) {
-        if self.live.release() {
-            let _guard = self.all_ended.lock();
-            self.all_ended_cv.notify_all();
+        if self.live.release(self.live_shard()) {
+            self.wake_all_ended();
         }
+    }
+
+    fn wake_all_ended(&self) {
+        let _guard = self.all_ended.lock();
+        self.all_ended_cv.notify_all();
     }
 }
 

@@ -45,7 +45,7 @@ pub(crate) struct Shared {
     /// Live-process count and the stopping flag, one atomic word.
     pub(super) live: Live,
     pub(crate) exit: AtomicBool,
-    pub(crate) dead_letters: AtomicU64,
+    pub(crate) dead_letters: CachePadded<AtomicU64>,
     pub(super) all_ended: Mutex<()>,
     pub(super) all_ended_cv: Condvar,
     pub(super) control: super::control::Control,

@@ -56,7 +56,7 @@ pub(crate) struct Sleepers {
     /// Workers that are parked or about to park. Waking pops the front, so
     /// the worker that has slept longest wakes first: wakeups spread over
     /// the idle workers instead of hitting the same one.
-    idle: Mutex<VecDeque<usize>>,
+    idle: CachePadded<Mutex<VecDeque<usize>>>,
     /// `idle.len()`, readable without the lock: the common "nobody sleeps"
     /// case of `notify_one` costs one fence and one load.
     count: CachePadded<AtomicUsize>,
@@ -73,7 +73,7 @@ pub(crate) struct Sleepers {
 impl Sleepers {
     pub(crate) fn new(workers: usize) -> Self {
         Sleepers {
-            idle: Mutex::new(VecDeque::with_capacity(workers)),
+            idle: CachePadded::new(Mutex::new(VecDeque::with_capacity(workers))),
             count: CachePadded::new(AtomicUsize::new(0)),
             searching: CachePadded::new(AtomicUsize::new(0)),
             parkers: (0..workers)
