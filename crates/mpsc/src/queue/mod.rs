@@ -62,7 +62,7 @@ use crate::sync::{spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 /// path. With 32 positions, spawning a process spent about 40% of its time
 /// allocating its block and skynet (1M processes) about 45% in malloc/free;
 /// with 8 (for every block, not just the first), skynet, whose parents
-/// receive 10 messages each, took 15-30% longer from the extra block
+/// receive 10 messages each, took 16-32% longer from the extra block
 /// boundaries.
 #[cfg(not(loom))]
 const LAP: u64 = 16;
