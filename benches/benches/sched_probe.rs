@@ -187,7 +187,7 @@ fn memory_per_idle_process() {
     println!("  ours:  {ours:.0} bytes per process (never sent anything: no event block yet)");
     println!(
         "  ours:  {messaged:.0} bytes per process after one message (its queue's first block: \
-         15 slots of {} bytes)",
+         3 slots of {} bytes)",
         std::mem::size_of::<Event>()
     );
     println!(

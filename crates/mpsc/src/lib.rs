@@ -6,8 +6,10 @@
 //! buffer it reuses, so a step allocates nothing.
 //!
 //! - [`Producer::push`] is lock-free (a claim CAS on one word, then a write
-//!   into a slot of a fixed-size block) and allocation-free in steady state:
-//!   drained blocks go back to a small pool that producers take from.
+//!   into a slot of a block) and allocation-free in steady state: drained
+//!   blocks go back to a small pool that producers take from. A queue's
+//!   first block is small (3 items, later ones 15), so a queue that received
+//!   a few items holds little memory.
 //! - [`Consumer::drain_into`] moves every ready item into a `Vec` in one call
 //!   and never blocks. Items from one producer come out in push order.
 //! - [`Consumer::close`] makes every later push fail with
@@ -62,8 +64,9 @@
 //! # Verification
 //!
 //! Loom models (`tests/loom.rs`, run with `--cfg loom`) cover two producers
-//! with a draining consumer, push racing close, drain racing push, and a
-//! reset racing a stale producer; proptest checks sequential equivalence with
+//! with a draining consumer, push racing close, drain racing push, a reset
+//! racing a stale producer, and producers racing across the end of the small
+//! first block; proptest checks sequential equivalence with
 //! a `VecDeque` model and conservation and per-producer order across
 //! threads; everything also runs under miri with its data-race detector.
 //! See `docs/mpsc.md` in the workspace for the design and the soundness

@@ -2,9 +2,12 @@
 //! `RUSTFLAGS="--cfg loom --cfg crossbeam_loom" LOOM_MAX_PREEMPTIONS=2 \
 //!  cargo test -p mpsc --release --lib --test loom`.
 //!
-//! Under loom a block holds 3 items (4 positions with the sentinel) and the
-//! pool keeps one spare, so a few items exercise block linking, the sentinel
-//! wait and block recycling. Every model checks conservation (each item
+//! Under loom the first block holds 2 items (a short lap of 3 positions with
+//! the sentinel), every later block 3 (4 positions), and the pool keeps one
+//! spare, so a few items exercise the first install, the crossing from the
+//! small block into a full one, block linking, the sentinel wait and block
+//! recycling (a first block is freed, never pooled: only full blocks come
+//! back from the pool). Every model checks conservation (each item
 //! comes out exactly once: drained, returned by `close`/`reset`, or handed
 //! back by a failed push) and per-producer order.
 #![cfg(loom)]
@@ -56,8 +59,8 @@ fn two_producers_and_the_consumer() {
     loom::model(|| {
         let (tx, mut rx) = queue::<Item>();
         let tx2 = tx.clone();
-        // Six items fill two blocks: both producers may meet at the
-        // sentinel, and the second link may reuse a recycled block.
+        // Six items: the first block's two, a full block's three, and one
+        // in a third block; both producers may meet at either sentinel.
         let a = thread::spawn(move || push_all(&tx, 0, 3));
         let b = thread::spawn(move || push_all(&tx2, 1, 3));
         let mut seen = Vec::new();
@@ -75,8 +78,9 @@ fn two_producers_and_the_consumer() {
 fn push_races_close() {
     loom::model(|| {
         let (tx, mut rx) = queue::<Item>();
-        // Three items: the third claims the block's last slot and links the
-        // next block while close may be running.
+        // Three items: the first installs the first block, the second claims
+        // its last slot and links a full block while close may be running,
+        // the third goes into that one.
         let p = thread::spawn(move || {
             let refused = push_all(&tx, 0, 3);
             // Once the queue is closed, it stays closed.
@@ -102,15 +106,17 @@ fn push_races_close() {
 fn drain_races_push() {
     loom::model(|| {
         let (tx, mut rx) = queue::<Item>();
-        // Six items fill two blocks: the second link may take the first
-        // block back from the pool after the consumer recycled it.
-        let p = thread::spawn(move || push_all(&tx, 0, 6));
+        // Eight items: the first block's two, then two full blocks of three,
+        // whose last claim links a third. That link may take the first full
+        // block back from the pool after the consumer recycled it (the small
+        // first block is freed instead).
+        let p = thread::spawn(move || push_all(&tx, 0, 8));
         let mut seen = Vec::new();
         rx.drain_into(&mut seen);
         rx.drain_into(&mut seen);
         assert_eq!(p.join().unwrap(), (vec![], None));
         rx.drain_into(&mut seen);
-        check(&seen, &[], &[6]);
+        check(&seen, &[], &[8]);
     });
 }
 
@@ -118,8 +124,9 @@ fn drain_races_push() {
 fn reset_races_a_stale_producer() {
     loom::model(|| {
         let (old, mut rx) = queue::<Item>();
-        // Three items: the stale producer may be linking a block when the
-        // reset closes the queue.
+        // Three items: the stale producer may be linking the second block
+        // when the reset closes the queue, so the reset reopens in the small
+        // first block or in a full one.
         let p = thread::spawn(move || push_all(&old, 0, 3));
         let mut seen = Vec::new();
         rx.drain_into(&mut seen);
@@ -150,5 +157,27 @@ fn producers_cross_a_block_boundary_while_the_consumer_closes() {
         refused.extend(b.join().unwrap().0);
         assert_eq!(rx.drain_into(&mut seen), 0);
         check(&seen, &refused, &[2, 2]);
+    });
+}
+
+#[test]
+fn two_producers_race_across_the_first_blocks_end() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        let tx2 = tx.clone();
+        // Four items: either producer may install the first block, claim
+        // its last slot and link the full block after it, while the other
+        // waits at the sentinel or pushes into the full block; the consumer
+        // may cross into the full block mid-race.
+        let a = thread::spawn(move || push_all(&tx, 0, 2));
+        let b = thread::spawn(move || push_all(&tx2, 1, 2));
+        let mut seen = Vec::new();
+        rx.drain_into(&mut seen);
+        rx.drain_into(&mut seen);
+        assert_eq!(a.join().unwrap(), (vec![], None));
+        assert_eq!(b.join().unwrap(), (vec![], None));
+        rx.drain_into(&mut seen);
+        assert!(rx.is_empty());
+        check(&seen, &[], &[2, 2]);
     });
 }

@@ -37,10 +37,11 @@ impl<T> Copy for Cursor<T> {}
 
 impl<T> Cursor<T> {
     /// A cursor for a new queue: lap 0 is virtual, so `head` starts on the
-    /// first position of lap 1, with no block yet (see the module docs).
+    /// first position of lap 1's short lap, with no block yet (see the
+    /// module docs).
     pub(super) fn new() -> Self {
         Cursor {
-            head: LAP,
+            head: START,
             block: ptr::null_mut(),
             claimed: 0,
             generation: 0,
@@ -52,7 +53,7 @@ impl<T> Cursor<T> {
     /// if the queue still has none (no push has installed the first block).
     ///
     /// While the consumer holds no block, `head` is the first position of
-    /// the first block's lap, so that block is the right one even if
+    /// the first block's (short) lap, so that block is the right one even if
     /// producers have moved `tail.block` further on since.
     #[inline]
     pub(super) fn adopt_first(&mut self, shared: &Shared<T>) -> bool {
@@ -111,9 +112,11 @@ impl<T> Cursor<T> {
         let offset = (self.head % LAP) as usize;
         // SAFETY: `block` serves `head`'s lap (it is the consumer's, or the
         // first block while the consumer has none, see `adopt_first`) and is
-        // only recycled by this consumer through `&mut self`;
-        // `offset < BLOCK_CAP` because `head` never rests on a sentinel.
-        let slot = unsafe { (*block).slots.get_unchecked(offset) };
+        // only recycled by this consumer through `&mut self`; it serves
+        // `offset`, which is below `BLOCK_CAP` because `head` never rests on
+        // a sentinel and not below the block's first offset because `head`
+        // enters a lap there.
+        let slot = unsafe { Block::slot(block, offset) };
         !slot.ready.load(Ordering::Acquire)
     }
 
@@ -130,7 +133,7 @@ impl<T> Cursor<T> {
         // No claim can follow: everything pending lies below `end`. If `end`
         // is a sentinel, taking the slot before it moves `head` past it.
         let mut end = word >> 1;
-        if self.block.is_null() && end + 1 == self.head {
+        if self.block.is_null() && end == virtual_last_slot(self.head) + 1 {
             // The word rests on the virtual lap's sentinel: the first push
             // is installing the first block and keeps `head`'s position for
             // its item, which we must wait for like any claimed slot.
@@ -155,9 +158,10 @@ impl<T> Cursor<T> {
     pub(super) fn reset(&mut self, shared: &Shared<T>) -> Vec<T> {
         let pending = self.close(shared);
         if self.block.is_null() {
-            // Never pushed to: stay blockless, on the last slot of a fresh
-            // virtual lap. The new word is still larger than every earlier
-            // one (they were at most `head - 2`, closed).
+            // Never pushed to: stay blockless, `head` on the next short lap's
+            // first slot, the word on the last slot of the virtual lap before
+            // it. The new word is still larger than every earlier one (they
+            // were at most the old virtual sentinel, closed).
             let start = self.head + LAP;
             self.generation += 1;
             shared
@@ -165,7 +169,10 @@ impl<T> Cursor<T> {
                 .generation
                 .store(self.generation, Ordering::Release);
             self.head = start;
-            shared.tail.word.store((start - 2) << 1, Ordering::Release);
+            shared
+                .tail
+                .word
+                .store(virtual_last_slot(start) << 1, Ordering::Release);
             self.closed = false;
             return pending;
         }
@@ -185,15 +192,19 @@ impl<T> Cursor<T> {
                 None => break,
             }
         }
-        // Restart at the next lap, in the same block: its slots below `head`
-        // were taken (clear their flags now), the rest were never claimed;
-        // its `next` is null (its last slot was never claimed), and
-        // `tail.block` already points at it.
-        // SAFETY: quiescent, as argued above.
-        unsafe { (*self.block).clear((self.head % LAP) as usize) };
+        // Restart at the next lap, in the same block (small or full), at the
+        // first offset it serves: its slots below `head` in this lap were
+        // taken (clear their flags now), the rest were never claimed; its
+        // `next` is null (its last slot was never claimed), and `tail.block`
+        // already points at it.
+        // SAFETY: quiescent, as argued above; the block serves the offsets
+        // from its first one up to `head`'s.
+        let first = unsafe { Block::first_offset(self.block) };
+        // SAFETY: as above.
+        unsafe { Block::clear(self.block, first..(self.head % LAP) as usize) };
         // The new word is larger than every earlier one, so a stale
         // producer's CAS can never succeed.
-        let start = (self.head / LAP + 1) * LAP;
+        let start = (self.head / LAP + 1) * LAP + first as u64;
         self.generation += 1;
         shared
             .tail
@@ -214,8 +225,8 @@ impl<T> Cursor<T> {
         }
         let offset = (self.head % LAP) as usize;
         // SAFETY: `self.block` serves `head`'s lap and stays allocated while
-        // we hold it; `offset < BLOCK_CAP` (head never rests on a sentinel).
-        let slot = unsafe { (*self.block).slots.get_unchecked(offset) };
+        // we hold it; it serves `offset` (see `is_empty`).
+        let slot = unsafe { Block::slot(self.block, offset) };
         if !slot.ready.load(Ordering::Acquire) {
             return None;
         }
@@ -235,8 +246,10 @@ impl<T> Cursor<T> {
             debug_assert!(!next.is_null());
             let done = mem::replace(&mut self.block, next);
             self.head += 1;
+            // Whatever `done`'s size, `next` is full-size, and `head` is now on
+            // offset 0 of its lap.
             // SAFETY: only the consumer recycles; every slot of `done` was
-            // taken (and cleared), and no producer accesses it any more.
+            // taken, and no producer accesses it any more.
             unsafe { shared.recycle(done) };
         }
         Some(item)

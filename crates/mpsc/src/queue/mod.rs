@@ -1,4 +1,4 @@
-//! The queue: a segmented list of fixed-size blocks with a claim word.
+//! The queue: a segmented list of blocks with a claim word.
 //!
 //! See `docs/mpsc.md` for the full argument; the invariants the code relies
 //! on are restated at each `unsafe` block.
@@ -6,8 +6,8 @@
 //! # Positions and the claim word
 //!
 //! Every push claims a *position*, a `u64` that only grows over the queue's
-//! whole life (across resets too). Position `p` lives in slot `p % LAP` of
-//! the block serving lap `p / LAP`. Offsets `0..BLOCK_CAP` are slots; offset
+//! whole life (across resets too). Position `p` has offset `p % LAP` in the
+//! block serving lap `p / LAP`. Offsets below `BLOCK_CAP` are slots; offset
 //! `BLOCK_CAP` is a *sentinel* that never holds an item: the word rests there
 //! while the producer that claimed the last slot of a block installs the next
 //! block.
@@ -19,41 +19,91 @@
 //! load that produced `w` and the CAS. That is what makes the generation
 //! check and the block pointer read before the CAS trustworthy.
 //!
+//! # Two block sizes: a short first lap
+//!
+//! The first block has `FIRST_CAP` slots, every later one `BLOCK_CAP`. Most
+//! processes that receive anything receive a few events, and a full block is
+//! most of such a process's memory; a process that receives many still
+//! crosses a block boundary only every `BLOCK_CAP` events after the first
+//! few. A block of `cap` slots serves the *last* `cap` offsets of a lap,
+//! `BLOCK_CAP - cap..BLOCK_CAP`, so the first block's lap is short: it starts
+//! at offset `FIRST_OFFSET` instead of 0. Every block therefore ends on the
+//! same last slot and sentinel, and slots are stored backwards (offset `o` at
+//! index `BLOCK_CAP - 1 - o`, see [`Block::slot`]), so a producer maps its
+//! offset to a slot the same way whatever the block's size and never reads
+//! the block's header. Only the consumer asks a block for its size: to start
+//! its lap after a reset, and to free a first block instead of pooling it
+//! (the pool serves full laps only).
+//!
 //! # The first block is allocated by the first push
 //!
 //! A new queue owns no block: most processes never receive an event, and a
 //! block is most of an idle process's memory. The word starts on the last
 //! slot of a *virtual* lap (position `LAP - 2`, with `tail.block` null) and
-//! the consumer's `head` on the first position of the next lap. The first
-//! claim therefore takes the virtual lap's last slot, which makes it the
-//! installer, as for any block boundary: it installs the first block,
-//! publishes it in `first` (the consumer's way to find it, since `tail.block`
-//! may have moved on by the time the consumer looks), and moves the word two
-//! positions on, past the sentinel *and* over `head`'s position, which it
-//! keeps for its own item. See [`Shared::install_first`].
+//! the consumer's `head` on the first position of the next (short) lap,
+//! `START`. The first claim therefore takes the virtual lap's last slot,
+//! which makes it the installer, as for any block boundary: it installs the
+//! first block, publishes it in `first` (the consumer's way to find it, since
+//! `tail.block` may have moved on by the time the consumer looks), and moves
+//! the word past the sentinel, over the short lap's unused offsets *and* over
+//! `head`'s position, which it keeps for its own item. See
+//! [`Shared::install_first`].
 
 use std::mem::MaybeUninit;
 use std::ptr;
 
 use crate::error::PushError;
-use crate::sync::{spin_wait, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-/// Positions per block, counting the sentinel.
+/// Positions per full block, counting the sentinel.
 ///
-/// 16 keeps a block of the scheduler's 56-byte events under 1 KiB (15 slots
-/// of 64 bytes plus the link): every process owns one block from birth, so
-/// this is most of a process's memory, and allocations under 1 KiB stay on
-/// the allocator's per-thread fast path. With 32 positions, spawning a
-/// process spent about 40% of its time allocating its block and skynet
-/// (1M processes) about 45% in malloc/free.
+/// 16 keeps a block of the scheduler's 64-byte events under 1 KiB (15 slots
+/// plus the link), so allocations stay on the allocator's per-thread fast
+/// path. With 32 positions, spawning a process spent about 40% of its time
+/// allocating its block and skynet (1M processes) about 45% in malloc/free;
+/// with 8 (for every block, not just the first), skynet, whose parents
+/// receive 10 messages each, took 16-32% longer from the extra block
+/// boundaries.
 #[cfg(not(loom))]
 const LAP: u64 = 16;
 /// Tiny blocks under loom so that models cross block boundaries.
 #[cfg(loom)]
 const LAP: u64 = 4;
 
-/// Item slots per block.
+/// Positions of the first block's (short) lap, counting the sentinel.
+///
+/// 4: three slots of 64-byte events make the first block about 230 bytes
+/// instead of 1.1 KiB, which is what a process that received its first
+/// message holds beyond an idle one.
+#[cfg(not(loom))]
+const FIRST_LAP: u64 = 4;
+/// Under loom still smaller than the rest, so models cross from the short
+/// block into a full one.
+#[cfg(loom)]
+const FIRST_LAP: u64 = 3;
+
+/// Item slots per full block.
 const BLOCK_CAP: usize = (LAP - 1) as usize;
+/// Item slots of the first block.
+const FIRST_CAP: usize = (FIRST_LAP - 1) as usize;
+/// The offset of the first block's first slot.
+const FIRST_OFFSET: u64 = LAP - FIRST_LAP;
+
+// At least two slots in the first block: the first push keeps its first slot
+// for its own item, so that slot must not be the block's last (whose claimer
+// would also have to install the second block).
+const _: () = assert!(FIRST_CAP >= 2 && FIRST_LAP <= LAP);
+
+/// The consumer's first position in a new queue: the first slot of the
+/// first block's short lap (lap 0 is virtual).
+const START: u64 = LAP + FIRST_OFFSET;
+
+/// Where the word rests in a queue without a block whose consumer waits at
+/// `head` (the first slot of a short lap): the last slot of the virtual lap
+/// before it.
+const fn virtual_last_slot(head: u64) -> u64 {
+    head - FIRST_OFFSET - 2
+}
 
 /// Recycled blocks kept in the pool at most (blocks in use not counted).
 #[cfg(not(loom))]
@@ -82,77 +132,6 @@ fn backoff(round: &mut u32) {
 const CLOSED: u64 = 1;
 /// One position in the claim word.
 const ONE: u64 = 2;
-
-/// One item's place in a block.
-struct Slot<T> {
-    /// Written once by the producer that claimed the slot, read once by the
-    /// consumer after it saw `ready`.
-    value: UnsafeCell<MaybeUninit<T>>,
-    /// Set (Release) by the producer after writing `value`; cleared by the
-    /// consumer when the whole block is recycled or reused by `reset`, so
-    /// blocks come back clean.
-    ready: AtomicBool,
-}
-
-/// A fixed-size segment of the queue.
-struct Block<T> {
-    /// The block serving the next lap (set by the installer before it marks
-    /// its own slot ready), or the pool link while the block is in the pool.
-    next: AtomicPtr<Block<T>>,
-    slots: [Slot<T>; BLOCK_CAP],
-}
-
-impl<T> Block<T> {
-    /// Allocates an empty block: `next` null, no slot ready.
-    fn alloc() -> *mut Block<T> {
-        #[cfg(not(loom))]
-        {
-            use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
-            let layout = Layout::new::<Block<T>>();
-            // SAFETY: the layout is not zero-sized (`next` is a pointer).
-            // Every field of `Block` is valid when all bits are zero:
-            // `AtomicPtr` (null), `AtomicBool` (false), and
-            // `UnsafeCell<MaybeUninit<T>>` (any bits). Zeroing avoids building
-            // a possibly large array on the stack. The allocation has the
-            // layout of a `Box<Block<T>>`, so `Block::free` may rebuild one.
-            let block = unsafe { alloc_zeroed(layout) }.cast::<Block<T>>();
-            if block.is_null() {
-                handle_alloc_error(layout);
-            }
-            block
-        }
-        #[cfg(loom)]
-        {
-            Box::into_raw(Box::new(Block {
-                next: AtomicPtr::new(ptr::null_mut()),
-                slots: std::array::from_fn(|_| Slot {
-                    value: UnsafeCell::new(MaybeUninit::uninit()),
-                    ready: AtomicBool::new(false),
-                }),
-            }))
-        }
-    }
-
-    /// Clears the `ready` flags of the first `upto` slots. Only for a block
-    /// the consumer has to itself, once it took those slots' items.
-    fn clear(&self, upto: usize) {
-        for slot in &self.slots[..upto] {
-            slot.ready.store(false, Ordering::Relaxed);
-        }
-    }
-
-    /// Frees a block allocated by [`Block::alloc`].
-    ///
-    /// # Safety
-    ///
-    /// `block` came from `Block::alloc`, no thread will access it again, and
-    /// no slot holds an item (items are moved out before blocks are freed).
-    unsafe fn free(block: *mut Block<T>) {
-        // SAFETY: the caller guarantees exclusive ownership of an allocation
-        // made by `Box::into_raw`; `MaybeUninit` slots drop nothing.
-        drop(unsafe { Box::from_raw(block) });
-    }
-}
 
 /// What producers touch on every push.
 struct Tail<T> {
@@ -226,22 +205,26 @@ impl<T> Shared<T> {
     }
 
     /// Gives a drained block back to the pool, or frees it if the pool is
-    /// full.
+    /// full or the block is a (small) first block.
     ///
     /// # Safety
     ///
     /// Only the consumer calls this, with a block no producer will access
     /// again and whose items were all taken.
     unsafe fn recycle(&self, block: *mut Block<T>) {
-        if self.pool.len.load(Ordering::Relaxed) >= POOL_MAX {
+        // A first block is freed, never pooled: the pool feeds
+        // `install_next`, whose laps are full, and `install_first` runs once
+        // per queue, before any block could have been recycled.
+        // SAFETY: the block is live and exclusively ours (see above).
+        if !unsafe { Block::is_full(block) } || self.pool.len.load(Ordering::Relaxed) >= POOL_MAX {
             // SAFETY: forwarded from the caller.
             unsafe { Block::free(block) };
             return;
         }
         // Clear the flags here, in one pass over lines no producer touches,
         // rather than one store per take on lines producers are writing.
-        // SAFETY: the block is exclusively ours (see above).
-        unsafe { (*block).clear(BLOCK_CAP) };
+        // SAFETY: the block is exclusively ours and full-size.
+        unsafe { Block::clear(block, 0..BLOCK_CAP) };
         // Count before linking so a concurrent pop can never take the count
         // below zero.
         self.pool.len.fetch_add(1, Ordering::Relaxed);
@@ -270,7 +253,7 @@ impl<T> Shared<T> {
     /// until this returns.
     unsafe fn install_next(&self, prev: *mut Block<T>) {
         // SAFETY: we are the only popper (see above).
-        let next = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc);
+        let next = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc_full);
         // SAFETY: `prev` cannot be recycled before our own slot in it is
         // taken, which happens after we mark it ready.
         unsafe { (*prev).next.store(next, Ordering::Release) };
@@ -279,9 +262,10 @@ impl<T> Shared<T> {
         self.tail.word.fetch_add(ONE, Ordering::Release);
     }
 
-    /// Installs the queue's first block for the producer that claimed the
-    /// virtual lap's last slot, claims the first slot of the new lap for it
-    /// (the consumer's `head`), and returns the block.
+    /// Installs the queue's (small) first block for the producer that
+    /// claimed the virtual lap's last slot, claims the first slot of the new
+    /// short lap for it (the consumer's `head`, at offset `FIRST_OFFSET`),
+    /// and returns the block.
     ///
     /// # Safety
     ///
@@ -289,14 +273,17 @@ impl<T> Shared<T> {
     /// when it claimed); that makes it the only installer, as in
     /// [`install_next`](Shared::install_next).
     unsafe fn install_first(&self) -> *mut Block<T> {
-        // SAFETY: we are the only popper (a reset queue may have kept none,
-        // but the rule is the same).
-        let block = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc);
+        // Always a new allocation: the pool is still empty, since only the
+        // consumer fills it, with blocks it finished, and it has none yet.
+        let block = Block::alloc_first();
         self.first.store(block, Ordering::Release);
         self.tail.block.store(block, Ordering::Release);
-        // Past the sentinel and over the position we keep; leaves CLOSED as
-        // it is (a close that raced us waits for our item, see `close`).
-        self.tail.word.fetch_add(2 * ONE, Ordering::Release);
+        // Past the sentinel, over the offsets the short lap leaves out and
+        // over the position we keep; leaves CLOSED as it is (a close that
+        // raced us waits for our item, see `close`).
+        self.tail
+            .word
+            .fetch_add((FIRST_OFFSET + 2) * ONE, Ordering::Release);
         block
     }
     /// Appends `item` for a producer bound to `generation`; see
@@ -338,7 +325,7 @@ impl<T> Shared<T> {
                         // `tail.block` is null), and our item goes into the
                         // first slot of the first block.
                         // SAFETY: see above.
-                        (unsafe { self.install_first() }, 0)
+                        (unsafe { self.install_first() }, FIRST_OFFSET as usize)
                     } else {
                         if offset + 1 == BLOCK_CAP {
                             // SAFETY: we claimed the last slot of the tail block.
@@ -354,10 +341,12 @@ impl<T> Shared<T> {
                     // block cannot be recycled before this slot is taken, and
                     // the slot is ours alone: no other claim gets `offset` in
                     // this lap, and the consumer reads it only once `ready`
-                    // is set. For the first block, slot 0 is ours because
-                    // `install_first` moved the word over its position.
+                    // is set. The block serves `offset`: a first block's
+                    // lap starts at `FIRST_OFFSET` (the word jumps there),
+                    // and the first slot is ours because `install_first`
+                    // moved the word over its position.
                     unsafe {
-                        let slot = (*block).slots.get_unchecked(offset);
+                        let slot = Block::slot(block, offset);
                         slot.value.with_mut(|p| p.write(MaybeUninit::new(item)));
                         // Our last access to the block: once the consumer
                         // sees this, the block may be recycled.
@@ -382,6 +371,7 @@ impl<T> Shared<T> {
     }
 }
 
+mod block;
 mod consumer;
 mod cursor;
 mod owned;
@@ -389,6 +379,7 @@ mod producer;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+use block::Block;
 pub use consumer::{queue, Consumer};
 use cursor::Cursor;
 pub use owned::Queue;

@@ -83,7 +83,7 @@ impl<T> Queue<T> {
             // first claim installs the first block (see the module docs).
             shared: Shared {
                 tail: Tail {
-                    word: AtomicU64::new((LAP - 2) << 1),
+                    word: AtomicU64::new(virtual_last_slot(START) << 1),
                     generation: AtomicU64::new(0),
                     block: AtomicPtr::new(ptr::null_mut()),
                 },

@@ -3,6 +3,9 @@ use super::*;
 use std::sync::atomic::AtomicUsize as StdCounter;
 use std::sync::Arc as StdArc;
 
+/// Crossing from the small first block into full ones.
+mod first_block;
+
 /// Counts its drops, to prove every item is dropped exactly once.
 struct Tracked(StdArc<StdCounter>);
 
@@ -46,17 +49,20 @@ fn fifo_across_many_blocks() {
 fn head_never_rests_on_a_sentinel() {
     let (tx, mut rx) = queue();
     let mut out = Vec::new();
-    for i in 0..BLOCK_CAP {
-        tx.push(i).unwrap();
+    assert_eq!(head(&rx), START);
+    // The first block's short lap, then a full one.
+    for (fill, lap) in [(FIRST_CAP, 2), (BLOCK_CAP, 3)] {
+        for i in 0..fill {
+            tx.push(i).unwrap();
+        }
+        rx.drain_into(&mut out);
+        assert_eq!(
+            head(&rx),
+            lap * LAP,
+            "head skipped the sentinel into the next lap"
+        );
+        assert!(rx.is_empty());
     }
-    let start = head(&rx);
-    rx.drain_into(&mut out);
-    assert_eq!(
-        head(&rx),
-        start + LAP,
-        "head skipped the sentinel into the next lap"
-    );
-    assert!(rx.is_empty());
     tx.push(99).unwrap();
     assert!(!rx.is_empty());
     out.clear();
@@ -114,6 +120,11 @@ fn an_unused_queue_closes_and_resets_without_a_block() {
 fn drained_blocks_are_recycled_not_reallocated() {
     let (tx, mut rx) = queue();
     let mut out = Vec::new();
+    for i in 0..FIRST_CAP {
+        tx.push(i).unwrap();
+    }
+    rx.drain_into(&mut out);
+    assert_eq!(pool_len(&rx), 0, "the small first block was freed");
     for i in 0..BLOCK_CAP {
         tx.push(i).unwrap();
     }
@@ -150,8 +161,8 @@ fn reset_reuses_the_block_and_skips_to_a_fresh_lap() {
     assert_eq!(block(&rx), first, "no new block for a reused queue");
     assert_eq!(
         head(&rx),
-        2 * LAP,
-        "the first lap is virtual, the next is fresh"
+        2 * LAP + FIRST_OFFSET,
+        "the first lap is virtual, the next is fresh and short like the block"
     );
     assert!(tx.push(2).unwrap_err().is_stale());
     let tx = rx.producer();

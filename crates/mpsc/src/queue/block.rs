@@ -1,0 +1,188 @@
+//! Blocks: a header followed by item slots, in one allocation of one of two
+//! sizes (see "Two block sizes" in the module docs).
+
+use std::mem::{offset_of, MaybeUninit};
+use std::ops::Range;
+#[cfg(loom)]
+use std::ptr;
+
+use super::{BLOCK_CAP, FIRST_CAP};
+use crate::sync::{AtomicBool, AtomicPtr, Ordering, UnsafeCell};
+
+/// One item's place in a block.
+pub(super) struct Slot<T> {
+    /// Written once by the producer that claimed the slot, read once by the
+    /// consumer after it saw `ready`.
+    pub(super) value: UnsafeCell<MaybeUninit<T>>,
+    /// Set (Release) by the producer after writing `value`; cleared by the
+    /// consumer when the whole block is recycled or reused by `reset`, so
+    /// blocks come back clean.
+    pub(super) ready: AtomicBool,
+}
+
+/// The header every block starts with. Block pointers point here; the slots
+/// follow in the same allocation (a [`WithSlots`]) and are reached only
+/// through [`Block::slot`], from the block pointer itself (never through a
+/// reference to the header, whose borrow would not cover them).
+#[repr(C)]
+pub(super) struct Block<T> {
+    /// The block serving the next lap (set by the installer before it marks
+    /// its own slot ready), or the pool link while the block is in the pool.
+    pub(super) next: AtomicPtr<Block<T>>,
+    /// How many slots follow: `FIRST_CAP` or `BLOCK_CAP`. Set when the block
+    /// is allocated and never changed; producers do not need it (see
+    /// [`Block::slot`]), the consumer reads it to free, recycle and reopen.
+    cap: usize,
+}
+
+/// The allocation behind a block pointer: the header, then `N` slots.
+#[repr(C)]
+struct WithSlots<T, const N: usize> {
+    block: Block<T>,
+    slots: [Slot<T>; N],
+}
+
+impl<T> Block<T> {
+    /// Where the slots start, in blocks of either size: `repr(C)` puts the
+    /// array right after the header, rounded up to the slot's alignment,
+    /// whatever the array's length.
+    const SLOTS: usize = {
+        let at = offset_of!(WithSlots<T, BLOCK_CAP>, slots);
+        assert!(at == offset_of!(WithSlots<T, FIRST_CAP>, slots));
+        at
+    };
+
+    /// Allocates an empty full-size block: `next` null, no slot ready.
+    pub(super) fn alloc_full() -> *mut Block<T> {
+        Self::alloc::<BLOCK_CAP>()
+    }
+
+    /// Allocates an empty first block (`FIRST_CAP` slots).
+    pub(super) fn alloc_first() -> *mut Block<T> {
+        Self::alloc::<FIRST_CAP>()
+    }
+
+    fn alloc<const N: usize>() -> *mut Block<T> {
+        #[cfg(not(loom))]
+        {
+            use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+            let layout = Layout::new::<WithSlots<T, N>>();
+            // SAFETY: the layout is not zero-sized (`next` is a pointer).
+            // Every field is valid when all bits are zero: `AtomicPtr`
+            // (null), `usize`, `AtomicBool` (false), and
+            // `UnsafeCell<MaybeUninit<T>>` (any bits). Zeroing avoids
+            // building a possibly large array on the stack. The allocation
+            // has the layout of a `Box<WithSlots<T, N>>`, so `Block::free`
+            // may rebuild one.
+            let block = unsafe { alloc_zeroed(layout) }.cast::<WithSlots<T, N>>();
+            if block.is_null() {
+                handle_alloc_error(layout);
+            }
+            // SAFETY: just allocated, exclusively ours, in bounds.
+            unsafe { (*block).block.cap = N };
+            block.cast()
+        }
+        #[cfg(loom)]
+        {
+            Box::into_raw(Box::new(WithSlots::<T, N> {
+                block: Block {
+                    next: AtomicPtr::new(ptr::null_mut()),
+                    cap: N,
+                },
+                slots: std::array::from_fn(|_| Slot {
+                    value: UnsafeCell::new(MaybeUninit::uninit()),
+                    ready: AtomicBool::new(false),
+                }),
+            }))
+            .cast()
+        }
+    }
+
+    /// The slot of position offset `offset` (position `% LAP`).
+    ///
+    /// Slots are stored backwards, offset `o` at index `BLOCK_CAP - 1 - o`,
+    /// and a block of `cap` slots serves the last `cap` offsets of its lap,
+    /// `BLOCK_CAP - cap..BLOCK_CAP`. So the mapping is the same for both
+    /// sizes and a producer never reads the header to find its slot.
+    ///
+    /// # Safety
+    ///
+    /// `block` is live and serves `offset`: `first_offset(block) <= offset <
+    /// BLOCK_CAP`.
+    #[inline]
+    pub(super) unsafe fn slot<'a>(block: *mut Block<T>, offset: usize) -> &'a Slot<T> {
+        debug_assert!(offset < BLOCK_CAP);
+        let index = BLOCK_CAP - 1 - offset;
+        // SAFETY: `block` points at a live `WithSlots<T, cap>` (the caller's
+        // promise) and `index < cap`, so the slot lies inside the
+        // allocation. The pointer is derived from `block`, which carries the
+        // whole allocation's provenance.
+        unsafe {
+            debug_assert!(index < (*block).cap);
+            &*block
+                .cast::<u8>()
+                .add(Self::SLOTS)
+                .cast::<Slot<T>>()
+                .add(index)
+        }
+    }
+
+    /// The first offset `block` serves (0 for a full-size block).
+    ///
+    /// # Safety
+    ///
+    /// `block` is live.
+    #[inline]
+    pub(super) unsafe fn first_offset(block: *mut Block<T>) -> usize {
+        // SAFETY: live (the caller's promise); `cap` never changes after
+        // allocation, which happened before the pointer was published.
+        BLOCK_CAP - unsafe { (*block).cap }
+    }
+
+    /// Whether `block` has `BLOCK_CAP` slots.
+    ///
+    /// # Safety
+    ///
+    /// `block` is live.
+    #[inline]
+    pub(super) unsafe fn is_full(block: *mut Block<T>) -> bool {
+        // SAFETY: as in `first_offset`.
+        unsafe { (*block).cap == BLOCK_CAP }
+    }
+
+    /// Clears the `ready` flags of the slots of `offsets`. Only for a block
+    /// the consumer has to itself, once it took those slots' items.
+    ///
+    /// # Safety
+    ///
+    /// `block` is live and serves every offset in `offsets`.
+    pub(super) unsafe fn clear(block: *mut Block<T>, offsets: Range<usize>) {
+        for offset in offsets {
+            // SAFETY: forwarded from the caller.
+            unsafe { Self::slot(block, offset) }
+                .ready
+                .store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Frees a block allocated by [`Block::alloc_full`] or
+    /// [`Block::alloc_first`].
+    ///
+    /// # Safety
+    ///
+    /// `block` came from one of them, no thread will access it again, and
+    /// no slot holds an item (items are moved out before blocks are freed).
+    pub(super) unsafe fn free(block: *mut Block<T>) {
+        // SAFETY: the caller guarantees exclusive ownership of an
+        // allocation made with the layout of `WithSlots<T, cap>` (by
+        // `alloc_zeroed` or `Box::into_raw`); `MaybeUninit` slots drop
+        // nothing.
+        unsafe {
+            if (*block).cap == FIRST_CAP {
+                drop(Box::from_raw(block.cast::<WithSlots<T, FIRST_CAP>>()));
+            } else {
+                drop(Box::from_raw(block.cast::<WithSlots<T, BLOCK_CAP>>()));
+            }
+        }
+    }
+}
