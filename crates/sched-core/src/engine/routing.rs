@@ -58,18 +58,21 @@ impl Shared {
         // read-modify-write on a line every worker touches (about a fifth of
         // ping-pong). A cached record that refuses the message has ended;
         // the table then says whether the PID is gone or taken anew.
-        let cached = local::with_local(self, |local| local.cached_route(target)).flatten();
-        let package = match cached {
-            Some(record) => match self.deliver_message(&record, package) {
-                Err(error) if error.kind() == SendErrorKind::Closed => {
-                    local::with_local(self, |local| local.forget_route(target));
-                    error.into_package()
-                }
-                result => return result,
-            },
-            None => package,
-        };
         let mut package = Some(package);
+        let cached = local::with_local(self, |local| {
+            local.with_cached_route(target, |record| {
+                self.deliver_message(record, package.take().expect("taken once"))
+            })
+        })
+        .flatten();
+        match cached {
+            Some(Err(error)) if error.kind() == SendErrorKind::Closed => {
+                local::with_local(self, |local| local.forget_route(target));
+                package = Some(error.into_package());
+            }
+            Some(result) => return result,
+            None => {}
+        }
         let delivered = self.router.with(target, |record| {
             let result = self.deliver_message(record, package.take().expect("taken once"));
             if result.is_ok() {

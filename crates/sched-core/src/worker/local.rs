@@ -96,11 +96,19 @@ impl Local {
         }
     }
 
-    /// The record cached for `pid`, if any.
-    pub(crate) fn cached_route(&self, pid: Pid) -> Option<Arc<Record>> {
+    /// Runs `f` on the record cached for `pid`, if any, borrowed from the
+    /// cache: no reference-count increment and decrement (two atomic
+    /// read-modify-writes on the target's record) per message. `f` must not
+    /// change the cache (`remember_route`, `forget_route`); queueing the
+    /// record and waking workers do not.
+    pub(crate) fn with_cached_route<R>(
+        &self,
+        pid: Pid,
+        f: impl FnOnce(&Arc<Record>) -> R,
+    ) -> Option<R> {
         let routes = self.routes.borrow();
         match &routes[route_index(pid)] {
-            Some(record) if record.pid == pid => Some(record.clone()),
+            Some(record) if record.pid == pid => Some(f(record)),
             _ => None,
         }
     }
