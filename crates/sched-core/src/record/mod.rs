@@ -4,6 +4,8 @@
 pub(crate) mod completion;
 pub(crate) mod relations;
 pub(crate) mod slot;
+#[cfg(all(test, loom))]
+mod slot_loom;
 pub(crate) mod state;
 
 use std::sync::atomic::Ordering::Relaxed;

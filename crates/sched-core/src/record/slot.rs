@@ -8,14 +8,35 @@
 use std::task::Waker;
 
 use crate::contract::outcome::{ExitError, Outcome};
-use crate::sync::{Condvar, Mutex};
+use std::sync::atomic::Ordering::AcqRel;
+
+use crate::sync::{AtomicU8, Condvar, Mutex};
 
 /// Where a process's outcome is delivered, exactly once.
+///
+/// Most handles are dropped unawaited and most processes are never watched:
+/// for them neither the handle's drop nor the end takes the lock. `flags`
+/// says who is or was there (`ENDED`, `ABANDONED`, `POLLED`, `WATCHED`),
+/// each side sets its bit with one read-modify-write, and the one that
+/// comes second in that word's order sees the other's bit and does the
+/// rest: the end hands the outcome back when the handle was already gone,
+/// the handle's drop takes the stored outcome when the end came first.
+/// The lock is taken only where a waker or a stored outcome is involved.
 #[derive(Debug, Default)]
 pub(crate) struct ResultSlot {
     pub(super) inner: Mutex<Inner>,
     pub(super) ready: Condvar,
+    flags: AtomicU8,
 }
+
+/// `set` ran: the process has ended.
+const ENDED: u8 = 1;
+/// The `Completion` was dropped.
+const ABANDONED: u8 = 2;
+/// The `Completion` registered a waker (it was awaited) at some point.
+const POLLED: u8 = 4;
+/// An `Abandoned` future registered a waker at some point.
+const WATCHED: u8 = 8;
 
 /// What the slot's lock guards.
 #[derive(Debug, Default)]
@@ -23,9 +44,6 @@ pub(crate) struct Inner {
     pub(super) state: SlotState,
     /// The task awaiting the `Completion`, if it is awaited.
     pub(super) waiter: Option<Waker>,
-    /// The process has ended (`set` ran), whether or not anyone takes the
-    /// outcome: what `Completer::abandoned` futures wait for.
-    ended: bool,
     /// The tasks awaiting the end of the process through a completer, by
     /// key. Each future removes its own entry when dropped, so a handler
     /// that re-creates the future in a loop does not grow this list.
@@ -63,16 +81,23 @@ impl ResultSlot {
     /// and the caller drops it (a record can outlive its process in caches,
     /// and must not keep a result nobody can read).
     pub(crate) fn set(&self, outcome: Outcome) -> Option<Outcome> {
+        let before = self.flags.fetch_or(ENDED, AcqRel);
+        debug_assert!(before & ENDED == 0, "a process ends once");
+        if before & (ABANDONED | POLLED | WATCHED) == ABANDONED {
+            // The handle is gone, it never registered a waker, and nobody
+            // watches: nobody can take the outcome or needs a wakeup.
+            return Some(outcome);
+        }
         let mut shared = self.inner.lock();
         debug_assert!(
             matches!(shared.state, SlotState::Pending | SlotState::Abandoned),
             "outcome reported twice"
         );
-        debug_assert!(!shared.ended, "a process ends once");
-        shared.ended = true;
+        // A watcher registered after `ENDED` was set sees it and does not
+        // wait; one registered before is in the list.
         let watchers = shared.watchers.take().map(|w| w.list).unwrap_or_default();
         let waiter = shared.waiter.take();
-        let unwanted = if matches!(shared.state, SlotState::Abandoned) {
+        let unwanted = if before & ABANDONED != 0 || matches!(shared.state, SlotState::Abandoned) {
             Some(outcome)
         } else {
             shared.state = SlotState::Ready(outcome);
@@ -93,6 +118,12 @@ impl ResultSlot {
     /// back to be dropped, one still to come will not be kept. The handle's
     /// waker is handed back too, to be dropped outside the lock.
     pub(super) fn abandon(&self) -> (Option<Outcome>, Displaced) {
+        let before = self.flags.fetch_or(ABANDONED, AcqRel);
+        if before & (ENDED | POLLED) == 0 {
+            // No outcome yet and no waker of ours: the end sees `ABANDONED`
+            // and keeps nothing.
+            return (None, None);
+        }
         let mut shared = self.inner.lock();
         let waiter = shared.waiter.take();
         let outcome = match std::mem::replace(&mut shared.state, SlotState::Abandoned) {
@@ -131,6 +162,8 @@ impl ResultSlot {
         if matches!(shared.state, SlotState::Taken) {
             return Some(Err(ExitError::AlreadyTaken));
         }
+        // So that the handle's drop takes the lock, and the waker with it.
+        self.flags.fetch_or(POLLED, AcqRel);
         let stale = match &mut shared.waiter {
             Some(registered) if registered.will_wake(waker) => None,
             slot => slot.replace(waker.clone()),
@@ -150,7 +183,9 @@ impl ResultSlot {
     /// once the lock is released.
     pub(crate) fn watch(&self, key: &mut Option<u64>, waker: &Waker) -> (bool, Displaced) {
         let mut shared = self.inner.lock();
-        if shared.ended {
+        // Set under the lock, before the waker is listed: an end that does
+        // not see `WATCHED` has set `ENDED`, seen here.
+        if self.flags.fetch_or(WATCHED, AcqRel) & ENDED != 0 {
             return (true, None);
         }
         let watchers = shared.watchers.get_or_insert_with(Box::default);
