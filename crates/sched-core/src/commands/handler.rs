@@ -1,6 +1,5 @@
 //! Command handlers, registered per command id.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc as StdArc;
 
@@ -62,26 +61,35 @@ where
 }
 
 /// The handlers of one engine, fixed when it is built so dispatch reads
-/// them without any lock.
+/// them without any lock. Kept sorted by id in a vector: an engine has a
+/// handful of handlers, and a binary search over a few ids costs a few
+/// comparisons where a `HashMap` lookup hashed the id with SipHash on every
+/// dispatched yield (5% of a worker's time in the yield fan-out benchmark).
 #[derive(Default, Clone)]
 pub(crate) struct Handlers {
-    by_id: HashMap<CommandId, StdArc<dyn CommandHandler>>,
+    by_id: Vec<(CommandId, StdArc<dyn CommandHandler>)>,
 }
 
 impl Handlers {
+    /// Adds or replaces the handler of `id`.
     pub(crate) fn insert(&mut self, id: CommandId, handler: StdArc<dyn CommandHandler>) {
-        self.by_id.insert(id, handler);
+        match self.by_id.binary_search_by_key(&id.0, |(known, _)| known.0) {
+            Ok(at) => self.by_id[at].1 = handler,
+            Err(at) => self.by_id.insert(at, (id, handler)),
+        }
     }
 
     pub(crate) fn get(&self, id: CommandId) -> Option<&dyn CommandHandler> {
-        self.by_id.get(&id).map(|h| &**h)
+        self.by_id
+            .binary_search_by_key(&id.0, |(known, _)| known.0)
+            .ok()
+            .map(|at| &*self.by_id[at].1)
     }
 }
 
 impl fmt::Debug for Handlers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut ids: Vec<_> = self.by_id.keys().map(|id| id.0).collect();
-        ids.sort_unstable();
+        let ids: Vec<_> = self.by_id.iter().map(|(id, _)| id.0).collect();
         f.debug_struct("Handlers").field("ids", &ids).finish()
     }
 }
