@@ -230,7 +230,7 @@ impl Asker {
             Asker::Outside(slot) => slot.set(result),
             Asker::Process { shared, record, id } => {
                 if let Ok(wake) = record.deliver(Event::Reply { id, result }) {
-                    shared.after_wake(&record, wake);
+                    shared.after_wake_owned(record, wake);
                 }
             }
         }

@@ -173,7 +173,7 @@ impl Shared {
         ));
         match record.deliver(event) {
             Ok(wake) => {
-                self.after_wake(&record, wake);
+                self.after_wake_owned(record, wake);
                 Ok(())
             }
             Err(Event::Request(request)) => {

@@ -192,7 +192,7 @@ impl Shared {
         match watcher {
             Watcher::Process(record) => {
                 if let Ok(wake) = record.deliver(Event::Down(down)) {
-                    self.after_wake(&record, wake);
+                    self.after_wake_owned(record, wake);
                 }
             }
             Watcher::Outside(slot) => slot.set(down),
@@ -276,7 +276,7 @@ impl Context {
             return Err(TerminateError::NotFound(pid));
         };
         if let Some(wake) = record.deliver_cancel() {
-            shared.after_wake(&record, wake);
+            shared.after_wake_owned(record, wake);
         }
         Ok(())
     }

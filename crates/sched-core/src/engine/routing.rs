@@ -125,7 +125,7 @@ impl Shared {
             return false;
         };
         let wake = record.state.kill(flag);
-        self.after_wake(&record, wake);
+        self.after_wake_owned(record, wake);
         true
     }
 }

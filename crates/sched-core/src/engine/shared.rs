@@ -114,6 +114,15 @@ impl Shared {
         }
     }
 
+    /// `after_wake` for a caller done with its reference: it moves into the
+    /// run queue instead of being cloned there and dropped here (two atomic
+    /// read-modify-writes on the record's count).
+    pub(crate) fn after_wake_owned(&self, record: Arc<Record>, wake: Wake) {
+        if wake == Wake::Schedule {
+            self.schedule(record, Runnable::Woken);
+        }
+    }
+
     /// Whether any queue holds a runnable process (for the last check
     /// before parking: this scans every worker, but only when going idle).
     pub(crate) fn has_work(&self) -> bool {
