@@ -4,8 +4,9 @@
 //! function and parameter) and `new/estimates.json` (its statistics) under
 //! `target/criterion`. Every group compares the function `ours` with its
 //! peers on the same workload in the same run; the report pairs them and
-//! prints our median, the peer's median and the ratio (ours / peer, below 1
-//! means faster), then writes the same table as Markdown and the ratios as
+//! prints our median, how stable it was (the slowest sample over the median
+//! one, from `new/sample.json`), the peer's median and the ratio (ours /
+//! peer, below 1 means faster), then writes the same table as Markdown and the ratios as
 //! an SVG bar chart under `target/bench-report/`.
 
 use std::collections::BTreeMap;
@@ -25,6 +26,9 @@ struct Measurement {
     function: String,
     /// Median time of one iteration, in nanoseconds.
     median_ns: f64,
+    /// The slowest sample's time per iteration over the median sample's
+    /// (from `new/sample.json`): how stable the measurement was.
+    spread: Option<f64>,
 }
 
 /// One line of the report.
@@ -34,6 +38,8 @@ struct Row {
     peer: String,
     ours_ns: f64,
     peer_ns: f64,
+    /// Our max / median per iteration, if the samples were there.
+    ours_spread: Option<f64>,
 }
 
 impl Row {
@@ -91,7 +97,9 @@ fn report(criterion_dir: &Path) -> Result<(), String> {
     let svg = out.join("ratios.svg");
     let body = format!(
         "# Benchmark report\n\nRatio = our median / peer median in the same run \
-         (below 1: we are faster).\n\n{table}\n![ratios](ratios.svg)\n"
+         (below 1: we are faster). Our max / median: the slowest sample's time \
+         per iteration over the median sample's (how stable ours was).\n\n\
+         {table}\n![ratios](ratios.svg)\n"
     );
     fs::write(&md, body).map_err(|e| format!("could not write {}: {e}", md.display()))?;
     fs::write(&svg, chart(&rows)).map_err(|e| format!("could not write {}: {e}", svg.display()))?;
@@ -150,11 +158,40 @@ fn read_measurement(new_dir: &Path) -> Result<Option<Measurement>, String> {
     };
     let median_ns = median_point_estimate(&estimates)
         .ok_or_else(|| format!("no median in {}", new_dir.display()))?;
+    let spread = read("sample.json")?.as_deref().and_then(sample_spread);
     Ok(Some(Measurement {
         workload,
         function,
         median_ns,
+        spread,
     }))
+}
+
+/// Max over median of the per-iteration times in criterion's
+/// `sample.json` (`{"iters":[..],"times":[..]}`).
+fn sample_spread(json: &str) -> Option<f64> {
+    let numbers = |key: &str| -> Option<Vec<f64>> {
+        let start = json.find(&format!("\"{key}\":["))? + key.len() + 4;
+        let end = start + json[start..].find(']')?;
+        json[start..end]
+            .split(',')
+            .map(|n| n.trim().parse::<f64>().ok())
+            .collect()
+    };
+    let (iters, times) = (numbers("iters")?, numbers("times")?);
+    let mut per: Vec<f64> = times
+        .iter()
+        .zip(&iters)
+        .filter(|(_, &n)| n > 0.0)
+        .map(|(t, n)| t / n)
+        .collect();
+    if per.is_empty() {
+        return None;
+    }
+    per.sort_by(f64::total_cmp);
+    let median = per[per.len() / 2];
+    let max = per[per.len() - 1];
+    (median > 0.0).then(|| max / median)
 }
 
 /// The string value of `"key":"value"` in criterion's flat JSON (`None` for
@@ -194,6 +231,7 @@ fn pair(measurements: &[Measurement]) -> Vec<Row> {
                 peer: peer.function.clone(),
                 ours_ns: ours.median_ns,
                 peer_ns: peer.median_ns,
+                ours_spread: ours.spread,
             });
         }
     }
@@ -214,14 +252,17 @@ fn human(ns: f64) -> String {
 
 fn markdown(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| workload | our median | peer | peer median | ratio |\n|---|---|---|---|---|\n",
+        "| workload | our median | our max / median | peer | peer median | ratio |\n\
+         |---|---|---|---|---|---|\n",
     );
     for r in rows {
+        let spread = r.ours_spread.map_or("-".to_string(), |x| format!("{x:.2}"));
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.2} |",
             r.workload,
             human(r.ours_ns),
+            spread,
             r.peer,
             human(r.peer_ns),
             r.ratio()
@@ -300,6 +341,9 @@ mod tests {
         assert_eq!(json_string(meta, "throughput"), None);
         let est = r#"{"mean":{"point_estimate":5.0},"median":{"confidence_interval":{"lower_bound":1.0},"point_estimate":2.5e3,"standard_error":1.0}}"#;
         assert_eq!(median_point_estimate(est), Some(2500.0));
+        let sample = r#"{"sampling_mode":"Linear","iters":[1.0,2.0,3.0],"times":[10.0,20.0,60.0]}"#;
+        // Per iteration: 10, 10, 20: the slowest is twice the median.
+        assert_eq!(sample_spread(sample), Some(2.0));
     }
 
     #[test]
@@ -308,6 +352,7 @@ mod tests {
             workload: w.into(),
             function: f.into(),
             median_ns: ns,
+            spread: Some(1.5),
         };
         let rows = pair(&[
             m("spawn", "ours", 50.0),
@@ -320,7 +365,7 @@ mod tests {
         assert!(ratios.contains(&0.5) && ratios.contains(&2.0));
         let table = markdown(&rows);
         assert!(
-            table.contains("| spawn | 50.0 ns | tokio | 100.0 ns | 0.50 |"),
+            table.contains("| spawn | 50.0 ns | 1.50 | tokio | 100.0 ns | 0.50 |"),
             "{table}"
         );
         let svg = chart(&rows);
