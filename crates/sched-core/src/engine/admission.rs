@@ -37,9 +37,10 @@ impl Shared {
             })
     }
 
-    /// Submits under a fresh PID from this engine's allocator. A PID that a
-    /// user took for a process of their own (`submit` with a PID they
-    /// chose) is skipped: the process is submitted under the next free one.
+    /// Submits under a fresh PID from this engine's process table. A PID
+    /// that a user took for a process of their own (`submit` with a PID
+    /// they chose) is skipped: the process is submitted under the next free
+    /// one.
     pub(crate) fn spawn(
         &self,
         mut process: Box<dyn Process>,
@@ -48,8 +49,7 @@ impl Shared {
     ) -> Result<Completion, SubmitError> {
         loop {
             let pid = self
-                .pids
-                .allocate()
+                .allocate_pid()
                 .map_err(|e| SubmitError::PidsExhausted { node: e.node })?;
             match self.submit_or_return(pid, process, method, input) {
                 Ok(completion) => return Ok(completion),
@@ -57,7 +57,13 @@ impl Shared {
                     tracing::debug!(%pid, "spawn skipped a PID in use");
                     (process, input) = (back, back_input);
                 }
-                Err(Refusal::Other(error)) => return Err(error),
+                Err(Refusal::Other(error)) => {
+                    // Refused before registering (shutting down, full): the
+                    // slot is free again. After registering, ending the
+                    // process freed it already and this does nothing.
+                    self.with_ids(|ids| self.processes.cancel(pid, ids));
+                    return Err(error);
+                }
             }
         }
     }
@@ -82,9 +88,8 @@ impl Shared {
             })
         })?;
         let record = Arc::new(Record::new(pid, process));
-        if let Err(rejected) = self.router.register(pid, record.clone()) {
+        if !self.with_ids(|ids| self.processes.register(pid, &record, ids)) {
             self.release_live();
-            drop(rejected);
             // SAFETY: the record was never registered nor queued: we are
             // its only owner.
             let process = unsafe { record.with_body(|body| body.process.take()) }
@@ -119,7 +124,10 @@ impl Shared {
         // A shutdown that began after this process was admitted may have
         // swept the routing table before the registration above: then we
         // see its flag here and deliver the cancel ourselves. (SeqCst on
-        // both sides: shutdown sets the flag, fences, then sweeps.)
+        // both sides: shutdown sets the flag, fences, then sweeps; the
+        // sweep sees a table slot's record even if another thread published
+        // the slot's segment, since that publication happens before the
+        // registration and so before this fence.)
         fence(SeqCst);
         if self.live.is_stopping() {
             // The process is READY and not queued yet: this queues the
@@ -155,7 +163,7 @@ impl Shared {
                 tracing::debug!(%pid, message = %panic_message(&*panic), "close or drop panicked");
             }
         }
-        self.router.unregister(pid);
+        self.unregister(record);
         // Monitors, links or names attached while `init` or the start hook
         // ran (the PID was routable) resolve now: for them the process
         // never existed.

@@ -221,7 +221,7 @@ impl Context {
     /// assert_ne!(engine.allocate_pid().unwrap(), engine.allocate_pid().unwrap());
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, PidsExhausted> {
-        self.shared.pids.allocate()
+        self.shared.allocate_pid()
     }
 
     /// Ends the process `pid` with

@@ -19,6 +19,7 @@ mod live;
 pub(crate) mod monitors;
 pub(crate) mod names;
 mod remote;
+mod registration;
 mod routing;
 pub(crate) mod shared;
 mod shutdown;
