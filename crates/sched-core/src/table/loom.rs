@@ -75,7 +75,10 @@ fn lookup_racing_unregister_and_reuse() {
 
         reader.join().unwrap();
         assert!(old_dropped.load(SeqCst), "the old record was freed");
-        assert!(table.get(old).is_none(), "a lookup after unregister finds nothing");
+        assert!(
+            table.get(old).is_none(),
+            "a lookup after unregister finds nothing"
+        );
         assert!(Arc::ptr_eq(&table.get(new).unwrap(), &next));
     });
 }

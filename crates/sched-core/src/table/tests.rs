@@ -46,7 +46,7 @@ fn ids_encode_index_and_generation() {
     assert_eq!(decode(0), None, "id 0 is the outside's");
     assert_eq!(decode(1 << 32), None, "a low half of 0 is no slot");
     assert_eq!(successor(42), Some(encode(41, 1)));
-    assert_eq!(successor(encode(5, (GENERATIONS - 1) as u64)), None);
+    assert_eq!(successor(encode(5, GENERATIONS - 1)), None);
 }
 
 #[test]
@@ -86,7 +86,9 @@ fn register_lookup_unregister_across_segments() {
         let removed = table.unregister(record.pid, record, Some(&mut cache));
         assert!(Arc::ptr_eq(&removed.unwrap(), record));
         assert!(table.get(record.pid).is_none());
-        assert!(table.unregister(record.pid, record, Some(&mut cache)).is_none());
+        assert!(table
+            .unregister(record.pid, record, Some(&mut cache))
+            .is_none());
     }
     assert!(table.pids().is_empty());
     drop(records);
@@ -107,7 +109,10 @@ fn a_reused_slot_has_a_new_generation_and_stale_pids_miss() {
     assert_eq!(new.id(), successor(old.id()).unwrap());
     let new_record = entry(new, &drops);
     table.register(new, new_record.clone()).unwrap();
-    assert!(table.get(old).is_none(), "a stale PID never finds the next occupant");
+    assert!(
+        table.get(old).is_none(),
+        "a stale PID never finds the next occupant"
+    );
     assert!(!table.holds(old));
     // Registering or removing under the stale PID touches nothing.
     assert!(table.register(old, entry(old, &drops)).is_err());
