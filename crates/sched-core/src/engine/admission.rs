@@ -2,8 +2,6 @@
 //! the start hook) and releasing its slot when it ends.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::SeqCst;
-
 use relay::{Payload, Pid};
 
 use super::live::Refused;
@@ -15,7 +13,7 @@ use crate::panic_guard::{drop_user_value, panic_message};
 use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
-use crate::sync::{fence, Arc};
+use crate::sync::Arc;
 
 impl Shared {
     pub(crate) fn submit(
@@ -122,13 +120,13 @@ impl Shared {
             return Err(Refusal::Other(SubmitError::Rejected { pid, error }));
         }
         // A shutdown that began after this process was admitted may have
-        // swept the routing table before the registration above: then we
-        // see its flag here and deliver the cancel ourselves. (SeqCst on
-        // both sides: shutdown sets the flag, fences, then sweeps; the
-        // sweep sees a table slot's record even if another thread published
-        // the slot's segment, since that publication happens before the
-        // registration and so before this fence.)
-        fence(SeqCst);
+        // swept the registry before the registration above: then we see its
+        // flag here and deliver the cancel ourselves. (SeqCst on both
+        // sides: shutdown sets the flag, fences, then sweeps; a successful
+        // `register` ends with its own `SeqCst` fence after publishing, so
+        // none is needed here. The sweep sees a table slot's record even if
+        // another thread published the slot's segment: that publication
+        // happens before the registration and so before the fence.)
         if self.live.is_stopping() {
             // The process is READY and not queued yet: this queues the
             // event and leaves the scheduling to the line below.

@@ -79,6 +79,10 @@ impl<T: Keyed> Registry<T> {
     /// Registers `record` under `pid`; `false` if `pid` is live already
     /// (on either side). A reserved PID that turns out to be a user's is
     /// burnt: its slot moves on to the next generation.
+    ///
+    /// A successful registration is followed by a `SeqCst` fence before
+    /// this returns: a caller that then reads a flag (shutdown's) needs no
+    /// fence of its own.
     pub(crate) fn register(&self, pid: Pid, record: &Arc<T>, cache: Option<&mut IdCache>) -> bool {
         let Err(unreserved) = self.table.register(pid, record.clone()) else {
             fence(SeqCst);
