@@ -84,6 +84,18 @@ fn successor(id: u64) -> Option<u64> {
     (next < GENERATIONS).then(|| encode(index, next))
 }
 
+/// What registering in the table did.
+#[derive(Debug)]
+pub(crate) enum Claim<T> {
+    /// `pid` was reserved: the record is registered under it.
+    Registered,
+    /// `pid` is registered in the table already: the record comes back.
+    Live(Arc<T>),
+    /// `pid` is not reserved here (never allocated, of another node, or
+    /// its slot has moved on): the record comes back.
+    Unreserved(Arc<T>),
+}
+
 /// Slots indexed by PID, and the free ids to hand out.
 pub(crate) struct ProcessTable<T> {
     node: u32,
@@ -117,12 +129,16 @@ impl<T: Keyed> ProcessTable<T> {
     }
 
     /// Registers `record` under `pid` if `pid` is reserved in this table;
-    /// hands `record` back otherwise (not a table PID, already registered,
-    /// or no longer reserved).
-    pub(crate) fn register(&self, pid: Pid, record: Arc<T>) -> Result<(), Arc<T>> {
-        match self.slot(pid) {
-            Some((slot, generation)) => slot.claim(generation, record),
-            None => Err(record),
+    /// otherwise hands `record` back, saying whether `pid` is registered
+    /// here already.
+    pub(crate) fn register(&self, pid: Pid, record: Arc<T>) -> Claim<T> {
+        let Some((slot, generation)) = self.slot(pid) else {
+            return Claim::Unreserved(record);
+        };
+        match slot.claim(generation, record) {
+            Ok(()) => Claim::Registered,
+            Err(record) if slot.holds(pid) => Claim::Live(record),
+            Err(record) => Claim::Unreserved(record),
         }
     }
 

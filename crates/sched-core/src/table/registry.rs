@@ -30,7 +30,11 @@
 //! reads T1's record (or a later state of the slot, which means T's
 //! process has ended already): U is refused. So at most one succeeds; both
 //! may be refused, which is right for U (the PID was registered in the
-//! table when it looked) and harmless for T (a spawn takes another PID).
+//! table when it looked) and harmless for T when it is a spawn (it takes
+//! another PID). U only reaches the router for a PID whose slot was not
+//! reserved for it, so this race needs a user to pick by hand the very PID
+//! being allocated; two submitters of one allocated PID meet in the slot's
+//! CAS instead, and exactly one of them registers.
 //! The loom model `user_and_table_register_the_same_pid` explores it.
 //!
 //! The counter keeps the table side off the router while no user PID is
@@ -41,7 +45,7 @@ use std::sync::atomic::Ordering::{Acquire, SeqCst};
 
 use relay::{Pid, PidsExhausted, Router};
 
-use super::{IdCache, Keyed, ProcessTable};
+use super::{Claim, IdCache, Keyed, ProcessTable};
 use crate::sync::{fence, Arc, AtomicUsize};
 
 /// The table for allocated PIDs and the router for chosen ones.
@@ -84,14 +88,24 @@ impl<T: Keyed> Registry<T> {
     /// this returns: a caller that then reads a flag (shutdown's) needs no
     /// fence of its own.
     pub(crate) fn register(&self, pid: Pid, record: &Arc<T>, cache: Option<&mut IdCache>) -> bool {
-        let Err(unreserved) = self.table.register(pid, record.clone()) else {
-            fence(SeqCst);
-            if self.user_count.load(SeqCst) != 0 && self.users.contains(pid) {
-                tracing::debug!(%pid, "an allocated PID was taken by hand");
-                drop(self.table.unregister(pid, record, cache));
+        let unreserved = match self.table.register(pid, record.clone()) {
+            Claim::Registered => {
+                fence(SeqCst);
+                if self.user_count.load(SeqCst) != 0 && self.users.contains(pid) {
+                    tracing::debug!(%pid, "an allocated PID was taken by hand");
+                    drop(self.table.unregister(pid, record, cache));
+                    return false;
+                }
+                return true;
+            }
+            // A second submission of a PID the table holds never reaches
+            // the router: of two submitters of one allocated PID, exactly
+            // one registers.
+            Claim::Live(record) => {
+                drop(record);
                 return false;
             }
-            return true;
+            Claim::Unreserved(record) => record,
         };
         self.user_count.fetch_add(1, SeqCst);
         if self.users.register(pid, unreserved).is_err() {
