@@ -2,6 +2,7 @@
 //! the start hook) and releasing its slot when it ends.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use relay::{Payload, Pid};
 
 use super::live::Refused;
