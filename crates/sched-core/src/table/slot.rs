@@ -152,16 +152,16 @@ impl<T> Slot<T> {
 impl<T: Keyed> Slot<T> {
     /// The occupant's record if its PID is `pid`, with a count of its own.
     pub(super) fn get(&self, pid: Pid) -> Option<Arc<T>> {
-        self.read(|record| {
+        self.read(|raw| {
             // SAFETY: `read` holds the word locked: the slot's count keeps
             // the record alive until the word is unlocked.
-            let record = unsafe { &*record };
-            (record.pid() == pid).then(|| {
-                // SAFETY: as above, and the pointer came from
-                // `Arc::into_raw`; the count added here is the one the
-                // returned `Arc` owns.
+            let matches = unsafe { &*raw }.pid() == pid;
+            matches.then(|| {
+                // SAFETY: as above, and `raw` is the pointer the slot got
+                // from `Arc::into_raw` (not one derived from a shared
+                // reference, which may not write the count); the count
+                // added here is the one the returned `Arc` owns.
                 unsafe {
-                    let raw: *const T = record;
                     Arc::increment_strong_count(raw);
                     Arc::from_raw(raw)
                 }
