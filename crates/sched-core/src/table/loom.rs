@@ -12,7 +12,7 @@ use relay::Pid;
 
 use super::registry::Registry;
 use super::{Claim, IdCache, Keyed, ProcessTable};
-use crate::sync::{Arc, AtomicBool};
+use crate::sync::{fence, Arc, AtomicBool};
 
 #[derive(Debug)]
 struct Entry {
@@ -166,6 +166,37 @@ fn user_and_table_register_the_same_pid() {
             assert!(registry.unregister(guessed, &user, None).is_some());
         }
         assert!(registry.get(guessed).is_none());
+    });
+}
+
+/// Shutdown's sweep against a registration, as the engine runs them
+/// (`engine/shutdown.rs`, `engine/admission.rs`): the sweeper sets a flag,
+/// fences and lists the registry; the submitter allocates (publishing the
+/// slot's segment), registers (which fences) and reads the flag. Either the
+/// sweep lists the PID or the submitter sees the flag.
+#[test]
+fn a_sweep_sees_a_registration_or_the_registrant_sees_the_flag() {
+    loom::model(|| {
+        let registry = Arc::new(Registry::new(0));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let sweeper = {
+            let (registry, stopping) = (registry.clone(), stopping.clone());
+            thread::spawn(move || {
+                stopping.store(true, SeqCst);
+                fence(SeqCst);
+                registry.pids()
+            })
+        };
+        let pid = registry.allocate(None).unwrap();
+        let (record, _) = entry(pid);
+        assert!(registry.register(pid, &record, None));
+        let saw_flag = stopping.load(SeqCst);
+        let swept = sweeper.join().unwrap();
+        assert!(
+            saw_flag || swept.contains(&pid),
+            "the process escaped shutdown"
+        );
+        assert!(registry.unregister(pid, &record, None).is_some());
     });
 }
 
