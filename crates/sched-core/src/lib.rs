@@ -82,6 +82,7 @@ mod loom_models;
 mod panic_guard;
 mod record;
 mod sync;
+mod table;
 mod timer;
 mod worker;
 

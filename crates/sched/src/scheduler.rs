@@ -254,7 +254,8 @@ impl Scheduler {
             .spawn(Box::new(process), method, into_payload(input))
     }
 
-    /// A fresh PID on this scheduler's node.
+    /// A fresh PID on this scheduler's node, reserved for a later `submit`
+    /// (see [`Context::allocate_pid`](crate::Context::allocate_pid)).
     ///
     /// # Errors
     ///

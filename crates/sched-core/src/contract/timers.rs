@@ -197,7 +197,7 @@ impl Shared {
         delay: Duration,
         package: Package,
     ) -> Result<TimerId, SendError> {
-        let Some(record) = self.router.with(package.target(), Arc::clone) else {
+        let Some(record) = self.processes.get(package.target()) else {
             return Err(SendError::unknown_target(package));
         };
         let at = Instant::now().checked_add(delay).unwrap_or_else(far_future);

@@ -2,7 +2,6 @@
 //! the start hook) and releasing its slot when it ends.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::SeqCst;
 
 use relay::{Payload, Pid};
 
@@ -15,7 +14,7 @@ use crate::panic_guard::{drop_user_value, panic_message};
 use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
-use crate::sync::{fence, Arc};
+use crate::sync::Arc;
 use crate::worker::local;
 
 impl Shared {
@@ -38,9 +37,10 @@ impl Shared {
             })
     }
 
-    /// Submits under a fresh PID from this engine's allocator. A PID that a
-    /// user took for a process of their own (`submit` with a PID they
-    /// chose) is skipped: the process is submitted under the next free one.
+    /// Submits under a fresh PID from this engine's process table. A PID
+    /// that a user took for a process of their own (`submit` with a PID
+    /// they chose) is skipped: the process is submitted under the next free
+    /// one.
     pub(crate) fn spawn(
         &self,
         mut process: Box<dyn Process>,
@@ -49,8 +49,7 @@ impl Shared {
     ) -> Result<Completion, SubmitError> {
         loop {
             let pid = self
-                .pids
-                .allocate()
+                .allocate_pid()
                 .map_err(|e| SubmitError::PidsExhausted { node: e.node })?;
             match self.submit_or_return(pid, process, method, input) {
                 Ok(completion) => return Ok(completion),
@@ -58,7 +57,13 @@ impl Shared {
                     tracing::debug!(%pid, "spawn skipped a PID in use");
                     (process, input) = (back, back_input);
                 }
-                Err(Refusal::Other(error)) => return Err(error),
+                Err(Refusal::Other(error)) => {
+                    // Refused before registering (shutting down, full): the
+                    // slot is free again. After registering, ending the
+                    // process freed it already and this does nothing.
+                    self.with_ids(|ids| self.processes.cancel(pid, ids));
+                    return Err(error);
+                }
             }
         }
     }
@@ -83,9 +88,8 @@ impl Shared {
             })
         })?;
         let record = Arc::new(Record::new(pid, process));
-        if let Err(rejected) = self.router.register(pid, record.clone()) {
+        if !self.with_ids(|ids| self.processes.register(pid, &record, ids)) {
             self.release_live();
-            drop(rejected);
             // SAFETY: the record was never registered nor queued: we are
             // its only owner.
             let process = unsafe { record.with_body(|body| body.process.take()) }
@@ -118,10 +122,13 @@ impl Shared {
             return Err(Refusal::Other(SubmitError::Rejected { pid, error }));
         }
         // A shutdown that began after this process was admitted may have
-        // swept the routing table before the registration above: then we
-        // see its flag here and deliver the cancel ourselves. (SeqCst on
-        // both sides: shutdown sets the flag, fences, then sweeps.)
-        fence(SeqCst);
+        // swept the registry before the registration above: then we see its
+        // flag here and deliver the cancel ourselves. (SeqCst on both
+        // sides: shutdown sets the flag, fences, then sweeps; a successful
+        // `register` ends with its own `SeqCst` fence after publishing, so
+        // none is needed here. The sweep sees a table slot's record even if
+        // another thread published the slot's segment: that publication
+        // happens before the registration and so before the fence.)
         if self.live.is_stopping() {
             // The process is READY and not queued yet: this queues the
             // event and leaves the scheduling to the line below.
@@ -156,7 +163,7 @@ impl Shared {
                 tracing::debug!(%pid, message = %panic_message(&*panic), "close or drop panicked");
             }
         }
-        self.router.unregister(pid);
+        self.unregister(record);
         // Monitors, links or names attached while `init` or the start hook
         // ran (the PID was routable) resolve now: for them the process
         // never existed.

@@ -162,7 +162,7 @@ impl Shared {
     /// Delivers a request to `to`, answered through `asker`. When it cannot
     /// be delivered the asker is never told (the caller gets the error).
     fn ask(&self, from: Pid, to: Pid, payload: Payload, asker: Asker) -> Result<(), SendError> {
-        let Some(record) = self.router.with(to, Arc::clone) else {
+        let Some(record) = self.processes.get(to) else {
             return Err(SendError::unknown_target(Package::from_payload(
                 from, to, payload,
             )));

@@ -3,7 +3,7 @@
 use std::sync::Arc as StdArc;
 
 use crossbeam_utils::CachePadded;
-use relay::{Pid, PidAllocator, RemoteTransport, Router};
+use relay::{Pid, RemoteTransport};
 
 use super::control::Control;
 use super::shared::{Remote, Shared};
@@ -305,11 +305,10 @@ impl Builder {
             injector: Fifo::new(),
             remotes,
             sleepers: crate::worker::sleep::Sleepers::new(self.workers),
-            router: Router::new(),
+            processes: crate::table::registry::Registry::new(self.node),
             handlers: self.handlers,
             hooks: self.hooks,
             mailbox_capacity: self.mailbox_capacity,
-            pids: PidAllocator::new(self.node),
             live: Live::new(self.max_processes, self.workers + 1),
             exit: AtomicBool::new(false),
             dead_letters: CachePadded::new(AtomicU64::new(0)),

@@ -208,7 +208,11 @@ impl Context {
         self.shared.spawn(process, method, input)
     }
 
-    /// A fresh PID on this scheduler's node.
+    /// A fresh PID on this scheduler's node, reserved in the engine's
+    /// process table for a later [`submit`](crate::Engine::submit): no PID is
+    /// handed out twice, and a stale one never reaches a later process.
+    /// (A PID that is never submitted keeps its table slot, a few bytes,
+    /// for the engine's life.)
     ///
     /// # Errors
     ///
@@ -221,7 +225,7 @@ impl Context {
     /// assert_ne!(engine.allocate_pid().unwrap(), engine.allocate_pid().unwrap());
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, PidsExhausted> {
-        self.shared.pids.allocate()
+        self.shared.allocate_pid()
     }
 
     /// Ends the process `pid` with

@@ -67,11 +67,12 @@ impl Context {
     pub fn processes(&self) -> Vec<ProcessInfo> {
         let mut list: Vec<ProcessInfo> = self
             .shared()
-            .router
+            .processes
             .pids()
             .into_iter()
             .filter_map(|pid| {
-                self.shared().router.with(pid, |r| ProcessInfo {
+                let r = self.shared().processes.get(pid)?;
+                Some(ProcessInfo {
                     pid,
                     state: ProcessState::from_word(r.state.load()),
                     steps: r.steps.load(Relaxed),

@@ -27,7 +27,7 @@ enum Signal {
 impl Shared {
     /// Links `me` and `other` (both ways).
     fn link(&self, me: &Arc<Record>, other: Pid) {
-        let Some(peer) = self.router.with(other, Arc::clone) else {
+        let Some(peer) = self.processes.get(other) else {
             self.exit_signal(me, other, ExitReason::NoProcess);
             return;
         };
@@ -156,7 +156,7 @@ impl Output<'_> {
     pub fn unlink(&mut self, pid: Pid) {
         let shared = self.engine.context().shared();
         let me = self.timers.record;
-        let Some(peer) = shared.router.with(pid, Arc::clone) else {
+        let Some(peer) = shared.processes.get(pid) else {
             return;
         };
         shared.forget_link(me, &peer);

@@ -18,6 +18,7 @@ mod links;
 mod live;
 pub(crate) mod monitors;
 pub(crate) mod names;
+mod registration;
 mod remote;
 mod routing;
 pub(crate) mod shared;

@@ -146,7 +146,7 @@ impl Shared {
             target,
             id: next_id(),
         };
-        let record = self.router.with(target, Arc::clone);
+        let record = self.processes.get(target);
         let refused = match record {
             None => Some((ExitReason::NoProcess, watcher)),
             Some(record) => {
@@ -177,7 +177,7 @@ impl Shared {
 
     /// Detaches a monitor; `true` if it had not fired.
     pub(crate) fn remove_monitor(&self, monitor: MonitorId) -> bool {
-        let Some(record) = self.router.with(monitor.target, Arc::clone) else {
+        let Some(record) = self.processes.get(monitor.target) else {
             return false;
         };
         let removed = record.relations.with_existing(|related| {
@@ -272,7 +272,7 @@ impl Context {
     /// ```
     pub fn cancel(&self, pid: Pid) -> Result<(), TerminateError> {
         let shared = self.shared();
-        let Some(record) = shared.router.with(pid, Arc::clone) else {
+        let Some(record) = shared.processes.get(pid) else {
             return Err(TerminateError::NotFound(pid));
         };
         if let Some(wake) = record.deliver_cancel() {

@@ -101,7 +101,7 @@ impl Context {
     /// ```
     pub fn register_name(&self, name: &str, pid: Pid) -> Result<(), NameError> {
         let shared = self.shared();
-        let Some(record) = shared.router.with(pid, Arc::clone) else {
+        let Some(record) = shared.processes.get(pid) else {
             return Err(NameError::NoProcess(pid));
         };
         let name: StdArc<str> = StdArc::from(name);

@@ -29,7 +29,7 @@ impl Receiver for Inbox {
 #[cfg(not(loom))]
 pub(super) fn attach(shared: &Arc<Shared>) {
     if let Some(remote) = &shared.remote {
-        let node = shared.pids.node();
+        let node = shared.processes.node();
         tracing::debug!(node, "attaching the remote transport");
         remote.attach(node, std::sync::Arc::new(Inbox(Arc::downgrade(shared))));
     }

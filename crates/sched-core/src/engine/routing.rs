@@ -40,7 +40,7 @@ impl Shared {
     /// remote transport when there is one (one comparison for a local
     /// send); any other to the local process.
     pub(crate) fn send(&self, package: Package) -> Result<(), SendError> {
-        if package.target().node() != self.pids.node() {
+        if package.target().node() != self.processes.node() {
             if let Some(remote) = &self.remote {
                 return remote.send(package);
             }
@@ -54,10 +54,12 @@ impl Shared {
     pub(crate) fn send_local(&self, package: Package) -> Result<(), SendError> {
         let target = package.target();
         // A step on a worker first tries the record this worker resolved for
-        // the PID last time, skipping the routing table: its read lock is a
-        // read-modify-write on a line every worker touches (about a fifth of
-        // ping-pong). A cached record that refuses the message has ended;
-        // the table then says whether the PID is gone or taken anew.
+        // the PID last time, skipping the process table: a lookup there
+        // locks the slot for a reference-count increment, two
+        // read-modify-writes on a line the target's other senders share.
+        // The cached record is used borrowed (no count taken either). A
+        // cached record that refuses the message has ended; the table then
+        // says whether the PID is gone or taken anew.
         let mut package = Some(package);
         let cached = local::with_local(self, |local| {
             local.with_cached_route(target, |record| {
@@ -73,18 +75,16 @@ impl Shared {
             Some(result) => return result,
             None => {}
         }
-        let delivered = self.router.with(target, |record| {
-            let result = self.deliver_message(record, package.take().expect("taken once"));
-            if result.is_ok() {
-                local::with_local(self, |local| local.remember_route(record));
+        let package = package.expect("not taken unless delivered");
+        match self.processes.get(target) {
+            Some(record) => {
+                let result = self.deliver_message(&record, package);
+                if result.is_ok() {
+                    local::with_local(self, |local| local.remember_route(&record));
+                }
+                result
             }
-            result
-        });
-        match delivered {
-            Some(result) => result,
-            None => Err(SendError::unknown_target(
-                package.take().expect("not taken when there is no route"),
-            )),
+            None => Err(SendError::unknown_target(package)),
         }
     }
 
@@ -118,10 +118,7 @@ impl Shared {
     }
 
     pub(super) fn kill(&self, pid: Pid, flag: u32) -> bool {
-        // The record is taken out of the routing table first: waking it
-        // (queueing, waking a worker) happens without the table's shard
-        // lock, which the worker that ends the process needs.
-        let Some(record) = self.router.with(pid, Arc::clone) else {
+        let Some(record) = self.processes.get(pid) else {
             return false;
         };
         let wake = record.state.kill(flag);

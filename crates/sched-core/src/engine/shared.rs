@@ -2,7 +2,7 @@
 //! runnable process reaches a run queue.
 
 use crossbeam_utils::CachePadded;
-use relay::{Package, Payload, Pid, PidAllocator, Router, SendError};
+use relay::{Package, Payload, Pid, SendError};
 
 use super::hooks::Hooks;
 use super::live::Live;
@@ -36,12 +36,12 @@ pub(crate) struct Shared {
     pub(crate) injector: Fifo<Arc<Record>>,
     pub(crate) remotes: Box<[CachePadded<Remote>]>,
     pub(crate) sleepers: crate::worker::sleep::Sleepers,
-    pub(crate) router: Router<Arc<Record>>,
+    /// Every registered process, by PID (and the PIDs to hand out).
+    pub(crate) processes: crate::table::registry::Registry<Record>,
     pub(crate) handlers: Handlers,
     pub(crate) hooks: Hooks,
     /// `usize::MAX` when mailboxes are unbounded (no counting at all).
     pub(crate) mailbox_capacity: usize,
-    pub(crate) pids: PidAllocator,
     /// Live-process count and the stopping flag, one atomic word.
     pub(super) live: Live,
     pub(crate) exit: AtomicBool,
@@ -178,7 +178,7 @@ impl StepEngine for Shared {
     }
 
     fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
-        self.pids.allocate()
+        Shared::allocate_pid(self)
     }
 
     fn context(&self) -> &super::Context {

@@ -95,14 +95,12 @@ impl Shared {
     /// Sends [`Event::Cancel`](crate::Event::Cancel) to every registered process that has not
     /// had it yet, until `deadline`: past it, the rest are forced anyway.
     fn cancel_all(&self, deadline: Instant) {
-        for chunk in self.router.pids().chunks(SWEEP_CHUNK) {
+        for chunk in self.processes.pids().chunks(SWEEP_CHUNK) {
             if Instant::now() >= deadline {
                 return;
             }
             for &pid in chunk {
-                // Out of the table first, as in `kill`: no shard lock held
-                // while the process is woken.
-                let Some(record) = self.router.with(pid, Arc::clone) else {
+                let Some(record) = self.processes.get(pid) else {
                     continue;
                 };
                 if let Some(wake) = record.deliver_cancel() {
@@ -115,7 +113,7 @@ impl Shared {
     /// Marks every registered process to be ended as cancelled, and wakes
     /// it so a worker does.
     fn force_all(&self) {
-        for pid in self.router.pids() {
+        for pid in self.processes.pids() {
             self.kill(pid, FORCE);
         }
     }

@@ -9,6 +9,7 @@ use relay::Pid;
 use super::next_slot::NextSlot;
 use crate::record::Record;
 use crate::sync::{thread_local, Arc};
+use crate::table::IdCache;
 
 /// A worker's own run queues.
 ///
@@ -34,6 +35,9 @@ pub(crate) struct Local {
     /// ended keeps its record (not its process object, which ending drops)
     /// alive only until its entry is overwritten or the worker exits.
     routes: RefCell<Box<[Option<Arc<Record>>]>>,
+    /// Free process-table ids: this worker's PIDs come from here, and the
+    /// slots of processes that end here go back here.
+    pub(crate) ids: RefCell<IdCache>,
     pub(crate) lifo: deque::Worker<Arc<Record>>,
     pub(crate) fifo: deque::Worker<Arc<Record>>,
 }
@@ -54,6 +58,7 @@ impl Local {
             index,
             next: Arc::new(NextSlot::default()),
             routes: RefCell::new((0..ROUTES).map(|_| None).collect()),
+            ids: RefCell::new(IdCache::new()),
             lifo: deque::Worker::with_capacity(lifo_capacity),
             fifo,
         }

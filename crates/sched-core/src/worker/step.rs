@@ -268,7 +268,7 @@ impl Worker<'_> {
                 }
             }
         }
-        self.shared.router.unregister(record.pid);
+        self.shared.unregister(record);
         // Its monitors fire and its names are free once the PID is: a
         // watcher that reacts (a supervisor restarting it under the same
         // name) finds the name available.

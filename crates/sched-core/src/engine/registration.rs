@@ -1,0 +1,49 @@
+//! The engine's side of the process registry: which free-id cache a
+//! thread uses, allocating a PID, and taking a process out of the registry
+//! when it ends.
+
+use relay::{Pid, PidsExhausted};
+
+use super::shared::Shared;
+use crate::record::Record;
+use crate::sync::Arc;
+use crate::table::{IdCache, Keyed};
+use crate::worker::local;
+
+impl Keyed for Record {
+    fn pid(&self) -> Pid {
+        self.pid
+    }
+}
+
+impl Shared {
+    /// Runs `f` with this thread's free-id cache: its worker's, or none on
+    /// a thread that is not a worker of this engine (the registry's shared
+    /// pool serves those).
+    pub(crate) fn with_ids<R>(&self, f: impl FnOnce(Option<&mut IdCache>) -> R) -> R {
+        let mut f = Some(f);
+        let on_worker = local::with_local(self, |local| {
+            let f = f.take().expect("called once");
+            f(Some(&mut local.ids.borrow_mut()))
+        });
+        match on_worker {
+            Some(result) => result,
+            None => f.take().expect("not called on a worker")(None),
+        }
+    }
+
+    /// A fresh PID, reserved for a later `submit`.
+    pub(crate) fn allocate_pid(&self) -> Result<Pid, PidsExhausted> {
+        self.with_ids(|ids| self.processes.allocate(ids))
+    }
+
+    /// Takes `record`, whose process ended, out of the registry: its PID
+    /// finds nothing from now on, and its table slot is free for the next
+    /// generation.
+    pub(crate) fn unregister(&self, record: &Arc<Record>) {
+        let removed = self.with_ids(|ids| self.processes.unregister(record.pid, record, ids));
+        // Dropped outside the cache's borrow (it is not the last count: the
+        // caller holds one).
+        drop(removed);
+    }
+}

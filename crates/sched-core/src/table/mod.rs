@@ -1,0 +1,219 @@
+//! The process table: where the engine finds a process by the PID it
+//! allocated for it, without a lock shared by many processes.
+//!
+//! # How table PIDs look
+//!
+//! A table PID's id is `generation << 32 | (index + 1)`: the slot's index
+//! (plus one, so that no id is 0, the id of [`Pid::OUTSIDE`]) in the low 32
+//! bits and how many times the slot was used before in the high ones. The
+//! first use of each slot therefore has a small id, `<0.1>`, `<0.2>`, ...;
+//! its second use is `<0.4294967297>` for slot 0, and so on. A slot whose
+//! generations run out is retired, never reused: no id is handed out twice.
+//!
+//! # What it costs
+//!
+//! - allocating a PID takes an id from this thread's [`IdCache`] and stores
+//!   `RESERVED` into the slot: no shared write unless the cache runs dry
+//!   (once per `BLOCK` PIDs);
+//! - registering is one CAS on the slot, unregistering one CAS on the slot
+//!   (and the freed id goes to this thread's cache);
+//! - a lookup locks the slot for one reference-count increment (two
+//!   read-modify-writes on the slot's line, which only the process's own
+//!   senders share), then compares the record's PID.
+//!
+//! PIDs users choose (`submit` with a PID that was not allocated, or no
+//! longer reserved) do not go here: see [`Registry`](registry::Registry),
+//! which keeps them apart from these.
+
+mod free;
+pub(crate) mod registry;
+mod segments;
+mod slot;
+
+#[cfg(all(test, loom))]
+mod loom;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+use relay::{Pid, PidsExhausted};
+
+pub(crate) use free::IdCache;
+use free::Pool;
+use segments::Segments;
+
+use crate::sync::Arc;
+
+/// What the table needs of what it holds: the PID it is registered under,
+/// to tell a stale PID from the slot's current occupant.
+pub(crate) trait Keyed {
+    fn pid(&self) -> Pid;
+}
+
+/// Slot indices (so that `index + 1` fits the low 32 bits of an id).
+const INDICES: u64 = if segments::CAPACITY < u32::MAX as u64 {
+    segments::CAPACITY
+} else {
+    u32::MAX as u64
+};
+
+/// Generations of one slot; they also fit a reserved word's bits above
+/// its tag on any target.
+const GENERATIONS: u64 = if (usize::MAX >> 2) as u64 > u32::MAX as u64 {
+    1 << 32
+} else {
+    (usize::MAX >> 2) as u64 + 1
+};
+
+/// The id of slot `index`'s `generation`-th use.
+const fn encode(index: u64, generation: u64) -> u64 {
+    generation << 32 | (index + 1)
+}
+
+/// The slot index and generation of a table id, or `None` for an id no
+/// table hands out.
+fn decode(id: u64) -> Option<(u64, u32)> {
+    let low = id & u64::from(u32::MAX);
+    let generation = id >> 32;
+    (low != 0 && low <= INDICES && generation < GENERATIONS).then(|| (low - 1, generation as u32))
+}
+
+/// The id of the slot's next use after `id`, if it has generations left.
+fn successor(id: u64) -> Option<u64> {
+    let (index, generation) = decode(id)?;
+    let next = u64::from(generation) + 1;
+    (next < GENERATIONS).then(|| encode(index, next))
+}
+
+/// What registering in the table did.
+#[derive(Debug)]
+pub(crate) enum Claim<T> {
+    /// `pid` was reserved: the record is registered under it.
+    Registered,
+    /// `pid` is registered in the table already: the record comes back.
+    Live(Arc<T>),
+    /// `pid` is not reserved here (never allocated, of another node, or
+    /// its slot has moved on): the record comes back.
+    Unreserved(Arc<T>),
+}
+
+/// Slots indexed by PID, and the free ids to hand out.
+pub(crate) struct ProcessTable<T> {
+    node: u32,
+    segments: Segments<T>,
+    pool: Pool,
+}
+
+impl<T: Keyed> ProcessTable<T> {
+    pub(crate) fn new(node: u32) -> Self {
+        ProcessTable {
+            node,
+            segments: Segments::new(),
+            pool: Pool::new(),
+        }
+    }
+
+    /// The node whose PIDs this table hands out.
+    pub(crate) fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// A fresh PID, its slot reserved for it. `cache` is the calling
+    /// worker's (`None` on other threads).
+    pub(crate) fn allocate(&self, cache: Option<&mut IdCache>) -> Result<Pid, PidsExhausted> {
+        let exhausted = PidsExhausted { node: self.node };
+        let id = self.pool.take(cache).ok_or(exhausted)?;
+        let (index, generation) = decode(id).expect("free ids are table ids");
+        let slot = self.segments.get_or_grow(index).expect("free ids fit");
+        slot.reserve(generation);
+        Ok(Pid::new(self.node, id))
+    }
+
+    /// Registers `record` under `pid` if `pid` is reserved in this table;
+    /// otherwise hands `record` back, saying whether `pid` is registered
+    /// here already.
+    pub(crate) fn register(&self, pid: Pid, record: Arc<T>) -> Claim<T> {
+        let Some((slot, generation)) = self.slot(pid) else {
+            return Claim::Unreserved(record);
+        };
+        match slot.claim(generation, record) {
+            Ok(()) => Claim::Registered,
+            Err(record) if slot.holds(pid) => Claim::Live(record),
+            Err(record) => Claim::Unreserved(record),
+        }
+    }
+
+    /// Gives up the reservation of `pid` if it still stands (a spawn that
+    /// was refused before registering).
+    pub(crate) fn cancel(&self, pid: Pid, cache: Option<&mut IdCache>) {
+        if let Some((slot, generation)) = self.slot(pid) {
+            if slot.cancel(generation) {
+                self.release(pid, cache);
+            }
+        }
+    }
+
+    /// Removes `record` from `pid`'s slot if it is there, freeing the slot
+    /// for its next generation; returns the table's reference.
+    pub(crate) fn unregister(
+        &self,
+        pid: Pid,
+        record: &Arc<T>,
+        cache: Option<&mut IdCache>,
+    ) -> Option<Arc<T>> {
+        let (slot, _) = self.slot(pid)?;
+        let removed = slot.remove(record)?;
+        self.release(pid, cache);
+        Some(removed)
+    }
+
+    /// The record registered under `pid`, if any.
+    #[inline]
+    pub(crate) fn get(&self, pid: Pid) -> Option<Arc<T>> {
+        self.slot(pid)?.0.get(pid)
+    }
+
+    /// Whether a record is registered under `pid`.
+    pub(crate) fn holds(&self, pid: Pid) -> bool {
+        self.slot(pid).is_some_and(|(slot, _)| slot.holds(pid))
+    }
+
+    /// Every registered record's PID (each slot read once, in index order).
+    pub(crate) fn pids(&self) -> Vec<Pid> {
+        let mut pids = Vec::new();
+        self.segments.for_each(|_, slot| {
+            if let Some(pid) = slot.occupant_pid() {
+                pids.push(pid);
+            }
+        });
+        pids
+    }
+
+    /// The slot of `pid` and the generation `pid` names, if `pid` is a
+    /// table PID of this node whose segment exists.
+    #[inline]
+    fn slot(&self, pid: Pid) -> Option<(&slot::Slot<T>, u32)> {
+        if pid.node() != self.node {
+            return None;
+        }
+        let (index, generation) = decode(pid.id())?;
+        Some((self.segments.get(index)?, generation))
+    }
+
+    /// Frees `pid`'s slot for its next generation (retires it if it has
+    /// none left).
+    fn release(&self, pid: Pid, cache: Option<&mut IdCache>) {
+        match successor(pid.id()) {
+            Some(next) => self.pool.give(next, cache),
+            None => tracing::debug!(%pid, "process table slot retired"),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for ProcessTable<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessTable")
+            .field("node", &self.node)
+            .field("segments", &self.segments)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,132 @@
+//! The process table seen through the engine: slots are reused with new
+//! generations, a stale PID never reaches the slot's next process, and PIDs
+//! users pick by hand never duplicate the engine's.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use relay::{Package, Pid, SendErrorKind};
+use sched_core::*;
+
+/// A process that counts the messages it gets until it is cancelled.
+fn counting(count: Arc<AtomicUsize>) -> Box<dyn Process> {
+    process(move |events: &mut Events<'_>, out: &mut Output<'_>| {
+        for event in events {
+            match event {
+                Event::Message(_) => {
+                    count.fetch_add(1, Ordering::SeqCst);
+                }
+                Event::Cancel => {
+                    out.done(Box::new(()));
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        out.idle();
+        Ok(())
+    })
+}
+
+fn quick() -> Box<dyn Process> {
+    process(|_: &mut Events<'_>, out: &mut Output<'_>| {
+        out.done(Box::new(()));
+        Ok(())
+    })
+}
+
+/// The slot index of a table PID (its id's low half, less one).
+fn slot_of(pid: Pid) -> u64 {
+    (pid.id() & u64::from(u32::MAX)) - 1
+}
+
+#[test]
+fn a_stale_pid_never_reaches_the_next_process_in_its_slot() {
+    let engine = started(1);
+    let rounds = if cfg!(miri) { 10 } else { 400 };
+    let mut ended = Vec::new();
+    for _ in 0..rounds {
+        let pid = engine.allocate_pid().unwrap();
+        let done = engine.submit(pid, quick(), "run", Box::new(())).unwrap();
+        wait(done).unwrap();
+        ended.push(pid);
+    }
+    let count = Arc::new(AtomicUsize::new(0));
+    let live = engine.allocate_pid().unwrap();
+    let running = engine
+        .submit(live, counting(count.clone()), "run", Box::new(()))
+        .unwrap();
+    if !cfg!(miri) {
+        // Freed slots came back (through the worker's cache and the pool)
+        // under new generations.
+        let slots: std::collections::HashSet<u64> = ended.iter().map(|&p| slot_of(p)).collect();
+        assert!(slots.len() < ended.len(), "no slot was reused");
+    }
+    for &old in &ended {
+        assert_ne!(old, live);
+        let err = engine
+            .send(Package::new(Pid::OUTSIDE, old, ()))
+            .unwrap_err();
+        assert_eq!(
+            err.kind(),
+            SendErrorKind::UnknownTarget,
+            "{old} reached {live}"
+        );
+    }
+    engine.send(Package::new(Pid::OUTSIDE, live, ())).unwrap();
+    let report = engine.shutdown(PATIENCE);
+    assert_eq!(report.forced, 0);
+    drop(running);
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "only the message to its own PID"
+    );
+}
+
+#[test]
+fn pids_chosen_by_hand_and_allocated_ones_never_coincide() {
+    let engine = started(2);
+    // The first ids a thread outside the workers is handed are 1, 2, ...
+    let first = engine.allocate_pid().unwrap();
+    let guessed = Pid::local(first.id() + 1);
+    let count = Arc::new(AtomicUsize::new(0));
+    let mine = engine
+        .submit(guessed, counting(count.clone()), "run", Box::new(()))
+        .unwrap();
+    // The table reaches the id the user took: it is skipped.
+    let spawned: Vec<Completion> = (0..3)
+        .map(|_| engine.spawn(quick(), "run", Box::new(())).unwrap())
+        .collect();
+    assert!(spawned.iter().all(|c| c.pid() != guessed));
+    // A live allocated PID submitted again by hand is a duplicate.
+    let holder = engine
+        .submit(first, counting(count.clone()), "run", Box::new(()))
+        .unwrap();
+    let err = engine
+        .submit(first, quick(), "run", Box::new(()))
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::DuplicatePid(pid) if pid == first));
+    let err = engine
+        .submit(guessed, quick(), "run", Box::new(()))
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::DuplicatePid(pid) if pid == guessed));
+    // Both get their own messages.
+    engine
+        .send(Package::new(Pid::OUTSIDE, guessed, ()))
+        .unwrap();
+    engine.send(Package::new(Pid::OUTSIDE, first, ())).unwrap();
+    let mut pids: Vec<Pid> = engine.processes().iter().map(|p| p.pid).collect();
+    pids.sort();
+    assert!(pids.contains(&first) && pids.contains(&guessed));
+    for done in spawned {
+        wait(done).unwrap();
+    }
+    let report = engine.shutdown(PATIENCE);
+    assert_eq!(report.forced, 0);
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    drop((mine, holder));
+}
