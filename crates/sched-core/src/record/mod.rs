@@ -21,7 +21,7 @@ use crate::timer::TimerId;
 use slot::ResultSlot;
 use state::{StateWord, Wake};
 
-/// One process, shared by the routing table, the run queues, completers
+/// One process, shared by the process table, the run queues, completers
 /// and the submitter's [`Completion`](crate::Completion) handle.
 ///
 /// The `body` is only touched by whoever owns the process: the submitting
