@@ -40,6 +40,8 @@ const CHILD: &str = "SCHED_PROBE_MEMORY";
 
 #[path = "common/filter.rs"]
 mod filter;
+#[path = "common/latch.rs"]
+mod latch;
 #[path = "sched_probe/latency.rs"]
 mod latency;
 #[path = "sched_probe/switches.rs"]

@@ -19,8 +19,7 @@
 //! and a condition variable) that both sides use the same way.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
@@ -49,37 +48,9 @@ const SKYNET_SUM: u64 = 499_999_500_000;
 /// The command the fan-out processes yield.
 const REMOTE: CommandId = CommandId(1);
 
-/// Counts down from `n`; the thread in [`wait`](Latch::wait) wakes when it
-/// reaches zero.
-struct Latch {
-    left: AtomicUsize,
-    done: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Latch {
-    fn new(n: usize) -> Arc<Self> {
-        Arc::new(Latch {
-            left: AtomicUsize::new(n),
-            done: Mutex::new(false),
-            cv: Condvar::new(),
-        })
-    }
-
-    fn count_down(&self) {
-        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            *self.done.lock().unwrap() = true;
-            self.cv.notify_all();
-        }
-    }
-
-    fn wait(&self) {
-        let mut done = self.done.lock().unwrap();
-        while !*done {
-            done = self.cv.wait(done).unwrap();
-        }
-    }
-}
+#[path = "common/latch.rs"]
+mod latch;
+use latch::Latch;
 
 fn engine() -> Engine {
     let engine = Engine::builder().workers(WORKERS).build();

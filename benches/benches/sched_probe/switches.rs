@@ -6,8 +6,7 @@
 //! completing thread's own involuntary switches say whether the workers
 //! starve it (preempt it to spin or yield).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -17,6 +16,7 @@ use sched_core::{
     Process, Rejected, Tag,
 };
 
+use super::latch::Latch;
 use super::{runtime, WORKERS};
 
 const TASKS: usize = 1_000;
@@ -33,34 +33,6 @@ fn switches(who: libc::c_int) -> (u64, u64) {
         usage
     };
     (usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)
-}
-
-struct Latch {
-    left: AtomicUsize,
-    done: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Latch {
-    fn new(n: usize) -> Arc<Self> {
-        Arc::new(Latch {
-            left: AtomicUsize::new(n),
-            done: Mutex::new(false),
-            cv: Condvar::new(),
-        })
-    }
-    fn count_down(&self) {
-        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            *self.done.lock().expect("latch") = true;
-            self.cv.notify_all();
-        }
-    }
-    fn wait(&self) {
-        let mut done = self.done.lock().expect("latch");
-        while !*done {
-            done = self.cv.wait(done).expect("latch");
-        }
-    }
 }
 
 struct FanOut {
