@@ -99,11 +99,30 @@ impl Shared {
         if let Some(record) = record {
             self.injector.push(record);
         }
-        // `Some(false)`: the process went to an empty `next` slot; nobody
-        // needs waking for it, unless no parked worker watches the slots
-        // (then one is woken once, and watches from then on).
-        if notify != Some(false) || self.sleepers.needs_watcher() {
-            self.sleepers.notify_one();
+        match notify {
+            // The global queue: only a woken (or searching) worker will
+            // look, so the full protocol (a fence, then the checks).
+            None => self.sleepers.notify_one(),
+            // This worker's own deque: it is running and drains its queues
+            // before it can park, so a wakeup only shares the work. One
+            // relaxed load decides (no fence per continued process, which
+            // was a sixth of a continuing step): a worker parking at this
+            // very moment may be missed, and is then covered by the
+            // watcher, which looks for work to steal every millisecond
+            // while some worker is busy.
+            Some(true) => {
+                if self.sleepers.anyone_parked() {
+                    self.sleepers.notify_one();
+                }
+            }
+            // An empty `next` slot: nobody needs waking for it, unless no
+            // parked worker watches the slots (then one is woken once, and
+            // watches from then on).
+            Some(false) => {
+                if self.sleepers.needs_watcher() {
+                    self.sleepers.notify_one();
+                }
+            }
         }
     }
 

@@ -240,6 +240,12 @@ impl Sleepers {
         }
     }
 
+    /// Whether some worker is parked (or about to park), by a relaxed load:
+    /// for wakeups that only share work a running worker will do anyway.
+    pub(crate) fn anyone_parked(&self) -> bool {
+        self.count.load(Relaxed) > 0
+    }
+
     /// Whether a process just put in a `next` slot should wake a parked
     /// worker to watch over it: some worker sleeps and none watches (they
     /// all parked while the engine was idle). Once one watches, this is
