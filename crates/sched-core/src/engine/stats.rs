@@ -94,7 +94,10 @@ pub struct Stats {
     pub workers: Vec<WorkerStats>,
     /// Processes waiting in the global queue.
     pub global_queue_len: usize,
-    /// Processes submitted and not yet ended.
+    /// Processes submitted and not yet ended. Without a
+    /// `max_processes` limit this sums per-worker counts one after the
+    /// other, so under concurrent submissions and ends it is a close
+    /// snapshot rather than an exact instant (exact once nothing changes).
     pub live_processes: usize,
     /// Workers parked (or about to park) at the time of the snapshot.
     pub parked_workers: usize,
