@@ -88,7 +88,7 @@ impl Completion {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn wait(self) -> Outcome {
-        let slot = &self.record.slot;
+        let slot = self.record.slot.locked();
         let mut inner = slot.inner.lock();
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
@@ -111,7 +111,7 @@ impl Completion {
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Outcome> {
         let deadline = Instant::now() + timeout;
-        let slot = &self.record.slot;
+        let slot = self.record.slot.locked();
         let mut inner = slot.inner.lock();
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
@@ -139,7 +139,7 @@ impl Completion {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn try_take(&mut self) -> Option<Outcome> {
-        let mut inner = self.record.slot.inner.lock();
+        let mut inner = self.record.slot.locked().inner.lock();
         if matches!(inner.state, SlotState::Taken) {
             return Some(Err(ExitError::AlreadyTaken));
         }

@@ -7,10 +7,12 @@
 
 use std::task::Waker;
 
-use crate::contract::outcome::{ExitError, Outcome};
-use std::sync::atomic::Ordering::AcqRel;
+use std::fmt;
+use std::ptr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
-use crate::sync::{AtomicU8, Condvar, Mutex};
+use crate::contract::outcome::{ExitError, Outcome};
+use crate::sync::{AtomicPtr, AtomicU8, Condvar, Mutex};
 
 /// Where a process's outcome is delivered, exactly once.
 ///
@@ -21,12 +23,52 @@ use crate::sync::{AtomicU8, Condvar, Mutex};
 /// comes second in that word's order sees the other's bit and does the
 /// rest: the end hands the outcome back when the handle was already gone,
 /// the handle's drop takes the stored outcome when the end came first.
-/// The lock is taken only where a waker or a stored outcome is involved.
-#[derive(Debug, Default)]
+/// The lock is taken only where a waker or a stored outcome is involved,
+/// and it is allocated only then: an idle process whose handle was dropped
+/// carries two words here instead of a lock, a condition variable and
+/// what they guard (80 bytes).
 pub(crate) struct ResultSlot {
+    flags: AtomicU8,
+    /// Null until a path needs the lock; then set once (see
+    /// [`ResultSlot::locked`]) and freed with the slot.
+    locked: AtomicPtr<Locked>,
+}
+
+/// The lock and the condition variable of a slot, and what they guard.
+#[derive(Debug, Default)]
+pub(crate) struct Locked {
     pub(super) inner: Mutex<Inner>,
     pub(super) ready: Condvar,
-    flags: AtomicU8,
+}
+
+impl Default for ResultSlot {
+    fn default() -> Self {
+        ResultSlot {
+            flags: AtomicU8::new(0),
+            locked: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
+impl fmt::Debug for ResultSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResultSlot")
+            .field("flags", &self.flags.load(Acquire))
+            .field("locked_part", &!self.locked.load(Acquire).is_null())
+            .finish()
+    }
+}
+
+impl Drop for ResultSlot {
+    fn drop(&mut self) {
+        let locked = self.locked.load(Acquire);
+        if !locked.is_null() {
+            // SAFETY: a non-null pointer came from `Box::into_raw` in
+            // `install`, was installed once, and `&mut self` means no
+            // reference to it is left.
+            drop(unsafe { Box::from_raw(locked) });
+        }
+    }
 }
 
 /// `set` ran: the process has ended.
@@ -75,6 +117,40 @@ pub(super) enum SlotState {
 pub(crate) type Displaced = Option<Waker>;
 
 impl ResultSlot {
+    /// The locked part, allocated by the first caller that needs it. Two
+    /// racing callers may both allocate; the one whose CAS loses frees its
+    /// copy and uses the winner's, so every caller sees the same lock.
+    pub(super) fn locked(&self) -> &Locked {
+        let current = self.locked.load(Acquire);
+        if current.is_null() {
+            return self.install();
+        }
+        // SAFETY: a non-null pointer is the installed box, freed only by
+        // `Drop`, which `&self` rules out; the Acquire load synchronised
+        // with its installation.
+        unsafe { &*current }
+    }
+
+    #[cold]
+    fn install(&self) -> &Locked {
+        let fresh = Box::into_raw(Box::<Locked>::default());
+        match self
+            .locked
+            .compare_exchange(ptr::null_mut(), fresh, AcqRel, Acquire)
+        {
+            // SAFETY: installed just now; freed only by `Drop`.
+            Ok(_) => unsafe { &*fresh },
+            Err(winner) => {
+                // SAFETY: `fresh` was never shared; `winner` is the
+                // installed box, freed only by `Drop`.
+                unsafe {
+                    drop(Box::from_raw(fresh));
+                    &*winner
+                }
+            }
+        }
+    }
+
     /// Stores the outcome and wakes waiters, blocking and async alike.
     /// Called once per process, when it ends.
     /// Hands the outcome back when its handle is gone: nobody will take it,
@@ -88,23 +164,23 @@ impl ResultSlot {
             // watches: nobody can take the outcome or needs a wakeup.
             return Some(outcome);
         }
-        let mut shared = self.inner.lock();
+        let mut locked = self.locked().inner.lock();
         debug_assert!(
-            matches!(shared.state, SlotState::Pending | SlotState::Abandoned),
+            matches!(locked.state, SlotState::Pending | SlotState::Abandoned),
             "outcome reported twice"
         );
         // A watcher registered after `ENDED` was set sees it and does not
         // wait; one registered before is in the list.
-        let watchers = shared.watchers.take().map(|w| w.list).unwrap_or_default();
-        let waiter = shared.waiter.take();
-        let unwanted = if before & ABANDONED != 0 || matches!(shared.state, SlotState::Abandoned) {
+        let watchers = locked.watchers.take().map(|w| w.list).unwrap_or_default();
+        let waiter = locked.waiter.take();
+        let unwanted = if before & ABANDONED != 0 || matches!(locked.state, SlotState::Abandoned) {
             Some(outcome)
         } else {
-            shared.state = SlotState::Ready(outcome);
+            locked.state = SlotState::Ready(outcome);
             None
         };
-        drop(shared);
-        self.ready.notify_all();
+        drop(locked);
+        self.locked().ready.notify_all();
         if let Some(waiter) = waiter {
             waiter.wake();
         }
@@ -124,13 +200,13 @@ impl ResultSlot {
             // and keeps nothing.
             return (None, None);
         }
-        let mut shared = self.inner.lock();
-        let waiter = shared.waiter.take();
-        let outcome = match std::mem::replace(&mut shared.state, SlotState::Abandoned) {
+        let mut locked = self.locked().inner.lock();
+        let waiter = locked.waiter.take();
+        let outcome = match std::mem::replace(&mut locked.state, SlotState::Abandoned) {
             SlotState::Ready(outcome) => Some(outcome),
             SlotState::Pending | SlotState::Abandoned => None,
             SlotState::Taken => {
-                shared.state = SlotState::Taken;
+                locked.state = SlotState::Taken;
                 None
             }
         };
@@ -152,29 +228,33 @@ impl ResultSlot {
     /// registered, replacing the one a previous poll left unless it would
     /// wake the same task.
     pub(super) fn poll_take(&self, waker: &Waker) -> Option<Outcome> {
-        let mut shared = self.inner.lock();
-        if let Some(outcome) = Self::take(&mut shared.state) {
-            let stale = shared.waiter.take();
-            drop(shared);
+        let mut locked = self.locked().inner.lock();
+        if let Some(outcome) = Self::take(&mut locked.state) {
+            let stale = locked.waiter.take();
+            drop(locked);
             drop(stale);
             return Some(outcome);
         }
-        if matches!(shared.state, SlotState::Taken) {
+        if matches!(locked.state, SlotState::Taken) {
             return Some(Err(ExitError::AlreadyTaken));
         }
         // So that the handle's drop takes the lock, and the waker with it.
         self.flags.fetch_or(POLLED, AcqRel);
-        let stale = match &mut shared.waiter {
+        let stale = match &mut locked.waiter {
             Some(registered) if registered.will_wake(waker) => None,
             slot => slot.replace(waker.clone()),
         };
-        drop(shared);
+        drop(locked);
         drop(stale);
         None
     }
 
     pub(super) fn is_ready(&self) -> bool {
-        matches!(self.inner.lock().state, SlotState::Ready(_))
+        // The end sets `ENDED` before it stores the outcome.
+        if self.flags.load(Acquire) & ENDED == 0 {
+            return false;
+        }
+        matches!(self.locked().inner.lock().state, SlotState::Ready(_))
     }
 
     /// For an `Abandoned` future: `true` if the process has ended;
@@ -182,13 +262,13 @@ impl ResultSlot {
     /// key on the first poll. The displaced waker is the caller's to drop
     /// once the lock is released.
     pub(crate) fn watch(&self, key: &mut Option<u64>, waker: &Waker) -> (bool, Displaced) {
-        let mut shared = self.inner.lock();
+        let mut locked = self.locked().inner.lock();
         // Set under the lock, before the waker is listed: an end that does
         // not see `WATCHED` has set `ENDED`, seen here.
         if self.flags.fetch_or(WATCHED, AcqRel) & ENDED != 0 {
             return (true, None);
         }
-        let watchers = shared.watchers.get_or_insert_with(Box::default);
+        let watchers = locked.watchers.get_or_insert_with(Box::default);
         let known = key.and_then(|k| watchers.list.iter_mut().find(|(at, _)| *at == k));
         if let Some((_, registered)) = known {
             if registered.will_wake(waker) {
@@ -207,8 +287,8 @@ impl ResultSlot {
     /// An `Abandoned` future is dropped: its waker leaves the list (and is
     /// handed back, to be dropped outside the lock).
     pub(crate) fn unwatch(&self, key: u64) -> Displaced {
-        let mut shared = self.inner.lock();
-        let watchers = shared.watchers.as_mut()?;
+        let mut locked = self.locked().inner.lock();
+        let watchers = locked.watchers.as_mut()?;
         let at = watchers.list.iter().position(|(k, _)| *k == key)?;
         Some(watchers.list.swap_remove(at).1)
     }
@@ -216,7 +296,8 @@ impl ResultSlot {
     /// How many `Abandoned` futures are registered (for tests).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn watchers(&self) -> usize {
-        self.inner
+        self.locked()
+            .inner
             .lock()
             .watchers
             .as_ref()

@@ -1,6 +1,7 @@
 //! Loom models of the outcome slot's lock-free paths: the end racing the
-//! handle's drop, with and without a registered waker, and the end racing a
-//! watcher's registration.
+//! handle's drop, with and without a registered waker, the end racing a
+//! watcher's registration, and the end racing a poll when both allocate
+//! the slot's locked part.
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::task::{Wake, Waker};
@@ -82,5 +83,35 @@ fn a_watcher_racing_the_end_is_never_left_waiting() {
             ended || woken.0.load(SeqCst) == 1,
             "the watcher neither saw the end nor was woken"
         );
+    });
+}
+
+/// The handle is alive and polled for the first time while the process
+/// ends: both need the slot's locked part, which neither has allocated
+/// yet. Whichever installs it second must use the first one's, or the
+/// outcome lands in a lock the poll never looks at and the task is never
+/// woken.
+#[test]
+fn a_first_poll_racing_the_end_gets_the_outcome_or_a_wakeup() {
+    loom::model(|| {
+        let slot = Arc::new(ResultSlot::default());
+        let (woken, waker) = counter();
+        let end = {
+            let slot = slot.clone();
+            thread::spawn(move || slot.set(Ok(Box::new(5u16))).is_none())
+        };
+        let polled = slot.poll_take(&waker);
+        assert!(
+            end.join().unwrap(),
+            "the handle is alive: the outcome is kept"
+        );
+        match polled {
+            Some(outcome) => assert_eq!(*outcome.unwrap().downcast::<u16>().unwrap(), 5),
+            None => {
+                assert_eq!(woken.0.load(SeqCst), 1, "registered, so woken");
+                let again = slot.poll_take(&waker).expect("ready after the wakeup");
+                assert_eq!(*again.unwrap().downcast::<u16>().unwrap(), 5);
+            }
+        }
     });
 }
