@@ -200,7 +200,12 @@ impl Builder {
     /// # drop(engine);
     /// ```
     pub fn mailbox_capacity(mut self, capacity: usize) -> Self {
-        self.mailbox_capacity = capacity;
+        // A mailbox counts in 32 bits (see `record/mailbox.rs`).
+        self.mailbox_capacity = if capacity >= crate::record::mailbox::MAX_CAPACITY {
+            usize::MAX
+        } else {
+            capacity
+        };
         self
     }
 

@@ -2,7 +2,7 @@
 //! (or to the remote transport, for a PID of another node), and what
 //! happens to events no step will read.
 
-use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 use relay::{Package, Pid, SendError, SendErrorKind};
 
@@ -96,8 +96,7 @@ impl Shared {
         package: Package,
     ) -> Result<(), SendError> {
         let bounded = self.mailbox_capacity != usize::MAX;
-        if bounded && record.mailbox.fetch_add(1, AcqRel) >= self.mailbox_capacity {
-            record.mailbox.fetch_sub(1, AcqRel);
+        if bounded && !record.mailbox.reserve(self.mailbox_capacity) {
             return Err(SendError::full(package));
         }
         match record.deliver(Event::Message(package)) {
@@ -107,7 +106,7 @@ impl Shared {
             }
             Err(event) => {
                 if bounded {
-                    record.mailbox.fetch_sub(1, AcqRel);
+                    record.mailbox.release(1);
                 }
                 match event {
                     Event::Message(p) => Err(SendError::closed(p)),

@@ -12,58 +12,65 @@ use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
 use crate::contract::outcome::{ExitError, Outcome};
-use crate::sync::{AtomicPtr, AtomicU8, Condvar, Mutex};
+use crate::sync::{AtomicPtr, Condvar, Mutex};
 
 /// Where a process's outcome is delivered, exactly once.
 ///
 /// Most handles are dropped unawaited and most processes are never watched:
-/// for them neither the handle's drop nor the end takes the lock. `flags`
-/// says who is or was there (`ENDED`, `ABANDONED`, `POLLED`, `WATCHED`),
-/// each side sets its bit with one read-modify-write, and the one that
-/// comes second in that word's order sees the other's bit and does the
-/// rest: the end hands the outcome back when the handle was already gone,
-/// the handle's drop takes the stored outcome when the end came first.
-/// The lock is taken only where a waker or a stored outcome is involved,
-/// and it is allocated only then: an idle process whose handle was dropped
-/// carries two words here instead of a lock, a condition variable and
-/// what they guard (80 bytes).
+/// for them neither the handle's drop nor the end takes the lock. The flag
+/// bits of `word` say who is or was there (`ENDED`, `ABANDONED`, `POLLED`,
+/// `WATCHED`), each side sets its bit with one read-modify-write, and the
+/// one that comes second in that word's order sees the other's bit and
+/// does the rest: the end hands the outcome back when the handle was
+/// already gone, the handle's drop takes the stored outcome when the end
+/// came first. The lock is taken only where a waker or a stored outcome is
+/// involved, and it is allocated only then: an idle process whose handle
+/// was dropped carries one word here instead of a lock, a condition
+/// variable and what they guard (80 bytes).
 pub(crate) struct ResultSlot {
-    flags: AtomicU8,
-    /// Null until a path needs the lock; then set once (see
-    /// [`ResultSlot::locked`]) and freed with the slot.
-    locked: AtomicPtr<Locked>,
+    /// The address of the locked part (null until a path needs it; then
+    /// set once by [`ResultSlot::locked`] and freed with the slot), with
+    /// the flags in its low bits, which `Locked`'s alignment leaves free.
+    /// One word, so that a record is small enough for the allocator's next
+    /// size class down.
+    word: AtomicPtr<Locked>,
 }
 
 /// The lock and the condition variable of a slot, and what they guard.
+/// Aligned so that the low four bits of its address are free for flags.
 #[derive(Debug, Default)]
+#[repr(align(16))]
 pub(crate) struct Locked {
     pub(super) inner: Mutex<Inner>,
     pub(super) ready: Condvar,
 }
 
+/// The flag bits of a slot's word.
+const FLAGS: usize = 0b1111;
+
 impl Default for ResultSlot {
     fn default() -> Self {
         ResultSlot {
-            flags: AtomicU8::new(0),
-            locked: AtomicPtr::new(ptr::null_mut()),
+            word: AtomicPtr::new(ptr::null_mut()),
         }
     }
 }
 
 impl fmt::Debug for ResultSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let word = self.word.load(Acquire);
         f.debug_struct("ResultSlot")
-            .field("flags", &self.flags.load(Acquire))
-            .field("locked_part", &!self.locked.load(Acquire).is_null())
+            .field("flags", &(word.addr() & FLAGS))
+            .field("locked_part", &!address_of(word).is_null())
             .finish()
     }
 }
 
 impl Drop for ResultSlot {
     fn drop(&mut self) {
-        let locked = self.locked.load(Acquire);
+        let locked = address_of(self.word.load(Acquire));
         if !locked.is_null() {
-            // SAFETY: a non-null pointer came from `Box::into_raw` in
+            // SAFETY: a non-null address came from `Box::into_raw` in
             // `install`, was installed once, and `&mut self` means no
             // reference to it is left.
             drop(unsafe { Box::from_raw(locked) });
@@ -71,14 +78,20 @@ impl Drop for ResultSlot {
     }
 }
 
+/// The locked part's address in a slot's word, without the flags (the
+/// pointer keeps its provenance: only its address changes).
+fn address_of(word: *mut Locked) -> *mut Locked {
+    word.map_addr(|a| a & !FLAGS)
+}
+
 /// `set` ran: the process has ended.
-const ENDED: u8 = 1;
+pub(super) const ENDED: usize = 1;
 /// The `Completion` was dropped.
-const ABANDONED: u8 = 2;
+pub(super) const ABANDONED: usize = 2;
 /// The `Completion` registered a waker (it was awaited) at some point.
-const POLLED: u8 = 4;
+pub(super) const POLLED: usize = 4;
 /// An `Abandoned` future registered a waker at some point.
-const WATCHED: u8 = 8;
+pub(super) const WATCHED: usize = 8;
 
 /// What the slot's lock guards.
 #[derive(Debug, Default)]
@@ -117,36 +130,72 @@ pub(super) enum SlotState {
 pub(crate) type Displaced = Option<Waker>;
 
 impl ResultSlot {
+    /// Sets `flag` in one read-modify-write and returns the flags as they
+    /// were (a CAS loop: `AtomicPtr` has no `fetch_or` on stable Rust).
+    fn raise(&self, flag: usize) -> usize {
+        let mut current = self.word.load(Acquire);
+        loop {
+            let next = current.map_addr(|a| a | flag);
+            match self
+                .word
+                .compare_exchange_weak(current, next, AcqRel, Acquire)
+            {
+                Ok(_) => return current.addr() & FLAGS,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// The flags as they are now (for tests).
+    #[cfg(test)]
+    pub(super) fn flags(&self) -> usize {
+        self.word.load(Acquire).addr() & FLAGS
+    }
+
+    /// Whether the locked part was allocated (for tests).
+    #[cfg(all(test, not(loom)))]
+    fn has_locked_part(&self) -> bool {
+        !address_of(self.word.load(Acquire)).is_null()
+    }
+
     /// The locked part, allocated by the first caller that needs it. Two
     /// racing callers may both allocate; the one whose CAS loses frees its
     /// copy and uses the winner's, so every caller sees the same lock.
     pub(super) fn locked(&self) -> &Locked {
-        let current = self.locked.load(Acquire);
-        if current.is_null() {
-            return self.install();
+        let current = self.word.load(Acquire);
+        let installed = address_of(current);
+        if installed.is_null() {
+            return self.install(current);
         }
-        // SAFETY: a non-null pointer is the installed box, freed only by
+        // SAFETY: a non-null address is the installed box, freed only by
         // `Drop`, which `&self` rules out; the Acquire load synchronised
         // with its installation.
-        unsafe { &*current }
+        unsafe { &*installed }
     }
 
     #[cold]
-    fn install(&self) -> &Locked {
+    fn install(&self, mut current: *mut Locked) -> &Locked {
         let fresh = Box::into_raw(Box::<Locked>::default());
-        match self
-            .locked
-            .compare_exchange(ptr::null_mut(), fresh, AcqRel, Acquire)
-        {
-            // SAFETY: installed just now; freed only by `Drop`.
-            Ok(_) => unsafe { &*fresh },
-            Err(winner) => {
-                // SAFETY: `fresh` was never shared; `winner` is the
+        loop {
+            let installed = address_of(current);
+            if !installed.is_null() {
+                // SAFETY: `fresh` was never shared; `installed` is the
                 // installed box, freed only by `Drop`.
                 unsafe {
                     drop(Box::from_raw(fresh));
-                    &*winner
+                    return &*installed;
                 }
+            }
+            // Keeps whatever flags are set: they may change under us, and
+            // then the CAS fails and we look again.
+            let next = fresh.map_addr(|a| a | (current.addr() & FLAGS));
+            match self
+                .word
+                .compare_exchange_weak(current, next, AcqRel, Acquire)
+            {
+                // SAFETY: installed just now; freed only by `Drop`.
+                Ok(_) => return unsafe { &*fresh },
+                Err(seen) => current = seen,
             }
         }
     }
@@ -157,7 +206,7 @@ impl ResultSlot {
     /// and the caller drops it (a record can outlive its process in caches,
     /// and must not keep a result nobody can read).
     pub(crate) fn set(&self, outcome: Outcome) -> Option<Outcome> {
-        let before = self.flags.fetch_or(ENDED, AcqRel);
+        let before = self.raise(ENDED);
         debug_assert!(before & ENDED == 0, "a process ends once");
         if before & (ABANDONED | POLLED | WATCHED) == ABANDONED {
             // The handle is gone, it never registered a waker, and nobody
@@ -194,7 +243,7 @@ impl ResultSlot {
     /// back to be dropped, one still to come will not be kept. The handle's
     /// waker is handed back too, to be dropped outside the lock.
     pub(super) fn abandon(&self) -> (Option<Outcome>, Displaced) {
-        let before = self.flags.fetch_or(ABANDONED, AcqRel);
+        let before = self.raise(ABANDONED);
         if before & (ENDED | POLLED) == 0 {
             // No outcome yet and no waker of ours: the end sees `ABANDONED`
             // and keeps nothing.
@@ -239,7 +288,7 @@ impl ResultSlot {
             return Some(Err(ExitError::AlreadyTaken));
         }
         // So that the handle's drop takes the lock, and the waker with it.
-        self.flags.fetch_or(POLLED, AcqRel);
+        self.raise(POLLED);
         let stale = match &mut locked.waiter {
             Some(registered) if registered.will_wake(waker) => None,
             slot => slot.replace(waker.clone()),
@@ -251,7 +300,7 @@ impl ResultSlot {
 
     pub(super) fn is_ready(&self) -> bool {
         // The end sets `ENDED` before it stores the outcome.
-        if self.flags.load(Acquire) & ENDED == 0 {
+        if self.word.load(Acquire).addr() & ENDED == 0 {
             return false;
         }
         matches!(self.locked().inner.lock().state, SlotState::Ready(_))
@@ -265,7 +314,7 @@ impl ResultSlot {
         let mut locked = self.locked().inner.lock();
         // Set under the lock, before the waker is listed: an end that does
         // not see `WATCHED` has set `ENDED`, seen here.
-        if self.flags.fetch_or(WATCHED, AcqRel) & ENDED != 0 {
+        if self.raise(WATCHED) & ENDED != 0 {
             return (true, None);
         }
         let watchers = locked.watchers.get_or_insert_with(Box::default);
@@ -347,6 +396,24 @@ mod tests {
             slot.poll_take(&wb),
             Some(Err(ExitError::AlreadyTaken))
         ));
+    }
+
+    #[test]
+    fn a_dropped_handle_and_an_end_take_no_lock_and_allocate_nothing() {
+        for end_first in [false, true] {
+            let slot = ResultSlot::default();
+            if end_first {
+                assert!(slot.set(Ok(Box::new(1u8))).is_none(), "kept for the handle");
+                assert!(slot.has_locked_part(), "a kept outcome needs the lock");
+                let (outcome, waker) = slot.abandon();
+                assert!(outcome.is_some() && waker.is_none());
+            } else {
+                assert_eq!(slot.abandon().0.map(|_| ()), None);
+                assert!(slot.set(Ok(Box::new(1u8))).is_some(), "handed back");
+                assert!(!slot.has_locked_part());
+            }
+            assert_eq!(slot.flags(), ENDED | ABANDONED);
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering::SeqCst;
 use std::task::{Wake, Waker};
 
-use super::slot::ResultSlot;
+use super::slot::{ResultSlot, ENDED, POLLED};
 use crate::sync::{thread, Arc, AtomicUsize};
 
 /// Counts its wakes.

@@ -62,9 +62,7 @@ impl Worker<'_> {
                 .filter(|e| matches!(e, Event::Message(_)))
                 .count();
             if messages > 0 {
-                record
-                    .mailbox
-                    .fetch_sub(messages, std::sync::atomic::Ordering::AcqRel);
+                record.mailbox.release(messages);
             }
         }
         if body.waiting && self.events.is_empty() {

@@ -1,0 +1,77 @@
+//! One word per process for what senders and shutdown account in its
+//! mailbox: how many messages are queued and not yet drained (counted only
+//! when the engine bounds mailboxes), and whether shutdown's cancel was
+//! queued.
+//!
+//! Both live in one 32-bit word so that the record stays in a smaller
+//! allocator size class; the count never reaches the flag bit, because a
+//! bound is at most [`MAX_CAPACITY`] and the count exceeds its bound only
+//! by the senders racing past it, each of which takes its increment back.
+
+use std::sync::atomic::Ordering::AcqRel;
+
+use crate::sync::AtomicU32;
+
+/// Shutdown's cancel was queued.
+const CANCEL_SENT: u32 = 1 << 31;
+
+/// The largest bound a mailbox enforces; a larger capacity means none.
+pub(crate) const MAX_CAPACITY: usize = 1 << 30;
+
+/// The mailbox word of one process.
+#[derive(Debug, Default)]
+pub(crate) struct Mailbox(AtomicU32);
+
+impl Mailbox {
+    /// Counts one more queued message, unless `capacity` are queued
+    /// already (then nothing is counted and the send must fail).
+    pub(crate) fn reserve(&self, capacity: usize) -> bool {
+        debug_assert!(capacity <= MAX_CAPACITY);
+        let queued = self.0.fetch_add(1, AcqRel) & !CANCEL_SENT;
+        if queued as usize >= capacity {
+            self.0.fetch_sub(1, AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// `n` counted messages left the mailbox (drained by a step, or their
+    /// send failed after all).
+    pub(crate) fn release(&self, n: usize) {
+        let n = u32::try_from(n).expect("no more messages leave than were counted");
+        self.0.fetch_sub(n, AcqRel);
+    }
+
+    /// Marks shutdown's cancel as queued; `true` for the first caller only.
+    pub(crate) fn claim_cancel(&self) -> bool {
+        self.0.fetch_or(CANCEL_SENT, AcqRel) & CANCEL_SENT == 0
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_holds_and_released_room_is_reused() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.reserve(2));
+        assert!(mailbox.reserve(2));
+        assert!(!mailbox.reserve(2), "full");
+        mailbox.release(1);
+        assert!(mailbox.reserve(2), "room again");
+        assert!(!mailbox.reserve(2));
+    }
+
+    #[test]
+    fn the_cancel_flag_is_claimed_once_and_leaves_the_count_alone() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.reserve(1));
+        assert!(mailbox.claim_cancel());
+        assert!(!mailbox.claim_cancel(), "claimed once");
+        assert!(!mailbox.reserve(1), "still full: the flag is not a message");
+        mailbox.release(1);
+        assert!(mailbox.reserve(1));
+        assert!(!mailbox.claim_cancel());
+    }
+}
