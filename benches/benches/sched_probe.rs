@@ -38,6 +38,8 @@ const IDLE_PROCESSES: usize = 100_000;
 /// Set in the child processes that measure memory, each on a fresh heap.
 const CHILD: &str = "SCHED_PROBE_MEMORY";
 
+#[path = "common/fan_out.rs"]
+mod fan_out;
 #[path = "common/filter.rs"]
 mod filter;
 #[path = "common/latch.rs"]

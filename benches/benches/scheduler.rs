@@ -27,7 +27,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use relay::{Package, Payload, Pid};
 use sched_core::{
     BoxError, Command, CommandId, Completer, Engine, Event, Events, InitContext, InitError, Output,
-    Process, Rejected, Tag,
+    Process, Rejected,
 };
 
 /// Worker threads on every side.
@@ -40,16 +40,15 @@ const PING_PONG_PAIRS: usize = 1_000;
 const PING_PONG_ROUNDS: u32 = 100;
 const CHAIN: usize = 1_000;
 const FAN_OUT_TASKS: usize = 1_000;
-const FAN_OUT_YIELDS: usize = 10;
 const SKYNET_SIZE: u64 = 1_000_000;
 const SKYNET_DIV: u64 = 10;
 const SKYNET_SUM: u64 = 499_999_500_000;
 
-/// The command the fan-out processes yield.
-const REMOTE: CommandId = CommandId(1);
-
+#[path = "common/fan_out.rs"]
+mod fan_out;
 #[path = "common/latch.rs"]
 mod latch;
+use fan_out::{FanOut, REMOTE, YIELDS as FAN_OUT_YIELDS};
 use latch::Latch;
 
 fn engine() -> Engine {
@@ -393,35 +392,6 @@ fn chained_spawn(c: &mut Criterion) {
 
 // ------------------------------------------------------------- yield-fan-out
 
-/// Yields `FAN_OUT_YIELDS` commands one after the other, each completed by
-/// the dedicated completer thread.
-struct FanOut {
-    completed: usize,
-    latch: Arc<Latch>,
-}
-
-impl Process for FanOut {
-    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
-        init_run(method)
-    }
-    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        for event in events {
-            if let Event::Completion { result, .. } = event {
-                result?;
-                self.completed += 1;
-            }
-        }
-        if self.completed == FAN_OUT_YIELDS {
-            self.latch.count_down();
-            out.done(Box::new(()));
-        } else {
-            out.yield_command(REMOTE, Tag(self.completed as u64), Box::new(()));
-        }
-        Ok(())
-    }
-    fn close(&mut self) {}
-}
-
 fn yield_fan_out(c: &mut Criterion) {
     let mut group = c.benchmark_group("yield-fan-out");
 
@@ -442,11 +412,7 @@ fn yield_fan_out(c: &mut Criterion) {
         b.iter(|| {
             let latch = Latch::new(FAN_OUT_TASKS);
             for _ in 0..FAN_OUT_TASKS {
-                let process = Box::new(FanOut {
-                    completed: 0,
-                    latch: latch.clone(),
-                });
-                submit(&engine, pid(&engine), process);
+                submit(&engine, pid(&engine), FanOut::new(latch.clone()));
             }
             latch.wait();
         })

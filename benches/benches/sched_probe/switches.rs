@@ -6,23 +6,18 @@
 //! completing thread's own involuntary switches say whether the workers
 //! starve it (preempt it to spin or yield).
 
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use relay::Payload;
-use sched_core::{
-    BoxError, Command, CommandId, Completer, Engine, Event, Events, InitContext, InitError, Output,
-    Process, Rejected, Tag,
-};
+use sched_core::{Command, Completer, Engine, Rejected};
 
+use super::fan_out::{FanOut, REMOTE, YIELDS};
 use super::latch::Latch;
 use super::{runtime, WORKERS};
 
 const TASKS: usize = 1_000;
-const YIELDS: usize = 10;
 const ROUNDS: usize = 30;
-const REMOTE: CommandId = CommandId(1);
 
 /// Voluntary and involuntary context switches of `who` so far.
 fn switches(who: libc::c_int) -> (u64, u64) {
@@ -33,33 +28,6 @@ fn switches(who: libc::c_int) -> (u64, u64) {
         usage
     };
     (usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)
-}
-
-struct FanOut {
-    completed: usize,
-    latch: Arc<Latch>,
-}
-
-impl Process for FanOut {
-    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
-        Ok(())
-    }
-    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        for event in events {
-            if let Event::Completion { result, .. } = event {
-                result?;
-                self.completed += 1;
-            }
-        }
-        if self.completed == YIELDS {
-            self.latch.count_down();
-            out.done(Box::new(()));
-        } else {
-            out.yield_command(REMOTE, Tag(self.completed as u64), Box::new(()));
-        }
-        Ok(())
-    }
-    fn close(&mut self) {}
 }
 
 struct Measured {
@@ -121,10 +89,7 @@ fn ours() -> Measured {
     let round = || {
         let latch = Latch::new(TASKS);
         for _ in 0..TASKS {
-            let process = Box::new(FanOut {
-                completed: 0,
-                latch: latch.clone(),
-            });
+            let process = FanOut::new(latch.clone());
             let pid = engine.allocate_pid().expect("pid");
             drop(
                 engine

@@ -163,17 +163,7 @@ impl<T> Cursor<T> {
             // it. The new word is still larger than every earlier one (they
             // were at most the old virtual sentinel, closed).
             let start = self.head + LAP;
-            self.generation += 1;
-            shared
-                .tail
-                .generation
-                .store(self.generation, Ordering::Release);
-            self.head = start;
-            shared
-                .tail
-                .word
-                .store(virtual_last_slot(start) << 1, Ordering::Release);
-            self.closed = false;
+            self.reopen_at(shared, start, virtual_last_slot(start));
             return pending;
         }
         // The queue is closed and every claimed slot was taken, so no
@@ -205,6 +195,14 @@ impl<T> Cursor<T> {
         // The new word is larger than every earlier one, so a stale
         // producer's CAS can never succeed.
         let start = (self.head / LAP + 1) * LAP + first as u64;
+        self.reopen_at(shared, start, start);
+        pending
+    }
+
+    /// Opens the queue again in a new generation, the consumer at `start`
+    /// and producers' next claim at `tail` (both larger than any earlier
+    /// position, so a stale producer's CAS can never succeed).
+    fn reopen_at(&mut self, shared: &Shared<T>, start: u64, tail: u64) {
         self.generation += 1;
         shared
             .tail
@@ -212,9 +210,8 @@ impl<T> Cursor<T> {
             .store(self.generation, Ordering::Release);
         self.head = start;
         // Publishes the generation and every read of the old items.
-        shared.tail.word.store(start << 1, Ordering::Release);
+        shared.tail.word.store(tail << 1, Ordering::Release);
         self.closed = false;
-        pending
     }
 
     /// Takes the item at `head` if its push completed.
