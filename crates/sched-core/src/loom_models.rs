@@ -29,7 +29,9 @@ use crate::contract::error::InitError;
 use crate::contract::event::{BoxError, Event};
 use crate::contract::output::{Events, Output};
 use crate::contract::process::{InitContext, Process};
-use crate::record::state::{state_of, AfterStep, Wake, BLOCKED, COMPLETE, IDLE, READY, TERMINATE};
+use crate::record::state::{
+    state_of, AfterStep, Wake, BLOCKED, COMPLETE, IDLE, READY, RUNNING, TERMINATE,
+};
 use crate::record::Record;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
 use crate::worker::sleep::Sleepers;
@@ -145,7 +147,8 @@ impl Harness {
         }
     }
 
-    /// `READY -> RUNNING`, as a worker that dequeued the process.
+    /// `READY -> RUNNING` (or still `RUNNING` when it was queued to
+    /// continue), as a worker that dequeued the process.
     fn take(&self) -> u32 {
         let kill = self.record.state.start_step();
         assert!(
@@ -224,8 +227,8 @@ impl Harness {
         while self.run_queued(desired) {}
         let word = self.record.state.load();
         assert!(
-            state_of(word) != READY,
-            "the process is ready but in no run queue: {word:#x}"
+            !matches!(state_of(word), READY | RUNNING),
+            "the process is ready (or queued to continue) but in no run queue: {word:#x}"
         );
         assert!(!self.owned.load(SeqCst));
         assert_eq!(
@@ -322,6 +325,38 @@ fn message_races_running_to_idle() {
         h.settle(IDLE, 1);
         assert_eq!(h.queued.load(SeqCst), 1, "queued exactly once");
         assert_eq!(h.seen.load(SeqCst), 1);
+    });
+}
+
+/// A message arrives while a step continues and the process, still
+/// RUNNING, sits in the run queue and is taken again (no transition on
+/// either side, unless the sender's WAKE is there to clear). The sender
+/// must not queue it a second time, and a later step must drain the
+/// message before the process parks.
+#[test]
+fn message_races_a_continuing_step() {
+    loom::model(|| {
+        let h = Harness::running();
+        let sender = {
+            let h = h.clone();
+            thread::spawn(move || h.deliver(message()))
+        };
+        h.drain();
+        h.finish(READY);
+        // The continued step (and one more): each waits once it has seen
+        // the message, or after two runs.
+        let want = |h: &Harness| {
+            if h.seen.load(SeqCst) == 1 || h.runs.load(SeqCst) >= 2 {
+                IDLE
+            } else {
+                READY
+            }
+        };
+        while h.run_queued_with(want) {}
+        sender.join().unwrap();
+        h.settle(IDLE, 1);
+        assert_eq!(h.seen.load(SeqCst), 1);
+        assert_ne!(state_of(h.record.state.load()), RUNNING);
     });
 }
 

@@ -57,9 +57,10 @@ pub(crate) fn name(word: u32) -> &'static str {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProcessState {
-    /// In a run queue.
+    /// In a run queue: submitted, or woken from a wait.
     Ready,
-    /// Being stepped by a worker.
+    /// Being stepped by a worker, or in a run queue to be stepped again
+    /// after a step that asked to continue (its worker keeps it).
     Running,
     /// Waiting for yielded commands to complete.
     Blocked,
@@ -168,16 +169,25 @@ impl StateWord {
     }
 
     /// A worker that dequeued the process takes it: `READY -> RUNNING`.
-    /// Returns the kill flags that were set, if any.
+    /// A process its owner queued to continue is still `RUNNING` (see
+    /// [`finish_step`](StateWord::finish_step)), and then nothing is
+    /// written unless a wakeup flag is set, which the drain that follows
+    /// makes stale. Returns the kill flags that were set, if any.
     pub(crate) fn start_step(&self) -> u32 {
         let mut word = self.0.load(Acquire);
         loop {
-            debug_assert_eq!(
-                state_of(word),
-                READY,
-                "dequeued a process that is not ready"
-            );
-            let next = (word & KILL) | RUNNING;
+            let next = match state_of(word) {
+                RUNNING if word & WAKE == 0 => return word & KILL,
+                RUNNING => word & !WAKE,
+                _ => {
+                    debug_assert_eq!(
+                        state_of(word),
+                        READY,
+                        "dequeued a process that is not ready"
+                    );
+                    (word & KILL) | RUNNING
+                }
+            };
             match self.0.compare_exchange_weak(word, next, AcqRel, Acquire) {
                 Ok(_) => return word & KILL,
                 Err(current) => word = current,
@@ -196,6 +206,17 @@ impl StateWord {
                 return AfterStep::Kill(word & KILL);
             }
             let woken = word & WAKE != 0;
+            if desired == READY && !woken {
+                // Continuing, and nothing arrived: the process stays
+                // `RUNNING`, owned by the run-queue entry the caller pushes
+                // next (the queue hands it and the body on to whoever pops
+                // it). No write, so no read-modify-write per continued step
+                // here nor in the next `start_step`. A wakeup or a kill this
+                // load missed is in the word for that `start_step` (or the
+                // next `finish_step`) to see, and the process runs again
+                // anyway.
+                return AfterStep::Requeue { woken: false };
+            }
             let target = if woken { READY } else { desired };
             match self.0.compare_exchange_weak(word, target, AcqRel, Acquire) {
                 Ok(_) if target == READY => return AfterStep::Requeue { woken },
@@ -265,5 +286,40 @@ mod tests {
         let s = StateWord::new();
         s.start_step();
         assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+    }
+
+    #[test]
+    fn a_continuing_process_stays_running_while_queued() {
+        let s = StateWord::new();
+        s.start_step();
+        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+        assert_eq!(s.load(), RUNNING, "no transition, no write");
+        assert_eq!(s.start_step(), 0);
+        assert_eq!(s.load(), RUNNING);
+
+        // Woken while queued: the flag is set (no second queueing) and the
+        // next start clears it, as its drain will take what arrived.
+        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+        assert_eq!(s.wake(), Wake::Nothing, "queued already");
+        assert_eq!(s.load(), RUNNING | WAKE);
+        assert_eq!(s.start_step(), 0);
+        assert_eq!(s.load(), RUNNING);
+
+        // Killed while queued: the next start reports it.
+        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+        assert_eq!(s.kill(TERMINATE), Wake::Nothing, "queued already");
+        assert_eq!(s.start_step(), TERMINATE);
+        assert_eq!(s.finish_step(IDLE), AfterStep::Kill(TERMINATE));
+    }
+
+    #[test]
+    fn a_woken_continue_goes_through_ready() {
+        let s = StateWord::new();
+        s.start_step();
+        s.wake();
+        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: true });
+        assert_eq!(s.load(), READY);
+        assert_eq!(s.start_step(), 0);
+        assert_eq!(s.load(), RUNNING);
     }
 }

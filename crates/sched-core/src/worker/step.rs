@@ -24,12 +24,14 @@ use super::Worker;
 use super::ENGINE_REFS_BATCH;
 
 impl Worker<'_> {
-    /// Takes the process (`READY -> RUNNING`), steps it unless it is being
-    /// killed, and moves it on.
+    /// Takes the process (`READY -> RUNNING`, or still `RUNNING` when it
+    /// was queued to continue), steps it unless it is being killed, and
+    /// moves it on.
     pub(super) fn run_process(&mut self, record: Arc<Record>) {
         self.counters().in_step.store(true, Relaxed);
         let kill = record.state.start_step();
-        // SAFETY: `start_step` made this worker the process's owner, and it
+        // SAFETY: `start_step` made this worker the process's owner (or the
+        // run-queue entry we popped handed us its ownership), and it
         // stays the owner for the whole closure: the closure never hands the
         // process on (`finish_step` runs in `after_step`, after the closure
         // has returned and the borrow of the body has ended, so a worker
