@@ -17,7 +17,9 @@ use crate::contract::down::MonitorId;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
 use crate::contract::reply::AskId;
-use crate::sync::{AtomicBool, AtomicU64, UnsafeCell};
+#[cfg(any(debug_assertions, loom))]
+use crate::sync::AtomicBool;
+use crate::sync::{AtomicU64, UnsafeCell};
 use crate::timer::TimerId;
 use slot::ResultSlot;
 use state::{StateWord, Wake};
