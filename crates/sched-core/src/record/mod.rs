@@ -7,6 +7,8 @@ pub(crate) mod relations;
 pub(crate) mod slot;
 #[cfg(all(test, loom))]
 mod slot_loom;
+#[cfg(all(test, not(loom)))]
+mod slot_tests;
 pub(crate) mod state;
 
 use std::sync::atomic::Ordering::Relaxed;

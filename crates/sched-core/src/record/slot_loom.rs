@@ -105,6 +105,14 @@ fn a_first_poll_racing_the_end_gets_the_outcome_or_a_wakeup() {
             end.join().unwrap(),
             "the handle is alive: the outcome is kept"
         );
+        // Installing the locked part keeps the flags raised meanwhile (a
+        // poll that found the outcome registered nothing, so raised none).
+        let raised = if polled.is_some() {
+            ENDED
+        } else {
+            ENDED | POLLED
+        };
+        assert_eq!(slot.flags() & (ENDED | POLLED), raised);
         match polled {
             Some(outcome) => assert_eq!(*outcome.unwrap().downcast::<u16>().unwrap(), 5),
             None => {

@@ -254,14 +254,14 @@ impl<T> Wheel<T> {
 
     /// Whether no timer is pending.
     // Part of the wheel's interface that the engine does not read yet.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(any(not(test), loom), allow(dead_code))]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The instant up to which the wheel has been polled.
     // Part of the wheel's interface that the engine does not read yet.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(any(not(test), loom), allow(dead_code))]
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
     }

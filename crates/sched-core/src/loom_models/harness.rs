@@ -1,0 +1,233 @@
+//! The harness the models drive: one process, a run queue, and what a
+//! worker does around a step.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::SeqCst;
+
+use relay::{Package, Payload, Pid};
+
+use crate::contract::command::Tag;
+use crate::contract::error::InitError;
+use crate::contract::event::{BoxError, Event};
+use crate::contract::output::{Events, Output};
+use crate::contract::process::{InitContext, Process};
+use crate::record::state::{state_of, AfterStep, Wake, COMPLETE, READY, RUNNING, TERMINATE};
+use crate::record::Record;
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
+
+/// The models never call the process: the harness stands in for `step`.
+pub(crate) struct Inert;
+
+impl Process for Inert {
+    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        Ok(())
+    }
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        unreachable!("the loom harness never steps the process")
+    }
+    fn close(&mut self) {}
+}
+
+pub(super) fn completion(tag: u64) -> Event {
+    Event::Completion {
+        tag: Tag(tag),
+        result: Ok(Box::new(())),
+    }
+}
+
+pub(super) fn message() -> Event {
+    Event::Message(Package::new(Pid::local(0), Pid::local(1), ()))
+}
+
+/// One process, a run queue, and the counters the checks read.
+pub(super) struct Harness {
+    pub(super) record: Arc<Record>,
+    pub(super) run_queue: Mutex<VecDeque<Arc<Record>>>,
+    /// Times the process was pushed onto the run queue.
+    pub(super) queued: AtomicUsize,
+    /// Times a worker took it off the run queue and ran it.
+    pub(super) runs: AtomicUsize,
+    /// Events drained by steps.
+    pub(super) seen: AtomicUsize,
+    /// Events handed back by `close` when the process ended.
+    pub(super) dead: AtomicUsize,
+    /// Events whose push failed (the queue was closed).
+    pub(super) refused: AtomicUsize,
+    /// Times the process ended.
+    pub(super) ended: AtomicUsize,
+    /// Set while some thread owns the process (between `start_step` and
+    /// `finish_step`/`complete`).
+    pub(super) owned: AtomicBool,
+}
+
+impl Harness {
+    pub(super) fn new() -> Arc<Self> {
+        Arc::new(Harness {
+            record: Arc::new(Record::new(Pid::local(1), Box::new(Inert))),
+            run_queue: Mutex::new(VecDeque::new()),
+            queued: AtomicUsize::new(0),
+            runs: AtomicUsize::new(0),
+            seen: AtomicUsize::new(0),
+            dead: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
+            ended: AtomicUsize::new(0),
+            owned: AtomicBool::new(false),
+        })
+    }
+
+    /// A harness whose process is in the run queue (as after `submit`).
+    pub(super) fn queued() -> Arc<Self> {
+        let h = Harness::new();
+        h.schedule();
+        h
+    }
+
+    /// A harness whose process a worker (the calling thread) is stepping.
+    pub(super) fn running() -> Arc<Self> {
+        let h = Harness::new();
+        assert_eq!(h.take(), 0);
+        h
+    }
+
+    /// A harness whose process is parked in `state` (`IDLE` or `BLOCKED`).
+    pub(super) fn parked(state: u32) -> Arc<Self> {
+        let h = Harness::running();
+        h.finish(state);
+        assert_eq!(state_of(h.record.state.load()), state);
+        h
+    }
+
+    /// Queues the process, checking it is not queued already.
+    pub(super) fn schedule(&self) {
+        let mut queue = self.run_queue.lock();
+        assert!(
+            !queue.iter().any(|r| Arc::ptr_eq(r, &self.record)),
+            "the process was queued twice"
+        );
+        queue.push_back(self.record.clone());
+        self.queued.fetch_add(1, SeqCst);
+    }
+
+    /// What a producer (completer, sender) does: push, then wake.
+    pub(super) fn deliver(&self, event: Event) {
+        match self.record.deliver(event) {
+            Ok(Wake::Schedule) => self.schedule(),
+            Ok(Wake::Nothing) => {}
+            Err(_) => {
+                self.refused.fetch_add(1, SeqCst);
+            }
+        }
+    }
+
+    /// What `Engine::terminate` does.
+    pub(super) fn terminate(&self) {
+        if self.record.state.kill(TERMINATE) == Wake::Schedule {
+            self.schedule();
+        }
+    }
+
+    /// `READY -> RUNNING` (or still `RUNNING` when it was queued to
+    /// continue), as a worker that dequeued the process.
+    pub(super) fn take(&self) -> u32 {
+        let kill = self.record.state.start_step();
+        assert!(
+            !self.owned.swap(true, SeqCst),
+            "the process is owned by two threads at once"
+        );
+        kill
+    }
+
+    /// Drains the events, as a worker does before `step`.
+    pub(super) fn drain(&self) -> usize {
+        let mut events = Vec::new();
+        // SAFETY: called between `take` and `finish`, while this thread owns
+        // the process (the `owned` flag asserts it).
+        let n = unsafe {
+            self.record
+                .with_body(|_| self.record.drain_events(&mut events))
+        };
+        self.seen.fetch_add(n, SeqCst);
+        n
+    }
+
+    /// `worker/step.rs`'s `after_step`: the step wanted `desired`.
+    pub(super) fn finish(&self, desired: u32) {
+        // Ownership is handed on by the CAS inside `finish_step`; clear the
+        // flag first, as the body is not touched after it.
+        self.owned.store(false, SeqCst);
+        match self.record.state.finish_step(desired) {
+            AfterStep::Parked => {}
+            AfterStep::Requeue { .. } => self.schedule(),
+            AfterStep::Kill(_) => {
+                self.owned.store(true, SeqCst);
+                self.end();
+            }
+        }
+    }
+
+    /// `worker/step.rs`'s `end`: complete, close the queue (dead letters).
+    pub(super) fn end(&self) {
+        self.record.state.complete();
+        // SAFETY: this thread owns the process (it was RUNNING and its kill
+        // flag was seen), and after `complete` nobody else takes it.
+        let dead = unsafe { self.record.with_body(|_| self.record.close_events()) };
+        self.dead.fetch_add(dead.len(), SeqCst);
+        self.ended.fetch_add(1, SeqCst);
+        self.owned.store(false, SeqCst);
+    }
+
+    /// Takes the process off the run queue and steps it once (a step that
+    /// drains its events and then wants `desired`, or ends if killed).
+    /// Returns whether there was anything to run.
+    pub(super) fn run_queued(&self, desired: u32) -> bool {
+        self.run_queued_with(|_| desired)
+    }
+
+    /// As [`run_queued`](Harness::run_queued), with the wanted state
+    /// decided after the drain from what the steps have seen so far.
+    pub(super) fn run_queued_with(&self, want: impl Fn(&Harness) -> u32) -> bool {
+        let Some(record) = self.run_queue.lock().pop_front() else {
+            return false;
+        };
+        assert!(Arc::ptr_eq(&record, &self.record));
+        self.runs.fetch_add(1, SeqCst);
+        if self.take() != 0 {
+            self.end();
+        } else {
+            self.drain();
+            self.finish(want(self));
+        }
+        true
+    }
+
+    /// After joining every other thread: runs what is still queued, then
+    /// checks the invariants with `events` pushed in all.
+    pub(super) fn settle(&self, desired: u32, events: usize) {
+        while self.run_queued(desired) {}
+        let word = self.record.state.load();
+        assert!(
+            !matches!(state_of(word), READY | RUNNING),
+            "the process is ready (or queued to continue) but in no run queue: {word:#x}"
+        );
+        assert!(!self.owned.load(SeqCst));
+        assert_eq!(
+            self.runs.load(SeqCst),
+            self.queued.load(SeqCst),
+            "every queueing leads to exactly one run"
+        );
+        assert_eq!(
+            self.seen.load(SeqCst) + self.dead.load(SeqCst) + self.refused.load(SeqCst),
+            events,
+            "every event is seen once, dead-lettered or refused"
+        );
+        if state_of(word) == COMPLETE {
+            assert_eq!(self.ended.load(SeqCst), 1);
+        } else {
+            assert_eq!(self.ended.load(SeqCst), 0);
+            // SAFETY: every other thread has been joined and the process is
+            // parked: nobody else can touch the body.
+            let empty = unsafe { self.record.with_body(|_| self.record.no_events()) };
+            assert!(empty, "a parked process has a pending event (stranded)");
+        }
+    }
+}
