@@ -5,7 +5,8 @@
 //! [`Event::Exit`](crate::Event::Exit); if not, an abnormal end ends it too
 //! (with [`ExitError::Linked`](crate::ExitError::Linked)), and a normal end
 //! is ignored. Linking to a PID that has no live process sends the signal
-//! at once, with [`ExitReason::NoProcess`].
+//! at once, with [`ExitReason::NoProcess`]. Which side sends a signal, so
+//! it goes exactly once, is `record/links.rs`'s protocol.
 
 use relay::Pid;
 
@@ -13,6 +14,7 @@ use super::shared::Shared;
 use crate::contract::down::ExitReason;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
+use crate::record::links;
 use crate::record::state::TERMINATE;
 use crate::record::Record;
 use crate::sync::Arc;
@@ -25,7 +27,8 @@ enum Signal {
 }
 
 impl Shared {
-    /// Links `me` and `other` (both ways).
+    /// Links `me` and `other` (both ways); see `record/links.rs` for
+    /// which side sends the exit signal.
     fn link(&self, me: &Arc<Record>, other: Pid) {
         let Some(peer) = self.processes.get(other) else {
             self.exit_signal(me, other, ExitReason::NoProcess);
@@ -34,46 +37,20 @@ impl Shared {
         if Arc::ptr_eq(me, &peer) {
             return;
         }
-        let listed = me.relations.with_live(|related| {
-            if !related.links.iter().any(|l| Arc::ptr_eq(l, &peer)) {
-                related.links.push(Arc::clone(&peer));
-            }
-        });
-        if listed.is_err() {
-            return;
-        }
-        let peer_listed = peer.relations.with_live(|related| {
-            if !related.links.iter().any(|l| Arc::ptr_eq(l, me)) {
-                related.links.push(Arc::clone(me));
-            }
-        });
-        // The peer ended before it listed us: its end did not signal us, so
-        // the signal comes from here (once).
-        if let Err(reason) = peer_listed {
-            self.forget_link(me, &peer);
+        if let Some(reason) = links::link(me, &peer) {
             self.exit_signal(me, peer.pid, reason);
         }
     }
 
-    /// Removes `peer` from `record`'s links.
-    fn forget_link(&self, record: &Record, peer: &Arc<Record>) {
-        let removed = record.relations.with_existing(|related| {
-            let at = related.links.iter().position(|l| Arc::ptr_eq(l, peer))?;
-            Some(related.links.swap_remove(at))
-        });
-        drop(removed);
-    }
-
-    /// `ended` has ended with `reason`: each process linked to it gets the
-    /// exit signal.
+    /// `ended` has ended with `reason`: each process still linked to it
+    /// gets the exit signal.
     pub(crate) fn links_end(
         &self,
         ended: &Arc<Record>,
         links: Vec<Arc<Record>>,
         reason: ExitReason,
     ) {
-        for linked in links {
-            self.forget_link(&linked, ended);
+        for linked in links::still_linked(ended, links) {
             self.exit_signal(&linked, ended.pid, reason);
         }
     }
@@ -112,8 +89,11 @@ impl Output<'_> {
     /// abnormally (anything but `done`), with
     /// [`ExitError::Linked`](crate::ExitError::Linked); one that traps them
     /// receives [`Event::Exit`](crate::Event::Exit) instead, for every end,
-    /// normal or not. Linking twice is linking once. If `pid` has no live
-    /// process, the signal comes at once with
+    /// normal or not. Linking twice is linking once: one end, one signal,
+    /// even when the second link races that end. If `pid`'s process has
+    /// already ended, the signal comes at once: with how it ended if this
+    /// link is the first it would tell, otherwise (no process under `pid`,
+    /// or its end already signalled this process for an earlier link) with
     /// [`ExitReason::NoProcess`](crate::ExitReason::NoProcess).
     ///
     /// # Examples
@@ -145,8 +125,9 @@ impl Output<'_> {
         shared.link(self.timers.record, pid);
     }
 
-    /// Removes the link with `pid` (both ways). An exit signal already
-    /// delivered stays delivered.
+    /// Removes the link with `pid` (both ways). No exit signal from that
+    /// link comes after this returns; one already delivered stays
+    /// delivered.
     ///
     /// # Examples
     ///
@@ -159,8 +140,10 @@ impl Output<'_> {
         let Some(peer) = shared.processes.get(pid) else {
             return;
         };
-        shared.forget_link(me, &peer);
-        shared.forget_link(&peer, me);
+        // Our entry first: once it is gone, the peer's end no longer owes
+        // us a signal.
+        me.relations.remove_link(&peer);
+        peer.relations.remove_link(me);
     }
 
     /// Whether exit signals from linked processes arrive as

@@ -19,9 +19,11 @@
 //!   threads at once, and ended at most (or exactly) once.
 //!
 //! `harness.rs` holds the harness; `events.rs` the models of the state word
-//! and the event queue; `parking.rs` those of parking, timers and monitors.
+//! and the event queue; `parking.rs` those of parking, timers and monitors;
+//! `links.rs` those of the link protocol.
 
 mod events;
 mod harness;
+mod links;
 pub(crate) use harness::Inert;
 mod parking;

@@ -2,6 +2,7 @@
 //! itself and where its outcome goes, in one allocation.
 
 pub(crate) mod completion;
+pub(crate) mod links;
 pub(crate) mod mailbox;
 pub(crate) mod relations;
 pub(crate) mod slot;

@@ -27,6 +27,24 @@ enum State {
     Live(Box<Related>),
     /// Ended: how, for monitors set from now on.
     Ended(ExitReason),
+    /// Ended with links: how, and which processes its end signals (so a
+    /// link racing the end can tell whether the end's signal covers it).
+    EndedLinked(Box<EndedLinks>),
+}
+
+#[derive(Debug)]
+struct EndedLinks {
+    reason: ExitReason,
+    signalled: Vec<relay::Pid>,
+}
+
+/// Why a link could not be listed at a process: it has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LinkRefused {
+    /// How it ended.
+    pub(crate) reason: ExitReason,
+    /// The process that asked was among the links its end signals.
+    pub(crate) signalled: bool,
 }
 
 #[derive(Debug, Default)]
@@ -66,6 +84,7 @@ impl Relations {
         let mut state = self.state.lock();
         match &mut *state {
             State::Ended(reason) => Err(*reason),
+            State::EndedLinked(ended) => Err(ended.reason),
             State::Live(related) => Ok(f(related)),
             State::Fresh => {
                 let mut related = Box::default();
@@ -81,17 +100,69 @@ impl Relations {
     pub(crate) fn with_existing<R>(&self, f: impl FnOnce(&mut Related) -> R) -> Option<R> {
         match &mut *self.state.lock() {
             State::Live(related) => Some(f(related)),
-            State::Fresh | State::Ended(_) => None,
+            State::Fresh | State::Ended(_) | State::EndedLinked(_) => None,
         }
+    }
+
+    /// Lists `peer` among the links of this process, unless it is there
+    /// already; `Ok(true)` if this added it.
+    pub(crate) fn add_link(&self, peer: &Arc<Record>) -> Result<bool, LinkRefused> {
+        let mut state = self.state.lock();
+        let refused = |reason| LinkRefused {
+            reason,
+            signalled: false,
+        };
+        let related = match &mut *state {
+            State::Ended(reason) => return Err(refused(*reason)),
+            State::EndedLinked(ended) => {
+                return Err(LinkRefused {
+                    reason: ended.reason,
+                    signalled: ended.signalled.contains(&peer.pid),
+                })
+            }
+            State::Live(related) => related,
+            State::Fresh => {
+                *state = State::Live(Box::default());
+                let State::Live(related) = &mut *state else {
+                    unreachable!("just made live")
+                };
+                related
+            }
+        };
+        if related.links.iter().any(|l| Arc::ptr_eq(l, peer)) {
+            return Ok(false);
+        }
+        related.links.push(Arc::clone(peer));
+        Ok(true)
+    }
+
+    /// Removes `peer` from the links of this process; whether it was
+    /// there. Whoever removes it sends the exit signal it stands for, so
+    /// the signal goes once.
+    pub(crate) fn remove_link(&self, peer: &Arc<Record>) -> bool {
+        let removed = self.with_existing(|related| {
+            let at = related.links.iter().position(|l| Arc::ptr_eq(l, peer))?;
+            Some(related.links.swap_remove(at))
+        });
+        // Dropped outside the lock: it may be the last reference.
+        removed.flatten().is_some()
     }
 
     /// Marks the process ended with `reason` and takes what was
     /// registered. Called once, by the worker that ends it.
     pub(crate) fn end(&self, reason: ExitReason) -> Option<Box<Related>> {
-        match std::mem::replace(&mut *self.state.lock(), State::Ended(reason)) {
-            State::Live(related) => Some(related),
-            State::Fresh | State::Ended(_) => None,
+        let mut state = self.state.lock();
+        let related = match std::mem::replace(&mut *state, State::Ended(reason)) {
+            State::Live(related) => related,
+            State::Fresh | State::Ended(_) | State::EndedLinked(_) => return None,
+        };
+        if !related.links.is_empty() {
+            *state = State::EndedLinked(Box::new(EndedLinks {
+                reason,
+                signalled: related.links.iter().map(|l| l.pid).collect(),
+            }));
         }
+        Some(related)
     }
 }
 
