@@ -1,0 +1,178 @@
+//! The mutations `cargo xtask mutants` applies, and the commands that must
+//! catch them.
+
+use super::{Catcher, Mutation};
+
+/// The loom models of the deque, as `cargo xtask loom deque` runs them.
+const DEQUE_LOOM: Catcher = Catcher {
+    args: &["test", "-p", "deque", "--release", "--test", "loom"],
+    env: &[
+        ("RUSTFLAGS", "--cfg loom --cfg crossbeam_loom"),
+        ("LOOM_MAX_PREEMPTIONS", "2"),
+    ],
+    target_subdir: Some("loom"),
+};
+
+/// The deque's tests with items whose `Drop` panics.
+const DEQUE_PANICKING_DROP: Catcher = Catcher {
+    args: &["test", "-p", "deque", "--test", "panicking_drop"],
+    env: &[],
+    target_subdir: None,
+};
+
+/// The mpsc regression test for a panicking item `Drop` when the consumer
+/// goes. Only that test: with the bug, the one with several blocks reads
+/// freed blocks and may spin instead of failing.
+const MPSC_PANICKING_DROP: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "mpsc",
+        "--test",
+        "panicking_drop",
+        "--",
+        "--exact",
+        "consumer_drop_with_panicking_item_drops_each_item_once",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
+/// The sched-core loom model in which the other worker steals a
+/// continued process (with the record's owner check).
+const SCHED_CORE_STEAL_MODEL: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-core",
+        "--release",
+        "--test",
+        "loom",
+        "a_continued_process_stolen_by_the_other_worker",
+    ],
+    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
+    target_subdir: Some("loom"),
+};
+
+/// The loom models of the admission word (live count and stopping flag).
+const SCHED_CORE_ADMISSION_MODEL: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-core",
+        "--release",
+        "--lib",
+        "engine::live",
+    ],
+    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
+    target_subdir: Some("loom"),
+};
+
+/// sched-core's fairness tests (every wake path, one and two workers).
+const SCHED_CORE_FAIRNESS: Catcher = Catcher {
+    args: &["test", "-p", "sched-core", "--test", "fairness"],
+    env: &[],
+    target_subdir: None,
+};
+
+/// sched-core's shutdown races (submissions racing shutdown).
+const SCHED_CORE_SHUTDOWN_RACES: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-core",
+        "--test",
+        "shutdown_races",
+        "every_process_admitted_during_shutdown_receives_the_cancel",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
+/// The loom models of the link protocol (which side sends an exit signal).
+const SCHED_CORE_LINK_MODELS: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-core",
+        "--release",
+        "--lib",
+        "loom_models::links",
+    ],
+    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
+    target_subdir: Some("loom"),
+};
+
+/// sched-core's tests of hostile user code and unread events.
+const SCHED_CORE_HOSTILE: Catcher = Catcher {
+    args: &["test", "-p", "sched-core", "--test", "hostile_user_code"],
+    env: &[],
+    target_subdir: None,
+};
+
+/// The table. Keep the original text short but unique in its file.
+pub(crate) const MUTATIONS: &[Mutation] = &[
+    Mutation {
+        name: "deque-grow-copies-from-claimed-head",
+        file: "crates/deque/src/worker.rs",
+        original: "let mut position = self.head_bound.get();",
+        replacement: "let mut position = unpack(self.inner.pop_and_claimed.load(Acquire)).1;",
+        catcher: &DEQUE_LOOM,
+    },
+    Mutation {
+        name: "deque-leftovers-stop-at-a-panicking-drop",
+        file: "crates/deque/src/inner.rs",
+        original: "        // Nothing left unless an item's `Drop` panicked in `drop_all`.\n        self.drop_all();",
+        replacement: "        // Mutated: the items after a panicking one leak.",
+        catcher: &DEQUE_PANICKING_DROP,
+    },
+    Mutation {
+        name: "mpsc-release-drops-items-before-the-cursor-is-saved",
+        file: "crates/mpsc/src/queue/cursor.rs",
+        original: "        // ever touch a block or the pool again (they see CLOSED first).\n        let pending = self.close(shared);",
+        replacement: "        // ever touch a block or the pool again (they see CLOSED first).\n        drop(self.close(shared));\n        let pending = Vec::new();",
+        catcher: &MPSC_PANICKING_DROP,
+    },
+    Mutation {
+        name: "sched-core-process-handed-on-inside-the-body-borrow",
+        file: "crates/sched-core/src/worker/step.rs",
+        original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }\n        if let Some(how) = self.requeue.take() {\n            self.shared.schedule(record, how);\n        }",
+        replacement: "        let desired = unsafe {\n            record.with_body(|body| {\n                if let Some(desired) = self.step_owned(&record, body, kill) {\n                    if let AfterStep::Requeue { woken } = record.state.finish_step(desired) {\n                        let how = if woken { Runnable::Woken } else { Runnable::Continued };\n                        self.shared.schedule(record.clone(), how);\n                    }\n                }\n                None::<u32>\n            })\n        };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
+        catcher: &SCHED_CORE_STEAL_MODEL,
+    },
+    Mutation {
+        name: "sched-core-admission-reads-stopping-apart-from-the-count",
+        file: "crates/sched-core/src/engine/live.rs",
+        original: "            let before = self.word.fetch_add(1, SeqCst);\n            if before & STOPPING != 0 {\n                self.release();\n                return Err(Refused::Stopping);\n            }\n            return Ok(());",
+        replacement: "            if self.word.load(SeqCst) & STOPPING != 0 {\n                return Err(Refused::Stopping);\n            }\n            self.word.fetch_add(1, SeqCst);\n            return Ok(());",
+        catcher: &SCHED_CORE_ADMISSION_MODEL,
+    },
+    Mutation {
+        name: "sched-core-no-turn-for-the-oldest-lifo-entry",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "if self.tick.is_multiple_of(LIFO_OLDEST_INTERVAL) {",
+        replacement: "if LIFO_OLDEST_INTERVAL == 0 && self.tick.is_multiple_of(LIFO_OLDEST_INTERVAL) {",
+        catcher: &SCHED_CORE_FAIRNESS,
+    },
+    Mutation {
+        name: "sched-core-late-submission-skips-its-cancel",
+        file: "crates/sched-core/src/engine/admission.rs",
+        original: "        if self.live.is_stopping() {",
+        replacement: "        if false && self.live.is_stopping() {",
+        catcher: &SCHED_CORE_SHUTDOWN_RACES,
+    },
+    Mutation {
+        name: "sched-core-unread-events-dropped-after-the-step",
+        file: "crates/sched-core/src/worker/step.rs",
+        original: "        body.unread.extend(events);",
+        replacement: "        drop(events);",
+        catcher: &SCHED_CORE_HOSTILE,
+    },
+    Mutation {
+        name: "sched-core-repeated-link-signals-beside-the-end",
+        file: "crates/sched-core/src/record/links.rs",
+        original: "    if refused.signalled && !newly {\n        return None;\n    }",
+        replacement: "    let _ = newly;",
+        catcher: &SCHED_CORE_LINK_MODELS,
+    },
+];
