@@ -211,3 +211,41 @@ fn a_link_racing_the_peers_end_signals_exactly_once() {
         ));
     }
 }
+
+#[test]
+fn linking_twice_then_the_peers_end_signals_once() {
+    let scheduler = started();
+    let peer = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let mut trapper = Linker::new(&[peer, peer], true);
+    trapper.expect = 1;
+    let trapper = linked(&scheduler, trapper);
+    scheduler.post(peer, "fail").unwrap();
+    let exits = trapper.wait().unwrap();
+    let exits = exits.downcast_ref::<Vec<(Pid, ExitReason)>>().unwrap();
+    assert_eq!(exits, &[(peer, ExitReason::Error)]);
+}
+
+#[test]
+fn a_repeated_link_racing_the_peers_end_tells_the_real_end_once() {
+    let scheduler = started();
+    for _ in 0..50 {
+        let peer = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+        scheduler.post(peer, "fail").unwrap();
+        // Two links in one step, racing the end: the end's reason reaches
+        // the trapper at most once; a second signal, if any, is a later
+        // link finding the end already told (`NoProcess`).
+        let mut trapper = Linker::new(&[peer, peer], true);
+        trapper.expect = 1;
+        let exits = scheduler.spawn(trapper, "run", ()).unwrap().wait().unwrap();
+        let exits = exits.downcast_ref::<Vec<(Pid, ExitReason)>>().unwrap();
+        let real = exits.iter().filter(|e| e.1 == ExitReason::Error).count();
+        assert!(real <= 1, "{exits:?}");
+        assert!((1..=2).contains(&exits.len()), "{exits:?}");
+        assert!(
+            exits
+                .iter()
+                .all(|e| matches!(e.1, ExitReason::Error | ExitReason::NoProcess)),
+            "{exits:?}"
+        );
+    }
+}

@@ -213,7 +213,8 @@ impl ResultSlot {
             // watches: nobody can take the outcome or needs a wakeup.
             return Some(outcome);
         }
-        let mut locked = self.locked().inner.lock();
+        let parts = self.locked();
+        let mut locked = parts.inner.lock();
         debug_assert!(
             matches!(locked.state, SlotState::Pending | SlotState::Abandoned),
             "outcome reported twice"
@@ -229,7 +230,7 @@ impl ResultSlot {
             None
         };
         drop(locked);
-        self.locked().ready.notify_all();
+        parts.ready.notify_all();
         if let Some(waiter) = waiter {
             waiter.wake();
         }
