@@ -77,22 +77,26 @@ pub(crate) enum Watcher {
     Outside(StdArc<crate::engine::monitors::DownSlot>),
 }
 
+/// The relations of a live process (made on first use); once it has
+/// ended, how, and which processes its end signals.
+fn live(state: &mut State) -> Result<&mut Related, (ExitReason, &[relay::Pid])> {
+    if matches!(state, State::Fresh) {
+        *state = State::Live(Box::default());
+    }
+    match state {
+        State::Live(related) => Ok(related),
+        State::Ended(reason) => Err((*reason, &[])),
+        State::EndedLinked(ended) => Err((ended.reason, &ended.signalled)),
+        State::Fresh => unreachable!("made live above"),
+    }
+}
+
 impl Relations {
     /// Runs `f` on the relations of a live process; `Err` with how it
     /// ended if it has.
     pub(crate) fn with_live<R>(&self, f: impl FnOnce(&mut Related) -> R) -> Result<R, ExitReason> {
         let mut state = self.state.lock();
-        match &mut *state {
-            State::Ended(reason) => Err(*reason),
-            State::EndedLinked(ended) => Err(ended.reason),
-            State::Live(related) => Ok(f(related)),
-            State::Fresh => {
-                let mut related = Box::default();
-                let result = f(&mut related);
-                *state = State::Live(related);
-                Ok(result)
-            }
-        }
+        live(&mut state).map(f).map_err(|(reason, _)| reason)
     }
 
     /// Runs `f` on the relations if there are any (a live process with
@@ -108,27 +112,10 @@ impl Relations {
     /// already; `Ok(true)` if this added it.
     pub(crate) fn add_link(&self, peer: &Arc<Record>) -> Result<bool, LinkRefused> {
         let mut state = self.state.lock();
-        let refused = |reason| LinkRefused {
+        let related = live(&mut state).map_err(|(reason, signalled)| LinkRefused {
             reason,
-            signalled: false,
-        };
-        let related = match &mut *state {
-            State::Ended(reason) => return Err(refused(*reason)),
-            State::EndedLinked(ended) => {
-                return Err(LinkRefused {
-                    reason: ended.reason,
-                    signalled: ended.signalled.contains(&peer.pid),
-                })
-            }
-            State::Live(related) => related,
-            State::Fresh => {
-                *state = State::Live(Box::default());
-                let State::Live(related) = &mut *state else {
-                    unreachable!("just made live")
-                };
-                related
-            }
-        };
+            signalled: signalled.contains(&peer.pid),
+        })?;
         if related.links.iter().any(|l| Arc::ptr_eq(l, peer)) {
             return Ok(false);
         }
