@@ -54,7 +54,7 @@ struct Player {
 
 impl Process for Player {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        if self.round_trips.is_empty() && events.len() == 0 {
+        if self.round_trips.is_empty() && events.is_empty() {
             self.sent_at = Instant::now();
             out.send(Package::new(out.pid(), self.peer, Ping(1)))?;
         }

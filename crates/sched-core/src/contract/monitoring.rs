@@ -53,21 +53,20 @@ impl Output<'_> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn monitor(&mut self, pid: Pid) -> MonitorId {
-        *self.timers.filters_events = true;
         let watcher = Watcher::Process(Arc::clone(self.timers.record));
         let shared = self.engine.context().shared();
         // A down delivered at once (no such process) waits in the queue
         // until the next step, which finds the monitor listed.
         let monitor = shared.add_monitor(pid, watcher);
-        crate::record::extras(self.timers.extras)
-            .monitoring
-            .push(monitor);
+        self.timers.with_extras(|x| x.monitoring.push(monitor));
         monitor
     }
 
-    /// Removes a monitor this process set. Returns `true` if it had not
-    /// fired; its down event then never arrives, even if it was already on
-    /// its way.
+    /// Removes a monitor this process set. Returns `true` if its down had
+    /// not reached this process: it then never does, even if the target
+    /// has ended meanwhile and the down is on its way or further on among
+    /// this step's events. `false` if the down was handed to a step before
+    /// (or the monitor was removed before).
     ///
     /// # Examples
     ///
@@ -78,14 +77,20 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn demonitor(&mut self, monitor: MonitorId) -> bool {
-        let Some(monitoring) = self.timers.extras.as_mut().map(|x| &mut x.monitoring) else {
+        let listed = self.timers.with_existing(|x| {
+            let at = x.monitoring.iter().position(|m| *m == monitor)?;
+            x.monitoring.swap_remove(at);
+            crate::contract::timers::shrink_list(&mut x.monitoring);
+            Some(())
+        });
+        if listed.flatten().is_none() {
             return false;
-        };
-        let Some(at) = monitoring.iter().position(|m| *m == monitor) else {
-            return false;
-        };
-        monitoring.swap_remove(at);
-        self.engine.context().shared().remove_monitor(monitor)
+        }
+        // Unlisted, its down is never handed to a step, even if the target
+        // has ended and the down is on its way: whatever the target's side
+        // says, it has not fired for this process.
+        let _ = self.engine.context().shared().remove_monitor(monitor);
+        true
     }
 
     /// Gives this process the name `name` until it ends (see

@@ -10,13 +10,20 @@ use crate::contract::error::SubmitError;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
 use crate::contract::step_engine::StepEngine;
+use crate::contract::pending::StepLists;
 use crate::contract::timers::StepOwned;
 use crate::contract::upgrade::Upgrade;
+use crate::panic_guard::drop_user_value;
 use crate::record::completion::Completion;
 
 /// The events delivered to one step, in arrival order (per producer).
 /// Events the step does not consume are kept: they come first in the
 /// process's next step (or are dead letters if the process ends).
+///
+/// A timer, monitor or ask the step cancels while reading is never handed
+/// out afterwards, even when its event is further on in this same batch:
+/// the check is made as each event is taken. So the length is an upper
+/// bound of what the iterator yields.
 ///
 /// # Examples
 ///
@@ -28,16 +35,54 @@ use crate::record::completion::Completion;
 /// ```
 pub struct Events<'a> {
     inner: std::vec::Drain<'a, Event>,
+    /// The process's pending timers, monitors and asks: each event is
+    /// checked against them as it is handed out (`contract/pending.rs`).
+    lists: Option<&'a StepLists<'a>>,
 }
 
 impl<'a> Events<'a> {
-    pub(crate) fn new(inner: std::vec::Drain<'a, Event>) -> Self {
-        Events { inner }
+    pub(crate) fn new(
+        inner: std::vec::Drain<'a, Event>,
+        lists: Option<&'a StepLists<'a>>,
+    ) -> Self {
+        Events { inner, lists }
     }
 
     /// How many events the step has not taken.
     pub(crate) fn remaining(&self) -> usize {
         self.inner.len()
+    }
+
+    /// The events the step has not taken, without the pending check: they
+    /// have not been handed out, and are kept for the next step.
+    pub(crate) fn unchecked_rest(&mut self) -> &mut std::vec::Drain<'a, Event> {
+        &mut self.inner
+    }
+
+    /// How many events are left in this batch: an upper bound of what the
+    /// iterator still yields (an event of a timer, monitor or ask the step
+    /// cancels meanwhile is skipped).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::Events;
+    /// fn nothing_came(events: &Events<'_>) -> bool { events.len() == 0 }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether this batch has no event left.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::Events;
+    /// fn nothing_came(events: &Events<'_>) -> bool { events.is_empty() }
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.inner.len() == 0
     }
 }
 
@@ -45,15 +90,25 @@ impl Iterator for Events<'_> {
     type Item = Event;
 
     fn next(&mut self) -> Option<Event> {
-        self.inner.next()
+        loop {
+            let event = self.inner.next()?;
+            match self.lists {
+                Some(lists) if !lists.hand_out(&event) => {
+                    drop_user_value(event, lists.pid, "an event cancelled during its step");
+                }
+                _ => return Some(event),
+            }
+        }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.inner.size_hint()
+        let left = self.inner.len();
+        match self.lists {
+            Some(lists) if lists.filters.get() => (0, Some(left)),
+            _ => (left, Some(left)),
+        }
     }
 }
-
-impl ExactSizeIterator for Events<'_> {}
 
 impl fmt::Debug for Events<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

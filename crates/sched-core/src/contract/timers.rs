@@ -11,41 +11,55 @@ use relay::{Addr, Package, SendError};
 use crate::contract::command::Tag;
 use crate::contract::output::Output;
 use crate::engine::shared::Shared;
+use crate::contract::pending::StepLists;
 use crate::record::{extras, Extras, Record};
 use crate::sync::Arc;
 use crate::timer::{Action, TimerId, What};
 
-/// The stepped record and its lists of pending timers and monitors, lent
-/// to [`Output`].
+/// The stepped record and its lists of pending timers, monitors and asks,
+/// lent to [`Output`].
 pub(crate) struct StepOwned<'a> {
     pub(crate) record: &'a Arc<Record>,
-    /// The process's timers, monitors and asks (allocated on first use).
-    pub(crate) extras: &'a mut Option<Box<Extras>>,
     /// The engine, owned (an ask's answer path keeps it).
     pub(crate) shared: &'a Arc<Shared>,
-    pub(crate) filters_events: &'a mut bool,
+    /// The process's timers, monitors and asks (allocated on first use),
+    /// shared with the step's events (see `contract/pending.rs`).
+    pub(crate) lists: &'a StepLists<'a>,
 }
 
-/// Past this many timers in a process's list, the ones that fired (sends
-/// whose message went elsewhere) are pruned; the list then grows to twice
-/// what is left before the next pruning.
-const PRUNE_FROM: usize = 16;
+impl StepOwned<'_> {
+    /// Runs `f` on the process's extras, allocating them on first use, and
+    /// marks the process's events as needing the pending check.
+    pub(crate) fn with_extras<R>(&self, f: impl FnOnce(&mut Extras) -> R) -> R {
+        self.lists.filters.set(true);
+        f(extras(&mut self.lists.extras.borrow_mut()))
+    }
+
+    /// Runs `f` on the process's extras if it has any.
+    pub(crate) fn with_existing<R>(&self, f: impl FnOnce(&mut Extras) -> R) -> Option<R> {
+        self.lists.extras.borrow_mut().as_deref_mut().map(f)
+    }
+}
+
+/// A list of pending ids whose capacity is four times what it holds (and
+/// more than a few) gives the excess back: a process that once set a
+/// million timers does not keep room for them.
+pub(crate) fn shrink_list<T>(list: &mut Vec<T>) {
+    if list.capacity() > 64 && list.capacity() > 4 * list.len() {
+        list.shrink_to(2 * list.len());
+    }
+}
 
 impl Output<'_> {
     fn shared(&self) -> &Shared {
         self.engine.context().shared()
     }
 
-    /// Adds a timer to this process's list, pruning fired ones now and
-    /// then so the list stays as long as the timers actually pending.
+    /// Adds a timer to this process's list. Every timer listed here (a
+    /// wake-up or an ask's timeout) comes back to this process, so each
+    /// leaves the list when its event is handed out or it is cancelled.
     fn own(&mut self, id: TimerId) -> TimerId {
-        *self.timers.filters_events = true;
-        let owned = &mut extras(self.timers.extras).timers;
-        if owned.len() >= PRUNE_FROM && owned.len().is_power_of_two() {
-            let timers = &self.engine.context().shared().timers;
-            owned.retain(|id| timers.is_pending(*id));
-        }
-        owned.push(id);
+        self.timers.with_extras(|x| x.timers.push(id));
         id
     }
 
@@ -113,9 +127,12 @@ impl Output<'_> {
     }
 
     /// Cancels a timer this process set (a wake-up or a delayed send).
-    /// Returns `true` if it was pending: it will never fire. `false` means
-    /// it has fired already (a wake-up then is among this step's events or
-    /// was seen before; a message was delivered) or was cancelled before.
+    /// Returns `true` if it had not reached its end: a wake-up's
+    /// [`Event::Timer`](crate::Event::Timer) is then never handed to a step,
+    /// even if it fell due already and is further on among this step's
+    /// events; a delayed message is never delivered. `false` means a
+    /// wake-up was handed to a step before, a message was delivered (or
+    /// became a dead letter), or it was cancelled before.
     ///
     /// # Examples
     ///
@@ -126,21 +143,34 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn cancel_timer(&mut self, id: TimerId) -> bool {
-        let Some(owned) = self.timers.extras.as_mut().map(|x| &mut x.timers) else {
-            return false;
-        };
-        let Some(at) = owned.iter().position(|t| *t == id) else {
-            return false;
-        };
-        owned.swap_remove(at);
-        self.shared().cancel_timer(id)
+        let listed = self.timers.with_existing(|x| {
+            let at = x.timers.iter().position(|t| *t == id)?;
+            x.timers.swap_remove(at);
+            shrink_list(&mut x.timers);
+            Some(())
+        });
+        if listed.flatten().is_some() {
+            // Listed means its event has not been handed out: whether it
+            // is still in the wheel or already among the events, the
+            // process will not see it.
+            let _ = self.shared().cancel_timer(id);
+            return true;
+        }
+        // Not one of its wake-ups: a delayed message it sent, which
+        // belongs to its message (and may be cancelled by whoever holds
+        // its id).
+        self.shared().cancel_message_timer(id)
     }
 
     /// Delivers `package` to its target after `delay`. The target is
-    /// resolved now, and the message reaches that process or nobody: if it
-    /// has ended by then, the message is a dead letter (even if another
-    /// process has taken its PID since). The timer belongs to this process:
-    /// it is cancelled if this process ends first.
+    /// resolved now, and the message reaches that process or nobody. As in
+    /// Erlang, the delayed message belongs to its message, not to its
+    /// sender: it is delivered if the target is alive at the deadline,
+    /// whatever became of this process meanwhile. If the target ends
+    /// first, the message is cancelled at that end and counted as a dead
+    /// letter (it is not kept until its deadline). Delayed messages from
+    /// one sender to one target with non-decreasing deadlines arrive in the
+    /// order they were sent.
     ///
     /// # Errors
     ///
@@ -158,8 +188,7 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn send_after(&mut self, delay: Duration, package: Package) -> Result<TimerId, SendError> {
-        let id = self.shared().send_after(delay, package)?;
-        Ok(self.own(id))
+        self.shared().send_after(delay, package)
     }
 
     /// [`send_after`](Output::send_after) for a typed message.
@@ -191,7 +220,8 @@ impl Output<'_> {
 
 impl Shared {
     /// Sets a timer that delivers `package` to the process that has its
-    /// target PID now.
+    /// target PID now. The timer belongs to the message: the target lists
+    /// it, and cancels it (a dead letter) if it ends before the deadline.
     pub(crate) fn send_after(
         &self,
         delay: Duration,
@@ -201,11 +231,24 @@ impl Shared {
             return Err(SendError::unknown_target(package));
         };
         let at = Instant::now().checked_add(delay).unwrap_or_else(far_future);
+        let shard = self.timers.shard_of_target(record.pid);
+        let target = Arc::clone(&record);
         let action = Action {
             record,
             what: What::Message(package),
         };
-        Ok(self.set_timer(at, action))
+        let id = self.set_timer_on(Some(shard), at, action);
+        let timers = &self.timers;
+        let listed = target
+            .relations
+            .with_live(|related| related.list_delayed(id, |id| timers.is_pending(id)));
+        if listed.is_err() {
+            // The target ended while this was set: its end did not see the
+            // timer, so it is cancelled here (unless it fired already, and
+            // the firing made it a dead letter).
+            self.delayed_to_ended(target.pid, vec![id]);
+        }
+        Ok(id)
     }
 }
 

@@ -256,10 +256,10 @@ impl Output<'_> {
                 what: What::AskTimeout(id),
             },
         );
-        *self.timers.filters_events = true;
-        let extras = crate::record::extras(self.timers.extras);
-        extras.timers.push(timer);
-        extras.asks.push((id, timer));
+        self.timers.with_extras(|extras| {
+            extras.timers.push(timer);
+            extras.asks.push((id, timer));
+        });
         Ok(id)
     }
 }

@@ -126,8 +126,8 @@ impl Output<'_> {
     }
 
     /// Removes the link with `pid` (both ways). No exit signal from that
-    /// link comes after this returns; one already delivered stays
-    /// delivered.
+    /// link comes after this returns, even if `pid`'s process is ending
+    /// at that very moment; one already delivered stays delivered.
     ///
     /// # Examples
     ///
@@ -135,15 +135,14 @@ impl Output<'_> {
     /// fn part(out: &mut sched::Output<'_>, partner: sched::Pid) { out.unlink(partner) }
     /// ```
     pub fn unlink(&mut self, pid: Pid) {
-        let shared = self.engine.context().shared();
         let me = self.timers.record;
-        let Some(peer) = shared.processes.get(pid) else {
-            return;
-        };
-        // Our entry first: once it is gone, the peer's end no longer owes
-        // us a signal.
-        me.relations.remove_link(&peer);
-        peer.relations.remove_link(me);
+        // From our own list, not through the process table: a peer that is
+        // ending has left the table before its end takes its links, and
+        // our entry is what its end would signal. Our entry first: once it
+        // is gone, the peer's end no longer owes us a signal.
+        for peer in me.relations.remove_links_to(pid) {
+            peer.relations.remove_link(me);
+        }
     }
 
     /// Whether exit signals from linked processes arrive as

@@ -219,6 +219,9 @@ impl Shared {
         for name in related.names {
             self.names.release(&name, record);
         }
+        if !related.delayed.is_empty() {
+            self.delayed_to_ended(record.pid, related.delayed);
+        }
         self.links_end(record, related.links, reason);
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc as StdArc;
 use crate::contract::down::ExitReason;
 use crate::record::Record;
 use crate::sync::{Arc, Mutex};
+use crate::timer::TimerId;
 
 /// The relations of one process.
 #[derive(Debug, Default)]
@@ -58,6 +59,29 @@ pub(crate) struct Related {
     pub(crate) trap_exits: bool,
     /// The linked process whose abnormal end is ending this one.
     pub(crate) linked_exit: Option<(relay::Pid, ExitReason)>,
+    /// Delayed messages aimed at this process (some may have fired): the
+    /// pending ones are cancelled when it ends, as dead letters.
+    pub(crate) delayed: Vec<TimerId>,
+}
+
+/// Past this many delayed messages listed, the ones that fired are pruned;
+/// the list then grows to twice what is left before the next pruning.
+const PRUNE_FROM: usize = 16;
+
+impl Related {
+    /// Lists a delayed message aimed at this process, pruning now and then
+    /// the ones that fired (`pending` tells), so the list stays as long as
+    /// the messages actually pending (amortised O(1) per message).
+    pub(crate) fn list_delayed(&mut self, id: TimerId, pending: impl Fn(TimerId) -> bool) {
+        let list = &mut self.delayed;
+        if list.len() >= PRUNE_FROM && list.len().is_power_of_two() {
+            list.retain(|id| pending(*id));
+            if list.capacity() > 4 * list.len().max(PRUNE_FROM) {
+                list.shrink_to(2 * list.len().max(PRUNE_FROM));
+            }
+        }
+        list.push(id);
+    }
 }
 
 /// One monitor: whom to tell, under which id.
@@ -133,6 +157,26 @@ impl Relations {
         });
         // Dropped outside the lock: it may be the last reference.
         removed.flatten().is_some()
+    }
+
+    /// Removes every link of this process to a process under `pid`, and
+    /// returns those processes. Works from this process's own list, which
+    /// holds the peers' records: a peer whose PID has already left the
+    /// table (it is ending) is still found here.
+    pub(crate) fn remove_links_to(&self, pid: relay::Pid) -> Vec<Arc<Record>> {
+        let removed = self.with_existing(|related| {
+            let mut removed = Vec::new();
+            let mut at = 0;
+            while at < related.links.len() {
+                if related.links[at].pid == pid {
+                    removed.push(related.links.swap_remove(at));
+                } else {
+                    at += 1;
+                }
+            }
+            removed
+        });
+        removed.unwrap_or_default()
     }
 
     /// Marks the process ended with `reason` and takes what was

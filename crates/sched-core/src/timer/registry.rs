@@ -149,6 +149,28 @@ impl Timers {
         removed
     }
 
+    /// Removes a pending delayed message (not a process's wake-up or ask
+    /// timeout, which only their process cancels). `None` if `id` names no
+    /// pending delayed message.
+    pub(crate) fn cancel_message(&self, id: TimerId) -> Option<Action> {
+        let shard = self.shards.get(id.shard as usize)?;
+        let mut wheel = shard.wheel.lock();
+        let key = Key::from_bits(id.key);
+        if !matches!(wheel.get_mut(key), Some(Action { what: What::Message(_), .. })) {
+            return None;
+        }
+        let removed = wheel.remove(key);
+        removed
+    }
+
+    /// The wheel every delayed message to `target` goes into, whoever
+    /// sends it from wherever: one wheel fires equal deadlines in insertion
+    /// order, so messages from one sender to one target with
+    /// non-decreasing deadlines arrive in the order they were sent.
+    pub(crate) fn shard_of_target(&self, target: relay::Pid) -> usize {
+        (target.id() % self.shards.len() as u64) as usize
+    }
+
     /// Whether `id` is still pending.
     pub(crate) fn is_pending(&self, id: TimerId) -> bool {
         self.shards
@@ -177,9 +199,17 @@ impl Shared {
     /// of the engine's workers, in another's otherwise (waking it if this
     /// timer is now its earliest).
     pub(crate) fn set_timer(&self, at: Instant, action: Action) -> TimerId {
+        self.set_timer_on(None, at, action)
+    }
+
+    /// Sets a timer due at `at` in wheel `shard` (or, for `None`, as
+    /// [`set_timer`](Shared::set_timer) chooses), waking that wheel's
+    /// worker if it is not the calling one and this timer is now its
+    /// earliest.
+    pub(crate) fn set_timer_on(&self, shard: Option<usize>, at: Instant, action: Action) -> TimerId {
         let timers = &self.timers;
         let own = local::with_local(self, |local| local.index);
-        let shard_index = own.unwrap_or_else(|| {
+        let shard_index = shard.or(own).unwrap_or_else(|| {
             ROUND_ROBIN.with(|next| {
                 let i = next.get();
                 next.set(i.wrapping_add(1));
@@ -187,7 +217,7 @@ impl Shared {
             })
         });
         let (id, earlier) = timers.insert(shard_index, at, action);
-        if earlier && own.is_none() && shard_index < self.remotes.len() {
+        if earlier && own != Some(shard_index) && shard_index < self.remotes.len() {
             // Pairs with the fence in `Sleepers::park`: either that worker
             // reads the new `next` after announcing its sleep, or we find it
             // on the idle list here and wake it.
@@ -204,6 +234,10 @@ impl Shared {
         self.timers.poll(worker, Instant::now(), due);
         for action in due.drain(..) {
             self.fire(action);
+        }
+        // A burst of due timers does not keep its buffer.
+        if due.capacity() > 1024 {
+            due.shrink_to(64);
         }
     }
 
@@ -252,6 +286,38 @@ impl Shared {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Cancels a delayed message (see [`Timers::cancel_message`]); `true`
+    /// if it was pending (it is never delivered).
+    pub(crate) fn cancel_message_timer(&self, id: TimerId) -> bool {
+        match self.timers.cancel_message(id) {
+            Some(action) => {
+                self.drop_timers(vec![action]);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Delayed messages to an ended process that were still pending: each
+    /// is a dead letter (counted, and passed to the dead-letter hook).
+    pub(crate) fn delayed_to_ended(&self, ended: relay::Pid, ids: Vec<TimerId>) {
+        let mut dead = Vec::new();
+        for id in ids {
+            if let Some(Action {
+                what: What::Message(package),
+                record,
+            }) = self.timers.cancel_message(id)
+            {
+                // The record is the ended one; its last counts go here.
+                drop(record);
+                dead.push(Event::Message(package));
+            }
+        }
+        if !dead.is_empty() {
+            self.dead_letters(ended, dead);
         }
     }
 

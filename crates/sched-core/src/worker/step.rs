@@ -1,6 +1,7 @@
 //! Running one process: its step, the commands it yielded, what it
 //! asked for next, and its end.
 
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -10,14 +11,14 @@ use crate::contract::command::Command;
 use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::output::{Events, Output, Status, Yield};
+use crate::contract::pending::{drop_unwanted, StepLists};
 use crate::contract::timers::StepOwned;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::bump;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
-use crate::record::{Body, Extras, Record};
+use crate::record::{Body, Record};
 use crate::sync::Arc;
-use crate::timer::registry::Timers;
 
 use super::Worker;
 
@@ -72,10 +73,21 @@ impl Worker<'_> {
             // bothering the process.
             return Some(body.waiting_state());
         }
-        body.waiting = false;
         if body.filters_events {
-            drop_cancelled(&mut self.events, body, &self.shared.timers);
+            // Events of timers, monitors and asks cancelled before this
+            // step began never reach it (nor wake it for nothing).
+            drop_unwanted(
+                &mut self.events,
+                &mut body.extras,
+                &self.shared.timers,
+                record.pid,
+                false,
+            );
+            if body.waiting && self.events.is_empty() {
+                return Some(body.waiting_state());
+            }
         }
+        body.waiting = false;
         if let Some(extras) = body.extras.as_mut() {
             if !extras.unread.is_empty() {
                 // What the last step left unread comes first, in order.
@@ -87,26 +99,38 @@ impl Worker<'_> {
             .process
             .as_mut()
             .expect("a live record has its process");
+        // The pending lists are shared by the step's events (which take an
+        // entry as its event is handed out) and its output (which adds and
+        // cancels): lent through a cell for the length of the step.
+        let extras = RefCell::new(body.extras.take());
+        let filters = Cell::new(body.filters_events);
+        let lists = StepLists {
+            extras: &extras,
+            filters: &filters,
+            timers: &self.shared.timers,
+            pid: record.pid,
+        };
         let timers = StepOwned {
             record,
-            extras: &mut body.extras,
             shared: &self.shared,
-            filters_events: &mut body.filters_events,
+            lists: &lists,
         };
         let mut output = Output::new(&mut self.yields, &*self.shared, record.pid, timers);
-        let mut events = Events::new(self.events.drain(..));
+        let mut events = Events::new(self.events.drain(..), Some(&lists));
         let result = catch_unwind(AssertUnwindSafe(|| process.step(&mut events, &mut output)));
         let status = std::mem::replace(&mut output.status, Status::Idle);
         drop(output);
         // Whatever the step did not read is kept for the next step (moved,
-        // not dropped: no user `Drop` runs here).
+        // not dropped: no user `Drop` runs here). It has not been handed
+        // out, so its timers, monitors and asks are still listed.
         if events.remaining() > 0 {
-            crate::record::extras(&mut body.extras)
+            crate::record::extras(&mut extras.borrow_mut())
                 .unread
-                .extend(events);
-        } else {
-            drop(events);
+                .extend(events.unchecked_rest());
         }
+        drop(events);
+        body.extras = extras.into_inner();
+        body.filters_events = filters.get();
         self.shrink_buffers();
         record.count_step();
         bump(&self.counters().steps, 1);
@@ -232,15 +256,20 @@ impl Worker<'_> {
             .map(|x| std::mem::take(&mut x.unread))
             .unwrap_or_default();
         // SAFETY: `end` runs with the body borrowed, so we own the process.
-        let mut closed = unsafe { record.close_events() };
+        let closed = unsafe { record.close_events() };
+        dead.extend(closed);
         // What a step would never have seen is no dead letter either: a
         // cancelled timer's event, a removed monitor's down, an answer
-        // after its ask's timeout. (What it left unread was filtered when
-        // it arrived.)
+        // after its ask's timeout.
         if body.filters_events {
-            drop_cancelled(&mut closed, body, &self.shared.timers);
+            drop_unwanted(
+                &mut dead,
+                &mut body.extras,
+                &self.shared.timers,
+                record.pid,
+                true,
+            );
         }
-        dead.extend(closed);
         // The process's own timers end with it (their memory too).
         let extras = body.extras.take();
         if let Some(extras) = &extras {
@@ -345,52 +374,4 @@ pub(super) fn kill_error(flags: u32) -> ExitError {
     } else {
         ExitError::Terminated
     }
-}
-
-/// Drops the events of timers the process cancelled after they fell due,
-/// and of monitors it removed after they fired (they are no longer in its
-/// lists); the others leave the lists, as they have now reached it.
-fn drop_cancelled(events: &mut Vec<Event>, body: &mut Body, engine_timers: &Timers) {
-    let Some(extras) = body.extras.as_mut() else {
-        // Nothing pending: every timer, down or reply is a cancelled one.
-        events.retain(|event| {
-            !matches!(
-                event,
-                Event::Timer { .. } | Event::Down(_) | Event::Reply { .. }
-            )
-        });
-        return;
-    };
-    let Extras {
-        timers,
-        monitoring: monitors,
-        asks,
-        ..
-    } = &mut **extras;
-    fn take<T: PartialEq>(pending: &mut Vec<T>, item: &T) -> bool {
-        match pending.iter().position(|p| p == item) {
-            Some(at) => {
-                pending.swap_remove(at);
-                true
-            }
-            None => false,
-        }
-    }
-    events.retain(|event| match event {
-        Event::Timer { id, .. } => take(timers, id),
-        Event::Down(down) => take(monitors, &down.monitor),
-        Event::Reply { id, .. } => match asks.iter().position(|(ask, _)| ask == id) {
-            // The first answer (or the timeout) settles the ask: its timer
-            // goes (it may be the one that fired), later answers are
-            // dropped.
-            Some(at) => {
-                let (_, timer) = asks.swap_remove(at);
-                take(timers, &timer);
-                drop(engine_timers.cancel(timer));
-                true
-            }
-            None => false,
-        },
-        _ => true,
-    });
 }

@@ -1,0 +1,139 @@
+//! What a process still waits for (its timers, monitors and asks), and the
+//! check that hands such an event to a step only if it still waits for it.
+//!
+//! # Protocol
+//!
+//! The lists live in the process's [`Extras`] and only the process's owner
+//! touches them. An id is listed when the step sets the timer, the monitor
+//! or the ask, and leaves the list exactly once, by whichever comes first:
+//!
+//! - the step cancels it (`cancel_timer`, `demonitor`): its event is then
+//!   never handed to a step, even if it had already fallen due and sits in
+//!   the batch the step is reading;
+//! - its event is handed to a step ([`Events::next`](crate::Events)): that
+//!   is the one time the process sees it;
+//! - the process ends: the pending ones are cancelled.
+//!
+//! The check is made when the event is handed out, not only when the batch
+//! is drained before the step: a reply and the timeout of the same ask, or
+//! a message and a timer the step cancels on reading it, can both be in one
+//! batch, and the step must not see the one it cancelled after the other.
+//! An ask is settled by its first `Reply` (an answer or the timeout): its
+//! timer is cancelled and a later `Reply` is dropped.
+//!
+//! Events dropped here are dropped through the panic guard: a late reply's
+//! payload is the user's, and its `Drop` may panic.
+
+use std::cell::{Cell, RefCell};
+
+use relay::Pid;
+
+use crate::contract::event::Event;
+use crate::panic_guard::drop_user_value;
+use crate::record::Extras;
+use crate::timer::registry::Timers;
+
+/// The process's lists during one step, shared by the step's
+/// [`Events`](crate::Events) (which consume them) and its
+/// [`Output`](crate::Output) (which adds and cancels).
+pub(crate) struct StepLists<'a> {
+    /// The record's extras, lent for the step.
+    pub(crate) extras: &'a RefCell<Option<Box<Extras>>>,
+    /// Whether the process has ever set a timer, monitor or ask: only then
+    /// are its events checked.
+    pub(crate) filters: &'a Cell<bool>,
+    pub(crate) timers: &'a Timers,
+    pub(crate) pid: Pid,
+}
+
+impl StepLists<'_> {
+    /// Whether `event` may be handed to the step now; if it may and it is
+    /// a timer, down or reply, it leaves its list (it is seen once).
+    pub(crate) fn hand_out(&self, event: &Event) -> bool {
+        if !self.filters.get() {
+            return true;
+        }
+        take(&mut self.extras.borrow_mut(), event, self.timers)
+    }
+}
+
+/// Whether the process still waits for `event` (a timer, down or reply
+/// whose id is listed; every other event is always wanted). Leaves the
+/// lists unchanged.
+pub(crate) fn wanted(extras: &Option<Box<Extras>>, event: &Event) -> bool {
+    let Some(extras) = extras else {
+        return !is_awaited_kind(event);
+    };
+    match event {
+        Event::Timer { id, .. } => extras.timers.contains(id),
+        Event::Down(down) => extras.monitoring.contains(&down.monitor),
+        Event::Reply { id, .. } => extras.asks.iter().any(|(ask, _)| ask == id),
+        _ => true,
+    }
+}
+
+/// As [`wanted`], and takes a wanted timer, down or reply off its list.
+pub(crate) fn take(extras: &mut Option<Box<Extras>>, event: &Event, timers: &Timers) -> bool {
+    let Some(extras) = extras else {
+        return !is_awaited_kind(event);
+    };
+    fn remove<T: PartialEq>(pending: &mut Vec<T>, item: &T) -> bool {
+        match pending.iter().position(|p| p == item) {
+            Some(at) => {
+                pending.swap_remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+    match event {
+        Event::Timer { id, .. } => remove(&mut extras.timers, id),
+        Event::Down(down) => remove(&mut extras.monitoring, &down.monitor),
+        Event::Reply { id, .. } => match extras.asks.iter().position(|(ask, _)| ask == id) {
+            Some(at) => {
+                // The first answer (or the timeout) settles the ask: its
+                // timer goes (it may be the one that fired).
+                let (_, timer) = extras.asks.swap_remove(at);
+                remove(&mut extras.timers, &timer);
+                drop(timers.cancel(timer));
+                true
+            }
+            None => false,
+        },
+        _ => true,
+    }
+}
+
+fn is_awaited_kind(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Timer { .. } | Event::Down(_) | Event::Reply { .. }
+    )
+}
+
+/// Drops (guarded) the events of `batch` the process no longer waits for,
+/// keeping the order of the rest; with `consume`, the kept ones leave their
+/// lists (the process is ending and they become dead letters).
+pub(crate) fn drop_unwanted(
+    batch: &mut Vec<Event>,
+    extras: &mut Option<Box<Extras>>,
+    timers: &Timers,
+    pid: Pid,
+    consume: bool,
+) {
+    let mut kept = 0;
+    for at in 0..batch.len() {
+        let keep = if consume {
+            take(extras, &batch[at], timers)
+        } else {
+            wanted(extras, &batch[at])
+        };
+        if keep {
+            batch.swap(kept, at);
+            kept += 1;
+        }
+    }
+    for event in batch.drain(kept..) {
+        drop_user_value(event, pid, "an event the process no longer waits for");
+    }
+}
