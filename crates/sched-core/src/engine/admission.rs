@@ -163,11 +163,10 @@ impl Shared {
                 tracing::debug!(%pid, message = %panic_message(&*panic), "close or drop panicked");
             }
         }
-        self.unregister(record);
         // Monitors, links or names attached while `init` or the start hook
         // ran (the PID was routable) resolve now: for them the process
         // never existed.
-        self.relations_end(record, crate::contract::down::ExitReason::NoProcess);
+        self.retire(record, crate::contract::down::ExitReason::NoProcess);
         self.dead_letters(pid, dead);
         self.release_live();
     }

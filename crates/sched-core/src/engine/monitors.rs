@@ -76,10 +76,33 @@ impl DownSlot {
 /// assert_eq!((down.pid, down.reason), (pid, ExitReason::Error));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
+///
+/// Dropping the handle removes the monitor: a health checker that monitors
+/// a long-lived service and forgets the handle leaves nothing behind on
+/// the service.
 pub struct Monitor {
     id: MonitorId,
     slot: StdArc<DownSlot>,
+    /// The watched process, while the monitor is attached to it (the
+    /// handle's drop detaches it without looking the PID up).
+    target: Option<Arc<Record>>,
+}
+
+impl std::fmt::Debug for Monitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Monitor")
+            .field("id", &self.id)
+            .field("down", &self.try_get())
+            .finish()
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        if let Some(target) = self.target.take() {
+            detach(&target, self.id.id);
+        }
+    }
 }
 
 impl Monitor {
@@ -142,11 +165,18 @@ impl Shared {
     /// Attaches a monitor of `target` for `watcher`; tells it at once if
     /// `target` has ended or does not exist.
     pub(crate) fn add_monitor(&self, target: Pid, watcher: Watcher) -> MonitorId {
+        self.attach_monitor(target, watcher).0
+    }
+
+    /// [`add_monitor`](Shared::add_monitor), also returning the watched
+    /// record when the monitor was attached to it.
+    fn attach_monitor(&self, target: Pid, watcher: Watcher) -> (MonitorId, Option<Arc<Record>>) {
         let monitor = MonitorId {
             target,
             id: next_id(),
         };
         let record = self.processes.get(target);
+        let mut attached_to = None;
         let refused = match record {
             None => Some((ExitReason::NoProcess, watcher)),
             Some(record) => {
@@ -157,9 +187,13 @@ impl Shared {
                         watcher: watcher.take().expect("taken once"),
                     });
                 });
-                attached
+                let refused = attached
                     .err()
-                    .map(|reason| (reason, watcher.take().expect("not attached")))
+                    .map(|reason| (reason, watcher.take().expect("not attached")));
+                if refused.is_none() {
+                    attached_to = Some(record);
+                }
+                refused
             }
         };
         if let Some((reason, watcher)) = refused {
@@ -172,20 +206,18 @@ impl Shared {
                 },
             );
         }
-        monitor
+        (monitor, attached_to)
     }
 
-    /// Detaches a monitor; `true` if it had not fired.
+    /// Detaches a monitor; `true` if it had not fired. A target that has
+    /// ended has its relations closed before its PID leaves the table (see
+    /// [`retire`](Shared::retire)), so `false` here means its down has been
+    /// or is being sent.
     pub(crate) fn remove_monitor(&self, monitor: MonitorId) -> bool {
         let Some(record) = self.processes.get(monitor.target) else {
             return false;
         };
-        let removed = record.relations.with_existing(|related| {
-            let at = related.monitors.iter().position(|w| w.id == monitor.id)?;
-            Some(related.monitors.swap_remove(at))
-        });
-        // The watch holds its watcher's record: dropped outside the lock.
-        removed.flatten().is_some()
+        detach(&record, monitor.id)
     }
 
     fn tell_down(&self, watcher: Watcher, down: Down) {
@@ -199,10 +231,20 @@ impl Shared {
         }
     }
 
-    /// `record` has ended with `reason`: fires its monitors and releases
-    /// its names. Runs once per process, on the worker that ended it.
-    pub(crate) fn relations_end(&self, record: &Arc<Record>, reason: ExitReason) {
-        let Some(related) = record.relations.end(reason) else {
+    /// `record` has ended with `reason`: its PID leaves the table, its
+    /// monitors fire, its names are released and its links signalled. Runs
+    /// once per process, on the thread that ended it.
+    ///
+    /// The relations are closed before the PID leaves the table, so
+    /// whoever still finds the PID (a `demonitor`, a `monitor`, a `link`)
+    /// finds them ended and learns the real outcome; nobody can find the
+    /// PID gone while the relations still look live. The notifications go
+    /// out after: a watcher that reacts (a supervisor restarting the
+    /// process under the same PID or name) finds both free.
+    pub(crate) fn retire(&self, record: &Arc<Record>, reason: ExitReason) {
+        let related = record.relations.end(reason);
+        self.unregister(record);
+        let Some(related) = related else {
             return;
         };
         for watch in related.monitors {
@@ -226,20 +268,37 @@ impl Shared {
     }
 }
 
+/// Removes monitor `id` from `record`'s watchers; `true` if it was there
+/// (it had not fired).
+fn detach(record: &Record, id: u64) -> bool {
+    let removed = record.relations.with_existing(|related| {
+        let at = related.monitors.iter().position(|w| w.id == id)?;
+        let watch = related.monitors.swap_remove(at);
+        if related.monitors.capacity() > 64
+            && related.monitors.capacity() > 4 * related.monitors.len()
+        {
+            related.monitors.shrink_to(2 * related.monitors.len());
+        }
+        Some(watch)
+    });
+    // The watch holds its watcher's record: dropped outside the lock.
+    removed.flatten().is_some()
+}
+
 impl Context {
     /// Watches `pid` from outside the engine: the returned [`Monitor`]
     /// receives one [`Down`] when it ends (at once if it has ended or never
-    /// existed).
+    /// existed). Dropping the [`Monitor`] removes the monitor.
     ///
     /// # Examples
     ///
     /// See [`Monitor`].
     pub fn monitor(&self, pid: Pid) -> Monitor {
         let slot = StdArc::new(DownSlot::default());
-        let id = self
+        let (id, target) = self
             .shared()
-            .add_monitor(pid, Watcher::Outside(StdArc::clone(&slot)));
-        Monitor { id, slot }
+            .attach_monitor(pid, Watcher::Outside(StdArc::clone(&slot)));
+        Monitor { id, slot, target }
     }
 
     /// Removes a monitor (set from outside or by a step). Returns `true`

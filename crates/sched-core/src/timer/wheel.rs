@@ -132,7 +132,17 @@ pub(crate) struct Wheel<T> {
     overdue_min: u64,
     /// Indices taken out of lists during a poll; kept to reuse its capacity.
     scratch: Vec<u32>,
+    /// The slab looks at shrinking when `len` falls to this: a quarter of
+    /// its slots when it last grew, then half of `len` at each look, so the
+    /// looks (one pass each) come at geometrically spaced sizes.
+    look_at: usize,
+    /// The generation a slot made afresh starts at: past every generation
+    /// of a slot the slab has cut off.
+    fresh_generation: u32,
 }
+
+/// Below this many slots the slab never shrinks.
+const SHRINK_FROM: usize = 1024;
 
 impl<T> Wheel<T> {
     pub(crate) fn new() -> Self {
@@ -145,6 +155,8 @@ impl<T> Wheel<T> {
             len: 0,
             overdue_min: 0,
             scratch: Vec::new(),
+            look_at: 0,
+            fresh_generation: 0,
         }
     }
 
@@ -180,7 +192,9 @@ impl<T> Wheel<T> {
             return None;
         }
         self.unlink(key.index);
-        Some(self.release(key.index))
+        let value = self.release(key.index);
+        self.maybe_shrink();
+        Some(value)
     }
 
     /// The value of a pending timer; `None` if the key is stale.
@@ -245,6 +259,38 @@ impl<T> Wheel<T> {
             self.elapsed = now;
         }
         self.scratch = batch;
+        self.maybe_shrink();
+    }
+
+    /// Gives back the slab's vacant top and spare capacity when few of its
+    /// slots are in use (see the module's documentation).
+    fn maybe_shrink(&mut self) {
+        let slots = self.slab.len();
+        if slots < SHRINK_FROM || self.len > self.look_at {
+            return;
+        }
+        self.look_at = self.len / 2;
+        let keep = self
+            .slab
+            .iter()
+            .rposition(|e| e.value.is_some())
+            .map_or(0, |i| i + 1);
+        for entry in &self.slab[keep..] {
+            self.fresh_generation = self.fresh_generation.max(entry.generation);
+        }
+        self.slab.truncate(keep);
+        self.free = NONE;
+        for index in (0..keep).rev() {
+            let entry = &mut self.slab[index];
+            if entry.value.is_none() {
+                entry.next = self.free;
+                self.free = index as u32;
+            }
+        }
+        self.slab.shrink_to((2 * keep).max(SHRINK_FROM / 4));
+        if self.scratch.capacity() > SHRINK_FROM {
+            self.scratch = Vec::new();
+        }
     }
 
     /// Pending timers.
@@ -294,11 +340,12 @@ impl<T> Wheel<T> {
         }
         // `NONE` itself must never become an index.
         assert!(self.slab.len() < NONE as usize, "timer wheel is full");
+        self.look_at = (self.slab.len() + 1) / 4;
         self.slab.push(Entry {
             deadline,
             prev: NONE,
             next: NONE,
-            generation: 0,
+            generation: self.fresh_generation,
             list: 0,
             value: Some(value),
         });

@@ -367,3 +367,68 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_slab_shrinks_once_most_timers_have_left() {
+    let mut wheel = Wheel::new();
+    let keys: Vec<Key> = (0..100_000u64).map(|i| wheel.insert(10 + i % 500, i)).collect();
+    let grown = wheel.slab.capacity();
+    assert!(grown >= 100_000);
+    // One long-lived timer in the lowest slot; everything else goes, in a
+    // scrambled order.
+    let mut order: Vec<usize> = (1..keys.len()).collect();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    for i in (1..order.len()).rev() {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        order.swap(i, (seed % (i as u64 + 1)) as usize);
+    }
+    for at in order {
+        assert!(wheel.remove(keys[at]).is_some());
+    }
+    assert_eq!(wheel.len(), 1);
+    assert!(
+        wheel.slab.capacity() < grown / 16,
+        "the slab kept {} of {grown} slots for one timer",
+        wheel.slab.capacity()
+    );
+    // The survivor is still found, and fires on time.
+    let mut out = Vec::new();
+    wheel.poll(10, &mut out);
+    assert_eq!(out, vec![0]);
+}
+
+#[test]
+fn a_key_from_before_a_shrink_never_names_a_later_timer() {
+    let mut wheel = Wheel::new();
+    let keys: Vec<Key> = (0..10_000u64).map(|i| wheel.insert(5, i)).collect();
+    for key in &keys {
+        wheel.remove(*key);
+    }
+    // The slab was cut back; new timers reuse the same indices.
+    let fresh: Vec<Key> = (0..10_000u64).map(|i| wheel.insert(5, 100_000 + i)).collect();
+    for key in &keys {
+        assert!(wheel.remove(*key).is_none(), "a stale key removed a new timer");
+        assert!(wheel.get_mut(*key).is_none());
+    }
+    assert_eq!(wheel.len(), fresh.len());
+}
+
+#[test]
+fn an_emptied_wheel_keeps_nothing() {
+    let mut wheel = Wheel::new();
+    let keys: Vec<Key> = (0..50_000u64).map(|i| wheel.insert(3, i)).collect();
+    for key in &keys {
+        wheel.remove(*key);
+    }
+    assert!(wheel.slab.capacity() <= SHRINK_FROM, "{}", wheel.slab.capacity());
+    // And after firing rather than cancelling.
+    for i in 0..50_000u64 {
+        wheel.insert(4, i);
+    }
+    let mut out = Vec::new();
+    wheel.poll(4, &mut out);
+    assert_eq!(out.len(), 50_000);
+    assert!(wheel.slab.capacity() <= SHRINK_FROM, "{}", wheel.slab.capacity());
+}

@@ -297,12 +297,11 @@ impl Worker<'_> {
                 }
             }
         }
-        self.shared.unregister(record);
-        // Its monitors fire and its names are free once the PID is: a
-        // watcher that reacts (a supervisor restarting it under the same
-        // name) finds the name available.
+        // Its PID leaves the table, then its monitors fire and its names are
+        // freed: a watcher that reacts (a supervisor restarting it under
+        // the same name) finds the name available.
         self.shared
-            .relations_end(record, crate::contract::down::ExitReason::of(&outcome));
+            .retire(record, crate::contract::down::ExitReason::of(&outcome));
         // The monitors it held on others go, and with them the references
         // to this record they kept.
         for monitor in extras.iter().flat_map(|x| x.monitoring.iter()) {
