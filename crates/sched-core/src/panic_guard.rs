@@ -30,6 +30,16 @@ pub(crate) fn drop_user_value<T>(value: T, pid: Pid, what: &'static str) {
     }
 }
 
+/// Wakes a user's [`Waker`](std::task::Waker) (an async caller waiting on a
+/// completion or a reply) where a panic must not escape: a waker is user
+/// code, and its `wake` or its `Drop` may panic.
+pub(crate) fn wake_user_waker(waker: std::task::Waker, what: &'static str) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || waker.wake())) {
+        tracing::warn!(what, message = %panic_message(&*panic), "a waker panicked");
+        drop_payload(panic);
+    }
+}
+
 /// Drops a caught panic's payload; a payload whose own `Drop` panics is
 /// leaked instead (a few bytes, once) rather than unwinding further.
 pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {

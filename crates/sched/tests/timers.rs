@@ -218,7 +218,7 @@ fn a_delayed_send_never_reaches_a_later_process_under_the_same_pid() {
 }
 
 #[test]
-fn shutdown_cancels_the_timers_still_pending() {
+fn delayed_messages_to_a_process_ended_by_shutdown_are_dead_letters() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let (process, got) = inbox();
@@ -228,8 +228,12 @@ fn shutdown_cancels_the_timers_still_pending() {
             .post_after(Duration::from_secs(60), handle.pid(), "late")
             .unwrap();
     }
+    assert_eq!(scheduler.stats().pending_timers, 5);
     let report = scheduler.shutdown(WAIT);
-    assert_eq!(report.timers_cancelled, 5);
+    // Cancelled at their target's end, not kept until shutdown's sweep.
+    assert_eq!(report.timers_cancelled, 0);
+    assert_eq!(scheduler.stats().dead_letters, 5);
+    assert_eq!(scheduler.stats().pending_timers, 0);
     assert!(got.lock().unwrap().is_empty());
 }
 

@@ -8,9 +8,9 @@ use relay::{Package, Payload, Pid, SendError};
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::error::SubmitError;
 use crate::contract::event::Event;
+use crate::contract::pending::StepLists;
 use crate::contract::process::Process;
 use crate::contract::step_engine::StepEngine;
-use crate::contract::pending::StepLists;
 use crate::contract::timers::StepOwned;
 use crate::contract::upgrade::Upgrade;
 use crate::panic_guard::drop_user_value;
@@ -41,10 +41,7 @@ pub struct Events<'a> {
 }
 
 impl<'a> Events<'a> {
-    pub(crate) fn new(
-        inner: std::vec::Drain<'a, Event>,
-        lists: Option<&'a StepLists<'a>>,
-    ) -> Self {
+    pub(crate) fn new(inner: std::vec::Drain<'a, Event>, lists: Option<&'a StepLists<'a>>) -> Self {
         Events { inner, lists }
     }
 

@@ -229,8 +229,14 @@ impl Asker {
         match self {
             Asker::Outside(slot) => slot.set(result),
             Asker::Process { shared, record, id } => {
-                if let Ok(wake) = record.deliver(Event::Reply { id, result }) {
-                    shared.after_wake_owned(record, wake);
+                match record.deliver(Event::Reply { id, result }) {
+                    Ok(wake) => shared.after_wake_owned(record, wake),
+                    // The asker has ended; the answer is the user's value.
+                    Err(event) => crate::panic_guard::drop_user_value(
+                        event,
+                        record.pid,
+                        "an answer to an asker that has ended",
+                    ),
                 }
             }
         }

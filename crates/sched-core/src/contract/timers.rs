@@ -10,8 +10,8 @@ use relay::{Addr, Package, SendError};
 
 use crate::contract::command::Tag;
 use crate::contract::output::Output;
-use crate::engine::shared::Shared;
 use crate::contract::pending::StepLists;
+use crate::engine::shared::Shared;
 use crate::record::{extras, Extras, Record};
 use crate::sync::Arc;
 use crate::timer::{Action, TimerId, What};

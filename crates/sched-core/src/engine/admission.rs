@@ -10,7 +10,7 @@ use super::shared::{Runnable, Shared};
 use crate::contract::error::InitError;
 use crate::contract::error::SubmitError;
 use crate::contract::process::{InitContext, Process};
-use crate::panic_guard::{drop_user_value, panic_message};
+use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
@@ -109,9 +109,11 @@ impl Shared {
         let error = match init {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(error),
-            Err(panic) => Some(InitError::Panicked {
-                message: panic_message(&*panic),
-            }),
+            Err(panic) => {
+                let message = panic_message(&*panic);
+                drop_payload(panic);
+                Some(InitError::Panicked { message })
+            }
         };
         if let Some(error) = error {
             self.abandon(&record, false);
@@ -161,6 +163,7 @@ impl Shared {
             }));
             if let Err(panic) = closed {
                 tracing::debug!(%pid, message = %panic_message(&*panic), "close or drop panicked");
+                drop_payload(panic);
             }
         }
         // Monitors, links or names attached while `init` or the start hook

@@ -44,7 +44,7 @@ impl ReplySlot {
         };
         self.ready.notify_all();
         if let Some(waker) = waker {
-            waker.wake();
+            crate::panic_guard::wake_user_waker(waker, "a reply's waker");
         }
     }
 

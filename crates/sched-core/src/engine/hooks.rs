@@ -34,7 +34,9 @@ impl Hooks {
         match catch_unwind(AssertUnwindSafe(|| hook(cx, pid))) {
             Ok(result) => result,
             Err(panic) => {
-                Err(format!("the on_start hook panicked: {}", panic_message(&*panic)).into())
+                let message = panic_message(&*panic);
+                drop_payload(panic);
+                Err(format!("the on_start hook panicked: {message}").into())
             }
         }
     }
@@ -43,6 +45,7 @@ impl Hooks {
         if let Some(hook) = &self.on_complete {
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(cx, pid, outcome))) {
                 tracing::error!(%pid, message = %panic_message(&*panic), "on_complete hook panicked");
+                drop_payload(panic);
             }
         }
     }

@@ -36,17 +36,25 @@ pub struct ShutdownReport {
     pub ended_gracefully: u64,
     /// Processes force-completed with a cancelled result at the deadline.
     pub forced: u64,
-    /// Processes still inside a `step` that never returned; they have no
-    /// outcome, and their workers were left running (detached).
+    /// Processes inside a `step` that had not returned when the report
+    /// was made (a worker ending a process, running its `close`, is not
+    /// counted here); their workers were left running (detached). Such a
+    /// process gets its outcome only if its step ever returns.
     pub still_running: usize,
-    /// Processes that were still live but not in a step: queued behind a
-    /// worker stuck in a step, so no worker could end them. They have no
-    /// outcome either.
+    /// Processes still live but not in a step when the report was made:
+    /// being force-ended by a worker shutdown did not wait for (they get
+    /// their cancelled outcome shortly after), or queued behind a worker
+    /// stuck in a step (they get it only if that step returns).
+    /// `ended_gracefully + forced + still_running + still_queued` is the
+    /// number of processes that were live or admitted during the shutdown.
     pub still_queued: usize,
     /// Worker threads that had not exited and were detached.
     pub workers_detached: usize,
-    /// Timers still pending once every process had ended (delayed sends
-    /// set from outside any process), cancelled without firing.
+    /// Timers still pending once shutdown had ended every process it
+    /// could (those of processes it gave up on: stuck in a step, or queued
+    /// behind one), cancelled without firing. A delayed message whose
+    /// target ended is not counted here: it was cancelled at that end, as
+    /// a dead letter.
     pub timers_cancelled: usize,
     /// Time shutdown took.
     pub elapsed: Duration,
@@ -116,6 +124,22 @@ impl Shared {
         for pid in self.processes.pids() {
             self.kill(pid, FORCE);
         }
+    }
+
+    /// The deadline passed with processes live: names some of them (they
+    /// did not end after their cancel), so a user whose processes ignore
+    /// `Event::Cancel` learns why shutdown took its whole deadline.
+    fn warn_stragglers(&self) {
+        const NAMED: usize = 16;
+        let live = self.live.count();
+        let pids = self.processes.pids();
+        let named: Vec<String> = pids.iter().take(NAMED).map(|p| p.to_string()).collect();
+        tracing::warn!(
+            live,
+            named = %named.join(", "),
+            "shutdown deadline passed: forcing processes that did not end after Event::Cancel \
+             (a process should finish, or start finishing, when it reads Event::Cancel)"
+        );
     }
 
     /// Lets the workers leave once their queues are empty.
@@ -273,6 +297,7 @@ fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownReport {
         shared.begin_exit();
     } else {
         forced_at = Some(shared.completed());
+        shared.warn_stragglers();
         // The force sweep costs time in proportion to the stragglers,
         // so it runs on a thread of its own and this call still returns
         // by `bound`. The workers may leave only once every straggler

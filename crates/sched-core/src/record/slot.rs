@@ -231,11 +231,13 @@ impl ResultSlot {
         };
         drop(locked);
         parts.ready.notify_all();
+        // Wakers are user code: a panicking one must not stop the others,
+        // lose the outcome or unwind into the worker.
         if let Some(waiter) = waiter {
-            waiter.wake();
+            crate::panic_guard::wake_user_waker(waiter, "a completion's waker");
         }
         for (_, watcher) in watchers {
-            watcher.wake();
+            crate::panic_guard::wake_user_waker(watcher, "a completion watcher's waker");
         }
         unwanted
     }

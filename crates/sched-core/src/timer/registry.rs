@@ -156,7 +156,13 @@ impl Timers {
         let shard = self.shards.get(id.shard as usize)?;
         let mut wheel = shard.wheel.lock();
         let key = Key::from_bits(id.key);
-        if !matches!(wheel.get_mut(key), Some(Action { what: What::Message(_), .. })) {
+        if !matches!(
+            wheel.get_mut(key),
+            Some(Action {
+                what: What::Message(_),
+                ..
+            })
+        ) {
             return None;
         }
         let removed = wheel.remove(key);
@@ -206,7 +212,12 @@ impl Shared {
     /// [`set_timer`](Shared::set_timer) chooses), waking that wheel's
     /// worker if it is not the calling one and this timer is now its
     /// earliest.
-    pub(crate) fn set_timer_on(&self, shard: Option<usize>, at: Instant, action: Action) -> TimerId {
+    pub(crate) fn set_timer_on(
+        &self,
+        shard: Option<usize>,
+        at: Instant,
+        action: Action,
+    ) -> TimerId {
         let timers = &self.timers;
         let own = local::with_local(self, |local| local.index);
         let shard_index = shard.or(own).unwrap_or_else(|| {

@@ -371,7 +371,9 @@ proptest! {
 #[test]
 fn the_slab_shrinks_once_most_timers_have_left() {
     let mut wheel = Wheel::new();
-    let keys: Vec<Key> = (0..100_000u64).map(|i| wheel.insert(10 + i % 500, i)).collect();
+    let keys: Vec<Key> = (0..100_000u64)
+        .map(|i| wheel.insert(10 + i % 500, i))
+        .collect();
     let grown = wheel.slab.capacity();
     assert!(grown >= 100_000);
     // One long-lived timer in the lowest slot; everything else goes, in a
@@ -407,9 +409,14 @@ fn a_key_from_before_a_shrink_never_names_a_later_timer() {
         wheel.remove(*key);
     }
     // The slab was cut back; new timers reuse the same indices.
-    let fresh: Vec<Key> = (0..10_000u64).map(|i| wheel.insert(5, 100_000 + i)).collect();
+    let fresh: Vec<Key> = (0..10_000u64)
+        .map(|i| wheel.insert(5, 100_000 + i))
+        .collect();
     for key in &keys {
-        assert!(wheel.remove(*key).is_none(), "a stale key removed a new timer");
+        assert!(
+            wheel.remove(*key).is_none(),
+            "a stale key removed a new timer"
+        );
         assert!(wheel.get_mut(*key).is_none());
     }
     assert_eq!(wheel.len(), fresh.len());
@@ -422,7 +429,11 @@ fn an_emptied_wheel_keeps_nothing() {
     for key in &keys {
         wheel.remove(*key);
     }
-    assert!(wheel.slab.capacity() <= SHRINK_FROM, "{}", wheel.slab.capacity());
+    assert!(
+        wheel.slab.capacity() <= SHRINK_FROM,
+        "{}",
+        wheel.slab.capacity()
+    );
     // And after firing rather than cancelling.
     for i in 0..50_000u64 {
         wheel.insert(4, i);
@@ -430,5 +441,9 @@ fn an_emptied_wheel_keeps_nothing() {
     let mut out = Vec::new();
     wheel.poll(4, &mut out);
     assert_eq!(out.len(), 50_000);
-    assert!(wheel.slab.capacity() <= SHRINK_FROM, "{}", wheel.slab.capacity());
+    assert!(
+        wheel.slab.capacity() <= SHRINK_FROM,
+        "{}",
+        wheel.slab.capacity()
+    );
 }

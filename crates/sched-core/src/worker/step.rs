@@ -29,7 +29,6 @@ impl Worker<'_> {
     /// was queued to continue), steps it unless it is being killed, and
     /// moves it on.
     pub(super) fn run_process(&mut self, record: Arc<Record>) {
-        self.counters().in_step.store(true, Relaxed);
         let kill = record.state.start_step();
         // SAFETY: `start_step` made this worker the process's owner (or the
         // run-queue entry we popped handed us its ownership), and it
@@ -45,7 +44,6 @@ impl Worker<'_> {
         if let Some(how) = self.requeue.take() {
             self.shared.schedule(record, how);
         }
-        self.counters().in_step.store(false, Relaxed);
     }
 
     /// Steps the owned process. Returns the state the process wants next
@@ -117,7 +115,12 @@ impl Worker<'_> {
         };
         let mut output = Output::new(&mut self.yields, &*self.shared, record.pid, timers);
         let mut events = Events::new(self.events.drain(..), Some(&lists));
+        // Only the user's step counts as "in a step" for shutdown's report:
+        // a worker ending a process (its `close`, its outcome) is not stuck.
+        let in_step = &self.shared.remotes[self.local.index].counters.in_step;
+        in_step.store(true, Relaxed);
         let result = catch_unwind(AssertUnwindSafe(|| process.step(&mut events, &mut output)));
+        in_step.store(false, Relaxed);
         let status = std::mem::replace(&mut output.status, Status::Idle);
         drop(output);
         // Whatever the step did not read is kept for the next step (moved,
@@ -209,6 +212,7 @@ impl Worker<'_> {
                         message = %panic_message(&*panic),
                         "command handler panicked"
                     );
+                    drop_payload(panic);
                 }
             }
         }
