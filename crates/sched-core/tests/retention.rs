@@ -129,3 +129,68 @@ fn worker_warm_up(engine: &Engine) {
     )
     .expect("done");
 }
+
+/// An idle process that waits for messages.
+fn idle_process(engine: &Engine, id: u64) -> Pid {
+    let pid = Pid::local(id);
+    engine
+        .submit(pid, process(|_, _| Ok(())), "run", Box::new(()))
+        .unwrap();
+    pid
+}
+
+#[test]
+fn a_million_cancelled_timers_leave_nothing_behind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let engine = started(2);
+    worker_warm_up(&engine);
+    let target = idle_process(&engine, 900_001);
+    let before = live_bytes();
+    let n = if cfg!(miri) { 2_000 } else { 1_000_000 };
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let delay = std::time::Duration::from_secs(3600 + (i % 1000) as u64);
+        ids.push(engine.post_after(delay, target, 1u8).unwrap());
+    }
+    for id in ids.drain(..) {
+        assert!(engine.cancel_timer(id));
+    }
+    drop(ids);
+    assert_eq!(engine.stats().pending_timers, 0);
+    let kept = live_bytes() - before;
+    assert!(
+        kept <= MIB,
+        "{kept} bytes kept after {n} timers were set and cancelled"
+    );
+    engine.shutdown(std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn dropped_outside_monitors_leave_nothing_on_their_target() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let engine = started(2);
+    worker_warm_up(&engine);
+    let target = idle_process(&engine, 900_002);
+    // The target's relations exist before the measure.
+    drop(engine.monitor(target));
+    let before = live_bytes();
+    let n = if cfg!(miri) { 2_000 } else { 200_000 };
+    for _ in 0..n {
+        drop(engine.monitor(target));
+    }
+    let kept = live_bytes() - before;
+    assert!(
+        kept <= MIB,
+        "{kept} bytes kept after {n} monitors were dropped"
+    );
+    // Kept together, then dropped together (fewer: each drop searches the
+    // target's list).
+    let monitors: Vec<Monitor> = (0..n / 10).map(|_| engine.monitor(target)).collect();
+    drop(monitors);
+    let kept = live_bytes() - before;
+    assert!(
+        kept <= MIB,
+        "{kept} bytes kept after {n} monitors were dropped"
+    );
+    engine.shutdown(std::time::Duration::from_secs(5));
+}

@@ -279,10 +279,12 @@ impl Shared {
                     Err(_) => None,
                 }
             }
-            What::Message(package) => self
-                .deliver_message(&record, package)
-                .err()
-                .map(|error| Event::Message(error.into_package())),
+            What::Message(package) => {
+                self.delayed_gone(&record);
+                self.deliver_message(&record, package)
+                    .err()
+                    .map(|error| Event::Message(error.into_package()))
+            }
         };
         if let Some(event) = undelivered {
             self.dead_letters(record.pid, vec![event]);
@@ -293,6 +295,9 @@ impl Shared {
     pub(crate) fn cancel_timer(&self, id: TimerId) -> bool {
         match self.timers.cancel(id) {
             Some(action) => {
+                if matches!(action.what, What::Message(_)) {
+                    self.delayed_gone(&action.record);
+                }
                 self.drop_timers(vec![action]);
                 true
             }
@@ -305,11 +310,21 @@ impl Shared {
     pub(crate) fn cancel_message_timer(&self, id: TimerId) -> bool {
         match self.timers.cancel_message(id) {
             Some(action) => {
+                self.delayed_gone(&action.record);
                 self.drop_timers(vec![action]);
                 true
             }
             None => false,
         }
+    }
+
+    /// A delayed message to `target` has fired or been cancelled: its
+    /// entry in the target's list may be pruned.
+    fn delayed_gone(&self, target: &crate::record::Record) {
+        let timers = &self.timers;
+        target
+            .relations
+            .with_existing(|related| related.delayed_gone(|id| timers.is_pending(id)));
     }
 
     /// Delayed messages to an ended process that were still pending: each
