@@ -165,8 +165,7 @@ impl Timers {
         ) {
             return None;
         }
-        let removed = wheel.remove(key);
-        removed
+        wheel.remove(key)
     }
 
     /// The wheel every delayed message to `target` goes into, whoever
