@@ -15,6 +15,7 @@ use crate::contract::down::ExitReason;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
 use crate::record::links;
+use crate::record::relations::Related;
 use crate::record::state::TERMINATE;
 use crate::record::Record;
 use crate::sync::Arc;
@@ -24,6 +25,19 @@ enum Signal {
     Deliver,
     Kill,
     Ignore,
+}
+
+/// What an exit signal from `from` does to a process with these
+/// relations; a kill records why.
+fn decide(related: &mut Related, from: Pid, reason: ExitReason) -> Signal {
+    if related.trap_exits {
+        Signal::Deliver
+    } else if reason.is_normal() {
+        Signal::Ignore
+    } else {
+        related.linked_exit.get_or_insert((from, reason));
+        Signal::Kill
+    }
 }
 
 impl Shared {
@@ -50,23 +64,35 @@ impl Shared {
         links: Vec<Arc<Record>>,
         reason: ExitReason,
     ) {
-        for linked in links::still_linked(ended, links) {
-            self.exit_signal(&linked, ended.pid, reason);
+        for linked in links {
+            // Removing our entry from its list and acting on the signal are
+            // one step under its lock: an `unlink` racing this either
+            // removed the entry first (no signal) or returns after the
+            // signal is queued or the kill flagged.
+            let acted = linked.relations.remove_link_then(ended, |related| {
+                let signal = decide(related, ended.pid, reason);
+                match signal {
+                    Signal::Deliver => linked
+                        .deliver(Event::Exit {
+                            pid: ended.pid,
+                            reason,
+                        })
+                        .ok(),
+                    Signal::Kill => Some(linked.state.kill(TERMINATE)),
+                    Signal::Ignore => None,
+                }
+            });
+            if let Some(Some(wake)) = acted {
+                self.after_wake(&linked, wake);
+            }
         }
     }
 
     /// Sends `target` the exit signal of `from`.
     fn exit_signal(&self, target: &Arc<Record>, from: Pid, reason: ExitReason) {
-        let signal = target.relations.with_live(|related| {
-            if related.trap_exits {
-                Signal::Deliver
-            } else if reason.is_normal() {
-                Signal::Ignore
-            } else {
-                related.linked_exit.get_or_insert((from, reason));
-                Signal::Kill
-            }
-        });
+        let signal = target
+            .relations
+            .with_live(|related| decide(related, from, reason));
         match signal {
             Ok(Signal::Deliver) => {
                 if let Ok(wake) = target.deliver(Event::Exit { pid: from, reason }) {

@@ -40,12 +40,16 @@ pub(crate) fn link(me: &Arc<Record>, peer: &Arc<Record>) -> Option<ExitReason> {
 
 /// Of the processes `ended`'s end took from its links, those still linked
 /// to it (they did not unlink, and have not ended): each is owed the exit
-/// signal.
+/// signal. The engine's end does the same removal with
+/// `Relations::remove_link_then`, acting on the signal under the linked
+/// process's lock (so an `unlink` cannot return between the two); the
+/// loom models check the removal protocol through this function.
+#[cfg(all(test, loom))]
 pub(crate) fn still_linked(
     ended: &Arc<Record>,
     links: Vec<Arc<Record>>,
 ) -> impl Iterator<Item = Arc<Record>> + '_ {
     links
         .into_iter()
-        .filter(move |linked| linked.relations.remove_link(ended))
+        .filter(move |linked| linked.relations.remove_link_then(ended, |_| ()).is_some())
 }

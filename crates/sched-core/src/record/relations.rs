@@ -180,6 +180,25 @@ impl Relations {
         removed.flatten().is_some()
     }
 
+    /// Removes `peer` from the links of this process and, if it was there,
+    /// runs `then` under the same lock: what the removal decides (an exit
+    /// signal) is done before a racing `unlink` of this process can return.
+    pub(crate) fn remove_link_then<R>(
+        &self,
+        peer: &Arc<Record>,
+        then: impl FnOnce(&mut Related) -> R,
+    ) -> Option<R> {
+        let mut removed = None;
+        let done = self.with_existing(|related| {
+            let at = related.links.iter().position(|l| Arc::ptr_eq(l, peer))?;
+            removed = Some(related.links.swap_remove(at));
+            Some(then(related))
+        });
+        // Dropped outside the lock: it may be the last reference.
+        drop(removed);
+        done.flatten()
+    }
+
     /// Removes every link of this process to a process under `pid`, and
     /// returns those processes. Works from this process's own list, which
     /// holds the peers' records: a peer whose PID has already left the
