@@ -86,7 +86,7 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
     struct Hog;
     impl Process for Hog {
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-            spin(Duration::from_millis(3));
+            spin(Duration::from_millis(1));
             out.done(Box::new(()));
             Ok(())
         }
@@ -101,7 +101,9 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
                     // first), past its timeout, and the worker fires the
                     // timeout between their steps: the reply and the
                     // timeout wait in one batch.
-                    for _ in 0..10 {
+                    // (More hogs than the worker's steps between two looks
+                    // at its timers.)
+                    for _ in 0..40 {
                         out.spawn(Hog, "run", ())?;
                     }
                 }

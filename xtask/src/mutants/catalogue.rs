@@ -159,6 +159,70 @@ const PROMISE_DELAYED_TO_ENDED: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The loom models of the process table (lookups racing unregistration and reuse).
+const SCHED_CORE_TABLE_MODELS: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-core",
+        "--release",
+        "--lib",
+        "table::loom",
+    ],
+    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
+    target_subdir: Some("loom"),
+};
+
+/// The loom models of the outcome slot (the end racing the handle and its wakers).
+const SCHED_CORE_SLOT_MODELS: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-core",
+        "--release",
+        "--lib",
+        "record::slot_loom",
+    ],
+    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
+    target_subdir: Some("loom"),
+};
+
+/// The loom models of parking (work and timers racing a worker that parks).
+const SCHED_CORE_PARKING_MODELS: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-core",
+        "--release",
+        "--lib",
+        "loom_models::parking",
+    ],
+    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
+    target_subdir: Some("loom"),
+};
+
+/// The mailbox word's unit tests (message count and cancel latch).
+const SCHED_CORE_MAILBOX: Catcher = Catcher {
+    args: &["test", "-p", "sched-core", "--lib", "record::mailbox"],
+    env: &[],
+    target_subdir: None,
+};
+
+/// The timing test of the parked watcher: a process woken by a long step
+/// is taken by an idle worker (loom switches the watcher off).
+const SCHED_CORE_WATCHER: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-core",
+        "--test",
+        "fairness",
+        "a_process_woken_by_a_long_step_is_taken_by_an_idle_worker",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The table. Keep the original text short but unique in its file.
 pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
@@ -250,6 +314,48 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         file: "crates/sched-core/src/timer/wheel.rs",
         original: "if slots < SHRINK_FROM || self.len > self.look_at {",
         replacement: "if true || slots < SHRINK_FROM || self.len > self.look_at {",
+        catcher: &SCHED_CORE_WHEEL,
+    },
+    Mutation {
+        name: "sched-core-table-lookup-skips-the-pid-check",
+        file: "crates/sched-core/src/table/slot.rs",
+        original: "let matches = unsafe { &*raw }.pid() == pid;",
+        replacement: "let matches = unsafe { &*raw }.pid() == pid || true;",
+        catcher: &SCHED_CORE_TABLE_MODELS,
+    },
+    Mutation {
+        name: "sched-core-outcome-slot-forgets-the-waiter",
+        file: "crates/sched-core/src/record/slot.rs",
+        original: "crate::panic_guard::wake_user_waker(waiter, \"a completion's waker\");",
+        replacement: "drop(waiter);",
+        catcher: &SCHED_CORE_SLOT_MODELS,
+    },
+    Mutation {
+        name: "sched-core-parking-ignores-work-seen-after-announcing",
+        file: "crates/sched-core/src/worker/sleep.rs",
+        original: "        if has_work() && self.leave(me) {",
+        replacement: "        if false && has_work() && self.leave(me) {",
+        catcher: &SCHED_CORE_PARKING_MODELS,
+    },
+    Mutation {
+        name: "sched-core-cancel-latch-claimed-twice",
+        file: "crates/sched-core/src/record/mailbox.rs",
+        original: "self.0.fetch_or(CANCEL_SENT, AcqRel) & CANCEL_SENT == 0",
+        replacement: "self.0.fetch_or(CANCEL_SENT, AcqRel) & CANCEL_SENT == 0 || true",
+        catcher: &SCHED_CORE_MAILBOX,
+    },
+    Mutation {
+        name: "sched-core-no-parked-watcher",
+        file: "crates/sched-core/src/worker/sleep.rs",
+        original: "let watch = !cfg!(loom)",
+        replacement: "let watch = false && !cfg!(loom)",
+        catcher: &SCHED_CORE_WATCHER,
+    },
+    Mutation {
+        name: "sched-core-timer-cancel-leaves-it-listed",
+        file: "crates/sched-core/src/timer/wheel.rs",
+        original: "        self.unlink(key.index);",
+        replacement: "",
         catcher: &SCHED_CORE_WHEEL,
     },
 ];
