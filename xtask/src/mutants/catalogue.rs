@@ -358,4 +358,11 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         replacement: "",
         catcher: &SCHED_CORE_WHEEL,
     },
+    Mutation {
+        name: "sched-core-end-signal-acted-on-outside-the-linkers-lock",
+        file: "crates/sched-core/src/record/links.rs",
+        original: "    linked.relations.remove_link_then(ended, act)\n",
+        replacement: "    if !linked.relations.remove_link(ended) {\n        return None;\n    }\n    linked.relations.with_existing(act)\n",
+        catcher: &SCHED_CORE_LINK_MODELS,
+    },
 ];

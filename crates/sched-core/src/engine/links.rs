@@ -69,7 +69,7 @@ impl Shared {
             // one step under its lock: an `unlink` racing this either
             // removed the entry first (no signal) or returns after the
             // signal is queued or the kill flagged.
-            let acted = linked.relations.remove_link_then(ended, |related| {
+            let acted = links::end_signal(ended, &linked, |related| {
                 let signal = decide(related, ended.pid, reason);
                 match signal {
                     Signal::Deliver => linked
@@ -161,14 +161,9 @@ impl Output<'_> {
     /// fn part(out: &mut sched::Output<'_>, partner: sched::Pid) { out.unlink(partner) }
     /// ```
     pub fn unlink(&mut self, pid: Pid) {
-        let me = self.timers.record;
-        // From our own list, not through the process table: a peer that is
-        // ending has left the table before its end takes its links, and
-        // our entry is what its end would signal. Our entry first: once it
-        // is gone, the peer's end no longer owes us a signal.
-        for peer in me.relations.remove_links_to(pid) {
-            peer.relations.remove_link(me);
-        }
+        // From our own list, not through the process table (see
+        // `record/links.rs`).
+        links::unlink(self.timers.record, pid);
     }
 
     /// Whether exit signals from linked processes arrive as

@@ -1,6 +1,7 @@
 //! Models of the link protocol (`record/links.rs`): a link call racing the
 //! peer's end sends the exit signal exactly once, whether the link is new
-//! or repeats one already made.
+//! or repeats one already made; an unlink racing the end stops every
+//! signal not yet acted on.
 
 use loom::thread;
 use relay::Pid;
@@ -86,5 +87,45 @@ fn an_unlink_racing_the_end_signals_at_most_once() {
         peer.relations.remove_link(&me);
         let signals = ender.join().unwrap();
         assert_eq!(signals + usize::from(unlinked), 1, "the entry went once");
+    });
+}
+
+/// An unlink racing the peer's end, through the engine's own functions:
+/// the end closes the peer's relations, then (as `Shared::links_end` does)
+/// acts on each signal it owes inside `end_signal`; the unlinker calls
+/// `links::unlink`, which finds the peer in its own list (no table lookup:
+/// the ending peer may have left the table already). No signal may be
+/// acted on after `unlink` returned.
+#[test]
+fn no_exit_signal_is_acted_on_after_unlink_returns() {
+    use crate::sync::AtomicBool;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    loom::model(|| {
+        let (me, peer) = (record(1), record(2));
+        assert_eq!(links::link(&me, &peer), None);
+        let returned = Arc::new(AtomicBool::new(false));
+        let ender = {
+            let (peer, returned) = (peer.clone(), returned.clone());
+            thread::spawn(move || {
+                let related = peer.relations.end(ExitReason::Error).unwrap();
+                let mut acted = 0;
+                for linked in related.links {
+                    let signalled = links::end_signal(&peer, &linked, |_| {
+                        assert!(
+                            !returned.load(SeqCst),
+                            "an exit signal acted on after unlink returned"
+                        );
+                    });
+                    acted += usize::from(signalled.is_some());
+                }
+                acted
+            })
+        };
+        links::unlink(&me, peer.pid);
+        returned.store(true, SeqCst);
+        let acted = ender.join().unwrap();
+        assert!(acted <= 1);
+        assert_eq!(me.relations.with_existing(|r| r.links.len()), Some(0));
     });
 }

@@ -38,12 +38,35 @@ pub(crate) fn link(me: &Arc<Record>, peer: &Arc<Record>) -> Option<ExitReason> {
     me.relations.remove_link(peer).then_some(reason)
 }
 
+/// Removes `me`'s links to the process under `pid`, both ways. Works from
+/// `me`'s own list, which holds the peers' records, never through the
+/// process table: a peer that is ending has left the table before its end
+/// signals its links, and `me`'s entry is what that end would signal. Our
+/// entry first: once it is gone, the peer's end no longer owes us a
+/// signal; and the end removes our entry and acts on the signal under our
+/// lock ([`end_signal`]), so no signal is acted on after this returns.
+pub(crate) fn unlink(me: &Arc<Record>, pid: relay::Pid) {
+    for peer in me.relations.remove_links_to(pid) {
+        peer.relations.remove_link(me);
+    }
+}
+
+/// `ended`'s end owes `linked` its exit signal if `linked` still lists it:
+/// removes the entry and runs `act` (which queues the signal or flags the
+/// kill) under `linked`'s lock, so an [`unlink`] by `linked` either came
+/// first (no signal) or returns after the signal is acted on.
+pub(crate) fn end_signal<R>(
+    ended: &Arc<Record>,
+    linked: &Arc<Record>,
+    act: impl FnOnce(&mut crate::record::relations::Related) -> R,
+) -> Option<R> {
+    linked.relations.remove_link_then(ended, act)
+}
+
 /// Of the processes `ended`'s end took from its links, those still linked
 /// to it (they did not unlink, and have not ended): each is owed the exit
-/// signal. The engine's end does the same removal with
-/// `Relations::remove_link_then`, acting on the signal under the linked
-/// process's lock (so an `unlink` cannot return between the two); the
-/// loom models check the removal protocol through this function.
+/// signal. (The engine's end calls [`end_signal`] for each, acting on the
+/// signal inside; the loom models count the signals through this.)
 #[cfg(all(test, loom))]
 pub(crate) fn still_linked(
     ended: &Arc<Record>,
@@ -51,5 +74,5 @@ pub(crate) fn still_linked(
 ) -> impl Iterator<Item = Arc<Record>> + '_ {
     links
         .into_iter()
-        .filter(move |linked| linked.relations.remove_link_then(ended, |_| ()).is_some())
+        .filter(move |linked| end_signal(ended, linked, |_| ()).is_some())
 }
