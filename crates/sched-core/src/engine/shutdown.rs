@@ -133,7 +133,22 @@ impl Shared {
         const NAMED: usize = 16;
         let live = self.live.count();
         let pids = self.processes.pids();
-        let named: Vec<String> = pids.iter().take(NAMED).map(|p| p.to_string()).collect();
+        let named: Vec<String> = pids
+            .iter()
+            .take(NAMED)
+            .map(|&pid| {
+                // Its registered names, if any, say which process it is.
+                let names = self
+                    .processes
+                    .get(pid)
+                    .and_then(|r| r.relations.with_existing(|r| r.names.join("|")))
+                    .filter(|names| !names.is_empty());
+                match names {
+                    Some(names) => format!("{pid} ({names})"),
+                    None => pid.to_string(),
+                }
+            })
+            .collect();
         tracing::warn!(
             live,
             named = %named.join(", "),
