@@ -352,10 +352,10 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_CORE_WATCHER,
     },
     Mutation {
-        name: "sched-core-timer-cancel-leaves-it-listed",
+        name: "sched-core-timer-cancel-misses-a-pending-timer",
         file: "crates/sched-core/src/timer/wheel.rs",
-        original: "        self.unlink(key.index);",
-        replacement: "",
+        original: "        if entry.generation != key.generation || entry.value.is_none() {",
+        replacement: "        if true || entry.generation != key.generation || entry.value.is_none() {",
         catcher: &SCHED_CORE_WHEEL,
     },
     Mutation {

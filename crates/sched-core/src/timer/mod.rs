@@ -1,10 +1,18 @@
 //! Timers owned by the engine: one timing wheel per worker.
 //!
-//! A timer set from a step goes into the wheel of the worker running the
-//! step, so the common case touches only that worker's lock (uncontended)
-//! and its own cache lines. A timer set from any other thread goes into a
-//! wheel chosen round robin per thread; if it is now that wheel's earliest,
-//! the wheel's worker is woken in case it parks past it. Each worker fires
+//! A timer set from a step (a wake-up, an ask's timeout) goes into the
+//! wheel of the worker running the step, so the common case touches only
+//! that worker's lock (uncontended) and its own cache lines. A delayed
+//! message goes into the wheel its target's PID selects, whoever sends it
+//! from wherever: one wheel fires equal deadlines in insertion order, which
+//! is what keeps delayed messages from one sender to one target in order.
+//! Any other timer set from outside a worker goes into a wheel chosen round
+//! robin per thread. If a timer is now its wheel's earliest and the wheel
+//! is another worker's, that worker is woken in case it parks past it.
+//!
+//! A delayed message belongs to its message, not to its sender: its target
+//! lists it (`record/relations.rs`) and cancels it, as a dead letter, if it
+//! ends first. Each worker fires
 //! its own wheel's due timers between steps, and parks no longer than its
 //! earliest deadline; with no timer pending it parks without a timeout, so
 //! an idle engine does not poll.
