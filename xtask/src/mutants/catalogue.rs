@@ -298,8 +298,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-unlink-through-the-process-table",
         file: "crates/sched-core/src/engine/links.rs",
-        original: "        for peer in me.relations.remove_links_to(pid) {",
-        replacement: "        if self.engine.context().shared().processes.get(pid).is_none() {\n            return;\n        }\n        for peer in me.relations.remove_links_to(pid) {",
+        original: "        links::unlink(self.timers.record, pid);",
+        replacement: "        if self.engine.context().shared().processes.get(pid).is_none() {\n            return;\n        }\n        links::unlink(self.timers.record, pid);",
         catcher: &PROMISE_UNLINK_GAP,
     },
     Mutation {
