@@ -2,12 +2,13 @@
 //! against its script, the scheduler's counters against what the
 //! processes saw, and the ledgers of messages, completions and notices.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::SeqCst;
 
 use sched::{ExitError, ExitReason, Outcome, Scheduler, SendErrorKind};
 
 use crate::check::{check_process, Ended};
+use crate::delayed_order::{check_delayed_order, DelayedSent};
 use crate::feeder::FeederLog;
 use crate::ledger::{check_completions, check_messages, Completions, Issued, Messages};
 use crate::notices::{check_notices, Notices, OutsideRec, Party};
@@ -137,8 +138,18 @@ pub(crate) fn check_all(
 
     let mut messages = Messages::default();
     let mut completions = Completions::default();
+    let mut delayed_sent: Vec<DelayedSent> = Vec::new();
+    let mut delayed_received = Vec::new();
     for ((tracked, _), log) in ended.iter().zip(logs) {
         messages.sent.extend(&log.sent);
+        messages.cancelled.extend(&log.cancelled);
+        delayed_sent.extend(&log.delayed);
+        delayed_received.push((tracked.pid, log.delayed_received.clone()));
+        let d = &mut tally.delayed;
+        d.refused += log.delayed_refused;
+        d.after_sender_ended += log.after_sender_ended;
+        d.bombs_sent += log.bombs_sent;
+        d.bombs_cancelled += log.bombs_cancelled;
         messages
             .refused
             .extend(log.refused.iter().map(|(id, _)| *id));
@@ -183,6 +194,7 @@ pub(crate) fn check_all(
             DeadLetter::Down(down) => notices.downs.push(down),
             DeadLetter::Exit(exit) => notices.exits.push(exit),
             DeadLetter::Request(request) => notices.requests.push(request),
+            DeadLetter::Timer { .. } => tally.timers_dead += 1,
             DeadLetter::Reply(reply) => notices.replies.push(reply),
         }
     }
@@ -195,6 +207,21 @@ pub(crate) fn check_all(
             ));
         }
     }
+    let delayed_ids: HashSet<u64> = delayed_sent.iter().map(|d| d.id).collect();
+    let d = &mut tally.delayed;
+    d.sent += delayed_ids.len() as u64;
+    d.cancelled += messages.cancelled.len() as u64;
+    d.received += delayed_received
+        .iter()
+        .map(|(_, r)| r.len() as u64)
+        .sum::<u64>();
+    d.dead += messages
+        .dead
+        .iter()
+        .filter(|id| delayed_ids.contains(id))
+        .count() as u64;
+    d.bombs_dead += shared.bombs_dead.load(SeqCst);
+    d.ordered_pairs += check_delayed_order(&delayed_sent, &delayed_received, violations);
     tally.add_messages(check_messages(&messages, violations));
     tally.add_completions(check_completions(&completions, violations));
     tally.notices.add(check_notices(&notices, violations));
@@ -226,6 +253,13 @@ fn gather_notices(
         n.asks.extend(&p.asks);
         n.replies.extend(p.replies.iter().cloned());
         n.requests.extend(&p.requests);
+        n.late_exits.extend(&p.late_exits);
+        n.unlinks += p.unlinks;
+        n.unlinks_racing += p.unlinks_racing;
+        n.markers_seen += p.markers_seen;
+        n.mid_batch_demonitors += p.mid_batch_demonitors;
+        n.timers_seen += p.timers_seen;
+        n.timers_cancelled += p.timers_cancelled;
         if let Some((monitor, live)) = &tracked.outside {
             n.outside.push(OutsideRec {
                 target: tracked.pid,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use sched::{Output, Package, SendErrorKind};
 
+use crate::message::{defuse, Bomb};
 use crate::process::{Msg, Observed, Stress};
 use crate::script::Script;
 use crate::shared::Tracked;
@@ -18,15 +19,29 @@ impl Stress {
             None => (self.shared.stray_target(&mut self.rng), false),
         };
         let id = self.shared.next_message_id();
-        let msg = Msg { id, to, solicited };
+        let mut msg = Msg::new(id, to, solicited);
+        // Now and then a payload whose drop panics: dead-lettered, it goes
+        // off inside the scheduler.
+        msg.bomb = Bomb::new(self.rng.chance(1, 8));
+        let armed = msg.bomb.armed();
+        if self.send_msg(out, msg) {
+            self.log.bombs_sent += u64::from(armed);
+        }
+    }
+
+    /// Sends `msg` at once to its `to`, logging it as sent or refused;
+    /// returns whether `send` accepted it.
+    pub(crate) fn send_msg(&mut self, out: &mut Output<'_>, msg: Msg) -> bool {
+        let (id, to, solicited) = (msg.id, msg.to, msg.solicited);
         match out.send(Package::new(self.pid, to, msg)) {
             Ok(()) => {
                 self.log.sent.push(id);
                 self.log.sent_solicited += u64::from(solicited);
+                true
             }
             Err(e) => {
                 let kind = e.kind();
-                let back = e.into_package().payload::<Msg>().map(|m| m.id);
+                let back = defuse(e.into_package());
                 if back != Some(id) {
                     self.violation(format!(
                         "send of message {id} failed ({kind}) and handed back {back:?}"
@@ -37,6 +52,7 @@ impl Stress {
                     // The receiver still waits for it: someone sends it later.
                     self.shared.ask(to, 1);
                 }
+                false
             }
         }
     }

@@ -50,7 +50,7 @@ pub(crate) fn feed(scheduler: &Scheduler, shared: &Shared, mut rng: Rng) -> Feed
 
 fn send(scheduler: &Scheduler, shared: &Shared, log: &mut FeederLog, to: Pid, solicited: bool) {
     let id = shared.next_message_id();
-    let msg = Msg { id, to, solicited };
+    let msg = Msg::new(id, to, solicited);
     match scheduler.send_to(FEEDER, to, msg) {
         Ok(()) => {
             log.sent.push(id);

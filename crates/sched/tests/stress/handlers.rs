@@ -7,7 +7,8 @@ use std::thread;
 use std::time::Duration;
 
 use sched::{
-    Command, CommandHandler, CommandId, CompleteError, Completer, Rejected, SchedulerBuilder,
+    Command, CommandError, CommandHandler, CommandId, CompleteError, Completer, Payload, Rejected,
+    SchedulerBuilder,
 };
 
 use crate::process::Yielded;
@@ -201,5 +202,38 @@ fn finish(shared: &Shared, job: Job, rng: &mut Rng) {
             lock(&shared.stale).push(tag)
         }
         Err(e) => shared.violation(format!("tag {tag}: completing failed with {e:?}")),
+    }
+}
+
+/// Whether `result` is what the handler of `kind` completes `tag` with.
+pub(crate) fn completed_as_expected(
+    kind: Kind,
+    tag: u64,
+    result: &Result<Payload, CommandError>,
+) -> bool {
+    match (kind, result) {
+        (Kind::Sync | Kind::Async, Ok(data)) => data.downcast_ref::<u64>() == Some(&tag),
+        (Kind::SyncFail | Kind::AsyncFail, Err(CommandError::Failed(e))) => {
+            e.to_string() == FAIL_MESSAGE
+        }
+        (Kind::Reject, Err(CommandError::Rejected(e))) => e.to_string() == REJECT_MESSAGE,
+        (Kind::SyncDrop | Kind::AsyncDrop, Err(CommandError::Dropped)) => true,
+        (Kind::HandlerPanic, Err(CommandError::HandlerPanicked { .. })) => true,
+        (Kind::NoHandler, Err(CommandError::NoHandler { command: id })) => {
+            *id == command(Kind::NoHandler)
+        }
+        // A held completer is completed only after the process ended.
+        _ => false,
+    }
+}
+
+/// A completion's result, for a report.
+pub(crate) fn describe(result: &Result<Payload, CommandError>) -> String {
+    match result {
+        Ok(data) => match data.downcast_ref::<u64>() {
+            Some(n) => format!("Ok({n})"),
+            None => "Ok(<not a u64>)".into(),
+        },
+        Err(e) => format!("Err({e:?})"),
     }
 }

@@ -1,6 +1,7 @@
 //! The scheduler a round runs on: the stress handlers, and the hooks
 //! that record every outcome and every dead letter for the checker.
 
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use sched::{Event, Scheduler};
@@ -27,17 +28,32 @@ pub(crate) fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>
         })
         .on_dead_letter(move |_cx, pid, event| {
             let letter = match event {
-                Event::Message(package) => match package.payload::<Msg>() {
-                    Some(msg) => DeadLetter::Message {
+                Event::Message(package) => {
+                    let Some(msg) = package.payload::<Msg>() else {
+                        return on_dead_letter
+                            .violation(format!("{pid}: a dead letter that is not a Msg"));
+                    };
+                    let letter = DeadLetter::Message {
                         pid,
                         id: msg.id,
                         to: msg.to,
-                    },
-                    None => {
-                        return on_dead_letter
-                            .violation(format!("{pid}: a dead letter that is not a Msg"))
+                    };
+                    if msg.delayed && msg.solicited {
+                        // Its target still waits for it if it has not
+                        // ended (a delayed message that found a full
+                        // mailbox): someone sends another.
+                        on_dead_letter.ask(msg.to, 1);
                     }
-                },
+                    let armed = msg.bomb.armed();
+                    // Recorded before the package drops: an armed bomb goes
+                    // off here, and the scheduler must catch it.
+                    lock(&on_dead_letter.dead).push(letter);
+                    if armed {
+                        on_dead_letter.bombs_dead.fetch_add(1, SeqCst);
+                    }
+                    drop(package);
+                    return;
+                }
                 Event::Completion { tag, .. } => DeadLetter::Completion { pid, tag: tag.0 },
                 Event::Down(down) => {
                     let serial = lock(&on_dead_letter.monitor_serials)
@@ -86,6 +102,7 @@ pub(crate) fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>
                         dead: true,
                     })
                 }
+                Event::Timer { tag, .. } => DeadLetter::Timer { pid, tag: tag.0 },
                 Event::Cancel => {
                     return on_dead_letter
                         .violation(format!("{pid}: a cancel event passed as a dead letter"))

@@ -20,6 +20,9 @@ pub(crate) struct Messages {
     pub(crate) received: Vec<u64>,
     /// Reported by the dead-letter hook.
     pub(crate) dead: Vec<u64>,
+    /// Delayed messages (accepted, so in `sent` too) whose timer
+    /// `cancel_timer` cancelled: neither received nor dead-lettered.
+    pub(crate) cancelled: Vec<u64>,
 }
 
 /// The totals the message check verified.
@@ -29,15 +32,16 @@ pub(crate) struct MessageCounts {
     pub(crate) refused: u64,
     pub(crate) received: u64,
     pub(crate) dead: u64,
+    pub(crate) cancelled: u64,
 }
 
 /// Checks that every message `send` accepted was received or
 /// dead-lettered exactly once, that none it refused was delivered, and
 /// that nothing was delivered that was never sent.
 pub(crate) fn check_messages(m: &Messages, violations: &mut Violations) -> MessageCounts {
-    // [sent, refused, received, dead] per id.
-    let mut fates: HashMap<u64, [u32; 4]> = HashMap::new();
-    for (i, ids) in [&m.sent, &m.refused, &m.received, &m.dead]
+    // [sent, refused, received, dead, cancelled] per id.
+    let mut fates: HashMap<u64, [u32; 5]> = HashMap::new();
+    for (i, ids) in [&m.sent, &m.refused, &m.received, &m.dead, &m.cancelled]
         .into_iter()
         .enumerate()
     {
@@ -47,7 +51,16 @@ pub(crate) fn check_messages(m: &Messages, violations: &mut Violations) -> Messa
     }
     let mut ids: Vec<_> = fates.into_iter().collect();
     ids.sort_unstable_by_key(|(id, _)| *id);
-    for (id, [sent, refused, received, dead]) in ids {
+    for (id, [sent, refused, received, dead, cancelled]) in ids {
+        if cancelled > 0 {
+            if sent != 1 || cancelled > 1 || received + dead > 0 {
+                violations.push(format!(
+                    "message {id}: cancelled {cancelled} times (sent {sent} times), yet \
+                     received {received} times and dead-lettered {dead} times"
+                ));
+            }
+            continue;
+        }
         if sent + refused != 1 {
             violations.push(format!(
                 "message {id}: sent {sent} times and refused {refused} times \
@@ -74,6 +87,7 @@ pub(crate) fn check_messages(m: &Messages, violations: &mut Violations) -> Messa
         refused: m.refused.len() as u64,
         received: m.received.len() as u64,
         dead: m.dead.len() as u64,
+        cancelled: m.cancelled.len() as u64,
     }
 }
 
@@ -202,6 +216,7 @@ mod tests {
             refused: vec![4],
             received: vec![1, 2],
             dead: vec![3],
+            cancelled: Vec::new(),
         }
     }
 
@@ -232,6 +247,34 @@ mod tests {
             let mut v = Violations::default();
             check_messages(&m, &mut v);
             assert!(v.mentions(needle), "wanted {needle:?}, got {}", v.report());
+        }
+    }
+
+    #[test]
+    fn cancelled_messages_are_neither_received_nor_dead_lettered() {
+        let mut m = messages();
+        m.sent.push(5);
+        m.cancelled.push(5);
+        let mut v = Violations::default();
+        let counts = check_messages(&m, &mut v);
+        assert!(v.is_empty(), "{}", v.report());
+        assert_eq!(
+            counts.sent,
+            counts.received + counts.dead + counts.cancelled
+        );
+        for break_it in [
+            (|m: &mut Messages| m.received.push(5)) as fn(&mut Messages),
+            |m| m.dead.push(5),
+            |m| m.cancelled.push(4),
+            |m| m.cancelled.push(5),
+        ] {
+            let mut m = messages();
+            m.sent.push(5);
+            m.cancelled.push(5);
+            break_it(&mut m);
+            let mut v = Violations::default();
+            check_messages(&m, &mut v);
+            assert!(v.mentions("cancelled"), "got {}", v.report());
         }
     }
 

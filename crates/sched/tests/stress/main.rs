@@ -10,7 +10,14 @@
 //! thread) send them; send stray messages to live, ended and unused PIDs;
 //! spawn children from their steps; upgrade to a new instance of
 //! themselves under the same PID (or to one whose `init` fails); fail;
-//! panic. A terminator thread ends some of them from outside at random
+//! panic; send delayed messages (`send_after`, 0 to 5 ms) to peers that
+//! may end before the deadline, often right before ending themselves, and
+//! cancel some at once; unlink peers that may be ending, then send
+//! themselves a marker that orders any later exit; remove monitors in the
+//! middle of a batch of events. Some messages carry a payload whose
+//! `Drop` panics: dead-lettered or cancelled, it goes off inside the
+//! scheduler, which must lose no worker to it (`delayed.rs`, `message.rs`,
+//! `mid_batch.rs`). A terminator thread ends some of them from outside at random
 //! moments, some before they ever ran.
 //!
 //! Once a round's processes have all ended, the checker verifies (see
@@ -20,8 +27,12 @@
 //! `init` and `close` ran once each per instance (and never `close` for an
 //! instance whose `init` failed); that no process was stepped on two
 //! workers at once (a per-process flag set while inside `step`); that every
-//! message accepted by `send` was received or dead-lettered exactly once
-//! and none refused at send was delivered; that every dispatched yield
+//! message accepted by `send` or `send_after` was received or
+//! dead-lettered exactly once (a delayed one whose `cancel_timer` returned
+//! true, neither), none refused at send was delivered, and delayed
+//! messages from one sender with certainly non-decreasing deadlines
+//! arrived in the order sent; that no exit came after an unlink's marker
+//! (unless a link made since explains it) and no down after a demonitor; that every dispatched yield
 //! completed exactly once (seen, dead-lettered, or stale after the end); and
 //! that the scheduler's own counters agree and no process is left live.
 //!
@@ -38,11 +49,15 @@
 mod accounts;
 mod actions;
 mod check;
+mod delayed;
+mod delayed_order;
 mod faults;
 mod feeder;
 mod handlers;
 mod hooks;
 mod ledger;
+mod message;
+mod mid_batch;
 mod notice_records;
 mod notices;
 #[cfg(test)]

@@ -36,6 +36,23 @@ pub(crate) struct LinkRec {
     pub(crate) to: Pid,
     pub(crate) wait: bool,
     pub(crate) live: bool,
+    /// A round serial drawn right after `link` returned: a link whose
+    /// serial is below an unlink's (drawn before `unlink` was called) was
+    /// made before that unlink began, and the unlink removed it.
+    pub(crate) seq: u64,
+}
+
+/// An exit that process `at` saw from `from` after the marker of its
+/// unlink of `from` (whose serial, drawn before `unlink` was called, is
+/// `unlink_seq`): the exit was queued after that unlink returned. It is
+/// a violation unless a link between the two was made (or was being made)
+/// after the unlink began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LateExit {
+    pub(crate) at: Pid,
+    pub(crate) from: Pid,
+    pub(crate) reason: ExitReason,
+    pub(crate) unlink_seq: u64,
 }
 
 /// An exit signal, seen by a step or dead-lettered.
@@ -127,6 +144,15 @@ pub(crate) struct Notices {
     pub(crate) replies: Vec<ReplyRec>,
     pub(crate) requests: Vec<RequestRec>,
     pub(crate) outside: Vec<OutsideRec>,
+    pub(crate) late_exits: Vec<LateExit>,
+    /// `unlink` calls, their markers seen, and monitors removed in the
+    /// middle of a batch (counts only).
+    pub(crate) unlinks: u64,
+    pub(crate) unlinks_racing: u64,
+    pub(crate) markers_seen: u64,
+    pub(crate) mid_batch_demonitors: u64,
+    pub(crate) timers_seen: u64,
+    pub(crate) timers_cancelled: u64,
 }
 
 /// The totals the notice checks verified.
@@ -148,6 +174,14 @@ pub(crate) struct NoticeCounts {
     pub(crate) replies_no_reply: u64,
     pub(crate) dead: u64,
     pub(crate) outside: u64,
+    pub(crate) unlinks: u64,
+    pub(crate) unlinks_racing: u64,
+    pub(crate) markers_seen: u64,
+    /// Exits seen after an unlink's marker that a later link explains.
+    pub(crate) late_exits_relinked: u64,
+    pub(crate) mid_batch_demonitors: u64,
+    pub(crate) timers_seen: u64,
+    pub(crate) timers_cancelled: u64,
 }
 
 impl NoticeCounts {
@@ -169,6 +203,13 @@ impl NoticeCounts {
             replies_no_reply,
             dead,
             outside,
+            unlinks,
+            unlinks_racing,
+            markers_seen,
+            late_exits_relinked,
+            mid_batch_demonitors,
+            timers_seen,
+            timers_cancelled,
         } = o;
         self.monitors += monitors;
         self.demonitors_removed += demonitors_removed;
@@ -186,5 +227,12 @@ impl NoticeCounts {
         self.replies_no_reply += replies_no_reply;
         self.dead += dead;
         self.outside += outside;
+        self.unlinks += unlinks;
+        self.unlinks_racing += unlinks_racing;
+        self.markers_seen += markers_seen;
+        self.late_exits_relinked += late_exits_relinked;
+        self.mid_batch_demonitors += mid_batch_demonitors;
+        self.timers_seen += timers_seen;
+        self.timers_cancelled += timers_cancelled;
     }
 }

@@ -46,6 +46,13 @@ pub(crate) fn check_notices(n: &Notices, violations: &mut Violations) -> NoticeC
             )),
         }
     }
+    check_late_exits(n, violations, &mut counts);
+    counts.unlinks = n.unlinks;
+    counts.unlinks_racing = n.unlinks_racing;
+    counts.markers_seen = n.markers_seen;
+    counts.mid_batch_demonitors = n.mid_batch_demonitors;
+    counts.timers_seen = n.timers_seen;
+    counts.timers_cancelled = n.timers_cancelled;
     counts.dead = (n.downs.iter().filter(|d| d.dead).count()
         + n.exits.iter().filter(|e| e.dead).count()
         + n.replies.iter().filter(|r| r.dead).count()
@@ -180,6 +187,29 @@ fn check_links(
         }
         if l.live && seen_real == 0 {
             violations.push(format!("link {l:?}: to a live process, yet no real exit"));
+        }
+    }
+}
+
+/// An exit seen after the marker of an unlink of its sender must be
+/// explained by a link between the two that was not certainly made before
+/// the unlink began (its serial, drawn after `link` returned, is at least
+/// the unlink's, drawn before `unlink` was called); otherwise it arrived
+/// after `unlink` returned.
+fn check_late_exits(n: &Notices, violations: &mut Violations, counts: &mut NoticeCounts) {
+    for e in &n.late_exits {
+        let relinked = n.links.iter().any(|l| {
+            ((l.from, l.to) == (e.at, e.from) || (l.from, l.to) == (e.from, e.at))
+                && l.seq >= e.unlink_seq
+        });
+        if relinked {
+            counts.late_exits_relinked += 1;
+        } else {
+            violations.push(format!(
+                "exit of {} ({:?}) reached {} after its unlink (serial {}) returned: \
+                 seen after the unlink's marker, with no link between them since",
+                e.from, e.reason, e.at, e.unlink_seq
+            ));
         }
     }
 }

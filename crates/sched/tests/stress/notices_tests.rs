@@ -78,6 +78,7 @@ fn notices() -> Notices {
         to,
         wait,
         live,
+        seq: 10,
     };
     Notices {
         parties: vec![party(A, Normal), b, c],
@@ -158,6 +159,20 @@ fn notices() -> Notices {
                 got: Some((C, NoProcess)),
             },
         ],
+        // A unlinked C (serial 5) and saw C's exit after the marker: the
+        // link A made to C (serial 10) came after, and explains it.
+        late_exits: vec![LateExit {
+            at: A,
+            from: C,
+            reason: NoProcess,
+            unlink_seq: 5,
+        }],
+        unlinks: 1,
+        unlinks_racing: 0,
+        markers_seen: 1,
+        mid_batch_demonitors: 0,
+        timers_seen: 0,
+        timers_cancelled: 0,
     }
 }
 
@@ -171,6 +186,7 @@ fn accounted_notices_pass() {
         (counts.asks_accepted, counts.asks_refused, counts.dead),
         (3, 1, 2)
     );
+    assert_eq!(counts.late_exits_relinked, 1);
 }
 
 #[test]
@@ -214,10 +230,24 @@ fn each_broken_rule_is_caught() {
                     to: A,
                     wait: false,
                     live: true,
+                    seq: 0,
                 });
                 n.exits.push(exit(A, A, Normal));
             },
             "from itself",
+        ),
+        // Unlinks: an exit after the marker with no link since.
+        (|n| n.late_exits[0].unlink_seq = 11, "after its unlink"),
+        (
+            |n| {
+                n.late_exits.push(LateExit {
+                    at: A,
+                    from: B,
+                    reason: Error,
+                    unlink_seq: 12,
+                })
+            },
+            "after its unlink",
         ),
         // Cancels.
         (|n| n.parties[2].cancels_seen = 2, "saw 2 cancels"),

@@ -8,8 +8,9 @@ use std::sync::Mutex;
 
 use sched::SendErrorKind;
 
+use crate::delayed_order::DelayedSent;
 use crate::notices::{
-    AskRec, CancelRec, DownRec, ExitRec, LinkRec, MonitorRec, ReplyRec, RequestRec,
+    AskRec, CancelRec, DownRec, ExitRec, LateExit, LinkRec, MonitorRec, ReplyRec, RequestRec,
 };
 use crate::script::Kind;
 
@@ -36,6 +37,22 @@ pub(crate) struct Log {
     pub(crate) answered: u64,
     /// Children spawned from its steps.
     pub(crate) spawned: u64,
+    /// Messages `send_after` accepted (their ids are in `sent` too).
+    pub(crate) delayed: Vec<DelayedSent>,
+    /// How many `send_after` refused (their ids are in `refused` too).
+    pub(crate) delayed_refused: u64,
+    /// Delayed messages whose timer `cancel_timer` cancelled (returned
+    /// `true`): never to be delivered nor dead-lettered.
+    pub(crate) cancelled: Vec<u64>,
+    /// Delayed messages received, by id, in the order they arrived.
+    pub(crate) delayed_received: Vec<u64>,
+    /// Delayed messages received after every instance of their sender had
+    /// closed.
+    pub(crate) after_sender_ended: u64,
+    /// Accepted messages carrying an armed bomb, and how many of those
+    /// were delayed messages it cancelled (the scheduler dropped them).
+    pub(crate) bombs_sent: u64,
+    pub(crate) bombs_cancelled: u64,
     /// What it found wrong in what the scheduler gave it.
     pub(crate) violations: Vec<String>,
     /// Its monitors, links, cancels and asks, and the notices it saw.
@@ -59,6 +76,19 @@ pub(crate) struct PeerLog {
     pub(crate) requests: Vec<RequestRec>,
     /// The request serials it replied to.
     pub(crate) replied: Vec<u64>,
+    /// `unlink` calls, and the markers it saw after them.
+    pub(crate) unlinks: u64,
+    pub(crate) markers_seen: u64,
+    /// Unlinks of a peer that had an open instance before the call and
+    /// none after it (its end raced the unlink).
+    pub(crate) unlinks_racing: u64,
+    /// Exits seen after an unlink's marker from the peer it unlinked.
+    pub(crate) late_exits: Vec<LateExit>,
+    /// Monitors removed in the middle of a batch of events.
+    pub(crate) mid_batch_demonitors: u64,
+    /// Timer events seen, and timers `cancel_timer` cancelled.
+    pub(crate) timers_seen: u64,
+    pub(crate) timers_cancelled: u64,
 }
 
 impl PeerLog {
@@ -75,6 +105,13 @@ impl PeerLog {
         self.replies.extend(later.replies);
         self.requests.extend(later.requests);
         self.replied.extend(later.replied);
+        self.unlinks += later.unlinks;
+        self.markers_seen += later.markers_seen;
+        self.unlinks_racing += later.unlinks_racing;
+        self.late_exits.extend(later.late_exits);
+        self.mid_batch_demonitors += later.mid_batch_demonitors;
+        self.timers_seen += later.timers_seen;
+        self.timers_cancelled += later.timers_cancelled;
     }
 }
 
@@ -91,6 +128,13 @@ impl Log {
         self.asked += later.asked;
         self.answered += later.answered;
         self.spawned += later.spawned;
+        self.delayed.extend(later.delayed);
+        self.delayed_refused += later.delayed_refused;
+        self.cancelled.extend(later.cancelled);
+        self.delayed_received.extend(later.delayed_received);
+        self.after_sender_ended += later.after_sender_ended;
+        self.bombs_sent += later.bombs_sent;
+        self.bombs_cancelled += later.bombs_cancelled;
         self.violations.extend(later.violations);
         self.peers.merge(later.peers);
     }

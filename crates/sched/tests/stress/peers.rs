@@ -2,15 +2,16 @@
 //! asks) and how it takes their notices (downs, exits, requests, replies,
 //! cancels), logging each for the checker (`notices.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sched::{AskError, Event, ExitReason, MonitorId, Output, Payload, Pid, ReplyTo};
+use sched::{AskError, Event, ExitReason, MonitorId, Output, Payload, Pid, ReplyTo, TimerId};
 
 use crate::notices::{
-    Answer, AskRec, CancelRec, DownRec, ExitRec, LinkRec, MonitorRec, ReplyRec, RequestRec,
+    Answer, AskRec, CancelRec, DownRec, ExitRec, LateExit, LinkRec, MonitorRec, ReplyRec,
+    RequestRec,
 };
 use crate::observed::Observed;
 use crate::process::{Awaiting, Stress};
@@ -21,7 +22,7 @@ use crate::shared::{lock, NOWHERE};
 #[derive(Debug, Default)]
 pub(crate) struct PeerState {
     /// Its monitors that it has not removed, with their serials.
-    monitors: Vec<(MonitorId, u64)>,
+    pub(crate) monitors: Vec<(MonitorId, u64)>,
     /// Requests taken apart in the last step, answered in the next.
     pub(crate) deferred: Vec<(u64, ReplyTo)>,
     /// Exits seen, by sender.
@@ -30,6 +31,25 @@ pub(crate) struct PeerState {
     pub(crate) trapping: bool,
     /// It saw a cancel and finishes at once.
     pub(crate) finishing: bool,
+    /// The peers it linked to and has not unlinked since.
+    pub(crate) linked: Vec<Pid>,
+    /// Peers it unlinked and whose unlink marker it has seen, with the
+    /// serial drawn before that `unlink` was called (the latest).
+    pub(crate) unlinked: HashMap<Pid, u64>,
+    /// The monitors (serials) whose down it saw, and those it removed.
+    pub(crate) downs_seen: HashSet<u64>,
+    pub(crate) demonitored: HashSet<u64>,
+    /// Removes a monitor after the next event it reads.
+    pub(crate) demonitor_mid_batch: bool,
+    /// A cancelled peer it unlinks once it closes, and how many more
+    /// steps it polls for that.
+    pub(crate) unlink_when_closed: Option<(Pid, u32)>,
+    /// A timer it cancels after the next event it reads, with its tag.
+    pub(crate) timer_mid_batch: Option<(TimerId, u64)>,
+    /// The tags of timers whose event it saw, and of those `cancel_timer`
+    /// cancelled (returned `true`).
+    pub(crate) timers_seen: HashSet<u64>,
+    pub(crate) timers_cancelled: HashSet<u64>,
 }
 
 impl PeerState {
@@ -43,6 +63,15 @@ impl PeerState {
             exits_from: self.exits_from.clone(),
             trapping: self.trapping,
             finishing: false,
+            linked: self.linked.clone(),
+            unlinked: self.unlinked.clone(),
+            downs_seen: self.downs_seen.clone(),
+            demonitored: self.demonitored.clone(),
+            demonitor_mid_batch: false,
+            unlink_when_closed: None,
+            timer_mid_batch: None,
+            timers_seen: self.timers_seen.clone(),
+            timers_cancelled: self.timers_cancelled.clone(),
         }
     }
 }
@@ -55,7 +84,7 @@ fn stepped(observed: &Option<Arc<Observed>>) -> bool {
 
 /// Whether `target`, which had stepped before the call, still had an
 /// open instance after it: it had certainly not ended during the call.
-fn still_open(observed: &Option<Arc<Observed>>) -> bool {
+pub(crate) fn still_open(observed: &Option<Arc<Observed>>) -> bool {
     observed.as_ref().is_some_and(|o| o.open.load(SeqCst) > 0)
 }
 
@@ -103,6 +132,13 @@ impl Stress {
                     self.violation(format!("a down whose monitor watches another: {down:?}"));
                 }
                 self.after_close("a down", down.pid, down.reason);
+                if self.peer.demonitored.contains(&serial) {
+                    self.violation(format!(
+                        "a down of monitor {serial} (of {}) after it removed that monitor",
+                        down.pid
+                    ));
+                }
+                self.peer.downs_seen.insert(serial);
                 self.log.peers.downs.push(DownRec {
                     serial,
                     at: me,
@@ -116,6 +152,17 @@ impl Stress {
             }
             Event::Exit { pid, reason } => {
                 self.after_close("an exit", pid, reason);
+                if let Some(&unlink_seq) = self.peer.unlinked.get(&pid) {
+                    // Queued after the marker the unlink sent: after the
+                    // unlink returned (unless relinked since, which the
+                    // checker sees).
+                    self.log.peers.late_exits.push(LateExit {
+                        at: me,
+                        from: pid,
+                        reason,
+                        unlink_seq,
+                    });
+                }
                 self.log.peers.exits.push(ExitRec {
                     at: me,
                     from: pid,
@@ -168,6 +215,17 @@ impl Stress {
                     self.awaiting = Awaiting::Nothing;
                 }
             }
+            Event::Timer { tag, .. } => {
+                if self.peer.timers_cancelled.contains(&tag.0) {
+                    self.violation(format!(
+                        "the Timer of {tag} reached a step after cancel_timer returned true"
+                    ));
+                }
+                if !self.peer.timers_seen.insert(tag.0) {
+                    self.violation(format!("the Timer of {tag} reached a step twice"));
+                }
+                self.log.peers.timers_seen += 1;
+            }
             Event::Cancel => {
                 self.log.peers.cancels_seen += 1;
                 if self.script.as_ref().map(|s| s.on_cancel) == Some(OnCancel::Finish) {
@@ -209,9 +267,7 @@ impl Stress {
             return;
         }
         let at = self.rng.below(self.peer.monitors.len() as u64) as usize;
-        let (id, serial) = self.peer.monitors.swap_remove(at);
-        let removed = out.demonitor(id);
-        self.log.peers.demonitors.push((serial, removed));
+        self.demonitor_at(out, at);
     }
 
     /// Links to a process that traps exits, a PID on no node, or itself;
@@ -228,13 +284,16 @@ impl Stress {
         let observed = self.shared.observed(target);
         let stepped = stepped(&observed);
         out.link(target);
+        let seq = self.shared.next_serial();
         let live = stepped && still_open(&observed);
         let wait = wait && target.id() > self.pid.id();
+        self.peer.linked.push(target);
         self.log.peers.links.push(LinkRec {
             from: self.pid,
             to: target,
             wait,
             live,
+            seq,
         });
         if wait {
             let seen = self.peer.exits_from.get(&target).copied().unwrap_or(0);

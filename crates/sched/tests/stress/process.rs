@@ -5,29 +5,16 @@
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
-use sched::{
-    BoxError, CommandError, Event, Events, InitContext, InitError, Output, Payload, Pid, Process,
-    Tag,
-};
+use sched::{BoxError, Event, Events, InitContext, InitError, Output, Payload, Pid, Process, Tag};
 
+pub(crate) use crate::message::Msg;
 pub(crate) use crate::observed::{Log, Observed, TERMINATE_ACCEPTED, TERMINATE_TOO_LATE};
 
-use crate::handlers::{command, FAIL_MESSAGE, REJECT_MESSAGE};
+use crate::handlers::{command, completed_as_expected, describe};
 use crate::peers::PeerState;
 use crate::rng::Rng;
 use crate::script::{failure_message, panic_message, upgrade_failure_message, Kind, Op, Script};
 use crate::shared::{lock, Shared};
-
-/// A message between processes, or from the feeder thread.
-#[derive(Debug)]
-pub(crate) struct Msg {
-    /// Unique within the round.
-    pub(crate) id: u64,
-    /// Whom the sender addressed it to.
-    pub(crate) to: Pid,
-    /// It answers a token the receiver posted (so the receiver waits for it).
-    pub(crate) solicited: bool,
-}
 
 /// The data of a yielded command.
 #[derive(Debug)]
@@ -130,13 +117,23 @@ impl Stress {
                     ));
                 }
             }
-            Event::Message(package) => {
+            Event::Message(mut package) => {
                 let target = package.target();
-                let Some(msg) = package.payload::<Msg>() else {
+                let source = package.source();
+                let Some(msg) = package.payload_mut::<Msg>() else {
                     return self.violation(format!("a message that is not a Msg: {package:?}"));
                 };
+                // Taken apart here: its drop must not go off in this step.
+                msg.bomb.defuse();
                 let (id, to, solicited) = (msg.id, msg.to, msg.solicited);
+                let (delayed, marker) = (msg.delayed, msg.marker);
                 self.log.received.push(id);
+                if delayed {
+                    self.received_delayed(id, source);
+                }
+                if let Some(marker) = marker {
+                    self.saw_marker(id, source, marker);
+                }
                 if target != self.pid || to != self.pid {
                     self.violation(format!(
                         "message {id} addressed to {to} (package target {target}) was delivered here"
@@ -174,6 +171,10 @@ impl Stress {
             }
             if !matches!(self.awaiting, Awaiting::Nothing) {
                 out.idle();
+                return Ok(());
+            }
+            if self.poll_unlink(out) {
+                out.continue_();
                 return Ok(());
             }
             let script = self.script.as_ref().expect("init stored the script");
@@ -262,6 +263,18 @@ impl Stress {
                         return Ok(());
                     }
                 }
+                Op::SendAfter(n) => self.send_after(out, n),
+                Op::UnlinkPeer => {
+                    if self.unlink_peer(out) {
+                        out.continue_();
+                        return Ok(());
+                    }
+                }
+                Op::DemonitorMidBatch => {
+                    self.arm_mid_batch(out);
+                    out.continue_();
+                    return Ok(());
+                }
                 Op::Fail => return Err(failure_message(self.pid.id()).into()),
                 Op::Panic => panic!("{}", panic_message(self.pid.id())),
             }
@@ -349,7 +362,9 @@ impl Process for Stress {
         let deferred = std::mem::take(&mut self.peer.deferred);
         for event in events {
             self.see(event);
+            self.mid_batch(out, true);
         }
+        self.mid_batch(out, false);
         self.answer_deferred(deferred);
         self.run_ops(out)
     }
@@ -364,33 +379,5 @@ impl Process for Stress {
             Some(earlier) => earlier.merge(log),
             None => *slot = Some(log),
         }
-    }
-}
-
-/// Whether `result` is what the handler of `kind` completes `tag` with.
-fn completed_as_expected(kind: Kind, tag: u64, result: &Result<Payload, CommandError>) -> bool {
-    match (kind, result) {
-        (Kind::Sync | Kind::Async, Ok(data)) => data.downcast_ref::<u64>() == Some(&tag),
-        (Kind::SyncFail | Kind::AsyncFail, Err(CommandError::Failed(e))) => {
-            e.to_string() == FAIL_MESSAGE
-        }
-        (Kind::Reject, Err(CommandError::Rejected(e))) => e.to_string() == REJECT_MESSAGE,
-        (Kind::SyncDrop | Kind::AsyncDrop, Err(CommandError::Dropped)) => true,
-        (Kind::HandlerPanic, Err(CommandError::HandlerPanicked { .. })) => true,
-        (Kind::NoHandler, Err(CommandError::NoHandler { command: id })) => {
-            *id == command(Kind::NoHandler)
-        }
-        // A held completer is completed only after the process ended.
-        _ => false,
-    }
-}
-
-fn describe(result: &Result<Payload, CommandError>) -> String {
-    match result {
-        Ok(data) => match data.downcast_ref::<u64>() {
-            Some(n) => format!("Ok({n})"),
-            None => "Ok(<not a u64>)".into(),
-        },
-        Err(e) => format!("Err({e:?})"),
     }
 }

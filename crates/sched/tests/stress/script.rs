@@ -61,7 +61,7 @@ impl Kind {
 }
 
 /// One op of a script. A step runs ops until one makes it return (`Send`,
-/// `Spawn`, `Demonitor`, `CancelPeer` never do; `MonitorPeer`, `LinkPeer`
+/// `Spawn`, `Demonitor`, `CancelPeer`, `SendAfter`, `UnlinkPeer` never do; `MonitorPeer`, `LinkPeer`
 /// and `AskPeer` do when they wait).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
@@ -110,6 +110,21 @@ pub(crate) enum Op {
     /// Ask a random process its request serial back, and wait for the
     /// reply, the timeout (in milliseconds) at the latest.
     AskPeer { timeout: u8 },
+    /// Send this many messages with `send_after` (a random delay of 0 to
+    /// 5 ms each) to one target: a process that asked for them if any
+    /// waits, otherwise a random peer (which may end before the deadline).
+    /// Some carry a payload whose `Drop` panics; some are cancelled at once.
+    SendAfter(u8),
+    /// Unlink a peer with a higher id (one it linked to, or a trapping
+    /// process), then send itself a marker: an exit from that peer seen
+    /// after the marker came after `unlink` returned.
+    UnlinkPeer,
+    /// Remove a monitor in the middle of the next step's batch of events
+    /// (preferring one whose target has ended: its down may be in the
+    /// batch), and ask to continue; now and then also set a short timer
+    /// and cancel it there, after sending itself a message that comes
+    /// first in that batch.
+    DemonitorMidBatch,
 }
 
 /// What a process does with a cancel.
@@ -174,9 +189,10 @@ impl Script {
         } else {
             rng.below(5)
         };
-        let mut ops = Vec::with_capacity(len as usize + 1);
+        let mut ops = Vec::with_capacity(len as usize + 2);
+        let mut held = false;
         for _ in 0..len {
-            let op = match rng.below(25) {
+            let op = match rng.below(30) {
                 0..=2 => Op::Continue,
                 3..=7 => {
                     let n = rng.range(1, 3);
@@ -201,14 +217,21 @@ impl Script {
                 24 => Op::AskPeer {
                     timeout: rng.range(1, 30) as u8,
                 },
+                25..=27 => Op::SendAfter(rng.range(1, 3) as u8),
+                28 => Op::UnlinkPeer,
+                29 => Op::DemonitorMidBatch,
                 _ => Op::Continue,
             };
-            let held = matches!(&op, Op::Yield { kinds, .. } if kinds.contains(&Kind::Hold));
+            held = matches!(&op, Op::Yield { kinds, .. } if kinds.contains(&Kind::Hold));
             ops.push(op);
             if held {
                 // Nothing after a held yield runs.
                 break;
             }
+        }
+        if !held && rng.chance(1, 4) {
+            // Right before its end: the sender is gone before the deadline.
+            ops.push(Op::SendAfter(rng.range(1, 3) as u8));
         }
         ops.push(match rng.below(21) {
             0..=10 => Op::Done,

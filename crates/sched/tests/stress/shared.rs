@@ -71,6 +71,12 @@ pub(crate) enum DeadLetter {
     },
     Down(DownRec),
     Exit(ExitRec),
+    /// A timer's event (a `DemonitorMidBatch` timer) still queued when
+    /// `pid` ended.
+    Timer {
+        pid: Pid,
+        tag: u64,
+    },
     Request(RequestRec),
     Reply(ReplyRec),
 }
@@ -130,6 +136,9 @@ pub(crate) struct Shared {
     /// round reports a hang (with them, a stray would rescue it sooner or
     /// later and the loss would only show as slowness).
     strays_reach_processes: bool,
+    /// Armed bombs the dead-letter hook let go off (in the scheduler's
+    /// guard).
+    pub(crate) bombs_dead: AtomicU64,
 }
 
 impl Shared {
@@ -206,6 +215,25 @@ impl Shared {
     /// feeder, which takes the oldest, rarely competes for it.
     pub(crate) fn take_token(&self) -> Option<Pid> {
         lock(&self.board).pop().map(|t| t.pid)
+    }
+
+    /// Takes a token `pid` posted, if any is left (for a second message to
+    /// the same process).
+    pub(crate) fn take_token_for(&self, pid: Pid) -> bool {
+        let mut board = lock(&self.board);
+        match board.iter().rposition(|t| t.pid == pid) {
+            Some(at) => {
+                board.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether stray messages (and unsolicited delayed ones) may reach
+    /// processes this round.
+    pub(crate) fn strays_reach_processes(&self) -> bool {
+        self.strays_reach_processes
     }
 
     /// Starts a feeder pass: returns the tokens posted at least one whole

@@ -41,6 +41,31 @@ pub(crate) struct Tally {
     pub(crate) terminations_too_late: u64,
     pub(crate) held_stale: u64,
     pub(crate) notices: NoticeCounts,
+    pub(crate) delayed: DelayedTally,
+    /// Timer events dead-lettered (fired, unread when their process ended).
+    pub(crate) timers_dead: u64,
+}
+
+/// What the run counted of delayed messages and of payloads whose `Drop`
+/// panics.
+#[derive(Debug, Default)]
+pub(crate) struct DelayedTally {
+    /// Accepted by `send_after`, refused by it, and cancelled at once.
+    pub(crate) sent: u64,
+    pub(crate) refused: u64,
+    pub(crate) cancelled: u64,
+    pub(crate) received: u64,
+    pub(crate) dead: u64,
+    /// Received after every instance of their sender had closed.
+    pub(crate) after_sender_ended: u64,
+    /// Pairs of delayed messages from one sender to one receiver whose
+    /// arrival order was checked against their deadlines.
+    pub(crate) ordered_pairs: u64,
+    /// Armed bombs sent (delayed or not), gone off in the dead-letter hook,
+    /// and gone off in a cancelled timer.
+    pub(crate) bombs_sent: u64,
+    pub(crate) bombs_dead: u64,
+    pub(crate) bombs_cancelled: u64,
 }
 
 impl Tally {
@@ -72,6 +97,7 @@ impl Tally {
         self.messages.refused += m.refused;
         self.messages.received += m.received;
         self.messages.dead += m.dead;
+        self.messages.cancelled += m.cancelled;
     }
 
     pub(crate) fn add_completions(&mut self, c: CompletionCounts) {
@@ -157,6 +183,28 @@ impl Tally {
             ("requests dropped", n.replies_no_reply),
             ("dead-lettered notices", n.dead),
             ("monitors from outside", n.outside),
+            ("delayed messages received", self.delayed.received),
+            ("delayed messages dead-lettered", self.delayed.dead),
+            ("delayed messages cancelled", self.delayed.cancelled),
+            (
+                "delayed messages delivered after their sender ended",
+                self.delayed.after_sender_ended,
+            ),
+            ("bombs gone off in dead letters", self.delayed.bombs_dead),
+            (
+                "bombs gone off in cancelled timers",
+                self.delayed.bombs_cancelled,
+            ),
+            ("unlinks", n.unlinks),
+            ("unlink markers seen", n.markers_seen),
+            (
+                "demonitors in the middle of a batch",
+                n.mid_batch_demonitors,
+            ),
+            (
+                "timers cancelled in the middle of a batch",
+                n.timers_cancelled,
+            ),
         ];
         missing.extend(more.iter().filter(|(_, n)| *n == 0).map(|(name, _)| *name));
         for (workers, rounds) in self.rounds_by_workers.iter().enumerate() {
@@ -202,19 +250,37 @@ impl Tally {
         );
         println!(
             "  messages     {} sent ({} from steps, {} of them asked for; {} from outside, \
-             {} asked for) = {} received + {} dead-lettered",
+             {} asked for) = {} received + {} dead-lettered + {} cancelled delayed ones",
             m.sent,
             self.sent_by_steps,
             self.sent_by_steps_solicited,
             self.sent_by_feeder,
             self.sent_by_feeder_solicited,
             m.received,
-            m.dead
+            m.dead,
+            m.cancelled
         );
         println!(
             "               {} refused at send ({})",
             m.refused,
             list(&self.refused_sends)
+        );
+        let d = &self.delayed;
+        println!(
+            "  delayed      {} sent with send_after ({} refused) = {} received ({} after their \
+             sender ended) + {} dead-lettered + {} cancelled; {} pairs checked for order",
+            d.sent,
+            d.refused,
+            d.received,
+            d.after_sender_ended,
+            d.dead,
+            d.cancelled,
+            d.ordered_pairs
+        );
+        println!(
+            "  bombs        {} payloads whose Drop panics sent; {} went off in dead letters, \
+             {} in cancelled timers, no worker lost",
+            d.bombs_sent, d.bombs_dead, d.bombs_cancelled
         );
         println!(
             "  completions  {} dispatched = {} seen + {} dead-lettered + {} stale \
@@ -230,12 +296,28 @@ impl Tally {
         println!("               by handler: {kinds}");
         let n = &self.notices;
         println!(
-            "  monitors     {} set ({} from outside), {} removed; {} downs ({} of no process)",
-            n.monitors, n.outside, n.demonitors_removed, n.downs, n.downs_no_process
+            "  monitors     {} set ({} from outside), {} removed ({} in the middle of a batch); \
+             {} downs ({} of no process)",
+            n.monitors,
+            n.outside,
+            n.demonitors_removed,
+            n.mid_batch_demonitors,
+            n.downs,
+            n.downs_no_process
         );
         println!(
             "  links        {} made; {} exits ({} of no process)",
             n.links, n.exits, n.exits_no_process
+        );
+        println!(
+            "               {} unlinks ({} racing the peer's end), {} of them checked by a marker \
+             seen (exits after one: {} explained by a later link, none unexplained)",
+            n.unlinks, n.unlinks_racing, n.markers_seen, n.late_exits_relinked
+        );
+        println!(
+            "  timers       {} cancelled by a step after the first event of its batch (none of \
+             them seen after), {} timer events seen, {} dead-lettered",
+            n.timers_cancelled, n.timers_seen, self.timers_dead
         );
         println!(
             "  cancels      {} accepted, {} seen",
@@ -267,7 +349,10 @@ impl Tally {
             "  checked      one outcome per process, matching its script; one init and one \
              close per instance (upgrades included); no step on two workers at once; every message and completion accounted \
              for exactly once; every down, exit, cancel, request and reply accounted for against \
-             its monitor, link, cancel or ask; no live process left after a round"
+             its monitor, link, cancel or ask; delayed messages received by their target in \
+             deadline order, or dead-lettered, never after a cancel; no exit after an unlink \
+             returned, no down after a demonitor; no worker lost to a panicking drop; no live \
+             process left after a round"
         );
     }
 }
