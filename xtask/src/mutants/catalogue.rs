@@ -256,8 +256,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-admission-reads-stopping-apart-from-the-count",
         file: "crates/sched-core/src/engine/live.rs",
-        original: "            let before = self.word.fetch_add(1, SeqCst);\n            if before & STOPPING != 0 {\n                self.release();\n                return Err(Refused::Stopping);\n            }\n            return Ok(());",
-        replacement: "            if self.word.load(SeqCst) & STOPPING != 0 {\n                return Err(Refused::Stopping);\n            }\n            self.word.fetch_add(1, SeqCst);\n            return Ok(());",
+        original: "            counter.fetch_add(1, SeqCst);\n            // Pairs with the fence in `stop` (the Dekker argument of the\n            // module docs rests on these two fences, which loom models).\n            fence(SeqCst);\n            if self.word.load(SeqCst) & STOPPING != 0 {",
+        replacement: "            if self.word.load(SeqCst) & STOPPING != 0 {\n                return Err(Refused::Stopping);\n            }\n            counter.fetch_add(1, SeqCst);\n            if false {",
         catcher: &SCHED_CORE_ADMISSION_MODEL,
     },
     Mutation {
