@@ -14,8 +14,8 @@
 //!   is the one time the process sees it;
 //! - the process ends: the pending ones are cancelled.
 //!
-//! The check is made when the event is handed out, not only when the batch
-//! is drained before the step: a reply and the timeout of the same ask, or
+//! The check is made when the event is handed out, not when the batch is
+//! drained before the step: a reply and the timeout of the same ask, or
 //! a message and a timer the step cancels on reading it, can both be in one
 //! batch, and the step must not see the one it cancelled after the other.
 //! An ask is settled by its first `Reply` (an answer or the timeout): its
@@ -58,21 +58,8 @@ impl StepLists<'_> {
 }
 
 /// Whether the process still waits for `event` (a timer, down or reply
-/// whose id is listed; every other event is always wanted). Leaves the
-/// lists unchanged.
-pub(crate) fn wanted(extras: &Option<Box<Extras>>, event: &Event) -> bool {
-    let Some(extras) = extras else {
-        return !is_awaited_kind(event);
-    };
-    match event {
-        Event::Timer { id, .. } => extras.timers.contains(id),
-        Event::Down(down) => extras.monitoring.contains(&down.monitor),
-        Event::Reply { id, .. } => extras.asks.iter().any(|(ask, _)| ask == id),
-        _ => true,
-    }
-}
-
-/// As [`wanted`], and takes a wanted timer, down or reply off its list.
+/// whose id is listed; every other event is always wanted); a wanted
+/// timer, down or reply leaves its list.
 pub(crate) fn take(extras: &mut Option<Box<Extras>>, event: &Event, timers: &Timers) -> bool {
     let Some(extras) = extras else {
         return !is_awaited_kind(event);
@@ -112,23 +99,17 @@ fn is_awaited_kind(event: &Event) -> bool {
 }
 
 /// Drops (guarded) the events of `batch` the process no longer waits for,
-/// keeping the order of the rest; with `consume`, the kept ones leave their
-/// lists (the process is ending and they become dead letters).
+/// keeping the order of the rest, which leave their lists (the process is
+/// ending and they become dead letters).
 pub(crate) fn drop_unwanted(
     batch: &mut Vec<Event>,
     extras: &mut Option<Box<Extras>>,
     timers: &Timers,
     pid: Pid,
-    consume: bool,
 ) {
     let mut kept = 0;
     for at in 0..batch.len() {
-        let keep = if consume {
-            take(extras, &batch[at], timers)
-        } else {
-            wanted(extras, &batch[at])
-        };
-        if keep {
+        if take(extras, &batch[at], timers) {
             batch.swap(kept, at);
             kept += 1;
         }

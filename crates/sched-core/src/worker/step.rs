@@ -71,20 +71,6 @@ impl Worker<'_> {
             // bothering the process.
             return Some(body.waiting_state());
         }
-        if body.filters_events {
-            // Events of timers, monitors and asks cancelled before this
-            // step began never reach it (nor wake it for nothing).
-            drop_unwanted(
-                &mut self.events,
-                &mut body.extras,
-                &self.shared.timers,
-                record.pid,
-                false,
-            );
-            if body.waiting && self.events.is_empty() {
-                return Some(body.waiting_state());
-            }
-        }
         body.waiting = false;
         if let Some(extras) = body.extras.as_mut() {
             if !extras.unread.is_empty() {
@@ -266,13 +252,7 @@ impl Worker<'_> {
         // cancelled timer's event, a removed monitor's down, an answer
         // after its ask's timeout.
         if body.filters_events {
-            drop_unwanted(
-                &mut dead,
-                &mut body.extras,
-                &self.shared.timers,
-                record.pid,
-                true,
-            );
+            drop_unwanted(&mut dead, &mut body.extras, &self.shared.timers, record.pid);
         }
         // The process's own timers end with it (their memory too).
         let extras = body.extras.take();
