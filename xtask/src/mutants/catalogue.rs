@@ -3,6 +3,29 @@
 
 use super::{Catcher, Mutation};
 
+/// The loom models of sched-core's library whose path starts with the
+/// given filter, as `cargo xtask loom sched-core` builds them.
+macro_rules! sched_core_loom_lib {
+    ($filter:literal) => {
+        Catcher {
+            args: &["test", "-p", "sched-core", "--release", "--lib", $filter],
+            env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
+            target_subdir: Some("loom"),
+        }
+    };
+}
+
+/// One test of the facade's promises (`crates/sched/tests/promises.rs`).
+macro_rules! promise {
+    ($test:literal) => {
+        Catcher {
+            args: &["test", "-p", "sched", "--test", "promises", "--", $test],
+            env: &[],
+            target_subdir: None,
+        }
+    };
+}
+
 /// The loom models of the deque, as `cargo xtask loom deque` runs them.
 const DEQUE_LOOM: Catcher = Catcher {
     args: &["test", "-p", "deque", "--release", "--test", "loom"],
@@ -55,18 +78,7 @@ const SCHED_CORE_STEAL_MODEL: Catcher = Catcher {
 };
 
 /// The loom models of the admission word (live count and stopping flag).
-const SCHED_CORE_ADMISSION_MODEL: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched-core",
-        "--release",
-        "--lib",
-        "engine::live",
-    ],
-    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
-    target_subdir: Some("loom"),
-};
+const SCHED_CORE_ADMISSION_MODEL: Catcher = sched_core_loom_lib!("engine::live");
 
 /// sched-core's fairness tests (every wake path, one and two workers).
 const SCHED_CORE_FAIRNESS: Catcher = Catcher {
@@ -90,18 +102,7 @@ const SCHED_CORE_SHUTDOWN_RACES: Catcher = Catcher {
 };
 
 /// The loom models of the link protocol (which side sends an exit signal).
-const SCHED_CORE_LINK_MODELS: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched-core",
-        "--release",
-        "--lib",
-        "loom_models::links",
-    ],
-    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
-    target_subdir: Some("loom"),
-};
+const SCHED_CORE_LINK_MODELS: Catcher = sched_core_loom_lib!("loom_models::links");
 
 /// sched-core's tests of hostile user code and unread events.
 const SCHED_CORE_HOSTILE: Catcher = Catcher {
@@ -117,89 +118,25 @@ const SCHED_CORE_WHEEL: Catcher = Catcher {
     target_subdir: None,
 };
 
-const PROMISE_CANCELLED_MID_BATCH: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched",
-        "--test",
-        "promises",
-        "--",
-        "a_timer_cancelled_while_its_event_is_in_the_batch_is_never_seen",
-    ],
-    env: &[],
-    target_subdir: None,
-};
+/// A cancelled timer's event later in the same batch is never handed out.
+const PROMISE_CANCELLED_MID_BATCH: Catcher =
+    promise!("a_timer_cancelled_while_its_event_is_in_the_batch_is_never_seen");
 
-const PROMISE_UNLINK_GAP: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched",
-        "--test",
-        "promises",
-        "--",
-        "unlink_in_the_gap_of_the_peers_end_stops_its_signal",
-    ],
-    env: &[],
-    target_subdir: None,
-};
+/// No exit signal after `unlink` returns, in the gap of the peer's end.
+const PROMISE_UNLINK_GAP: Catcher = promise!("unlink_in_the_gap_of_the_peers_end_stops_its_signal");
 
-const PROMISE_DELAYED_TO_ENDED: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched",
-        "--test",
-        "promises",
-        "--",
-        "delayed_messages_to_an_ended_process_go_at_its_end",
-    ],
-    env: &[],
-    target_subdir: None,
-};
+/// Delayed messages to an ended process are dead letters at its end.
+const PROMISE_DELAYED_TO_ENDED: Catcher =
+    promise!("delayed_messages_to_an_ended_process_go_at_its_end");
 
 /// The loom models of the process table (lookups racing unregistration and reuse).
-const SCHED_CORE_TABLE_MODELS: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched-core",
-        "--release",
-        "--lib",
-        "table::loom",
-    ],
-    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
-    target_subdir: Some("loom"),
-};
+const SCHED_CORE_TABLE_MODELS: Catcher = sched_core_loom_lib!("table::loom");
 
 /// The loom models of the outcome slot (the end racing the handle and its wakers).
-const SCHED_CORE_SLOT_MODELS: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched-core",
-        "--release",
-        "--lib",
-        "record::slot_loom",
-    ],
-    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
-    target_subdir: Some("loom"),
-};
+const SCHED_CORE_SLOT_MODELS: Catcher = sched_core_loom_lib!("record::slot_loom");
 
 /// The loom models of parking (work and timers racing a worker that parks).
-const SCHED_CORE_PARKING_MODELS: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched-core",
-        "--release",
-        "--lib",
-        "loom_models::parking",
-    ],
-    env: &[("RUSTFLAGS", "--cfg loom"), ("LOOM_MAX_PREEMPTIONS", "2")],
-    target_subdir: Some("loom"),
-};
+const SCHED_CORE_PARKING_MODELS: Catcher = sched_core_loom_lib!("loom_models::parking");
 
 /// The mailbox word's unit tests (message count and cancel latch).
 const SCHED_CORE_MAILBOX: Catcher = Catcher {
