@@ -160,6 +160,13 @@ const SCHED_CORE_WATCHER: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The timed park racing wakeups on real threads (what loom cannot reach).
+const SCHED_CORE_TIMED_PARK: Catcher = Catcher {
+    args: &["test", "-p", "sched-core", "--lib", "worker::sleep"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The table. Keep the original text short but unique in its file.
 pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
@@ -301,5 +308,19 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "    linked.relations.remove_link_then(ended, act)\n",
         replacement: "    if !linked.relations.remove_link(ended) {\n        return None;\n    }\n    linked.relations.with_existing(act)\n",
         catcher: &SCHED_CORE_LINK_MODELS,
+    },
+    Mutation {
+        name: "sched-core-timed-park-leaves-a-wakeup-behind",
+        file: "crates/sched-core/src/worker/sleep.rs",
+        original: "                    self.parkers[me].park();",
+        replacement: "",
+        catcher: &SCHED_CORE_TIMED_PARK,
+    },
+    Mutation {
+        name: "sched-core-full-mailbox-keeps-the-refused-count",
+        file: "crates/sched-core/src/record/mailbox.rs",
+        original: "            self.0.fetch_sub(1, AcqRel);\n            return false;",
+        replacement: "            return false;",
+        catcher: &SCHED_CORE_MAILBOX,
     },
 ];

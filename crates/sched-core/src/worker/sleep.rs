@@ -271,3 +271,60 @@ impl Sleepers {
         self.count.load(SeqCst)
     }
 }
+
+/// The timed park (the watcher's recheck, a park bounded by a timer) on
+/// real threads: loom cannot reach its timeout path (a timed park there
+/// waits for a notification only), so this drives a notifier against the
+/// timeout many times, at offsets around it.
+#[cfg(all(test, not(loom), not(miri)))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::sync::Arc as StdArc;
+
+    /// Each round: worker 0 parks as the watcher (worker 1 counts as
+    /// busy), with a recheck of a few microseconds, while another thread
+    /// wakes it at about that moment (`wake`, as a timer does, or
+    /// `notify_one`, as new work does). The park must return (a lost
+    /// wakeup would leave it in its untimed park after a notifier took it
+    /// off the list), and no notification may linger to make the next park
+    /// return for nothing.
+    #[test]
+    fn a_timed_park_racing_a_wakeup_neither_loses_nor_keeps_it() {
+        let sleepers = StdArc::new(Sleepers::new(2));
+        for round in 0..3_000u64 {
+            let recheck = Duration::from_micros(round % 40);
+            let (done, parked) = mpsc::channel();
+            let parker = {
+                let sleepers = StdArc::clone(&sleepers);
+                std::thread::spawn(move || {
+                    sleepers.park(0, || false, || None, recheck);
+                    done.send(()).unwrap();
+                })
+            };
+            let delay = Duration::from_micros((round * 7) % 50);
+            let until = Instant::now() + delay;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            if round % 2 == 0 {
+                sleepers.wake(0);
+            } else {
+                sleepers.notify_one();
+            }
+            parked
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("round {round}: the park never returned"));
+            parker.join().unwrap();
+            assert_eq!(sleepers.sleeping(), 0, "round {round}: left on the list");
+            assert!(
+                !*sleepers.parkers[0].notified.lock(),
+                "round {round}: a notification lingers"
+            );
+            assert!(
+                !sleepers.watcher.load(SeqCst),
+                "round {round}: still watching"
+            );
+        }
+    }
+}
