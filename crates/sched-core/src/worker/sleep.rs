@@ -141,7 +141,12 @@ impl Sleepers {
         };
         match until {
             Some(until) => {
-                if !self.parkers[me].park_until(until) && !self.leave(me) {
+                let timed_out = !self.parkers[me].park_until(until);
+                #[cfg(all(test, not(loom)))]
+                if timed_out {
+                    tests::in_the_timeout_window(self, me);
+                }
+                if timed_out && !self.leave(me) {
                     // A notifier took us off the list as we timed out: its
                     // unpark is coming; consume it so it does not linger.
                     self.parkers[me].park();
@@ -272,15 +277,45 @@ impl Sleepers {
     }
 }
 
-/// The timed park (the watcher's recheck, a park bounded by a timer) on
-/// real threads: loom cannot reach its timeout path (a timed park there
-/// waits for a notification only), so this drives a notifier against the
-/// timeout many times, at offsets around it.
-#[cfg(all(test, not(loom), not(miri)))]
+/// The timed park (the watcher's recheck, a park bounded by a timer): loom
+/// cannot reach its timeout path (a timed park there waits for a
+/// notification only), so these force the racing wakeup into the window
+/// through a test-only hook, and drive a notifier against the timeout on
+/// real threads.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::cell::Cell;
     use std::sync::mpsc;
     use std::sync::Arc as StdArc;
+
+    thread_local! {
+        /// What a test runs on a parking thread right after its timed park
+        /// timed out, before it leaves the idle list.
+        static TIMEOUT_WINDOW: Cell<Option<fn(&Sleepers, usize)>> = const { Cell::new(None) };
+    }
+
+    /// The hook `Sleepers::park` calls in the window between a timed
+    /// park's timeout and its leaving the list.
+    pub(super) fn in_the_timeout_window(sleepers: &Sleepers, me: usize) {
+        if let Some(hook) = TIMEOUT_WINDOW.with(Cell::get) {
+            hook(sleepers, me);
+        }
+    }
+
+    /// The interleaving the timing test can only hope for, forced: a
+    /// notifier takes the worker off the list between its timeout and its
+    /// leaving. The worker must consume that unpark (not leave it to make
+    /// its next park return for nothing), and must not hang.
+    #[test]
+    fn a_wakeup_in_the_timeout_window_is_consumed() {
+        let sleepers = Sleepers::new(2);
+        TIMEOUT_WINDOW.with(|hook| hook.set(Some(|sleepers, me| sleepers.wake(me))));
+        sleepers.park(0, || false, || None, Duration::from_micros(1));
+        TIMEOUT_WINDOW.with(|hook| hook.set(None));
+        assert_eq!(sleepers.sleeping(), 0);
+        assert!(!*sleepers.parkers[0].notified.lock(), "the unpark lingers");
+    }
 
     /// Each round: worker 0 parks as the watcher (worker 1 counts as
     /// busy), with a recheck of a few microseconds, while another thread
@@ -290,6 +325,7 @@ mod tests {
     /// off the list), and no notification may linger to make the next park
     /// return for nothing.
     #[test]
+    #[cfg_attr(miri, ignore = "3 000 rounds of real-time parking")]
     fn a_timed_park_racing_a_wakeup_neither_loses_nor_keeps_it() {
         let sleepers = StdArc::new(Sleepers::new(2));
         for round in 0..3_000u64 {
