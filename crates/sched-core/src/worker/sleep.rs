@@ -289,10 +289,12 @@ mod tests {
     use std::sync::mpsc;
     use std::sync::Arc as StdArc;
 
+    /// What a test runs on a parking thread right after its timed park
+    /// timed out, before it leaves the idle list.
+    type Hook = fn(&Sleepers, usize);
+
     thread_local! {
-        /// What a test runs on a parking thread right after its timed park
-        /// timed out, before it leaves the idle list.
-        static TIMEOUT_WINDOW: Cell<Option<fn(&Sleepers, usize)>> = const { Cell::new(None) };
+        static TIMEOUT_WINDOW: Cell<Option<Hook>> = const { Cell::new(None) };
     }
 
     /// The hook `Sleepers::park` calls in the window between a timed
