@@ -1,11 +1,14 @@
 //! When shutdown's deadline passes with processes that ignored their
-//! cancel, a `tracing` warning names them (with their registered names),
-//! so a user learns why shutdown took its whole deadline.
+//! cancel, `tracing` warnings name them (with their registered names and
+//! their type), so a user learns why shutdown took its whole deadline.
+//!
+//! The workers log on their own threads, so the subscriber is the global
+//! default of this test binary, and the tests take turns.
 
 mod common;
 
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use common::*;
@@ -45,12 +48,50 @@ impl Subscriber for Warnings {
     fn exit(&self, _: &Id) {}
 }
 
+/// The binary's subscriber, emptied, and the turn to use it.
+fn warnings() -> (MutexGuard<'static, ()>, Warnings) {
+    static TURN: Mutex<()> = Mutex::new(());
+    static WARNINGS: OnceLock<Warnings> = OnceLock::new();
+    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let warnings = WARNINGS.get_or_init(|| {
+        let warnings = Warnings::default();
+        tracing::subscriber::set_global_default(warnings.clone()).expect("the only subscriber");
+        warnings
+    });
+    warnings.0.lock().unwrap().clear();
+    (turn, warnings.clone())
+}
+
+/// Ignores everything, its cancel included.
+struct Deaf;
+
+impl Process for Deaf {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        events.for_each(drop);
+        Ok(())
+    }
+}
+
+/// Ignores everything, and its `type_name` panics.
+struct Hostile;
+
+impl Process for Hostile {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        events.for_each(drop);
+        Ok(())
+    }
+    fn type_name(&self) -> &'static str {
+        panic!("no name for you")
+    }
+}
+
 #[test]
 fn processes_that_ignore_their_cancel_are_named_when_the_deadline_passes() {
+    let (_turn, warnings) = warnings();
     let engine = started(1);
     let deaf = Pid::local(71);
     engine
-        .submit(deaf, process(|_, _| Ok(())), "run", Box::new(()))
+        .submit(deaf, Box::new(Deaf), "run", Box::new(()))
         .unwrap();
     engine.register_name("the-deaf-one", deaf).unwrap();
     let polite = Pid::local(72);
@@ -67,28 +108,78 @@ fn processes_that_ignore_their_cancel_are_named_when_the_deadline_passes() {
             Box::new(()),
         )
         .unwrap();
-    let warnings = Warnings::default();
-    let report = tracing::subscriber::with_default(warnings.clone(), || {
-        engine.shutdown(Duration::from_millis(100))
-    });
+    let report = engine.shutdown(Duration::from_millis(100));
     assert_eq!(report.forced, 1, "{report:?}");
     let warnings = warnings.0.lock().unwrap();
-    let named: Vec<&String> = warnings
+    let deadline: Vec<&String> = warnings
         .iter()
-        .filter(|w| w.contains("Event::Cancel"))
+        .filter(|w| w.contains("shutdown deadline passed"))
         .collect();
-    assert_eq!(named.len(), 1, "{warnings:?}");
-    assert!(named[0].contains(&deaf.to_string()), "{}", named[0]);
-    assert!(named[0].contains("the-deaf-one"), "{}", named[0]);
-    assert!(!named[0].contains(&polite.to_string()), "{}", named[0]);
+    assert_eq!(deadline.len(), 1, "{warnings:?}");
+    assert!(deadline[0].contains(&deaf.to_string()), "{}", deadline[0]);
+    assert!(deadline[0].contains("the-deaf-one"), "{}", deadline[0]);
+    assert!(
+        !deadline[0].contains(&polite.to_string()),
+        "{}",
+        deadline[0]
+    );
+    // The worker that forced it named it with its type.
+    let forced: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("forced at shutdown"))
+        .collect();
+    assert_eq!(forced.len(), 1, "{warnings:?}");
+    assert!(forced[0].contains(&deaf.to_string()), "{}", forced[0]);
+    assert!(forced[0].contains("the-deaf-one"), "{}", forced[0]);
+    assert!(
+        forced[0].contains("shutdown_warning::Deaf"),
+        "{}",
+        forced[0]
+    );
+}
+
+#[test]
+fn the_forced_are_named_up_to_a_bound_and_a_panicking_type_name_is_contained() {
+    let (_turn, warnings) = warnings();
+    let engine = started(2);
+    let hostile = Pid::local(80);
+    engine
+        .submit(hostile, Box::new(Hostile), "run", Box::new(()))
+        .unwrap();
+    for n in 0..100 {
+        engine
+            .submit(Pid::local(100 + n), Box::new(Deaf), "run", Box::new(()))
+            .unwrap();
+    }
+    // A quiet panic hook: the default one (with a backtrace) can outlast
+    // shutdown's grace period, and the report would count the worker as
+    // detached.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let report = engine.shutdown(Duration::from_millis(50));
+    std::panic::set_hook(hook);
+    assert_eq!(report.forced, 101, "{report:?}");
+    let warnings = warnings.0.lock().unwrap();
+    let forced: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("forced at shutdown"))
+        .collect();
+    assert_eq!(forced.len(), 16, "{warnings:?}");
+    assert!(forced[15].contains("more=true"), "{}", forced[15]);
+    // Forced in table order: the hostile one (the first) among them, its
+    // panic contained and said.
+    assert!(
+        forced
+            .iter()
+            .any(|w| w.contains(&hostile.to_string()) && w.contains("type_name panicked")),
+        "{forced:?}"
+    );
 }
 
 #[test]
 fn a_shutdown_within_its_deadline_warns_of_nothing() {
+    let (_turn, warnings) = warnings();
     let engine = started(1);
-    let warnings = Warnings::default();
-    tracing::subscriber::with_default(warnings.clone(), || {
-        engine.shutdown(Duration::from_millis(100))
-    });
+    engine.shutdown(Duration::from_millis(100));
     assert!(warnings.0.lock().unwrap().is_empty());
 }

@@ -80,6 +80,32 @@ pub trait Process: Send + 'static {
     /// Releases resources; called exactly once after a successful `init`.
     /// By default it does nothing.
     fn close(&mut self) {}
+
+    /// The process's type, for diagnostics: a process that ignored its
+    /// [`Event::Cancel`](crate::Event::Cancel) and had to be forced at
+    /// shutdown is named in a `tracing` warning with it. By default, the
+    /// implementing type's name; there is no reason to override it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{BoxError, Events, Output, Process};
+    ///
+    /// struct Ticker;
+    ///
+    /// impl Process for Ticker {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.done(Box::new(()));
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let boxed: Box<dyn Process> = Box::new(Ticker);
+    /// assert!(boxed.type_name().ends_with("Ticker"));
+    /// ```
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
 }
 
 /// The entry method the default [`Process::init`] accepts: `"run"`.

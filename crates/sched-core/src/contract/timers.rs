@@ -41,15 +41,6 @@ impl StepOwned<'_> {
     }
 }
 
-/// A list of pending ids whose capacity is four times what it holds (and
-/// more than a few) gives the excess back: a process that once set a
-/// million timers does not keep room for them.
-pub(crate) fn shrink_list<T>(list: &mut Vec<T>) {
-    if list.capacity() > 64 && list.capacity() > 4 * list.len() {
-        list.shrink_to(2 * list.len());
-    }
-}
-
 impl Output<'_> {
     fn shared(&self) -> &Shared {
         self.engine.context().shared()
@@ -146,7 +137,7 @@ impl Output<'_> {
         let listed = self.timers.with_existing(|x| {
             let at = x.timers.iter().position(|t| *t == id)?;
             x.timers.swap_remove(at);
-            shrink_list(&mut x.timers);
+            crate::record::give_back_spare(&mut x.timers);
             Some(())
         });
         if listed.flatten().is_some() {

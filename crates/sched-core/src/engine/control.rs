@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::shared::Shared;
 use super::shutdown::Finished;
-use crate::sync::{thread, Arc, AtomicBool, Mutex};
+use crate::sync::{thread, Arc, AtomicBool, AtomicUsize, Mutex};
 use crate::worker;
 use crate::worker::local::Local;
 
@@ -26,6 +26,9 @@ pub(crate) struct Control {
     /// thread, once). Steps cannot ask under loom (see `me`).
     #[cfg_attr(loom, allow(dead_code))]
     pub(super) shutdown_requested: AtomicBool,
+    /// How many forced processes have been named in a warning so far (see
+    /// `Shared::name_forced`); only written when shutdown forces one.
+    pub(super) forced_named: AtomicUsize,
     /// The shared state itself, for a shutdown started from inside (which
     /// runs on a thread of its own and needs to own a reference). Weak, so
     /// the state does not keep itself alive. loom's `Arc` has no weak
@@ -44,6 +47,7 @@ impl Control {
             }),
             finished: Finished::default(),
             shutdown_requested: AtomicBool::new(false),
+            forced_named: AtomicUsize::new(0),
             #[cfg(not(loom))]
             me: std::sync::Weak::new(),
         }

@@ -1,6 +1,6 @@
 //! Stopping the engine: cancel, wait, force, join, report.
 
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
 use super::context::Context;
@@ -8,6 +8,7 @@ use super::control::spawn_named;
 use super::shared::Shared;
 use super::Engine;
 use crate::record::state::FORCE;
+use crate::record::Record;
 use crate::sync::{fence, thread, Arc, Condvar, Mutex};
 
 /// How long past its deadline `shutdown` waits for the stragglers to be
@@ -17,6 +18,10 @@ use crate::sync::{fence, thread, Arc, Condvar, Mutex};
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(80);
 /// How many processes the cancel sweep handles between looks at the clock.
 const SWEEP_CHUNK: usize = 256;
+
+/// How many stragglers shutdown's warnings name (by PID and names in the
+/// deadline's warning, then with their type as the workers force them).
+const NAMED_FORCED: usize = 16;
 
 /// What `shutdown` did.
 ///
@@ -130,12 +135,11 @@ impl Shared {
     /// did not end after their cancel), so a user whose processes ignore
     /// `Event::Cancel` learns why shutdown took its whole deadline.
     fn warn_stragglers(&self) {
-        const NAMED: usize = 16;
         let live = self.live.count();
         let pids = self.processes.pids();
         let named: Vec<String> = pids
             .iter()
-            .take(NAMED)
+            .take(NAMED_FORCED)
             .map(|&pid| {
                 // Its registered names, if any, say which process it is.
                 let names = self
@@ -154,6 +158,29 @@ impl Shared {
             named = %named.join(", "),
             "shutdown deadline passed: forcing processes that did not end after Event::Cancel \
              (a process should finish, or start finishing, when it reads Event::Cancel)"
+        );
+    }
+
+    /// A worker is forcing `record` (it ignored its cancel past the
+    /// deadline): the first [`NAMED_FORCED`] of them are named in a warning
+    /// with their registered names and type, so the user learns which
+    /// process kept shutdown waiting. Called by the worker that owns the
+    /// process (only it can ask the process its type).
+    pub(crate) fn name_forced(&self, record: &Record, type_name: &str) {
+        let nth = self.control.forced_named.fetch_add(1, Relaxed);
+        if nth >= NAMED_FORCED {
+            return;
+        }
+        let names = record
+            .relations
+            .with_existing(|r| r.names.join("|"))
+            .unwrap_or_default();
+        tracing::warn!(
+            pid = %record.pid,
+            names = %names,
+            process = type_name,
+            more = nth + 1 == NAMED_FORCED,
+            "forced at shutdown: the process did not end after Event::Cancel"
         );
     }
 

@@ -27,6 +27,18 @@ use crate::timer::TimerId;
 use slot::ResultSlot;
 use state::{StateWord, Wake};
 
+/// Gives back a list's spare room once its capacity is more than four
+/// times what it holds (counting at least 16 entries), keeping twice that:
+/// a process that once had a million pending timers, monitors or delayed
+/// messages does not keep room for them, and a short list that shrinks and
+/// grows is not reallocated each time (amortised O(1)).
+pub(crate) fn give_back_spare<T>(list: &mut Vec<T>) {
+    let keep = list.len().max(16);
+    if list.capacity() > 4 * keep {
+        list.shrink_to(2 * keep);
+    }
+}
+
 /// One process, shared by the process table, the run queues, completers
 /// and the submitter's [`Completion`](crate::Completion) handle.
 ///

@@ -80,9 +80,7 @@ impl Related {
         let list = &mut self.delayed;
         if list.len() >= PRUNE_FROM && list.len().is_power_of_two() {
             list.retain(|id| pending(*id));
-            if list.capacity() > 4 * list.len().max(PRUNE_FROM) {
-                list.shrink_to(2 * list.len().max(PRUNE_FROM));
-            }
+            super::give_back_spare(list);
         }
         list.push(id);
     }
@@ -99,9 +97,7 @@ impl Related {
         }
         self.delayed_gone = 0;
         self.delayed.retain(|id| pending(*id));
-        if self.delayed.capacity() > 4 * self.delayed.len().max(PRUNE_FROM) {
-            self.delayed.shrink_to(2 * self.delayed.len());
-        }
+        super::give_back_spare(&mut self.delayed);
     }
 }
 

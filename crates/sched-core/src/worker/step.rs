@@ -50,7 +50,7 @@ impl Worker<'_> {
     /// (for `after_step`), or `None` if it has ended.
     fn step_owned(&mut self, record: &Arc<Record>, body: &mut Body, kill: u32) -> Option<u32> {
         if kill != 0 {
-            self.end(record, body, Err(kill_error(kill)));
+            self.end_killed(record, body, kill);
             return None;
         }
         debug_assert!(self.events.is_empty(), "a previous step's events leaked");
@@ -224,10 +224,27 @@ impl Worker<'_> {
                 // word: the process is still RUNNING, so this worker still
                 // owns it and no other thread can borrow the body.
                 unsafe {
-                    record.with_body(|body| self.end(record, body, Err(kill_error(flags))));
+                    record.with_body(|body| self.end_killed(record, body, flags));
                 }
             }
         }
+    }
+
+    /// Ends a process that was terminated, or forced at shutdown (which
+    /// names it, with its type, in a warning).
+    fn end_killed(&mut self, record: &Arc<Record>, body: &mut Body, flags: u32) {
+        if flags & FORCE != 0 {
+            if let Some(process) = body.process.as_ref() {
+                // `type_name` is the user's to override: guarded.
+                let type_name = catch_unwind(AssertUnwindSafe(|| process.type_name()))
+                    .unwrap_or_else(|panic| {
+                        drop_payload(panic);
+                        "(its type_name panicked)"
+                    });
+                self.shared.name_forced(record, type_name);
+            }
+        }
+        self.end(record, body, Err(kill_error(flags)));
     }
 
     /// Ends the process: closes its queue (what is left are dead letters),
