@@ -11,6 +11,8 @@
 //! - `tsan [CRATE]`: the concurrency tests under ThreadSanitizer;
 //! - `leak`: resident memory over a million process lifecycles, and a
 //!   shorter run under valgrind for definite leaks;
+//! - `layers`: check that `sched-core`'s folders use only the ones below
+//!   them;
 //! - `mutants [NAME]`: apply each known bug in turn and check that its
 //!   test catches it.
 //!
@@ -20,6 +22,7 @@
 
 mod bench_report;
 mod cmd;
+mod layers;
 mod leak;
 mod mutants;
 mod steps;
@@ -37,7 +40,7 @@ commands:
                  LOOM_MAX_PREEMPTIONS defaults to 2
   miri [CRATE]   run tests under miri with the race detector
                  (all crates with unsafe code when none is named)
-  ci             fmt, clippy, tests, doc tests, stress (30 s), leak, loom,
+  ci             fmt, clippy, layers, tests, doc tests, stress (30 s), leak, loom,
                  miri, cargo-deny
   bench [--quick | --report-only]
                  run the benchmarks against the peers (tokio, rayon,
@@ -50,6 +53,7 @@ commands:
   stress [--seconds N]
                  the randomised whole-scheduler stress run with its checker,
                  in release, for N seconds (default 60)
+  layers         check that sched-core's folders use only lower ones
   mutants [NAME] apply each mutation of the table (or the one named), run
                  the command that must catch it, restore; fails if any
                  mutation survives
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
         Some("stress") => stress::seconds(&args[1..]).and_then(stress::stress),
         Some("tsan") => tsan::tsan(args.get(1).map(String::as_str)),
         Some("leak") => leak::leak(true),
+        Some("layers") => layers::layers(),
         Some("mutants") => mutants::mutants(args.get(1).map(String::as_str)),
         Some("bench") => match args.get(1).map(String::as_str) {
             None => bench_report::bench(false),

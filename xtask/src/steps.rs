@@ -226,6 +226,7 @@ pub(crate) fn ci() -> Result<(), String> {
             &[],
         )
     })?;
+    step("layers", crate::layers::layers)?;
     step("nats-server", ensure_nats_server)?;
     step("tests", || {
         run(

@@ -11,7 +11,7 @@
 //! `-Zsanitizer=thread` in their build scripts and replace the fences TSAN
 //! does not model with equivalent acquire loads, so the epoch collector
 //! under our deque needs no suppression. Our own code has two `SeqCst`
-//! fences, in `sched-core/src/worker/sleep.rs`: a store-fence-load handshake
+//! fences, in `sched-core/src/runqueue/sleep.rs`: a store-fence-load handshake
 //! between a parking worker and a producer, which guards against a lost
 //! wakeup, not against a data race (every location involved is an atomic or
 //! sits behind a mutex), so TSAN's blindness to them cannot produce a

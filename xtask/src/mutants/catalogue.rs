@@ -162,7 +162,7 @@ const SCHED_CORE_WATCHER: Catcher = Catcher {
 
 /// The timed park racing wakeups on real threads (what loom cannot reach).
 const SCHED_CORE_TIMED_PARK: Catcher = Catcher {
-    args: &["test", "-p", "sched-core", "--lib", "worker::sleep"],
+    args: &["test", "-p", "sched-core", "--lib", "runqueue::sleep"],
     env: &[],
     target_subdir: None,
 };
@@ -276,7 +276,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-parking-ignores-work-seen-after-announcing",
-        file: "crates/sched-core/src/worker/sleep.rs",
+        file: "crates/sched-core/src/runqueue/sleep.rs",
         original: "        if has_work() && self.leave(me) {",
         replacement: "        if false && has_work() && self.leave(me) {",
         catcher: &SCHED_CORE_PARKING_MODELS,
@@ -290,7 +290,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-no-parked-watcher",
-        file: "crates/sched-core/src/worker/sleep.rs",
+        file: "crates/sched-core/src/runqueue/sleep.rs",
         original: "let watch = !cfg!(loom)",
         replacement: "let watch = false && !cfg!(loom)",
         catcher: &SCHED_CORE_WATCHER,
@@ -311,7 +311,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-timed-park-leaves-a-wakeup-behind",
-        file: "crates/sched-core/src/worker/sleep.rs",
+        file: "crates/sched-core/src/runqueue/sleep.rs",
         original: "                    self.parkers[me].park();",
         replacement: "",
         catcher: &SCHED_CORE_TIMED_PARK,

@@ -80,12 +80,12 @@ impl Completer {
     ///     Ok(())
     /// }
     /// ```
-    pub fn context(&self) -> &crate::Context {
+    pub fn context(&self) -> &crate::engine::Context {
         let inner = self
             .inner
             .as_ref()
             .expect("a completer is only emptied by the calls that consume it");
-        crate::Context::of(&inner.shared)
+        crate::engine::Context::of(&inner.shared)
     }
 
     /// The tag of the yield this completes.
@@ -114,7 +114,7 @@ impl Completer {
     ///
     /// True once the process has ended in any way (finished, failed,
     /// panicked, terminated, force-cancelled at a shutdown's deadline), and
-    /// already from the moment [`terminate`](crate::Context::terminate) is
+    /// already from the moment [`terminate`](crate::engine::Context::terminate) is
     /// called on it (or a shutdown forces it), before a worker has actually
     /// ended it: a terminated process never reads another completion.
     /// A graceful request to stop (the [`Event::Cancel`] a shutdown

@@ -8,7 +8,7 @@ use relay::{Package, Payload};
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::down::{Down, ExitReason};
 use crate::contract::reply::{AskError, AskId, Request};
-use crate::timer::TimerId;
+use crate::contract::timer_id::TimerId;
 
 /// A boxed error that can cross threads.
 pub type BoxError = Box<dyn Error + Send + Sync + 'static>;

@@ -20,5 +20,6 @@ pub(crate) mod pending;
 pub(crate) mod process;
 pub(crate) mod reply;
 pub(crate) mod step_engine;
+pub(crate) mod timer_id;
 pub(crate) mod timers;
 pub(crate) mod upgrade;

@@ -281,7 +281,7 @@ impl<'a> Output<'a> {
     ///     out.context().stats().live_processes > 1_000
     /// }
     /// ```
-    pub fn context(&self) -> &crate::Context {
+    pub fn context(&self) -> &crate::engine::Context {
         self.engine.context()
     }
 

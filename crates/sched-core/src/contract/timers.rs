@@ -11,10 +11,11 @@ use relay::{Addr, Package, SendError};
 use crate::contract::command::Tag;
 use crate::contract::output::Output;
 use crate::contract::pending::StepLists;
+use crate::contract::timer_id::TimerId;
 use crate::engine::shared::Shared;
 use crate::record::{extras, Extras, Record};
 use crate::sync::Arc;
-use crate::timer::{Action, TimerId, What};
+use crate::timer::{Action, What};
 
 /// The stepped record and its lists of pending timers, monitors and asks,
 /// lent to [`Output`].

@@ -14,8 +14,8 @@ use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
+use crate::runqueue::local;
 use crate::sync::Arc;
-use crate::worker::local;
 
 impl Shared {
     pub(crate) fn submit(

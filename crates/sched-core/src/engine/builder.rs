@@ -12,9 +12,9 @@ use crate::commands::completer::{Completer, Rejected};
 use crate::commands::handler::{CommandHandler, Handlers};
 use crate::contract::command::{Command, CommandId};
 use crate::contract::event::Event;
+use crate::runqueue::local::Local;
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 use crate::timer::registry::Timers;
-use crate::worker::local::Local;
 
 use super::hooks::Hooks;
 use super::live::Live;
@@ -309,7 +309,7 @@ impl Builder {
         let shared = Shared {
             injector: Fifo::new(),
             remotes,
-            sleepers: crate::worker::sleep::Sleepers::new(self.workers),
+            sleepers: crate::runqueue::sleep::Sleepers::new(self.workers),
             processes: crate::table::registry::Registry::new(self.node),
             handlers: self.handlers,
             hooks: self.hooks,

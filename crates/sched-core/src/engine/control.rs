@@ -6,9 +6,9 @@ use std::fmt;
 
 use super::shared::Shared;
 use super::shutdown::Finished;
+use crate::runqueue::local::Local;
 use crate::sync::{thread, Arc, AtomicBool, AtomicUsize, Mutex};
 use crate::worker;
-use crate::worker::local::Local;
 
 /// The worker threads, and their queues until they start.
 #[derive(Debug)]

@@ -13,9 +13,9 @@ use super::Context;
 use crate::contract::down::{Down, ExitReason, MonitorId};
 use crate::contract::error::TerminateError;
 use crate::contract::event::Event;
-use crate::record::relations::{Watch, Watcher};
+use crate::record::relations::{DownSlot, Watch, Watcher};
 use crate::record::Record;
-use crate::sync::{Arc, Condvar, Mutex};
+use crate::sync::Arc;
 
 /// Monitor ids are handed out in blocks per thread: unique in the whole
 /// program, with one shared atomic write per block, not per monitor.
@@ -36,20 +36,6 @@ pub(crate) fn next_id() -> u64 {
         ids.set((next + 1, end));
         next
     })
-}
-
-/// Where an outside monitor's notification waits to be read.
-#[derive(Debug, Default)]
-pub(crate) struct DownSlot {
-    down: Mutex<Option<Down>>,
-    ready: Condvar,
-}
-
-impl DownSlot {
-    fn set(&self, down: Down) {
-        *self.down.lock() = Some(down);
-        self.ready.notify_all();
-    }
 }
 
 /// A monitor set from outside the engine: wait for the watched process to

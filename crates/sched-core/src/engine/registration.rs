@@ -6,9 +6,9 @@ use relay::{Pid, PidsExhausted};
 
 use super::shared::Shared;
 use crate::record::Record;
+use crate::runqueue::local;
 use crate::sync::Arc;
 use crate::table::{IdCache, Keyed};
-use crate::worker::local;
 
 impl Keyed for Record {
     fn pid(&self) -> Pid {

@@ -10,8 +10,8 @@ use super::shared::Shared;
 use crate::contract::event::Event;
 use crate::panic_guard::drop_user_value;
 use crate::record::Record;
+use crate::runqueue::local::{self};
 use crate::sync::Arc;
-use crate::worker::local::{self};
 
 impl Shared {
     /// Counts the events a process never saw (cancel requests are not

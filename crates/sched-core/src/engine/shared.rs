@@ -14,9 +14,9 @@ use crate::contract::step_engine::StepEngine;
 use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
+use crate::runqueue::local;
+use crate::runqueue::next_slot::NextSlot;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
-use crate::worker::local;
-use crate::worker::next_slot::NextSlot;
 
 /// What other threads may touch of a worker: stealers of its deques and
 /// its counters.
@@ -35,7 +35,7 @@ pub(crate) struct Remote {
 pub(crate) struct Shared {
     pub(crate) injector: Fifo<Arc<Record>>,
     pub(crate) remotes: Box<[CachePadded<Remote>]>,
-    pub(crate) sleepers: crate::worker::sleep::Sleepers,
+    pub(crate) sleepers: crate::runqueue::sleep::Sleepers,
     /// Every registered process, by PID (and the PIDs to hand out).
     pub(crate) processes: crate::table::registry::Registry<Record>,
     pub(crate) handlers: Handlers,

@@ -9,8 +9,8 @@ use relay::Pid;
 use super::harness::Inert;
 use crate::contract::command::Tag;
 use crate::record::Record;
+use crate::runqueue::sleep::Sleepers;
 use crate::sync::{Arc, AtomicBool, AtomicUsize};
-use crate::worker::sleep::Sleepers;
 
 /// The work a producer pushes and a parking worker looks for.
 enum WorkQueue {

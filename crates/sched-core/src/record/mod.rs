@@ -20,10 +20,10 @@ use crate::contract::down::MonitorId;
 use crate::contract::event::Event;
 use crate::contract::process::Process;
 use crate::contract::reply::AskId;
+use crate::contract::timer_id::TimerId;
 #[cfg(any(debug_assertions, loom))]
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU64, UnsafeCell};
-use crate::timer::TimerId;
 use slot::ResultSlot;
 use state::{StateWord, Wake};
 

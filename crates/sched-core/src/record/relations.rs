@@ -9,10 +9,10 @@
 
 use std::sync::Arc as StdArc;
 
-use crate::contract::down::ExitReason;
+use crate::contract::down::{Down, ExitReason};
+use crate::contract::timer_id::TimerId;
 use crate::record::Record;
-use crate::sync::{Arc, Mutex};
-use crate::timer::TimerId;
+use crate::sync::{Arc, Condvar, Mutex};
 
 /// The relations of one process.
 #[derive(Debug, Default)]
@@ -115,7 +115,22 @@ pub(crate) enum Watcher {
     /// same PID must not be told).
     Process(Arc<Record>),
     /// Code outside the engine, through a handle's slot.
-    Outside(StdArc<crate::engine::monitors::DownSlot>),
+    Outside(StdArc<DownSlot>),
+}
+
+/// Where an outside monitor's notification waits to be read.
+#[derive(Debug, Default)]
+pub(crate) struct DownSlot {
+    pub(crate) down: Mutex<Option<Down>>,
+    pub(crate) ready: Condvar,
+}
+
+impl DownSlot {
+    /// Stores the notification and wakes whoever waits for it.
+    pub(crate) fn set(&self, down: Down) {
+        *self.down.lock() = Some(down);
+        self.ready.notify_all();
+    }
 }
 
 /// The relations of a live process (made on first use); once it has

@@ -1,8 +1,5 @@
 //! The worker loop: find a runnable process, step it, decide what next.
 
-pub(crate) mod local;
-pub(crate) mod next_slot;
-pub(crate) mod sleep;
 mod step;
 mod upgrade;
 
@@ -13,8 +10,8 @@ use crate::contract::output::Yield;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::{bump, WorkerCounters};
 use crate::record::Record;
+use crate::runqueue::local::{self, Local};
 use crate::sync::{spin_hint, thread, Arc};
-use local::Local;
 
 /// Every this many ticks the worker looks at the global queue before its
 /// own deques, so work submitted from outside never starves behind a
