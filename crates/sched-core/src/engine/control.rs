@@ -8,7 +8,6 @@ use super::shared::Shared;
 use super::shutdown::Finished;
 use crate::runqueue::local::Local;
 use crate::sync::{thread, Arc, AtomicBool, AtomicUsize, Mutex};
-use crate::worker;
 
 /// The worker threads, and their queues until they start.
 #[derive(Debug)]
@@ -17,9 +16,16 @@ pub(super) struct Threads {
     pub(super) handles: Vec<thread::JoinHandle<()>>,
 }
 
+/// The worker loop, run on each worker thread with its own queues.
+pub(crate) type WorkerLoop = fn(Arc<Shared>, Local);
+
 /// Thread handles, names and the shutdown report.
 pub(crate) struct Control {
     pub(super) thread_name: String,
+    /// What each worker thread runs: the worker loop, handed in by whoever
+    /// builds the engine (the loop stands above the shared state it runs
+    /// on, so this state does not name it).
+    run_worker: WorkerLoop,
     pub(super) threads: Mutex<Threads>,
     pub(super) finished: Finished,
     /// Whether a step already asked for a shutdown (so that it starts one
@@ -38,9 +44,10 @@ pub(crate) struct Control {
 }
 
 impl Control {
-    pub(super) fn new(thread_name: String, locals: Vec<Local>) -> Self {
+    pub(crate) fn new(thread_name: String, locals: Vec<Local>, run_worker: WorkerLoop) -> Self {
         Control {
             thread_name,
+            run_worker,
             threads: Mutex::new(Threads {
                 locals: Some(locals),
                 handles: Vec::new(),
@@ -63,7 +70,7 @@ impl fmt::Debug for Control {
 }
 
 /// Starts the worker threads (once; later calls do nothing).
-pub(super) fn start(shared: &Arc<Shared>) {
+pub(crate) fn start(shared: &Arc<Shared>) {
     let mut threads = shared.control.threads.lock();
     let Some(locals) = threads.locals.take() else {
         return;
@@ -71,7 +78,8 @@ pub(super) fn start(shared: &Arc<Shared>) {
     for local in locals {
         let worker_shared = shared.clone();
         let name = format!("{}-{}", shared.control.thread_name, local.index);
-        let handle = spawn_named(name, move || worker::run(worker_shared, local));
+        let run = shared.control.run_worker;
+        let handle = spawn_named(name, move || run(worker_shared, local));
         threads.handles.push(handle);
     }
 }

@@ -27,7 +27,7 @@ impl Receiver for Inbox {
 
 /// Attaches the engine to its remote transport, if it has one.
 #[cfg(not(loom))]
-pub(super) fn attach(shared: &Arc<Shared>) {
+pub(crate) fn attach(shared: &Arc<Shared>) {
     if let Some(remote) = &shared.remote {
         let node = shared.processes.node();
         tracing::debug!(node, "attaching the remote transport");
@@ -37,4 +37,4 @@ pub(super) fn attach(shared: &Arc<Shared>) {
 
 /// loom's `Arc` has no weak references, and the models use no transport.
 #[cfg(loom)]
-pub(super) fn attach(_shared: &Arc<Shared>) {}
+pub(crate) fn attach(_shared: &Arc<Shared>) {}

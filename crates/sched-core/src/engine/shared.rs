@@ -43,12 +43,12 @@ pub(crate) struct Shared {
     /// `usize::MAX` when mailboxes are unbounded (no counting at all).
     pub(crate) mailbox_capacity: usize,
     /// Live-process count and the stopping flag, one atomic word.
-    pub(super) live: Live,
+    pub(crate) live: Live,
     pub(crate) exit: AtomicBool,
     pub(crate) dead_letters: CachePadded<AtomicU64>,
-    pub(super) all_ended: Mutex<()>,
-    pub(super) all_ended_cv: Condvar,
-    pub(super) control: super::control::Control,
+    pub(crate) all_ended: Mutex<()>,
+    pub(crate) all_ended_cv: Condvar,
+    pub(crate) control: super::control::Control,
     pub(crate) timers: crate::timer::registry::Timers,
     pub(crate) names: super::names::Names,
     /// Where packages for PIDs of other nodes go (none: such a send is an
@@ -156,7 +156,7 @@ impl Shared {
 impl Shared {
     /// Moves the state behind its reference count (with its weak
     /// reference to itself, outside loom).
-    pub(super) fn into_arc(self) -> Arc<Shared> {
+    pub(crate) fn into_arc(self) -> Arc<Shared> {
         #[cfg(not(loom))]
         {
             let mut this = self;

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use super::context::Context;
 use super::control::spawn_named;
 use super::shared::Shared;
-use super::Engine;
 use crate::record::state::FORCE;
 use crate::record::Record;
 use crate::sync::{fence, thread, Arc, Condvar, Mutex};
@@ -90,6 +89,12 @@ impl Finished {
 }
 
 impl Shared {
+    /// Waits for a shutdown (started here or elsewhere) to finish, and
+    /// returns its report.
+    pub(crate) fn wait_for_shutdown(&self) -> ShutdownReport {
+        self.control.finished.wait()
+    }
+
     /// Waits until no process is live, or until `deadline`.
     fn wait_all_ended(&self, deadline: Instant) -> bool {
         let mut guard = self.all_ended.lock();
@@ -208,61 +213,12 @@ impl Shared {
     }
 }
 
-impl Engine {
-    /// Stops the engine: refuses new submissions, sends [`Event::Cancel`](crate::Event::Cancel) to
-    /// every live process, and waits until they have all ended or
-    /// `deadline` has passed. Then it force-completes the rest with
-    /// [`ExitError::Cancelled`](crate::ExitError::Cancelled) (their `close`
-    /// runs), and joins the workers.
-    ///
-    /// Every process that was admitted (its submission returned `Ok`, or is
-    /// about to) receives the cancel, and shutdown waits for it; a
-    /// submission that loses the race fails with
-    /// [`SubmitError::ShuttingDown`](crate::SubmitError::ShuttingDown).
-    ///
-    /// It returns as soon as every process has ended, not at the deadline,
-    /// and never later than 100 ms past the deadline: workers still ending
-    /// forced processes then are detached and finish them on their own
-    /// (they are counted in `still_queued` and still get their outcome).
-    /// A process stuck inside a `step`
-    /// that never returns cannot be ended: it is reported in
-    /// `still_running` (and processes queued behind it in `still_queued`),
-    /// and its worker is detached rather than joined. A call made while
-    /// another is in progress waits for that one and returns the same
-    /// report; so does any later call.
-    ///
-    /// # Examples
-    ///
-    /// See [`ShutdownReport`].
-    pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
-        shutdown(&self.shared, deadline)
-    }
-
-    /// Waits for a shutdown started elsewhere (by
-    /// [`Context::request_shutdown`] from a step, or by another thread) to
-    /// finish, and returns its report. It starts nothing: with no shutdown
-    /// under way it waits until one is.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let engine = sched::Engine::builder().workers(1).build();
-    /// engine.request_shutdown(Duration::from_millis(50));
-    /// let report = engine.wait_for_shutdown();
-    /// assert_eq!(report.forced, 0);
-    /// ```
-    pub fn wait_for_shutdown(&self) -> ShutdownReport {
-        self.shared.control.finished.wait()
-    }
-}
-
 impl Context {
-    /// Starts a shutdown, as [`Engine::shutdown`] does, on a thread of its
+    /// Starts a shutdown, as [`Engine::shutdown`](crate::Engine::shutdown) does, on a thread of its
     /// own, and returns at once: a step cannot wait for its own end. Every
     /// process receives [`Event::Cancel`](crate::Event::Cancel), including
     /// the caller. The engine's owner learns the outcome from
-    /// [`Engine::wait_for_shutdown`] or from its own `shutdown` call, which
+    /// [`Engine::wait_for_shutdown`](crate::Engine::wait_for_shutdown) or from its own `shutdown` call, which
     /// waits for this one and returns the same report.
     ///
     /// Returns `false`, doing nothing, when a shutdown had already begun.
@@ -321,7 +277,7 @@ impl Context {
 }
 
 /// Stops the engine (see [`Engine::shutdown`]).
-fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownReport {
+pub(crate) fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownReport {
     let started = Instant::now();
     let deadline_at = started + deadline;
     if !shared.live.stop() {
@@ -387,16 +343,6 @@ fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownReport {
     tracing::debug!(?report, "shutdown");
     shared.control.finished.publish(&report);
     report
-}
-
-impl Drop for Engine {
-    /// An engine dropped without `shutdown` shuts down with a zero deadline:
-    /// live processes are cancelled at once.
-    fn drop(&mut self) {
-        if !self.shared.live.is_stopping() {
-            self.shutdown(Duration::ZERO);
-        }
-    }
 }
 
 /// Joins `handle` if its thread ends before `deadline`; returns whether it

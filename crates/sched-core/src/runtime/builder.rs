@@ -5,20 +5,20 @@ use std::sync::Arc as StdArc;
 use crossbeam_utils::CachePadded;
 use relay::{Pid, RemoteTransport};
 
-use super::control::Control;
-use super::shared::{Remote, Shared};
-use super::{Context, Engine};
+use super::Engine;
 use crate::commands::completer::{Completer, Rejected};
 use crate::commands::handler::{CommandHandler, Handlers};
 use crate::contract::command::{Command, CommandId};
 use crate::contract::event::Event;
+use crate::engine::control::Control;
+use crate::engine::hooks::Hooks;
+use crate::engine::live::Live;
+use crate::engine::shared::{Remote, Shared};
+use crate::engine::stats::WorkerCounters;
+use crate::engine::Context;
 use crate::runqueue::local::Local;
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 use crate::timer::registry::Timers;
-
-use super::hooks::Hooks;
-use super::live::Live;
-use super::stats::WorkerCounters;
 
 /// Initial capacity of each worker deque (it grows when needed).
 const LOCAL_QUEUE_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
@@ -305,7 +305,7 @@ impl Builder {
                 })
             })
             .collect();
-        let control = Control::new(self.thread_name, locals);
+        let control = Control::new(self.thread_name, locals, crate::worker::run);
         let shared = Shared {
             injector: Fifo::new(),
             remotes,
@@ -325,7 +325,7 @@ impl Builder {
             remote: self.remote,
         };
         let shared = shared.into_arc();
-        super::remote::attach(&shared);
+        crate::engine::remote::attach(&shared);
         Engine { shared }
     }
 }

@@ -1,0 +1,219 @@
+//! The engine's handle: what a user builds ([`Builder`]), starts, submits
+//! to and shuts down ([`Engine`]). It stands on top of everything else: it
+//! builds the shared state (`engine/`) and hands it the worker loop
+//! (`worker/`) to start its threads with.
+
+mod builder;
+
+pub use builder::Builder;
+
+use std::time::Duration;
+
+use relay::{Package, Payload, Pid, SendError};
+
+use crate::contract::error::SubmitError;
+use crate::contract::process::Process;
+use crate::engine::shared::Shared;
+use crate::engine::{Context, ShutdownReport};
+use crate::record::completion::Completion;
+use crate::sync::Arc;
+
+/// The scheduler engine: worker threads running step-driven processes.
+///
+/// This is the engine without API sugar; the `sched` crate is the facade
+/// users normally depend on.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{Payload, Pid};
+/// use sched::{BoxError, Engine, Events, InitContext, InitError, Output, Process};
+///
+/// struct Hello;
+/// impl Process for Hello {
+///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         out.done(Box::new("hello"));
+///         Ok(())
+///     }
+///     fn close(&mut self) {}
+/// }
+///
+/// let engine = Engine::builder().workers(2).build();
+/// engine.start();
+/// let mut handle = engine.submit(Pid::local(1), Box::new(Hello), "run", Box::new(())).unwrap();
+/// assert_eq!(handle.pid(), Pid::local(1));
+/// let result = handle.wait_timeout(std::time::Duration::from_secs(5)).expect("finished");
+/// assert_eq!(result.unwrap().downcast_ref::<&str>(), Some(&"hello"));
+/// assert!(!handle.is_finished()); // the outcome was taken
+/// assert!(matches!(handle.try_take(), Some(Err(sched::ExitError::AlreadyTaken))));
+/// engine.shutdown(std::time::Duration::from_secs(1));
+/// ```
+///
+/// An `Engine` dereferences to its [`Context`], so every operation a step
+/// or a handler can reach (send, spawn, stats, terminate, ...) is also a
+/// method of the engine.
+#[derive(Debug)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl std::ops::Deref for Engine {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        Context::of(&self.shared)
+    }
+}
+
+impl Engine {
+    /// A builder with the defaults.
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Starts the worker threads (once; later calls do nothing).
+    ///
+    /// # Panics
+    ///
+    /// If the OS refuses to spawn a thread.
+    ///
+    /// # Examples
+    ///
+    /// See [`Engine`].
+    pub fn start(&self) {
+        crate::engine::control::start(&self.shared);
+    }
+
+    /// Submits a process under `pid`: runs `init(method, input)` on this
+    /// thread, then queues the process. Before [`start`](Engine::start) the
+    /// process waits in the global queue.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError`]: shutting down, too many live processes, a PID in
+    /// use, or `init` failed. Nothing is scheduled or registered then.
+    ///
+    /// # Examples
+    ///
+    /// See [`Engine`].
+    pub fn submit(
+        &self,
+        pid: Pid,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        self.shared.submit(pid, process, method, input)
+    }
+
+    /// Submits a process under a fresh PID from this engine's allocator,
+    /// skipping any PID a process already uses (one a user chose for
+    /// [`submit`](Engine::submit), say).
+    ///
+    /// # Errors
+    ///
+    /// As for [`submit`](Engine::submit), except that the PID is never a
+    /// duplicate; [`SubmitError::PidsExhausted`] when no id is left.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{BoxError, Engine, Events, Output, Process};
+    /// use sched::Pid;
+    ///
+    /// struct Quick;
+    /// impl Process for Quick {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.done(Box::new(()));
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let engine = Engine::builder().workers(1).build();
+    /// engine.start();
+    /// // A user took <0.1>, the allocator's first id: spawn skips it.
+    /// let mine = engine.submit(Pid::local(1), Box::new(Quick), "run", Box::new(())).unwrap();
+    /// let spawned = engine.spawn(Box::new(Quick), "run", Box::new(())).unwrap();
+    /// assert_ne!(spawned.pid(), Pid::local(1));
+    /// # drop((mine, spawned));
+    /// ```
+    pub fn spawn(
+        &self,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        self.shared.spawn(process, method, input)
+    }
+}
+
+impl relay::Receiver for Engine {
+    /// Delivers a message to its target process.
+    fn send(&self, package: Package) -> Result<(), SendError> {
+        self.shared.send(package)
+    }
+}
+
+impl Engine {
+    /// Stops the engine: refuses new submissions, sends [`Event::Cancel`](crate::Event::Cancel) to
+    /// every live process, and waits until they have all ended or
+    /// `deadline` has passed. Then it force-completes the rest with
+    /// [`ExitError::Cancelled`](crate::ExitError::Cancelled) (their `close`
+    /// runs), and joins the workers.
+    ///
+    /// Every process that was admitted (its submission returned `Ok`, or is
+    /// about to) receives the cancel, and shutdown waits for it; a
+    /// submission that loses the race fails with
+    /// [`SubmitError::ShuttingDown`](crate::SubmitError::ShuttingDown).
+    ///
+    /// It returns as soon as every process has ended, not at the deadline,
+    /// and never later than 100 ms past the deadline: workers still ending
+    /// forced processes then are detached and finish them on their own
+    /// (they are counted in `still_queued` and still get their outcome).
+    /// A process stuck inside a `step`
+    /// that never returns cannot be ended: it is reported in
+    /// `still_running` (and processes queued behind it in `still_queued`),
+    /// and its worker is detached rather than joined. A call made while
+    /// another is in progress waits for that one and returns the same
+    /// report; so does any later call.
+    ///
+    /// # Examples
+    ///
+    /// See [`ShutdownReport`].
+    pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        crate::engine::shutdown::shutdown(&self.shared, deadline)
+    }
+
+    /// Waits for a shutdown started elsewhere (by
+    /// [`Context::request_shutdown`] from a step, or by another thread) to
+    /// finish, and returns its report. It starts nothing: with no shutdown
+    /// under way it waits until one is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// engine.request_shutdown(Duration::from_millis(50));
+    /// let report = engine.wait_for_shutdown();
+    /// assert_eq!(report.forced, 0);
+    /// ```
+    pub fn wait_for_shutdown(&self) -> ShutdownReport {
+        self.shared.wait_for_shutdown()
+    }
+}
+
+impl Drop for Engine {
+    /// An engine dropped without `shutdown` shuts down with a zero deadline:
+    /// live processes are cancelled at once.
+    fn drop(&mut self) {
+        if !self.shared.is_stopping() {
+            self.shutdown(Duration::ZERO);
+        }
+    }
+}
