@@ -24,7 +24,6 @@ const LADDER: &[&[&str]] = &[
     &["record"],
     &["timer"],
     &["runqueue"],
-    &["commands"],
     &["engine"],
     &["worker"],
     &["runtime"],
@@ -37,8 +36,6 @@ const OUTSIDE: &[&str] = &["lib", "loom_models"];
 /// The uses of a higher floor still in the layout: (file under `src/`,
 /// the module it reaches up to).
 const KNOWN_UPWARD: &[(&str, &str)] = &[
-    // The completer wakes its process through the engine's shared state.
-    ("commands/completer.rs", "engine"),
     // `Output`'s timer, monitor and ask methods, and the pending lists a
     // step shares with its events, work on the record and the engine
     // directly; the step's narrow interface does not cover them yet.

@@ -74,7 +74,6 @@
 //! engine.shutdown(Duration::from_secs(1));
 //! ```
 
-mod commands;
 mod contract;
 mod engine;
 #[cfg(all(test, loom))]
@@ -88,9 +87,6 @@ mod table;
 mod timer;
 mod worker;
 
-pub use commands::abandoned::Abandoned;
-pub use commands::completer::{CompleteError, Completer, Rejected};
-pub use commands::handler::CommandHandler;
 pub use contract::accepts::Accepts;
 pub use contract::command::{Command, CommandId, Tag};
 pub use contract::down::{Down, ExitReason, MonitorId, NameError};
@@ -102,6 +98,9 @@ pub use contract::process::{InitContext, Process, DEFAULT_METHOD};
 pub use contract::reply::{AskError, AskId, ReplyTo, Request};
 pub use contract::timer_id::TimerId;
 pub use contract::upgrade::UpgradeError;
+pub use engine::commands::abandoned::Abandoned;
+pub use engine::commands::completer::{CompleteError, Completer, Rejected};
+pub use engine::commands::handler::CommandHandler;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{Context, Monitor, ProcessInfo, Reply, ShutdownReport};
 pub use record::completion::Completion;

@@ -11,6 +11,7 @@
 
 mod admission;
 pub(crate) mod ask;
+pub(crate) mod commands;
 pub(crate) mod context;
 pub(crate) mod control;
 pub(crate) mod hooks;

@@ -6,10 +6,10 @@ use crossbeam_utils::CachePadded;
 use relay::{Pid, RemoteTransport};
 
 use super::Engine;
-use crate::commands::completer::{Completer, Rejected};
-use crate::commands::handler::{CommandHandler, Handlers};
 use crate::contract::command::{Command, CommandId};
 use crate::contract::event::Event;
+use crate::engine::commands::completer::{Completer, Rejected};
+use crate::engine::commands::handler::{CommandHandler, Handlers};
 use crate::engine::control::Control;
 use crate::engine::hooks::Hooks;
 use crate::engine::live::Live;

@@ -5,8 +5,8 @@ use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::commands::completer::Completer;
 use crate::contract::command::Command;
+use crate::engine::commands::completer::Completer;
 
 use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};

@@ -5,9 +5,9 @@ use std::fmt;
 
 use relay::{Payload, Pid};
 
-use crate::commands::abandoned::{ended_or_killed, Abandoned};
 use crate::contract::command::Tag;
 use crate::contract::event::{BoxError, CommandError, Event};
+use crate::engine::commands::abandoned::{ended_or_killed, Abandoned};
 use crate::engine::shared::Shared;
 use crate::record::Record;
 use crate::sync::Arc;

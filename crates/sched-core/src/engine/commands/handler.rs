@@ -3,8 +3,8 @@
 use std::fmt;
 use std::sync::Arc as StdArc;
 
-use crate::commands::completer::{Completer, Rejected};
 use crate::contract::command::{Command, CommandId};
+use crate::engine::commands::completer::{Completer, Rejected};
 
 /// Handles the commands yielded to one [`CommandId`].
 ///
