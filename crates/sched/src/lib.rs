@@ -93,7 +93,7 @@
 
 mod builder;
 mod scheduler;
-mod supervisor;
+pub mod supervisor;
 
 pub use builder::SchedulerBuilder;
 pub use scheduler::Scheduler;
@@ -114,6 +114,189 @@ pub use sched_core::{
     Process, ProcessInfo, ProcessState, Rejected, Reply, ReplyTo, Request, ShutdownReport, Stats,
     SubmitError, Tag, TerminateError, TimerId, UpgradeError, WorkerStats, DEFAULT_METHOD,
 };
+
+/// The names most programs use, for `use sched::prelude::*;`: the
+/// scheduler, the process contract, PIDs and messages, timers, monitors and
+/// supervision.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+///
+/// struct Greeter;
+///
+/// impl Process for Greeter {
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             match event {
+///                 Event::Message(m) if m.payload::<&str>().is_some() => out.done(Box::new("hello")),
+///                 Event::Cancel => out.done(Box::new("cancelled")),
+///                 _ => {}
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let mut greeter: Completion = scheduler.spawn(Greeter, "run", ())?;
+/// scheduler.post(greeter.pid(), "hi")?;
+/// let done = greeter.wait_timeout(std::time::Duration::from_secs(5)).expect("it answered");
+/// assert_eq!(done?.downcast_ref::<&str>(), Some(&"hello"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub mod prelude {
+    pub use crate::{ChildSpec, Restart, Scheduler, Strategy, Supervisor};
+    pub use relay::{Package, Payload, Pid};
+    pub use sched_core::{
+        BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, InitContext,
+        InitError, Monitor, Output, Process, Tag, TimerId,
+    };
+}
+
+/// Processes: the contract a process implements, what a step reads and
+/// writes, and how a process ends.
+///
+/// # Examples
+///
+/// ```
+/// use sched::process::{Events, Output, Process};
+/// use sched::BoxError;
+///
+/// struct Once;
+/// impl Process for Once {
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         out.done(Box::new(()));
+///         Ok(())
+///     }
+/// }
+/// ```
+pub mod process {
+    pub use sched_core::{
+        Accepts, BoxError, Completion, Event, Events, ExitError, InitContext, InitError, Outcome,
+        Output, Process, ProcessInfo, ProcessState, SubmitError, TerminateError, UpgradeError,
+        DEFAULT_METHOD,
+    };
+}
+
+/// Commands a step yields and the handlers that complete them, from any
+/// thread.
+///
+/// # Examples
+///
+/// ```
+/// use sched::command::{Command, CommandId, Completer, Rejected};
+///
+/// let handler = |cmd: Command, done: Completer| -> Result<(), Rejected> {
+///     let _ = done.complete(cmd.data);
+///     Ok(())
+/// };
+/// let scheduler = sched::Scheduler::builder().handler(CommandId(1), handler).build();
+/// # drop(scheduler);
+/// ```
+pub mod command {
+    pub use sched_core::{
+        Abandoned, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
+        Rejected, Tag,
+    };
+}
+
+/// Messages and addresses: PIDs, packages and their payloads, and sending.
+///
+/// # Examples
+///
+/// ```
+/// use sched::message::{Package, Pid};
+///
+/// let package = Package::new(Pid::local(1), Pid::local(2), 42u32);
+/// assert_eq!(package.payload::<u32>(), Some(&42));
+/// ```
+pub mod message {
+    pub use relay::{
+        into_payload, Addr, Package, ParsePidError, Payload, Pid, Receiver, RegisterError, Router,
+        SendError, SendErrorKind,
+    };
+}
+
+/// Timers: what cancels one, and what its event carries.
+///
+/// # Examples
+///
+/// ```
+/// use sched::timer::TimerId;
+/// use sched::{Output, Tag};
+/// use std::time::Duration;
+///
+/// fn arm(out: &mut Output<'_>) -> TimerId {
+///     out.set_timer(Duration::from_millis(10), Tag(1))
+/// }
+/// ```
+pub mod timer {
+    pub use sched_core::TimerId;
+}
+
+/// Relations between processes, as in Erlang: monitors, links, names, and
+/// asking a process for a reply.
+///
+/// # Examples
+///
+/// ```
+/// use sched::actor::{Down, ExitReason};
+///
+/// fn crashed(down: &Down) -> bool {
+///     down.reason == ExitReason::Error
+/// }
+/// ```
+pub mod actor {
+    pub use sched_core::{
+        AskError, AskId, Down, ExitReason, Monitor, MonitorId, NameError, Reply, ReplyTo, Request,
+    };
+}
+
+/// Other nodes: the transport a scheduler routes remote PIDs through, and
+/// PID allocation.
+///
+/// # Examples
+///
+/// ```
+/// use sched::remote::PidAllocator;
+///
+/// let pids = PidAllocator::new(3);
+/// assert_eq!(pids.allocate()?.node(), 3);
+/// # Ok::<(), sched::remote::PidsExhausted>(())
+/// ```
+pub mod remote {
+    pub use relay::{NumberError, PidAllocator, PidsExhausted, RemoteTransport};
+}
+
+/// Counters and reports: the engine's statistics and what a shutdown did.
+///
+/// # Examples
+///
+/// ```
+/// let scheduler = sched::Scheduler::builder().workers(1).build();
+/// let stats: sched::stats::Stats = scheduler.stats();
+/// assert_eq!(stats.live_processes, 0);
+/// ```
+pub mod stats {
+    pub use sched_core::{ShutdownReport, Stats, WorkerStats};
+}
+
+/// The engine without the facade's sugar: its handle, its builder and the
+/// context running code sees.
+///
+/// # Examples
+///
+/// ```
+/// let engine: sched::engine::Engine = sched::engine::Engine::builder().workers(1).build();
+/// let _builder: sched::engine::Builder = sched::engine::Engine::builder();
+/// engine.shutdown(std::time::Duration::from_millis(10));
+/// ```
+pub mod engine {
+    pub use sched_core::{Builder, Context, Engine};
+}
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
