@@ -43,8 +43,6 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("contract/monitoring.rs", "record"),
     ("contract/output.rs", "engine"),
     ("contract/output.rs", "record"),
-    ("contract/pending.rs", "record"),
-    ("contract/pending.rs", "timer"),
     ("contract/reply.rs", "engine"),
     ("contract/reply.rs", "record"),
     ("contract/step_engine.rs", "engine"),

@@ -80,7 +80,7 @@ impl Output<'_> {
         let listed = self.timers.with_existing(|x| {
             let at = x.monitoring.iter().position(|m| *m == monitor)?;
             x.monitoring.swap_remove(at);
-            crate::record::give_back_spare(&mut x.monitoring);
+            crate::contract::pending::give_back_spare(&mut x.monitoring);
             Some(())
         });
         if listed.flatten().is_none() {

@@ -3,7 +3,7 @@
 //!
 //! # Protocol
 //!
-//! The lists live in the process's [`Extras`] and only the process's owner
+//! The lists live in the process's [`Extras`] (in its record's body) and only the process's owner
 //! touches them. An id is listed when the step sets the timer, the monitor
 //! or the ask, and leaves the list exactly once, by whichever comes first:
 //!
@@ -28,10 +28,56 @@ use std::cell::{Cell, RefCell};
 
 use relay::Pid;
 
+use crate::contract::down::MonitorId;
 use crate::contract::event::Event;
+use crate::contract::reply::AskId;
+use crate::contract::timer_id::TimerId;
 use crate::panic_guard::drop_user_value;
-use crate::record::Extras;
-use crate::timer::registry::Timers;
+
+/// The parts of a process's body that most processes never use: what a
+/// step left unread, and the lists of what it still waits for.
+#[derive(Default)]
+pub(crate) struct Extras {
+    /// Events a step returned without reading: they are the first events
+    /// of the next step (or dead letters if the process ends).
+    pub(crate) unread: Vec<Event>,
+    /// The timers this process set that have not reached it yet: cancelled
+    /// when it ends. A timer event whose id is not here was cancelled and
+    /// is dropped before the step sees it.
+    pub(crate) timers: Vec<TimerId>,
+    /// The monitors this process set that have not fired for it yet:
+    /// removed when it ends. A down event whose monitor is not here was
+    /// demonitored and is dropped before the step sees it.
+    pub(crate) monitoring: Vec<MonitorId>,
+    /// The asks this process made that have not been answered, with their
+    /// timeout timers. A reply whose ask is not here came after the
+    /// timeout (or twice) and is dropped before the step sees it.
+    pub(crate) asks: Vec<(AskId, TimerId)>,
+}
+
+/// Allocates the extras on first use.
+pub(crate) fn extras(extras: &mut Option<Box<Extras>>) -> &mut Extras {
+    extras.get_or_insert_with(Box::default)
+}
+
+/// Gives back a list's spare room once its capacity is more than four
+/// times what it holds (counting at least 16 entries), keeping twice that:
+/// a process that once had a million pending timers, monitors or delayed
+/// messages does not keep room for them, and a short list that shrinks and
+/// grows is not reallocated each time (amortised O(1)).
+pub(crate) fn give_back_spare<T>(list: &mut Vec<T>) {
+    let keep = list.len().max(16);
+    if list.capacity() > 4 * keep {
+        list.shrink_to(2 * keep);
+    }
+}
+
+/// Cancelling a timer the process no longer waits for (an ask's timeout,
+/// once its reply came): what the lists need of the engine's timers.
+pub(crate) trait CancelTimer {
+    /// Cancels timer `id` if it is pending; a fired one is left alone.
+    fn cancel_timer(&self, id: TimerId);
+}
 
 /// The process's lists during one step, shared by the step's
 /// [`Events`](crate::Events) (which consume them) and its
@@ -42,7 +88,7 @@ pub(crate) struct StepLists<'a> {
     /// Whether the process has ever set a timer, monitor or ask: only then
     /// are its events checked.
     pub(crate) filters: &'a Cell<bool>,
-    pub(crate) timers: &'a Timers,
+    pub(crate) timers: &'a dyn CancelTimer,
     pub(crate) pid: Pid,
 }
 
@@ -60,7 +106,11 @@ impl StepLists<'_> {
 /// Whether the process still waits for `event` (a timer, down or reply
 /// whose id is listed; every other event is always wanted); a wanted
 /// timer, down or reply leaves its list.
-pub(crate) fn take(extras: &mut Option<Box<Extras>>, event: &Event, timers: &Timers) -> bool {
+pub(crate) fn take(
+    extras: &mut Option<Box<Extras>>,
+    event: &Event,
+    timers: &dyn CancelTimer,
+) -> bool {
     let Some(extras) = extras else {
         return !is_awaited_kind(event);
     };
@@ -82,7 +132,7 @@ pub(crate) fn take(extras: &mut Option<Box<Extras>>, event: &Event, timers: &Tim
                 // timer goes (it may be the one that fired).
                 let (_, timer) = extras.asks.swap_remove(at);
                 remove(&mut extras.timers, &timer);
-                drop(timers.cancel(timer));
+                timers.cancel_timer(timer);
                 true
             }
             None => false,
@@ -104,7 +154,7 @@ fn is_awaited_kind(event: &Event) -> bool {
 pub(crate) fn drop_unwanted(
     batch: &mut Vec<Event>,
     extras: &mut Option<Box<Extras>>,
-    timers: &Timers,
+    timers: &dyn CancelTimer,
     pid: Pid,
 ) {
     let mut kept = 0;

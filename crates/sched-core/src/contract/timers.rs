@@ -11,9 +11,10 @@ use relay::{Addr, Package, SendError};
 use crate::contract::command::Tag;
 use crate::contract::output::Output;
 use crate::contract::pending::StepLists;
+use crate::contract::pending::{extras, Extras};
 use crate::contract::timer_id::TimerId;
 use crate::engine::shared::Shared;
-use crate::record::{extras, Extras, Record};
+use crate::record::Record;
 use crate::sync::Arc;
 use crate::timer::{Action, What};
 
@@ -138,7 +139,7 @@ impl Output<'_> {
         let listed = self.timers.with_existing(|x| {
             let at = x.timers.iter().position(|t| *t == id)?;
             x.timers.swap_remove(at);
-            crate::record::give_back_spare(&mut x.timers);
+            crate::contract::pending::give_back_spare(&mut x.timers);
             Some(())
         });
         if listed.flatten().is_some() {

@@ -260,7 +260,7 @@ fn detach(record: &Record, id: u64) -> bool {
     let removed = record.relations.with_existing(|related| {
         let at = related.monitors.iter().position(|w| w.id == id)?;
         let watch = related.monitors.swap_remove(at);
-        crate::record::give_back_spare(&mut related.monitors);
+        crate::contract::pending::give_back_spare(&mut related.monitors);
         Some(watch)
     });
     // The watch holds its watcher's record: dropped outside the lock.

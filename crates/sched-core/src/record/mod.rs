@@ -16,28 +16,14 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use relay::Pid;
 
-use crate::contract::down::MonitorId;
 use crate::contract::event::Event;
+use crate::contract::pending::Extras;
 use crate::contract::process::Process;
-use crate::contract::reply::AskId;
-use crate::contract::timer_id::TimerId;
 #[cfg(any(debug_assertions, loom))]
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU64, UnsafeCell};
 use slot::ResultSlot;
 use state::{StateWord, Wake};
-
-/// Gives back a list's spare room once its capacity is more than four
-/// times what it holds (counting at least 16 entries), keeping twice that:
-/// a process that once had a million pending timers, monitors or delayed
-/// messages does not keep room for them, and a short list that shrinks and
-/// grows is not reallocated each time (amortised O(1)).
-pub(crate) fn give_back_spare<T>(list: &mut Vec<T>) {
-    let keep = list.len().max(16);
-    if list.capacity() > 4 * keep {
-        list.shrink_to(2 * keep);
-    }
-}
 
 /// One process, shared by the process table, the run queues, completers
 /// and the submitter's [`Completion`](crate::Completion) handle.
@@ -94,31 +80,6 @@ pub(crate) struct Body {
     /// The process has set a timer or a monitor at some point: only then
     /// are its events checked for cancelled ones.
     pub(crate) filters_events: bool,
-}
-
-/// The parts of a [`Body`] that most processes never use.
-#[derive(Default)]
-pub(crate) struct Extras {
-    /// Events a step returned without reading: they are the first events
-    /// of the next step (or dead letters if the process ends).
-    pub(crate) unread: Vec<Event>,
-    /// The timers this process set that have not reached it yet: cancelled
-    /// when it ends. A timer event whose id is not here was cancelled and
-    /// is dropped before the step sees it.
-    pub(crate) timers: Vec<TimerId>,
-    /// The monitors this process set that have not fired for it yet:
-    /// removed when it ends. A down event whose monitor is not here was
-    /// demonitored and is dropped before the step sees it.
-    pub(crate) monitoring: Vec<MonitorId>,
-    /// The asks this process made that have not been answered, with their
-    /// timeout timers. A reply whose ask is not here came after the
-    /// timeout (or twice) and is dropped before the step sees it.
-    pub(crate) asks: Vec<(AskId, TimerId)>,
-}
-
-/// Allocates the extras on first use.
-pub(crate) fn extras(extras: &mut Option<Box<Extras>>) -> &mut Extras {
-    extras.get_or_insert_with(Box::default)
 }
 
 // SAFETY: `body` is only accessed by the process's current owner, as the

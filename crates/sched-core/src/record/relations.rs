@@ -80,7 +80,7 @@ impl Related {
         let list = &mut self.delayed;
         if list.len() >= PRUNE_FROM && list.len().is_power_of_two() {
             list.retain(|id| pending(*id));
-            super::give_back_spare(list);
+            crate::contract::pending::give_back_spare(list);
         }
         list.push(id);
     }
@@ -97,7 +97,7 @@ impl Related {
         }
         self.delayed_gone = 0;
         self.delayed.retain(|id| pending(*id));
-        super::give_back_spare(&mut self.delayed);
+        crate::contract::pending::give_back_spare(&mut self.delayed);
     }
 }
 

@@ -193,6 +193,13 @@ impl Timers {
     }
 }
 
+impl crate::contract::pending::CancelTimer for Timers {
+    fn cancel_timer(&self, id: TimerId) {
+        // An ask's timeout carries no user value: its action drops here.
+        drop(self.cancel(id));
+    }
+}
+
 impl std::fmt::Debug for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shard")

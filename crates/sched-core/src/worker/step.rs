@@ -113,7 +113,7 @@ impl Worker<'_> {
         // not dropped: no user `Drop` runs here). It has not been handed
         // out, so its timers, monitors and asks are still listed.
         if events.remaining() > 0 {
-            crate::record::extras(&mut extras.borrow_mut())
+            crate::contract::pending::extras(&mut extras.borrow_mut())
                 .unread
                 .extend(events.unchecked_rest());
         }
