@@ -1,7 +1,7 @@
 //! `cargo xtask layers`: holds `sched-core`'s folders to their ladder.
 //!
 //! Each top-level module of `sched-core` stands on a floor, and code may
-//! use only what stands on its own floor or below (`docs/internals/layout.md`
+//! use only what stands on its own floor or below (`docs/internals/sched-core.md`
 //! draws the ladder). The check reads every `crate::<module>` path in the
 //! library's code (comments, doc links and test-only files are not code
 //! the library runs) and reports each use of a higher floor.

@@ -14,7 +14,7 @@
 //!   crossbeam-epoch only once no stealer can still be reading it.
 //! - No data race under Rust's memory model: a stealer claims positions
 //!   *before* it reads their slots, and the owner never writes a slot that a
-//!   stealer may still be reading (see `docs/deque.md` for the argument).
+//!   stealer may still be reading (see `docs/internals/deque.md` for the argument).
 //!   The tests run under miri with its race detector on, and loom explores
 //!   the interleavings of the owner, stealers and growth.
 //!

@@ -69,7 +69,7 @@
 //! first block; proptest checks sequential equivalence with
 //! a `VecDeque` model and conservation and per-producer order across
 //! threads; everything also runs under miri with its data-race detector.
-//! See `docs/mpsc.md` in the workspace for the design and the soundness
+//! See `docs/internals/mpsc.md` in the workspace for the design and the soundness
 //! argument.
 
 mod error;

@@ -50,7 +50,7 @@
 //! ```
 //!
 //! Delivery is at most once, per-sender order is kept, and what is lost is
-//! counted: see [`TransportStats`] and `docs/distributed.md`.
+//! counted: see [`TransportStats`] and `docs/guide/distributed.md`.
 
 mod codec;
 mod config;

@@ -4,7 +4,7 @@
 //! said goodbye (and did not come back) is refused as unreachable.
 //!
 //! A node that crashes says nothing: sends to it are published and lost
-//! (at-most-once), which `docs/distributed.md` states.
+//! (at-most-once), which `docs/guide/distributed.md` states.
 
 use std::collections::HashSet;
 use std::sync::Mutex;

@@ -303,15 +303,15 @@ pub mod engine {
 struct ReadmeDoctests;
 
 #[cfg(doctest)]
-#[doc = include_str!("../../../docs/coming-from-tokio.md")]
+#[doc = include_str!("../../../docs/guide/coming-from-tokio.md")]
 struct ComingFromTokioDoctests;
 
 #[cfg(doctest)]
-#[doc = include_str!("../../../docs/cookbook.md")]
+#[doc = include_str!("../../../docs/guide/cookbook.md")]
 struct CookbookDoctests;
 
 #[cfg(doctest)]
-#[doc = include_str!("../../../docs/actors.md")]
+#[doc = include_str!("../../../docs/guide/actors.md")]
 struct ActorsDoctests;
 
 #[cfg(doctest)]

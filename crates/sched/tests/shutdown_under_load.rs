@@ -3,7 +3,7 @@
 //! messages, and stepping slowly, half of them heeding the cancel event and
 //! half ignoring it as far as the contract lets them (they never finish by
 //! themselves, so only the deadline can end them). Checks the promises of
-//! `docs/shutdown.md` at volume, on several worker counts: shutdown returns
+//! `docs/reference/shutdown.md` at volume, on several worker counts: shutdown returns
 //! in bounded time, every process reports exactly one outcome and is closed
 //! exactly once, the report agrees with the outcomes, and every worker
 //! thread is joined (none is left behind).

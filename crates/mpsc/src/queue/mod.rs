@@ -1,6 +1,6 @@
 //! The queue: a segmented list of blocks with a claim word.
 //!
-//! See `docs/mpsc.md` for the full argument; the invariants the code relies
+//! See `docs/internals/mpsc.md` for the full argument; the invariants the code relies
 //! on are restated at each `unsafe` block.
 //!
 //! # Positions and the claim word

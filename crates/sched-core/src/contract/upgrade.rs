@@ -4,7 +4,7 @@
 //! out after the step (see `worker/upgrade.rs`): it closes the old process,
 //! initialises the new one, and hands it the record (PID, routing entry and
 //! pending events). Why that order and what each failure means is stated on
-//! [`Output::upgrade`] and in `docs/process-contract.md`.
+//! [`Output::upgrade`] and in `docs/reference/process-contract.md`.
 
 use std::any::Any;
 use std::error::Error;

@@ -1,5 +1,5 @@
 //! The engine's behaviour: the original implementation's checklist where
-//! it applies to our design, plus the process contract (`docs/process-contract.md`).
+//! it applies to our design, plus the process contract (`docs/reference/process-contract.md`).
 
 #[path = "../common/mod.rs"]
 mod common;
