@@ -115,7 +115,7 @@ const MIRIFLAGS: &str = "-Zmiri-tree-borrows";
 /// caught: those crates' tests count every drop and assert on it.
 fn extra_miri_flags(crate_name: &str) -> &'static str {
     match crate_name {
-        "deque" | "sched-core" | "sched" => "-Zmiri-ignore-leaks",
+        "sched-deque" | "sched-core" | "sched" => "-Zmiri-ignore-leaks",
         _ => "",
     }
 }
@@ -130,7 +130,7 @@ fn miri_test_targets(crate_name: &str) -> &'static [&'static str] {
         "sched-core" => &["--lib", "--test", "miri_smoke"],
         // The inline payload storage, its only unsafe code, is covered by
         // the unit tests; the proptest suites add nothing for miri.
-        "relay" => &["--lib"],
+        "sched-relay" => &["--lib"],
         _ => &[],
     }
 }

@@ -49,11 +49,11 @@ fn tsan_targets(member: &Member) -> Vec<&'static str> {
     match member.name.as_str() {
         // The threaded tests sit beside single-threaded ones in both files;
         // the latter cost little and are kept rather than filtered by name.
-        "deque" => vec!["--test", "behaviour", "--test", "properties"],
-        "mpsc" => vec!["--test", "threads"],
+        "sched-deque" => vec!["--test", "behaviour", "--test", "properties"],
+        "sched-mpsc" => vec!["--test", "threads"],
         // Concurrent sends, registrations and removals through the routing
         // table (dashmap).
-        "relay" => vec!["--test", "concurrent_routing"],
+        "sched-relay" => vec!["--test", "concurrent_routing"],
         // Besides the stress and engine tests: shutdown racing submissions,
         // idle workers taking from busy workers' `next` slots, and user
         // drops that panic on worker threads.

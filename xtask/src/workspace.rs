@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 /// One crate under `crates/`.
 #[derive(Debug, Clone)]
 pub(crate) struct Member {
-    /// The package name (the directory name under `crates/`).
+    /// The package name (what `cargo -p` takes).
     pub(crate) name: String,
     pub(crate) dir: PathBuf,
 }
@@ -56,7 +56,8 @@ pub(crate) fn members() -> Vec<Member> {
                 .flatten()
                 .filter(|e| e.path().join("Cargo.toml").is_file())
                 .map(|e| Member {
-                    name: e.file_name().to_string_lossy().into_owned(),
+                    name: package_name(&e.path().join("Cargo.toml"))
+                        .unwrap_or_else(|| e.file_name().to_string_lossy().into_owned()),
                     dir: e.path(),
                 })
                 .collect()
@@ -64,6 +65,16 @@ pub(crate) fn members() -> Vec<Member> {
         .unwrap_or_default();
     members.sort_by(|a, b| a.name.cmp(&b.name));
     members
+}
+
+/// The `name` of a manifest's `[package]`.
+fn package_name(manifest: &Path) -> Option<String> {
+    let text = fs::read_to_string(manifest).ok()?;
+    let package = text.split("[package]").nth(1)?;
+    package.lines().find_map(|line| {
+        let value = line.trim().strip_prefix("name")?.trim().strip_prefix('=')?;
+        Some(value.trim().trim_matches('"').to_string())
+    })
 }
 
 /// The crates a command applies to: the one named, or all that `keep`
@@ -77,7 +88,7 @@ pub(crate) fn select(
     match named {
         Some(name) => all
             .iter()
-            .find(|m| m.name == name)
+            .find(|m| m.name == name || m.dir.file_name().is_some_and(|d| d == name))
             .cloned()
             .map(|m| vec![m])
             .ok_or_else(|| {

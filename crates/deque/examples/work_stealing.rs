@@ -7,7 +7,7 @@
 //! it stole and from whom, and the program checks that every job ran exactly
 //! once.
 //!
-//! Run it with `cargo run --release -p deque --example work_stealing`.
+//! Run it with `cargo run --release -p sched-deque --example work_stealing`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! returns a value no model pushed, instead of a 0 (or a stale item) that
 //! could pass for a real item.
 //!
-//! Run with `cargo xtask loom deque`.
+//! Run with `cargo xtask loom sched-deque`.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicUsize, Ordering};

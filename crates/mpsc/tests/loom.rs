@@ -1,6 +1,6 @@
 //! Loom models of the queue. Run with
 //! `RUSTFLAGS="--cfg loom --cfg crossbeam_loom" LOOM_MAX_PREEMPTIONS=2 \
-//!  cargo test -p mpsc --release --lib --test loom`.
+//!  cargo test -p sched-mpsc --release --lib --test loom`.
 //!
 //! Under loom the first block holds 2 items (a short lap of 3 positions with
 //! the sentinel), every later block 3 (4 positions), and the pool keeps one

@@ -2,8 +2,8 @@
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg loom --cfg crossbeam_loom" LOOM_MAX_PREEMPTIONS=2 \
-//!  cargo test -p relay --release --lib --test loom`
-//! (or `cargo xtask loom relay`). Under `cfg(loom)` the table is a loom
+//!  cargo test -p sched-relay --release --lib --test loom`
+//! (or `cargo xtask loom sched-relay`). Under `cfg(loom)` the table is a loom
 //! `Mutex<HashMap>` and the allocator's counter a loom atomic, so loom
 //! explores every interleaving of the operations below.
 #![cfg(loom)]

@@ -26,9 +26,9 @@ macro_rules! promise {
     };
 }
 
-/// The loom models of the deque, as `cargo xtask loom deque` runs them.
+/// The loom models of the deque, as `cargo xtask loom sched-deque` runs them.
 const DEQUE_LOOM: Catcher = Catcher {
-    args: &["test", "-p", "deque", "--release", "--test", "loom"],
+    args: &["test", "-p", "sched-deque", "--release", "--test", "loom"],
     env: &[
         ("RUSTFLAGS", "--cfg loom --cfg crossbeam_loom"),
         ("LOOM_MAX_PREEMPTIONS", "2"),
@@ -38,7 +38,7 @@ const DEQUE_LOOM: Catcher = Catcher {
 
 /// The deque's tests with items whose `Drop` panics.
 const DEQUE_PANICKING_DROP: Catcher = Catcher {
-    args: &["test", "-p", "deque", "--test", "panicking_drop"],
+    args: &["test", "-p", "sched-deque", "--test", "panicking_drop"],
     env: &[],
     target_subdir: None,
 };
@@ -50,7 +50,7 @@ const MPSC_PANICKING_DROP: Catcher = Catcher {
     args: &[
         "test",
         "-p",
-        "mpsc",
+        "sched-mpsc",
         "--test",
         "panicking_drop",
         "--",
