@@ -251,7 +251,7 @@ impl Scheduler {
         input: impl Any + Send,
     ) -> Result<Completion, SubmitError> {
         self.engine
-            .spawn(Box::new(process), method, into_payload(input))
+            .spawn_boxed(Box::new(process), method, into_payload(input))
     }
 
     /// A fresh PID on this scheduler's node, reserved for a later `submit`

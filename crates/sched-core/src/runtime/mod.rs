@@ -52,7 +52,9 @@ use crate::sync::Arc;
 ///
 /// An `Engine` dereferences to its [`Context`], so every operation a step
 /// or a handler can reach (send, spawn, stats, terminate, ...) is also a
-/// method of the engine.
+/// method of the engine, with the same signature:
+/// [`spawn`](Context::spawn) takes the process by value,
+/// [`spawn_boxed`](Context::spawn_boxed) one already boxed.
 #[derive(Debug)]
 pub struct Engine {
     shared: Arc<Shared>,
@@ -109,46 +111,6 @@ impl Engine {
         input: Payload,
     ) -> Result<Completion, SubmitError> {
         self.shared.submit(pid, process, method, input)
-    }
-
-    /// Submits a process under a fresh PID from this engine's allocator,
-    /// skipping any PID a process already uses (one a user chose for
-    /// [`submit`](Engine::submit), say).
-    ///
-    /// # Errors
-    ///
-    /// As for [`submit`](Engine::submit), except that the PID is never a
-    /// duplicate; [`SubmitError::PidsExhausted`] when no id is left.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::{BoxError, Engine, Events, Output, Process};
-    /// use sched::Pid;
-    ///
-    /// struct Quick;
-    /// impl Process for Quick {
-    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-    ///         out.done(Box::new(()));
-    ///         Ok(())
-    ///     }
-    /// }
-    ///
-    /// let engine = Engine::builder().workers(1).build();
-    /// engine.start();
-    /// // A user took <0.1>, the allocator's first id: spawn skips it.
-    /// let mine = engine.submit(Pid::local(1), Box::new(Quick), "run", Box::new(())).unwrap();
-    /// let spawned = engine.spawn(Box::new(Quick), "run", Box::new(())).unwrap();
-    /// assert_ne!(spawned.pid(), Pid::local(1));
-    /// # drop((mine, spawned));
-    /// ```
-    pub fn spawn(
-        &self,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payload,
-    ) -> Result<Completion, SubmitError> {
-        self.shared.spawn(process, method, input)
     }
 }
 
