@@ -115,12 +115,44 @@ async fn attach(
         .publish(members, announcement(node, true).into())
         .await
         .map_err(|e| format!("cannot announce node {node}: {e}"))?;
-    client
-        .flush()
-        .await
-        .map_err(|e| format!("cannot flush the subscriptions of node {node}: {e}"))?;
+    confirm_subscribed(client, inner, node).await?;
     tracing::info!(node, %subject, "node joined the NATS cluster");
     Ok(())
+}
+
+/// How long attaching waits for the server to confirm the subscriptions.
+const CONFIRM: Duration = Duration::from_secs(5);
+
+/// Waits until the server has processed this connection's subscriptions.
+///
+/// `Client::flush` only writes them to the socket: the server reads each
+/// connection on its own, so a frame another node publishes right after
+/// this one attached could reach the server before the subscription and
+/// be dropped (NATS delivers to the subscribers it knows when a message
+/// arrives). The server handles one connection's operations in order, so
+/// an answer to a request sent after the subscriptions proves they are in
+/// place. Nobody listens on the probe subject: the answer is the server's
+/// own "no responders" status.
+async fn confirm_subscribed(
+    client: &async_nats::Client,
+    inner: &Inner,
+    node: u32,
+) -> Result<(), String> {
+    let probe = format!("{}.probe.{node}.{}", inner.prefix, inner.incarnation);
+    let request = async_nats::Request::new().timeout(Some(CONFIRM));
+    match client.send_request(probe, request).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => Ok(()),
+        // A server without headers support never answers "no responders":
+        // the subscriptions are sent, just not confirmed.
+        Err(e) if e.kind() == async_nats::RequestErrorKind::TimedOut => {
+            tracing::warn!(node, "the server did not confirm the subscriptions in time");
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "cannot confirm the subscriptions of node {node}: {e}"
+        )),
+    }
 }
 
 /// Decodes and delivers what arrives for this node. Nothing that arrives

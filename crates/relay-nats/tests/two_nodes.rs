@@ -157,6 +157,24 @@ fn a_message_for_a_missing_process_is_a_dead_letter_on_the_receiving_node() {
     two.shutdown(Duration::from_secs(5));
 }
 
+/// Attaching returns only once the server has the node's subscription: a
+/// frame published the moment `node` returned is not dropped by the server
+/// for want of a subscriber, even when the receiving node's operations
+/// reach the server late (here 300 ms, through a proxy).
+#[test]
+fn a_message_sent_right_after_the_receiver_attached_is_not_lost() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let proxy = SlowProxy::start(server.port, Duration::from_millis(300));
+    let (one, _t1) = node(&server, 1);
+    let (two, t2) = node_at(&proxy.url(), 2);
+    one.post(Pid::new(2, 999), Ping(1)).expect("published");
+    wait_until("a dead letter", WAIT, || t2.stats().dead_letters == 1);
+    one.shutdown(Duration::from_secs(5));
+    two.shutdown(Duration::from_secs(5));
+}
+
 #[test]
 fn a_connection_to_nowhere_is_a_typed_error() {
     let options = relay_nats::async_nats::ConnectOptions::new()

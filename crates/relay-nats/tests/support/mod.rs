@@ -122,6 +122,72 @@ impl Drop for NatsServer {
     }
 }
 
+/// A loopback TCP proxy in front of a server that holds back every byte a
+/// client sends for `delay` (in order), and passes the server's bytes on at
+/// once: a client whose operations reach the server late, as on a loaded
+/// machine where the server reads that connection last.
+pub struct SlowProxy {
+    pub port: u16,
+}
+
+impl SlowProxy {
+    pub fn start(server_port: u16, delay: Duration) -> SlowProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let port = listener.local_addr().expect("bound").port();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)) else {
+                    return;
+                };
+                let (mut client_in, mut server_in) = (
+                    client.try_clone().expect("clone"),
+                    server.try_clone().expect("clone"),
+                );
+                let (mut client_out, mut server_out) = (client, server);
+                // Server to client: at once.
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut server_in, &mut client_out);
+                    let _ = client_out.shutdown(std::net::Shutdown::Both);
+                });
+                // Client to server: each chunk `delay` after it was read.
+                let (chunks, held) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16 * 1024];
+                    loop {
+                        match client_in.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => {
+                                if chunks.send((Instant::now(), buf[..n].to_vec())).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+                std::thread::spawn(move || {
+                    for (read_at, chunk) in held {
+                        let due = read_at + delay;
+                        let now = Instant::now();
+                        if due > now {
+                            std::thread::sleep(due - now);
+                        }
+                        if server_out.write_all(&chunk).is_err() {
+                            return;
+                        }
+                    }
+                    let _ = server_out.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        SlowProxy { port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ping(pub u64);
 
