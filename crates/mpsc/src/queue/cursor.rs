@@ -9,7 +9,9 @@ use crate::sync::{spin_wait, Ordering};
 /// The consumer's position in the queue: plain fields, touched only by the
 /// single consumer.
 pub(super) struct Cursor<T> {
-    /// Next position to take. Invariant: never at a sentinel offset.
+    /// Next position to take. Invariant: never at a sentinel offset; at an
+    /// install position only while the block after `block` is not linked
+    /// yet (every item of `block` was taken).
     pub(super) head: u64,
     /// The block serving `head`'s lap, or null while the queue has none
     /// (before the first push; see [`Cursor::adopt_first`]). Owned by the
@@ -121,13 +123,25 @@ impl<T> Cursor<T> {
         if block.is_null() {
             return true;
         }
-        let offset = (self.head % LAP) as usize;
-        // SAFETY: `block` serves `head`'s lap (it is the consumer's, or the
-        // first block while the consumer has none, see `adopt_first`) and is
-        // only recycled by this consumer through `&mut self`; it serves
-        // `offset`, which is below `BLOCK_CAP` because `head` never rests on
-        // a sentinel and not below the block's first offset because `head`
-        // enters a lap there.
+        let (block, offset) = match (self.head % LAP) as usize {
+            INSTALL => {
+                // SAFETY: `block` is the consumer's, allocated while it
+                // holds it.
+                let next = unsafe { (*block).next.load(Ordering::Acquire) };
+                if next.is_null() {
+                    return true;
+                }
+                (next, 0)
+            }
+            offset => (block, offset),
+        };
+        // SAFETY: `block` serves `offset` of its lap: it is the consumer's
+        // block (or the first block while the consumer has none, see
+        // `adopt_first`, or the block linked after the consumer's when
+        // `head` waits at the install position, whose first slot is offset
+        // 0), only recycled by this consumer through `&mut self`; `offset`
+        // is below `BLOCK_CAP` and not below the block's first offset,
+        // because `head` enters a lap there.
         let slot = unsafe { Block::slot(block, offset) };
         !slot.ready.load(Ordering::Acquire)
     }
@@ -142,14 +156,19 @@ impl<T> Cursor<T> {
         }
         let word = shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
         self.closed = true;
-        // No claim can follow: everything pending lies below `end`. If `end`
-        // is a sentinel, taking the slot before it moves `head` past it.
+        // No claim can follow: everything pending lies below `end`.
         let mut end = word >> 1;
-        if self.block.is_null() && end == virtual_last_slot(self.head) + 1 {
-            // The word rests on the virtual lap's sentinel: the first push
-            // is installing the first block and keeps `head`'s position for
-            // its item, which we must wait for like any claimed slot.
-            end = self.head + 1;
+        if (end % LAP) as usize == SENTINEL {
+            // A producer claimed the install position and is installing the
+            // next block: it keeps that block's first slot for its item,
+            // which we must wait for like any claimed slot.
+            end = if self.block.is_null() && end == virtual_last_slot(self.head) + 1 {
+                // The queue's first block, whose first slot is `head`'s.
+                self.head + 1
+            } else {
+                // A full block, its first slot at offset 0 of the next lap.
+                end + 2
+            };
         }
         let mut pending = Vec::new();
         while self.head < end {
@@ -171,7 +190,7 @@ impl<T> Cursor<T> {
         let pending = self.close(shared);
         if self.block.is_null() {
             // Never pushed to: stay blockless, `head` on the next short lap's
-            // first slot, the word on the last slot of the virtual lap before
+            // first slot, the word on the install position of the virtual lap before
             // it. The new word is still larger than every earlier one (they
             // were at most the old virtual sentinel, closed).
             let start = self.head + LAP;
@@ -197,8 +216,8 @@ impl<T> Cursor<T> {
         // Restart at the next lap, in the same block (small or full), at the
         // first offset it serves: its slots below `head` in this lap were
         // taken (clear their flags now), the rest were never claimed; its
-        // `next` is null (its last slot was never claimed), and `tail.block`
-        // already points at it.
+        // `next` is null (its lap's install position was never claimed),
+        // and `tail.block` already points at it.
         // SAFETY: quiescent, as argued above; the block serves the offsets
         // from its first one up to `head`'s.
         let first = unsafe { Block::first_offset(self.block) };
@@ -241,7 +260,26 @@ impl<T> Cursor<T> {
         if !self.adopt_first(shared) {
             return None;
         }
-        let offset = (self.head % LAP) as usize;
+        let mut offset = (self.head % LAP) as usize;
+        if offset == INSTALL {
+            // Every item of our block was taken; the next item, if any, is
+            // the first of the next block, once its installer linked it.
+            // SAFETY: `self.block` is still allocated (only we recycle it).
+            let next = unsafe { (*self.block).next.load(Ordering::Acquire) };
+            if next.is_null() {
+                return None;
+            }
+            let done = mem::replace(&mut self.block, next);
+            // Over the sentinel, to offset 0 of the next lap: blocks after
+            // the first are full-size.
+            self.head += 2;
+            offset = 0;
+            // SAFETY: only the consumer recycles; every slot of `done` was
+            // taken, and no producer accesses it any more (the installer
+            // linked `next` as its last access, and every other claim of
+            // `done`'s lap came before the install position's).
+            unsafe { shared.recycle(done) };
+        }
         // SAFETY: `self.block` serves `head`'s lap and stays allocated while
         // we hold it; it serves `offset` (see `is_empty`).
         let slot = unsafe { Block::slot(self.block, offset) };
@@ -255,21 +293,6 @@ impl<T> Cursor<T> {
         // `ready` stays set: the flags are cleared when the whole block is
         // recycled (or reused by `reset`), and `head` has moved past it.
         self.head += 1;
-        if self.head % LAP == BLOCK_CAP as u64 {
-            // We took the block's last slot. Its producer linked the next
-            // block before marking the slot ready, and every other slot was
-            // taken before, so no producer will touch this block again.
-            // SAFETY: see above; `self.block` is still allocated.
-            let next = unsafe { (*self.block).next.load(Ordering::Acquire) };
-            debug_assert!(!next.is_null());
-            let done = mem::replace(&mut self.block, next);
-            self.head += 1;
-            // Whatever `done`'s size, `next` is full-size, and `head` is now on
-            // offset 0 of its lap.
-            // SAFETY: only the consumer recycles; every slot of `done` was
-            // taken, and no producer accesses it any more.
-            unsafe { shared.recycle(done) };
-        }
         Some(item)
     }
 
@@ -283,9 +306,10 @@ impl<T> Cursor<T> {
     ///
     /// # Safety
     ///
-    /// No producer will push any more (every handle is gone or stays
-    /// closed: only a consumer could reopen the queue, and this is its last
-    /// use).
+    /// No producer will push any more (every handle is gone or the queue
+    /// stays closed: only `reset` reopens one, and it is never called after
+    /// this). Later consumer calls are fine: they find the queue closed,
+    /// blockless and empty.
     #[must_use = "the pending items are dropped by the caller, after it saved the cursor"]
     pub(super) unsafe fn release(&mut self, shared: &Shared<T>) -> Vec<T> {
         // Closing waits out in-flight pushes; afterwards no producer will
@@ -293,10 +317,15 @@ impl<T> Cursor<T> {
         let pending = self.close(shared);
         if !self.block.is_null() {
             // SAFETY: quiescent as argued above; `self.block` has no
-            // successor (its last slot was never claimed) and no items.
+            // successor (its lap's install position was never claimed) and no
+            // items.
             unsafe { Block::free(self.block) };
             self.block = ptr::null_mut();
         }
+        // The first block is freed by now (when the consumer left it, or
+        // just above): a later `is_empty` or take must not find it there.
+        // Nothing else reads `first`: producers never do.
+        shared.first.store(ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: closed and quiescent, so the consumer is the only popper.
         while let Some(block) = unsafe { shared.pool_pop() } {
             // SAFETY: popped blocks are ours alone and hold no items.

@@ -7,10 +7,12 @@
 //!
 //! Every push claims a *position*, a `u64` that only grows over the queue's
 //! whole life (across resets too). Position `p` has offset `p % LAP` in the
-//! block serving lap `p / LAP`. Offsets below `BLOCK_CAP` are slots; offset
-//! `BLOCK_CAP` is a *sentinel* that never holds an item: the word rests there
-//! while the producer that claimed the last slot of a block installs the next
-//! block.
+//! block serving lap `p / LAP`. Offsets below `BLOCK_CAP` are slots. Offset
+//! `INSTALL` (`BLOCK_CAP`) is the lap's *install position*: it holds no
+//! item; claiming it makes the claimer install the next block, and its item
+//! goes into that block's first slot. Offset `SENTINEL` (`BLOCK_CAP + 1`)
+//! never holds an item either: the word rests there while the installer
+//! works, and producers that find it there wait.
 //!
 //! `Tail::word` is `position << 1 | CLOSED`. Producers claim with a CAS from
 //! `w` to `w + ONE`; close sets `CLOSED`; reset stores a word with a larger
@@ -19,35 +21,45 @@
 //! load that produced `w` and the CAS. That is what makes the generation
 //! check and the block pointer read before the CAS trustworthy.
 //!
+//! # A block is allocated when an item needs it
+//!
+//! The claim after a block's last slot installs the next block, not the
+//! claim of the last slot itself: a process that received exactly as many
+//! events as its block holds keeps that block only, instead of a second,
+//! empty, full-size one beside it (before, a process that had received its
+//! first three events held a 1 KiB block it might never use). The consumer
+//! that took a block's last item waits at the install position until the
+//! next block is linked, and only then recycles the block it finished.
+//!
 //! # Two block sizes: a short first lap
 //!
 //! The first block has `FIRST_CAP` slots, every later one `BLOCK_CAP`. Most
 //! processes that receive anything receive a few events, and a full block is
 //! most of such a process's memory; a process that receives many still
 //! crosses a block boundary only every `BLOCK_CAP` events after the first
-//! few. A block of `cap` slots serves the *last* `cap` offsets of a lap,
-//! `BLOCK_CAP - cap..BLOCK_CAP`, so the first block's lap is short: it starts
-//! at offset `FIRST_OFFSET` instead of 0. Every block therefore ends on the
-//! same last slot and sentinel, and slots are stored backwards (offset `o` at
-//! index `BLOCK_CAP - 1 - o`, see [`Block::slot`]), so a producer maps its
-//! offset to a slot the same way whatever the block's size and never reads
-//! the block's header. Only the consumer asks a block for its size: to start
-//! its lap after a reset, and to free a first block instead of pooling it
-//! (the pool serves full laps only).
+//! few. A block of `cap` slots serves the *last* `cap` slot offsets of a
+//! lap, `BLOCK_CAP - cap..BLOCK_CAP`, so the first block's lap is short: it
+//! starts at offset `FIRST_OFFSET` instead of 0. Every block therefore ends
+//! on the same last slot, install position and sentinel, and slots are
+//! stored backwards (offset `o` at index `BLOCK_CAP - 1 - o`, see
+//! [`Block::slot`]), so a producer maps its offset to a slot the same way
+//! whatever the block's size and never reads the block's header. Only the
+//! consumer asks a block for its size: to start its lap after a reset, and
+//! to free a first block instead of pooling it (the pool serves full laps
+//! only).
 //!
 //! # The first block is allocated by the first push
 //!
 //! A new queue owns no block: most processes never receive an event, and a
-//! block is most of an idle process's memory. The word starts on the last
-//! slot of a *virtual* lap (position `LAP - 2`, with `tail.block` null) and
-//! the consumer's `head` on the first position of the next (short) lap,
-//! `START`. The first claim therefore takes the virtual lap's last slot,
-//! which makes it the installer, as for any block boundary: it installs the
-//! first block, publishes it in `first` (the consumer's way to find it, since
-//! `tail.block` may have moved on by the time the consumer looks), and moves
-//! the word past the sentinel, over the short lap's unused offsets *and* over
-//! `head`'s position, which it keeps for its own item. See
-//! [`Shared::install_first`].
+//! block is most of an idle process's memory. The word starts on the install
+//! position of a *virtual* lap (position `LAP - 2`, with `tail.block` null)
+//! and the consumer's `head` on the first position of the next (short) lap,
+//! `START`. The first claim therefore installs, as at any block boundary: it
+//! installs the first block, publishes it in `first` (the consumer's way to
+//! find it, since `tail.block` may have moved on by the time the consumer
+//! looks), and moves the word past the sentinel, over the short lap's unused
+//! offsets *and* over `head`'s position, which it keeps for its own item.
+//! See [`Shared::install`].
 
 use std::mem::MaybeUninit;
 use std::ptr;
@@ -55,9 +67,10 @@ use std::ptr;
 use crate::error::PushError;
 use crate::sync::{spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-/// Positions per full block, counting the sentinel.
+/// Positions per lap: a full block's slots, then the install position and
+/// the sentinel (see the module docs).
 ///
-/// 16 keeps a block of the scheduler's 64-byte events under 1 KiB (15 slots
+/// 16 keeps a block of the scheduler's 64-byte events under 1 KiB (14 slots
 /// plus the link), so allocations stay on the allocator's per-thread fast
 /// path. With 32 positions, spawning a process spent about 40% of its time
 /// allocating its block and skynet (1M processes) about 45% in malloc/free;
@@ -66,41 +79,44 @@ use crate::sync::{spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 /// boundaries.
 #[cfg(not(loom))]
 const LAP: u64 = 16;
-/// Tiny blocks under loom so that models cross block boundaries.
+/// Small blocks under loom (3 slots, and 2 in the first) so that models
+/// cross block boundaries.
 #[cfg(loom)]
-const LAP: u64 = 4;
+const LAP: u64 = 5;
 
-/// Positions of the first block's (short) lap, counting the sentinel.
+/// Item slots per full block.
+const BLOCK_CAP: usize = (LAP - 2) as usize;
+/// The offset of a lap's install position: claiming it holds no item, it
+/// makes the claimer the one that installs the next block.
+const INSTALL: usize = BLOCK_CAP;
+/// The offset of a lap's sentinel: the word rests there while the next
+/// block is installed.
+const SENTINEL: usize = BLOCK_CAP + 1;
+
+/// Item slots of the first block.
 ///
-/// 4: three slots of 64-byte events make the first block about 230 bytes
-/// instead of 1.1 KiB, which is what a process that received its first
-/// message holds beyond an idle one.
+/// 3: three slots of 64-byte events make the first block about 230 bytes
+/// instead of 1 KiB, which is what a process that received its first
+/// messages holds beyond an idle one.
 #[cfg(not(loom))]
-const FIRST_LAP: u64 = 4;
+const FIRST_CAP: usize = 3;
 /// Under loom still smaller than the rest, so models cross from the short
 /// block into a full one.
 #[cfg(loom)]
-const FIRST_LAP: u64 = 3;
+const FIRST_CAP: usize = 2;
 
-/// Item slots per full block.
-const BLOCK_CAP: usize = (LAP - 1) as usize;
-/// Item slots of the first block.
-const FIRST_CAP: usize = (FIRST_LAP - 1) as usize;
 /// The offset of the first block's first slot.
-const FIRST_OFFSET: u64 = LAP - FIRST_LAP;
+const FIRST_OFFSET: u64 = (BLOCK_CAP - FIRST_CAP) as u64;
 
-// At least two slots in the first block: the first push keeps its first slot
-// for its own item, so that slot must not be the block's last (whose claimer
-// would also have to install the second block).
-const _: () = assert!(FIRST_CAP >= 2 && FIRST_LAP <= LAP);
+const _: () = assert!(FIRST_CAP >= 1 && FIRST_CAP < BLOCK_CAP);
 
 /// The consumer's first position in a new queue: the first slot of the
 /// first block's short lap (lap 0 is virtual).
 const START: u64 = LAP + FIRST_OFFSET;
 
 /// Where the word rests in a queue without a block whose consumer waits at
-/// `head` (the first slot of a short lap): the last slot of the virtual lap
-/// before it.
+/// `head` (the first slot of a short lap): the install position of the
+/// virtual lap before it.
 const fn virtual_last_slot(head: u64) -> u64 {
     head - FIRST_OFFSET - 2
 }
@@ -147,8 +163,8 @@ struct Tail<T> {
 /// Recycled blocks: a Treiber stack the consumer pushes onto and the
 /// installing producer pops from.
 ///
-/// Pops are serialised: only the producer that claimed the last slot of the
-/// tail block pops, and the next such claim cannot happen before that
+/// Pops are serialised: only the producer that claimed the install position
+/// of the tail block's lap pops, and the next such claim cannot happen before that
 /// producer moved the word past the sentinel (after its pop). While the queue
 /// is closed, only the consumer pops. With a single popper and nodes that are
 /// only freed by the popper, there is no ABA and no read of a freed node.
@@ -212,9 +228,9 @@ impl<T> Shared<T> {
     /// Only the consumer calls this, with a block no producer will access
     /// again and whose items were all taken.
     unsafe fn recycle(&self, block: *mut Block<T>) {
-        // A first block is freed, never pooled: the pool feeds
-        // `install_next`, whose laps are full, and `install_first` runs once
-        // per queue, before any block could have been recycled.
+        // A first block is freed, never pooled: the pool feeds the installs
+        // after a block, whose laps are full; the first block's install
+        // runs once per queue, before any block could have been recycled.
         // SAFETY: the block is live and exclusively ours (see above).
         if !unsafe { Block::is_full(block) } || self.pool.len.load(Ordering::Relaxed) >= POOL_MAX {
             // SAFETY: forwarded from the caller.
@@ -243,49 +259,47 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Links a block after `prev` and moves the word from the sentinel of
-    /// `prev`'s lap to the first position of the next lap.
+    /// Installs the block after `prev` (the queue's small first block when
+    /// `prev` is null), links it, and moves the word from the sentinel past
+    /// the new block's first slot, which it keeps for the caller's item.
+    /// Returns the new block and that slot's offset.
     ///
     /// # Safety
     ///
-    /// The caller claimed the last slot of `prev`, the current tail block;
-    /// that claim makes it the only installer (and the only pool popper)
-    /// until this returns.
-    unsafe fn install_next(&self, prev: *mut Block<T>) {
-        // SAFETY: we are the only popper (see above).
-        let next = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc_full);
-        // SAFETY: `prev` cannot be recycled before our own slot in it is
-        // taken, which happens after we mark it ready.
-        unsafe { (*prev).next.store(next, Ordering::Release) };
+    /// The caller claimed the install position of `prev`'s lap (of the
+    /// virtual lap when `prev` is null); that claim makes it the only
+    /// installer, and the only pool popper, until this returns: the next
+    /// claim of an install position needs the word past this sentinel.
+    unsafe fn install(&self, prev: *mut Block<T>) -> (*mut Block<T>, usize) {
+        let (next, first) = if prev.is_null() {
+            // Always a new allocation: the pool is still empty, since only
+            // the consumer fills it, with blocks it finished, and it has
+            // none yet. Published in `first`, the consumer's way to find
+            // it (`tail.block` may have moved on by the time it looks).
+            let block = Block::alloc_first();
+            self.first.store(block, Ordering::Release);
+            (block, FIRST_OFFSET as usize)
+        } else {
+            // SAFETY: we are the only popper (see above).
+            let block = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc_full);
+            // SAFETY: `prev` is live: the consumer recycles it only after it
+            // read this link, and no one else frees a block in use. Every
+            // slot of `prev` was claimed before its install position, so
+            // once the consumer follows the link no producer touches `prev`
+            // again (we do not either).
+            unsafe { (*prev).next.store(block, Ordering::Release) };
+            (block, 0)
+        };
         self.tail.block.store(next, Ordering::Release);
-        // Leaves CLOSED as it is: a close that raced us still holds.
-        self.tail.word.fetch_add(ONE, Ordering::Release);
-    }
-
-    /// Installs the queue's (small) first block for the producer that
-    /// claimed the virtual lap's last slot, claims the first slot of the new
-    /// short lap for it (the consumer's `head`, at offset `FIRST_OFFSET`),
-    /// and returns the block.
-    ///
-    /// # Safety
-    ///
-    /// The caller's claim was the virtual last slot (`tail.block` was null
-    /// when it claimed); that makes it the only installer, as in
-    /// [`install_next`](Shared::install_next).
-    unsafe fn install_first(&self) -> *mut Block<T> {
-        // Always a new allocation: the pool is still empty, since only the
-        // consumer fills it, with blocks it finished, and it has none yet.
-        let block = Block::alloc_first();
-        self.first.store(block, Ordering::Release);
-        self.tail.block.store(block, Ordering::Release);
-        // Past the sentinel, over the offsets the short lap leaves out and
-        // over the position we keep; leaves CLOSED as it is (a close that
-        // raced us waits for our item, see `close`).
+        // Past the sentinel, over the offsets a short lap leaves out and over
+        // the slot we keep; leaves CLOSED as it is (a close that raced us
+        // waits for our item, see `Cursor::close`).
         self.tail
             .word
-            .fetch_add((FIRST_OFFSET + 2) * ONE, Ordering::Release);
-        block
+            .fetch_add((first as u64 + 2) * ONE, Ordering::Release);
+        (next, first)
     }
+
     /// Appends `item` for a producer bound to `generation`; see
     /// [`Producer::push`].
     fn push(&self, generation: u64, item: T) -> Result<(), PushError<T>> {
@@ -303,7 +317,7 @@ impl<T> Shared<T> {
                 return Err(PushError::Closed(item));
             }
             let offset = ((word >> 1) % LAP) as usize;
-            if offset == BLOCK_CAP {
+            if offset == SENTINEL {
                 // Another producer is linking the next block.
                 spin_wait(&mut step);
                 word = tail.word.load(Ordering::Acquire);
@@ -319,32 +333,29 @@ impl<T> Shared<T> {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    let (block, offset) = if block.is_null() {
-                        // The queue had no block: we claimed the virtual
-                        // lap's last slot (the only claim possible while
-                        // `tail.block` is null), and our item goes into the
-                        // first slot of the first block.
+                    let (block, offset) = if offset == INSTALL {
+                        // We claimed an install position (the virtual
+                        // lap's while the queue has no block): no item goes
+                        // there; we install the next block, and our item
+                        // takes its first slot.
                         // SAFETY: see above.
-                        (unsafe { self.install_first() }, FIRST_OFFSET as usize)
+                        unsafe { self.install(block) }
                     } else {
-                        if offset + 1 == BLOCK_CAP {
-                            // SAFETY: we claimed the last slot of the tail block.
-                            unsafe { self.install_next(block) };
-                        }
                         (block, offset)
                     };
-                    // SAFETY: the claim succeeded with the word unchanged
-                    // since it was loaded, so `block` is the block serving
-                    // this lap (it was published before the word reached this
-                    // lap, and a newer block is published only after a claim
-                    // of this lap's last slot, which comes after ours). The
+                    // SAFETY: either we installed `block` and keep its
+                    // first slot (`install` moved the word over it), or the
+                    // claim succeeded with the word unchanged since it was
+                    // loaded, so `block` is the block serving this lap (it
+                    // was published before the word reached this lap, and a
+                    // newer block is published only after a claim of this
+                    // lap's install position, which comes after ours). The
                     // block cannot be recycled before this slot is taken, and
                     // the slot is ours alone: no other claim gets `offset` in
                     // this lap, and the consumer reads it only once `ready`
-                    // is set. The block serves `offset`: a first block's
-                    // lap starts at `FIRST_OFFSET` (the word jumps there),
-                    // and the first slot is ours because `install_first`
-                    // moved the word over its position.
+                    // is set. The block serves `offset`: a lap's claims
+                    // start at its block's first offset (the word jumps
+                    // there) and end below the install position.
                     unsafe {
                         let slot = Block::slot(block, offset);
                         slot.value.with_mut(|p| p.write(MaybeUninit::new(item)));

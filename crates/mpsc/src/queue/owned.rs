@@ -79,7 +79,7 @@ impl<T> Queue<T> {
     /// ```
     pub fn new() -> Self {
         Queue {
-            // Lap 0 is virtual: the word starts on its last slot, so the
+            // Lap 0 is virtual: the word starts on its install position, so the
             // first claim installs the first block (see the module docs).
             shared: Shared {
                 tail: Tail {
@@ -168,7 +168,12 @@ impl<T> Queue<T> {
     }
 
     /// Closes the queue and returns what was pending; as
-    /// [`Consumer::close`].
+    /// [`Consumer::close`], and frees the queue's blocks: a `Queue` cannot be
+    /// reopened, so a closed one keeps no memory beyond its own (the
+    /// scheduler closes a process's queue when the process ends, while
+    /// handles to the process may keep its record for much longer).
+    /// Every later push fails with [`PushError::Closed`]; later drains
+    /// find nothing.
     ///
     /// # Safety
     ///
@@ -178,9 +183,11 @@ impl<T> Queue<T> {
     ///
     /// See [`Queue`].
     pub unsafe fn close(&self) -> Vec<T> {
-        // SAFETY: the caller is the only consumer right now.
+        // SAFETY: the caller is the only consumer right now, and no
+        // producer can push again: a `Queue` has no reset, so it stays
+        // closed, which is what `release` asks.
         self.cursor
-            .with_mut(|c| unsafe { &mut *c }.close(&self.shared))
+            .with_mut(|c| unsafe { (*c).release(&self.shared) })
     }
 }
 

@@ -56,8 +56,9 @@ impl<T> Producer<T> {
     /// Appends `item` to the queue.
     ///
     /// Lock-free: a failed claim means another producer's claim succeeded.
-    /// The one exception is the few stores while the producer that took the
-    /// last slot of a block links the next one, which other producers wait
+    /// The one exception is the few stores while the producer that claimed
+    /// the place after a block's last slot links the next one (and puts its
+    /// item there), which other producers wait
     /// out. No allocation happens in steady state: blocks are recycled by the
     /// consumer (a block is allocated only when the pool is empty).
     ///

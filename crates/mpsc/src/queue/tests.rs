@@ -46,28 +46,69 @@ fn fifo_across_many_blocks() {
 }
 
 #[test]
-fn head_never_rests_on_a_sentinel() {
+fn head_waits_at_the_install_position_until_the_next_block_is_needed() {
     let (tx, mut rx) = queue();
     let mut out = Vec::new();
     assert_eq!(head(&rx), START);
-    // The first block's short lap, then a full one.
-    for (fill, lap) in [(FIRST_CAP, 2), (BLOCK_CAP, 3)] {
-        for i in 0..fill {
-            tx.push(i).unwrap();
-        }
-        rx.drain_into(&mut out);
-        assert_eq!(
-            head(&rx),
-            lap * LAP,
-            "head skipped the sentinel into the next lap"
-        );
-        assert!(rx.is_empty());
+    for i in 0..FIRST_CAP {
+        tx.push(i).unwrap();
     }
+    rx.drain_into(&mut out);
+    let first = rx.queue.shared.first.load(Ordering::SeqCst);
+    assert_eq!(
+        head(&rx),
+        LAP + INSTALL as u64,
+        "past the first block's items"
+    );
+    assert_eq!(block(&rx), first, "the finished block is kept");
+    assert!(rx.is_empty());
+    // The first push of the next block's lap installs it; the consumer
+    // follows the link and frees the first block.
+    for i in 0..BLOCK_CAP {
+        tx.push(i).unwrap();
+    }
+    assert!(!rx.is_empty(), "is_empty looks through the link");
+    rx.drain_into(&mut out);
+    assert_eq!(head(&rx), 2 * LAP + INSTALL as u64);
+    assert_ne!(block(&rx), first);
+    assert!(rx.is_empty());
     tx.push(99).unwrap();
     assert!(!rx.is_empty());
     out.clear();
     rx.drain_into(&mut out);
     assert_eq!(out, [99]);
+    assert_eq!(
+        head(&rx),
+        3 * LAP + 1,
+        "over the sentinel, onto the next block"
+    );
+}
+
+/// A block is allocated for an item that needs it, not when the block
+/// before fills up: a process that received as many events as its block
+/// holds keeps only that block.
+#[test]
+fn a_full_block_does_not_allocate_the_next_one() {
+    let (tx, mut rx) = queue();
+    for i in 0..FIRST_CAP {
+        tx.push(i).unwrap();
+    }
+    let first = rx.queue.shared.first.load(Ordering::SeqCst);
+    // SAFETY: the consumer has not finished it, so it is live.
+    assert!(unsafe { (*first).next.load(Ordering::SeqCst) }.is_null());
+    assert_eq!(rx.queue.shared.tail.block.load(Ordering::SeqCst), first);
+    tx.push(FIRST_CAP).unwrap();
+    // SAFETY: as above: its last item is still pending.
+    let second = unsafe { (*first).next.load(Ordering::SeqCst) };
+    assert!(!second.is_null(), "the next item installed a block");
+    let mut out = Vec::new();
+    rx.drain_into(&mut out);
+    assert_eq!(out, (0..=FIRST_CAP).collect::<Vec<_>>());
+    for i in 1..BLOCK_CAP {
+        tx.push(i).unwrap();
+    }
+    // SAFETY: the consumer's block; it holds pending items.
+    assert!(unsafe { (*second).next.load(Ordering::SeqCst) }.is_null());
 }
 
 #[test]
@@ -120,11 +161,14 @@ fn an_unused_queue_closes_and_resets_without_a_block() {
 fn drained_blocks_are_recycled_not_reallocated() {
     let (tx, mut rx) = queue();
     let mut out = Vec::new();
-    for i in 0..FIRST_CAP {
+    // The first block, then one item into the first full block: the
+    // consumer follows it there and frees the (small) first block.
+    for i in 0..=FIRST_CAP {
         tx.push(i).unwrap();
     }
     rx.drain_into(&mut out);
     assert_eq!(pool_len(&rx), 0, "the small first block was freed");
+    // Fill it, and one more into a second full block.
     for i in 0..BLOCK_CAP {
         tx.push(i).unwrap();
     }
@@ -142,11 +186,12 @@ fn drained_blocks_are_recycled_not_reallocated() {
 #[test]
 fn close_on_a_block_boundary_returns_everything() {
     let (tx, mut rx) = queue();
-    for i in 0..BLOCK_CAP {
+    let n = FIRST_CAP + BLOCK_CAP;
+    for i in 0..n {
         tx.push(i).unwrap();
     }
-    // The word now sits at the start of the next lap, past the sentinel.
-    assert_eq!(rx.close(), (0..BLOCK_CAP).collect::<Vec<_>>());
+    // The word now sits on the install position: no block after it yet.
+    assert_eq!(rx.close(), (0..n).collect::<Vec<_>>());
     assert!(tx.push(7).unwrap_err().is_closed());
     assert!(rx.is_empty());
     assert!(rx.close().is_empty());
@@ -278,4 +323,45 @@ fn handles_are_send_and_sync() {
     assert_send_sync::<Producer<String>>();
     assert_send_sync::<Consumer<String>>();
     assert_send_sync::<PushError<String>>();
+}
+
+/// Closing an embedded `Queue` frees its blocks (it can never be reopened),
+/// and every later call sees a closed, empty queue without touching them.
+#[test]
+fn a_closed_queue_keeps_no_block() {
+    for n in [
+        0,
+        1,
+        FIRST_CAP,
+        FIRST_CAP + 1,
+        FIRST_CAP + 2 * BLOCK_CAP + 1,
+    ] {
+        let q = Queue::new();
+        for i in 0..n {
+            q.push(i).unwrap();
+        }
+        let mut out = Vec::new();
+        // SAFETY: this thread is the only consumer.
+        unsafe { q.drain_into(&mut out) };
+        for i in n..2 * n {
+            q.push(i).unwrap();
+        }
+        // SAFETY: as above.
+        let pending = unsafe { q.close() };
+        out.extend(pending);
+        assert_eq!(out, (0..2 * n).collect::<Vec<_>>());
+        assert!(q.shared.first.load(Ordering::SeqCst).is_null());
+        assert_eq!(q.shared.pool.len.load(Ordering::SeqCst), 0);
+        assert!(q.shared.pool.head.load(Ordering::SeqCst).is_null());
+        // SAFETY: as above.
+        assert!(unsafe { q.cursor.with(|c| (*c).block.is_null()) });
+        assert!(q.push(7).unwrap_err().is_closed());
+        // SAFETY: as above (miri checks that none of these reads a freed
+        // block).
+        unsafe {
+            assert!(q.is_empty());
+            assert_eq!(q.drain_into(&mut out), 0);
+            assert!(q.close().is_empty());
+        }
+    }
 }
