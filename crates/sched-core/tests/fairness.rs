@@ -1,8 +1,8 @@
 //! No runnable process waits unboundedly, whatever keeps its worker busy:
 //! for each way a process can make itself runnable again (continue, a
-//! message to itself, a synchronous completion, two processes waking each
-//! other), processes queued behind it on the same worker still run, on one
-//! worker and on two.
+//! message to itself, a synchronous completion, a timer that is due at
+//! once, two processes waking each other), processes queued behind it on
+//! the same worker still run, on one worker and on two.
 
 mod common;
 
@@ -19,6 +19,9 @@ enum Wake {
     Continue,
     SelfMessage,
     SyncCompletion,
+    /// A zero-delay timer: due at the worker's next timer check, and then
+    /// queued in the timer queue, which runs before the deque.
+    Timer,
     /// Sends to its partner (`id ^ 1`) and waits; the partner does the same.
     Partner,
 }
@@ -41,6 +44,10 @@ fn hog(id: u64, how: Wake, stop: Arc<AtomicBool>) -> Box<dyn Process> {
             }
             Wake::SyncCompletion => {
                 out.yield_command(SYNC, Tag(1), Box::new(()));
+                out.idle();
+            }
+            Wake::Timer => {
+                out.set_timer(std::time::Duration::ZERO, Tag(1));
                 out.idle();
             }
             Wake::Partner => {
@@ -133,6 +140,16 @@ fn a_process_woken_by_its_own_synchronous_completions_does_not_starve_its_worker
 #[test]
 fn processes_woken_by_synchronous_completions_do_not_starve_two_workers() {
     victims_run_beside(2, Wake::SyncCompletion, 2);
+}
+
+#[test]
+fn processes_woken_by_their_own_timers_do_not_starve_their_worker() {
+    victims_run_beside(1, Wake::Timer, 8);
+}
+
+#[test]
+fn processes_woken_by_their_own_timers_do_not_starve_two_workers() {
+    victims_run_beside(2, Wake::Timer, 8);
 }
 
 #[test]

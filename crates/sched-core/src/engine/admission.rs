@@ -138,7 +138,7 @@ impl Shared {
             debug_assert!(matches!(wake, None | Some(Wake::Nothing)));
         }
         tracing::trace!(%pid, method, "submitted");
-        self.schedule(record.clone(), Runnable::Woken);
+        self.schedule(record.clone(), Runnable::New);
         Ok(Completion::new(record))
     }
 

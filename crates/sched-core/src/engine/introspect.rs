@@ -41,14 +41,14 @@ impl Context {
             .map(|(i, r)| {
                 let queued = match &threads.locals {
                     Some(locals) => locals[i].len(),
-                    None => r.lifo.len() + r.fifo.len(),
+                    None => r.lifo.len() + r.fifo.len() + r.timed.len(),
                 };
                 r.counters.snapshot(queued)
             })
             .collect();
         Stats {
             workers,
-            global_queue_len: self.shared().injector.len(),
+            global_queue_len: self.shared().injector.len() + self.shared().woken.len(),
             live_processes: self.shared().live.count(),
             parked_workers: self.shared().sleepers.sleeping(),
             dead_letters: self.shared().dead_letters.load(Relaxed),

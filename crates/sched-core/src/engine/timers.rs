@@ -9,15 +9,16 @@ use std::time::{Duration, Instant};
 
 use relay::{Addr, Package, Pid, SendError};
 
-use super::shared::Shared;
+use super::shared::{Runnable, Shared};
 use super::Context;
 use crate::contract::event::Event;
 use crate::contract::reply::AskError;
 use crate::contract::timer_id::TimerId;
 use crate::panic_guard::drop_user_value;
+use crate::record::state::Wake;
 use crate::record::Record;
 use crate::runqueue::local;
-use crate::sync::fence;
+use crate::sync::{fence, Arc};
 use crate::timer::{Action, What};
 
 thread_local! {
@@ -86,7 +87,7 @@ impl Shared {
                 let id = id.expect("set at insertion, under the wheel's lock");
                 match record.deliver(Event::Timer { id, tag }) {
                     Ok(wake) => {
-                        self.after_wake(&record, wake);
+                        self.after_timer(&record, wake);
                         None
                     }
                     Err(event) => Some(event),
@@ -99,7 +100,7 @@ impl Shared {
                 };
                 match record.deliver(event) {
                     Ok(wake) => {
-                        self.after_wake(&record, wake);
+                        self.after_timer(&record, wake);
                         None
                     }
                     // The asker has ended: nobody is waiting.
@@ -115,6 +116,13 @@ impl Shared {
         };
         if let Some(event) = undelivered {
             self.dead_letters(record.pid, vec![event]);
+        }
+    }
+
+    /// Queues a process its timer woke (see `Runnable::Timed`).
+    fn after_timer(&self, record: &Arc<Record>, wake: Wake) {
+        if wake == Wake::Schedule {
+            self.schedule(record.clone(), Runnable::Timed);
         }
     }
 

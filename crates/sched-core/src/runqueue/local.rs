@@ -40,6 +40,9 @@ pub(crate) struct Local {
     pub(crate) ids: RefCell<IdCache>,
     pub(crate) lifo: deque::Worker<Arc<Record>>,
     pub(crate) fifo: deque::Worker<Arc<Record>>,
+    /// Processes woken by their timers, in firing order (see
+    /// `Runnable::Timed`); stealable like the other two.
+    pub(crate) timed: deque::Worker<Arc<Record>>,
 }
 
 impl std::fmt::Debug for Local {
@@ -61,6 +64,7 @@ impl Local {
             ids: RefCell::new(IdCache::new()),
             lifo: deque::Worker::with_capacity(lifo_capacity),
             fifo,
+            timed: deque::Worker::with_capacity(lifo_capacity),
         }
     }
 
@@ -69,6 +73,17 @@ impl Local {
     pub(crate) fn pop_fifo(&self) -> Option<Arc<Record>> {
         loop {
             match self.fifo.steal_own() {
+                deque::Steal::Success(r) => return Some(r),
+                deque::Steal::Empty => return None,
+                deque::Steal::Retry => crate::sync::spin_hint(),
+            }
+        }
+    }
+
+    /// The oldest process of the timer queue.
+    pub(crate) fn pop_timed(&self) -> Option<Arc<Record>> {
+        loop {
+            match self.timed.steal_own() {
                 deque::Steal::Success(r) => return Some(r),
                 deque::Steal::Empty => return None,
                 deque::Steal::Retry => crate::sync::spin_hint(),
@@ -148,7 +163,7 @@ impl Local {
     }
 
     pub(crate) fn len(&self) -> usize {
-        usize::from(!self.next.is_empty()) + self.lifo.len() + self.fifo.len()
+        usize::from(!self.next.is_empty()) + self.lifo.len() + self.fifo.len() + self.timed.len()
     }
 }
 

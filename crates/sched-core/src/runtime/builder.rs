@@ -301,6 +301,7 @@ impl Builder {
                     lifo: l.lifo.stealer(),
                     next: l.next.clone(),
                     fifo: l.fifo.stealer(),
+                    timed: l.timed.stealer(),
                     counters: WorkerCounters::default(),
                 })
             })
@@ -308,6 +309,7 @@ impl Builder {
         let control = Control::new(self.thread_name, locals, crate::worker::run);
         let shared = Shared {
             injector: Fifo::new(),
+            woken: Fifo::new(),
             remotes,
             sleepers: crate::runqueue::sleep::Sleepers::new(self.workers),
             processes: crate::table::registry::Registry::new(self.node),

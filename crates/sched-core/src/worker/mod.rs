@@ -222,6 +222,11 @@ impl Worker<'_> {
             self.local.lifo.push(r);
         }
         self.next_runs = 0;
+        // Woken by their timers, oldest first: their deadlines have passed
+        // (see `Runnable::Timed`).
+        if let Some(r) = self.local.pop_timed() {
+            return Some(r);
+        }
         if let Some(r) = self.local.lifo.pop() {
             return Some(r);
         }
@@ -268,20 +273,18 @@ impl Worker<'_> {
         None
     }
 
-    /// One process from the global queue, plus up to a batch more moved
-    /// into this worker's deque.
+    /// One process from the global queues (a woken one first), plus up to
+    /// a batch more moved into this worker's deque.
     fn take_global(&mut self) -> Option<Arc<Record>> {
-        let first = self.shared.injector.pop()?;
-        let mut moved = 0;
-        while moved < GLOBAL_BATCH {
-            match self.shared.injector.pop() {
-                Some(r) => {
-                    self.local.lifo.push(r);
-                    moved += 1;
-                }
-                None => break,
-            }
-        }
+        let shared = &*self.shared;
+        let first = shared.woken.pop().or_else(|| shared.injector.pop())?;
+        // New processes go into the deque first and woken ones on top of
+        // them (the deque runs its newest first). A quarter of the batch is
+        // kept for new processes, so a stream of wakeups from outside cannot
+        // hold submissions back for long.
+        let mut moved = self.move_global(false, GLOBAL_BATCH / 4);
+        moved += self.move_global(true, GLOBAL_BATCH - moved);
+        moved += self.move_global(false, GLOBAL_BATCH - moved);
         bump(&self.counters().global_pops, 1 + moved as u64);
         if moved > 0 {
             // More work than this worker can start at once: let a parked
@@ -289,6 +292,27 @@ impl Worker<'_> {
             self.shared.sleepers.notify_one();
         }
         Some(first)
+    }
+
+    /// Moves up to `max` processes from a global queue (the woken one, or
+    /// the new one) into this worker's deque; returns how many.
+    fn move_global(&mut self, woken: bool, max: usize) -> usize {
+        let queue = if woken {
+            &self.shared.woken
+        } else {
+            &self.shared.injector
+        };
+        let mut moved = 0;
+        while moved < max {
+            match queue.pop() {
+                Some(r) => {
+                    self.local.lifo.push(r);
+                    moved += 1;
+                }
+                None => break,
+            }
+        }
+        moved
     }
 
     fn next_random(&mut self) -> u64 {
@@ -316,7 +340,7 @@ impl Worker<'_> {
             }
             attempts += 1;
             let remote = &self.shared.remotes[victim];
-            for stealer in [&remote.lifo, &remote.fifo] {
+            for stealer in [&remote.timed, &remote.lifo, &remote.fifo] {
                 for _ in 0..4 {
                     let before = self.local.lifo.len();
                     match stealer.steal_half_into(&self.local.lifo) {

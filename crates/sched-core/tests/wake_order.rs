@@ -1,0 +1,157 @@
+//! Under a burst, a woken process is not buried behind others: processes
+//! woken by their timers run in the order the timers fell due (not the
+//! newest first), and a process woken from outside the workers runs before
+//! processes submitted from outside earlier. Each test holds the one worker
+//! in a long step while the burst piles up, then lets it go and records the
+//! order in which the processes take their steps.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use relay::Pid;
+use sched_core::*;
+
+/// A process whose first step signals `running` and spins until `release`,
+/// holding the worker.
+fn blocker(running: Arc<AtomicBool>, release: Arc<AtomicBool>) -> Box<dyn Process> {
+    process(move |_, out| {
+        running.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + PATIENCE;
+        while !release.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
+        out.done(Box::new(()));
+        Ok(())
+    })
+}
+
+fn wait_for(flag: &AtomicBool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !flag.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the flag was never set");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn processes_woken_by_timers_run_in_deadline_order() {
+    const N: usize = 20;
+    let engine = started(1);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let armed = Arc::new(AtomicUsize::new(0));
+    let base = Instant::now() + Duration::from_millis(50);
+    let probes: Vec<Completion> = (0..N)
+        .map(|i| {
+            let (order, armed) = (order.clone(), armed.clone());
+            let mut set = false;
+            let probe = process(move |events, out| {
+                if !set {
+                    set = true;
+                    out.set_timer_at(base + Duration::from_millis(i as u64), Tag(i as u64));
+                    armed.fetch_add(1, Ordering::SeqCst);
+                    return Ok(());
+                }
+                for event in events {
+                    if let Event::Timer { tag, .. } = event {
+                        order.lock().unwrap().push(tag.0 as usize);
+                        out.done(Box::new(()));
+                    }
+                }
+                Ok(())
+            });
+            submit(&engine, 100 + i as u64, probe)
+        })
+        .collect();
+    let deadline = Instant::now() + PATIENCE;
+    while armed.load(Ordering::SeqCst) < N {
+        assert!(
+            Instant::now() < deadline,
+            "the probes never set their timers"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (running, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let hold = submit(&engine, 1, blocker(running.clone(), release.clone()));
+    wait_for(&running);
+    // Every timer falls due while the worker is held: they fire together.
+    let all_due = base + Duration::from_millis(N as u64 + 5);
+    std::thread::sleep(all_due.saturating_duration_since(Instant::now()));
+    release.store(true, Ordering::SeqCst);
+    wait(hold).expect("the blocker finishes");
+    for probe in probes {
+        wait(probe).expect("a probe finishes");
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(
+        order,
+        (0..N).collect::<Vec<_>>(),
+        "timers that fell due together ran newest first"
+    );
+    engine.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_process_woken_from_outside_runs_before_earlier_submissions() {
+    const SUBMITTED: u64 = 200;
+    let engine = started(1);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let listening = Arc::new(AtomicBool::new(false));
+    let probe = {
+        let (order, listening) = (order.clone(), listening.clone());
+        process(move |events, out| {
+            listening.store(true, Ordering::SeqCst);
+            for event in events {
+                if let Event::Message(_) = event {
+                    order.lock().unwrap().push(u64::MAX);
+                    out.done(Box::new(()));
+                }
+            }
+            Ok(())
+        })
+    };
+    let probe = submit(&engine, 1, probe);
+    wait_for(&listening);
+    let (running, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let hold = submit(&engine, 2, blocker(running.clone(), release.clone()));
+    wait_for(&running);
+    let submitted: Vec<Completion> = (0..SUBMITTED)
+        .map(|i| {
+            let order = order.clone();
+            let new = process(move |_, out| {
+                order.lock().unwrap().push(i);
+                out.done(Box::new(()));
+                Ok(())
+            });
+            submit(&engine, 100 + i, new)
+        })
+        .collect();
+    engine
+        .post(Pid::local(1), "wake up")
+        .expect("the probe is alive");
+    release.store(true, Ordering::SeqCst);
+    wait(hold).expect("the blocker finishes");
+    wait(probe).expect("the probe finishes");
+    for new in submitted {
+        wait(new).expect("a submitted process finishes");
+    }
+    let order = order.lock().unwrap().clone();
+    let at = order
+        .iter()
+        .position(|&i| i == u64::MAX)
+        .expect("the probe ran");
+    assert_eq!(
+        at, 0,
+        "the woken probe waited behind {at} processes submitted before it"
+    );
+    engine.shutdown(PATIENCE);
+}
