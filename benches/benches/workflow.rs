@@ -12,7 +12,8 @@
 //! finished), CPU time of the whole process over the same span (utime +
 //! stime from `/proc/self/stat`, 10 ms resolution), and the peak of live
 //! heap bytes above what was live at the start (a counting global
-//! allocator). The median of the runs, and ours / tokio.
+//! allocator), with the load average when the run began. The median of the
+//! runs, and ours / tokio.
 //!
 //! Only Linux is supported.
 
@@ -332,6 +333,14 @@ fn tokio(delays: &[[Duration; CALLS]]) -> Run {
 
 // ------------------------------------------------------------------- report
 
+/// The 1-minute load average (from `/proc/loadavg`), as printed there.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -356,8 +365,8 @@ fn main() {
         "workflow: {WORKFLOWS} workflows x {CALLS} calls of 1-20 ms (seeded), then a reply from \
          one of {TENANTS} aggregators; {WORKERS} workers; {runs} run(s) per side, alternating"
     );
-    println!("| run | side | wall | CPU (user+sys) | peak live heap |");
-    println!("|---|---|---|---|---|");
+    println!("| run | side | load average | wall | CPU (user+sys) | peak live heap |");
+    println!("|---|---|---|---|---|---|");
     let (mut ours_runs, mut tokio_runs) = (Vec::new(), Vec::new());
     for i in 1..=runs {
         for (side, run, runs) in [
@@ -368,9 +377,10 @@ fn main() {
             ),
             ("tokio", tokio, &mut tokio_runs),
         ] {
+            let load = load_average();
             let r = run(&delays);
             println!(
-                "| {i} | {side} | {:.1?} | {:.0?} | {:.1} MB |",
+                "| {i} | {side} | {load} | {:.1?} | {:.0?} | {:.1} MB |",
                 r.wall,
                 r.cpu,
                 r.peak_bytes as f64 / 1e6
