@@ -27,6 +27,7 @@
 use std::cell::{Cell, RefCell};
 
 use relay::Pid;
+use smallvec::SmallVec;
 
 use crate::contract::down::MonitorId;
 use crate::contract::event::Event;
@@ -44,7 +45,12 @@ pub(crate) struct Extras {
     /// The timers this process set that have not reached it yet: cancelled
     /// when it ends. A timer event whose id is not here was cancelled and
     /// is dropped before the step sees it.
-    pub(crate) timers: Vec<TimerId>,
+    ///
+    /// The first two are kept in place: most processes that set timers
+    /// wait on one or two at a time, and a list of their own was a second
+    /// allocation per such process (64 bytes, with `Vec`'s first growth to
+    /// four entries), a tenth of a waiting process's memory.
+    pub(crate) timers: TimerList,
     /// The monitors this process set that have not fired for it yet:
     /// removed when it ends. A down event whose monitor is not here was
     /// demonitored and is dropped before the step sees it.
@@ -54,6 +60,9 @@ pub(crate) struct Extras {
     /// timeout (or twice) and is dropped before the step sees it.
     pub(crate) asks: Vec<(AskId, TimerId)>,
 }
+
+/// A process's pending timers (see [`Extras::timers`]).
+pub(crate) type TimerList = SmallVec<[TimerId; 2]>;
 
 /// Allocates the extras on first use.
 pub(crate) fn extras(extras: &mut Option<Box<Extras>>) -> &mut Extras {
@@ -69,6 +78,15 @@ pub(crate) fn give_back_spare<T>(list: &mut Vec<T>) {
     let keep = list.len().max(16);
     if list.capacity() > 4 * keep {
         list.shrink_to(2 * keep);
+    }
+}
+
+/// [`give_back_spare`] for the timer list: past the same bound it keeps
+/// exactly what it holds (in place again once that fits).
+pub(crate) fn give_back_spare_timers(list: &mut TimerList) {
+    let keep = list.len().max(16);
+    if list.capacity() > 4 * keep {
+        list.shrink_to_fit();
     }
 }
 
@@ -114,24 +132,28 @@ pub(crate) fn take(
     let Some(extras) = extras else {
         return !is_awaited_kind(event);
     };
-    fn remove<T: PartialEq>(pending: &mut Vec<T>, item: &T) -> bool {
-        match pending.iter().position(|p| p == item) {
-            Some(at) => {
-                pending.swap_remove(at);
-                true
+    /// Removes `item` from a list of pending ids (a `Vec` or the timer
+    /// list); whether it was there.
+    macro_rules! remove {
+        ($pending:expr, $item:expr) => {
+            match $pending.iter().position(|p| p == $item) {
+                Some(at) => {
+                    $pending.swap_remove(at);
+                    true
+                }
+                None => false,
             }
-            None => false,
-        }
+        };
     }
     match event {
-        Event::Timer { id, .. } => remove(&mut extras.timers, id),
-        Event::Down(down) => remove(&mut extras.monitoring, &down.monitor),
+        Event::Timer { id, .. } => remove!(extras.timers, id),
+        Event::Down(down) => remove!(extras.monitoring, &down.monitor),
         Event::Reply { id, .. } => match extras.asks.iter().position(|(ask, _)| ask == id) {
             Some(at) => {
                 // The first answer (or the timeout) settles the ask: its
                 // timer goes (it may be the one that fired).
                 let (_, timer) = extras.asks.swap_remove(at);
-                remove(&mut extras.timers, &timer);
+                remove!(extras.timers, &timer);
                 timers.cancel_timer(timer);
                 true
             }

@@ -139,7 +139,7 @@ impl Output<'_> {
         let listed = self.timers.with_existing(|x| {
             let at = x.timers.iter().position(|t| *t == id)?;
             x.timers.swap_remove(at);
-            crate::contract::pending::give_back_spare(&mut x.timers);
+            crate::contract::pending::give_back_spare_timers(&mut x.timers);
             Some(())
         });
         if listed.flatten().is_some() {
@@ -228,7 +228,7 @@ impl Shared {
         let target = Arc::clone(&record);
         let action = Action {
             record,
-            what: What::Message(package),
+            what: What::Message(Box::new(package)),
         };
         let id = self.set_timer_on(Some(shard), at, action);
         let timers = &self.timers;

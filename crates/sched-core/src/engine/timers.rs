@@ -109,7 +109,7 @@ impl Shared {
             }
             What::Message(package) => {
                 self.delayed_gone(&record);
-                self.deliver_message(&record, package)
+                self.deliver_message(&record, *package)
                     .err()
                     .map(|error| Event::Message(error.into_package()))
             }
@@ -174,7 +174,7 @@ impl Shared {
             {
                 // The record is the ended one; its last counts go here.
                 drop(record);
-                dead.push(Event::Message(package));
+                dead.push(Event::Message(*package));
             }
         }
         if !dead.is_empty() {
