@@ -254,3 +254,67 @@ fn an_idle_scheduler_with_a_pending_timer_sleeps_until_it_is_due() {
     );
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+/// One process with many timers pending (past the point where its list of
+/// pending timers becomes a set): cancelling every other one returns `true`
+/// once and `false` after, exactly the others fire, and the list goes back
+/// to a short one as they do (the engine checks each event against it).
+#[test]
+fn a_process_with_many_timers_cancels_and_receives_exactly_the_right_ones() {
+    const N: u64 = 1_000;
+    struct Many {
+        ids: Vec<TimerId>,
+        fired: Vec<u64>,
+        second_cancels: usize,
+    }
+    impl Process for Many {
+        fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            if self.ids.is_empty() {
+                let at = Instant::now() + Duration::from_millis(20);
+                self.ids = (0..N).map(|n| out.set_timer_at(at, Tag(n))).collect();
+                for id in self.ids.iter().step_by(2) {
+                    assert!(out.cancel_timer(*id), "pending, so cancelled");
+                }
+                self.second_cancels = self
+                    .ids
+                    .iter()
+                    .step_by(2)
+                    .filter(|id| out.cancel_timer(**id))
+                    .count();
+                return Ok(());
+            }
+            for event in events {
+                if let Event::Timer { tag, .. } = event {
+                    self.fired.push(tag.0);
+                }
+            }
+            if self.fired.len() as u64 == N / 2 {
+                let mut fired = std::mem::take(&mut self.fired);
+                fired.sort_unstable();
+                out.done(Box::new((fired, self.second_cancels)));
+            }
+            Ok(())
+        }
+    }
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let done = scheduler
+        .spawn(
+            Many {
+                ids: Vec::new(),
+                fired: Vec::new(),
+                second_cancels: 0,
+            },
+            "run",
+            (),
+        )
+        .unwrap();
+    let outcome = done.wait().unwrap();
+    let (fired, second_cancels) = outcome.downcast_ref::<(Vec<u64>, usize)>().unwrap();
+    assert_eq!(
+        *second_cancels, 0,
+        "a cancelled timer cannot be cancelled again"
+    );
+    assert_eq!(*fired, (0..N).filter(|n| n % 2 == 1).collect::<Vec<_>>());
+    scheduler.shutdown(Duration::from_secs(5));
+}

@@ -24,6 +24,7 @@
 //! Events dropped here are dropped through the panic guard: a late reply's
 //! payload is the user's, and its `Drop` may panic.
 
+use rustc_hash::FxHashSet;
 use std::cell::{Cell, RefCell};
 
 use relay::Pid;
@@ -46,10 +47,7 @@ pub(crate) struct Extras {
     /// when it ends. A timer event whose id is not here was cancelled and
     /// is dropped before the step sees it.
     ///
-    /// The first two are kept in place: most processes that set timers
-    /// wait on one or two at a time, and a list of their own was a second
-    /// allocation per such process (64 bytes, with `Vec`'s first growth to
-    /// four entries), a tenth of a waiting process's memory.
+    /// See [`TimerList`] for its shape.
     pub(crate) timers: TimerList,
     /// The monitors this process set that have not fired for it yet:
     /// removed when it ends. A down event whose monitor is not here was
@@ -61,8 +59,112 @@ pub(crate) struct Extras {
     pub(crate) asks: Vec<(AskId, TimerId)>,
 }
 
-/// A process's pending timers (see [`Extras::timers`]).
-pub(crate) type TimerList = SmallVec<[TimerId; 2]>;
+/// A process's pending timers (see [`Extras::timers`]): every timer event
+/// is checked against it, and `cancel_timer` removes from it, so both must
+/// stay cheap however many timers a process has pending.
+///
+/// A short list up to [`TimerList::FEW`] entries, its first two kept in
+/// place: most processes that set timers wait on one or two at a time, and
+/// a list of their own was a second allocation per such process (64 bytes,
+/// with `Vec`'s first growth to four entries), a tenth of a waiting
+/// process's memory. Past that, a hash set: with the list alone, a process
+/// with `n` timers pending paid `O(n)` for each cancel and each timer
+/// event, so `O(n²)` to see them all fire.
+pub(crate) enum TimerList {
+    Few(SmallVec<[TimerId; 2]>),
+    /// Fx hashing: the ids are the engine's own, not chosen by anyone who
+    /// could aim at collisions, so SipHash's protection would buy nothing
+    /// for its cost on every timer set, fired or cancelled.
+    Many(FxHashSet<TimerId>),
+}
+
+impl Default for TimerList {
+    fn default() -> Self {
+        TimerList::Few(SmallVec::new())
+    }
+}
+
+impl TimerList {
+    /// The most entries kept as a list: a search of 16 ids (two cache
+    /// lines) costs about what hashing one does.
+    pub(crate) const FEW: usize = 16;
+
+    /// Adds a pending timer (ids are unique: the wheel hands each out once).
+    pub(crate) fn push(&mut self, id: TimerId) {
+        match self {
+            TimerList::Few(list) if list.len() < Self::FEW => list.push(id),
+            TimerList::Few(list) => {
+                let mut set: FxHashSet<_> = list.drain(..).collect();
+                set.insert(id);
+                *self = TimerList::Many(set);
+            }
+            TimerList::Many(set) => {
+                set.insert(id);
+            }
+        }
+    }
+
+    /// Removes `id`; whether it was pending.
+    pub(crate) fn remove(&mut self, id: &TimerId) -> bool {
+        let removed = match self {
+            TimerList::Few(list) => match list.iter().position(|t| t == id) {
+                Some(at) => {
+                    list.swap_remove(at);
+                    true
+                }
+                None => false,
+            },
+            TimerList::Many(set) => set.remove(id),
+        };
+        if removed {
+            self.give_back_spare();
+        }
+        removed
+    }
+
+    /// Whether no timer is pending.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many timers are pending.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            TimerList::Few(list) => list.len(),
+            TimerList::Many(set) => set.len(),
+        }
+    }
+
+    /// The pending timers, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &TimerId> {
+        let (few, many) = match self {
+            TimerList::Few(list) => (Some(list.iter()), None),
+            TimerList::Many(set) => (None, Some(set.iter())),
+        };
+        few.into_iter().flatten().chain(many.into_iter().flatten())
+    }
+
+    /// Gives back spare room, as [`give_back_spare`] does for a `Vec`: a
+    /// set back to a short list once it holds a quarter of `FEW` (so a
+    /// count hovering at the bound does not convert each time), a list or
+    /// set shrunk once its room is more than four times what it holds.
+    fn give_back_spare(&mut self) {
+        match self {
+            TimerList::Few(list) => {
+                if list.capacity() > 4 * list.len().max(Self::FEW) {
+                    list.shrink_to_fit();
+                }
+            }
+            TimerList::Many(set) => {
+                if set.len() <= Self::FEW / 4 {
+                    *self = TimerList::Few(set.drain().collect());
+                } else if set.capacity() > 4 * set.len().max(Self::FEW) {
+                    set.shrink_to(2 * set.len());
+                }
+            }
+        }
+    }
+}
 
 /// Allocates the extras on first use.
 pub(crate) fn extras(extras: &mut Option<Box<Extras>>) -> &mut Extras {
@@ -78,15 +180,6 @@ pub(crate) fn give_back_spare<T>(list: &mut Vec<T>) {
     let keep = list.len().max(16);
     if list.capacity() > 4 * keep {
         list.shrink_to(2 * keep);
-    }
-}
-
-/// [`give_back_spare`] for the timer list: past the same bound it keeps
-/// exactly what it holds (in place again once that fits).
-pub(crate) fn give_back_spare_timers(list: &mut TimerList) {
-    let keep = list.len().max(16);
-    if list.capacity() > 4 * keep {
-        list.shrink_to_fit();
     }
 }
 
@@ -146,14 +239,14 @@ pub(crate) fn take(
         };
     }
     match event {
-        Event::Timer { id, .. } => remove!(extras.timers, id),
+        Event::Timer { id, .. } => extras.timers.remove(id),
         Event::Down(down) => remove!(extras.monitoring, &down.monitor),
         Event::Reply { id, .. } => match extras.asks.iter().position(|(ask, _)| ask == id) {
             Some(at) => {
                 // The first answer (or the timeout) settles the ask: its
                 // timer goes (it may be the one that fired).
                 let (_, timer) = extras.asks.swap_remove(at);
-                remove!(extras.timers, &timer);
+                extras.timers.remove(&timer);
                 timers.cancel_timer(timer);
                 true
             }
@@ -188,5 +281,67 @@ pub(crate) fn drop_unwanted(
     }
     for event in batch.drain(kept..) {
         drop_user_value(event, pid, "an event the process no longer waits for");
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn id(n: u64) -> TimerId {
+        TimerId { shard: 0, key: n }
+    }
+
+    fn sorted(list: &TimerList) -> Vec<u64> {
+        let mut keys: Vec<u64> = list.iter().map(|t| t.key).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    #[test]
+    fn the_timer_list_is_a_list_then_a_set_then_a_list_again() {
+        let mut list = TimerList::default();
+        for n in 0..TimerList::FEW as u64 {
+            list.push(id(n));
+        }
+        assert!(matches!(list, TimerList::Few(_)));
+        list.push(id(100));
+        assert!(matches!(list, TimerList::Many(_)), "past FEW: a set");
+        assert_eq!(list.len(), TimerList::FEW + 1);
+        let mut expected: Vec<u64> = (0..TimerList::FEW as u64).collect();
+        expected.push(100);
+        assert_eq!(sorted(&list), expected);
+        assert!(list.remove(&id(100)));
+        assert!(!list.remove(&id(100)), "removed once");
+        assert!(!list.remove(&id(999)), "never there");
+        // Down to a quarter of FEW: a short list again, with what is left.
+        for n in 0..(TimerList::FEW - TimerList::FEW / 4) as u64 {
+            assert!(list.remove(&id(n)));
+        }
+        assert!(matches!(list, TimerList::Few(_)));
+        let left: Vec<u64> =
+            ((TimerList::FEW - TimerList::FEW / 4) as u64..TimerList::FEW as u64).collect();
+        assert_eq!(sorted(&list), left);
+        for n in left {
+            assert!(list.remove(&id(n)));
+        }
+        assert!(list.is_empty());
+        assert_eq!(list.iter().count(), 0);
+    }
+
+    #[test]
+    fn a_large_timer_list_gives_its_room_back() {
+        let mut list = TimerList::default();
+        for n in 0..10_000 {
+            list.push(id(n));
+        }
+        for n in 0..9_900 {
+            assert!(list.remove(&id(n)));
+        }
+        match &list {
+            TimerList::Many(set) => assert!(set.capacity() <= 4 * 100, "{}", set.capacity()),
+            TimerList::Few(_) => panic!("100 left: still a set"),
+        }
+        assert_eq!(sorted(&list), (9_900..10_000).collect::<Vec<_>>());
     }
 }

@@ -136,13 +136,8 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn cancel_timer(&mut self, id: TimerId) -> bool {
-        let listed = self.timers.with_existing(|x| {
-            let at = x.timers.iter().position(|t| *t == id)?;
-            x.timers.swap_remove(at);
-            crate::contract::pending::give_back_spare_timers(&mut x.timers);
-            Some(())
-        });
-        if listed.flatten().is_some() {
+        let listed = self.timers.with_existing(|x| x.timers.remove(&id));
+        if listed == Some(true) {
             // Listed means its event has not been handed out: whether it
             // is still in the wheel or already among the events, the
             // process will not see it.
