@@ -8,7 +8,7 @@
 //! - [`Producer::push`] is lock-free (a claim CAS on one word, then a write
 //!   into a slot of a block) and allocation-free in steady state: drained
 //!   blocks go back to a small pool that producers take from. A queue's
-//!   first block is small (3 items, later ones 15), so a queue that received
+//!   first block is small (3 items, later ones 14), so a queue that received
 //!   a few items holds little memory.
 //! - [`Consumer::drain_into`] moves every ready item into a `Vec` in one call
 //!   and never blocks. Items from one producer come out in push order.
