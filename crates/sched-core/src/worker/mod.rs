@@ -340,12 +340,19 @@ impl Worker<'_> {
             }
             attempts += 1;
             let remote = &self.shared.remotes[victim];
-            for stealer in [&remote.timed, &remote.lifo, &remote.fifo] {
+            // Stolen timer wakeups go to this worker's timer queue, keeping
+            // their order and their place ahead of the deque; the rest to
+            // the LIFO deque.
+            for (stealer, into) in [
+                (&remote.timed, &self.local.timed),
+                (&remote.lifo, &self.local.lifo),
+                (&remote.fifo, &self.local.lifo),
+            ] {
                 for _ in 0..4 {
-                    let before = self.local.lifo.len();
-                    match stealer.steal_half_into(&self.local.lifo) {
+                    let before = into.len();
+                    match stealer.steal_half_into(into) {
                         deque::Steal::Success(r) => {
-                            let moved = self.local.lifo.len().saturating_sub(before);
+                            let moved = into.len().saturating_sub(before);
                             bump(&self.counters().steal_attempts, attempts);
                             bump(&self.counters().stolen, 1 + moved as u64);
                             if moved > 0 {
