@@ -392,17 +392,9 @@ fn tokio(load: Load, delays: &[[Duration; 3]]) -> Run {
 
 // ------------------------------------------------------------------- report
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".into())
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
+#[path = "common/tables.rs"]
+mod tables;
+use tables::{load_average, median};
 
 fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1e3)

@@ -257,10 +257,9 @@ fn server() -> Option<(Server, String)> {
     Some((server, format!("nats://127.0.0.1:{port}")))
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
+#[path = "common/tables.rs"]
+mod tables;
+use tables::median;
 
 fn main() {
     if filter::another_bench_asked_for("remote") {

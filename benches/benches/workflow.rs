@@ -333,18 +333,9 @@ fn tokio(delays: &[[Duration; CALLS]]) -> Run {
 
 // ------------------------------------------------------------------- report
 
-/// The 1-minute load average (from `/proc/loadavg`), as printed there.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".into())
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
+#[path = "common/tables.rs"]
+mod tables;
+use tables::{load_average, median};
 
 #[path = "common/filter.rs"]
 mod filter;

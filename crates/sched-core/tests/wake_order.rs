@@ -155,3 +155,79 @@ fn a_process_woken_from_outside_runs_before_earlier_submissions() {
     );
     engine.shutdown(PATIENCE);
 }
+
+/// Outside wakeups go first, but not all the way: each batch a worker takes
+/// from the global queues keeps a quarter for new processes, so a stream of
+/// wakeups from outside cannot hold submissions back. With 64 processes
+/// woken from outside and 8 submitted before them, a submitted one runs
+/// within the first batch (one process plus 16), not after the 64.
+#[test]
+fn outside_wakeups_do_not_hold_submissions_back() {
+    const WOKEN: u64 = 64;
+    const NEW: u64 = 8;
+    let engine = started(1);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let listening = Arc::new(AtomicUsize::new(0));
+    let probes: Vec<Completion> = (0..WOKEN)
+        .map(|i| {
+            let (order, listening) = (order.clone(), listening.clone());
+            let mut first = true;
+            let probe = process(move |events, out| {
+                if first {
+                    first = false;
+                    listening.fetch_add(1, Ordering::SeqCst);
+                }
+                for event in events {
+                    if let Event::Message(_) = event {
+                        order.lock().unwrap().push(("woken", i));
+                        out.done(Box::new(()));
+                    }
+                }
+                Ok(())
+            });
+            submit(&engine, 1000 + i, probe)
+        })
+        .collect();
+    let deadline = Instant::now() + PATIENCE;
+    while listening.load(Ordering::SeqCst) < WOKEN as usize {
+        assert!(Instant::now() < deadline, "the probes never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (running, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let hold = submit(&engine, 1, blocker(running.clone(), release.clone()));
+    wait_for(&running);
+    let submitted: Vec<Completion> = (0..NEW)
+        .map(|i| {
+            let order = order.clone();
+            let new = process(move |_, out| {
+                order.lock().unwrap().push(("new", i));
+                out.done(Box::new(()));
+                Ok(())
+            });
+            submit(&engine, 100 + i, new)
+        })
+        .collect();
+    for i in 0..WOKEN {
+        engine
+            .post(Pid::local(1000 + i), ())
+            .expect("the probe is alive");
+    }
+    release.store(true, Ordering::SeqCst);
+    wait(hold).expect("the blocker finishes");
+    for c in probes.into_iter().chain(submitted) {
+        wait(c).expect("every process finishes");
+    }
+    let order = order.lock().unwrap().clone();
+    let first_new = order
+        .iter()
+        .position(|(kind, _)| *kind == "new")
+        .expect("the submitted ones ran");
+    assert!(
+        first_new <= 16,
+        "the first submitted process ran after {first_new} woken ones"
+    );
+    engine.shutdown(PATIENCE);
+}

@@ -225,22 +225,18 @@ pub(crate) fn take(
     let Some(extras) = extras else {
         return !is_awaited_kind(event);
     };
-    /// Removes `item` from a list of pending ids (a `Vec` or the timer
-    /// list); whether it was there.
-    macro_rules! remove {
-        ($pending:expr, $item:expr) => {
-            match $pending.iter().position(|p| p == $item) {
-                Some(at) => {
-                    $pending.swap_remove(at);
-                    true
-                }
-                None => false,
+    fn remove<T: PartialEq>(pending: &mut Vec<T>, item: &T) -> bool {
+        match pending.iter().position(|p| p == item) {
+            Some(at) => {
+                pending.swap_remove(at);
+                true
             }
-        };
+            None => false,
+        }
     }
     match event {
         Event::Timer { id, .. } => extras.timers.remove(id),
-        Event::Down(down) => remove!(extras.monitoring, &down.monitor),
+        Event::Down(down) => remove(&mut extras.monitoring, &down.monitor),
         Event::Reply { id, .. } => match extras.asks.iter().position(|(ask, _)| ask == id) {
             Some(at) => {
                 // The first answer (or the timeout) settles the ask: its

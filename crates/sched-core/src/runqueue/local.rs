@@ -71,36 +71,18 @@ impl Local {
     /// Takes the oldest continued process (from the end stealers take
     /// from, without the epoch pin a stealer pays).
     pub(crate) fn pop_fifo(&self) -> Option<Arc<Record>> {
-        loop {
-            match self.fifo.steal_own() {
-                deque::Steal::Success(r) => return Some(r),
-                deque::Steal::Empty => return None,
-                deque::Steal::Retry => crate::sync::spin_hint(),
-            }
-        }
+        oldest(&self.fifo)
     }
 
     /// The oldest process of the timer queue.
     pub(crate) fn pop_timed(&self) -> Option<Arc<Record>> {
-        loop {
-            match self.timed.steal_own() {
-                deque::Steal::Success(r) => return Some(r),
-                deque::Steal::Empty => return None,
-                deque::Steal::Retry => crate::sync::spin_hint(),
-            }
-        }
+        oldest(&self.timed)
     }
 
     /// Takes the oldest process of the LIFO deque (the end thieves take
     /// from), for the periodic fairness check.
     pub(crate) fn pop_lifo_oldest(&self) -> Option<Arc<Record>> {
-        loop {
-            match self.lifo.steal_own() {
-                deque::Steal::Success(r) => return Some(r),
-                deque::Steal::Empty => return None,
-                deque::Steal::Retry => crate::sync::spin_hint(),
-            }
-        }
+        oldest(&self.lifo)
     }
 
     /// Makes `record` the process to run next. Returns whether the slot
@@ -164,6 +146,19 @@ impl Local {
 
     pub(crate) fn len(&self) -> usize {
         usize::from(!self.next.is_empty()) + self.lifo.len() + self.fifo.len() + self.timed.len()
+    }
+}
+
+/// Takes the oldest entry of one of the worker's own deques (from the end
+/// stealers take from, without the epoch pin a stealer pays), retrying
+/// while a thief races it.
+fn oldest(queue: &deque::Worker<Arc<Record>>) -> Option<Arc<Record>> {
+    loop {
+        match queue.steal_own() {
+            deque::Steal::Success(r) => return Some(r),
+            deque::Steal::Empty => return None,
+            deque::Steal::Retry => crate::sync::spin_hint(),
+        }
     }
 }
 
