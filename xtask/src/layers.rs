@@ -5,13 +5,9 @@
 //! draws the ladder). The check reads every `crate::<module>` path in the
 //! library's code (comments, doc links and test-only files are not code
 //! the library runs) and reports each use of a higher floor.
-//!
-//! The uses of a higher floor that the layout still has are listed in
-//! [`KNOWN_UPWARD`], each with what it takes: a new one fails the check,
-//! and so does a listed one that has gone (strike it from the list), so
-//! the list only shrinks.
+//! Any such use fails the check: the ladder has no exception, so no two
+//! folders can import each other.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -32,25 +28,6 @@ const LADDER: &[&[&str]] = &[
 /// Modules outside the ladder: the crate root (it re-exports), and the
 /// loom models (test code that drives every floor).
 const OUTSIDE: &[&str] = &["lib", "loom_models"];
-
-/// The uses of a higher floor still in the layout: (file under `src/`,
-/// the module it reaches up to).
-const KNOWN_UPWARD: &[(&str, &str)] = &[
-    // `Output`'s timer, monitor and ask methods, and the pending lists a
-    // step shares with its events, work on the record and the engine
-    // directly; the step's narrow interface does not cover them yet.
-    ("contract/accepts.rs", "record"),
-    ("contract/monitoring.rs", "record"),
-    ("contract/output.rs", "engine"),
-    ("contract/output.rs", "record"),
-    ("contract/reply.rs", "engine"),
-    ("contract/reply.rs", "record"),
-    ("contract/step_engine.rs", "engine"),
-    ("contract/step_engine.rs", "record"),
-    ("contract/timers.rs", "engine"),
-    ("contract/timers.rs", "record"),
-    ("contract/timers.rs", "timer"),
-];
 
 /// One use of a higher floor.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -105,37 +82,20 @@ pub(crate) fn layers() -> Result<(), String> {
             }
         }
     }
-    let found: BTreeSet<(String, String)> = upward
+    let problems: Vec<String> = upward
         .iter()
-        .map(|u| (u.file.clone(), u.target.clone()))
-        .collect();
-    let known: BTreeSet<(String, String)> = KNOWN_UPWARD
-        .iter()
-        .map(|(f, t)| (f.to_string(), t.to_string()))
-        .collect();
-    let mut problems = Vec::new();
-    for u in &upward {
-        if !known.contains(&(u.file.clone(), u.target.clone())) {
-            problems.push(format!(
+        .map(|u| {
+            format!(
                 "src/{}:{}: `{}` reaches up to `{}`: {}",
                 u.file,
                 u.line,
                 floor_name(&u.file),
                 u.target,
                 u.text
-            ));
-        }
-    }
-    for (file, target) in known.difference(&found) {
-        problems.push(format!(
-            "src/{file} no longer reaches up to `{target}`: strike it from KNOWN_UPWARD"
-        ));
-    }
-    eprintln!(
-        "sched-core ladder: {} uses of a higher floor left, from {} file-module pairs",
-        upward.len(),
-        known.len()
-    );
+            )
+        })
+        .collect();
+    eprintln!("sched-core ladder: {} uses of a higher floor", upward.len());
     if problems.is_empty() {
         Ok(())
     } else {
@@ -258,7 +218,7 @@ mod tests {
 
     #[test]
     fn every_folder_stands_on_one_floor() {
-        let mut seen = BTreeSet::new();
+        let mut seen = std::collections::BTreeSet::new();
         for floor in LADDER {
             for module in *floor {
                 assert!(seen.insert(*module), "{module} stands on two floors");

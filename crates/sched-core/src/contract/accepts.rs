@@ -4,10 +4,8 @@ use std::any::Any;
 
 use relay::{Addr, SendError};
 
-use crate::contract::error::SubmitError;
 use crate::contract::output::Output;
 use crate::contract::process::Process;
-use crate::record::completion::Completion;
 
 /// A [`Process`] that accepts messages of one type, [`Message`](Accepts::Message).
 ///
@@ -87,30 +85,5 @@ impl Output<'_> {
     /// ```
     pub fn tell<M: Any + Send>(&mut self, to: Addr<M>, message: M) -> Result<(), SendError> {
         self.engine.send(to.package(self.pid, message))
-    }
-
-    /// [`spawn`](Output::spawn) for a process that declares its message
-    /// type: also returns its typed address.
-    ///
-    /// # Errors
-    ///
-    /// As for [`spawn`](Output::spawn).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::{Accepts, Addr, Output};
-    /// fn start<P: Accepts>(out: &mut Output<'_>, child: P) -> Option<Addr<P::Message>> {
-    ///     out.spawn_typed(child, "run", ()).ok().map(|(addr, _done)| addr)
-    /// }
-    /// ```
-    pub fn spawn_typed<P: Accepts>(
-        &mut self,
-        process: P,
-        method: &str,
-        input: impl Any + Send,
-    ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
-        let completion = self.spawn(process, method, input)?;
-        Ok((Addr::from_pid(completion.pid()), completion))
     }
 }

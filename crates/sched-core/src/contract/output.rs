@@ -1,20 +1,15 @@
 //! What a step receives and writes: its events and its output buffer.
 
-use std::any::Any;
 use std::fmt;
 
 use relay::{Package, Payload, Pid, SendError};
 
 use crate::contract::command::{CommandId, Tag};
-use crate::contract::error::SubmitError;
 use crate::contract::event::Event;
-use crate::contract::pending::StepLists;
-use crate::contract::process::Process;
+use crate::contract::pending::{extras, Extras, StepLists};
 use crate::contract::step_engine::StepEngine;
-use crate::contract::timers::StepOwned;
 use crate::contract::upgrade::Upgrade;
 use crate::panic_guard::drop_user_value;
-use crate::record::completion::Completion;
 
 /// The events delivered to one step, in arrival order (per producer).
 /// Events the step does not consume are kept: they come first in the
@@ -172,9 +167,9 @@ pub struct Output<'a> {
     pub(crate) yields: &'a mut Vec<Yield>,
     pub(crate) engine: &'a dyn StepEngine,
     pub(crate) pid: Pid,
-    /// The record being stepped and its list of timers (see
-    /// `contract/timers.rs`).
-    pub(crate) timers: StepOwned<'a>,
+    /// The process's timers, monitors and asks (allocated on first use),
+    /// shared with the step's events (see `contract/pending.rs`).
+    pub(crate) lists: &'a StepLists<'a>,
 }
 
 impl<'a> Output<'a> {
@@ -182,7 +177,7 @@ impl<'a> Output<'a> {
         yields: &'a mut Vec<Yield>,
         engine: &'a dyn StepEngine,
         pid: Pid,
-        timers: StepOwned<'a>,
+        lists: &'a StepLists<'a>,
     ) -> Self {
         debug_assert!(yields.is_empty());
         Output {
@@ -190,8 +185,20 @@ impl<'a> Output<'a> {
             yields,
             engine,
             pid,
-            timers,
+            lists,
         }
+    }
+
+    /// Runs `f` on the process's pending lists, allocating them on first
+    /// use, and marks the process's events as needing the pending check.
+    pub(crate) fn with_extras<R>(&self, f: impl FnOnce(&mut Extras) -> R) -> R {
+        self.lists.filters.set(true);
+        f(extras(&mut self.lists.extras.borrow_mut()))
+    }
+
+    /// Runs `f` on the process's pending lists if it has any.
+    pub(crate) fn with_existing<R>(&self, f: impl FnOnce(&mut Extras) -> R) -> Option<R> {
+        self.lists.extras.borrow_mut().as_deref_mut().map(f)
     }
 
     /// The PID of the process being stepped.
@@ -270,21 +277,6 @@ impl<'a> Output<'a> {
         self.yields.len()
     }
 
-    /// The scheduler's operations (stats, terminate, shutdown, spawn,
-    /// send, ...) from inside this step.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::Output;
-    /// fn busy(out: &Output<'_>) -> bool {
-    ///     out.context().stats().live_processes > 1_000
-    /// }
-    /// ```
-    pub fn context(&self) -> &crate::engine::Context {
-        self.engine.context()
-    }
-
     /// Sends `package` to its target process now.
     ///
     /// # Errors
@@ -303,85 +295,6 @@ impl<'a> Output<'a> {
     /// ```
     pub fn send(&mut self, package: Package) -> Result<(), SendError> {
         self.engine.send(package)
-    }
-
-    /// Starts a new process under a fresh PID, as `Scheduler::spawn` does
-    /// from outside: `init` runs on this worker with `method` and `input`,
-    /// and the process is queued on this worker, where idle workers can
-    /// steal it. A PID some process already uses is skipped.
-    ///
-    /// # Errors
-    ///
-    /// [`SubmitError`]: shutting down, too many live processes, `init`
-    /// failed or the start hook refused, or no PID left.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::{Output, Process};
-    /// fn start_worker(out: &mut Output<'_>, child: impl Process) -> sched::Pid {
-    ///     out.spawn(child, "run", 42u64).expect("spawned").pid()
-    /// }
-    /// ```
-    pub fn spawn<P: Process>(
-        &mut self,
-        process: P,
-        method: &str,
-        input: impl Any + Send,
-    ) -> Result<Completion, SubmitError> {
-        self.engine
-            .spawn(Box::new(process), method, relay::into_payload(input))
-    }
-
-    /// [`spawn`](Output::spawn) for a process that is already boxed (a
-    /// process type chosen at run time) and an input that is already a
-    /// [`Payload`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`spawn`](Output::spawn).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::{Output, Process};
-    /// fn start(out: &mut Output<'_>, child: Box<dyn Process>) {
-    ///     let _ = out.spawn_boxed(child, "run", Box::new(()));
-    /// }
-    /// ```
-    pub fn spawn_boxed(
-        &mut self,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payload,
-    ) -> Result<Completion, SubmitError> {
-        self.engine.spawn(process, method, input)
-    }
-
-    /// Submits a new process under a PID the caller chose (see
-    /// [`spawn`](Output::spawn) to have one allocated).
-    ///
-    /// # Errors
-    ///
-    /// As for [`Engine::submit`](crate::Engine::submit), including
-    /// [`SubmitError::DuplicatePid`] when `pid` is taken.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::{Output, Process};
-    /// fn start_at(out: &mut Output<'_>, pid: sched::Pid, child: Box<dyn Process>) {
-    ///     let _ = out.submit_boxed(pid, child, "run", Box::new(()));
-    /// }
-    /// ```
-    pub fn submit_boxed(
-        &mut self,
-        pid: Pid,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payload,
-    ) -> Result<Completion, SubmitError> {
-        self.engine.submit(pid, process, method, input)
     }
 
     /// A fresh PID on this scheduler's node, for

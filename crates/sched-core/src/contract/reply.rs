@@ -8,12 +8,6 @@ use std::sync::Arc as StdArc;
 
 use relay::{Package, Payload, Pid};
 
-use crate::contract::event::Event;
-use crate::engine::ask::ReplySlot;
-use crate::engine::shared::Shared;
-use crate::record::Record;
-use crate::sync::Arc;
-
 /// Identifies one `ask` made from a step; its answer arrives as
 /// [`Event::Reply`](crate::Event::Reply) with this id.
 ///
@@ -168,22 +162,23 @@ impl Request {
 /// }
 /// ```
 pub struct ReplyTo {
-    asker: Option<Asker>,
+    asker: Option<StdArc<dyn Answer>>,
 }
 
-pub(crate) enum Asker {
-    /// Code outside the engine, waiting on a handle.
-    Outside(StdArc<ReplySlot>),
-    /// A process, told with `Event::Reply`.
-    Process {
-        shared: Arc<Shared>,
-        record: Arc<Record>,
-        id: AskId,
-    },
+/// Where a request's answer goes: a handle outside the engine waiting on
+/// a slot, or a process told with `Event::Reply`. The engine implements
+/// both (`engine/ask.rs`); a `ReplyTo` answers exactly once, dropped
+/// unanswered it answers `AskError::NoReply`.
+pub(crate) trait Answer: Send + Sync {
+    /// The asking process ([`Pid::OUTSIDE`] for code outside the engine).
+    fn asker(&self) -> Pid;
+
+    /// Hands the answer over; called at most once.
+    fn answer(&self, result: Result<Payload, AskError>);
 }
 
 impl ReplyTo {
-    pub(crate) fn new(asker: Asker) -> Self {
+    pub(crate) fn new(asker: StdArc<dyn Answer>) -> Self {
         ReplyTo { asker: Some(asker) }
     }
 
@@ -197,10 +192,9 @@ impl ReplyTo {
     /// fn from_outside(reply: &ReplyTo) -> bool { reply.asker() == Pid::OUTSIDE }
     /// ```
     pub fn asker(&self) -> Pid {
-        match &self.asker {
-            Some(Asker::Process { record, .. }) => record.pid,
-            _ => Pid::OUTSIDE,
-        }
+        self.asker
+            .as_ref()
+            .map_or(Pid::OUTSIDE, |asker| asker.asker())
     }
 
     /// Answers the request. An asker that gave up (its timeout passed, it
@@ -221,25 +215,6 @@ impl ReplyTo {
     /// never delivered: the asker learns it from the send error).
     pub(crate) fn forget(mut self) {
         self.asker = None;
-    }
-}
-
-impl Asker {
-    fn answer(self, result: Result<Payload, AskError>) {
-        match self {
-            Asker::Outside(slot) => slot.set(result),
-            Asker::Process { shared, record, id } => {
-                match record.deliver(Event::Reply { id, result }) {
-                    Ok(wake) => shared.after_wake_owned(record, wake),
-                    // The asker has ended; the answer is the user's value.
-                    Err(event) => crate::panic_guard::drop_user_value(
-                        event,
-                        record.pid,
-                        "an answer to an asker that has ended",
-                    ),
-                }
-            }
-        }
     }
 }
 

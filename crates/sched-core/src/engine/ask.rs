@@ -11,10 +11,14 @@ use std::time::{Duration, Instant};
 use relay::{Package, Payload, Pid, SendError};
 
 use super::shared::Shared;
+use super::stepping::Stepping;
 use super::Context;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
-use crate::contract::reply::{AskError, AskId, Asker, ReplyTo, Request};
+use crate::contract::reply::{Answer, AskError, AskId, ReplyTo, Request};
+use crate::contract::step_engine::StepAsk;
+use crate::contract::timer_id::TimerId;
+use crate::record::Record;
 use crate::sync::{Arc, Condvar, Mutex};
 use crate::timer::{Action, What};
 
@@ -161,7 +165,13 @@ impl Future for Reply {
 impl Shared {
     /// Delivers a request to `to`, answered through `asker`. When it cannot
     /// be delivered the asker is never told (the caller gets the error).
-    fn ask(&self, from: Pid, to: Pid, payload: Payload, asker: Asker) -> Result<(), SendError> {
+    fn ask(
+        &self,
+        from: Pid,
+        to: Pid,
+        payload: Payload,
+        asker: StdArc<dyn Answer>,
+    ) -> Result<(), SendError> {
         let Some(record) = self.processes.get(to) else {
             return Err(SendError::unknown_target(Package::from_payload(
                 from, to, payload,
@@ -202,7 +212,7 @@ impl Context {
     /// See [`Reply`].
     pub fn ask(&self, to: Pid, payload: impl std::any::Any + Send) -> Result<Reply, SendError> {
         let slot = StdArc::new(ReplySlot::default());
-        let asker = Asker::Outside(StdArc::clone(&slot));
+        let asker: StdArc<dyn Answer> = slot.clone();
         self.shared()
             .ask(Pid::OUTSIDE, to, relay::into_payload(payload), asker)?;
         Ok(Reply { slot })
@@ -237,29 +247,82 @@ impl Output<'_> {
         payload: impl std::any::Any + Send,
         timeout: Duration,
     ) -> Result<AskId, SendError> {
-        let shared = self.engine.context().shared();
-        let id = AskId(super::monitors::next_id());
-        let record = Arc::clone(self.timers.record);
-        let asker = Asker::Process {
-            shared: Arc::clone(self.timers.shared),
-            record: Arc::clone(&record),
-            id,
-        };
-        shared.ask(self.pid, to, relay::into_payload(payload), asker)?;
         let at = Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
-        let timer = shared.set_timer(
-            at,
-            Action {
-                record,
-                what: What::AskTimeout(id),
-            },
-        );
-        self.timers.with_extras(|extras| {
+        let (id, timer) = self.engine.ask(to, relay::into_payload(payload), at)?;
+        self.with_extras(|extras| {
             extras.timers.push(timer);
             extras.asks.push((id, timer));
         });
         Ok(id)
+    }
+}
+
+/// An outside asker: the answer waits in the slot its `Reply` handle
+/// reads.
+impl Answer for ReplySlot {
+    fn asker(&self) -> Pid {
+        Pid::OUTSIDE
+    }
+
+    fn answer(&self, result: Result<Payload, AskError>) {
+        self.set(result);
+    }
+}
+
+/// A process that asked from a step: told with `Event::Reply`.
+struct ProcessAsker {
+    shared: Arc<Shared>,
+    record: Arc<Record>,
+    id: AskId,
+}
+
+impl Answer for ProcessAsker {
+    fn asker(&self) -> Pid {
+        self.record.pid
+    }
+
+    fn answer(&self, result: Result<Payload, AskError>) {
+        let event = Event::Reply {
+            id: self.id,
+            result,
+        };
+        match self.record.deliver(event) {
+            Ok(wake) => self.shared.after_wake_owned(Arc::clone(&self.record), wake),
+            // The asker has ended; the answer is the user's value.
+            Err(event) => crate::panic_guard::drop_user_value(
+                event,
+                self.record.pid,
+                "an answer to an asker that has ended",
+            ),
+        }
+    }
+}
+
+/// A step's asks: the stepped process is the asker, and its timeout is
+/// one of its timers.
+impl StepAsk for Stepping<'_> {
+    fn ask(
+        &self,
+        to: Pid,
+        question: Payload,
+        timeout_at: Instant,
+    ) -> Result<(AskId, TimerId), SendError> {
+        let id = AskId(super::monitors::next_id());
+        let asker = StdArc::new(ProcessAsker {
+            shared: Arc::clone(self.shared),
+            record: Arc::clone(self.record),
+            id,
+        });
+        self.shared.ask(self.record.pid, to, question, asker)?;
+        let timer = self.shared.set_timer(
+            timeout_at,
+            Action {
+                record: Arc::clone(self.record),
+                what: What::AskTimeout(id),
+            },
+        );
+        Ok((id, timer))
     }
 }

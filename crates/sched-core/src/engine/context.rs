@@ -7,6 +7,7 @@ use relay::{Addr, Package, Payload, Pid, PidsExhausted, SendError};
 use super::shared::Shared;
 use crate::contract::accepts::Accepts;
 use crate::contract::error::{SubmitError, TerminateError};
+use crate::contract::output::Output;
 use crate::contract::process::Process;
 use crate::record::completion::Completion;
 use crate::record::state::TERMINATE;
@@ -257,5 +258,130 @@ impl std::fmt::Debug for Context {
         f.debug_struct("Context")
             .field("workers", &self.workers())
             .finish_non_exhaustive()
+    }
+}
+
+/// The spawn family and the inside handle from a step: the same
+/// operations, with the same signatures, as on [`Context`].
+impl Output<'_> {
+    /// The scheduler's operations (stats, terminate, shutdown, spawn,
+    /// send, ...) from inside this step.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::Output;
+    /// fn busy(out: &Output<'_>) -> bool {
+    ///     out.context().stats().live_processes > 1_000
+    /// }
+    /// ```
+    pub fn context(&self) -> &Context {
+        self.engine
+            .context()
+            .downcast_ref::<Context>()
+            .expect("a step's engine is a `Context`")
+    }
+
+    /// Starts a new process under a fresh PID, as `Scheduler::spawn` does
+    /// from outside: `init` runs on this worker with `method` and `input`,
+    /// and the process is queued on this worker, where idle workers can
+    /// steal it. A PID some process already uses is skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError`]: shutting down, too many live processes, `init`
+    /// failed or the start hook refused, or no PID left.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::{Output, Process};
+    /// fn start_worker(out: &mut Output<'_>, child: impl Process) -> sched::Pid {
+    ///     out.spawn(child, "run", 42u64).expect("spawned").pid()
+    /// }
+    /// ```
+    pub fn spawn<P: Process>(
+        &mut self,
+        process: P,
+        method: &str,
+        input: impl Any + Send,
+    ) -> Result<Completion, SubmitError> {
+        self.context().spawn(process, method, input)
+    }
+
+    /// [`spawn`](Output::spawn) for a process that is already boxed (a
+    /// process type chosen at run time) and an input that is already a
+    /// [`Payload`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Output::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::{Output, Process};
+    /// fn start(out: &mut Output<'_>, child: Box<dyn Process>) {
+    ///     let _ = out.spawn_boxed(child, "run", Box::new(()));
+    /// }
+    /// ```
+    pub fn spawn_boxed(
+        &mut self,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        self.context().spawn_boxed(process, method, input)
+    }
+
+    /// Submits a new process under a PID the caller chose (see
+    /// [`spawn`](Output::spawn) to have one allocated).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Engine::submit`](crate::Engine::submit), including
+    /// [`SubmitError::DuplicatePid`] when `pid` is taken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::{Output, Process};
+    /// fn start_at(out: &mut Output<'_>, pid: sched::Pid, child: Box<dyn Process>) {
+    ///     let _ = out.submit_boxed(pid, child, "run", Box::new(()));
+    /// }
+    /// ```
+    pub fn submit_boxed(
+        &mut self,
+        pid: Pid,
+        process: Box<dyn Process>,
+        method: &str,
+        input: Payload,
+    ) -> Result<Completion, SubmitError> {
+        self.context().shared.submit(pid, process, method, input)
+    }
+
+    /// [`spawn`](Output::spawn) for a process that declares its message
+    /// type: also returns its typed address.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Output::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{Accepts, Addr, Output};
+    /// fn start<P: Accepts>(out: &mut Output<'_>, child: P) -> Option<Addr<P::Message>> {
+    ///     out.spawn_typed(child, "run", ()).ok().map(|(addr, _done)| addr)
+    /// }
+    /// ```
+    pub fn spawn_typed<P: Accepts>(
+        &mut self,
+        process: P,
+        method: &str,
+        input: impl Any + Send,
+    ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
+        let completion = self.spawn(process, method, input)?;
+        Ok((Addr::from_pid(completion.pid()), completion))
     }
 }

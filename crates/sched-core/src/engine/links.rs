@@ -11,9 +11,11 @@
 use relay::Pid;
 
 use super::shared::Shared;
+use super::stepping::Stepping;
 use crate::contract::down::ExitReason;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
+use crate::contract::step_engine::StepLinks;
 use crate::record::links;
 use crate::record::relations::Related;
 use crate::record::state::TERMINATE;
@@ -147,8 +149,7 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn link(&mut self, pid: Pid) {
-        let shared = self.engine.context().shared();
-        shared.link(self.timers.record, pid);
+        self.engine.link(pid);
     }
 
     /// Removes the link with `pid` (both ways). No exit signal from that
@@ -161,9 +162,7 @@ impl Output<'_> {
     /// fn part(out: &mut sched::Output<'_>, partner: sched::Pid) { out.unlink(partner) }
     /// ```
     pub fn unlink(&mut self, pid: Pid) {
-        // From our own list, not through the process table (see
-        // `record/links.rs`).
-        links::unlink(self.timers.record, pid);
+        self.engine.unlink(pid);
     }
 
     /// Whether exit signals from linked processes arrive as
@@ -174,8 +173,24 @@ impl Output<'_> {
     ///
     /// See [`link`](Output::link).
     pub fn trap_exits(&mut self, trap: bool) {
+        self.engine.trap_exits(trap);
+    }
+}
+
+/// A step's links: the stepped process is one end.
+impl StepLinks for Stepping<'_> {
+    fn link(&self, target: Pid) {
+        self.shared.link(self.record, target);
+    }
+
+    fn unlink(&self, target: Pid) {
+        // From our own list, not through the process table (see
+        // `record/links.rs`).
+        links::unlink(self.record, target);
+    }
+
+    fn trap_exits(&self, trap: bool) {
         let _ = self
-            .timers
             .record
             .relations
             .with_live(|related| related.trap_exits = trap);

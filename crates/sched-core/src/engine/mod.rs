@@ -26,6 +26,7 @@ mod routing;
 pub(crate) mod shared;
 pub(crate) mod shutdown;
 pub(crate) mod stats;
+pub(crate) mod stepping;
 mod timers;
 
 pub use ask::Reply;

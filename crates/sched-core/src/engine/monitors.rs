@@ -9,10 +9,13 @@ use std::time::{Duration, Instant};
 use relay::Pid;
 
 use super::shared::Shared;
+use super::stepping::Stepping;
 use super::Context;
 use crate::contract::down::{Down, ExitReason, MonitorId};
 use crate::contract::error::TerminateError;
 use crate::contract::event::Event;
+use crate::contract::output::Output;
+use crate::contract::step_engine::StepMonitors;
 use crate::record::relations::{DownSlot, Watch, Watcher};
 use crate::record::Record;
 use crate::sync::Arc;
@@ -342,5 +345,99 @@ mod tests {
             .collect();
         let unique: std::collections::HashSet<_> = ids.iter().collect();
         assert_eq!(unique.len(), ids.len());
+    }
+}
+
+impl Output<'_> {
+    /// Watches `pid`: this process receives one
+    /// [`Event::Down`](crate::Event::Down) when it ends, with how it ended
+    /// (at once if it has ended already or never existed). Monitors stack:
+    /// two calls give two notifications.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{BoxError, Down, Event, Events, ExitReason, Output, Process, Scheduler};
+    ///
+    /// struct Child;
+    /// impl Process for Child {
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         Err("crashed".into())
+    ///     }
+    /// }
+    ///
+    /// /// Starts a child and reports how it ended.
+    /// struct Parent { started: bool }
+    /// impl Process for Parent {
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         if !self.started {
+    ///             self.started = true;
+    ///             let child = out.spawn(Child, "run", ())?;
+    ///             out.monitor(child.pid());
+    ///         }
+    ///         for event in events {
+    ///             if let Event::Down(Down { reason, .. }) = event {
+    ///                 out.done(Box::new(reason));
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(2).build();
+    /// scheduler.start();
+    /// let reason = scheduler.spawn(Parent { started: false }, "run", ())?.wait()?;
+    /// assert_eq!(reason.downcast_ref::<ExitReason>(), Some(&ExitReason::Error));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn monitor(&mut self, pid: Pid) -> MonitorId {
+        // A down delivered at once (no such process) waits in the queue
+        // until the next step, which finds the monitor listed.
+        let monitor = self.engine.monitor(pid);
+        self.with_extras(|x| x.monitoring.push(monitor));
+        monitor
+    }
+
+    /// Removes a monitor this process set. Returns `true` if its down had
+    /// not reached this process: it then never does, even if the target
+    /// has ended meanwhile and the down is on its way or further on among
+    /// this step's events. `false` if the down was handed to a step before
+    /// (or the monitor was removed before).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::{MonitorId, Output};
+    /// fn forget(out: &mut Output<'_>, monitor: MonitorId) -> bool {
+    ///     out.demonitor(monitor)
+    /// }
+    /// ```
+    pub fn demonitor(&mut self, monitor: MonitorId) -> bool {
+        let listed = self.with_existing(|x| {
+            let at = x.monitoring.iter().position(|m| *m == monitor)?;
+            x.monitoring.swap_remove(at);
+            crate::contract::pending::give_back_spare(&mut x.monitoring);
+            Some(())
+        });
+        if listed.flatten().is_none() {
+            return false;
+        }
+        // Unlisted, its down is never handed to a step, even if the target
+        // has ended and the down is on its way: whatever the target's side
+        // says, it has not fired for this process.
+        self.engine.demonitor(monitor);
+        true
+    }
+}
+
+/// A step's monitors: the stepped process is the watcher.
+impl StepMonitors for Stepping<'_> {
+    fn monitor(&self, target: Pid) -> MonitorId {
+        self.shared
+            .add_monitor(target, Watcher::Process(Arc::clone(self.record)))
+    }
+
+    fn demonitor(&self, monitor: MonitorId) {
+        let _ = self.shared.remove_monitor(monitor);
     }
 }

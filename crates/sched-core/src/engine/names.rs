@@ -7,8 +7,11 @@ use std::sync::Arc as StdArc;
 use crossbeam_utils::CachePadded;
 use relay::{Package, Pid, SendError};
 
+use super::stepping::Stepping;
 use super::Context;
 use crate::contract::down::NameError;
+use crate::contract::output::Output;
+use crate::contract::step_engine::StepNames;
 use crate::record::state::{state_of, COMPLETE};
 use crate::record::Record;
 use crate::sync::{Arc, Mutex};
@@ -181,5 +184,32 @@ impl Context {
                 payload,
             ))),
         }
+    }
+}
+
+impl Output<'_> {
+    /// Gives this process the name `name` until it ends (see
+    /// [`Context::register_name`](crate::Context::register_name)).
+    ///
+    /// # Errors
+    ///
+    /// [`NameError::Taken`] if another live process holds the name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::Output;
+    /// fn become_the_registry(out: &mut Output<'_>) -> Result<(), sched::NameError> {
+    ///     out.register_name("registry")
+    /// }
+    /// ```
+    pub fn register_name(&mut self, name: &str) -> Result<(), NameError> {
+        self.engine.register_name(name)
+    }
+}
+
+impl StepNames for Stepping<'_> {
+    fn register_name(&self, name: &str) -> Result<(), NameError> {
+        Context::of(self.shared).register_name(name, self.record.pid)
     }
 }

@@ -2,16 +2,11 @@
 //! runnable process reaches a run queue.
 
 use crossbeam_utils::CachePadded;
-use relay::{Package, Payload, Pid, SendError};
 
 use super::hooks::Hooks;
 use super::live::Live;
 use super::stats::WorkerCounters;
-use crate::contract::error::SubmitError;
-use crate::contract::process::Process;
-use crate::contract::step_engine::StepEngine;
 use crate::engine::commands::handler::Handlers;
-use crate::record::completion::Completion;
 use crate::record::state::Wake;
 use crate::record::Record;
 use crate::runqueue::local;
@@ -202,38 +197,5 @@ impl Shared {
         {
             Arc::new(self)
         }
-    }
-}
-
-impl StepEngine for Shared {
-    fn send(&self, package: Package) -> Result<(), SendError> {
-        Shared::send(self, package)
-    }
-
-    fn submit(
-        &self,
-        pid: Pid,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payload,
-    ) -> Result<Completion, SubmitError> {
-        Shared::submit(self, pid, process, method, input)
-    }
-
-    fn spawn(
-        &self,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payload,
-    ) -> Result<Completion, SubmitError> {
-        Shared::spawn(self, process, method, input)
-    }
-
-    fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
-        Shared::allocate_pid(self)
-    }
-
-    fn context(&self) -> &super::Context {
-        super::Context::of(self)
     }
 }

@@ -7,12 +7,12 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::contract::command::Command;
 use crate::engine::commands::completer::Completer;
+use crate::engine::stepping::Stepping;
 
 use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::output::{Events, Output, Status, Yield};
 use crate::contract::pending::{drop_unwanted, StepLists};
-use crate::contract::timers::StepOwned;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::bump;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
@@ -94,12 +94,11 @@ impl Worker<'_> {
             timers: &self.shared.timers,
             pid: record.pid,
         };
-        let timers = StepOwned {
-            record,
+        let stepping = Stepping {
             shared: &self.shared,
-            lists: &lists,
+            record,
         };
-        let mut output = Output::new(&mut self.yields, &*self.shared, record.pid, timers);
+        let mut output = Output::new(&mut self.yields, &stepping, record.pid, &lists);
         let mut events = Events::new(self.events.drain(..), Some(&lists));
         // Only the user's step counts as "in a step" for shutdown's report:
         // a worker ending a process (its `close`, its outcome) is not stuck.
