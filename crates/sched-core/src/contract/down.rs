@@ -7,8 +7,6 @@ use std::sync::Arc;
 
 use relay::Pid;
 
-use crate::contract::outcome::{ExitError, Outcome};
-
 /// How a process ended, as its monitors see it (the full outcome, with the
 /// result or the error, goes to its [`Completion`](crate::Completion)).
 ///
@@ -47,17 +45,6 @@ impl ExitReason {
     /// See [`ExitReason`].
     pub fn is_normal(self) -> bool {
         self == ExitReason::Normal
-    }
-
-    pub(crate) fn of(outcome: &Outcome) -> ExitReason {
-        match outcome {
-            Ok(_) => ExitReason::Normal,
-            Err(ExitError::Terminated) => ExitReason::Terminated,
-            Err(ExitError::Cancelled) => ExitReason::Cancelled,
-            Err(ExitError::Panicked { .. }) => ExitReason::Panicked,
-            Err(ExitError::Linked { .. }) => ExitReason::Linked,
-            Err(_) => ExitReason::Error,
-        }
     }
 }
 

@@ -5,7 +5,8 @@ use std::fmt;
 
 use relay::Pid;
 
-use crate::contract::event::BoxError;
+/// A boxed error that can cross threads.
+pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 
 /// Why a submission failed. Nothing was scheduled or registered.
 ///
@@ -41,7 +42,7 @@ pub enum SubmitError {
         /// The PID it was submitted under.
         pid: Pid,
         /// What the hook reported.
-        error: crate::contract::event::BoxError,
+        error: BoxError,
     },
     /// A spawn found no free PID: the node's ids are exhausted.
     PidsExhausted {
@@ -177,6 +178,55 @@ impl Error for InitError {
         match self {
             InitError::Failed(e) => Some(&**e),
             _ => None,
+        }
+    }
+}
+
+/// Why an upgrade ended the process (inside
+/// [`ExitError::Upgrade`](crate::ExitError::Upgrade)). The old process had
+/// been closed; the new one was never initialised, or its `init` failed, so
+/// its `close` is not called.
+///
+/// # Examples
+///
+/// ```
+/// use sched::{ExitError, InitError, UpgradeError};
+///
+/// let e = ExitError::Upgrade(UpgradeError::Init(InitError::unknown_method("v3")));
+/// assert_eq!(e.to_string(), "the upgrade failed: init of the new process failed: unknown entry method `v3`");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum UpgradeError {
+    /// The new process's `init` returned this error, or panicked
+    /// ([`InitError::Panicked`]).
+    Init(InitError),
+    /// The upgrading step also yielded commands. They were not dispatched:
+    /// their completions would have reached a process that never asked for
+    /// them.
+    Yielded {
+        /// How many commands the step yielded.
+        count: usize,
+    },
+}
+
+impl fmt::Display for UpgradeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpgradeError::Init(e) => write!(f, "init of the new process failed: {e}"),
+            UpgradeError::Yielded { count } => write!(
+                f,
+                "the upgrading step also yielded {count} command(s), which an upgrade does not allow"
+            ),
+        }
+    }
+}
+
+impl Error for UpgradeError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            UpgradeError::Init(e) => Some(e),
+            UpgradeError::Yielded { .. } => None,
         }
     }
 }

@@ -7,11 +7,9 @@ use relay::{Package, Payload};
 
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::down::{Down, ExitReason};
+use crate::contract::error::BoxError;
 use crate::contract::reply::{AskError, AskId, Request};
 use crate::contract::timer_id::TimerId;
-
-/// A boxed error that can cross threads.
-pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 
 /// One event delivered to a process's `step`.
 ///

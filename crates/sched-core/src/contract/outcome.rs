@@ -5,8 +5,8 @@ use std::fmt;
 
 use relay::Payload;
 
-use crate::contract::event::BoxError;
-use crate::contract::upgrade::UpgradeError;
+use crate::contract::down::ExitReason;
+use crate::contract::error::{BoxError, UpgradeError};
 
 /// How a process ended: its done value, or why it did not finish.
 pub type Outcome = Result<Payload, ExitError>;
@@ -40,7 +40,7 @@ pub enum ExitError {
         /// The linked process that ended.
         pid: relay::Pid,
         /// How it ended.
-        reason: crate::contract::down::ExitReason,
+        reason: ExitReason,
     },
     /// A step asked for an upgrade ([`Output::upgrade`](crate::Output::upgrade))
     /// that could not be carried out: the old process was closed and the
@@ -76,6 +76,20 @@ impl Error for ExitError {
             ExitError::Step(e) => Some(&**e),
             ExitError::Upgrade(e) => Some(e),
             _ => None,
+        }
+    }
+}
+
+impl ExitReason {
+    /// How `outcome` is told to monitors and linked processes.
+    pub(crate) fn of(outcome: &Outcome) -> ExitReason {
+        match outcome {
+            Ok(_) => ExitReason::Normal,
+            Err(ExitError::Terminated) => ExitReason::Terminated,
+            Err(ExitError::Cancelled) => ExitReason::Cancelled,
+            Err(ExitError::Panicked { .. }) => ExitReason::Panicked,
+            Err(ExitError::Linked { .. }) => ExitReason::Linked,
+            Err(_) => ExitReason::Error,
         }
     }
 }

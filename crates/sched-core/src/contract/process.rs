@@ -2,8 +2,8 @@
 
 use relay::{Payload, Pid};
 
+use crate::contract::error::BoxError;
 use crate::contract::error::InitError;
-use crate::contract::event::BoxError;
 use crate::contract::output::{Events, Output};
 
 /// A step-driven process: a state machine the scheduler advances.

@@ -7,12 +7,10 @@
 //! [`Output::upgrade`] and in `docs/reference/process-contract.md`.
 
 use std::any::Any;
-use std::error::Error;
 use std::fmt;
 
 use relay::Payload;
 
-use crate::contract::error::InitError;
 use crate::contract::output::{Output, Status};
 use crate::contract::process::Process;
 
@@ -52,7 +50,7 @@ impl Output<'_> {
     /// - this step also yielded commands: they are not dispatched (counted
     ///   in `WorkerStats::discarded_yields`) and the outcome is
     ///   [`ExitError::Upgrade`](crate::ExitError::Upgrade) with
-    ///   [`UpgradeError::Yielded`];
+    ///   [`UpgradeError::Yielded`](crate::UpgradeError::Yielded);
     /// - the process was asked to terminate, or the scheduler is shutting
     ///   down: [`ExitError::Terminated`](crate::ExitError::Terminated) or
     ///   [`ExitError::Cancelled`](crate::ExitError::Cancelled), as for a
@@ -61,7 +59,7 @@ impl Output<'_> {
     ///   [`ExitError::Panicked`](crate::ExitError::Panicked).
     ///
     /// If the new `init` fails or panics, the process ends with
-    /// [`UpgradeError::Init`] (the old process was closed; the new one is
+    /// [`UpgradeError::Init`](crate::UpgradeError::Init) (the old process was closed; the new one is
     /// not). Like [`continue_`](Output::continue_), [`idle`](Output::idle)
     /// and [`done`](Output::done), the last of these calls in a step wins:
     /// an upgrade followed by `done` finishes the process, and the unused
@@ -121,54 +119,5 @@ impl Output<'_> {
             method: method.to_owned(),
             input,
         }));
-    }
-}
-
-/// Why an upgrade ended the process (inside
-/// [`ExitError::Upgrade`](crate::ExitError::Upgrade)). The old process had
-/// been closed; the new one was never initialised, or its `init` failed, so
-/// its `close` is not called.
-///
-/// # Examples
-///
-/// ```
-/// use sched::{ExitError, InitError, UpgradeError};
-///
-/// let e = ExitError::Upgrade(UpgradeError::Init(InitError::unknown_method("v3")));
-/// assert_eq!(e.to_string(), "the upgrade failed: init of the new process failed: unknown entry method `v3`");
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum UpgradeError {
-    /// The new process's `init` returned this error, or panicked
-    /// ([`InitError::Panicked`]).
-    Init(InitError),
-    /// The upgrading step also yielded commands. They were not dispatched:
-    /// their completions would have reached a process that never asked for
-    /// them.
-    Yielded {
-        /// How many commands the step yielded.
-        count: usize,
-    },
-}
-
-impl fmt::Display for UpgradeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpgradeError::Init(e) => write!(f, "init of the new process failed: {e}"),
-            UpgradeError::Yielded { count } => write!(
-                f,
-                "the upgrading step also yielded {count} command(s), which an upgrade does not allow"
-            ),
-        }
-    }
-}
-
-impl Error for UpgradeError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            UpgradeError::Init(e) => Some(e),
-            UpgradeError::Yielded { .. } => None,
-        }
     }
 }

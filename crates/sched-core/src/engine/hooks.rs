@@ -6,7 +6,8 @@ use std::sync::Arc as StdArc;
 
 use relay::Pid;
 
-use crate::contract::event::{BoxError, Event};
+use crate::contract::error::BoxError;
+use crate::contract::event::Event;
 use crate::contract::outcome::Outcome;
 use crate::engine::Context;
 use crate::panic_guard::{drop_payload, panic_message};

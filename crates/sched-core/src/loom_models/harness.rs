@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering::SeqCst;
 use relay::{Package, Payload, Pid};
 
 use crate::contract::command::Tag;
+use crate::contract::error::BoxError;
 use crate::contract::error::InitError;
-use crate::contract::event::{BoxError, Event};
+use crate::contract::event::Event;
 use crate::contract::output::{Events, Output};
 use crate::contract::process::{InitContext, Process};
 use crate::record::state::{state_of, AfterStep, Wake, COMPLETE, READY, RUNNING, TERMINATE};

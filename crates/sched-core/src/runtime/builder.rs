@@ -225,7 +225,7 @@ impl Builder {
     /// ```
     pub fn on_start(
         mut self,
-        hook: impl Fn(&Context, Pid) -> Result<(), crate::contract::event::BoxError>
+        hook: impl Fn(&Context, Pid) -> Result<(), crate::contract::error::BoxError>
             + Send
             + Sync
             + 'static,

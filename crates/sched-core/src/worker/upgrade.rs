@@ -11,9 +11,10 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::contract::error::InitError;
+use crate::contract::error::UpgradeError;
 use crate::contract::outcome::ExitError;
 use crate::contract::process::InitContext;
-use crate::contract::upgrade::{Upgrade, UpgradeError};
+use crate::contract::upgrade::Upgrade;
 use crate::engine::stats::bump;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{KILL, READY};

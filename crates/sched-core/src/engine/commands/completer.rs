@@ -6,7 +6,8 @@ use std::fmt;
 use relay::{Payload, Pid};
 
 use crate::contract::command::Tag;
-use crate::contract::event::{BoxError, CommandError, Event};
+use crate::contract::error::BoxError;
+use crate::contract::event::{CommandError, Event};
 use crate::engine::commands::abandoned::{ended_or_killed, Abandoned};
 use crate::engine::shared::Shared;
 use crate::record::Record;
