@@ -17,8 +17,8 @@
 //! first and every 13 at its FIFO queue first, so nothing runnable waits
 //! forever. Idle workers spin, then yield, then park; new work wakes one
 //! parked worker. Each process's state and wakeup flag live in one atomic
-//! word; `src/PROTOCOL.md` states the invariants and why no event and no
-//! wakeup is lost.
+//! word; `src/record/PROTOCOL.md` states the invariants and why no event
+//! and no wakeup is lost.
 //!
 //! This crate is the engine without API sugar; the `sched` crate is the
 //! facade users depend on.

@@ -31,7 +31,7 @@ use state::{StateWord, Wake};
 /// The `body` is only touched by whoever owns the process: the submitting
 /// thread before it is first queued, then the worker that moved the state
 /// word from `READY` to `RUNNING`, until it moves it on. That exclusivity
-/// is what the state machine guarantees (see `PROTOCOL.md`).
+/// is what the state machine guarantees (see `record/PROTOCOL.md`).
 pub(crate) struct Record {
     pub(crate) pid: Pid,
     pub(crate) state: StateWord,

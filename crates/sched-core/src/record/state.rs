@@ -1,6 +1,6 @@
 //! The process state word: state and wakeup flag in one atomic.
 //!
-//! See `src/PROTOCOL.md` for the state machine, its invariants and why no
+//! See `record/PROTOCOL.md` for the state machine, its invariants and why no
 //! event and no wakeup is lost.
 
 use std::fmt;

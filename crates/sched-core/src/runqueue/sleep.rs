@@ -1,7 +1,7 @@
 //! Parking idle workers and waking them one at a time.
 //!
 //! The protocol and the argument that no wakeup is lost are in
-//! `src/PROTOCOL.md` (section "Parking").
+//! `runqueue/PROTOCOL.md`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};

@@ -11,7 +11,7 @@
 //! A record is at least 4-aligned, so the two low bits of a pointer are
 //! zero and the tags cannot be mistaken for one.
 //!
-//! Who writes the word, and how (see `PROTOCOL.md`, section 4):
+//! Who writes the word, and how (see `table/PROTOCOL.md`):
 //! - the holder of a free id: `EMPTY -> RESERVED` (a store: nobody else
 //!   writes an empty word);
 //! - a registration: `RESERVED(g) -> OCCUPIED` (CAS: of two submitters of
