@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sched::{BoxError, Completion, Event, Events, Output, Pid, Process, Scheduler, Tag};
+use sched::prelude::*;
 
 const WORKERS: usize = 2;
 const BUSY: usize = 50_000;

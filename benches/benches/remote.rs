@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use relay_nats::async_nats;
 use relay_nats::{Codec, NatsConfig, NatsSchedulerExt};
-use sched::{BoxError, Event, Events, Output, Package, Pid, Process, Scheduler};
+use sched::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[path = "common/filter.rs"]

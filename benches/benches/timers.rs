@@ -33,7 +33,7 @@ use std::task::Poll;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sched::{BoxError, Completion, Event, Events, Output, Pid, Process, Scheduler, Tag, TimerId};
+use sched::prelude::*;
 
 const WORKERS: usize = 2;
 const DELAY: Duration = Duration::from_millis(50);

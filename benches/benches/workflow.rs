@@ -21,7 +21,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use sched::{Accepts, Addr, BoxError, Completion, Event, Events, Output, Process, Scheduler, Tag};
+use sched::message::Addr;
+use sched::prelude::*;
+use sched::process::Accepts;
 
 const WORKERS: usize = 2;
 const WORKFLOWS: usize = 50_000;

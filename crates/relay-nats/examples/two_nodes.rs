@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use relay_nats::{Codec, NatsConfig, NatsSchedulerExt};
-use sched::{BoxError, Event, Events, Output, Package, Pid, Process, Scheduler};
+use sched::prelude::*;
 use serde::{Deserialize, Serialize};
 
 const ROUNDS: u32 = 10;

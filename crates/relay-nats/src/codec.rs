@@ -40,7 +40,7 @@ struct Entry {
 ///
 /// ```
 /// use relay_nats::Codec;
-/// use sched::{Package, Pid};
+/// use sched::prelude::*;
 ///
 /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
 /// struct Ping(u64);
@@ -133,7 +133,7 @@ impl Codec {
     ///
     /// ```
     /// use relay_nats::{Codec, EncodeError};
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// let codec = Codec::new().register::<String>("text").max_message_bytes(64);
     /// let big = Package::new(Pid::new(1, 1), Pid::new(2, 1), "x".repeat(100));

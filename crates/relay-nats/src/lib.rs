@@ -33,7 +33,7 @@
 //!
 //! ```no_run
 //! use relay_nats::{Codec, NatsConfig, NatsSchedulerExt};
-//! use sched::{Pid, Scheduler};
+//! use sched::prelude::*;
 //!
 //! #[derive(serde::Serialize, serde::Deserialize)]
 //! struct Hello(String);

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use relay_nats::LinkError;
-use sched::{Pid, SendErrorKind};
+use sched::message::SendErrorKind;
+use sched::prelude::*;
 use support::*;
 use tally::{stream, total, CountingPlayer, Stream, Tally, TallyRecorder};
 

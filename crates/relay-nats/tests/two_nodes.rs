@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use relay_nats::{EncodeError, NatsConfig, NatsTransport};
-use sched::{Package, Pid, SendErrorKind};
+use sched::message::SendErrorKind;
+use sched::prelude::*;
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(20);

@@ -25,7 +25,8 @@ use crate::{Package, Pid};
 /// # Examples
 ///
 /// ```
-/// use sched::{Addr, Pid};
+/// use sched::prelude::*;
+/// use sched::message::Addr;
 ///
 /// #[derive(Debug, PartialEq)]
 /// enum Count { Add(u64), Reset }
@@ -51,7 +52,8 @@ impl<M> Addr<M> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Addr, Pid};
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
     /// let addr: Addr<String> = Addr::from_pid(Pid::local(3));
     /// assert_eq!(addr.pid(), Pid::local(3));
     /// ```
@@ -67,7 +69,8 @@ impl<M> Addr<M> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Addr, Pid};
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
     /// assert_eq!(Addr::<u8>::from_pid(Pid::local(4)).pid(), Pid::local(4));
     /// ```
     pub const fn pid(&self) -> Pid {
@@ -79,7 +82,8 @@ impl<M> Addr<M> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Addr, Pid};
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
     /// let addr: Addr<u32> = Addr::from_pid(Pid::local(2));
     /// let package = addr.package(Pid::local(1), 5);
     /// assert_eq!(package.payload::<u32>(), Some(&5));

@@ -19,7 +19,8 @@ use crate::Pid;
 /// # Examples
 ///
 /// ```
-/// use sched::{Pid, PidAllocator};
+/// use sched::prelude::*;
+/// use sched::remote::PidAllocator;
 ///
 /// let pids = PidAllocator::new(Pid::LOCAL_NODE);
 /// let a = pids.allocate()?;
@@ -40,7 +41,8 @@ impl PidAllocator {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, PidAllocator};
+    /// use sched::prelude::*;
+    /// use sched::remote::PidAllocator;
     ///
     /// let pids = PidAllocator::new(3);
     /// assert_eq!(pids.allocate(), Ok(Pid::new(3, 1)));
@@ -54,7 +56,8 @@ impl PidAllocator {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, PidAllocator, PidsExhausted};
+    /// use sched::prelude::*;
+    /// use sched::remote::{PidAllocator, PidsExhausted};
     ///
     /// let pids = PidAllocator::starting_at(0, u64::MAX - 1);
     /// assert_eq!(pids.allocate(), Ok(Pid::local(u64::MAX - 1)));
@@ -72,7 +75,7 @@ impl PidAllocator {
     /// # Examples
     ///
     /// ```
-    /// use sched::PidAllocator;
+    /// use sched::remote::PidAllocator;
     ///
     /// assert_eq!(PidAllocator::new(9).node(), 9);
     /// ```
@@ -90,7 +93,7 @@ impl PidAllocator {
     /// # Examples
     ///
     /// ```
-    /// use sched::PidAllocator;
+    /// use sched::remote::PidAllocator;
     /// use std::collections::HashSet;
     /// use std::sync::Arc;
     ///
@@ -129,7 +132,7 @@ impl PidAllocator {
 /// # Examples
 ///
 /// ```
-/// use sched::{PidAllocator, PidsExhausted};
+/// use sched::remote::{PidAllocator, PidsExhausted};
 ///
 /// let pids = PidAllocator::starting_at(1, u64::MAX);
 /// let err = pids.allocate().unwrap_err();

@@ -33,7 +33,7 @@ pub type Payload = Box<dyn Any + Send>;
 /// # Examples
 ///
 /// ```
-/// use sched::{Package, Pid};
+/// use sched::prelude::*;
 ///
 /// let package = Package::new(Pid::local(1), Pid::local(2), String::from("ping"));
 /// assert_eq!(package.source(), Pid::local(1));
@@ -118,7 +118,7 @@ impl Body {
 /// # Examples
 ///
 /// ```
-/// use sched::into_payload;
+/// use sched::message::into_payload;
 /// let p = into_payload(5u32);
 /// assert_eq!(p.downcast_ref::<u32>(), Some(&5));
 /// let again = into_payload(p);
@@ -146,7 +146,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Payload, Pid};
+    /// use sched::prelude::*;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), 7_u32);
     /// assert_eq!(package.payload::<u32>(), Some(&7));
@@ -167,7 +167,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Payload, Pid};
+    /// use sched::prelude::*;
     ///
     /// let payload: Payload = Box::new([1_u8, 2, 3]);
     /// let package = Package::from_payload(Pid::local(1), Pid::local(2), payload);
@@ -185,7 +185,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// assert_eq!(Package::new(Pid::local(1), Pid::local(2), ()).source(), Pid::local(1));
     /// ```
@@ -198,7 +198,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// assert_eq!(Package::new(Pid::local(1), Pid::local(2), ()).target(), Pid::local(2));
     /// ```
@@ -212,7 +212,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), ()).with_target(Pid::local(3));
     /// assert_eq!(package.target(), Pid::local(3));
@@ -229,7 +229,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), 1.5_f64);
     /// assert!(package.is::<f64>());
@@ -244,7 +244,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), vec![1, 2]);
     /// assert_eq!(package.payload::<Vec<i32>>(), Some(&vec![1, 2]));
@@ -262,7 +262,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// let mut package = Package::new(Pid::local(1), Pid::local(2), 1_u64);
     /// if let Some(hops) = package.payload_mut::<u64>() {
@@ -287,7 +287,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), 5_i32);
     /// let package = package.downcast::<String>().unwrap_err();
@@ -314,7 +314,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// let payload = Package::new(Pid::local(1), Pid::local(2), 'x').into_payload();
     /// assert_eq!(payload.downcast_ref::<char>(), Some(&'x'));
@@ -329,7 +329,7 @@ impl Package {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid};
+    /// use sched::prelude::*;
     ///
     /// let (source, target, payload) = Package::new(Pid::local(1), Pid::local(2), 3_u8).into_parts();
     /// assert_eq!((source, target), (Pid::local(1), Pid::local(2)));

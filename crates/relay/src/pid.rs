@@ -58,7 +58,8 @@ impl Pid {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, PidAllocator};
+    /// use sched::prelude::*;
+    /// use sched::remote::PidAllocator;
     ///
     /// assert_ne!(PidAllocator::new(Pid::LOCAL_NODE).allocate().unwrap(), Pid::OUTSIDE);
     /// ```
@@ -218,7 +219,9 @@ fn parse_decimal(text: &str, max: u64) -> Result<u64, NumberError> {
 /// # Examples
 ///
 /// ```
-/// use sched::{NumberError, ParsePidError, Pid};
+/// use sched::prelude::*;
+/// use sched::message::ParsePidError;
+/// use sched::remote::NumberError;
 ///
 /// assert_eq!("".parse::<Pid>(), Err(ParsePidError::Empty));
 /// assert_eq!("0.1".parse::<Pid>(), Err(ParsePidError::MissingOpeningBracket));
@@ -291,7 +294,9 @@ impl Error for ParsePidError {
 /// # Examples
 ///
 /// ```
-/// use sched::{NumberError, ParsePidError, Pid};
+/// use sched::prelude::*;
+/// use sched::message::ParsePidError;
+/// use sched::remote::NumberError;
 ///
 /// let err = "<4294967296.0>".parse::<Pid>().unwrap_err();
 /// assert_eq!(err, ParsePidError::InvalidNode(NumberError::Overflow));

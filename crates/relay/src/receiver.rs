@@ -21,7 +21,8 @@ use std::sync::Arc;
 /// # Examples
 ///
 /// ```
-/// use sched::{Package, Pid, Receiver, SendError, SendErrorKind};
+/// use sched::prelude::*;
+/// use sched::message::{Receiver, SendError, SendErrorKind};
 /// use std::sync::Mutex;
 ///
 /// /// A mailbox holding at most two packages.
@@ -60,7 +61,8 @@ pub trait Receiver {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, Receiver, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{Receiver, SendError, SendErrorKind};
     ///
     /// /// A receiver that refuses everything, as a finished process would.
     /// struct Finished;

@@ -10,7 +10,8 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use sched::{Pid, Router};
+/// use sched::prelude::*;
+/// use sched::message::Router;
 ///
 /// let router = Router::new();
 /// router.register(Pid::local(5), 1).unwrap();
@@ -33,7 +34,8 @@ impl<R> RegisterError<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(5), ()).unwrap();
@@ -48,7 +50,8 @@ impl<R> RegisterError<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(5), "old").unwrap();
@@ -63,7 +66,8 @@ impl<R> RegisterError<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(5), vec![1]).unwrap();

@@ -29,7 +29,10 @@ use std::sync::Arc;
 /// A loopback "transport" joining two engines in one process:
 ///
 /// ```
-/// use sched::{Engine, Package, Pid, Receiver, RemoteTransport, SendError};
+/// use sched::prelude::*;
+/// use sched::engine::Engine;
+/// use sched::message::{Receiver, SendError};
+/// use sched::remote::RemoteTransport;
 /// use std::sync::{Arc, Mutex};
 ///
 /// /// Hands packages to whichever engine attached as their target's node.

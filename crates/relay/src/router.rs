@@ -39,7 +39,8 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use sched::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+/// use sched::prelude::*;
+/// use sched::message::{Receiver, Router, SendError, SendErrorKind};
 /// use std::sync::{mpsc, Arc, Mutex};
 ///
 /// /// A process's mailbox: a channel sender.
@@ -82,7 +83,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::Router;
+    /// use sched::message::Router;
     ///
     /// let router: Router<u32> = Router::new();
     /// assert!(router.is_empty());
@@ -97,7 +98,7 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::Router;
+    /// use sched::message::Router;
     ///
     /// let router: Router<u32> = Router::with_capacity(100_000);
     /// assert_eq!(router.len(), 0);
@@ -120,7 +121,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// assert!(router.register(Pid::local(1), "first").is_ok());
@@ -141,7 +143,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(1), 'a').unwrap();
@@ -157,7 +160,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(1), ()).unwrap();
@@ -174,7 +178,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     /// use std::sync::Arc;
     ///
     /// let router = Router::new();
@@ -198,7 +203,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(1), String::from("mailbox")).unwrap();
@@ -224,7 +230,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{Receiver, Router, SendError, SendErrorKind};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// use std::sync::Arc;
     ///
@@ -264,7 +271,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(1), ()).unwrap();
@@ -280,7 +288,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// assert!(router.is_empty());
@@ -299,7 +308,8 @@ impl<R> Router<R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Router};
+    /// use sched::prelude::*;
+    /// use sched::message::Router;
     ///
     /// let router = Router::new();
     /// router.register(Pid::local(2), ()).unwrap();
@@ -333,7 +343,8 @@ impl<R> fmt::Debug for Router<R> {
 /// # Examples
 ///
 /// ```
-/// use sched::{Package, Pid, Receiver, Router, SendError, SendErrorKind};
+/// use sched::prelude::*;
+/// use sched::message::{Receiver, Router, SendError, SendErrorKind};
 /// use std::sync::Arc;
 ///
 /// struct Refuse;

@@ -10,7 +10,7 @@ use std::sync::{Mutex, PoisonError};
 /// # Examples
 ///
 /// ```
-/// use sched::SendErrorKind;
+/// use sched::message::SendErrorKind;
 ///
 /// assert_eq!(SendErrorKind::UnknownTarget.to_string(), "unknown target");
 /// ```
@@ -58,7 +58,8 @@ impl fmt::Display for SendErrorKind {
 /// # Examples
 ///
 /// ```
-/// use sched::{Package, Pid, Router, SendErrorKind};
+/// use sched::prelude::*;
+/// use sched::message::{Router, SendErrorKind};
 /// use std::sync::Arc;
 ///
 /// struct Sink;
@@ -99,7 +100,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::new(SendErrorKind::Full, Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.kind(), SendErrorKind::Full);
@@ -121,7 +123,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let package = Package::new(Pid::local(1), Pid::new(2, 7), 5_u8);
     /// let err = SendError::new(SendErrorKind::Unencodable, package).with_cause("u8 is not registered");
@@ -140,7 +143,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError};
+    /// use sched::prelude::*;
+    /// use sched::message::SendError;
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert!(err.cause().is_none());
@@ -154,7 +158,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::unknown_target(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
@@ -168,7 +173,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.kind(), SendErrorKind::Closed);
@@ -182,7 +188,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.kind(), SendErrorKind::Full);
@@ -196,7 +203,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert!(matches!(err.kind(), SendErrorKind::Closed));
@@ -210,7 +218,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError};
+    /// use sched::prelude::*;
+    /// use sched::message::SendError;
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.target(), Pid::local(2));
@@ -224,7 +233,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError};
+    /// use sched::prelude::*;
+    /// use sched::message::SendError;
     ///
     /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.source(), Pid::local(1));
@@ -240,7 +250,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError};
+    /// use sched::prelude::*;
+    /// use sched::message::SendError;
     ///
     /// let mut err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), 8_u8));
     /// assert_eq!(err.package_mut().payload::<u8>(), Some(&8));
@@ -256,7 +267,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError};
+    /// use sched::prelude::*;
+    /// use sched::message::SendError;
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), 8_u8));
     /// assert_eq!(err.into_package().downcast::<u8>().ok(), Some(8));
@@ -272,7 +284,8 @@ impl SendError {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendError, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), ()));
     /// let (kind, package) = err.into_parts();

@@ -28,7 +28,7 @@
 //! A process that yields a command and finishes with its result:
 //!
 //! ```
-//! use sched::{Payload, Pid};
+//! use sched::prelude::*;
 //! use sched::*;
 //! use std::time::Duration;
 //!

@@ -5,10 +5,8 @@
 //!
 //! `cargo run -p sched --example supervisor`
 
-use sched::{
-    BoxError, ChildSpec, Event, Events, Output, Process, Restart, Scheduler, Strategy, Supervisor,
-    SupervisorReport, Tag, WhichChildren,
-};
+use sched::prelude::*;
+use sched::supervisor::{SupervisorReport, WhichChildren};
 use std::time::Duration;
 
 /// Does a little work every millisecond and crashes after `lifetime`

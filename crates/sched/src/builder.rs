@@ -14,7 +14,8 @@ use crate::scheduler::Scheduler;
 /// # Examples
 ///
 /// ```
-/// use sched::{CommandId, Scheduler};
+/// use sched::prelude::*;
+/// use sched::command::CommandId;
 ///
 /// let scheduler = Scheduler::builder()
 ///     .workers(2)
@@ -74,7 +75,8 @@ impl SchedulerBuilder {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, SubmitError};
+    /// use sched::prelude::*;
+    /// use sched::process::SubmitError;
     /// # struct Idle;
     /// # impl sched::Process for Idle {
     /// #     fn init(&mut self, _: &sched::InitContext, _: &str, _: sched::Payload) -> Result<(), sched::InitError> { Ok(()) }
@@ -99,7 +101,8 @@ impl SchedulerBuilder {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::SendErrorKind;
     /// # struct Idle;
     /// # impl sched::Process for Idle {
     /// #     fn init(&mut self, _: &sched::InitContext, _: &str, _: sched::Payload) -> Result<(), sched::InitError> { Ok(()) }
@@ -174,7 +177,7 @@ impl SchedulerBuilder {
     /// # Examples
     ///
     /// ```
-    /// use sched::CommandId;
+    /// use sched::command::CommandId;
     /// let s = sched::Scheduler::builder()
     ///     .workers(1)
     ///     .handler(CommandId(1), |cmd, done| {
@@ -199,7 +202,7 @@ impl SchedulerBuilder {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Command, CommandHandler, CommandId, Completer, Rejected};
+    /// use sched::command::{Command, CommandHandler, CommandId, Completer, Rejected};
     ///
     /// struct Echo;
     /// impl CommandHandler for Echo {

@@ -97,22 +97,35 @@ pub mod supervisor;
 
 pub use builder::SchedulerBuilder;
 pub use scheduler::Scheduler;
-pub use supervisor::{
-    ChildReport, ChildSpec, Restart, Strategy, Supervisor, SupervisorBuilder, SupervisorError,
-    SupervisorReport, WhichChildren,
+
+// The root shows what a first program needs (the names of the prelude);
+// every other name lives in its concept's module. The flat names below
+// stay importable from the root so existing code builds, but are hidden
+// from the documentation: write them with their module's path.
+pub use relay::{Package, Payload, Pid};
+pub use sched_core::{
+    BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, InitContext,
+    InitError, Monitor, Output, Process, Tag, TimerId,
 };
+pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 
 pub use deque;
+
+#[doc(hidden)]
 pub use relay::{
-    into_payload, Addr, NumberError, Package, ParsePidError, Payload, Pid, PidAllocator,
-    PidsExhausted, Receiver, RegisterError, RemoteTransport, Router, SendError, SendErrorKind,
+    into_payload, Addr, NumberError, ParsePidError, PidAllocator, PidsExhausted, Receiver,
+    RegisterError, RemoteTransport, Router, SendError, SendErrorKind,
 };
+#[doc(hidden)]
 pub use sched_core::{
-    Abandoned, Accepts, AskError, AskId, BoxError, Command, CommandError, CommandHandler,
-    CommandId, CompleteError, Completer, Completion, Context, Down, Engine, Event, Events,
-    ExitError, ExitReason, InitContext, InitError, Monitor, MonitorId, NameError, Outcome, Output,
-    Process, ProcessInfo, ProcessState, Rejected, Reply, ReplyTo, Request, ShutdownReport, Stats,
-    SubmitError, Tag, TerminateError, TimerId, UpgradeError, WorkerStats, DEFAULT_METHOD,
+    Abandoned, Accepts, AskError, AskId, Command, CommandError, CommandHandler, CommandId,
+    CompleteError, Completer, Engine, MonitorId, NameError, Outcome, ProcessInfo, ProcessState,
+    Rejected, Reply, ReplyTo, Request, ShutdownReport, Stats, SubmitError, TerminateError,
+    UpgradeError, WorkerStats, DEFAULT_METHOD,
+};
+#[doc(hidden)]
+pub use supervisor::{
+    ChildReport, SupervisorBuilder, SupervisorError, SupervisorReport, WhichChildren,
 };
 
 /// The names most programs use, for `use sched::prelude::*;`: the
@@ -226,7 +239,7 @@ pub mod message {
 ///
 /// ```
 /// use sched::timer::TimerId;
-/// use sched::{Output, Tag};
+/// use sched::prelude::*;
 /// use std::time::Duration;
 ///
 /// fn arm(out: &mut Output<'_>) -> TimerId {

@@ -18,7 +18,7 @@ use sched_core::{
 /// # Examples
 ///
 /// ```
-/// use sched::{BoxError, Event, Events, InitContext, InitError, Output, Payload, Pid, Process, Scheduler};
+/// use sched::prelude::*;
 /// use std::time::Duration;
 ///
 /// /// Adds up the numbers it is sent until it gets 0.
@@ -282,7 +282,8 @@ impl Scheduler {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Scheduler, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::SendErrorKind;
     /// let s = Scheduler::builder().workers(1).build();
     /// let err = s.post(Pid::local(2), "hi").unwrap_err();
     /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
@@ -303,7 +304,8 @@ impl Scheduler {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, Scheduler, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::SendErrorKind;
     /// let s = Scheduler::builder().workers(1).build();
     /// let err = s.send_to(Pid::local(1), Pid::local(2), "hi").unwrap_err();
     /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);

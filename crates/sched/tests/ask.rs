@@ -1,7 +1,8 @@
 //! Request-reply: `ask` from outside (a `Reply` handle) and from a step
 //! (`Event::Reply`, with a timeout from the engine's timers).
 
-use sched::{AskError, AskId, BoxError, Event, Events, Output, Pid, Process, ReplyTo, Scheduler};
+use sched::actor::{AskError, AskId, ReplyTo};
+use sched::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Links: linked processes end together unless they trap exits.
 
-use sched::{BoxError, Event, Events, ExitError, ExitReason, Output, Pid, Process, Scheduler, Tag};
+use sched::prelude::*;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);

@@ -1,8 +1,7 @@
 //! Monitors, graceful cancel of one process, and registered names.
 
-use sched::{
-    BoxError, Down, Event, Events, ExitReason, NameError, Output, Pid, Process, Scheduler, Tag,
-};
+use sched::actor::NameError;
+use sched::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,10 +5,8 @@
 //! once when the target ends, in order per sender and target); panicking
 //! `Drop`s and wakers never take a worker down.
 
-use sched::{
-    BoxError, Event, Events, ExitError, MonitorId, Output, Package, Pid, Process, Scheduler, Tag,
-    TimerId,
-};
+use sched::actor::MonitorId;
+use sched::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,11 +1,9 @@
 //! Supervision: restart strategies, restart policies, restart intensity,
 //! shutdown of a supervision tree, and names that follow restarts.
 
-use sched::{
-    BoxError, ChildSpec, Event, Events, ExitError, ExitReason, InitContext, InitError, Outcome,
-    Output, Payload, Pid, Process, Restart, Scheduler, Strategy, Supervisor, SupervisorError,
-    SupervisorReport, WhichChildren,
-};
+use sched::prelude::*;
+use sched::process::Outcome;
+use sched::supervisor::{SupervisorError, SupervisorReport, WhichChildren};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

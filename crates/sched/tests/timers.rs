@@ -1,7 +1,7 @@
 //! Engine-owned timers: wake-ups, delayed sends, cancellation, ownership
 //! by the process, dead letters, shutdown.
 
-use sched::{BoxError, Event, Events, Output, Pid, Process, Scheduler, Tag, TimerId};
+use sched::prelude::*;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -1,10 +1,10 @@
 //! Typed addresses between processes, and the context handle from a step,
 //! a handler and a hook.
 
-use sched::{
-    Accepts, Addr, BoxError, Command, CommandId, Completer, Event, Events, Output, Pid, Process,
-    Rejected, Scheduler, Tag,
-};
+use sched::command::{Command, CommandId, Completer, Rejected};
+use sched::message::Addr;
+use sched::prelude::*;
+use sched::process::Accepts;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;

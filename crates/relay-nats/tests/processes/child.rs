@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use relay_nats::NatsTransport;
-use sched::{Pid, Scheduler};
+use sched::prelude::*;
 
 use crate::peer::{PEER, PREFIX, URL};
 use crate::support::{node_at, Seq};

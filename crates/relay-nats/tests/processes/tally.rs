@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use sched::{BoxError, Event, Events, Output, Package, Pid};
+use sched::prelude::*;
 
 use crate::support::{Ping, Pong, Seq};
 

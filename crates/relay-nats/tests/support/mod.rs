@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use relay_nats::async_nats::ConnectOptions;
 use relay_nats::{Codec, NatsConfig, NatsTransport};
-use sched::{BoxError, Event, Events, Output, Package, Pid, Scheduler};
+use sched::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// A `nats-server` child process, killed on drop.

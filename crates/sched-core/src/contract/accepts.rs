@@ -25,7 +25,8 @@ use crate::contract::process::Process;
 /// # Examples
 ///
 /// ```
-/// use sched::{Accepts, BoxError, Event, Events, Output, Process, Scheduler};
+/// use sched::prelude::*;
+/// use sched::process::Accepts;
 ///
 /// enum Count { Add(u64), Finish }
 ///
@@ -78,7 +79,8 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Addr, Output};
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
     /// fn report(out: &mut Output<'_>, to: Addr<u64>, value: u64) {
     ///     let _ = out.tell(to, value);
     /// }

@@ -9,7 +9,7 @@ use relay::Payload;
 /// # Examples
 ///
 /// ```
-/// use sched::CommandId;
+/// use sched::command::CommandId;
 /// const SLEEP: CommandId = CommandId(1);
 /// assert_eq!(SLEEP.to_string(), "command 1");
 /// ```
@@ -47,7 +47,8 @@ impl fmt::Display for Tag {
 /// # Examples
 ///
 /// ```
-/// use sched::{Command, CommandId, Tag};
+/// use sched::prelude::*;
+/// use sched::command::{Command, CommandId};
 /// let cmd = Command::new(CommandId(1), Tag(9), Box::new(5u32));
 /// assert_eq!(cmd.data::<u32>(), Some(&5));
 /// ```
@@ -67,7 +68,8 @@ impl Command {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Command, CommandId, Tag};
+    /// use sched::prelude::*;
+    /// use sched::command::{Command, CommandId};
     /// let cmd = Command::new(CommandId(2), Tag(0), Box::new("read /etc/hosts"));
     /// assert_eq!(cmd.id, CommandId(2));
     /// ```
@@ -80,7 +82,8 @@ impl Command {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Command, CommandId, Tag};
+    /// use sched::prelude::*;
+    /// use sched::command::{Command, CommandId};
     /// let cmd = Command::new(CommandId(1), Tag(0), Box::new(3u8));
     /// assert_eq!(cmd.data::<u8>(), Some(&3));
     /// assert_eq!(cmd.data::<u16>(), None);

@@ -67,7 +67,8 @@ impl fmt::Display for ExitReason {
 /// # Examples
 ///
 /// ```
-/// use sched::{MonitorId, Output, Pid};
+/// use sched::prelude::*;
+/// use sched::actor::MonitorId;
 /// fn watch(out: &mut Output<'_>, child: Pid) -> MonitorId {
 ///     out.monitor(child)
 /// }
@@ -84,7 +85,8 @@ impl MonitorId {
     /// # Examples
     ///
     /// ```
-    /// use sched::{MonitorId, Pid};
+    /// use sched::prelude::*;
+    /// use sched::actor::MonitorId;
     /// fn watched(m: MonitorId) -> Pid { m.target() }
     /// ```
     pub fn target(&self) -> Pid {
@@ -99,7 +101,7 @@ impl MonitorId {
 /// # Examples
 ///
 /// ```
-/// use sched::{Down, Event, ExitReason};
+/// use sched::prelude::*;
 /// fn crashed(event: &Event) -> bool {
 ///     matches!(event, Event::Down(Down { reason: ExitReason::Panicked, .. }))
 /// }
@@ -120,7 +122,8 @@ pub struct Down {
 /// # Examples
 ///
 /// ```
-/// use sched::{NameError, Pid};
+/// use sched::prelude::*;
+/// use sched::actor::NameError;
 /// let e = NameError::Taken { name: "db".into(), by: Pid::local(4) };
 /// assert_eq!(e.to_string(), "the name \"db\" is taken by <0.4>");
 /// ```

@@ -13,7 +13,7 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// # Examples
 ///
 /// ```
-/// use sched::SubmitError;
+/// use sched::process::SubmitError;
 /// let e = SubmitError::TooManyProcesses { max: 2 };
 /// assert_eq!(e.to_string(), "the scheduler already runs its maximum of 2 live processes");
 /// ```
@@ -88,7 +88,7 @@ impl Error for SubmitError {
 /// # Examples
 ///
 /// ```
-/// use sched::TerminateError;
+/// use sched::process::TerminateError;
 /// let e = TerminateError::NotFound(sched::Pid::local(9));
 /// assert_eq!(e.to_string(), "no live process has PID <0.9>");
 /// ```
@@ -190,7 +190,8 @@ impl Error for InitError {
 /// # Examples
 ///
 /// ```
-/// use sched::{ExitError, InitError, UpgradeError};
+/// use sched::prelude::*;
+/// use sched::process::UpgradeError;
 ///
 /// let e = ExitError::Upgrade(UpgradeError::Init(InitError::unknown_method("v3")));
 /// assert_eq!(e.to_string(), "the upgrade failed: init of the new process failed: unknown entry method `v3`");

@@ -19,7 +19,7 @@ use crate::contract::timer_id::TimerId;
 /// # Examples
 ///
 /// ```
-/// use sched::{Event, Tag};
+/// use sched::prelude::*;
 /// let e = Event::Completion { tag: Tag(1), result: Ok(Box::new(42u32)) };
 /// assert!(matches!(e, Event::Completion { tag: Tag(1), .. }));
 /// ```
@@ -81,7 +81,7 @@ impl Event {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Event, Tag};
+    /// use sched::prelude::*;
     /// assert_eq!(Event::Cancel.tag(), None);
     /// ```
     pub fn tag(&self) -> Option<Tag> {
@@ -133,7 +133,7 @@ impl fmt::Debug for Event {
 /// # Examples
 ///
 /// ```
-/// use sched::{CommandError, CommandId};
+/// use sched::command::{CommandError, CommandId};
 /// let e = CommandError::NoHandler { command: CommandId(999) };
 /// assert_eq!(e.to_string(), "no handler is registered for command 999");
 /// ```

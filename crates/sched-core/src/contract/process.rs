@@ -23,7 +23,7 @@ use crate::contract::output::{Events, Output};
 /// A process that counts its steps and finishes after three:
 ///
 /// ```
-/// use sched::{BoxError, Events, InitContext, InitError, Output, Process};
+/// use sched::prelude::*;
 /// use sched::Payload;
 ///
 /// struct Counter { left: u32 }
@@ -50,7 +50,7 @@ use crate::contract::output::{Events, Output};
 /// fails with [`InitError::UnknownMethod`].
 ///
 /// ```
-/// use sched::{BoxError, Events, Output, Process};
+/// use sched::prelude::*;
 ///
 /// struct Hello;
 ///
@@ -89,7 +89,7 @@ pub trait Process: Send + 'static {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, Events, Output, Process};
+    /// use sched::prelude::*;
     ///
     /// struct Ticker;
     ///

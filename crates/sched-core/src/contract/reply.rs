@@ -14,7 +14,8 @@ use relay::{Package, Payload, Pid};
 /// # Examples
 ///
 /// ```
-/// use sched::{AskId, Event};
+/// use sched::prelude::*;
+/// use sched::actor::AskId;
 /// fn answers(event: &Event, question: AskId) -> bool {
 ///     matches!(event, Event::Reply { id, .. } if *id == question)
 /// }
@@ -27,7 +28,7 @@ pub struct AskId(pub(crate) u64);
 /// # Examples
 ///
 /// ```
-/// use sched::AskError;
+/// use sched::actor::AskError;
 /// assert_eq!(AskError::Timeout.to_string(), "no reply before the timeout");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +63,7 @@ impl Error for AskError {}
 /// # Examples
 ///
 /// ```
-/// use sched::{BoxError, Event, Events, Output, Process};
+/// use sched::prelude::*;
 ///
 /// /// Answers every request with the square of the number asked.
 /// struct Squarer;
@@ -125,7 +126,7 @@ impl Request {
     /// # Examples
     ///
     /// ```
-    /// use sched::{ReplyTo, Request};
+    /// use sched::actor::{ReplyTo, Request};
     /// fn keep_for_later(request: Request, pending: &mut Vec<ReplyTo>) {
     ///     let (_question, reply) = request.into_parts();
     ///     pending.push(reply);
@@ -144,7 +145,7 @@ impl Request {
 /// # Examples
 ///
 /// ```
-/// use sched::{BoxError, Event, Events, Output, Process};
+/// use sched::prelude::*;
 ///
 /// /// Answers every request with the square of the number asked.
 /// struct Squarer;
@@ -188,7 +189,8 @@ impl ReplyTo {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Pid, ReplyTo};
+    /// use sched::prelude::*;
+    /// use sched::actor::ReplyTo;
     /// fn from_outside(reply: &ReplyTo) -> bool { reply.asker() == Pid::OUTSIDE }
     /// ```
     pub fn asker(&self) -> Pid {

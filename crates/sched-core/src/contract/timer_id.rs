@@ -14,7 +14,7 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use sched::{Event, Output, Tag, TimerId};
+/// use sched::prelude::*;
 /// use std::time::Duration;
 ///
 /// fn arm(out: &mut Output<'_>) -> TimerId {

@@ -70,7 +70,7 @@ impl Output<'_> {
     /// A process that hands over to its next version when told to:
     ///
     /// ```
-    /// use sched::{BoxError, Event, Events, Output, Process};
+    /// use sched::prelude::*;
     ///
     /// struct V2 { count: u64 }
     /// impl Process for V2 {
@@ -107,7 +107,7 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Output, Process};
+    /// use sched::prelude::*;
     ///
     /// fn hand_over(out: &mut Output<'_>, next: Box<dyn Process>, state: u64) {
     ///     out.upgrade_boxed(next, "resume", Box::new(state));

@@ -68,7 +68,7 @@ impl ReplySlot {
 /// # Examples
 ///
 /// ```
-/// use sched::{BoxError, Event, Events, Output, Process, Scheduler};
+/// use sched::prelude::*;
 /// use std::time::Duration;
 ///
 /// struct Squarer;
@@ -235,7 +235,8 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{AskId, Output, Pid};
+    /// use sched::prelude::*;
+    /// use sched::actor::AskId;
     /// use std::time::Duration;
     /// fn price_of(out: &mut Output<'_>, pricer: Pid, item: u32) -> Option<AskId> {
     ///     out.ask(pricer, item, Duration::from_millis(100)).ok()

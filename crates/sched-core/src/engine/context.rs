@@ -26,7 +26,7 @@ use crate::record::state::TERMINATE;
 /// # Examples
 ///
 /// ```
-/// use sched::{BoxError, Events, Output, Process, Scheduler};
+/// use sched::prelude::*;
 ///
 /// /// Starts a helper, tells it its job, and reports how busy the scheduler is.
 /// struct Boss;
@@ -99,7 +99,8 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Package, Pid, SendErrorKind};
+    /// use sched::prelude::*;
+    /// use sched::message::SendErrorKind;
     /// let engine = sched::Engine::builder().workers(1).build();
     /// let err = engine.send(Package::new(Pid::OUTSIDE, Pid::local(9), 1u8)).unwrap_err();
     /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
@@ -135,7 +136,8 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Addr, Pid};
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
     /// let engine = sched::Engine::builder().workers(1).build();
     /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
     /// assert!(engine.tell(counter, 5).is_err()); // nobody there
@@ -370,7 +372,9 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Accepts, Addr, Output};
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
+    /// use sched::process::Accepts;
     /// fn start<P: Accepts>(out: &mut Output<'_>, child: P) -> Option<Addr<P::Message>> {
     ///     out.spawn_typed(child, "run", ()).ok().map(|(addr, _done)| addr)
     /// }

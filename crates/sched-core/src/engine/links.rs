@@ -127,7 +127,7 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, Event, Events, ExitReason, Output, Pid, Process};
+    /// use sched::prelude::*;
     ///
     /// /// Works with a partner; if the partner crashes, cleans up and
     /// /// reports it rather than dying with it.

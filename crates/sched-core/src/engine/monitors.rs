@@ -47,7 +47,7 @@ pub(crate) fn next_id() -> u64 {
 /// # Examples
 ///
 /// ```
-/// use sched::{BoxError, Events, ExitReason, Output, Process, Scheduler};
+/// use sched::prelude::*;
 /// use std::time::Duration;
 ///
 /// struct Crashes;
@@ -357,7 +357,7 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, Down, Event, Events, ExitReason, Output, Process, Scheduler};
+    /// use sched::prelude::*;
     ///
     /// struct Child;
     /// impl Process for Child {
@@ -407,7 +407,8 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{MonitorId, Output};
+    /// use sched::prelude::*;
+    /// use sched::actor::MonitorId;
     /// fn forget(out: &mut Output<'_>, monitor: MonitorId) -> bool {
     ///     out.demonitor(monitor)
     /// }

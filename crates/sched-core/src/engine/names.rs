@@ -84,7 +84,8 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, Events, NameError, Output, Process, Scheduler};
+    /// use sched::prelude::*;
+    /// use sched::actor::NameError;
     ///
     /// struct Service;
     /// impl Process for Service {

@@ -230,7 +230,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, Event, Events, Output, Process, Scheduler};
+    /// use sched::prelude::*;
     /// use std::time::Duration;
     ///
     /// /// Stops the whole scheduler when it receives "stop".

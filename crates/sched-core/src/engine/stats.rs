@@ -81,7 +81,7 @@ pub struct WorkerStats {
 /// # Examples
 ///
 /// ```
-/// use sched::Engine;
+/// use sched::engine::Engine;
 /// let engine = Engine::builder().workers(2).build();
 /// let stats = engine.stats();
 /// assert_eq!(stats.workers.len(), 2);

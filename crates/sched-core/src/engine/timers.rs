@@ -214,7 +214,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, Event, Events, Output, Package, Pid, Process, Scheduler};
+    /// use sched::prelude::*;
     /// use std::time::{Duration, Instant};
     ///
     /// struct Waiter;
@@ -270,7 +270,8 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Addr, Pid};
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
     /// use std::time::Duration;
     /// let engine = sched::Engine::builder().workers(1).build();
     /// let nobody: Addr<u8> = Addr::from_pid(Pid::local(9));
@@ -292,7 +293,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, Events, Output, Process, Scheduler};
+    /// use sched::prelude::*;
     /// use std::time::Duration;
     ///
     /// struct Idle;
@@ -336,7 +337,7 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, Event, Events, Output, Process, Scheduler, Tag};
+    /// use sched::prelude::*;
     /// use std::time::{Duration, Instant};
     ///
     /// /// Sleeps 20 ms, then finishes with how long it slept.
@@ -373,7 +374,7 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Output, Tag, TimerId};
+    /// use sched::prelude::*;
     /// use std::time::Instant;
     /// fn at(out: &mut Output<'_>, deadline: Instant) -> TimerId {
     ///     out.set_timer_at(deadline, Tag(7))
@@ -395,7 +396,7 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Output, TimerId};
+    /// use sched::prelude::*;
     /// fn got_the_reply(out: &mut Output<'_>, timeout: TimerId) {
     ///     out.cancel_timer(timeout);
     /// }
@@ -433,7 +434,7 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Output, Package, TimerId};
+    /// use sched::prelude::*;
     /// use std::time::Duration;
     /// fn remind_myself(out: &mut Output<'_>) -> Option<TimerId> {
     ///     let reminder = Package::new(out.pid(), out.pid(), "tick");
@@ -453,7 +454,8 @@ impl Output<'_> {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Addr, Output};
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
     /// use std::time::Duration;
     /// fn retry_later(out: &mut Output<'_>, worker: Addr<u32>, attempt: u32) {
     ///     let backoff = Duration::from_millis(10 << attempt.min(10));

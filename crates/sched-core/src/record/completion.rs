@@ -29,7 +29,7 @@ use crate::sync::Arc;
 /// from async code:
 ///
 /// ```
-/// use sched::{BoxError, Events, InitContext, InitError, Output, Payload, Process, Scheduler};
+/// use sched::prelude::*;
 ///
 /// struct Answer;
 ///
@@ -165,7 +165,7 @@ impl Completion {
 ///
 /// ```
 /// use std::time::Duration;
-/// use sched::{BoxError, Events, ExitError, InitContext, InitError, Output, Payload, Process, Scheduler};
+/// use sched::prelude::*;
 ///
 /// /// Waits for one message, then ends with it.
 /// struct Echo;

@@ -52,7 +52,7 @@ pub(crate) fn name(word: u32) -> &'static str {
 /// # Examples
 ///
 /// ```
-/// use sched::ProcessState;
+/// use sched::process::ProcessState;
 /// assert_eq!(ProcessState::Idle.to_string(), "idle");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -28,7 +28,8 @@ const LOCAL_QUEUE_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
 /// # Examples
 ///
 /// ```
-/// use sched::{Command, CommandId, Completer, Engine, Rejected};
+/// use sched::command::{Command, CommandId, Completer, Rejected};
+/// use sched::engine::Engine;
 ///
 /// let engine = Engine::builder()
 ///     .workers(2)
@@ -154,7 +155,8 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// use sched::{CommandId, Engine};
+    /// use sched::command::CommandId;
+    /// use sched::engine::Engine;
     ///
     /// let engine = Engine::builder()
     ///     .handler(CommandId(7), |cmd, done| {

@@ -26,8 +26,9 @@ use crate::sync::Arc;
 /// # Examples
 ///
 /// ```
-/// use sched::{Payload, Pid};
-/// use sched::{BoxError, Engine, Events, InitContext, InitError, Output, Process};
+/// use sched::prelude::*;
+/// use sched::prelude::*;
+/// use sched::engine::Engine;
 ///
 /// struct Hello;
 /// impl Process for Hello {

@@ -11,7 +11,7 @@ use super::Supervisor;
 /// # Examples
 ///
 /// ```
-/// use sched::{Strategy, Supervisor};
+/// use sched::prelude::*;
 /// let builder = Supervisor::builder().strategy(Strategy::OneForAll);
 /// # let _ = builder;
 /// assert_eq!(Strategy::default(), Strategy::OneForOne);
@@ -41,7 +41,7 @@ pub enum Strategy {
 /// # Examples
 ///
 /// ```
-/// use sched::{BoxError, ChildSpec, Events, Output, Process, Strategy, Supervisor};
+/// use sched::prelude::*;
 /// use std::time::Duration;
 ///
 /// struct Worker;

@@ -14,7 +14,9 @@ use sched_core::BoxError;
 /// # Examples
 ///
 /// ```
-/// use sched::{ExitError, Outcome, SupervisorError};
+/// use sched::prelude::*;
+/// use sched::process::Outcome;
+/// use sched::supervisor::SupervisorError;
 ///
 /// fn gave_up(outcome: &Outcome) -> bool {
 ///     matches!(outcome, Err(ExitError::Step(e))

@@ -12,7 +12,8 @@ use sched_core::ExitReason;
 /// # Examples
 ///
 /// ```
-/// use sched::{Pid, Scheduler, SupervisorReport, WhichChildren};
+/// use sched::prelude::*;
+/// use sched::supervisor::{SupervisorReport, WhichChildren};
 /// use std::time::Duration;
 ///
 /// fn children(scheduler: &Scheduler, supervisor: Pid) -> Option<SupervisorReport> {
@@ -31,7 +32,7 @@ pub struct WhichChildren;
 /// # Examples
 ///
 /// ```
-/// use sched::SupervisorReport;
+/// use sched::supervisor::SupervisorReport;
 /// let report = SupervisorReport::default();
 /// assert_eq!(report.total_restarts(), 0);
 /// assert!(report.child("db").is_none());
@@ -70,7 +71,7 @@ impl SupervisorReport {
 /// # Examples
 ///
 /// ```
-/// use sched::{ChildReport, SupervisorReport};
+/// use sched::supervisor::{ChildReport, SupervisorReport};
 /// fn running(report: &SupervisorReport) -> Vec<&ChildReport> {
 ///     report.children.iter().filter(|c| c.pid.is_some()).collect()
 /// }

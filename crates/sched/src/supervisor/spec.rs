@@ -69,7 +69,7 @@ impl Restart {
 /// # Examples
 ///
 /// ```
-/// use sched::{BoxError, ChildSpec, Events, Output, Process, Restart};
+/// use sched::prelude::*;
 ///
 /// struct Worker { id: u32 }
 /// impl Process for Worker {
@@ -102,7 +102,7 @@ impl ChildSpec {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, ChildSpec, Events, Output, Process};
+    /// use sched::prelude::*;
     ///
     /// struct Cache;
     /// impl Process for Cache {
@@ -127,7 +127,7 @@ impl ChildSpec {
     /// # Examples
     ///
     /// ```
-    /// use sched::{BoxError, ChildSpec, Events, Output, Process};
+    /// use sched::prelude::*;
     ///
     /// struct Fast;
     /// struct Safe;

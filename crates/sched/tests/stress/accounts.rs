@@ -5,7 +5,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::SeqCst;
 
-use sched::{ExitError, ExitReason, Outcome, Scheduler, SendErrorKind};
+use sched::message::SendErrorKind;
+use sched::prelude::*;
+use sched::process::Outcome;
 
 use crate::check::{check_process, Ended};
 use crate::delayed_order::{check_delayed_order, DelayedSent};

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use sched::{Output, Package, SendErrorKind};
+use sched::message::SendErrorKind;
+use sched::prelude::*;
 
 use crate::message::{defuse, Bomb};
 use crate::process::{Msg, Observed, Stress};

@@ -7,7 +7,8 @@
 
 use std::sync::atomic::Ordering::SeqCst;
 
-use sched::{ExitError, InitError, Outcome, UpgradeError};
+use sched::prelude::*;
+use sched::process::{Outcome, UpgradeError};
 
 use crate::process::{Log, Observed, TERMINATE_ACCEPTED};
 use crate::script::{failure_message, panic_message, upgrade_failure_message, Ending, OnCancel};

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
-use sched::{Output, Package, Pid};
+use sched::prelude::*;
 
 use crate::delayed_order::DelayedSent;
 use crate::message::{defuse, Bomb, Marker, Msg};

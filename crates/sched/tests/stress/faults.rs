@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use sched::{
-    BoxError, CommandId, Completer, Event, Events, ExitError, InitContext, InitError, Output,
-    Package, Payload, Pid, Process, Rejected, Scheduler, SubmitError, Tag,
-};
+use sched::command::{CommandId, Completer, Rejected};
+use sched::prelude::*;
+use sched::process::SubmitError;
 
 use crate::rng::Rng;
 

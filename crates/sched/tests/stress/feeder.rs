@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::thread;
 use std::time::Duration;
 
-use sched::{Pid, Scheduler, SendErrorKind};
+use sched::message::SendErrorKind;
+use sched::prelude::*;
 
 use crate::process::Msg;
 use crate::rng::Rng;

@@ -6,10 +6,11 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use sched::{
-    Command, CommandError, CommandHandler, CommandId, CompleteError, Completer, Payload, Rejected,
-    SchedulerBuilder,
+use sched::command::{
+    Command, CommandError, CommandHandler, CommandId, CompleteError, Completer, Rejected,
 };
+use sched::prelude::*;
+use sched::SchedulerBuilder;
 
 use crate::process::Yielded;
 use crate::rng::Rng;

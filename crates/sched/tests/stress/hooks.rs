@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
-use sched::{Event, Scheduler};
+use sched::prelude::*;
 
 use crate::check::summary;
 use crate::handlers::register;

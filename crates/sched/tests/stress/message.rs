@@ -2,7 +2,7 @@
 //! marker an unlink sends, and the bomb some carry, whose `Drop` panics
 //! when the scheduler drops it.
 
-use sched::{Package, Pid};
+use sched::prelude::*;
 
 /// A message between processes, or from the feeder thread.
 #[derive(Debug)]

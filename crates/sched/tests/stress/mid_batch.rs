@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use sched::{Output, Tag};
+use sched::prelude::*;
 
 use crate::message::Msg;
 use crate::peers::still_open;

@@ -2,7 +2,7 @@
 //! and their downs, links and their exits, cancels, asks, requests and
 //! replies) and the counts it reports; `notices.rs` checks them.
 
-use sched::{ExitReason, Pid};
+use sched::prelude::*;
 
 /// A monitor a process set (`serial` is unique within the round).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sched::{ExitReason, Pid};
+use sched::prelude::*;
 
 pub(crate) use crate::notice_records::*;
 use crate::violations::Violations;

@@ -1,6 +1,6 @@
 //! The notice checks pass an accounted round and catch each broken rule.
 
-use sched::{ExitReason, Pid};
+use sched::prelude::*;
 
 use crate::notices::*;
 use crate::violations::Violations;

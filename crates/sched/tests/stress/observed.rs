@@ -6,7 +6,7 @@ use std::sync::atomic::{
 };
 use std::sync::Mutex;
 
-use sched::SendErrorKind;
+use sched::message::SendErrorKind;
 
 use crate::delayed_order::DelayedSent;
 use crate::notices::{

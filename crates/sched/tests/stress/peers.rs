@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sched::{AskError, Event, ExitReason, MonitorId, Output, Payload, Pid, ReplyTo, TimerId};
+use sched::actor::{AskError, MonitorId, ReplyTo};
+use sched::prelude::*;
 
 use crate::notices::{
     Answer, AskRec, CancelRec, DownRec, ExitRec, LateExit, LinkRec, MonitorRec, ReplyRec,

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
-use sched::{BoxError, Event, Events, InitContext, InitError, Output, Payload, Pid, Process, Tag};
+use sched::prelude::*;
 
 pub(crate) use crate::message::Msg;
 pub(crate) use crate::observed::{Log, Observed, TERMINATE_ACCEPTED, TERMINATE_TOO_LATE};

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use sched::{CompleteError, InitError, Outcome, Pid, Scheduler, SubmitError};
+use sched::command::CompleteError;
+use sched::prelude::*;
+use sched::process::{Outcome, SubmitError};
 
 use crate::accounts::{check_all, Records};
 use crate::feeder::feed;

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use sched::{AskId, Completer, Completion, Monitor, MonitorId, Pid};
+use sched::actor::{AskId, MonitorId};
+use sched::command::Completer;
+use sched::prelude::*;
 
 use crate::notices::{DownRec, ExitRec, ReplyRec, RequestRec};
 

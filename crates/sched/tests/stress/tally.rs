@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sched::SendErrorKind;
+use sched::message::SendErrorKind;
 
 use crate::check::Ended;
 use crate::ledger::{CompletionCounts, MessageCounts};

@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sched::{Scheduler, TerminateError};
+use sched::prelude::*;
+use sched::process::TerminateError;
 
 use crate::shared::Shared;
 

@@ -25,7 +25,7 @@ pub(crate) fn ended_or_killed(record: &Record) -> bool {
 /// # Examples
 ///
 /// ```
-/// use sched::{Abandoned, Command, Completer, Rejected};
+/// use sched::command::{Abandoned, Command, Completer, Rejected};
 ///
 /// // Blocking work on a thread of its own, and a tokio task that notes when
 /// // the process goes away. The future is made before `done` moves.

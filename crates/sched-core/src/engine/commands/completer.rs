@@ -33,7 +33,7 @@ use crate::sync::Arc;
 /// # Examples
 ///
 /// ```
-/// use sched::{Command, Completer, Rejected};
+/// use sched::command::{Command, Completer, Rejected};
 ///
 /// fn double(cmd: Command, completer: Completer) -> Result<(), Rejected> {
 ///     match cmd.data::<u64>() {
@@ -72,7 +72,7 @@ impl Completer {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Command, Completer, Rejected};
+    /// use sched::command::{Command, Completer, Rejected};
     ///
     /// // A handler that tells a logger process about every command.
     /// fn logged(cmd: Command, done: Completer) -> Result<(), Rejected> {
@@ -129,7 +129,7 @@ impl Completer {
     /// # Examples
     ///
     /// ```
-    /// use sched::{Command, Completer, Rejected};
+    /// use sched::command::{Command, Completer, Rejected};
     ///
     /// // Work in slices on a thread of its own, giving up once nobody waits.
     /// fn crunch(_: Command, done: Completer) -> Result<(), Rejected> {
@@ -171,7 +171,7 @@ impl Completer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sched::{Command, Completer, Rejected};
+    /// use sched::command::{Command, Completer, Rejected};
     ///
     /// fn fetch(handle: tokio::runtime::Handle) -> impl Fn(Command, Completer) -> Result<(), Rejected> {
     ///     move |_cmd, done| {
@@ -344,7 +344,8 @@ impl fmt::Debug for Rejected {
 /// # Examples
 ///
 /// ```
-/// use sched::{CompleteError, Tag};
+/// use sched::prelude::*;
+/// use sched::command::CompleteError;
 /// let e = CompleteError::Stale { pid: sched::Pid::local(4), tag: Tag(2) };
 /// assert_eq!(e.to_string(), "process <0.4> has ended; its tag 2 cannot be completed");
 /// ```

@@ -20,7 +20,7 @@ use crate::engine::commands::completer::{Completer, Rejected};
 /// # Examples
 ///
 /// ```
-/// use sched::{Command, CommandHandler, Completer, Rejected};
+/// use sched::command::{Command, CommandHandler, Completer, Rejected};
 ///
 /// struct Echo;
 ///
