@@ -193,7 +193,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-process-handed-on-inside-the-body-borrow",
-        file: "crates/sched-core/src/worker/step.rs",
+        file: "crates/sched-core/src/worker/mod.rs",
         original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }\n        if let Some(how) = self.requeue.take() {\n            self.shared.schedule(record, how);\n        }",
         replacement: "        let desired = unsafe {\n            record.with_body(|body| {\n                if let Some(desired) = self.step_owned(&record, body, kill) {\n                    if let AfterStep::Requeue { woken } = record.state.finish_step(desired) {\n                        let how = if woken { Runnable::Woken } else { Runnable::Continued };\n                        self.shared.schedule(record.clone(), how);\n                    }\n                }\n                None::<u32>\n            })\n        };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
         catcher: &SCHED_CORE_STEAL_MODEL,
@@ -221,7 +221,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-unread-events-dropped-after-the-step",
-        file: "crates/sched-core/src/worker/step.rs",
+        file: "crates/sched-core/src/worker/mod.rs",
         original: "                .extend(events.unchecked_rest());",
         replacement: "                .extend(events.unchecked_rest().take(0));",
         catcher: &SCHED_CORE_HOSTILE,
@@ -243,8 +243,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-unlink-through-the-process-table",
         file: "crates/sched-core/src/engine/links.rs",
-        original: "        links::unlink(self.timers.record, pid);",
-        replacement: "        if self.engine.context().shared().processes.get(pid).is_none() {\n            return;\n        }\n        links::unlink(self.timers.record, pid);",
+        original: "        links::unlink(self.record, target);",
+        replacement: "        if self.shared.processes.get(target).is_none() {\n            return;\n        }\n        links::unlink(self.record, target);",
         catcher: &PROMISE_UNLINK_GAP,
     },
     Mutation {

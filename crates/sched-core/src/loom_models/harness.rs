@@ -151,7 +151,7 @@ impl Harness {
         n
     }
 
-    /// `worker/step.rs`'s `after_step`: the step wanted `desired`.
+    /// `worker/mod.rs`'s `after_step`: the step wanted `desired`.
     pub(super) fn finish(&self, desired: u32) {
         // Ownership is handed on by the CAS inside `finish_step`; clear the
         // flag first, as the body is not touched after it.
@@ -166,7 +166,7 @@ impl Harness {
         }
     }
 
-    /// `worker/step.rs`'s `end`: complete, close the queue (dead letters).
+    /// `worker/mod.rs`'s `end`: complete, close the queue (dead letters).
     pub(super) fn end(&self) {
         self.record.state.complete();
         // SAFETY: this thread owns the process (it was RUNNING and its kill

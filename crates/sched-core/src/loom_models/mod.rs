@@ -4,7 +4,7 @@
 //! Run with `cargo xtask loom sched-core`. The models drive the real
 //! [`Record`] (its [`StateWord`] and its `mpsc` event queue) and the real
 //! [`Sleepers`]; the worker side is a [`Harness`] that does what
-//! `worker/step.rs` does around a step (`start_step`, drain, `finish_step`,
+//! `worker/mod.rs` does around a step (`start_step`, drain, `finish_step`,
 //! requeue or end) against a loom `Mutex<VecDeque>` run queue instead of
 //! the work-stealing deques, which keeps every model small enough to
 //! explore exhaustively with two preemptions.

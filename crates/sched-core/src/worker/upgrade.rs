@@ -21,7 +21,7 @@ use crate::record::state::{KILL, READY};
 use crate::record::{Body, Record};
 use crate::sync::Arc;
 
-use super::step::kill_error;
+use super::kill_error;
 use super::Worker;
 
 impl Worker<'_> {
