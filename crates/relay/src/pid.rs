@@ -52,7 +52,7 @@ impl Pid {
     /// ```
     pub const LOCAL_NODE: u32 = 0;
 
-    /// The source of messages sent from outside any process (`<0.0>`). No
+    /// The source of messages sent from outside any process (`<0.0>`, displayed as `<outside>`). No
     /// allocator hands out id 0, so no process ever has this PID.
     ///
     /// # Examples
@@ -133,8 +133,23 @@ impl Pid {
     }
 }
 
+/// `<node.id>`, as Erlang prints a PID; [`Pid::OUTSIDE`] (the sender of
+/// what code outside any process sends) prints as `<outside>`. Both forms
+/// parse back with [`FromStr`].
+///
+/// # Examples
+///
+/// ```
+/// use relay::Pid;
+/// assert_eq!(Pid::new(2, 17).to_string(), "<2.17>");
+/// assert_eq!(Pid::OUTSIDE.to_string(), "<outside>");
+/// assert_eq!("<outside>".parse::<Pid>(), Ok(Pid::OUTSIDE));
+/// ```
 impl fmt::Display for Pid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Pid::OUTSIDE {
+            return f.write_str("<outside>");
+        }
         write!(f, "<{}.{}>", self.node, self.id)
     }
 }
@@ -153,6 +168,9 @@ impl FromStr for Pid {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         if text.is_empty() {
             return Err(ParsePidError::Empty);
+        }
+        if text == "<outside>" {
+            return Ok(Pid::OUTSIDE);
         }
         let rest = text
             .strip_prefix('<')

@@ -264,7 +264,7 @@ fn a_failed_init_ends_with_an_upgrade_error_and_closes_only_the_old_process() {
     );
     assert_eq!(
         error.to_string(),
-        "the upgrade failed: init of the new process failed: v2 refuses"
+        "the upgrade failed: the new process did not start: init failed: v2 refuses"
     );
     assert_eq!(v1_tally.counts(), (1, 1, 1), "the old close ran once");
     assert_eq!(v2_tally.counts(), (1, 0, 1), "no close after a failed init");

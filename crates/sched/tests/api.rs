@@ -81,7 +81,9 @@ fn init_errors_come_back_unchanged() {
         .submit(Pid::local(1), Echo { input: None }, "echo", "not a number")
         .unwrap_err();
     match err {
-        SubmitError::Init { error, .. } => assert_eq!(error.to_string(), "echo takes a u64"),
+        SubmitError::Init { error, .. } => {
+            assert_eq!(error.to_string(), "init failed: echo takes a u64")
+        }
         other => panic!("unexpected {other}"),
     }
     let err = s

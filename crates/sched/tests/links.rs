@@ -63,7 +63,7 @@ impl Process for Linker {
         }
         for event in events {
             match event {
-                Event::Exit { pid, reason } => {
+                Event::Exit { pid, reason, .. } => {
                     self.exits.push((pid, reason));
                     if self.exits.len() == self.expect {
                         out.set_timer(Duration::from_millis(50), Tag(0));

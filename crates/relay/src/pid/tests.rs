@@ -6,7 +6,8 @@ fn parse(text: &str) -> Result<Pid, ParsePidError> {
 
 #[test]
 fn display_is_node_dot_id_in_angle_brackets() {
-    assert_eq!(Pid::new(0, 0).to_string(), "<0.0>");
+    assert_eq!(Pid::new(0, 0).to_string(), "<outside>");
+    assert_eq!(Pid::new(0, 1).to_string(), "<0.1>");
     assert_eq!(Pid::new(12, 345).to_string(), "<12.345>");
     assert_eq!(
         Pid::new(u32::MAX, u64::MAX).to_string(),

@@ -106,7 +106,7 @@ impl MonitorId {
 ///     matches!(event, Event::Down(Down { reason: ExitReason::Panicked, .. }))
 /// }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Down {
     /// The monitor that fired.
@@ -115,6 +115,13 @@ pub struct Down {
     pub pid: Pid,
     /// How it ended.
     pub reason: ExitReason,
+    /// What the end said beyond its reason: the panic message for
+    /// [`ExitReason::Panicked`], the error's text for
+    /// [`ExitReason::Error`] (a step's error, a failed upgrade). `None`
+    /// for the other reasons, and for a monitor set after the process had
+    /// already ended (the engine keeps only the reason of an ended
+    /// process).
+    pub detail: Option<Arc<str>>,
 }
 
 /// Why a name could not be registered.

@@ -65,7 +65,7 @@ impl fmt::Display for SubmitError {
                 )
             }
             SubmitError::DuplicatePid(pid) => write!(f, "PID {pid} is already in use"),
-            SubmitError::Init { pid, error } => write!(f, "init of {pid} failed: {error}"),
+            SubmitError::Init { pid, error } => write!(f, "could not start {pid}: {error}"),
             SubmitError::Rejected { pid, error } => {
                 write!(f, "the on_start hook rejected {pid}: {error}")
             }
@@ -155,8 +155,8 @@ impl InitError {
     /// # Examples
     ///
     /// ```
-    /// let e = sched::InitError::failed("init failed");
-    /// assert_eq!(e.to_string(), "init failed");
+    /// let e = sched::InitError::failed("no config file");
+    /// assert_eq!(e.to_string(), "init failed: no config file");
     /// ```
     pub fn failed(error: impl Into<BoxError>) -> Self {
         InitError::Failed(error.into())
@@ -167,7 +167,7 @@ impl fmt::Display for InitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InitError::UnknownMethod { method } => write!(f, "unknown entry method `{method}`"),
-            InitError::Failed(e) => write!(f, "{e}"),
+            InitError::Failed(e) => write!(f, "init failed: {e}"),
             InitError::Panicked { message } => write!(f, "init panicked: {message}"),
         }
     }
@@ -194,7 +194,7 @@ impl Error for InitError {
 /// use sched::process::UpgradeError;
 ///
 /// let e = ExitError::Upgrade(UpgradeError::Init(InitError::unknown_method("v3")));
-/// assert_eq!(e.to_string(), "the upgrade failed: init of the new process failed: unknown entry method `v3`");
+/// assert_eq!(e.to_string(), "the upgrade failed: the new process did not start: unknown entry method `v3`");
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -214,7 +214,7 @@ pub enum UpgradeError {
 impl fmt::Display for UpgradeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UpgradeError::Init(e) => write!(f, "init of the new process failed: {e}"),
+            UpgradeError::Init(e) => write!(f, "the new process did not start: {e}"),
             UpgradeError::Yielded { count } => write!(
                 f,
                 "the upgrading step also yielded {count} command(s), which an upgrade does not allow"

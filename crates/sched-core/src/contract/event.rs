@@ -56,6 +56,9 @@ pub enum Event {
         pid: relay::Pid,
         /// How it ended.
         reason: ExitReason,
+        /// What the end said beyond its reason (the panic message, the
+        /// error's text), as in [`Down::detail`](crate::Down::detail).
+        detail: Option<std::sync::Arc<str>>,
     },
     /// Another process, or code outside, asks something and waits for the
     /// answer: reply through `reply` (dropping it unanswered tells the
@@ -112,10 +115,15 @@ impl fmt::Debug for Event {
                 .field("tag", tag)
                 .finish(),
             Event::Down(down) => f.debug_tuple("Down").field(down).finish(),
-            Event::Exit { pid, reason } => f
+            Event::Exit {
+                pid,
+                reason,
+                detail,
+            } => f
                 .debug_struct("Exit")
                 .field("pid", pid)
                 .field("reason", reason)
+                .field("detail", detail)
                 .finish(),
             Event::Request(request) => f.debug_tuple("Request").field(request).finish(),
             Event::Reply { id, result } => f
@@ -165,7 +173,7 @@ impl fmt::Display for CommandError {
                 write!(f, "no handler is registered for {command}")
             }
             CommandError::Rejected(e) => write!(f, "the handler rejected the command: {e}"),
-            CommandError::Failed(e) => write!(f, "{e}"),
+            CommandError::Failed(e) => write!(f, "the command failed: {e}"),
             CommandError::HandlerPanicked { message } => {
                 write!(f, "the handler panicked: {message}")
             }

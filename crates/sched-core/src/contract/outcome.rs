@@ -55,7 +55,7 @@ pub enum ExitError {
 impl fmt::Display for ExitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ExitError::Step(e) => write!(f, "{e}"),
+            ExitError::Step(e) => write!(f, "the step failed: {e}"),
             ExitError::Terminated => f.write_str("the process was terminated"),
             ExitError::Cancelled => f.write_str("the process was cancelled by shutdown"),
             ExitError::Panicked { message } => write!(f, "the process panicked: {message}"),
@@ -91,5 +91,17 @@ impl ExitReason {
             Err(ExitError::Linked { .. }) => ExitReason::Linked,
             Err(_) => ExitReason::Error,
         }
+    }
+}
+
+/// What an end says beyond its [`ExitReason`], for monitors and linked
+/// processes: the panic message, or the error's text. `None` for the
+/// other ends (nothing to format, nothing allocated).
+pub(crate) fn detail_of(outcome: &Outcome) -> Option<std::sync::Arc<str>> {
+    match outcome {
+        Err(ExitError::Panicked { message }) => Some(message.as_str().into()),
+        Err(ExitError::Step(error)) => Some(error.to_string().into()),
+        Err(ExitError::Upgrade(error)) => Some(error.to_string().into()),
+        _ => None,
     }
 }

@@ -169,7 +169,7 @@ impl Shared {
         // Monitors, links or names attached while `init` or the start hook
         // ran (the PID was routable) resolve now: for them the process
         // never existed.
-        self.retire(record, crate::contract::down::ExitReason::NoProcess);
+        self.retire(record, crate::contract::down::ExitReason::NoProcess, None);
         self.dead_letters(pid, dead);
         self.release_live();
     }

@@ -65,6 +65,7 @@ impl Shared {
         ended: &Arc<Record>,
         links: Vec<Arc<Record>>,
         reason: ExitReason,
+        detail: Option<std::sync::Arc<str>>,
     ) {
         for linked in links {
             // Removing our entry from its list and acting on the signal are
@@ -78,6 +79,7 @@ impl Shared {
                         .deliver(Event::Exit {
                             pid: ended.pid,
                             reason,
+                            detail: detail.clone(),
                         })
                         .ok(),
                     Signal::Kill => Some(linked.state.kill(TERMINATE)),
@@ -97,7 +99,11 @@ impl Shared {
             .with_live(|related| decide(related, from, reason));
         match signal {
             Ok(Signal::Deliver) => {
-                if let Ok(wake) = target.deliver(Event::Exit { pid: from, reason }) {
+                if let Ok(wake) = target.deliver(Event::Exit {
+                    pid: from,
+                    reason,
+                    detail: None,
+                }) {
                     self.after_wake(target, wake);
                 }
             }

@@ -113,8 +113,8 @@ impl Monitor {
     pub fn wait(&self) -> Down {
         let mut down = self.slot.down.lock();
         loop {
-            if let Some(down) = *down {
-                return down;
+            if let Some(down) = &*down {
+                return down.clone();
             }
             down = self.slot.ready.wait(down);
         }
@@ -130,8 +130,8 @@ impl Monitor {
         let deadline = Instant::now() + timeout;
         let mut down = self.slot.down.lock();
         loop {
-            if let Some(down) = *down {
-                return Some(down);
+            if let Some(down) = &*down {
+                return Some(down.clone());
             }
             if Instant::now() >= deadline {
                 return None;
@@ -146,7 +146,7 @@ impl Monitor {
     ///
     /// See [`Monitor`].
     pub fn try_get(&self) -> Option<Down> {
-        *self.slot.down.lock()
+        self.slot.down.lock().clone()
     }
 }
 
@@ -192,6 +192,7 @@ impl Shared {
                     monitor,
                     pid: target,
                     reason,
+                    detail: None,
                 },
             );
         }
@@ -230,7 +231,12 @@ impl Shared {
     /// PID gone while the relations still look live. The notifications go
     /// out after: a watcher that reacts (a supervisor restarting the
     /// process under the same PID or name) finds both free.
-    pub(crate) fn retire(&self, record: &Arc<Record>, reason: ExitReason) {
+    pub(crate) fn retire(
+        &self,
+        record: &Arc<Record>,
+        reason: ExitReason,
+        detail: Option<StdArc<str>>,
+    ) {
         let related = record.relations.end(reason);
         self.unregister(record);
         let Some(related) = related else {
@@ -244,6 +250,7 @@ impl Shared {
                 },
                 pid: record.pid,
                 reason,
+                detail: detail.clone(),
             };
             self.tell_down(watch.watcher, down);
         }
@@ -253,7 +260,7 @@ impl Shared {
         if !related.delayed.is_empty() {
             self.delayed_to_ended(record.pid, related.delayed);
         }
-        self.links_end(record, related.links, reason);
+        self.links_end(record, related.links, reason, detail);
     }
 }
 

@@ -660,8 +660,11 @@ impl Worker<'_> {
         // Its PID leaves the table, then its monitors fire and its names are
         // freed: a watcher that reacts (a supervisor restarting it under
         // the same name) finds the name available.
-        self.shared
-            .retire(record, crate::contract::down::ExitReason::of(&outcome));
+        self.shared.retire(
+            record,
+            crate::contract::down::ExitReason::of(&outcome),
+            crate::contract::outcome::detail_of(&outcome),
+        );
         // The monitors it held on others go, and with them the references
         // to this record they kept.
         for monitor in extras.iter().flat_map(|x| x.monitoring.iter()) {

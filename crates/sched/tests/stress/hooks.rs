@@ -71,7 +71,9 @@ pub(crate) fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>
                         dead: true,
                     })
                 }
-                Event::Exit { pid: from, reason } => DeadLetter::Exit(ExitRec {
+                Event::Exit {
+                    pid: from, reason, ..
+                } => DeadLetter::Exit(ExitRec {
                     at: pid,
                     from,
                     reason,

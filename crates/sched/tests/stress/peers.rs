@@ -151,7 +151,7 @@ impl Stress {
                     self.awaiting = Awaiting::Nothing;
                 }
             }
-            Event::Exit { pid, reason } => {
+            Event::Exit { pid, reason, .. } => {
                 self.after_close("an exit", pid, reason);
                 if let Some(&unlink_seq) = self.peer.unlinked.get(&pid) {
                     // Queued after the marker the unlink sent: after the
