@@ -90,7 +90,7 @@ fn main() {
         .workers(2)
         .handler(
             CHECKSUM,
-            move |cmd: Command, completer: Completer| -> Result<(), Rejected> {
+            move |cmd: Command, mut completer: Completer| -> Result<(), Rejected> {
                 let Some(&seed) = cmd.data::<u64>() else {
                     return Err(completer.reject("a checksum command carries a u64 seed"));
                 };

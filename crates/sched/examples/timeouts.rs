@@ -163,14 +163,14 @@ fn main() {
 
     let scheduler = Scheduler::builder()
         .workers(2)
-        .handler(STEP, move |command: Command, done: Completer| {
+        .handler(STEP, move |command: Command, mut done: Completer| {
             let Some(&request) = command.data::<StepRequest>() else {
                 return Err(done.reject("not a StepRequest"));
             };
             let due = Instant::now() + latency(&request);
             requests
                 .send((due, request, done))
-                .map_err(|unsent| (unsent.0).2.reject("the service has stopped"))
+                .map_err(|mut unsent| (unsent.0).2.reject("the service has stopped"))
         })
         .build();
     scheduler.start();

@@ -57,7 +57,7 @@ fn main() {
         .workers(2)
         .handler(
             SLEEP,
-            move |cmd: Command, completer: Completer| -> Result<(), Rejected> {
+            move |cmd: Command, mut completer: Completer| -> Result<(), Rejected> {
                 let Some(&nap) = cmd.data::<Duration>() else {
                     return Err(completer.reject("sleep takes a Duration"));
                 };

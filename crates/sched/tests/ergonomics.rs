@@ -32,7 +32,7 @@ impl Process for Doubler {
 fn scheduler() -> Scheduler {
     let scheduler = Scheduler::builder()
         .workers(2)
-        .handler(DOUBLE, |cmd, done| match cmd.data::<u64>() {
+        .handler(DOUBLE, |cmd, mut done| match cmd.data::<u64>() {
             Some(&n) => {
                 let _ = done.complete(Box::new(n * 2));
                 Ok(())

@@ -170,7 +170,7 @@ fn handlers_and_hooks_reach_the_scheduler_through_their_context() {
         .workers(2)
         .handler(
             ECHO,
-            move |cmd: Command, done: Completer| -> Result<(), Rejected> {
+            move |cmd: Command, mut done: Completer| -> Result<(), Rejected> {
                 let to = Pid::local(handler_inbox.load(SeqCst) as u64);
                 if let Err(e) = done.context().post(to, "from the handler") {
                     return Err(done.reject(e.to_string()));

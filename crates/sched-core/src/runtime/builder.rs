@@ -159,7 +159,7 @@ impl Builder {
     /// use sched::engine::Engine;
     ///
     /// let engine = Engine::builder()
-    ///     .handler(CommandId(7), |cmd, done| {
+    ///     .handler(CommandId(7), |cmd, mut done| {
     ///         match cmd.data::<u32>() {
     ///             Some(n) => {
     ///                 let _ = done.complete(Box::new(n + 1));

@@ -47,9 +47,12 @@ pub fn builder(workers: usize) -> Builder {
             let _ = c.complete(cmd.data);
             Ok(())
         })
-        .handler(REJECT, |_: Command, c: Completer| -> Result<(), Rejected> {
-            Err(c.reject("handler failed"))
-        })
+        .handler(
+            REJECT,
+            |_: Command, mut c: Completer| -> Result<(), Rejected> {
+                Err(c.reject("handler failed"))
+            },
+        )
         .handler(PANIC, |_: Command, _c: Completer| -> Result<(), Rejected> {
             panic!("handler exploded")
         })

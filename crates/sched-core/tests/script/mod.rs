@@ -294,9 +294,12 @@ pub fn builder(workers: usize, completers: usize) -> (Builder, CompleterPool) {
                 Ok(())
             },
         )
-        .handler(REJECT, |_: Command, c: Completer| -> Result<(), Rejected> {
-            Err(c.reject("refused by the script's handler"))
-        })
+        .handler(
+            REJECT,
+            |_: Command, mut c: Completer| -> Result<(), Rejected> {
+                Err(c.reject("refused by the script's handler"))
+            },
+        )
         .handler(DROP, |_: Command, c: Completer| -> Result<(), Rejected> {
             drop(c);
             Ok(())

@@ -60,7 +60,7 @@ struct Handler {
 }
 
 impl CommandHandler for Handler {
-    fn handle(&self, cmd: Command, completer: Completer) -> Result<(), Rejected> {
+    fn handle(&self, cmd: Command, mut completer: Completer) -> Result<(), Rejected> {
         let Some(&Yielded {
             tag,
             issuer,

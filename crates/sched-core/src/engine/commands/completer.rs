@@ -35,7 +35,7 @@ use crate::sync::Arc;
 /// ```
 /// use sched::command::{Command, Completer, Rejected};
 ///
-/// fn double(cmd: Command, completer: Completer) -> Result<(), Rejected> {
+/// fn double(cmd: Command, mut completer: Completer) -> Result<(), Rejected> {
 ///     match cmd.data::<u64>() {
 ///         Some(&n) => {
 ///             let _ = completer.complete(Box::new(n * 2));
@@ -47,8 +47,12 @@ use crate::sync::Arc;
 /// ```
 pub struct Completer {
     inner: Option<Inner>,
+    /// `reject` was called: the rejection delivers, this completer no
+    /// longer does (its drop is silent, completing it is an error).
+    rejected: bool,
 }
 
+#[derive(Clone)]
 struct Inner {
     record: Arc<Record>,
     shared: Arc<Shared>,
@@ -63,6 +67,7 @@ impl Completer {
                 shared,
                 tag,
             }),
+            rejected: false,
         }
     }
 
@@ -235,22 +240,77 @@ impl Completer {
         self.finish(Err(CommandError::Failed(error.into())))
     }
 
-    /// Refuses the command from inside the handler: return the result as
-    /// the handler's `Err`, and the yield completes at once with
-    /// [`CommandError::Rejected`].
+    /// Completes the yield with the outcome of some work: `Ok(value)` as
+    /// [`complete`](Completer::complete) (the value boxed once), `Err(e)`
+    /// as [`fail`](Completer::fail).
+    ///
+    /// # Errors
+    ///
+    /// As for [`complete`](Completer::complete).
     ///
     /// # Examples
     ///
-    /// See [`Completer`].
-    pub fn reject(mut self, error: impl Into<BoxError>) -> Rejected {
+    /// ```
+    /// use sched::command::{Command, Completer, Rejected};
+    ///
+    /// fn parse(cmd: Command, done: Completer) -> Result<(), Rejected> {
+    ///     let text = cmd.data::<String>().cloned().unwrap_or_default();
+    ///     // Complete later, from another thread, with whatever the work gave.
+    ///     std::thread::spawn(move || done.settle(text.trim().parse::<u64>()));
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn settle<T, E>(self, result: Result<T, E>) -> Result<(), CompleteError>
+    where
+        T: std::any::Any + Send,
+        E: Into<BoxError>,
+    {
+        match result {
+            Ok(value) => self.complete(relay::into_payload(value)),
+            Err(error) => self.fail(error),
+        }
+    }
+
+    /// Refuses the command from inside the handler: return the result as
+    /// the handler's `Err`, and the yield completes at once with
+    /// [`CommandError::Rejected`]. It borrows the completer, so it fits
+    /// `map_err` and `ok_or_else` before a `?`; once it is called, the
+    /// completer is spent: completing it returns
+    /// [`CompleteError::Rejected`] and dropping it delivers nothing more.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::command::{Command, Completer, Rejected};
+    ///
+    /// fn double(cmd: Command, mut done: Completer) -> Result<(), Rejected> {
+    ///     let n = *cmd.data::<u64>().ok_or_else(|| done.reject("expected a u64"))?;
+    ///     let n = n.checked_mul(2).ok_or_else(|| done.reject("too large"))?;
+    ///     let _ = done.complete(Box::new(n));
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn reject(&mut self, error: impl Into<BoxError>) -> Rejected {
+        let inner = if self.rejected {
+            None
+        } else {
+            self.rejected = true;
+            self.inner.clone()
+        };
         Rejected {
-            inner: self.inner.take(),
+            inner,
             error: error.into(),
         }
     }
 
     fn finish(mut self, result: Result<Payload, CommandError>) -> Result<(), CompleteError> {
         let inner = self.inner.take().expect("a completer completes once");
+        if self.rejected {
+            return Err(CompleteError::Rejected {
+                pid: inner.record.pid,
+                tag: inner.tag,
+            });
+        }
         inner.deliver(result)
     }
 }
@@ -276,6 +336,9 @@ impl Inner {
 
 impl Drop for Completer {
     fn drop(&mut self) {
+        if self.rejected {
+            return;
+        }
         if let Some(inner) = self.inner.take() {
             let error = if std::thread::panicking() {
                 CommandError::HandlerPanicked {
@@ -359,6 +422,14 @@ pub enum CompleteError {
         /// The yield's tag.
         tag: Tag,
     },
+    /// The handler rejected the command with this completer
+    /// ([`Completer::reject`]): the process got the rejection.
+    Rejected {
+        /// The process.
+        pid: Pid,
+        /// The yield's tag.
+        tag: Tag,
+    },
 }
 
 impl fmt::Display for CompleteError {
@@ -366,6 +437,12 @@ impl fmt::Display for CompleteError {
         match self {
             CompleteError::Stale { pid, tag } => {
                 write!(f, "process {pid} has ended; its {tag} cannot be completed")
+            }
+            CompleteError::Rejected { pid, tag } => {
+                write!(
+                    f,
+                    "the command of process {pid} with {tag} was rejected; it cannot be completed"
+                )
             }
         }
     }
