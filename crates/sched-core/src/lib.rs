@@ -90,7 +90,9 @@ mod worker;
 pub use contract::accepts::Accepts;
 pub use contract::command::{Command, CommandId, Tag};
 pub use contract::down::{Down, ExitReason, MonitorId, NameError};
-pub use contract::error::{BoxError, InitError, SubmitError, TerminateError, UpgradeError};
+pub use contract::error::{
+    BoxError, InitError, SubmitError, TerminateError, UpgradeError, UpgradeRequestError,
+};
 pub use contract::event::{CommandError, Event};
 pub use contract::outcome::{ExitError, Outcome};
 pub use contract::output::{Events, Output};

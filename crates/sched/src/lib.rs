@@ -121,7 +121,7 @@ pub use sched_core::{
     Abandoned, Accepts, AskError, AskId, Command, CommandError, CommandHandler, CommandId,
     CompleteError, Completer, Engine, MonitorId, NameError, Outcome, ProcessInfo, ProcessState,
     Rejected, Reply, ReplyTo, Request, ShutdownReport, Stats, SubmitError, TerminateError,
-    UpgradeError, WorkerStats, DEFAULT_METHOD,
+    UpgradeError, UpgradeRequestError, WorkerStats, DEFAULT_METHOD,
 };
 #[doc(hidden)]
 pub use supervisor::{
@@ -190,7 +190,7 @@ pub mod process {
     pub use sched_core::{
         Accepts, BoxError, Completion, Event, Events, ExitError, InitContext, InitError, Outcome,
         Output, Process, ProcessInfo, ProcessState, SubmitError, TerminateError, UpgradeError,
-        DEFAULT_METHOD,
+        UpgradeRequestError, DEFAULT_METHOD,
     };
 }
 

@@ -109,6 +109,68 @@ impl fmt::Display for TerminateError {
 
 impl Error for TerminateError {}
 
+/// Why [`Context::upgrade`](crate::Context::upgrade) did not order the
+/// upgrade. In every case the running process is untouched and the new one
+/// was dropped (its `close` not called: it never took over).
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::process::UpgradeRequestError;
+///
+/// let e = UpgradeRequestError::Pending(Pid::local(4));
+/// assert_eq!(e.to_string(), "an upgrade of <0.4> ordered earlier has not been carried out yet");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum UpgradeRequestError {
+    /// No live process has this PID on this scheduler: it has ended, never
+    /// existed, or is on another node.
+    NoProcess(Pid),
+    /// The new process's `init` failed (or panicked:
+    /// [`InitError::Panicked`]).
+    Init {
+        /// The process that keeps running.
+        pid: Pid,
+        /// What `init` said.
+        error: InitError,
+    },
+    /// An upgrade of this process ordered earlier (from outside its steps)
+    /// has not been carried out yet; try again after it has.
+    Pending(Pid),
+    /// Shutdown has begun: no new process starts.
+    ShuttingDown,
+}
+
+impl fmt::Display for UpgradeRequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpgradeRequestError::NoProcess(pid) => write!(f, "no live process has PID {pid}"),
+            UpgradeRequestError::Init { pid, error } => {
+                write!(
+                    f,
+                    "the new process for {pid} did not start ({error}); the old one keeps running"
+                )
+            }
+            UpgradeRequestError::Pending(pid) => write!(
+                f,
+                "an upgrade of {pid} ordered earlier has not been carried out yet"
+            ),
+            UpgradeRequestError::ShuttingDown => f.write_str("the scheduler is shutting down"),
+        }
+    }
+}
+
+impl Error for UpgradeRequestError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            UpgradeRequestError::Init { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
 /// Why `init` failed.
 ///
 /// # Examples

@@ -28,6 +28,7 @@ pub(crate) mod shutdown;
 pub(crate) mod stats;
 pub(crate) mod stepping;
 mod timers;
+pub(crate) mod upgrade;
 
 pub use ask::Reply;
 pub use context::Context;

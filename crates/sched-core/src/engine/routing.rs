@@ -22,6 +22,12 @@ impl Shared {
             if matches!(event, Event::Cancel) {
                 continue;
             }
+            if super::upgrade::UpgradeOrder::is_order(&event) {
+                // Not a letter: an upgrade that never took over. Dropping
+                // it closes the process it carries.
+                drop(event);
+                continue;
+            }
             n += 1;
             if self.hooks.has_dead_letter_hook() {
                 self.hooks.dead_letter(super::Context::of(self), pid, event);

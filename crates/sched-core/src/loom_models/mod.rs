@@ -20,10 +20,12 @@
 //!
 //! `harness.rs` holds the harness; `events.rs` the models of the state word
 //! and the event queue; `parking.rs` those of parking, timers and monitors;
-//! `links.rs` those of the link protocol.
+//! `links.rs` those of the link protocol; `upgrade.rs` that of the flag
+//! an upgrade ordered from outside travels with.
 
 mod events;
 mod harness;
 mod links;
 pub(crate) use harness::Inert;
 mod parking;
+mod upgrade;

@@ -1,22 +1,33 @@
 //! One word per process for what senders and shutdown account in its
 //! mailbox: how many messages are queued and not yet drained (counted only
-//! when the engine bounds mailboxes), and whether shutdown's cancel was
-//! queued.
+//! when the engine bounds mailboxes), whether shutdown's cancel was
+//! queued, and whether an upgrade ordered from outside is on its way.
 //!
-//! Both live in one 32-bit word so that the record stays in a smaller
-//! allocator size class; the count never reaches the flag bit, because a
+//! All live in one 32-bit word so that the record stays in a smaller
+//! allocator size class; the count never reaches the flag bits, because a
 //! bound is at most [`MAX_CAPACITY`] and the count exceeds its bound only
 //! by the senders racing past it, each of which takes its increment back.
+//!
+//! The upgrade flag is claimed by the one caller whose order may be in
+//! the queue (a second is refused until the worker has taken the first),
+//! before it queues the order; the worker looks for the order among the
+//! events it drained only while the flag is set, and clears it once it
+//! has taken the order. Claiming happens before the push, and the drain
+//! that takes the order acquires that push, so a worker that drained an
+//! order always sees the flag (`engine/upgrade.rs`).
 
-use std::sync::atomic::Ordering::AcqRel;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
 use crate::sync::AtomicU32;
 
 /// Shutdown's cancel was queued.
 const CANCEL_SENT: u32 = 1 << 31;
 
+/// An upgrade ordered from outside is queued, or about to be.
+const UPGRADE_ORDERED: u32 = 1 << 30;
+
 /// The largest bound a mailbox enforces; a larger capacity means none.
-pub(crate) const MAX_CAPACITY: usize = 1 << 30;
+pub(crate) const MAX_CAPACITY: usize = 1 << 29;
 
 /// The mailbox word of one process.
 #[derive(Debug, Default)]
@@ -46,6 +57,23 @@ impl Mailbox {
     pub(crate) fn claim_cancel(&self) -> bool {
         self.0.fetch_or(CANCEL_SENT, AcqRel) & CANCEL_SENT == 0
     }
+
+    /// Claims the right to queue an upgrade order: `false` if another
+    /// order is still on its way.
+    pub(crate) fn claim_upgrade(&self) -> bool {
+        self.0.fetch_or(UPGRADE_ORDERED, AcqRel) & UPGRADE_ORDERED == 0
+    }
+
+    /// Whether an upgrade order is queued or about to be: the owner looks
+    /// for it among the events it drained.
+    pub(crate) fn upgrade_ordered(&self) -> bool {
+        self.0.load(Acquire) & UPGRADE_ORDERED != 0
+    }
+
+    /// The order was taken (or never queued): another may be claimed.
+    pub(crate) fn release_upgrade(&self) {
+        self.0.fetch_and(!UPGRADE_ORDERED, AcqRel);
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -61,6 +89,23 @@ mod tests {
         mailbox.release(1);
         assert!(mailbox.reserve(2), "room again");
         assert!(!mailbox.reserve(2));
+    }
+
+    #[test]
+    fn the_upgrade_flag_is_claimed_once_at_a_time_and_leaves_the_rest_alone() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.reserve(2));
+        assert!(!mailbox.upgrade_ordered());
+        assert!(mailbox.claim_upgrade());
+        assert!(mailbox.upgrade_ordered());
+        assert!(!mailbox.claim_upgrade(), "one order at a time");
+        assert!(mailbox.claim_cancel());
+        assert!(mailbox.reserve(2), "the flags are not messages");
+        assert!(!mailbox.reserve(2));
+        mailbox.release_upgrade();
+        assert!(!mailbox.upgrade_ordered());
+        assert!(!mailbox.claim_cancel(), "the cancel flag stays");
+        assert!(mailbox.claim_upgrade(), "free again");
     }
 
     #[test]

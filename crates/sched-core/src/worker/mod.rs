@@ -17,6 +17,7 @@ use crate::engine::commands::completer::Completer;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::{bump, WorkerCounters};
 use crate::engine::stepping::Stepping;
+use crate::engine::upgrade::UpgradeOrder;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, Record};
@@ -416,6 +417,16 @@ impl Worker<'_> {
         debug_assert!(self.events.is_empty(), "a previous step's events leaked");
         // SAFETY: we own the process (`step_owned` runs inside `with_body`).
         unsafe { record.drain_events(&mut self.events) };
+        // An upgrade ordered from outside is among what was just drained,
+        // or still on its way, while its flag is set (`engine/upgrade.rs`).
+        if record.mailbox.upgrade_ordered() {
+            if let Some(order) = UpgradeOrder::take_from(&mut self.events) {
+                record.mailbox.release_upgrade();
+                if !self.take_over(record, body, order) {
+                    return None;
+                }
+            }
+        }
         if self.shared.mailbox_capacity != usize::MAX {
             let messages = self
                 .events

@@ -16,6 +16,7 @@ use crate::contract::outcome::ExitError;
 use crate::contract::process::InitContext;
 use crate::contract::upgrade::Upgrade;
 use crate::engine::stats::bump;
+use crate::engine::upgrade::UpgradeOrder;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{KILL, READY};
 use crate::record::{Body, Record};
@@ -123,5 +124,45 @@ impl Worker<'_> {
         bump(&self.counters().upgrades, 1);
         tracing::debug!(%pid, method = %method, "upgraded");
         Some(READY)
+    }
+}
+
+impl Worker<'_> {
+    /// Carries out an upgrade ordered from outside (`engine/upgrade.rs`):
+    /// the new process is initialised already, so what is left is closing
+    /// the old one and installing the new. Returns `false` if the process
+    /// ended instead (the old `close` panicked; the new one is then closed
+    /// with the end).
+    pub(super) fn take_over(
+        &mut self,
+        record: &Arc<Record>,
+        body: &mut Body,
+        order: UpgradeOrder,
+    ) -> bool {
+        let pid = record.pid;
+        let (new, method) = order.into_parts();
+        let old = body
+            .process
+            .replace(new)
+            .expect("a live record has its process");
+        let closed = catch_unwind(AssertUnwindSafe(move || {
+            let mut old = old;
+            old.close();
+            drop(old);
+        }));
+        if let Err(panic) = closed {
+            let message = panic_message(&*panic);
+            drop_payload(panic);
+            tracing::debug!(%pid, %message, "close panicked during an upgrade ordered from outside");
+            // The new process is in the body: the end closes it.
+            self.end(record, body, Err(ExitError::Panicked { message }));
+            return false;
+        }
+        // Stepped next even if nothing else is pending: it has not run.
+        body.waiting = false;
+        body.blocked = false;
+        bump(&self.counters().upgrades, 1);
+        tracing::debug!(%pid, method = %method, "upgraded from outside");
+        true
     }
 }
