@@ -38,7 +38,7 @@ impl Mailbox {
     /// already (then nothing is counted and the send must fail).
     pub(crate) fn reserve(&self, capacity: usize) -> bool {
         debug_assert!(capacity <= MAX_CAPACITY);
-        let queued = self.0.fetch_add(1, AcqRel) & !CANCEL_SENT;
+        let queued = self.0.fetch_add(1, AcqRel) & !(CANCEL_SENT | UPGRADE_ORDERED);
         if queued as usize >= capacity {
             self.0.fetch_sub(1, AcqRel);
             return false;
