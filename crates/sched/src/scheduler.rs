@@ -350,6 +350,32 @@ impl Scheduler {
     /// let report = s.shutdown(std::time::Duration::from_secs(1));
     /// assert_eq!((report.forced, report.still_running), (0, 0));
     /// ```
+    ///
+    /// # From async code
+    ///
+    /// `shutdown` blocks the calling thread until the processes have ended
+    /// (at most `deadline`) and the workers are joined, so async code runs
+    /// it where blocking is allowed: tokio's `spawn_blocking` (share the
+    /// scheduler through an `Arc`), or a plain thread. A step that wants
+    /// the scheduler stopped calls
+    /// [`request_shutdown`](sched_core::Context::request_shutdown), which
+    /// returns at once.
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+    /// scheduler.start();
+    /// let runtime = tokio::runtime::Runtime::new()?;
+    /// let report = runtime.block_on(async {
+    ///     let scheduler = Arc::clone(&scheduler);
+    ///     tokio::task::spawn_blocking(move || scheduler.shutdown(Duration::from_secs(1))).await
+    /// })?;
+    /// assert_eq!(report.forced, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
         self.engine.shutdown(deadline)
     }
