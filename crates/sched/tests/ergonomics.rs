@@ -171,3 +171,111 @@ fn a_handle_says_already_taken_instead_of_panicking_and_tells_it_from_not_yet() 
     assert!(matches!(waiting.wait(), Err(ExitError::AlreadyTaken)));
     scheduler.shutdown(PATIENCE);
 }
+
+/// Starts work in `start` (no first-step flag); counts its calls.
+struct StartsInStart {
+    starts: u32,
+    steps: u32,
+    finish_in_start: bool,
+    fail_in_start: bool,
+}
+
+impl StartsInStart {
+    fn new() -> Self {
+        StartsInStart {
+            starts: 0,
+            steps: 0,
+            finish_in_start: false,
+            fail_in_start: false,
+        }
+    }
+}
+
+impl Process for StartsInStart {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.starts += 1;
+        if self.fail_in_start {
+            return Err("cannot start".into());
+        }
+        if self.finish_in_start {
+            out.done(Box::new((self.starts, self.steps)));
+            return Ok(());
+        }
+        out.yield_command(DOUBLE, Tag(1), Box::new(21u64));
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.steps += 1;
+        for event in events {
+            if let Event::Completion { result, .. } = event {
+                let doubled = *result?.downcast::<u64>().map_err(|_| "not a u64")?;
+                out.done(Box::new((self.starts, self.steps, doubled)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn start_yields_the_first_command_and_runs_once() {
+    let scheduler = scheduler();
+    let value = scheduler
+        .spawn(StartsInStart::new(), DEFAULT_METHOD, ())
+        .unwrap()
+        .wait()
+        .unwrap();
+    // One start; the first step (right after it, no events) and the step
+    // with the completion.
+    assert_eq!(value.downcast_ref::<(u32, u32, u64)>(), Some(&(1, 2, 42)));
+    scheduler.shutdown(PATIENCE);
+}
+
+#[test]
+fn a_start_that_finishes_or_fails_ends_the_process_without_a_step() {
+    let scheduler = scheduler();
+    let mut finishes = StartsInStart::new();
+    finishes.finish_in_start = true;
+    let value = scheduler
+        .spawn(finishes, DEFAULT_METHOD, ())
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(
+        value.downcast_ref::<(u32, u32)>(),
+        Some(&(1, 0)),
+        "no step after done"
+    );
+
+    let mut fails = StartsInStart::new();
+    fails.fail_in_start = true;
+    let error = scheduler
+        .spawn(fails, DEFAULT_METHOD, ())
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert_eq!(error.to_string(), "the step failed: cannot start");
+    scheduler.shutdown(PATIENCE);
+}
+
+/// Upgrades itself to a `StartsInStart` on its first step.
+struct UpgradesToStarter;
+
+impl Process for UpgradesToStarter {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.upgrade(StartsInStart::new(), DEFAULT_METHOD, ());
+        Ok(())
+    }
+}
+
+#[test]
+fn the_new_instance_of_an_upgrade_is_started() {
+    let scheduler = scheduler();
+    let value = scheduler
+        .spawn(UpgradesToStarter, DEFAULT_METHOD, ())
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(value.downcast_ref::<(u32, u32, u64)>(), Some(&(1, 2, 42)));
+    scheduler.shutdown(PATIENCE);
+}

@@ -73,6 +73,52 @@ pub trait Process: Send + 'static {
         }
     }
 
+    /// Starts the work, with the first step's output: called once per
+    /// process instance, right before its first `step` (after `init`, and
+    /// for the new process of an upgrade). Yield the first commands, set
+    /// the first timers, monitor or link to peers here, instead of keeping
+    /// a "first step" flag. The first `step` follows in the same turn
+    /// (with whatever events are pending, possibly none) unless `start`
+    /// finished the process ([`done`](Output::done)) or asked for an
+    /// upgrade. An error or a panic here ends the process as one from
+    /// `step` does. By default it does nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::command::CommandId;
+    /// use std::time::Duration;
+    ///
+    /// const FETCH: CommandId = CommandId(1);
+    ///
+    /// /// Fetches once, with a timeout; finishes with the answer or `None`.
+    /// struct FetchOnce;
+    ///
+    /// impl Process for FetchOnce {
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.yield_command(FETCH, Tag(1), Box::new("/status"));
+    ///         out.set_timer(Duration::from_millis(50), Tag(2));
+    ///         Ok(())
+    ///     }
+    ///
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events {
+    ///             match event {
+    ///                 Event::Completion { result, .. } => out.done(Box::new(Some(result?))),
+    ///                 Event::Timer { .. } => out.done(Box::new(None::<Payload>)),
+    ///                 _ => {}
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    fn start(&mut self, output: &mut Output<'_>) -> Result<(), BoxError> {
+        let _ = output;
+        Ok(())
+    }
+
     /// Advances the state machine. Events not consumed from `events` are
     /// kept: they are the first events of the next step.
     fn step(&mut self, events: &mut Events<'_>, output: &mut Output<'_>) -> Result<(), BoxError>;

@@ -80,6 +80,9 @@ pub(crate) struct Body {
     /// The process has set a timer or a monitor at some point: only then
     /// are its events checked for cancelled ones.
     pub(crate) filters_events: bool,
+    /// This instance has not been stepped yet: its `start` runs before its
+    /// first step (set again when an upgrade installs a new instance).
+    pub(crate) fresh: bool,
 }
 
 // SAFETY: `body` is only accessed by the process's current owner, as the
@@ -107,6 +110,7 @@ impl Record {
                 blocked: false,
                 extras: None,
                 filters_events: false,
+                fresh: true,
             }),
         }
     }

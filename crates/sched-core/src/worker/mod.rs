@@ -450,6 +450,7 @@ impl Worker<'_> {
             }
         }
 
+        let fresh = std::mem::take(&mut body.fresh);
         let process = body
             .process
             .as_mut()
@@ -475,7 +476,15 @@ impl Worker<'_> {
         // a worker ending a process (its `close`, its outcome) is not stuck.
         let in_step = &self.shared.remotes[self.local.index].counters.in_step;
         in_step.store(true, Relaxed);
-        let result = catch_unwind(AssertUnwindSafe(|| process.step(&mut events, &mut output)));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            if fresh {
+                process.start(&mut output)?;
+                if matches!(output.status, Status::Done(_) | Status::Upgrade(_)) {
+                    return Ok(());
+                }
+            }
+            process.step(&mut events, &mut output)
+        }));
         in_step.store(false, Relaxed);
         let status = std::mem::replace(&mut output.status, Status::Idle);
         drop(output);

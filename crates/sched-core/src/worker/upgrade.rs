@@ -121,6 +121,7 @@ impl Worker<'_> {
         // has not run yet, so there is no earlier wait to keep.
         body.waiting = false;
         body.blocked = false;
+        body.fresh = true;
         bump(&self.counters().upgrades, 1);
         tracing::debug!(%pid, method = %method, "upgraded");
         Some(READY)
@@ -161,6 +162,7 @@ impl Worker<'_> {
         // Stepped next even if nothing else is pending: it has not run.
         body.waiting = false;
         body.blocked = false;
+        body.fresh = true;
         bump(&self.counters().upgrades, 1);
         tracing::debug!(%pid, method = %method, "upgraded from outside");
         true
