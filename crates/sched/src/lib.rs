@@ -264,7 +264,8 @@ pub mod timer {
 /// ```
 pub mod actor {
     pub use sched_core::{
-        AskError, AskId, Down, ExitReason, Monitor, MonitorId, NameError, Reply, ReplyTo, Request,
+        AskError, AskId, Down, ExitReason, Monitor, MonitorId, NameError, QueryId, Question, Reply,
+        ReplyTo, Request, Responder, TypedReply,
     };
 }
 

@@ -2,8 +2,10 @@
 //! it holds, so the correlation is the library's, not a field any sender
 //! could forge.
 
+use std::any::Any;
 use std::error::Error;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc as StdArc;
 
 use relay::{Package, Payload, Pid};
@@ -41,6 +43,9 @@ pub enum AskError {
     NoReply,
     /// The reply was already taken from this handle.
     AlreadyTaken,
+    /// The answer was not of the type the [`Question`] says (it was given
+    /// through the untyped [`ReplyTo::reply`]).
+    UnexpectedType,
 }
 
 impl fmt::Display for AskError {
@@ -49,6 +54,7 @@ impl fmt::Display for AskError {
             AskError::Timeout => "no reply before the timeout",
             AskError::NoReply => "the request was dropped without a reply",
             AskError::AlreadyTaken => "the reply was already taken",
+            AskError::UnexpectedType => "the answer was not of the type the question expects",
         })
     }
 }
@@ -134,6 +140,127 @@ impl Request {
     /// ```
     pub fn into_parts(self) -> (Package, ReplyTo) {
         *self.inner
+    }
+
+    /// The question as a `Q`, with a responder that answers only with
+    /// `Q::Answer`; the request back, untouched, if it is not a `Q`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::actor::Question;
+    ///
+    /// struct Price(&'static str);
+    /// impl Question for Price {
+    ///     type Answer = u32;
+    /// }
+    ///
+    /// struct Shop;
+    /// impl Process for Shop {
+    ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events {
+    ///             if let Event::Request(request) = event {
+    ///                 if let Ok((Price(item), answer)) = request.take::<Price>() {
+    ///                     answer.answer(if item == "tea" { 3 } else { 5 });
+    ///                 }
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn take<Q: Question>(self) -> Result<(Q, Responder<Q::Answer>), Request> {
+        let (package, reply) = *self.inner;
+        match package.downcast::<Q>() {
+            Ok(question) => Ok((
+                question,
+                Responder {
+                    reply,
+                    answer: PhantomData,
+                },
+            )),
+            Err(package) => Err(Request::new(package, reply)),
+        }
+    }
+}
+
+/// A question type that says what it is answered with, so that asking it
+/// ([`Context::query`](crate::Context::query),
+/// [`Output::query`](crate::Output::query)) gets a `Self::Answer` back
+/// without a downcast, and the process that answers it
+/// ([`Request::take`]) can only answer with that type.
+///
+/// # Examples
+///
+/// ```
+/// use sched::actor::Question;
+///
+/// /// How many items are in stock.
+/// struct Stock { item: String }
+///
+/// impl Question for Stock {
+///     type Answer = u64;
+/// }
+/// ```
+pub trait Question: Any + Send {
+    /// What the question is answered with.
+    type Answer: Any + Send;
+}
+
+/// The right to answer one typed question (see [`Request::take`]):
+/// answers only with the question's answer type. Dropping it unanswered
+/// tells the asker [`AskError::NoReply`], as for [`ReplyTo`].
+///
+/// # Examples
+///
+/// See [`Request::take`].
+pub struct Responder<A> {
+    reply: ReplyTo,
+    answer: PhantomData<fn(A)>,
+}
+
+impl<A: Any + Send> Responder<A> {
+    /// Answers the question. An asker that gave up never sees it.
+    ///
+    /// # Examples
+    ///
+    /// See [`Request::take`].
+    pub fn answer(self, answer: A) {
+        self.reply.reply(answer);
+    }
+
+    /// The asking process ([`Pid::OUTSIDE`] for code outside the engine).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::actor::Responder;
+    /// fn from_a_process(r: &Responder<u32>) -> bool { r.asker() != sched::Pid::OUTSIDE }
+    /// ```
+    pub fn asker(&self) -> Pid {
+        self.reply.asker()
+    }
+
+    /// The untyped right to answer, to keep with others.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::actor::{ReplyTo, Responder};
+    /// fn untyped(r: Responder<u32>) -> ReplyTo { r.into_reply_to() }
+    /// ```
+    pub fn into_reply_to(self) -> ReplyTo {
+        self.reply
+    }
+}
+
+impl<A> fmt::Debug for Responder<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Responder")
+            .field("reply", &self.reply)
+            .field("answer", &std::any::type_name::<A>())
+            .finish()
     }
 }
 

@@ -2,7 +2,10 @@
 //! [`Reply`] handle) or from a step (an [`Event::Reply`], with a timeout
 //! from the engine's timers).
 
+use std::any::Any;
+use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc as StdArc;
 use std::task::{Context as TaskContext, Poll, Waker};
@@ -15,7 +18,7 @@ use super::stepping::Stepping;
 use super::Context;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
-use crate::contract::reply::{Answer, AskError, AskId, ReplyTo, Request};
+use crate::contract::reply::{Answer, AskError, AskId, Question, ReplyTo, Request};
 use crate::contract::step_engine::StepAsk;
 use crate::contract::timer_id::TimerId;
 use crate::record::Record;
@@ -257,6 +260,253 @@ impl Output<'_> {
             extras.asks.push((id, timer));
         });
         Ok(id)
+    }
+}
+
+/// The typed answer to a [`Question`] asked from outside the engine
+/// ([`Context::query`]): [`Reply`] without the downcast.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::actor::Question;
+/// use std::time::Duration;
+///
+/// struct Square(u64);
+/// impl Question for Square {
+///     type Answer = u64;
+/// }
+///
+/// struct Squarer;
+/// impl Process for Squarer {
+///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let Event::Request(request) = event {
+///                 if let Ok((Square(n), answer)) = request.take::<Square>() {
+///                     answer.answer(n * n);
+///                 }
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let squarer = scheduler.spawn(Squarer, "run", ())?;
+/// let nine: u64 = scheduler.query(squarer.pid(), Square(3))?.wait_timeout(Duration::from_secs(5))?;
+/// assert_eq!(nine, 9);
+/// # scheduler.shutdown(Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct TypedReply<A> {
+    reply: Reply,
+    answer: PhantomData<fn() -> A>,
+}
+
+impl<A: Any + Send> TypedReply<A> {
+    /// Waits for the answer.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Reply::wait`], and [`AskError::UnexpectedType`] if the
+    /// process answered with another type (through the untyped
+    /// [`ReplyTo::reply`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedReply`].
+    pub fn wait(&mut self) -> Result<A, AskError> {
+        self.reply.wait().and_then(typed)
+    }
+
+    /// As [`wait`](TypedReply::wait), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Reply::wait_timeout`] and [`wait`](TypedReply::wait).
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedReply`].
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<A, AskError> {
+        self.reply.wait_timeout(timeout).and_then(typed)
+    }
+}
+
+/// Resolves to the answer, as [`TypedReply::wait`] returns it.
+impl<A: Any + Send> Future for TypedReply<A> {
+    type Output = Result<A, AskError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        Pin::new(&mut this.reply)
+            .poll(cx)
+            .map(|answer| answer.and_then(typed))
+    }
+}
+
+impl<A> fmt::Debug for TypedReply<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedReply")
+            .field("reply", &self.reply)
+            .field("answer", &std::any::type_name::<A>())
+            .finish()
+    }
+}
+
+/// The payload as the answer type the question promised.
+fn typed<A: Any>(payload: Payload) -> Result<A, AskError> {
+    payload
+        .downcast::<A>()
+        .map(|answer| *answer)
+        .map_err(|_| AskError::UnexpectedType)
+}
+
+/// A typed [`Question`] asked from a step ([`Output::query`]): its id,
+/// and the answer's type, for reading the
+/// [`Event::Reply`](crate::Event::Reply) it gets.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::actor::{QueryId, Question};
+/// use std::time::Duration;
+///
+/// struct Price(&'static str);
+/// impl Question for Price {
+///     type Answer = u32;
+/// }
+///
+/// /// Asks the shop for the price of tea and finishes with it.
+/// struct Buyer { shop: Pid, asked: Option<QueryId<u32>> }
+/// impl Process for Buyer {
+///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         self.asked = Some(out.query(self.shop, Price("tea"), Duration::from_millis(100))?);
+///         Ok(())
+///     }
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         let Some(asked) = &self.asked else { return Ok(()) };
+///         for event in events {
+///             if let Ok(price) = asked.answer(event) {
+///                 out.done(Box::new(price?));
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
+pub struct QueryId<A> {
+    id: AskId,
+    answer: PhantomData<fn() -> A>,
+}
+
+impl<A: Any + Send> QueryId<A> {
+    /// The untyped id, as [`Event::Reply`](crate::Event::Reply) carries it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::actor::{AskId, QueryId};
+    /// fn untyped(query: &QueryId<u32>) -> AskId { query.id() }
+    /// ```
+    pub fn id(&self) -> AskId {
+        self.id
+    }
+
+    /// The typed answer if `event` is this query's reply (`Ok`, holding
+    /// the answer or why there is none); the event back otherwise.
+    ///
+    /// # Errors
+    ///
+    /// `Err(event)` when `event` is not this query's reply. Inside `Ok`:
+    /// [`AskError::Timeout`], [`AskError::NoReply`], or
+    /// [`AskError::UnexpectedType`] for an answer of another type.
+    ///
+    /// # Examples
+    ///
+    /// See [`QueryId`].
+    pub fn answer(&self, event: Event) -> Result<Result<A, AskError>, Event> {
+        match event {
+            Event::Reply { id, result } if id == self.id => Ok(result.and_then(typed)),
+            other => Err(other),
+        }
+    }
+}
+
+impl<A> Clone for QueryId<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A> Copy for QueryId<A> {}
+
+impl<A> PartialEq for QueryId<A> {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl<A> Eq for QueryId<A> {}
+
+impl<A> fmt::Debug for QueryId<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueryId")
+            .field("id", &self.id)
+            .field("answer", &std::any::type_name::<A>())
+            .finish()
+    }
+}
+
+impl Context {
+    /// Asks `to` a typed [`Question`] from [`Pid::OUTSIDE`]: as
+    /// [`ask`](Context::ask), and the answer comes back as
+    /// `Q::Answer`, without a downcast.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ask`](Context::ask).
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedReply`].
+    pub fn query<Q: Question>(
+        &self,
+        to: Pid,
+        question: Q,
+    ) -> Result<TypedReply<Q::Answer>, SendError> {
+        Ok(TypedReply {
+            reply: self.ask(to, question)?,
+            answer: PhantomData,
+        })
+    }
+}
+
+impl Output<'_> {
+    /// Asks `to` a typed [`Question`] from this step: as
+    /// [`ask`](Output::ask), with a [`QueryId`] that reads the answer as
+    /// `Q::Answer`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ask`](Output::ask).
+    ///
+    /// # Examples
+    ///
+    /// See [`QueryId`].
+    pub fn query<Q: Question>(
+        &mut self,
+        to: Pid,
+        question: Q,
+        timeout: Duration,
+    ) -> Result<QueryId<Q::Answer>, SendError> {
+        Ok(QueryId {
+            id: self.ask(to, question, timeout)?,
+            answer: PhantomData,
+        })
     }
 }
 

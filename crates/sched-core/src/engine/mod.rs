@@ -30,7 +30,7 @@ pub(crate) mod stepping;
 mod timers;
 pub(crate) mod upgrade;
 
-pub use ask::Reply;
+pub use ask::{QueryId, Reply, TypedReply};
 pub use context::Context;
 pub use introspect::ProcessInfo;
 pub use monitors::Monitor;

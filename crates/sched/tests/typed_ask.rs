@@ -1,0 +1,136 @@
+//! Typed request-reply: a `Question` says its answer type; asking it from a
+//! thread, a tokio task or a step gets that type back without a downcast.
+
+use std::time::Duration;
+
+use sched::actor::{AskError, QueryId, Question};
+use sched::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// What an item costs, in cents.
+struct Price(&'static str);
+
+impl Question for Price {
+    type Answer = u32;
+}
+
+/// A question the shop answers with the wrong type, through the untyped
+/// `reply` (what a careless router might do).
+struct Broken;
+
+impl Question for Broken {
+    type Answer = u32;
+}
+
+/// Answers `Price` typed, `Broken` untyped with a string, and anything
+/// else (an untyped `u8`) with its double.
+struct Shop;
+
+impl Process for Shop {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Request(request) => match request.take::<Price>() {
+                    Ok((Price(item), answer)) => {
+                        answer.answer(if item == "tea" { 300 } else { 500 })
+                    }
+                    Err(request) => match request.take::<Broken>() {
+                        Ok((Broken, answer)) => answer.into_reply_to().reply("three hundred"),
+                        Err(request) => {
+                            let n = *request.payload::<u8>().ok_or("unknown question")?;
+                            request.reply(n * 2);
+                        }
+                    },
+                },
+                Event::Cancel => out.done(Box::new(())),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Asks the shop for the price of tea from a step and finishes with it.
+struct Buyer {
+    shop: Pid,
+    asked: Option<QueryId<u32>>,
+}
+
+impl Process for Buyer {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.asked = Some(out.query(self.shop, Price("tea"), WAIT)?);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let Some(asked) = self.asked else {
+            return Ok(());
+        };
+        for event in events {
+            if let Ok(price) = asked.answer(event) {
+                let price: u32 = price?;
+                out.done(Box::new(price));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn scheduler_with_shop() -> (Scheduler, Pid) {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let shop = scheduler.spawn(Shop, "run", ()).unwrap().pid();
+    (scheduler, shop)
+}
+
+#[test]
+fn a_thread_gets_the_answer_type() {
+    let (scheduler, shop) = scheduler_with_shop();
+    let price: u32 = scheduler
+        .query(shop, Price("tea"))
+        .unwrap()
+        .wait_timeout(WAIT)
+        .unwrap();
+    assert_eq!(price, 300);
+    // The untyped path still works beside it.
+    let doubled = scheduler
+        .ask(shop, 21u8)
+        .unwrap()
+        .wait_timeout(WAIT)
+        .unwrap();
+    assert_eq!(doubled.downcast_ref::<u8>(), Some(&42));
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn a_tokio_task_awaits_the_answer_type() {
+    let (scheduler, shop) = scheduler_with_shop();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let pending = scheduler.query(shop, Price("coffee")).unwrap();
+    let price = runtime
+        .block_on(async move { tokio::spawn(pending).await.unwrap() })
+        .unwrap();
+    assert_eq!(price, 500u32);
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn a_step_gets_the_answer_type() {
+    let (scheduler, shop) = scheduler_with_shop();
+    let buyer = Buyer { shop, asked: None };
+    let price = scheduler.spawn(buyer, "run", ()).unwrap().wait().unwrap();
+    assert_eq!(price.downcast_ref::<u32>(), Some(&300));
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn an_answer_of_another_type_is_an_error_not_a_panic() {
+    let (scheduler, shop) = scheduler_with_shop();
+    let answer = scheduler.query(shop, Broken).unwrap().wait_timeout(WAIT);
+    assert_eq!(answer, Err(AskError::UnexpectedType));
+    scheduler.shutdown(WAIT);
+}
