@@ -232,3 +232,61 @@ fn an_order_that_arrives_after_the_end_only_closes_the_new_process() {
     );
     scheduler.shutdown(WAIT);
 }
+
+#[test]
+fn no_request_is_lost_or_answered_twice_across_many_orders() {
+    const SENDERS: u64 = 2;
+    const PER_SENDER: u64 = 2_000;
+    const ORDERS: u32 = 50;
+    let scheduler = Arc::new(scheduler());
+    let counts = Arc::new(Counts::default());
+    let pid = scheduler
+        .spawn(Service::new(0, &counts), "run", ())
+        .unwrap()
+        .pid();
+    let senders: Vec<_> = (0..SENDERS)
+        .map(|s| {
+            let scheduler = Arc::clone(&scheduler);
+            std::thread::spawn(move || {
+                let replies: Vec<_> = (0..PER_SENDER)
+                    .map(|i| scheduler.ask(pid, s * PER_SENDER + i).unwrap())
+                    .collect();
+                replies
+                    .into_iter()
+                    .map(|mut reply| answer(&mut reply))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut ordered = 0;
+    let mut version = 1;
+    while ordered < ORDERS {
+        match scheduler.upgrade(pid, Service::new(version, &counts), "run", ()) {
+            Ok(()) => {
+                ordered += 1;
+                version += 1;
+            }
+            Err(UpgradeRequestError::Pending(_)) => std::thread::yield_now(),
+            Err(other) => panic!("unexpected refusal: {other}"),
+        }
+    }
+    let mut seen: Vec<u64> = Vec::new();
+    for sender in senders {
+        let answers = sender.join().unwrap();
+        // Answers to one sender come from versions that never go back.
+        assert!(answers.windows(2).all(|w| w[0].0 <= w[1].0), "{answers:?}");
+        seen.extend(answers.into_iter().map(|(_, n)| n));
+    }
+    seen.sort_unstable();
+    let expected: Vec<u64> = (0..SENDERS * PER_SENDER).collect();
+    assert_eq!(seen, expected, "each request answered exactly once");
+    // Every instance but the last was closed exactly once.
+    let deadline = std::time::Instant::now() + WAIT;
+    while counts.closes.load(SeqCst) < ORDERS as usize && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert_eq!(counts.inits.load(SeqCst), ORDERS as usize + 1);
+    assert_eq!(counts.closes.load(SeqCst), ORDERS as usize);
+    scheduler.shutdown(WAIT);
+    assert_eq!(counts.closes.load(SeqCst), ORDERS as usize + 1);
+}
