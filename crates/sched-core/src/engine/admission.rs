@@ -137,7 +137,7 @@ impl Shared {
             let wake = record.deliver_cancel();
             debug_assert!(matches!(wake, None | Some(Wake::Nothing)));
         }
-        tracing::trace!(%pid, method, "submitted");
+        tracing::debug!(%pid, method, "spawned");
         self.schedule(record.clone(), Runnable::New);
         Ok(Completion::new(record))
     }

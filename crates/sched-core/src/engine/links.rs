@@ -74,6 +74,7 @@ impl Shared {
             // signal is queued or the kill flagged.
             let acted = links::end_signal(ended, &linked, |related| {
                 let signal = decide(related, ended.pid, reason);
+                tracing::debug!(from = %ended.pid, to = %linked.pid, %reason, "exit signal");
                 match signal {
                     Signal::Deliver => linked
                         .deliver(Event::Exit {
@@ -97,6 +98,7 @@ impl Shared {
         let signal = target
             .relations
             .with_live(|related| decide(related, from, reason));
+        tracing::debug!(%from, to = %target.pid, %reason, "exit signal");
         match signal {
             Ok(Signal::Deliver) => {
                 if let Ok(wake) = target.deliver(Event::Exit {

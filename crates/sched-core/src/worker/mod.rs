@@ -476,6 +476,9 @@ impl Worker<'_> {
         // a worker ending a process (its `close`, its outcome) is not stuck.
         let in_step = &self.shared.remotes[self.local.index].counters.in_step;
         in_step.store(true, Relaxed);
+        // Free when nothing listens at trace level (one static check).
+        let span = tracing::trace_span!("step", pid = %record.pid);
+        let entered = span.enter();
         let result = catch_unwind(AssertUnwindSafe(|| {
             if fresh {
                 process.start(&mut output)?;
@@ -485,6 +488,7 @@ impl Worker<'_> {
             }
             process.step(&mut events, &mut output)
         }));
+        drop(entered);
         in_step.store(false, Relaxed);
         let status = std::mem::replace(&mut output.status, Status::Idle);
         drop(output);
@@ -680,9 +684,10 @@ impl Worker<'_> {
         // Its PID leaves the table, then its monitors fire and its names are
         // freed: a watcher that reacts (a supervisor restarting it under
         // the same name) finds the name available.
+        let reason = crate::contract::down::ExitReason::of(&outcome);
         self.shared.retire(
             record,
-            crate::contract::down::ExitReason::of(&outcome),
+            reason,
             crate::contract::outcome::detail_of(&outcome),
         );
         // The monitors it held on others go, and with them the references
@@ -696,7 +701,7 @@ impl Worker<'_> {
         // the entry; either way it holds no process and no result).
         self.local.forget_route(record.pid);
         bump(&self.counters().completed, 1);
-        tracing::trace!(pid = %record.pid, ok = outcome.is_ok(), "ended");
+        tracing::debug!(pid = %record.pid, %reason, "ended");
         // The slot is free before the hook runs, so a hook may start a
         // replacement even at the process limit. A shutdown that returns
         // has still seen every hook call: it joins the workers, and this

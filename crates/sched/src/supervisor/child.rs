@@ -108,6 +108,7 @@ impl Child {
         self.pending = false;
         if self.started_once {
             self.restarts += 1;
+            tracing::debug!(child = %pid, restarts = self.restarts, "restarted");
         }
         self.started_once = true;
         Ok(())
