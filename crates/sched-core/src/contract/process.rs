@@ -1,10 +1,13 @@
 //! The process contract: `init`, `step`, `close`.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use relay::{Payload, Pid};
 
 use crate::contract::error::BoxError;
 use crate::contract::error::InitError;
 use crate::contract::output::{Events, Output};
+use crate::panic_guard::{drop_payload, panic_message};
 
 /// A step-driven process: a state machine the scheduler advances.
 ///
@@ -202,4 +205,41 @@ impl InitContext {
     pub fn pid(&self) -> Pid {
         self.pid
     }
+}
+
+/// Runs `process.init` for `pid`; a panic becomes
+/// [`InitError::Panicked`] with its message (the payload dropped under the
+/// guard). What submission and both kinds of upgrade run.
+pub(crate) fn init_guarded(
+    process: &mut dyn Process,
+    pid: Pid,
+    method: &str,
+    input: Payload,
+) -> Result<(), InitError> {
+    match catch_unwind(AssertUnwindSafe(|| {
+        process.init(&InitContext::new(pid), method, input)
+    })) {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic_message(&*panic);
+            drop_payload(panic);
+            Err(InitError::Panicked { message })
+        }
+    }
+}
+
+/// Calls `process.close` and drops it; a panic in either becomes its
+/// message (the payload dropped under the guard). Every path that ends an
+/// initialised instance goes through here, so `close` runs once.
+pub(crate) fn close_guarded(process: Box<dyn Process>) -> Result<(), String> {
+    let closed = catch_unwind(AssertUnwindSafe(move || {
+        let mut process = process;
+        process.close();
+        drop(process);
+    }));
+    closed.map_err(|panic| {
+        let message = panic_message(&*panic);
+        drop_payload(panic);
+        message
+    })
 }

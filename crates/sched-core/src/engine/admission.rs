@@ -7,9 +7,8 @@ use relay::{Payload, Pid};
 
 use super::live::Refused;
 use super::shared::{Runnable, Shared};
-use crate::contract::error::InitError;
 use crate::contract::error::SubmitError;
-use crate::contract::process::{InitContext, Process};
+use crate::contract::process::{init_guarded, Process};
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::completion::Completion;
 use crate::record::state::Wake;
@@ -101,21 +100,10 @@ impl Shared {
         let init = unsafe {
             record.with_body(|body| {
                 let process = body.process.as_mut().expect("a new record has its process");
-                catch_unwind(AssertUnwindSafe(|| {
-                    process.init(&InitContext::new(pid), method, input)
-                }))
+                init_guarded(&mut **process, pid, method, input)
             })
         };
-        let error = match init {
-            Ok(Ok(())) => None,
-            Ok(Err(error)) => Some(error),
-            Err(panic) => {
-                let message = panic_message(&*panic);
-                drop_payload(panic);
-                Some(InitError::Panicked { message })
-            }
-        };
-        if let Some(error) = error {
+        if let Err(error) = init {
             self.abandon(&record, false);
             return Err(Refusal::Other(SubmitError::Init { pid, error }));
         }

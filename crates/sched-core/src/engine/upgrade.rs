@@ -20,15 +20,14 @@
 //!    ran, so its `close` is due).
 
 use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use relay::{Package, Payload, Pid};
 
 use super::Context;
-use crate::contract::error::{InitError, UpgradeRequestError};
+use crate::contract::error::UpgradeRequestError;
 use crate::contract::event::Event;
-use crate::contract::process::{InitContext, Process};
-use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
+use crate::contract::process::{close_guarded, init_guarded, Process};
+use crate::panic_guard::drop_user_value;
 
 /// An initialised process on its way to replace the one under `pid`.
 pub(crate) struct UpgradeOrder {
@@ -68,15 +67,10 @@ impl UpgradeOrder {
 /// went away) closes the process it carries: its `init` ran.
 impl Drop for UpgradeOrder {
     fn drop(&mut self) {
-        if let Some(mut process) = self.process.take() {
+        if let Some(process) = self.process.take() {
             let pid = self.pid;
-            let closed = catch_unwind(AssertUnwindSafe(move || {
-                process.close();
-                drop(process);
-            }));
-            if let Err(panic) = closed {
-                tracing::debug!(%pid, message = %panic_message(&*panic), "close of an upgrade that did not take over panicked");
-                drop_payload(panic);
+            if let Err(message) = close_guarded(process) {
+                tracing::debug!(%pid, %message, "close of an upgrade that did not take over panicked");
             }
             tracing::debug!(%pid, method = %self.method, "an ordered upgrade did not take over: the process had ended");
         }
@@ -187,19 +181,7 @@ impl Context {
         if !record.mailbox.claim_upgrade() {
             return refuse(process, input, UpgradeRequestError::Pending(pid));
         }
-        let init = catch_unwind(AssertUnwindSafe(|| {
-            process.init(&InitContext::new(pid), method, input)
-        }));
-        let failed = match init {
-            Ok(Ok(())) => None,
-            Ok(Err(error)) => Some(error),
-            Err(panic) => {
-                let message = panic_message(&*panic);
-                drop_payload(panic);
-                Some(InitError::Panicked { message })
-            }
-        };
-        if let Some(error) = failed {
+        if let Err(error) = init_guarded(&mut *process, pid, method, input) {
             record.mailbox.release_upgrade();
             drop_user_value(process, pid, "a process whose upgrade init failed");
             return Err(UpgradeRequestError::Init { pid, error });

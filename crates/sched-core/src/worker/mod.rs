@@ -13,6 +13,7 @@ use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::output::{Events, Output, Status, Yield};
 use crate::contract::pending::{drop_unwanted, StepLists};
+use crate::contract::process::close_guarded;
 use crate::engine::commands::completer::Completer;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::{bump, WorkerCounters};
@@ -667,14 +668,8 @@ impl Worker<'_> {
             }
         }
         self.shared.dead_letters(record.pid, dead);
-        if let Some(mut process) = body.process.take() {
-            let closed = catch_unwind(AssertUnwindSafe(move || {
-                process.close();
-                drop(process);
-            }));
-            if let Err(panic) = closed {
-                let message = panic_message(&*panic);
-                drop_payload(panic);
+        if let Some(process) = body.process.take() {
+            if let Err(message) = close_guarded(process) {
                 tracing::debug!(pid = %record.pid, %message, "close panicked");
                 if outcome.is_ok() {
                     outcome = Err(ExitError::Panicked { message });

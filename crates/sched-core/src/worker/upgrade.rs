@@ -8,16 +8,13 @@
 //! decides (a kill flag set meanwhile ends the *new* process, which is then
 //! closed like any other); a failed one ends the process through `end`.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use crate::contract::error::InitError;
 use crate::contract::error::UpgradeError;
 use crate::contract::outcome::ExitError;
-use crate::contract::process::InitContext;
+use crate::contract::process::{close_guarded, init_guarded};
 use crate::contract::upgrade::Upgrade;
 use crate::engine::stats::bump;
 use crate::engine::upgrade::UpgradeOrder;
-use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
+use crate::panic_guard::drop_user_value;
 use crate::record::state::{KILL, READY};
 use crate::record::{Body, Record};
 use crate::sync::Arc;
@@ -75,16 +72,9 @@ impl Worker<'_> {
         }
 
         let old = body.process.take().expect("a live record has its process");
-        let closed = catch_unwind(AssertUnwindSafe(move || {
-            let mut old = old;
-            old.close();
-            drop(old);
-        }));
-        if let Err(panic) = closed {
+        if let Err(message) = close_guarded(old) {
             // The old process is gone (its `close` ran, once); the new one
             // is not started on top of a failed cleanup.
-            let message = panic_message(&*panic);
-            drop_payload(panic);
             tracing::debug!(%pid, %message, "close panicked during an upgrade");
             drop_user_value(new, pid, "a process an upgrade did not start");
             drop_user_value(input, pid, "the input of an upgrade that did not start");
@@ -92,19 +82,7 @@ impl Worker<'_> {
             return None;
         }
 
-        let init = catch_unwind(AssertUnwindSafe(|| {
-            new.init(&InitContext::new(pid), &method, input)
-        }));
-        let failed = match init {
-            Ok(Ok(())) => None,
-            Ok(Err(error)) => Some(error),
-            Err(panic) => {
-                let message = panic_message(&*panic);
-                drop_payload(panic);
-                Some(InitError::Panicked { message })
-            }
-        };
-        if let Some(error) = failed {
+        if let Err(error) = init_guarded(&mut *new, pid, &method, input) {
             tracing::debug!(%pid, method = %method, %error, "upgrade failed: init of the new process");
             // Its `init` failed, so its `close` is not called.
             drop_user_value(new, pid, "a process whose upgrade init failed");
@@ -146,14 +124,7 @@ impl Worker<'_> {
             .process
             .replace(new)
             .expect("a live record has its process");
-        let closed = catch_unwind(AssertUnwindSafe(move || {
-            let mut old = old;
-            old.close();
-            drop(old);
-        }));
-        if let Err(panic) = closed {
-            let message = panic_message(&*panic);
-            drop_payload(panic);
+        if let Err(message) = close_guarded(old) {
             tracing::debug!(%pid, %message, "close panicked during an upgrade ordered from outside");
             // The new process is in the body: the end closes it.
             self.end(record, body, Err(ExitError::Panicked { message }));
