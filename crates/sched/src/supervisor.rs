@@ -7,6 +7,7 @@
 mod builder;
 mod child;
 mod error;
+mod in_place;
 mod intensity;
 mod report;
 mod spec;
@@ -235,6 +236,26 @@ impl Supervisor {
         }
     }
 
+    /// A child restarted itself in place: the restart counts against the
+    /// intensity like any other; past it, the supervisor stops.
+    fn on_restarted_in_place(&mut self, from: relay::Pid, out: &mut Output<'_>) {
+        if !matches!(self.phase, Phase::Running) {
+            return;
+        }
+        let Some(i) = self.children.iter().position(|c| c.pid() == Some(from)) else {
+            return;
+        };
+        self.children[i].restarted_in_place();
+        if let Err(restarts) = self.intensity.record(Instant::now()) {
+            let error = SupervisorError::IntensityExceeded {
+                restarts,
+                within: self.intensity.within(),
+                child: self.children[i].spec.name.clone(),
+            };
+            self.stop(Stop::Failed(error), out);
+        }
+    }
+
     /// One-for-all: terminates the next running child (the last started),
     /// once the previous one has ended; back to running when none is left.
     fn regroup(&mut self, out: &mut Output<'_>) {
@@ -373,6 +394,9 @@ impl Process for Supervisor {
                 Event::Timer { id, .. } => self.on_timer(id, out),
                 Event::Request(request) if request.payload::<WhichChildren>().is_some() => {
                     questions.push(request);
+                }
+                Event::Message(message) if message.payload::<in_place::Restarted>().is_some() => {
+                    self.on_restarted_in_place(message.source(), out);
                 }
                 // Other requests are dropped: their askers get no reply.
                 _ => {}

@@ -297,6 +297,30 @@ impl<'a> Output<'a> {
         self.engine.send(package)
     }
 
+    /// Forgets what this step has asked for so far: the commands it
+    /// yielded are dropped (never dispatched) and its status is back to
+    /// [`idle`](Output::idle). For a step that starts over, or hands the
+    /// turn to a process that replaces a failed one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::command::CommandId;
+    ///
+    /// fn change_of_mind(out: &mut Output<'_>) {
+    ///     out.yield_command(CommandId(1), Tag(1), Box::new(()));
+    ///     out.reset();
+    ///     assert_eq!(out.yield_count(), 0);
+    /// }
+    /// ```
+    pub fn reset(&mut self) {
+        self.status = Status::Idle;
+        for dropped in self.yields.drain(..) {
+            drop_user_value(dropped.data, self.pid, "a command yielded before a reset");
+        }
+    }
+
     /// A fresh PID on this scheduler's node, for
     /// [`submit_boxed`](Output::submit_boxed) (or to tell others about
     /// before the process exists).

@@ -14,6 +14,7 @@ use relay::{Package, Pid, PidsExhausted, SendError};
 
 use super::shared::Shared;
 use super::Context;
+use crate::contract::output::Output;
 use crate::contract::step_engine::StepEngine;
 use crate::record::Record;
 use crate::sync::Arc;
@@ -38,5 +39,44 @@ impl StepEngine for Stepping<'_> {
 
     fn context(&self) -> &dyn Any {
         Context::of(self.shared)
+    }
+}
+
+impl Output<'_> {
+    /// Cancels everything this process is still waiting for: its timers
+    /// (wake-ups and the timeouts of its asks) are cancelled, its monitors
+    /// removed, its asks forgotten. None of their events is handed to a
+    /// step afterwards, even one already among this step's events. Delayed
+    /// messages it sent are not touched (they belong to their message), nor
+    /// are its links and names. For a process that starts over (a
+    /// restart in place), so that nothing meant for its earlier state
+    /// reaches the new one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// fn start_over(out: &mut Output<'_>) {
+    ///     out.cancel_pending();
+    ///     out.set_timer(Duration::from_secs(1), Tag(1));
+    /// }
+    /// ```
+    pub fn cancel_pending(&mut self) {
+        let taken = self.with_existing(|x| {
+            let timers: Vec<_> = x.timers.iter().copied().collect();
+            x.timers = Default::default();
+            x.asks.clear();
+            (timers, std::mem::take(&mut x.monitoring))
+        });
+        if let Some((timers, monitors)) = taken {
+            for id in timers {
+                self.engine.cancel_timer(id);
+            }
+            for monitor in monitors {
+                self.engine.demonitor(monitor);
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ use sched_core::{
     BoxError, Completion, Down, ExitError, ExitReason, MonitorId, NameError, Output, SubmitError,
 };
 
+use super::in_place::InPlace;
 use super::report::ChildReport;
 use super::spec::{ChildSpec, Restart};
 
@@ -77,7 +78,16 @@ impl Child {
     /// from the supervisor's step, registered under its name if asked,
     /// then monitored.
     pub(super) fn start(&mut self, out: &mut Output<'_>) -> Result<(), StartError> {
-        let process = (self.spec.factory)();
+        let process: Box<dyn sched_core::Process> = if self.spec.in_place {
+            Box::new(InPlace::new(
+                self.spec.factory.clone(),
+                self.spec.method.clone(),
+                self.spec.input.clone(),
+                out.pid(),
+            ))
+        } else {
+            (self.spec.factory)()
+        };
         let input = (self.spec.input)();
         let completion = match out.spawn_boxed(process, &self.spec.method, input) {
             Ok(completion) => completion,
@@ -112,6 +122,12 @@ impl Child {
         }
         self.started_once = true;
         Ok(())
+    }
+
+    /// Counts a restart in place of the current incarnation.
+    pub(super) fn restarted_in_place(&mut self) {
+        self.restarts += 1;
+        self.last_exit = Some(ExitReason::Error);
     }
 
     /// Takes the down of the current incarnation and returns how it ended.

@@ -92,6 +92,7 @@ pub struct ChildSpec {
     pub(super) input: InputFactory,
     pub(super) restart: Restart,
     pub(super) register_as: Option<Arc<str>>,
+    pub(super) in_place: bool,
 }
 
 impl ChildSpec {
@@ -154,6 +155,7 @@ impl ChildSpec {
             input: Arc::new(|| Box::new(())),
             restart: Restart::default(),
             register_as: None,
+            in_place: false,
         }
     }
 
@@ -201,6 +203,45 @@ impl ChildSpec {
     /// See [`ChildSpec`].
     pub fn restart(mut self, restart: Restart) -> Self {
         self.restart = restart;
+        self
+    }
+
+    /// Restarts the child **in place** when its step fails or panics: a
+    /// fresh process from the factory takes over under the same PID, with
+    /// the same mailbox, so everything queued after the message it was
+    /// handling reaches the new instance (the message it was handling is
+    /// lost; a request among them is answered `AskError::NoReply`). Its
+    /// name, the monitors and links others hold on it and its
+    /// `Completion` stay; what the failed instance was waiting for (its
+    /// timers, monitors, asks) is cancelled. Each such restart counts
+    /// against the supervisor's intensity like any other. An end that is
+    /// not a failure (`done`, a terminate, a cancel, a linked process's
+    /// end) is handled as for any child, and so is a new instance that
+    /// cannot start: those restarts take a new PID.
+    ///
+    /// Choose a new PID (the default) when callers must notice the crash:
+    /// a monitor's `Down`, a link's exit signal, pending requests failing
+    /// at once, as in OTP. Choose in place when the child's callers hold
+    /// its PID and its queue is worth more than its state: a service whose
+    /// requests should outlive one bad request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Parser;
+    /// impl Process for Parser {
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let spec = ChildSpec::new("parser", || Parser).restart_in_place(true);
+    /// # drop(spec);
+    /// ```
+    pub fn restart_in_place(mut self, in_place: bool) -> Self {
+        self.in_place = in_place;
         self
     }
 

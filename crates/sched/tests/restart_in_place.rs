@@ -1,0 +1,171 @@
+//! A supervised child restarted in place keeps its PID and its mailbox:
+//! of the requests queued behind the one that crashes it, none is lost.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sched::actor::AskError;
+use sched::prelude::*;
+use sched::supervisor::{SupervisorError, SupervisorReport, WhichChildren};
+
+const WAIT: Duration = Duration::from_secs(10);
+/// The request that crashes the service.
+const POISON: u64 = u64::MAX;
+
+/// Answers each number with `(its instance, the number)`; panics on
+/// `POISON`, fails on `POISON - 1`.
+struct Service {
+    instance: usize,
+    closes: Arc<AtomicUsize>,
+}
+
+impl Process for Service {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Request(request) => {
+                    let n = *request.payload::<u64>().ok_or("not a number")?;
+                    if n == POISON {
+                        panic!("poisoned request");
+                    }
+                    if n == POISON - 1 {
+                        return Err("a request it cannot handle".into());
+                    }
+                    request.reply((self.instance, n));
+                }
+                Event::Cancel => out.done(Box::new(())),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) {
+        self.closes.fetch_add(1, SeqCst);
+    }
+}
+
+struct Fixture {
+    scheduler: Scheduler,
+    supervisor: Completion,
+    instances: Arc<AtomicUsize>,
+    closes: Arc<AtomicUsize>,
+}
+
+fn fixture(max_restarts: u32) -> Fixture {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let instances = Arc::new(AtomicUsize::new(0));
+    let closes = Arc::new(AtomicUsize::new(0));
+    let (made, closed) = (Arc::clone(&instances), Arc::clone(&closes));
+    let spec = ChildSpec::new("service", move || Service {
+        instance: made.fetch_add(1, SeqCst) + 1,
+        closes: Arc::clone(&closed),
+    })
+    .register_as("service")
+    .restart_in_place(true);
+    let supervisor = Supervisor::builder()
+        .intensity(max_restarts, Duration::from_secs(60))
+        .child(spec)
+        .build();
+    let supervisor = scheduler.spawn(supervisor, "run", ()).unwrap();
+    Fixture {
+        scheduler,
+        supervisor,
+        instances,
+        closes,
+    }
+}
+
+fn service(scheduler: &Scheduler) -> Pid {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(pid) = scheduler.whereis("service") {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the service never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn report(f: &Fixture) -> SupervisorReport {
+    let answer = f
+        .scheduler
+        .ask(f.supervisor.pid(), WhichChildren)
+        .unwrap()
+        .wait_timeout(WAIT)
+        .unwrap();
+    *answer.downcast::<SupervisorReport>().unwrap()
+}
+
+#[test]
+fn of_the_queued_requests_only_the_crashing_one_is_lost() {
+    const N: u64 = 2_000;
+    let f = fixture(5);
+    let pid = service(&f.scheduler);
+    let monitor = f.scheduler.monitor(pid);
+    // Requests queued around the poisoned one, from two threads at once.
+    let replies: Vec<_> = (0..N)
+        .map(|n| {
+            let question = if n == N / 2 { POISON } else { n };
+            f.scheduler.ask(pid, question).unwrap()
+        })
+        .collect();
+    let mut lost = Vec::new();
+    let mut by_instance = [0u64; 3];
+    for (n, mut reply) in replies.into_iter().enumerate() {
+        match reply.wait_timeout(WAIT) {
+            Ok(answer) => {
+                let (instance, m) = *answer.downcast::<(usize, u64)>().unwrap();
+                assert_eq!(m, n as u64);
+                by_instance[instance] += 1;
+            }
+            Err(AskError::Timeout) => panic!("request {n} was never answered"),
+            Err(error) => lost.push((n, error)),
+        }
+    }
+    assert_eq!(
+        lost,
+        vec![(N as usize / 2, AskError::NoReply)],
+        "only the crashing request"
+    );
+    // Before it, the first instance; after it, the second: none lost.
+    assert_eq!(by_instance[1] + by_instance[2], N - 1);
+    assert!(by_instance[2] >= N / 2 - 1, "{by_instance:?}");
+    assert_eq!(f.instances.load(SeqCst), 2);
+    assert_eq!(f.closes.load(SeqCst), 1, "the failed instance was closed");
+    // Same PID, same name, still running: nobody saw it end.
+    assert_eq!(f.scheduler.whereis("service"), Some(pid));
+    assert!(monitor.wait_timeout(Duration::from_millis(50)).is_none());
+    let child = &report(&f).children[0];
+    assert_eq!((child.pid, child.restarts), (Some(pid), 1));
+    f.scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn restarts_in_place_count_against_the_intensity() {
+    let f = fixture(2);
+    let pid = service(&f.scheduler);
+    for crash in [POISON, POISON - 1, POISON] {
+        let _ = f.scheduler.ask(pid, crash).unwrap().wait_timeout(WAIT);
+    }
+    // The third restart is one too many: the supervisor stops and fails.
+    let outcome = f.supervisor.wait().unwrap_err();
+    let ExitError::Step(error) = outcome else {
+        panic!("expected the supervisor's error, got {outcome:?}");
+    };
+    assert!(matches!(
+        error.downcast_ref::<SupervisorError>(),
+        Some(SupervisorError::IntensityExceeded { restarts: 3, .. })
+    ));
+    assert_eq!(
+        f.scheduler.whereis("service"),
+        None,
+        "the child was terminated"
+    );
+    f.scheduler.shutdown(WAIT);
+}
