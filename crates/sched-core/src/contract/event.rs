@@ -69,7 +69,8 @@ pub enum Event {
     Reply {
         /// The ask, as `Output::ask` returned it.
         id: AskId,
-        /// The answer, or [`AskError::Timeout`] / [`AskError::NoReply`].
+        /// The answer, or [`AskError::Timeout`] / [`AskError::NoReply`] /
+        /// [`AskError::Unread`].
         result: Result<Payload, AskError>,
     },
     /// The scheduler asks the process to finish: it is shutting down. A

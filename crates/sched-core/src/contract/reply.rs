@@ -38,14 +38,18 @@ pub struct AskId(pub(crate) u64);
 pub enum AskError {
     /// The timeout passed first.
     Timeout,
-    /// The asked process dropped the request without replying (it ended,
-    /// or chose not to answer).
+    /// The asked process had the request and dropped it without replying
+    /// (it chose not to answer, or ended while holding it).
     NoReply,
     /// The reply was already taken from this handle.
     AlreadyTaken,
     /// The answer was not of the type the [`Question`] says (it was given
     /// through the untyped [`ReplyTo::reply`]).
     UnexpectedType,
+    /// The asked process ended before any step read the request: nobody
+    /// acted on it, so asking again (another process, a restarted one) is
+    /// safe. [`NoReply`](AskError::NoReply) says a step had it.
+    Unread,
 }
 
 impl fmt::Display for AskError {
@@ -55,6 +59,7 @@ impl fmt::Display for AskError {
             AskError::NoReply => "the request was dropped without a reply",
             AskError::AlreadyTaken => "the reply was already taken",
             AskError::UnexpectedType => "the answer was not of the type the question expects",
+            AskError::Unread => "the asked process ended before reading the request",
         })
     }
 }
@@ -344,6 +349,17 @@ impl ReplyTo {
     /// never delivered: the asker learns it from the send error).
     pub(crate) fn forget(mut self) {
         self.asker = None;
+    }
+}
+
+impl Request {
+    /// Tells the asker that no step read this request
+    /// ([`AskError::Unread`]); the request can still be handed to the
+    /// dead-letter hook, whose reply then reaches nobody.
+    pub(crate) fn tell_unread(&mut self) {
+        if let Some(asker) = self.inner.1.asker.take() {
+            asker.answer(Err(AskError::Unread));
+        }
     }
 }
 

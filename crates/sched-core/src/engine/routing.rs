@@ -18,9 +18,13 @@ impl Shared {
     /// letters) and passes them to the dead-letter hook.
     pub(crate) fn dead_letters(&self, pid: Pid, events: Vec<Event>) {
         let mut n = 0u64;
-        for event in events {
+        for mut event in events {
             if matches!(event, Event::Cancel) {
                 continue;
+            }
+            if let Event::Request(request) = &mut event {
+                // No step read it: the asker may safely ask again.
+                request.tell_unread();
             }
             if super::upgrade::UpgradeOrder::is_order(&event) {
                 // Not a letter: an upgrade that never took over. Dropping

@@ -80,7 +80,7 @@ pub(crate) fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>
                     dead: true,
                 }),
                 Event::Request(request) => {
-                    // Dropped when this arm ends: the asker hears `NoReply`.
+                    // The asker heard `Unread` before the hook ran.
                     let Some(&serial) = request.payload::<u64>() else {
                         return on_dead_letter
                             .violation(format!("{pid}: a dead-lettered request of no ask"));

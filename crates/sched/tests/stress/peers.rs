@@ -350,7 +350,9 @@ pub(crate) fn answer(result: Result<Payload, AskError>) -> Answer {
             None => Answer::Odd("a value that is not a u64".into()),
         },
         Err(AskError::Timeout) => Answer::Timeout,
-        Err(AskError::NoReply) => Answer::NoReply,
+        // Unread or dropped: either way no answer will come (the checker
+        // counts exactly one reply per ask, not which kind of refusal).
+        Err(AskError::NoReply | AskError::Unread) => Answer::NoReply,
         Err(other) => Answer::Odd(format!("{other:?}")),
     }
 }
