@@ -134,3 +134,79 @@ fn an_answer_of_another_type_is_an_error_not_a_panic() {
     assert_eq!(answer, Err(AskError::UnexpectedType));
     scheduler.shutdown(WAIT);
 }
+
+/// Asks the process named "shop" from a step, typed and untyped.
+struct NamedBuyer {
+    asked: Option<QueryId<u32>>,
+    untyped: Option<sched::actor::AskId>,
+    got: Vec<String>,
+}
+
+impl Process for NamedBuyer {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.asked = Some(out.query_named("shop", Price("tea"), WAIT)?);
+        self.untyped = Some(out.ask_named("shop", 4u8, WAIT)?);
+        let missing = out.ask_named("no such shop", 1u8, WAIT).unwrap_err();
+        self.got.push(format!("{:?}", missing.kind()));
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            let event = match self.asked.map(|q| q.answer(event)) {
+                Some(Ok(price)) => {
+                    self.got.push(format!("price {}", price?));
+                    continue;
+                }
+                Some(Err(other)) => other,
+                None => continue,
+            };
+            if let Event::Reply { id, result } = event {
+                if Some(id) == self.untyped {
+                    let doubled = *result?.downcast::<u8>().map_err(|_| "not a u8")?;
+                    self.got.push(format!("doubled {doubled}"));
+                }
+            }
+        }
+        if self.got.len() == 3 {
+            self.got.sort();
+            out.done(Box::new(std::mem::take(&mut self.got)));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn asking_by_name_from_outside_and_from_a_step() {
+    let (scheduler, shop) = scheduler_with_shop();
+    scheduler.register_name("shop", shop).unwrap();
+    let price = scheduler
+        .query_named("shop", Price("tea"))
+        .unwrap()
+        .wait_timeout(WAIT)
+        .unwrap();
+    assert_eq!(price, 300);
+    let missing = scheduler.ask_named("no such shop", 7u8).unwrap_err();
+    assert_eq!(missing.kind(), sched::message::SendErrorKind::UnknownTarget);
+    assert_eq!(
+        missing.into_package().downcast::<u8>().ok(),
+        Some(7),
+        "handed back"
+    );
+
+    let buyer = NamedBuyer {
+        asked: None,
+        untyped: None,
+        got: Vec::new(),
+    };
+    let got = scheduler.spawn(buyer, "run", ()).unwrap().wait().unwrap();
+    assert_eq!(
+        *got.downcast::<Vec<String>>().unwrap(),
+        vec![
+            "UnknownTarget".to_string(),
+            "doubled 8".into(),
+            "price 300".into()
+        ]
+    );
+    scheduler.shutdown(WAIT);
+}

@@ -510,6 +510,132 @@ impl Output<'_> {
     }
 }
 
+/// The error of an ask to a name nobody holds: unknown target, the
+/// question handed back (its target is [`Pid::OUTSIDE`]).
+fn no_such_name(from: Pid, question: Payload) -> SendError {
+    SendError::unknown_target(Package::from_payload(from, Pid::OUTSIDE, question))
+}
+
+impl Context {
+    /// [`ask`](Context::ask) the process registered under `name` now.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ask`](Context::ask); no process holds `name`:
+    /// [`SendErrorKind::UnknownTarget`](relay::SendErrorKind::UnknownTarget),
+    /// the question handed back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// assert!(scheduler.ask_named("nobody", 1u32).is_err());
+    /// ```
+    pub fn ask_named(&self, name: &str, payload: impl Any + Send) -> Result<Reply, SendError> {
+        match self.whereis(name) {
+            Some(pid) => self.ask(pid, payload),
+            None => Err(no_such_name(Pid::OUTSIDE, relay::into_payload(payload))),
+        }
+    }
+
+    /// [`query`](Context::query) the process registered under `name` now.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ask_named`](Context::ask_named).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::actor::Question;
+    ///
+    /// struct Ping;
+    /// impl Question for Ping {
+    ///     type Answer = ();
+    /// }
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// assert!(scheduler.query_named("nobody", Ping).is_err());
+    /// ```
+    pub fn query_named<Q: Question>(
+        &self,
+        name: &str,
+        question: Q,
+    ) -> Result<TypedReply<Q::Answer>, SendError> {
+        Ok(TypedReply {
+            reply: self.ask_named(name, question)?,
+            answer: PhantomData,
+        })
+    }
+}
+
+impl Output<'_> {
+    /// [`ask`](Output::ask) the process registered under `name` now.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ask`](Output::ask); no process holds `name`:
+    /// [`SendErrorKind::UnknownTarget`](relay::SendErrorKind::UnknownTarget),
+    /// the question handed back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::actor::AskId;
+    /// use std::time::Duration;
+    ///
+    /// fn ask_the_registry(out: &mut Output<'_>) -> Option<AskId> {
+    ///     out.ask_named("registry", "who is up?", Duration::from_millis(100)).ok()
+    /// }
+    /// ```
+    pub fn ask_named(
+        &mut self,
+        name: &str,
+        payload: impl Any + Send,
+        timeout: Duration,
+    ) -> Result<AskId, SendError> {
+        match self.context().whereis(name) {
+            Some(pid) => self.ask(pid, payload, timeout),
+            None => Err(no_such_name(self.pid(), relay::into_payload(payload))),
+        }
+    }
+
+    /// [`query`](Output::query) the process registered under `name` now.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ask_named`](Output::ask_named).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::actor::{QueryId, Question};
+    /// use std::time::Duration;
+    ///
+    /// struct Count;
+    /// impl Question for Count {
+    ///     type Answer = u64;
+    /// }
+    /// fn count_them(out: &mut Output<'_>) -> Option<QueryId<u64>> {
+    ///     out.query_named("counter", Count, Duration::from_millis(100)).ok()
+    /// }
+    /// ```
+    pub fn query_named<Q: Question>(
+        &mut self,
+        name: &str,
+        question: Q,
+        timeout: Duration,
+    ) -> Result<QueryId<Q::Answer>, SendError> {
+        Ok(QueryId {
+            id: self.ask_named(name, question, timeout)?,
+            answer: PhantomData,
+        })
+    }
+}
+
 /// An outside asker: the answer waits in the slot its `Reply` handle
 /// reads.
 impl Answer for ReplySlot {
