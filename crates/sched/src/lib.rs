@@ -92,6 +92,7 @@
 //! The `deque` crate (re-exported as [`deque`]) is usable on its own.
 
 mod builder;
+mod call;
 mod scheduler;
 pub mod supervisor;
 
@@ -210,6 +211,7 @@ pub mod process {
 /// # drop(scheduler);
 /// ```
 pub mod command {
+    pub use crate::call::{Call, CallError};
     pub use sched_core::{
         Abandoned, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
         Rejected, Tag,

@@ -1,0 +1,295 @@
+//! One command call with a timeout and retries, driven from a step: the
+//! shape every workflow step writes by hand (yield, set a timer, cancel it
+//! on the completion, yield again on the timeout).
+
+use std::any::Any;
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use relay::Payload;
+use sched_core::{CommandError, CommandId, Event, Output, Tag, TimerId};
+
+/// A command call with a timeout per attempt and a number of retries.
+///
+/// [`start`](Call::start) yields the command and sets the attempt's timer;
+/// hand every event to [`on_event`](Call::on_event), which takes the ones
+/// that are this call's: a completion ends the call (the timer is
+/// cancelled), a timeout or a failed completion starts the next attempt
+/// with the same data, until the retries are spent. The first completion
+/// of any attempt wins: a retry is another try of the same command, so a
+/// late answer to an earlier attempt is as good as the last one's, and the
+/// ones after it are swallowed. Keep the `Call` until the process ends (or
+/// let its step ignore completions it does not know) so that late
+/// completions of a finished call are swallowed too.
+///
+/// Each call needs its own [`Tag`]: the commands of all its attempts carry
+/// it.
+///
+/// # Examples
+///
+/// ```
+/// use sched::command::{Call, CommandId};
+/// use sched::prelude::*;
+/// use std::time::Duration;
+///
+/// const FETCH: CommandId = CommandId(1);
+///
+/// /// Fetches a page with a 15 ms timeout and one retry; finishes with the
+/// /// page or the error.
+/// struct Fetch {
+///     call: Call,
+/// }
+///
+/// impl Process for Fetch {
+///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         self.call.start(out, "/index.html");
+///         Ok(())
+///     }
+///
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let Ok(Some(result)) = self.call.on_event(event, out) {
+///                 out.done(result?);
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder()
+///     .workers(1)
+///     .handler(FETCH, |cmd: sched::command::Command, done: sched::command::Completer| {
+///         let _ = done.complete(Box::new(format!("page {}", cmd.data::<&str>().unwrap())));
+///         Ok(())
+///     })
+///     .build();
+/// scheduler.start();
+/// let fetch = Fetch { call: Call::new(FETCH, Tag(1), Duration::from_millis(15)).retries(1) };
+/// let page = scheduler.spawn(fetch, "run", ())?.wait()?;
+/// assert_eq!(page.downcast_ref::<String>().map(String::as_str), Some("page /index.html"));
+/// # scheduler.shutdown(Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Call {
+    command: CommandId,
+    tag: Tag,
+    timeout: Duration,
+    retries: u32,
+    /// Makes each attempt's data.
+    data: Option<Arc<dyn Fn() -> Payload + Send + Sync>>,
+    /// Attempts made so far.
+    attempts: u32,
+    /// The running attempt's timer; `None` once the call has ended.
+    timer: Option<TimerId>,
+    /// The call has ended (answered or given up): later completions are
+    /// swallowed.
+    ended: bool,
+}
+
+impl Call {
+    /// A call of `command` with completions tagged `tag`, `timeout` per
+    /// attempt, and no retry.
+    ///
+    /// # Examples
+    ///
+    /// See [`Call`].
+    pub fn new(command: CommandId, tag: Tag, timeout: Duration) -> Self {
+        Call {
+            command,
+            tag,
+            timeout,
+            retries: 0,
+            data: None,
+            attempts: 0,
+            timer: None,
+            ended: false,
+        }
+    }
+
+    /// Tries up to `retries` more times after the first attempt times out
+    /// or fails.
+    ///
+    /// # Examples
+    ///
+    /// See [`Call`].
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// Starts the call (again, if it had ended): yields the command with
+    /// `data` (cloned for each attempt) and sets the attempt's timer.
+    ///
+    /// # Examples
+    ///
+    /// See [`Call`].
+    pub fn start<T: Any + Clone + Send + Sync>(&mut self, out: &mut Output<'_>, data: T) {
+        self.data = Some(Arc::new(move || Box::new(data.clone()) as Payload));
+        self.attempts = 0;
+        self.ended = false;
+        self.attempt(out);
+    }
+
+    /// How many attempts were made so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::command::{Call, CommandId};
+    /// use sched::prelude::*;
+    /// let call = Call::new(CommandId(1), Tag(1), std::time::Duration::from_millis(5));
+    /// assert_eq!(call.attempts(), 0);
+    /// ```
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Whether the call is still waiting for an answer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::command::{Call, CommandId};
+    /// use sched::prelude::*;
+    /// let call = Call::new(CommandId(1), Tag(1), std::time::Duration::from_millis(5));
+    /// assert!(!call.is_pending());
+    /// ```
+    pub fn is_pending(&self) -> bool {
+        self.timer.is_some()
+    }
+
+    fn attempt(&mut self, out: &mut Output<'_>) {
+        let data = self.data.as_ref().expect("started");
+        self.attempts += 1;
+        out.yield_command(self.command, self.tag, data());
+        self.timer = Some(out.set_timer(self.timeout, self.tag));
+    }
+
+    /// Takes `event` if it is this call's, and says what became of the
+    /// call:
+    /// - `Ok(Some(result))`: it ended with the command's result, or
+    ///   [`CallError`] once the retries are spent;
+    /// - `Ok(None)`: this call's, nothing to do (a retry started, or a
+    ///   late completion of an ended call was swallowed);
+    /// - `Err(event)`: not this call's; handle it yourself.
+    ///
+    /// # Errors
+    ///
+    /// The event back when it is not this call's.
+    ///
+    /// # Examples
+    ///
+    /// See [`Call`].
+    #[allow(clippy::type_complexity)]
+    pub fn on_event(
+        &mut self,
+        event: Event,
+        out: &mut Output<'_>,
+    ) -> Result<Option<Result<Payload, CallError>>, Event> {
+        match event {
+            Event::Completion { tag, result } if tag == self.tag => {
+                if self.ended {
+                    return Ok(None);
+                }
+                match result {
+                    Ok(value) => {
+                        self.finish(out);
+                        Ok(Some(Ok(value)))
+                    }
+                    Err(error) => Ok(self.retry_or_fail(out, Some(error))),
+                }
+            }
+            Event::Timer { id, .. } if Some(id) == self.timer => Ok(self.retry_or_fail(out, None)),
+            other => Err(other),
+        }
+    }
+
+    fn finish(&mut self, out: &mut Output<'_>) {
+        if let Some(timer) = self.timer.take() {
+            out.cancel_timer(timer);
+        }
+        self.ended = true;
+    }
+
+    fn retry_or_fail(
+        &mut self,
+        out: &mut Output<'_>,
+        failed: Option<CommandError>,
+    ) -> Option<Result<Payload, CallError>> {
+        if let Some(timer) = self.timer.take() {
+            out.cancel_timer(timer);
+        }
+        if self.attempts <= self.retries {
+            self.attempt(out);
+            return None;
+        }
+        self.ended = true;
+        let attempts = self.attempts;
+        Some(Err(match failed {
+            Some(error) => CallError::Failed { attempts, error },
+            None => CallError::TimedOut { attempts },
+        }))
+    }
+}
+
+impl fmt::Debug for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("command", &self.command)
+            .field("tag", &self.tag)
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .field("attempts", &self.attempts)
+            .field("pending", &self.is_pending())
+            .finish()
+    }
+}
+
+/// Why a [`Call`] ended without a result.
+///
+/// # Examples
+///
+/// ```
+/// use sched::command::CallError;
+/// let e = CallError::TimedOut { attempts: 2 };
+/// assert_eq!(e.to_string(), "no answer after 2 attempt(s)");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CallError {
+    /// Every attempt timed out.
+    TimedOut {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The last attempt's command failed (the earlier ones failed or timed
+    /// out).
+    Failed {
+        /// Attempts made.
+        attempts: u32,
+        /// The last attempt's error.
+        error: CommandError,
+    },
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::TimedOut { attempts } => write!(f, "no answer after {attempts} attempt(s)"),
+            CallError::Failed { attempts, error } => {
+                write!(f, "the command failed after {attempts} attempt(s): {error}")
+            }
+        }
+    }
+}
+
+impl Error for CallError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CallError::Failed { error, .. } => Some(error),
+            CallError::TimedOut { .. } => None,
+        }
+    }
+}
