@@ -329,6 +329,9 @@ struct CookbookDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/guide/actors.md")]
 struct ActorsDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/workflow.md")]
+struct WorkflowDoctests;
 
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
