@@ -6,6 +6,7 @@ use relay::Pid;
 
 use super::Context;
 use crate::record::state::ProcessState;
+use crate::record::Record;
 
 use super::stats::Stats;
 
@@ -23,6 +24,22 @@ pub struct ProcessInfo {
     pub state: ProcessState,
     /// Steps it has taken.
     pub steps: u64,
+    /// The names it is registered under.
+    pub names: Vec<std::sync::Arc<str>>,
+}
+
+impl ProcessInfo {
+    fn of(record: &Record) -> Self {
+        ProcessInfo {
+            pid: record.pid,
+            state: ProcessState::from_word(record.state.load()),
+            steps: record.steps.load(Relaxed),
+            names: record
+                .relations
+                .with_existing(|related| related.names.clone())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 impl Context {
@@ -70,16 +87,41 @@ impl Context {
             .processes
             .pids()
             .into_iter()
-            .filter_map(|pid| {
-                let r = self.shared().processes.get(pid)?;
-                Some(ProcessInfo {
-                    pid,
-                    state: ProcessState::from_word(r.state.load()),
-                    steps: r.steps.load(Relaxed),
-                })
-            })
+            .filter_map(|pid| self.shared().processes.get(pid))
+            .map(|record| ProcessInfo::of(&record))
             .collect();
         list.sort_by_key(|p| p.pid);
         list
+    }
+}
+
+impl Context {
+    /// What [`processes`](Context::processes) reports of one process, in
+    /// constant time (one lookup in the process table): `None` if no live
+    /// process has `pid`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Idle;
+    /// impl Process for Idle {
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let pid = scheduler.spawn(Idle, "run", ())?.pid();
+    /// scheduler.register_name("idle", pid)?;
+    /// let info = scheduler.process_info(pid).expect("live");
+    /// assert_eq!(info.names, vec![std::sync::Arc::from("idle")]);
+    /// assert!(scheduler.process_info(Pid::local(999_999)).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn process_info(&self, pid: Pid) -> Option<ProcessInfo> {
+        let record = self.shared().processes.get(pid)?;
+        Some(ProcessInfo::of(&record))
     }
 }
