@@ -123,6 +123,25 @@ impl SchedulerBuilder {
         }
     }
 
+    /// Reports a step that has run for `threshold` while it still runs: a
+    /// `tracing` warning and [`Stats::long_steps`](crate::stats::Stats::long_steps);
+    /// see [`Builder::long_step_threshold`](crate::engine::Builder::long_step_threshold).
+    /// Default: 10 ms; `None` starts no watcher.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let scheduler = sched::Scheduler::builder()
+    ///     .long_step_threshold(Some(std::time::Duration::from_millis(50)))
+    ///     .build();
+    /// # drop(scheduler);
+    /// ```
+    pub fn long_step_threshold(self, threshold: Option<std::time::Duration>) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.long_step_threshold(threshold),
+        }
+    }
+
     /// Worker threads are named `PREFIX-0`, `PREFIX-1`, ...
     ///
     /// # Examples

@@ -42,6 +42,17 @@ impl Process for Fragile {
     }
 }
 
+/// Takes 60 ms in its only step.
+struct Slow;
+
+impl Process for Slow {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        std::thread::sleep(Duration::from_millis(60));
+        out.done(Box::new(()));
+        Ok(())
+    }
+}
+
 /// Links to `peer`, trapping exits, and finishes at the first exit signal.
 struct Watcher {
     peer: Pid,
@@ -92,6 +103,11 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
     scheduler.post(upgraded.pid(), "break").unwrap();
     assert!(upgraded.wait().is_err());
 
+    // A step of 60 ms is reported while it runs (default threshold 10 ms).
+    let slow = scheduler.spawn(Slow, "run", ()).unwrap();
+    let slow_pid = slow.pid();
+    slow.wait().unwrap();
+
     let child = ChildSpec::new("fragile", || Fragile);
     let supervisor = Supervisor::builder().child(child).build();
     let supervisor = scheduler.spawn(supervisor, "run", ()).unwrap();
@@ -124,6 +140,12 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
         "{text}"
     );
     assert!(has("upgraded from outside"), "{text}");
+    assert!(
+        text.lines().any(|l| l.contains("WARN")
+            && l.contains("has been running")
+            && l.contains(&format!("pid={slow_pid}"))),
+        "{text}"
+    );
     assert!(
         text.lines()
             .any(|l| l.contains("restarted") && l.contains(&format!("child={second}"))),

@@ -82,6 +82,14 @@ pub(crate) fn start(shared: &Arc<Shared>) {
         let handle = spawn_named(name, move || run(worker_shared, local));
         threads.handles.push(handle);
     }
+    // The long-step watcher is not modelled: it only reads counters.
+    #[cfg(not(loom))]
+    if let Some(threshold) = shared.long_steps.threshold {
+        let watched = shared.clone();
+        let name = format!("{}-watcher", shared.control.thread_name);
+        let handle = spawn_named(name, move || super::long_steps::watch(watched, threshold));
+        threads.handles.push(handle);
+    }
 }
 
 #[cfg(not(loom))]

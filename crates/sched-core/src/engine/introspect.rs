@@ -70,6 +70,7 @@ impl Context {
             parked_workers: self.shared().sleepers.sleeping(),
             dead_letters: self.shared().dead_letters.load(Relaxed),
             pending_timers: self.shared().timers.pending(),
+            long_steps: self.shared().long_steps.reported.load(Relaxed),
         }
     }
 

@@ -18,6 +18,7 @@ pub(crate) mod hooks;
 mod introspect;
 mod links;
 pub(crate) mod live;
+pub(crate) mod long_steps;
 pub(crate) mod monitors;
 pub(crate) mod names;
 mod registration;

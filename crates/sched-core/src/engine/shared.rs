@@ -57,6 +57,7 @@ pub(crate) struct Shared {
     pub(crate) control: super::control::Control,
     pub(crate) timers: crate::timer::registry::Timers,
     pub(crate) names: super::names::Names,
+    pub(crate) long_steps: super::long_steps::LongSteps,
     /// Where packages for PIDs of other nodes go (none: such a send is an
     /// unknown target, as any PID without a process).
     pub(crate) remote: Option<std::sync::Arc<dyn relay::RemoteTransport>>,

@@ -208,7 +208,7 @@ impl Shared {
     fn in_steps(&self) -> usize {
         self.remotes
             .iter()
-            .filter(|r| r.counters.in_step.load(SeqCst))
+            .filter(|r| r.counters.in_step.load(SeqCst) != 0)
             .count()
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::sync::{AtomicBool, AtomicU64};
+use crate::sync::AtomicU64;
 
 /// One worker's counters. Only that worker writes them (load + store, no
 /// read-modify-write); anyone may read them at any time.
@@ -16,9 +16,10 @@ pub(crate) struct WorkerCounters {
     pub(crate) discarded_yields: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) upgrades: AtomicU64,
-    /// The worker is running a process (between taking it and moving it
-    /// on): what shutdown reports as still running.
-    pub(crate) in_step: AtomicBool,
+    /// The id of the PID whose step the worker is running (0: none, as no
+    /// process has PID 0): what shutdown reports as still running, and
+    /// what the long-step watcher samples (`long_steps.rs`).
+    pub(crate) in_step: AtomicU64,
 }
 
 /// Adds `n` to a counter only the calling thread writes.
@@ -106,6 +107,9 @@ pub struct Stats {
     pub dead_letters: u64,
     /// Timers set and not yet fired nor cancelled.
     pub pending_timers: usize,
+    /// Steps reported as long while they ran (see
+    /// [`Builder::long_step_threshold`](crate::Builder::long_step_threshold)).
+    pub long_steps: u64,
 }
 
 impl Stats {

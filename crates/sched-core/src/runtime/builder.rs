@@ -1,6 +1,7 @@
 //! Configuring an engine: worker count, limits, handlers, hooks.
 
 use std::sync::Arc as StdArc;
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use relay::{Pid, RemoteTransport};
@@ -51,6 +52,7 @@ pub struct Builder {
     hooks: Hooks,
     mailbox_capacity: usize,
     remote: Option<StdArc<dyn RemoteTransport>>,
+    long_step_threshold: Option<Duration>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -64,6 +66,7 @@ impl std::fmt::Debug for Builder {
             .field("hooks", &self.hooks)
             .field("mailbox_capacity", &self.mailbox_capacity)
             .field("remote", &self.remote)
+            .field("long_step_threshold", &self.long_step_threshold)
             .finish()
     }
 }
@@ -81,6 +84,7 @@ impl Default for Builder {
             hooks: Hooks::default(),
             mailbox_capacity: usize::MAX,
             remote: None,
+            long_step_threshold: Some(Duration::from_millis(10)),
         }
     }
 }
@@ -187,6 +191,29 @@ impl Builder {
     /// See [`CommandHandler`].
     pub fn handler_impl(mut self, id: CommandId, handler: impl CommandHandler) -> Self {
         self.handlers.insert(id, StdArc::new(handler));
+        self
+    }
+
+    /// Reports a step that has run for `threshold` while it still runs (a
+    /// step that blocks or loops holds its worker): a `tracing` warning
+    /// with its PID, its registered names and the worker, and a count in
+    /// [`Stats::long_steps`](crate::Stats::long_steps). A watcher thread
+    /// samples the workers every half threshold, so a step is reported
+    /// after one to one and a half thresholds, once; the step path pays
+    /// nothing for it. Default: 10 ms. `None` starts no watcher.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let engine = sched::engine::Engine::builder()
+    ///     .workers(1)
+    ///     .long_step_threshold(Some(Duration::from_millis(50)))
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn long_step_threshold(mut self, threshold: Option<Duration>) -> Self {
+        self.long_step_threshold = threshold.map(|t| t.max(Duration::from_millis(1)));
         self
     }
 
@@ -326,6 +353,7 @@ impl Builder {
             control,
             timers: Timers::new(self.workers),
             names: Default::default(),
+            long_steps: crate::engine::long_steps::LongSteps::new(self.long_step_threshold),
             remote: self.remote,
         };
         let shared = shared.into_arc();

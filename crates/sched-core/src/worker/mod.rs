@@ -476,7 +476,7 @@ impl Worker<'_> {
         // Only the user's step counts as "in a step" for shutdown's report:
         // a worker ending a process (its `close`, its outcome) is not stuck.
         let in_step = &self.shared.remotes[self.local.index].counters.in_step;
-        in_step.store(true, Relaxed);
+        in_step.store(record.pid.id(), Relaxed);
         // Free when nothing listens at trace level (one static check).
         let span = tracing::trace_span!("step", pid = %record.pid);
         let entered = span.enter();
@@ -490,7 +490,7 @@ impl Worker<'_> {
             process.step(&mut events, &mut output)
         }));
         drop(entered);
-        in_step.store(false, Relaxed);
+        in_step.store(0, Relaxed);
         let status = std::mem::replace(&mut output.status, Status::Idle);
         drop(output);
         // Whatever the step did not read is kept for the next step (moved,

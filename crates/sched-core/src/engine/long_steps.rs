@@ -1,0 +1,108 @@
+//! Long steps, reported while they run.
+//!
+//! A step that takes long holds its worker: nothing else runs there. The
+//! watcher is one thread per engine that samples, every half threshold,
+//! what each worker is doing: the PID whose step it runs (`in_step`, which
+//! the worker writes anyway for shutdown) and its step count. A worker
+//! seen in a step of the same PID with the same count on two samples a
+//! threshold apart is stuck in one step: the watcher reports it once,
+//! while it still runs, with a `tracing` warning (its PID, its registered
+//! names, the worker, how long at least) and a count in
+//! `Stats::long_steps`. The step path pays nothing for it: no clock read,
+//! no write it did not make before.
+//!
+//! A step is seen late by at most half a threshold, so it is reported
+//! after between one and one and a half thresholds. The watcher cannot
+//! name the process's type: the process belongs to the worker running it.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::time::{Duration, Instant};
+
+use relay::Pid;
+
+use super::shared::Shared;
+use crate::sync::{Arc, AtomicU64};
+
+/// The watcher's setting and its count.
+#[derive(Debug)]
+pub(crate) struct LongSteps {
+    /// How long a step may run before it is reported; `None`: no watcher.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) threshold: Option<Duration>,
+    /// Steps reported so far (written by the watcher only).
+    pub(crate) reported: AtomicU64,
+}
+
+impl LongSteps {
+    pub(crate) fn new(threshold: Option<Duration>) -> Self {
+        LongSteps {
+            threshold,
+            reported: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What the watcher saw of one worker at the sample that first showed
+/// its current step.
+#[derive(Clone, Copy)]
+struct Seen {
+    pid: u64,
+    steps: u64,
+    since: Instant,
+    reported: bool,
+}
+
+/// The watcher's loop: until the workers exit.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn watch(shared: Arc<Shared>, threshold: Duration) {
+    let period = (threshold / 2).max(Duration::from_millis(1));
+    let mut seen: Vec<Option<Seen>> = vec![None; shared.remotes.len()];
+    while !shared.exit.load(Acquire) {
+        std::thread::sleep(period);
+        let now = Instant::now();
+        for (worker, remote) in shared.remotes.iter().enumerate() {
+            let pid = remote.counters.in_step.load(Relaxed);
+            let steps = remote.counters.steps.load(Relaxed);
+            if pid == 0 {
+                seen[worker] = None;
+                continue;
+            }
+            match &mut seen[worker] {
+                Some(s) if s.pid == pid && s.steps == steps => {
+                    let running = now.duration_since(s.since);
+                    if running >= threshold && !s.reported {
+                        s.reported = true;
+                        report(&shared, worker, pid, running);
+                    }
+                }
+                slot => {
+                    *slot = Some(Seen {
+                        pid,
+                        steps,
+                        since: now,
+                        reported: false,
+                    })
+                }
+            }
+        }
+    }
+}
+
+#[cfg_attr(loom, allow(dead_code))]
+fn report(shared: &Shared, worker: usize, id: u64, running: Duration) {
+    let pid = Pid::new(shared.processes.node(), id);
+    let names = shared
+        .processes
+        .get(pid)
+        .and_then(|record| record.relations.with_existing(|r| r.names.join("|")))
+        .unwrap_or_default();
+    let count = shared.long_steps.reported.load(Relaxed) + 1;
+    shared.long_steps.reported.store(count, Relaxed);
+    tracing::warn!(
+        %pid,
+        names = %names,
+        worker,
+        running_ms = running.as_millis() as u64,
+        "a step has been running for at least {running:?} and has not returned: it holds its worker"
+    );
+}

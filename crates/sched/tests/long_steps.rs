@@ -1,0 +1,96 @@
+//! A step that runs long is reported while it still runs, once; short
+//! steps never are; with no threshold nothing is watched.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sched::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Its first step says it started, then blocks until released.
+struct Blocks {
+    started: mpsc::Sender<()>,
+    release: Arc<Mutex<mpsc::Receiver<()>>>,
+}
+
+impl Process for Blocks {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.started.send(()).unwrap();
+        let _ = self.release.lock().unwrap().recv_timeout(WAIT);
+        out.done(Box::new(()));
+        Ok(())
+    }
+}
+
+/// Many short steps.
+struct Busy(u32);
+
+impl Process for Busy {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.0 -= 1;
+        if self.0 == 0 {
+            out.done(Box::new(()));
+        } else {
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+fn blocking(scheduler: &Scheduler) -> (Completion, mpsc::Sender<()>) {
+    let (started, is_started) = mpsc::channel();
+    let (release, released) = mpsc::channel();
+    let process = Blocks {
+        started,
+        release: Arc::new(Mutex::new(released)),
+    };
+    let handle = scheduler.spawn(process, "run", ()).unwrap();
+    is_started.recv_timeout(WAIT).unwrap();
+    (handle, release)
+}
+
+#[test]
+fn a_long_step_is_reported_while_it_runs_and_only_once() {
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .long_step_threshold(Some(Duration::from_millis(20)))
+        .build();
+    scheduler.start();
+    scheduler
+        .spawn(Busy(20_000), "run", ())
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(scheduler.stats().long_steps, 0, "short steps are not long");
+
+    let (handle, release) = blocking(&scheduler);
+    let deadline = Instant::now() + WAIT;
+    while scheduler.stats().long_steps == 0 {
+        assert!(Instant::now() < deadline, "never reported");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(!handle.is_finished(), "reported while the step still runs");
+    // Still the same step: not reported again.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(scheduler.stats().long_steps, 1);
+    release.send(()).unwrap();
+    handle.wait().unwrap();
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn without_a_threshold_nothing_is_reported() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .long_step_threshold(None)
+        .build();
+    scheduler.start();
+    let (handle, release) = blocking(&scheduler);
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(scheduler.stats().long_steps, 0);
+    release.send(()).unwrap();
+    handle.wait().unwrap();
+    scheduler.shutdown(WAIT);
+}
