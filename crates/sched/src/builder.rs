@@ -307,6 +307,28 @@ impl SchedulerBuilder {
         }
     }
 
+    /// Called for each step reported as long while it runs; see
+    /// [`Builder::on_long_step`](crate::engine::Builder::on_long_step).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = sched::Scheduler::builder()
+    ///     .on_long_step(|_cx, pid, worker, running| {
+    ///         eprintln!("{pid} has held worker {worker} for {running:?}")
+    ///     })
+    ///     .build();
+    /// # drop(s);
+    /// ```
+    pub fn on_long_step(
+        self,
+        hook: impl Fn(&Context, Pid, usize, std::time::Duration) + Send + Sync + 'static,
+    ) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.on_long_step(hook),
+        }
+    }
+
     /// Builds the scheduler, not started: call [`Scheduler::start`].
     /// Processes submitted before that wait in the global queue.
     ///

@@ -53,9 +53,12 @@ fn blocking(scheduler: &Scheduler) -> (Completion, mpsc::Sender<()>) {
 
 #[test]
 fn a_long_step_is_reported_while_it_runs_and_only_once() {
+    let hooked: Arc<Mutex<Vec<(Pid, Duration)>>> = Arc::default();
+    let seen = Arc::clone(&hooked);
     let scheduler = Scheduler::builder()
         .workers(2)
         .long_step_threshold(Some(Duration::from_millis(20)))
+        .on_long_step(move |_, pid, _worker, running| seen.lock().unwrap().push((pid, running)))
         .build();
     scheduler.start();
     scheduler
@@ -72,6 +75,14 @@ fn a_long_step_is_reported_while_it_runs_and_only_once() {
         std::thread::sleep(Duration::from_millis(2));
     }
     assert!(!handle.is_finished(), "reported while the step still runs");
+    let hooked_now = hooked.lock().unwrap().clone();
+    assert_eq!(hooked_now.len(), 1, "the hook ran once");
+    assert_eq!(hooked_now[0].0, handle.pid());
+    assert!(
+        hooked_now[0].1 >= Duration::from_millis(20),
+        "{:?}",
+        hooked_now[0].1
+    );
     // Still the same step: not reported again.
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(scheduler.stats().long_steps, 1);

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc as StdArc;
+use std::time::Duration;
 
 use relay::Pid;
 
@@ -15,6 +16,7 @@ use crate::panic_guard::{drop_payload, panic_message};
 type OnStart = dyn Fn(&Context, Pid) -> Result<(), BoxError> + Send + Sync;
 type OnComplete = dyn Fn(&Context, Pid, &Outcome) + Send + Sync;
 type OnDeadLetter = dyn Fn(&Context, Pid, Event) + Send + Sync;
+type OnLongStep = dyn Fn(&Context, Pid, usize, Duration) + Send + Sync;
 
 /// The hooks an engine was built with. Every call is guarded: a panicking
 /// hook is reported (and, for `on_start`, fails the submission) but never
@@ -24,6 +26,7 @@ pub(crate) struct Hooks {
     pub(crate) on_start: Option<StdArc<OnStart>>,
     pub(crate) on_complete: Option<StdArc<OnComplete>>,
     pub(crate) on_dead_letter: Option<StdArc<OnDeadLetter>>,
+    pub(crate) on_long_step: Option<StdArc<OnLongStep>>,
 }
 
 impl Hooks {
@@ -51,6 +54,15 @@ impl Hooks {
         }
     }
 
+    pub(crate) fn long_step(&self, cx: &Context, pid: Pid, worker: usize, running: Duration) {
+        if let Some(hook) = &self.on_long_step {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(cx, pid, worker, running))) {
+                tracing::error!(%pid, message = %panic_message(&*panic), "on_long_step hook panicked");
+                drop_payload(panic);
+            }
+        }
+    }
+
     pub(crate) fn has_dead_letter_hook(&self) -> bool {
         self.on_dead_letter.is_some()
     }
@@ -71,6 +83,7 @@ impl fmt::Debug for Hooks {
             .field("on_start", &self.on_start.is_some())
             .field("on_complete", &self.on_complete.is_some())
             .field("on_dead_letter", &self.on_dead_letter.is_some())
+            .field("on_long_step", &self.on_long_step.is_some())
             .finish()
     }
 }

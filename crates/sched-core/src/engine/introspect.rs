@@ -1,6 +1,6 @@
 //! Introspection: counters and the list of live processes.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 use relay::Pid;
 
@@ -70,7 +70,7 @@ impl Context {
             parked_workers: self.shared().sleepers.sleeping(),
             dead_letters: self.shared().dead_letters.load(Relaxed),
             pending_timers: self.shared().timers.pending(),
-            long_steps: self.shared().long_steps.reported.load(Relaxed),
+            long_steps: self.shared().long_steps.reported.load(Acquire),
         }
     }
 

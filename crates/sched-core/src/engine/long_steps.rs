@@ -15,7 +15,7 @@
 //! after between one and one and a half thresholds. The watcher cannot
 //! name the process's type: the process belongs to the worker running it.
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use relay::Pid;
@@ -96,8 +96,6 @@ fn report(shared: &Shared, worker: usize, id: u64, running: Duration) {
         .get(pid)
         .and_then(|record| record.relations.with_existing(|r| r.names.join("|")))
         .unwrap_or_default();
-    let count = shared.long_steps.reported.load(Relaxed) + 1;
-    shared.long_steps.reported.store(count, Relaxed);
     tracing::warn!(
         %pid,
         names = %names,
@@ -105,4 +103,11 @@ fn report(shared: &Shared, worker: usize, id: u64, running: Duration) {
         running_ms = running.as_millis() as u64,
         "a step has been running for at least {running:?} and has not returned: it holds its worker"
     );
+    shared
+        .hooks
+        .long_step(super::Context::of(shared), pid, worker, running);
+    // Counted after the hook ran (Release, read with Acquire by `stats`):
+    // whoever sees the count sees what the hook did.
+    let count = shared.long_steps.reported.load(Relaxed) + 1;
+    shared.long_steps.reported.store(count, Release);
 }

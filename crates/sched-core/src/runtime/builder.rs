@@ -291,6 +291,31 @@ impl Builder {
         self
     }
 
+    /// Called on the long-step watcher's thread for each step reported as
+    /// long (see [`long_step_threshold`](Builder::long_step_threshold)),
+    /// while it still runs: the process's PID, the worker running it and
+    /// how long it has run at least. A hook that blocks delays the
+    /// watcher's later reports; a panicking one is caught and logged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::engine::Engine::builder()
+    ///     .workers(1)
+    ///     .on_long_step(|_cx, pid, worker, running| {
+    ///         eprintln!("{pid} has held worker {worker} for {running:?}")
+    ///     })
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn on_long_step(
+        mut self,
+        hook: impl Fn(&Context, Pid, usize, Duration) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_long_step = Some(StdArc::new(hook));
+        self
+    }
+
     /// Called with each message or completion still queued when its
     /// process ended (it was never delivered to a step). Dead letters are
     /// also counted in [`Stats::dead_letters`](crate::Stats::dead_letters).
