@@ -213,7 +213,10 @@ impl ChildSpec {
     /// lost; a request among them is answered `AskError::NoReply`). Its
     /// name, the monitors and links others hold on it and its
     /// `Completion` stay; what the failed instance was waiting for (its
-    /// timers, monitors, asks) is cancelled. Each such restart counts
+    /// timers, monitors, asks) is cancelled. Completions of commands it
+    /// yielded in earlier steps cannot be recalled: they reach the new
+    /// instance, which should ignore completions it does not expect (as
+    /// after an upgrade). Each such restart counts
     /// against the supervisor's intensity like any other. An end that is
     /// not a failure (`done`, a terminate, a cancel, a linked process's
     /// end) is handled as for any child, and so is a new instance that
