@@ -385,7 +385,6 @@ impl Output<'_> {
         method: &str,
         input: impl Any + Send,
     ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
-        let completion = self.spawn(process, method, input)?;
-        Ok((Addr::from_pid(completion.pid()), completion))
+        self.context().spawn_typed(process, method, input)
     }
 }
