@@ -181,3 +181,123 @@ fn two_producers_race_across_the_first_blocks_end() {
         check(&seen, &[], &[2, 2]);
     });
 }
+
+/// Fills the first block from this thread and drains it, so the consumer
+/// has lent the block back before anything else runs. Returns the drained
+/// items.
+fn fill_and_drain_first_block(
+    tx: &mpsc::Producer<Item>,
+    rx: &mut mpsc::Consumer<Item>,
+) -> Vec<Item> {
+    push_all(tx, 0, 2);
+    let mut seen = Vec::new();
+    rx.drain_into(&mut seen);
+    assert_eq!(seen, [(0, 0), (0, 1)]);
+    seen
+}
+
+#[test]
+fn lending_a_drained_block_races_its_install() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        let tx2 = tx.clone();
+        // The first block's two items are in before the race; the consumer
+        // takes them (and may lend the block) while the other producer's
+        // first push claims the install position (and may link a new block
+        // or reuse the lent one), then fills the lap after it.
+        push_all(&tx, 0, 2);
+        let b = thread::spawn(move || push_all(&tx2, 1, 3));
+        let mut seen = Vec::new();
+        rx.drain_into(&mut seen);
+        rx.drain_into(&mut seen);
+        assert_eq!(b.join().unwrap(), (vec![], None));
+        rx.drain_into(&mut seen);
+        assert!(rx.is_empty());
+        check(&seen, &[], &[2, 3]);
+    });
+}
+
+#[test]
+fn a_lent_block_is_reused_while_the_consumer_closes() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        let tx2 = tx.clone();
+        let mut seen = fill_and_drain_first_block(&tx, &mut rx);
+        // The close may find the word on the lent lap's install position,
+        // on the sentinel while the lent block is being reused, or past it.
+        let b = thread::spawn(move || push_all(&tx2, 1, 2));
+        seen.extend(rx.close());
+        let (refused, _) = b.join().unwrap();
+        assert_eq!(rx.drain_into(&mut seen), 0);
+        check(&seen, &refused, &[2, 2]);
+    });
+}
+
+#[test]
+fn a_lent_block_is_taken_back_by_a_reset() {
+    loom::model(|| {
+        let (old, mut rx) = queue::<Item>();
+        let old2 = old.clone();
+        let mut seen = fill_and_drain_first_block(&old, &mut rx);
+        // The stale producer may reuse the lent block before the reset
+        // closes the queue, or find it closed; the reset takes back a lent
+        // block nobody reused.
+        let p = thread::spawn(move || push_all(&old2, 1, 2));
+        seen.extend(rx.reset());
+        let new = rx.producer();
+        for seq in 0..3 {
+            new.push((2, seq)).unwrap();
+        }
+        let (refused, _) = p.join().unwrap();
+        let mut fresh = Vec::new();
+        rx.drain_into(&mut fresh);
+        // Nothing from the earlier use reaches the new one, and the new
+        // use crosses its block's end.
+        assert_eq!(fresh, [(2, 0), (2, 1), (2, 2)]);
+        seen.extend(fresh);
+        check(&seen, &refused, &[2, 2, 3]);
+    });
+}
+
+#[test]
+fn shrinking_races_pushes() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        let tx2 = tx.clone();
+        // One item in and out first, so there is a block to free.
+        tx.push((0, 0)).unwrap();
+        let mut seen = Vec::new();
+        rx.drain_into(&mut seen);
+        // The producer's pushes land before the shrink (which then frees
+        // nothing), during it (waiting on the parked word, or failing their
+        // claim and retrying), or after it, into a new first block.
+        let b = thread::spawn(move || push_all(&tx2, 1, 2));
+        rx.shrink_to_fit();
+        rx.drain_into(&mut seen);
+        assert_eq!(b.join().unwrap(), (vec![], None));
+        rx.drain_into(&mut seen);
+        assert!(rx.is_empty());
+        check(&seen, &[], &[1, 2]);
+    });
+}
+
+#[test]
+fn shrinking_a_lent_block_races_its_reuse() {
+    loom::model(|| {
+        let (tx, mut rx) = queue::<Item>();
+        let tx2 = tx.clone();
+        let mut seen = fill_and_drain_first_block(&tx, &mut rx);
+        // The block is lent back: the push may reuse it before the shrink
+        // frees it, or come after, into a new first block.
+        let b = thread::spawn(move || push_all(&tx2, 1, 1));
+        let shrunk = rx.shrink_to_fit();
+        rx.drain_into(&mut seen);
+        assert_eq!(b.join().unwrap(), (vec![], None));
+        rx.drain_into(&mut seen);
+        if shrunk {
+            // The freed block's lap was never claimed.
+            assert!(rx.shrink_to_fit(), "drained again: a block to free");
+        }
+        check(&seen, &[], &[2, 1]);
+    });
+}

@@ -1,12 +1,13 @@
-//! Blocks: a header followed by item slots, in one allocation of one of two
-//! sizes (see "Two block sizes" in the module docs).
+//! Blocks: a header followed by item slots, in one allocation whose size
+//! grows from the first block to a full one (see "Blocks grow" in the
+//! module docs).
 
+use std::alloc::Layout;
 use std::mem::{offset_of, MaybeUninit};
 use std::ops::Range;
-#[cfg(loom)]
 use std::ptr;
 
-use super::{BLOCK_CAP, FIRST_CAP};
+use super::{grown_cap, BLOCK_CAP, FIRST_CAP};
 use crate::sync::{AtomicBool, AtomicPtr, Ordering, UnsafeCell};
 
 /// One item's place in a block.
@@ -29,9 +30,11 @@ pub(super) struct Block<T> {
     /// The block serving the next lap (set by the installer before it marks
     /// its own slot ready), or the pool link while the block is in the pool.
     pub(super) next: AtomicPtr<Block<T>>,
-    /// How many slots follow: `FIRST_CAP` or `BLOCK_CAP`. Set when the block
-    /// is allocated and never changed; producers do not need it (see
-    /// [`Block::slot`]), the consumer reads it to free, recycle and reopen.
+    /// How many slots follow, from `FIRST_CAP` up to `BLOCK_CAP`. Set when
+    /// the block is allocated and never changed. Producers writing an item
+    /// do not need it (see [`Block::slot`]); the installer reads it to size
+    /// the next block and to start a lap on a block lent back, the consumer
+    /// to free, recycle and reopen.
     cap: usize,
 }
 
@@ -43,59 +46,63 @@ struct WithSlots<T, const N: usize> {
 }
 
 impl<T> Block<T> {
-    /// Where the slots start, in blocks of either size: `repr(C)` puts the
+    /// Where the slots start, in blocks of every size: `repr(C)` puts the
     /// array right after the header, rounded up to the slot's alignment,
     /// whatever the array's length.
     const SLOTS: usize = {
         let at = offset_of!(WithSlots<T, BLOCK_CAP>, slots);
-        assert!(at == offset_of!(WithSlots<T, FIRST_CAP>, slots));
+        assert!(at == offset_of!(WithSlots<T, 1>, slots));
         at
     };
 
-    /// Allocates an empty full-size block: `next` null, no slot ready.
-    pub(super) fn alloc_full() -> *mut Block<T> {
-        Self::alloc::<BLOCK_CAP>()
-    }
-
     /// Allocates an empty first block (`FIRST_CAP` slots).
     pub(super) fn alloc_first() -> *mut Block<T> {
-        Self::alloc::<FIRST_CAP>()
+        Self::alloc(FIRST_CAP)
     }
 
-    fn alloc<const N: usize>() -> *mut Block<T> {
-        #[cfg(not(loom))]
-        {
-            use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
-            let layout = Layout::new::<WithSlots<T, N>>();
-            // SAFETY: the layout is not zero-sized (`next` is a pointer).
-            // Every field is valid when all bits are zero: `AtomicPtr`
-            // (null), `usize`, `AtomicBool` (false), and
-            // `UnsafeCell<MaybeUninit<T>>` (any bits). Zeroing avoids
-            // building a possibly large array on the stack. The allocation
-            // has the layout of a `Box<WithSlots<T, N>>`, so `Block::free`
-            // may rebuild one.
-            let block = unsafe { alloc_zeroed(layout) }.cast::<WithSlots<T, N>>();
-            if block.is_null() {
-                handle_alloc_error(layout);
-            }
-            // SAFETY: just allocated, exclusively ours, in bounds.
-            unsafe { (*block).block.cap = N };
-            block.cast()
+    /// Allocates an empty block to follow one of `prev_cap` slots: about
+    /// twice as large, up to `BLOCK_CAP` (see "Blocks grow" in the module
+    /// docs).
+    pub(super) fn alloc_after(prev_cap: usize) -> *mut Block<T> {
+        Self::alloc(grown_cap(prev_cap))
+    }
+
+    /// The layout of a block of `cap` slots: the header, then the slots, as
+    /// `repr(C)` lays out a `WithSlots<T, cap>`.
+    fn layout(cap: usize) -> Layout {
+        let align = std::mem::align_of::<WithSlots<T, 1>>();
+        let size = Self::SLOTS + cap * std::mem::size_of::<Slot<T>>();
+        Layout::from_size_align(size, align)
+            .expect("a block's layout fits in an isize")
+            .pad_to_align()
+    }
+
+    /// Allocates an empty block of `cap` slots: `next` null, no slot ready.
+    fn alloc(cap: usize) -> *mut Block<T> {
+        debug_assert!((1..=BLOCK_CAP).contains(&cap));
+        let layout = Self::layout(cap);
+        // SAFETY: the layout is not zero-sized (the header holds a pointer).
+        let block = unsafe { std::alloc::alloc(layout) }.cast::<Block<T>>();
+        if block.is_null() {
+            std::alloc::handle_alloc_error(layout);
         }
-        #[cfg(loom)]
-        {
-            Box::into_raw(Box::new(WithSlots::<T, N> {
-                block: Block {
-                    next: AtomicPtr::new(ptr::null_mut()),
-                    cap: N,
-                },
-                slots: std::array::from_fn(|_| Slot {
+        // SAFETY: just allocated with room for the header and `cap` slots
+        // at `SLOTS`, exclusively ours; each field is written once, in
+        // place, before the pointer is published.
+        unsafe {
+            block.write(Block {
+                next: AtomicPtr::new(ptr::null_mut()),
+                cap,
+            });
+            let slots = block.cast::<u8>().add(Self::SLOTS).cast::<Slot<T>>();
+            for index in 0..cap {
+                slots.add(index).write(Slot {
                     value: UnsafeCell::new(MaybeUninit::uninit()),
                     ready: AtomicBool::new(false),
-                }),
-            }))
-            .cast()
+                });
+            }
         }
+        block
     }
 
     /// The slot of position offset `offset` (position `% LAP`).
@@ -165,24 +172,37 @@ impl<T> Block<T> {
         }
     }
 
-    /// Frees a block allocated by [`Block::alloc_full`] or
-    /// [`Block::alloc_first`].
+    /// How many slots `block` has.
+    ///
+    /// # Safety
+    ///
+    /// `block` is live.
+    #[inline]
+    pub(super) unsafe fn cap(block: *mut Block<T>) -> usize {
+        // SAFETY: as in `first_offset`.
+        unsafe { (*block).cap }
+    }
+
+    /// Frees a block made by [`Block::alloc_first`] or
+    /// [`Block::alloc_after`].
     ///
     /// # Safety
     ///
     /// `block` came from one of them, no thread will access it again, and
     /// no slot holds an item (items are moved out before blocks are freed).
     pub(super) unsafe fn free(block: *mut Block<T>) {
-        // SAFETY: the caller guarantees exclusive ownership of an
-        // allocation made with the layout of `WithSlots<T, cap>` (by
-        // `alloc_zeroed` or `Box::into_raw`); `MaybeUninit` slots drop
-        // nothing.
+        // SAFETY: the caller guarantees exclusive ownership of a live block
+        // of `cap` slots, allocated with `layout(cap)`. The fields are
+        // dropped in place (only loom's atomics have anything to drop);
+        // `MaybeUninit` slots drop nothing.
         unsafe {
-            if (*block).cap == FIRST_CAP {
-                drop(Box::from_raw(block.cast::<WithSlots<T, FIRST_CAP>>()));
-            } else {
-                drop(Box::from_raw(block.cast::<WithSlots<T, BLOCK_CAP>>()));
+            let cap = (*block).cap;
+            let slots = block.cast::<u8>().add(Self::SLOTS).cast::<Slot<T>>();
+            for index in 0..cap {
+                ptr::drop_in_place(slots.add(index));
             }
+            ptr::drop_in_place(block);
+            std::alloc::dealloc(block.cast(), Self::layout(cap));
         }
     }
 }

@@ -170,6 +170,36 @@ impl<T> Consumer<T> {
         self.cursor(|c, shared| c.is_empty(shared))
     }
 
+    /// Frees the queue's blocks if nothing is pending, and returns whether
+    /// it did: the queue then holds no memory beyond its shared part, as a
+    /// new one, and the next push allocates a first (small) block again.
+    ///
+    /// For a consumer about to wait a long time: an idle process whose
+    /// queue once received events keeps no block. Producers are not
+    /// disturbed: a push racing the call either lands before it (and the
+    /// call frees nothing) or after it, in a new block. Nothing is freed if
+    /// an item is pending or a push is under way, or once the queue is
+    /// closed (`close` keeps the block for a `reset`; dropping frees it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, mut rx) = mpsc::queue();
+    /// tx.push(1).unwrap();
+    /// assert!(!rx.shrink_to_fit(), "an item is pending");
+    /// let mut batch = Vec::new();
+    /// rx.drain_into(&mut batch);
+    /// assert!(rx.shrink_to_fit(), "drained: the block is freed");
+    /// assert!(!rx.shrink_to_fit(), "nothing left to free");
+    /// tx.push(2).unwrap();
+    /// batch.clear();
+    /// rx.drain_into(&mut batch);
+    /// assert_eq!(batch, [2]);
+    /// ```
+    pub fn shrink_to_fit(&mut self) -> bool {
+        self.cursor_mut(|c, shared| c.shrink_to_fit(shared))
+    }
+
     /// Closes the queue and returns the items still pending, in claim order.
     ///
     /// After `close`, every push fails with [`PushError::Closed`] and hands

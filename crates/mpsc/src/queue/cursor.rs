@@ -131,7 +131,8 @@ impl<T> Cursor<T> {
                 if next.is_null() {
                     return true;
                 }
-                (next, 0)
+                // SAFETY: linked, so live until the consumer recycles it.
+                (next, unsafe { Block::first_offset(next) })
             }
             offset => (block, offset),
         };
@@ -146,6 +147,66 @@ impl<T> Cursor<T> {
         !slot.ready.load(Ordering::Acquire)
     }
 
+    /// See [`Consumer::shrink_to_fit`].
+    pub(super) fn shrink_to_fit(&mut self, shared: &Shared<T>) -> bool {
+        if self.closed || self.block.is_null() {
+            // A closed queue is shrunk by `release`; a blockless one has
+            // nothing to give.
+            return false;
+        }
+        let word = shared.tail.word.load(Ordering::Acquire);
+        let at = word >> 1;
+        // Empty means every position claimed so far was taken: the word is
+        // on `head`, or (our block lent back, see "A drained block is lent
+        // back" in the module docs) on the install position of the lap
+        // before `head`'s with no installer past it.
+        // SAFETY: our block is live (only we free it).
+        let lent = unsafe { (*self.block).next.load(Ordering::Relaxed) } == self.block;
+        let lent_lap_install = (self.head / LAP - 1) * LAP + INSTALL as u64;
+        if at != self.head && !(lent && at == lent_lap_install) {
+            return false;
+        }
+        // Park the word on its lap's sentinel: producers wait there, and a
+        // producer that read the word before cannot claim any more (its CAS
+        // fails). The sentinel is above every claimed position, so the word
+        // still only grows.
+        let sentinel = (at / LAP) * LAP + SENTINEL as u64;
+        if shared
+            .tail
+            .word
+            .compare_exchange(word, sentinel << 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            // A push claimed a position meanwhile: not empty after all.
+            return false;
+        }
+        // Nobody else touches a block now: every claim of our block was
+        // taken, no claim can succeed while the word rests here, and only
+        // an installer pops the pool, which needs a claim. Producers that
+        // read the word after the store below see these stores too.
+        shared.tail.block.store(ptr::null_mut(), Ordering::Relaxed);
+        shared.first.store(ptr::null_mut(), Ordering::Relaxed);
+        // SAFETY: as argued, we are the only popper, and the blocks are ours
+        // alone with no item in them.
+        unsafe {
+            while let Some(block) = shared.pool_pop() {
+                Block::free(block);
+            }
+            Block::free(self.block);
+        }
+        self.block = ptr::null_mut();
+        // Back to a new queue's shape, a lap further on: `head` on the first
+        // slot of a short lap, the word on the install position of the
+        // virtual lap before it, so the next push installs a first block.
+        let start = (at / LAP + 2) * LAP + FIRST_OFFSET;
+        self.head = start;
+        shared
+            .tail
+            .word
+            .store(virtual_last_slot(start) << 1, Ordering::Release);
+        true
+    }
+
     /// See [`Consumer::close`].
     pub(super) fn close(&mut self, shared: &Shared<T>) -> Vec<T> {
         if self.closed {
@@ -154,22 +215,20 @@ impl<T> Cursor<T> {
             // (blocks freed) from looking at its blocks again.
             return Vec::new();
         }
-        let word = shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
+        let mut word = shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
         self.closed = true;
-        // No claim can follow: everything pending lies below `end`.
-        let mut end = word >> 1;
-        if (end % LAP) as usize == SENTINEL {
-            // A producer claimed the install position and is installing the
-            // next block: it keeps that block's first slot for its item,
-            // which we must wait for like any claimed slot.
-            end = if self.block.is_null() && end == virtual_last_slot(self.head) + 1 {
-                // The queue's first block, whose first slot is `head`'s.
-                self.head + 1
-            } else {
-                // A full block, its first slot at offset 0 of the next lap.
-                end + 2
-            };
+        // A producer that claimed an install position is installing the next
+        // block (or reusing one we lent back, or the first): it keeps that
+        // lap's first slot for its item, which we must wait for like any
+        // claimed slot. Where that slot is depends on the block, so wait
+        // for the installer to move the word past it (a few stores away).
+        let mut step = 0;
+        while (word >> 1) % LAP == SENTINEL as u64 {
+            spin_wait(&mut step);
+            word = shared.tail.word.load(Ordering::Acquire);
         }
+        // No claim can follow: everything pending lies below `end`.
+        let end = word >> 1;
         let mut pending = Vec::new();
         while self.head < end {
             let mut step = 0;
@@ -198,8 +257,17 @@ impl<T> Cursor<T> {
             return pending;
         }
         // The queue is closed and every claimed slot was taken, so no
-        // producer touches any block or the pool any more, and the word
-        // stays `head << 1 | CLOSED` until we store it.
+        // producer touches any block or the pool any more.
+        // SAFETY: our block is live (only we free it).
+        let link = unsafe { &(*self.block).next };
+        if link.load(Ordering::Relaxed) == self.block {
+            // We lent our block back and no installer took it: take it back,
+            // `head` on the install position of the lap we had finished
+            // (where the word still is).
+            link.store(ptr::null_mut(), Ordering::Relaxed);
+            self.head = (self.head / LAP - 1) * LAP + INSTALL as u64;
+        }
+        // The word stays `head << 1 | CLOSED` until we store it.
         debug_assert_eq!(
             shared.tail.word.load(Ordering::Relaxed),
             self.head << 1 | CLOSED
@@ -263,22 +331,30 @@ impl<T> Cursor<T> {
         let mut offset = (self.head % LAP) as usize;
         if offset == INSTALL {
             // Every item of our block was taken; the next item, if any, is
-            // the first of the next block, once its installer linked it.
-            // SAFETY: `self.block` is still allocated (only we recycle it).
-            let next = unsafe { (*self.block).next.load(Ordering::Acquire) };
-            if next.is_null() {
-                return None;
+            // in our block again if we can still lend it back, or else the
+            // first of the next block, once its installer linked it.
+            if self.lend_back() {
+                offset = (self.head % LAP) as usize;
+            } else {
+                // SAFETY: `self.block` is still allocated (only we recycle
+                // it).
+                let next = unsafe { (*self.block).next.load(Ordering::Acquire) };
+                if next.is_null() {
+                    return None;
+                }
+                let done = mem::replace(&mut self.block, next);
+                // Over the sentinel, to the first offset the linked block
+                // serves in the next lap.
+                // SAFETY: linked, so live until we recycle it.
+                offset = unsafe { Block::first_offset(next) };
+                self.head += 2 + offset as u64;
+                // SAFETY: only the consumer recycles; every slot of `done`
+                // was taken, and no producer accesses it any more (the
+                // installer linked `next` as its last access, and every
+                // other claim of `done`'s lap came before the install
+                // position's).
+                unsafe { shared.recycle(done) };
             }
-            let done = mem::replace(&mut self.block, next);
-            // Over the sentinel, to offset 0 of the next lap: blocks after
-            // the first are full-size.
-            self.head += 2;
-            offset = 0;
-            // SAFETY: only the consumer recycles; every slot of `done` was
-            // taken, and no producer accesses it any more (the installer
-            // linked `next` as its last access, and every other claim of
-            // `done`'s lap came before the install position's).
-            unsafe { shared.recycle(done) };
         }
         // SAFETY: `self.block` serves `head`'s lap and stays allocated while
         // we hold it; it serves `offset` (see `is_empty`).
@@ -291,9 +367,53 @@ impl<T> Cursor<T> {
         // and `head` moves past it before anything else can run.
         let item = slot.value.with(|p| take(p.cast::<T>()));
         // `ready` stays set: the flags are cleared when the whole block is
-        // recycled (or reused by `reset`), and `head` has moved past it.
+        // recycled, lent back or reused by `reset`, and `head` has moved
+        // past it.
         self.head += 1;
+        if (self.head % LAP) as usize == INSTALL {
+            // That was our block's last item: lend it back now, while no
+            // producer may have linked a next one yet. Waiting for the next
+            // take would be too late: a take happens once a push was
+            // claimed, by which time its installer has usually linked a new
+            // block.
+            self.lend_back();
+        }
         Some(item)
+    }
+
+    /// At an install position (every item of our block taken) with no next
+    /// block linked: lends our block back for the next lap (see "A drained
+    /// block is lent back" in the module docs) and moves `head` to the first
+    /// slot it serves there. `false` if a next block is linked (or was,
+    /// racing us): the caller follows it.
+    fn lend_back(&mut self) -> bool {
+        // SAFETY: `self.block` is live (only we free or recycle it).
+        let link = unsafe { &(*self.block).next };
+        if !link.load(Ordering::Acquire).is_null() {
+            return false;
+        }
+        // SAFETY: live, as above.
+        let first = unsafe { Block::first_offset(self.block) };
+        // Every slot of our lap was taken and no producer touches them
+        // until an installer reuses the block, which it does only after
+        // the CAS below publishes the clearing.
+        // SAFETY: the block serves `first..BLOCK_CAP`.
+        unsafe { Block::clear(self.block, first..BLOCK_CAP) };
+        if link
+            .compare_exchange(
+                ptr::null_mut(),
+                self.block,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return false;
+        }
+        // Over the install position and the sentinel to the next lap, at
+        // the first offset our block serves.
+        self.head += 2 + first as u64;
+        true
     }
 
     /// Closes the queue, frees every block and returns what was pending.

@@ -31,22 +31,43 @@
 //! that took a block's last item waits at the install position until the
 //! next block is linked, and only then recycles the block it finished.
 //!
-//! # Two block sizes: a short first lap
+//! # A drained block is lent back
 //!
-//! The first block has `FIRST_CAP` slots, every later one `BLOCK_CAP`. Most
-//! processes that receive anything receive a few events, and a full block is
-//! most of such a process's memory; a process that receives many still
-//! crosses a block boundary only every `BLOCK_CAP` events after the first
-//! few. A block of `cap` slots serves the *last* `cap` slot offsets of a
-//! lap, `BLOCK_CAP - cap..BLOCK_CAP`, so the first block's lap is short: it
-//! starts at offset `FIRST_OFFSET` instead of 0. Every block therefore ends
-//! on the same last slot, install position and sentinel, and slots are
-//! stored backwards (offset `o` at index `BLOCK_CAP - 1 - o`, see
-//! [`Block::slot`]), so a producer maps its offset to a slot the same way
-//! whatever the block's size and never reads the block's header. Only the
-//! consumer asks a block for its size: to start its lap after a reset, and
-//! to free a first block instead of pooling it (the pool serves full laps
-//! only).
+//! A consumer that takes the last item of its block and finds no next
+//! block linked *lends the block back*: it clears the block's `ready`
+//! flags, marks the block by making its `next` point at itself (a CAS from
+//! null, so it cannot overwrite a link an installer made first), and moves
+//! `head` to the first slot the block serves in the next lap. The producer
+//! that claims the install position finds the mark (before or instead of
+//! its own link) and, rather than installing a new block, unmarks the old
+//! one and makes it serve the next lap. So a queue drained as fast as it
+//! is filled never leaves its first block: a process that receives its
+//! events one or two at a time holds one small block for its whole life
+//! instead of reaching a full one after its first few events. A consumer
+//! that falls behind still finds a new block linked and moves on as
+//! before. `close` and `reset` know the mark: a close waits for an install
+//! in progress to move the word on before it reads where the last item
+//! is, and a reset undoes a mark no installer took.
+//!
+//! # Blocks grow: short laps
+//!
+//! The first block has `FIRST_CAP` slots; a block installed after a block
+//! of `cap` slots has about twice as many (`grown_cap`), up to `BLOCK_CAP`,
+//! unless the pool has a full one to give. Most processes that receive
+//! anything receive a few events at a time, and a full block would be most
+//! of such a process's memory; a process that receives many reaches full
+//! blocks after two boundaries and then crosses one only every `BLOCK_CAP`
+//! events. A block of `cap` slots serves the *last* `cap` slot offsets of a
+//! lap, `BLOCK_CAP - cap..BLOCK_CAP`, so a small block's lap is short: it
+//! starts at offset `BLOCK_CAP - cap` instead of 0, and its installer moves
+//! the word over the offsets before. Every block therefore ends on the same
+//! last slot, install position and sentinel, and slots are stored backwards
+//! (offset `o` at index `BLOCK_CAP - 1 - o`, see [`Block::slot`]), so a
+//! producer maps its offset to a slot the same way whatever the block's size
+//! and never reads the block's header to write an item. The installer reads
+//! the size to size the next block and to start a lap; the consumer to start
+//! its lap after a link, a lend or a reset, and to free a small block
+//! instead of pooling it (the pool serves full laps only).
 //!
 //! # The first block is allocated by the first push
 //!
@@ -99,7 +120,7 @@ const SENTINEL: usize = BLOCK_CAP + 1;
 /// instead of 1 KiB, which is what a process that received its first
 /// messages holds beyond an idle one.
 #[cfg(not(loom))]
-const FIRST_CAP: usize = 3;
+const FIRST_CAP: usize = 1;
 /// Under loom still smaller than the rest, so models cross from the short
 /// block into a full one.
 #[cfg(loom)]
@@ -109,6 +130,17 @@ const FIRST_CAP: usize = 2;
 const FIRST_OFFSET: u64 = (BLOCK_CAP - FIRST_CAP) as u64;
 
 const _: () = assert!(FIRST_CAP >= 1 && FIRST_CAP < BLOCK_CAP);
+
+/// The slots of a block installed after one of `cap` slots: twice as many
+/// and one more, up to `BLOCK_CAP` (3, 7, then 14 outside loom).
+const fn grown_cap(cap: usize) -> usize {
+    let grown = 2 * cap + 1;
+    if grown < BLOCK_CAP {
+        grown
+    } else {
+        BLOCK_CAP
+    }
+}
 
 /// The consumer's first position in a new queue: the first slot of the
 /// first block's short lap (lap 0 is virtual).
@@ -262,7 +294,9 @@ impl<T> Shared<T> {
     /// Installs the block after `prev` (the queue's small first block when
     /// `prev` is null), links it, and moves the word from the sentinel past
     /// the new block's first slot, which it keeps for the caller's item.
-    /// Returns the new block and that slot's offset.
+    /// If the consumer lent `prev` back (see "A drained block is lent back"
+    /// in the module docs), `prev` itself serves the next lap. Returns the
+    /// block and that slot's offset.
     ///
     /// # Safety
     ///
@@ -280,16 +314,57 @@ impl<T> Shared<T> {
             self.first.store(block, Ordering::Release);
             (block, FIRST_OFFSET as usize)
         } else {
-            // SAFETY: we are the only popper (see above).
-            let block = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc_full);
             // SAFETY: `prev` is live: the consumer recycles it only after it
-            // read this link, and no one else frees a block in use. Every
-            // slot of `prev` was claimed before its install position, so
-            // once the consumer follows the link no producer touches `prev`
-            // again (we do not either).
-            unsafe { (*prev).next.store(block, Ordering::Release) };
-            (block, 0)
+            // read a link to another block, which only we can make now, and
+            // no one else frees a block in use.
+            let link = unsafe { &(*prev).next };
+            let linked = if link.load(Ordering::Acquire) == prev {
+                None
+            } else {
+                // A pooled block is full-size; a new one grows from
+                // `prev`'s size (see "Blocks grow" in the module docs).
+                // SAFETY: we are the only popper (see above); `prev` is
+                // live.
+                let block = unsafe { self.pool_pop() }
+                    .unwrap_or_else(|| Block::alloc_after(unsafe { Block::cap(prev) }));
+                // Every slot of `prev` was claimed before its install
+                // position, so once the consumer follows the link no
+                // producer touches `prev` again (we do not either).
+                match link.compare_exchange(
+                    ptr::null_mut(),
+                    block,
+                    Ordering::Release,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => Some(block),
+                    Err(_) => {
+                        // The consumer lent `prev` back meanwhile: it is
+                        // the next lap's block after all.
+                        // SAFETY: `block` never became reachable by anyone
+                        // else; its slots are clear and hold no item.
+                        unsafe { Block::free(block) };
+                        None
+                    }
+                }
+            };
+            match linked {
+                // SAFETY: ours until the word moves on; live after.
+                Some(block) => (block, unsafe { Block::first_offset(block) }),
+                None => {
+                    // The consumer took every item of `prev` and cleared
+                    // its flags before lending it (its Release, our
+                    // Acquire). Unmark it before the word moves on: the
+                    // next installer of this block reads the link only
+                    // after claiming a position the store below publishes,
+                    // and the consumer reads it only after taking our
+                    // item, written later still.
+                    link.store(ptr::null_mut(), Ordering::Relaxed);
+                    // SAFETY: live, as above.
+                    (prev, unsafe { Block::first_offset(prev) })
+                }
+            }
         };
+        // Unchanged when `prev` was lent back; storing it again is harmless.
         self.tail.block.store(next, Ordering::Release);
         // Past the sentinel, over the offsets a short lap leaves out and over
         // the slot we keep; leaves CLOSED as it is (a close that raced us

@@ -135,7 +135,7 @@ impl<T> Queue<T> {
     /// # Safety
     ///
     /// No other thread runs a consumer method (`drain_into`, `is_empty`,
-    /// `close`) of this queue at the same time, and successive callers are
+    /// `shrink_to_fit`, `close`) of this queue at the same time, and successive callers are
     /// ordered by happens-before (a lock, or an acquire/release hand-off).
     ///
     /// # Examples
@@ -165,6 +165,34 @@ impl<T> Queue<T> {
     pub unsafe fn is_empty(&self) -> bool {
         // SAFETY: the caller is the only consumer right now.
         self.cursor.with(|c| unsafe { &*c }.is_empty(&self.shared))
+    }
+
+    /// Frees the queue's blocks if nothing is pending; as
+    /// [`Consumer::shrink_to_fit`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`drain_into`](Queue::drain_into).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let q = mpsc::Queue::new();
+    /// q.push(1).unwrap();
+    /// let mut batch = Vec::new();
+    /// // SAFETY: this thread is the only consumer.
+    /// unsafe {
+    ///     q.drain_into(&mut batch);
+    ///     assert!(q.shrink_to_fit());
+    /// }
+    /// q.push(2).unwrap();
+    /// // SAFETY: as above.
+    /// assert_eq!(unsafe { q.close() }, [2]);
+    /// ```
+    pub unsafe fn shrink_to_fit(&self) -> bool {
+        // SAFETY: the caller is the only consumer right now.
+        self.cursor
+            .with_mut(|c| unsafe { &mut *c }.shrink_to_fit(&self.shared))
     }
 
     /// Closes the queue and returns what was pending; as

@@ -27,6 +27,35 @@ fn block<T>(rx: &Consumer<T>) -> *mut Block<T> {
     rx.cursor(|c, _| c.block)
 }
 
+/// How many slots `block` has.
+fn cap_of<T>(block: *mut Block<T>) -> usize {
+    // SAFETY: the tests only ask about blocks the consumer holds or that
+    // hold pending items, which are live.
+    unsafe { Block::cap(block) }
+}
+
+/// The sizes of successive blocks, from the first to the first full one.
+fn block_caps() -> Vec<usize> {
+    let mut caps = vec![FIRST_CAP];
+    while caps[caps.len() - 1] < BLOCK_CAP {
+        caps.push(grown_cap(caps[caps.len() - 1]));
+    }
+    caps
+}
+
+/// Where `block`'s `next` points.
+fn link_of<T>(block: *mut Block<T>) -> *mut Block<T> {
+    // SAFETY: as in `cap_of`.
+    unsafe { (*block).next.load(Ordering::SeqCst) }
+}
+
+/// Takes one item into `out`; whether there was one.
+fn take_one<T>(rx: &mut Consumer<T>, out: &mut Vec<T>) -> bool {
+    rx.cursor_mut(|c, shared| c.try_take(shared))
+        .map(|item| out.push(item))
+        .is_some()
+}
+
 #[test]
 fn fifo_across_many_blocks() {
     let (tx, mut rx) = queue();
@@ -45,8 +74,11 @@ fn fifo_across_many_blocks() {
     assert!(pool_len(&rx) <= POOL_MAX);
 }
 
+/// A consumer that takes its block's last item before the next push lends
+/// the block back, and that push reuses it instead of installing a new
+/// one: a queue drained as it fills keeps its small first block.
 #[test]
-fn head_waits_at_the_install_position_until_the_next_block_is_needed() {
+fn a_drained_block_is_lent_back_and_serves_the_next_lap() {
     let (tx, mut rx) = queue();
     let mut out = Vec::new();
     assert_eq!(head(&rx), START);
@@ -55,33 +87,65 @@ fn head_waits_at_the_install_position_until_the_next_block_is_needed() {
     }
     rx.drain_into(&mut out);
     let first = rx.queue.shared.first.load(Ordering::SeqCst);
+    let link = |block: *mut Block<usize>| {
+        // SAFETY: the tests below only look at the consumer's live block.
+        unsafe { (*block).next.load(Ordering::SeqCst) }
+    };
     assert_eq!(
         head(&rx),
-        LAP + INSTALL as u64,
-        "past the first block's items"
+        2 * LAP + FIRST_OFFSET,
+        "lent back: head on the block's first slot of the next lap"
     );
-    assert_eq!(block(&rx), first, "the finished block is kept");
+    assert_eq!(block(&rx), first, "the consumer keeps its block");
+    assert_eq!(link(first), first, "marked as lent");
     assert!(rx.is_empty());
-    // The first push of the next block's lap installs it; the consumer
-    // follows the link and frees the first block.
-    for i in 0..BLOCK_CAP {
-        tx.push(i).unwrap();
-    }
-    assert!(!rx.is_empty(), "is_empty looks through the link");
-    rx.drain_into(&mut out);
-    assert_eq!(head(&rx), 2 * LAP + INSTALL as u64);
-    assert_ne!(block(&rx), first);
-    assert!(rx.is_empty());
-    tx.push(99).unwrap();
+    // The next push takes the lent block: no new one.
+    tx.push(100).unwrap();
+    assert!(link(first).is_null(), "the installer unmarked it");
+    assert_eq!(rx.queue.shared.tail.block.load(Ordering::SeqCst), first);
     assert!(!rx.is_empty());
     out.clear();
     rx.drain_into(&mut out);
-    assert_eq!(out, [99]);
-    assert_eq!(
-        head(&rx),
-        3 * LAP + 1,
-        "over the sentinel, onto the next block"
-    );
+    assert_eq!(out, [100]);
+    // One at a time, drained each time: still the first block.
+    for round in 0..50 {
+        out.clear();
+        tx.push(round).unwrap();
+        rx.drain_into(&mut out);
+        assert_eq!(out, [round]);
+        assert_eq!(block(&rx), first, "round {round}");
+    }
+    // A consumer that falls behind: the item after the block's last links
+    // a grown block, which the consumer follows.
+    out.clear();
+    let behind: Vec<usize> = (0..=FIRST_CAP).collect();
+    for &item in &behind {
+        tx.push(item).unwrap();
+    }
+    rx.drain_into(&mut out);
+    assert_eq!(out, behind);
+    assert_ne!(block(&rx), first);
+    assert_eq!(cap_of(block(&rx)), grown_cap(FIRST_CAP));
+    assert!(rx.is_empty());
+    assert_eq!(rx.close(), Vec::<usize>::new());
+}
+
+/// A consumer whose block's next is linked before it takes the last item
+/// does not lend it: it waits at the install position and follows the link.
+#[test]
+fn head_follows_a_link_made_before_the_block_was_drained() {
+    let (tx, mut rx) = queue();
+    let mut out = Vec::new();
+    for i in 0..=FIRST_CAP {
+        tx.push(i).unwrap();
+    }
+    let first = rx.queue.shared.first.load(Ordering::SeqCst);
+    rx.drain_into(&mut out);
+    assert_eq!(out, (0..=FIRST_CAP).collect::<Vec<_>>());
+    assert_ne!(block(&rx), first, "moved on to the linked block");
+    let grown_first = (BLOCK_CAP - grown_cap(FIRST_CAP)) as u64;
+    assert_eq!(head(&rx), 2 * LAP + grown_first + 1, "past its first item");
+    assert!(rx.is_empty());
 }
 
 /// A block is allocated for an item that needs it, not when the block
@@ -104,7 +168,7 @@ fn a_full_block_does_not_allocate_the_next_one() {
     let mut out = Vec::new();
     rx.drain_into(&mut out);
     assert_eq!(out, (0..=FIRST_CAP).collect::<Vec<_>>());
-    for i in 1..BLOCK_CAP {
+    for i in 1..cap_of(second) {
         tx.push(i).unwrap();
     }
     // SAFETY: the consumer's block; it holds pending items.
@@ -161,23 +225,34 @@ fn an_unused_queue_closes_and_resets_without_a_block() {
 fn drained_blocks_are_recycled_not_reallocated() {
     let (tx, mut rx) = queue();
     let mut out = Vec::new();
-    // The first block, then one item into the first full block: the
-    // consumer follows it there and frees the (small) first block.
-    for i in 0..=FIRST_CAP {
-        tx.push(i).unwrap();
+    // Pushes the rest of the consumer's block and one more, into the block
+    // after it, then drains them all: the consumer follows the link and
+    // recycles the block it finished.
+    let mut cross = |rx: &mut Consumer<usize>| {
+        let left = rx.cursor(|c, _| (INSTALL as u64 - c.head % LAP) as usize);
+        for i in 0..=left {
+            tx.push(i).unwrap();
+        }
+        out.clear();
+        assert_eq!(rx.drain_into(&mut out), left + 1);
+    };
+    tx.push(0).unwrap();
+    assert_eq!(rx.drain_into(&mut Vec::new()), 1);
+    // The first block and the grown ones are small: freed, never pooled.
+    for &cap in &block_caps()[1..] {
+        cross(&mut rx);
+        assert_eq!(cap_of(block(&rx)), cap);
+        assert_eq!(pool_len(&rx), 0, "the small block before was freed");
     }
-    rx.drain_into(&mut out);
-    assert_eq!(pool_len(&rx), 0, "the small first block was freed");
-    // Fill it, and one more into a second full block.
-    for i in 0..BLOCK_CAP {
-        tx.push(i).unwrap();
-    }
-    rx.drain_into(&mut out);
-    assert_eq!(pool_len(&rx), 1, "the finished block went to the pool");
+    // Full blocks go to the pool, and the next install takes one back.
+    cross(&mut rx);
+    assert_eq!(pool_len(&rx), 1, "the finished full block went to the pool");
+    let pooled = rx.queue.shared.pool.head.load(Ordering::SeqCst);
     for i in 0..BLOCK_CAP {
         tx.push(i).unwrap();
     }
     assert_eq!(pool_len(&rx), 0, "the installer took it back");
+    assert_eq!(rx.queue.shared.tail.block.load(Ordering::SeqCst), pooled);
     out.clear();
     assert_eq!(rx.drain_into(&mut out), BLOCK_CAP);
     assert_eq!(pool_len(&rx), 1);
@@ -364,4 +439,87 @@ fn a_closed_queue_keeps_no_block() {
             assert!(q.close().is_empty());
         }
     }
+}
+
+/// `shrink_to_fit` frees every block of an empty queue (the one it holds,
+/// lent back or not, and the pooled ones), refuses while an item is
+/// pending, and leaves a queue that works as a new one.
+#[test]
+fn shrink_to_fit_frees_the_blocks_of_an_empty_queue() {
+    let (tx, mut rx) = queue();
+    let mut out = Vec::new();
+    assert!(!rx.shrink_to_fit(), "a new queue has no block");
+    // Mid-block, with an item pending, then drained.
+    for i in 0..2 {
+        tx.push(i).unwrap();
+    }
+    assert!(!rx.shrink_to_fit(), "items are pending");
+    rx.drain_into(&mut out);
+    assert!(rx.shrink_to_fit());
+    assert!(block(&rx).is_null());
+    assert!(rx.queue.shared.first.load(Ordering::SeqCst).is_null());
+    assert!(rx.queue.shared.tail.block.load(Ordering::SeqCst).is_null());
+    assert!(rx.is_empty());
+    assert_eq!(head(&rx) % LAP, FIRST_OFFSET, "a new queue's shape");
+    // A lent-back block: every item of a first block taken.
+    for i in 0..FIRST_CAP {
+        tx.push(i).unwrap();
+    }
+    rx.drain_into(&mut out);
+    let first = rx.queue.shared.first.load(Ordering::SeqCst);
+    assert_eq!(link_of(first), first, "lent back");
+    assert!(rx.shrink_to_fit());
+    assert!(block(&rx).is_null());
+    // Full blocks in the pool go too.
+    let many = 4 * BLOCK_CAP;
+    for i in 0..many {
+        tx.push(i).unwrap();
+    }
+    out.clear();
+    assert_eq!(rx.drain_into(&mut out), many);
+    assert!(pool_len(&rx) > 0);
+    assert!(rx.shrink_to_fit());
+    assert_eq!(pool_len(&rx), 0);
+    // Still a working queue, in order, across blocks again.
+    out.clear();
+    for i in 0..many {
+        tx.push(i).unwrap();
+    }
+    assert_eq!(rx.drain_into(&mut out), many);
+    assert_eq!(out, (0..many).collect::<Vec<_>>());
+    assert!(rx.shrink_to_fit());
+    // Close, reset and drop after a shrink.
+    tx.push(7).unwrap();
+    assert_eq!(rx.reset(), [7]);
+    assert!(tx.push(8).unwrap_err().is_stale());
+    let tx = rx.producer();
+    tx.push(9).unwrap();
+    out.clear();
+    rx.drain_into(&mut out);
+    assert_eq!(out, [9]);
+    assert!(rx.shrink_to_fit());
+    assert!(rx.close().is_empty());
+    assert!(!rx.shrink_to_fit(), "a closed queue is not shrunk");
+    drop(rx);
+    assert!(tx.push(10).unwrap_err().is_closed());
+}
+
+/// The embedded queue shrinks the same way, and items pending in it are
+/// dropped once when it goes.
+#[test]
+fn an_embedded_queue_shrinks_and_drops_cleanly() {
+    let drops = StdArc::new(StdCounter::new(0));
+    let q = Queue::new();
+    let mut out = Vec::new();
+    q.push(Tracked(drops.clone())).unwrap();
+    // SAFETY: this thread is the only consumer.
+    unsafe {
+        assert!(!q.shrink_to_fit());
+        q.drain_into(&mut out);
+        assert!(q.shrink_to_fit());
+    }
+    drop(out);
+    q.push(Tracked(drops.clone())).unwrap();
+    drop(q);
+    assert_eq!(drops.load(std::sync::atomic::Ordering::SeqCst), 2);
 }

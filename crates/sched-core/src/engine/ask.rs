@@ -257,7 +257,7 @@ impl Output<'_> {
         let (id, timer) = self.engine.ask(to, relay::into_payload(payload), at)?;
         self.with_extras(|extras| {
             extras.timers.push(timer);
-            extras.asks.push((id, timer));
+            extras.others().asks.push((id, timer));
         });
         Ok(id)
     }

@@ -401,7 +401,7 @@ impl Output<'_> {
         // A down delivered at once (no such process) waits in the queue
         // until the next step, which finds the monitor listed.
         let monitor = self.engine.monitor(pid);
-        self.with_extras(|x| x.monitoring.push(monitor));
+        self.with_extras(|x| x.others().monitoring.push(monitor));
         monitor
     }
 
@@ -422,9 +422,10 @@ impl Output<'_> {
     /// ```
     pub fn demonitor(&mut self, monitor: MonitorId) -> bool {
         let listed = self.with_existing(|x| {
-            let at = x.monitoring.iter().position(|m| *m == monitor)?;
-            x.monitoring.swap_remove(at);
-            crate::contract::pending::give_back_spare(&mut x.monitoring);
+            let monitoring = &mut x.existing_others()?.monitoring;
+            let at = monitoring.iter().position(|m| *m == monitor)?;
+            monitoring.swap_remove(at);
+            crate::contract::pending::give_back_spare(monitoring);
             Some(())
         });
         if listed.flatten().is_none() {

@@ -67,8 +67,14 @@ impl Output<'_> {
         let taken = self.with_existing(|x| {
             let timers: Vec<_> = x.timers.iter().copied().collect();
             x.timers = Default::default();
-            x.asks.clear();
-            (timers, std::mem::take(&mut x.monitoring))
+            let monitors = x
+                .existing_others()
+                .map(|others| {
+                    others.asks.clear();
+                    std::mem::take(&mut others.monitoring)
+                })
+                .unwrap_or_default();
+            (timers, monitors)
         });
         if let Some((timers, monitors)) = taken {
             for id in timers {

@@ -73,10 +73,10 @@ impl Shared {
     /// Fires worker `worker`'s due timers: each delivers its event or
     /// message to its record (a process that has ended makes it a dead
     /// letter).
-    pub(crate) fn fire_timers(&self, worker: usize, due: &mut Vec<Action>) {
+    pub(crate) fn fire_timers(&self, worker: usize, due: &mut Vec<(TimerId, Action)>) {
         self.timers.poll(worker, Instant::now(), due);
-        for action in due.drain(..) {
-            self.fire(action);
+        for (id, action) in due.drain(..) {
+            self.fire(id, action);
         }
         // A burst of due timers does not keep its buffer.
         if due.capacity() > 1024 {
@@ -84,19 +84,16 @@ impl Shared {
         }
     }
 
-    fn fire(&self, action: Action) {
+    fn fire(&self, id: TimerId, action: Action) {
         let Action { record, what } = action;
         let undelivered = match what {
-            What::Wake { tag, id } => {
-                let id = id.expect("set at insertion, under the wheel's lock");
-                match record.deliver(Event::Timer { id, tag }) {
-                    Ok(wake) => {
-                        self.after_timer(&record, wake);
-                        None
-                    }
-                    Err(event) => Some(event),
+            What::Wake { tag } => match record.deliver(Event::Timer { id, tag }) {
+                Ok(wake) => {
+                    self.after_timer(&record, wake);
+                    None
                 }
-            }
+                Err(event) => Some(event),
+            },
             What::AskTimeout(id) => {
                 let event = Event::Reply {
                     id,
@@ -513,7 +510,7 @@ impl StepTimers for Stepping<'_> {
     fn set_timer(&self, at: Instant, tag: Tag) -> TimerId {
         let action = Action {
             record: Arc::clone(self.record),
-            what: What::Wake { tag, id: None },
+            what: What::Wake { tag },
         };
         self.shared.set_timer(at, action)
     }

@@ -150,10 +150,7 @@ fn a_timer_set_while_the_worker_parks_is_never_missed() {
         let record = Arc::new(Record::new(Pid::local(1), Box::new(Inert)));
         let action = Action {
             record,
-            what: What::Wake {
-                tag: Tag(1),
-                id: None,
-            },
+            what: What::Wake { tag: Tag(1) },
         };
         let past = std::time::Instant::now() - std::time::Duration::from_millis(1);
         let (_, earlier) = timers.insert(0, past, action);

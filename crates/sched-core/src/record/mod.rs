@@ -74,8 +74,8 @@ pub(crate) struct Body {
     pub(crate) blocked: bool,
     /// What only some processes use, allocated the first time one does:
     /// an idle process that never leaves an event unread, sets a timer,
-    /// monitors or asks carries one pointer instead of four empty vectors
-    /// (96 bytes).
+    /// monitors or asks carries one pointer instead of four empty lists
+    /// (see `contract/pending.rs`).
     pub(crate) extras: Option<Box<Extras>>,
     /// The process has set a timer or a monitor at some point: only then
     /// are its events checked for cancelled ones.
@@ -156,6 +156,18 @@ impl Record {
     pub(crate) unsafe fn drain_events(&self, out: &mut Vec<Event>) -> usize {
         // SAFETY: forwarded from the caller.
         unsafe { self.events.drain_into(out) }
+    }
+
+    /// Frees the event queue's blocks if no event is pending: a process
+    /// that waits keeps no block for events it already took (the next
+    /// event allocates a small one again).
+    ///
+    /// # Safety
+    ///
+    /// As for [`drain_events`](Record::drain_events).
+    pub(crate) unsafe fn shrink_events(&self) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.events.shrink_to_fit() };
     }
 
     /// Closes the event queue and returns what was pending (dead letters).

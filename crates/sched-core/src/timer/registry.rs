@@ -107,27 +107,23 @@ impl Timers {
             shard: shard_index as u32,
             key: key.to_bits(),
         };
-        // The id travels with the event, for the process to tell its
-        // timers apart and for cancelled ones to be filtered out; it is
-        // known only now, and set before the lock lets the owner fire it.
-        if let Some(action) = wheel.get_mut(key) {
-            if let What::Wake {
-                id: ref mut slot, ..
-            } = action.what
-            {
-                *slot = Some(id);
-            }
-        }
         let next = wheel.next_deadline().unwrap_or(deadline);
         let earlier = shard.next.fetch_min(next, SeqCst) > next;
         (id, earlier)
     }
 
-    /// Takes wheel `shard`'s timers due at `now` into `due`.
-    pub(crate) fn poll(&self, shard_index: usize, now: Instant, due: &mut Vec<Action>) {
+    /// Takes wheel `shard`'s timers due at `now` into `due`, each with its
+    /// id.
+    pub(crate) fn poll(&self, shard_index: usize, now: Instant, due: &mut Vec<(TimerId, Action)>) {
         let shard = &self.shards[shard_index];
         let mut wheel = shard.wheel.lock();
-        wheel.poll(self.now_tick(now), due);
+        wheel.poll(self.now_tick(now), &mut |key, action| {
+            let id = TimerId {
+                shard: shard_index as u32,
+                key: key.to_bits(),
+            };
+            due.push((id, action));
+        });
         shard
             .next
             .store(wheel.next_deadline().unwrap_or(NONE), SeqCst);

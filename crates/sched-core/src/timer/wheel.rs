@@ -226,7 +226,7 @@ impl<T> Wheel<T> {
     /// `elapsed()` to `max(elapsed(), now)`. Timers inserted with a deadline
     /// already reached fire here even when `now < elapsed()`: time never runs
     /// backwards, so they would otherwise wait for a later poll.
-    pub(crate) fn poll(&mut self, now: u64, out: &mut Vec<T>) {
+    pub(crate) fn poll(&mut self, now: u64, out: &mut impl FnMut(Key, T)) {
         let mut batch = mem::take(&mut self.scratch);
         // Overdue deadlines are all at or before `elapsed`, hence before
         // anything in the wheel: firing them first keeps `out` in order.
@@ -248,7 +248,8 @@ impl<T> Wheel<T> {
                 self.detach_into(list, &mut batch);
                 for index in batch.drain(..) {
                     if self.slab[index as usize].deadline == start {
-                        out.push(self.release(index));
+                        let (key, value) = self.release_keyed(index);
+                        out(key, value);
                     } else {
                         self.place(index);
                     }
@@ -353,6 +354,16 @@ impl<T> Wheel<T> {
     }
 
     /// Vacates an unlinked entry's slot and returns its value.
+    /// Vacates a slot that fires: its value, and the key it was inserted
+    /// under (its generation before the vacating bump).
+    fn release_keyed(&mut self, index: u32) -> (Key, T) {
+        let key = Key {
+            index,
+            generation: self.slab[index as usize].generation,
+        };
+        (key, self.release(index))
+    }
+
     fn release(&mut self, index: u32) -> T {
         let entry = &mut self.slab[index as usize];
         let value = entry.value.take().expect("released a vacant timer slot");
@@ -414,12 +425,13 @@ impl<T> Wheel<T> {
 
     /// Sorts taken-out entries by deadline (stably, so equal deadlines keep
     /// their list order), fires those due by `now` and places the rest.
-    fn fire_sorted(&mut self, batch: &mut Vec<u32>, now: u64, out: &mut Vec<T>) {
+    fn fire_sorted(&mut self, batch: &mut Vec<u32>, now: u64, out: &mut impl FnMut(Key, T)) {
         let slab = &self.slab;
         batch.sort_by_key(|&index| slab[index as usize].deadline);
         for index in batch.drain(..) {
             if self.slab[index as usize].deadline <= now {
-                out.push(self.release(index));
+                let (key, value) = self.release_keyed(index);
+                out(key, value);
             } else {
                 self.place(index);
             }
@@ -428,7 +440,7 @@ impl<T> Wheel<T> {
 
     /// Handles a poll that jumps the whole span of the wheel or more: every
     /// entry is taken out and either fires or is placed relative to `now`.
-    fn rebuild(&mut self, now: u64, batch: &mut Vec<u32>, out: &mut Vec<T>) {
+    fn rebuild(&mut self, now: u64, batch: &mut Vec<u32>, out: &mut impl FnMut(Key, T)) {
         for list in 0..OVERDUE {
             if self.heads[list] != NONE {
                 self.detach_into(list, batch);

@@ -10,7 +10,7 @@ use super::*;
 /// Polls at `now` and returns what fired.
 fn poll(wheel: &mut Wheel<u64>, now: u64) -> Vec<u64> {
     let mut out = Vec::new();
-    wheel.poll(now, &mut out);
+    wheel.poll(now, &mut |_, value| out.push(value));
     out
 }
 
@@ -331,7 +331,16 @@ proptest! {
                         elapsed.saturating_add(step)
                     };
                     let mut out = Vec::new();
-                    wheel.poll(now, &mut out);
+                    let mut fired_keys = Vec::new();
+                    wheel.poll(now, &mut |key, value| {
+                        fired_keys.push(key);
+                        out.push(value);
+                    });
+                    // Each fires with the key its insert handed out (the
+                    // engine's timer events carry it as their id).
+                    for (key, value) in fired_keys.iter().zip(&out) {
+                        prop_assert_eq!(keys[*value as usize].0, *key);
+                    }
                     elapsed = elapsed.max(now);
                     // Overdue inserts fire even on a backward poll, and they
                     // are all at or before `elapsed`.
@@ -399,9 +408,7 @@ fn the_slab_shrinks_once_most_timers_have_left() {
         wheel.slab.capacity()
     );
     // The survivor is still found, and fires on time.
-    let mut out = Vec::new();
-    wheel.poll(10, &mut out);
-    assert_eq!(out, vec![0]);
+    assert_eq!(poll(&mut wheel, 10), vec![0]);
 }
 
 #[test]
@@ -449,9 +456,7 @@ fn an_emptied_wheel_keeps_nothing() {
     for i in 0..n {
         wheel.insert(4, i);
     }
-    let mut out = Vec::new();
-    wheel.poll(4, &mut out);
-    assert_eq!(out.len(), n as usize);
+    assert_eq!(poll(&mut wheel, 4).len(), n as usize);
     assert!(
         wheel.slab.capacity() <= SHRINK_FROM,
         "{}",

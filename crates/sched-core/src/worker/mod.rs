@@ -93,7 +93,7 @@ struct Worker<'a> {
     /// after the body is released, instead of cloning the `Arc`.
     requeue: Option<Runnable>,
     /// Due timers, between taking them out of the wheel and firing them.
-    due_timers: Vec<crate::timer::Action>,
+    due_timers: Vec<(crate::contract::timer_id::TimerId, crate::timer::Action)>,
 }
 
 /// Runs worker `local.index` of `shared` until the engine exits.
@@ -444,10 +444,10 @@ impl Worker<'_> {
             return Some(body.waiting_state());
         }
         body.waiting = false;
-        if let Some(extras) = body.extras.as_mut() {
-            if !extras.unread.is_empty() {
+        if let Some(others) = body.extras.as_mut().and_then(|x| x.existing_others()) {
+            if !others.unread.is_empty() {
                 // What the last step left unread comes first, in order.
-                self.events.splice(0..0, extras.unread.drain(..));
+                self.events.splice(0..0, others.unread.drain(..));
             }
         }
 
@@ -498,6 +498,7 @@ impl Worker<'_> {
         // out, so its timers, monitors and asks are still listed.
         if events.remaining() > 0 {
             crate::contract::pending::extras(&mut extras.borrow_mut())
+                .others()
                 .unread
                 .extend(events.unchecked_rest());
         }
@@ -547,6 +548,12 @@ impl Worker<'_> {
                 self.dispatch(record);
                 body.waiting = true;
                 body.blocked = desired == BLOCKED;
+                // A waiting process holds no event block: the one its
+                // last events came in goes back now, unless a handler's
+                // completion arrived in it meanwhile. Most waits are long
+                // next to a step (a timer, a reply, the next message).
+                // SAFETY: inside `with_body`: this worker owns the process.
+                unsafe { record.shrink_events() };
                 Some(desired)
             }
         }
@@ -644,7 +651,8 @@ impl Worker<'_> {
         let mut dead = body
             .extras
             .as_mut()
-            .map(|x| std::mem::take(&mut x.unread))
+            .and_then(|x| x.existing_others())
+            .map(|others| std::mem::take(&mut others.unread))
             .unwrap_or_default();
         // SAFETY: `end` runs with the body borrowed, so we own the process.
         let closed = unsafe { record.close_events() };
@@ -687,7 +695,8 @@ impl Worker<'_> {
         );
         // The monitors it held on others go, and with them the references
         // to this record they kept.
-        for monitor in extras.iter().flat_map(|x| x.monitoring.iter()) {
+        let others = extras.as_ref().and_then(|x| x.others_ref());
+        for monitor in others.iter().flat_map(|others| others.monitoring.iter()) {
             self.shared.remove_monitor(*monitor);
         }
         drop(extras);

@@ -1,12 +1,15 @@
-//! The small first block and the crossing into full-size blocks: pushes,
-//! close, reset and drop on both sides of the boundary.
+//! The small first block and the crossing into larger ones: pushes, close,
+//! reset and drop on both sides of the boundaries.
 use super::*;
 
 /// Item counts around the block boundaries: inside the first block, filling
-/// it, one past it, around the end of the first full block, and many.
+/// it, one past it, around the ends of the grown block and the first full
+/// one, and many.
 fn counts() -> Vec<usize> {
-    let mut counts = vec![1, FIRST_CAP - 1, FIRST_CAP, FIRST_CAP + 1];
-    let first_full_end = FIRST_CAP + BLOCK_CAP;
+    let mut counts = vec![1, FIRST_CAP.max(2) - 1, FIRST_CAP, FIRST_CAP + 1];
+    let grown_end = FIRST_CAP + grown_cap(FIRST_CAP);
+    let first_full_end = grown_end + BLOCK_CAP;
+    counts.extend([grown_end - 1, grown_end, grown_end + 1]);
     counts.extend([first_full_end - 1, first_full_end, first_full_end + 1]);
     counts.extend([1, 3, 4, 18, 100]);
     counts.sort_unstable();
@@ -14,14 +17,18 @@ fn counts() -> Vec<usize> {
     counts
 }
 
-/// Whether the consumer's block is full-size.
-fn holds_full<T>(rx: &Consumer<T>) -> bool {
+/// The first offset the consumer's block serves (the first block's, while
+/// it holds none).
+fn held_first_offset<T>(rx: &Consumer<T>) -> u64 {
+    if block(rx).is_null() {
+        return FIRST_OFFSET;
+    }
     // SAFETY: the consumer's block is live while the test holds `rx`.
-    unsafe { Block::is_full(block(rx)) }
+    unsafe { Block::first_offset(block(rx)) as u64 }
 }
 
 #[test]
-fn the_first_block_is_small_and_the_next_full() {
+fn the_first_block_is_small_and_the_next_ones_grow() {
     let (tx, mut rx) = queue();
     tx.push(0).unwrap();
     let first = rx.queue.shared.first.load(Ordering::SeqCst);
@@ -29,16 +36,28 @@ fn the_first_block_is_small_and_the_next_full() {
     assert!(!unsafe { Block::is_full(first) });
     // SAFETY: as above.
     assert_eq!(unsafe { Block::first_offset(first) }, FIRST_OFFSET as usize);
-    let mut out = Vec::new();
-    rx.drain_into(&mut out);
-    assert!(!holds_full(&rx), "the consumer is still in the first block");
-    for i in 1..=FIRST_CAP {
+    // Pushed all at once, with the consumer behind: the first block's
+    // lap, then the grown blocks', then full ones.
+    let caps = block_caps();
+    let n: usize = caps.iter().sum::<usize>() + 1;
+    for i in 1..n {
         tx.push(i).unwrap();
     }
-    rx.drain_into(&mut out);
-    assert_eq!(out, (0..=FIRST_CAP).collect::<Vec<_>>());
-    assert!(holds_full(&rx), "the second block is full-size");
-    assert_eq!(head(&rx), 2 * LAP + 1);
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        assert!(take_one(&mut rx, &mut out));
+        let cap = cap_of(block(&rx));
+        if seen.last() != Some(&cap) {
+            seen.push(cap);
+        }
+    }
+    assert_eq!(out, (0..n).collect::<Vec<_>>());
+    assert_eq!(
+        seen, caps,
+        "each block about twice the one before, up to a full one"
+    );
+    assert_eq!(caps[caps.len() - 1], BLOCK_CAP);
 }
 
 #[test]
@@ -113,9 +132,8 @@ fn reset_around_the_boundary_reopens_in_the_block_it_holds() {
             out.extend(rx.reset());
             assert_eq!(out, (0..n).collect::<Vec<_>>(), "{n} items");
             // The new use starts on the first offset the block serves:
-            // the short lap's in the first block, 0 in a full one.
-            let expected = if holds_full(&rx) { 0 } else { FIRST_OFFSET };
-            assert_eq!(head(&rx) % LAP, expected, "{n} items");
+            // the short lap's in a small block, 0 in a full one.
+            assert_eq!(head(&rx) % LAP, held_first_offset(&rx), "{n} items");
             assert!(old.push(0).unwrap_err().is_stale());
             // Use it again, across the boundary once more, twice.
             for round in 0..2 {
