@@ -3,7 +3,7 @@
 
 use super::*;
 
-use crate::sync::Arc;
+use crate::sync::{Arc, AtomicU64};
 
 /// The single consumer of a queue: drains, closes and resets it.
 ///
@@ -23,7 +23,7 @@ use crate::sync::Arc;
 /// assert_eq!(batch, [10, 11]);
 /// ```
 pub struct Consumer<T> {
-    pub(super) queue: Arc<Queue<T>>,
+    pub(super) queue: Arc<Reusable<T>>,
     /// The consumer's own cursor, in the consumer's memory rather than the
     /// queue's (whose internal cursor serves embedded use): next to the
     /// producers' claim word it would share their cache line, and two
@@ -55,6 +55,21 @@ impl<T> std::fmt::Debug for Consumer<T> {
 impl<T> Default for Consumer<T> {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// What a [`Consumer`] and its [`Producer`]s share: the queue, and which
+/// use of it is current (bumped by every [`Consumer::reset`]).
+pub(super) struct Reusable<T> {
+    pub(super) generation: AtomicU64,
+    pub(super) queue: Queue<T>,
+}
+
+impl<T> std::ops::Deref for Reusable<T> {
+    type Target = Queue<T>;
+
+    fn deref(&self) -> &Queue<T> {
+        &self.queue
     }
 }
 
@@ -91,7 +106,10 @@ impl<T> Consumer<T> {
     /// ```
     pub fn new() -> Self {
         Consumer {
-            queue: Arc::new(Queue::new()),
+            queue: Arc::new(Reusable {
+                generation: AtomicU64::new(0),
+                queue: Queue::new(),
+            }),
             cursor: Cursor::new(),
         }
     }
@@ -263,7 +281,13 @@ impl<T> Consumer<T> {
     /// assert_eq!(batch, ["second use"]);
     /// ```
     pub fn reset(&mut self) -> Vec<T> {
-        self.cursor_mut(|c, shared| c.reset(shared))
+        let queue = &*self.queue;
+        let generation = &queue.generation;
+        self.cursor.reset(&queue.shared, || {
+            // Only the consumer writes it.
+            let next = generation.load(Ordering::Relaxed) + 1;
+            generation.store(next, Ordering::Release);
+        })
     }
 
     /// The current generation: 0 for a new queue, plus one per
@@ -278,7 +302,8 @@ impl<T> Consumer<T> {
     /// assert_eq!(rx.generation(), 2);
     /// ```
     pub fn generation(&self) -> u64 {
-        self.cursor(|c, _| c.generation)
+        // Only the consumer writes it.
+        self.queue.generation.load(Ordering::Relaxed)
     }
 }
 

@@ -21,8 +21,6 @@ pub(super) struct Cursor<T> {
     /// look: every position below it was claimed. `head >= claimed` means
     /// look again. Only a hint; `ready` decides.
     pub(super) claimed: u64,
-    /// The current generation (the consumer is its only writer).
-    pub(super) generation: u64,
     /// Whether the consumer closed the queue (it is the only one who can).
     pub(super) closed: bool,
 }
@@ -46,7 +44,6 @@ impl<T> Cursor<T> {
             head: START,
             block: ptr::null_mut(),
             claimed: 0,
-            generation: 0,
             closed: false,
         }
     }
@@ -245,7 +242,9 @@ impl<T> Cursor<T> {
     }
 
     /// See [`Consumer::reset`].
-    pub(super) fn reset(&mut self, shared: &Shared<T>) -> Vec<T> {
+    /// `bump` moves the queue to its next generation; it runs before the
+    /// reopened word is published.
+    pub(super) fn reset(&mut self, shared: &Shared<T>, bump: impl FnOnce()) -> Vec<T> {
         let pending = self.close(shared);
         if self.block.is_null() {
             // Never pushed to: stay blockless, `head` on the next short lap's
@@ -253,7 +252,7 @@ impl<T> Cursor<T> {
             // it. The new word is still larger than every earlier one (they
             // were at most the old virtual sentinel, closed).
             let start = self.head + LAP;
-            self.reopen_at(shared, start, virtual_last_slot(start));
+            self.reopen_at(shared, start, virtual_last_slot(start), bump);
             return pending;
         }
         // The queue is closed and every claimed slot was taken, so no
@@ -294,19 +293,16 @@ impl<T> Cursor<T> {
         // The new word is larger than every earlier one, so a stale
         // producer's CAS can never succeed.
         let start = (self.head / LAP + 1) * LAP + first as u64;
-        self.reopen_at(shared, start, start);
+        self.reopen_at(shared, start, start, bump);
         pending
     }
 
-    /// Opens the queue again in a new generation, the consumer at `start`
-    /// and producers' next claim at `tail` (both larger than any earlier
-    /// position, so a stale producer's CAS can never succeed).
-    fn reopen_at(&mut self, shared: &Shared<T>, start: u64, tail: u64) {
-        self.generation += 1;
-        shared
-            .tail
-            .generation
-            .store(self.generation, Ordering::Release);
+    /// Opens the queue again in a new generation (`bump` stores it), the
+    /// consumer at `start` and producers' next claim at `tail` (both larger
+    /// than any earlier position, so a stale producer's CAS can never
+    /// succeed).
+    fn reopen_at(&mut self, shared: &Shared<T>, start: u64, tail: u64, bump: impl FnOnce()) {
+        bump();
         self.head = start;
         // Publishes the generation and every read of the old items.
         shared.tail.word.store(tail << 1, Ordering::Release);

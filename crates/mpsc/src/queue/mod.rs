@@ -185,11 +185,26 @@ const ONE: u64 = 2;
 struct Tail<T> {
     /// `position << 1 | CLOSED`; see the module docs.
     word: AtomicU64,
-    /// The current generation; bumped by `reset` before the new word is
-    /// published.
-    generation: AtomicU64,
     /// The block serving the lap of `word`'s position.
     block: AtomicPtr<Block<T>>,
+}
+
+/// Which use of a reusable queue (see [`Consumer::reset`]) a producer
+/// pushes for: the queue's current generation and the producer's own. The
+/// generation lives beside the queue, not in it, so an embedded [`Queue`],
+/// which is never reset, does not carry it.
+#[derive(Clone, Copy)]
+struct Use<'a> {
+    current: &'a AtomicU64,
+    mine: u64,
+}
+
+impl Use<'_> {
+    /// Whether the queue was reset since the producer was made. Read after
+    /// the word (see `push`).
+    fn is_stale(self) -> bool {
+        self.current.load(Ordering::Relaxed) != self.mine
+    }
 }
 
 /// Recycled blocks: a Treiber stack the consumer pushes onto and the
@@ -375,9 +390,9 @@ impl<T> Shared<T> {
         (next, first)
     }
 
-    /// Appends `item` for a producer bound to `generation`; see
-    /// [`Producer::push`].
-    fn push(&self, generation: u64, item: T) -> Result<(), PushError<T>> {
+    /// Appends `item` for a producer of `user` (`None` for the embedded
+    /// queue, which has a single use); see [`Producer::push`].
+    fn push(&self, user: Option<Use<'_>>, item: T) -> Result<(), PushError<T>> {
         let tail = &self.tail;
         let mut step = 0;
         let mut contention = 0;
@@ -385,7 +400,7 @@ impl<T> Shared<T> {
         loop {
             // Read after the word: a word published by a reset (or any later
             // claim) carries the reset's generation store with it.
-            if tail.generation.load(Ordering::Relaxed) != generation {
+            if user.is_some_and(|user| user.is_stale()) {
                 return Err(PushError::Stale(item));
             }
             if word & CLOSED != 0 {
@@ -450,10 +465,10 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Whether a push under `generation` would fail now.
-    fn is_closed_for(&self, generation: u64) -> bool {
+    /// Whether a push for `user` would fail now.
+    fn is_closed_for(&self, user: Option<Use<'_>>) -> bool {
         let word = self.tail.word.load(Ordering::Acquire);
-        word & CLOSED != 0 || self.tail.generation.load(Ordering::Relaxed) != generation
+        word & CLOSED != 0 || user.is_some_and(|user| user.is_stale())
     }
 }
 
@@ -467,6 +482,7 @@ mod tests;
 
 use block::Block;
 pub use consumer::{queue, Consumer};
+use consumer::Reusable;
 use cursor::Cursor;
 pub use owned::Queue;
 pub use producer::Producer;

@@ -17,7 +17,7 @@ use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, UnsafeCell};
 /// queue in that allocation instead, saving an allocation per process: it
 /// pushes with [`push`](Queue::push) and consumes with the `unsafe`
 /// consumer methods, whose contract is that at most one thread uses them at
-/// a time. Queues used this way are never reset (generation 0).
+/// a time. Queues used this way are never reset, and carry no generation.
 ///
 /// # Examples
 ///
@@ -84,7 +84,6 @@ impl<T> Queue<T> {
             shared: Shared {
                 tail: Tail {
                     word: AtomicU64::new(virtual_last_slot(START) << 1),
-                    generation: AtomicU64::new(0),
                     block: AtomicPtr::new(ptr::null_mut()),
                 },
                 pool: Pool {
@@ -112,7 +111,7 @@ impl<T> Queue<T> {
     /// assert_eq!(unsafe { q.close() }, [1]);
     /// ```
     pub fn push(&self, item: T) -> Result<(), PushError<T>> {
-        self.shared.push(0, item)
+        self.shared.push(None, item)
     }
 
     /// `true` once the queue was closed.
@@ -126,7 +125,7 @@ impl<T> Queue<T> {
     /// assert!(q.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.shared.is_closed_for(0)
+        self.shared.is_closed_for(None)
     }
 
     /// Moves every ready item to the end of `out`; as

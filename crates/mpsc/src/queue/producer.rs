@@ -23,7 +23,7 @@ use crate::sync::Arc;
 /// assert_eq!(batch, [1, 2]);
 /// ```
 pub struct Producer<T> {
-    pub(super) queue: Arc<Queue<T>>,
+    pub(super) queue: Arc<Reusable<T>>,
     pub(super) generation: u64,
 }
 
@@ -77,7 +77,7 @@ impl<T> Producer<T> {
     /// assert_eq!(tx.push("b").unwrap_err().into_inner(), "b");
     /// ```
     pub fn push(&self, item: T) -> Result<(), PushError<T>> {
-        self.queue.shared.push(self.generation, item)
+        self.queue.shared.push(Some(self.user()), item)
     }
 
     /// `true` if a push would fail now: the queue is closed, or it was reset
@@ -92,7 +92,7 @@ impl<T> Producer<T> {
     /// assert!(tx.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.queue.shared.is_closed_for(self.generation)
+        self.queue.shared.is_closed_for(Some(self.user()))
     }
 
     /// The generation (use of the queue) this producer is bound to.
@@ -107,5 +107,12 @@ impl<T> Producer<T> {
     /// ```
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    fn user(&self) -> Use<'_> {
+        Use {
+            current: &self.queue.generation,
+            mine: self.generation,
+        }
     }
 }
