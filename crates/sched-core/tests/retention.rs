@@ -194,3 +194,62 @@ fn dropped_outside_monitors_leave_nothing_on_their_target() {
     );
     engine.shutdown(std::time::Duration::from_secs(5));
 }
+
+/// Processes that each arm a one-hour timer and wait on it, `id_base..`:
+/// with `message` they arm it on their first message (so their event queue
+/// has had a block), otherwise in their first step. Returns the live bytes
+/// they added, per process, once every one of them is waiting.
+fn bytes_per_timer_waiter(engine: &Engine, id_base: u64, n: u64, message: bool) -> isize {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+    let armed = Arc::new(AtomicU64::new(0));
+    for id in id_base..id_base + n {
+        let armed = armed.clone();
+        let waiter = process(move |events, out| {
+            let got_message = events.count() > 0;
+            if got_message == message {
+                out.set_timer(std::time::Duration::from_secs(3600), Tag(1));
+                armed.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        });
+        drop(submit(engine, id, waiter));
+    }
+    // Measured from the moment they all exist: the messages themselves
+    // (and their packages) are gone once read.
+    let spawned = live_bytes();
+    if message {
+        for id in id_base..id_base + n {
+            engine
+                .send(Package::new(Pid::local(9), Pid::local(id), 1u8))
+                .unwrap();
+        }
+    }
+    while armed.load(Ordering::SeqCst) < n {
+        std::thread::yield_now();
+    }
+    // One worker: once this has run, every waiter has finished its step.
+    worker_warm_up(engine);
+    (live_bytes() - spawned) / n as isize
+}
+
+#[test]
+fn a_process_waiting_on_a_timer_keeps_no_event_block() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let engine = started(1);
+    worker_warm_up(&engine);
+    let n = if cfg!(miri) { 50 } else { 4_000 };
+    // Arming a timer costs its list and its wheel entry; a waiter that had
+    // received a message first would also keep the block its message came
+    // in (160 bytes) if waiting did not give it back. Each group arms as
+    // many timers, so the wheels grow alike; the second is measured after
+    // the first, with the wheel's room for its timers already grown.
+    let never_messaged = bytes_per_timer_waiter(&engine, 200_000, n, false);
+    let messaged = bytes_per_timer_waiter(&engine, 300_000, n, true);
+    assert!(
+        messaged - never_messaged < 64,
+        "a process waiting on its timer after a message keeps {messaged} bytes, \
+         one that never had a message {never_messaged}"
+    );
+    engine.shutdown(std::time::Duration::from_secs(5));
+}

@@ -1,13 +1,12 @@
-//! Blocks: a header followed by item slots, in one allocation whose size
-//! grows from the first block to a full one (see "Blocks grow" in the
-//! module docs).
+//! Blocks: a header followed by item slots, in one allocation of one of two
+//! sizes (see "Two block sizes" in the module docs).
 
 use std::alloc::Layout;
 use std::mem::{offset_of, MaybeUninit};
 use std::ops::Range;
 use std::ptr;
 
-use super::{grown_cap, BLOCK_CAP, FIRST_CAP};
+use super::{BLOCK_CAP, FIRST_CAP};
 use crate::sync::{AtomicBool, AtomicPtr, Ordering, UnsafeCell};
 
 /// One item's place in a block.
@@ -30,11 +29,10 @@ pub(super) struct Block<T> {
     /// The block serving the next lap (set by the installer before it marks
     /// its own slot ready), or the pool link while the block is in the pool.
     pub(super) next: AtomicPtr<Block<T>>,
-    /// How many slots follow, from `FIRST_CAP` up to `BLOCK_CAP`. Set when
-    /// the block is allocated and never changed. Producers writing an item
-    /// do not need it (see [`Block::slot`]); the installer reads it to size
-    /// the next block and to start a lap on a block lent back, the consumer
-    /// to free, recycle and reopen.
+    /// How many slots follow: `FIRST_CAP` or `BLOCK_CAP`. Set when the block
+    /// is allocated and never changed. Producers writing an item do not need
+    /// it (see [`Block::slot`]); the installer reads it to start a lap on a
+    /// block lent back, the consumer to free, recycle and reopen.
     cap: usize,
 }
 
@@ -60,11 +58,9 @@ impl<T> Block<T> {
         Self::alloc(FIRST_CAP)
     }
 
-    /// Allocates an empty block to follow one of `prev_cap` slots: about
-    /// twice as large, up to `BLOCK_CAP` (see "Blocks grow" in the module
-    /// docs).
-    pub(super) fn alloc_after(prev_cap: usize) -> *mut Block<T> {
-        Self::alloc(grown_cap(prev_cap))
+    /// Allocates an empty full-size block (`BLOCK_CAP` slots).
+    pub(super) fn alloc_full() -> *mut Block<T> {
+        Self::alloc(BLOCK_CAP)
     }
 
     /// The layout of a block of `cap` slots: the header, then the slots, as
@@ -177,14 +173,14 @@ impl<T> Block<T> {
     /// # Safety
     ///
     /// `block` is live.
-    #[inline]
+    #[cfg(all(test, not(loom)))]
     pub(super) unsafe fn cap(block: *mut Block<T>) -> usize {
         // SAFETY: as in `first_offset`.
         unsafe { (*block).cap }
     }
 
     /// Frees a block made by [`Block::alloc_first`] or
-    /// [`Block::alloc_after`].
+    /// [`Block::alloc_full`].
     ///
     /// # Safety
     ///

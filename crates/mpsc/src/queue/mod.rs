@@ -49,25 +49,28 @@
 //! in progress to move the word on before it reads where the last item
 //! is, and a reset undoes a mark no installer took.
 //!
-//! # Blocks grow: short laps
+//! # Two block sizes: a short first lap
 //!
-//! The first block has `FIRST_CAP` slots; a block installed after a block
-//! of `cap` slots has about twice as many (`grown_cap`), up to `BLOCK_CAP`,
-//! unless the pool has a full one to give. Most processes that receive
-//! anything receive a few events at a time, and a full block would be most
-//! of such a process's memory; a process that receives many reaches full
-//! blocks after two boundaries and then crosses one only every `BLOCK_CAP`
-//! events. A block of `cap` slots serves the *last* `cap` slot offsets of a
-//! lap, `BLOCK_CAP - cap..BLOCK_CAP`, so a small block's lap is short: it
-//! starts at offset `BLOCK_CAP - cap` instead of 0, and its installer moves
-//! the word over the offsets before. Every block therefore ends on the same
-//! last slot, install position and sentinel, and slots are stored backwards
-//! (offset `o` at index `BLOCK_CAP - 1 - o`, see [`Block::slot`]), so a
-//! producer maps its offset to a slot the same way whatever the block's size
-//! and never reads the block's header to write an item. The installer reads
-//! the size to size the next block and to start a lap; the consumer to start
-//! its lap after a link, a lend or a reset, and to free a small block
-//! instead of pooling it (the pool serves full laps only).
+//! The first block has `FIRST_CAP` slots, every later one `BLOCK_CAP`. Most
+//! processes that receive anything receive a few events at a time, and a
+//! full block would be most of such a process's memory; with lending (above)
+//! a process that receives its events one or two at a time never leaves its
+//! first block, and one that receives many crosses a block boundary only
+//! every `BLOCK_CAP` events after the first few. Sizes in between (3, then
+//! 7 slots before full ones) were tried and dropped: with blocks of three
+//! sizes freed on other threads than the ones that allocated them, glibc's
+//! `_int_malloc` went from 1.4% to 9.6% of skynet's samples (each worker)
+//! and skynet took about 30% longer. A block of `cap` slots serves the
+//! *last* `cap` slot offsets of a lap, `BLOCK_CAP - cap..BLOCK_CAP`, so the
+//! first block's lap is short: it starts at offset `FIRST_OFFSET` instead
+//! of 0. Every block therefore ends on the same last slot, install position
+//! and sentinel, and slots are stored backwards (offset `o` at index
+//! `BLOCK_CAP - 1 - o`, see [`Block::slot`]), so a producer maps its offset
+//! to a slot the same way whatever the block's size and never reads the
+//! block's header to write an item. The installer reads the size to start
+//! a lap in a block lent back; the consumer to start its lap after a link,
+//! a lend or a reset, and to free a first block instead of pooling it (the
+//! pool serves full laps only).
 //!
 //! # The first block is allocated by the first push
 //!
@@ -116,11 +119,14 @@ const SENTINEL: usize = BLOCK_CAP + 1;
 
 /// Item slots of the first block.
 ///
-/// 3: three slots of 64-byte events make the first block about 230 bytes
-/// instead of 1 KiB, which is what a process that received its first
-/// messages holds beyond an idle one.
+/// 2: two slots of 64-byte events make the first block 160 bytes instead of
+/// 1 KiB, which is what a process that received its first messages holds
+/// beyond an idle one (while it waits on a timer or a command it holds none,
+/// see `Consumer::shrink_to_fit`). One slot (88 bytes) made every push into
+/// a drained queue an install; three (232 bytes) put a process that
+/// received a message past 400 bytes.
 #[cfg(not(loom))]
-const FIRST_CAP: usize = 1;
+const FIRST_CAP: usize = 2;
 /// Under loom still smaller than the rest, so models cross from the short
 /// block into a full one.
 #[cfg(loom)]
@@ -130,17 +136,6 @@ const FIRST_CAP: usize = 2;
 const FIRST_OFFSET: u64 = (BLOCK_CAP - FIRST_CAP) as u64;
 
 const _: () = assert!(FIRST_CAP >= 1 && FIRST_CAP < BLOCK_CAP);
-
-/// The slots of a block installed after one of `cap` slots: twice as many
-/// and one more, up to `BLOCK_CAP` (3, 7, then 14 outside loom).
-const fn grown_cap(cap: usize) -> usize {
-    let grown = 2 * cap + 1;
-    if grown < BLOCK_CAP {
-        grown
-    } else {
-        BLOCK_CAP
-    }
-}
 
 /// The consumer's first position in a new queue: the first slot of the
 /// first block's short lap (lap 0 is virtual).
@@ -336,12 +331,8 @@ impl<T> Shared<T> {
             let linked = if link.load(Ordering::Acquire) == prev {
                 None
             } else {
-                // A pooled block is full-size; a new one grows from
-                // `prev`'s size (see "Blocks grow" in the module docs).
-                // SAFETY: we are the only popper (see above); `prev` is
-                // live.
-                let block = unsafe { self.pool_pop() }
-                    .unwrap_or_else(|| Block::alloc_after(unsafe { Block::cap(prev) }));
+                // SAFETY: we are the only popper (see above).
+                let block = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc_full);
                 // Every slot of `prev` was claimed before its install
                 // position, so once the consumer follows the link no
                 // producer touches `prev` again (we do not either).

@@ -36,11 +36,7 @@ fn cap_of<T>(block: *mut Block<T>) -> usize {
 
 /// The sizes of successive blocks, from the first to the first full one.
 fn block_caps() -> Vec<usize> {
-    let mut caps = vec![FIRST_CAP];
-    while caps[caps.len() - 1] < BLOCK_CAP {
-        caps.push(grown_cap(caps[caps.len() - 1]));
-    }
-    caps
+    vec![FIRST_CAP, BLOCK_CAP]
 }
 
 /// Where `block`'s `next` points.
@@ -116,7 +112,7 @@ fn a_drained_block_is_lent_back_and_serves_the_next_lap() {
         assert_eq!(block(&rx), first, "round {round}");
     }
     // A consumer that falls behind: the item after the block's last links
-    // a grown block, which the consumer follows.
+    // a full block, which the consumer follows.
     out.clear();
     let behind: Vec<usize> = (0..=FIRST_CAP).collect();
     for &item in &behind {
@@ -125,7 +121,7 @@ fn a_drained_block_is_lent_back_and_serves_the_next_lap() {
     rx.drain_into(&mut out);
     assert_eq!(out, behind);
     assert_ne!(block(&rx), first);
-    assert_eq!(cap_of(block(&rx)), grown_cap(FIRST_CAP));
+    assert_eq!(cap_of(block(&rx)), BLOCK_CAP);
     assert!(rx.is_empty());
     assert_eq!(rx.close(), Vec::<usize>::new());
 }
@@ -143,8 +139,7 @@ fn head_follows_a_link_made_before_the_block_was_drained() {
     rx.drain_into(&mut out);
     assert_eq!(out, (0..=FIRST_CAP).collect::<Vec<_>>());
     assert_ne!(block(&rx), first, "moved on to the linked block");
-    let grown_first = (BLOCK_CAP - grown_cap(FIRST_CAP)) as u64;
-    assert_eq!(head(&rx), 2 * LAP + grown_first + 1, "past its first item");
+    assert_eq!(head(&rx), 2 * LAP + 1, "past its first item");
     assert!(rx.is_empty());
 }
 
@@ -238,7 +233,7 @@ fn drained_blocks_are_recycled_not_reallocated() {
     };
     tx.push(0).unwrap();
     assert_eq!(rx.drain_into(&mut Vec::new()), 1);
-    // The first block and the grown ones are small: freed, never pooled.
+    // The first block is small: freed, never pooled.
     for &cap in &block_caps()[1..] {
         cross(&mut rx);
         assert_eq!(cap_of(block(&rx)), cap);

@@ -3,13 +3,10 @@
 use super::*;
 
 /// Item counts around the block boundaries: inside the first block, filling
-/// it, one past it, around the ends of the grown block and the first full
-/// one, and many.
+/// it, one past it, around the end of the first full block, and many.
 fn counts() -> Vec<usize> {
     let mut counts = vec![1, FIRST_CAP.max(2) - 1, FIRST_CAP, FIRST_CAP + 1];
-    let grown_end = FIRST_CAP + grown_cap(FIRST_CAP);
-    let first_full_end = grown_end + BLOCK_CAP;
-    counts.extend([grown_end - 1, grown_end, grown_end + 1]);
+    let first_full_end = FIRST_CAP + BLOCK_CAP;
     counts.extend([first_full_end - 1, first_full_end, first_full_end + 1]);
     counts.extend([1, 3, 4, 18, 100]);
     counts.sort_unstable();
@@ -28,7 +25,7 @@ fn held_first_offset<T>(rx: &Consumer<T>) -> u64 {
 }
 
 #[test]
-fn the_first_block_is_small_and_the_next_ones_grow() {
+fn the_first_block_is_small_and_the_next_full() {
     let (tx, mut rx) = queue();
     tx.push(0).unwrap();
     let first = rx.queue.shared.first.load(Ordering::SeqCst);
@@ -37,7 +34,7 @@ fn the_first_block_is_small_and_the_next_ones_grow() {
     // SAFETY: as above.
     assert_eq!(unsafe { Block::first_offset(first) }, FIRST_OFFSET as usize);
     // Pushed all at once, with the consumer behind: the first block's
-    // lap, then the grown blocks', then full ones.
+    // lap, then full ones.
     let caps = block_caps();
     let n: usize = caps.iter().sum::<usize>() + 1;
     for i in 1..n {
@@ -53,10 +50,7 @@ fn the_first_block_is_small_and_the_next_ones_grow() {
         }
     }
     assert_eq!(out, (0..n).collect::<Vec<_>>());
-    assert_eq!(
-        seen, caps,
-        "each block about twice the one before, up to a full one"
-    );
+    assert_eq!(seen, caps, "a small first block, then full ones");
     assert_eq!(caps[caps.len() - 1], BLOCK_CAP);
 }
 
