@@ -7,10 +7,10 @@
 //!
 //! - [`Producer::push`] is lock-free (a claim CAS on one word, then a write
 //!   into a slot of a block) and allocation-free in steady state: drained
-//!   blocks go back to a small pool that producers take from. Blocks grow
-//!   with use (1 item, then 3, 7 and 14), and a consumer that empties its
-//!   block before the next push lends it back for the next items, so a
-//!   queue drained as it fills keeps one small block.
+//!   blocks go back to a small pool that producers take from. A queue's
+//!   first block is small (1 item, later ones 14), and a consumer that
+//!   empties its block while no next block is coming reopens it for the
+//!   next items, so a queue drained as it fills keeps one small block.
 //! - [`Consumer::shrink_to_fit`] frees the blocks of an empty queue, for a
 //!   consumer about to wait: the queue then holds no more than a new one.
 //! - [`Consumer::drain_into`] moves every ready item into a `Vec` in one call
@@ -69,8 +69,8 @@
 //! Loom models (`tests/loom.rs`, run with `--cfg loom`) cover two producers
 //! with a draining consumer, push racing close, drain racing push, a reset
 //! racing a stale producer, producers racing across the end of the small
-//! first block, a drained block lent back racing its install, a close and a
-//! reset, and `shrink_to_fit` racing pushes; proptest checks sequential equivalence with
+//! first block, a drained block reopened while a push claims its install
+//! position, a close and a reset, and `shrink_to_fit` racing pushes; proptest checks sequential equivalence with
 //! a `VecDeque` model and conservation and per-producer order across
 //! threads; everything also runs under miri with its data-race detector.
 //! See `docs/internals/mpsc.md` in the workspace for the design and the soundness

@@ -183,7 +183,7 @@ fn two_producers_race_across_the_first_blocks_end() {
 }
 
 /// Fills the first block from this thread and drains it, so the consumer
-/// has lent the block back before anything else runs. Returns the drained
+/// has reopened the block before anything else runs. Returns the drained
 /// items.
 fn fill_and_drain_first_block(
     tx: &mpsc::Producer<Item>,
@@ -197,14 +197,15 @@ fn fill_and_drain_first_block(
 }
 
 #[test]
-fn lending_a_drained_block_races_its_install() {
+fn reopening_a_drained_block_races_its_install() {
     loom::model(|| {
         let (tx, mut rx) = queue::<Item>();
         let tx2 = tx.clone();
         // The first block's two items are in before the race; the consumer
-        // takes them (and may lend the block) while the other producer's
-        // first push claims the install position (and may link a new block
-        // or reuse the lent one), then fills the lap after it.
+        // takes them (and may reopen the block for the next lap) while the
+        // other producer's first push claims the install position (and
+        // links a new block) or, reopened, a slot of the same block, then
+        // fills the lap after it.
         push_all(&tx, 0, 2);
         let b = thread::spawn(move || push_all(&tx2, 1, 3));
         let mut seen = Vec::new();
@@ -218,13 +219,14 @@ fn lending_a_drained_block_races_its_install() {
 }
 
 #[test]
-fn a_lent_block_is_reused_while_the_consumer_closes() {
+fn a_reopened_block_fills_while_the_consumer_closes() {
     loom::model(|| {
         let (tx, mut rx) = queue::<Item>();
         let tx2 = tx.clone();
         let mut seen = fill_and_drain_first_block(&tx, &mut rx);
-        // The close may find the word on the lent lap's install position,
-        // on the sentinel while the lent block is being reused, or past it.
+        // The close may find the word on the reopened lap's first slot, on
+        // one of its later slots, or past the lap's install position (on
+        // the sentinel while the producer installs a next block, or past).
         let b = thread::spawn(move || push_all(&tx2, 1, 2));
         seen.extend(rx.close());
         let (refused, _) = b.join().unwrap();
@@ -234,14 +236,14 @@ fn a_lent_block_is_reused_while_the_consumer_closes() {
 }
 
 #[test]
-fn a_lent_block_is_taken_back_by_a_reset() {
+fn a_reopened_block_is_reused_by_a_reset() {
     loom::model(|| {
         let (old, mut rx) = queue::<Item>();
         let old2 = old.clone();
         let mut seen = fill_and_drain_first_block(&old, &mut rx);
-        // The stale producer may reuse the lent block before the reset
-        // closes the queue, or find it closed; the reset takes back a lent
-        // block nobody reused.
+        // The stale producer may fill the reopened block before the reset
+        // closes the queue, or find it closed; the reset reopens the block
+        // for the new use either way.
         let p = thread::spawn(move || push_all(&old2, 1, 2));
         seen.extend(rx.reset());
         let new = rx.producer();
@@ -282,12 +284,12 @@ fn shrinking_races_pushes() {
 }
 
 #[test]
-fn shrinking_a_lent_block_races_its_reuse() {
+fn shrinking_a_reopened_block_races_a_push() {
     loom::model(|| {
         let (tx, mut rx) = queue::<Item>();
         let tx2 = tx.clone();
         let mut seen = fill_and_drain_first_block(&tx, &mut rx);
-        // The block is lent back: the push may reuse it before the shrink
+        // The block is reopened: the push may land in it before the shrink
         // frees it, or come after, into a new first block.
         let b = thread::spawn(move || push_all(&tx2, 1, 1));
         let shrunk = rx.shrink_to_fit();

@@ -30,9 +30,8 @@ pub(super) struct Block<T> {
     /// its own slot ready), or the pool link while the block is in the pool.
     pub(super) next: AtomicPtr<Block<T>>,
     /// How many slots follow: `FIRST_CAP` or `BLOCK_CAP`. Set when the block
-    /// is allocated and never changed. Producers writing an item do not need
-    /// it (see [`Block::slot`]); the installer reads it to start a lap on a
-    /// block lent back, the consumer to free, recycle and reopen.
+    /// is allocated and never changed. Producers do not need it (see
+    /// [`Block::slot`]); the consumer reads it to free, recycle and reopen.
     cap: usize,
 }
 

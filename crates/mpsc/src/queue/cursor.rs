@@ -154,13 +154,8 @@ impl<T> Cursor<T> {
         let word = shared.tail.word.load(Ordering::Acquire);
         let at = word >> 1;
         // Empty means every position claimed so far was taken: the word is
-        // on `head`, or (our block lent back, see "A drained block is lent
-        // back" in the module docs) on the install position of the lap
-        // before `head`'s with no installer past it.
-        // SAFETY: our block is live (only we free it).
-        let lent = unsafe { (*self.block).next.load(Ordering::Relaxed) } == self.block;
-        let lent_lap_install = (self.head / LAP - 1) * LAP + INSTALL as u64;
-        if at != self.head && !(lent && at == lent_lap_install) {
+        // on `head`.
+        if at != self.head {
             return false;
         }
         // Park the word on its lap's sentinel: producers wait there, and a
@@ -215,10 +210,10 @@ impl<T> Cursor<T> {
         let mut word = shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
         self.closed = true;
         // A producer that claimed an install position is installing the next
-        // block (or reusing one we lent back, or the first): it keeps that
-        // lap's first slot for its item, which we must wait for like any
-        // claimed slot. Where that slot is depends on the block, so wait
-        // for the installer to move the word past it (a few stores away).
+        // block (or the first): it keeps that lap's first slot for its item,
+        // which we must wait for like any claimed slot. Where that slot is
+        // depends on the block, so wait for the installer to move the word
+        // past it (a few stores away).
         let mut step = 0;
         while (word >> 1) % LAP == SENTINEL as u64 {
             spin_wait(&mut step);
@@ -257,15 +252,6 @@ impl<T> Cursor<T> {
         }
         // The queue is closed and every claimed slot was taken, so no
         // producer touches any block or the pool any more.
-        // SAFETY: our block is live (only we free it).
-        let link = unsafe { &(*self.block).next };
-        if link.load(Ordering::Relaxed) == self.block {
-            // We lent our block back and no installer took it: take it back,
-            // `head` on the install position of the lap we had finished
-            // (where the word still is).
-            link.store(ptr::null_mut(), Ordering::Relaxed);
-            self.head = (self.head / LAP - 1) * LAP + INSTALL as u64;
-        }
         // The word stays `head << 1 | CLOSED` until we store it.
         debug_assert_eq!(
             shared.tail.word.load(Ordering::Relaxed),
@@ -327,9 +313,9 @@ impl<T> Cursor<T> {
         let mut offset = (self.head % LAP) as usize;
         if offset == INSTALL {
             // Every item of our block was taken; the next item, if any, is
-            // in our block again if we can still lend it back, or else the
+            // in our block again if we can still reopen it, or else the
             // first of the next block, once its installer linked it.
-            if self.lend_back() {
+            if self.reopen_block(shared) {
                 offset = (self.head % LAP) as usize;
             } else {
                 // SAFETY: `self.block` is still allocated (only we recycle
@@ -339,11 +325,10 @@ impl<T> Cursor<T> {
                     return None;
                 }
                 let done = mem::replace(&mut self.block, next);
-                // Over the sentinel, to the first offset the linked block
-                // serves in the next lap.
-                // SAFETY: linked, so live until we recycle it.
-                offset = unsafe { Block::first_offset(next) };
-                self.head += 2 + offset as u64;
+                // Over the sentinel, to offset 0 of the next lap: blocks
+                // after the first are full-size.
+                self.head += 2;
+                offset = 0;
                 // SAFETY: only the consumer recycles; every slot of `done`
                 // was taken, and no producer accesses it any more (the
                 // installer linked `next` as its last access, and every
@@ -363,42 +348,44 @@ impl<T> Cursor<T> {
         // and `head` moves past it before anything else can run.
         let item = slot.value.with(|p| take(p.cast::<T>()));
         // `ready` stays set: the flags are cleared when the whole block is
-        // recycled, lent back or reused by `reset`, and `head` has moved
-        // past it.
+        // recycled, reopened or reused by `reset`, and `head` has moved past
+        // it.
         self.head += 1;
         if (self.head % LAP) as usize == INSTALL {
-            // That was our block's last item: lend it back now, while no
-            // producer may have linked a next one yet. Waiting for the next
-            // take would be too late: a take happens once a push was
-            // claimed, by which time its installer has usually linked a new
-            // block.
-            self.lend_back();
+            // That was our block's last item: reopen it now, while no
+            // producer may have claimed the install position yet. Waiting
+            // for the next take would be too late: a take happens once a
+            // push was claimed, which at this position is the install.
+            self.reopen_block(shared);
         }
         Some(item)
     }
 
-    /// At an install position (every item of our block taken) with no next
-    /// block linked: lends our block back for the next lap (see "A drained
-    /// block is lent back" in the module docs) and moves `head` to the first
-    /// slot it serves there. `false` if a next block is linked (or was,
-    /// racing us): the caller follows it.
-    fn lend_back(&mut self) -> bool {
+    /// At an install position (every item of our block taken) that no
+    /// producer has claimed yet: reopens our block for the next lap (see "A
+    /// drained block serves again" in the module docs) and moves `head` to
+    /// the first slot it serves there. `false` if a producer claimed the
+    /// install position (or the queue was closed) first: a next block is
+    /// coming, and the caller follows its link.
+    fn reopen_block(&mut self, shared: &Shared<T>) -> bool {
+        let install = self.head;
         // SAFETY: `self.block` is live (only we free or recycle it).
-        let link = unsafe { &(*self.block).next };
-        if !link.load(Ordering::Acquire).is_null() {
+        let first = unsafe { Block::first_offset(self.block) };
+        let reopened = (install / LAP + 1) * LAP + first as u64;
+        if shared.tail.word.load(Ordering::Relaxed) != install << 1 {
             return false;
         }
-        // SAFETY: live, as above.
-        let first = unsafe { Block::first_offset(self.block) };
         // Every slot of our lap was taken and no producer touches them
-        // until an installer reuses the block, which it does only after
-        // the CAS below publishes the clearing.
+        // again unless the CAS below succeeds, which publishes the clearing
+        // to every later claim.
         // SAFETY: the block serves `first..BLOCK_CAP`.
         unsafe { Block::clear(self.block, first..BLOCK_CAP) };
-        if link
+        if shared
+            .tail
+            .word
             .compare_exchange(
-                ptr::null_mut(),
-                self.block,
+                install << 1,
+                reopened << 1,
                 Ordering::Release,
                 Ordering::Relaxed,
             )
@@ -406,9 +393,7 @@ impl<T> Cursor<T> {
         {
             return false;
         }
-        // Over the install position and the sentinel to the next lap, at
-        // the first offset our block serves.
-        self.head += 2 + first as u64;
+        self.head = reopened;
         true
     }
 

@@ -39,12 +39,6 @@ fn block_caps() -> Vec<usize> {
     vec![FIRST_CAP, BLOCK_CAP]
 }
 
-/// Where `block`'s `next` points.
-fn link_of<T>(block: *mut Block<T>) -> *mut Block<T> {
-    // SAFETY: as in `cap_of`.
-    unsafe { (*block).next.load(Ordering::SeqCst) }
-}
-
 /// Takes one item into `out`; whether there was one.
 fn take_one<T>(rx: &mut Consumer<T>, out: &mut Vec<T>) -> bool {
     rx.cursor_mut(|c, shared| c.try_take(shared))
@@ -70,11 +64,12 @@ fn fifo_across_many_blocks() {
     assert!(pool_len(&rx) <= POOL_MAX);
 }
 
-/// A consumer that takes its block's last item before the next push lends
-/// the block back, and that push reuses it instead of installing a new
-/// one: a queue drained as it fills keeps its small first block.
+/// A consumer that takes its block's last item before the next push
+/// reopens the block for the next lap, and that push claims a slot in it
+/// instead of installing a new block: a queue drained as it fills keeps its
+/// small first block.
 #[test]
-fn a_drained_block_is_lent_back_and_serves_the_next_lap() {
+fn a_drained_block_serves_the_next_lap() {
     let (tx, mut rx) = queue();
     let mut out = Vec::new();
     assert_eq!(head(&rx), START);
@@ -87,17 +82,18 @@ fn a_drained_block_is_lent_back_and_serves_the_next_lap() {
         // SAFETY: the tests below only look at the consumer's live block.
         unsafe { (*block).next.load(Ordering::SeqCst) }
     };
+    let word = || rx.queue.shared.tail.word.load(Ordering::SeqCst) >> 1;
     assert_eq!(
         head(&rx),
         2 * LAP + FIRST_OFFSET,
-        "lent back: head on the block's first slot of the next lap"
+        "reopened: head on the block's first slot of the next lap"
     );
+    assert_eq!(word(), head(&rx), "and the producers' word with it");
     assert_eq!(block(&rx), first, "the consumer keeps its block");
-    assert_eq!(link(first), first, "marked as lent");
     assert!(rx.is_empty());
-    // The next push takes the lent block: no new one.
+    // The next push claims a slot of the same block: no new one.
     tx.push(100).unwrap();
-    assert!(link(first).is_null(), "the installer unmarked it");
+    assert!(link(first).is_null(), "nothing installed after it");
     assert_eq!(rx.queue.shared.tail.block.load(Ordering::SeqCst), first);
     assert!(!rx.is_empty());
     out.clear();
@@ -126,8 +122,8 @@ fn a_drained_block_is_lent_back_and_serves_the_next_lap() {
     assert_eq!(rx.close(), Vec::<usize>::new());
 }
 
-/// A consumer whose block's next is linked before it takes the last item
-/// does not lend it: it waits at the install position and follows the link.
+/// A consumer whose block's install position was claimed before it took the
+/// last item does not reopen the block: it follows the link.
 #[test]
 fn head_follows_a_link_made_before_the_block_was_drained() {
     let (tx, mut rx) = queue();
@@ -437,7 +433,7 @@ fn a_closed_queue_keeps_no_block() {
 }
 
 /// `shrink_to_fit` frees every block of an empty queue (the one it holds,
-/// lent back or not, and the pooled ones), refuses while an item is
+/// reopened or not, and the pooled ones), refuses while an item is
 /// pending, and leaves a queue that works as a new one.
 #[test]
 fn shrink_to_fit_frees_the_blocks_of_an_empty_queue() {
@@ -456,13 +452,12 @@ fn shrink_to_fit_frees_the_blocks_of_an_empty_queue() {
     assert!(rx.queue.shared.tail.block.load(Ordering::SeqCst).is_null());
     assert!(rx.is_empty());
     assert_eq!(head(&rx) % LAP, FIRST_OFFSET, "a new queue's shape");
-    // A lent-back block: every item of a first block taken.
+    // A reopened block: every item of a first block taken.
     for i in 0..FIRST_CAP {
         tx.push(i).unwrap();
     }
     rx.drain_into(&mut out);
-    let first = rx.queue.shared.first.load(Ordering::SeqCst);
-    assert_eq!(link_of(first), first, "lent back");
+    assert_eq!(head(&rx) % LAP, FIRST_OFFSET, "reopened");
     assert!(rx.shrink_to_fit());
     assert!(block(&rx).is_null());
     // Full blocks in the pool go too.
