@@ -191,7 +191,7 @@ fn memory_per_idle_process() {
     println!("  ours:  {ours:.0} bytes per process (never sent anything: no event block yet)");
     println!(
         "  ours:  {messaged:.0} bytes per process after one message (its queue's first block: \
-         3 slots of {} bytes)",
+         1 slot of {} bytes, kept while it waits for messages only)",
         std::mem::size_of::<Event>()
     );
     println!(

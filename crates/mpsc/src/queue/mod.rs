@@ -117,7 +117,7 @@ const SENTINEL: usize = BLOCK_CAP + 1;
 ///
 /// 1: one slot of a 64-byte event makes the first block 88 bytes instead of
 /// 1 KiB, which is what a process that received its first messages holds
-/// beyond an idle one (while it waits on a timer or a command it holds
+/// beyond an idle one (while it waits with a timer pending it holds
 /// none, see `Consumer::shrink_to_fit`). Since a drained block is reopened
 /// by the consumer, a queue that receives one event at a time claims plain
 /// slots, never an install position: ping-pong measured the same with 1
