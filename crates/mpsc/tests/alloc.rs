@@ -111,7 +111,7 @@ fn steady_state_allocates_nothing() {
     }
     assert_eq!(allocations() - before, 0);
     // A queue drained after every push keeps its first block for good: the
-    // consumer lends the drained block back and the next push reuses it.
+    // consumer reopens the drained block and the next push lands in it.
     let (tx, mut rx) = mpsc::queue::<u64>();
     let before = allocations();
     for round in 0..rounds as u64 {
