@@ -250,26 +250,18 @@ fn ours(load: Load, delays: &[[Duration; 3]]) -> Run {
         .map(|_| {
             thread::sleep(Duration::from_millis(1));
             scheduler
-                .spawn(
-                    TimerProbe {
+                .spawn(TimerProbe {
                         deadline: None,
                         samples: samples.clone(),
                         stop: stop.clone(),
-                    },
-                    "run",
-                    (),
-                )
+                    })
                 .expect("spawned")
         })
         .collect();
     let message_probe = scheduler
-        .spawn(
-            MessageProbe {
+        .spawn(MessageProbe {
                 samples: samples.clone(),
-            },
-            "run",
-            (),
-        )
+            })
         .expect("spawned");
     let probe: Pid = message_probe.pid();
     let outside = scheduler.clone();
@@ -283,8 +275,8 @@ fn ours(load: Load, delays: &[[Duration; 3]]) -> Run {
     let busy: Vec<Completion> = delays
         .iter()
         .map(|&delays| match load {
-            Load::Busy => scheduler.spawn(Busy { left: STEPS }, "run", ()),
-            Load::Timers => scheduler.spawn(Waiter { delays, next: 0 }, "run", ()),
+            Load::Busy => scheduler.spawn(Busy { left: STEPS }),
+            Load::Timers => scheduler.spawn(Waiter { delays, next: 0 }),
         })
         .map(|spawned| spawned.expect("spawned"))
         .collect();

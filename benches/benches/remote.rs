@@ -139,14 +139,14 @@ fn node(url: &str, number: u32) -> Scheduler {
 fn ours(url: &str, rounds: usize) -> Run {
     let (one, two) = (node(url, 1), node(url, 2));
     let latencies = Latencies::default();
-    let echo = two.spawn(Echo(latencies.clone()), "run", ()).unwrap().pid();
+    let echo = two.spawn(Echo(latencies.clone())).unwrap().pid();
     let play = |rounds: usize| {
         let player = Player {
             peer: echo,
             rounds: rounds as u64,
             started: false,
         };
-        let mut player = one.spawn(player, "run", ()).unwrap();
+        let mut player = one.spawn(player).unwrap();
         let outcome = player.wait_timeout(Duration::from_secs(120));
         outcome.expect("the rounds finished").expect("no error");
     };

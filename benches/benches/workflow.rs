@@ -246,7 +246,7 @@ fn ours(delays: &[[Duration; CALLS]]) -> Run {
     let aggregators: Vec<Addr<Ask>> = (0..TENANTS)
         .map(|_| {
             let (addr, done) = scheduler
-                .spawn_typed(Aggregator { asked: 0 }, "run", ())
+                .spawn_typed(Aggregator { asked: 0 })
                 .expect("spawned");
             drop(done);
             addr
@@ -263,7 +263,7 @@ fn ours(delays: &[[Duration; CALLS]]) -> Run {
                     started: false,
                     aggregator: aggregators[i % TENANTS],
                 };
-                let (_, done) = scheduler.spawn_typed(workflow, "run", ()).expect("spawned");
+                let (_, done) = scheduler.spawn_typed(workflow).expect("spawned");
                 done
             })
             .collect();

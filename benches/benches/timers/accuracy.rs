@@ -71,7 +71,7 @@ fn ours_accuracy(config: &Config, busy: usize) -> Accuracy {
                 steps: 0,
                 state: i as u64,
             };
-            scheduler.spawn(process, "run", ()).expect("spawned")
+            scheduler.spawn(process).expect("spawned")
         })
         .collect();
     wait_for(&started, busy.len());
@@ -83,7 +83,7 @@ fn ours_accuracy(config: &Config, busy: usize) -> Accuracy {
             deadline: None,
             samples: tx.clone(),
         };
-        drop(scheduler.spawn(sampler, "run", ()).expect("spawned"));
+        drop(scheduler.spawn(sampler).expect("spawned"));
     }
     let lateness: Vec<Duration> = rx.iter().take(config.samples).collect();
     stop.store(true, Ordering::Relaxed);

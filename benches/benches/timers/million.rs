@@ -108,7 +108,7 @@ fn ours_from_steps(n: usize) -> PerTimer {
                     fired: 0,
                     set: set.clone(),
                 };
-                let done = scheduler.spawn(owner, "run", ()).expect("spawned");
+                let done = scheduler.spawn(owner).expect("spawned");
                 // A first message, so each mailbox's first block is not
                 // counted as timer memory.
                 scheduler.post(done.pid(), ()).expect("alive");
@@ -162,14 +162,10 @@ fn ours_from_outside(n: usize) -> PerTimer {
     for fire in [false, true] {
         let scheduler = scheduler();
         let sink = scheduler
-            .spawn(
-                Sink {
+            .spawn(Sink {
                     expected: if fire { n } else { usize::MAX },
                     got: 0,
-                },
-                "run",
-                (),
-            )
+                })
             .expect("spawned");
         let target = sink.pid();
         let mut ids = Vec::with_capacity(n);

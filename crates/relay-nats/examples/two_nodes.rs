@@ -133,7 +133,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let one = node(&url, 1)?;
     let two = node(&url, 2)?;
-    let echo = two.spawn(Echo, "run", ())?.pid();
+    let echo = two.spawn(Echo)?.pid();
     println!("echo runs on node 2 as {echo}");
 
     let player = Player {
@@ -141,7 +141,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sent_at: Instant::now(),
         round_trips: Vec::new(),
     };
-    let mut player = one.spawn(player, "run", ())?;
+    let mut player = one.spawn(player)?;
     println!("player runs on node 1 as {}", player.pid());
     let outcome = player
         .wait_timeout(Duration::from_secs(10))

@@ -21,7 +21,7 @@ fn traffic_resumes_after_a_server_restart_and_the_gap_is_counted() {
     let (one, t1) = node(&server, 1);
     let (two, t2) = node(&server, 2);
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let to = two.spawn(Recorder(seen.clone()), "run", ()).unwrap().pid();
+    let to = two.spawn(Recorder(seen.clone())).unwrap().pid();
 
     let mut sent = 0;
     let mut send = |count: u64| {
@@ -105,20 +105,16 @@ fn a_node_that_leaves_is_unreachable_until_it_comes_back() {
 
     // Node 2 comes back: reachable again.
     let (two, _t2) = node(&server, 2);
-    let echo = two.spawn(Echo, "run", ()).unwrap();
+    let echo = two.spawn(Echo).unwrap();
     wait_until("node 1 to learn that node 2 is back", WAIT, || {
         one.post(Pid::new(2, 1), Ping(1)).is_ok()
     });
     let mut player = one
-        .spawn(
-            Player {
+        .spawn(Player {
                 peer: echo.pid(),
                 rounds: 5,
                 started: false,
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     assert!(
         player.wait_timeout(WAIT).is_some(),

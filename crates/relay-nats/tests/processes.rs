@@ -66,7 +66,7 @@ fn two_processes_exchange_100_000_messages_each_once_and_in_order() {
     let started = Instant::now();
     let (one, t1) = node(&server, 1);
     let tally = Tally::default();
-    let recorder = one.spawn(TallyRecorder(tally.clone()), "run", ());
+    let recorder = one.spawn(TallyRecorder(tally.clone()));
     let mut child = Peer::spawn("exchange", &server.url(), recorder.unwrap().pid().id());
     let ready = child.expect("ready", WAIT);
     let (child_recorder, echoes) = (Pid::new(2, ready[0]), &ready[1..]);
@@ -77,7 +77,7 @@ fn two_processes_exchange_100_000_messages_each_once_and_in_order() {
         .iter()
         .map(|&echo| {
             let player = CountingPlayer::new(Pid::new(2, echo), ROUNDS, pongs.clone());
-            one.spawn(player, "run", ()).unwrap()
+            one.spawn(player).unwrap()
         })
         .collect();
     for from in 1..=SENDERS {
@@ -86,7 +86,7 @@ fn two_processes_exchange_100_000_messages_each_once_and_in_order() {
             from,
             count: COUNT,
         };
-        one.spawn(burst, "run", ()).unwrap();
+        one.spawn(burst).unwrap();
     }
     for mut player in players {
         let result = player.wait_timeout(WAIT).expect("the rounds finished");
@@ -152,7 +152,7 @@ fn a_server_restart_in_the_middle_loses_only_what_the_receivers_count() {
     };
     let (one, t1) = node(&server, 1);
     let tally = Tally::default();
-    let recorder = one.spawn(TallyRecorder(tally.clone()), "run", ());
+    let recorder = one.spawn(TallyRecorder(tally.clone()));
     let mut child = Peer::spawn("stream", &server.url(), recorder.unwrap().pid().id());
     let to = Pid::new(2, child.expect("ready", WAIT)[0]);
 
@@ -231,7 +231,7 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     let (recorder, echo) = (Pid::new(2, ready[0]), Pid::new(2, ready[1]));
     let pongs = Arc::new(AtomicU64::new(0));
     let player = CountingPlayer::new(echo, u64::MAX, pongs.clone());
-    let mut stuck = one.spawn(player, "run", ()).unwrap();
+    let mut stuck = one.spawn(player).unwrap();
     wait_until("ping-pong under way", WAIT, || pongs.load(Relaxed) >= 200);
 
     child.kill();
@@ -256,14 +256,14 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     assert!(stuck.wait_timeout(Duration::from_millis(100)).is_none());
 
     // Node 1 keeps working: locally, and with a new node 2.
-    let local_echo = one.spawn(Echo, "run", ()).unwrap().pid();
+    let local_echo = one.spawn(Echo).unwrap().pid();
     let local = CountingPlayer::new(local_echo, 100, Arc::default());
-    let mut local = one.spawn(local, "run", ()).unwrap();
+    let mut local = one.spawn(local).unwrap();
     assert!(local.wait_timeout(WAIT).is_some(), "local ping-pong");
     let mut child = Peer::spawn("echo", &server.url(), 0);
     let echo = Pid::new(2, child.expect("ready", WAIT)[1]);
     let player = CountingPlayer::new(echo, 100, Arc::default());
-    let mut player = one.spawn(player, "run", ()).unwrap();
+    let mut player = one.spawn(player).unwrap();
     let result = player
         .wait_timeout(WAIT)
         .expect("ping-pong with the new node 2");

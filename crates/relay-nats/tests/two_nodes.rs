@@ -20,18 +20,14 @@ fn ping_pong_between_processes_on_two_nodes() {
     };
     let (one, t1) = node(&server, 1);
     let (two, t2) = node(&server, 2);
-    let echo = two.spawn(Echo, "run", ()).unwrap();
+    let echo = two.spawn(Echo).unwrap();
     assert_eq!(echo.pid().node(), 2);
     let mut player = one
-        .spawn(
-            Player {
+        .spawn(Player {
                 peer: echo.pid(),
                 rounds: 500,
                 started: false,
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     let result = player.wait_timeout(WAIT).expect("the rounds finished");
     assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&500));
@@ -57,18 +53,14 @@ fn each_senders_order_is_kept_from_steps_and_from_outside() {
     let (one, _t1) = node(&server, 1);
     let (two, t2) = node(&server, 2);
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let recorder = two.spawn(Recorder(seen.clone()), "run", ()).unwrap();
+    let recorder = two.spawn(Recorder(seen.clone())).unwrap();
     let to = recorder.pid();
     for from in 1..=3 {
-        one.spawn(
-            Burst {
+        one.spawn(Burst {
                 to,
                 from,
                 count: 2_000,
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     }
     for n in 1..=2_000 {
@@ -127,17 +119,13 @@ fn malformed_and_oversized_messages_are_rejected_and_the_node_keeps_working() {
     server.publish_raw(&subject, &unknown_tag);
     wait_until("three rejections", WAIT, || t2.stats().rejected == 3);
 
-    let echo = two.spawn(Echo, "run", ()).unwrap();
+    let echo = two.spawn(Echo).unwrap();
     let mut player = one
-        .spawn(
-            Player {
+        .spawn(Player {
                 peer: echo.pid(),
                 rounds: 10,
                 started: false,
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     let result = player.wait_timeout(WAIT).expect("node 2 still answers");
     assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&10));

@@ -107,15 +107,11 @@ fn main() {
     let handles: Vec<_> = (0..PROCESSES)
         .map(|_| {
             scheduler
-                .spawn(
-                    Gather {
+                .spawn(Gather {
                         pending: 0,
                         sum: 0,
                         asked: false,
-                    },
-                    "run",
-                    (),
-                )
+                    })
                 .unwrap()
         })
         .collect();

@@ -110,7 +110,7 @@ fn main() {
     let mut handles = Vec::with_capacity(2 * PAIRS as usize);
     for _ in 0..PAIRS {
         let ponger = scheduler
-            .spawn(
+            .spawn_with(
                 Player {
                     role: Role::Ponger,
                     messages: 0,
@@ -128,7 +128,7 @@ fn main() {
             messages: 0,
         };
         handles.push(ponger);
-        handles.push(scheduler.spawn(pinger, "play", ()).expect("spawn pinger"));
+        handles.push(scheduler.spawn_with(pinger, "play", ()).expect("spawn pinger"));
     }
     let mut received = 0u64;
     for h in handles {

@@ -74,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .child(ChildSpec::new("pool", move || pool.build()).restart(Restart::Permanent))
         .child(ChildSpec::new("cache", || Cache).register_as("cache"))
         .build();
-    let handle = scheduler.spawn(top, "run", ())?;
+    let handle = scheduler.spawn(top)?;
 
     // Let the workers crash and come back for a while.
     std::thread::sleep(Duration::from_millis(300));

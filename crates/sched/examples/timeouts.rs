@@ -183,7 +183,7 @@ fn main() {
                 started: None,
                 deadline: None,
             };
-            scheduler.spawn(order, "run", ()).expect("spawned")
+            scheduler.spawn(order).expect("spawned")
         })
         .collect();
 

@@ -73,7 +73,7 @@ fn main() {
 
     let started = Instant::now();
     let handles: Vec<_> = (0..PROCESSES)
-        .map(|_| scheduler.spawn(Napper { naps: 0 }, "run", ()).unwrap())
+        .map(|_| scheduler.spawn(Napper { naps: 0 }).unwrap())
         .collect();
     let naps: u64 = runtime.block_on(async {
         let mut naps = 0;

@@ -67,7 +67,7 @@ use sched_core::{CommandError, CommandId, Event, Output, Tag, TimerId};
 ///     .build();
 /// scheduler.start();
 /// let fetch = Fetch { call: Call::new(FETCH, Tag(1), Duration::from_millis(15)).retries(1) };
-/// let page = scheduler.spawn(fetch, "run", ())?.wait()?;
+/// let page = scheduler.spawn(fetch)?.wait()?;
 /// assert_eq!(page.downcast_ref::<String>().map(String::as_str), Some("page /index.html"));
 /// # scheduler.shutdown(Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -83,7 +83,7 @@
 //!     })
 //!     .build();
 //! scheduler.start();
-//! let handle = scheduler.spawn(Fetcher { pending: 0, total: 0 }, "fetch", ()).unwrap();
+//! let handle = scheduler.spawn_with(Fetcher { pending: 0, total: 0 }, "fetch", ()).unwrap();
 //! let total = handle.wait().unwrap();
 //! assert_eq!(total.downcast_ref::<u64>(), Some(&63));
 //! scheduler.shutdown(Duration::from_secs(1));
@@ -155,7 +155,7 @@ pub use supervisor::{
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let mut greeter: Completion = scheduler.spawn(Greeter, "run", ())?;
+/// let mut greeter: Completion = scheduler.spawn(Greeter)?;
 /// scheduler.post(greeter.pid(), "hi")?;
 /// let done = greeter.wait_timeout(std::time::Duration::from_secs(5)).expect("it answered");
 /// assert_eq!(done?.downcast_ref::<&str>(), Some(&"hello"));

@@ -213,47 +213,6 @@ impl Scheduler {
         self.engine.submit(pid, process, method, input)
     }
 
-    /// Submits `process` under a fresh PID ([`allocate_pid`](Scheduler::allocate_pid));
-    /// the PID is in the returned handle.
-    ///
-    /// # Errors
-    ///
-    /// As for [`submit`](Scheduler::submit), except that the PID is never
-    /// a duplicate: a PID some process already uses (one a caller chose
-    /// for `submit`) is skipped. [`SubmitError::PidsExhausted`] if this
-    /// node's ids ran out.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::*;
-    ///
-    /// struct Nop;
-    /// impl Process for Nop {
-    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-    ///         out.done(Box::new(()));
-    ///         Ok(())
-    ///     }
-    /// }
-    ///
-    /// let s = Scheduler::builder().workers(1).build();
-    /// s.start();
-    /// let mine = s.submit(Pid::local(1), Nop, "run", ()).unwrap(); // a PID I chose
-    /// let a = s.spawn(Nop, "run", ()).unwrap();
-    /// let b = s.spawn(Nop, "run", ()).unwrap();
-    /// assert_ne!(a.pid(), b.pid());
-    /// assert!(a.pid() != mine.pid() && b.pid() != mine.pid());
-    /// ```
-    pub fn spawn<P: Process>(
-        &self,
-        process: P,
-        method: &str,
-        input: impl Any + Send,
-    ) -> Result<Completion, SubmitError> {
-        self.engine
-            .spawn_boxed(Box::new(process), method, into_payload(input))
-    }
-
     /// A fresh PID on this scheduler's node, reserved for a later `submit`
     /// (see [`Context::allocate_pid`](crate::Context::allocate_pid)).
     ///

@@ -119,7 +119,7 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 ///    .intensity(3, Duration::from_secs(5))
 ///    .child(ChildSpec::new("flaky", move || Flaky { runs: Arc::clone(&seen) }))
 ///    .build();
-/// let handle = scheduler.spawn(supervisor, "run", ())?;
+/// let handle = scheduler.spawn(supervisor)?;
 ///
 /// let deadline = Instant::now() + Duration::from_secs(10);
 /// while runs.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {

@@ -103,7 +103,7 @@ fn init_errors_come_back_unchanged() {
 fn spawn_allocates_distinct_pids() {
     let s = started(2);
     let handles: Vec<_> = (0..100u64)
-        .map(|i| s.spawn(Echo { input: None }, "echo", i).unwrap())
+        .map(|i| s.spawn_with(Echo { input: None }, "echo", i).unwrap())
         .collect();
     let mut pids: Vec<Pid> = handles.iter().map(Completion::pid).collect();
     pids.sort();
@@ -166,7 +166,7 @@ fn a_submit_racing_shutdown_is_refused_or_reports_its_outcome() {
                 let mut accepted = Vec::new();
                 let mut refused = 0;
                 for _ in 0..200 {
-                    match s.spawn(Echo { input: None }, "wait", ()) {
+                    match s.spawn_with(Echo { input: None }, "wait", ()) {
                         Ok(h) => accepted.push(h),
                         Err(SubmitError::ShuttingDown) => refused += 1,
                         Err(e) => panic!("unexpected {e}"),

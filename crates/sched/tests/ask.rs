@@ -44,7 +44,7 @@ impl Process for Squarer {
 
 fn squarer(scheduler: &Scheduler) -> Pid {
     scheduler
-        .spawn(Squarer { kept: Vec::new() }, "run", ())
+        .spawn(Squarer { kept: Vec::new() })
         .unwrap()
         .pid()
 }
@@ -132,7 +132,7 @@ fn a_step_gets_exactly_one_reply_per_ask() {
         pending: None,
         answers: Vec::new(),
     };
-    let answers = scheduler.spawn(asker, "run", ()).unwrap().wait().unwrap();
+    let answers = scheduler.spawn(asker).unwrap().wait().unwrap();
     let answers = answers
         .downcast_ref::<Vec<Result<u64, AskError>>>()
         .unwrap();
@@ -196,7 +196,7 @@ fn an_answer_after_the_timeout_is_not_a_dead_letter_either() {
         held: None,
         replies: 0,
     };
-    let replies = scheduler.spawn(process, "run", ()).unwrap().wait().unwrap();
+    let replies = scheduler.spawn(process).unwrap().wait().unwrap();
     assert_eq!(replies.downcast_ref::<usize>(), Some(&1));
     assert_eq!(dead.load(SeqCst), 0);
     assert_eq!(scheduler.stats().dead_letters, 0);

@@ -141,7 +141,7 @@ fn text(outcome: Outcome) -> &'static str {
 #[test]
 fn a_completion_is_awaited_on_a_current_thread_runtime() {
     let s = started(Scheduler::builder());
-    let mut echo = s.spawn(Echo, "run", ()).unwrap();
+    let mut echo = s.spawn(Echo).unwrap();
     let rt = current_thread();
     rt.block_on(async {
         // Still running: the first await really is pending.
@@ -166,7 +166,7 @@ fn completions_are_awaited_from_many_tasks_on_a_multi_thread_runtime() {
     const N: u64 = 64;
     let s = started(Scheduler::builder());
     let rt = multi_thread();
-    let handles: Vec<_> = (0..N).map(|_| s.spawn(Echo, "run", ()).unwrap()).collect();
+    let handles: Vec<_> = (0..N).map(|_| s.spawn(Echo).unwrap()).collect();
     let pids: Vec<Pid> = handles.iter().map(Completion::pid).collect();
     let tasks: Vec<_> = handles
         .into_iter()
@@ -194,7 +194,7 @@ fn a_second_take_by_any_means_is_a_typed_error() {
     let rt = current_thread();
 
     // Await, then await again, then the blocking and non-blocking takes.
-    let mut c = s.spawn(Echo, "run", ()).unwrap();
+    let mut c = s.spawn(Echo).unwrap();
     s.post(c.pid(), "once").unwrap();
     rt.block_on(async {
         let first = within(&mut c).await;
@@ -209,7 +209,7 @@ fn a_second_take_by_any_means_is_a_typed_error() {
     assert!(matches!(c.wait(), Err(ExitError::AlreadyTaken)));
 
     // A blocking take first, then an await.
-    let mut c = s.spawn(Echo, "run", ()).unwrap();
+    let mut c = s.spawn(Echo).unwrap();
     s.post(c.pid(), "blocking").unwrap();
     assert_eq!(text(c.wait_timeout(PATIENCE).expect("ended")), "blocking");
     rt.block_on(async {
@@ -221,7 +221,7 @@ fn a_second_take_by_any_means_is_a_typed_error() {
 #[test]
 fn a_dropped_await_leaves_the_handle_usable_and_holds_no_waker() {
     let s = started(Scheduler::builder());
-    let mut c = s.spawn(Echo, "run", ()).unwrap();
+    let mut c = s.spawn(Echo).unwrap();
 
     // An await abandoned by a timeout: the handle can still be waited on.
     let rt = current_thread();
@@ -264,7 +264,7 @@ fn a_dropped_await_leaves_the_handle_usable_and_holds_no_waker() {
     });
 
     // Dropping a handle that is being awaited releases its waker.
-    let mut c = s.spawn(Echo, "run", ()).unwrap();
+    let mut c = s.spawn(Echo).unwrap();
     let pid = c.pid();
     assert!(poll_once(&mut c, &first_waker).is_pending());
     assert_eq!(Arc::strong_count(&first), 3);
@@ -317,13 +317,9 @@ fn an_async_handler_stops_early_when_its_process_is_terminated() {
         let (tx, rx) = mpsc::channel();
         let s = started(Scheduler::builder().handler(WORK, racing_handler(handle, tx)));
         let c = s
-            .spawn(
-                Yielder {
+            .spawn(Yielder {
                     commands: vec![WORK],
-                },
-                "run",
-                (),
-            )
+                })
             .unwrap();
         // Let the handler's task start its race.
         std::thread::sleep(Duration::from_millis(50));
@@ -361,13 +357,9 @@ fn abandoned_resolves_when_the_process_ends_and_nobody_holds_its_completion() {
             }),
     );
     let c = s
-        .spawn(
-            Yielder {
+        .spawn(Yielder {
                 commands: vec![WORK, QUICK],
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     // Nobody will take the outcome: the record's slot is marked abandoned
     // before the process ends.
@@ -391,13 +383,9 @@ fn is_abandoned_turns_true_at_terminate_and_completing_is_then_stale() {
         }
     }));
     let c = s
-        .spawn(
-            Yielder {
+        .spawn(Yielder {
                 commands: vec![WORK],
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     let deadline = Instant::now() + PATIENCE;
     let done = loop {
@@ -439,13 +427,9 @@ fn abandoned_futures_release_their_wakers_and_are_woken_by_the_end() {
         }
     }));
     let c = s
-        .spawn(
-            Yielder {
+        .spawn(Yielder {
                 commands: vec![WORK],
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     let deadline = Instant::now() + PATIENCE;
     let done = loop {

@@ -106,7 +106,7 @@ fn run(plan: &'static [Attempt], retries: u32) -> Report {
         foreign: Vec::new(),
         ended: Arc::clone(&ended),
     };
-    let mut done = scheduler.spawn(caller, "run", ()).unwrap();
+    let mut done = scheduler.spawn(caller).unwrap();
     // Once the caller has its result, the held attempts answer late.
     let deadline = std::time::Instant::now() + WAIT;
     let outcome = loop {

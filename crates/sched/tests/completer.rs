@@ -62,7 +62,7 @@ impl Process for Asks {
 }
 
 fn run(scheduler: &Scheduler, process: Asks) -> Vec<Result<String, String>> {
-    let done = scheduler.spawn(process, "run", ()).unwrap().wait().unwrap();
+    let done = scheduler.spawn(process).unwrap().wait().unwrap();
     *done.downcast::<Vec<Result<String, String>>>().unwrap()
 }
 

@@ -83,7 +83,7 @@ fn scheduler() -> Scheduler {
 #[test]
 fn an_outside_monitor_gets_the_panic_message() {
     let scheduler = scheduler();
-    let child = scheduler.spawn(Fails, "run", ()).unwrap();
+    let child = scheduler.spawn(Fails).unwrap();
     let monitor = scheduler.monitor(child.pid());
     scheduler.post(child.pid(), "panic").unwrap();
     let down = monitor.wait_timeout(WAIT).expect("the child ended");
@@ -96,12 +96,12 @@ fn an_outside_monitor_gets_the_panic_message() {
 #[test]
 fn a_monitoring_step_gets_the_panic_message() {
     let scheduler = scheduler();
-    let child = scheduler.spawn(Fails, "run", ()).unwrap();
+    let child = scheduler.spawn(Fails).unwrap();
     let watcher = Watches {
         target: child.pid(),
         started: false,
     };
-    let down = scheduler.spawn(watcher, "run", ()).unwrap().wait().unwrap();
+    let down = scheduler.spawn(watcher).unwrap().wait().unwrap();
     let down = down.downcast::<Down>().unwrap();
     assert_eq!(down.reason, ExitReason::Panicked);
     assert!(down
@@ -114,12 +114,12 @@ fn a_monitoring_step_gets_the_panic_message() {
 #[test]
 fn a_linked_process_that_traps_exits_gets_the_error_text() {
     let scheduler = scheduler();
-    let child = scheduler.spawn(Fails, "run", ()).unwrap();
+    let child = scheduler.spawn(Fails).unwrap();
     let trapper = TrapsExits {
         peer: child.pid(),
         linked: false,
     };
-    let seen = scheduler.spawn(trapper, "run", ()).unwrap().wait().unwrap();
+    let seen = scheduler.spawn(trapper).unwrap().wait().unwrap();
     let (reason, detail) = *seen
         .downcast::<(ExitReason, Option<std::sync::Arc<str>>)>()
         .unwrap();
@@ -132,7 +132,7 @@ fn a_linked_process_that_traps_exits_gets_the_error_text() {
 #[test]
 fn a_normal_end_and_a_late_monitor_carry_no_detail() {
     let scheduler = scheduler();
-    let child = scheduler.spawn(Fails, "run", ()).unwrap();
+    let child = scheduler.spawn(Fails).unwrap();
     let monitor = scheduler.monitor(child.pid());
     let pid = child.pid();
     scheduler.post(pid, "finish").unwrap();
@@ -150,7 +150,7 @@ fn a_normal_end_and_a_late_monitor_carry_no_detail() {
 #[test]
 fn errors_say_what_failed() {
     let scheduler = scheduler();
-    let child = scheduler.spawn(Fails, "run", ()).unwrap();
+    let child = scheduler.spawn(Fails).unwrap();
     scheduler.post(child.pid(), "error").unwrap();
     let error = child.wait().unwrap_err();
     assert_eq!(error.to_string(), "the step failed: bad input at line 7");
@@ -164,7 +164,7 @@ fn errors_say_what_failed() {
             Ok(())
         }
     }
-    match scheduler.spawn(Picky, "run", ()) {
+    match scheduler.spawn(Picky) {
         Err(error @ SubmitError::Init { .. }) => {
             let text = error.to_string();
             assert!(text.starts_with("could not start <"), "{text}");

@@ -48,7 +48,7 @@ fn scheduler() -> Scheduler {
 fn a_process_with_only_a_step_runs_under_the_default_method() {
     let scheduler = scheduler();
     let mut handle = scheduler
-        .spawn(Doubler { asked: false }, DEFAULT_METHOD, ())
+        .spawn(Doubler { asked: false })
         .expect("the default init accepts the default method");
     let value = handle
         .wait_timeout(PATIENCE)
@@ -61,7 +61,7 @@ fn a_process_with_only_a_step_runs_under_the_default_method() {
 #[test]
 fn the_default_init_refuses_any_other_method() {
     let scheduler = scheduler();
-    match scheduler.spawn(Doubler { asked: false }, "fly", ()) {
+    match scheduler.spawn_with(Doubler { asked: false }, "fly", ()) {
         Err(SubmitError::Init {
             error: InitError::UnknownMethod { method },
             ..
@@ -96,7 +96,7 @@ fn spawn_skips_pids_that_callers_chose_for_their_own_processes() {
     let spawned: Vec<_> = (0..6)
         .map(|_| {
             scheduler
-                .spawn(Quick, DEFAULT_METHOD, ())
+                .spawn(Quick)
                 .expect("never a duplicate")
         })
         .collect();
@@ -132,7 +132,7 @@ fn a_step_spawns_with_the_same_call_as_outside_code_and_sends_with_question_mark
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if events.count() == 0 {
                 // Generic spawn from a step: no Box, no PID, any input.
-                let child = out.spawn(Inbox, DEFAULT_METHOD, ())?;
+                let child = out.spawn(Inbox)?;
                 // `?` on a send: its error converts into the step's.
                 out.send(Package::new(out.pid(), child.pid(), "go"))?;
                 out.done(Box::new(child));
@@ -141,7 +141,7 @@ fn a_step_spawns_with_the_same_call_as_outside_code_and_sends_with_question_mark
         }
     }
     let scheduler = scheduler();
-    let parent = scheduler.spawn(Parent, DEFAULT_METHOD, ()).unwrap();
+    let parent = scheduler.spawn(Parent).unwrap();
     let child = *parent.wait().unwrap().downcast::<Completion>().unwrap();
     child
         .wait()
@@ -152,7 +152,7 @@ fn a_step_spawns_with_the_same_call_as_outside_code_and_sends_with_question_mark
 #[test]
 fn a_handle_says_already_taken_instead_of_panicking_and_tells_it_from_not_yet() {
     let scheduler = scheduler();
-    let mut waiting = scheduler.spawn(Inbox, DEFAULT_METHOD, ()).unwrap();
+    let mut waiting = scheduler.spawn(Inbox).unwrap();
     assert!(
         waiting.wait_timeout(Duration::from_millis(1)).is_none(),
         "still running: not yet"
@@ -221,7 +221,7 @@ impl Process for StartsInStart {
 fn start_yields_the_first_command_and_runs_once() {
     let scheduler = scheduler();
     let value = scheduler
-        .spawn(StartsInStart::new(), DEFAULT_METHOD, ())
+        .spawn(StartsInStart::new())
         .unwrap()
         .wait()
         .unwrap();
@@ -237,7 +237,7 @@ fn a_start_that_finishes_or_fails_ends_the_process_without_a_step() {
     let mut finishes = StartsInStart::new();
     finishes.finish_in_start = true;
     let value = scheduler
-        .spawn(finishes, DEFAULT_METHOD, ())
+        .spawn(finishes)
         .unwrap()
         .wait()
         .unwrap();
@@ -250,7 +250,7 @@ fn a_start_that_finishes_or_fails_ends_the_process_without_a_step() {
     let mut fails = StartsInStart::new();
     fails.fail_in_start = true;
     let error = scheduler
-        .spawn(fails, DEFAULT_METHOD, ())
+        .spawn(fails)
         .unwrap()
         .wait()
         .unwrap_err();
@@ -272,7 +272,7 @@ impl Process for UpgradesToStarter {
 fn the_new_instance_of_an_upgrade_is_started() {
     let scheduler = scheduler();
     let value = scheduler
-        .spawn(UpgradesToStarter, DEFAULT_METHOD, ())
+        .spawn(UpgradesToStarter)
         .unwrap()
         .wait()
         .unwrap();

@@ -125,7 +125,7 @@ fn run_lifecycles(scheduler: &Scheduler, first: u64, count: u64) {
         let batch_end = end.min(next + BATCH);
         handles.extend((next..batch_end).map(|n| {
             let handle = scheduler
-                .spawn(
+                .spawn_with(
                     Short {
                         n: 0,
                         started: false,

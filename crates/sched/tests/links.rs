@@ -92,7 +92,7 @@ fn started() -> Scheduler {
 /// Spawns a linker and waits until it has linked (its "linked" message
 /// to itself is read after the links are made).
 fn linked(scheduler: &Scheduler, linker: Linker) -> sched::Completion {
-    let handle = scheduler.spawn(linker, "run", ()).unwrap();
+    let handle = scheduler.spawn(linker).unwrap();
     let monitor_free_wait = std::time::Instant::now() + WAIT;
     while scheduler
         .processes()
@@ -109,7 +109,7 @@ fn linked(scheduler: &Scheduler, linker: Linker) -> sched::Completion {
 #[test]
 fn an_abnormal_end_ends_the_linked_process_and_a_normal_one_does_not() {
     let scheduler = started();
-    let crasher = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let crasher = scheduler.spawn(Obedient).unwrap().pid();
     let partner = linked(&scheduler, Linker::new(&[crasher], false));
     scheduler.post(crasher, "fail").unwrap();
     match partner.wait() {
@@ -119,7 +119,7 @@ fn an_abnormal_end_ends_the_linked_process_and_a_normal_one_does_not() {
         other => panic!("expected Linked, got {other:?}"),
     }
 
-    let finisher = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let finisher = scheduler.spawn(Obedient).unwrap().pid();
     let partner = linked(&scheduler, Linker::new(&[finisher], false));
     scheduler.post(finisher, "finish").unwrap();
     std::thread::sleep(Duration::from_millis(30));
@@ -134,8 +134,8 @@ fn an_abnormal_end_ends_the_linked_process_and_a_normal_one_does_not() {
 #[test]
 fn a_process_that_traps_exits_gets_every_end_as_an_event() {
     let scheduler = started();
-    let a = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
-    let b = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let a = scheduler.spawn(Obedient).unwrap().pid();
+    let b = scheduler.spawn(Obedient).unwrap().pid();
     let nobody = Pid::local(424_242);
     let mut trapper = Linker::new(&[a, b, nobody], true);
     trapper.expect = 3;
@@ -160,7 +160,7 @@ fn a_process_that_traps_exits_gets_every_end_as_an_event() {
 #[test]
 fn an_unlinked_process_is_not_told() {
     let scheduler = started();
-    let crasher = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let crasher = scheduler.spawn(Obedient).unwrap().pid();
     let mut linker = Linker::new(&[crasher], false);
     linker.unlink = vec![crasher];
     let linker = linked(&scheduler, linker);
@@ -173,7 +173,7 @@ fn an_unlinked_process_is_not_told() {
 #[test]
 fn an_abnormal_end_cascades_along_a_chain() {
     let scheduler = started();
-    let c = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let c = scheduler.spawn(Obedient).unwrap().pid();
     let b = linked(&scheduler, Linker::new(&[c], false));
     let a = linked(&scheduler, Linker::new(&[b.pid()], false));
     scheduler.post(c, "fail").unwrap();
@@ -198,11 +198,11 @@ fn an_abnormal_end_cascades_along_a_chain() {
 fn a_link_racing_the_peers_end_signals_exactly_once() {
     let scheduler = started();
     for _ in 0..100 {
-        let peer = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+        let peer = scheduler.spawn(Obedient).unwrap().pid();
         scheduler.post(peer, "fail").unwrap();
         let mut trapper = Linker::new(&[peer], true);
         trapper.expect = 1;
-        let exits = scheduler.spawn(trapper, "run", ()).unwrap().wait().unwrap();
+        let exits = scheduler.spawn(trapper).unwrap().wait().unwrap();
         let exits = exits.downcast_ref::<Vec<(Pid, ExitReason)>>().unwrap();
         assert_eq!(exits.len(), 1, "{exits:?}");
         assert!(matches!(
@@ -215,7 +215,7 @@ fn a_link_racing_the_peers_end_signals_exactly_once() {
 #[test]
 fn linking_twice_then_the_peers_end_signals_once() {
     let scheduler = started();
-    let peer = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let peer = scheduler.spawn(Obedient).unwrap().pid();
     let mut trapper = Linker::new(&[peer, peer], true);
     trapper.expect = 1;
     let trapper = linked(&scheduler, trapper);
@@ -229,14 +229,14 @@ fn linking_twice_then_the_peers_end_signals_once() {
 fn a_repeated_link_racing_the_peers_end_tells_the_real_end_once() {
     let scheduler = started();
     for _ in 0..50 {
-        let peer = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+        let peer = scheduler.spawn(Obedient).unwrap().pid();
         scheduler.post(peer, "fail").unwrap();
         // Two links in one step, racing the end: the end's reason reaches
         // the trapper at most once; a second signal, if any, is a later
         // link finding the end already told (`NoProcess`).
         let mut trapper = Linker::new(&[peer, peer], true);
         trapper.expect = 1;
-        let exits = scheduler.spawn(trapper, "run", ()).unwrap().wait().unwrap();
+        let exits = scheduler.spawn(trapper).unwrap().wait().unwrap();
         let exits = exits.downcast_ref::<Vec<(Pid, ExitReason)>>().unwrap();
         let real = exits.iter().filter(|e| e.1 == ExitReason::Error).count();
         assert!(real <= 1, "{exits:?}");

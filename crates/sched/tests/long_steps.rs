@@ -46,7 +46,7 @@ fn blocking(scheduler: &Scheduler) -> (Completion, mpsc::Sender<()>) {
         started,
         release: Arc::new(Mutex::new(released)),
     };
-    let handle = scheduler.spawn(process, "run", ()).unwrap();
+    let handle = scheduler.spawn(process).unwrap();
     is_started.recv_timeout(WAIT).unwrap();
     (handle, release)
 }
@@ -62,7 +62,7 @@ fn a_long_step_is_reported_while_it_runs_and_only_once() {
         .build();
     scheduler.start();
     scheduler
-        .spawn(Busy(20_000), "run", ())
+        .spawn(Busy(20_000))
         .unwrap()
         .wait()
         .unwrap();

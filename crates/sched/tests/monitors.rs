@@ -43,7 +43,7 @@ fn an_outside_monitor_reports_how_the_process_ended() {
         ("fail", ExitReason::Error),
         ("panic", ExitReason::Panicked),
     ] {
-        let pid = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+        let pid = scheduler.spawn(Obedient).unwrap().pid();
         let monitor = scheduler.monitor(pid);
         assert_eq!(monitor.try_get(), None);
         scheduler.post(pid, order).unwrap();
@@ -53,7 +53,7 @@ fn an_outside_monitor_reports_how_the_process_ended() {
             (pid, reason, monitor.id())
         );
     }
-    let pid = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let pid = scheduler.spawn(Obedient).unwrap().pid();
     let monitor = scheduler.monitor(pid);
     scheduler.terminate(pid).unwrap();
     assert_eq!(monitor.wait().reason, ExitReason::Terminated);
@@ -68,7 +68,7 @@ fn an_outside_monitor_reports_how_the_process_ended() {
 #[test]
 fn a_demonitored_monitor_never_fires() {
     let scheduler = started(1);
-    let pid = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let pid = scheduler.spawn(Obedient).unwrap().pid();
     let monitor = scheduler.monitor(pid);
     assert!(scheduler.demonitor(monitor.id()));
     assert!(!scheduler.demonitor(monitor.id()), "removed once");
@@ -90,7 +90,7 @@ impl Process for Parent {
         if !self.started {
             self.started = true;
             for i in 0..self.children {
-                let child = out.spawn(Obedient, "run", ())?;
+                let child = out.spawn(Obedient)?;
                 out.monitor(child.pid());
                 if i == 0 {
                     out.monitor(child.pid());
@@ -123,7 +123,7 @@ fn a_process_monitor_fires_exactly_once_per_monitor() {
         downs: Vec::new(),
         started: false,
     };
-    let downs = scheduler.spawn(parent, "run", ()).unwrap().wait().unwrap();
+    let downs = scheduler.spawn(parent).unwrap().wait().unwrap();
     let downs = downs.downcast_ref::<Vec<Down>>().unwrap();
     assert_eq!(downs.len(), 51);
     let distinct: std::collections::HashSet<_> = downs.iter().map(|d| d.monitor).collect();
@@ -162,7 +162,7 @@ impl Process for Watcher {
 #[test]
 fn a_monitor_never_reaches_a_later_process_under_the_watchers_pid() {
     let scheduler = started(2);
-    let target = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+    let target = scheduler.spawn(Obedient).unwrap().pid();
     let watcher_pid = Pid::local(5_000_000);
     let downs = Arc::new(AtomicUsize::new(0));
     let first = Watcher {
@@ -194,7 +194,7 @@ fn a_monitor_never_reaches_a_later_process_under_the_watchers_pid() {
 fn monitors_racing_the_end_each_fire_exactly_once() {
     let scheduler = started(2);
     for _ in 0..200 {
-        let pid = scheduler.spawn(Obedient, "run", ()).unwrap().pid();
+        let pid = scheduler.spawn(Obedient).unwrap().pid();
         let racer = {
             let posted = scheduler.post(pid, "finish");
             posted.map(|_| ())
@@ -223,12 +223,12 @@ impl Process for Stubborn {
 #[test]
 fn cancel_lets_the_process_finish_its_own_way_and_terminate_forces_it() {
     let scheduler = started(2);
-    let graceful = scheduler.spawn(Obedient, "run", ()).unwrap();
+    let graceful = scheduler.spawn(Obedient).unwrap();
     scheduler.cancel(graceful.pid()).unwrap();
     let result = graceful.wait().unwrap();
     assert_eq!(result.downcast_ref::<&str>(), Some(&"cancelled gracefully"));
 
-    let mut stubborn = scheduler.spawn(Stubborn, "run", ()).unwrap();
+    let mut stubborn = scheduler.spawn(Stubborn).unwrap();
     scheduler.cancel(stubborn.pid()).unwrap();
     assert!(stubborn.wait_timeout(Duration::from_millis(100)).is_none());
     scheduler.terminate(stubborn.pid()).unwrap();
@@ -239,8 +239,8 @@ fn cancel_lets_the_process_finish_its_own_way_and_terminate_forces_it() {
 #[test]
 fn names_are_registered_found_refused_and_released_at_the_end() {
     let scheduler = started(2);
-    let first = scheduler.spawn(Obedient, "run", ()).unwrap();
-    let second = scheduler.spawn(Obedient, "run", ()).unwrap();
+    let first = scheduler.spawn(Obedient).unwrap();
+    let second = scheduler.spawn(Obedient).unwrap();
     scheduler.register_name("db", first.pid()).unwrap();
     scheduler.register_name("primary", first.pid()).unwrap();
     assert_eq!(scheduler.whereis("db"), Some(first.pid()));
@@ -301,7 +301,7 @@ fn cancel_reaches_a_process_blocked_on_a_yield() {
         .build();
     scheduler.start();
     let blocked = scheduler
-        .spawn(Blocked { yielded: false }, "run", ())
+        .spawn(Blocked { yielded: false })
         .unwrap();
     let deadline = Instant::now() + WAIT;
     while kept.lock().unwrap().is_empty() && Instant::now() < deadline {

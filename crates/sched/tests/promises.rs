@@ -67,7 +67,7 @@ fn a_timer_cancelled_while_its_event_is_in_the_batch_is_never_seen() {
             timeout: None,
             cancelled: None,
         };
-        let answer = scheduler.spawn(asker, "run", ()).unwrap().wait().unwrap();
+        let answer = scheduler.spawn(asker).unwrap().wait().unwrap();
         assert_eq!(
             answer.downcast_ref::<(Option<u64>, Option<bool>)>(),
             Some(&(Some(42), Some(true))),
@@ -102,7 +102,7 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
                     // (More hogs than the worker's steps between two looks
                     // at its timers.)
                     for _ in 0..40 {
-                        out.spawn(Hog, "run", ())?;
+                        out.spawn(Hog)?;
                     }
                 }
             }
@@ -135,12 +135,12 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
     let scheduler = Scheduler::builder().workers(1).build();
     scheduler.start();
     for _ in 0..5 {
-        let oracle = scheduler.spawn(Oracle, "run", ()).unwrap();
+        let oracle = scheduler.spawn(Oracle).unwrap();
         let asker = Asker {
             oracle: oracle.pid(),
             timeout: None,
         };
-        let answer = scheduler.spawn(asker, "run", ()).unwrap().wait().unwrap();
+        let answer = scheduler.spawn(asker).unwrap().wait().unwrap();
         assert_eq!(answer.downcast_ref::<Option<u64>>(), Some(&Some(42)));
         scheduler.terminate(oracle.pid()).unwrap();
     }
@@ -171,7 +171,7 @@ fn a_monitor_removed_mid_batch_is_never_seen() {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             let Some(monitor) = self.monitor else {
                 let me = out.pid();
-                let child = out.spawn(SaysByeAndEnds { to: me }, "run", ())?;
+                let child = out.spawn(SaysByeAndEnds { to: me })?;
                 self.monitor = Some(out.monitor(child.pid()));
                 // The other worker takes the child meanwhile: its "bye"
                 // and its down both arrive while this step runs.
@@ -196,7 +196,7 @@ fn a_monitor_removed_mid_batch_is_never_seen() {
     scheduler.start();
     for _ in 0..5 {
         let seen = scheduler
-            .spawn(Watcher::default(), "run", ())
+            .spawn(Watcher::default())
             .unwrap()
             .wait()
             .unwrap();
@@ -268,13 +268,13 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     for round in 0..100 {
-        let peer = scheduler.spawn(DiesOnCue, "run", ()).unwrap();
+        let peer = scheduler.spawn(DiesOnCue).unwrap();
         let unlinker = Unlinker {
             peer: peer.pid(),
             started: false,
             marker_seen: false,
         };
-        let mut me = scheduler.spawn(unlinker, "run", ()).unwrap();
+        let mut me = scheduler.spawn(unlinker).unwrap();
         assert!(peer.wait().is_err());
         if let Err(error) = me.wait_timeout(WAIT).expect("ends") {
             panic!("round {round}: {error:?}");
@@ -313,10 +313,10 @@ fn a_delayed_message_outlives_its_sender() {
     }
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
-    let mut receiver = scheduler.spawn(Receiver, "run", ()).unwrap();
+    let mut receiver = scheduler.spawn(Receiver).unwrap();
     let to = receiver.pid();
     scheduler
-        .spawn(SendsAndEnds { to }, "run", ())
+        .spawn(SendsAndEnds { to })
         .unwrap()
         .wait()
         .unwrap();
@@ -348,7 +348,7 @@ fn delayed_messages_to_an_ended_process_go_at_its_end() {
         .build();
     scheduler.start();
     for _ in 0..100 {
-        let target = scheduler.spawn(Idle, "run", ()).unwrap();
+        let target = scheduler.spawn(Idle).unwrap();
         for _ in 0..10 {
             scheduler
                 .post_after(Duration::from_secs(3600), target.pid(), 7u8)
@@ -387,14 +387,10 @@ fn delayed_messages_from_one_sender_arrive_in_order() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let target = scheduler
-        .spawn(
-            Collects {
+        .spawn(Collects {
                 got: Vec::new(),
                 expect: 1000,
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     for i in 0..1000u32 {
         scheduler
@@ -427,7 +423,7 @@ fn assert_alive(scheduler: &Scheduler, workers: usize) {
         }
     }
     let handles: Vec<_> = (0..workers * 20)
-        .map(|_| scheduler.spawn(Quick, "run", ()).unwrap())
+        .map(|_| scheduler.spawn(Quick).unwrap())
         .collect();
     for mut handle in handles {
         assert!(handle.wait_timeout(WAIT).expect("a worker ran it").is_ok());
@@ -483,12 +479,12 @@ fn a_late_reply_whose_drop_panics_is_contained() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     for _ in 0..3 {
-        let responder = scheduler.spawn(SlowResponder, "run", ()).unwrap();
+        let responder = scheduler.spawn(SlowResponder).unwrap();
         let asks = Asks {
             to: responder.pid(),
             asked: false,
         };
-        scheduler.spawn(asks, "run", ()).unwrap().wait().unwrap();
+        scheduler.spawn(asks).unwrap().wait().unwrap();
         scheduler.terminate(responder.pid()).unwrap();
     }
     assert_alive(&scheduler, 2);
@@ -510,7 +506,7 @@ fn a_hook_panic_whose_payload_panics_on_drop_is_contained() {
         .build();
     scheduler.start();
     for _ in 0..10 {
-        let mut done = scheduler.spawn(Ends, "run", ()).unwrap();
+        let mut done = scheduler.spawn(Ends).unwrap();
         assert!(done
             .wait_timeout(WAIT)
             .expect("the outcome arrives")
@@ -524,7 +520,7 @@ fn a_hook_panic_whose_payload_panics_on_drop_is_contained() {
         .on_start(|_, _| std::panic::panic_any(Bomb))
         .build();
     scheduler.start();
-    let refused = scheduler.spawn(Ends, "run", ());
+    let refused = scheduler.spawn(Ends);
     assert!(refused.is_err(), "the start hook's panic refuses it");
     assert_eq!(
         scheduler.stats().live_processes,
@@ -565,7 +561,7 @@ fn a_command_handler_panic_whose_payload_panics_on_drop_is_contained() {
         .build();
     scheduler.start();
     for _ in 0..5 {
-        let failed = scheduler.spawn(Yields, "run", ()).unwrap().wait().unwrap();
+        let failed = scheduler.spawn(Yields).unwrap().wait().unwrap();
         assert_eq!(
             failed.downcast_ref::<bool>(),
             Some(&true),
@@ -604,7 +600,7 @@ fn a_waker_that_panics_does_not_lose_the_outcome() {
     }
     let scheduler = Scheduler::builder().workers(1).build();
     scheduler.start();
-    let mut completion = scheduler.spawn(Later, "run", ()).unwrap();
+    let mut completion = scheduler.spawn(Later).unwrap();
     let pid = completion.pid();
     // SAFETY: the vtable's functions ignore the data pointer.
     let waker = unsafe { Waker::from_raw(raw()) };
@@ -636,7 +632,7 @@ fn a_process_that_ignores_cancel_is_forced_and_counted_exactly() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let handles: Vec<_> = (0..50)
-        .map(|_| scheduler.spawn(Deaf, "run", ()).unwrap())
+        .map(|_| scheduler.spawn(Deaf).unwrap())
         .collect();
     let report = scheduler.shutdown(Duration::from_millis(50));
     assert_eq!(report.still_running, 0, "no step was stuck: {report:?}");

@@ -69,7 +69,7 @@ fn fixture(max_restarts: u32) -> Fixture {
         .intensity(max_restarts, Duration::from_secs(60))
         .child(spec)
         .build();
-    let supervisor = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let supervisor = scheduler.spawn(supervisor).unwrap();
     Fixture {
         scheduler,
         supervisor,

@@ -77,12 +77,12 @@ fn nothing_cancelled_or_reset_reaches_a_later_step() {
         )
         .build();
     scheduler.start();
-    let peer = scheduler.spawn(Silent, "run", ()).unwrap();
+    let peer = scheduler.spawn(Silent).unwrap();
     let process = StartsOver {
         peer: peer.pid(),
         seen: Vec::new(),
     };
-    let seen = scheduler.spawn(process, "run", ()).unwrap().wait().unwrap();
+    let seen = scheduler.spawn(process).unwrap().wait().unwrap();
     let seen = seen.downcast::<Vec<String>>().unwrap();
     assert!(seen.is_empty(), "events of before the reset: {seen:?}");
     assert!(peer.wait().is_ok(), "the peer did end");

@@ -144,7 +144,7 @@ fn one_for_one_restarts_only_the_crashing_child() {
         .intensity(1, Duration::from_secs(60))
         .children(["a", "b", "c"].map(|n| member(n, &log)))
         .build();
-    let handle = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let handle = scheduler.spawn(supervisor).unwrap();
     let before = report_when(&scheduler, handle.pid(), "all started", |r| {
         r.children.iter().all(|c| c.pid.is_some())
     });
@@ -177,7 +177,7 @@ fn one_for_all_restarts_every_child_once_in_order() {
         .intensity(1, Duration::from_secs(60))
         .children(["a", "b", "c"].map(|n| member(n, &log)))
         .build();
-    let handle = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let handle = scheduler.spawn(supervisor).unwrap();
     let before = report_when(&scheduler, handle.pid(), "all started", |r| {
         r.children.iter().all(|c| c.pid.is_some())
     });
@@ -215,7 +215,7 @@ fn restart_policies_decide_who_comes_back() {
         .child(member("temporary", &log).restart(Restart::Temporary))
         .child(member("permanent", &log).restart(Restart::Permanent))
         .build();
-    let handle = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let handle = scheduler.spawn(supervisor).unwrap();
     let before = report_when(&scheduler, handle.pid(), "all started", |r| {
         r.children.iter().all(|c| c.pid.is_some())
     });
@@ -271,7 +271,7 @@ fn exceeding_the_intensity_ends_the_supervisor_and_all_its_children() {
             .child(ChildSpec::new("crasher", || Crasher))
             .child(member("late", &log))
             .build();
-        let outcome = scheduler.spawn(supervisor, "run", ()).unwrap().wait();
+        let outcome = scheduler.spawn(supervisor).unwrap().wait();
         match supervisor_error(&outcome) {
             SupervisorError::IntensityExceeded {
                 restarts,
@@ -332,7 +332,7 @@ fn failed_restarts_count_toward_the_intensity() {
             broken: Arc::clone(&switch),
         }))
         .build();
-    let handle = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let handle = scheduler.spawn(supervisor).unwrap();
     let pid = handle.pid();
     let first = report_when(&scheduler, pid, "started", |r| {
         pid_of(r, "fragile").is_some()
@@ -361,7 +361,7 @@ fn a_child_that_cannot_start_at_first_fails_the_supervisor() {
         }))
         .child(member("never", &log))
         .build();
-    let outcome = scheduler.spawn(supervisor, "run", ()).unwrap().wait();
+    let outcome = scheduler.spawn(supervisor).unwrap().wait();
     match supervisor_error(&outcome) {
         SupervisorError::StartFailed { child, error } => {
             assert_eq!(&**child, "broken");
@@ -387,7 +387,7 @@ fn shutdown_ends_a_supervision_tree_gracefully() {
         .child(member("cache", &log))
         .child(ChildSpec::new("pool", move || pool.build()))
         .build();
-    let handle = scheduler.spawn(root, "run", ()).unwrap();
+    let handle = scheduler.spawn(root).unwrap();
     let root_pid = handle.pid();
     let tree = report_when(&scheduler, root_pid, "pool started", |r| {
         pid_of(r, "pool").is_some()
@@ -420,7 +420,7 @@ fn a_cancelled_supervisor_terminates_children_that_ignore_the_cancel() {
             stubborn: true,
         }))
         .build();
-    let handle = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let handle = scheduler.spawn(supervisor).unwrap();
     report_when(&scheduler, handle.pid(), "started", |r| {
         r.children.iter().all(|c| c.pid.is_some())
     });
@@ -448,7 +448,7 @@ fn a_registered_name_follows_the_restarted_child() {
         .intensity(5, Duration::from_secs(60))
         .child(member("db", &log).register_as("db"))
         .build();
-    let handle = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let handle = scheduler.spawn(supervisor).unwrap();
     let mut current = pid_of(
         &report_when(&scheduler, handle.pid(), "started", |r| {
             pid_of(r, "db").is_some()
@@ -480,7 +480,7 @@ fn a_terminated_supervisor_takes_its_children_with_it() {
         .child(ChildSpec::new("a", || Idle))
         .child(ChildSpec::new("b", || Idle))
         .build();
-    let handle = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let handle = scheduler.spawn(supervisor).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while scheduler.stats().live_processes < 3 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));

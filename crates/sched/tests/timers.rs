@@ -82,7 +82,7 @@ fn timers_fire_after_their_delay_in_deadline_order() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let (sleeper, seen) = Sleeper::new(&[(30, 3), (10, 1), (20, 2), (0, 0)], &[], 4);
-    scheduler.spawn(sleeper, "run", ()).unwrap().wait().unwrap();
+    scheduler.spawn(sleeper).unwrap().wait().unwrap();
     let seen = seen.lock().unwrap();
     let tags: Vec<u64> = seen.iter().map(|(t, _)| *t).collect();
     assert_eq!(tags, [0, 1, 2, 3]);
@@ -101,7 +101,7 @@ fn a_cancelled_timer_never_fires() {
     scheduler.start();
     // Tag 1 (5 ms) is cancelled; tag 2 (40 ms) fires, well after 1 would have.
     let (sleeper, seen) = Sleeper::new(&[(5, 1), (40, 2)], &[1], 1);
-    scheduler.spawn(sleeper, "run", ()).unwrap().wait().unwrap();
+    scheduler.spawn(sleeper).unwrap().wait().unwrap();
     let tags: Vec<u64> = seen.lock().unwrap().iter().map(|(t, _)| *t).collect();
     assert_eq!(tags, [2]);
 }
@@ -113,7 +113,7 @@ fn a_process_that_ends_takes_its_timers_with_it() {
     // Ten one-minute timers; the process is terminated long before.
     let timers: Vec<(u64, u64)> = (0..10).map(|i| (60_000, i)).collect();
     let (sleeper, _) = Sleeper::new(&timers, &[], 10);
-    let handle = scheduler.spawn(sleeper, "run", ()).unwrap();
+    let handle = scheduler.spawn(sleeper).unwrap();
     let deadline = Instant::now() + WAIT;
     while scheduler.stats().pending_timers < 10 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
@@ -162,7 +162,7 @@ fn a_delayed_send_from_outside_arrives_after_its_delay_and_can_be_cancelled() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let (process, got) = inbox();
-    let handle = scheduler.spawn(process, "run", ()).unwrap();
+    let handle = scheduler.spawn(process).unwrap();
     let sent = Instant::now();
     let never = scheduler
         .post_after(Duration::from_millis(10), handle.pid(), "never")
@@ -222,7 +222,7 @@ fn delayed_messages_to_a_process_ended_by_shutdown_are_dead_letters() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let (process, got) = inbox();
-    let handle = scheduler.spawn(process, "run", ()).unwrap();
+    let handle = scheduler.spawn(process).unwrap();
     for _ in 0..5 {
         scheduler
             .post_after(Duration::from_secs(60), handle.pid(), "late")
@@ -242,7 +242,7 @@ fn an_idle_scheduler_with_a_pending_timer_sleeps_until_it_is_due() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let (sleeper, seen) = Sleeper::new(&[(300, 1)], &[], 1);
-    let handle = scheduler.spawn(sleeper, "run", ()).unwrap();
+    let handle = scheduler.spawn(sleeper).unwrap();
     std::thread::sleep(Duration::from_millis(50));
     let parks_before = scheduler.stats().totals().parks;
     handle.wait().unwrap();
@@ -299,15 +299,11 @@ fn a_process_with_many_timers_cancels_and_receives_exactly_the_right_ones() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let done = scheduler
-        .spawn(
-            Many {
+        .spawn(Many {
                 ids: Vec::new(),
                 fired: Vec::new(),
                 second_cancels: 0,
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     let outcome = done.wait().unwrap();
     let (fired, second_cancels) = outcome.downcast_ref::<(Vec<u64>, usize)>().unwrap();

@@ -89,14 +89,14 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
 
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
-    let fragile = scheduler.spawn(Fragile, "run", ()).unwrap();
+    let fragile = scheduler.spawn(Fragile).unwrap();
     let fragile_pid = fragile.pid();
     let watcher = scheduler
-        .spawn(Watcher { peer: fragile_pid }, "run", ())
+        .spawn(Watcher { peer: fragile_pid })
         .unwrap();
     watcher.wait().unwrap();
     assert!(fragile.wait().is_err());
-    let upgraded = scheduler.spawn(Fragile, "run", ()).unwrap();
+    let upgraded = scheduler.spawn(Fragile).unwrap();
     scheduler
         .upgrade(upgraded.pid(), Fragile, "run", ())
         .unwrap();
@@ -104,13 +104,13 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
     assert!(upgraded.wait().is_err());
 
     // A step of 60 ms is reported while it runs (default threshold 10 ms).
-    let slow = scheduler.spawn(Slow, "run", ()).unwrap();
+    let slow = scheduler.spawn(Slow).unwrap();
     let slow_pid = slow.pid();
     slow.wait().unwrap();
 
     let child = ChildSpec::new("fragile", || Fragile);
     let supervisor = Supervisor::builder().child(child).build();
-    let supervisor = scheduler.spawn(supervisor, "run", ()).unwrap();
+    let supervisor = scheduler.spawn(supervisor).unwrap();
     let first = wait_for_child(&scheduler, supervisor.pid(), None);
     scheduler.post(first, "break").unwrap();
     let second = wait_for_child(&scheduler, supervisor.pid(), Some(first));

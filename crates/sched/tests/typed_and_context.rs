@@ -56,7 +56,7 @@ impl Process for Pinger {
         let ponger = match self.ponger {
             Some(ponger) => ponger,
             None => {
-                let (ponger, _) = out.spawn_typed(Ponger, "run", ())?;
+                let (ponger, _) = out.spawn_typed(Ponger)?;
                 self.ponger = Some(ponger);
                 out.tell(ponger, Ping { reply_to: me, n: 0 })?;
                 ponger
@@ -82,14 +82,10 @@ fn typed_addresses_carry_messages_between_processes() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let (_, mut done) = scheduler
-        .spawn_typed(
-            Pinger {
+        .spawn_typed(Pinger {
                 rounds: 1_000,
                 ponger: None,
-            },
-            "run",
-            (),
-        )
+            })
         .unwrap();
     let result = done.wait_timeout(WAIT).expect("finished").unwrap();
     assert_eq!(result.downcast_ref::<u64>(), Some(&1_000));
@@ -101,7 +97,7 @@ fn typed_addresses_carry_messages_between_processes() {
 fn a_typed_message_from_outside_reaches_the_process_and_a_failed_one_comes_back() {
     let scheduler = Scheduler::builder().workers(1).build();
     scheduler.start();
-    let (ponger, _done) = scheduler.spawn_typed(Ponger, "run", ()).unwrap();
+    let (ponger, _done) = scheduler.spawn_typed(Ponger).unwrap();
     let nobody: Addr<u64> = Addr::from_pid(Pid::local(999_999));
     let err = scheduler
         .tell(
@@ -187,9 +183,9 @@ fn handlers_and_hooks_reach_the_scheduler_through_their_context() {
         })
         .build();
     scheduler.start();
-    let inbox = scheduler.spawn(Inbox(received.clone()), "run", ()).unwrap();
+    let inbox = scheduler.spawn(Inbox(received.clone())).unwrap();
     inbox_pid.store(inbox.pid().id() as usize, SeqCst);
-    let mut asked = scheduler.spawn(Asker, "run", ()).unwrap();
+    let mut asked = scheduler.spawn(Asker).unwrap();
     let result = asked.wait_timeout(WAIT).expect("finished").unwrap();
     assert_eq!(result.downcast_ref::<u32>(), Some(&7));
     // One message from the handler, one from the hook for the asker.
@@ -223,9 +219,9 @@ fn a_step_can_shut_the_scheduler_down() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let others: Vec<_> = (0..10)
-        .map(|_| scheduler.spawn(Inbox(Arc::default()), "run", ()).unwrap())
+        .map(|_| scheduler.spawn(Inbox(Arc::default())).unwrap())
         .collect();
-    let stopper = scheduler.spawn(Stopper, "run", ()).unwrap();
+    let stopper = scheduler.spawn(Stopper).unwrap();
     let report = scheduler.engine().wait_for_shutdown();
     assert_eq!(report.ended_gracefully, 11);
     assert_eq!(report.forced, 0);

@@ -80,7 +80,7 @@ impl Process for Buyer {
 fn scheduler_with_shop() -> (Scheduler, Pid) {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
-    let shop = scheduler.spawn(Shop, "run", ()).unwrap().pid();
+    let shop = scheduler.spawn(Shop).unwrap().pid();
     (scheduler, shop)
 }
 
@@ -122,7 +122,7 @@ fn a_tokio_task_awaits_the_answer_type() {
 fn a_step_gets_the_answer_type() {
     let (scheduler, shop) = scheduler_with_shop();
     let buyer = Buyer { shop, asked: None };
-    let price = scheduler.spawn(buyer, "run", ()).unwrap().wait().unwrap();
+    let price = scheduler.spawn(buyer).unwrap().wait().unwrap();
     assert_eq!(price.downcast_ref::<u32>(), Some(&300));
     scheduler.shutdown(WAIT);
 }
@@ -199,7 +199,7 @@ fn asking_by_name_from_outside_and_from_a_step() {
         untyped: None,
         got: Vec::new(),
     };
-    let got = scheduler.spawn(buyer, "run", ()).unwrap().wait().unwrap();
+    let got = scheduler.spawn(buyer).unwrap().wait().unwrap();
     assert_eq!(
         *got.downcast::<Vec<String>>().unwrap(),
         vec![

@@ -114,7 +114,7 @@ fn requests_queued_before_and_after_the_order_reach_the_new_version() {
     let scheduler = scheduler();
     let (old_counts, new_counts) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
     let (v1, go, is_holding) = Service::holding(1, &old_counts);
-    let pid = scheduler.spawn(v1, "run", ()).unwrap().pid();
+    let pid = scheduler.spawn(v1).unwrap().pid();
     // Keep v1 inside a step while requests and the order queue up behind it.
     scheduler.post(pid, "hold").unwrap();
     is_holding.recv_timeout(WAIT).unwrap();
@@ -148,7 +148,7 @@ fn a_failed_init_leaves_the_old_process_running() {
     let scheduler = scheduler();
     let counts = Arc::new(Counts::default());
     let pid = scheduler
-        .spawn(Service::new(1, &counts), "run", ())
+        .spawn(Service::new(1, &counts))
         .unwrap()
         .pid();
     let mut broken = Service::new(3, &counts);
@@ -181,7 +181,7 @@ fn an_unknown_pid_and_a_second_pending_order_are_refused() {
     assert_eq!(counts.inits.load(SeqCst), 0, "no init for a refused order");
 
     let (v1, go, is_holding) = Service::holding(1, &counts);
-    let pid = scheduler.spawn(v1, "run", ()).unwrap().pid();
+    let pid = scheduler.spawn(v1).unwrap().pid();
     scheduler.post(pid, "hold").unwrap();
     is_holding.recv_timeout(WAIT).unwrap();
     scheduler
@@ -206,7 +206,7 @@ fn an_order_that_arrives_after_the_end_only_closes_the_new_process() {
     let scheduler = scheduler();
     let (old_counts, new_counts) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
     let (v1, go, is_holding) = Service::holding(1, &old_counts);
-    let handle = scheduler.spawn(v1, "run", ()).unwrap();
+    let handle = scheduler.spawn(v1).unwrap();
     let pid = handle.pid();
     // v1 will finish in the step now holding; the order queues behind it.
     scheduler.post(pid, "hold, then finish").unwrap();
@@ -241,7 +241,7 @@ fn no_request_is_lost_or_answered_twice_across_many_orders() {
     let scheduler = Arc::new(scheduler());
     let counts = Arc::new(Counts::default());
     let pid = scheduler
-        .spawn(Service::new(0, &counts), "run", ())
+        .spawn(Service::new(0, &counts))
         .unwrap()
         .pid();
     let senders: Vec<_> = (0..SENDERS)

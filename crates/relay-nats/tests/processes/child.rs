@@ -37,7 +37,7 @@ pub(crate) fn run(role: &str) {
     let peer = Pid::new(1, peer);
     let (node, transport) = node_at(&url, 2);
     let tally = Tally::default();
-    let recorder = node.spawn(TallyRecorder(tally.clone()), "run", ()).unwrap();
+    let recorder = node.spawn(TallyRecorder(tally.clone())).unwrap();
     let recorder = recorder.pid().id();
     let pings = Arc::new(AtomicU64::new(0));
     let disorder = Arc::new(AtomicU64::new(0));
@@ -47,7 +47,7 @@ pub(crate) fn run(role: &str) {
             disorder: disorder.clone(),
             last: Default::default(),
         };
-        node.spawn(echo, "run", ()).unwrap().pid().id()
+        node.spawn(echo).unwrap().pid().id()
     };
     match role {
         // Echoes for the parent's players, and senders to the parent's
@@ -61,7 +61,7 @@ pub(crate) fn run(role: &str) {
                     from: 100 + from,
                     count: COUNT,
                 };
-                node.spawn(burst, "run", ()).unwrap();
+                node.spawn(burst).unwrap();
             }
             let words = command();
             assert_eq!(words.first().map(String::as_str), Some("report"));

@@ -53,7 +53,7 @@ use crate::contract::process::Process;
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let (counter, done) = scheduler.spawn_typed(Counter::default(), "run", ())?;
+/// let (counter, done) = scheduler.spawn_typed(Counter::default())?;
 /// scheduler.tell(counter, Count::Add(40))?;
 /// scheduler.tell(counter, Count::Add(2))?;
 /// // scheduler.tell(counter, 2u64)?; // does not compile: `counter` takes a `Count`

@@ -50,6 +50,15 @@ pub enum ExitError {
     /// the outcome was already taken through it (`wait_timeout` or
     /// `try_take` returned it before).
     AlreadyTaken,
+    /// Not how the process ended, but that it finished with a value of
+    /// another type than a typed handle ([`Completion::typed`](crate::Completion::typed))
+    /// reads: the process finished, and `value` is its done value.
+    UnexpectedType {
+        /// The type the handle reads.
+        expected: &'static str,
+        /// The done value, as the process gave it.
+        value: Payload,
+    },
 }
 
 impl fmt::Display for ExitError {
@@ -65,6 +74,9 @@ impl fmt::Display for ExitError {
             }
             ExitError::AlreadyTaken => {
                 f.write_str("the outcome was already taken through this handle")
+            }
+            ExitError::UnexpectedType { expected, .. } => {
+                write!(f, "the process finished with a value that is not a {expected}")
             }
         }
     }

@@ -250,6 +250,21 @@ impl<'a> Output<'a> {
         self.status = Status::Done(result);
     }
 
+    /// Finishes the process with `value`, boxed here: `out.finish(42u64)`
+    /// is `out.done(Box::new(42u64))`. A value that is already a
+    /// [`Payload`] is not boxed twice. Read it typed with
+    /// [`Completion::typed`](crate::Completion::typed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::Output;
+    /// fn finish(out: &mut Output<'_>, total: u64) { out.finish(total) }
+    /// ```
+    pub fn finish(&mut self, value: impl std::any::Any + Send) {
+        self.done(relay::into_payload(value));
+    }
+
     /// Yields `data` to the handler of `command`; its completion comes back
     /// as an [`Event::Completion`] carrying `tag`.
     ///

@@ -89,7 +89,7 @@ impl ReplySlot {
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let squarer = scheduler.spawn(Squarer, "run", ())?;
+/// let squarer = scheduler.spawn(Squarer)?;
 /// let mut reply = scheduler.ask(squarer.pid(), 7u64)?;
 /// let answer = reply.wait_timeout(Duration::from_secs(5))?;
 /// assert_eq!(answer.downcast_ref::<u64>(), Some(&49));
@@ -294,7 +294,7 @@ impl Output<'_> {
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let squarer = scheduler.spawn(Squarer, "run", ())?;
+/// let squarer = scheduler.spawn(Squarer)?;
 /// let nine: u64 = scheduler.query(squarer.pid(), Square(3))?.wait_timeout(Duration::from_secs(5))?;
 /// assert_eq!(nine, 9);
 /// # scheduler.shutdown(Duration::from_secs(1));

@@ -34,7 +34,7 @@ use crate::record::state::TERMINATE;
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         let cx = out.context();
 ///         let live = cx.stats().live_processes;
-///         let helper = cx.spawn(Helper, "run", ())?;
+///         let helper = cx.spawn(Helper)?;
 ///         cx.post(helper.pid(), 21u64)?;
 ///         out.done(Box::new(live));
 ///         Ok(())
@@ -55,7 +55,7 @@ use crate::record::state::TERMINATE;
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let live = scheduler.spawn(Boss, "run", ())?.wait()?;
+/// let live = scheduler.spawn(Boss)?.wait()?;
 /// assert_eq!(live.downcast_ref::<usize>(), Some(&1)); // the boss itself
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -146,8 +146,11 @@ impl Context {
         self.shared.send(to.package(Pid::OUTSIDE, message))
     }
 
-    /// Starts `process` under a fresh PID: `init` runs on this thread with
-    /// `method` and `input`, then the process is queued.
+    /// Starts `process` under a fresh PID through its one entry point:
+    /// `init` runs on this thread with [`DEFAULT_METHOD`](crate::DEFAULT_METHOD)
+    /// and no input (`()`), then the process is queued. A process with
+    /// several entry points, or one that takes an input, starts with
+    /// [`spawn_with`](Context::spawn_with).
     ///
     /// # Errors
     ///
@@ -156,8 +159,68 @@ impl Context {
     ///
     /// # Examples
     ///
-    /// See [`Context`].
-    pub fn spawn<P: Process>(
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Hello;
+    ///
+    /// impl Process for Hello {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish("hello");
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let hello = scheduler.spawn(Hello)?.typed::<&str>();
+    /// assert_eq!(hello.wait()?, "hello");
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn<P: Process>(&self, process: P) -> Result<Completion, SubmitError> {
+        self.spawn_with(process, crate::DEFAULT_METHOD, ())
+    }
+
+    /// Starts `process` under a fresh PID: `init` runs on this thread with
+    /// `method` and `input`, then the process is queued.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Context::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// /// Counts down from its input.
+    /// struct Countdown(u32);
+    ///
+    /// impl Process for Countdown {
+    ///     fn init(&mut self, _: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
+    ///         match (method, input.downcast::<u32>()) {
+    ///             ("from", Ok(n)) => Ok(self.0 = *n),
+    ///             ("from", Err(_)) => Err(InitError::failed("`from` takes a u32")),
+    ///             (other, _) => Err(InitError::unknown_method(other)),
+    ///         }
+    ///     }
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         self.0 -= 1;
+    ///         if self.0 == 0 { out.finish("liftoff") } else { out.continue_() }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let launch = scheduler.spawn_with(Countdown(0), "from", 3u32)?;
+    /// assert_eq!(launch.typed::<&str>().wait()?, "liftoff");
+    /// assert!(scheduler.spawn_with(Countdown(0), "to", 3u32).is_err());
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn_with<P: Process>(
         &self,
         process: P,
         method: &str,
@@ -180,10 +243,34 @@ impl Context {
     pub fn spawn_typed<P: Accepts>(
         &self,
         process: P,
+    ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
+        self.spawn_typed_with(process, crate::DEFAULT_METHOD, ())
+    }
+
+    /// [`spawn_with`](Context::spawn_with) for a process that declares its
+    /// message type: also returns its typed address.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Context::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
+    /// use sched::process::Accepts;
+    /// fn start<P: Accepts>(cx: &Context, child: P, limit: u64) -> Option<Addr<P::Message>> {
+    ///     cx.spawn_typed_with(child, "limited", limit).ok().map(|(addr, _done)| addr)
+    /// }
+    /// ```
+    pub fn spawn_typed_with<P: Accepts>(
+        &self,
+        process: P,
         method: &str,
         input: impl Any + Send,
     ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
-        let completion = self.spawn(process, method, input)?;
+        let completion = self.spawn_with(process, method, input)?;
         Ok((Addr::from_pid(completion.pid()), completion))
     }
 
@@ -284,10 +371,10 @@ impl Output<'_> {
             .expect("a step's engine is a `Context`")
     }
 
-    /// Starts a new process under a fresh PID, as `Scheduler::spawn` does
-    /// from outside: `init` runs on this worker with `method` and `input`,
-    /// and the process is queued on this worker, where idle workers can
-    /// steal it. A PID some process already uses is skipped.
+    /// Starts a new process under a fresh PID through its one entry point,
+    /// as [`Context::spawn`] does from outside: `init` runs on this worker
+    /// with [`DEFAULT_METHOD`](crate::DEFAULT_METHOD) and no input, and the
+    /// process is queued on this worker, where idle workers can steal it.
     ///
     /// # Errors
     ///
@@ -299,16 +386,36 @@ impl Output<'_> {
     /// ```
     /// # use sched::{Output, Process};
     /// fn start_worker(out: &mut Output<'_>, child: impl Process) -> sched::Pid {
-    ///     out.spawn(child, "run", 42u64).expect("spawned").pid()
+    ///     out.spawn(child).expect("spawned").pid()
     /// }
     /// ```
-    pub fn spawn<P: Process>(
+    pub fn spawn<P: Process>(&mut self, process: P) -> Result<Completion, SubmitError> {
+        self.context().spawn(process)
+    }
+
+    /// [`spawn`](Output::spawn) through the entry point `method` with
+    /// `input`, as [`Context::spawn_with`] does from outside. A PID some
+    /// process already uses is skipped.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Output::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::{Output, Process};
+    /// fn start_worker(out: &mut Output<'_>, child: impl Process) -> sched::Pid {
+    ///     out.spawn_with(child, "run", 42u64).expect("spawned").pid()
+    /// }
+    /// ```
+    pub fn spawn_with<P: Process>(
         &mut self,
         process: P,
         method: &str,
         input: impl Any + Send,
     ) -> Result<Completion, SubmitError> {
-        self.context().spawn(process, method, input)
+        self.context().spawn_with(process, method, input)
     }
 
     /// [`spawn`](Output::spawn) for a process that is already boxed (a
@@ -376,15 +483,39 @@ impl Output<'_> {
     /// use sched::message::Addr;
     /// use sched::process::Accepts;
     /// fn start<P: Accepts>(out: &mut Output<'_>, child: P) -> Option<Addr<P::Message>> {
-    ///     out.spawn_typed(child, "run", ()).ok().map(|(addr, _done)| addr)
+    ///     out.spawn_typed(child).ok().map(|(addr, _done)| addr)
     /// }
     /// ```
     pub fn spawn_typed<P: Accepts>(
         &mut self,
         process: P,
+    ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
+        self.context().spawn_typed(process)
+    }
+
+    /// [`spawn_with`](Output::spawn_with) for a process that declares its
+    /// message type: also returns its typed address.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Output::spawn).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
+    /// use sched::process::Accepts;
+    /// fn start<P: Accepts>(out: &mut Output<'_>, child: P) -> Option<Addr<P::Message>> {
+    ///     out.spawn_typed_with(child, "run", ()).ok().map(|(addr, _done)| addr)
+    /// }
+    /// ```
+    pub fn spawn_typed_with<P: Accepts>(
+        &mut self,
+        process: P,
         method: &str,
         input: impl Any + Send,
     ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
-        self.context().spawn_typed(process, method, input)
+        self.context().spawn_typed_with(process, method, input)
     }
 }

@@ -114,7 +114,7 @@ impl Context {
     /// }
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
-    /// let pid = scheduler.spawn(Idle, "run", ())?.pid();
+    /// let pid = scheduler.spawn(Idle)?.pid();
     /// scheduler.register_name("idle", pid)?;
     /// let info = scheduler.process_info(pid).expect("live");
     /// assert_eq!(info.names, vec![std::sync::Arc::from("idle")]);

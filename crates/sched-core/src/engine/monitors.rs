@@ -58,7 +58,7 @@ pub(crate) fn next_id() -> u64 {
 /// }
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
-/// let pid = scheduler.spawn(Crashes, "run", ())?.pid();
+/// let pid = scheduler.spawn(Crashes)?.pid();
 /// let monitor = scheduler.monitor(pid);
 /// scheduler.start();
 /// let down = monitor.wait_timeout(Duration::from_secs(5)).expect("it ended");
@@ -379,7 +379,7 @@ impl Output<'_> {
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         if !self.started {
     ///             self.started = true;
-    ///             let child = out.spawn(Child, "run", ())?;
+    ///             let child = out.spawn(Child)?;
     ///             out.monitor(child.pid());
     ///         }
     ///         for event in events {
@@ -393,7 +393,7 @@ impl Output<'_> {
     ///
     /// let scheduler = Scheduler::builder().workers(2).build();
     /// scheduler.start();
-    /// let reason = scheduler.spawn(Parent { started: false }, "run", ())?.wait()?;
+    /// let reason = scheduler.spawn(Parent { started: false })?.wait()?;
     /// assert_eq!(reason.downcast_ref::<ExitReason>(), Some(&ExitReason::Error));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

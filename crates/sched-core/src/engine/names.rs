@@ -95,8 +95,8 @@ impl Context {
     /// }
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
-    /// let a = scheduler.spawn(Service, "run", ())?;
-    /// let b = scheduler.spawn(Service, "run", ())?;
+    /// let a = scheduler.spawn(Service)?;
+    /// let b = scheduler.spawn(Service)?;
     /// scheduler.register_name("db", a.pid())?;
     /// assert_eq!(scheduler.whereis("db"), Some(a.pid()));
     /// assert!(matches!(scheduler.register_name("db", b.pid()), Err(NameError::Taken { .. })));

@@ -252,7 +252,7 @@ impl Context {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
-    /// let controller = scheduler.spawn(Controller, "run", ())?;
+    /// let controller = scheduler.spawn(Controller)?;
     /// scheduler.post(controller.pid(), "stop")?;
     /// let report = scheduler.engine().wait_for_shutdown();
     /// assert_eq!(report.ended_gracefully, 1);

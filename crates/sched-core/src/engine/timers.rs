@@ -228,7 +228,7 @@ impl Context {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
-    /// let waiter = scheduler.spawn(Waiter, "run", ())?;
+    /// let waiter = scheduler.spawn(Waiter)?;
     /// let sent = Instant::now();
     /// scheduler.post_after(Duration::from_millis(20), waiter.pid(), "late")?;
     /// assert_eq!(waiter.wait()?.downcast_ref::<&str>(), Some(&"late"));
@@ -302,7 +302,7 @@ impl Context {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
-    /// let idle = scheduler.spawn(Idle, "run", ())?;
+    /// let idle = scheduler.spawn(Idle)?;
     /// let timer = scheduler.post_after(Duration::from_secs(60), idle.pid(), "never")?;
     /// assert!(scheduler.cancel_timer(timer));
     /// assert!(!scheduler.cancel_timer(timer), "cancelled once");
@@ -356,7 +356,7 @@ impl Output<'_> {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
-    /// let slept = scheduler.spawn(Nap { since: None }, "run", ())?.wait()?;
+    /// let slept = scheduler.spawn(Nap { since: None })?.wait()?;
     /// assert!(*slept.downcast_ref::<Duration>().unwrap() >= Duration::from_millis(20));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -125,7 +125,7 @@ impl Context {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
-    /// let pid = scheduler.spawn(Versioned(1), "run", ())?.pid();
+    /// let pid = scheduler.spawn(Versioned(1))?.pid();
     /// scheduler.upgrade(pid, Versioned(2), "run", ())?;
     /// let answer = scheduler.ask(pid, ())?.wait_timeout(Duration::from_secs(5))?;
     /// assert_eq!(answer.downcast_ref::<u32>(), Some(&2));

@@ -1,12 +1,14 @@
 //! The handle that waits for a submitted process's outcome.
 
+use std::any::{type_name, Any};
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use relay::Pid;
+use relay::{Payload, Pid};
 
 use super::slot::{ResultSlot, SlotState};
 use super::Record;
@@ -46,22 +48,96 @@ use crate::sync::Arc;
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let completion = scheduler.spawn(Answer, "run", ()).unwrap();
+/// let completion = scheduler.spawn(Answer).unwrap();
 ///
 /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// let outcome = runtime.block_on(completion);
 /// assert_eq!(*outcome.unwrap().downcast::<u32>().unwrap(), 42);
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// ```
-pub struct Completion {
+pub struct Completion<T = Payload> {
     record: Arc<Record>,
+    // `fn() -> T`: the handle hands a `T` out, it does not hold one, so it
+    // is `Send`, `Sync` and `Unpin` whatever `T` is.
+    output: PhantomData<fn() -> T>,
 }
 
 impl Completion {
     pub(crate) fn new(record: Arc<Record>) -> Self {
-        Completion { record }
+        Completion {
+            record,
+            output: PhantomData,
+        }
     }
 
+    /// This handle, reading the done value as a `T`: `wait`, `try_take`,
+    /// `wait_timeout` and awaiting give `Result<T, ExitError>`, with no
+    /// downcast in the caller's code. A process that finished with a value
+    /// of another type gives [`ExitError::UnexpectedType`], which hands the
+    /// value back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Answer;
+    ///
+    /// impl Process for Answer {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(42u32);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let answer: Completion<u32> = scheduler.spawn(Answer)?.typed();
+    /// assert_eq!(answer.wait()?, 42);
+    ///
+    /// let wrong = scheduler.spawn(Answer)?.typed::<String>();
+    /// match wrong.wait() {
+    ///     Err(ExitError::UnexpectedType { value, .. }) => assert!(value.is::<u32>()),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn typed<T: Any + Send>(self) -> Completion<T> {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the record's reference count
+        // moves from it into the new handle exactly once.
+        let record = unsafe { std::ptr::read(&this.record) };
+        Completion {
+            record,
+            output: PhantomData,
+        }
+    }
+}
+
+/// Reads a done value as a `T`; a `T` of `Payload` is the value itself.
+fn cast<T: Any>(payload: Payload) -> Result<T, ExitError> {
+    // The untyped handle's `T` is `Payload`: hand the box over as it is
+    // (downcasting the box to `Payload` would look inside it).
+    let mut whole = Some(payload);
+    if let Some(itself) = (&mut whole as &mut dyn Any).downcast_mut::<Option<T>>() {
+        return Ok(itself.take().expect("the option was just filled"));
+    }
+    let payload = whole.expect("the option was not taken");
+    payload
+        .downcast::<T>()
+        .map(|value| *value)
+        .map_err(|value| ExitError::UnexpectedType {
+            expected: type_name::<T>(),
+            value,
+        })
+}
+
+fn cast_outcome<T: Any>(outcome: Outcome) -> Result<T, ExitError> {
+    outcome.and_then(cast)
+}
+
+impl<T: Any + Send> Completion<T> {
     /// The process's PID.
     ///
     /// # Examples
@@ -87,12 +163,13 @@ impl Completion {
     /// # Examples
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
-    pub fn wait(self) -> Outcome {
+    pub fn wait(self) -> Result<T, ExitError> {
         let slot = self.record.slot.locked();
         let mut inner = slot.inner.lock();
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
-                return outcome;
+                drop(inner);
+                return cast_outcome(outcome);
             }
             if matches!(inner.state, SlotState::Taken) {
                 return Err(ExitError::AlreadyTaken);
@@ -109,13 +186,14 @@ impl Completion {
     /// # Examples
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
-    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Outcome> {
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Result<T, ExitError>> {
         let deadline = Instant::now() + timeout;
         let slot = self.record.slot.locked();
         let mut inner = slot.inner.lock();
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
-                return Some(outcome);
+                drop(inner);
+                return Some(cast_outcome(outcome));
             }
             if matches!(inner.state, SlotState::Taken) {
                 return Some(Err(ExitError::AlreadyTaken));
@@ -126,7 +204,9 @@ impl Completion {
             let (guard, timed_out) = slot.ready.wait_until(inner, deadline);
             inner = guard;
             if timed_out {
-                return ResultSlot::take(&mut inner.state);
+                let outcome = ResultSlot::take(&mut inner.state);
+                drop(inner);
+                return outcome.map(cast_outcome);
             }
         }
     }
@@ -138,12 +218,15 @@ impl Completion {
     /// # Examples
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
-    pub fn try_take(&mut self) -> Option<Outcome> {
-        let mut inner = self.record.slot.locked().inner.lock();
-        if matches!(inner.state, SlotState::Taken) {
-            return Some(Err(ExitError::AlreadyTaken));
-        }
-        ResultSlot::take(&mut inner.state)
+    pub fn try_take(&mut self) -> Option<Result<T, ExitError>> {
+        let outcome = {
+            let mut inner = self.record.slot.locked().inner.lock();
+            if matches!(inner.state, SlotState::Taken) {
+                return Some(Err(ExitError::AlreadyTaken));
+            }
+            ResultSlot::take(&mut inner.state)
+        };
+        outcome.map(cast_outcome)
     }
 }
 
@@ -187,7 +270,7 @@ impl Completion {
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let mut echo = scheduler.spawn(Echo, "run", ()).unwrap();
+/// let mut echo = scheduler.spawn(Echo).unwrap();
 ///
 /// let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
 /// runtime.block_on(async {
@@ -204,18 +287,18 @@ impl Completion {
 /// });
 /// # scheduler.shutdown(Duration::from_secs(1));
 /// ```
-impl Future for Completion {
-    type Output = Outcome;
+impl<T: Any + Send> Future for Completion<T> {
+    type Output = Result<T, ExitError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.record.slot.poll_take(cx.waker()) {
-            Some(outcome) => Poll::Ready(outcome),
+            Some(outcome) => Poll::Ready(cast_outcome(outcome)),
             None => Poll::Pending,
         }
     }
 }
 
-impl Drop for Completion {
+impl<T> Drop for Completion<T> {
     /// Frees the outcome if it was never taken, and tells the record not to
     /// keep one that arrives later: the record itself may live on a while
     /// (in a worker's route cache), its result should not.
@@ -227,11 +310,11 @@ impl Drop for Completion {
     }
 }
 
-impl fmt::Debug for Completion {
+impl<T> fmt::Debug for Completion<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completion")
             .field("pid", &self.record.pid)
-            .field("finished", &self.is_finished())
+            .field("finished", &self.record.slot.is_ready())
             .finish()
     }
 }

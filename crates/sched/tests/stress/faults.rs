@@ -81,7 +81,7 @@ fn submit_racing_shutdown(workers: usize, rng: &mut Rng) -> Result<(), String> {
             thread::spawn(move || {
                 let mut accepted = Vec::new();
                 loop {
-                    match scheduler.spawn(cancellable(), "run", ()) {
+                    match scheduler.spawn(cancellable()) {
                         Ok(handle) => {
                             accepted.push(handle);
                             submitted.fetch_add(1, SeqCst);
@@ -139,7 +139,7 @@ fn self_waking_hogs(workers: usize) -> Result<(), String> {
                 }
                 Ok(())
             });
-            scheduler.spawn(hog, "run", ()).expect("spawn a hog")
+            scheduler.spawn(hog).expect("spawn a hog")
         })
         .collect();
     let victims: Vec<_> = (0..8)
@@ -148,7 +148,7 @@ fn self_waking_hogs(workers: usize) -> Result<(), String> {
                 out.done(Box::new(()));
                 Ok(())
             });
-            scheduler.spawn(victim, "run", ()).expect("spawn a victim")
+            scheduler.spawn(victim).expect("spawn a victim")
         })
         .collect();
     scheduler.start();
@@ -204,7 +204,7 @@ fn panicking_drops(workers: usize) -> Result<(), String> {
             }
             Ok(())
         });
-        let handle = scheduler.spawn(process, "run", ()).expect("spawn");
+        let handle = scheduler.spawn(process).expect("spawn");
         let pid = handle.pid();
         for _ in 0..3 {
             // Refused once the process has ended: then the bomb comes back
@@ -241,7 +241,7 @@ fn panicking_drops(workers: usize) -> Result<(), String> {
                 out.done(Box::new(()));
                 Ok(())
             });
-            scheduler.spawn(probe, "run", ()).expect("spawn a probe")
+            scheduler.spawn(probe).expect("spawn a probe")
         })
         .collect();
     for mut probe in probes {

@@ -183,7 +183,7 @@ fn submit(
         return;
     }
     let result = if rng.chance(1, 2) {
-        scheduler.spawn(process, "run", script.clone())
+        scheduler.spawn_with(process, "run", script.clone())
     } else {
         let pid = scheduler.allocate_pid().expect("PIDs left");
         scheduler.submit(pid, process, "run", script.clone())
