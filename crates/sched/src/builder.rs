@@ -157,7 +157,7 @@ impl SchedulerBuilder {
         }
     }
 
-    /// The node number of the PIDs [`Scheduler::spawn`] allocates.
+    /// The node number of the PIDs [`spawn`](crate::Context::spawn) allocates.
     ///
     /// # Examples
     ///
