@@ -251,17 +251,17 @@ fn ours(load: Load, delays: &[[Duration; 3]]) -> Run {
             thread::sleep(Duration::from_millis(1));
             scheduler
                 .spawn(TimerProbe {
-                        deadline: None,
-                        samples: samples.clone(),
-                        stop: stop.clone(),
-                    })
+                    deadline: None,
+                    samples: samples.clone(),
+                    stop: stop.clone(),
+                })
                 .expect("spawned")
         })
         .collect();
     let message_probe = scheduler
         .spawn(MessageProbe {
-                samples: samples.clone(),
-            })
+            samples: samples.clone(),
+        })
         .expect("spawned");
     let probe: Pid = message_probe.pid();
     let outside = scheduler.clone();

@@ -163,9 +163,9 @@ fn ours_from_outside(n: usize) -> PerTimer {
         let scheduler = scheduler();
         let sink = scheduler
             .spawn(Sink {
-                    expected: if fire { n } else { usize::MAX },
-                    got: 0,
-                })
+                expected: if fire { n } else { usize::MAX },
+                got: 0,
+            })
             .expect("spawned");
         let target = sink.pid();
         let mut ids = Vec::with_capacity(n);

@@ -111,10 +111,10 @@ fn a_node_that_leaves_is_unreachable_until_it_comes_back() {
     });
     let mut player = one
         .spawn(Player {
-                peer: echo.pid(),
-                rounds: 5,
-                started: false,
-            })
+            peer: echo.pid(),
+            rounds: 5,
+            started: false,
+        })
         .unwrap();
     assert!(
         player.wait_timeout(WAIT).is_some(),

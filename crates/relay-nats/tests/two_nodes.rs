@@ -24,10 +24,10 @@ fn ping_pong_between_processes_on_two_nodes() {
     assert_eq!(echo.pid().node(), 2);
     let mut player = one
         .spawn(Player {
-                peer: echo.pid(),
-                rounds: 500,
-                started: false,
-            })
+            peer: echo.pid(),
+            rounds: 500,
+            started: false,
+        })
         .unwrap();
     let result = player.wait_timeout(WAIT).expect("the rounds finished");
     assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&500));
@@ -57,10 +57,10 @@ fn each_senders_order_is_kept_from_steps_and_from_outside() {
     let to = recorder.pid();
     for from in 1..=3 {
         one.spawn(Burst {
-                to,
-                from,
-                count: 2_000,
-            })
+            to,
+            from,
+            count: 2_000,
+        })
         .unwrap();
     }
     for n in 1..=2_000 {
@@ -122,10 +122,10 @@ fn malformed_and_oversized_messages_are_rejected_and_the_node_keeps_working() {
     let echo = two.spawn(Echo).unwrap();
     let mut player = one
         .spawn(Player {
-                peer: echo.pid(),
-                rounds: 10,
-                started: false,
-            })
+            peer: echo.pid(),
+            rounds: 10,
+            started: false,
+        })
         .unwrap();
     let result = player.wait_timeout(WAIT).expect("node 2 still answers");
     assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&10));

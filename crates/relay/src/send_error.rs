@@ -17,10 +17,13 @@ use std::sync::{Mutex, PoisonError};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SendErrorKind {
-    /// No process with the target PID is registered.
+    /// No process with the target PID is registered, and the receiver
+    /// knows of none that had it: a PID never handed out there, or one a
+    /// caller chose whose process ended (a chosen PID leaves no trace).
     UnknownTarget,
-    /// The target process exists (or existed) but no longer accepts
-    /// messages: it finished or is shutting down.
+    /// The target process exists or existed but no longer accepts
+    /// messages: it is finishing, or it ended (a PID the scheduler handed
+    /// out is never reused, so a send to it will never succeed again).
     Closed,
     /// The target's mailbox is bounded and full; a later retry may succeed.
     Full,

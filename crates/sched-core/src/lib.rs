@@ -103,7 +103,9 @@ pub use engine::commands::abandoned::Abandoned;
 pub use engine::commands::completer::{CompleteError, Completer, Rejected};
 pub use engine::commands::handler::CommandHandler;
 pub use engine::stats::{Stats, WorkerStats};
-pub use engine::{Context, Monitor, ProcessInfo, QueryId, Reply, ShutdownReport, TypedReply};
+pub use engine::{
+    Context, Monitor, PidStatus, ProcessInfo, QueryId, Reply, ShutdownReport, TypedReply,
+};
 pub use record::completion::Completion;
 pub use record::state::ProcessState;
 pub use runtime::{Builder, Engine};

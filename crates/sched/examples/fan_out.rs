@@ -108,10 +108,10 @@ fn main() {
         .map(|_| {
             scheduler
                 .spawn(Gather {
-                        pending: 0,
-                        sum: 0,
-                        asked: false,
-                    })
+                    pending: 0,
+                    sum: 0,
+                    asked: false,
+                })
                 .unwrap()
         })
         .collect();

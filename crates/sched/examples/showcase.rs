@@ -128,7 +128,11 @@ fn main() {
             messages: 0,
         };
         handles.push(ponger);
-        handles.push(scheduler.spawn_with(pinger, "play", ()).expect("spawn pinger"));
+        handles.push(
+            scheduler
+                .spawn_with(pinger, "play", ())
+                .expect("spawn pinger"),
+        );
     }
     let mut received = 0u64;
     for h in handles {

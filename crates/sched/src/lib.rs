@@ -266,8 +266,8 @@ pub mod timer {
 /// ```
 pub mod actor {
     pub use sched_core::{
-        AskError, AskId, Down, ExitReason, Monitor, MonitorId, NameError, QueryId, Question, Reply,
-        ReplyTo, Request, Responder, TypedReply,
+        AskError, AskId, Down, ExitReason, Monitor, MonitorId, NameError, PidStatus, QueryId,
+        Question, Reply, ReplyTo, Request, Responder, TypedReply,
     };
 }
 

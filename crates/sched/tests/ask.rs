@@ -43,10 +43,7 @@ impl Process for Squarer {
 }
 
 fn squarer(scheduler: &Scheduler) -> Pid {
-    scheduler
-        .spawn(Squarer { kept: Vec::new() })
-        .unwrap()
-        .pid()
+    scheduler.spawn(Squarer { kept: Vec::new() }).unwrap().pid()
 }
 
 #[test]

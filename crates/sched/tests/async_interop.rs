@@ -318,8 +318,8 @@ fn an_async_handler_stops_early_when_its_process_is_terminated() {
         let s = started(Scheduler::builder().handler(WORK, racing_handler(handle, tx)));
         let c = s
             .spawn(Yielder {
-                    commands: vec![WORK],
-                })
+                commands: vec![WORK],
+            })
             .unwrap();
         // Let the handler's task start its race.
         std::thread::sleep(Duration::from_millis(50));
@@ -358,8 +358,8 @@ fn abandoned_resolves_when_the_process_ends_and_nobody_holds_its_completion() {
     );
     let c = s
         .spawn(Yielder {
-                commands: vec![WORK, QUICK],
-            })
+            commands: vec![WORK, QUICK],
+        })
         .unwrap();
     // Nobody will take the outcome: the record's slot is marked abandoned
     // before the process ends.
@@ -384,8 +384,8 @@ fn is_abandoned_turns_true_at_terminate_and_completing_is_then_stale() {
     }));
     let c = s
         .spawn(Yielder {
-                commands: vec![WORK],
-            })
+            commands: vec![WORK],
+        })
         .unwrap();
     let deadline = Instant::now() + PATIENCE;
     let done = loop {
@@ -428,8 +428,8 @@ fn abandoned_futures_release_their_wakers_and_are_woken_by_the_end() {
     }));
     let c = s
         .spawn(Yielder {
-                commands: vec![WORK],
-            })
+            commands: vec![WORK],
+        })
         .unwrap();
     let deadline = Instant::now() + PATIENCE;
     let done = loop {

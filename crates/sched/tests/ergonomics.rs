@@ -94,11 +94,7 @@ fn spawn_skips_pids_that_callers_chose_for_their_own_processes() {
         })
         .collect();
     let spawned: Vec<_> = (0..6)
-        .map(|_| {
-            scheduler
-                .spawn(Quick)
-                .expect("never a duplicate")
-        })
+        .map(|_| scheduler.spawn(Quick).expect("never a duplicate"))
         .collect();
     scheduler.start();
     for handle in spawned {
@@ -236,11 +232,7 @@ fn a_start_that_finishes_or_fails_ends_the_process_without_a_step() {
     let scheduler = scheduler();
     let mut finishes = StartsInStart::new();
     finishes.finish_in_start = true;
-    let value = scheduler
-        .spawn(finishes)
-        .unwrap()
-        .wait()
-        .unwrap();
+    let value = scheduler.spawn(finishes).unwrap().wait().unwrap();
     assert_eq!(
         value.downcast_ref::<(u32, u32)>(),
         Some(&(1, 0)),
@@ -249,11 +241,7 @@ fn a_start_that_finishes_or_fails_ends_the_process_without_a_step() {
 
     let mut fails = StartsInStart::new();
     fails.fail_in_start = true;
-    let error = scheduler
-        .spawn(fails)
-        .unwrap()
-        .wait()
-        .unwrap_err();
+    let error = scheduler.spawn(fails).unwrap().wait().unwrap_err();
     assert_eq!(error.to_string(), "the step failed: cannot start");
     scheduler.shutdown(PATIENCE);
 }
@@ -271,11 +259,7 @@ impl Process for UpgradesToStarter {
 #[test]
 fn the_new_instance_of_an_upgrade_is_started() {
     let scheduler = scheduler();
-    let value = scheduler
-        .spawn(UpgradesToStarter)
-        .unwrap()
-        .wait()
-        .unwrap();
+    let value = scheduler.spawn(UpgradesToStarter).unwrap().wait().unwrap();
     assert_eq!(value.downcast_ref::<(u32, u32, u64)>(), Some(&(1, 2, 42)));
     scheduler.shutdown(PATIENCE);
 }

@@ -25,9 +25,7 @@ impl Process for Waits {
 fn one_process_info_matches_the_list_and_ends_with_the_process() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
-    let handles: Vec<Completion> = (0..3)
-        .map(|_| scheduler.spawn(Waits).unwrap())
-        .collect();
+    let handles: Vec<Completion> = (0..3).map(|_| scheduler.spawn(Waits).unwrap()).collect();
     let named = handles[1].pid();
     scheduler.register_name("middle", named).unwrap();
     scheduler.register_name("also-middle", named).unwrap();

@@ -61,11 +61,7 @@ fn a_long_step_is_reported_while_it_runs_and_only_once() {
         .on_long_step(move |_, pid, _worker, running| seen.lock().unwrap().push((pid, running)))
         .build();
     scheduler.start();
-    scheduler
-        .spawn(Busy(20_000))
-        .unwrap()
-        .wait()
-        .unwrap();
+    scheduler.spawn(Busy(20_000)).unwrap().wait().unwrap();
     assert_eq!(scheduler.stats().long_steps, 0, "short steps are not long");
 
     let (handle, release) = blocking(&scheduler);

@@ -300,9 +300,7 @@ fn cancel_reaches_a_process_blocked_on_a_yield() {
         })
         .build();
     scheduler.start();
-    let blocked = scheduler
-        .spawn(Blocked { yielded: false })
-        .unwrap();
+    let blocked = scheduler.spawn(Blocked { yielded: false }).unwrap();
     let deadline = Instant::now() + WAIT;
     while kept.lock().unwrap().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));

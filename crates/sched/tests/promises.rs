@@ -195,11 +195,7 @@ fn a_monitor_removed_mid_batch_is_never_seen() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     for _ in 0..5 {
-        let seen = scheduler
-            .spawn(Watcher::default())
-            .unwrap()
-            .wait()
-            .unwrap();
+        let seen = scheduler.spawn(Watcher::default()).unwrap().wait().unwrap();
         let seen = seen.downcast_ref::<Vec<&'static str>>().unwrap();
         assert_eq!(*seen, ["bye"], "the removed monitor's down was seen");
     }
@@ -388,9 +384,9 @@ fn delayed_messages_from_one_sender_arrive_in_order() {
     scheduler.start();
     let target = scheduler
         .spawn(Collects {
-                got: Vec::new(),
-                expect: 1000,
-            })
+            got: Vec::new(),
+            expect: 1000,
+        })
         .unwrap();
     for i in 0..1000u32 {
         scheduler
@@ -631,9 +627,7 @@ fn a_process_that_ignores_cancel_is_forced_and_counted_exactly() {
     }
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
-    let handles: Vec<_> = (0..50)
-        .map(|_| scheduler.spawn(Deaf).unwrap())
-        .collect();
+    let handles: Vec<_> = (0..50).map(|_| scheduler.spawn(Deaf).unwrap()).collect();
     let report = scheduler.shutdown(Duration::from_millis(50));
     assert_eq!(report.still_running, 0, "no step was stuck: {report:?}");
     assert_eq!(

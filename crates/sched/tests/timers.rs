@@ -300,10 +300,10 @@ fn a_process_with_many_timers_cancels_and_receives_exactly_the_right_ones() {
     scheduler.start();
     let done = scheduler
         .spawn(Many {
-                ids: Vec::new(),
-                fired: Vec::new(),
-                second_cancels: 0,
-            })
+            ids: Vec::new(),
+            fired: Vec::new(),
+            second_cancels: 0,
+        })
         .unwrap();
     let outcome = done.wait().unwrap();
     let (fired, second_cancels) = outcome.downcast_ref::<(Vec<u64>, usize)>().unwrap();

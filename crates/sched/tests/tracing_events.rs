@@ -91,9 +91,7 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
     scheduler.start();
     let fragile = scheduler.spawn(Fragile).unwrap();
     let fragile_pid = fragile.pid();
-    let watcher = scheduler
-        .spawn(Watcher { peer: fragile_pid })
-        .unwrap();
+    let watcher = scheduler.spawn(Watcher { peer: fragile_pid }).unwrap();
     watcher.wait().unwrap();
     assert!(fragile.wait().is_err());
     let upgraded = scheduler.spawn(Fragile).unwrap();

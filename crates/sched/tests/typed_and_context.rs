@@ -83,9 +83,9 @@ fn typed_addresses_carry_messages_between_processes() {
     scheduler.start();
     let (_, mut done) = scheduler
         .spawn_typed(Pinger {
-                rounds: 1_000,
-                ponger: None,
-            })
+            rounds: 1_000,
+            ponger: None,
+        })
         .unwrap();
     let result = done.wait_timeout(WAIT).expect("finished").unwrap();
     assert_eq!(result.downcast_ref::<u64>(), Some(&1_000));

@@ -68,7 +68,10 @@ fn a_typed_handle_reads_the_done_value_by_every_means() {
         std::thread::sleep(Duration::from_millis(1));
     };
     assert_eq!(polled.unwrap(), 20);
-    assert!(matches!(polling.try_take(), Some(Err(ExitError::AlreadyTaken))));
+    assert!(matches!(
+        polling.try_take(),
+        Some(Err(ExitError::AlreadyTaken))
+    ));
     scheduler.shutdown(WAIT);
 }
 

@@ -147,10 +147,7 @@ fn requests_queued_before_and_after_the_order_reach_the_new_version() {
 fn a_failed_init_leaves_the_old_process_running() {
     let scheduler = scheduler();
     let counts = Arc::new(Counts::default());
-    let pid = scheduler
-        .spawn(Service::new(1, &counts))
-        .unwrap()
-        .pid();
+    let pid = scheduler.spawn(Service::new(1, &counts)).unwrap().pid();
     let mut broken = Service::new(3, &counts);
     broken.fail_init = true;
     match scheduler.upgrade(pid, broken, "run", ()) {
@@ -240,10 +237,7 @@ fn no_request_is_lost_or_answered_twice_across_many_orders() {
     const ORDERS: u32 = 50;
     let scheduler = Arc::new(scheduler());
     let counts = Arc::new(Counts::default());
-    let pid = scheduler
-        .spawn(Service::new(0, &counts))
-        .unwrap()
-        .pid();
+    let pid = scheduler.spawn(Service::new(0, &counts)).unwrap().pid();
     let senders: Vec<_> = (0..SENDERS)
         .map(|s| {
             let scheduler = Arc::clone(&scheduler);

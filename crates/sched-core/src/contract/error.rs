@@ -95,14 +95,20 @@ impl Error for SubmitError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TerminateError {
-    /// No live process has this PID (it never existed or has ended).
+    /// No live process has this PID, and the engine knows of none that
+    /// had it: never handed out here, of another node, or a PID a caller
+    /// chose whose process ended (those leave no trace).
     NotFound(Pid),
+    /// The process that had this PID has ended (the engine handed the PID
+    /// out, and never hands it out again).
+    Ended(Pid),
 }
 
 impl fmt::Display for TerminateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TerminateError::NotFound(pid) => write!(f, "no live process has PID {pid}"),
+            TerminateError::Ended(pid) => write!(f, "the process {pid} has already ended"),
         }
     }
 }
@@ -125,9 +131,13 @@ impl Error for TerminateError {}
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum UpgradeRequestError {
-    /// No live process has this PID on this scheduler: it has ended, never
-    /// existed, or is on another node.
+    /// No live process has this PID on this scheduler, and the engine knows
+    /// of none that had it: it never existed here, is on another node, or
+    /// was a PID a caller chose whose process ended.
     NoProcess(Pid),
+    /// The process that had this PID has ended (before the order, or
+    /// before the order reached it).
+    Ended(Pid),
     /// The new process's `init` failed (or panicked:
     /// [`InitError::Panicked`]).
     Init {
@@ -147,6 +157,7 @@ impl fmt::Display for UpgradeRequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UpgradeRequestError::NoProcess(pid) => write!(f, "no live process has PID {pid}"),
+            UpgradeRequestError::Ended(pid) => write!(f, "the process {pid} has already ended"),
             UpgradeRequestError::Init { pid, error } => {
                 write!(
                     f,

@@ -76,7 +76,10 @@ impl fmt::Display for ExitError {
                 f.write_str("the outcome was already taken through this handle")
             }
             ExitError::UnexpectedType { expected, .. } => {
-                write!(f, "the process finished with a value that is not a {expected}")
+                write!(
+                    f,
+                    "the process finished with a value that is not a {expected}"
+                )
             }
         }
     }

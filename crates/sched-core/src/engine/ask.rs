@@ -176,9 +176,7 @@ impl Shared {
         asker: StdArc<dyn Answer>,
     ) -> Result<(), SendError> {
         let Some(record) = self.processes.get(to) else {
-            return Err(SendError::unknown_target(Package::from_payload(
-                from, to, payload,
-            )));
+            return Err(self.missing(Package::from_payload(from, to, payload)));
         };
         let event = Event::Request(Request::new(
             Package::from_payload(from, to, payload),

@@ -325,17 +325,40 @@ impl Context {
     ///
     /// # Errors
     ///
-    /// [`TerminateError::NotFound`] if no live process has that PID.
+    /// [`TerminateError::Ended`] if the process that had that PID has
+    /// ended, [`TerminateError::NotFound`] if the engine knows of no
+    /// process that had it.
     ///
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
-    /// assert!(engine.terminate(sched::Pid::local(404)).is_err());
+    /// use sched::prelude::*;
+    /// use sched::process::TerminateError;
+    ///
+    /// struct Quick;
+    /// impl Process for Quick {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(());
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let quick = scheduler.spawn(Quick)?;
+    /// let pid = quick.pid();
+    /// quick.wait()?;
+    /// assert_eq!(scheduler.terminate(pid), Err(TerminateError::Ended(pid)));
+    /// let never = Pid::local(404);
+    /// assert_eq!(scheduler.terminate(never), Err(TerminateError::NotFound(never)));
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
         if self.shared.kill(pid, TERMINATE) {
             Ok(())
+        } else if self.shared.processes.ended(pid) {
+            Err(TerminateError::Ended(pid))
         } else {
             Err(TerminateError::NotFound(pid))
         }

@@ -125,4 +125,68 @@ impl Context {
         let record = self.shared().processes.get(pid)?;
         Some(ProcessInfo::of(&record))
     }
+
+    /// Whether a process has `pid` now, had it and ended, or is unknown to
+    /// this scheduler, in constant time. What tells an error about a PID
+    /// apart: a send to an ended process is
+    /// [`Closed`](relay::SendErrorKind::Closed), one to an unknown PID
+    /// [`UnknownTarget`](relay::SendErrorKind::UnknownTarget); a monitor's
+    /// [`ExitReason::NoProcess`](crate::ExitReason::NoProcess) is either.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::actor::PidStatus;
+    ///
+    /// struct Quick;
+    /// impl Process for Quick {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(());
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let quick = scheduler.spawn(Quick)?;
+    /// let pid = quick.pid();
+    /// assert_eq!(scheduler.pid_status(pid), PidStatus::Live);
+    /// scheduler.start();
+    /// quick.wait()?;
+    /// assert_eq!(scheduler.pid_status(pid), PidStatus::Ended);
+    /// assert_eq!(scheduler.pid_status(Pid::local(999_999)), PidStatus::Unknown);
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn pid_status(&self, pid: Pid) -> PidStatus {
+        let processes = &self.shared().processes;
+        if processes.get(pid).is_some() {
+            PidStatus::Live
+        } else if processes.ended(pid) {
+            PidStatus::Ended
+        } else {
+            PidStatus::Unknown
+        }
+    }
+}
+
+/// What a scheduler knows of a PID ([`Context::pid_status`]).
+///
+/// # Examples
+///
+/// See [`Context::pid_status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PidStatus {
+    /// A process has this PID now (possibly finishing: its end may not be
+    /// complete).
+    Live,
+    /// The scheduler handed this PID out and its process has ended (or its
+    /// start was refused). The PID is never handed out again.
+    Ended,
+    /// No process has this PID, and the scheduler knows of none that had
+    /// it: never handed out here, reserved by `allocate_pid` and not yet
+    /// submitted, of another node, or a PID a caller chose for `submit`
+    /// whose process ended (a chosen PID leaves no trace).
+    Unknown,
 }

@@ -33,6 +33,6 @@ pub(crate) mod upgrade;
 
 pub use ask::{QueryId, Reply, TypedReply};
 pub use context::Context;
-pub use introspect::ProcessInfo;
+pub use introspect::{PidStatus, ProcessInfo};
 pub use monitors::Monitor;
 pub use shutdown::ShutdownReport;

@@ -94,7 +94,19 @@ impl Shared {
                 }
                 result
             }
-            None => Err(SendError::unknown_target(package)),
+            None => Err(self.missing(package)),
+        }
+    }
+
+    /// The refusal of `package`, whose target no process holds: `Closed`
+    /// when the engine handed the PID out and its process has ended,
+    /// `UnknownTarget` when it never did (or the PID was one a caller
+    /// chose, which leaves no trace).
+    pub(crate) fn missing(&self, package: Package) -> SendError {
+        if self.processes.ended(package.target()) {
+            SendError::closed(package)
+        } else {
+            SendError::unknown_target(package)
         }
     }
 

@@ -480,7 +480,7 @@ impl Shared {
         package: Package,
     ) -> Result<TimerId, SendError> {
         let Some(record) = self.processes.get(package.target()) else {
-            return Err(SendError::unknown_target(package));
+            return Err(self.missing(package));
         };
         let at = Instant::now().checked_add(delay).unwrap_or_else(far_future);
         let shard = self.timers.shard_of_target(record.pid);

@@ -176,7 +176,12 @@ impl Context {
             return refuse(process, input, UpgradeRequestError::ShuttingDown);
         }
         let Some(record) = shared.processes.get(pid) else {
-            return refuse(process, input, UpgradeRequestError::NoProcess(pid));
+            let error = if shared.processes.ended(pid) {
+                UpgradeRequestError::Ended(pid)
+            } else {
+                UpgradeRequestError::NoProcess(pid)
+            };
+            return refuse(process, input, error);
         };
         if !record.mailbox.claim_upgrade() {
             return refuse(process, input, UpgradeRequestError::Pending(pid));
@@ -202,7 +207,7 @@ impl Context {
                 // process.
                 record.mailbox.release_upgrade();
                 drop(event);
-                Err(UpgradeRequestError::NoProcess(pid))
+                Err(UpgradeRequestError::Ended(pid))
             }
         }
     }

@@ -60,6 +60,11 @@ fn lookup_racing_unregister_and_reuse() {
                 if let Some(found) = &found {
                     assert_eq!(found.pid, old, "a stale PID reached the next occupant");
                     assert!(!found.dropped.load(SeqCst), "a count on a freed record");
+                } else {
+                    // A miss comes after the end: whatever state the slot
+                    // has reached since (vacant, reserved, the next
+                    // occupant), it says the old PID ended.
+                    assert!(table.ended(old), "a PID that ended reads as never used");
                 }
                 found.is_some()
             })

@@ -160,8 +160,8 @@ impl<T: Keyed> ProcessTable<T> {
         record: &Arc<T>,
         cache: Option<&mut IdCache>,
     ) -> Option<Arc<T>> {
-        let (slot, _) = self.slot(pid)?;
-        let removed = slot.remove(record)?;
+        let (slot, generation) = self.slot(pid)?;
+        let removed = slot.remove(record, generation)?;
         self.release(pid, cache);
         Some(removed)
     }
@@ -170,6 +170,23 @@ impl<T: Keyed> ProcessTable<T> {
     #[inline]
     pub(crate) fn get(&self, pid: Pid) -> Option<Arc<T>> {
         self.slot(pid)?.0.get(pid)
+    }
+
+    /// Whether `pid` is a PID of this table that was handed out and whose
+    /// process has ended (or whose start was refused): its slot has moved
+    /// past its generation. `false` for a live PID, one never handed out,
+    /// or one of another node or not of the table's form.
+    pub(crate) fn ended(&self, pid: Pid) -> bool {
+        if pid.node() != self.node {
+            return false;
+        }
+        let Some((index, generation)) = decode(pid.id()) else {
+            return false;
+        };
+        // A slot past the allocated segments was never used.
+        self.segments
+            .get(index)
+            .is_some_and(|slot| slot.used(generation) == slot::Use::Ended)
     }
 
     /// Whether a record is registered under `pid`.

@@ -150,6 +150,13 @@ impl<T: Keyed> Registry<T> {
         }
     }
 
+    /// Whether `pid` was handed out by the table and no process holds it
+    /// any more, on either side (see [`ProcessTable::ended`]). A PID users
+    /// chose leaves no trace when its process ends: `false` for it.
+    pub(crate) fn ended(&self, pid: Pid) -> bool {
+        self.table.ended(pid) && self.get(pid).is_none()
+    }
+
     /// Every registered PID, on both sides. A registration that completed
     /// before a `SeqCst` fence that precedes this call is in the list.
     pub(crate) fn pids(&self) -> Vec<Pid> {

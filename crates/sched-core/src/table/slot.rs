@@ -2,22 +2,26 @@
 //! for one generation, or owns one reference to a process's record.
 //!
 //! ```text
-//! 0                       EMPTY     the index is free (held by a free-id cache)
+//! 0                       EMPTY     never used (its id is in a fresh range)
+//! (generation << 2) | 11  VACANT    free since `generation` ended (its next
+//!                                   id is held by a free-id cache)
 //! (generation << 2) | 10  RESERVED  handed out as a PID, not registered yet
 //! pointer                 OCCUPIED  owns one strong count of the record
 //! pointer | 01            LOCKED    occupied, and a reader is taking a count
 //! ```
 //!
 //! A record is at least 4-aligned, so the two low bits of a pointer are
-//! zero and the tags cannot be mistaken for one.
+//! zero and the tags cannot be mistaken for one. A vacant word remembers
+//! the generation that ended so that a lookup that misses can tell a PID
+//! that ended from one never handed out ([`Slot::used`]).
 //!
 //! Who writes the word, and how (see `table/PROTOCOL.md`):
-//! - the holder of a free id: `EMPTY -> RESERVED` (a store: nobody else
-//!   writes an empty word);
+//! - the holder of a free id: `EMPTY or VACANT -> RESERVED` (a store:
+//!   nobody else writes a free word);
 //! - a registration: `RESERVED(g) -> OCCUPIED` (CAS: of two submitters of
 //!   the same PID exactly one wins);
-//! - a refused spawn: `RESERVED(g) -> EMPTY` (CAS);
-//! - unregistering: `OCCUPIED -> EMPTY` (CAS expecting the record's own,
+//! - a refused spawn: `RESERVED(g) -> VACANT(g)` (CAS);
+//! - unregistering: `OCCUPIED -> VACANT(g)` (CAS expecting the record's own,
 //!   unlocked pointer);
 //! - a reader: `OCCUPIED -> LOCKED -> OCCUPIED` around one reference-count
 //!   increment.
@@ -44,6 +48,24 @@ use crate::sync::{spin_hint, Arc, AtomicPtr};
 const LOCKED: usize = 0b01;
 /// The tag of a reserved word (its generation is in the bits above).
 const RESERVED: usize = 0b10;
+/// The tag of a vacant word (the generation that ended is above it).
+const VACANT: usize = 0b11;
+const TAGS: usize = 0b11;
+
+/// What a slot's word says of one generation of its PID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Use {
+    /// The slot has not reached this generation yet: the PID was never
+    /// handed out.
+    Unused,
+    /// The slot is reserved for this generation: handed out, not started.
+    Reserved,
+    /// A record is registered under this generation.
+    Live,
+    /// The slot has moved past this generation: the PID was handed out and
+    /// its process (or its refused start) is over.
+    Ended,
+}
 
 /// One slot: see the module documentation for the states of its word.
 pub(super) struct Slot<T> {
@@ -83,17 +105,18 @@ impl<T> Slot<T> {
         }
     }
 
-    /// `RESERVED(generation) -> EMPTY`; whether this call did it (the
-    /// caller then holds the slot's next id).
+    /// `RESERVED(generation) -> VACANT(generation)`; whether this call did
+    /// it (the caller then holds the slot's next id).
     pub(super) fn cancel(&self, generation: u32) -> bool {
         self.word
-            .compare_exchange(reserved(generation), ptr::null_mut(), Relaxed, Relaxed)
+            .compare_exchange(reserved(generation), vacant(generation), Relaxed, Relaxed)
             .is_ok()
     }
 
-    /// `OCCUPIED(record) -> EMPTY` when the word holds exactly `record`;
-    /// returns the slot's reference. Waits out a reader holding the word.
-    pub(super) fn remove(&self, record: &Arc<T>) -> Option<Arc<T>> {
+    /// `OCCUPIED(record) -> VACANT(generation)` when the word holds exactly
+    /// `record`, registered for `generation`; returns the slot's reference.
+    /// Waits out a reader holding the word.
+    pub(super) fn remove(&self, record: &Arc<T>, generation: u32) -> Option<Arc<T>> {
         let expected = Arc::as_ptr(record).cast_mut();
         loop {
             // Acquire: every reader's increment happened before its
@@ -101,7 +124,7 @@ impl<T> Slot<T> {
             // handed back is never the last while a reader still counts.
             match self
                 .word
-                .compare_exchange(expected, ptr::null_mut(), Acquire, Relaxed)
+                .compare_exchange(expected, vacant(generation), Acquire, Relaxed)
             {
                 // SAFETY: the word owned one count on `expected` (stored by
                 // `claim` from `Arc::into_raw`), and the successful CAS moved
@@ -176,6 +199,31 @@ impl<T: Keyed> Slot<T> {
         self.read(|record| unsafe { &*record }.pid())
     }
 
+    /// What the word says of `generation` (the generation of a PID whose
+    /// index is this slot's). Only for telling a PID that ended from one
+    /// never handed out after a lookup missed: the answer may be stale by
+    /// the time it is read, but a slot never goes back to a generation, so
+    /// `Ended` and `Unused`-then-`Ended` are the only changes it can miss.
+    pub(super) fn used(&self, generation: u32) -> Use {
+        let word = self.word.load(Acquire).addr();
+        let compare = |other: u32, at: Use| match generation.cmp(&other) {
+            std::cmp::Ordering::Less => Use::Ended,
+            std::cmp::Ordering::Equal => at,
+            std::cmp::Ordering::Greater => Use::Unused,
+        };
+        match word & TAGS {
+            _ if word == 0 => Use::Unused,
+            VACANT => compare(word_generation(word), Use::Ended),
+            RESERVED => compare(word_generation(word), Use::Reserved),
+            _ => match self.occupant_pid().and_then(|pid| super::decode(pid.id())) {
+                Some((_, other)) => compare(other, Use::Live),
+                // Vacated while we looked: it moved past the occupant we
+                // saw, so ask again.
+                None => self.used(generation),
+            },
+        }
+    }
+
     /// Whether the occupant's PID is `pid` (no count taken).
     pub(super) fn holds(&self, pid: Pid) -> bool {
         // SAFETY: as in `get`.
@@ -194,6 +242,16 @@ impl<T> Drop for Slot<T> {
             drop(unsafe { Arc::from_raw(word.map_addr(|a| a & !LOCKED).cast_const()) });
         }
     }
+}
+
+/// The word of a slot whose `generation` ended.
+fn vacant<T>(generation: u32) -> *mut T {
+    ptr::without_provenance_mut(((generation as usize) << 2) | VACANT)
+}
+
+/// The generation in a reserved or vacant word.
+fn word_generation(word: usize) -> u32 {
+    (word >> 2) as u32
 }
 
 /// The word of a slot reserved for `generation`.

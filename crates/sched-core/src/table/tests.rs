@@ -121,6 +121,49 @@ fn a_reused_slot_has_a_new_generation_and_stale_pids_miss() {
 }
 
 #[test]
+fn a_pid_that_ended_is_told_from_one_never_handed_out() {
+    let drops = std::sync::Arc::new(AtomicUsize::new(0));
+    let table = ProcessTable::new(0);
+    let mut cache = IdCache::new();
+    let first = table.allocate(Some(&mut cache)).unwrap();
+    let record = entry(first, &drops);
+    assert!(!table.ended(first), "reserved is not ended");
+    assert!(registered(table.register(first, record.clone())));
+    assert!(!table.ended(first), "live is not ended");
+    table.unregister(first, &record, Some(&mut cache));
+    assert!(table.ended(first), "vacant after its end");
+
+    // The slot's next generation: reserved, then live; the first PID stays
+    // ended through both, and the next one is not ended until it ends.
+    let second = table.allocate(Some(&mut cache)).unwrap();
+    assert_eq!(second.id(), successor(first.id()).unwrap());
+    assert!(table.ended(first) && !table.ended(second));
+    let record = entry(second, &drops);
+    assert!(registered(table.register(second, record.clone())));
+    assert!(table.ended(first) && !table.ended(second));
+    // A generation the slot has not reached was never handed out.
+    assert!(!table.ended(successor(second.id()).map(|id| Pid::new(0, id)).unwrap()));
+
+    // A refused start ends its PID too.
+    let refused = table.allocate(Some(&mut cache)).unwrap();
+    table.cancel(refused, Some(&mut cache));
+    assert!(table.ended(refused));
+
+    // Never allocated (a fresh index, one past every segment), another
+    // node, not a table id.
+    let untouched = table.allocate(Some(&mut cache)).unwrap();
+    for pid in [
+        Pid::new(0, successor(untouched.id()).unwrap()),
+        Pid::local(900),
+        Pid::new(1, first.id()),
+        Pid::local(u64::MAX),
+        Pid::OUTSIDE,
+    ] {
+        assert!(!table.ended(pid), "{pid} was never handed out");
+    }
+}
+
+#[test]
 fn only_a_reserved_pid_registers_and_only_once() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
     let table = ProcessTable::new(0);

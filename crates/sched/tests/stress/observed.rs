@@ -144,7 +144,7 @@ impl Log {
 pub(crate) const NOT_TERMINATED: u8 = 0;
 /// `terminate` returned `Ok`: the process may end `Terminated`.
 pub(crate) const TERMINATE_ACCEPTED: u8 = 1;
-/// `terminate` returned `NotFound`: the process had already ended.
+/// `terminate` returned `Ended`: the process had already ended.
 pub(crate) const TERMINATE_TOO_LATE: u8 = 2;
 
 /// What the harness observes of one process while it runs.

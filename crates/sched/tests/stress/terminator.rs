@@ -18,7 +18,9 @@ pub(crate) fn terminate_doomed(scheduler: &Scheduler, shared: &Shared) {
         for kill in shared.due_kills(Instant::now()) {
             match scheduler.terminate(kill.pid) {
                 Ok(()) => kill.observed.terminate_result(true),
-                Err(TerminateError::NotFound(pid)) if pid == kill.pid => {
+                // Every PID here was handed out by the scheduler: one that
+                // is gone is `Ended`, never `NotFound`.
+                Err(TerminateError::Ended(pid)) if pid == kill.pid => {
                     kill.observed.terminate_result(false)
                 }
                 Err(e) => shared.violation(format!("terminate({}) failed with {e:?}", kill.pid)),
