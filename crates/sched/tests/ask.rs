@@ -97,7 +97,7 @@ struct Asker {
 impl Process for Asker {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
-            if let Event::Reply { id, result } = event {
+            if let Event::Reply { id, result, .. } = event {
                 assert_eq!(Some(id), self.pending.take(), "one reply per ask, in order");
                 self.answers
                     .push(result.map(|p| *p.downcast_ref::<u64>().expect("a u64")));

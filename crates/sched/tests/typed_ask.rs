@@ -161,7 +161,7 @@ impl Process for NamedBuyer {
                 Some(Err(other)) => other,
                 None => continue,
             };
-            if let Event::Reply { id, result } = event {
+            if let Event::Reply { id, result, .. } = event {
                 if Some(id) == self.untyped {
                     let doubled = *result?.downcast::<u8>().map_err(|_| "not a u8")?;
                     self.got.push(format!("doubled {doubled}"));

@@ -72,6 +72,9 @@ pub enum Event {
         /// The answer, or [`AskError::Timeout`] / [`AskError::NoReply`] /
         /// [`AskError::Unread`].
         result: Result<Payload, AskError>,
+        /// The question, handed back with [`AskError::Unread`]: the asked
+        /// process ended before any step read it. `None` otherwise.
+        question: Option<Payload>,
     },
     /// The scheduler asks the process to finish: it is shutting down. A
     /// process should wrap up and report done; one that does not is
@@ -127,10 +130,15 @@ impl fmt::Debug for Event {
                 .field("detail", detail)
                 .finish(),
             Event::Request(request) => f.debug_tuple("Request").field(request).finish(),
-            Event::Reply { id, result } => f
+            Event::Reply {
+                id,
+                result,
+                question,
+            } => f
                 .debug_struct("Reply")
                 .field("id", id)
                 .field("ok", &result.is_ok())
+                .field("question_back", &question.is_some())
                 .finish(),
             Event::Cancel => f.write_str("Cancel"),
         }

@@ -48,7 +48,10 @@ pub enum AskError {
     UnexpectedType,
     /// The asked process ended before any step read the request: nobody
     /// acted on it, so asking again (another process, a restarted one) is
-    /// safe. [`NoReply`](AskError::NoReply) says a step had it.
+    /// safe, and the question comes back to ask it with:
+    /// [`Reply::take_question`](crate::Reply::take_question) outside, the
+    /// `question` of [`Event::Reply`](crate::Event::Reply) in a step.
+    /// [`NoReply`](AskError::NoReply) says a step had it.
     Unread,
 }
 
@@ -308,6 +311,12 @@ pub(crate) trait Answer: Send + Sync {
 
     /// Hands the answer over; called at most once.
     fn answer(&self, result: Result<Payload, AskError>);
+
+    /// Answers [`AskError::Unread`] and hands the question back; called
+    /// at most once, instead of `answer`. `Err(question)` when nobody is
+    /// there to take it (the asking process ended, the outside handle was
+    /// dropped): the caller then treats the request as a dead letter.
+    fn unread(&self, question: Payload) -> Result<(), Payload>;
 }
 
 impl ReplyTo {
@@ -353,13 +362,24 @@ impl ReplyTo {
 }
 
 impl Request {
-    /// Tells the asker that no step read this request
-    /// ([`AskError::Unread`]); the request can still be handed to the
-    /// dead-letter hook, whose reply then reaches nobody.
-    pub(crate) fn tell_unread(&mut self) {
-        if let Some(asker) = self.inner.1.asker.take() {
-            asker.answer(Err(AskError::Unread));
-        }
+    /// Hands the question back to its asker with [`AskError::Unread`]: no
+    /// step read it, so it is the asker's again (to ask another process,
+    /// or the same one restarted). `Err(self)` when the request has no
+    /// asker to hand it to any more.
+    pub(crate) fn hand_back(self, pid: Pid) -> Result<(), Request> {
+        let (package, mut reply) = *self.inner;
+        let Some(asker) = reply.asker.take() else {
+            return Err(Request::new(package, reply));
+        };
+        let (source, target) = (package.source(), package.target());
+        let result = asker.unread(package.into_payload());
+        // The last count of an outside asker's slot may go here, with an
+        // answer nobody took: the user's value, whose `Drop` may panic.
+        crate::panic_guard::drop_user_value(asker, pid, "the asker of an unread request");
+        // Nobody took it back: a dead letter, whose reply reaches nobody.
+        result.map_err(|question| {
+            Request::new(Package::from_payload(source, target, question), reply)
+        })
     }
 }
 

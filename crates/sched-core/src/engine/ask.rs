@@ -35,18 +35,32 @@ pub(crate) struct ReplySlot {
 #[derive(Debug, Default)]
 struct SlotState {
     answer: Option<Result<Payload, AskError>>,
+    /// The question, handed back with `AskError::Unread`.
+    question: Option<Payload>,
+    /// The `Reply` handle was dropped: nobody will take an answer.
+    abandoned: bool,
     taken: bool,
     waker: Option<Waker>,
 }
 
 impl ReplySlot {
     pub(crate) fn set(&self, answer: Result<Payload, AskError>) {
+        self.set_with_question(answer, None);
+    }
+
+    fn set_with_question(&self, answer: Result<Payload, AskError>, question: Option<Payload>) {
         let waker = {
             let mut state = self.state.lock();
             if state.answer.is_some() || state.taken {
+                drop(state);
+                // Answered already: these are the user's values, dropped
+                // outside the lock and with their panics contained.
+                crate::panic_guard::drop_user_value(answer, Pid::OUTSIDE, "a second answer");
+                crate::panic_guard::drop_user_value(question, Pid::OUTSIDE, "a question");
                 return;
             }
             state.answer = Some(answer);
+            state.question = question;
             state.waker.take()
         };
         self.ready.notify_all();
@@ -62,6 +76,25 @@ impl ReplySlot {
         let answer = state.answer.take()?;
         state.taken = true;
         Some(answer)
+    }
+}
+
+impl Drop for ReplySlot {
+    fn drop(&mut self) {
+        // An answer or question nobody took is the user's value: its
+        // `Drop` may panic, and this runs on whichever thread let go last
+        // (a worker, when the handle was dropped first).
+        let state = self.state.get_mut();
+        if let Some(answer) = state.answer.take() {
+            crate::panic_guard::drop_user_value(answer, Pid::OUTSIDE, "an answer nobody took");
+        }
+        if let Some(question) = state.question.take() {
+            crate::panic_guard::drop_user_value(
+                question,
+                Pid::OUTSIDE,
+                "a question nobody took back",
+            );
+        }
     }
 }
 
@@ -145,6 +178,53 @@ impl Reply {
             }
             state = self.slot.ready.wait_until(state, deadline).0;
         }
+    }
+
+    /// The question, handed back after the answer was
+    /// [`AskError::Unread`]: the asked process ended before any step read
+    /// it, so nobody acted on it and it can be asked again, of another
+    /// process or of the same one restarted. `None` before that answer was
+    /// taken, for any other answer, and after the first call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::actor::AskError;
+    ///
+    /// /// Ends at its first step, before reading anything.
+    /// struct Quitter;
+    /// impl Process for Quitter {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(());
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let quitter = scheduler.spawn(Quitter)?;
+    /// let mut reply = scheduler.ask(quitter.pid(), String::from("are you there?"))?;
+    /// scheduler.start();
+    /// assert_eq!(reply.wait().unwrap_err(), AskError::Unread);
+    /// let question = reply.take_question().expect("handed back");
+    /// assert_eq!(*question.downcast::<String>().unwrap(), "are you there?");
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_question(&mut self) -> Option<Payload> {
+        let mut state = self.slot.state.lock();
+        if !state.taken {
+            return None;
+        }
+        state.question.take()
+    }
+}
+
+impl Drop for Reply {
+    /// Tells the slot nobody will take the answer: a question handed back
+    /// unread from now on is a dead letter instead.
+    fn drop(&mut self) {
+        self.slot.state.lock().abandoned = true;
     }
 }
 
@@ -331,6 +411,16 @@ impl<A: Any + Send> TypedReply<A> {
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<A, AskError> {
         self.reply.wait_timeout(timeout).and_then(typed)
     }
+
+    /// The question, handed back after [`AskError::Unread`]; as
+    /// [`Reply::take_question`].
+    ///
+    /// # Examples
+    ///
+    /// See [`Reply::take_question`].
+    pub fn take_question(&mut self) -> Option<Payload> {
+        self.reply.take_question()
+    }
 }
 
 /// Resolves to the answer, as [`TypedReply::wait`] returns it.
@@ -428,7 +518,7 @@ impl<A: Any + Send> QueryId<A> {
     /// See [`QueryId`].
     pub fn answer(&self, event: Event) -> Result<Result<A, AskError>, Event> {
         match event {
-            Event::Reply { id, result } if id == self.id => Ok(result.and_then(typed)),
+            Event::Reply { id, result, .. } if id == self.id => Ok(result.and_then(typed)),
             other => Err(other),
         }
     }
@@ -644,6 +734,16 @@ impl Answer for ReplySlot {
     fn answer(&self, result: Result<Payload, AskError>) {
         self.set(result);
     }
+
+    fn unread(&self, question: Payload) -> Result<(), Payload> {
+        if self.state.lock().abandoned {
+            return Err(question);
+        }
+        // A handle dropped from here on leaves the question to the slot's
+        // drop (the asker chose not to look).
+        self.set_with_question(Err(AskError::Unread), Some(question));
+        Ok(())
+    }
 }
 
 /// A process that asked from a step: told with `Event::Reply`.
@@ -659,9 +759,35 @@ impl Answer for ProcessAsker {
     }
 
     fn answer(&self, result: Result<Payload, AskError>) {
+        self.tell(result);
+    }
+
+    fn unread(&self, question: Payload) -> Result<(), Payload> {
+        let event = Event::Reply {
+            id: self.id,
+            result: Err(AskError::Unread),
+            question: Some(question),
+        };
+        match self.record.deliver(event) {
+            Ok(wake) => {
+                self.shared.after_wake_owned(Arc::clone(&self.record), wake);
+                Ok(())
+            }
+            Err(Event::Reply {
+                question: Some(question),
+                ..
+            }) => Err(question),
+            Err(_) => unreachable!("a reply comes back as it went"),
+        }
+    }
+}
+
+impl ProcessAsker {
+    fn tell(&self, result: Result<Payload, AskError>) {
         let event = Event::Reply {
             id: self.id,
             result,
+            question: None,
         };
         match self.record.deliver(event) {
             Ok(wake) => self.shared.after_wake_owned(Arc::clone(&self.record), wake),

@@ -22,9 +22,13 @@ impl Shared {
             if matches!(event, Event::Cancel) {
                 continue;
             }
-            if let Event::Request(request) = &mut event {
-                // No step read it: the asker may safely ask again.
-                request.tell_unread();
+            if let Event::Request(request) = event {
+                // No step read it: the question goes back to its asker,
+                // who may safely ask again. Not a dead letter.
+                match request.hand_back(pid) {
+                    Ok(()) => continue,
+                    Err(request) => event = Event::Request(request),
+                }
             }
             if super::upgrade::UpgradeOrder::is_order(&event) {
                 // Not a letter: an upgrade that never took over. Dropping

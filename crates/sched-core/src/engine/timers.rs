@@ -98,6 +98,7 @@ impl Shared {
                 let event = Event::Reply {
                     id,
                     result: Err(AskError::Timeout),
+                    question: None,
                 };
                 match record.deliver(event) {
                     Ok(wake) => {

@@ -80,7 +80,8 @@ pub(crate) fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>
                     dead: true,
                 }),
                 Event::Request(request) => {
-                    // The asker heard `Unread` before the hook ran.
+                    // A request with an asker goes back to it; one reaches
+                    // the hook only when its asker is gone.
                     let Some(&serial) = request.payload::<u64>() else {
                         return on_dead_letter
                             .violation(format!("{pid}: a dead-lettered request of no ask"));
@@ -91,7 +92,11 @@ pub(crate) fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>
                         dead: true,
                     })
                 }
-                Event::Reply { id, result } => {
+                Event::Reply {
+                    id,
+                    result,
+                    question,
+                } => {
                     let serial = lock(&on_dead_letter.ask_serials).get(&id).copied();
                     let Some(serial) = serial else {
                         return on_dead_letter
@@ -100,7 +105,7 @@ pub(crate) fn build(workers: usize, mailbox: Option<usize>, shared: &Arc<Shared>
                     DeadLetter::Reply(ReplyRec {
                         serial,
                         at: pid,
-                        answer: answer(result),
+                        answer: answer(result, question),
                         dead: true,
                     })
                 }

@@ -86,6 +86,8 @@ pub(crate) enum Answer {
     Value(u64),
     Timeout,
     NoReply,
+    /// `Unread`, with the question handed back (its serial, if a u64).
+    Unread(Option<u64>),
     /// Anything else (already wrong).
     Odd(String),
 }
@@ -172,6 +174,7 @@ pub(crate) struct NoticeCounts {
     pub(crate) replies_value: u64,
     pub(crate) replies_timeout: u64,
     pub(crate) replies_no_reply: u64,
+    pub(crate) replies_unread: u64,
     pub(crate) dead: u64,
     pub(crate) outside: u64,
     pub(crate) unlinks: u64,
@@ -201,6 +204,7 @@ impl NoticeCounts {
             replies_value,
             replies_timeout,
             replies_no_reply,
+            replies_unread,
             dead,
             outside,
             unlinks,
@@ -225,6 +229,7 @@ impl NoticeCounts {
         self.replies_value += replies_value;
         self.replies_timeout += replies_timeout;
         self.replies_no_reply += replies_no_reply;
+        self.replies_unread += replies_unread;
         self.dead += dead;
         self.outside += outside;
         self.unlinks += unlinks;

@@ -250,6 +250,7 @@ fn check_asks(
             Answer::Value(_) => counts.replies_value += 1,
             Answer::Timeout => counts.replies_timeout += 1,
             Answer::NoReply => counts.replies_no_reply += 1,
+            Answer::Unread(_) => counts.replies_unread += 1,
             Answer::Odd(_) => {}
         }
     }
@@ -286,7 +287,13 @@ fn check_asks(
         } else {
             0..=1
         };
-        if !want.contains(&asked.len()) || asked.iter().any(|r| r.at != a.target) {
+        // A request handed back unread was not delivered to a step nor
+        // dead-lettered: it went back to its asker instead.
+        let handed_back = got
+            .iter()
+            .filter(|r| matches!(r.answer, Answer::Unread(_)))
+            .count();
+        if !want.contains(&(asked.len() + handed_back)) || asked.iter().any(|r| r.at != a.target) {
             violations.push(format!("{what}: its request was delivered as {asked:?}"));
         }
         let seen = got.iter().filter(|r| !r.dead).count();
@@ -304,6 +311,9 @@ fn check_asks(
                 && match r.answer {
                     Answer::Value(x) => x == a.serial && replied,
                     Answer::NoReply => !replied,
+                    // Unread: nobody replied, and the question that comes
+                    // back is this ask's own.
+                    Answer::Unread(question) => !replied && question == Some(a.serial),
                     Answer::Timeout => true,
                     Answer::Odd(_) => false,
                 };

@@ -200,7 +200,11 @@ impl Stress {
                     Some(OnRequest::Drop) | None => drop(request),
                 }
             }
-            Event::Reply { id, result } => {
+            Event::Reply {
+                id,
+                result,
+                question,
+            } => {
                 let serial = lock(&self.shared.ask_serials).get(&id).copied();
                 let Some(serial) = serial else {
                     self.violation(format!("a reply to an ask never made: {id:?}"));
@@ -209,7 +213,7 @@ impl Stress {
                 self.log.peers.replies.push(ReplyRec {
                     serial,
                     at: me,
-                    answer: answer(result),
+                    answer: answer(result, question),
                     dead: false,
                 });
                 if matches!(self.awaiting, Awaiting::Reply(s) if s == serial) {
@@ -343,16 +347,17 @@ impl Stress {
 }
 
 /// What a reply says, for the log.
-pub(crate) fn answer(result: Result<Payload, AskError>) -> Answer {
+pub(crate) fn answer(result: Result<Payload, AskError>, question: Option<Payload>) -> Answer {
     match result {
         Ok(value) => match value.downcast_ref::<u64>() {
             Some(&x) => Answer::Value(x),
             None => Answer::Odd("a value that is not a u64".into()),
         },
         Err(AskError::Timeout) => Answer::Timeout,
-        // Unread or dropped: either way no answer will come (the checker
-        // counts exactly one reply per ask, not which kind of refusal).
-        Err(AskError::NoReply | AskError::Unread) => Answer::NoReply,
+        Err(AskError::NoReply) => Answer::NoReply,
+        Err(AskError::Unread) => {
+            Answer::Unread(question.and_then(|q| q.downcast_ref::<u64>().copied()))
+        }
         Err(other) => Answer::Odd(format!("{other:?}")),
     }
 }

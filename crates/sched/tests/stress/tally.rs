@@ -181,6 +181,7 @@ impl Tally {
             ("replies", n.replies_value),
             ("ask timeouts", n.replies_timeout),
             ("requests dropped", n.replies_no_reply),
+            ("requests handed back unread", n.replies_unread),
             ("dead-lettered notices", n.dead),
             ("monitors from outside", n.outside),
             ("delayed messages received", self.delayed.received),
@@ -325,12 +326,13 @@ impl Tally {
         );
         println!(
             "  asks         {} accepted, {} refused; replies: {} answers, {} timeouts, \
-             {} no-replies; {} notices dead-lettered",
+             {} no-replies, {} handed back unread; {} notices dead-lettered",
             n.asks_accepted,
             n.asks_refused,
             n.replies_value,
             n.replies_timeout,
             n.replies_no_reply,
+            n.replies_unread,
             n.dead
         );
         println!(
