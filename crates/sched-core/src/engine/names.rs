@@ -1,27 +1,75 @@
 //! Registered names: find a process by a name instead of a PID.
+//!
+//! # Sends that wait for a name
+//!
+//! A name lapses while its process restarts under a new PID (between the
+//! end of the old one and the registration by the new one). A send that
+//! may wait parks there instead of failing:
+//!
+//! - from outside, [`Context::post_named_within`] blocks its thread on the
+//!   name's shard's condition variable, which every registration in that
+//!   shard notifies; the holder is looked up under the shard's lock, so a
+//!   registration cannot slip between the look and the wait;
+//! - from a step, [`Output::send_named_within`] parks the package in the
+//!   shard, in order, with its deadline. The registration of the name
+//!   delivers every parked package still in time, in parking order, under
+//!   the shard's lock: a later send, which finds the holder under the same
+//!   lock, cannot overtake them. A timer set at the deadline (on the
+//!   sender's record, not listed among its timers, so that it fires even
+//!   after the sender ended) sweeps what is still parked and late into the
+//!   dead letters. A registration that finds late packages dead-letters
+//!   them too. Nothing parked is lost: each package is delivered or
+//!   dead-lettered exactly once (`tests/waiting_for_a_name.rs`).
 
 use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::sync::Arc as StdArc;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use relay::{Package, Pid, SendError};
 
+use super::shared::Shared;
 use super::stepping::Stepping;
 use super::Context;
 use crate::contract::down::NameError;
+use crate::contract::event::Event;
 use crate::contract::output::Output;
 use crate::contract::step_engine::StepNames;
 use crate::record::state::{state_of, COMPLETE};
 use crate::record::Record;
-use crate::sync::{Arc, Mutex};
+use crate::sync::{Arc, Condvar, Mutex};
+use crate::timer::{Action, What};
 
 /// Shards of the name table: registrations and lookups of different names
 /// rarely meet on one lock.
 const SHARDS: usize = 64;
 
-/// One shard of the table: name to the record holding it.
-type Shard = Mutex<HashMap<StdArc<str>, Arc<Record>>>;
+/// One shard of the table.
+#[derive(Debug, Default)]
+struct ShardMaps {
+    /// Name to the record holding it.
+    holders: HashMap<StdArc<str>, Arc<Record>>,
+    /// Packages sent from steps to a name nobody holds, waiting for it, in
+    /// the order they were sent.
+    parked: HashMap<StdArc<str>, VecDeque<Parked>>,
+}
+
+/// A package waiting for a name, until `deadline`.
+#[derive(Debug)]
+struct Parked {
+    package: Package,
+    deadline: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    maps: Mutex<ShardMaps>,
+    /// Notified by every registration in this shard, for outside threads
+    /// waiting for a name.
+    registered: Condvar,
+}
 
 /// The name table, sharded by the name's hash.
 #[derive(Debug)]
@@ -35,7 +83,7 @@ impl Default for Names {
         Names {
             hasher: RandomState::new(),
             shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+                .map(|_| CachePadded::new(Shard::default()))
                 .collect(),
         }
     }
@@ -52,20 +100,118 @@ impl Names {
 
     /// The live record holding `name`.
     fn lookup(&self, name: &str) -> Option<Arc<Record>> {
-        let shard = self.shard(name).lock();
-        shard.get(name).filter(|r| !ended(r)).cloned()
+        let shard = self.shard(name).maps.lock();
+        shard.holders.get(name).filter(|r| !ended(r)).cloned()
     }
 
     /// Drops `name` if `record` still holds it (its process ended).
     pub(crate) fn release(&self, name: &str, record: &Record) {
         let removed = {
-            let mut shard = self.shard(name).lock();
-            match shard.get(name) {
-                Some(holder) if std::ptr::eq(&**holder, record) => shard.remove(name),
+            let mut shard = self.shard(name).maps.lock();
+            match shard.holders.get(name) {
+                Some(holder) if std::ptr::eq(&**holder, record) => shard.holders.remove(name),
                 _ => None,
             }
         };
         drop(removed);
+    }
+
+    /// Takes the packages parked for `name` whose deadline has passed at
+    /// `now`; the rest stay, in order.
+    fn take_late(&self, name: &str, now: Instant) -> Vec<Package> {
+        let mut shard = self.shard(name).maps.lock();
+        let Some(queue) = shard.parked.get_mut(name) else {
+            return Vec::new();
+        };
+        let (late, waiting): (Vec<_>, Vec<_>) = queue.drain(..).partition(|p| p.deadline <= now);
+        queue.extend(waiting);
+        if queue.is_empty() {
+            shard.parked.remove(name);
+        }
+        late.into_iter().map(|p| p.package).collect()
+    }
+
+    /// Wakes every outside thread waiting for a name (shutdown: they see
+    /// the stopping flag and give up).
+    pub(crate) fn wake_all(&self) {
+        for shard in self.shards.iter() {
+            // Under the lock: a waiter between its check of the flag and
+            // its wait holds it, so it cannot miss this.
+            let _maps = shard.maps.lock();
+            shard.registered.notify_all();
+        }
+    }
+
+    /// Every package still parked, for shutdown.
+    pub(crate) fn take_all_parked(&self) -> Vec<Package> {
+        let mut all = Vec::new();
+        for shard in self.shards.iter() {
+            let parked = std::mem::take(&mut shard.maps.lock().parked);
+            all.extend(parked.into_values().flatten().map(|p| p.package));
+        }
+        all
+    }
+}
+
+impl Shared {
+    /// Sends `payload` from the process `from` to the holder of `name`; if
+    /// nobody holds it, parks it there until `wait` has passed (see the
+    /// module documentation).
+    fn send_named_within(
+        &self,
+        from: Pid,
+        name: &str,
+        payload: relay::Payload,
+        wait: Duration,
+    ) -> Result<(), SendError> {
+        let shard = self.names.shard(name);
+        let mut maps = shard.maps.lock();
+        if let Some(record) = maps.holders.get(name).filter(|r| !ended(r)).cloned() {
+            // Nothing is parked for a held name (its registration took
+            // it, under this lock), so delivering after the unlock keeps
+            // the order.
+            drop(maps);
+            let package = Package::from_payload(from, record.pid, payload);
+            return self.deliver_message(&record, package);
+        }
+        let package = Package::from_payload(from, Pid::OUTSIDE, payload);
+        let sender = self.processes.get(from);
+        let (Some(sender), false) = (sender, self.is_stopping()) else {
+            drop(maps);
+            return Err(SendError::unknown_target(package));
+        };
+        let deadline = Instant::now()
+            .checked_add(wait)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+        let name: StdArc<str> = StdArc::from(name);
+        maps.parked
+            .entry(StdArc::clone(&name))
+            .or_default()
+            .push_back(Parked { package, deadline });
+        drop(maps);
+        // Not one of the sender's own timers: it sweeps even after the
+        // sender ended.
+        let sweep = Action {
+            record: sender,
+            what: What::NameSweep(Box::new(name)),
+        };
+        self.set_timer(deadline, sweep);
+        Ok(())
+    }
+
+    /// Sweeps the packages parked for `name` that are past their deadline
+    /// into the dead letters (a parking timer fell due).
+    pub(crate) fn sweep_parked(&self, name: &str) {
+        let late = self.names.take_late(name, Instant::now());
+        if !late.is_empty() {
+            tracing::debug!(
+                name,
+                count = late.len(),
+                "sends that waited for a name timed out"
+            );
+            let letters = late.into_iter().map(Event::Message).collect();
+            self.dead_letters(Pid::OUTSIDE, letters);
+        }
     }
 }
 
@@ -111,9 +257,11 @@ impl Context {
         let name: StdArc<str> = StdArc::from(name);
         // Lock order: the process's relations, then the table's shard (the
         // end of a process takes its names, then locks the shards).
+        let mut refused = Vec::new();
         let registered = record.relations.with_live(|related| {
-            let mut shard = shared.names.shard(&name).lock();
-            match shard.entry(StdArc::clone(&name)) {
+            let shard = shared.names.shard(&name);
+            let mut maps = shard.maps.lock();
+            match maps.holders.entry(StdArc::clone(&name)) {
                 Entry::Occupied(mut holder) => {
                     if ended(holder.get()) {
                         holder.insert(Arc::clone(&record));
@@ -129,8 +277,27 @@ impl Context {
                 }
             }
             related.names.push(StdArc::clone(&name));
+            // What waited for the name goes to its new holder now, under
+            // the shard's lock, so that no later send overtakes it.
+            if let Some(parked) = maps.parked.remove(&*name) {
+                let now = Instant::now();
+                for Parked { package, deadline } in parked {
+                    let package =
+                        Package::from_payload(package.source(), pid, package.into_payload());
+                    if deadline <= now {
+                        refused.push(package);
+                    } else if let Err(error) = shared.deliver_message(&record, package) {
+                        refused.push(error.into_package());
+                    }
+                }
+            }
+            shard.registered.notify_all();
             Ok(())
         });
+        if !refused.is_empty() {
+            // Dead letters run the user's hook: outside every lock.
+            shared.dead_letters(pid, refused.into_iter().map(Event::Message).collect());
+        }
         registered.unwrap_or(Err(NameError::NoProcess(pid)))
     }
 
@@ -143,7 +310,14 @@ impl Context {
     /// assert_eq!(engine.unregister_name("nobody"), None);
     /// ```
     pub fn unregister_name(&self, name: &str) -> Option<Pid> {
-        let removed = self.shared().names.shard(name).lock().remove(name);
+        let removed = self
+            .shared()
+            .names
+            .shard(name)
+            .maps
+            .lock()
+            .holders
+            .remove(name);
         removed.filter(|r| !ended(r)).map(|r| r.pid)
     }
 
@@ -154,6 +328,91 @@ impl Context {
     /// See [`register_name`](Context::register_name).
     pub fn whereis(&self, name: &str) -> Option<Pid> {
         self.shared().names.lookup(name).map(|r| r.pid)
+    }
+
+    /// [`post_named`](Context::post_named), waiting up to `wait` for a
+    /// process to hold `name` if none does now (a process restarting under
+    /// a new PID, which registers the name again): blocks this thread until
+    /// the name is registered, `wait` has passed, or shutdown begins. Not
+    /// for async code as it blocks (call it through `spawn_blocking`), and
+    /// not for a step, which has [`Output::send_named_within`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`post_named`](Context::post_named), after the wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// /// Finishes with the first message it gets.
+    /// struct Service;
+    /// impl Process for Service {
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         if let Some(Event::Message(package)) = events.next() {
+    ///             out.done(package.into_payload());
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// std::thread::scope(|s| {
+    ///     let sender = s.spawn(|| scheduler.post_named_within("late", 7u8, Duration::from_secs(5)));
+    ///     std::thread::sleep(Duration::from_millis(20));
+    ///     let service = scheduler.spawn(Service)?;
+    ///     scheduler.register_name("late", service.pid())?;
+    ///     sender.join().unwrap()?;
+    ///     assert_eq!(service.typed::<u8>().wait()?, 7);
+    ///     Ok::<(), Box<dyn std::error::Error>>(())
+    /// })?;
+    /// let nobody = scheduler.post_named_within("nobody", 1u8, Duration::from_millis(5));
+    /// assert!(nobody.is_err());
+    /// # scheduler.shutdown(Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn post_named_within(
+        &self,
+        name: &str,
+        payload: impl std::any::Any + Send,
+        wait: Duration,
+    ) -> Result<(), SendError> {
+        let shared = self.shared();
+        let deadline = Instant::now().checked_add(wait);
+        let shard = shared.names.shard(name);
+        let holder = {
+            let mut maps = shard.maps.lock();
+            loop {
+                if let Some(record) = maps.holders.get(name).filter(|r| !ended(r)) {
+                    break Some(Arc::clone(record));
+                }
+                if shared.is_stopping() {
+                    break None;
+                }
+                match deadline {
+                    Some(deadline) => {
+                        if Instant::now() >= deadline {
+                            break None;
+                        }
+                        maps = shard.registered.wait_until(maps, deadline).0;
+                    }
+                    None => maps = shard.registered.wait(maps),
+                }
+            }
+        };
+        match holder {
+            Some(record) => {
+                shared.deliver_message(&record, Package::new(Pid::OUTSIDE, record.pid, payload))
+            }
+            None => Err(SendError::unknown_target(Package::new(
+                Pid::OUTSIDE,
+                Pid::OUTSIDE,
+                payload,
+            ))),
+        }
     }
 
     /// Sends `payload` from [`Pid::OUTSIDE`] to the process holding
@@ -206,6 +465,45 @@ impl Output<'_> {
     /// ```
     pub fn register_name(&mut self, name: &str) -> Result<(), NameError> {
         self.engine.register_name(name)
+    }
+
+    /// Sends `payload` from this process to the holder of `name`, or, if
+    /// nobody holds it now, parks it until a process registers the name
+    /// (a child restarting under a new PID) or `wait` has passed. Parked
+    /// sends reach the new holder in the order they were made, before any
+    /// later send to the name; one still parked at its deadline (or at
+    /// shutdown) is a dead letter. The step never waits.
+    ///
+    /// # Errors
+    ///
+    /// The holder refused it (as for [`send`](Output::send)); or nobody
+    /// holds the name and the scheduler is shutting down (kind
+    /// [`UnknownTarget`](relay::SendErrorKind::UnknownTarget), target
+    /// [`Pid::OUTSIDE`]). A parked send is `Ok`: it is delivered or
+    /// dead-lettered later, exactly once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// fn report(out: &mut Output<'_>, total: u64) -> Result<(), BoxError> {
+    ///     // The aggregator may be restarting: give it a second to come back.
+    ///     out.send_named_within("aggregator", total, Duration::from_secs(1))?;
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn send_named_within(
+        &mut self,
+        name: &str,
+        payload: impl std::any::Any + Send,
+        wait: Duration,
+    ) -> Result<(), SendError> {
+        let from = self.pid();
+        self.context()
+            .shared()
+            .send_named_within(from, name, relay::into_payload(payload), wait)
     }
 }
 

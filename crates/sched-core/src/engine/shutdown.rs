@@ -284,6 +284,8 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownRepo
         return shared.control.finished.wait();
     }
     super::control::start(shared);
+    // Outside threads waiting for a name give up now.
+    shared.names.wake_all();
     let completed_before = shared.completed();
     // Pairs with the fence in `submit`: a registration this sweep
     // misses sees the stopping flag and delivers the cancel itself.
@@ -315,6 +317,15 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownRepo
     let cancelled = shared.timers.clear();
     let timers_cancelled = cancelled.len();
     shared.drop_timers(cancelled);
+    // Sends that waited for a name nobody took: dead letters, as any
+    // message that could not be delivered.
+    let parked = shared.names.take_all_parked();
+    if !parked.is_empty() {
+        let letters = parked
+            .into_iter()
+            .map(crate::contract::event::Event::Message);
+        shared.dead_letters(relay::Pid::OUTSIDE, letters.collect());
+    }
 
     let handles = std::mem::take(&mut shared.control.threads.lock().handles);
     let mut detached = 0;

@@ -109,6 +109,10 @@ impl Shared {
                     Err(_) => None,
                 }
             }
+            What::NameSweep(name) => {
+                self.sweep_parked(&name);
+                None
+            }
             What::Message(package) => {
                 self.delayed_gone(&record);
                 self.deliver_message(&record, *package)

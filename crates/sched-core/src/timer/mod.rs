@@ -49,4 +49,8 @@ pub(crate) enum What {
     Message(Box<Package>),
     /// Tell an asking process its ask timed out.
     AskTimeout(crate::contract::reply::AskId),
+    /// Sweep the sends parked for a name that are past their deadline
+    /// (`engine/names.rs`); the record is the sender's, and is not told.
+    /// Boxed: a name is a wide pointer, and every entry would grow.
+    NameSweep(Box<std::sync::Arc<str>>),
 }

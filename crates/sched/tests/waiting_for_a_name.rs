@@ -1,0 +1,279 @@
+//! Sends that wait for a name: from outside (`post_named_within` blocks
+//! until the name is registered, the wait passes or shutdown begins) and
+//! from a step (`send_named_within` parks the message; the registration
+//! delivers what is in time, in order, before later sends; the rest is
+//! dead-lettered exactly once).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sched::message::SendErrorKind;
+use sched::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Collects the `u64`s it receives; finishes with them at a `0`.
+struct Collector(Vec<u64>);
+
+impl Process for Collector {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Message(package) = event {
+                match package.downcast::<u64>() {
+                    Ok(0) => out.finish(std::mem::take(&mut self.0)),
+                    Ok(n) => self.0.push(n),
+                    Err(_) => return Err("not a u64".into()),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends `first..=last` to `name` with `send_named_within`, one per step,
+/// and finishes.
+struct Sender {
+    name: &'static str,
+    next: u64,
+    last: u64,
+    wait: Duration,
+}
+
+impl Process for Sender {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.send_named_within(self.name, self.next, self.wait)?;
+        if self.next == self.last {
+            out.finish(());
+        } else {
+            self.next += 1;
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+fn dead_letter_log(builder: sched::SchedulerBuilder) -> (Scheduler, Arc<Mutex<Vec<u64>>>) {
+    let dead = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&dead);
+    let scheduler = builder
+        .on_dead_letter(move |_cx, _pid, event| {
+            if let Event::Message(package) = event {
+                if let Some(&n) = package.payload::<u64>() {
+                    log.lock().unwrap().push(n);
+                }
+            }
+        })
+        .build();
+    (scheduler, dead)
+}
+
+#[test]
+fn an_outside_send_waits_for_the_name_and_gives_up_in_time() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    scheduler.start();
+    std::thread::scope(|s| {
+        let sender = s.spawn(|| scheduler.post_named_within("later", 5u64, WAIT));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            !sender.is_finished(),
+            "it waits while nobody holds the name"
+        );
+        let collector = scheduler.spawn(Collector(Vec::new())).unwrap();
+        scheduler.register_name("later", collector.pid()).unwrap();
+        sender.join().unwrap().unwrap();
+        scheduler.post(collector.pid(), 0u64).unwrap();
+        assert_eq!(collector.typed::<Vec<u64>>().wait().unwrap(), [5]);
+    });
+
+    let started = Instant::now();
+    let refused = scheduler
+        .post_named_within("nobody", 9u64, Duration::from_millis(20))
+        .unwrap_err();
+    assert!(started.elapsed() >= Duration::from_millis(20));
+    assert_eq!(refused.kind(), SendErrorKind::UnknownTarget);
+    assert_eq!(refused.into_package().downcast::<u64>().ok(), Some(9));
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn shutdown_releases_an_outside_send_waiting_for_a_name() {
+    let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+    scheduler.start();
+    let waiting = {
+        let scheduler = Arc::clone(&scheduler);
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let result = scheduler.post_named_within("never", 1u64, Duration::from_secs(60));
+            (result.is_err(), started.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    scheduler.shutdown(WAIT);
+    let (refused, waited) = waiting.join().unwrap();
+    assert!(refused);
+    assert!(waited < Duration::from_secs(30), "waited {waited:?}");
+}
+
+#[test]
+fn parked_sends_reach_the_new_holder_in_order_before_later_ones() {
+    let (scheduler, dead) = dead_letter_log(Scheduler::builder().workers(2));
+    scheduler.start();
+    // 1..=50 are sent while nobody holds the name: all park.
+    let early = scheduler
+        .spawn(Sender {
+            name: "agg",
+            next: 1,
+            last: 50,
+            wait: WAIT,
+        })
+        .unwrap();
+    early.wait().unwrap();
+    let collector = scheduler.spawn(Collector(Vec::new())).unwrap();
+    scheduler.register_name("agg", collector.pid()).unwrap();
+    // 51..=100 find the holder and go straight to it, after the parked.
+    let late = scheduler
+        .spawn(Sender {
+            name: "agg",
+            next: 51,
+            last: 100,
+            wait: WAIT,
+        })
+        .unwrap();
+    late.wait().unwrap();
+    scheduler.post(collector.pid(), 0u64).unwrap();
+    let got = collector.typed::<Vec<u64>>().wait().unwrap();
+    assert_eq!(got, (1..=100).collect::<Vec<_>>());
+    scheduler.shutdown(WAIT);
+    assert!(dead.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_parked_send_past_its_wait_is_a_dead_letter_once_and_never_delivered() {
+    let (scheduler, dead) = dead_letter_log(Scheduler::builder().workers(2));
+    scheduler.start();
+    let sender = scheduler
+        .spawn(Sender {
+            name: "slow",
+            next: 1,
+            last: 3,
+            wait: Duration::from_millis(10),
+        })
+        .unwrap();
+    sender.wait().unwrap();
+    // The sweep timer dead-letters them at their deadline, with nobody
+    // registering the name.
+    let deadline = Instant::now() + WAIT;
+    while dead.lock().unwrap().len() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(*dead.lock().unwrap(), [1, 2, 3]);
+    // A holder that comes later gets none of them.
+    let collector = scheduler.spawn(Collector(Vec::new())).unwrap();
+    scheduler.register_name("slow", collector.pid()).unwrap();
+    scheduler.post(collector.pid(), 0u64).unwrap();
+    assert!(collector.typed::<Vec<u64>>().wait().unwrap().is_empty());
+    scheduler.shutdown(WAIT);
+    assert_eq!(dead.lock().unwrap().len(), 3, "dead-lettered once");
+}
+
+#[test]
+fn sends_still_parked_at_shutdown_are_dead_letters() {
+    let (scheduler, dead) = dead_letter_log(Scheduler::builder().workers(1));
+    scheduler.start();
+    let sender = scheduler
+        .spawn(Sender {
+            name: "gone",
+            next: 7,
+            last: 8,
+            wait: Duration::from_secs(3600),
+        })
+        .unwrap();
+    sender.wait().unwrap();
+    assert!(dead.lock().unwrap().is_empty());
+    scheduler.shutdown(WAIT);
+    assert_eq!(*dead.lock().unwrap(), [7, 8]);
+}
+
+#[test]
+fn a_child_restarted_under_a_new_pid_gets_what_was_sent_meanwhile() {
+    // The child registers its name itself, in `start`: after a crash the
+    // name lapses until the new incarnation starts.
+    struct Named {
+        got: Vec<u64>,
+        report: Arc<Mutex<Vec<u64>>>,
+    }
+    impl Process for Named {
+        fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+            out.register_name("svc")?;
+            Ok(())
+        }
+        fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            for event in events {
+                if let Event::Cancel = event {
+                    out.finish(());
+                }
+                if let Event::Message(package) = event {
+                    match package.downcast::<u64>() {
+                        Ok(0) => return Err("crash".into()),
+                        Ok(n) => {
+                            self.got.push(n);
+                            self.report.lock().unwrap().push(n);
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let report = Arc::new(Mutex::new(Vec::new()));
+    let (scheduler, dead) = dead_letter_log(Scheduler::builder().workers(2));
+    scheduler.start();
+    let spec_report = Arc::clone(&report);
+    let supervisor = Supervisor::builder()
+        .child(ChildSpec::new("svc", move || Named {
+            got: Vec::new(),
+            report: Arc::clone(&spec_report),
+        }))
+        .build();
+    let _supervisor = scheduler.spawn(supervisor).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while scheduler.whereis("svc").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let first = scheduler.whereis("svc").unwrap();
+    // Crash it, then send at once: each send lands in the crashed
+    // incarnation's mailbox (lost with it: a new PID gets a new mailbox),
+    // in the gap (parked), or with the new incarnation.
+    scheduler.post(first, 0u64).unwrap();
+    let sender = scheduler
+        .spawn(Sender {
+            name: "svc",
+            next: 1,
+            last: 20,
+            wait: WAIT,
+        })
+        .unwrap();
+    sender.wait().unwrap();
+    let accounted = || report.lock().unwrap().len() + dead.lock().unwrap().len();
+    while accounted() < 20 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let received = report.lock().unwrap().clone();
+    let lost = dead.lock().unwrap().clone();
+    // Exactly once each: received or dead-lettered, never dropped silently;
+    // the lost ones are the first few (those the crashed incarnation
+    // held), and what the new one got is the rest, in order.
+    assert_eq!(
+        lost,
+        (1..=lost.len() as u64).collect::<Vec<_>>(),
+        "{lost:?}"
+    );
+    assert_eq!(
+        received,
+        (lost.len() as u64 + 1..=20).collect::<Vec<_>>(),
+        "lost {lost:?}"
+    );
+    assert_ne!(scheduler.whereis("svc"), Some(first));
+    scheduler.shutdown(WAIT);
+}
