@@ -277,3 +277,33 @@ fn a_child_restarted_under_a_new_pid_gets_what_was_sent_meanwhile() {
     assert_ne!(scheduler.whereis("svc"), Some(first));
     scheduler.shutdown(WAIT);
 }
+
+/// The race the order rests on: a registration lands while a sender is
+/// still sending, on another worker. Without delivering the parked
+/// messages under the shard's lock, a send that finds the new holder could
+/// overtake them; the collector would see them out of order.
+#[test]
+fn a_registration_racing_the_sends_keeps_their_order() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    for round in 0..30u64 {
+        let name: &'static str = Box::leak(format!("racy-{round}").into_boxed_str());
+        let sender = scheduler
+            .spawn(Sender {
+                name,
+                next: 1,
+                last: 400,
+                wait: WAIT,
+            })
+            .unwrap();
+        let collector = scheduler.spawn(Collector(Vec::new())).unwrap();
+        // Somewhere in the middle of the sends, varying with the round.
+        std::thread::sleep(Duration::from_micros(50 * (round % 7)));
+        scheduler.register_name(name, collector.pid()).unwrap();
+        sender.wait().unwrap();
+        scheduler.post(collector.pid(), 0u64).unwrap();
+        let got = collector.typed::<Vec<u64>>().wait().unwrap();
+        assert_eq!(got, (1..=400).collect::<Vec<_>>(), "round {round}");
+    }
+    scheduler.shutdown(WAIT);
+}
