@@ -88,10 +88,11 @@ mod timer;
 mod worker;
 
 pub use contract::accepts::Accepts;
-pub use contract::command::{Command, CommandId, Tag};
+pub use contract::command::{Command, CommandId, Tag, TypedCommand, Yielded};
 pub use contract::down::{Down, ExitReason, MonitorId, NameError};
 pub use contract::error::{
-    BoxError, InitError, SubmitError, TerminateError, UpgradeError, UpgradeRequestError,
+    BoxError, InitError, SubmitError, TerminateError, UnexpectedValue, UpgradeError,
+    UpgradeRequestError,
 };
 pub use contract::event::{CommandError, Event};
 pub use contract::outcome::{ExitError, Outcome};
@@ -102,6 +103,7 @@ pub use contract::timer_id::TimerId;
 pub use engine::commands::abandoned::Abandoned;
 pub use engine::commands::completer::{CompleteError, Completer, Rejected};
 pub use engine::commands::handler::CommandHandler;
+pub use engine::commands::typed::TypedCompleter;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{
     Context, Monitor, PidStatus, ProcessInfo, QueryId, Reply, ShutdownReport, TypedReply,

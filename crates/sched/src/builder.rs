@@ -215,6 +215,24 @@ impl SchedulerBuilder {
         }
     }
 
+    /// Registers the handler of a typed command: it receives the yield's
+    /// data as a `D` and completes with an `R` (see
+    /// [`TypedCommand`](crate::command::TypedCommand)).
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedCommand`](crate::command::TypedCommand).
+    pub fn typed_handler<D, R, F>(self, command: sched_core::TypedCommand<D, R>, handler: F) -> Self
+    where
+        D: std::any::Any + Send,
+        R: std::any::Any + Send,
+        F: Fn(D, sched_core::TypedCompleter<R>) -> Result<(), Rejected> + Send + Sync + 'static,
+    {
+        SchedulerBuilder {
+            inner: self.inner.typed_handler(command, handler),
+        }
+    }
+
     /// Registers a value implementing [`CommandHandler`] as the handler of
     /// `id`: for handlers that are types of their own rather than closures.
     ///

@@ -190,8 +190,8 @@ pub mod prelude {
 pub mod process {
     pub use sched_core::{
         Accepts, BoxError, Completion, Event, Events, ExitError, InitContext, InitError, Outcome,
-        Output, Process, ProcessInfo, ProcessState, SubmitError, TerminateError, UpgradeError,
-        UpgradeRequestError, DEFAULT_METHOD,
+        Output, Process, ProcessInfo, ProcessState, SubmitError, TerminateError, UnexpectedValue,
+        UpgradeError, UpgradeRequestError, DEFAULT_METHOD,
     };
 }
 
@@ -214,7 +214,7 @@ pub mod command {
     pub use crate::call::{Call, CallError};
     pub use sched_core::{
         Abandoned, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
-        Rejected, Tag,
+        Rejected, Tag, TypedCommand, TypedCompleter, Yielded,
     };
 }
 

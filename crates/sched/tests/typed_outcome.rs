@@ -82,9 +82,9 @@ fn a_value_of_another_type_is_handed_back_and_errors_stay_errors() {
     let wrong = scheduler.spawn(Sum(5)).unwrap().typed::<String>();
     scheduler.post(wrong.pid(), 0u64).unwrap();
     match wrong.wait() {
-        Err(ExitError::UnexpectedType { expected, value }) => {
-            assert!(expected.contains("String"), "{expected}");
-            assert_eq!(value.downcast_ref::<u64>(), Some(&5));
+        Err(ExitError::UnexpectedType(wrong)) => {
+            assert!(wrong.expected().contains("String"), "{}", wrong.expected());
+            assert_eq!(wrong.into_value().downcast_ref::<u64>(), Some(&5));
         }
         other => panic!("expected the value back, got {other:?}"),
     }

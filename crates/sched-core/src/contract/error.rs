@@ -304,3 +304,89 @@ impl Error for UpgradeError {
         }
     }
 }
+
+/// A value of another type than the one a typed handle reads: a done
+/// value ([`ExitError::UnexpectedType`](crate::ExitError::UnexpectedType))
+/// or a command's result
+/// ([`CommandError::UnexpectedType`](crate::CommandError::UnexpectedType)),
+/// handed back as it was given.
+///
+/// # Examples
+///
+/// ```
+/// use sched::process::UnexpectedValue;
+///
+/// let mut wrong = UnexpectedValue::new("u64", Box::new("forty-two"));
+/// assert_eq!(wrong.expected(), "u64");
+/// assert!(wrong.is::<&str>());
+/// assert_eq!(*wrong.into_value().downcast::<&str>().unwrap(), "forty-two");
+/// ```
+pub struct UnexpectedValue {
+    expected: &'static str,
+    /// In a mutex only so that the errors that carry it stay `Sync`
+    /// (a `Payload` is `Send` only). It is never locked: it is reached
+    /// through `&mut self` or by value, neither of which takes the lock.
+    value: std::sync::Mutex<relay::Payload>,
+}
+
+impl UnexpectedValue {
+    /// `value`, which is not the `expected` type.
+    ///
+    /// # Examples
+    ///
+    /// See [`UnexpectedValue`].
+    pub fn new(expected: &'static str, value: relay::Payload) -> Self {
+        UnexpectedValue {
+            expected,
+            value: std::sync::Mutex::new(value),
+        }
+    }
+
+    /// The type the handle reads.
+    ///
+    /// # Examples
+    ///
+    /// See [`UnexpectedValue`].
+    pub fn expected(&self) -> &'static str {
+        self.expected
+    }
+
+    /// Whether the value is a `T`.
+    ///
+    /// # Examples
+    ///
+    /// See [`UnexpectedValue`].
+    pub fn is<T: std::any::Any>(&mut self) -> bool {
+        self.value
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is::<T>()
+    }
+
+    /// The value, as it was given.
+    ///
+    /// # Examples
+    ///
+    /// See [`UnexpectedValue`].
+    pub fn into_value(self) -> relay::Payload {
+        self.value
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for UnexpectedValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UnexpectedValue")
+            .field("expected", &self.expected)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for UnexpectedValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a value that is not a {}", self.expected)
+    }
+}
+
+impl Error for UnexpectedValue {}

@@ -173,6 +173,11 @@ pub enum CommandError {
     },
     /// The completer was dropped without completing the command.
     Dropped,
+    /// The result is not of the type a typed yield
+    /// ([`Yielded::result`](crate::Yielded::result)) reads: the handler
+    /// completed through the untyped [`Completer`](crate::Completer) with
+    /// another type, handed back as the handler gave it.
+    UnexpectedType(crate::contract::error::UnexpectedValue),
 }
 
 impl fmt::Display for CommandError {
@@ -188,6 +193,9 @@ impl fmt::Display for CommandError {
             }
             CommandError::Dropped => {
                 f.write_str("the completer was dropped without completing the command")
+            }
+            CommandError::UnexpectedType(value) => {
+                write!(f, "the command's result is {value}")
             }
         }
     }

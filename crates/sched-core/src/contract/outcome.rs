@@ -6,7 +6,7 @@ use std::fmt;
 use relay::Payload;
 
 use crate::contract::down::ExitReason;
-use crate::contract::error::{BoxError, UpgradeError};
+use crate::contract::error::{BoxError, UnexpectedValue, UpgradeError};
 
 /// How a process ended: its done value, or why it did not finish.
 pub type Outcome = Result<Payload, ExitError>;
@@ -52,13 +52,8 @@ pub enum ExitError {
     AlreadyTaken,
     /// Not how the process ended, but that it finished with a value of
     /// another type than a typed handle ([`Completion::typed`](crate::Completion::typed))
-    /// reads: the process finished, and `value` is its done value.
-    UnexpectedType {
-        /// The type the handle reads.
-        expected: &'static str,
-        /// The done value, as the process gave it.
-        value: Payload,
-    },
+    /// reads: the process finished, and this is its done value.
+    UnexpectedType(UnexpectedValue),
 }
 
 impl fmt::Display for ExitError {
@@ -75,11 +70,8 @@ impl fmt::Display for ExitError {
             ExitError::AlreadyTaken => {
                 f.write_str("the outcome was already taken through this handle")
             }
-            ExitError::UnexpectedType { expected, .. } => {
-                write!(
-                    f,
-                    "the process finished with a value that is not a {expected}"
-                )
+            ExitError::UnexpectedType(value) => {
+                write!(f, "the process finished with {value}")
             }
         }
     }

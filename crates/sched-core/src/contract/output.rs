@@ -4,7 +4,7 @@ use std::fmt;
 
 use relay::{Package, Payload, Pid, SendError};
 
-use crate::contract::command::{CommandId, Tag};
+use crate::contract::command::{CommandId, Tag, TypedCommand, Yielded};
 use crate::contract::event::Event;
 use crate::contract::pending::{extras, Extras, StepLists};
 use crate::contract::step_engine::StepEngine;
@@ -278,6 +278,23 @@ impl<'a> Output<'a> {
     /// ```
     pub fn yield_command(&mut self, command: CommandId, tag: Tag, data: Payload) {
         self.yields.push(Yield { command, tag, data });
+    }
+
+    /// [`yield_command`](Output::yield_command) with the types of a
+    /// [`TypedCommand`]: `data` is boxed here, and the returned
+    /// [`Yielded`] reads the completion as an `R`.
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedCommand`].
+    pub fn yield_typed<D: std::any::Any + Send, R: std::any::Any>(
+        &mut self,
+        command: TypedCommand<D, R>,
+        tag: Tag,
+        data: D,
+    ) -> Yielded<R> {
+        self.yield_command(command.id(), tag, relay::into_payload(data));
+        Yielded::new(tag)
     }
 
     /// How many commands this step has yielded so far.

@@ -12,6 +12,7 @@ use relay::{Payload, Pid};
 
 use super::slot::{ResultSlot, SlotState};
 use super::Record;
+use crate::contract::error::UnexpectedValue;
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::sync::Arc;
 
@@ -97,7 +98,7 @@ impl Completion {
     ///
     /// let wrong = scheduler.spawn(Answer)?.typed::<String>();
     /// match wrong.wait() {
-    ///     Err(ExitError::UnexpectedType { value, .. }) => assert!(value.is::<u32>()),
+    ///     Err(ExitError::UnexpectedType(mut value)) => assert!(value.is::<u32>()),
     ///     other => panic!("{other:?}"),
     /// }
     /// # scheduler.shutdown(std::time::Duration::from_secs(1));
@@ -127,10 +128,7 @@ fn cast<T: Any>(payload: Payload) -> Result<T, ExitError> {
     payload
         .downcast::<T>()
         .map(|value| *value)
-        .map_err(|value| ExitError::UnexpectedType {
-            expected: type_name::<T>(),
-            value,
-        })
+        .map_err(|value| ExitError::UnexpectedType(UnexpectedValue::new(type_name::<T>(), value)))
 }
 
 fn cast_outcome<T: Any>(outcome: Outcome) -> Result<T, ExitError> {

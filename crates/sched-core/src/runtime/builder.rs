@@ -7,10 +7,11 @@ use crossbeam_utils::CachePadded;
 use relay::{Pid, RemoteTransport};
 
 use super::Engine;
-use crate::contract::command::{Command, CommandId};
+use crate::contract::command::{Command, CommandId, TypedCommand};
 use crate::contract::event::Event;
 use crate::engine::commands::completer::{Completer, Rejected};
 use crate::engine::commands::handler::{CommandHandler, Handlers};
+use crate::engine::commands::typed::TypedCompleter;
 use crate::engine::control::Control;
 use crate::engine::hooks::Hooks;
 use crate::engine::live::Live;
@@ -180,6 +181,27 @@ impl Builder {
         F: Fn(Command, Completer) -> Result<(), Rejected> + Send + Sync + 'static,
     {
         self.handler_impl(id, handler)
+    }
+
+    /// Registers the handler of a [`TypedCommand`]: it receives the
+    /// yield's data as a `D` and completes with an `R`. A yield to the same
+    /// id whose data is not a `D` (made through the untyped
+    /// `yield_command`) is rejected with
+    /// [`CommandError::Rejected`](crate::CommandError::Rejected).
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedCommand`].
+    pub fn typed_handler<D, R, F>(self, command: TypedCommand<D, R>, handler: F) -> Self
+    where
+        D: std::any::Any + Send,
+        R: std::any::Any + Send,
+        F: Fn(D, TypedCompleter<R>) -> Result<(), Rejected> + Send + Sync + 'static,
+    {
+        self.handler_impl(
+            command.id(),
+            crate::engine::commands::typed::TypedHandler::new(command, handler),
+        )
     }
 
     /// Registers a value implementing [`CommandHandler`] as the handler of

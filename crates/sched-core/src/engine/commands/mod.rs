@@ -5,3 +5,4 @@
 pub(crate) mod abandoned;
 pub(crate) mod completer;
 pub(crate) mod handler;
+pub(crate) mod typed;

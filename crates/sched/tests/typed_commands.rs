@@ -1,0 +1,177 @@
+//! Typed commands: a `TypedCommand<D, R>` is yielded with a `D` and read
+//! back as an `R`; its handler gets the `D` and completes with an `R`. No
+//! box and no downcast in user code; mismatches with the untyped forms are
+//! errors that say so, never panics.
+
+use std::time::Duration;
+
+use sched::command::{
+    CommandError, CommandId, Completer, Rejected, TypedCommand, TypedCompleter, Yielded,
+};
+use sched::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Parses a number; fails on text that is not one, refuses an empty one.
+const PARSE: TypedCommand<String, u64> = TypedCommand::new(CommandId(1));
+/// Registered untyped, and completing with a string whatever it is asked.
+const LIAR: TypedCommand<(), u64> = TypedCommand::new(CommandId(2));
+
+fn parse(text: String, mut done: TypedCompleter<u64>) -> Result<(), Rejected> {
+    if text.is_empty() {
+        return Err(done.reject("nothing to parse"));
+    }
+    let _ = done.settle(text.parse::<u64>());
+    Ok(())
+}
+
+fn scheduler() -> Scheduler {
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .typed_handler(PARSE, parse)
+        .handler(LIAR.id(), |_cmd, done: Completer| {
+            let _ = done.complete(Box::new("not a number"));
+            Ok(())
+        })
+        .build();
+    scheduler.start();
+    scheduler
+}
+
+/// Yields one typed command at start and finishes with its result, as a
+/// string (to compare outcomes of every kind).
+struct Once<D: Send + 'static> {
+    command: TypedCommand<D, u64>,
+    data: Option<D>,
+    yielded: Option<Yielded<u64>>,
+}
+
+impl<D: Send + 'static> Process for Once<D> {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let data = self.data.take().expect("started once");
+        self.yielded = Some(out.yield_typed(self.command, Tag(7), data));
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let yielded = self.yielded.expect("started");
+        for event in events {
+            match yielded.result(event) {
+                Ok(Ok(n)) => out.finish(format!("ok {n}")),
+                Ok(Err(CommandError::Failed(e))) => out.finish(format!("failed: {e}")),
+                Ok(Err(CommandError::Rejected(e))) => out.finish(format!("rejected: {e}")),
+                Ok(Err(CommandError::UnexpectedType(wrong))) => out.finish(format!(
+                    "wrong type, wanted {}, got {:?}",
+                    wrong.expected(),
+                    wrong.into_value().downcast::<&str>().ok()
+                )),
+                Ok(Err(other)) => out.finish(format!("other: {other}")),
+                Err(event) => return Err(format!("not the yield's event: {event:?}").into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run<D: Send + 'static>(scheduler: &Scheduler, command: TypedCommand<D, u64>, data: D) -> String {
+    scheduler
+        .spawn(Once {
+            command,
+            data: Some(data),
+            yielded: None,
+        })
+        .unwrap()
+        .typed::<String>()
+        .wait()
+        .unwrap()
+}
+
+#[test]
+fn a_typed_command_carries_its_types_both_ways() {
+    let scheduler = scheduler();
+    assert_eq!(run(&scheduler, PARSE, "42".to_string()), "ok 42");
+    assert_eq!(
+        run(&scheduler, PARSE, "forty-two".to_string()),
+        "failed: invalid digit found in string"
+    );
+    assert_eq!(
+        run(&scheduler, PARSE, String::new()),
+        "rejected: nothing to parse"
+    );
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn mismatches_with_the_untyped_forms_are_errors() {
+    let scheduler = scheduler();
+    // The untyped handler completes with a `&str`: the typed read says so
+    // and hands the value back.
+    let got = run(&scheduler, LIAR, ());
+    assert!(
+        got.starts_with("wrong type, wanted u64") && got.ends_with("Some(\"not a number\")"),
+        "{got}"
+    );
+    // An untyped yield with the wrong data, to the typed handler: rejected.
+    const PARSE_BY_HAND: TypedCommand<u32, u64> = TypedCommand::new(PARSE.id());
+    assert_eq!(
+        run(&scheduler, PARSE_BY_HAND, 42u32),
+        "rejected: the data of command 1 is not a alloc::string::String"
+    );
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn a_yield_reads_only_its_own_completion() {
+    let yielded: Yielded<u64> = {
+        // A `Yielded` is made by a yield; make one the way a step does.
+        struct Capture(Option<Yielded<u64>>);
+        impl Process for Capture {
+            fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+                let y = out.yield_typed(PARSE, Tag(3), "1".to_string());
+                self.0 = Some(y);
+                out.reset(); // nothing is dispatched
+                out.finish(self.0.take());
+                Ok(())
+            }
+            fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+                Ok(())
+            }
+        }
+        let scheduler = scheduler();
+        let y = scheduler
+            .spawn(Capture(None))
+            .unwrap()
+            .typed::<Option<Yielded<u64>>>()
+            .wait()
+            .unwrap()
+            .unwrap();
+        scheduler.shutdown(WAIT);
+        y
+    };
+    assert_eq!(yielded.tag(), Tag(3));
+    let other_tag = Event::Completion {
+        tag: Tag(4),
+        result: Ok(Box::new(1u64)),
+    };
+    assert!(matches!(
+        yielded.result(other_tag),
+        Err(Event::Completion { tag: Tag(4), .. })
+    ));
+    let mine = Event::Completion {
+        tag: Tag(3),
+        result: Ok(Box::new(9u64)),
+    };
+    assert_eq!(yielded.result(mine).ok().map(Result::ok), Some(Some(9)));
+}
+
+#[test]
+fn the_errors_stay_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<ExitError>();
+    send_sync::<CommandError>();
+    // So `?` turns them into a step's `BoxError`.
+    fn step_error(e: CommandError) -> BoxError {
+        e.into()
+    }
+    let _ = step_error(CommandError::Dropped);
+}
