@@ -175,3 +175,103 @@ fn the_errors_stay_send_and_sync() {
     }
     let _ = step_error(CommandError::Dropped);
 }
+
+/// Sleeps for the number of milliseconds it is given, on engine timers.
+const NAP: TypedCommand<u64, Duration> = TypedCommand::new(CommandId(3));
+
+/// Yields `NAP` with its delays, all at once, and finishes with the
+/// order of the completions (by tag) and the time until the last.
+struct Napper {
+    delays: Vec<u64>,
+    started: Option<std::time::Instant>,
+    order: Vec<u64>,
+}
+
+impl Process for Napper {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.started = Some(std::time::Instant::now());
+        for (i, &ms) in self.delays.iter().enumerate() {
+            let _ = out.yield_typed(NAP, Tag(i as u64), ms);
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Completion { tag, result } = event {
+                result?;
+                self.order.push(tag.0);
+            }
+        }
+        if self.order.len() == self.delays.len() {
+            let took = self.started.expect("started").elapsed();
+            out.finish((std::mem::take(&mut self.order), took));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_completion_after_a_delay_arrives_after_it_in_deadline_order() {
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .typed_handler(NAP, |ms: u64, done| {
+            let _ = done.complete_after(Duration::from_millis(ms), Duration::from_millis(ms));
+            Ok(())
+        })
+        .build();
+    scheduler.start();
+    let napper = Napper {
+        delays: vec![40, 10, 25],
+        started: None,
+        order: Vec::new(),
+    };
+    let (order, took) = scheduler
+        .spawn(napper)
+        .unwrap()
+        .typed::<(Vec<u64>, Duration)>()
+        .wait()
+        .unwrap();
+    assert_eq!(order, [1, 2, 0], "by deadline");
+    assert!(took >= Duration::from_millis(40), "{took:?}");
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn a_delayed_completion_for_a_process_that_ended_is_a_dead_letter() {
+    let dead = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&dead);
+    let (handled, yielded) = std::sync::mpsc::channel();
+    let handled = std::sync::Mutex::new(handled);
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .typed_handler(NAP, move |ms: u64, done| {
+            let _ = done.complete_after(Duration::from_millis(ms), Duration::from_millis(ms));
+            let _ = handled.lock().unwrap().send(());
+            Ok(())
+        })
+        .on_dead_letter(move |_cx, _pid, event| {
+            if let Event::Completion { tag, .. } = event {
+                log.lock().unwrap().push(tag.0);
+            }
+        })
+        .build();
+    scheduler.start();
+    let napper = scheduler
+        .spawn(Napper {
+            delays: vec![30],
+            started: None,
+            order: Vec::new(),
+        })
+        .unwrap();
+    // The completion is pending on the timers; end the process before it.
+    yielded.recv_timeout(WAIT).unwrap();
+    scheduler.terminate(napper.pid()).unwrap();
+    assert!(matches!(napper.wait(), Err(ExitError::Terminated)));
+    let deadline = std::time::Instant::now() + WAIT;
+    while dead.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(*dead.lock().unwrap(), [0]);
+    scheduler.shutdown(WAIT);
+}

@@ -109,6 +109,19 @@ impl Shared {
                     Err(_) => None,
                 }
             }
+            What::Complete(completion) => {
+                let (tag, data) = *completion;
+                match record.deliver(Event::Completion {
+                    tag,
+                    result: Ok(data),
+                }) {
+                    Ok(wake) => {
+                        self.after_timer(&record, wake);
+                        None
+                    }
+                    Err(event) => Some(event),
+                }
+            }
             What::NameSweep(name) => {
                 self.sweep_parked(&name);
                 None

@@ -53,4 +53,7 @@ pub(crate) enum What {
     /// (`engine/names.rs`); the record is the sender's, and is not told.
     /// Boxed: a name is a wide pointer, and every entry would grow.
     NameSweep(Box<std::sync::Arc<str>>),
+    /// Complete a yield of the record's process with this tag and data
+    /// (`Completer::complete_after`). Boxed, as a message is.
+    Complete(Box<(crate::contract::command::Tag, relay::Payload)>),
 }

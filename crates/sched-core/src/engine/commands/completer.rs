@@ -12,6 +12,8 @@ use crate::engine::commands::abandoned::{ended_or_killed, Abandoned};
 use crate::engine::shared::Shared;
 use crate::record::Record;
 use crate::sync::Arc;
+use crate::timer::{Action, What};
+use std::time::{Duration, Instant};
 
 /// The right to complete one yield of one process.
 ///
@@ -301,6 +303,52 @@ impl Completer {
             inner,
             error: error.into(),
         }
+    }
+
+    /// Completes the yield with `data` once `delay` has passed, on the
+    /// engine's timers: no thread waits, and the handler returns at once.
+    /// What a sleep, a simulated service or a rate limiter needs. If the
+    /// process has ended by then, the completion is a dead letter.
+    ///
+    /// # Errors
+    ///
+    /// [`CompleteError::Rejected`] if the completer was rejected (the data
+    /// is dropped).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sched::command::{Command, CommandId, Completer, Rejected};
+    ///
+    /// /// Sleeps for the duration the process yields.
+    /// fn sleep(cmd: Command, mut done: Completer) -> Result<(), Rejected> {
+    ///     let nap = *cmd.data::<Duration>().ok_or_else(|| done.reject("expected a Duration"))?;
+    ///     let _ = done.complete_after(nap, Box::new(()));
+    ///     Ok(())
+    /// }
+    ///
+    /// let scheduler = sched::Scheduler::builder().handler(CommandId(1), sleep).build();
+    /// # drop(scheduler);
+    /// ```
+    pub fn complete_after(mut self, delay: Duration, data: Payload) -> Result<(), CompleteError> {
+        let inner = self.inner.take().expect("a completer completes once");
+        if self.rejected {
+            crate::panic_guard::drop_user_value(data, inner.record.pid, "a rejected completion");
+            return Err(CompleteError::Rejected {
+                pid: inner.record.pid,
+                tag: inner.tag,
+            });
+        }
+        let at = Instant::now()
+            .checked_add(delay)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+        let action = Action {
+            record: inner.record,
+            what: What::Complete(Box::new((inner.tag, data))),
+        };
+        inner.shared.set_timer(at, action);
+        Ok(())
     }
 
     fn finish(mut self, result: Result<Payload, CommandError>) -> Result<(), CompleteError> {

@@ -52,6 +52,25 @@ impl<R: Any + Send> TypedCompleter<R> {
         self.inner.complete(relay::into_payload(value))
     }
 
+    /// Completes the yield with `value` once `delay` has passed, as
+    /// [`Completer::complete_after`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Completer::complete_after`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched::command::TypedCompleter;
+    /// fn answer_later(done: TypedCompleter<u64>) {
+    ///     let _ = done.complete_after(std::time::Duration::from_millis(5), 42);
+    /// }
+    /// ```
+    pub fn complete_after(self, delay: std::time::Duration, value: R) -> Result<(), CompleteError> {
+        self.inner.complete_after(delay, relay::into_payload(value))
+    }
+
     /// Completes the yield with an error, as [`Completer::fail`].
     ///
     /// # Errors
