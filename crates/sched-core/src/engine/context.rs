@@ -179,7 +179,7 @@ impl Context {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn spawn<P: Process>(&self, process: P) -> Result<Completion, SubmitError> {
-        self.spawn_with(process, crate::DEFAULT_METHOD, ())
+        self.spawn_with(process, crate::contract::process::DEFAULT_METHOD, ())
     }
 
     /// Starts `process` under a fresh PID: `init` runs on this thread with
@@ -244,7 +244,7 @@ impl Context {
         &self,
         process: P,
     ) -> Result<(Addr<P::Message>, Completion), SubmitError> {
-        self.spawn_typed_with(process, crate::DEFAULT_METHOD, ())
+        self.spawn_typed_with(process, crate::contract::process::DEFAULT_METHOD, ())
     }
 
     /// [`spawn_with`](Context::spawn_with) for a process that declares its
