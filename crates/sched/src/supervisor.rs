@@ -179,7 +179,18 @@ impl Supervisor {
             strategy: config.strategy,
             intensity: Intensity::new(config.max_restarts, config.within),
             shutdown_timeout: config.shutdown_timeout,
-            children: config.children.into_iter().map(Child::new).collect(),
+            children: config
+                .children
+                .into_iter()
+                .map(|mut spec| {
+                    // In place where it is safe (see `restart_in_place`).
+                    spec.in_place.get_or_insert(
+                        config.strategy == Strategy::OneForOne
+                            && spec.restart != crate::Restart::Temporary,
+                    );
+                    Child::new(spec)
+                })
+                .collect(),
             phase: Phase::Init,
             cause: None,
         }

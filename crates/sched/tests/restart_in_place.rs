@@ -169,3 +169,76 @@ fn restarts_in_place_count_against_the_intensity() {
     );
     f.scheduler.shutdown(WAIT);
 }
+
+/// Whether a child is restarted in place when its spec does not say: in
+/// place under one-for-one (unless temporary), a new PID under
+/// one-for-all, which restarts siblings together.
+#[test]
+fn restarting_in_place_is_the_default_where_it_is_safe() {
+    use sched::Strategy;
+    fn pid_after_a_crash(strategy: Strategy) -> (Pid, Pid) {
+        let scheduler = Scheduler::builder().workers(2).build();
+        scheduler.start();
+        let closes = Arc::new(AtomicUsize::new(0));
+        let spec = ChildSpec::new("service", move || Service {
+            instance: 0,
+            closes: Arc::clone(&closes),
+        })
+        .register_as("service");
+        let supervisor = Supervisor::builder()
+            .strategy(strategy)
+            .intensity(5, Duration::from_secs(60))
+            .child(spec)
+            .build();
+        let _supervisor = scheduler.spawn(supervisor).unwrap();
+        let before = service(&scheduler);
+        let mut crash = scheduler.ask(before, POISON - 1).unwrap();
+        let _ = crash.wait_timeout(WAIT);
+        // A later request is answered by whoever holds the name then.
+        let deadline = std::time::Instant::now() + WAIT;
+        let after = loop {
+            if let Some(pid) = scheduler.whereis("service") {
+                if let Ok(mut reply) = scheduler.ask(pid, 1u64) {
+                    if reply.wait_timeout(WAIT).is_ok() {
+                        break pid;
+                    }
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no service after the crash"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        scheduler.shutdown(WAIT);
+        (before, after)
+    }
+    let (before, after) = pid_after_a_crash(Strategy::OneForOne);
+    assert_eq!(before, after, "one-for-one restarts in place by default");
+    let (before, after) = pid_after_a_crash(Strategy::OneForAll);
+    assert_ne!(before, after, "one-for-all takes a new PID by default");
+
+    // A temporary child is not restarted at all, in place or not.
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let closes = Arc::new(AtomicUsize::new(0));
+    let spec = ChildSpec::new("service", move || Service {
+        instance: 0,
+        closes: Arc::clone(&closes),
+    })
+    .restart(Restart::Temporary)
+    .register_as("service");
+    let _supervisor = scheduler
+        .spawn(Supervisor::builder().child(spec).build())
+        .unwrap();
+    let once = service(&scheduler);
+    let monitor = scheduler.monitor(once);
+    let _ = scheduler.ask(once, POISON - 1).unwrap().wait_timeout(WAIT);
+    assert_eq!(
+        monitor.wait_timeout(WAIT).unwrap().reason,
+        ExitReason::Error
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(scheduler.whereis("service"), None, "not restarted");
+    scheduler.shutdown(WAIT);
+}

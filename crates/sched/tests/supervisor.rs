@@ -63,6 +63,8 @@ impl Process for Member {
     }
 }
 
+/// A member restarted as in OTP, under a new PID: what these tests check
+/// (restarts in place are `restart_in_place.rs`'s).
 fn member(name: &'static str, log: &Arc<Log>) -> ChildSpec {
     let log = Arc::clone(log);
     ChildSpec::new(name, move || Member {
@@ -70,6 +72,7 @@ fn member(name: &'static str, log: &Arc<Log>) -> ChildSpec {
         log: Arc::clone(&log),
         stubborn: false,
     })
+    .restart_in_place(false)
 }
 
 fn started(workers: usize) -> Scheduler {

@@ -106,7 +106,7 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
     let slow_pid = slow.pid();
     slow.wait().unwrap();
 
-    let child = ChildSpec::new("fragile", || Fragile);
+    let child = ChildSpec::new("fragile", || Fragile).restart_in_place(false);
     let supervisor = Supervisor::builder().child(child).build();
     let supervisor = scheduler.spawn(supervisor).unwrap();
     let first = wait_for_child(&scheduler, supervisor.pid(), None);

@@ -231,10 +231,14 @@ fn a_child_restarted_under_a_new_pid_gets_what_was_sent_meanwhile() {
     scheduler.start();
     let spec_report = Arc::clone(&report);
     let supervisor = Supervisor::builder()
-        .child(ChildSpec::new("svc", move || Named {
-            got: Vec::new(),
-            report: Arc::clone(&spec_report),
-        }))
+        .child(
+            ChildSpec::new("svc", move || Named {
+                got: Vec::new(),
+                report: Arc::clone(&spec_report),
+            })
+            // A new PID per restart: what opens the gap this test is about.
+            .restart_in_place(false),
+        )
         .build();
     let _supervisor = scheduler.spawn(supervisor).unwrap();
     let deadline = Instant::now() + WAIT;

@@ -78,7 +78,7 @@ impl Child {
     /// from the supervisor's step, registered under its name if asked,
     /// then monitored.
     pub(super) fn start(&mut self, out: &mut Output<'_>) -> Result<(), StartError> {
-        let process: Box<dyn sched_core::Process> = if self.spec.in_place {
+        let process: Box<dyn sched_core::Process> = if self.spec.in_place == Some(true) {
             Box::new(InPlace::new(
                 self.spec.factory.clone(),
                 self.spec.method.clone(),

@@ -92,7 +92,9 @@ pub struct ChildSpec {
     pub(super) input: InputFactory,
     pub(super) restart: Restart,
     pub(super) register_as: Option<Arc<str>>,
-    pub(super) in_place: bool,
+    /// `None`: the supervisor decides (in place where it is safe, see
+    /// `restart_in_place`).
+    pub(super) in_place: Option<bool>,
 }
 
 impl ChildSpec {
@@ -155,7 +157,7 @@ impl ChildSpec {
             input: Arc::new(|| Box::new(())),
             restart: Restart::default(),
             register_as: None,
-            in_place: false,
+            in_place: None,
         }
     }
 
@@ -222,11 +224,18 @@ impl ChildSpec {
     /// end) is handled as for any child, and so is a new instance that
     /// cannot start: those restarts take a new PID.
     ///
-    /// Choose a new PID (the default) when callers must notice the crash:
-    /// a monitor's `Down`, a link's exit signal, pending requests failing
-    /// at once, as in OTP. Choose in place when the child's callers hold
-    /// its PID and its queue is worth more than its state: a service whose
-    /// requests should outlive one bad request.
+    /// **The default is in place where it is safe**: for a child of a
+    /// [`Strategy::OneForOne`](crate::Strategy::OneForOne) supervisor that
+    /// is not [`Restart::Temporary`] (a temporary child is never
+    /// restarted). Under `OneForAll` the default is a new PID, because
+    /// restarting one child in place would not restart its siblings with
+    /// it.
+    ///
+    /// Choose a new PID (`restart_in_place(false)`) when callers must
+    /// notice the crash: a monitor's `Down`, a link's exit signal, pending
+    /// requests failing at once, as in OTP. Keep in place when the child's
+    /// callers hold its PID and its queue is worth more than its state: a
+    /// service whose requests should outlive one bad request.
     ///
     /// # Examples
     ///
@@ -244,7 +253,7 @@ impl ChildSpec {
     /// # drop(spec);
     /// ```
     pub fn restart_in_place(mut self, in_place: bool) -> Self {
-        self.in_place = in_place;
+        self.in_place = Some(in_place);
         self
     }
 
