@@ -172,3 +172,73 @@ fn a_returned_question_with_a_panicking_drop_harms_no_worker() {
     assert_eq!(DROPS.load(SeqCst), 1);
     scheduler.shutdown(WAIT);
 }
+
+/// Asks with a short timeout, reports the timeout, then waits to be told
+/// to finish: the question handed back after the timeout is unwanted.
+struct Patient {
+    target: Pid,
+    timed_out: std::sync::mpsc::Sender<()>,
+}
+
+impl Process for Patient {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.ask(self.target, 77u64, Duration::from_millis(5))?;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Reply { result, .. } => {
+                    assert_eq!(result.unwrap_err(), AskError::Timeout, "one reply per ask");
+                    self.timed_out.send(())?;
+                }
+                Event::Message(_) => out.finish(()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_question_handed_back_after_its_ask_timed_out_is_a_dead_letter() {
+    let dead = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&dead);
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .on_dead_letter(move |_cx, _pid, event| {
+            if let Event::Reply {
+                result: Err(AskError::Unread),
+                question: Some(question),
+                ..
+            } = event
+            {
+                seen.lock()
+                    .unwrap()
+                    .push(*question.downcast::<u64>().unwrap());
+            }
+        })
+        .build();
+    let asleep = scheduler.spawn(Asleep).unwrap();
+    let (timed_out, timeout_seen) = std::sync::mpsc::channel();
+    let patient = scheduler
+        .spawn(Patient {
+            target: asleep.pid(),
+            timed_out,
+        })
+        .unwrap();
+    scheduler.start();
+    timeout_seen.recv_timeout(WAIT).unwrap();
+    // The ask is over; now the target ends with the request unread.
+    scheduler.terminate(asleep.pid()).unwrap();
+    let _ = asleep.wait();
+    let deadline = std::time::Instant::now() + WAIT;
+    while dead.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(*dead.lock().unwrap(), [77], "neither lost nor seen twice");
+    scheduler.post(patient.pid(), ()).unwrap();
+    assert!(patient.wait().is_ok());
+    scheduler.shutdown(WAIT);
+}

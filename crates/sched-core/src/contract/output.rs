@@ -86,7 +86,11 @@ impl Iterator for Events<'_> {
             let event = self.inner.next()?;
             match self.lists {
                 Some(lists) if !lists.hand_out(&event) => {
-                    drop_user_value(event, lists.pid, "an event cancelled during its step");
+                    if crate::contract::pending::must_not_vanish(&event) {
+                        lists.returned.borrow_mut().push(event);
+                    } else {
+                        drop_user_value(event, lists.pid, "an event cancelled during its step");
+                    }
                 }
                 _ => return Some(event),
             }

@@ -231,6 +231,22 @@ pub(crate) struct StepLists<'a> {
     pub(crate) filters: &'a Cell<bool>,
     pub(crate) timers: &'a dyn CancelTimer,
     pub(crate) pid: Pid,
+    /// Unwanted events that must not be dropped silently (see
+    /// [`must_not_vanish`]): the worker dead-letters them after the step.
+    pub(crate) returned: &'a RefCell<Vec<Event>>,
+}
+
+/// Whether an event the process no longer waits for still carries
+/// something nobody else has: a question handed back unread, after its
+/// ask timed out. Such an event is a dead letter, not dropped.
+pub(crate) fn must_not_vanish(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Reply {
+            question: Some(_),
+            ..
+        }
+    )
 }
 
 impl StepLists<'_> {
@@ -305,7 +321,7 @@ pub(crate) fn drop_unwanted(
 ) {
     let mut kept = 0;
     for at in 0..batch.len() {
-        if take(extras, &batch[at], timers) {
+        if take(extras, &batch[at], timers) || must_not_vanish(&batch[at]) {
             batch.swap(kept, at);
             kept += 1;
         }

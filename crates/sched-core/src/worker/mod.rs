@@ -461,11 +461,13 @@ impl Worker<'_> {
         // cancels): lent through a cell for the length of the step.
         let extras = RefCell::new(body.extras.take());
         let filters = Cell::new(body.filters_events);
+        let returned = RefCell::new(Vec::new());
         let lists = StepLists {
             extras: &extras,
             filters: &filters,
             timers: &self.shared.timers,
             pid: record.pid,
+            returned: &returned,
         };
         let stepping = Stepping {
             shared: &self.shared,
@@ -505,6 +507,10 @@ impl Worker<'_> {
         drop(events);
         body.extras = extras.into_inner();
         body.filters_events = filters.get();
+        let returned = returned.into_inner();
+        if !returned.is_empty() {
+            self.shared.dead_letters(record.pid, returned);
+        }
         self.shrink_buffers();
         record.count_step();
         bump(&self.counters().steps, 1);
