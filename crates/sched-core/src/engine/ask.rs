@@ -84,11 +84,16 @@ impl Drop for ReplySlot {
         // An answer or question nobody took is the user's value: its
         // `Drop` may panic, and this runs on whichever thread let go last
         // (a worker, when the handle was dropped first).
-        let state = self.state.get_mut();
-        if let Some(answer) = state.answer.take() {
+        // Not `get_mut`: the loom stand-in for the mutex has none (the lock
+        // is uncontended here).
+        let (answer, question) = {
+            let mut state = self.state.lock();
+            (state.answer.take(), state.question.take())
+        };
+        if let Some(answer) = answer {
             crate::panic_guard::drop_user_value(answer, Pid::OUTSIDE, "an answer nobody took");
         }
-        if let Some(question) = state.question.take() {
+        if let Some(question) = question {
             crate::panic_guard::drop_user_value(
                 question,
                 Pid::OUTSIDE,

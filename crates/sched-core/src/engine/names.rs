@@ -39,7 +39,9 @@ use crate::contract::output::Output;
 use crate::contract::step_engine::StepNames;
 use crate::record::state::{state_of, COMPLETE};
 use crate::record::Record;
-use crate::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Condvar, Mutex};
 use crate::timer::{Action, What};
 
 /// Shards of the name table: registrations and lookups of different names
@@ -76,6 +78,12 @@ struct Shard {
 pub(crate) struct Names {
     hasher: RandomState,
     shards: Box<[CachePadded<Shard>]>,
+    /// Outside threads waiting for a name now (written only by them), so
+    /// that shutdown visits the shards only when one may be waiting.
+    outside_waiters: AtomicUsize,
+    /// Whether a step ever parked a send here, so that shutdown visits the
+    /// shards for what is left only then.
+    ever_parked: AtomicBool,
 }
 
 impl Default for Names {
@@ -85,6 +93,8 @@ impl Default for Names {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(Shard::default()))
                 .collect(),
+            outside_waiters: AtomicUsize::new(0),
+            ever_parked: AtomicBool::new(false),
         }
     }
 }
@@ -134,6 +144,12 @@ impl Names {
     /// Wakes every outside thread waiting for a name (shutdown: they see
     /// the stopping flag and give up).
     pub(crate) fn wake_all(&self) {
+        // SeqCst, as the waiter's increment: a waiter that registered
+        // before the stopping flag was set is counted here; one that
+        // registers after reads the flag under its shard's lock.
+        if self.outside_waiters.load(SeqCst) == 0 {
+            return;
+        }
         for shard in self.shards.iter() {
             // Under the lock: a waiter between its check of the flag and
             // its wait holds it, so it cannot miss this.
@@ -145,6 +161,11 @@ impl Names {
     /// Every package still parked, for shutdown.
     pub(crate) fn take_all_parked(&self) -> Vec<Package> {
         let mut all = Vec::new();
+        // Acquire: pairs with the parking step's store; shutdown calls this
+        // after every process ended, so a park that happened is seen.
+        if !self.ever_parked.load(Acquire) {
+            return all;
+        }
         for shard in self.shards.iter() {
             let parked = std::mem::take(&mut shard.maps.lock().parked);
             all.extend(parked.into_values().flatten().map(|p| p.package));
@@ -189,6 +210,9 @@ impl Shared {
             .or_default()
             .push_back(Parked { package, deadline });
         drop(maps);
+        if !self.names.ever_parked.load(Relaxed) {
+            self.names.ever_parked.store(true, Release);
+        }
         // Not one of the sender's own timers: it sweeps even after the
         // sender ended.
         let sweep = Action {
@@ -383,6 +407,7 @@ impl Context {
         let shared = self.shared();
         let deadline = Instant::now().checked_add(wait);
         let shard = shared.names.shard(name);
+        shared.names.outside_waiters.fetch_add(1, SeqCst);
         let holder = {
             let mut maps = shard.maps.lock();
             loop {
@@ -403,6 +428,7 @@ impl Context {
                 }
             }
         };
+        shared.names.outside_waiters.fetch_sub(1, SeqCst);
         match holder {
             Some(record) => {
                 shared.deliver_message(&record, Package::new(Pid::OUTSIDE, record.pid, payload))
