@@ -429,16 +429,7 @@ impl Context {
             }
         };
         shared.names.outside_waiters.fetch_sub(1, SeqCst);
-        match holder {
-            Some(record) => {
-                shared.deliver_message(&record, Package::new(Pid::OUTSIDE, record.pid, payload))
-            }
-            None => Err(SendError::unknown_target(Package::new(
-                Pid::OUTSIDE,
-                Pid::OUTSIDE,
-                payload,
-            ))),
-        }
+        shared.post_to_holder(holder, payload)
     }
 
     /// Sends `payload` from [`Pid::OUTSIDE`] to the process holding
@@ -460,9 +451,21 @@ impl Context {
         payload: impl std::any::Any + Send,
     ) -> Result<(), SendError> {
         let shared = self.shared();
-        match shared.names.lookup(name) {
+        shared.post_to_holder(shared.names.lookup(name), payload)
+    }
+}
+
+impl Shared {
+    /// Delivers `payload` from outside to the holder of a name, or refuses
+    /// it (unknown target, [`Pid::OUTSIDE`]) when there is none.
+    fn post_to_holder(
+        &self,
+        holder: Option<Arc<Record>>,
+        payload: impl std::any::Any + Send,
+    ) -> Result<(), SendError> {
+        match holder {
             Some(record) => {
-                shared.deliver_message(&record, Package::new(Pid::OUTSIDE, record.pid, payload))
+                self.deliver_message(&record, Package::new(Pid::OUTSIDE, record.pid, payload))
             }
             None => Err(SendError::unknown_target(Package::new(
                 Pid::OUTSIDE,
