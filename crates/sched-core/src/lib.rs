@@ -88,7 +88,7 @@ mod timer;
 mod worker;
 
 pub use contract::accepts::Accepts;
-pub use contract::command::{Command, CommandId, Tag, TypedCommand, Yielded};
+pub use contract::command::{Command, CommandId, Tag};
 pub use contract::down::{Down, ExitReason, MonitorId, NameError};
 pub use contract::error::{
     BoxError, InitError, SubmitError, TerminateError, UnexpectedValue, UpgradeError,
@@ -100,6 +100,7 @@ pub use contract::output::{Events, Output};
 pub use contract::process::{InitContext, Process, DEFAULT_METHOD};
 pub use contract::reply::{AskError, AskId, Question, ReplyTo, Request, Responder};
 pub use contract::timer_id::TimerId;
+pub use contract::typed_command::{TypedCommand, Yielded};
 pub use engine::commands::abandoned::Abandoned;
 pub use engine::commands::completer::{CompleteError, Completer, Rejected};
 pub use engine::commands::handler::CommandHandler;

@@ -20,4 +20,5 @@ pub(crate) mod process;
 pub(crate) mod reply;
 pub(crate) mod step_engine;
 pub(crate) mod timer_id;
+pub(crate) mod typed_command;
 pub(crate) mod upgrade;

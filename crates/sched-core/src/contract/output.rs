@@ -4,10 +4,11 @@ use std::fmt;
 
 use relay::{Package, Payload, Pid, SendError};
 
-use crate::contract::command::{CommandId, Tag, TypedCommand, Yielded};
+use crate::contract::command::{CommandId, Tag};
 use crate::contract::event::Event;
 use crate::contract::pending::{extras, Extras, StepLists};
 use crate::contract::step_engine::StepEngine;
+use crate::contract::typed_command::{TypedCommand, Yielded};
 use crate::contract::upgrade::Upgrade;
 use crate::panic_guard::drop_user_value;
 

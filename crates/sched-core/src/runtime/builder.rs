@@ -7,8 +7,9 @@ use crossbeam_utils::CachePadded;
 use relay::{Pid, RemoteTransport};
 
 use super::Engine;
-use crate::contract::command::{Command, CommandId, TypedCommand};
+use crate::contract::command::{Command, CommandId};
 use crate::contract::event::Event;
+use crate::contract::typed_command::TypedCommand;
 use crate::engine::commands::completer::{Completer, Rejected};
 use crate::engine::commands::handler::{CommandHandler, Handlers};
 use crate::engine::commands::typed::TypedCompleter;

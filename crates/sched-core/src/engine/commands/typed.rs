@@ -8,8 +8,9 @@ use std::marker::PhantomData;
 
 use relay::Pid;
 
-use crate::contract::command::{Command, Tag, TypedCommand};
+use crate::contract::command::{Command, Tag};
 use crate::contract::error::BoxError;
+use crate::contract::typed_command::TypedCommand;
 use crate::engine::commands::abandoned::Abandoned;
 use crate::engine::commands::completer::{CompleteError, Completer, Rejected};
 use crate::engine::commands::handler::CommandHandler;

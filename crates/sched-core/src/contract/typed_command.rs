@@ -1,0 +1,174 @@
+//! Typed commands: a command id that carries the types of its data and of
+//! its result, and the typed yield in flight that reads its completion.
+//! The handler side (`TypedCompleter`) is in `engine/commands/typed.rs`.
+
+use std::any::{type_name, Any};
+use std::fmt;
+use std::marker::PhantomData;
+
+use crate::contract::command::{CommandId, Tag};
+use crate::contract::error::UnexpectedValue;
+use crate::contract::event::{CommandError, Event};
+
+/// A [`CommandId`] with the types of its data and of its result: the step
+/// yields a `D` with [`Output::yield_typed`](crate::Output::yield_typed)
+/// and reads an `R` back through the returned [`Yielded`]; the handler,
+/// registered with the builder's `typed_handler`, receives the `D` itself
+/// and completes with an `R` (a [`TypedCompleter`](crate::TypedCompleter)).
+/// No box and no downcast in user code on either side; the untyped
+/// `yield_command` and `handler` stay for routers and interpreters.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::command::{CommandId, TypedCommand, Yielded};
+///
+/// /// The length of a string, computed by a handler.
+/// const LEN: TypedCommand<String, usize> = TypedCommand::new(CommandId(1));
+///
+/// struct Measure(Option<Yielded<usize>>);
+///
+/// impl Process for Measure {
+///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         self.0 = Some(out.yield_typed(LEN, Tag(1), String::from("hello")));
+///         Ok(())
+///     }
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         let yielded = self.0.as_ref().expect("started");
+///         for event in events {
+///             if let Ok(result) = yielded.result(event) {
+///                 out.finish(result?);
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder()
+///     .workers(1)
+///     .typed_handler(LEN, |text: String, done| {
+///         let _ = done.complete(text.len());
+///         Ok(())
+///     })
+///     .build();
+/// scheduler.start();
+/// assert_eq!(scheduler.spawn(Measure(None))?.typed::<usize>().wait()?, 5);
+/// # scheduler.shutdown(std::time::Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct TypedCommand<D, R> {
+    id: CommandId,
+    types: PhantomData<fn(D) -> R>,
+}
+
+impl<D, R> TypedCommand<D, R> {
+    /// The command `id`, typed: its data is a `D`, its result an `R`.
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedCommand`].
+    pub const fn new(id: CommandId) -> Self {
+        TypedCommand {
+            id,
+            types: PhantomData,
+        }
+    }
+
+    /// The untyped id, which handlers are registered under.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::command::{CommandId, TypedCommand};
+    /// const PING: TypedCommand<(), ()> = TypedCommand::new(CommandId(3));
+    /// assert_eq!(PING.id(), CommandId(3));
+    /// ```
+    pub const fn id(&self) -> CommandId {
+        self.id
+    }
+}
+
+impl<D, R> Clone for TypedCommand<D, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D, R> Copy for TypedCommand<D, R> {}
+
+impl<D, R> fmt::Debug for TypedCommand<D, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedCommand")
+            .field("id", &self.id)
+            .field("data", &type_name::<D>())
+            .field("result", &type_name::<R>())
+            .finish()
+    }
+}
+
+/// A typed yield in flight: its tag, and the type of its result, for
+/// reading the [`Event::Completion`] it gets.
+///
+/// # Examples
+///
+/// See [`TypedCommand`].
+pub struct Yielded<R> {
+    tag: Tag,
+    result: PhantomData<fn() -> R>,
+}
+
+impl<R: Any> Yielded<R> {
+    pub(crate) fn new(tag: Tag) -> Self {
+        Yielded {
+            tag,
+            result: PhantomData,
+        }
+    }
+
+    /// The tag the yield was made with.
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedCommand`].
+    pub fn tag(&self) -> Tag {
+        self.tag
+    }
+
+    /// Reads `event` as this yield's completion: `Err(event)` when it is
+    /// not (another event, or another tag), so the caller can go on
+    /// matching it. Inside `Ok`: the result as an `R`, or the command's
+    /// error ([`CommandError::UnexpectedType`] for a result of another
+    /// type).
+    ///
+    /// # Examples
+    ///
+    /// See [`TypedCommand`].
+    pub fn result(&self, event: Event) -> Result<Result<R, CommandError>, Event> {
+        match event {
+            Event::Completion { tag, result } if tag == self.tag => Ok(result.and_then(|value| {
+                value.downcast::<R>().map(|value| *value).map_err(|value| {
+                    CommandError::UnexpectedType(UnexpectedValue::new(type_name::<R>(), value))
+                })
+            })),
+            other => Err(other),
+        }
+    }
+}
+
+impl<R> Clone for Yielded<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for Yielded<R> {}
+
+impl<R> fmt::Debug for Yielded<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Yielded")
+            .field("tag", &self.tag)
+            .field("result", &type_name::<R>())
+            .finish()
+    }
+}
