@@ -107,7 +107,8 @@ pub use engine::commands::handler::CommandHandler;
 pub use engine::commands::typed::TypedCompleter;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{
-    Context, Monitor, PidStatus, ProcessInfo, QueryId, Reply, ShutdownReport, TypedReply,
+    Context, Histogram, Histograms, Monitor, PidStatus, ProcessInfo, QueryId, Reply,
+    ShutdownReport, TypedReply,
 };
 pub use record::completion::Completion;
 pub use record::state::ProcessState;

@@ -215,6 +215,18 @@ impl SchedulerBuilder {
         }
     }
 
+    /// Records a histogram of step durations, read with
+    /// [`histograms`](crate::Context::histograms). Off by default.
+    ///
+    /// # Examples
+    ///
+    /// See [`Context::histograms`](crate::Context::histograms).
+    pub fn histograms(self, on: bool) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.histograms(on),
+        }
+    }
+
     /// Registers the handler of a typed command: it receives the yield's
     /// data as a `D` and completes with an `R` (see
     /// [`TypedCommand`](crate::command::TypedCommand)).

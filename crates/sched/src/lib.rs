@@ -297,7 +297,7 @@ pub mod remote {
 /// assert_eq!(stats.live_processes, 0);
 /// ```
 pub mod stats {
-    pub use sched_core::{ShutdownReport, Stats, WorkerStats};
+    pub use sched_core::{Histogram, Histograms, ShutdownReport, Stats, WorkerStats};
 }
 
 /// The engine without the facade's sugar: its handle, its builder and the

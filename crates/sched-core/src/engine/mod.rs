@@ -14,6 +14,7 @@ pub(crate) mod ask;
 pub(crate) mod commands;
 pub(crate) mod context;
 pub(crate) mod control;
+pub(crate) mod histogram;
 pub(crate) mod hooks;
 mod introspect;
 mod links;
@@ -33,6 +34,7 @@ pub(crate) mod upgrade;
 
 pub use ask::{QueryId, Reply, TypedReply};
 pub use context::Context;
+pub use histogram::{Histogram, Histograms};
 pub use introspect::{PidStatus, ProcessInfo};
 pub use monitors::Monitor;
 pub use shutdown::ShutdownReport;

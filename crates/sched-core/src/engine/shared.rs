@@ -25,6 +25,8 @@ pub(crate) struct Remote {
     /// Its queue of processes woken by their timers.
     pub(crate) timed: deque::Stealer<Arc<Record>>,
     pub(crate) counters: WorkerCounters,
+    /// Its histograms, when the builder turned them on.
+    pub(crate) histograms: Option<Box<super::histogram::WorkerHistograms>>,
 }
 
 /// The state every worker, completer and handle shares.

@@ -477,11 +477,17 @@ impl Worker<'_> {
         let mut events = Events::new(self.events.drain(..), Some(&lists));
         // Only the user's step counts as "in a step" for shutdown's report:
         // a worker ending a process (its `close`, its outcome) is not stuck.
-        let in_step = &self.shared.remotes[self.local.index].counters.in_step;
+        let remote = &self.shared.remotes[self.local.index];
+        let in_step = &remote.counters.in_step;
         in_step.store(record.pid.id(), Relaxed);
         // Free when nothing listens at trace level (one static check).
         let span = tracing::trace_span!("step", pid = %record.pid);
         let entered = span.enter();
+        // One branch per step when histograms are off.
+        let started = remote
+            .histograms
+            .as_ref()
+            .map(|_| std::time::Instant::now());
         let result = catch_unwind(AssertUnwindSafe(|| {
             if fresh {
                 process.start(&mut output)?;
@@ -491,6 +497,9 @@ impl Worker<'_> {
             }
             process.step(&mut events, &mut output)
         }));
+        if let (Some(histograms), Some(started)) = (&remote.histograms, started) {
+            histograms.step.record(started.elapsed());
+        }
         drop(entered);
         in_step.store(0, Relaxed);
         let status = std::mem::replace(&mut output.status, Status::Idle);

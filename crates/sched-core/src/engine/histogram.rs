@@ -1,0 +1,283 @@
+//! Latency histograms: recorded per worker with no shared write (each
+//! worker writes only its own buckets, with a load and a store, no
+//! read-modify-write), merged when read.
+//!
+//! Buckets are log-linear: exact below 16 ns, then eight buckets per power
+//! of two, so a value is known to within 12.5% (a quantile is reported as
+//! its bucket's upper bound, never below the true value by more than
+//! that). 496 buckets cover every `u64` of nanoseconds.
+
+use std::fmt;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use super::stats::bump;
+use crate::sync::AtomicU64;
+
+/// Buckets per histogram: 16 exact ones, then 8 per power of two from 2^4
+/// to 2^63.
+const BUCKETS: usize = 16 + 60 * 8;
+
+/// The bucket of `nanos`.
+fn bucket(nanos: u64) -> usize {
+    if nanos < 16 {
+        return nanos as usize;
+    }
+    let exponent = 63 - nanos.leading_zeros() as usize; // 4..=63
+    let sub = ((nanos >> (exponent - 3)) & 7) as usize;
+    16 + (exponent - 4) * 8 + sub
+}
+
+/// The largest value bucket `index` holds.
+fn upper_bound(index: usize) -> u64 {
+    if index < 16 {
+        return index as u64;
+    }
+    let exponent = (index - 16) / 8 + 4;
+    let sub = ((index - 16) % 8) as u64;
+    let low = (8 + sub) << (exponent - 3);
+    low.saturating_add((1u64 << (exponent - 3)) - 1)
+}
+
+/// One worker's histogram of one quantity.
+pub(crate) struct Recorder {
+    buckets: Box<[AtomicU64]>,
+    max: AtomicU64,
+    sum: AtomicU64,
+}
+
+impl Recorder {
+    pub(crate) fn new() -> Self {
+        Recorder {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            max: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one value. Only the owning worker calls this.
+    #[inline]
+    pub(crate) fn record(&self, value: Duration) {
+        let nanos = u64::try_from(value.as_nanos()).unwrap_or(u64::MAX);
+        bump(&self.buckets[bucket(nanos)], 1);
+        bump(&self.sum, nanos);
+        if nanos > self.max.load(Relaxed) {
+            self.max.store(nanos, Relaxed);
+        }
+    }
+
+    /// Adds this recorder's counts into `into`.
+    fn merge_into(&self, into: &mut Histogram) {
+        for (total, bucket) in into.counts.iter_mut().zip(self.buckets.iter()) {
+            *total += bucket.load(Relaxed);
+        }
+        into.max = into.max.max(self.max.load(Relaxed));
+        into.sum = into.sum.wrapping_add(self.sum.load(Relaxed));
+    }
+}
+
+impl fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recorder").finish_non_exhaustive()
+    }
+}
+
+/// One worker's histograms.
+#[derive(Debug)]
+pub(crate) struct WorkerHistograms {
+    pub(crate) step: Recorder,
+}
+
+impl WorkerHistograms {
+    pub(crate) fn new() -> Self {
+        WorkerHistograms {
+            step: Recorder::new(),
+        }
+    }
+}
+
+/// The engine's latency histograms, merged over its workers
+/// ([`Context::histograms`](crate::Context::histograms)); recorded only when
+/// the builder's `histograms(true)` turned them on.
+///
+/// # Examples
+///
+/// See [`Context::histograms`](crate::Context::histograms).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Histograms {
+    /// How long each step ran: from the call of the process's `start` (on
+    /// its first turn) or `step` to its return, one value per step.
+    pub step: Histogram,
+}
+
+impl Histograms {
+    pub(crate) fn merge<'a>(workers: impl Iterator<Item = &'a WorkerHistograms>) -> Self {
+        let mut step = Histogram::empty();
+        for worker in workers {
+            worker.step.merge_into(&mut step);
+        }
+        Histograms { step }
+    }
+}
+
+/// A histogram of durations, merged over the workers: the count, the
+/// largest value, and quantiles to within 12.5%.
+///
+/// # Examples
+///
+/// See [`Context::histograms`](crate::Context::histograms).
+#[derive(Clone)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    max: u64,
+    sum: u64,
+}
+
+impl Histogram {
+    fn empty() -> Self {
+        Histogram {
+            counts: vec![0; BUCKETS],
+            max: 0,
+            sum: 0,
+        }
+    }
+
+    /// How many values were recorded.
+    ///
+    /// # Examples
+    ///
+    /// See [`Context::histograms`](crate::Context::histograms).
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The largest value recorded (exact).
+    ///
+    /// # Examples
+    ///
+    /// See [`Context::histograms`](crate::Context::histograms).
+    pub fn max(&self) -> Duration {
+        Duration::from_nanos(self.max)
+    }
+
+    /// The mean of the values recorded (exact up to rounding).
+    ///
+    /// # Examples
+    ///
+    /// See [`Context::histograms`](crate::Context::histograms).
+    pub fn mean(&self) -> Duration {
+        match self.count() {
+            0 => Duration::ZERO,
+            n => Duration::from_nanos(self.sum / n),
+        }
+    }
+
+    /// The value below which a fraction `q` (0.0 to 1.0) of the values
+    /// lie: the upper bound of the bucket that holds it, capped at the
+    /// largest value. Zero for an empty histogram.
+    ///
+    /// # Examples
+    ///
+    /// See [`Context::histograms`](crate::Context::histograms).
+    pub fn quantile(&self, q: f64) -> Duration {
+        let count = self.count();
+        if count == 0 {
+            return Duration::ZERO;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (index, &n) in self.counts.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Duration::from_nanos(upper_bound(index).min(self.max));
+            }
+        }
+        Duration::from_nanos(self.max)
+    }
+
+    /// The median ([`quantile`](Histogram::quantile) of 0.5).
+    ///
+    /// # Examples
+    ///
+    /// See [`Context::histograms`](crate::Context::histograms).
+    pub fn p50(&self) -> Duration {
+        self.quantile(0.5)
+    }
+
+    /// The 90th percentile.
+    ///
+    /// # Examples
+    ///
+    /// See [`Context::histograms`](crate::Context::histograms).
+    pub fn p90(&self) -> Duration {
+        self.quantile(0.9)
+    }
+
+    /// The 99th percentile.
+    ///
+    /// # Examples
+    ///
+    /// See [`Context::histograms`](crate::Context::histograms).
+    pub fn p99(&self) -> Duration {
+        self.quantile(0.99)
+    }
+}
+
+impl fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Histogram")
+            .field("count", &self.count())
+            .field("p50", &self.p50())
+            .field("p99", &self.p99())
+            .field("max", &self.max())
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_falls_in_a_bucket_whose_bounds_hold_it() {
+        let mut values: Vec<u64> = (0..2_000).collect();
+        values.extend((4..64).flat_map(|e| {
+            let p = 1u64 << e;
+            [p - 1, p, p + 1, p + p / 3]
+        }));
+        values.push(u64::MAX);
+        for v in values {
+            let i = bucket(v);
+            assert!(i < BUCKETS, "{v}");
+            assert!(v <= upper_bound(i), "{v} above bucket {i}");
+            if i > 0 {
+                assert!(v > upper_bound(i - 1), "{v} below bucket {i}");
+            }
+            // Within 12.5% above.
+            assert!(upper_bound(i) - v <= v / 8 + 1, "{v}: {}", upper_bound(i));
+        }
+    }
+
+    #[test]
+    fn quantiles_count_and_max_of_a_known_series() {
+        let recorder = Recorder::new();
+        for micros in 1..=1000u64 {
+            recorder.record(Duration::from_micros(micros));
+        }
+        let mut h = Histogram::empty();
+        recorder.merge_into(&mut h);
+        assert_eq!(h.count(), 1000);
+        assert_eq!(h.max(), Duration::from_micros(1000));
+        assert_eq!(h.mean(), Duration::from_nanos(500_500));
+        for (q, exact) in [(0.5, 500u64), (0.9, 900), (0.99, 990), (1.0, 1000)] {
+            let got = h.quantile(q).as_nanos() as u64;
+            let exact = exact * 1000;
+            assert!(
+                got >= exact && got <= exact + exact / 8,
+                "q {q}: {got} vs {exact}"
+            );
+        }
+        assert_eq!(Histogram::empty().p99(), Duration::ZERO);
+    }
+}
