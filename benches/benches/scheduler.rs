@@ -63,6 +63,14 @@ fn engine() -> Engine {
     engine
 }
 
+/// The same engine with the step histogram recording (its overhead is the
+/// ratio of `ours+histograms` to `ours`).
+fn engine_with_histograms() -> Engine {
+    let engine = Engine::builder().workers(WORKERS).histograms(true).build();
+    engine.start();
+    engine
+}
+
 fn engine_with(id: CommandId, handler: impl sched_core::CommandHandler) -> Engine {
     let engine = Engine::builder()
         .workers(WORKERS)
@@ -190,21 +198,28 @@ impl Process for Continuer {
 
 fn yield_many(c: &mut Criterion) {
     let mut group = c.benchmark_group("yield-many");
-    let engine = engine();
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            let latch = Latch::new(YIELD_TASKS);
-            for _ in 0..YIELD_TASKS {
-                let process = Box::new(Continuer {
-                    left: YIELD_STEPS,
-                    latch: latch.clone(),
-                });
-                submit(&engine, pid(&engine), process);
-            }
-            latch.wait();
-        })
-    });
-    shut(engine);
+    for (name, histograms) in [("ours", false), ("ours+histograms", true)] {
+        // One engine at a time: the other's idle workers stay out of it.
+        let engine = if histograms {
+            engine_with_histograms()
+        } else {
+            engine()
+        };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let latch = Latch::new(YIELD_TASKS);
+                for _ in 0..YIELD_TASKS {
+                    let process = Box::new(Continuer {
+                        left: YIELD_STEPS,
+                        latch: latch.clone(),
+                    });
+                    submit(&engine, pid(&engine), process);
+                }
+                latch.wait();
+            })
+        });
+        shut(engine);
+    }
 
     let rt = runtime();
     group.bench_function("tokio", |b| {
@@ -273,29 +288,36 @@ impl Process for Player {
 
 fn ping_pong(c: &mut Criterion) {
     let mut group = c.benchmark_group("ping-pong");
-    let engine = engine();
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            let latch = Latch::new(2 * PING_PONG_PAIRS);
-            for _ in 0..PING_PONG_PAIRS {
-                let (a, z) = (pid(&engine), pid(&engine));
-                let player = |peer, serves| {
-                    Box::new(Player {
-                        peer,
-                        serves,
-                        started: false,
-                        received: 0,
-                        latch: latch.clone(),
-                    })
-                };
-                // The ponger is registered before the pinger serves.
-                submit(&engine, z, player(a, false));
-                submit(&engine, a, player(z, true));
-            }
-            latch.wait();
-        })
-    });
-    shut(engine);
+    for (name, histograms) in [("ours", false), ("ours+histograms", true)] {
+        // One engine at a time: the other's idle workers stay out of it.
+        let engine = if histograms {
+            engine_with_histograms()
+        } else {
+            engine()
+        };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let latch = Latch::new(2 * PING_PONG_PAIRS);
+                for _ in 0..PING_PONG_PAIRS {
+                    let (a, z) = (pid(&engine), pid(&engine));
+                    let player = |peer, serves| {
+                        Box::new(Player {
+                            peer,
+                            serves,
+                            started: false,
+                            received: 0,
+                            latch: latch.clone(),
+                        })
+                    };
+                    // The ponger is registered before the pinger serves.
+                    submit(&engine, z, player(a, false));
+                    submit(&engine, a, player(z, true));
+                }
+                latch.wait();
+            })
+        });
+        shut(engine);
+    }
 
     let rt = runtime();
     group.bench_function("tokio", |b| {
