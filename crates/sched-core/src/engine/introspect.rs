@@ -83,15 +83,12 @@ impl Context {
     /// assert!(engine.processes().is_empty());
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {
-        let mut list: Vec<ProcessInfo> = self
-            .shared()
-            .processes
-            .pids()
-            .into_iter()
-            .filter_map(|pid| self.shared().processes.get(pid))
-            .map(|record| ProcessInfo::of(&record))
-            .collect();
-        list.sort_by_key(|p| p.pid);
+        let records = self.shared().processes.records();
+        let mut list: Vec<ProcessInfo> = records.iter().map(|r| ProcessInfo::of(r)).collect();
+        // Dropped after the list is made: a count is the last only for a
+        // process that ended meanwhile (its record's drop is cheap).
+        drop(records);
+        list.sort_unstable_by_key(|p| p.pid);
         list
     }
 }

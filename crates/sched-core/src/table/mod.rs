@@ -194,6 +194,18 @@ impl<T: Keyed> ProcessTable<T> {
         self.slot(pid).is_some_and(|(slot, _)| slot.holds(pid))
     }
 
+    /// Every registered record, each with a count of its own (each slot
+    /// read once, in index order).
+    pub(crate) fn records(&self) -> Vec<Arc<T>> {
+        let mut records = Vec::new();
+        self.segments.for_each(|_, slot| {
+            if let Some(record) = slot.occupant() {
+                records.push(record);
+            }
+        });
+        records
+    }
+
     /// Every registered record's PID (each slot read once, in index order).
     pub(crate) fn pids(&self) -> Vec<Pid> {
         let mut pids = Vec::new();

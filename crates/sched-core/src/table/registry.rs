@@ -157,6 +157,21 @@ impl<T: Keyed> Registry<T> {
         self.table.ended(pid) && self.get(pid).is_none()
     }
 
+    /// Every registered record, on both sides (one walk of the table; the
+    /// chosen PIDs, rarely many, are looked up one by one).
+    pub(crate) fn records(&self) -> Vec<Arc<T>> {
+        let mut records = self.table.records();
+        if self.user_count.load(Acquire) != 0 {
+            records.extend(
+                self.users
+                    .pids()
+                    .into_iter()
+                    .filter_map(|pid| self.users.lookup(pid)),
+            );
+        }
+        records
+    }
+
     /// Every registered PID, on both sides. A registration that completed
     /// before a `SeqCst` fence that precedes this call is in the list.
     pub(crate) fn pids(&self) -> Vec<Pid> {

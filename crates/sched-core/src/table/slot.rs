@@ -193,6 +193,19 @@ impl<T: Keyed> Slot<T> {
         .flatten()
     }
 
+    /// The occupant's record, with a count of its own, if the slot is
+    /// occupied.
+    pub(super) fn occupant(&self) -> Option<Arc<T>> {
+        self.read(|raw| {
+            // SAFETY: as in `get`: the word is locked, the slot's count
+            // keeps the record alive, and `raw` came from `Arc::into_raw`.
+            unsafe {
+                Arc::increment_strong_count(raw);
+                Arc::from_raw(raw)
+            }
+        })
+    }
+
     /// The occupant's PID, if the slot is occupied.
     pub(super) fn occupant_pid(&self) -> Option<Pid> {
         // SAFETY: as in `get`.
