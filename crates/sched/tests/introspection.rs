@@ -60,3 +60,53 @@ fn one_process_info_matches_the_list_and_ends_with_the_process() {
     assert_eq!(scheduler.processes().len(), 2);
     scheduler.shutdown(WAIT);
 }
+
+/// Under churn (processes starting and ending on both workers while the
+/// list is taken), every listing holds each stable process once, no PID
+/// twice, and no process whose end was observed before the call.
+#[test]
+fn the_list_is_exact_under_churn() {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+
+    let scheduler = Arc::new(Scheduler::builder().workers(2).build());
+    scheduler.start();
+    let stable: Vec<Completion> = (0..100).map(|_| scheduler.spawn(Waits).unwrap()).collect();
+    let stable_pids: HashSet<Pid> = stable.iter().map(Completion::pid).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ended = Arc::new(Mutex::new(Vec::new()));
+    let churn = {
+        let (scheduler, stop, ended) = (scheduler.clone(), stop.clone(), ended.clone());
+        std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                let batch: Vec<Completion> =
+                    (0..50).map(|_| scheduler.spawn(Waits).unwrap()).collect();
+                for done in batch {
+                    scheduler.post(done.pid(), ()).unwrap();
+                    let pid = done.pid();
+                    done.wait().unwrap();
+                    ended.lock().unwrap().push(pid);
+                }
+            }
+        })
+    };
+    for _ in 0..200 {
+        let gone: HashSet<Pid> = ended.lock().unwrap().iter().copied().collect();
+        let list = scheduler.processes();
+        let pids: Vec<Pid> = list.iter().map(|p| p.pid).collect();
+        let unique: HashSet<Pid> = pids.iter().copied().collect();
+        assert_eq!(unique.len(), pids.len(), "a PID listed twice");
+        assert!(pids.windows(2).all(|w| w[0] < w[1]), "sorted by PID");
+        assert!(stable_pids.is_subset(&unique), "a stable process missing");
+        assert!(unique.is_disjoint(&gone), "an ended process listed");
+    }
+    stop.store(true, SeqCst);
+    churn.join().unwrap();
+    for done in stable {
+        scheduler.post(done.pid(), ()).unwrap();
+        done.wait().unwrap();
+    }
+    assert!(scheduler.processes().is_empty());
+    scheduler.shutdown(WAIT);
+}
