@@ -219,6 +219,7 @@ pub(crate) fn ci() -> Result<(), String> {
                 "clippy",
                 "--workspace",
                 "--all-targets",
+                "--all-features",
                 "--",
                 "-D",
                 "warnings",
@@ -234,6 +235,7 @@ pub(crate) fn ci() -> Result<(), String> {
             &[
                 "test",
                 "--workspace",
+                "--all-features",
                 "--lib",
                 "--bins",
                 "--tests",
@@ -243,10 +245,14 @@ pub(crate) fn ci() -> Result<(), String> {
         )
     })?;
     step("doc tests and rustdoc", || {
-        run("cargo", &["test", "--workspace", "--doc"], &[])?;
         run(
             "cargo",
-            &["doc", "--workspace", "--no-deps"],
+            &["test", "--workspace", "--all-features", "--doc"],
+            &[],
+        )?;
+        run(
+            "cargo",
+            &["doc", "--workspace", "--all-features", "--no-deps"],
             &[("RUSTDOCFLAGS", "-D warnings")],
         )
     })?;

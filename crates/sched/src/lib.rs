@@ -93,6 +93,8 @@
 
 mod builder;
 mod call;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod scheduler;
 pub mod supervisor;
 

@@ -1,0 +1,137 @@
+//! The scheduler's figures through the [`metrics`] facade (feature
+//! `metrics`), so an application exports them with whichever recorder it
+//! installs (Prometheus, StatsD, OpenTelemetry, ...).
+//!
+//! [`publish`] reads [`stats`](crate::Context::stats) and, when they are
+//! on, [`histograms`](crate::Context::histograms) once, and sets:
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `sched_live_processes` | gauge | | processes started and not ended |
+//! | `sched_global_queue_length` | gauge | | processes in the global queues |
+//! | `sched_parked_workers` | gauge | | workers asleep |
+//! | `sched_pending_timers` | gauge | | timers set and not yet fired |
+//! | `sched_dead_letters_total` | counter | | events no process could take |
+//! | `sched_long_steps_total` | counter | | steps reported long while they ran |
+//! | `sched_steps_total` | counter | `worker` | steps run |
+//! | `sched_steals_total` | counter | `worker` | processes taken from other workers |
+//! | `sched_parks_total` | counter | `worker` | times the worker slept |
+//! | `sched_completed_total` | counter | `worker` | processes the worker ended |
+//! | `sched_local_queue_length` | gauge | `worker` | processes in its run queues |
+//! | `sched_step_duration_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | step durations, when histograms are on |
+//! | `sched_step_duration_count` | counter | | steps in that histogram |
+//!
+//! Counters are set to the engine's totals (`absolute`), so publishing
+//! twice counts nothing twice. Call [`publish`] from a timer, or let a
+//! [`Publisher`] thread do it; it costs one `stats()` call (a read of each
+//! worker's counters), never anything on the step path.
+
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use sched_core::Context;
+
+/// Publishes the scheduler's figures once through the installed `metrics`
+/// recorder (see the module's table).
+///
+/// # Examples
+///
+/// ```
+/// let scheduler = sched::Scheduler::builder().workers(1).build();
+/// // With no recorder installed this does nothing, and costs little.
+/// sched::metrics::publish(&scheduler);
+/// ```
+pub fn publish(cx: &Context) {
+    let stats = cx.stats();
+    metrics::gauge!("sched_live_processes").set(stats.live_processes as f64);
+    metrics::gauge!("sched_global_queue_length").set(stats.global_queue_len as f64);
+    metrics::gauge!("sched_parked_workers").set(stats.parked_workers as f64);
+    metrics::gauge!("sched_pending_timers").set(stats.pending_timers as f64);
+    metrics::counter!("sched_dead_letters_total").absolute(stats.dead_letters);
+    metrics::counter!("sched_long_steps_total").absolute(stats.long_steps);
+    for (index, worker) in stats.workers.iter().enumerate() {
+        let label = index.to_string();
+        metrics::counter!("sched_steps_total", "worker" => label.clone()).absolute(worker.steps);
+        metrics::counter!("sched_steals_total", "worker" => label.clone()).absolute(worker.stolen);
+        metrics::counter!("sched_parks_total", "worker" => label.clone()).absolute(worker.parks);
+        metrics::counter!("sched_completed_total", "worker" => label.clone())
+            .absolute(worker.completed);
+        metrics::gauge!("sched_local_queue_length", "worker" => label)
+            .set(worker.local_queue_len as f64);
+    }
+    if let Some(histograms) = cx.histograms() {
+        let step = histograms.step;
+        for (quantile, value) in [
+            ("0.5", step.p50()),
+            ("0.9", step.p90()),
+            ("0.99", step.p99()),
+            ("1", step.max()),
+        ] {
+            metrics::gauge!("sched_step_duration_seconds", "quantile" => quantile)
+                .set(value.as_secs_f64());
+        }
+        metrics::counter!("sched_step_duration_count").absolute(step.count());
+    }
+}
+
+/// A thread that [`publish`]es a scheduler's figures every `every`, until
+/// it is dropped (or the scheduler shuts down).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// let scheduler = Arc::new(sched::Scheduler::builder().workers(1).build());
+/// let publisher = sched::metrics::Publisher::start(Arc::clone(&scheduler), Duration::from_secs(1));
+/// drop(publisher); // stops and joins the thread
+/// ```
+#[derive(Debug)]
+pub struct Publisher {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Publisher {
+    /// Starts the thread, which publishes at once and then every `every`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Publisher`].
+    pub fn start(scheduler: Arc<crate::Scheduler>, every: Duration) -> Publisher {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("sched-metrics".into())
+            .spawn(move || {
+                // Short sleeps, so that a drop does not wait a whole period.
+                let tick = every.min(Duration::from_millis(50));
+                let mut waited = every;
+                while !flag.load(SeqCst) {
+                    if waited >= every {
+                        publish(&scheduler);
+                        waited = Duration::ZERO;
+                    }
+                    std::thread::sleep(tick);
+                    waited += tick;
+                }
+            })
+            .expect("spawn the metrics thread");
+        Publisher {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.stop.store(true, SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The figures published through the `metrics` facade, served by a real
+//! Prometheus exporter on loopback, scraped over HTTP with a real client
+//! and parsed with a Prometheus text parser: the names are there, and the
+//! step counters add up to the steps the scheduler took.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use metrics_exporter_prometheus::PrometheusBuilder;
+use sched::metrics::Publisher;
+use sched::prelude::*;
+
+/// Takes `0` steps, then finishes.
+struct Steps(u32);
+
+impl Process for Steps {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.0 -= 1;
+        if self.0 == 0 {
+            out.finish(());
+        } else {
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+fn free_port() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+fn scrape(address: SocketAddr) -> prometheus_parse::Scrape {
+    let body = ureq::get(&format!("http://{address}/metrics"))
+        .call()
+        .expect("the exporter answers")
+        .into_body()
+        .read_to_string()
+        .expect("a text body");
+    let lines = body.lines().map(|line| Ok(line.to_owned()));
+    prometheus_parse::Scrape::parse(lines).expect("valid exposition text")
+}
+
+fn value(scrape: &prometheus_parse::Scrape, name: &str) -> Vec<f64> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+        .collect()
+}
+
+#[test]
+fn the_scraped_figures_parse_and_count_the_steps() {
+    let address = free_port();
+    PrometheusBuilder::new()
+        .with_http_listener(address)
+        .install()
+        .expect("the exporter starts");
+    let scheduler = Arc::new(Scheduler::builder().workers(2).histograms(true).build());
+    scheduler.start();
+    let runs: Vec<Completion> = (0..100)
+        .map(|_| scheduler.spawn(Steps(50)).unwrap())
+        .collect();
+    for done in runs {
+        done.wait().unwrap();
+    }
+    let publisher = Publisher::start(Arc::clone(&scheduler), Duration::from_millis(20));
+
+    // The exporter's listener starts on its own thread: retry a while.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let scrape = loop {
+        let scrape = std::panic::catch_unwind(|| scrape(address));
+        if let Ok(scrape) = scrape {
+            if value(&scrape, "sched_steps_total").iter().sum::<f64>() >= 5_000.0 {
+                break scrape;
+            }
+        }
+        assert!(Instant::now() < deadline, "no figures scraped");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(publisher);
+
+    let steps: f64 = value(&scrape, "sched_steps_total").iter().sum();
+    assert_eq!(steps, 5_000.0, "one per step, summed over the workers");
+    assert_eq!(
+        value(&scrape, "sched_steps_total").len(),
+        2,
+        "one per worker"
+    );
+    assert_eq!(value(&scrape, "sched_live_processes"), [0.0]);
+    assert_eq!(value(&scrape, "sched_step_duration_count"), [5_000.0]);
+    let quantiles = value(&scrape, "sched_step_duration_seconds");
+    assert_eq!(quantiles.len(), 4);
+    assert!(
+        quantiles.iter().all(|q| *q > 0.0 && *q < 1.0),
+        "{quantiles:?}"
+    );
+    for name in [
+        "sched_dead_letters_total",
+        "sched_parked_workers",
+        "sched_pending_timers",
+    ] {
+        assert_eq!(value(&scrape, name).len(), 1, "{name}");
+    }
+    scheduler.shutdown(Duration::from_secs(5));
+}
