@@ -34,6 +34,18 @@ fn a_small_mixed_workload_runs_clean() {
         .send(Package::new(Pid::local(0), Pid::local(10), "stop"))
         .unwrap();
     let blocked = submit(&engine, 11, Counter::new(1, NEVER));
+    let mut counters = counters.into_iter();
+    // A typed handle (its `typed` moves the record's count without a drop).
+    let mut typed = counters.next().unwrap().typed::<u64>();
+    let typed_outcome = typed.wait_timeout(PATIENCE).expect("finished in time");
+    assert_eq!(typed_outcome.unwrap(), 3);
+    // One read as the wrong type hands its value back.
+    match counters.next().unwrap().typed::<String>().wait() {
+        Err(ExitError::UnexpectedType(wrong)) => {
+            assert_eq!(*wrong.into_value().downcast::<u64>().unwrap(), 3)
+        }
+        other => panic!("{other:?}"),
+    }
     for c in counters {
         assert_eq!(done_u64(wait(c)), 3);
     }
