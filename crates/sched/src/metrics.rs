@@ -20,6 +20,8 @@
 //! | `sched_local_queue_length` | gauge | `worker` | processes in its run queues |
 //! | `sched_step_duration_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | step durations, when histograms are on |
 //! | `sched_step_duration_count` | counter | | steps in that histogram |
+//! | `sched_timer_lateness_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | how late timers fell due, when histograms are on |
+//! | `sched_timer_lateness_count` | counter | | timers in that histogram |
 //!
 //! Counters are set to the engine's totals (`absolute`), so publishing
 //! twice counts nothing twice. Call [`publish`] from a timer, or let a
@@ -62,18 +64,23 @@ pub fn publish(cx: &Context) {
             .set(worker.local_queue_len as f64);
     }
     if let Some(histograms) = cx.histograms() {
-        let step = histograms.step;
-        for (quantile, value) in [
-            ("0.5", step.p50()),
-            ("0.9", step.p90()),
-            ("0.99", step.p99()),
-            ("1", step.max()),
-        ] {
-            metrics::gauge!("sched_step_duration_seconds", "quantile" => quantile)
-                .set(value.as_secs_f64());
-        }
-        metrics::counter!("sched_step_duration_count").absolute(step.count());
+        summary("sched_step_duration", &histograms.step);
+        summary("sched_timer_lateness", &histograms.timer_lateness);
     }
+}
+
+/// A histogram as quantile gauges (`<name>_seconds{quantile}`) and a count
+/// (`<name>_count`), the shape of a Prometheus summary.
+fn summary(name: &'static str, histogram: &crate::stats::Histogram) {
+    for (quantile, value) in [
+        ("0.5", histogram.p50()),
+        ("0.9", histogram.p90()),
+        ("0.99", histogram.p99()),
+        ("1", histogram.max()),
+    ] {
+        metrics::gauge!(format!("{name}_seconds"), "quantile" => quantile).set(value.as_secs_f64());
+    }
+    metrics::counter!(format!("{name}_count")).absolute(histogram.count());
 }
 
 /// A thread that [`publish`]es a scheduler's figures every `every`, until

@@ -65,3 +65,43 @@ fn without_the_option_there_is_no_histogram() {
     let scheduler = Scheduler::builder().workers(1).build();
     assert!(scheduler.histograms().is_none());
 }
+
+/// Sets two timers, cancels one, and finishes when the other fires.
+struct Sleeper {
+    started: bool,
+}
+
+impl Process for Sleeper {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if !self.started {
+            self.started = true;
+            out.set_timer(Duration::from_millis(3), Tag(1));
+            let never = out.set_timer(Duration::from_millis(2), Tag(2));
+            out.cancel_timer(never);
+            out.idle();
+            return Ok(());
+        }
+        for event in events {
+            if let Event::Timer { tag: Tag(1), .. } = event {
+                out.finish(());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn timer_lateness_counts_each_timer_that_fired() {
+    let scheduler = Scheduler::builder().workers(1).histograms(true).build();
+    scheduler.start();
+    let sleepers: Vec<Completion> = (0..50)
+        .map(|_| scheduler.spawn(Sleeper { started: false }).unwrap())
+        .collect();
+    for done in sleepers {
+        done.wait().unwrap();
+    }
+    let lateness = scheduler.histograms().expect("turned on").timer_lateness;
+    assert_eq!(lateness.count(), 50, "the cancelled ones never fired");
+    assert!(lateness.p50() <= lateness.max());
+    scheduler.shutdown(WAIT);
+}

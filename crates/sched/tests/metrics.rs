@@ -98,6 +98,12 @@ fn the_scraped_figures_parse_and_count_the_steps() {
     assert_eq!(value(&scrape, "sched_step_duration_count"), [5_000.0]);
     let quantiles = value(&scrape, "sched_step_duration_seconds");
     assert_eq!(quantiles.len(), 4);
+    assert_eq!(value(&scrape, "sched_timer_lateness_seconds").len(), 4);
+    assert_eq!(
+        value(&scrape, "sched_timer_lateness_count"),
+        [0.0],
+        "no timers set"
+    );
     assert!(
         quantiles.iter().all(|q| *q > 0.0 && *q < 1.0),
         "{quantiles:?}"

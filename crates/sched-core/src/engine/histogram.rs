@@ -86,12 +86,14 @@ impl fmt::Debug for Recorder {
 #[derive(Debug)]
 pub(crate) struct WorkerHistograms {
     pub(crate) step: Recorder,
+    pub(crate) timer_lateness: Recorder,
 }
 
 impl WorkerHistograms {
     pub(crate) fn new() -> Self {
         WorkerHistograms {
             step: Recorder::new(),
+            timer_lateness: Recorder::new(),
         }
     }
 }
@@ -109,15 +111,26 @@ pub struct Histograms {
     /// How long each step ran: from the call of the process's `start` (on
     /// its first turn) or `step` to its return, one value per step.
     pub step: Histogram,
+    /// How late each timer fell due: from its deadline (rounded up to the
+    /// timer wheel's 1 ms tick) to the moment its worker delivered its
+    /// event or message, one value per timer (wake-ups, delayed messages,
+    /// ask timeouts, delayed completions). The wait of the woken process
+    /// for a worker after that is not included.
+    pub timer_lateness: Histogram,
 }
 
 impl Histograms {
     pub(crate) fn merge<'a>(workers: impl Iterator<Item = &'a WorkerHistograms>) -> Self {
         let mut step = Histogram::empty();
+        let mut timer_lateness = Histogram::empty();
         for worker in workers {
             worker.step.merge_into(&mut step);
+            worker.timer_lateness.merge_into(&mut timer_lateness);
         }
-        Histograms { step }
+        Histograms {
+            step,
+            timer_lateness,
+        }
     }
 }
 

@@ -73,9 +73,17 @@ impl Shared {
     /// Fires worker `worker`'s due timers: each delivers its event or
     /// message to its record (a process that has ended makes it a dead
     /// letter).
-    pub(crate) fn fire_timers(&self, worker: usize, due: &mut Vec<(TimerId, Action)>) {
-        self.timers.poll(worker, Instant::now(), due);
-        for (id, action) in due.drain(..) {
+    pub(crate) fn fire_timers(&self, worker: usize, due: &mut Vec<crate::timer::registry::Due>) {
+        let now = Instant::now();
+        self.timers.poll(worker, now, due);
+        // Only this worker fires its wheel: the histogram's single writer.
+        let histograms = self.remotes[worker].histograms.as_deref();
+        for (id, action, deadline) in due.drain(..) {
+            if let Some(histograms) = histograms {
+                histograms
+                    .timer_lateness
+                    .record(now.saturating_duration_since(deadline));
+            }
             self.fire(id, action);
         }
         // A burst of due timers does not keep its buffer.

@@ -16,6 +16,10 @@ const TICK: Duration = Duration::from_millis(1);
 /// `next` when a wheel is empty.
 const NONE: u64 = u64::MAX;
 
+/// A timer that fell due: its id, its action, and its deadline (rounded up
+/// to the wheel's 1 ms tick).
+pub(crate) type Due = (TimerId, Action, Instant);
+
 /// Every worker's wheel, and the instant tick 0 stands for.
 #[derive(Debug)]
 pub(crate) struct Timers {
@@ -114,15 +118,15 @@ impl Timers {
 
     /// Takes wheel `shard`'s timers due at `now` into `due`, each with its
     /// id.
-    pub(crate) fn poll(&self, shard_index: usize, now: Instant, due: &mut Vec<(TimerId, Action)>) {
+    pub(crate) fn poll(&self, shard_index: usize, now: Instant, due: &mut Vec<Due>) {
         let shard = &self.shards[shard_index];
         let mut wheel = shard.wheel.lock();
-        wheel.poll(self.now_tick(now), &mut |key, action| {
+        wheel.poll(self.now_tick(now), &mut |key, deadline, action| {
             let id = TimerId {
                 shard: shard_index as u32,
                 key: key.to_bits(),
             };
-            due.push((id, action));
+            due.push((id, action, self.instant_of(deadline)));
         });
         shard
             .next

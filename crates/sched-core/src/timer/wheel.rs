@@ -226,7 +226,7 @@ impl<T> Wheel<T> {
     /// `elapsed()` to `max(elapsed(), now)`. Timers inserted with a deadline
     /// already reached fire here even when `now < elapsed()`: time never runs
     /// backwards, so they would otherwise wait for a later poll.
-    pub(crate) fn poll(&mut self, now: u64, out: &mut impl FnMut(Key, T)) {
+    pub(crate) fn poll(&mut self, now: u64, out: &mut impl FnMut(Key, u64, T)) {
         let mut batch = mem::take(&mut self.scratch);
         // Overdue deadlines are all at or before `elapsed`, hence before
         // anything in the wheel: firing them first keeps `out` in order.
@@ -249,7 +249,7 @@ impl<T> Wheel<T> {
                 for index in batch.drain(..) {
                     if self.slab[index as usize].deadline == start {
                         let (key, value) = self.release_keyed(index);
-                        out(key, value);
+                        out(key, start, value);
                     } else {
                         self.place(index);
                     }
@@ -425,13 +425,14 @@ impl<T> Wheel<T> {
 
     /// Sorts taken-out entries by deadline (stably, so equal deadlines keep
     /// their list order), fires those due by `now` and places the rest.
-    fn fire_sorted(&mut self, batch: &mut Vec<u32>, now: u64, out: &mut impl FnMut(Key, T)) {
+    fn fire_sorted(&mut self, batch: &mut Vec<u32>, now: u64, out: &mut impl FnMut(Key, u64, T)) {
         let slab = &self.slab;
         batch.sort_by_key(|&index| slab[index as usize].deadline);
         for index in batch.drain(..) {
-            if self.slab[index as usize].deadline <= now {
+            let deadline = self.slab[index as usize].deadline;
+            if deadline <= now {
                 let (key, value) = self.release_keyed(index);
-                out(key, value);
+                out(key, deadline, value);
             } else {
                 self.place(index);
             }
@@ -440,7 +441,7 @@ impl<T> Wheel<T> {
 
     /// Handles a poll that jumps the whole span of the wheel or more: every
     /// entry is taken out and either fires or is placed relative to `now`.
-    fn rebuild(&mut self, now: u64, batch: &mut Vec<u32>, out: &mut impl FnMut(Key, T)) {
+    fn rebuild(&mut self, now: u64, batch: &mut Vec<u32>, out: &mut impl FnMut(Key, u64, T)) {
         for list in 0..OVERDUE {
             if self.heads[list] != NONE {
                 self.detach_into(list, batch);

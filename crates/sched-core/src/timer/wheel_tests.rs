@@ -10,7 +10,7 @@ use super::*;
 /// Polls at `now` and returns what fired.
 fn poll(wheel: &mut Wheel<u64>, now: u64) -> Vec<u64> {
     let mut out = Vec::new();
-    wheel.poll(now, &mut |_, value| out.push(value));
+    wheel.poll(now, &mut |_, _, value| out.push(value));
     out
 }
 
@@ -332,7 +332,7 @@ proptest! {
                     };
                     let mut out = Vec::new();
                     let mut fired_keys = Vec::new();
-                    wheel.poll(now, &mut |key, value| {
+                    wheel.poll(now, &mut |key, _, value| {
                         fired_keys.push(key);
                         out.push(value);
                     });

@@ -93,7 +93,7 @@ struct Worker<'a> {
     /// after the body is released, instead of cloning the `Arc`.
     requeue: Option<Runnable>,
     /// Due timers, between taking them out of the wheel and firing them.
-    due_timers: Vec<(crate::contract::timer_id::TimerId, crate::timer::Action)>,
+    due_timers: Vec<crate::timer::registry::Due>,
 }
 
 /// Runs worker `local.index` of `shared` until the engine exits.
