@@ -256,9 +256,9 @@ impl Scheduler {
     ///
     /// # Errors
     ///
-    /// [`SendError`] naming the PID: unknown (never existed or ended),
-    /// closed (ending right now), or mailbox full. It hands the package
-    /// back.
+    /// [`SendError`] naming the PID: unknown (no process is known to have
+    /// had it), closed (ending, or ended: a PID the scheduler handed out is
+    /// never reused), or mailbox full. It hands the package back.
     ///
     /// # Examples
     ///
