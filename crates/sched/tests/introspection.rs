@@ -110,3 +110,67 @@ fn the_list_is_exact_under_churn() {
     assert!(scheduler.processes().is_empty());
     scheduler.shutdown(WAIT);
 }
+
+/// Links itself to `peer` and traps exits at start, then waits.
+struct Linker {
+    peer: Pid,
+}
+
+impl Process for Linker {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.trap_exits(true);
+        out.link(self.peer);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if matches!(event, Event::Message(_) | Event::Cancel) {
+                out.finish(());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn process_info_counts_monitors_and_links() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let peer = scheduler.spawn(Waits).unwrap();
+    let first = scheduler.monitor(peer.pid());
+    let second = scheduler.monitor(peer.pid());
+    let linker = scheduler.spawn(Linker { peer: peer.pid() }).unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let info = loop {
+        let info = scheduler.process_info(peer.pid()).unwrap();
+        if info.links > 0 {
+            break info;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the link never showed"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(info.monitored_by, 2);
+    assert_eq!(info.links, 1);
+    assert!(!info.traps_exits);
+    let other = scheduler.process_info(linker.pid()).unwrap();
+    assert_eq!(other.links, 1);
+    assert!(other.traps_exits);
+    assert_eq!(other.monitored_by, 0);
+    drop(first);
+    assert_eq!(scheduler.process_info(peer.pid()).unwrap().monitored_by, 1);
+    drop(second);
+    // The list says the same.
+    let listed = scheduler.processes();
+    let peer_info = listed.iter().find(|p| p.pid == peer.pid()).unwrap();
+    assert_eq!(peer_info.monitored_by, 0);
+    assert_eq!(peer_info.links, 1);
+    scheduler.post(linker.pid(), ()).unwrap();
+    linker.wait().unwrap();
+    scheduler.post(peer.pid(), ()).unwrap();
+    peer.wait().unwrap();
+    scheduler.shutdown(WAIT);
+}

@@ -26,18 +26,35 @@ pub struct ProcessInfo {
     pub steps: u64,
     /// The names it is registered under.
     pub names: Vec<std::sync::Arc<str>>,
+    /// How many monitors other processes (or outside code) hold on it.
+    pub monitored_by: u32,
+    /// How many processes are linked to it.
+    pub links: u32,
+    /// Whether it traps exits (a linked process's end reaches it as an
+    /// event instead of ending it).
+    pub traps_exits: bool,
 }
 
 impl ProcessInfo {
     fn of(record: &Record) -> Self {
+        // One lock of the process's own relations, for all of them.
+        let related = record.relations.with_existing(|related| {
+            (
+                related.names.clone(),
+                u32::try_from(related.monitors.len()).unwrap_or(u32::MAX),
+                u32::try_from(related.links.len()).unwrap_or(u32::MAX),
+                related.trap_exits,
+            )
+        });
+        let (names, monitored_by, links, traps_exits) = related.unwrap_or_default();
         ProcessInfo {
             pid: record.pid,
             state: ProcessState::from_word(record.state.load()),
             steps: record.steps.load(Relaxed),
-            names: record
-                .relations
-                .with_existing(|related| related.names.clone())
-                .unwrap_or_default(),
+            names,
+            monitored_by,
+            links,
+            traps_exits,
         }
     }
 }
