@@ -63,10 +63,13 @@ fn engine() -> Engine {
     engine
 }
 
-/// The same engine with the step histogram recording (its overhead is the
-/// ratio of `ours+histograms` to `ours`).
-fn engine_with_histograms() -> Engine {
-    let engine = Engine::builder().workers(WORKERS).histograms(true).build();
+/// The engine, with or without the histograms recording (their overhead
+/// is the ratio of `ours+histograms` to `ours`).
+fn engine_recording(histograms: bool) -> Engine {
+    let engine = Engine::builder()
+        .workers(WORKERS)
+        .histograms(histograms)
+        .build();
     engine.start();
     engine
 }
@@ -200,11 +203,7 @@ fn yield_many(c: &mut Criterion) {
     let mut group = c.benchmark_group("yield-many");
     for (name, histograms) in [("ours", false), ("ours+histograms", true)] {
         // One engine at a time: the other's idle workers stay out of it.
-        let engine = if histograms {
-            engine_with_histograms()
-        } else {
-            engine()
-        };
+        let engine = engine_recording(histograms);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let latch = Latch::new(YIELD_TASKS);
@@ -290,11 +289,7 @@ fn ping_pong(c: &mut Criterion) {
     let mut group = c.benchmark_group("ping-pong");
     for (name, histograms) in [("ours", false), ("ours+histograms", true)] {
         // One engine at a time: the other's idle workers stay out of it.
-        let engine = if histograms {
-            engine_with_histograms()
-        } else {
-            engine()
-        };
+        let engine = engine_recording(histograms);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let latch = Latch::new(2 * PING_PONG_PAIRS);
