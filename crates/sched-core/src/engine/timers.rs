@@ -78,8 +78,9 @@ impl Shared {
         self.timers.poll(worker, now, due);
         // Only this worker fires its wheel: the histogram's single writer.
         let histograms = self.remotes[worker].histograms.as_deref();
-        for (id, action, deadline) in due.drain(..) {
+        for (id, action, tick) in due.drain(..) {
             if let Some(histograms) = histograms {
+                let deadline = self.timers.instant_of(tick);
                 histograms
                     .timer_lateness
                     .record(now.saturating_duration_since(deadline));

@@ -16,9 +16,10 @@ const TICK: Duration = Duration::from_millis(1);
 /// `next` when a wheel is empty.
 const NONE: u64 = u64::MAX;
 
-/// A timer that fell due: its id, its action, and its deadline (rounded up
-/// to the wheel's 1 ms tick).
-pub(crate) type Due = (TimerId, Action, Instant);
+/// A timer that fell due: its id, its action, and its deadline's tick
+/// (turned into an instant by [`Timers::instant_of`] only when someone
+/// records it).
+pub(crate) type Due = (TimerId, Action, u64);
 
 /// Every worker's wheel, and the instant tick 0 stands for.
 #[derive(Debug)]
@@ -69,7 +70,9 @@ impl Timers {
         u64::try_from(since.as_nanos() / TICK.as_nanos()).unwrap_or(NONE - 1)
     }
 
-    fn instant_of(&self, tick: u64) -> Instant {
+    /// The instant `tick` stands for (for a due timer, its deadline
+    /// rounded up to the 1 ms tick).
+    pub(crate) fn instant_of(&self, tick: u64) -> Instant {
         let nanos = u64::try_from(TICK.as_nanos()).unwrap_or(u64::MAX);
         let since = Duration::from_nanos(tick.saturating_mul(nanos));
         self.epoch
@@ -126,7 +129,7 @@ impl Timers {
                 shard: shard_index as u32,
                 key: key.to_bits(),
             };
-            due.push((id, action, self.instant_of(deadline)));
+            due.push((id, action, deadline));
         });
         shard
             .next
