@@ -93,6 +93,8 @@
 
 mod builder;
 mod call;
+#[cfg(feature = "live")]
+pub mod live;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod scheduler;

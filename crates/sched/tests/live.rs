@@ -1,0 +1,299 @@
+//! The live endpoint (feature `live`): what a snapshot holds, the wire
+//! format both sides share, and clients that misbehave.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sched::live::{Client, Request, Sampler, Snapshot, MAX_CONNECTIONS, VERSION};
+use sched::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Takes `turns` steps, continuing itself, then waits until cancelled.
+struct Steps {
+    turns: u32,
+}
+
+impl Process for Steps {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Cancel = event {
+                out.finish(());
+                return Ok(());
+            }
+        }
+        if self.turns > 0 {
+            self.turns -= 1;
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// Waits until the workers have taken `target` steps in all.
+fn wait_for_steps(scheduler: &Scheduler, target: u64) {
+    let deadline = Instant::now() + WAIT;
+    while scheduler.stats().totals().steps < target {
+        assert!(
+            Instant::now() < deadline,
+            "steps stalled at {:?}",
+            scheduler.stats()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_snapshot_holds_the_counters_histograms_and_top_processes_by_steps() {
+    let scheduler = Arc::new(Scheduler::builder().workers(2).histograms(true).build());
+    scheduler.start();
+    let mut expected = 0;
+    for (name, turns) in [("small", 10), ("big", 300), ("medium", 100)] {
+        let pid = scheduler.spawn(Steps { turns }).unwrap().pid();
+        scheduler.register_name(name, pid).unwrap();
+        expected += u64::from(turns) + 1;
+    }
+    wait_for_steps(&scheduler, expected);
+
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let mut client = Client::connect(endpoint.local_addr(), WAIT).unwrap();
+    let snapshot = client.snapshot(2).unwrap();
+    assert_eq!(snapshot.version, VERSION);
+    assert_eq!(snapshot.workers.len(), 2);
+    assert_eq!(
+        snapshot.workers.iter().map(|w| w.steps).sum::<u64>(),
+        expected
+    );
+    assert_eq!(snapshot.live_processes, 3);
+    let histograms = snapshot.histograms.as_ref().expect("histograms are on");
+    let step = histograms.iter().find(|h| h.name == "step").unwrap();
+    assert_eq!(step.count, expected);
+    assert!(step.p50_ns <= step.p99_ns && step.p99_ns <= step.max_ns && step.max_ns > 0);
+    assert!(histograms.iter().any(|h| h.name == "timer_lateness"));
+
+    // Top two by steps, most first; a connection's first snapshot ranks
+    // by all the steps taken.
+    let top: Vec<(&[String], u64)> = snapshot
+        .top_by_steps
+        .iter()
+        .map(|e| (e.names.as_slice(), e.recent_steps))
+        .collect();
+    assert_eq!(
+        top,
+        [
+            (&["big".to_string()][..], 301),
+            (&["medium".to_string()][..], 101)
+        ]
+    );
+    assert_eq!(snapshot.top_by_steps[0].steps, 301);
+    assert_eq!(snapshot.top_by_steps[0].state, "idle");
+
+    // The next snapshot on the same connection ranks by steps since the
+    // previous one: none were taken.
+    let second = client.snapshot(2).unwrap();
+    assert!(second.elapsed_ns > snapshot.elapsed_ns);
+    assert_eq!(second.top_by_steps.len(), 2);
+    assert!(second.top_by_steps.iter().all(|e| e.recent_steps == 0));
+
+    // Mailbox depths and per-process long steps: either the engine reports
+    // them and says so, or the lists are empty.
+    if !second.reports_mailbox_depth {
+        assert!(second.top_by_mailbox.is_empty());
+        assert!(second
+            .top_by_steps
+            .iter()
+            .all(|e| e.mailbox_depth.is_none()));
+    }
+    if !second.reports_long_steps {
+        assert!(second.top_by_long_steps.is_empty());
+    }
+
+    drop(client);
+    endpoint.stop();
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn without_histograms_they_are_null_on_the_wire() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    let snapshot = Sampler::new().sample(&scheduler, 10);
+    assert!(snapshot.histograms.is_none());
+    let line = snapshot.to_json_line();
+    assert!(line.contains(r#""histograms":null"#), "{line}");
+    assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+    assert_eq!(Snapshot::from_json_line(&line).unwrap(), snapshot);
+}
+
+#[test]
+fn a_reader_ignores_unknown_fields_and_defaults_missing_ones() {
+    let line =
+        r#"{"version":1,"elapsed_ns":5,"workers":[{"steps":3,"a_new_field":true}],"another":[1]}"#;
+    let snapshot = Snapshot::from_json_line(line).unwrap();
+    assert_eq!(snapshot.workers[0].steps, 3);
+    assert_eq!(snapshot.workers[0].busy_ns, None);
+    assert!(snapshot.top_by_steps.is_empty());
+    assert!(snapshot.histograms.is_none());
+}
+
+#[test]
+fn an_empty_request_line_asks_for_the_defaults() {
+    let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let mut stream = TcpStream::connect(endpoint.local_addr()).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream.write_all(b"\n{}\n").unwrap();
+    let mut reader = BufReader::new(stream);
+    for _ in 0..2 {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert_eq!(Snapshot::from_json_line(&line).unwrap().version, VERSION);
+    }
+    assert_eq!(Request::default().top(), sched::live::DEFAULT_TOP);
+}
+
+#[test]
+fn a_bad_request_gets_an_error_line_and_the_connection_closes() {
+    let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let mut stream = TcpStream::connect(endpoint.local_addr()).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with(r#"{"error":"bad request"#), "{answer}");
+    let error = Snapshot::from_json_line(&answer).unwrap_err();
+    assert!(error.to_string().contains("refused"), "{error}");
+}
+
+#[test]
+fn an_endless_request_line_closes_the_connection() {
+    let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let mut stream = TcpStream::connect(endpoint.local_addr()).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let junk = vec![b'x'; sched::live::MAX_REQUEST_LEN + 10];
+    // The server may close before reading it all.
+    let _ = stream.write_all(&junk);
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.contains("too long"), "{answer}");
+}
+
+#[test]
+fn connections_beyond_the_cap_are_refused_and_a_slot_frees_when_one_leaves() {
+    let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let addr = endpoint.local_addr();
+    let mut held: Vec<Client> = (0..MAX_CONNECTIONS)
+        .map(|_| {
+            let mut client = Client::connect(addr, WAIT).unwrap();
+            client.snapshot(1).unwrap(); // served: it holds a slot
+            client
+        })
+        .collect();
+    let mut extra = Client::connect(addr, WAIT).unwrap();
+    let refused = extra.snapshot(1).unwrap_err();
+    assert!(
+        refused.to_string().contains("too many connections"),
+        "{refused}"
+    );
+
+    // One leaves; its slot is reused once its thread has noticed.
+    drop(held.pop());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut again = Client::connect(addr, WAIT).unwrap();
+        match again.snapshot(1) {
+            Ok(snapshot) => {
+                assert_eq!(snapshot.version, VERSION);
+                break;
+            }
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no slot freed: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    // The others are still served.
+    for client in &mut held {
+        client.snapshot(1).unwrap();
+    }
+}
+
+/// A client that asks for big snapshots and never reads them blocks only
+/// its own connection: the engine runs, another client is served quickly,
+/// the stuck connection is closed after the write timeout, and stopping
+/// the endpoint does not wait for it.
+#[test]
+fn a_client_that_never_reads_holds_up_nobody() {
+    let scheduler = Arc::new(Scheduler::builder().workers(2).build());
+    scheduler.start();
+    // Enough processes for big snapshots (top 1000 of them, a few hundred
+    // kilobytes a line).
+    let mut running = Vec::new();
+    for _ in 0..1500 {
+        running.push(scheduler.spawn(Steps { turns: 1 }).unwrap());
+    }
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let addr = endpoint.local_addr();
+
+    let mut hostile = TcpStream::connect(addr).unwrap();
+    hostile
+        .set_write_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let pump = std::thread::spawn(move || {
+        // Keeps asking, never reads, until the server gives up on it.
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(20) {
+            if hostile.write_all(b"{\"top\":1000}\n").is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        hostile
+    });
+
+    std::thread::sleep(Duration::from_secs(2));
+    let mut good = Client::connect(addr, WAIT).unwrap();
+    for _ in 0..5 {
+        let asked = Instant::now();
+        let snapshot = good.snapshot(5).unwrap();
+        assert!(
+            asked.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            asked.elapsed()
+        );
+        assert_eq!(snapshot.live_processes, 1500);
+    }
+    // The engine is not held up either.
+    let mut done = scheduler.spawn(Steps { turns: 0 }).unwrap();
+    scheduler.cancel(done.pid()).unwrap();
+    done.wait_timeout(WAIT).expect("the engine runs").unwrap();
+
+    let stopping = Instant::now();
+    endpoint.stop();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let hostile = pump.join().unwrap();
+    let _ = hostile.shutdown(Shutdown::Both);
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn stopping_closes_the_listener_and_every_connection() {
+    let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let addr = endpoint.local_addr();
+    let mut client = Client::connect(addr, WAIT).unwrap();
+    client.snapshot(1).unwrap();
+    endpoint.stop();
+    assert!(client.snapshot(1).is_err());
+    assert!(TcpStream::connect(addr).is_err());
+    // The endpoint held the scheduler; it let go of it.
+    assert_eq!(Arc::strong_count(&scheduler), 1);
+}
