@@ -188,6 +188,21 @@ fn ensure_nats_server() -> Result<(), String> {
     Ok(())
 }
 
+/// Makes sure `tmux` is installed (the `sched-top` test runs the program
+/// in a real terminal under tmux and reads its screen), installing
+/// Debian's package when absent. The tests run with `CI=true`, so a tmux
+/// still missing fails that test instead of skipping it.
+fn ensure_tmux() -> Result<(), String> {
+    if probe("tmux", &["-V"]) {
+        return Ok(());
+    }
+    if run("apt-get", &["install", "-y", "tmux"], &[]).is_err() {
+        run("apt-get", &["update"], &[])?;
+        run("apt-get", &["install", "-y", "tmux"], &[])?;
+    }
+    Ok(())
+}
+
 /// On a CI machine (`CI` set), removes `target/<profile>`'s build products
 /// once no later step needs them. A failure only costs disk, so it is
 /// reported and ignored.
@@ -229,6 +244,7 @@ pub(crate) fn ci() -> Result<(), String> {
     })?;
     step("layers", crate::layers::layers)?;
     step("nats-server", ensure_nats_server)?;
+    step("tmux", ensure_tmux)?;
     step("tests", || {
         run(
             "cargo",

@@ -1,0 +1,514 @@
+//! From snapshots to what the screen shows: a pure function of the
+//! previous snapshot (for rates) and the current one.
+
+use std::time::Duration;
+
+use sched::live::{ProcessEntry, Snapshot};
+
+/// Everything the screen shows about the engine, computed from two
+/// successive snapshots by [`view`].
+///
+/// # Examples
+///
+/// ```
+/// use sched::live::Snapshot;
+///
+/// let first = sched_top::view::view(None, &Snapshot::default());
+/// assert!(first.header.steps_per_sec.is_none()); // no rates from one snapshot
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct View {
+    /// The engine's totals.
+    pub header: Header,
+    /// One row per worker, in worker order.
+    pub workers: Vec<WorkerRow>,
+    /// One row per histogram; `None` when the engine records none.
+    pub histograms: Option<Vec<HistogramRow>>,
+    /// The processes that took the most steps lately.
+    pub by_steps: ProcessList,
+    /// The processes with the deepest mailboxes.
+    pub by_mailbox: ProcessList,
+    /// The processes with the most long steps.
+    pub by_long_steps: ProcessList,
+}
+
+/// The engine's totals, for the header.
+///
+/// # Examples
+///
+/// ```
+/// let view = sched_top::view::view(None, &sched::live::Snapshot::default());
+/// assert_eq!(view.header.live_processes, 0);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    /// Time since the endpoint started.
+    pub uptime: Duration,
+    /// Processes started and not ended.
+    pub live_processes: u64,
+    /// Worker threads.
+    pub workers: usize,
+    /// Workers asleep.
+    pub parked_workers: u64,
+    /// Processes in the global queues.
+    pub global_queue_len: u64,
+    /// Timers pending.
+    pub pending_timers: u64,
+    /// Dead letters so far.
+    pub dead_letters: u64,
+    /// Long steps so far.
+    pub long_steps: u64,
+    /// Steps per second over all workers, since the previous snapshot.
+    pub steps_per_sec: Option<f64>,
+}
+
+/// One worker's row.
+///
+/// # Examples
+///
+/// ```
+/// let mut snapshot = sched::live::Snapshot::default();
+/// snapshot.workers.push(Default::default());
+/// let view = sched_top::view::view(None, &snapshot);
+/// assert_eq!(view.workers[0].index, 0);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRow {
+    /// Its index.
+    pub index: usize,
+    /// Share of the time spent in steps since the previous snapshot, in
+    /// percent; `None` without a previous snapshot or when the engine does
+    /// not measure it.
+    pub busy_pct: Option<f64>,
+    /// Steps per second since the previous snapshot.
+    pub steps_per_sec: Option<f64>,
+    /// Processes in its run queues now.
+    pub local_queue_len: u64,
+    /// Parks per second since the previous snapshot.
+    pub parks_per_sec: Option<f64>,
+    /// Processes it stole, in all.
+    pub stolen: u64,
+    /// Steps it ran, in all.
+    pub steps: u64,
+}
+
+/// One histogram's row.
+///
+/// # Examples
+///
+/// ```
+/// let mut snapshot = sched::live::Snapshot::default();
+/// snapshot.histograms = Some(vec![Default::default()]);
+/// let view = sched_top::view::view(None, &snapshot);
+/// assert_eq!(view.histograms.unwrap()[0].count, 0);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramRow {
+    /// Which histogram (`step`, `timer_lateness`, ...).
+    pub name: String,
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: Duration,
+    /// 90th percentile.
+    pub p90: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Maximum.
+    pub max: Duration,
+}
+
+/// A top list, or the reason there is none.
+///
+/// # Examples
+///
+/// ```
+/// use sched_top::view::ProcessList;
+///
+/// let view = sched_top::view::view(None, &sched::live::Snapshot::default());
+/// assert_eq!(view.by_mailbox, ProcessList::NotReported);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProcessList {
+    /// The processes, first first.
+    Rows(Vec<ProcessRow>),
+    /// The engine does not report the figure this list ranks by.
+    NotReported,
+}
+
+/// One process's row in a top list.
+///
+/// # Examples
+///
+/// ```
+/// use sched_top::view::{ProcessList, view};
+///
+/// let mut snapshot = sched::live::Snapshot::default();
+/// let mut entry = sched::live::ProcessEntry::default();
+/// entry.names = vec!["backlog".into()];
+/// snapshot.top_by_steps.push(entry);
+/// let ProcessList::Rows(rows) = view(None, &snapshot).by_steps else { unreachable!() };
+/// assert_eq!(rows[0].name, "backlog");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessRow {
+    /// Its PID.
+    pub pid: String,
+    /// Its registered names, else its type's short name, else `-`.
+    pub name: String,
+    /// Its state.
+    pub state: String,
+    /// Steps since it started.
+    pub steps: u64,
+    /// Steps per second since the previous snapshot.
+    pub steps_per_sec: Option<f64>,
+    /// Events in its mailbox, when reported.
+    pub mailbox_depth: Option<u32>,
+    /// Its long steps, when reported.
+    pub long_steps: Option<u32>,
+    /// Time since its last step, when reported.
+    pub since_last_step: Option<Duration>,
+}
+
+/// What the screen shows for `current`, with rates over the time since
+/// `previous` (which must come from the same connection: top-by-steps
+/// counts are per connection). Without `previous`, or when the counters
+/// went backwards (another engine behind the address), rates are `None`.
+///
+/// # Examples
+///
+/// ```
+/// use sched::live::{Snapshot, WorkerSnapshot};
+///
+/// let mut before = Snapshot::default();
+/// before.workers.push(WorkerSnapshot::default());
+/// let mut after = before.clone();
+/// after.elapsed_ns = 2_000_000_000; // two seconds later
+/// after.workers[0].steps = 1000;
+/// let view = sched_top::view::view(Some(&before), &after);
+/// assert_eq!(view.workers[0].steps_per_sec, Some(500.0));
+/// ```
+pub fn view(previous: Option<&Snapshot>, current: &Snapshot) -> View {
+    let seconds = previous
+        .filter(|p| p.elapsed_ns < current.elapsed_ns)
+        .map(|p| (p, (current.elapsed_ns - p.elapsed_ns) as f64 / 1e9));
+    let rate = |now: u64, before: u64| -> Option<f64> {
+        let (_, seconds) = seconds?;
+        now.checked_sub(before).map(|d| d as f64 / seconds)
+    };
+
+    let workers: Vec<WorkerRow> = current
+        .workers
+        .iter()
+        .enumerate()
+        .map(|(index, w)| {
+            let before = seconds.and_then(|(p, _)| p.workers.get(index));
+            let busy_pct = match (before, w.busy_ns, before.and_then(|b| b.busy_ns)) {
+                (Some(_), Some(now), Some(then)) => {
+                    let (_, seconds) = seconds.expect("a previous snapshot");
+                    now.checked_sub(then)
+                        .map(|d| (d as f64 / 1e9 / seconds * 100.0).clamp(0.0, 100.0))
+                }
+                _ => None,
+            };
+            WorkerRow {
+                index,
+                busy_pct,
+                steps_per_sec: before.and_then(|b| rate(w.steps, b.steps)),
+                local_queue_len: w.local_queue_len,
+                parks_per_sec: before.and_then(|b| rate(w.parks, b.parks)),
+                stolen: w.stolen,
+                steps: w.steps,
+            }
+        })
+        .collect();
+
+    let total = |s: &Snapshot| s.workers.iter().map(|w| w.steps).sum::<u64>();
+    let steps_per_sec = seconds
+        .filter(|(p, _)| p.workers.len() == current.workers.len())
+        .and_then(|(p, _)| rate(total(current), total(p)));
+
+    let header = Header {
+        uptime: Duration::from_nanos(current.elapsed_ns),
+        live_processes: current.live_processes,
+        workers: current.workers.len(),
+        parked_workers: current.parked_workers,
+        global_queue_len: current.global_queue_len,
+        pending_timers: current.pending_timers,
+        dead_letters: current.dead_letters,
+        long_steps: current.long_steps,
+        steps_per_sec,
+    };
+
+    let histograms = current.histograms.as_ref().map(|all| {
+        all.iter()
+            .map(|h| HistogramRow {
+                name: h.name.clone(),
+                count: h.count,
+                p50: Duration::from_nanos(h.p50_ns),
+                p90: Duration::from_nanos(h.p90_ns),
+                p99: Duration::from_nanos(h.p99_ns),
+                max: Duration::from_nanos(h.max_ns),
+            })
+            .collect()
+    });
+
+    let row = |e: &ProcessEntry| ProcessRow {
+        pid: e.pid.clone(),
+        name: display_name(e),
+        state: e.state.clone(),
+        steps: e.steps,
+        steps_per_sec: seconds.map(|(_, s)| e.recent_steps as f64 / s),
+        mailbox_depth: e.mailbox_depth,
+        long_steps: e.long_steps,
+        since_last_step: e.since_last_step_ns.map(Duration::from_nanos),
+    };
+    let list = |reported: bool, entries: &[ProcessEntry]| {
+        if reported {
+            ProcessList::Rows(entries.iter().map(row).collect())
+        } else {
+            ProcessList::NotReported
+        }
+    };
+
+    View {
+        header,
+        workers,
+        histograms,
+        by_steps: list(true, &current.top_by_steps),
+        by_mailbox: list(current.reports_mailbox_depth, &current.top_by_mailbox),
+        by_long_steps: list(current.reports_long_steps, &current.top_by_long_steps),
+    }
+}
+
+/// A process's registered names, else the last segment of its type's
+/// name (generics dropped), else `-`.
+fn display_name(entry: &ProcessEntry) -> String {
+    if !entry.names.is_empty() {
+        return entry.names.join(",");
+    }
+    match &entry.type_name {
+        Some(full) => {
+            let base = full.split('<').next().unwrap_or(full);
+            base.rsplit("::").next().unwrap_or(base).to_string()
+        }
+        None => "-".to_string(),
+    }
+}
+
+/// A duration in the unit that keeps three significant digits or so:
+/// `850ns`, `12.3µs`, `4.10ms`, `1.20s`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use sched_top::view::duration;
+///
+/// assert_eq!(duration(Duration::from_nanos(850)), "850ns");
+/// assert_eq!(duration(Duration::from_micros(12_345)), "12.3ms");
+/// assert_eq!(duration(Duration::from_millis(1_200)), "1.20s");
+/// ```
+pub fn duration(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    let (value, unit) = if ns < 1e3 {
+        return format!("{}ns", d.as_nanos());
+    } else if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    if value < 10.0 {
+        format!("{value:.2}{unit}")
+    } else if value < 100.0 {
+        format!("{value:.1}{unit}")
+    } else {
+        format!("{value:.0}{unit}")
+    }
+}
+
+/// A rate or count with a `k`/`M` suffix past ten thousand: `950`,
+/// `12.5k`, `3.20M`; `-` for none.
+///
+/// # Examples
+///
+/// ```
+/// use sched_top::view::count;
+///
+/// assert_eq!(count(Some(950.4)), "950");
+/// assert_eq!(count(Some(12_500.0)), "12.5k");
+/// assert_eq!(count(None), "-");
+/// ```
+pub fn count(value: Option<f64>) -> String {
+    match value {
+        None => "-".to_string(),
+        Some(v) if v < 10_000.0 => format!("{v:.0}"),
+        Some(v) if v < 1e6 => format!("{:.1}k", v / 1e3),
+        Some(v) => format!("{:.2}M", v / 1e6),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sched::live::{HistogramSummary, WorkerSnapshot};
+
+    fn worker(steps: u64, parks: u64, busy_ns: Option<u64>) -> WorkerSnapshot {
+        let mut w = WorkerSnapshot::default();
+        w.steps = steps;
+        w.parks = parks;
+        w.busy_ns = busy_ns;
+        w.local_queue_len = 3;
+        w.stolen = 7;
+        w
+    }
+
+    fn entry(pid: &str, name: &str, steps: u64, recent: u64) -> ProcessEntry {
+        let mut e = ProcessEntry::default();
+        e.pid = pid.into();
+        if !name.is_empty() {
+            e.names = vec![name.into()];
+        }
+        e.state = "idle".into();
+        e.steps = steps;
+        e.recent_steps = recent;
+        e
+    }
+
+    fn snapshot(elapsed_ms: u64, workers: Vec<WorkerSnapshot>) -> Snapshot {
+        let mut s = Snapshot::default();
+        s.version = sched::live::VERSION;
+        s.elapsed_ns = elapsed_ms * 1_000_000;
+        s.workers = workers;
+        s
+    }
+
+    #[test]
+    fn rates_come_from_the_difference_of_two_snapshots() {
+        let before = snapshot(1_000, vec![worker(100, 10, Some(0)), worker(0, 0, Some(0))]);
+        let mut after = snapshot(
+            1_500,
+            vec![
+                worker(600, 12, Some(250_000_000)),
+                worker(50, 0, Some(500_000_000)),
+            ],
+        );
+        after.live_processes = 9;
+        let view = view(Some(&before), &after);
+        assert_eq!(view.workers[0].steps_per_sec, Some(1000.0));
+        assert_eq!(view.workers[0].parks_per_sec, Some(4.0));
+        assert_eq!(view.workers[0].busy_pct, Some(50.0));
+        assert_eq!(view.workers[1].busy_pct, Some(100.0));
+        assert_eq!(view.workers[1].steps_per_sec, Some(100.0));
+        assert_eq!(view.workers[0].local_queue_len, 3);
+        assert_eq!(view.workers[0].stolen, 7);
+        assert_eq!(view.header.steps_per_sec, Some(1100.0));
+        assert_eq!(view.header.live_processes, 9);
+        assert_eq!(view.header.workers, 2);
+        assert_eq!(view.header.uptime, Duration::from_millis(1_500));
+    }
+
+    #[test]
+    fn the_first_snapshot_has_no_rates() {
+        let only = snapshot(1_000, vec![worker(100, 10, Some(5))]);
+        let view = view(None, &only);
+        assert_eq!(view.workers[0].steps_per_sec, None);
+        assert_eq!(view.workers[0].busy_pct, None);
+        assert_eq!(view.header.steps_per_sec, None);
+        assert_eq!(view.workers[0].steps, 100);
+    }
+
+    #[test]
+    fn busy_is_none_when_the_engine_does_not_measure_it() {
+        let before = snapshot(1_000, vec![worker(0, 0, None)]);
+        let after = snapshot(2_000, vec![worker(10, 0, None)]);
+        let view = view(Some(&before), &after);
+        assert_eq!(view.workers[0].busy_pct, None);
+        assert_eq!(view.workers[0].steps_per_sec, Some(10.0));
+    }
+
+    #[test]
+    fn counters_going_backwards_or_time_standing_still_give_no_rate() {
+        let before = snapshot(1_000, vec![worker(500, 5, Some(10))]);
+        let restarted = snapshot(1_500, vec![worker(20, 1, Some(0))]);
+        let view_after_restart = view(Some(&before), &restarted);
+        assert_eq!(view_after_restart.workers[0].steps_per_sec, None);
+        assert_eq!(view_after_restart.workers[0].busy_pct, None);
+        assert_eq!(view_after_restart.header.steps_per_sec, None);
+        let same_time = view(Some(&before), &before);
+        assert_eq!(same_time.workers[0].steps_per_sec, None);
+    }
+
+    #[test]
+    fn top_lists_keep_their_order_and_say_when_unreported() {
+        let before = snapshot(0, vec![]);
+        let mut after = snapshot(2_000, vec![]);
+        after.top_by_steps = vec![entry("<0.3>", "hot", 900, 800), entry("<0.4>", "", 50, 40)];
+        let view = view(Some(&before), &after);
+        let ProcessList::Rows(rows) = &view.by_steps else {
+            panic!("by steps is always reported")
+        };
+        assert_eq!(rows[0].name, "hot");
+        assert_eq!(rows[0].steps_per_sec, Some(400.0));
+        assert_eq!(rows[0].steps, 900);
+        assert_eq!(rows[1].name, "-");
+        assert_eq!(view.by_mailbox, ProcessList::NotReported);
+        assert_eq!(view.by_long_steps, ProcessList::NotReported);
+
+        let mut reported = after.clone();
+        reported.reports_mailbox_depth = true;
+        reported.reports_long_steps = true;
+        let mut deep = entry("<0.9>", "backlog", 10, 0);
+        deep.mailbox_depth = Some(4_000);
+        deep.since_last_step_ns = Some(3_000_000);
+        reported.top_by_mailbox = vec![deep];
+        let view = super::view(None, &reported);
+        let ProcessList::Rows(rows) = &view.by_mailbox else {
+            panic!("reported")
+        };
+        assert_eq!(rows[0].mailbox_depth, Some(4_000));
+        assert_eq!(rows[0].since_last_step, Some(Duration::from_millis(3)));
+        assert_eq!(view.by_long_steps, ProcessList::Rows(vec![]));
+    }
+
+    #[test]
+    fn a_nameless_process_shows_its_type() {
+        let mut e = entry("<0.1>", "", 0, 0);
+        e.type_name = Some("my_app::workers::Fetcher<my_app::Http>".into());
+        assert_eq!(display_name(&e), "Fetcher");
+        e.names = vec!["a".into(), "b".into()];
+        assert_eq!(display_name(&e), "a,b");
+    }
+
+    #[test]
+    fn histograms_are_kept_in_order_or_absent() {
+        let mut s = snapshot(1, vec![]);
+        assert_eq!(view(None, &s).histograms, None);
+        let mut step = HistogramSummary::default();
+        step.name = "step".into();
+        step.count = 5;
+        step.p50_ns = 1_000;
+        step.max_ns = 40_000_000;
+        s.histograms = Some(vec![step, HistogramSummary::default()]);
+        let rows = view(None, &s).histograms.unwrap();
+        assert_eq!(rows[0].name, "step");
+        assert_eq!(rows[0].p50, Duration::from_micros(1));
+        assert_eq!(rows[0].max, Duration::from_millis(40));
+        assert_eq!(rows.len(), 2);
+    }
+
+    #[test]
+    fn durations_and_counts_read_well() {
+        assert_eq!(duration(Duration::ZERO), "0ns");
+        assert_eq!(duration(Duration::from_nanos(999)), "999ns");
+        assert_eq!(duration(Duration::from_nanos(1_500)), "1.50µs");
+        assert_eq!(duration(Duration::from_nanos(163_839)), "164µs");
+        assert_eq!(duration(Duration::from_millis(40)), "40.0ms");
+        assert_eq!(duration(Duration::from_secs(120)), "120s");
+        assert_eq!(count(Some(0.0)), "0");
+        assert_eq!(count(Some(9_999.0)), "9999");
+        assert_eq!(count(Some(2_500_000.0)), "2.50M");
+    }
+}
