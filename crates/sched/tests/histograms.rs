@@ -1,8 +1,11 @@
-//! The step histogram counts exactly the steps taken, sees a long step in
-//! its maximum, and is absent unless turned on.
+//! The histograms count exactly what they say: the step histogram each
+//! step, the schedule latency each step that did not end a wait on a
+//! yield, the yield wait each one that did; a long step shows in the
+//! maximum and in the worker's busy time; none exists unless turned on.
 
 use std::time::Duration;
 
+use sched::command::CommandId;
 use sched::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -57,6 +60,75 @@ fn the_step_histogram_counts_exactly_the_steps_taken() {
     assert!(steps.max() >= Duration::from_millis(30), "{steps:?}");
     assert!(steps.p50() < Duration::from_millis(30), "{steps:?}");
     assert!(steps.p99() <= steps.max());
+    let histograms = scheduler.histograms().unwrap();
+    assert_eq!(
+        histograms.schedule_latency.count(),
+        expected,
+        "no step ended a wait on a yield"
+    );
+    assert_eq!(histograms.yield_wait.count(), 0);
+    let busy = scheduler.stats().workers[0].busy;
+    assert!(busy >= Duration::from_millis(30), "{busy:?}");
+    scheduler.shutdown(WAIT);
+}
+
+const NAP: CommandId = CommandId(7);
+
+/// Yields `left` naps of 20 ms one after the other, then finishes.
+struct Napper {
+    left: u32,
+}
+
+impl Process for Napper {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Completion { result, .. } = event {
+                result?;
+            }
+        }
+        if self.left == 0 {
+            out.finish(());
+        } else {
+            self.left -= 1;
+            out.yield_command(NAP, Tag(1), Box::new(20u64));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_step_after_a_yield_is_a_yield_wait_and_every_other_a_schedule_latency() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .histograms(true)
+        .handler(NAP, |command, done| {
+            let ms = *command.data::<u64>().expect("a u64");
+            let _ = done.complete_after(Duration::from_millis(ms), Box::new(()));
+            Ok(())
+        })
+        .build();
+    scheduler.start();
+    let nappers: Vec<Completion> = (0..10)
+        .map(|_| scheduler.spawn(Napper { left: 3 }).unwrap())
+        .collect();
+    for done in nappers {
+        done.wait().unwrap();
+    }
+    let histograms = scheduler.histograms().unwrap();
+    // Each napper: a first step (made ready by its spawn), then one step
+    // per completion.
+    assert_eq!(histograms.step.count(), 40);
+    assert_eq!(histograms.schedule_latency.count(), 10);
+    assert_eq!(histograms.yield_wait.count(), 30);
+    // A quantile is its bucket's upper bound, never below the true value,
+    // and every wait lasted the 20 ms nap at least.
+    assert!(
+        histograms.yield_wait.quantile(0.0) >= Duration::from_millis(20),
+        "{:?}",
+        histograms.yield_wait
+    );
+    assert!(histograms.yield_wait.max() < WAIT);
+    assert!(histograms.schedule_latency.max() < Duration::from_secs(1));
     scheduler.shutdown(WAIT);
 }
 

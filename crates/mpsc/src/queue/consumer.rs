@@ -254,7 +254,7 @@ impl<T> Consumer<T> {
     /// assert!(!rx.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.cursor(|c, _| c.closed)
+        self.cursor(|c, shared| c.is_closed(shared))
     }
 
     /// Prepares the queue for a new use: closes it (if it is not already),

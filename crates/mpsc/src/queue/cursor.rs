@@ -21,8 +21,9 @@ pub(super) struct Cursor<T> {
     /// look: every position below it was claimed. `head >= claimed` means
     /// look again. Only a hint; `ready` decides.
     pub(super) claimed: u64,
-    /// Whether the consumer closed the queue (it is the only one who can).
-    pub(super) closed: bool,
+    // Whether the queue is closed is the claim word's `CLOSED` bit, which
+    // only the consumer sets or clears (see `is_closed`): a flag here would
+    // cost a padded word in every queue, and a record embeds one.
 }
 
 // Manual impls: a derive would require `T: Copy`, but the cursor only holds
@@ -44,7 +45,6 @@ impl<T> Cursor<T> {
             head: START,
             block: ptr::null_mut(),
             claimed: 0,
-            closed: false,
         }
     }
 
@@ -144,9 +144,18 @@ impl<T> Cursor<T> {
         !slot.ready.load(Ordering::Acquire)
     }
 
+    /// Whether the consumer closed the queue (it is the only one who can).
+    /// Only the consumer sets or clears the word's `CLOSED` bit (`close`,
+    /// `reset`), and producers' claims never change it, so a relaxed load
+    /// on the consumer's side reads what the consumer last wrote.
+    #[inline]
+    pub(super) fn is_closed(&self, shared: &Shared<T>) -> bool {
+        shared.tail.word.load(Ordering::Relaxed) & CLOSED != 0
+    }
+
     /// See [`Consumer::shrink_to_fit`].
     pub(super) fn shrink_to_fit(&mut self, shared: &Shared<T>) -> bool {
-        if self.closed || self.block.is_null() {
+        if self.is_closed(shared) || self.block.is_null() {
             // A closed queue is shrunk by `release`; a blockless one has
             // nothing to give.
             return false;
@@ -201,14 +210,13 @@ impl<T> Cursor<T> {
 
     /// See [`Consumer::close`].
     pub(super) fn close(&mut self, shared: &Shared<T>) -> Vec<T> {
-        if self.closed {
+        if self.is_closed(shared) {
             // Everything was taken by the first close and no claim has
             // succeeded since. Returning here also keeps a released cursor
             // (blocks freed) from looking at its blocks again.
             return Vec::new();
         }
         let mut word = shared.tail.word.fetch_or(CLOSED, Ordering::AcqRel);
-        self.closed = true;
         // A producer that claimed an install position is installing the next
         // block (or the first): it keeps that lap's first slot for its item,
         // which we must wait for like any claimed slot. Where that slot is
@@ -292,7 +300,6 @@ impl<T> Cursor<T> {
         self.head = start;
         // Publishes the generation and every read of the old items.
         shared.tail.word.store(tail << 1, Ordering::Release);
-        self.closed = false;
     }
 
     /// Takes the item at `head` if its push completed.

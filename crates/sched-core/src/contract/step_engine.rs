@@ -25,7 +25,7 @@ use crate::contract::timer_id::TimerId;
 /// The engine as a running step sees it. Called on the worker thread
 /// that runs the step, for the length of the step.
 pub(crate) trait StepEngine:
-    StepTimers + StepMonitors + StepLinks + StepNames + StepAsk
+    StepTimers + StepMonitors + StepLinks + StepNames + StepAsk + StepIntrospect
 {
     /// Delivers `package` to its target process.
     fn send(&self, package: Package) -> Result<(), SendError>;
@@ -96,4 +96,11 @@ pub(crate) trait StepAsk {
         question: Payload,
         timeout_at: Instant,
     ) -> Result<(AskId, TimerId), SendError>;
+}
+
+/// What a step publishes of its process for introspection
+/// (`engine/introspect.rs`).
+pub(crate) trait StepIntrospect {
+    /// Sets the stepped process's published figure `key` to `value`.
+    fn publish(&self, key: &'static str, value: i64);
 }

@@ -82,9 +82,12 @@ pub(crate) fn start(shared: &Arc<Shared>) {
         let handle = spawn_named(name, move || run(worker_shared, local));
         threads.handles.push(handle);
     }
-    // The long-step watcher is not modelled: it only reads counters.
+    // The watcher is not modelled: it only reads counters (and ticks a
+    // clock no model reads). It runs for long steps, or for the coarse
+    // clock that introspection's `since_last_step` reads.
     #[cfg(not(loom))]
-    if let Some(threshold) = shared.long_steps.threshold {
+    if shared.long_steps.threshold.is_some() || cfg!(feature = "introspection") {
+        let threshold = shared.long_steps.threshold;
         let watched = shared.clone();
         let name = format!("{}-watcher", shared.control.thread_name);
         let handle = spawn_named(name, move || super::long_steps::watch(watched, threshold));

@@ -43,7 +43,7 @@ fn upper_bound(index: usize) -> u64 {
 pub(crate) struct Recorder {
     buckets: Box<[AtomicU64]>,
     max: AtomicU64,
-    sum: AtomicU64,
+    pub(super) sum: AtomicU64,
 }
 
 impl Recorder {
@@ -87,6 +87,8 @@ impl fmt::Debug for Recorder {
 pub(crate) struct WorkerHistograms {
     pub(crate) step: Recorder,
     pub(crate) timer_lateness: Recorder,
+    pub(crate) schedule_latency: Recorder,
+    pub(crate) yield_wait: Recorder,
 }
 
 impl WorkerHistograms {
@@ -94,7 +96,14 @@ impl WorkerHistograms {
         WorkerHistograms {
             step: Recorder::new(),
             timer_lateness: Recorder::new(),
+            schedule_latency: Recorder::new(),
+            yield_wait: Recorder::new(),
         }
+    }
+
+    /// The time this worker spent in steps (the step histogram's sum).
+    pub(crate) fn busy(&self) -> Duration {
+        Duration::from_nanos(self.step.sum.load(Relaxed))
     }
 }
 
@@ -117,19 +126,38 @@ pub struct Histograms {
     /// ask timeouts, delayed completions). The wait of the woken process
     /// for a worker after that is not included.
     pub timer_lateness: Histogram,
+    /// How long a process waited for a worker: from the moment it was made
+    /// ready (a message or a timer woke it, it was spawned, or it asked to
+    /// continue) to the start of its step, one value per step except the
+    /// steps that end a wait on a yield (those are in `yield_wait`).
+    /// Resolution about 1 µs; a wait over about 73 minutes is not
+    /// recorded correctly.
+    pub schedule_latency: Histogram,
+    /// How long a process waited on its yields: from the end of a step
+    /// that yielded commands to the start of the step that sees a
+    /// completion (the command's own time plus the wait for a worker), one
+    /// value per such step. Resolution about 1 µs; a wait over about 73
+    /// minutes is not recorded correctly.
+    pub yield_wait: Histogram,
 }
 
 impl Histograms {
     pub(crate) fn merge<'a>(workers: impl Iterator<Item = &'a WorkerHistograms>) -> Self {
         let mut step = Histogram::empty();
         let mut timer_lateness = Histogram::empty();
+        let mut schedule_latency = Histogram::empty();
+        let mut yield_wait = Histogram::empty();
         for worker in workers {
             worker.step.merge_into(&mut step);
             worker.timer_lateness.merge_into(&mut timer_lateness);
+            worker.schedule_latency.merge_into(&mut schedule_latency);
+            worker.yield_wait.merge_into(&mut yield_wait);
         }
         Histograms {
             step,
             timer_lateness,
+            schedule_latency,
+            yield_wait,
         }
     }
 }

@@ -1,14 +1,146 @@
-//! Introspection: counters and the list of live processes.
+//! Introspection: counters, the list of live processes and what each
+//! publishes of itself.
+//!
+//! A process's own figures (its last step, its pending timers, its type)
+//! are written by its owner on the step path and read here from any
+//! thread (`record/figures.rs`). Two engine-wide pieces serve them: a
+//! coarse clock, ticked by the watcher thread (`long_steps.rs`) so that no
+//! step reads the real clock, and the table of process type names, which
+//! each worker reaches through a small cache of its own, so that only a
+//! type's first instance on a worker takes the table's lock.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::time::{Duration, Instant};
 
+use crossbeam_utils::CachePadded;
 use relay::Pid;
 
+use super::stepping::Stepping;
 use super::Context;
+use crate::contract::output::Output;
+use crate::contract::step_engine::StepIntrospect;
 use crate::record::state::ProcessState;
 use crate::record::Record;
+use crate::sync::{AtomicU32, Mutex};
 
 use super::stats::Stats;
+
+/// The engine-wide parts of introspection.
+#[derive(Debug)]
+pub(crate) struct Introspect {
+    /// When the engine started: the origin of the coarse clock and of the
+    /// histograms' ready stamps.
+    epoch: Instant,
+    /// Milliseconds since `epoch`, as of the watcher's last tick.
+    clock_ms: CachePadded<AtomicU32>,
+    types: Mutex<TypeNames>,
+}
+
+/// Process type names, each with its index (what a record stores).
+#[derive(Debug, Default)]
+#[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
+struct TypeNames {
+    names: Vec<&'static str>,
+    index: HashMap<&'static str, u16>,
+}
+
+impl Introspect {
+    pub(crate) fn new() -> Self {
+        Introspect {
+            epoch: Instant::now(),
+            clock_ms: CachePadded::new(AtomicU32::new(0)),
+            types: Mutex::new(TypeNames::default()),
+        }
+    }
+
+    /// The coarse clock: milliseconds since the engine started, as of the
+    /// watcher's last tick (wrapping after 49 days).
+    #[inline]
+    pub(crate) fn now_ms(&self) -> u32 {
+        self.clock_ms.load(Relaxed)
+    }
+
+    /// Moves the coarse clock on (the watcher, every period).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn tick(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u32;
+        self.clock_ms.store(ms, Relaxed);
+    }
+
+    /// `at` in the histograms' stamp units: 1 024 ns since the engine
+    /// started, wrapping (about 73 minutes).
+    #[inline]
+    pub(crate) fn stamp(&self, at: Instant) -> u32 {
+        (at.saturating_duration_since(self.epoch).as_nanos() >> 10) as u32
+    }
+
+    /// The time from stamp `then` to `now` (both from [`stamp`]).
+    ///
+    /// [`stamp`]: Introspect::stamp
+    #[inline]
+    pub(crate) fn between(then: u32, now: u32) -> Duration {
+        Duration::from_nanos(u64::from(now.wrapping_sub(then)) << 10)
+    }
+
+    #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
+    /// The index of type `name`, added on first sight; `None` once 65 535
+    /// types are known.
+    fn type_index(&self, name: &'static str) -> Option<u16> {
+        let mut types = self.types.lock();
+        if let Some(&index) = types.index.get(name) {
+            return Some(index);
+        }
+        let index = u16::try_from(types.names.len())
+            .ok()
+            .filter(|i| *i < u16::MAX - 1)?;
+        types.names.push(name);
+        types.index.insert(name, index);
+        Some(index)
+    }
+
+    /// Every type name known so far, by index.
+    fn type_names(&self) -> Vec<&'static str> {
+        self.types.lock().names.clone()
+    }
+
+    /// The name of type `index`.
+    pub(crate) fn type_name(&self, index: u16) -> Option<&'static str> {
+        self.types.lock().names.get(usize::from(index)).copied()
+    }
+}
+
+/// A worker's cache of type indices, by the address and length of the
+/// name (a type's name is one static string, so the same type finds its
+/// entry without hashing or locking).
+#[derive(Debug, Default)]
+#[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
+pub(crate) struct TypeCache {
+    entries: Vec<(usize, usize, u16)>,
+    next: usize,
+}
+
+#[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
+impl TypeCache {
+    const SIZE: usize = 32;
+
+    /// The index of `name`, from the cache or the engine's table.
+    pub(crate) fn index(&mut self, introspect: &Introspect, name: &'static str) -> Option<u16> {
+        let key = (name.as_ptr() as usize, name.len());
+        if let Some(&(_, _, index)) = self.entries.iter().find(|e| (e.0, e.1) == key) {
+            return Some(index);
+        }
+        let index = introspect.type_index(name)?;
+        let entry = (key.0, key.1, index);
+        if self.entries.len() < Self::SIZE {
+            self.entries.push(entry);
+        } else {
+            self.entries[self.next] = entry;
+            self.next = (self.next + 1) % Self::SIZE;
+        }
+        Some(index)
+    }
+}
 
 /// One live process, as introspection reports it.
 ///
@@ -33,10 +165,44 @@ pub struct ProcessInfo {
     /// Whether it traps exits (a linked process's end reaches it as an
     /// event instead of ending it).
     pub traps_exits: bool,
+    /// Messages sent to it and not yet taken by a step (its mailbox
+    /// depth). Counted with the `introspection` feature (on by default)
+    /// or when mailboxes are bounded; `0` otherwise.
+    pub mailbox_depth: u32,
+    /// Timers it had pending as of its last step (`u16::MAX` means at
+    /// least that many); `0` without the `introspection` feature.
+    pub pending_timers: u32,
+    /// How long ago its last step started (for a running process: how long
+    /// its current step has run), to within a few milliseconds; `None` if
+    /// it has not stepped yet, or without the `introspection` feature.
+    pub since_last_step: Option<Duration>,
+    /// Its type, as [`Process::type_name`](crate::Process::type_name)
+    /// names it, from its first step on; `None` before, or without the
+    /// `introspection` feature.
+    pub type_name: Option<&'static str>,
+    /// How many of its steps the long-step watcher reported (see
+    /// `Builder::long_step_threshold`).
+    pub long_steps: u32,
+    /// The figures it published of itself with
+    /// [`Output::publish`](crate::Output::publish), by key.
+    pub published: Vec<(&'static str, i64)>,
+}
+
+/// What a process's figures are read against: the clock, and how to find
+/// a type's name and a PID's long steps (from copies taken once for a
+/// whole walk of the table, or looked up for one process).
+struct Readings<T, L> {
+    now_ms: u32,
+    type_name: T,
+    long_steps: L,
 }
 
 impl ProcessInfo {
-    fn of(record: &Record) -> Self {
+    fn of<T, L>(record: &Record, readings: &Readings<T, L>) -> Self
+    where
+        T: Fn(u16) -> Option<&'static str>,
+        L: Fn(u64) -> u32,
+    {
         // One lock of the process's own relations, for all of them.
         let related = record.relations.with_existing(|related| {
             (
@@ -44,9 +210,11 @@ impl ProcessInfo {
                 u32::try_from(related.monitors.len()).unwrap_or(u32::MAX),
                 u32::try_from(related.links.len()).unwrap_or(u32::MAX),
                 related.trap_exits,
+                related.published.clone(),
             )
         });
-        let (names, monitored_by, links, traps_exits) = related.unwrap_or_default();
+        let (names, monitored_by, links, traps_exits, published) = related.unwrap_or_default();
+        let figures = &record.figures;
         ProcessInfo {
             pid: record.pid,
             state: ProcessState::from_word(record.state.load()),
@@ -55,6 +223,14 @@ impl ProcessInfo {
             monitored_by,
             links,
             traps_exits,
+            mailbox_depth: record.mailbox.depth(),
+            pending_timers: u32::from(figures.timers()),
+            since_last_step: figures
+                .last_step_ms()
+                .map(|at| Duration::from_millis(u64::from(readings.now_ms.wrapping_sub(at)))),
+            type_name: figures.kind().and_then(&readings.type_name),
+            long_steps: (readings.long_steps)(record.pid.id()),
+            published,
         }
     }
 }
@@ -77,7 +253,11 @@ impl Context {
                     Some(locals) => locals[i].len(),
                     None => r.lifo.len() + r.fifo.len() + r.timed.len(),
                 };
-                r.counters.snapshot(queued)
+                let mut stats = r.counters.snapshot(queued);
+                if let Some(histograms) = &r.histograms {
+                    stats.busy = histograms.busy();
+                }
+                stats
             })
             .collect();
         Stats {
@@ -100,8 +280,20 @@ impl Context {
     /// assert!(engine.processes().is_empty());
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {
-        let records = self.shared().processes.records();
-        let mut list: Vec<ProcessInfo> = records.iter().map(|r| ProcessInfo::of(r)).collect();
+        let shared = self.shared();
+        let records = shared.processes.records();
+        // Copied once for the whole walk: each lock is taken once.
+        let types = shared.introspect.type_names();
+        let long_steps = shared.long_steps.by_pid();
+        let readings = Readings {
+            now_ms: shared.introspect.now_ms(),
+            type_name: |i: u16| types.get(usize::from(i)).copied(),
+            long_steps: |id: u64| long_steps.get(&id).copied().unwrap_or(0),
+        };
+        let mut list: Vec<ProcessInfo> = records
+            .iter()
+            .map(|r| ProcessInfo::of(r, &readings))
+            .collect();
         // Dropped after the list is made: a count is the last only for a
         // process that ended meanwhile (its record's drop is cheap).
         drop(records);
@@ -173,8 +365,14 @@ impl Context {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn process_info(&self, pid: Pid) -> Option<ProcessInfo> {
-        let record = self.shared().processes.get(pid)?;
-        Some(ProcessInfo::of(&record))
+        let shared = self.shared();
+        let record = shared.processes.get(pid)?;
+        let readings = Readings {
+            now_ms: shared.introspect.now_ms(),
+            type_name: |i| shared.introspect.type_name(i),
+            long_steps: |id| shared.long_steps.of(id),
+        };
+        Some(ProcessInfo::of(&record, &readings))
     }
 
     /// Whether a process has `pid` now, had it and ended, or is unknown to
@@ -240,4 +438,64 @@ pub enum PidStatus {
     /// submitted, of another node, or a PID a caller chose for `submit`
     /// whose process ended (a chosen PID leaves no trace).
     Unknown,
+}
+
+impl Output<'_> {
+    /// Publishes a figure of this process under `key` (replacing the one
+    /// published before under that key), for whoever inspects it:
+    /// [`ProcessInfo::published`] lists them, and the live view and the
+    /// metrics show them. A queue's length, a connection count, the
+    /// version of the state it holds: whatever helps someone watching it.
+    ///
+    /// It costs a lock of the process's own relations (uncontended unless
+    /// someone inspects it at that moment), so publish when a figure
+    /// changes, not on every step of a hot loop.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// /// Counts the messages it received and publishes the count.
+    /// struct Counter(i64);
+    /// impl Process for Counter {
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for _ in events.by_ref() {
+    ///             self.0 += 1;
+    ///         }
+    ///         out.publish("received", self.0);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let pid = scheduler.spawn(Counter(0))?.pid();
+    /// for i in 0..3 {
+    ///     scheduler.post(pid, i)?;
+    /// }
+    /// let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    /// while scheduler.process_info(pid).unwrap().published != [("received", 3)] {
+    ///     assert!(std::time::Instant::now() < deadline, "never published");
+    ///     std::thread::sleep(std::time::Duration::from_millis(1));
+    /// }
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn publish(&mut self, key: &'static str, value: i64) {
+        self.engine.publish(key, value);
+    }
+}
+
+/// A step's published figures: the stepped process's.
+impl StepIntrospect for Stepping<'_> {
+    fn publish(&self, key: &'static str, value: i64) {
+        // An ended process's figures are of no one's interest: ignored.
+        let _ = self.record.relations.with_live(|related| {
+            match related.published.iter_mut().find(|(k, _)| *k == key) {
+                Some(entry) => entry.1 = value,
+                None => related.published.push((key, value)),
+            }
+        });
+    }
 }

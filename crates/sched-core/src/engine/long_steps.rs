@@ -12,16 +12,27 @@
 //! no write it did not make before.
 //!
 //! A step is seen late by at most half a threshold, so it is reported
-//! after between one and one and a half thresholds. The watcher cannot
-//! name the process's type: the process belongs to the worker running it.
+//! after between one and one and a half thresholds. The watcher names the
+//! process's type from what the process published at its first step
+//! (`record/figures.rs`): the process itself belongs to the worker running
+//! it. Each process's reported steps are counted too, for introspection.
+//!
+//! The watcher also ticks introspection's coarse clock at every sample
+//! (`introspect.rs`), so it runs even without a threshold (then it only
+//! ticks, every 5 ms).
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use relay::Pid;
 
 use super::shared::Shared;
-use crate::sync::{Arc, AtomicU64};
+use crate::sync::{Arc, AtomicU64, Mutex};
+
+/// Past this many processes with reported steps, the ones that ended are
+/// forgotten.
+const FORGET_FROM: usize = 1024;
 
 /// The watcher's setting and its count.
 #[derive(Debug)]
@@ -31,6 +42,9 @@ pub(crate) struct LongSteps {
     pub(crate) threshold: Option<Duration>,
     /// Steps reported so far (written by the watcher only).
     pub(crate) reported: AtomicU64,
+    /// Reported steps by PID (the watcher writes it, only when it reports;
+    /// introspection reads it).
+    by_pid: Mutex<HashMap<u64, u32>>,
 }
 
 impl LongSteps {
@@ -38,9 +52,36 @@ impl LongSteps {
         LongSteps {
             threshold,
             reported: AtomicU64::new(0),
+            by_pid: Mutex::new(HashMap::new()),
         }
     }
+
+    /// Reported steps of the process with PID id `id`.
+    pub(crate) fn of(&self, id: u64) -> u32 {
+        self.by_pid.lock().get(&id).copied().unwrap_or(0)
+    }
+
+    /// A copy of the reported steps by PID id.
+    pub(crate) fn by_pid(&self) -> HashMap<u64, u32> {
+        self.by_pid.lock().clone()
+    }
+
+    /// Counts a reported step of `pid`; forgets ended processes once many
+    /// are listed, so the map holds at most about `FORGET_FROM` dead ones.
+    #[cfg_attr(loom, allow(dead_code))]
+    fn count(&self, shared: &Shared, pid: Pid) {
+        let mut by_pid = self.by_pid.lock();
+        if by_pid.len() >= FORGET_FROM && !by_pid.contains_key(&pid.id()) {
+            let node = shared.processes.node();
+            by_pid.retain(|id, _| shared.processes.get(Pid::new(node, *id)).is_some());
+        }
+        *by_pid.entry(pid.id()).or_insert(0) += 1;
+    }
 }
+
+/// The coarse clock's period when the threshold does not ask for a
+/// shorter one: what `ProcessInfo::since_last_step` is accurate to.
+const CLOCK_PERIOD: Duration = Duration::from_millis(5);
 
 /// What the watcher saw of one worker at the sample that first showed
 /// its current step.
@@ -52,13 +93,20 @@ struct Seen {
     reported: bool,
 }
 
-/// The watcher's loop: until the workers exit.
+/// The watcher's loop: until the workers exit. Without a threshold it
+/// only ticks the coarse clock.
 #[cfg_attr(loom, allow(dead_code))]
-pub(crate) fn watch(shared: Arc<Shared>, threshold: Duration) {
-    let period = (threshold / 2).max(Duration::from_millis(1));
+pub(crate) fn watch(shared: Arc<Shared>, threshold: Option<Duration>) {
+    let period = threshold
+        .map_or(CLOCK_PERIOD, |t| (t / 2).min(CLOCK_PERIOD))
+        .max(Duration::from_millis(1));
     let mut seen: Vec<Option<Seen>> = vec![None; shared.remotes.len()];
     while !shared.exit.load(Acquire) {
         std::thread::sleep(period);
+        shared.introspect.tick();
+        let Some(threshold) = threshold else {
+            continue;
+        };
         let now = Instant::now();
         for (worker, remote) in shared.remotes.iter().enumerate() {
             let pid = remote.counters.in_step.load(Relaxed);
@@ -91,14 +139,22 @@ pub(crate) fn watch(shared: Arc<Shared>, threshold: Duration) {
 #[cfg_attr(loom, allow(dead_code))]
 fn report(shared: &Shared, worker: usize, id: u64, running: Duration) {
     let pid = Pid::new(shared.processes.node(), id);
-    let names = shared
-        .processes
-        .get(pid)
+    let record = shared.processes.get(pid);
+    let names = record
+        .as_ref()
         .and_then(|record| record.relations.with_existing(|r| r.names.join("|")))
         .unwrap_or_default();
+    let type_name = record
+        .as_ref()
+        .and_then(|record| record.figures.kind())
+        .and_then(|kind| shared.introspect.type_name(kind))
+        .unwrap_or("");
+    drop(record);
+    shared.long_steps.count(shared, pid);
     tracing::warn!(
         %pid,
         names = %names,
+        type_name,
         worker,
         running_ms = running.as_millis() as u64,
         "a step has been running for at least {running:?} and has not returned: it holds its worker"

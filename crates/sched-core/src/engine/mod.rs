@@ -16,7 +16,7 @@ pub(crate) mod context;
 pub(crate) mod control;
 pub(crate) mod histogram;
 pub(crate) mod hooks;
-mod introspect;
+pub(crate) mod introspect;
 mod links;
 pub(crate) mod live;
 pub(crate) mod long_steps;

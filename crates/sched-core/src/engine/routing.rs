@@ -122,8 +122,12 @@ impl Shared {
         package: Package,
     ) -> Result<(), SendError> {
         let bounded = self.mailbox_capacity != usize::MAX;
-        if bounded && !record.mailbox.reserve(self.mailbox_capacity) {
-            return Err(SendError::full(package));
+        if bounded {
+            if !record.mailbox.reserve(self.mailbox_capacity) {
+                return Err(SendError::full(package));
+            }
+        } else if self.counts_messages {
+            record.mailbox.count();
         }
         match record.deliver(Event::Message(package)) {
             Ok(wake) => {
@@ -131,7 +135,7 @@ impl Shared {
                 Ok(())
             }
             Err(event) => {
-                if bounded {
+                if self.counts_messages {
                     record.mailbox.release(1);
                 }
                 match event {

@@ -48,8 +48,17 @@ pub(crate) struct Shared {
     pub(crate) processes: crate::table::registry::Registry<Record>,
     pub(crate) handlers: Handlers,
     pub(crate) hooks: Hooks,
-    /// `usize::MAX` when mailboxes are unbounded (no counting at all).
+    /// `usize::MAX` when mailboxes are unbounded.
     pub(crate) mailbox_capacity: usize,
+    /// Whether messages are counted in each mailbox word: when mailboxes
+    /// are bounded, or for introspection's depth (`introspection`
+    /// feature). Without either, a send and a drain touch no count.
+    pub(crate) counts_messages: bool,
+    /// Whether the workers record histograms (the builder's
+    /// `histograms(true)`): then whoever queues a process stamps when.
+    pub(crate) histograms: bool,
+    /// Process type names and the coarse clock introspection reads.
+    pub(crate) introspect: super::introspect::Introspect,
     /// Live-process count and the stopping flag, one atomic word.
     pub(crate) live: Live,
     pub(crate) exit: AtomicBool,
@@ -105,6 +114,13 @@ impl Shared {
     /// and then runs it. Only when the slot was taken, and its occupant
     /// moved to the stealable deque, is a parked worker woken to help.
     pub(crate) fn schedule(&self, record: Arc<Record>, how: Runnable) {
+        if self.histograms {
+            let now = self.introspect.stamp(std::time::Instant::now());
+            // SAFETY: the caller is the one thread queueing the process (it
+            // won the wake, submits it, or owns it and requeues it): what
+            // `stamp_ready` asks.
+            unsafe { record.stamp_ready(now) };
+        }
         // The record moves into whichever queue takes it: no reference-count
         // increment and decrement (two atomic read-modify-writes) per
         // schedule.

@@ -40,6 +40,7 @@ impl WorkerCounters {
             completed: self.completed.load(Relaxed),
             upgrades: self.upgrades.load(Relaxed),
             local_queue_len,
+            busy: std::time::Duration::ZERO,
         }
     }
 }
@@ -75,6 +76,9 @@ pub struct WorkerStats {
     pub upgrades: u64,
     /// Processes in the worker's run queues at the time of the snapshot.
     pub local_queue_len: usize,
+    /// Time spent in steps (the sum of its step histogram): zero unless the
+    /// builder turned histograms on. Two snapshots give its busy share.
+    pub busy: std::time::Duration,
 }
 
 /// A snapshot of the engine's counters, taken without stopping anything.
@@ -131,6 +135,7 @@ impl Stats {
                 completed: acc.completed + w.completed,
                 upgrades: acc.upgrades + w.upgrades,
                 local_queue_len: acc.local_queue_len + w.local_queue_len,
+                busy: acc.busy + w.busy,
             })
     }
 }

@@ -1,6 +1,7 @@
 //! One word per process for what senders and shutdown account in its
-//! mailbox: how many messages are queued and not yet drained (counted only
-//! when the engine bounds mailboxes), whether shutdown's cancel was
+//! mailbox: how many messages are queued and not yet drained (counted when
+//! the engine bounds mailboxes, or for introspection's mailbox depth with
+//! the `introspection` feature), whether shutdown's cancel was
 //! queued, and whether an upgrade ordered from outside is on its way.
 //!
 //! All live in one 32-bit word so that the record stays in a smaller
@@ -29,6 +30,9 @@ const UPGRADE_ORDERED: u32 = 1 << 30;
 /// The largest bound a mailbox enforces; a larger capacity means none.
 pub(crate) const MAX_CAPACITY: usize = 1 << 29;
 
+/// The count's bits.
+const COUNT: u32 = !(CANCEL_SENT | UPGRADE_ORDERED);
+
 /// The mailbox word of one process.
 #[derive(Debug, Default)]
 pub(crate) struct Mailbox(AtomicU32);
@@ -38,7 +42,7 @@ impl Mailbox {
     /// already (then nothing is counted and the send must fail).
     pub(crate) fn reserve(&self, capacity: usize) -> bool {
         debug_assert!(capacity <= MAX_CAPACITY);
-        let queued = self.0.fetch_add(1, AcqRel) & !(CANCEL_SENT | UPGRADE_ORDERED);
+        let queued = self.0.fetch_add(1, AcqRel) & COUNT;
         if queued as usize >= capacity {
             self.0.fetch_sub(1, AcqRel);
             return false;
@@ -46,11 +50,41 @@ impl Mailbox {
         true
     }
 
-    /// `n` counted messages left the mailbox (drained by a step, or their
-    /// send failed after all).
+    /// Counts one more queued message in an unbounded mailbox (for
+    /// introspection's depth). The count saturates at [`MAX_CAPACITY`], so
+    /// it never reaches the flags: a mailbox that deep reads as that deep.
+    #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
+    pub(crate) fn count(&self) {
+        let queued = self.0.fetch_add(1, AcqRel) & COUNT;
+        if queued as usize >= MAX_CAPACITY {
+            self.0.fetch_sub(1, AcqRel);
+        }
+    }
+
+    /// `n` messages left the mailbox (drained by a step, or their send
+    /// failed after all). Takes away at most what is counted: a saturated
+    /// count (see [`count`](Mailbox::count)) missed some.
     pub(crate) fn release(&self, n: usize) {
-        let n = u32::try_from(n).expect("no more messages leave than were counted");
-        self.0.fetch_sub(n, AcqRel);
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        let mut word = self.0.load(Acquire);
+        loop {
+            let take = n.min(word & COUNT);
+            if take == 0 {
+                return;
+            }
+            match self
+                .0
+                .compare_exchange_weak(word, word - take, AcqRel, Acquire)
+            {
+                Ok(_) => return,
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// Messages queued and not yet drained, as counted.
+    pub(crate) fn depth(&self) -> u32 {
+        self.0.load(Acquire) & COUNT
     }
 
     /// Marks shutdown's cancel as queued; `true` for the first caller only.

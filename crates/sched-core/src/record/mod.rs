@@ -2,6 +2,7 @@
 //! itself and where its outcome goes, in one allocation.
 
 pub(crate) mod completion;
+pub(crate) mod figures;
 pub(crate) mod links;
 pub(crate) mod mailbox;
 pub(crate) mod relations;
@@ -37,6 +38,9 @@ pub(crate) struct Record {
     pub(crate) state: StateWord,
     /// Steps taken, readable while the process runs.
     pub(crate) steps: AtomicU64,
+    /// When it last stepped, its pending timers and its type, for
+    /// introspection (see `figures.rs`).
+    pub(crate) figures: figures::Figures,
     /// Messages queued and not yet drained (counted only when the engine
     /// bounds mailboxes), and whether shutdown's cancel was delivered (it
     /// is sent once, by whichever of shutdown's sweep and a racing
@@ -61,7 +65,8 @@ pub(crate) struct Record {
 // from its 192-byte chunks; the next size is 208. Each field added here
 // costs every idle process 16 bytes (measured by `sched_probe`'s memory
 // part). The event queue carries no generation (a record's queue is never
-// reset), which is what brought the record from 184 bytes to 168.
+// reset), which is what brought the record from 184 bytes to 168; its
+// closed flag lives in its claim word, which made room for `figures`.
 #[cfg(not(any(debug_assertions, loom)))]
 const _: () = assert!(std::mem::size_of::<Record>() <= 168);
 
@@ -85,6 +90,12 @@ pub(crate) struct Body {
     /// This instance has not been stepped yet: its `start` runs before its
     /// first step (set again when an upgrade installs a new instance).
     pub(crate) fresh: bool,
+    /// With histograms on: when the process was made ready (for the
+    /// schedule-latency histogram), or, while it waits blocked on a yield,
+    /// when the step that yielded ended (for the yield-wait histogram). In
+    /// units of 1 024 ns since the engine started, wrapping (about 73
+    /// minutes). It fills what was padding, so it costs no memory.
+    pub(crate) ready_at: u32,
 }
 
 // SAFETY: `body` is only accessed by the process's current owner, as the
@@ -100,6 +111,7 @@ impl Record {
             pid,
             state: StateWord::new(),
             steps: AtomicU64::new(0),
+            figures: figures::Figures::default(),
             mailbox: mailbox::Mailbox::default(),
             events: mpsc::Queue::new(),
             slot: ResultSlot::default(),
@@ -113,6 +125,7 @@ impl Record {
                 extras: None,
                 filters_events: false,
                 fresh: true,
+                ready_at: 0,
             }),
         }
     }
@@ -129,6 +142,28 @@ impl Record {
         // SAFETY: the caller's ownership of the process makes this the only
         // access to the body.
         self.body.with_mut(|body| f(unsafe { &mut *body }))
+    }
+
+    /// Stamps the moment the process was made ready (histograms on), unless
+    /// it waits blocked on a yield, whose stamp (when the yielding step
+    /// ended) stays for the yield-wait histogram.
+    ///
+    /// # Safety
+    ///
+    /// The caller is the one thread queueing the process: it won the wake
+    /// (`Wake::Schedule`), is submitting it, or owns it and requeues it.
+    /// The previous owner's writes to the body happened before (the state
+    /// word's acquire), and the worker that takes it reads it after the
+    /// queue's hand-over; no one else touches the body meanwhile.
+    pub(crate) unsafe fn stamp_ready(&self, now: u32) {
+        // SAFETY: as the caller promises, no one else touches the body now.
+        unsafe {
+            self.with_body(|body| {
+                if !(body.waiting && body.blocked) {
+                    body.ready_at = now;
+                }
+            })
+        }
     }
 
     /// Pushes an event and wakes the process. `Err` hands the event back if

@@ -66,6 +66,9 @@ pub(crate) struct Related {
     /// How many listed in `delayed` have fired or been cancelled since the
     /// list was last pruned.
     delayed_gone: usize,
+    /// Figures the process published of itself (`Output::publish`), by
+    /// key, for introspection.
+    pub(crate) published: Vec<(&'static str, i64)>,
 }
 
 /// Past this many delayed messages listed, the ones that fired are pruned;

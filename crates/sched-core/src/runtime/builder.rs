@@ -236,11 +236,14 @@ impl Builder {
 
     /// Reports a step that has run for `threshold` while it still runs (a
     /// step that blocks or loops holds its worker): a `tracing` warning
-    /// with its PID, its registered names and the worker, and a count in
-    /// [`Stats::long_steps`](crate::Stats::long_steps). A watcher thread
-    /// samples the workers every half threshold, so a step is reported
-    /// after one to one and a half thresholds, once; the step path pays
-    /// nothing for it. Default: 10 ms. `None` starts no watcher.
+    /// with its PID, its registered names, its type and the worker, and a
+    /// count in [`Stats::long_steps`](crate::Stats::long_steps) and in the
+    /// process's [`ProcessInfo::long_steps`](crate::ProcessInfo::long_steps).
+    /// A watcher thread samples the workers every half threshold, so a
+    /// step is reported after one to one and a half thresholds, once; the
+    /// step path pays nothing for it. Default: 10 ms. `None` reports
+    /// nothing (the watcher then only ticks introspection's clock, every
+    /// 5 ms; without the `introspection` feature it is not started).
     ///
     /// # Examples
     ///
@@ -413,6 +416,10 @@ impl Builder {
             handlers: self.handlers,
             hooks: self.hooks,
             mailbox_capacity: self.mailbox_capacity,
+            counts_messages: self.mailbox_capacity != usize::MAX
+                || cfg!(all(feature = "introspection", not(loom))),
+            histograms: self.histograms,
+            introspect: crate::engine::introspect::Introspect::new(),
             live: Live::new(self.max_processes, self.workers + 1),
             exit: AtomicBool::new(false),
             dead_letters: CachePadded::new(AtomicU64::new(0)),

@@ -15,6 +15,7 @@ use crate::contract::output::{Events, Output, Status, Yield};
 use crate::contract::pending::{drop_unwanted, StepLists};
 use crate::contract::process::close_guarded;
 use crate::engine::commands::completer::Completer;
+use crate::engine::introspect::Introspect;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::{bump, WorkerCounters};
 use crate::engine::stepping::Stepping;
@@ -94,6 +95,9 @@ struct Worker<'a> {
     requeue: Option<Runnable>,
     /// Due timers, between taking them out of the wheel and firing them.
     due_timers: Vec<crate::timer::registry::Due>,
+    /// Type-name indices this worker has looked up (introspection).
+    #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
+    types: crate::engine::introspect::TypeCache,
 }
 
 /// Runs worker `local.index` of `shared` until the engine exits.
@@ -114,6 +118,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local) {
         engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
         requeue: None,
         due_timers: Vec::new(),
+        types: Default::default(),
     };
     worker.run_loop();
 }
@@ -428,7 +433,7 @@ impl Worker<'_> {
                 }
             }
         }
-        if self.shared.mailbox_capacity != usize::MAX {
+        if self.shared.counts_messages {
             let messages = self
                 .events
                 .iter()
@@ -443,6 +448,8 @@ impl Worker<'_> {
             // bothering the process.
             return Some(body.waiting_state());
         }
+        // It waited on a yield: its stamp is when that wait began.
+        let was_blocked = body.waiting && body.blocked;
         body.waiting = false;
         if let Some(others) = body.extras.as_mut().and_then(|x| x.existing_others()) {
             if !others.unread.is_empty() {
@@ -456,6 +463,22 @@ impl Worker<'_> {
             .process
             .as_mut()
             .expect("a live record has its process");
+        #[cfg(all(feature = "introspection", not(loom)))]
+        {
+            if fresh {
+                // `type_name` is the user's and may panic: then the process
+                // goes unnamed, and its worker lives on.
+                match catch_unwind(AssertUnwindSafe(|| process.type_name())) {
+                    Ok(name) => {
+                        if let Some(index) = self.types.index(&self.shared.introspect, name) {
+                            record.figures.set_kind(index);
+                        }
+                    }
+                    Err(panic) => drop_payload(panic),
+                }
+            }
+            record.figures.step_started(self.shared.introspect.now_ms());
+        }
         // The pending lists are shared by the step's events (which take an
         // entry as its event is handed out) and its output (which adds and
         // cancels): lent through a cell for the length of the step.
@@ -484,10 +507,16 @@ impl Worker<'_> {
         let span = tracing::trace_span!("step", pid = %record.pid);
         let entered = span.enter();
         // One branch per step when histograms are off.
-        let started = remote
-            .histograms
-            .as_ref()
-            .map(|_| std::time::Instant::now());
+        let started = remote.histograms.as_ref().map(|histograms| {
+            let now = std::time::Instant::now();
+            let waited = Introspect::between(body.ready_at, self.shared.introspect.stamp(now));
+            if was_blocked {
+                histograms.yield_wait.record(waited);
+            } else {
+                histograms.schedule_latency.record(waited);
+            }
+            now
+        });
         let result = catch_unwind(AssertUnwindSafe(|| {
             if fresh {
                 process.start(&mut output)?;
@@ -497,9 +526,14 @@ impl Worker<'_> {
             }
             process.step(&mut events, &mut output)
         }));
-        if let (Some(histograms), Some(started)) = (&remote.histograms, started) {
-            histograms.step.record(started.elapsed());
-        }
+        let ended = match (&remote.histograms, started) {
+            (Some(histograms), Some(started)) => {
+                let ended = std::time::Instant::now();
+                histograms.step.record(ended.duration_since(started));
+                Some(ended)
+            }
+            _ => None,
+        };
         drop(entered);
         in_step.store(0, Relaxed);
         let status = std::mem::replace(&mut output.status, Status::Idle);
@@ -516,6 +550,10 @@ impl Worker<'_> {
         drop(events);
         body.extras = extras.into_inner();
         body.filters_events = filters.get();
+        #[cfg(all(feature = "introspection", not(loom)))]
+        if let Some(extras) = &body.extras {
+            record.figures.set_timers(extras.timers.len());
+        }
         let returned = returned.into_inner();
         if !returned.is_empty() {
             self.shared.dead_letters(record.pid, returned);
@@ -563,6 +601,11 @@ impl Worker<'_> {
                 self.dispatch(record);
                 body.waiting = true;
                 body.blocked = desired == BLOCKED;
+                if let (true, Some(ended)) = (body.blocked, ended) {
+                    // Its wait on the yield starts now (`stamp_ready`
+                    // leaves this stamp when it is woken).
+                    body.ready_at = self.shared.introspect.stamp(ended);
+                }
                 // A process that waits with a timer pending waits for time
                 // (a timeout, a back-off, a delay), long next to a step: it
                 // gives its event block back (unless an event arrived in it
