@@ -18,10 +18,15 @@
 //! | `sched_parks_total` | counter | `worker` | times the worker slept |
 //! | `sched_completed_total` | counter | `worker` | processes the worker ended |
 //! | `sched_local_queue_length` | gauge | `worker` | processes in its run queues |
+//! | `sched_busy_microseconds_total` | counter | `worker` | time spent in steps, when histograms are on |
 //! | `sched_step_duration_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | step durations, when histograms are on |
 //! | `sched_step_duration_count` | counter | | steps in that histogram |
 //! | `sched_timer_lateness_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | how late timers fell due, when histograms are on |
 //! | `sched_timer_lateness_count` | counter | | timers in that histogram |
+//! | `sched_schedule_latency_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | from ready to the start of its step, when histograms are on |
+//! | `sched_schedule_latency_count` | counter | | steps in that histogram |
+//! | `sched_yield_wait_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | from a yielding step to the step that sees a completion, when histograms are on |
+//! | `sched_yield_wait_count` | counter | | steps in that histogram |
 //!
 //! Counters are set to the engine's totals (`absolute`), so publishing
 //! twice counts nothing twice. Call [`publish`] from a timer, or let a
@@ -47,6 +52,8 @@ use sched_core::Context;
 /// ```
 pub fn publish(cx: &Context) {
     let stats = cx.stats();
+    let histograms = cx.histograms();
+    let histograms_on = histograms.is_some();
     metrics::gauge!("sched_live_processes").set(stats.live_processes as f64);
     metrics::gauge!("sched_global_queue_length").set(stats.global_queue_len as f64);
     metrics::gauge!("sched_parked_workers").set(stats.parked_workers as f64);
@@ -60,12 +67,18 @@ pub fn publish(cx: &Context) {
         metrics::counter!("sched_parks_total", "worker" => label.clone()).absolute(worker.parks);
         metrics::counter!("sched_completed_total", "worker" => label.clone())
             .absolute(worker.completed);
-        metrics::gauge!("sched_local_queue_length", "worker" => label)
+        metrics::gauge!("sched_local_queue_length", "worker" => label.clone())
             .set(worker.local_queue_len as f64);
+        if histograms_on {
+            let busy = u64::try_from(worker.busy.as_micros()).unwrap_or(u64::MAX);
+            metrics::counter!("sched_busy_microseconds_total", "worker" => label).absolute(busy);
+        }
     }
-    if let Some(histograms) = cx.histograms() {
+    if let Some(histograms) = histograms {
         summary("sched_step_duration", &histograms.step);
         summary("sched_timer_lateness", &histograms.timer_lateness);
+        summary("sched_schedule_latency", &histograms.schedule_latency);
+        summary("sched_yield_wait", &histograms.yield_wait);
     }
 }
 

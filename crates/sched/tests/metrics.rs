@@ -78,7 +78,10 @@ fn the_scraped_figures_parse_and_count_the_steps() {
     let scrape = loop {
         let scrape = std::panic::catch_unwind(|| scrape(address));
         if let Ok(scrape) = scrape {
-            if value(&scrape, "sched_steps_total").iter().sum::<f64>() >= 5_000.0 {
+            // The last figure a publish sets: a scrape that has it saw a
+            // whole publish, not one caught halfway.
+            let whole = !value(&scrape, "sched_yield_wait_count").is_empty();
+            if whole && value(&scrape, "sched_steps_total").iter().sum::<f64>() >= 5_000.0 {
                 break scrape;
             }
         }
@@ -108,6 +111,14 @@ fn the_scraped_figures_parse_and_count_the_steps() {
         quantiles.iter().all(|q| *q > 0.0 && *q < 1.0),
         "{quantiles:?}"
     );
+    // Steps that continue are made ready again: each is a schedule
+    // latency; none waited on a yield.
+    assert_eq!(value(&scrape, "sched_schedule_latency_count"), [5_000.0]);
+    assert_eq!(value(&scrape, "sched_schedule_latency_seconds").len(), 4);
+    assert_eq!(value(&scrape, "sched_yield_wait_count"), [0.0]);
+    let busy = value(&scrape, "sched_busy_microseconds_total");
+    assert_eq!(busy.len(), 2, "one per worker");
+    assert!(busy.iter().sum::<f64>() > 0.0, "{busy:?}");
     for name in [
         "sched_dead_letters_total",
         "sched_parked_workers",
