@@ -121,6 +121,13 @@ impl Shared {
             // `stamp_ready` asks.
             unsafe { record.stamp_ready(now) };
         }
+        self.queue(record, how);
+    }
+
+    /// [`schedule`](Shared::schedule) without the histograms' stamp: for a
+    /// worker requeueing the process it just stepped, which stamped it
+    /// with the clock reading that ended the step.
+    pub(crate) fn queue(&self, record: Arc<Record>, how: Runnable) {
         // The record moves into whichever queue takes it: no reference-count
         // increment and decrement (two atomic read-modify-writes) per
         // schedule.

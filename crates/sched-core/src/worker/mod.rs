@@ -93,6 +93,9 @@ struct Worker<'a> {
     /// a run queue; `run_process` then moves its own reference there,
     /// after the body is released, instead of cloning the `Arc`.
     requeue: Option<Runnable>,
+    /// With histograms on: when the last step ended, which is when a
+    /// process it requeues was made ready (no second clock read).
+    step_ended: Option<std::time::Instant>,
     /// Due timers, between taking them out of the wheel and firing them.
     due_timers: Vec<crate::timer::registry::Due>,
     /// Type-name indices this worker has looked up (introspection).
@@ -117,6 +120,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local) {
         yields: Vec::with_capacity(4),
         engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
         requeue: None,
+        step_ended: None,
         due_timers: Vec::new(),
         types: Default::default(),
     };
@@ -408,8 +412,18 @@ impl Worker<'_> {
         if let Some(desired) = desired {
             self.after_step(&record, desired);
         }
+        let step_ended = self.step_ended.take();
         if let Some(how) = self.requeue.take() {
-            self.shared.schedule(record, how);
+            match step_ended {
+                Some(ended) => {
+                    let now = self.shared.introspect.stamp(ended);
+                    // SAFETY: this worker owns the process (still RUNNING
+                    // after `finish_step` asked for a requeue) and queues it.
+                    unsafe { record.stamp_ready(now) };
+                    self.shared.queue(record, how);
+                }
+                None => self.shared.schedule(record, how),
+            }
         }
     }
 
@@ -530,6 +544,7 @@ impl Worker<'_> {
             (Some(histograms), Some(started)) => {
                 let ended = std::time::Instant::now();
                 histograms.step.record(ended.duration_since(started));
+                self.step_ended = Some(ended);
                 Some(ended)
             }
             _ => None,
