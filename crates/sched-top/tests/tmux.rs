@@ -78,8 +78,9 @@ impl Drop for Tmux {
     }
 }
 
-/// The example, killed on drop.
-struct Example(Child);
+/// The example, killed on drop, and the read end of its output (kept
+/// open: the example would fail printing to a closed pipe).
+struct Example(Child, BufReader<std::process::ChildStdout>);
 
 impl Drop for Example {
     fn drop(&mut self) {
@@ -134,9 +135,10 @@ fn start_example(path: &Path) -> (Example, String) {
         .spawn()
         .expect("start the live example");
     let stdout = child.stdout.take().expect("piped");
-    let example = Example(child);
+    let mut example = Example(child, BufReader::new(stdout));
     let mut first = String::new();
-    BufReader::new(stdout)
+    example
+        .1
         .read_line(&mut first)
         .expect("read the example's address");
     let addr = first
@@ -305,8 +307,9 @@ fn sched_top_shows_a_running_scheduler_in_tmux_and_quits_cleanly() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let screen = tmux.screen();
-        if screen.contains("sched-top-exit=") {
-            assert!(screen.contains("sched-top-exit=0"), "{screen}");
+        // The output, not the command line (which says `$ ... echo ...`).
+        if let Some(exit) = screen.lines().find(|l| l.starts_with("sched-top-exit=")) {
+            assert_eq!(exit.trim(), "sched-top-exit=0", "{screen}");
             assert!(
                 !screen.contains("top by steps"),
                 "the TUI is still on screen:\n{screen}"
@@ -336,9 +339,10 @@ fn sched_top_shows_a_running_scheduler_in_tmux_and_quits_cleanly() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let screen = tmux.screen();
-        if screen.contains("tty=raw") || screen.contains("tty=cooked") {
-            assert!(
-                screen.contains("tty=cooked"),
+        if let Some(tty) = screen.lines().find(|l| l.starts_with("tty=")) {
+            assert_eq!(
+                tty.trim(),
+                "tty=cooked",
                 "the terminal was left raw:\n{screen}"
             );
             break;

@@ -4,9 +4,12 @@
 //! - `hot-1`, `hot-2`, `hot-3`: bursts of short busy steps (they continue
 //!   themselves), with a pause on a timer between bursts;
 //! - `ticker-0` .. `ticker-15`: a step every 5 ms, on engine timers;
-//! - `producer` sends 10 messages to `backlog` every 2 ms, and `backlog`
-//!   reads one per step: its mailbox grows (until it holds 50 000, when it
-//!   reads them all at once and starts over);
+//! - a thread posts 5 000 messages a second to `backlog` (requests from
+//!   outside), which spends 240 µs of blocking work on each (4 200 a
+//!   second at most): each step takes what arrived during the previous
+//!   one, so its mailbox, its batches and its steps grow (to steps of a
+//!   second, holding a worker) until a batch reaches 5 000 messages, which
+//!   it sheds, and it starts over;
 //! - `slowpoke` takes a 40 ms step every second: a long step.
 //!
 //! Histograms are on. The endpoint listens on the address given as the
@@ -19,6 +22,7 @@
 //! cargo run -p sched-top -- 127.0.0.1:7207
 //! ```
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -77,56 +81,55 @@ impl Process for Ticker {
     }
 }
 
-/// Sends `batch` numbers to `to` every 2 ms.
-struct Producer {
-    to: Pid,
-    batch: u64,
-    sent: u64,
-}
-
-impl Process for Producer {
-    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        for event in events {
-            if let Event::Cancel = event {
-                out.finish(self.sent);
-                return Ok(());
+/// Posts `per_second` numbers a second to `to` from outside the
+/// scheduler (requests arriving from the network, say), in a batch every
+/// 2 ms or so, until `stop` is set or the target is gone.
+fn produce(scheduler: &Scheduler, to: Pid, per_second: u64, stop: &AtomicBool) {
+    let started = Instant::now();
+    let mut sent = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let due = (started.elapsed().as_secs_f64() * per_second as f64) as u64;
+        while sent < due {
+            sent += 1;
+            if scheduler.post(to, sent).is_err() {
+                return;
             }
         }
-        for _ in 0..self.batch {
-            self.sent += 1;
-            // The backlog may have ended at shutdown: not an error here.
-            let _ = out.send(Package::new(out.pid(), self.to, self.sent));
-        }
-        out.set_timer(Duration::from_millis(2), Tag(0));
-        Ok(())
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
-/// Reads one message per step, so its mailbox grows while the producer
-/// runs; once 50 000 wait, it reads them all.
+/// A consumer slower than its producer: each message costs it
+/// `per_message` of blocking work (a slow disk, say), and messages arrive
+/// faster than that. Each step takes every message that arrived during
+/// the previous one, so the batches, the steps and the mailbox grow until
+/// a batch reaches `shed_at`, which it drops unprocessed (load shedding),
+/// and it starts over.
 struct Backlog {
+    per_message: Duration,
+    shed_at: usize,
     read: u64,
+    shed: u64,
 }
-
-const BACKLOG_LIMIT: usize = 50_000;
 
 impl Process for Backlog {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        let all = events.len() >= BACKLOG_LIMIT;
-        for event in events.by_ref() {
+        let mut batch = 0u32;
+        for event in events {
             match event {
                 Event::Cancel => {
                     out.finish(self.read);
                     return Ok(());
                 }
-                Event::Message(_) => {
-                    self.read += 1;
-                    if !all {
-                        break; // leave the rest for later steps
-                    }
-                }
+                Event::Message(_) => batch += 1,
                 _ => {}
             }
+        }
+        if batch as usize >= self.shed_at {
+            self.shed += u64::from(batch);
+        } else {
+            std::thread::sleep(self.per_message * batch);
+            self.read += u64::from(batch);
         }
         out.idle();
         Ok(())
@@ -179,15 +182,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let pid = scheduler.spawn(ticker)?.pid();
         scheduler.register_name(&format!("ticker-{i}"), pid)?;
     }
-    let backlog = scheduler.spawn(Backlog { read: 0 })?.pid();
-    scheduler.register_name("backlog", backlog)?;
-    let producer = Producer {
-        to: backlog,
-        batch: 10,
-        sent: 0,
+    let backlog = Backlog {
+        per_message: Duration::from_micros(240),
+        shed_at: 5_000,
+        read: 0,
+        shed: 0,
     };
-    let pid = scheduler.spawn(producer)?.pid();
-    scheduler.register_name("producer", pid)?;
+    let backlog = scheduler.spawn(backlog)?.pid();
+    scheduler.register_name("backlog", backlog)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (scheduler, stop) = (Arc::clone(&scheduler), Arc::clone(&stop));
+        std::thread::spawn(move || produce(&scheduler, backlog, 5_000, &stop))
+    };
     let slowpoke = Ticker {
         every: Duration::from_secs(1),
         nap: Duration::from_millis(40),
@@ -209,6 +216,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     }
     endpoint.stop();
+    stop.store(true, Ordering::Relaxed);
+    producer.join().expect("the producer thread");
     let report = scheduler.shutdown(Duration::from_secs(2));
     println!("shut down: {report:?}");
     Ok(())

@@ -299,7 +299,8 @@ pub struct Snapshot {
     pub top_by_long_steps: Vec<ProcessEntry>,
     /// Whether the engine reports each process's mailbox depth (so an
     /// empty [`top_by_mailbox`](Snapshot::top_by_mailbox) means that no
-    /// mailbox holds anything).
+    /// mailbox holds anything): with `sched`'s `introspection` feature, on
+    /// by default.
     pub reports_mailbox_depth: bool,
     /// Whether the engine counts long steps per process.
     pub reports_long_steps: bool,
@@ -358,7 +359,9 @@ pub struct WorkerSnapshot {
 #[non_exhaustive]
 pub struct HistogramSummary {
     /// Which histogram: `step` (step durations), `timer_lateness` (from a
-    /// timer's deadline to its delivery), and any the engine adds.
+    /// timer's deadline to its delivery), `schedule_latency` (from ready to
+    /// the start of the step), `yield_wait` (from a step that yielded to
+    /// the step that sees a completion), and any the engine adds.
     pub name: String,
     /// Values recorded.
     pub count: u64,
@@ -429,12 +432,17 @@ pub struct ProcessEntry {
     pub mailbox_depth: Option<u32>,
     /// Its timers set and not yet fired; `None` when not reported.
     pub pending_timers: Option<u32>,
-    /// Nanoseconds since its last step ended; `None` when not reported.
+    /// Nanoseconds since its last step started (for a running process:
+    /// how long its current step has run), to within a few milliseconds;
+    /// `None` before its first step or when not reported.
     pub since_last_step_ns: Option<u64>,
-    /// The Rust type of the process; `None` when not reported.
+    /// The Rust type of the process; `None` before its first step or when
+    /// not reported.
     pub type_name: Option<String>,
     /// Its steps reported long; `None` when not reported.
     pub long_steps: Option<u32>,
+    /// The figures it published of itself (`Output::publish`), by key.
+    pub published: Vec<(String, i64)>,
 }
 
 impl ProcessEntry {
@@ -449,25 +457,33 @@ impl ProcessEntry {
             links: info.links,
             traps_exits: info.traps_exits,
             mailbox_depth: mailbox_depth(info),
-            // Not in `ProcessInfo` yet: `None` until the engine reports them.
-            pending_timers: None,
-            since_last_step_ns: None,
-            type_name: None,
+            pending_timers: INTROSPECTION.then_some(info.pending_timers),
+            since_last_step_ns: info.since_last_step.map(nanos),
+            type_name: info.type_name.map(String::from),
             long_steps: long_steps(info),
+            published: info
+                .published
+                .iter()
+                .map(|&(key, value)| (key.to_string(), value))
+                .collect(),
         }
     }
 }
 
-/// Events waiting in a process's mailbox, when the engine reports it (not
-/// yet: `None`).
-fn mailbox_depth(_info: &ProcessInfo) -> Option<u32> {
-    None
+/// Whether the engine counts each process's mailbox depth and pending
+/// timers (the `introspection` feature, on by default); without it
+/// `ProcessInfo` reports zeros, which a snapshot must not pass off as
+/// figures.
+const INTROSPECTION: bool = cfg!(feature = "introspection");
+
+/// Events waiting in a process's mailbox, when the engine counts them.
+fn mailbox_depth(info: &ProcessInfo) -> Option<u32> {
+    INTROSPECTION.then_some(info.mailbox_depth)
 }
 
-/// A process's steps reported long, when the engine counts them per
-/// process (not yet: `None`).
-fn long_steps(_info: &ProcessInfo) -> Option<u32> {
-    None
+/// A process's steps reported long (always counted).
+fn long_steps(info: &ProcessInfo) -> Option<u32> {
+    Some(info.long_steps)
 }
 
 impl Snapshot {
@@ -596,14 +612,16 @@ impl Sampler {
                 global_pops: w.global_pops,
                 completed: w.completed,
                 local_queue_len: w.local_queue_len as u64,
-                // Time spent in steps is not measured by the engine yet.
-                busy_ns: None,
+                // Measured only with histograms on (zero otherwise).
+                busy_ns: histograms.is_some().then(|| nanos(w.busy)),
             })
             .collect();
         let histograms = histograms.map(|h| {
             vec![
                 summary("step", &h.step),
                 summary("timer_lateness", &h.timer_lateness),
+                summary("schedule_latency", &h.schedule_latency),
+                summary("yield_wait", &h.yield_wait),
             ]
         });
 
@@ -627,7 +645,7 @@ impl Sampler {
             .into_iter()
             .map(entry)
             .collect();
-        let reports_mailbox_depth = processes.iter().any(|p| mailbox_depth(p).is_some());
+        let reports_mailbox_depth = INTROSPECTION;
         let with_mail: Vec<usize> = all
             .iter()
             .copied()
@@ -639,7 +657,7 @@ impl Sampler {
         .into_iter()
         .map(entry)
         .collect();
-        let reports_long_steps = processes.iter().any(|p| long_steps(p).is_some());
+        let reports_long_steps = true;
         let with_long: Vec<usize> = all
             .iter()
             .copied()

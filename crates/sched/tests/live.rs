@@ -115,6 +115,134 @@ fn a_snapshot_holds_the_counters_histograms_and_top_processes_by_steps() {
     scheduler.shutdown(WAIT);
 }
 
+/// Says when its first step started and blocks it until told, so that
+/// messages pile up in its mailbox; then reads whatever comes.
+struct Gate {
+    started: std::sync::mpsc::Sender<()>,
+    open: Option<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Process for Gate {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        if let Some(open) = self.open.take() {
+            self.started.send(())?;
+            open.recv()?;
+        }
+        events.for_each(drop);
+        Ok(())
+    }
+}
+
+/// Takes `naps` steps of `nap` each, then waits.
+struct Napper {
+    naps: u32,
+    nap: Duration,
+}
+
+impl Process for Napper {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.naps > 0 {
+            self.naps -= 1;
+            std::thread::sleep(self.nap);
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_growing_mailbox_and_long_steps_top_their_lists() {
+    let scheduler = Arc::new(
+        Scheduler::builder()
+            .workers(2)
+            .histograms(true)
+            .long_step_threshold(Some(Duration::from_millis(10)))
+            .build(),
+    );
+    scheduler.start();
+    let (open, gate) = std::sync::mpsc::channel();
+    let (started, has_started) = std::sync::mpsc::channel();
+    let hoarder = scheduler
+        .spawn(Gate {
+            started,
+            open: Some(gate),
+        })
+        .unwrap()
+        .pid();
+    scheduler.register_name("hoarder", hoarder).unwrap();
+    // Its first step runs and waits on the gate: what comes now waits in
+    // its mailbox.
+    has_started.recv_timeout(WAIT).unwrap();
+    for n in 1..=500u32 {
+        scheduler.post(hoarder, n).unwrap();
+    }
+    let sleeper = scheduler
+        .spawn(Napper {
+            naps: 3,
+            nap: Duration::from_millis(40),
+        })
+        .unwrap()
+        .pid();
+    scheduler.register_name("sleeper", sleeper).unwrap();
+
+    let mut sampler = Sampler::new();
+    let deadline = Instant::now() + WAIT;
+    let snapshot = loop {
+        let snapshot = sampler.sample(&scheduler, 10);
+        let sleeper_done = snapshot
+            .top_by_long_steps
+            .iter()
+            .any(|e| e.names == ["sleeper"] && e.long_steps == Some(3));
+        if sleeper_done && !snapshot.top_by_mailbox.is_empty() {
+            break snapshot;
+        }
+        assert!(Instant::now() < deadline, "{snapshot:#?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(snapshot.reports_mailbox_depth && snapshot.reports_long_steps);
+    // Only the hoarder has mail waiting: 500 messages.
+    assert_eq!(snapshot.top_by_mailbox.len(), 1, "{snapshot:#?}");
+    let first = &snapshot.top_by_mailbox[0];
+    assert_eq!(first.names, ["hoarder"]);
+    assert_eq!(first.mailbox_depth, Some(500));
+    assert_eq!(first.state, "running");
+    assert!(
+        first
+            .type_name
+            .as_deref()
+            .is_some_and(|t| t.contains("Gate")),
+        "{first:?}"
+    );
+    assert!(first.since_last_step_ns.is_some());
+    // Three long steps for the sleeper, at most one (still running) for the hoarder.
+    assert_eq!(snapshot.top_by_long_steps[0].names, ["sleeper"]);
+    assert!(snapshot.top_by_long_steps.len() <= 2);
+
+    let names: Vec<&str> = snapshot
+        .histograms
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["step", "timer_lateness", "schedule_latency", "yield_wait"]
+    );
+    let busy: u64 = snapshot.workers.iter().map(|w| w.busy_ns.unwrap()).sum();
+    // The third long step is reported while it runs; the first two count.
+    assert!(
+        busy >= 80_000_000,
+        "the sleeper's first 2 × 40 ms are busy time: {busy}"
+    );
+
+    open.send(()).unwrap();
+    for pid in [hoarder, sleeper] {
+        scheduler.terminate(pid).unwrap();
+    }
+    scheduler.shutdown(WAIT);
+}
+
 #[test]
 fn without_histograms_they_are_null_on_the_wire() {
     let scheduler = Scheduler::builder().workers(1).build();
