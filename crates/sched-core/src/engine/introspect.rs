@@ -288,7 +288,14 @@ impl Context {
         let readings = Readings {
             now_ms: shared.introspect.now_ms(),
             type_name: |i: u16| types.get(usize::from(i)).copied(),
-            long_steps: |id: u64| long_steps.get(&id).copied().unwrap_or(0),
+            // Most engines have no long step at all: no lookup then.
+            long_steps: |id: u64| {
+                if long_steps.is_empty() {
+                    0
+                } else {
+                    long_steps.get(&id).copied().unwrap_or(0)
+                }
+            },
         };
         let mut list: Vec<ProcessInfo> = records
             .iter()

@@ -21,11 +21,11 @@
 //! (`introspect.rs`), so it runs even without a threshold (then it only
 //! ticks, every 5 ms).
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use relay::Pid;
+use rustc_hash::FxHashMap;
 
 use super::shared::Shared;
 use crate::sync::{Arc, AtomicU64, Mutex};
@@ -44,7 +44,7 @@ pub(crate) struct LongSteps {
     pub(crate) reported: AtomicU64,
     /// Reported steps by PID (the watcher writes it, only when it reports;
     /// introspection reads it).
-    by_pid: Mutex<HashMap<u64, u32>>,
+    by_pid: Mutex<FxHashMap<u64, u32>>,
 }
 
 impl LongSteps {
@@ -52,7 +52,7 @@ impl LongSteps {
         LongSteps {
             threshold,
             reported: AtomicU64::new(0),
-            by_pid: Mutex::new(HashMap::new()),
+            by_pid: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -62,7 +62,7 @@ impl LongSteps {
     }
 
     /// A copy of the reported steps by PID id.
-    pub(crate) fn by_pid(&self) -> HashMap<u64, u32> {
+    pub(crate) fn by_pid(&self) -> FxHashMap<u64, u32> {
         self.by_pid.lock().clone()
     }
 
