@@ -10,6 +10,8 @@
 //!   one, so its mailbox, its batches and its steps grow (to steps of a
 //!   second, holding a worker) until a batch reaches 5 000 messages, which
 //!   it sheds, and it starts over;
+//! - `fetcher-0`, `fetcher-1`: each yields a command to a slow service (a
+//!   thread answering one request every 2 ms) and waits for its answer;
 //! - `slowpoke` takes a 40 ms step every second: a long step.
 //!
 //! Histograms are on. The endpoint listens on the address given as the
@@ -23,9 +25,10 @@
 //! ```
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sched::command::{Command, CommandId, Completer, Rejected};
 use sched::prelude::*;
 
 /// Bursts of busy steps: `burst` steps of about `spin` each, continuing
@@ -99,6 +102,43 @@ fn produce(scheduler: &Scheduler, to: Pid, per_second: u64, stop: &AtomicBool) {
     }
 }
 
+/// Asks a slow service for something (a command its handler passes to the
+/// service's thread), waits for the answer, and asks again.
+struct Fetcher;
+
+const FETCH: CommandId = CommandId(1);
+
+impl Process for Fetcher {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Cancel = event {
+                out.finish(());
+                return Ok(());
+            }
+        }
+        out.yield_command(FETCH, Tag(0), Box::new(()));
+        Ok(())
+    }
+}
+
+/// The slow service: answers each request 2 ms after the previous one,
+/// on a thread of its own, until the scheduler (and so the handler that
+/// feeds it) is gone.
+fn service() -> impl Fn(Command, Completer) -> Result<(), Rejected> + Send + Sync + 'static {
+    let (requests, queue) = mpsc::channel::<Completer>();
+    std::thread::spawn(move || {
+        for done in queue {
+            std::thread::sleep(Duration::from_millis(2));
+            let _ = done.complete(Box::new(()));
+        }
+    });
+    let requests = Mutex::new(requests);
+    move |_: Command, done: Completer| {
+        let _ = requests.lock().expect("the request queue").send(done);
+        Ok(())
+    }
+}
+
 /// A consumer slower than its producer: each message costs it
 /// `per_message` of blocking work (a slow disk, say), and messages arrive
 /// faster than that. Each step takes every message that arrived during
@@ -161,7 +201,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let scheduler = Arc::new(Scheduler::builder().workers(2).histograms(true).build());
+    let scheduler = Arc::new(
+        Scheduler::builder()
+            .workers(2)
+            .histograms(true)
+            .handler(FETCH, service())
+            .build(),
+    );
     scheduler.start();
 
     for (i, spin_us) in [(1, 20u64), (2, 60), (3, 150)] {
@@ -181,6 +227,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let pid = scheduler.spawn(ticker)?.pid();
         scheduler.register_name(&format!("ticker-{i}"), pid)?;
+    }
+    for i in 0..2 {
+        let pid = scheduler.spawn(Fetcher)?.pid();
+        scheduler.register_name(&format!("fetcher-{i}"), pid)?;
     }
     let backlog = Backlog {
         per_message: Duration::from_micros(240),

@@ -340,3 +340,7 @@ struct WorkflowDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ProjectReadmeDoctests;
+
+#[cfg(all(doctest, feature = "live"))]
+#[doc = include_str!("../../../docs/guide/live-view.md")]
+struct LiveViewDoctests;
