@@ -30,8 +30,10 @@ impl Drop for Restore {
 fn run(args: Args) -> std::io::Result<()> {
     let fetcher = Fetcher::start(args.addr.clone(), args.interval, args.top);
     let mut app = App::new(args.addr, args.interval);
-    let mut terminal = ratatui::try_init()?;
+    // Armed first: if setting the terminal up fails half-way (raw mode on,
+    // no alternate screen), it is still put back.
     let _restore = Restore;
+    let mut terminal = ratatui::try_init()?;
     loop {
         loop {
             match fetcher.updates.try_recv() {
