@@ -205,6 +205,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Scheduler::builder()
             .workers(2)
             .histograms(true)
+            .count_mailboxes(true)
             .handler(FETCH, service())
             .build(),
     );

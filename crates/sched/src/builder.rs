@@ -215,7 +215,8 @@ impl SchedulerBuilder {
         }
     }
 
-    /// Records a histogram of step durations, read with
+    /// Records the latency histograms (step durations, timer lateness,
+    /// schedule latency, yield waits), read with
     /// [`histograms`](crate::Context::histograms). Off by default.
     ///
     /// # Examples
@@ -224,6 +225,23 @@ impl SchedulerBuilder {
     pub fn histograms(self, on: bool) -> Self {
         SchedulerBuilder {
             inner: self.inner.histograms(on),
+        }
+    }
+
+    /// Counts each process's queued messages, so that
+    /// [`ProcessInfo::mailbox_depth`](crate::process::ProcessInfo::mailbox_depth)
+    /// reports it. Off by default (an atomic add per message sent, and one
+    /// per step that takes messages).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let scheduler = sched::Scheduler::builder().count_mailboxes(true).build();
+    /// assert!(scheduler.processes().is_empty());
+    /// ```
+    pub fn count_mailboxes(self, on: bool) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.count_mailboxes(on),
         }
     }
 

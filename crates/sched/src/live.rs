@@ -299,8 +299,8 @@ pub struct Snapshot {
     pub top_by_long_steps: Vec<ProcessEntry>,
     /// Whether the engine reports each process's mailbox depth (so an
     /// empty [`top_by_mailbox`](Snapshot::top_by_mailbox) means that no
-    /// mailbox holds anything): with `sched`'s `introspection` feature, on
-    /// by default.
+    /// mailbox holds anything): when the builder's `count_mailboxes(true)`
+    /// (or a mailbox bound) has it count them.
     pub reports_mailbox_depth: bool,
     /// Whether the engine counts long steps per process.
     pub reports_long_steps: bool,
@@ -470,15 +470,14 @@ impl ProcessEntry {
     }
 }
 
-/// Whether the engine counts each process's mailbox depth and pending
-/// timers (the `introspection` feature, on by default); without it
-/// `ProcessInfo` reports zeros, which a snapshot must not pass off as
-/// figures.
+/// Whether the engine publishes each process's pending timers (the
+/// `introspection` feature, on by default); without it `ProcessInfo`
+/// reports zeros, which a snapshot must not pass off as figures.
 const INTROSPECTION: bool = cfg!(feature = "introspection");
 
-/// Events waiting in a process's mailbox, when the engine counts them.
+/// Messages waiting in a process's mailbox, when the engine counts them.
 fn mailbox_depth(info: &ProcessInfo) -> Option<u32> {
-    INTROSPECTION.then_some(info.mailbox_depth)
+    info.mailbox_depth
 }
 
 /// A process's steps reported long (always counted).
@@ -645,7 +644,7 @@ impl Sampler {
             .into_iter()
             .map(entry)
             .collect();
-        let reports_mailbox_depth = INTROSPECTION;
+        let reports_mailbox_depth = processes.iter().any(|p| p.mailbox_depth.is_some());
         let with_mail: Vec<usize> = all
             .iter()
             .copied()

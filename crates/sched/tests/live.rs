@@ -101,9 +101,10 @@ fn a_snapshot_holds_the_counters_histograms_and_top_processes_by_steps() {
     assert_eq!(second.top_by_steps.len(), 2);
     assert!(second.top_by_steps.iter().all(|e| e.recent_steps == 0));
 
-    // Mailbox depths and per-process long steps: either the engine reports
-    // them and says so, or the lists are empty.
-    if !second.reports_mailbox_depth {
+    // Mailbox depths are not counted unless the builder asks: the
+    // snapshot says so, and the list is empty.
+    assert!(!second.reports_mailbox_depth);
+    {
         assert!(second.top_by_mailbox.is_empty());
         assert!(second
             .top_by_steps
@@ -160,6 +161,7 @@ fn a_growing_mailbox_and_long_steps_top_their_lists() {
         Scheduler::builder()
             .workers(2)
             .histograms(true)
+            .count_mailboxes(true)
             .long_step_threshold(Some(Duration::from_millis(10)))
             .build(),
     );
@@ -197,21 +199,21 @@ fn a_growing_mailbox_and_long_steps_top_their_lists() {
             .top_by_long_steps
             .iter()
             .any(|e| e.names == ["sleeper"] && e.long_steps == Some(3));
-        if sleeper_done && (!INTROSPECTION || !snapshot.top_by_mailbox.is_empty()) {
+        if sleeper_done && !snapshot.top_by_mailbox.is_empty() {
             break snapshot;
         }
         assert!(Instant::now() < deadline, "{snapshot:#?}");
         std::thread::sleep(Duration::from_millis(10));
     };
     assert!(snapshot.reports_long_steps);
-    assert_eq!(snapshot.reports_mailbox_depth, INTROSPECTION);
+    assert!(snapshot.reports_mailbox_depth);
+    // Only the hoarder has mail waiting: 500 messages.
+    assert_eq!(snapshot.top_by_mailbox.len(), 1, "{snapshot:#?}");
+    let first = &snapshot.top_by_mailbox[0];
+    assert_eq!(first.names, ["hoarder"]);
+    assert_eq!(first.mailbox_depth, Some(500));
+    assert_eq!(first.state, "running");
     if INTROSPECTION {
-        // Only the hoarder has mail waiting: 500 messages.
-        assert_eq!(snapshot.top_by_mailbox.len(), 1, "{snapshot:#?}");
-        let first = &snapshot.top_by_mailbox[0];
-        assert_eq!(first.names, ["hoarder"]);
-        assert_eq!(first.mailbox_depth, Some(500));
-        assert_eq!(first.state, "running");
         assert!(
             first
                 .type_name
@@ -221,12 +223,9 @@ fn a_growing_mailbox_and_long_steps_top_their_lists() {
         );
         assert!(first.since_last_step_ns.is_some());
     } else {
-        // Not counted: absent, not zero.
-        assert!(snapshot.top_by_mailbox.is_empty());
-        assert!(snapshot
-            .top_by_steps
-            .iter()
-            .all(|e| e.mailbox_depth.is_none()));
+        // Not published: absent, not zero.
+        assert!(first.type_name.is_none());
+        assert!(first.since_last_step_ns.is_none());
     }
     // Three long steps for the sleeper, at most one (still running) for the hoarder.
     assert_eq!(snapshot.top_by_long_steps[0].names, ["sleeper"]);

@@ -41,6 +41,7 @@ impl Process for Gate {
 fn the_mailbox_depth_counts_what_no_step_took_yet() {
     let scheduler = Scheduler::builder()
         .workers(1)
+        .count_mailboxes(true)
         .long_step_threshold(None)
         .build();
     scheduler.start();
@@ -60,14 +61,14 @@ fn the_mailbox_depth_counts_what_no_step_took_yet() {
     for i in 1..=5u32 {
         scheduler.post(pid, i).unwrap();
     }
-    assert_eq!(scheduler.process_info(pid).unwrap().mailbox_depth, 5);
+    assert_eq!(scheduler.process_info(pid).unwrap().mailbox_depth, Some(5));
     let listed = scheduler.processes();
-    assert_eq!(listed[0].mailbox_depth, 5);
+    assert_eq!(listed[0].mailbox_depth, Some(5));
     open.send(()).unwrap();
     eventually("the five were read", || {
         scheduler.process_info(pid).unwrap().published == [("read", 6)]
     });
-    assert_eq!(scheduler.process_info(pid).unwrap().mailbox_depth, 0);
+    assert_eq!(scheduler.process_info(pid).unwrap().mailbox_depth, Some(0));
     scheduler.shutdown(Duration::from_millis(50));
 }
 
@@ -109,6 +110,7 @@ fn pending_timers_type_and_last_step_are_reported() {
         scheduler.process_info(pid).unwrap().pending_timers == 3
     });
     let info = scheduler.process_info(pid).unwrap();
+    assert_eq!(info.mailbox_depth, None, "not counted unless asked");
     assert!(
         info.type_name.unwrap().ends_with("process_figures::Timers"),
         "{:?}",

@@ -165,10 +165,11 @@ pub struct ProcessInfo {
     /// Whether it traps exits (a linked process's end reaches it as an
     /// event instead of ending it).
     pub traps_exits: bool,
-    /// Messages sent to it and not yet taken by a step (its mailbox
-    /// depth). Counted with the `introspection` feature (on by default)
-    /// or when mailboxes are bounded; `0` otherwise.
-    pub mailbox_depth: u32,
+    /// Messages sent to it that no step has drained from its mailbox yet
+    /// (messages a step was handed and left unread are not counted).
+    /// `None` unless the builder's `count_mailboxes(true)` or a mailbox
+    /// bound has the engine count them.
+    pub mailbox_depth: Option<u32>,
     /// Timers it had pending as of its last step (`u16::MAX` means at
     /// least that many); `0` without the `introspection` feature.
     pub pending_timers: u32,
@@ -193,6 +194,8 @@ pub struct ProcessInfo {
 /// whole walk of the table, or looked up for one process).
 struct Readings<T, L> {
     now_ms: u32,
+    /// Whether mailboxes are counted.
+    counts: bool,
     type_name: T,
     long_steps: L,
 }
@@ -223,7 +226,7 @@ impl ProcessInfo {
             monitored_by,
             links,
             traps_exits,
-            mailbox_depth: record.mailbox.depth(),
+            mailbox_depth: readings.counts.then(|| record.mailbox.depth()),
             pending_timers: u32::from(figures.timers()),
             since_last_step: figures
                 .last_step_ms()
@@ -287,6 +290,7 @@ impl Context {
         let long_steps = shared.long_steps.by_pid();
         let readings = Readings {
             now_ms: shared.introspect.now_ms(),
+            counts: shared.counts_messages,
             type_name: |i: u16| types.get(usize::from(i)).copied(),
             // Most engines have no long step at all: no lookup then.
             long_steps: |id: u64| {
@@ -376,6 +380,7 @@ impl Context {
         let record = shared.processes.get(pid)?;
         let readings = Readings {
             now_ms: shared.introspect.now_ms(),
+            counts: shared.counts_messages,
             type_name: |i| shared.introspect.type_name(i),
             long_steps: |id| shared.long_steps.of(id),
         };

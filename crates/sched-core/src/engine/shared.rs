@@ -51,8 +51,8 @@ pub(crate) struct Shared {
     /// `usize::MAX` when mailboxes are unbounded.
     pub(crate) mailbox_capacity: usize,
     /// Whether messages are counted in each mailbox word: when mailboxes
-    /// are bounded, or for introspection's depth (`introspection`
-    /// feature). Without either, a send and a drain touch no count.
+    /// are bounded, or for introspection's depth (`count_mailboxes`).
+    /// Without either, a send and a drain touch no count.
     pub(crate) counts_messages: bool,
     /// Whether the workers record histograms (the builder's
     /// `histograms(true)`): then whoever queues a process stamps when.

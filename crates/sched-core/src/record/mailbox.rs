@@ -1,7 +1,7 @@
 //! One word per process for what senders and shutdown account in its
 //! mailbox: how many messages are queued and not yet drained (counted when
-//! the engine bounds mailboxes, or for introspection's mailbox depth with
-//! the `introspection` feature), whether shutdown's cancel was
+//! the engine bounds mailboxes, or for introspection's mailbox depth when
+//! the builder's `count_mailboxes(true)` asks), whether shutdown's cancel was
 //! queued, and whether an upgrade ordered from outside is on its way.
 //!
 //! All live in one 32-bit word so that the record stays in a smaller
@@ -53,7 +53,6 @@ impl Mailbox {
     /// Counts one more queued message in an unbounded mailbox (for
     /// introspection's depth). The count saturates at [`MAX_CAPACITY`], so
     /// it never reaches the flags: a mailbox that deep reads as that deep.
-    #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
     pub(crate) fn count(&self) {
         let queued = self.0.fetch_add(1, AcqRel) & COUNT;
         if queued as usize >= MAX_CAPACITY {

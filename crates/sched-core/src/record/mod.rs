@@ -136,6 +136,8 @@ impl Record {
     ///
     /// The caller owns the process (see the type's documentation) for the
     /// duration of the call, and does not call `with_body` re-entrantly.
+    // Always inlined: see `Worker::step_owned`.
+    #[inline(always)]
     pub(crate) unsafe fn with_body<R>(&self, f: impl FnOnce(&mut Body) -> R) -> R {
         #[cfg(any(debug_assertions, loom))]
         let _owner = OwnerToken::enter(&self.owned, self.pid);

@@ -56,6 +56,7 @@ pub struct Builder {
     remote: Option<StdArc<dyn RemoteTransport>>,
     long_step_threshold: Option<Duration>,
     histograms: bool,
+    count_mailboxes: bool,
 }
 
 impl std::fmt::Debug for Builder {
@@ -71,6 +72,7 @@ impl std::fmt::Debug for Builder {
             .field("remote", &self.remote)
             .field("long_step_threshold", &self.long_step_threshold)
             .field("histograms", &self.histograms)
+            .field("count_mailboxes", &self.count_mailboxes)
             .finish()
     }
 }
@@ -90,6 +92,7 @@ impl Default for Builder {
             remote: None,
             long_step_threshold: Some(Duration::from_millis(10)),
             histograms: false,
+            count_mailboxes: false,
         }
     }
 }
@@ -220,10 +223,11 @@ impl Builder {
         self
     }
 
-    /// Records a histogram of step durations (per worker, with no shared
-    /// write; merged by [`Context::histograms`](crate::Context::histograms)).
-    /// Off by default: it reads the clock twice per step, which costs a
-    /// measurable share of a very short step (see the observability
+    /// Records the latency histograms (per worker, with no shared write;
+    /// merged by [`Context::histograms`](crate::Context::histograms)): step
+    /// durations, timer lateness, schedule latency and yield waits. Off by
+    /// default: it reads the clock about three times per step, which costs
+    /// a measurable share of a very short step (see the observability
     /// guide for the figures).
     ///
     /// # Examples
@@ -231,6 +235,39 @@ impl Builder {
     /// See [`Context::histograms`](crate::Context::histograms).
     pub fn histograms(mut self, on: bool) -> Self {
         self.histograms = on;
+        self
+    }
+
+    /// Counts the messages queued in each process's mailbox, so that
+    /// [`ProcessInfo::mailbox_depth`](crate::ProcessInfo::mailbox_depth)
+    /// reports it. Off by default: it costs an atomic add per message sent
+    /// and an atomic subtraction per step that takes messages (on the
+    /// word each send already writes to wake the process); a bounded
+    /// mailbox (`mailbox_capacity`) counts anyway.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Reader;
+    /// impl Process for Reader {
+    ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         events.for_each(drop);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).count_mailboxes(true).build();
+    /// // Not started: the messages wait in its mailbox.
+    /// let pid = scheduler.spawn(Reader)?.pid();
+    /// scheduler.post(pid, 1u32)?;
+    /// scheduler.post(pid, 2u32)?;
+    /// assert_eq!(scheduler.process_info(pid).unwrap().mailbox_depth, Some(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn count_mailboxes(mut self, on: bool) -> Self {
+        self.count_mailboxes = on;
         self
     }
 
@@ -416,8 +453,7 @@ impl Builder {
             handlers: self.handlers,
             hooks: self.hooks,
             mailbox_capacity: self.mailbox_capacity,
-            counts_messages: self.mailbox_capacity != usize::MAX
-                || cfg!(all(feature = "introspection", not(loom))),
+            counts_messages: self.mailbox_capacity != usize::MAX || self.count_mailboxes,
             histograms: self.histograms,
             introspect: crate::engine::introspect::Introspect::new(),
             live: Live::new(self.max_processes, self.workers + 1),
