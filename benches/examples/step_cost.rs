@@ -1,0 +1,107 @@
+//! A fixed amount of scheduler work on one worker, for counting its
+//! instructions under `valgrind --tool=callgrind` (repeatable, unlike
+//! times on a shared machine): compare builds, for example with and
+//! without the `introspection` feature.
+//!
+//! ```text
+//! cargo build --release -p benches --example step_cost [--no-default-features]
+//! valgrind --tool=callgrind target/release/examples/step_cost yield 200 1000
+//! valgrind --tool=callgrind target/release/examples/step_cost ping 1000 100
+//! ```
+//!
+//! `yield P N`: P processes each continue N times. `ping P R`: P pairs
+//! exchange R round trips. Add `histograms` as a fourth argument to record
+//! them.
+
+use std::time::Duration;
+
+use sched::prelude::*;
+
+struct Yielder(u32);
+
+impl Process for Yielder {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.0 == 0 {
+            out.finish(());
+        } else {
+            self.0 -= 1;
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// Answers each message with one to `peer`, `rounds` times, then ends.
+struct Player {
+    peer: Option<Pid>,
+    rounds: u32,
+}
+
+impl Process for Player {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Message(m) = event {
+                if let Ok(peer) = m.into_payload().downcast::<Pid>() {
+                    self.peer = Some(*peer);
+                    continue;
+                }
+                if self.rounds == 0 {
+                    out.finish(());
+                    return Ok(());
+                }
+                self.rounds -= 1;
+                out.send(Package::new(Pid::OUTSIDE, self.peer.expect("a peer"), ()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let what = args.get(1).map_or("yield", String::as_str);
+    let count: u32 = args.get(2).map_or(Ok(200), |a| a.parse())?;
+    let each: u32 = args.get(3).map_or(Ok(1000), |a| a.parse())?;
+    let histograms = args.get(4).is_some_and(|a| a == "histograms");
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .histograms(histograms)
+        .long_step_threshold(None)
+        .build();
+    scheduler.start();
+    let mut running = Vec::new();
+    match what {
+        "yield" => {
+            for _ in 0..count {
+                running.push(scheduler.spawn(Yielder(each))?);
+            }
+        }
+        "ping" => {
+            for _ in 0..count {
+                let a = scheduler.spawn(Player {
+                    peer: None,
+                    rounds: each,
+                })?;
+                let b = scheduler.spawn(Player {
+                    peer: None,
+                    rounds: each,
+                })?;
+                scheduler.post(a.pid(), b.pid())?;
+                scheduler.post(b.pid(), a.pid())?;
+                scheduler.post(a.pid(), ())?;
+                running.push(a);
+                running.push(b);
+            }
+        }
+        other => return Err(format!("unknown workload {other}").into()),
+    }
+    for mut done in running {
+        // A pair ends when either side runs out; the other may be left
+        // waiting, and shutdown ends it.
+        let _ = done.wait_timeout(Duration::from_millis(1));
+    }
+    let steps = scheduler.stats().totals().steps;
+    scheduler.shutdown(Duration::from_secs(5));
+    println!("{what}: {steps} steps");
+    Ok(())
+}
