@@ -84,16 +84,17 @@ impl Introspect {
     }
 
     #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
-    /// The index of type `name`, added on first sight; `None` once 65 535
+    /// The index of type `name`, added on first sight; `None` once 32 767
     /// types are known.
     fn type_index(&self, name: &'static str) -> Option<u16> {
         let mut types = self.types.lock();
         if let Some(&index) = types.index.get(name) {
             return Some(index);
         }
+        // A record keeps the index in 15 bits (`record/figures.rs`).
         let index = u16::try_from(types.names.len())
             .ok()
-            .filter(|i| *i < u16::MAX - 1)?;
+            .filter(|i| *i < (1 << 15) - 1)?;
         types.names.push(name);
         types.index.insert(name, index);
         Some(index)
@@ -206,16 +207,23 @@ impl ProcessInfo {
         T: Fn(u16) -> Option<&'static str>,
         L: Fn(u64) -> u32,
     {
-        // One lock of the process's own relations, for all of them.
-        let related = record.relations.with_existing(|related| {
-            (
-                related.names.clone(),
-                u32::try_from(related.monitors.len()).unwrap_or(u32::MAX),
-                u32::try_from(related.links.len()).unwrap_or(u32::MAX),
-                related.trap_exits,
-                related.published.clone(),
-            )
-        });
+        // One lock of the process's own relations, for all of them; none
+        // for a process that never had any (most of them).
+        let related = record
+            .figures
+            .may_be_related()
+            .then(|| {
+                record.relations.with_existing(|related| {
+                    (
+                        related.names.clone(),
+                        u32::try_from(related.monitors.len()).unwrap_or(u32::MAX),
+                        u32::try_from(related.links.len()).unwrap_or(u32::MAX),
+                        related.trap_exits,
+                        related.published.clone(),
+                    )
+                })
+            })
+            .flatten();
         let (names, monitored_by, links, traps_exits, published) = related.unwrap_or_default();
         let figures = &record.figures;
         ProcessInfo {
@@ -503,7 +511,7 @@ impl Output<'_> {
 impl StepIntrospect for Stepping<'_> {
     fn publish(&self, key: &'static str, value: i64) {
         // An ended process's figures are of no one's interest: ignored.
-        let _ = self.record.relations.with_live(|related| {
+        let _ = self.record.related().with_live(|related| {
             match related.published.iter_mut().find(|(k, _)| *k == key) {
                 Some(entry) => entry.1 = value,
                 None => related.published.push((key, value)),

@@ -96,7 +96,7 @@ impl Shared {
     /// Sends `target` the exit signal of `from`.
     fn exit_signal(&self, target: &Arc<Record>, from: Pid, reason: ExitReason) {
         let signal = target
-            .relations
+            .related()
             .with_live(|related| decide(related, from, reason));
         tracing::debug!(%from, to = %target.pid, %reason, "exit signal");
         match signal {
@@ -200,7 +200,7 @@ impl StepLinks for Stepping<'_> {
     fn trap_exits(&self, trap: bool) {
         let _ = self
             .record
-            .relations
+            .related()
             .with_live(|related| related.trap_exits = trap);
     }
 }

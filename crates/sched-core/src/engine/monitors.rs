@@ -170,7 +170,7 @@ impl Shared {
             None => Some((ExitReason::NoProcess, watcher)),
             Some(record) => {
                 let mut watcher = Some(watcher);
-                let attached = record.relations.with_live(|related| {
+                let attached = record.related().with_live(|related| {
                     related.monitors.push(Watch {
                         id: monitor.id,
                         watcher: watcher.take().expect("taken once"),

@@ -282,7 +282,7 @@ impl Context {
         // Lock order: the process's relations, then the table's shard (the
         // end of a process takes its names, then locks the shards).
         let mut refused = Vec::new();
-        let registered = record.relations.with_live(|related| {
+        let registered = record.related().with_live(|related| {
             let shard = shared.names.shard(&name);
             let mut maps = shard.maps.lock();
             match maps.holders.entry(StdArc::clone(&name)) {

@@ -519,7 +519,7 @@ impl Shared {
         let id = self.set_timer_on(Some(shard), at, action);
         let timers = &self.timers;
         let listed = target
-            .relations
+            .related()
             .with_live(|related| related.list_delayed(id, |id| timers.is_pending(id)));
         if listed.is_err() {
             // The target ended while this was set: its end did not see the

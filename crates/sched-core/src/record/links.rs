@@ -16,11 +16,11 @@ use crate::sync::Arc;
 /// exit signal this call must send to `me`, if the peer has ended and its
 /// end does not cover this link.
 pub(crate) fn link(me: &Arc<Record>, peer: &Arc<Record>) -> Option<ExitReason> {
-    let Ok(newly) = me.relations.add_link(peer) else {
+    let Ok(newly) = me.related().add_link(peer) else {
         // `me` has ended: nothing to link.
         return None;
     };
-    let Err(refused) = peer.relations.add_link(me) else {
+    let Err(refused) = peer.related().add_link(me) else {
         return None;
     };
     // The peer has ended. An entry listed before this call is the end's to

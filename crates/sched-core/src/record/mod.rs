@@ -168,6 +168,16 @@ impl Record {
         }
     }
 
+    /// Its relations, for an operation that may add one (a monitor, a
+    /// link, a name, a published figure...): marks the process as one
+    /// introspection must look at (see `Figures::mark_related`), so that
+    /// listing 100 000 processes locks only those that may have any.
+    #[inline]
+    pub(crate) fn related(&self) -> &relations::Relations {
+        self.figures.mark_related();
+        &self.relations
+    }
+
     /// Pushes an event and wakes the process. `Err` hands the event back if
     /// the process has ended (its queue is closed).
     pub(crate) fn deliver(&self, event: Event) -> Result<Wake, Event> {
