@@ -202,38 +202,22 @@ struct Readings<T, L> {
 }
 
 impl ProcessInfo {
-    fn of<T, L>(record: &Record, readings: &Readings<T, L>) -> Self
+    /// What `record`'s own atomics say (no lock: `processes()` calls this
+    /// under the process table's slot lock).
+    fn figures<T, L>(record: &Record, readings: &Readings<T, L>) -> Self
     where
         T: Fn(u16) -> Option<&'static str>,
         L: Fn(u64) -> u32,
     {
-        // One lock of the process's own relations, for all of them; none
-        // for a process that never had any (most of them).
-        let related = record
-            .figures
-            .may_be_related()
-            .then(|| {
-                record.relations.with_existing(|related| {
-                    (
-                        related.names.clone(),
-                        u32::try_from(related.monitors.len()).unwrap_or(u32::MAX),
-                        u32::try_from(related.links.len()).unwrap_or(u32::MAX),
-                        related.trap_exits,
-                        related.published.clone(),
-                    )
-                })
-            })
-            .flatten();
-        let (names, monitored_by, links, traps_exits, published) = related.unwrap_or_default();
         let figures = &record.figures;
         ProcessInfo {
             pid: record.pid,
             state: ProcessState::from_word(record.state.load()),
             steps: record.steps.load(Relaxed),
-            names,
-            monitored_by,
-            links,
-            traps_exits,
+            names: Vec::new(),
+            monitored_by: 0,
+            links: 0,
+            traps_exits: false,
             mailbox_depth: readings.counts.then(|| record.mailbox.depth()),
             pending_timers: u32::from(figures.timers()),
             since_last_step: figures
@@ -241,8 +225,32 @@ impl ProcessInfo {
                 .map(|at| Duration::from_millis(u64::from(readings.now_ms.wrapping_sub(at)))),
             type_name: figures.kind().and_then(&readings.type_name),
             long_steps: (readings.long_steps)(record.pid.id()),
-            published,
+            published: Vec::new(),
         }
+    }
+
+    /// Adds what `record`'s relations hold: one lock of the process's own
+    /// relations, for all of them.
+    fn add_relations(&mut self, record: &Record) {
+        let _ = record.relations.with_existing(|related| {
+            self.names.clone_from(&related.names);
+            self.monitored_by = u32::try_from(related.monitors.len()).unwrap_or(u32::MAX);
+            self.links = u32::try_from(related.links.len()).unwrap_or(u32::MAX);
+            self.traps_exits = related.trap_exits;
+            self.published.clone_from(&related.published);
+        });
+    }
+
+    fn of<T, L>(record: &Record, readings: &Readings<T, L>) -> Self
+    where
+        T: Fn(u16) -> Option<&'static str>,
+        L: Fn(u64) -> u32,
+    {
+        let mut info = Self::figures(record, readings);
+        if record.figures.may_be_related() {
+            info.add_relations(record);
+        }
+        info
     }
 }
 
@@ -292,7 +300,6 @@ impl Context {
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {
         let shared = self.shared();
-        let records = shared.processes.records();
         // Copied once for the whole walk: each lock is taken once.
         let types = shared.introspect.type_names();
         let long_steps = shared.long_steps.by_pid();
@@ -309,13 +316,26 @@ impl Context {
                 }
             },
         };
-        let mut list: Vec<ProcessInfo> = records
-            .iter()
-            .map(|r| ProcessInfo::of(r, &readings))
-            .collect();
-        // Dropped after the list is made: a count is the last only for a
-        // process that ended meanwhile (its record's drop is cheap).
-        drop(records);
+        // One walk of the table, reading each record's atomics under its
+        // slot's lock (no reference taken: two atomic read-modify-writes
+        // fewer per process, and one cache line of it read, not two).
+        // Those that may have relations are looked up again after the
+        // walk, to take their relations' lock outside the slot's.
+        let mut list = Vec::with_capacity(shared.live.count());
+        let mut related = Vec::new();
+        shared.processes.visit(|record| {
+            if record.figures.may_be_related() {
+                related.push(list.len());
+            }
+            list.push(ProcessInfo::figures(record, &readings));
+        });
+        for at in related {
+            let info = &mut list[at];
+            // Ended since the walk: listed as it was, without relations.
+            if let Some(record) = shared.processes.get(info.pid) {
+                info.add_relations(&record);
+            }
+        }
         list.sort_unstable_by_key(|p| p.pid);
         list
     }

@@ -194,16 +194,15 @@ impl<T: Keyed> ProcessTable<T> {
         self.slot(pid).is_some_and(|(slot, _)| slot.holds(pid))
     }
 
-    /// Every registered record, each with a count of its own (each slot
-    /// read once, in index order).
-    pub(crate) fn records(&self) -> Vec<Arc<T>> {
-        let mut records = Vec::new();
+    /// Runs `f` on every registered record, in index order, with no count
+    /// taken: each slot's word stays locked for its call, so `f` must be
+    /// short, must not panic and must not take a lock (see
+    /// [`Slot::visit`](slot::Slot::visit)); to do more with a record,
+    /// note its PID and look it up after the walk.
+    pub(crate) fn visit(&self, mut f: impl FnMut(&T)) {
         self.segments.for_each(|_, slot| {
-            if let Some(record) = slot.occupant() {
-                records.push(record);
-            }
+            slot.visit(&mut f);
         });
-        records
     }
 
     /// Every registered record's PID (each slot read once, in index order).

@@ -157,19 +157,22 @@ impl<T: Keyed> Registry<T> {
         self.table.ended(pid) && self.get(pid).is_none()
     }
 
-    /// Every registered record, on both sides (one walk of the table; the
-    /// chosen PIDs, rarely many, are looked up one by one).
-    pub(crate) fn records(&self) -> Vec<Arc<T>> {
-        let mut records = self.table.records();
+    /// Runs `f` on every registered record, on both sides: the table's
+    /// under its slots' locks, with no count taken (see
+    /// [`ProcessTable::visit`]; the same rules for `f`), the chosen PIDs'
+    /// looked up one by one.
+    pub(crate) fn visit(&self, mut f: impl FnMut(&T)) {
+        self.table.visit(&mut f);
         if self.user_count.load(Acquire) != 0 {
-            records.extend(
-                self.users
-                    .pids()
-                    .into_iter()
-                    .filter_map(|pid| self.users.lookup(pid)),
-            );
+            for record in self
+                .users
+                .pids()
+                .into_iter()
+                .filter_map(|pid| self.users.lookup(pid))
+            {
+                f(&record);
+            }
         }
-        records
     }
 
     /// Every registered PID, on both sides. A registration that completed

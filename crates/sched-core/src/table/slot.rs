@@ -193,17 +193,14 @@ impl<T: Keyed> Slot<T> {
         .flatten()
     }
 
-    /// The occupant's record, with a count of its own, if the slot is
-    /// occupied.
-    pub(super) fn occupant(&self) -> Option<Arc<T>> {
-        self.read(|raw| {
-            // SAFETY: as in `get`: the word is locked, the slot's count
-            // keeps the record alive, and `raw` came from `Arc::into_raw`.
-            unsafe {
-                Arc::increment_strong_count(raw);
-                Arc::from_raw(raw)
-            }
-        })
+    /// Runs `f` on the occupant, if the slot is occupied, without taking a
+    /// count of it: the word stays locked for the call, so `f` must be
+    /// short, must not panic and must not take a lock (it reads a few of
+    /// the record's atomics).
+    pub(super) fn visit<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        // SAFETY: as in `get`: the word is locked and the slot's count keeps
+        // the record alive for the call.
+        self.read(|raw| f(unsafe { &*raw }))
     }
 
     /// The occupant's PID, if the slot is occupied.
