@@ -8,7 +8,7 @@
 //! steps. Nothing runs on the step path: a snapshot costs one
 //! [`stats`](crate::Context::stats), one
 //! [`histograms`](crate::Context::histograms) and one
-//! [`processes`](crate::Context::processes) call (about 4 ms for 100 000
+//! [`processes`](crate::Context::processes) call (about 5 ms for 100 000
 //! processes), made on the endpoint's threads when a client asks.
 //!
 //! **Bind it to loopback** (`127.0.0.1:<port>`, [`DEFAULT_ADDR`]): the
