@@ -6,7 +6,8 @@
 //! every worker and handle shares, and scheduling), `admission` (submit and
 //! the live-process count), `routing` (send, kill, dead letters), `remote` (packages from other
 //! nodes),
-//! `shutdown`, `introspect` (stats and the process list), `hooks` and
+//! `shutdown`, `introspect` (stats and the process list), `figures` (its
+//! engine-wide clock and type names), `hooks` and
 //! `stats` (the counters behind introspection).
 
 mod admission;
@@ -14,6 +15,7 @@ pub(crate) mod ask;
 pub(crate) mod commands;
 pub(crate) mod context;
 pub(crate) mod control;
+pub(crate) mod figures;
 pub(crate) mod histogram;
 pub(crate) mod hooks;
 pub(crate) mod introspect;

@@ -58,7 +58,7 @@ pub(crate) struct Shared {
     /// `histograms(true)`): then whoever queues a process stamps when.
     pub(crate) histograms: bool,
     /// Process type names and the coarse clock introspection reads.
-    pub(crate) introspect: super::introspect::Introspect,
+    pub(crate) introspect: super::figures::Introspect,
     /// Live-process count and the stopping flag, one atomic word.
     pub(crate) live: Live,
     pub(crate) exit: AtomicBool,

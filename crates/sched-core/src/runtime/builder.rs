@@ -455,7 +455,7 @@ impl Builder {
             mailbox_capacity: self.mailbox_capacity,
             counts_messages: self.mailbox_capacity != usize::MAX || self.count_mailboxes,
             histograms: self.histograms,
-            introspect: crate::engine::introspect::Introspect::new(),
+            introspect: crate::engine::figures::Introspect::new(),
             live: Live::new(self.max_processes, self.workers + 1),
             exit: AtomicBool::new(false),
             dead_letters: CachePadded::new(AtomicU64::new(0)),

@@ -15,7 +15,7 @@ use crate::contract::output::{Events, Output, Status, Yield};
 use crate::contract::pending::{drop_unwanted, StepLists};
 use crate::contract::process::close_guarded;
 use crate::engine::commands::completer::Completer;
-use crate::engine::introspect::Introspect;
+use crate::engine::figures::Introspect;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::{bump, WorkerCounters};
 use crate::engine::stepping::Stepping;
@@ -100,7 +100,7 @@ struct Worker<'a> {
     due_timers: Vec<crate::timer::registry::Due>,
     /// Type-name indices this worker has looked up (introspection).
     #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
-    types: crate::engine::introspect::TypeCache,
+    types: crate::engine::figures::TypeCache,
 }
 
 /// Runs worker `local.index` of `shared` until the engine exits.
