@@ -21,11 +21,13 @@
 //! `harness.rs` holds the harness; `events.rs` the models of the state word
 //! and the event queue; `parking.rs` those of parking, timers and monitors;
 //! `links.rs` those of the link protocol; `upgrade.rs` that of the flag
-//! an upgrade ordered from outside travels with.
+//! an upgrade ordered from outside travels with; `mailbox.rs` that of the
+//! message count beside those flags.
 
 mod events;
 mod harness;
 mod links;
+mod mailbox;
 pub(crate) use harness::Inert;
 mod parking;
 mod upgrade;

@@ -52,6 +52,10 @@ fn every_order_is_taken_once_and_always_found_by_its_flag() {
                 })
             })
             .collect();
+        // Without this yield, loom never ran a caller's whole push before
+        // the first drain here: that drain always found nothing (checked),
+        // so the flag was never tested against a drained order.
+        thread::yield_now();
         let mut taken = take_orders(&record);
         taken += take_orders(&record);
         let queued: usize = callers.into_iter().map(|c| c.join().unwrap()).sum();
