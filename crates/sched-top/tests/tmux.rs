@@ -63,6 +63,21 @@ impl Tmux {
             .is_ok_and(|o| o.status.success())
     }
 
+    /// Waits up to 10 s for a line of the screen that starts with
+    /// `prefix` (the output, not the command line that printed it, which
+    /// starts with the prompt); returns it and the screen.
+    fn wait_for_line(&self, prefix: &str, what: &str) -> (String, String) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let screen = self.screen();
+            if let Some(line) = screen.lines().find(|l| l.starts_with(prefix)) {
+                return (line.to_string(), screen);
+            }
+            assert!(Instant::now() < deadline, "{what}:\n{screen}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn format(&self, format: &str) -> String {
         self.run(&["display-message", "-p", "-t", "top", format])
             .trim()
@@ -304,24 +319,12 @@ fn sched_top_shows_a_running_scheduler_in_tmux_and_quits_cleanly() {
     // `q` quits, with status 0, and the terminal is as it was: main
     // screen, cursor shown, line discipline back (not raw).
     tmux.run(&["send-keys", "-t", "top", "q"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let screen = tmux.screen();
-        // The output, not the command line (which says `$ ... echo ...`).
-        if let Some(exit) = screen.lines().find(|l| l.starts_with("sched-top-exit=")) {
-            assert_eq!(exit.trim(), "sched-top-exit=0", "{screen}");
-            assert!(
-                !screen.contains("top by steps"),
-                "the TUI is still on screen:\n{screen}"
-            );
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "sched-top did not exit on q:\n{screen}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (exit, screen) = tmux.wait_for_line("sched-top-exit=", "sched-top did not exit on q");
+    assert_eq!(exit.trim(), "sched-top-exit=0", "{screen}");
+    assert!(
+        !screen.contains("top by steps"),
+        "the TUI is still on screen:\n{screen}"
+    );
     assert_eq!(
         tmux.format("#{alternate_on}"),
         "0",
@@ -336,23 +339,12 @@ fn sched_top_shows_a_running_scheduler_in_tmux_and_quits_cleanly() {
         "case \"$(stty -a)\" in *-icanon*|*-echo\\ *) echo tty=raw;; *) echo tty=cooked;; esac",
     ]);
     tmux.run(&["send-keys", "-t", "top", "Enter"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let screen = tmux.screen();
-        if let Some(tty) = screen.lines().find(|l| l.starts_with("tty=")) {
-            assert_eq!(
-                tty.trim(),
-                "tty=cooked",
-                "the terminal was left raw:\n{screen}"
-            );
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the shell did not answer:\n{screen}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (tty, screen) = tmux.wait_for_line("tty=", "the shell did not answer");
+    assert_eq!(
+        tty.trim(),
+        "tty=cooked",
+        "the terminal was left raw:\n{screen}"
+    );
 }
 
 #[test]

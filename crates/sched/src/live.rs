@@ -456,11 +456,11 @@ impl ProcessEntry {
             monitored_by: info.monitored_by,
             links: info.links,
             traps_exits: info.traps_exits,
-            mailbox_depth: mailbox_depth(info),
+            mailbox_depth: info.mailbox_depth,
             pending_timers: INTROSPECTION.then_some(info.pending_timers),
             since_last_step_ns: info.since_last_step.map(nanos),
             type_name: info.type_name.map(String::from),
-            long_steps: long_steps(info),
+            long_steps: Some(info.long_steps),
             published: info
                 .published
                 .iter()
@@ -474,16 +474,6 @@ impl ProcessEntry {
 /// `introspection` feature, on by default); without it `ProcessInfo`
 /// reports zeros, which a snapshot must not pass off as figures.
 const INTROSPECTION: bool = cfg!(feature = "introspection");
-
-/// Messages waiting in a process's mailbox, when the engine counts them.
-fn mailbox_depth(info: &ProcessInfo) -> Option<u32> {
-    info.mailbox_depth
-}
-
-/// A process's steps reported long (always counted).
-fn long_steps(info: &ProcessInfo) -> Option<u32> {
-    Some(info.long_steps)
-}
 
 impl Snapshot {
     /// The snapshot as one line of JSON, newline included: what the
@@ -645,29 +635,21 @@ impl Sampler {
             .map(entry)
             .collect();
         let reports_mailbox_depth = processes.iter().any(|p| p.mailbox_depth.is_some());
-        let with_mail: Vec<usize> = all
-            .iter()
-            .copied()
-            .filter(|&i| mailbox_depth(&processes[i]).unwrap_or(0) > 0)
-            .collect();
-        let top_by_mailbox = top_n(&with_mail, top, |&i| {
-            u64::from(mailbox_depth(&processes[i]).unwrap_or(0))
-        })
-        .into_iter()
-        .map(entry)
-        .collect();
+        // The processes whose `figure` is above zero, most first.
+        let ranked_by = |figure: &dyn Fn(&ProcessInfo) -> u32| -> Vec<ProcessEntry> {
+            let with: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&i| figure(&processes[i]) > 0)
+                .collect();
+            top_n(&with, top, |&i| u64::from(figure(&processes[i])))
+                .into_iter()
+                .map(entry)
+                .collect()
+        };
+        let top_by_mailbox = ranked_by(&|p| p.mailbox_depth.unwrap_or(0));
         let reports_long_steps = true;
-        let with_long: Vec<usize> = all
-            .iter()
-            .copied()
-            .filter(|&i| long_steps(&processes[i]).unwrap_or(0) > 0)
-            .collect();
-        let top_by_long_steps = top_n(&with_long, top, |&i| {
-            u64::from(long_steps(&processes[i]).unwrap_or(0))
-        })
-        .into_iter()
-        .map(entry)
-        .collect();
+        let top_by_long_steps = ranked_by(&|p| p.long_steps);
 
         Snapshot {
             version: VERSION,
