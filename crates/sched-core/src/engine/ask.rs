@@ -822,7 +822,8 @@ impl StepAsk for Stepping<'_> {
             id,
         });
         self.shared.ask(self.record.pid, to, question, asker)?;
-        let timer = self.shared.set_timer(
+        let timer = self.shared.set_timer_here(
+            self.worker,
             timeout_at,
             Action {
                 record: Arc::clone(self.record),

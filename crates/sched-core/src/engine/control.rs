@@ -1,13 +1,18 @@
-//! The engine's own threads: starting the workers, and what shutdown needs
-//! to join them and publish its report, kept in the shared state so that a
-//! step can ask for a shutdown through its [`Context`](super::Context).
+//! The engine's own threads: starting the workers (and the long-step
+//! watcher), what shutdown needs to join them, and the report it publishes
+//! when it is done, kept in the shared state so that a step can ask for a
+//! shutdown through its [`Context`](super::Context).
+//!
+//! Generic over the shared state `S` the threads run on: this state is
+//! part of `S`, and names neither it nor the worker loop (which stands
+//! above it, in `worker/`); whoever builds the engine hands both in.
 
 use std::fmt;
+use std::sync::Arc as StdArc;
+use std::time::Duration;
 
-use super::shared::Shared;
-use super::shutdown::Finished;
 use crate::runqueue::local::Local;
-use crate::sync::{thread, Arc, AtomicBool, AtomicUsize, Mutex};
+use crate::sync::{thread, Arc, AtomicBool, AtomicUsize, Condvar, Mutex};
 
 /// The worker threads, and their queues until they start.
 #[derive(Debug)]
@@ -16,16 +21,18 @@ pub(super) struct Threads {
     pub(super) handles: Vec<thread::JoinHandle<()>>,
 }
 
-/// The worker loop, run on each worker thread with its own queues.
-pub(crate) type WorkerLoop = fn(Arc<Shared>, Local);
+/// What each worker thread runs, on the shared state `S` with its own
+/// queues: the worker loop, with what of the engine's configuration only
+/// it reads (the command handlers).
+pub(crate) type WorkerLoop<S> = StdArc<dyn Fn(Arc<S>, Local) + Send + Sync>;
 
 /// Thread handles, names and the shutdown report.
-pub(crate) struct Control {
+pub(crate) struct Control<S> {
     pub(super) thread_name: String,
-    /// What each worker thread runs: the worker loop, handed in by whoever
-    /// builds the engine (the loop stands above the shared state it runs
-    /// on, so this state does not name it).
-    run_worker: WorkerLoop,
+    run_worker: WorkerLoop<S>,
+    /// The long-step watcher's loop, if one runs (see `long_steps.rs`).
+    #[cfg_attr(loom, allow(dead_code))]
+    watcher: Option<fn(Arc<S>)>,
     pub(super) threads: Mutex<Threads>,
     pub(super) finished: Finished,
     /// Whether a step already asked for a shutdown (so that it starts one
@@ -40,14 +47,20 @@ pub(crate) struct Control {
     /// the state does not keep itself alive. loom's `Arc` has no weak
     /// references; the models never start a shutdown from a step.
     #[cfg(not(loom))]
-    pub(super) me: std::sync::Weak<Shared>,
+    pub(super) me: std::sync::Weak<S>,
 }
 
-impl Control {
-    pub(crate) fn new(thread_name: String, locals: Vec<Local>, run_worker: WorkerLoop) -> Self {
+impl<S: Send + Sync + 'static> Control<S> {
+    pub(crate) fn new(
+        thread_name: String,
+        locals: Vec<Local>,
+        run_worker: WorkerLoop<S>,
+        watcher: Option<fn(Arc<S>)>,
+    ) -> Self {
         Control {
             thread_name,
             run_worker,
+            watcher,
             threads: Mutex::new(Threads {
                 locals: Some(locals),
                 handles: Vec::new(),
@@ -59,39 +72,39 @@ impl Control {
             me: std::sync::Weak::new(),
         }
     }
+
+    /// Starts the worker threads, and the watcher if there is one, on
+    /// `shared` (the state this control is part of). Once; later calls do
+    /// nothing.
+    pub(crate) fn start(&self, shared: &Arc<S>) {
+        let mut threads = self.threads.lock();
+        let Some(locals) = threads.locals.take() else {
+            return;
+        };
+        for local in locals {
+            let worker_shared = shared.clone();
+            let name = format!("{}-{}", self.thread_name, local.index);
+            let run = StdArc::clone(&self.run_worker);
+            let handle = spawn_named(name, move || run(worker_shared, local));
+            threads.handles.push(handle);
+        }
+        // The watcher is not modelled: it only reads counters (and ticks a
+        // clock no model reads).
+        #[cfg(not(loom))]
+        if let Some(watch) = self.watcher {
+            let watched = shared.clone();
+            let name = format!("{}-watcher", self.thread_name);
+            let handle = spawn_named(name, move || watch(watched));
+            threads.handles.push(handle);
+        }
+    }
 }
 
-impl fmt::Debug for Control {
+impl<S> fmt::Debug for Control<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Control")
             .field("thread_name", &self.thread_name)
             .finish_non_exhaustive()
-    }
-}
-
-/// Starts the worker threads (once; later calls do nothing).
-pub(crate) fn start(shared: &Arc<Shared>) {
-    let mut threads = shared.control.threads.lock();
-    let Some(locals) = threads.locals.take() else {
-        return;
-    };
-    for local in locals {
-        let worker_shared = shared.clone();
-        let name = format!("{}-{}", shared.control.thread_name, local.index);
-        let run = shared.control.run_worker;
-        let handle = spawn_named(name, move || run(worker_shared, local));
-        threads.handles.push(handle);
-    }
-    // The watcher is not modelled: it only reads counters (and ticks a
-    // clock no model reads). It runs for long steps, or for the coarse
-    // clock that introspection's `since_last_step` reads.
-    #[cfg(not(loom))]
-    if shared.long_steps.threshold.is_some() || cfg!(feature = "introspection") {
-        let threshold = shared.long_steps.threshold;
-        let watched = shared.clone();
-        let name = format!("{}-watcher", shared.control.thread_name);
-        let handle = spawn_named(name, move || super::long_steps::watch(watched, threshold));
-        threads.handles.push(handle);
     }
 }
 
@@ -112,4 +125,70 @@ pub(super) fn spawn_named(
     f: impl FnOnce() + Send + 'static,
 ) -> thread::JoinHandle<()> {
     thread::spawn(f)
+}
+
+/// What `shutdown` did.
+///
+/// # Examples
+///
+/// ```
+/// let engine = sched::Engine::builder().workers(1).build();
+/// let report = engine.shutdown(std::time::Duration::from_millis(10));
+/// assert_eq!(report.forced, 0);
+/// assert_eq!(report.still_running, 0);
+/// assert_eq!(report.still_queued, 0);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Processes that ended by themselves after shutdown began.
+    pub ended_gracefully: u64,
+    /// Processes force-completed with a cancelled result at the deadline.
+    pub forced: u64,
+    /// Processes inside a `step` that had not returned when the report
+    /// was made (a worker ending a process, running its `close`, is not
+    /// counted here); their workers were left running (detached). Such a
+    /// process gets its outcome only if its step ever returns.
+    pub still_running: usize,
+    /// Processes still live but not in a step when the report was made:
+    /// being force-ended by a worker shutdown did not wait for (they get
+    /// their cancelled outcome shortly after), or queued behind a worker
+    /// stuck in a step (they get it only if that step returns).
+    /// `ended_gracefully + forced + still_running + still_queued` is the
+    /// number of processes that were live or admitted during the shutdown.
+    pub still_queued: usize,
+    /// Worker threads that had not exited and were detached.
+    pub workers_detached: usize,
+    /// Timers still pending once shutdown had ended every process it
+    /// could (those of processes it gave up on: stuck in a step, or queued
+    /// behind one), cancelled without firing. A delayed message whose
+    /// target ended is not counted here: it was cancelled at that end, as
+    /// a dead letter.
+    pub timers_cancelled: usize,
+    /// Time shutdown took.
+    pub elapsed: Duration,
+}
+
+/// The report of the shutdown that ran, for every later or concurrent call.
+#[derive(Debug, Default)]
+pub(crate) struct Finished {
+    report: Mutex<Option<ShutdownReport>>,
+    done: Condvar,
+}
+
+impl Finished {
+    pub(crate) fn publish(&self, report: &ShutdownReport) {
+        *self.report.lock() = Some(report.clone());
+        self.done.notify_all();
+    }
+
+    pub(crate) fn wait(&self) -> ShutdownReport {
+        let mut report = self.report.lock();
+        loop {
+            if let Some(report) = &*report {
+                return report.clone();
+            }
+            report = self.done.wait(report);
+        }
+    }
 }

@@ -25,59 +25,9 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use relay::Pid;
-use rustc_hash::FxHashMap;
 
 use super::shared::Shared;
-use crate::sync::{Arc, AtomicU64, Mutex};
-
-/// Past this many processes with reported steps, the ones that ended are
-/// forgotten.
-const FORGET_FROM: usize = 1024;
-
-/// The watcher's setting and its count.
-#[derive(Debug)]
-pub(crate) struct LongSteps {
-    /// How long a step may run before it is reported; `None`: no watcher.
-    #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) threshold: Option<Duration>,
-    /// Steps reported so far (written by the watcher only).
-    pub(crate) reported: AtomicU64,
-    /// Reported steps by PID (the watcher writes it, only when it reports;
-    /// introspection reads it).
-    by_pid: Mutex<FxHashMap<u64, u32>>,
-}
-
-impl LongSteps {
-    pub(crate) fn new(threshold: Option<Duration>) -> Self {
-        LongSteps {
-            threshold,
-            reported: AtomicU64::new(0),
-            by_pid: Mutex::new(FxHashMap::default()),
-        }
-    }
-
-    /// Reported steps of the process with PID id `id`.
-    pub(crate) fn of(&self, id: u64) -> u32 {
-        self.by_pid.lock().get(&id).copied().unwrap_or(0)
-    }
-
-    /// A copy of the reported steps by PID id.
-    pub(crate) fn by_pid(&self) -> FxHashMap<u64, u32> {
-        self.by_pid.lock().clone()
-    }
-
-    /// Counts a reported step of `pid`; forgets ended processes once many
-    /// are listed, so the map holds at most about `FORGET_FROM` dead ones.
-    #[cfg_attr(loom, allow(dead_code))]
-    fn count(&self, shared: &Shared, pid: Pid) {
-        let mut by_pid = self.by_pid.lock();
-        if by_pid.len() >= FORGET_FROM && !by_pid.contains_key(&pid.id()) {
-            let node = shared.processes.node();
-            by_pid.retain(|id, _| shared.processes.get(Pid::new(node, *id)).is_some());
-        }
-        *by_pid.entry(pid.id()).or_insert(0) += 1;
-    }
-}
+use crate::sync::Arc;
 
 /// The coarse clock's period when the threshold does not ask for a
 /// shorter one: what `ProcessInfo::since_last_step` is accurate to.
@@ -96,7 +46,8 @@ struct Seen {
 /// The watcher's loop: until the workers exit. Without a threshold it
 /// only ticks the coarse clock.
 #[cfg_attr(loom, allow(dead_code))]
-pub(crate) fn watch(shared: Arc<Shared>, threshold: Option<Duration>) {
+pub(crate) fn watch(shared: Arc<Shared>) {
+    let threshold = shared.long_steps.threshold;
     let period = threshold
         .map_or(CLOCK_PERIOD, |t| (t / 2).min(CLOCK_PERIOD))
         .max(Duration::from_millis(1));
@@ -150,7 +101,9 @@ fn report(shared: &Shared, worker: usize, id: u64, running: Duration) {
         .and_then(|kind| shared.introspect.type_name(kind))
         .unwrap_or("");
     drop(record);
-    shared.long_steps.count(shared, pid);
+    shared
+        .long_steps
+        .count(pid, |pid| shared.processes.get(pid).is_some());
     tracing::warn!(
         %pid,
         names = %names,

@@ -36,7 +36,7 @@ pub(crate) mod upgrade;
 
 pub use ask::{QueryId, Reply, TypedReply};
 pub use context::Context;
+pub use control::ShutdownReport;
 pub use histogram::{Histogram, Histograms};
 pub use introspect::{PidStatus, ProcessInfo};
 pub use monitors::Monitor;
-pub use shutdown::ShutdownReport;

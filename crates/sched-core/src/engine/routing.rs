@@ -1,14 +1,20 @@
-//! Routing: delivering messages and kill requests to a process by PID
-//! (or to the remote transport, for a PID of another node), and what
-//! happens to events no step will read.
+//! Routing: messages and kill requests from any handle (`Context::send`,
+//! `post`, `tell`, `terminate`), delivered to a process by PID (or to the
+//! remote transport, for a PID of another node), and what happens to
+//! events no step will read.
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use relay::{Package, Pid, SendError, SendErrorKind};
+use std::any::Any;
+
+use relay::{Addr, Package, Pid, SendError, SendErrorKind};
 
 use super::shared::Shared;
+use super::Context;
+use crate::contract::error::TerminateError;
 use crate::contract::event::Event;
 use crate::panic_guard::drop_user_value;
+use crate::record::state::TERMINATE;
 use crate::record::Record;
 use crate::runqueue::local::{self};
 use crate::sync::Arc;
@@ -153,5 +159,111 @@ impl Shared {
         let wake = record.state.kill(flag);
         self.after_wake_owned(record, wake);
         true
+    }
+}
+
+/// Messages and kill requests from any handle.
+impl Context {
+    /// Delivers `package` to its target process.
+    ///
+    /// # Errors
+    ///
+    /// The target is unknown, has finished, or its mailbox is full; the
+    /// error hands the package back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::message::SendErrorKind;
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let err = engine.send(Package::new(Pid::OUTSIDE, Pid::local(9), 1u8)).unwrap_err();
+    /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+    /// ```
+    pub fn send(&self, package: Package) -> Result<(), SendError> {
+        self.shared().send(package)
+    }
+
+    /// Sends `payload` to `to` from [`Pid::OUTSIDE`] (no sender to reply
+    /// to).
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Context::send).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// assert!(engine.post(sched::Pid::local(9), "hello").is_err());
+    /// ```
+    pub fn post(&self, to: Pid, payload: impl Any + Send) -> Result<(), SendError> {
+        self.shared().send(Package::new(Pid::OUTSIDE, to, payload))
+    }
+
+    /// Sends a typed `message` to `to` from [`Pid::OUTSIDE`]; the compiler
+    /// checks it is the type the process accepts.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Context::send).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::message::Addr;
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
+    /// assert!(engine.tell(counter, 5).is_err()); // nobody there
+    /// ```
+    pub fn tell<M: Any + Send>(&self, to: Addr<M>, message: M) -> Result<(), SendError> {
+        self.shared().send(to.package(Pid::OUTSIDE, message))
+    }
+
+    /// Ends the process `pid` with
+    /// [`ExitError::Terminated`](crate::ExitError::Terminated) the next time
+    /// a worker holds it (at once if it is waiting; after its current step
+    /// if it is running). Its `close` runs as usual.
+    ///
+    /// # Errors
+    ///
+    /// [`TerminateError::Ended`] if the process that had that PID has
+    /// ended, [`TerminateError::NotFound`] if the engine knows of no
+    /// process that had it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::process::TerminateError;
+    ///
+    /// struct Quick;
+    /// impl Process for Quick {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(());
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let quick = scheduler.spawn(Quick)?;
+    /// let pid = quick.pid();
+    /// quick.wait()?;
+    /// assert_eq!(scheduler.terminate(pid), Err(TerminateError::Ended(pid)));
+    /// let never = Pid::local(404);
+    /// assert_eq!(scheduler.terminate(never), Err(TerminateError::NotFound(never)));
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        if self.shared().kill(pid, TERMINATE) {
+            Ok(())
+        } else if self.shared().processes.ended(pid) {
+            Err(TerminateError::Ended(pid))
+        } else {
+            Err(TerminateError::NotFound(pid))
+        }
     }
 }

@@ -6,7 +6,6 @@ use crossbeam_utils::CachePadded;
 use super::hooks::Hooks;
 use super::live::Live;
 use super::stats::WorkerCounters;
-use crate::engine::commands::handler::Handlers;
 use crate::record::state::Wake;
 use crate::record::Record;
 use crate::runqueue::local;
@@ -46,7 +45,6 @@ pub(crate) struct Shared {
     pub(crate) sleepers: crate::runqueue::sleep::Sleepers,
     /// Every registered process, by PID (and the PIDs to hand out).
     pub(crate) processes: crate::table::registry::Registry<Record>,
-    pub(crate) handlers: Handlers,
     pub(crate) hooks: Hooks,
     /// `usize::MAX` when mailboxes are unbounded.
     pub(crate) mailbox_capacity: usize,
@@ -65,10 +63,10 @@ pub(crate) struct Shared {
     pub(crate) dead_letters: CachePadded<AtomicU64>,
     pub(crate) all_ended: Mutex<()>,
     pub(crate) all_ended_cv: Condvar,
-    pub(crate) control: super::control::Control,
+    pub(crate) control: super::control::Control<Shared>,
     pub(crate) timers: crate::timer::registry::Timers,
-    pub(crate) names: super::names::Names,
-    pub(crate) long_steps: super::long_steps::LongSteps,
+    pub(crate) names: super::names::table::Names,
+    pub(crate) long_steps: super::stats::LongSteps,
     /// Where packages for PIDs of other nodes go (none: such a send is an
     /// unknown target, as any PID without a process).
     pub(crate) remote: Option<std::sync::Arc<dyn relay::RemoteTransport>>,

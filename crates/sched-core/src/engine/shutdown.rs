@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 
 use super::context::Context;
 use super::control::spawn_named;
+use super::control::ShutdownReport;
 use super::shared::Shared;
 use crate::record::state::FORCE;
 use crate::record::Record;
-use crate::sync::{fence, thread, Arc, Condvar, Mutex};
+use crate::sync::{fence, thread, Arc};
 
 /// How long past its deadline `shutdown` waits for the stragglers to be
 /// forced and the workers joined. The documented bound is 100 ms; the rest
@@ -21,72 +22,6 @@ const SWEEP_CHUNK: usize = 256;
 /// How many stragglers shutdown's warnings name (by PID and names in the
 /// deadline's warning, then with their type as the workers force them).
 const NAMED_FORCED: usize = 16;
-
-/// What `shutdown` did.
-///
-/// # Examples
-///
-/// ```
-/// let engine = sched::Engine::builder().workers(1).build();
-/// let report = engine.shutdown(std::time::Duration::from_millis(10));
-/// assert_eq!(report.forced, 0);
-/// assert_eq!(report.still_running, 0);
-/// assert_eq!(report.still_queued, 0);
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ShutdownReport {
-    /// Processes that ended by themselves after shutdown began.
-    pub ended_gracefully: u64,
-    /// Processes force-completed with a cancelled result at the deadline.
-    pub forced: u64,
-    /// Processes inside a `step` that had not returned when the report
-    /// was made (a worker ending a process, running its `close`, is not
-    /// counted here); their workers were left running (detached). Such a
-    /// process gets its outcome only if its step ever returns.
-    pub still_running: usize,
-    /// Processes still live but not in a step when the report was made:
-    /// being force-ended by a worker shutdown did not wait for (they get
-    /// their cancelled outcome shortly after), or queued behind a worker
-    /// stuck in a step (they get it only if that step returns).
-    /// `ended_gracefully + forced + still_running + still_queued` is the
-    /// number of processes that were live or admitted during the shutdown.
-    pub still_queued: usize,
-    /// Worker threads that had not exited and were detached.
-    pub workers_detached: usize,
-    /// Timers still pending once shutdown had ended every process it
-    /// could (those of processes it gave up on: stuck in a step, or queued
-    /// behind one), cancelled without firing. A delayed message whose
-    /// target ended is not counted here: it was cancelled at that end, as
-    /// a dead letter.
-    pub timers_cancelled: usize,
-    /// Time shutdown took.
-    pub elapsed: Duration,
-}
-
-/// The report of the shutdown that ran, for every later or concurrent call.
-#[derive(Debug, Default)]
-pub(super) struct Finished {
-    report: Mutex<Option<ShutdownReport>>,
-    done: Condvar,
-}
-
-impl Finished {
-    pub(super) fn publish(&self, report: &ShutdownReport) {
-        *self.report.lock() = Some(report.clone());
-        self.done.notify_all();
-    }
-
-    pub(super) fn wait(&self) -> ShutdownReport {
-        let mut report = self.report.lock();
-        loop {
-            if let Some(report) = &*report {
-                return report.clone();
-            }
-            report = self.done.wait(report);
-        }
-    }
-}
 
 impl Shared {
     /// Waits for a shutdown (started here or elsewhere) to finish, and
@@ -283,7 +218,7 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownRepo
     if !shared.live.stop() {
         return shared.control.finished.wait();
     }
-    super::control::start(shared);
+    shared.control.start(shared);
     // Outside threads waiting for a name give up now.
     shared.names.wake_all();
     let completed_before = shared.completed();

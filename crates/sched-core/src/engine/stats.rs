@@ -1,8 +1,12 @@
 //! Counters the workers keep and the snapshot that reads them.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
-use crate::sync::AtomicU64;
+use relay::Pid;
+use rustc_hash::FxHashMap;
+
+use crate::sync::{AtomicU64, Mutex};
 
 /// One worker's counters. Only that worker writes them (load + store, no
 /// read-modify-write); anyone may read them at any time.
@@ -20,6 +24,54 @@ pub(crate) struct WorkerCounters {
     /// process has PID 0): what shutdown reports as still running, and
     /// what the long-step watcher samples (`long_steps.rs`).
     pub(crate) in_step: AtomicU64,
+}
+
+/// Past this many processes with reported steps, the ones that ended are
+/// forgotten.
+const FORGET_FROM: usize = 1024;
+
+/// The long-step watcher's setting and its counts (`long_steps.rs`).
+#[derive(Debug)]
+pub(crate) struct LongSteps {
+    /// How long a step may run before it is reported; `None`: no watcher.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) threshold: Option<Duration>,
+    /// Steps reported so far (written by the watcher only).
+    pub(crate) reported: AtomicU64,
+    /// Reported steps by PID (the watcher writes it, only when it reports;
+    /// introspection reads it).
+    by_pid: Mutex<FxHashMap<u64, u32>>,
+}
+
+impl LongSteps {
+    pub(crate) fn new(threshold: Option<Duration>) -> Self {
+        LongSteps {
+            threshold,
+            reported: AtomicU64::new(0),
+            by_pid: Mutex::new(FxHashMap::default()),
+        }
+    }
+
+    /// Reported steps of the process with PID id `id`.
+    pub(crate) fn of(&self, id: u64) -> u32 {
+        self.by_pid.lock().get(&id).copied().unwrap_or(0)
+    }
+
+    /// A copy of the reported steps by PID id.
+    pub(crate) fn by_pid(&self) -> FxHashMap<u64, u32> {
+        self.by_pid.lock().clone()
+    }
+
+    /// Counts a reported step of `pid`; forgets ended processes once many
+    /// are listed, so the map holds at most about `FORGET_FROM` dead ones.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn count(&self, pid: Pid, live: impl Fn(Pid) -> bool) {
+        let mut by_pid = self.by_pid.lock();
+        if by_pid.len() >= FORGET_FROM && !by_pid.contains_key(&pid.id()) {
+            by_pid.retain(|id, _| live(Pid::new(pid.node(), *id)));
+        }
+        *by_pid.entry(pid.id()).or_insert(0) += 1;
+    }
 }
 
 /// Adds `n` to a counter only the calling thread writes.

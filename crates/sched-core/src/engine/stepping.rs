@@ -26,6 +26,9 @@ pub(crate) struct Stepping<'a> {
     pub(crate) shared: &'a Arc<Shared>,
     /// The process being stepped.
     pub(crate) record: &'a Arc<Record>,
+    /// The index of the worker running the step (its timers go into that
+    /// worker's wheel, without a thread-local lookup).
+    pub(crate) worker: usize,
 }
 
 impl StepEngine for Stepping<'_> {

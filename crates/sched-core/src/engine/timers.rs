@@ -70,6 +70,13 @@ impl Shared {
         id
     }
 
+    /// Sets a timer due at `at` in the wheel of `worker`, for a step running
+    /// on that worker: no other worker needs waking, since this one
+    /// computes its next deadline again before it parks.
+    pub(crate) fn set_timer_here(&self, worker: usize, at: Instant, action: Action) -> TimerId {
+        self.timers.insert(worker, at, action).0
+    }
+
     /// Fires worker `worker`'s due timers: each delivers its event or
     /// message to its record (a process that has ended makes it a dead
     /// letter).
@@ -539,7 +546,7 @@ impl StepTimers for Stepping<'_> {
             record: Arc::clone(self.record),
             what: What::Wake { tag },
         };
-        self.shared.set_timer(at, action)
+        self.shared.set_timer_here(self.worker, at, action)
     }
 
     fn cancel_timer(&self, id: TimerId) {

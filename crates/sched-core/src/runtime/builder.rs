@@ -20,7 +20,7 @@ use crate::engine::shared::{Remote, Shared};
 use crate::engine::stats::WorkerCounters;
 use crate::engine::Context;
 use crate::runqueue::local::Local;
-use crate::sync::{AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 use crate::timer::registry::Timers;
 
 /// Initial capacity of each worker deque (it grows when needed).
@@ -443,14 +443,23 @@ impl Builder {
                 })
             })
             .collect();
-        let control = Control::new(self.thread_name, locals, crate::worker::run);
+        // The handlers are read by the workers only: the worker loop owns
+        // them, and the shared state does not hold them.
+        let handlers = StdArc::new(self.handlers);
+        let run_worker: crate::engine::control::WorkerLoop<Shared> =
+            StdArc::new(move |shared, local| crate::worker::run(shared, local, &handlers));
+        // The watcher runs for long steps, or for the coarse clock that
+        // introspection's `since_last_step` reads.
+        let watcher: Option<fn(Arc<Shared>)> = (self.long_step_threshold.is_some()
+            || cfg!(feature = "introspection"))
+        .then_some(crate::engine::long_steps::watch);
+        let control = Control::new(self.thread_name, locals, run_worker, watcher);
         let shared = Shared {
             injector: Fifo::new(),
             woken: Fifo::new(),
             remotes,
             sleepers: crate::runqueue::sleep::Sleepers::new(self.workers),
             processes: crate::table::registry::Registry::new(self.node),
-            handlers: self.handlers,
             hooks: self.hooks,
             mailbox_capacity: self.mailbox_capacity,
             counts_messages: self.mailbox_capacity != usize::MAX || self.count_mailboxes,
@@ -464,7 +473,7 @@ impl Builder {
             control,
             timers: Timers::new(self.workers),
             names: Default::default(),
-            long_steps: crate::engine::long_steps::LongSteps::new(self.long_step_threshold),
+            long_steps: crate::engine::stats::LongSteps::new(self.long_step_threshold),
             remote: self.remote,
         };
         let shared = shared.into_arc();

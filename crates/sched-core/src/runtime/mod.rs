@@ -89,7 +89,7 @@ impl Engine {
     ///
     /// See [`Engine`].
     pub fn start(&self) {
-        crate::engine::control::start(&self.shared);
+        self.shared.control.start(&self.shared);
     }
 
     /// Submits a process under `pid`: runs `init(method, input)` on this

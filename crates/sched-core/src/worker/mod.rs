@@ -15,6 +15,7 @@ use crate::contract::output::{Events, Output, Status, Yield};
 use crate::contract::pending::{drop_unwanted, StepLists};
 use crate::contract::process::close_guarded;
 use crate::engine::commands::completer::Completer;
+use crate::engine::commands::handler::Handlers;
 use crate::engine::figures::Introspect;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::{bump, WorkerCounters};
@@ -101,10 +102,12 @@ struct Worker<'a> {
     /// Type-name indices this worker has looked up (introspection).
     #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
     types: crate::engine::figures::TypeCache,
+    /// The engine's command handlers (fixed when it was built).
+    handlers: &'a Handlers,
 }
 
 /// Runs worker `local.index` of `shared` until the engine exits.
-pub(crate) fn run(shared: Arc<Shared>, local: Local) {
+pub(crate) fn run(shared: Arc<Shared>, local: Local, handlers: &Handlers) {
     let index = local.index;
     let span = tracing::trace_span!("worker", index);
     let _span = span.enter();
@@ -123,6 +126,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local) {
         step_ended: None,
         due_timers: Vec::new(),
         types: Default::default(),
+        handlers,
     };
     worker.run_loop();
 }
@@ -508,6 +512,7 @@ impl Worker<'_> {
         let stepping = Stepping {
             shared: &self.shared,
             record,
+            worker: self.local.index,
         };
         let mut output = Output::new(&mut self.yields, &stepping, record.pid, &lists);
         let mut events = Events::new(self.events.drain(..), Some(&lists));
@@ -664,7 +669,7 @@ impl Worker<'_> {
     /// process is still running.
     fn dispatch(&mut self, record: &Arc<Record>) {
         for Yield { command, tag, data } in self.yields.drain(..) {
-            let Some(handler) = self.shared.handlers.get(command) else {
+            let Some(handler) = self.handlers.get(command) else {
                 let event = Event::Completion {
                     tag,
                     result: Err(CommandError::NoHandler { command }),

@@ -21,13 +21,12 @@
 //!   them too. Nothing parked is lost: each package is delivered or
 //!   dead-lettered exactly once (`tests/waiting_for_a_name.rs`).
 
-use std::collections::hash_map::{Entry, HashMap, RandomState};
-use std::collections::VecDeque;
-use std::hash::BuildHasher;
+pub(crate) mod table;
+
+use std::collections::hash_map::Entry;
 use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::CachePadded;
 use relay::{Package, Pid, SendError};
 
 use super::shared::Shared;
@@ -37,142 +36,12 @@ use crate::contract::down::NameError;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
 use crate::contract::step_engine::StepNames;
-use crate::record::state::{state_of, COMPLETE};
 use crate::record::Record;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 
-use crate::sync::{Arc, AtomicBool, AtomicUsize, Condvar, Mutex};
+use crate::sync::Arc;
 use crate::timer::{Action, What};
-
-/// Shards of the name table: registrations and lookups of different names
-/// rarely meet on one lock.
-const SHARDS: usize = 64;
-
-/// One shard of the table.
-#[derive(Debug, Default)]
-struct ShardMaps {
-    /// Name to the record holding it.
-    holders: HashMap<StdArc<str>, Arc<Record>>,
-    /// Packages sent from steps to a name nobody holds, waiting for it, in
-    /// the order they were sent.
-    parked: HashMap<StdArc<str>, VecDeque<Parked>>,
-}
-
-/// A package waiting for a name, until `deadline`.
-#[derive(Debug)]
-struct Parked {
-    package: Package,
-    deadline: Instant,
-}
-
-#[derive(Debug, Default)]
-struct Shard {
-    maps: Mutex<ShardMaps>,
-    /// Notified by every registration in this shard, for outside threads
-    /// waiting for a name.
-    registered: Condvar,
-}
-
-/// The name table, sharded by the name's hash.
-#[derive(Debug)]
-pub(crate) struct Names {
-    hasher: RandomState,
-    shards: Box<[CachePadded<Shard>]>,
-    /// Outside threads waiting for a name now (written only by them), so
-    /// that shutdown visits the shards only when one may be waiting.
-    outside_waiters: AtomicUsize,
-    /// Whether a step ever parked a send here, so that shutdown visits the
-    /// shards for what is left only then.
-    ever_parked: AtomicBool,
-}
-
-impl Default for Names {
-    fn default() -> Self {
-        Names {
-            hasher: RandomState::new(),
-            shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Shard::default()))
-                .collect(),
-            outside_waiters: AtomicUsize::new(0),
-            ever_parked: AtomicBool::new(false),
-        }
-    }
-}
-
-fn ended(record: &Record) -> bool {
-    state_of(record.state.load()) == COMPLETE
-}
-
-impl Names {
-    fn shard(&self, name: &str) -> &Shard {
-        &self.shards[(self.hasher.hash_one(name) as usize) % SHARDS]
-    }
-
-    /// The live record holding `name`.
-    fn lookup(&self, name: &str) -> Option<Arc<Record>> {
-        let shard = self.shard(name).maps.lock();
-        shard.holders.get(name).filter(|r| !ended(r)).cloned()
-    }
-
-    /// Drops `name` if `record` still holds it (its process ended).
-    pub(crate) fn release(&self, name: &str, record: &Record) {
-        let removed = {
-            let mut shard = self.shard(name).maps.lock();
-            match shard.holders.get(name) {
-                Some(holder) if std::ptr::eq(&**holder, record) => shard.holders.remove(name),
-                _ => None,
-            }
-        };
-        drop(removed);
-    }
-
-    /// Takes the packages parked for `name` whose deadline has passed at
-    /// `now`; the rest stay, in order.
-    fn take_late(&self, name: &str, now: Instant) -> Vec<Package> {
-        let mut shard = self.shard(name).maps.lock();
-        let Some(queue) = shard.parked.get_mut(name) else {
-            return Vec::new();
-        };
-        let (late, waiting): (Vec<_>, Vec<_>) = queue.drain(..).partition(|p| p.deadline <= now);
-        queue.extend(waiting);
-        if queue.is_empty() {
-            shard.parked.remove(name);
-        }
-        late.into_iter().map(|p| p.package).collect()
-    }
-
-    /// Wakes every outside thread waiting for a name (shutdown: they see
-    /// the stopping flag and give up).
-    pub(crate) fn wake_all(&self) {
-        // SeqCst, as the waiter's increment: a waiter that registered
-        // before the stopping flag was set is counted here; one that
-        // registers after reads the flag under its shard's lock.
-        if self.outside_waiters.load(SeqCst) == 0 {
-            return;
-        }
-        for shard in self.shards.iter() {
-            // Under the lock: a waiter between its check of the flag and
-            // its wait holds it, so it cannot miss this.
-            let _maps = shard.maps.lock();
-            shard.registered.notify_all();
-        }
-    }
-
-    /// Every package still parked, for shutdown.
-    pub(crate) fn take_all_parked(&self) -> Vec<Package> {
-        let mut all = Vec::new();
-        // Acquire: pairs with the parking step's store; shutdown calls this
-        // after every process ended, so a park that happened is seen.
-        if !self.ever_parked.load(Acquire) {
-            return all;
-        }
-        for shard in self.shards.iter() {
-            let parked = std::mem::take(&mut shard.maps.lock().parked);
-            all.extend(parked.into_values().flatten().map(|p| p.package));
-        }
-        all
-    }
-}
+use table::{ended, Parked};
 
 impl Shared {
     /// Sends `payload` from the process `from` to the holder of `name`; if
