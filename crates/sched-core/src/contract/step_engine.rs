@@ -8,7 +8,7 @@
 //! shared state and the stepped process's record, `engine/stepping.rs`);
 //! each feature implements its part beside the rest of that feature
 //! (`engine/timers.rs`, `engine/monitors.rs`, `engine/links.rs`,
-//! `engine/names.rs`, `engine/ask.rs`), and so do `Output`'s public
+//! `engine/names/`, `engine/ask.rs`), and so do `Output`'s public
 //! methods for it. Nothing in this folder names a type of the engine, a
 //! record or a timer wheel.
 
@@ -79,7 +79,7 @@ pub(crate) trait StepLinks {
     fn trap_exits(&self, trap: bool);
 }
 
-/// Names (`engine/names.rs`).
+/// Names (`engine/names/`).
 pub(crate) trait StepNames {
     /// Registers `name` for the stepped process.
     fn register_name(&self, name: &str) -> Result<(), NameError>;

@@ -50,7 +50,7 @@ pub(crate) enum What {
     /// Tell an asking process its ask timed out.
     AskTimeout(crate::contract::reply::AskId),
     /// Sweep the sends parked for a name that are past their deadline
-    /// (`engine/names.rs`); the record is the sender's, and is not told.
+    /// (`engine/names/`); the record is the sender's, and is not told.
     /// Boxed: a name is a wide pointer, and every entry would grow.
     NameSweep(Box<std::sync::Arc<str>>),
     /// Complete a yield of the record's process with this tag and data
