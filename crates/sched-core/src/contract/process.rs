@@ -231,7 +231,10 @@ pub(crate) fn init_guarded(
 /// Calls `process.close` and drops it; a panic in either becomes its
 /// message (the payload dropped under the guard). Every path that ends an
 /// initialised instance goes through here, so `close` runs once.
-pub(crate) fn close_guarded(process: Box<dyn Process>) -> Result<(), String> {
+pub(crate) fn close_guarded<P>(process: P) -> Result<(), String>
+where
+    P: std::ops::DerefMut<Target = dyn Process>,
+{
     let closed = catch_unwind(AssertUnwindSafe(move || {
         let mut process = process;
         process.close();

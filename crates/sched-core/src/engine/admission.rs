@@ -3,31 +3,34 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use relay::{Payload, Pid};
+use relay::Payload;
 
 use super::live::Refused;
 use super::shared::{Runnable, Shared};
 use crate::contract::error::SubmitError;
-use crate::contract::process::{init_guarded, Process};
+use crate::contract::process::init_guarded;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::completion::Completion;
 use crate::record::state::Wake;
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::runqueue::local;
-use crate::sync::Arc;
 
 impl Shared {
+    /// Submits `record`'s process under the PID the record was made with.
     pub(crate) fn submit(
         &self,
-        pid: Pid,
-        process: Box<dyn Process>,
+        record: RecordRef,
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
-        self.submit_or_return(pid, process, method, input)
+        let pid = record.pid;
+        self.submit_or_return(record, method, input)
             .map_err(|refused| match refused {
-                Refusal::Duplicate(process, input) => {
+                Refusal::Duplicate(record, input) => {
                     // Dropped here, guarded: they are the user's values.
+                    // SAFETY: the record was never registered nor queued:
+                    // we are its only owner.
+                    let process = unsafe { record.with_body(|body| body.take_process()) };
                     drop_user_value(process, pid, "a process refused for a duplicate PID");
                     drop_user_value(input, pid, "the input of a refused process");
                     SubmitError::DuplicatePid(pid)
@@ -36,13 +39,14 @@ impl Shared {
             })
     }
 
-    /// Submits under a fresh PID from this engine's process table. A PID
-    /// that a user took for a process of their own (`submit` with a PID
-    /// they chose) is skipped: the process is submitted under the next free
-    /// one.
+    /// Submits `record`'s process under a fresh PID from this engine's
+    /// process table (the PID the record was made with is replaced). A
+    /// PID that a user took for a process of their own (`submit` with a
+    /// PID they chose) is skipped: the process is submitted under the next
+    /// free one.
     pub(crate) fn spawn(
         &self,
-        mut process: Box<dyn Process>,
+        mut record: RecordRef,
         method: &str,
         mut input: Payload,
     ) -> Result<Completion, SubmitError> {
@@ -50,11 +54,14 @@ impl Shared {
             let pid = self
                 .allocate_pid()
                 .map_err(|e| SubmitError::PidsExhausted { node: e.node })?;
-            match self.submit_or_return(pid, process, method, input) {
+            RecordRef::get_mut(&mut record)
+                .expect("a record not yet submitted has one reference")
+                .pid = pid;
+            match self.submit_or_return(record, method, input) {
                 Ok(completion) => return Ok(completion),
                 Err(Refusal::Duplicate(back, back_input)) => {
                     tracing::debug!(%pid, "spawn skipped a PID in use");
-                    (process, input) = (back, back_input);
+                    (record, input) = (back, back_input);
                 }
                 Err(Refusal::Other(error)) => {
                     // Refused before registering (shutting down, full): the
@@ -67,40 +74,42 @@ impl Shared {
         }
     }
 
-    /// `submit`, handing the process and its input back when the PID is
-    /// taken (so `spawn` can try the next one).
+    /// `submit`, handing the record (with its process) and its input back
+    /// when the PID is taken (so `spawn` can try the next one).
     fn submit_or_return(
         &self,
-        pid: Pid,
-        process: Box<dyn Process>,
+        record: RecordRef,
         method: &str,
         input: Payload,
     ) -> Result<Completion, Refusal> {
+        let pid = record.pid;
         // One atomic decision against shutdown: refused, or counted live
         // before shutdown sets its flag (see `Live`).
-        self.admit_live().map_err(|refused| {
-            Refusal::Other(match refused {
+        if let Err(refused) = self.admit_live() {
+            // The refused process is the user's value: dropped guarded.
+            // SAFETY: the record was never registered nor queued.
+            let process = unsafe { record.with_body(|body| body.take_process()) };
+            drop_user_value(process, pid, "a process refused at admission");
+            return Err(Refusal::Other(match refused {
                 Refused::Stopping => SubmitError::ShuttingDown,
                 Refused::Full => SubmitError::TooManyProcesses {
                     max: self.live.max(),
                 },
-            })
-        })?;
-        let record = Arc::new(Record::new(pid, process));
+            }));
+        }
         if !self.with_ids(|ids| self.processes.register(pid, &record, ids)) {
             self.release_live();
-            // SAFETY: the record was never registered nor queued: we are
-            // its only owner.
-            let process = unsafe { record.with_body(|body| body.process.take()) }
-                .expect("a new record has its process");
-            return Err(Refusal::Duplicate(process, input));
+            return Err(Refusal::Duplicate(record, input));
         }
         // SAFETY: the record is not queued anywhere yet, so no worker can
         // own it; we are its only owner until `schedule` below.
         let init = unsafe {
             record.with_body(|body| {
-                let process = body.process.as_mut().expect("a new record has its process");
-                init_guarded(&mut **process, pid, method, input)
+                let process = body
+                    .process
+                    .get_mut()
+                    .expect("a new record has its process");
+                init_guarded(process, pid, method, input)
             })
         };
         if let Err(error) = init {
@@ -136,12 +145,12 @@ impl Shared {
     /// the PID, release the live slot. User code (`close`, `Drop`, the dead
     /// letter hook) runs under `catch_unwind`, so a panic there cannot leave
     /// the slot counted.
-    fn abandon(&self, record: &Arc<Record>, close: bool) {
+    fn abandon(&self, record: &RecordRef, close: bool) {
         let pid = record.pid;
         record.state.complete();
         // SAFETY: still the only owner (never queued).
         let (dead, process) =
-            unsafe { record.with_body(|body| (record.close_events(), body.process.take())) };
+            unsafe { record.with_body(|body| (record.close_events(), body.take_process())) };
         if let Some(mut process) = process {
             let closed = catch_unwind(AssertUnwindSafe(move || {
                 if close {
@@ -194,8 +203,9 @@ impl Shared {
 
 /// Why `submit_or_return` did not submit.
 enum Refusal {
-    /// The PID is taken: the process and its input, untouched.
-    Duplicate(Box<dyn Process>, Payload),
+    /// The PID is taken: the record (with its process) and the input,
+    /// untouched.
+    Duplicate(RecordRef, Payload),
     /// Anything else, as the caller reports it.
     Other(SubmitError),
 }

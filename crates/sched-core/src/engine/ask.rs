@@ -21,7 +21,7 @@ use crate::contract::output::Output;
 use crate::contract::reply::{Answer, AskError, AskId, Question, ReplyTo, Request};
 use crate::contract::step_engine::StepAsk;
 use crate::contract::timer_id::TimerId;
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::sync::{Arc, Condvar, Mutex};
 use crate::timer::{Action, What};
 
@@ -754,7 +754,7 @@ impl Answer for ReplySlot {
 /// A process that asked from a step: told with `Event::Reply`.
 struct ProcessAsker {
     shared: Arc<Shared>,
-    record: Arc<Record>,
+    record: RecordRef,
     id: AskId,
 }
 
@@ -775,7 +775,8 @@ impl Answer for ProcessAsker {
         };
         match self.record.deliver(event) {
             Ok(wake) => {
-                self.shared.after_wake_owned(Arc::clone(&self.record), wake);
+                self.shared
+                    .after_wake_owned(RecordRef::clone(&self.record), wake);
                 Ok(())
             }
             Err(Event::Reply {
@@ -795,7 +796,9 @@ impl ProcessAsker {
             question: None,
         };
         match self.record.deliver(event) {
-            Ok(wake) => self.shared.after_wake_owned(Arc::clone(&self.record), wake),
+            Ok(wake) => self
+                .shared
+                .after_wake_owned(RecordRef::clone(&self.record), wake),
             // The asker has ended; the answer is the user's value.
             Err(event) => crate::panic_guard::drop_user_value(
                 event,
@@ -818,7 +821,7 @@ impl StepAsk for Stepping<'_> {
         let id = AskId(super::monitors::next_id());
         let asker = StdArc::new(ProcessAsker {
             shared: Arc::clone(self.shared),
-            record: Arc::clone(self.record),
+            record: RecordRef::clone(self.record),
             id,
         });
         self.shared.ask(self.record.pid, to, question, asker)?;
@@ -826,7 +829,7 @@ impl StepAsk for Stepping<'_> {
             self.worker,
             timeout_at,
             Action {
-                record: Arc::clone(self.record),
+                record: RecordRef::clone(self.record),
                 what: What::AskTimeout(id),
             },
         );

@@ -10,6 +10,7 @@ use crate::contract::error::SubmitError;
 use crate::contract::output::Output;
 use crate::contract::process::Process;
 use crate::record::completion::Completion;
+use crate::record::RecordRef;
 
 /// The scheduler's operations, reachable from inside a step
 /// ([`Output::context`](crate::Output::context)), a command handler
@@ -168,8 +169,10 @@ impl Context {
         method: &str,
         input: impl Any + Send,
     ) -> Result<Completion, SubmitError> {
+        // Stored in its record's allocation: one allocation per process.
+        let record = RecordRef::new(Pid::OUTSIDE, process);
         self.shared
-            .spawn(Box::new(process), method, relay::into_payload(input))
+            .spawn(record, method, relay::into_payload(input))
     }
 
     /// [`spawn`](Context::spawn) for a process that declares its message
@@ -237,7 +240,8 @@ impl Context {
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
-        self.shared.spawn(process, method, input)
+        self.shared
+            .spawn(RecordRef::boxed(Pid::OUTSIDE, process), method, input)
     }
 
     /// A fresh PID on this scheduler's node, reserved in the engine's
@@ -385,7 +389,9 @@ impl Output<'_> {
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
-        self.context().shared.submit(pid, process, method, input)
+        self.context()
+            .shared
+            .submit(RecordRef::boxed(pid, process), method, input)
     }
 
     /// [`spawn`](Output::spawn) for a process that declares its message

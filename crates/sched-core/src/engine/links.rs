@@ -19,8 +19,7 @@ use crate::contract::step_engine::StepLinks;
 use crate::record::links;
 use crate::record::relations::Related;
 use crate::record::state::TERMINATE;
-use crate::record::Record;
-use crate::sync::Arc;
+use crate::record::RecordRef;
 
 /// What an exit signal does to its receiver.
 enum Signal {
@@ -45,12 +44,12 @@ fn decide(related: &mut Related, from: Pid, reason: ExitReason) -> Signal {
 impl Shared {
     /// Links `me` and `other` (both ways); see `record/links.rs` for
     /// which side sends the exit signal.
-    fn link(&self, me: &Arc<Record>, other: Pid) {
+    fn link(&self, me: &RecordRef, other: Pid) {
         let Some(peer) = self.processes.get(other) else {
             self.exit_signal(me, other, ExitReason::NoProcess);
             return;
         };
-        if Arc::ptr_eq(me, &peer) {
+        if RecordRef::ptr_eq(me, &peer) {
             return;
         }
         if let Some(reason) = links::link(me, &peer) {
@@ -62,8 +61,8 @@ impl Shared {
     /// gets the exit signal.
     pub(crate) fn links_end(
         &self,
-        ended: &Arc<Record>,
-        links: Vec<Arc<Record>>,
+        ended: &RecordRef,
+        links: Vec<RecordRef>,
         reason: ExitReason,
         detail: Option<std::sync::Arc<str>>,
     ) {
@@ -94,7 +93,7 @@ impl Shared {
     }
 
     /// Sends `target` the exit signal of `from`.
-    fn exit_signal(&self, target: &Arc<Record>, from: Pid, reason: ExitReason) {
+    fn exit_signal(&self, target: &RecordRef, from: Pid, reason: ExitReason) {
         let signal = target
             .related()
             .with_live(|related| decide(related, from, reason));

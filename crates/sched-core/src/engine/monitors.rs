@@ -17,8 +17,7 @@ use crate::contract::event::Event;
 use crate::contract::output::Output;
 use crate::contract::step_engine::StepMonitors;
 use crate::record::relations::{DownSlot, Watch, Watcher};
-use crate::record::Record;
-use crate::sync::Arc;
+use crate::record::{Record, RecordRef};
 
 /// Monitor ids are handed out in blocks per thread: unique in the whole
 /// program, with one shared atomic write per block, not per monitor.
@@ -74,7 +73,7 @@ pub struct Monitor {
     slot: StdArc<DownSlot>,
     /// The watched process, while the monitor is attached to it (the
     /// handle's drop detaches it without looking the PID up).
-    target: Option<Arc<Record>>,
+    target: Option<RecordRef>,
 }
 
 impl std::fmt::Debug for Monitor {
@@ -159,7 +158,7 @@ impl Shared {
 
     /// [`add_monitor`](Shared::add_monitor), also returning the watched
     /// record when the monitor was attached to it.
-    fn attach_monitor(&self, target: Pid, watcher: Watcher) -> (MonitorId, Option<Arc<Record>>) {
+    fn attach_monitor(&self, target: Pid, watcher: Watcher) -> (MonitorId, Option<RecordRef>) {
         let monitor = MonitorId {
             target,
             id: next_id(),
@@ -233,7 +232,7 @@ impl Shared {
     /// process under the same PID or name) finds both free.
     pub(crate) fn retire(
         &self,
-        record: &Arc<Record>,
+        record: &RecordRef,
         reason: ExitReason,
         detail: Option<StdArc<str>>,
     ) {
@@ -443,7 +442,7 @@ impl Output<'_> {
 impl StepMonitors for Stepping<'_> {
     fn monitor(&self, target: Pid) -> MonitorId {
         self.shared
-            .add_monitor(target, Watcher::Process(Arc::clone(self.record)))
+            .add_monitor(target, Watcher::Process(RecordRef::clone(self.record)))
     }
 
     fn demonitor(&self, monitor: MonitorId) {

@@ -5,14 +5,35 @@
 use relay::{Pid, PidsExhausted};
 
 use super::shared::Shared;
-use crate::record::Record;
+use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
-use crate::sync::Arc;
-use crate::table::{IdCache, Keyed};
+use crate::table::{Counted, IdCache, Keyed};
 
 impl Keyed for Record {
+    type Ref = RecordRef;
+
     fn pid(&self) -> Pid {
         self.pid
+    }
+}
+
+impl Counted<Record> for RecordRef {
+    fn into_raw(this: Self) -> *const Record {
+        RecordRef::into_raw(this)
+    }
+
+    unsafe fn from_raw(ptr: *const Record) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { RecordRef::from_raw(ptr) }
+    }
+
+    fn as_ptr(this: &Self) -> *const Record {
+        RecordRef::as_ptr(this)
+    }
+
+    unsafe fn increment(ptr: *const Record) {
+        // SAFETY: forwarded from the caller.
+        unsafe { RecordRef::increment(ptr) }
     }
 }
 
@@ -40,7 +61,7 @@ impl Shared {
     /// Takes `record`, whose process ended, out of the registry: its PID
     /// finds nothing from now on, and its table slot is free for the next
     /// generation.
-    pub(crate) fn unregister(&self, record: &Arc<Record>) {
+    pub(crate) fn unregister(&self, record: &RecordRef) {
         let removed = self.with_ids(|ids| self.processes.unregister(record.pid, record, ids));
         // Dropped outside the cache's borrow (it is not the last count: the
         // caller holds one).

@@ -15,9 +15,8 @@ use crate::contract::error::TerminateError;
 use crate::contract::event::Event;
 use crate::panic_guard::drop_user_value;
 use crate::record::state::TERMINATE;
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::runqueue::local::{self};
-use crate::sync::Arc;
 
 impl Shared {
     /// Counts the events a process never saw (cancel requests are not
@@ -124,7 +123,7 @@ impl Shared {
     /// if there is one, and wakes the process.
     pub(crate) fn deliver_message(
         &self,
-        record: &Arc<Record>,
+        record: &RecordRef,
         package: Package,
     ) -> Result<(), SendError> {
         let bounded = self.mailbox_capacity != usize::MAX;

@@ -7,7 +7,7 @@ use super::hooks::Hooks;
 use super::live::Live;
 use super::stats::WorkerCounters;
 use crate::record::state::Wake;
-use crate::record::Record;
+use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
 use crate::runqueue::next_slot::NextSlot;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
@@ -16,13 +16,13 @@ use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 /// its counters.
 #[derive(Debug)]
 pub(crate) struct Remote {
-    pub(crate) lifo: deque::Stealer<Arc<Record>>,
+    pub(crate) lifo: deque::Stealer<RecordRef>,
     /// Its `next` slot, which an idle worker may take from when its
     /// process has waited there a while (the owner is in a long step).
     pub(crate) next: Arc<NextSlot>,
-    pub(crate) fifo: deque::Stealer<Arc<Record>>,
+    pub(crate) fifo: deque::Stealer<RecordRef>,
     /// Its queue of processes woken by their timers.
-    pub(crate) timed: deque::Stealer<Arc<Record>>,
+    pub(crate) timed: deque::Stealer<RecordRef>,
     pub(crate) counters: WorkerCounters,
     /// Its histograms, when the builder turned them on.
     pub(crate) histograms: Option<Box<super::histogram::WorkerHistograms>>,
@@ -33,14 +33,14 @@ pub(crate) struct Remote {
 pub(crate) struct Shared {
     /// The global queue of new processes submitted from outside the
     /// workers.
-    pub(crate) injector: Fifo<Arc<Record>>,
+    pub(crate) injector: Fifo<RecordRef>,
     /// The global queue of processes woken from outside the workers (a
     /// message posted, a command completed, a reply): taken before
     /// `injector`, so a wakeup does not wait behind every process submitted
     /// before it. Under a burst of 50 000 submissions, a message posted from
     /// another thread reached its step 47 ms late (p99, `burst` bench) with
     /// one queue for both.
-    pub(crate) woken: Fifo<Arc<Record>>,
+    pub(crate) woken: Fifo<RecordRef>,
     pub(crate) remotes: Box<[CachePadded<Remote>]>,
     pub(crate) sleepers: crate::runqueue::sleep::Sleepers,
     /// Every registered process, by PID (and the PIDs to hand out).
@@ -111,7 +111,7 @@ impl Shared {
     /// worker is woken for it: the current one is busy for one step at most
     /// and then runs it. Only when the slot was taken, and its occupant
     /// moved to the stealable deque, is a parked worker woken to help.
-    pub(crate) fn schedule(&self, record: Arc<Record>, how: Runnable) {
+    pub(crate) fn schedule(&self, record: RecordRef, how: Runnable) {
         if self.histograms {
             let now = self.introspect.stamp(std::time::Instant::now());
             // SAFETY: the caller is the one thread queueing the process (it
@@ -125,7 +125,7 @@ impl Shared {
     /// [`schedule`](Shared::schedule) without the histograms' stamp: for a
     /// worker requeueing the process it just stepped, which stamped it
     /// with the clock reading that ended the step.
-    pub(crate) fn queue(&self, record: Arc<Record>, how: Runnable) {
+    pub(crate) fn queue(&self, record: RecordRef, how: Runnable) {
         // The record moves into whichever queue takes it: no reference-count
         // increment and decrement (two atomic read-modify-writes) per
         // schedule.
@@ -178,7 +178,7 @@ impl Shared {
     }
 
     /// Acts on the result of waking a process.
-    pub(crate) fn after_wake(&self, record: &Arc<Record>, wake: Wake) {
+    pub(crate) fn after_wake(&self, record: &RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
             self.schedule(record.clone(), Runnable::Woken);
         }
@@ -187,7 +187,7 @@ impl Shared {
     /// `after_wake` for a caller done with its reference: it moves into the
     /// run queue instead of being cloned there and dropped here (two atomic
     /// read-modify-writes on the record's count).
-    pub(crate) fn after_wake_owned(&self, record: Arc<Record>, wake: Wake) {
+    pub(crate) fn after_wake_owned(&self, record: RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
             self.schedule(record, Runnable::Woken);
         }

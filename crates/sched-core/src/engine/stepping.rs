@@ -16,7 +16,7 @@ use super::shared::Shared;
 use super::Context;
 use crate::contract::output::Output;
 use crate::contract::step_engine::StepEngine;
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::sync::Arc;
 
 /// One step's view of the engine: borrowed from the worker for the length
@@ -25,7 +25,7 @@ pub(crate) struct Stepping<'a> {
     /// The engine, owned (an ask's answer path keeps it).
     pub(crate) shared: &'a Arc<Shared>,
     /// The process being stepped.
-    pub(crate) record: &'a Arc<Record>,
+    pub(crate) record: &'a RecordRef,
     /// The index of the worker running the step (its timers go into that
     /// worker's wheel, without a thread-local lookup).
     pub(crate) worker: usize,

@@ -20,9 +20,9 @@ use crate::contract::step_engine::StepTimers;
 use crate::contract::timer_id::TimerId;
 use crate::panic_guard::drop_user_value;
 use crate::record::state::Wake;
-use crate::record::Record;
+use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
-use crate::sync::{fence, Arc};
+use crate::sync::fence;
 use crate::timer::{Action, What};
 
 thread_local! {
@@ -155,7 +155,7 @@ impl Shared {
     }
 
     /// Queues a process its timer woke (see `Runnable::Timed`).
-    fn after_timer(&self, record: &Arc<Record>, wake: Wake) {
+    fn after_timer(&self, record: &RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
             self.schedule(record.clone(), Runnable::Timed);
         }
@@ -518,7 +518,7 @@ impl Shared {
         };
         let at = Instant::now().checked_add(delay).unwrap_or_else(far_future);
         let shard = self.timers.shard_of_target(record.pid);
-        let target = Arc::clone(&record);
+        let target = RecordRef::clone(&record);
         let action = Action {
             record,
             what: What::Message(Box::new(package)),
@@ -543,7 +543,7 @@ impl Shared {
 impl StepTimers for Stepping<'_> {
     fn set_timer(&self, at: Instant, tag: Tag) -> TimerId {
         let action = Action {
-            record: Arc::clone(self.record),
+            record: RecordRef::clone(self.record),
             what: What::Wake { tag },
         };
         self.shared.set_timer_here(self.worker, at, action)

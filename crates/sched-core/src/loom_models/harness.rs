@@ -13,7 +13,7 @@ use crate::contract::event::Event;
 use crate::contract::output::{Events, Output};
 use crate::contract::process::{InitContext, Process};
 use crate::record::state::{state_of, AfterStep, Wake, COMPLETE, READY, RUNNING, TERMINATE};
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
 
 /// The models never call the process: the harness stands in for `step`.
@@ -42,8 +42,8 @@ pub(super) fn message() -> Event {
 
 /// One process, a run queue, and the counters the checks read.
 pub(super) struct Harness {
-    pub(super) record: Arc<Record>,
-    pub(super) run_queue: Mutex<VecDeque<Arc<Record>>>,
+    pub(super) record: RecordRef,
+    pub(super) run_queue: Mutex<VecDeque<RecordRef>>,
     /// Times the process was pushed onto the run queue.
     pub(super) queued: AtomicUsize,
     /// Times a worker took it off the run queue and ran it.
@@ -64,7 +64,7 @@ pub(super) struct Harness {
 impl Harness {
     pub(super) fn new() -> Arc<Self> {
         Arc::new(Harness {
-            record: Arc::new(Record::new(Pid::local(1), Box::new(Inert))),
+            record: RecordRef::new(Pid::local(1), Inert),
             run_queue: Mutex::new(VecDeque::new()),
             queued: AtomicUsize::new(0),
             runs: AtomicUsize::new(0),
@@ -102,7 +102,7 @@ impl Harness {
     pub(super) fn schedule(&self) {
         let mut queue = self.run_queue.lock();
         assert!(
-            !queue.iter().any(|r| Arc::ptr_eq(r, &self.record)),
+            !queue.iter().any(|r| RecordRef::ptr_eq(r, &self.record)),
             "the process was queued twice"
         );
         queue.push_back(self.record.clone());
@@ -190,7 +190,7 @@ impl Harness {
         let Some(record) = self.run_queue.lock().pop_front() else {
             return false;
         };
-        assert!(Arc::ptr_eq(&record, &self.record));
+        assert!(RecordRef::ptr_eq(&record, &self.record));
         self.runs.fetch_add(1, SeqCst);
         if self.take() != 0 {
             self.end();

@@ -9,16 +9,16 @@ use relay::Pid;
 use super::harness::Inert;
 use crate::contract::down::ExitReason;
 use crate::record::links;
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::sync::Arc;
 
-fn record(id: u64) -> Arc<Record> {
-    Arc::new(Record::new(Pid::local(id), Box::new(Inert)))
+fn record(id: u64) -> RecordRef {
+    RecordRef::new(Pid::local(id), Inert)
 }
 
 /// `me` links `peer` while `peer` ends with an error; returns the signals
 /// `me` got (from the link call and from the end).
-fn link_races_end(me: &Arc<Record>, peer: &Arc<Record>) -> Vec<ExitReason> {
+fn link_races_end(me: &RecordRef, peer: &RecordRef) -> Vec<ExitReason> {
     let ender = {
         let peer = peer.clone();
         thread::spawn(move || {

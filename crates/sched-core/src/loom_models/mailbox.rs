@@ -9,8 +9,7 @@ use relay::{Package, Pid};
 
 use super::harness::Inert;
 use crate::contract::event::Event;
-use crate::record::Record;
-use crate::sync::Arc;
+use crate::record::{Record, RecordRef};
 
 /// What the worker does with a drain when messages are counted: takes
 /// back as many as it drained. Returns how many it drained.
@@ -37,7 +36,7 @@ fn drain_and_release(record: &Record) -> usize {
 #[test]
 fn the_count_follows_the_messages_and_leaves_the_flags_alone() {
     loom::model(|| {
-        let record = Arc::new(Record::new(Pid::local(1), Box::new(Inert)));
+        let record = RecordRef::new(Pid::local(1), Inert);
         let senders: Vec<_> = (0..2)
             .map(|i| {
                 let record = record.clone();

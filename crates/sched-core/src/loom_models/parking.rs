@@ -8,7 +8,7 @@ use relay::Pid;
 
 use super::harness::Inert;
 use crate::contract::command::Tag;
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::runqueue::sleep::Sleepers;
 use crate::sync::{Arc, AtomicBool, AtomicUsize};
 
@@ -147,7 +147,7 @@ fn a_timer_set_while_the_worker_parks_is_never_missed() {
                 }
             })
         };
-        let record = Arc::new(Record::new(Pid::local(1), Box::new(Inert)));
+        let record = RecordRef::new(Pid::local(1), Inert);
         let action = Action {
             record,
             what: What::Wake { tag: Tag(1) },
@@ -171,7 +171,7 @@ fn a_monitor_set_while_the_process_ends_fires_exactly_once() {
 
     loom::model(|| {
         let relations = Arc::new(Relations::default());
-        let watcher = Arc::new(Record::new(Pid::local(2), Box::new(Inert)));
+        let watcher = RecordRef::new(Pid::local(2), Inert);
         let ender = {
             let relations = relations.clone();
             thread::spawn(move || {

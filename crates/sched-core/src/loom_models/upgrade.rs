@@ -9,8 +9,7 @@ use relay::{Package, Pid};
 
 use super::harness::Inert;
 use crate::contract::event::Event;
-use crate::record::Record;
-use crate::sync::Arc;
+use crate::record::{Record, RecordRef};
 
 /// Stands for `UpgradeOrder` (which carries a process and closes it).
 struct Order;
@@ -38,7 +37,7 @@ fn take_orders(record: &Record) -> usize {
 #[test]
 fn every_order_is_taken_once_and_always_found_by_its_flag() {
     loom::model(|| {
-        let record = Arc::new(Record::new(Pid::local(1), Box::new(Inert)));
+        let record = RecordRef::new(Pid::local(1), Inert);
         let callers: Vec<_> = (0..2)
             .map(|_| {
                 let record = record.clone();

@@ -1,5 +1,6 @@
 //! The handle that waits for a submitted process's outcome.
 
+use crate::record::RecordRef;
 use std::any::{type_name, Any};
 use std::fmt;
 use std::future::Future;
@@ -11,10 +12,8 @@ use std::time::{Duration, Instant};
 use relay::{Payload, Pid};
 
 use super::slot::{ResultSlot, SlotState};
-use super::Record;
 use crate::contract::error::UnexpectedValue;
 use crate::contract::outcome::{ExitError, Outcome};
-use crate::sync::Arc;
 
 /// A handle to a submitted process: its PID and, once it ends, its outcome.
 ///
@@ -57,14 +56,14 @@ use crate::sync::Arc;
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// ```
 pub struct Completion<T = Payload> {
-    record: Arc<Record>,
+    record: RecordRef,
     // `fn() -> T`: the handle hands a `T` out, it does not hold one, so it
     // is `Send`, `Sync` and `Unpin` whatever `T` is.
     output: PhantomData<fn() -> T>,
 }
 
 impl Completion {
-    pub(crate) fn new(record: Arc<Record>) -> Self {
+    pub(crate) fn new(record: RecordRef) -> Self {
         Completion {
             record,
             output: PhantomData,

@@ -9,13 +9,12 @@
 //! nobody, when the linker unlinks first.
 
 use crate::contract::down::ExitReason;
-use crate::record::Record;
-use crate::sync::Arc;
+use crate::record::RecordRef;
 
 /// Lists `me` and `peer` in each other's links. Returns the reason of the
 /// exit signal this call must send to `me`, if the peer has ended and its
 /// end does not cover this link.
-pub(crate) fn link(me: &Arc<Record>, peer: &Arc<Record>) -> Option<ExitReason> {
+pub(crate) fn link(me: &RecordRef, peer: &RecordRef) -> Option<ExitReason> {
     let Ok(newly) = me.related().add_link(peer) else {
         // `me` has ended: nothing to link.
         return None;
@@ -45,7 +44,7 @@ pub(crate) fn link(me: &Arc<Record>, peer: &Arc<Record>) -> Option<ExitReason> {
 /// entry first: once it is gone, the peer's end no longer owes us a
 /// signal; and the end removes our entry and acts on the signal under our
 /// lock ([`end_signal`]), so no signal is acted on after this returns.
-pub(crate) fn unlink(me: &Arc<Record>, pid: relay::Pid) {
+pub(crate) fn unlink(me: &RecordRef, pid: relay::Pid) {
     for peer in me.relations.remove_links_to(pid) {
         peer.relations.remove_link(me);
     }
@@ -56,8 +55,8 @@ pub(crate) fn unlink(me: &Arc<Record>, pid: relay::Pid) {
 /// kill) under `linked`'s lock, so an [`unlink`] by `linked` either came
 /// first (no signal) or returns after the signal is acted on.
 pub(crate) fn end_signal<R>(
-    ended: &Arc<Record>,
-    linked: &Arc<Record>,
+    ended: &RecordRef,
+    linked: &RecordRef,
     act: impl FnOnce(&mut crate::record::relations::Related) -> R,
 ) -> Option<R> {
     linked.relations.remove_link_then(ended, act)
@@ -69,9 +68,9 @@ pub(crate) fn end_signal<R>(
 /// signal inside; the loom models count the signals through this.)
 #[cfg(all(test, loom))]
 pub(crate) fn still_linked(
-    ended: &Arc<Record>,
-    links: Vec<Arc<Record>>,
-) -> impl Iterator<Item = Arc<Record>> + '_ {
+    ended: &RecordRef,
+    links: Vec<RecordRef>,
+) -> impl Iterator<Item = RecordRef> + '_ {
     links
         .into_iter()
         .filter(move |linked| end_signal(ended, linked, |_| ()).is_some())

@@ -1,6 +1,7 @@
 //! The per-process record: identity, state word, event queue, the process
 //! itself and where its outcome goes, in one allocation.
 
+pub(crate) mod cell;
 pub(crate) mod completion;
 pub(crate) mod figures;
 pub(crate) mod links;
@@ -13,6 +14,7 @@ mod slot_loom;
 mod slot_tests;
 pub(crate) mod state;
 
+use std::ptr::NonNull;
 use std::sync::atomic::Ordering::Relaxed;
 
 use relay::Pid;
@@ -22,12 +24,16 @@ use crate::contract::pending::Extras;
 use crate::contract::process::Process;
 #[cfg(any(debug_assertions, loom))]
 use crate::sync::AtomicBool;
-use crate::sync::{AtomicU64, UnsafeCell};
+use crate::sync::{AtomicU32, AtomicU64, UnsafeCell};
+pub(crate) use cell::RecordRef;
+use cell::Taken;
 use slot::ResultSlot;
 use state::{StateWord, Wake};
 
 /// One process, shared by the process table, the run queues, completers
-/// and the submitter's [`Completion`](crate::Completion) handle.
+/// and the submitter's [`Completion`](crate::Completion) handle, through
+/// counted references ([`RecordRef`]). The process itself is stored right
+/// after these fields, in the same allocation (see `cell.rs`).
 ///
 /// The `body` is only touched by whoever owns the process: the submitting
 /// thread before it is first queued, then the worker that moved the state
@@ -35,7 +41,7 @@ use state::{StateWord, Wake};
 /// is what the state machine guarantees (see `record/PROTOCOL.md`).
 // In this order (not the compiler's): what introspection reads of every
 // process (its PID, state, mailbox word, steps, figures) comes first, in
-// the cache line that also holds the `Arc`'s counts, which listing the
+// the cache line that also holds the reference count, which listing the
 // processes touches anyway to take a reference. Listing 100 000 processes
 // then reads one line of each that has no relations, not two.
 #[repr(C)]
@@ -52,6 +58,11 @@ pub(crate) struct Record {
     /// When it last stepped, its pending timers and its type, for
     /// introspection (see `figures.rs`).
     pub(crate) figures: figures::Figures,
+    /// The references to this record (see `cell.rs`).
+    refs: AtomicU32,
+    /// The size of the allocation the record heads (the record and its
+    /// inline process), for the last reference to free it.
+    size: u32,
     pub(crate) slot: ResultSlot,
     /// Its monitors and names (see `relations.rs`).
     pub(crate) relations: relations::Relations,
@@ -67,19 +78,24 @@ pub(crate) struct Record {
     owned: AtomicBool,
 }
 
-// 168 bytes plus `Arc`'s two counts is the largest request glibc serves
+// 176 bytes plus an 8-byte process is the largest request glibc serves
 // from its 192-byte chunks; the next size is 208. Each field added here
 // costs every idle process 16 bytes (measured by `sched_probe`'s memory
-// part). The event queue carries no generation (a record's queue is never
-// reset), which is what brought the record from 184 bytes to 168; its
-// closed flag lives in its claim word, which made room for `figures`.
+// part). The count is one 32-bit word beside the allocation's size (where
+// `Arc` put two words in front), and the event queue carries no
+// generation (a record's queue is never reset); its closed flag lives in
+// its claim word, which made room for `figures`.
 #[cfg(not(any(debug_assertions, loom)))]
-const _: () = assert!(std::mem::size_of::<Record>() <= 168);
+const _: () = assert!(std::mem::size_of::<Record>() <= 176);
 
 /// The parts of a process only its current owner touches.
 pub(crate) struct Body {
-    /// `None` once the process has ended (dropped early to free memory).
-    pub(crate) process: Option<Box<dyn Process>>,
+    /// The process: inline in the record's allocation, or boxed
+    /// (`boxed`); none once it has ended (dropped early, so that what it
+    /// holds is freed while references to the record remain).
+    pub(crate) process: Instance,
+    /// `process` points to a box of its own rather than into the record.
+    boxed: bool,
     /// The last step parked the process (idle or blocked); a wake that
     /// finds no event then does not call `step`.
     pub(crate) waiting: bool,
@@ -108,13 +124,18 @@ pub(crate) struct Body {
 // state word's transitions (acquire/release CAS) hand ownership from one
 // thread to the next; everything else is `Sync` on its own.
 unsafe impl Sync for Record {}
-// SAFETY: as above; `Box<dyn Process>` is `Send` by the trait's bound.
+// SAFETY: as above; the process the body owns is `Send` by the trait's
+// bound.
 unsafe impl Send for Record {}
 
 impl Record {
-    pub(crate) fn new(pid: Pid, process: Box<dyn Process>) -> Self {
+    /// A record with no process yet, heading an allocation of `size`
+    /// bytes, with one reference (see `cell.rs`).
+    fn new(pid: Pid, size: u32) -> Self {
         Record {
             pid,
+            refs: AtomicU32::new(1),
+            size,
             state: StateWord::new(),
             steps: AtomicU64::new(0),
             figures: figures::Figures::default(),
@@ -125,7 +146,8 @@ impl Record {
             #[cfg(any(debug_assertions, loom))]
             owned: AtomicBool::new(false),
             body: UnsafeCell::new(Body {
-                process: Some(process),
+                process: Instance(None),
+                boxed: false,
                 waiting: false,
                 blocked: false,
                 extras: None,
@@ -133,6 +155,22 @@ impl Record {
                 fresh: true,
                 ready_at: 0,
             }),
+        }
+    }
+
+    /// Gives the record its process (see `cell.rs`).
+    ///
+    /// # Safety
+    ///
+    /// `process` points to a live process this record now owns: a box's
+    /// (`boxed`), or the one stored right after the record.
+    unsafe fn set_process(&mut self, process: NonNull<dyn Process>, boxed: bool) {
+        // SAFETY: `&mut self`: no one else can borrow the body.
+        unsafe {
+            self.with_body(|body| {
+                body.process = Instance(Some(process));
+                body.boxed = boxed;
+            })
         }
     }
 
@@ -276,7 +314,45 @@ impl Drop for OwnerToken<'_> {
     }
 }
 
+/// Where a body's process is (see `cell.rs`): a pointer the body owns,
+/// into the record's allocation or to a box.
+pub(crate) struct Instance(Option<NonNull<dyn Process>>);
+
+impl Instance {
+    /// The process, if it has not ended.
+    pub(crate) fn get(&self) -> Option<&(dyn Process + 'static)> {
+        // SAFETY: the body owns the process; `&self` borrows it.
+        self.0.map(|p| unsafe { &*p.as_ptr() })
+    }
+
+    /// The process, mutably, if it has not ended.
+    pub(crate) fn get_mut(&mut self) -> Option<&mut (dyn Process + 'static)> {
+        // SAFETY: the body owns the process; `&mut self` borrows it alone.
+        self.0.map(|p| unsafe { &mut *p.as_ptr() })
+    }
+}
+
 impl Body {
+    /// Takes the process out (it has ended): the caller drops it, in place
+    /// if it is stored in the record, while holding a reference to the
+    /// record (see [`Taken`]).
+    pub(crate) fn take_process(&mut self) -> Option<Taken> {
+        let process = self.process.0.take()?;
+        // SAFETY: the body owned it and no longer points to it, so the
+        // `Taken` is its only owner.
+        Some(unsafe { Taken::new(process, self.boxed) })
+    }
+
+    /// Installs an upgrade's new instance; returns the old one, to be
+    /// closed by the caller as [`take_process`](Body::take_process)'s.
+    pub(crate) fn replace_process(&mut self, new: Box<dyn Process>) -> Option<Taken> {
+        let old = self.take_process();
+        // SAFETY: `Box::into_raw` never returns null.
+        self.process = Instance(Some(unsafe { NonNull::new_unchecked(Box::into_raw(new)) }));
+        self.boxed = true;
+        old
+    }
+
     /// The state a spurious wake parks the process in again.
     pub(crate) fn waiting_state(&self) -> u32 {
         if self.blocked {
@@ -284,6 +360,14 @@ impl Body {
         } else {
             state::IDLE
         }
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        // A process still here (the record was never run, or was refused)
+        // ends with it.
+        drop(self.take_process());
     }
 }
 

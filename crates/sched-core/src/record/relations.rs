@@ -11,8 +11,8 @@ use std::sync::Arc as StdArc;
 
 use crate::contract::down::{Down, ExitReason};
 use crate::contract::timer_id::TimerId;
-use crate::record::Record;
-use crate::sync::{Arc, Condvar, Mutex};
+use crate::record::RecordRef;
+use crate::sync::{Condvar, Mutex};
 
 /// The relations of one process.
 #[derive(Debug, Default)]
@@ -53,7 +53,7 @@ pub(crate) struct Related {
     pub(crate) monitors: Vec<Watch>,
     pub(crate) names: Vec<StdArc<str>>,
     /// Linked processes (each lists this one too).
-    pub(crate) links: Vec<Arc<Record>>,
+    pub(crate) links: Vec<RecordRef>,
     /// Exit signals from linked processes arrive as events instead of
     /// ending this process.
     pub(crate) trap_exits: bool,
@@ -116,7 +116,7 @@ pub(crate) struct Watch {
 pub(crate) enum Watcher {
     /// A process, by its record (never a PID: a later process under the
     /// same PID must not be told).
-    Process(Arc<Record>),
+    Process(RecordRef),
     /// Code outside the engine, through a handle's slot.
     Outside(StdArc<DownSlot>),
 }
@@ -169,25 +169,28 @@ impl Relations {
 
     /// Lists `peer` among the links of this process, unless it is there
     /// already; `Ok(true)` if this added it.
-    pub(crate) fn add_link(&self, peer: &Arc<Record>) -> Result<bool, LinkRefused> {
+    pub(crate) fn add_link(&self, peer: &RecordRef) -> Result<bool, LinkRefused> {
         let mut state = self.state.lock();
         let related = live(&mut state).map_err(|(reason, signalled)| LinkRefused {
             reason,
             signalled: signalled.contains(&peer.pid),
         })?;
-        if related.links.iter().any(|l| Arc::ptr_eq(l, peer)) {
+        if related.links.iter().any(|l| RecordRef::ptr_eq(l, peer)) {
             return Ok(false);
         }
-        related.links.push(Arc::clone(peer));
+        related.links.push(RecordRef::clone(peer));
         Ok(true)
     }
 
     /// Removes `peer` from the links of this process; whether it was
     /// there. Whoever removes it sends the exit signal it stands for, so
     /// the signal goes once.
-    pub(crate) fn remove_link(&self, peer: &Arc<Record>) -> bool {
+    pub(crate) fn remove_link(&self, peer: &RecordRef) -> bool {
         let removed = self.with_existing(|related| {
-            let at = related.links.iter().position(|l| Arc::ptr_eq(l, peer))?;
+            let at = related
+                .links
+                .iter()
+                .position(|l| RecordRef::ptr_eq(l, peer))?;
             Some(related.links.swap_remove(at))
         });
         // Dropped outside the lock: it may be the last reference.
@@ -199,12 +202,15 @@ impl Relations {
     /// signal) is done before a racing `unlink` of this process can return.
     pub(crate) fn remove_link_then<R>(
         &self,
-        peer: &Arc<Record>,
+        peer: &RecordRef,
         then: impl FnOnce(&mut Related) -> R,
     ) -> Option<R> {
         let mut removed = None;
         let done = self.with_existing(|related| {
-            let at = related.links.iter().position(|l| Arc::ptr_eq(l, peer))?;
+            let at = related
+                .links
+                .iter()
+                .position(|l| RecordRef::ptr_eq(l, peer))?;
             removed = Some(related.links.swap_remove(at));
             Some(then(related))
         });
@@ -217,7 +223,7 @@ impl Relations {
     /// returns those processes. Works from this process's own list, which
     /// holds the peers' records: a peer whose PID has already left the
     /// table (it is ending) is still found here.
-    pub(crate) fn remove_links_to(&self, pid: relay::Pid) -> Vec<Arc<Record>> {
+    pub(crate) fn remove_links_to(&self, pid: relay::Pid) -> Vec<RecordRef> {
         let removed = self.with_existing(|related| {
             let mut removed = Vec::new();
             let mut at = 0;

@@ -7,7 +7,7 @@ use std::ptr;
 use relay::Pid;
 
 use super::next_slot::NextSlot;
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::sync::{thread_local, Arc};
 use crate::table::IdCache;
 
@@ -34,15 +34,15 @@ pub(crate) struct Local {
     /// the engine's send path. Holds at most `ROUTES` records, so a process that
     /// ended keeps its record (not its process object, which ending drops)
     /// alive only until its entry is overwritten or the worker exits.
-    routes: RefCell<Box<[Option<Arc<Record>>]>>,
+    routes: RefCell<Box<[Option<RecordRef>]>>,
     /// Free process-table ids: this worker's PIDs come from here, and the
     /// slots of processes that end here go back here.
     pub(crate) ids: RefCell<IdCache>,
-    pub(crate) lifo: deque::Worker<Arc<Record>>,
-    pub(crate) fifo: deque::Worker<Arc<Record>>,
+    pub(crate) lifo: deque::Worker<RecordRef>,
+    pub(crate) fifo: deque::Worker<RecordRef>,
     /// Processes woken by their timers, in firing order (see
     /// `Runnable::Timed`); stealable like the other two.
-    pub(crate) timed: deque::Worker<Arc<Record>>,
+    pub(crate) timed: deque::Worker<RecordRef>,
 }
 
 impl std::fmt::Debug for Local {
@@ -70,25 +70,25 @@ impl Local {
 
     /// Takes the oldest continued process (from the end stealers take
     /// from, without the epoch pin a stealer pays).
-    pub(crate) fn pop_fifo(&self) -> Option<Arc<Record>> {
+    pub(crate) fn pop_fifo(&self) -> Option<RecordRef> {
         oldest(&self.fifo)
     }
 
     /// The oldest process of the timer queue.
-    pub(crate) fn pop_timed(&self) -> Option<Arc<Record>> {
+    pub(crate) fn pop_timed(&self) -> Option<RecordRef> {
         oldest(&self.timed)
     }
 
     /// Takes the oldest process of the LIFO deque (the end thieves take
     /// from), for the periodic fairness check.
-    pub(crate) fn pop_lifo_oldest(&self) -> Option<Arc<Record>> {
+    pub(crate) fn pop_lifo_oldest(&self) -> Option<RecordRef> {
         oldest(&self.lifo)
     }
 
     /// Makes `record` the process to run next. Returns whether the slot
     /// was taken: its previous occupant then moved to the stealable `lifo`
     /// deque, where an idle worker could help.
-    pub(crate) fn put_next(&self, record: Arc<Record>) -> bool {
+    pub(crate) fn put_next(&self, record: RecordRef) -> bool {
         match self.next.put(record) {
             None => false,
             Some(previous) => {
@@ -106,7 +106,7 @@ impl Local {
     pub(crate) fn with_cached_route<R>(
         &self,
         pid: Pid,
-        f: impl FnOnce(&Arc<Record>) -> R,
+        f: impl FnOnce(&RecordRef) -> R,
     ) -> Option<R> {
         let routes = self.routes.borrow();
         match &routes[route_index(pid)] {
@@ -116,10 +116,10 @@ impl Local {
     }
 
     /// Caches `record` as the route to its PID.
-    pub(crate) fn remember_route(&self, record: &Arc<Record>) {
+    pub(crate) fn remember_route(&self, record: &RecordRef) {
         let mut routes = self.routes.borrow_mut();
         let entry = &mut routes[route_index(record.pid)];
-        if !matches!(entry, Some(cached) if Arc::ptr_eq(cached, record)) {
+        if !matches!(entry, Some(cached) if RecordRef::ptr_eq(cached, record)) {
             let evicted = entry.replace(record.clone());
             // Dropped after the borrow ends: if it was the last reference,
             // the record's drop must be free to call back into the engine.
@@ -140,7 +140,7 @@ impl Local {
     }
 
     /// Takes the process to run next, if any.
-    pub(crate) fn take_next(&self) -> Option<Arc<Record>> {
+    pub(crate) fn take_next(&self) -> Option<RecordRef> {
         self.next.take()
     }
 
@@ -152,7 +152,7 @@ impl Local {
 /// Takes the oldest entry of one of the worker's own deques (from the end
 /// stealers take from, without the epoch pin a stealer pays), retrying
 /// while a thief races it.
-fn oldest(queue: &deque::Worker<Arc<Record>>) -> Option<Arc<Record>> {
+fn oldest(queue: &deque::Worker<RecordRef>) -> Option<RecordRef> {
     loop {
         match queue.steal_own() {
             deque::Steal::Success(r) => return Some(r),

@@ -10,10 +10,10 @@
 use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
-use crate::record::Record;
-use crate::sync::{Arc, AtomicPtr};
+use crate::record::{Record, RecordRef};
+use crate::sync::AtomicPtr;
 
-/// Holds at most one `Arc<Record>` (as a raw pointer from `Arc::into_raw`).
+/// Holds at most one `RecordRef` (as a raw pointer from `into_raw`).
 #[derive(Debug)]
 pub(crate) struct NextSlot {
     ptr: AtomicPtr<Record>,
@@ -30,22 +30,22 @@ impl Default for NextSlot {
 impl NextSlot {
     /// Puts `record` in the slot (owner only); returns the previous
     /// occupant, if a thief has not taken it.
-    pub(crate) fn put(&self, record: Arc<Record>) -> Option<Arc<Record>> {
-        let new = Arc::into_raw(record).cast_mut();
+    pub(crate) fn put(&self, record: RecordRef) -> Option<RecordRef> {
+        let new = RecordRef::into_raw(record).cast_mut();
         let old = self.ptr.swap(new, AcqRel);
-        // SAFETY: a non-null pointer in the slot came from `Arc::into_raw`
+        // SAFETY: a non-null pointer in the slot came from `into_raw`
         // and the swap made us its only holder.
-        (!old.is_null()).then(|| unsafe { Arc::from_raw(old) })
+        (!old.is_null()).then(|| unsafe { RecordRef::from_raw(old) })
     }
 
     /// Empties the slot (owner). Costs one load when it is empty.
-    pub(crate) fn take(&self) -> Option<Arc<Record>> {
+    pub(crate) fn take(&self) -> Option<RecordRef> {
         if self.ptr.load(Acquire).is_null() {
             return None;
         }
         let old = self.ptr.swap(ptr::null_mut(), AcqRel);
         // SAFETY: as in `put`: the swap handed the pointer to us alone.
-        (!old.is_null()).then(|| unsafe { Arc::from_raw(old) })
+        (!old.is_null()).then(|| unsafe { RecordRef::from_raw(old) })
     }
 
     /// The occupant's address (null when empty), for a thief to tell
@@ -55,7 +55,7 @@ impl NextSlot {
     }
 
     /// Takes the occupant if it is still `seen` (a thief).
-    pub(crate) fn steal(&self, seen: *const Record) -> Option<Arc<Record>> {
+    pub(crate) fn steal(&self, seen: *const Record) -> Option<RecordRef> {
         if seen.is_null() {
             return None;
         }
@@ -64,7 +64,7 @@ impl NextSlot {
             .ok()
             // SAFETY: the exchange moved the pointer out of the slot, so we
             // hold the reference `put` stored.
-            .map(|taken| unsafe { Arc::from_raw(taken) })
+            .map(|taken| unsafe { RecordRef::from_raw(taken) })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -81,13 +81,10 @@ impl Drop for NextSlot {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::sync::thread;
+    use crate::sync::{thread, Arc};
 
-    fn record(id: u64) -> Arc<Record> {
-        Arc::new(Record::new(
-            relay::Pid::local(id),
-            Box::new(crate::loom_models::Inert),
-        ))
+    fn record(id: u64) -> RecordRef {
+        RecordRef::new(relay::Pid::local(id), crate::loom_models::Inert)
     }
 
     /// The owner puts two records and takes what is left while a thief
@@ -113,8 +110,8 @@ mod loom_tests {
             let mut all: Vec<u64> = [displaced, left, stolen].into_iter().flatten().collect();
             all.sort_unstable();
             assert_eq!(all, vec![1, 2], "each record taken once");
-            assert_eq!(Arc::strong_count(&a), 1);
-            assert_eq!(Arc::strong_count(&b), 1);
+            assert_eq!(RecordRef::count(&a), 1);
+            assert_eq!(RecordRef::count(&b), 1);
         });
     }
 }

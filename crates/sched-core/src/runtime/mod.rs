@@ -16,6 +16,7 @@ use crate::contract::process::Process;
 use crate::engine::shared::Shared;
 use crate::engine::{Context, ShutdownReport};
 use crate::record::completion::Completion;
+use crate::record::RecordRef;
 use crate::sync::Arc;
 
 /// The scheduler engine: worker threads running step-driven processes.
@@ -111,7 +112,8 @@ impl Engine {
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
-        self.shared.submit(pid, process, method, input)
+        self.shared
+            .submit(RecordRef::boxed(pid, process), method, input)
     }
 }
 

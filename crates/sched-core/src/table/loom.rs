@@ -21,6 +21,8 @@ struct Entry {
 }
 
 impl Keyed for Entry {
+    type Ref = crate::sync::Arc<Entry>;
+
     fn pid(&self) -> Pid {
         self.pid
     }
@@ -48,7 +50,7 @@ fn entry(pid: Pid) -> (Arc<Entry>, Arc<AtomicBool>) {
 #[test]
 fn lookup_racing_unregister_and_reuse() {
     loom::model(|| {
-        let table = Arc::new(ProcessTable::new(0));
+        let table = Arc::new(ProcessTable::<Entry>::new(0));
         let old = table.allocate(None).unwrap();
         let (record, old_dropped) = entry(old);
         assert!(registered(table.register(old, record.clone())));
@@ -118,7 +120,7 @@ fn lookups_racing_register() {
 #[test]
 fn two_registrations_of_one_allocated_pid() {
     loom::model(|| {
-        let registry = Arc::new(Registry::new(0));
+        let registry = Arc::new(Registry::<Entry>::new(0));
         let pid = registry.allocate(None).unwrap();
         let others: Vec<_> = (0..2)
             .map(|_| {
@@ -141,7 +143,7 @@ fn two_registrations_of_one_allocated_pid() {
 #[test]
 fn user_and_table_register_the_same_pid() {
     loom::model(|| {
-        let registry = Arc::new(Registry::new(0));
+        let registry = Arc::new(Registry::<Entry>::new(0));
         let table_side = {
             let registry = registry.clone();
             thread::spawn(move || {
@@ -182,7 +184,7 @@ fn user_and_table_register_the_same_pid() {
 #[test]
 fn a_sweep_sees_a_registration_or_the_registrant_sees_the_flag() {
     loom::model(|| {
-        let registry = Arc::new(Registry::new(0));
+        let registry = Arc::new(Registry::<Entry>::new(0));
         let stopping = Arc::new(AtomicBool::new(false));
         let sweeper = {
             let (registry, stopping) = (registry.clone(), stopping.clone());
@@ -206,6 +208,6 @@ fn a_sweep_sees_a_registration_or_the_registrant_sees_the_flag() {
 }
 
 /// Whether a table registration went through.
-fn registered<T>(claim: Claim<T>) -> bool {
+fn registered<T: Keyed>(claim: Claim<T>) -> bool {
     matches!(claim, Claim::Registered)
 }

@@ -41,12 +41,59 @@ pub(crate) use free::IdCache;
 use free::Pool;
 use segments::Segments;
 
-use crate::sync::Arc;
-
 /// What the table needs of what it holds: the PID it is registered under,
-/// to tell a stale PID from the slot's current occupant.
-pub(crate) trait Keyed {
+/// to tell a stale PID from the slot's current occupant, and the counted
+/// reference it is held by.
+pub(crate) trait Keyed: Sized {
+    /// The counted reference a slot's word stands for.
+    type Ref: Counted<Self>;
+
     fn pid(&self) -> Pid;
+}
+
+/// A counted reference that a slot's word can hold as a raw pointer (an
+/// `Arc`, or the engine's own record reference).
+pub(crate) trait Counted<T>: Clone + std::ops::Deref<Target = T> {
+    /// Gives up the reference as a pointer that keeps its count.
+    fn into_raw(this: Self) -> *const T;
+
+    /// Takes back a count given up with `into_raw`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `into_raw`, and its count is taken back once.
+    unsafe fn from_raw(ptr: *const T) -> Self;
+
+    /// The address it points to.
+    fn as_ptr(this: &Self) -> *const T;
+
+    /// Adds one count to what `ptr` points to.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `into_raw`, and a count held elsewhere keeps it
+    /// alive for the call.
+    unsafe fn increment(ptr: *const T);
+}
+
+impl<T> Counted<T> for crate::sync::Arc<T> {
+    fn into_raw(this: Self) -> *const T {
+        crate::sync::Arc::into_raw(this)
+    }
+
+    unsafe fn from_raw(ptr: *const T) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { crate::sync::Arc::from_raw(ptr) }
+    }
+
+    fn as_ptr(this: &Self) -> *const T {
+        crate::sync::Arc::as_ptr(this)
+    }
+
+    unsafe fn increment(ptr: *const T) {
+        // SAFETY: forwarded from the caller.
+        unsafe { crate::sync::Arc::increment_strong_count(ptr) }
+    }
 }
 
 /// Slot indices (so that `index + 1` fits the low 32 bits of an id).
@@ -86,18 +133,18 @@ fn successor(id: u64) -> Option<u64> {
 
 /// What registering in the table did.
 #[derive(Debug)]
-pub(crate) enum Claim<T> {
+pub(crate) enum Claim<T: Keyed> {
     /// `pid` was reserved: the record is registered under it.
     Registered,
     /// `pid` is registered in the table already: the record comes back.
-    Live(Arc<T>),
+    Live(T::Ref),
     /// `pid` is not reserved here (never allocated, of another node, or
     /// its slot has moved on): the record comes back.
-    Unreserved(Arc<T>),
+    Unreserved(T::Ref),
 }
 
 /// Slots indexed by PID, and the free ids to hand out.
-pub(crate) struct ProcessTable<T> {
+pub(crate) struct ProcessTable<T: Keyed> {
     node: u32,
     segments: Segments<T>,
     pool: Pool,
@@ -131,7 +178,7 @@ impl<T: Keyed> ProcessTable<T> {
     /// Registers `record` under `pid` if `pid` is reserved in this table;
     /// otherwise hands `record` back, saying whether `pid` is registered
     /// here already.
-    pub(crate) fn register(&self, pid: Pid, record: Arc<T>) -> Claim<T> {
+    pub(crate) fn register(&self, pid: Pid, record: T::Ref) -> Claim<T> {
         let Some((slot, generation)) = self.slot(pid) else {
             return Claim::Unreserved(record);
         };
@@ -157,9 +204,9 @@ impl<T: Keyed> ProcessTable<T> {
     pub(crate) fn unregister(
         &self,
         pid: Pid,
-        record: &Arc<T>,
+        record: &T::Ref,
         cache: Option<&mut IdCache>,
-    ) -> Option<Arc<T>> {
+    ) -> Option<T::Ref> {
         let (slot, generation) = self.slot(pid)?;
         let removed = slot.remove(record, generation)?;
         self.release(pid, cache);
@@ -168,7 +215,7 @@ impl<T: Keyed> ProcessTable<T> {
 
     /// The record registered under `pid`, if any.
     #[inline]
-    pub(crate) fn get(&self, pid: Pid) -> Option<Arc<T>> {
+    pub(crate) fn get(&self, pid: Pid) -> Option<T::Ref> {
         self.slot(pid)?.0.get(pid)
     }
 
@@ -237,7 +284,7 @@ impl<T: Keyed> ProcessTable<T> {
     }
 }
 
-impl<T> std::fmt::Debug for ProcessTable<T> {
+impl<T: Keyed> std::fmt::Debug for ProcessTable<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProcessTable")
             .field("node", &self.node)

@@ -46,12 +46,12 @@ use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use relay::{Pid, PidsExhausted, Router};
 
 use super::{Claim, IdCache, Keyed, ProcessTable};
-use crate::sync::{fence, Arc, AtomicUsize};
+use crate::sync::{fence, AtomicUsize};
 
 /// The table for allocated PIDs and the router for chosen ones.
-pub(crate) struct Registry<T> {
+pub(crate) struct Registry<T: Keyed> {
     table: ProcessTable<T>,
-    users: Router<Arc<T>>,
+    users: Router<T::Ref>,
     /// Registrations in `users`, plus those under way (an upper bound).
     user_count: AtomicUsize,
 }
@@ -87,7 +87,7 @@ impl<T: Keyed> Registry<T> {
     /// A successful registration is followed by a `SeqCst` fence before
     /// this returns: a caller that then reads a flag (shutdown's) needs no
     /// fence of its own.
-    pub(crate) fn register(&self, pid: Pid, record: &Arc<T>, cache: Option<&mut IdCache>) -> bool {
+    pub(crate) fn register(&self, pid: Pid, record: &T::Ref, cache: Option<&mut IdCache>) -> bool {
         let unreserved = match self.table.register(pid, record.clone()) {
             Claim::Registered => {
                 fence(SeqCst);
@@ -127,9 +127,9 @@ impl<T: Keyed> Registry<T> {
     pub(crate) fn unregister(
         &self,
         pid: Pid,
-        record: &Arc<T>,
+        record: &T::Ref,
         cache: Option<&mut IdCache>,
-    ) -> Option<Arc<T>> {
+    ) -> Option<T::Ref> {
         if let Some(removed) = self.table.unregister(pid, record, cache) {
             return Some(removed);
         }
@@ -140,7 +140,7 @@ impl<T: Keyed> Registry<T> {
 
     /// The record registered under `pid`, if any.
     #[inline]
-    pub(crate) fn get(&self, pid: Pid) -> Option<Arc<T>> {
+    pub(crate) fn get(&self, pid: Pid) -> Option<T::Ref> {
         match self.table.get(pid) {
             Some(record) => Some(record),
             // Acquire is enough: a lookup ordered after a registration by
@@ -184,7 +184,7 @@ impl<T: Keyed> Registry<T> {
     }
 }
 
-impl<T> std::fmt::Debug for Registry<T> {
+impl<T: Keyed> std::fmt::Debug for Registry<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
             .field("table", &self.table)

@@ -11,6 +11,7 @@ use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
 use super::slot::Slot;
+use super::Keyed;
 use crate::sync::AtomicPtr;
 
 /// log2 of the first segment's size.
@@ -32,11 +33,11 @@ pub(super) const CAPACITY: u64 = ((1_u64 << SEGMENTS) - 1) << BASE_SHIFT;
 const _: () = assert!(cfg!(loom) || CAPACITY >= u32::MAX as u64);
 
 /// The directory of segments.
-pub(super) struct Segments<T> {
+pub(super) struct Segments<T: Keyed> {
     directory: [AtomicPtr<Slot<T>>; SEGMENTS],
 }
 
-impl<T> Segments<T> {
+impl<T: Keyed> Segments<T> {
     pub(super) fn new() -> Self {
         Segments {
             directory: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
@@ -97,7 +98,7 @@ impl<T> Segments<T> {
     }
 }
 
-impl<T> Drop for Segments<T> {
+impl<T: Keyed> Drop for Segments<T> {
     fn drop(&mut self) {
         for (segment, entry) in self.directory.iter().enumerate() {
             let first = entry.load(Acquire);
@@ -135,12 +136,12 @@ fn locate(index: u64) -> Option<(usize, usize)> {
 ///
 /// `first` came from `Box::into_raw` of a boxed slice of `len(segment)`
 /// slots, and nothing else owns it.
-unsafe fn boxed<T>(first: *mut Slot<T>, segment: usize) -> Box<[Slot<T>]> {
+unsafe fn boxed<T: Keyed>(first: *mut Slot<T>, segment: usize) -> Box<[Slot<T>]> {
     // SAFETY: the caller's contract.
     unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(first, len(segment))) }
 }
 
-impl<T> std::fmt::Debug for Segments<T> {
+impl<T: Keyed> std::fmt::Debug for Segments<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let published = self
             .directory

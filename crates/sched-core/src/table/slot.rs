@@ -41,8 +41,9 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use relay::Pid;
 
+use super::Counted;
 use super::Keyed;
-use crate::sync::{spin_hint, Arc, AtomicPtr};
+use crate::sync::{spin_hint, AtomicPtr};
 
 /// Set on an occupied word while a reader holds it.
 const LOCKED: usize = 0b01;
@@ -68,11 +69,11 @@ pub(super) enum Use {
 }
 
 /// One slot: see the module documentation for the states of its word.
-pub(super) struct Slot<T> {
+pub(super) struct Slot<T: Keyed> {
     word: AtomicPtr<T>,
 }
 
-impl<T> Slot<T> {
+impl<T: Keyed> Slot<T> {
     pub(super) fn new() -> Self {
         const { assert!(align_of::<T>() >= 4, "the tags need two free low bits") };
         Slot {
@@ -91,17 +92,17 @@ impl<T> Slot<T> {
     /// `RESERVED(generation) -> OCCUPIED(record)`; hands `record` back if
     /// the word was anything else (registered already, cancelled, or never
     /// reserved for this generation).
-    pub(super) fn claim(&self, generation: u32, record: Arc<T>) -> Result<(), Arc<T>> {
-        let raw = Arc::into_raw(record).cast_mut();
+    pub(super) fn claim(&self, generation: u32, record: T::Ref) -> Result<(), T::Ref> {
+        let raw = T::Ref::into_raw(record).cast_mut();
         // Release: a reader that locks the word sees the record built.
         match self
             .word
             .compare_exchange(reserved(generation), raw, Release, Relaxed)
         {
             Ok(_) => Ok(()),
-            // SAFETY: `raw` came from `Arc::into_raw` just above and was not
+            // SAFETY: `raw` came from `into_raw` just above and was not
             // stored: the count it stands for is still ours.
-            Err(_) => Err(unsafe { Arc::from_raw(raw) }),
+            Err(_) => Err(unsafe { T::Ref::from_raw(raw) }),
         }
     }
 
@@ -116,8 +117,8 @@ impl<T> Slot<T> {
     /// `OCCUPIED(record) -> VACANT(generation)` when the word holds exactly
     /// `record`, registered for `generation`; returns the slot's reference.
     /// Waits out a reader holding the word.
-    pub(super) fn remove(&self, record: &Arc<T>, generation: u32) -> Option<Arc<T>> {
-        let expected = Arc::as_ptr(record).cast_mut();
+    pub(super) fn remove(&self, record: &T::Ref, generation: u32) -> Option<T::Ref> {
+        let expected = T::Ref::as_ptr(record).cast_mut();
         loop {
             // Acquire: every reader's increment happened before its
             // unlocking store, which this reads (or a later one): the count
@@ -127,10 +128,10 @@ impl<T> Slot<T> {
                 .compare_exchange(expected, vacant(generation), Acquire, Relaxed)
             {
                 // SAFETY: the word owned one count on `expected` (stored by
-                // `claim` from `Arc::into_raw`), and the successful CAS moved
+                // `claim` from `into_raw`), and the successful CAS moved
                 // that ownership to us: no reader holds the word (it was
                 // unlocked) and no other remover can succeed.
-                Ok(_) => return Some(unsafe { Arc::from_raw(expected) }),
+                Ok(_) => return Some(unsafe { T::Ref::from_raw(expected) }),
                 Err(now) if now == expected.map_addr(|a| a | LOCKED) => spin_hint(),
                 Err(_) => return None,
             }
@@ -174,19 +175,19 @@ impl<T> Slot<T> {
 
 impl<T: Keyed> Slot<T> {
     /// The occupant's record if its PID is `pid`, with a count of its own.
-    pub(super) fn get(&self, pid: Pid) -> Option<Arc<T>> {
+    pub(super) fn get(&self, pid: Pid) -> Option<T::Ref> {
         self.read(|raw| {
             // SAFETY: `read` holds the word locked: the slot's count keeps
             // the record alive until the word is unlocked.
             let matches = unsafe { &*raw }.pid() == pid;
             matches.then(|| {
                 // SAFETY: as above, and `raw` is the pointer the slot got
-                // from `Arc::into_raw` (not one derived from a shared
+                // from `into_raw` (not one derived from a shared
                 // reference, which may not write the count); the count
-                // added here is the one the returned `Arc` owns.
+                // added here is the one the returned reference owns.
                 unsafe {
-                    Arc::increment_strong_count(raw);
-                    Arc::from_raw(raw)
+                    T::Ref::increment(raw);
+                    T::Ref::from_raw(raw)
                 }
             })
         })
@@ -242,14 +243,14 @@ impl<T: Keyed> Slot<T> {
     }
 }
 
-impl<T> Drop for Slot<T> {
+impl<T: Keyed> Drop for Slot<T> {
     fn drop(&mut self) {
         let word = self.word.load(Relaxed);
         let addr = word.addr();
         if addr != 0 && addr & RESERVED == 0 {
             // SAFETY: an occupied word owns one count on the record (no
             // reader can hold it: we have `&mut self`).
-            drop(unsafe { Arc::from_raw(word.map_addr(|a| a & !LOCKED).cast_const()) });
+            drop(unsafe { T::Ref::from_raw(word.map_addr(|a| a & !LOCKED).cast_const()) });
         }
     }
 }
@@ -271,7 +272,7 @@ fn reserved<T>(generation: u32) -> *mut T {
     ptr::without_provenance_mut(((generation as usize) << 2) | RESERVED)
 }
 
-impl<T> std::fmt::Debug for Slot<T> {
+impl<T: Keyed> std::fmt::Debug for Slot<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Slot").finish_non_exhaustive()
     }

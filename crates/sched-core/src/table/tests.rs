@@ -9,6 +9,7 @@ use relay::Pid;
 use super::free::BLOCK;
 use super::registry::Registry;
 use super::*;
+use crate::sync::Arc;
 
 /// A record as the table sees one; counts its drops.
 #[derive(Debug)]
@@ -18,6 +19,8 @@ struct Entry {
 }
 
 impl Keyed for Entry {
+    type Ref = crate::sync::Arc<Entry>;
+
     fn pid(&self) -> Pid {
         self.pid
     }
@@ -51,7 +54,7 @@ fn ids_encode_index_and_generation() {
 
 #[test]
 fn first_pids_are_small_and_sequential_on_one_thread() {
-    let table: ProcessTable<Entry> = ProcessTable::new(0);
+    let table: ProcessTable<Entry> = ProcessTable::<Entry>::new(0);
     let pids: Vec<u64> = (0..5).map(|_| table.allocate(None).unwrap().id()).collect();
     assert_eq!(pids, [1, 2, 3, 4, 5]);
     let mut cache = IdCache::new();
@@ -63,7 +66,7 @@ fn first_pids_are_small_and_sequential_on_one_thread() {
 #[test]
 fn register_lookup_unregister_across_segments() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let table = ProcessTable::new(3);
+    let table = ProcessTable::<Entry>::new(3);
     let mut cache = IdCache::new();
     // Enough to fill the first three segments (64 + 128 + 256) and start
     // the fourth.
@@ -98,7 +101,7 @@ fn register_lookup_unregister_across_segments() {
 #[test]
 fn a_reused_slot_has_a_new_generation_and_stale_pids_miss() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let table = ProcessTable::new(0);
+    let table = ProcessTable::<Entry>::new(0);
     let mut cache = IdCache::new();
     let old = table.allocate(Some(&mut cache)).unwrap();
     let old_record = entry(old, &drops);
@@ -123,7 +126,7 @@ fn a_reused_slot_has_a_new_generation_and_stale_pids_miss() {
 #[test]
 fn a_pid_that_ended_is_told_from_one_never_handed_out() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let table = ProcessTable::new(0);
+    let table = ProcessTable::<Entry>::new(0);
     let mut cache = IdCache::new();
     let first = table.allocate(Some(&mut cache)).unwrap();
     let record = entry(first, &drops);
@@ -166,7 +169,7 @@ fn a_pid_that_ended_is_told_from_one_never_handed_out() {
 #[test]
 fn only_a_reserved_pid_registers_and_only_once() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let table = ProcessTable::new(0);
+    let table = ProcessTable::<Entry>::new(0);
     let pid = table.allocate(None).unwrap();
     assert!(table.get(pid).is_none(), "reserved is not registered");
     assert!(registered(table.register(pid, entry(pid, &drops))));
@@ -181,7 +184,7 @@ fn only_a_reserved_pid_registers_and_only_once() {
 #[test]
 fn a_cancelled_reservation_frees_the_slot_once() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let table = ProcessTable::new(0);
+    let table = ProcessTable::<Entry>::new(0);
     let mut cache = IdCache::new();
     let pid = table.allocate(Some(&mut cache)).unwrap();
     table.cancel(pid, Some(&mut cache));
@@ -195,7 +198,7 @@ fn a_cancelled_reservation_frees_the_slot_once() {
 
 #[test]
 fn freed_ids_spill_to_the_pool_and_reach_other_threads() {
-    let table: ProcessTable<Entry> = ProcessTable::new(0);
+    let table: ProcessTable<Entry> = ProcessTable::<Entry>::new(0);
     let mut worker = IdCache::new();
     let pids: Vec<Pid> = (0..2 * BLOCK)
         .map(|_| table.allocate(Some(&mut worker)).unwrap())
@@ -215,7 +218,7 @@ fn freed_ids_spill_to_the_pool_and_reach_other_threads() {
 #[test]
 fn dropping_the_table_drops_what_it_holds() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let table = ProcessTable::new(0);
+    let table = ProcessTable::<Entry>::new(0);
     for _ in 0..70 {
         let pid = table.allocate(None).unwrap();
         assert!(registered(table.register(pid, entry(pid, &drops))));
@@ -228,7 +231,7 @@ fn dropping_the_table_drops_what_it_holds() {
 #[test]
 fn the_registry_keeps_user_and_table_pids_apart() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let registry = Registry::new(0);
+    let registry = Registry::<Entry>::new(0);
     let allocated = registry.allocate(None).unwrap();
     // A user takes the next table PID by hand before it is allocated.
     let guessed = Pid::local(allocated.id() + 1);
@@ -263,7 +266,7 @@ fn the_registry_keeps_user_and_table_pids_apart() {
 #[test]
 fn concurrent_lookups_and_churn_never_see_a_freed_record() {
     let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let table = std::sync::Arc::new(ProcessTable::new(0));
+    let table = std::sync::Arc::new(ProcessTable::<Entry>::new(0));
     let rounds = if cfg!(miri) { 20 } else { 2000 };
     let first = table.allocate(None).unwrap();
     assert!(registered(table.register(first, entry(first, &drops))));
@@ -297,6 +300,6 @@ fn concurrent_lookups_and_churn_never_see_a_freed_record() {
 }
 
 /// Whether a table registration went through.
-fn registered<T>(claim: Claim<T>) -> bool {
+fn registered<T: Keyed>(claim: Claim<T>) -> bool {
     matches!(claim, Claim::Registered)
 }

@@ -29,13 +29,12 @@ use relay::Package;
 
 use crate::contract::command::Tag;
 use crate::contract::timer_id::TimerId;
-use crate::record::Record;
-use crate::sync::Arc;
+use crate::record::RecordRef;
 
 /// What a due timer does.
 pub(crate) struct Action {
     /// The record it delivers to (the owner itself for a wake-up).
-    pub(crate) record: Arc<Record>,
+    pub(crate) record: RecordRef,
     pub(crate) what: What,
 }
 

@@ -23,7 +23,7 @@ use crate::engine::stepping::Stepping;
 use crate::engine::upgrade::UpgradeOrder;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
-use crate::record::{Body, Record};
+use crate::record::{Body, RecordRef};
 use crate::runqueue::local::{self, Local};
 use crate::sync::{spin_hint, thread, Arc};
 
@@ -217,7 +217,7 @@ impl Worker<'_> {
         tracing::trace!("exit");
     }
 
-    fn find_work(&mut self) -> Option<Arc<Record>> {
+    fn find_work(&mut self) -> Option<RecordRef> {
         self.tick = self.tick.wrapping_add(1);
         if self.tick.is_multiple_of(GLOBAL_QUEUE_INTERVAL) {
             if let Some(r) = self.take_global() {
@@ -268,7 +268,7 @@ impl Worker<'_> {
     /// `NEXT_SLOT_PATIENCE` in another worker's `next` slot, whose owner is
     /// then inside a long step. A shorter wait is left alone: the owner
     /// runs it right after its step, in cache.
-    fn take_hidden(&mut self) -> Option<Arc<Record>> {
+    fn take_hidden(&mut self) -> Option<RecordRef> {
         let me = self.local.index;
         let mut now = None;
         for victim in 0..self.shared.remotes.len() {
@@ -300,7 +300,7 @@ impl Worker<'_> {
 
     /// One process from the global queues (a woken one first), plus up to
     /// a batch more moved into this worker's deque.
-    fn take_global(&mut self) -> Option<Arc<Record>> {
+    fn take_global(&mut self) -> Option<RecordRef> {
         let shared = &*self.shared;
         let first = shared.woken.pop().or_else(|| shared.injector.pop())?;
         // New processes go into the deque first and woken ones on top of
@@ -350,7 +350,7 @@ impl Worker<'_> {
 
     /// Steals half of a victim's deque (at most 32), starting from a random
     /// victim and trying each other worker once.
-    fn steal(&mut self) -> Option<Arc<Record>> {
+    fn steal(&mut self) -> Option<RecordRef> {
         let n = self.shared.remotes.len();
         if n < 2 {
             return None;
@@ -403,7 +403,7 @@ impl Worker<'_> {
     /// Takes the process (`READY -> RUNNING`, or still `RUNNING` when it
     /// was queued to continue), steps it unless it is being killed, and
     /// moves it on.
-    pub(super) fn run_process(&mut self, record: Arc<Record>) {
+    pub(super) fn run_process(&mut self, record: RecordRef) {
         let kill = record.state.start_step();
         // SAFETY: `start_step` made this worker the process's owner (or the
         // run-queue entry we popped handed us its ownership), and it
@@ -441,7 +441,7 @@ impl Worker<'_> {
     /// step_cost.rs`: 110.4 M instead of 97.0 M for 200 000 continuing
     /// steps; inlined, 100.0 M).
     #[inline(always)]
-    fn step_owned(&mut self, record: &Arc<Record>, body: &mut Body, kill: u32) -> Option<u32> {
+    fn step_owned(&mut self, record: &RecordRef, body: &mut Body, kill: u32) -> Option<u32> {
         if kill != 0 {
             self.end_killed(record, body, kill);
             return None;
@@ -487,12 +487,12 @@ impl Worker<'_> {
         let fresh = std::mem::take(&mut body.fresh);
         let process = body
             .process
-            .as_mut()
+            .get_mut()
             .expect("a live record has its process");
         #[cfg(all(feature = "introspection", not(loom)))]
         {
             if fresh {
-                self.name_type(record, &**process);
+                self.name_type(record, &*process);
             }
             record.figures.step_started(self.shared.introspect.now_ms());
         }
@@ -651,7 +651,7 @@ impl Worker<'_> {
     #[cfg(all(feature = "introspection", not(loom)))]
     #[cold]
     #[inline(never)]
-    fn name_type(&mut self, record: &Record, process: &dyn crate::contract::process::Process) {
+    fn name_type(&mut self, record: &RecordRef, process: &dyn crate::contract::process::Process) {
         // `type_name` is the user's and may panic: then the process goes
         // unnamed, and its worker lives on.
         match catch_unwind(AssertUnwindSafe(|| process.type_name())) {
@@ -667,7 +667,7 @@ impl Worker<'_> {
     /// Hands each yielded command to its handler. Completions that arrive
     /// during this (synchronous handlers) set the wakeup flag, since the
     /// process is still running.
-    fn dispatch(&mut self, record: &Arc<Record>) {
+    fn dispatch(&mut self, record: &RecordRef) {
         for Yield { command, tag, data } in self.yields.drain(..) {
             let Some(handler) = self.handlers.get(command) else {
                 let event = Event::Completion {
@@ -703,7 +703,7 @@ impl Worker<'_> {
     /// Moves the process on after a step (or a skipped step). Runs outside
     /// `with_body`: once `finish_step` has parked the process, a waker may
     /// queue it and another worker take it and borrow its body at once.
-    fn after_step(&mut self, record: &Arc<Record>, desired: u32) {
+    fn after_step(&mut self, record: &RecordRef, desired: u32) {
         match record.state.finish_step(desired) {
             AfterStep::Parked => {}
             AfterStep::Requeue { woken } => {
@@ -728,9 +728,9 @@ impl Worker<'_> {
 
     /// Ends a process that was terminated, or forced at shutdown (which
     /// names it, with its type, in a warning).
-    fn end_killed(&mut self, record: &Arc<Record>, body: &mut Body, flags: u32) {
+    fn end_killed(&mut self, record: &RecordRef, body: &mut Body, flags: u32) {
         if flags & FORCE != 0 {
-            if let Some(process) = body.process.as_ref() {
+            if let Some(process) = body.process.get() {
                 // `type_name` is the user's to override: guarded.
                 let type_name = catch_unwind(AssertUnwindSafe(|| process.type_name()))
                     .unwrap_or_else(|panic| {
@@ -745,7 +745,7 @@ impl Worker<'_> {
 
     /// Ends the process: closes its queue (what is left are dead letters),
     /// calls `close`, unregisters its PID and reports its outcome.
-    pub(super) fn end(&mut self, record: &Arc<Record>, body: &mut Body, mut outcome: Outcome) {
+    pub(super) fn end(&mut self, record: &RecordRef, body: &mut Body, mut outcome: Outcome) {
         // A terminate that came from a linked process's end says so.
         if matches!(outcome, Err(ExitError::Terminated)) {
             if let Some((pid, reason)) = record.relations.linked_exit() {
@@ -781,7 +781,7 @@ impl Worker<'_> {
             }
         }
         self.shared.dead_letters(record.pid, dead);
-        if let Some(process) = body.process.take() {
+        if let Some(process) = body.take_process() {
             if let Err(message) = close_guarded(process) {
                 tracing::debug!(pid = %record.pid, %message, "close panicked");
                 if outcome.is_ok() {

@@ -16,8 +16,7 @@ use crate::engine::stats::bump;
 use crate::engine::upgrade::UpgradeOrder;
 use crate::panic_guard::drop_user_value;
 use crate::record::state::{KILL, READY};
-use crate::record::{Body, Record};
-use crate::sync::Arc;
+use crate::record::{Body, RecordRef};
 
 use super::kill_error;
 use super::Worker;
@@ -36,7 +35,7 @@ impl Worker<'_> {
     /// dropped.
     pub(super) fn upgrade(
         &mut self,
-        record: &Arc<Record>,
+        record: &RecordRef,
         body: &mut Body,
         request: Upgrade,
     ) -> Option<u32> {
@@ -71,7 +70,7 @@ impl Worker<'_> {
             return None;
         }
 
-        let old = body.process.take().expect("a live record has its process");
+        let old = body.take_process().expect("a live record has its process");
         if let Err(message) = close_guarded(old) {
             // The old process is gone (its `close` ran, once); the new one
             // is not started on top of a failed cleanup.
@@ -94,7 +93,8 @@ impl Worker<'_> {
             return None;
         }
 
-        body.process = Some(new);
+        let none = body.replace_process(new);
+        debug_assert!(none.is_none(), "the old instance was taken above");
         // The new process is stepped next even if nothing is pending: it
         // has not run yet, so there is no earlier wait to keep.
         body.waiting = false;
@@ -114,15 +114,14 @@ impl Worker<'_> {
     /// with the end).
     pub(super) fn take_over(
         &mut self,
-        record: &Arc<Record>,
+        record: &RecordRef,
         body: &mut Body,
         order: UpgradeOrder,
     ) -> bool {
         let pid = record.pid;
         let (new, method) = order.into_parts();
         let old = body
-            .process
-            .replace(new)
+            .replace_process(new)
             .expect("a live record has its process");
         if let Err(message) = close_guarded(old) {
             tracing::debug!(%pid, %message, "close panicked during an upgrade ordered from outside");

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use crate::record::state::{state_of, COMPLETE, KILL};
 use crate::record::Record;
-use crate::sync::Arc;
+use crate::record::RecordRef;
 
 /// Whether a process has ended, or been marked to be ended by force.
 pub(crate) fn ended_or_killed(record: &Record) -> bool {
@@ -47,7 +47,7 @@ pub(crate) fn ended_or_killed(record: &Record) -> bool {
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Abandoned {
-    pub(super) record: Arc<Record>,
+    pub(super) record: RecordRef,
     /// The waker's entry in the record's slot, from the first pending poll.
     pub(super) key: Option<u64>,
 }

@@ -10,7 +10,7 @@ use crate::contract::error::BoxError;
 use crate::contract::event::{CommandError, Event};
 use crate::engine::commands::abandoned::{ended_or_killed, Abandoned};
 use crate::engine::shared::Shared;
-use crate::record::Record;
+use crate::record::RecordRef;
 use crate::sync::Arc;
 use crate::timer::{Action, What};
 use std::time::{Duration, Instant};
@@ -56,13 +56,13 @@ pub struct Completer {
 
 #[derive(Clone)]
 struct Inner {
-    record: Arc<Record>,
+    record: RecordRef,
     shared: Arc<Shared>,
     tag: Tag,
 }
 
 impl Completer {
-    pub(crate) fn new(record: Arc<Record>, shared: Arc<Shared>, tag: Tag) -> Self {
+    pub(crate) fn new(record: RecordRef, shared: Arc<Shared>, tag: Tag) -> Self {
         Completer {
             inner: Some(Inner {
                 record,

@@ -36,10 +36,9 @@ use crate::contract::down::NameError;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
 use crate::contract::step_engine::StepNames;
-use crate::record::Record;
+use crate::record::RecordRef;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 
-use crate::sync::Arc;
 use crate::timer::{Action, What};
 use table::{ended, Parked};
 
@@ -157,7 +156,7 @@ impl Context {
             match maps.holders.entry(StdArc::clone(&name)) {
                 Entry::Occupied(mut holder) => {
                     if ended(holder.get()) {
-                        holder.insert(Arc::clone(&record));
+                        holder.insert(RecordRef::clone(&record));
                     } else if !std::ptr::eq(&**holder.get(), &*record) {
                         return Err(NameError::Taken {
                             name: StdArc::clone(&name),
@@ -166,7 +165,7 @@ impl Context {
                     }
                 }
                 Entry::Vacant(slot) => {
-                    slot.insert(Arc::clone(&record));
+                    slot.insert(RecordRef::clone(&record));
                 }
             }
             related.names.push(StdArc::clone(&name));
@@ -281,7 +280,7 @@ impl Context {
             let mut maps = shard.maps.lock();
             loop {
                 if let Some(record) = maps.holders.get(name).filter(|r| !ended(r)) {
-                    break Some(Arc::clone(record));
+                    break Some(RecordRef::clone(record));
                 }
                 if shared.is_stopping() {
                     break None;
@@ -329,7 +328,7 @@ impl Shared {
     /// it (unknown target, [`Pid::OUTSIDE`]) when there is none.
     fn post_to_holder(
         &self,
-        holder: Option<Arc<Record>>,
+        holder: Option<RecordRef>,
         payload: impl std::any::Any + Send,
     ) -> Result<(), SendError> {
         match holder {

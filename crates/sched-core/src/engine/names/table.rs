@@ -13,8 +13,8 @@ use crossbeam_utils::CachePadded;
 use relay::Package;
 
 use crate::record::state::{state_of, COMPLETE};
-use crate::record::Record;
-use crate::sync::{Arc, AtomicBool, AtomicUsize, Condvar, Mutex};
+use crate::record::{Record, RecordRef};
+use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex};
 
 /// Shards of the name table: registrations and lookups of different names
 /// rarely meet on one lock.
@@ -24,7 +24,7 @@ const SHARDS: usize = 64;
 #[derive(Debug, Default)]
 pub(super) struct ShardMaps {
     /// Name to the record holding it.
-    pub(super) holders: HashMap<StdArc<str>, Arc<Record>>,
+    pub(super) holders: HashMap<StdArc<str>, RecordRef>,
     /// Packages sent from steps to a name nobody holds, waiting for it, in
     /// the order they were sent.
     pub(super) parked: HashMap<StdArc<str>, VecDeque<Parked>>,
@@ -81,7 +81,7 @@ impl Names {
     }
 
     /// The live record holding `name`.
-    pub(super) fn lookup(&self, name: &str) -> Option<Arc<Record>> {
+    pub(super) fn lookup(&self, name: &str) -> Option<RecordRef> {
         let shard = self.shard(name).maps.lock();
         shard.holders.get(name).filter(|r| !ended(r)).cloned()
     }

@@ -1,0 +1,431 @@
+//! A record and its process in one allocation, and the counted reference
+//! ([`RecordRef`]) that the table, the run queues, links and completion
+//! handles hold it by.
+//!
+//! Why not `RecordRef` and a `Box<dyn Process>` beside it: that is two
+//! allocations per process, made by the submitting thread and freed by a
+//! worker, and two heap chunks that neighbouring processes share cache
+//! lines with. Here the process is stored right after the record's fields
+//! (as tokio stores a future in its task cell), so spawning allocates once,
+//! and the count is one 32-bit word inside the record instead of `Arc`'s
+//! two words in front of it.
+//!
+//! # Layout
+//!
+//! ```text
+//! +------------------------------+-------------------+
+//! | Record (fields, refs, size)  | P (the process)   |   one allocation
+//! +------------------------------+-------------------+
+//!        ^ RecordRef points here     ^ body's process pointer, inline
+//! ```
+//!
+//! The record's `size` field is the allocation's size, so the last
+//! reference frees it without knowing `P`. A process stored inline stays in
+//! place until the record is freed: ending it runs its `Drop` in place
+//! ([`Taken`]), and an upgrade's new instance (a `Box<dyn Process>` made by
+//! the user) is held boxed. A process whose alignment is stricter than the
+//! record's is boxed too, which keeps the allocation's alignment fixed.
+//!
+//! # Counting
+//!
+//! As `std::sync::Arc`: a clone adds one with `Relaxed` (a new reference
+//! is made from an existing one, which already keeps the record alive), a
+//! drop subtracts one with `Release`, and the drop that takes the count to
+//! zero fences with `Acquire` before freeing, so every other holder's use
+//! happens before the free. The loom models in `loom_models/` and
+//! `runqueue/next_slot.rs` run on this count (it goes through the crate's
+//! `sync` shim); miri runs the crate's unit tests on the allocation.
+
+use std::alloc::{dealloc, Layout};
+use std::mem::{align_of, size_of};
+use std::ops::{Deref, DerefMut};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use relay::Pid;
+
+use super::Record;
+use crate::contract::process::Process;
+use crate::sync::fence;
+
+/// The most references one record may have; past it the process aborts,
+/// as `Arc` does past `isize::MAX` (each reference is a pointer held
+/// somewhere, so this takes 16 GiB of pointers to one process).
+const MAX_REFS: u32 = i32::MAX as u32;
+
+/// A record followed by its process: the allocation's layout. `repr(C)`
+/// keeps the record at offset 0, so a pointer to the cell is a pointer to
+/// its record.
+#[repr(C)]
+struct Cell<P> {
+    record: Record,
+    process: P,
+}
+
+/// A counted reference to a [`Record`] (and the process stored with it).
+pub(crate) struct RecordRef {
+    ptr: NonNull<Record>,
+}
+
+// SAFETY: a `RecordRef` only hands out `&Record`, and `Record` is `Send`
+// and `Sync`; the count it changes is atomic.
+unsafe impl Send for RecordRef {}
+// SAFETY: as above.
+unsafe impl Sync for RecordRef {}
+
+impl RecordRef {
+    /// Allocates a record for `pid` with `process` stored inline (boxed if
+    /// its alignment is stricter than the record's). The one reference
+    /// returned is the only one.
+    pub(crate) fn new<P: Process>(pid: Pid, process: P) -> RecordRef {
+        if align_of::<P>() > align_of::<Record>() || size_of::<Cell<P>>() > u32::MAX as usize {
+            return RecordRef::boxed(pid, Box::new(process));
+        }
+        let cell = Box::into_raw(Box::new(Cell {
+            record: Record::new(pid, size_of::<Cell<P>>() as u32),
+            process,
+        }));
+        // SAFETY: `cell` is a live allocation no one else has seen yet. The
+        // process pointer is taken from the allocation's own raw pointer
+        // (not through a reference to the record), so it stays valid for
+        // the allocation's life, and the record now owns the value: it is
+        // dropped through this pointer, once (see `Body::take_process`).
+        unsafe {
+            let process: *mut dyn Process = ptr::addr_of_mut!((*cell).process);
+            (*cell)
+                .record
+                .set_process(NonNull::new_unchecked(process), false);
+            RecordRef {
+                ptr: NonNull::new_unchecked(cell.cast::<Record>()),
+            }
+        }
+    }
+
+    /// Allocates a record for `pid` holding an already boxed process (a
+    /// process submitted as `Box<dyn Process>`).
+    pub(crate) fn boxed(pid: Pid, process: Box<dyn Process>) -> RecordRef {
+        let cell = Box::into_raw(Box::new(Cell {
+            record: Record::new(pid, size_of::<Cell<()>>() as u32),
+            process: (),
+        }));
+        // SAFETY: as in `new`; the box's ownership moves to the record.
+        unsafe {
+            let process = NonNull::new_unchecked(Box::into_raw(process));
+            (*cell).record.set_process(process, true);
+            RecordRef {
+                ptr: NonNull::new_unchecked(cell.cast::<Record>()),
+            }
+        }
+    }
+
+    /// Whether both point to the same record.
+    #[inline]
+    pub(crate) fn ptr_eq(a: &RecordRef, b: &RecordRef) -> bool {
+        a.ptr == b.ptr
+    }
+
+    /// The record's address (for comparing, and for a thief to tell
+    /// whether the same record is still where it saw it).
+    #[inline]
+    pub(crate) fn as_ptr(this: &RecordRef) -> *const Record {
+        this.ptr.as_ptr()
+    }
+
+    /// Gives up the reference as a raw pointer that keeps its count (for
+    /// an atomic word to hold); [`from_raw`](RecordRef::from_raw) takes it
+    /// back.
+    #[inline]
+    pub(crate) fn into_raw(this: RecordRef) -> *const Record {
+        let ptr = this.ptr.as_ptr();
+        std::mem::forget(this);
+        ptr
+    }
+
+    /// Takes back a reference given up with
+    /// [`into_raw`](RecordRef::into_raw).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `into_raw`, and its count is taken back once.
+    #[inline]
+    pub(crate) unsafe fn from_raw(ptr: *const Record) -> RecordRef {
+        RecordRef {
+            // SAFETY: `into_raw` gave out a non-null pointer.
+            ptr: unsafe { NonNull::new_unchecked(ptr.cast_mut()) },
+        }
+    }
+
+    /// Adds one to the count of the record at `ptr` (for a reader that
+    /// found `ptr` in a word holding a count, and then makes a reference
+    /// of its own with [`from_raw`](RecordRef::from_raw)).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `into_raw`, and a count held elsewhere keeps the
+    /// record alive for the length of the call.
+    #[inline]
+    pub(crate) unsafe fn increment(ptr: *const Record) {
+        // SAFETY: the caller keeps the record alive.
+        increment(unsafe { &(*ptr).refs });
+    }
+
+    /// The number of references (tests).
+    #[cfg(test)]
+    pub(crate) fn count(this: &RecordRef) -> u32 {
+        this.refs.load(Acquire)
+    }
+
+    /// The record, mutably, when this is its only reference (a record
+    /// not registered nor queued anywhere yet).
+    pub(crate) fn get_mut(this: &mut RecordRef) -> Option<&mut Record> {
+        // Acquire: as in `drop`, the other holders' uses (if there were
+        // any) happen before ours.
+        if this.refs.load(Acquire) == 1 {
+            // SAFETY: the count is 1 and we hold it: no other reference
+            // exists, and none can be made without ours.
+            Some(unsafe { this.ptr.as_mut() })
+        } else {
+            None
+        }
+    }
+
+    /// Frees the record: its fields (and with them a process still in
+    /// it), then the allocation.
+    ///
+    /// # Safety
+    ///
+    /// The count reached zero: this was the last reference.
+    #[cold]
+    #[inline(never)]
+    unsafe fn drop_slow(&mut self) {
+        // SAFETY: the last reference: no one else reads the record. `size`
+        // and the record's alignment are the layout `new` or `boxed`
+        // allocated with (`Cell<P>` has the record's alignment, as `new`
+        // checked).
+        unsafe {
+            let size = self.ptr.as_ref().size as usize;
+            ptr::drop_in_place(self.ptr.as_ptr());
+            dealloc(
+                self.ptr.as_ptr().cast::<u8>(),
+                Layout::from_size_align_unchecked(size, align_of::<Record>()),
+            );
+        }
+    }
+}
+
+fn increment(refs: &crate::sync::AtomicU32) {
+    // Relaxed: a reference is made from one that already keeps the record
+    // alive; nothing is published by counting (as `Arc::clone`).
+    if refs.fetch_add(1, Relaxed) > MAX_REFS {
+        std::process::abort();
+    }
+}
+
+impl Clone for RecordRef {
+    #[inline]
+    fn clone(&self) -> Self {
+        increment(&self.refs);
+        RecordRef { ptr: self.ptr }
+    }
+}
+
+impl Drop for RecordRef {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: our uses of the record happen before whoever frees it.
+        if self.refs.fetch_sub(1, Release) != 1 {
+            return;
+        }
+        // Acquire: every other holder's uses happen before the free.
+        fence(Acquire);
+        // SAFETY: the count went from 1 to 0 here: this was the last one.
+        unsafe { self.drop_slow() }
+    }
+}
+
+impl Deref for RecordRef {
+    type Target = Record;
+
+    #[inline]
+    fn deref(&self) -> &Record {
+        // SAFETY: our count keeps the record alive.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl std::fmt::Debug for RecordRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// A process instance taken out of its record (ended, or replaced by an
+/// upgrade): dropping it drops the process, in place if it was stored
+/// inline (its memory goes with the record), or its box.
+///
+/// It must not outlive the record it came from: every caller takes it and
+/// drops it (through `close_guarded` or `drop_user_value`) while holding a
+/// reference to that record.
+pub(crate) struct Taken {
+    ptr: NonNull<dyn Process>,
+    boxed: bool,
+}
+
+impl Taken {
+    /// # Safety
+    ///
+    /// `ptr` points to a live process that nothing else will drop: a box's
+    /// (`boxed`) or one stored inline in a record that outlives this value.
+    pub(super) unsafe fn new(ptr: NonNull<dyn Process>, boxed: bool) -> Taken {
+        Taken { ptr, boxed }
+    }
+}
+
+impl Deref for Taken {
+    type Target = dyn Process;
+
+    fn deref(&self) -> &(dyn Process + 'static) {
+        // SAFETY: the process is live and ours until we drop it.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl DerefMut for Taken {
+    fn deref_mut(&mut self) -> &mut (dyn Process + 'static) {
+        // SAFETY: as above, and we are its only owner.
+        unsafe { self.ptr.as_mut() }
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if self.boxed {
+            // SAFETY: a boxed instance came from `Box::into_raw`, and this
+            // is its only owner.
+            drop(unsafe { Box::from_raw(self.ptr.as_ptr()) });
+        } else {
+            // SAFETY: an inline instance is live, owned by us alone, and
+            // its memory (the record's) outlives us; it is never dropped
+            // again (the record's body no longer points to it).
+            unsafe { ptr::drop_in_place(self.ptr.as_ptr()) };
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::contract::output::{Events, Output};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    /// Counts its drops; its padding `A` sets its size and alignment.
+    struct Counted<A: Send + 'static> {
+        drops: Arc<AtomicUsize>,
+        _pad: A,
+    }
+
+    impl<A: Send + 'static> Drop for Counted<A> {
+        fn drop(&mut self) {
+            self.drops.fetch_add(1, SeqCst);
+        }
+    }
+
+    impl<A: Send + 'static> Process for Counted<A> {
+        fn step(
+            &mut self,
+            _: &mut Events<'_>,
+            _: &mut Output<'_>,
+        ) -> Result<(), crate::contract::error::BoxError> {
+            Ok(())
+        }
+    }
+
+    /// Aligned more strictly than a record.
+    #[repr(align(64))]
+    struct Wide(#[allow(dead_code)] [u8; 64]);
+
+    fn counted<A: Send + 'static>(pad: A) -> (Counted<A>, Arc<AtomicUsize>) {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let process = Counted {
+            drops: drops.clone(),
+            _pad: pad,
+        };
+        (process, drops)
+    }
+
+    #[test]
+    fn the_process_is_dropped_once_with_its_last_reference() {
+        for (record, drops) in [
+            {
+                let (p, d) = counted(0u8);
+                (RecordRef::new(Pid::local(1), p), d)
+            },
+            {
+                let (p, d) = counted(Wide([0; 64]));
+                (RecordRef::new(Pid::local(2), p), d)
+            },
+            {
+                let (p, d) = counted([0u64; 40]);
+                (RecordRef::boxed(Pid::local(3), Box::new(p)), d)
+            },
+        ] {
+            let other = record.clone();
+            assert_eq!(RecordRef::count(&record), 2);
+            drop(record);
+            assert_eq!(drops.load(SeqCst), 0, "a reference is left");
+            drop(other);
+            assert_eq!(drops.load(SeqCst), 1);
+        }
+    }
+
+    #[test]
+    fn a_taken_process_is_dropped_by_its_taker_and_not_again() {
+        let (process, drops) = counted([7u32; 5]);
+        let record = RecordRef::new(Pid::local(1), process);
+        // SAFETY: this test is the record's only user.
+        let taken = unsafe { record.with_body(|body| body.take_process()) }.expect("inline");
+        assert!(!taken.boxed, "a small process is stored inline");
+        drop(taken);
+        assert_eq!(drops.load(SeqCst), 1);
+        drop(record);
+        assert_eq!(drops.load(SeqCst), 1, "dropped once");
+    }
+
+    #[test]
+    fn a_strictly_aligned_process_is_boxed_and_an_upgrade_replaces_it() {
+        let (process, old_drops) = counted(Wide([0; 64]));
+        let record = RecordRef::new(Pid::local(1), process);
+        let (new, new_drops) = counted(1u8);
+        // SAFETY: this test is the record's only user.
+        let old = unsafe { record.with_body(|body| body.replace_process(Box::new(new))) }
+            .expect("a process was there");
+        assert!(old.boxed, "a 64-byte-aligned process is boxed");
+        drop(old);
+        assert_eq!(old_drops.load(SeqCst), 1);
+        drop(record);
+        assert_eq!(
+            new_drops.load(SeqCst),
+            1,
+            "the new instance ends with the record"
+        );
+    }
+
+    #[test]
+    fn raw_round_trips_keep_the_count() {
+        let record = RecordRef::new(Pid::local(9), counted(()).0);
+        let raw = RecordRef::into_raw(record.clone());
+        // SAFETY: `raw` holds a count; `record` keeps it alive.
+        unsafe { RecordRef::increment(raw) };
+        assert_eq!(RecordRef::count(&record), 3);
+        // SAFETY: two counts were given to `raw`; each is taken back once.
+        let (a, b) = unsafe { (RecordRef::from_raw(raw), RecordRef::from_raw(raw)) };
+        assert!(RecordRef::ptr_eq(&a, &b) && RecordRef::ptr_eq(&a, &record));
+        drop((a, b));
+        let mut record = record;
+        assert_eq!(
+            RecordRef::get_mut(&mut record).map(|r| r.pid),
+            Some(Pid::local(9))
+        );
+    }
+}
