@@ -263,9 +263,9 @@ fn submit_idle(engine: &Engine, started: &Arc<AtomicUsize>, n: usize, pids: &mut
     for _ in 0..n {
         let pid = engine.allocate_pid().expect("pids left");
         pids.push(pid);
-        let process = Box::new(Idle {
+        let process = Idle {
             started: started.clone(),
-        });
+        };
         drop(
             engine
                 .submit(pid, process, "run", Box::new(()))

@@ -177,7 +177,7 @@ impl Scheduler {
         input: impl Any + Send,
     ) -> Result<Completion, SubmitError> {
         self.engine
-            .submit(pid, Box::new(process), method, into_payload(input))
+            .submit(pid, process, method, into_payload(input))
     }
 
     /// [`submit`](Scheduler::submit) for a process that is already boxed

@@ -157,6 +157,55 @@ pub trait Process: Send + 'static {
     }
 }
 
+/// A boxed process is a process: the engine stores the box where it would
+/// store the process (a type chosen at run time costs one allocation more).
+/// Every method forwards to the boxed one, including those with a default
+/// (a method added to [`Process`] must be forwarded here too; the test
+/// `a_boxed_process_forwards_every_method` checks each).
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+///
+/// struct Hello;
+/// impl Process for Hello {
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         out.done(Box::new("hello"));
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let chosen: Box<dyn Process> = Box::new(Hello);
+/// let done = scheduler.spawn(chosen)?;
+/// assert_eq!(done.typed::<&str>().wait()?, "hello");
+/// # scheduler.shutdown(std::time::Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl<P: Process + ?Sized> Process for Box<P> {
+    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
+        (**self).init(cx, method, input)
+    }
+
+    fn start(&mut self, output: &mut Output<'_>) -> Result<(), BoxError> {
+        (**self).start(output)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, output: &mut Output<'_>) -> Result<(), BoxError> {
+        (**self).step(events, output)
+    }
+
+    fn close(&mut self) {
+        (**self).close()
+    }
+
+    fn type_name(&self) -> &'static str {
+        (**self).type_name()
+    }
+}
+
 /// The entry method the default [`Process::init`] accepts: `"run"`.
 ///
 /// # Examples

@@ -30,7 +30,7 @@ impl Shared {
                     // Dropped here, guarded: they are the user's values.
                     // SAFETY: the record was never registered nor queued:
                     // we are its only owner.
-                    let process = unsafe { record.with_body(|body| body.take_process()) };
+                    let process = unsafe { record.with_body(|body| record.take_process(body)) };
                     drop_user_value(process, pid, "a process refused for a duplicate PID");
                     drop_user_value(input, pid, "the input of a refused process");
                     SubmitError::DuplicatePid(pid)
@@ -88,7 +88,7 @@ impl Shared {
         if let Err(refused) = self.admit_live() {
             // The refused process is the user's value: dropped guarded.
             // SAFETY: the record was never registered nor queued.
-            let process = unsafe { record.with_body(|body| body.take_process()) };
+            let process = unsafe { record.with_body(|body| record.take_process(body)) };
             drop_user_value(process, pid, "a process refused at admission");
             return Err(Refusal::Other(match refused {
                 Refused::Stopping => SubmitError::ShuttingDown,
@@ -150,7 +150,7 @@ impl Shared {
         record.state.complete();
         // SAFETY: still the only owner (never queued).
         let (dead, process) =
-            unsafe { record.with_body(|body| (record.close_events(), body.take_process())) };
+            unsafe { record.with_body(|body| (record.close_events(), record.take_process(body))) };
         if let Some(mut process) = process {
             let closed = catch_unwind(AssertUnwindSafe(move || {
                 if close {

@@ -241,7 +241,7 @@ impl Context {
         input: Payload,
     ) -> Result<Completion, SubmitError> {
         self.shared
-            .spawn(RecordRef::boxed(Pid::OUTSIDE, process), method, input)
+            .spawn(RecordRef::new(Pid::OUTSIDE, process), method, input)
     }
 
     /// A fresh PID on this scheduler's node, reserved in the engine's
@@ -391,7 +391,7 @@ impl Output<'_> {
     ) -> Result<Completion, SubmitError> {
         self.context()
             .shared
-            .submit(RecordRef::boxed(pid, process), method, input)
+            .submit(RecordRef::new(pid, process), method, input)
     }
 
     /// [`spawn`](Output::spawn) for a process that declares its message

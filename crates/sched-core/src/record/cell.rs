@@ -19,8 +19,9 @@
 //!        ^ RecordRef points here     ^ body's process pointer, inline
 //! ```
 //!
-//! The record's `size` field is the allocation's size, so the last
-//! reference frees it without knowing `P`. A process stored inline stays in
+//! The record's `layout` field holds the allocation's size, so the last
+//! reference frees it without knowing `P`, and whether the process is
+//! boxed. A process stored inline stays in
 //! place until the record is freed: ending it runs its `Drop` in place
 //! ([`Taken`]), and an upgrade's new instance (a `Box<dyn Process>` made by
 //! the user) is held boxed. A process whose alignment is stricter than the
@@ -78,7 +79,8 @@ impl RecordRef {
     /// its alignment is stricter than the record's). The one reference
     /// returned is the only one.
     pub(crate) fn new<P: Process>(pid: Pid, process: P) -> RecordRef {
-        if align_of::<P>() > align_of::<Record>() || size_of::<Cell<P>>() > u32::MAX as usize {
+        // The size must leave `Record::layout`'s flag bit free.
+        if align_of::<P>() > align_of::<Record>() || size_of::<Cell<P>>() >= 1 << 31 {
             return RecordRef::boxed(pid, Box::new(process));
         }
         let cell = Box::into_raw(Box::new(Cell {
@@ -101,9 +103,9 @@ impl RecordRef {
         }
     }
 
-    /// Allocates a record for `pid` holding an already boxed process (a
-    /// process submitted as `Box<dyn Process>`).
-    pub(crate) fn boxed(pid: Pid, process: Box<dyn Process>) -> RecordRef {
+    /// Allocates a record for `pid` holding a boxed process (one aligned
+    /// more strictly than the record).
+    fn boxed(pid: Pid, process: Box<dyn Process>) -> RecordRef {
         let cell = Box::into_raw(Box::new(Cell {
             record: Record::new(pid, size_of::<Cell<()>>() as u32),
             process: (),
@@ -203,7 +205,7 @@ impl RecordRef {
         // allocated with (`Cell<P>` has the record's alignment, as `new`
         // checked).
         unsafe {
-            let size = self.ptr.as_ref().size as usize;
+            let size = self.ptr.as_ref().size();
             ptr::drop_in_place(self.ptr.as_ptr());
             dealloc(
                 self.ptr.as_ptr().cast::<u8>(),
@@ -384,7 +386,7 @@ mod tests {
         let (process, drops) = counted([7u32; 5]);
         let record = RecordRef::new(Pid::local(1), process);
         // SAFETY: this test is the record's only user.
-        let taken = unsafe { record.with_body(|body| body.take_process()) }.expect("inline");
+        let taken = unsafe { record.with_body(|body| record.take_process(body)) }.expect("inline");
         assert!(!taken.boxed, "a small process is stored inline");
         drop(taken);
         assert_eq!(drops.load(SeqCst), 1);
@@ -398,7 +400,7 @@ mod tests {
         let record = RecordRef::new(Pid::local(1), process);
         let (new, new_drops) = counted(1u8);
         // SAFETY: this test is the record's only user.
-        let old = unsafe { record.with_body(|body| body.replace_process(Box::new(new))) }
+        let old = unsafe { record.with_body(|body| record.replace_process(body, Box::new(new))) }
             .expect("a process was there");
         assert!(old.boxed, "a 64-byte-aligned process is boxed");
         drop(old);

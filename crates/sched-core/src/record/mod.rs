@@ -61,8 +61,11 @@ pub(crate) struct Record {
     /// The references to this record (see `cell.rs`).
     refs: AtomicU32,
     /// The size of the allocation the record heads (the record and its
-    /// inline process), for the last reference to free it.
-    size: u32,
+    /// inline process), for the last reference to free it, and in
+    /// [`BOXED`] whether the body's process is boxed rather than inline.
+    /// Written by the process's owner only (an upgrade boxes it); atomic
+    /// because the record is shared, not because it is contended.
+    layout: AtomicU32,
     pub(crate) slot: ResultSlot,
     /// Its monitors and names (see `relations.rs`).
     pub(crate) relations: relations::Relations,
@@ -78,6 +81,9 @@ pub(crate) struct Record {
     owned: AtomicBool,
 }
 
+/// In `Record::layout`: the process is boxed (see `cell.rs`).
+const BOXED: u32 = 1 << 31;
+
 // 176 bytes plus an 8-byte process is the largest request glibc serves
 // from its 192-byte chunks; the next size is 208. Each field added here
 // costs every idle process 16 bytes (measured by `sched_probe`'s memory
@@ -90,12 +96,10 @@ const _: () = assert!(std::mem::size_of::<Record>() <= 176);
 
 /// The parts of a process only its current owner touches.
 pub(crate) struct Body {
-    /// The process: inline in the record's allocation, or boxed
-    /// (`boxed`); none once it has ended (dropped early, so that what it
+    /// The process: inline in the record's allocation, or boxed (see
+    /// [`BOXED`]); none once it has ended (dropped early, so that what it
     /// holds is freed while references to the record remain).
     pub(crate) process: Instance,
-    /// `process` points to a box of its own rather than into the record.
-    boxed: bool,
     /// The last step parked the process (idle or blocked); a wake that
     /// finds no event then does not call `step`.
     pub(crate) waiting: bool,
@@ -130,12 +134,13 @@ unsafe impl Send for Record {}
 
 impl Record {
     /// A record with no process yet, heading an allocation of `size`
-    /// bytes, with one reference (see `cell.rs`).
+    /// bytes (below [`BOXED`]), with one reference (see `cell.rs`).
     fn new(pid: Pid, size: u32) -> Self {
+        debug_assert!(size < BOXED);
         Record {
             pid,
             refs: AtomicU32::new(1),
-            size,
+            layout: AtomicU32::new(size),
             state: StateWord::new(),
             steps: AtomicU64::new(0),
             figures: figures::Figures::default(),
@@ -147,7 +152,6 @@ impl Record {
             owned: AtomicBool::new(false),
             body: UnsafeCell::new(Body {
                 process: Instance(None),
-                boxed: false,
                 waiting: false,
                 blocked: false,
                 extras: None,
@@ -165,13 +169,39 @@ impl Record {
     /// `process` points to a live process this record now owns: a box's
     /// (`boxed`), or the one stored right after the record.
     unsafe fn set_process(&mut self, process: NonNull<dyn Process>, boxed: bool) {
-        // SAFETY: `&mut self`: no one else can borrow the body.
-        unsafe {
-            self.with_body(|body| {
-                body.process = Instance(Some(process));
-                body.boxed = boxed;
-            })
+        if boxed {
+            self.layout.fetch_or(BOXED, Relaxed);
         }
+        // SAFETY: `&mut self`: no one else can borrow the body.
+        unsafe { self.with_body(|body| body.process = Instance(Some(process))) }
+    }
+
+    /// The allocation's size (see `cell.rs`).
+    fn size(&self) -> usize {
+        (self.layout.load(Relaxed) & !BOXED) as usize
+    }
+
+    /// Takes the process out of `body` (it has ended): the caller drops
+    /// it, in place if it is stored in the record, while holding a
+    /// reference to the record (see [`Taken`]).
+    pub(crate) fn take_process(&self, body: &mut Body) -> Option<Taken> {
+        let process = body.process.0.take()?;
+        // Relaxed: only the owner, which `body` proves we are, writes it.
+        let boxed = self.layout.load(Relaxed) & BOXED != 0;
+        // SAFETY: the body owned it and no longer points to it, so the
+        // `Taken` is its only owner; an inline one lives in this record,
+        // which the caller's reference keeps alive.
+        Some(unsafe { Taken::new(process, boxed) })
+    }
+
+    /// Installs an upgrade's new instance in `body`; returns the old one,
+    /// to be closed by the caller as [`take_process`](Record::take_process)'s.
+    pub(crate) fn replace_process(&self, body: &mut Body, new: Box<dyn Process>) -> Option<Taken> {
+        let old = self.take_process(body);
+        // SAFETY: `Box::into_raw` never returns null.
+        body.process = Instance(Some(unsafe { NonNull::new_unchecked(Box::into_raw(new)) }));
+        self.layout.fetch_or(BOXED, Relaxed);
+        old
     }
 
     /// Runs `f` on the body.
@@ -333,26 +363,6 @@ impl Instance {
 }
 
 impl Body {
-    /// Takes the process out (it has ended): the caller drops it, in place
-    /// if it is stored in the record, while holding a reference to the
-    /// record (see [`Taken`]).
-    pub(crate) fn take_process(&mut self) -> Option<Taken> {
-        let process = self.process.0.take()?;
-        // SAFETY: the body owned it and no longer points to it, so the
-        // `Taken` is its only owner.
-        Some(unsafe { Taken::new(process, self.boxed) })
-    }
-
-    /// Installs an upgrade's new instance; returns the old one, to be
-    /// closed by the caller as [`take_process`](Body::take_process)'s.
-    pub(crate) fn replace_process(&mut self, new: Box<dyn Process>) -> Option<Taken> {
-        let old = self.take_process();
-        // SAFETY: `Box::into_raw` never returns null.
-        self.process = Instance(Some(unsafe { NonNull::new_unchecked(Box::into_raw(new)) }));
-        self.boxed = true;
-        old
-    }
-
     /// The state a spurious wake parks the process in again.
     pub(crate) fn waiting_state(&self) -> u32 {
         if self.blocked {
@@ -363,11 +373,13 @@ impl Body {
     }
 }
 
-impl Drop for Body {
+impl Drop for Record {
     fn drop(&mut self) {
         // A process still here (the record was never run, or was refused)
-        // ends with it.
-        drop(self.take_process());
+        // ends with it, before its memory goes.
+        // SAFETY: `&mut self`: no one else can borrow the body.
+        let process = unsafe { self.with_body(|body| self.take_process(body)) };
+        drop(process);
     }
 }
 

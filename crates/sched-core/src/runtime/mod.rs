@@ -43,7 +43,7 @@ use crate::sync::Arc;
 ///
 /// let engine = Engine::builder().workers(2).build();
 /// engine.start();
-/// let mut handle = engine.submit(Pid::local(1), Box::new(Hello), "run", Box::new(())).unwrap();
+/// let mut handle = engine.submit(Pid::local(1), Hello, "run", Box::new(())).unwrap();
 /// assert_eq!(handle.pid(), Pid::local(1));
 /// let result = handle.wait_timeout(std::time::Duration::from_secs(5)).expect("finished");
 /// assert_eq!(result.unwrap().downcast_ref::<&str>(), Some(&"hello"));
@@ -105,15 +105,16 @@ impl Engine {
     /// # Examples
     ///
     /// See [`Engine`].
-    pub fn submit(
+    pub fn submit<P: Process>(
         &self,
         pid: Pid,
-        process: Box<dyn Process>,
+        process: P,
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
+        // Stored in its record's allocation (a `Box<dyn Process>` too).
         self.shared
-            .submit(RecordRef::boxed(pid, process), method, input)
+            .submit(RecordRef::new(pid, process), method, input)
     }
 }
 

@@ -781,7 +781,7 @@ impl Worker<'_> {
             }
         }
         self.shared.dead_letters(record.pid, dead);
-        if let Some(process) = body.take_process() {
+        if let Some(process) = record.take_process(body) {
             if let Err(message) = close_guarded(process) {
                 tracing::debug!(pid = %record.pid, %message, "close panicked");
                 if outcome.is_ok() {

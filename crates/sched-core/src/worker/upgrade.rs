@@ -70,7 +70,9 @@ impl Worker<'_> {
             return None;
         }
 
-        let old = body.take_process().expect("a live record has its process");
+        let old = record
+            .take_process(body)
+            .expect("a live record has its process");
         if let Err(message) = close_guarded(old) {
             // The old process is gone (its `close` ran, once); the new one
             // is not started on top of a failed cleanup.
@@ -93,7 +95,7 @@ impl Worker<'_> {
             return None;
         }
 
-        let none = body.replace_process(new);
+        let none = record.replace_process(body, new);
         debug_assert!(none.is_none(), "the old instance was taken above");
         // The new process is stepped next even if nothing is pending: it
         // has not run yet, so there is no earlier wait to keep.
@@ -120,8 +122,8 @@ impl Worker<'_> {
     ) -> bool {
         let pid = record.pid;
         let (new, method) = order.into_parts();
-        let old = body
-            .replace_process(new)
+        let old = record
+            .replace_process(body, new)
             .expect("a live record has its process");
         if let Err(message) = close_guarded(old) {
             tracing::debug!(%pid, %message, "close panicked during an upgrade ordered from outside");
