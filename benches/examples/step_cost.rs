@@ -7,10 +7,12 @@
 //! cargo build --release -p benches --example step_cost [--no-default-features]
 //! valgrind --tool=callgrind target/release/examples/step_cost yield 200 1000
 //! valgrind --tool=callgrind target/release/examples/step_cost ping 1000 100
+//! valgrind --tool=callgrind target/release/examples/step_cost chain 100 1000
 //! ```
 //!
 //! `yield P N`: P processes each continue N times. `ping P R`: P pairs
-//! exchange R round trips. Add `histograms` as a fourth argument to record
+//! exchange R round trips. `chain P N`: P chains of N processes, each
+//! spawning the next from its step and finishing (spawn and end costs). Add `histograms` as a fourth argument to record
 //! them.
 
 use std::time::Duration;
@@ -27,6 +29,19 @@ impl Process for Yielder {
             self.0 -= 1;
             out.continue_();
         }
+        Ok(())
+    }
+}
+
+/// Spawns the next link of its chain, then finishes.
+struct Link(u32);
+
+impl Process for Link {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.0 > 0 {
+            drop(out.spawn(Link(self.0 - 1))?);
+        }
+        out.finish(());
         Ok(())
     }
 }
@@ -91,6 +106,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 scheduler.post(a.pid(), ())?;
                 running.push(a);
                 running.push(b);
+            }
+        }
+        "chain" => {
+            for _ in 0..count {
+                running.push(scheduler.spawn(Link(each))?);
             }
         }
         other => return Err(format!("unknown workload {other}").into()),

@@ -54,6 +54,9 @@ use crate::sync::fence;
 /// somewhere, so this takes 16 GiB of pointers to one process).
 const MAX_REFS: u32 = i32::MAX as u32;
 
+/// The largest process stored inline (see the module documentation).
+const INLINE_MAX: usize = 2 * size_of::<usize>();
+
 /// A record followed by its process: the allocation's layout. `repr(C)`
 /// keeps the record at offset 0, so a pointer to the cell is a pointer to
 /// its record.
@@ -79,8 +82,7 @@ impl RecordRef {
     /// its alignment is stricter than the record's). The one reference
     /// returned is the only one.
     pub(crate) fn new<P: Process>(pid: Pid, process: P) -> RecordRef {
-        // The size must leave `Record::layout`'s flag bit free.
-        if align_of::<P>() > align_of::<Record>() || size_of::<Cell<P>>() >= 1 << 31 {
+        if size_of::<P>() > INLINE_MAX || align_of::<P>() > align_of::<Record>() {
             return RecordRef::boxed(pid, Box::new(process));
         }
         let cell = Box::into_raw(Box::new(Cell {
@@ -383,7 +385,7 @@ mod tests {
 
     #[test]
     fn a_taken_process_is_dropped_by_its_taker_and_not_again() {
-        let (process, drops) = counted([7u32; 5]);
+        let (process, drops) = counted(7u32);
         let record = RecordRef::new(Pid::local(1), process);
         // SAFETY: this test is the record's only user.
         let taken = unsafe { record.with_body(|body| record.take_process(body)) }.expect("inline");
@@ -414,6 +416,17 @@ mod tests {
     }
 
     #[test]
+    fn a_process_of_up_to_two_words_is_inline_and_a_larger_one_boxed() {
+        let inline = RecordRef::new(Pid::local(1), counted(1u64).0);
+        let larger = RecordRef::new(Pid::local(2), counted([1u64; 2]).0);
+        for (record, boxed) in [(inline, false), (larger, true)] {
+            // SAFETY: this test is the record's only user.
+            let taken = unsafe { record.with_body(|body| record.take_process(body)) };
+            assert_eq!(taken.expect("live").boxed, boxed);
+        }
+    }
+
+    #[test]
     fn raw_round_trips_keep_the_count() {
         let record = RecordRef::new(Pid::local(9), counted(()).0);
         let raw = RecordRef::into_raw(record.clone());
@@ -429,5 +442,132 @@ mod tests {
             RecordRef::get_mut(&mut record).map(|r| r.pid),
             Some(Pid::local(9))
         );
+    }
+}
+
+/// Loom models of the count: whichever thread drops the last reference
+/// frees the record, once, after every other holder's use. Run with
+/// `cargo xtask loom sched-core`.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::contract::output::{Events, Output};
+    use crate::sync::{thread, Arc, AtomicUsize};
+    use std::sync::atomic::Ordering::SeqCst;
+
+    /// Writes to itself in `step` (never called) and counts its drops; its
+    /// `Drop` reads the value, so a free racing a holder's use would be a
+    /// race loom reports on the cell below.
+    struct Owned {
+        drops: Arc<AtomicUsize>,
+        value: crate::sync::UnsafeCell<u64>,
+    }
+
+    impl Process for Owned {
+        fn step(
+            &mut self,
+            _: &mut Events<'_>,
+            _: &mut Output<'_>,
+        ) -> Result<(), crate::contract::error::BoxError> {
+            unreachable!("never stepped")
+        }
+    }
+
+    impl Drop for Owned {
+        fn drop(&mut self) {
+            // A write, so that loom checks it against every holder's read.
+            self.value.with_mut(|v| unsafe { *v = 1 });
+            self.drops.fetch_add(1, SeqCst);
+        }
+    }
+
+    /// The process inside `record`, for holders to read without borrowing
+    /// the body (whose ownership check would order them by itself).
+    fn process_of(record: &RecordRef) -> usize {
+        // SAFETY: called before the record is shared.
+        let process = unsafe {
+            record.with_body(|body| {
+                body.process.get().expect("live") as *const dyn Process as *const Owned
+            })
+        };
+        process as usize
+    }
+
+    /// A holder's use of the record: a read of its process's value.
+    fn use_record(process: usize) {
+        // SAFETY: the caller holds a reference to the record.
+        let process = unsafe { &*(process as *const Owned) };
+        process.value.with(|v| assert_eq!(unsafe { *v }, 0));
+    }
+
+    /// Two threads each use and drop a reference while the main thread
+    /// drops its own: the process is dropped exactly once, and after every
+    /// holder's use (loom tracks the value's `UnsafeCell`: a count whose
+    /// last drop did not order the other holders' uses before the free
+    /// fails here, as a relaxed decrement without the fence does).
+    #[test]
+    fn the_last_of_three_holders_frees_the_record_once() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let record = RecordRef::boxed(
+                Pid::local(1),
+                Box::new(Owned {
+                    drops: drops.clone(),
+                    value: crate::sync::UnsafeCell::new(0),
+                }),
+            );
+            let process = process_of(&record);
+            let holders: Vec<_> = (0..2)
+                .map(|_| {
+                    let mine = record.clone();
+                    thread::spawn(move || {
+                        use_record(process);
+                        drop(mine);
+                    })
+                })
+                .collect();
+            use_record(process);
+            drop(record);
+            for holder in holders {
+                holder.join().unwrap();
+            }
+            assert_eq!(drops.load(SeqCst), 1);
+        });
+    }
+
+    /// A reader that takes a count through a raw pointer (as the process
+    /// table and the `next` slot do) while the owner of another count
+    /// drops it: the record outlives the reader's use.
+    #[test]
+    fn a_count_taken_through_a_raw_pointer_keeps_the_record() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let record = RecordRef::boxed(
+                Pid::local(2),
+                Box::new(Owned {
+                    drops: drops.clone(),
+                    value: crate::sync::UnsafeCell::new(0),
+                }),
+            );
+            let process = process_of(&record);
+            // The word's count, as a slot holds it.
+            let raw = RecordRef::into_raw(record.clone()) as usize;
+            let reader = thread::spawn(move || {
+                let raw = raw as *const Record;
+                // SAFETY: the word's count (given up above) keeps it alive
+                // while we add ours.
+                unsafe { RecordRef::increment(raw) };
+                // SAFETY: the count just added is taken back once.
+                let mine = unsafe { RecordRef::from_raw(raw) };
+                use_record(process);
+                drop(mine);
+            });
+            drop(record);
+            reader.join().unwrap();
+            assert_eq!(drops.load(SeqCst), 0, "the word still holds a count");
+            // SAFETY: the word's count, taken back once.
+            drop(unsafe { RecordRef::from_raw(raw as *const Record) });
+            assert_eq!(drops.load(SeqCst), 1);
+        });
     }
 }
