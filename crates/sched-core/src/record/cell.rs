@@ -2,7 +2,7 @@
 //! ([`RecordRef`]) that the table, the run queues, links and completion
 //! handles hold it by.
 //!
-//! Why not `RecordRef` and a `Box<dyn Process>` beside it: that is two
+//! Why not `Arc<Record>` and a `Box<dyn Process>` beside it: that is two
 //! allocations per process, made by the submitting thread and freed by a
 //! worker, and two heap chunks that neighbouring processes share cache
 //! lines with. Here the process is stored right after the record's fields
@@ -45,7 +45,9 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use relay::Pid;
 
+use super::slot::Spare;
 use super::Record;
+use crate::contract::outcome::Outcome;
 use crate::contract::process::Process;
 use crate::sync::fence;
 
@@ -53,9 +55,6 @@ use crate::sync::fence;
 /// as `Arc` does past `isize::MAX` (each reference is a pointer held
 /// somewhere, so this takes 16 GiB of pointers to one process).
 const MAX_REFS: u32 = i32::MAX as u32;
-
-/// The largest process stored inline (see the module documentation).
-const INLINE_MAX: usize = 2 * size_of::<usize>();
 
 /// A record followed by its process: the allocation's layout. `repr(C)`
 /// keeps the record at offset 0, so a pointer to the cell is a pointer to
@@ -82,7 +81,8 @@ impl RecordRef {
     /// its alignment is stricter than the record's). The one reference
     /// returned is the only one.
     pub(crate) fn new<P: Process>(pid: Pid, process: P) -> RecordRef {
-        if size_of::<P>() > INLINE_MAX || align_of::<P>() > align_of::<Record>() {
+        // The size must leave `Record::layout`'s flag bit free.
+        if align_of::<P>() > align_of::<Record>() || size_of::<Cell<P>>() >= 1 << 31 {
             return RecordRef::boxed(pid, Box::new(process));
         }
         let cell = Box::into_raw(Box::new(Cell {
@@ -173,6 +173,27 @@ impl RecordRef {
         increment(unsafe { &(*ptr).refs });
     }
 
+    /// The room an ended process leaves in the allocation, if an outcome
+    /// fits in it (see `slot.rs`): the space right after the record's
+    /// fields, which held the process if it was stored inline (its first
+    /// instance, dropped when it ended or was upgraded), and which nothing
+    /// else uses.
+    #[inline]
+    pub(crate) fn spare(this: &RecordRef) -> Option<Spare> {
+        const {
+            assert!(size_of::<Record>().is_multiple_of(align_of::<Outcome>()));
+            assert!(align_of::<Outcome>() <= align_of::<Record>());
+        }
+        if this.size() < size_of::<Record>() + size_of::<Outcome>() {
+            return None;
+        }
+        // SAFETY: in bounds of the allocation (checked above), derived from
+        // the allocation's own pointer (not from a reference to the record),
+        // and aligned for an outcome (asserted above).
+        let room = unsafe { this.ptr.as_ptr().cast::<u8>().add(size_of::<Record>()) };
+        NonNull::new(room.cast::<Outcome>()).map(Spare)
+    }
+
     /// The number of references (tests).
     #[cfg(test)]
     pub(crate) fn count(this: &RecordRef) -> u32 {
@@ -207,6 +228,8 @@ impl RecordRef {
         // allocated with (`Cell<P>` has the record's alignment, as `new`
         // checked).
         unsafe {
+            // An outcome nobody took may still be kept in the process's room.
+            self.slot.drop_kept(RecordRef::spare(self));
             let size = self.ptr.as_ref().size();
             ptr::drop_in_place(self.ptr.as_ptr());
             dealloc(
@@ -416,10 +439,11 @@ mod tests {
     }
 
     #[test]
-    fn a_process_of_up_to_two_words_is_inline_and_a_larger_one_boxed() {
-        let inline = RecordRef::new(Pid::local(1), counted(1u64).0);
-        let larger = RecordRef::new(Pid::local(2), counted([1u64; 2]).0);
-        for (record, boxed) in [(inline, false), (larger, true)] {
+    fn a_process_is_inline_unless_aligned_more_strictly_than_its_record() {
+        let small = RecordRef::new(Pid::local(1), counted(1u64).0);
+        let large = RecordRef::new(Pid::local(2), counted([1u64; 64]).0);
+        let wide = RecordRef::new(Pid::local(3), counted(Wide([0; 64])).0);
+        for (record, boxed) in [(small, false), (large, false), (wide, true)] {
             // SAFETY: this test is the record's only user.
             let taken = unsafe { record.with_body(|body| record.take_process(body)) };
             assert_eq!(taken.expect("live").boxed, boxed);

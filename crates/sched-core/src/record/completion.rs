@@ -1,6 +1,5 @@
 //! The handle that waits for a submitted process's outcome.
 
-use crate::record::RecordRef;
 use std::any::{type_name, Any};
 use std::fmt;
 use std::future::Future;
@@ -12,6 +11,7 @@ use std::time::{Duration, Instant};
 use relay::{Payload, Pid};
 
 use super::slot::{ResultSlot, SlotState};
+use super::RecordRef;
 use crate::contract::error::UnexpectedValue;
 use crate::contract::outcome::{ExitError, Outcome};
 
@@ -150,7 +150,7 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn is_finished(&self) -> bool {
-        self.record.slot.is_ready()
+        self.record.slot.is_ready(RecordRef::spare(&self.record))
     }
 
     /// Blocks until the process ends and returns its outcome, or
@@ -161,7 +161,11 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn wait(self) -> Result<T, ExitError> {
-        let slot = self.record.slot.locked();
+        let spare = RecordRef::spare(&self.record);
+        if let Some(kept) = self.record.slot.take_kept(spare) {
+            return kept.map_or(Err(ExitError::AlreadyTaken), cast_outcome);
+        }
+        let slot = self.record.slot.locked(spare);
         let mut inner = slot.inner.lock();
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
@@ -184,8 +188,12 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Result<T, ExitError>> {
+        let spare = RecordRef::spare(&self.record);
+        if let Some(kept) = self.record.slot.take_kept(spare) {
+            return Some(kept.map_or(Err(ExitError::AlreadyTaken), cast_outcome));
+        }
         let deadline = Instant::now() + timeout;
-        let slot = self.record.slot.locked();
+        let slot = self.record.slot.locked(spare);
         let mut inner = slot.inner.lock();
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
@@ -216,8 +224,12 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn try_take(&mut self) -> Option<Result<T, ExitError>> {
+        let spare = RecordRef::spare(&self.record);
+        if let Some(kept) = self.record.slot.take_kept(spare) {
+            return Some(kept.map_or(Err(ExitError::AlreadyTaken), cast_outcome));
+        }
         let outcome = {
-            let mut inner = self.record.slot.locked().inner.lock();
+            let mut inner = self.record.slot.locked(spare).inner.lock();
             if matches!(inner.state, SlotState::Taken) {
                 return Some(Err(ExitError::AlreadyTaken));
             }
@@ -288,7 +300,11 @@ impl<T: Any + Send> Future for Completion<T> {
     type Output = Result<T, ExitError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.record.slot.poll_take(cx.waker()) {
+        match self
+            .record
+            .slot
+            .poll_take(cx.waker(), RecordRef::spare(&self.record))
+        {
             Some(outcome) => Poll::Ready(cast_outcome(outcome)),
             None => Poll::Pending,
         }
@@ -301,7 +317,7 @@ impl<T> Drop for Completion<T> {
     /// (in a worker's route cache), its result should not.
     fn drop(&mut self) {
         // Dropped here, outside the slot's lock, on the handle's thread.
-        let (outcome, waker) = self.record.slot.abandon();
+        let (outcome, waker) = self.record.slot.abandon(RecordRef::spare(&self.record));
         drop(waker);
         drop(outcome);
     }
@@ -311,7 +327,10 @@ impl<T> fmt::Debug for Completion<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completion")
             .field("pid", &self.record.pid)
-            .field("finished", &self.record.slot.is_ready())
+            .field(
+                "finished",
+                &self.record.slot.is_ready(RecordRef::spare(&self.record)),
+            )
             .finish()
     }
 }

@@ -4,12 +4,28 @@
 //! Wakers are never dropped or woken with the lock held: dropping a waker
 //! can drop a task, whose future may hold a `Completion` or an
 //! `Abandoned` that locks this slot again.
+//!
+//! # The outcome kept without the lock
+//!
+//! A process that ends while its handle is alive but nobody waits yet (a
+//! caller that collects its handles and waits on them later) would need
+//! the locked part only to keep the outcome until the handle takes it. When
+//! the ended process was stored inline in its record and its room is large
+//! enough ([`Spare`]), the end writes the outcome there instead and marks
+//! the word's address [`STORED`] in the same compare-and-swap that sets
+//! `ENDED` (only from an empty word: no locked part, no flag). The handle
+//! takes it with one compare-and-swap to [`TAKEN`]; any path that needs the
+//! locked part later (a watcher, a poll after the outcome was taken) moves
+//! what the word says into the locked part as it installs it. Exactly one
+//! thread moves a stored outcome out of the room: the one whose CAS leaves
+//! `STORED`. The loom models in `slot_loom.rs` check it against the
+//! handle's take, poll and drop.
 
 use std::task::Waker;
 
 use std::fmt;
-use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::sync::{AtomicPtr, Condvar, Mutex};
@@ -48,6 +64,20 @@ pub(crate) struct Locked {
 /// The flag bits of a slot's word.
 const FLAGS: usize = 0b1111;
 
+/// In a slot's word, instead of a locked part's address: the outcome is in
+/// the record's spare room. (Below any allocation, and aligned as one.)
+const STORED: usize = 1 << 4;
+/// In a slot's word, instead of a locked part's address: the outcome kept
+/// in the spare room was taken.
+const TAKEN: usize = 2 << 4;
+
+/// Room in a record where an outcome can be kept without the locked part:
+/// the space of the ended process, when it was stored inline and is large
+/// enough (see `cell.rs`). Valid for the record's life; written only by the
+/// end, read only by the thread whose CAS left [`STORED`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spare(pub(crate) NonNull<Outcome>);
+
 impl Default for ResultSlot {
     fn default() -> Self {
         ResultSlot {
@@ -61,7 +91,11 @@ impl fmt::Debug for ResultSlot {
         let word = self.word.load(Acquire);
         f.debug_struct("ResultSlot")
             .field("flags", &(word.addr() & FLAGS))
-            .field("locked_part", &!address_of(word).is_null())
+            .field(
+                "locked_part",
+                &(!address_of(word).is_null() && !is_kept(address_of(word))),
+            )
+            .field("kept_in_room", &(address_of(word).addr() == STORED))
             .finish()
     }
 }
@@ -69,7 +103,7 @@ impl fmt::Debug for ResultSlot {
 impl Drop for ResultSlot {
     fn drop(&mut self) {
         let locked = address_of(self.word.load(Acquire));
-        if !locked.is_null() {
+        if !locked.is_null() && !is_kept(locked) {
             // SAFETY: a non-null address came from `Box::into_raw` in
             // `install`, was installed once, and `&mut self` means no
             // reference to it is left.
@@ -82,6 +116,12 @@ impl Drop for ResultSlot {
 /// pointer keeps its provenance: only its address changes).
 fn address_of(word: *mut Locked) -> *mut Locked {
     word.map_addr(|a| a & !FLAGS)
+}
+
+/// Whether an address part says where a kept outcome is ([`STORED`] or
+/// [`TAKEN`]) rather than pointing to a locked part.
+fn is_kept(address: *mut Locked) -> bool {
+    matches!(address.addr(), STORED | TAKEN)
 }
 
 /// `set` ran: the process has ended.
@@ -155,17 +195,19 @@ impl ResultSlot {
     /// Whether the locked part was allocated (for tests).
     #[cfg(all(test, not(loom)))]
     pub(super) fn has_locked_part(&self) -> bool {
-        !address_of(self.word.load(Acquire)).is_null()
+        let address = address_of(self.word.load(Acquire));
+        !address.is_null() && !is_kept(address)
     }
 
     /// The locked part, allocated by the first caller that needs it. Two
     /// racing callers may both allocate; the one whose CAS loses frees its
-    /// copy and uses the winner's, so every caller sees the same lock.
-    pub(super) fn locked(&self) -> &Locked {
+    /// copy and uses the winner's, so every caller sees the same lock. An
+    /// outcome kept in `spare` moves into it (see the module docs).
+    pub(super) fn locked(&self, spare: Option<Spare>) -> &Locked {
         let current = self.word.load(Acquire);
         let installed = address_of(current);
-        if installed.is_null() {
-            return self.install(current);
+        if installed.is_null() || is_kept(installed) {
+            return self.install(current, spare);
         }
         // SAFETY: a non-null address is the installed box, freed only by
         // `Drop`, which `&self` rules out; the Acquire load synchronised
@@ -174,11 +216,14 @@ impl ResultSlot {
     }
 
     #[cold]
-    fn install(&self, mut current: *mut Locked) -> &Locked {
+    fn install(&self, mut current: *mut Locked, spare: Option<Spare>) -> &Locked {
         let fresh = Box::into_raw(Box::<Locked>::default());
+        // SAFETY: `fresh` is ours until the CAS below publishes it, and
+        // then freed only by `Drop`, which `&self` rules out.
+        let parts = unsafe { &*fresh };
         loop {
             let installed = address_of(current);
-            if !installed.is_null() {
+            if !installed.is_null() && !is_kept(installed) {
                 // SAFETY: `fresh` was never shared; `installed` is the
                 // installed box, freed only by `Drop`.
                 unsafe {
@@ -186,6 +231,9 @@ impl ResultSlot {
                     return &*installed;
                 }
             }
+            // Taking over a kept outcome: locked before it is published, so
+            // whoever finds the new part waits until the outcome is in it.
+            let adopting = is_kept(installed).then(|| parts.inner.lock());
             // Keeps whatever flags are set: they may change under us, and
             // then the CAS fails and we look again.
             let next = fresh.map_addr(|a| a | (current.addr() & FLAGS));
@@ -193,10 +241,61 @@ impl ResultSlot {
                 .word
                 .compare_exchange_weak(current, next, AcqRel, Acquire)
             {
-                // SAFETY: installed just now; freed only by `Drop`.
-                Ok(_) => return unsafe { &*fresh },
+                Ok(_) => {
+                    if let Some(mut inner) = adopting {
+                        inner.state = if installed.addr() == STORED {
+                            let spare = spare.expect("a kept outcome's record has room");
+                            // SAFETY: the CAS left `STORED`: the outcome the
+                            // end wrote is ours alone to move out.
+                            SlotState::Ready(unsafe { spare.0.as_ptr().read() })
+                        } else {
+                            SlotState::Taken
+                        };
+                    }
+                    return parts;
+                }
                 Err(seen) => current = seen,
             }
+        }
+    }
+
+    /// Takes the outcome kept in `spare` without the lock: `Some(Some(..))`
+    /// with it, `Some(None)` if it was taken before, `None` if none was
+    /// kept there (not ended yet, or kept in the locked part).
+    pub(super) fn take_kept(&self, spare: Option<Spare>) -> Option<Option<Outcome>> {
+        let mut current = self.word.load(Acquire);
+        loop {
+            match address_of(current).addr() {
+                STORED => {
+                    let next = current.map_addr(|a| (a & FLAGS) | TAKEN);
+                    // Acquire: pairs with the end's release, which wrote
+                    // the outcome before it published `STORED`.
+                    match self
+                        .word
+                        .compare_exchange_weak(current, next, AcqRel, Acquire)
+                    {
+                        Ok(_) => {
+                            let spare = spare.expect("a kept outcome's record has room");
+                            // SAFETY: the CAS left `STORED`: ours alone.
+                            return Some(Some(unsafe { spare.0.as_ptr().read() }));
+                        }
+                        Err(seen) => current = seen,
+                    }
+                }
+                TAKEN => return Some(None),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Drops an outcome still kept in `spare` (the record is being freed).
+    ///
+    /// # Safety
+    ///
+    /// The caller has the last reference to the record `spare` is in.
+    pub(crate) unsafe fn drop_kept(&self, spare: Option<Spare>) {
+        if let Some(Some(outcome)) = self.take_kept(spare) {
+            drop(outcome);
         }
     }
 
@@ -205,7 +304,27 @@ impl ResultSlot {
     /// Hands the outcome back when its handle is gone: nobody will take it,
     /// and the caller drops it (a record can outlive its process in caches,
     /// and must not keep a result nobody can read).
-    pub(crate) fn set(&self, outcome: Outcome) -> Option<Outcome> {
+    pub(crate) fn set(&self, mut outcome: Outcome, spare: Option<Spare>) -> Option<Outcome> {
+        if let Some(room) = spare {
+            // Nobody has dropped the handle, waited, polled or watched:
+            // keep the outcome in the room, with no lock (module docs).
+            if self.word.load(Relaxed).addr() == 0 {
+                // SAFETY: the room is the ended process's, unused until the
+                // CAS below publishes what is written here.
+                unsafe { room.0.as_ptr().write(outcome) };
+                let kept = ptr::without_provenance_mut(STORED | ENDED);
+                // Release: the outcome written above is seen by whoever
+                // reads `STORED`.
+                match self
+                    .word
+                    .compare_exchange(ptr::null_mut(), kept, AcqRel, Relaxed)
+                {
+                    Ok(_) => return None,
+                    // SAFETY: not published: still ours.
+                    Err(_) => outcome = unsafe { room.0.as_ptr().read() },
+                }
+            }
+        }
         let before = self.raise(ENDED);
         debug_assert!(before & ENDED == 0, "a process ends once");
         if before & (ABANDONED | POLLED | WATCHED) == ABANDONED {
@@ -213,7 +332,8 @@ impl ResultSlot {
             // watches: nobody can take the outcome or needs a wakeup.
             return Some(outcome);
         }
-        let parts = self.locked();
+        // No outcome is kept in the room yet: nothing to move.
+        let parts = self.locked(None);
         let mut locked = parts.inner.lock();
         debug_assert!(
             matches!(locked.state, SlotState::Pending | SlotState::Abandoned),
@@ -245,14 +365,18 @@ impl ResultSlot {
     /// The handle is being dropped: an outcome already there is handed
     /// back to be dropped, one still to come will not be kept. The handle's
     /// waker is handed back too, to be dropped outside the lock.
-    pub(super) fn abandon(&self) -> (Option<Outcome>, Displaced) {
+    pub(super) fn abandon(&self, spare: Option<Spare>) -> (Option<Outcome>, Displaced) {
         let before = self.raise(ABANDONED);
         if before & (ENDED | POLLED) == 0 {
             // No outcome yet and no waker of ours: the end sees `ABANDONED`
             // and keeps nothing.
             return (None, None);
         }
-        let mut locked = self.locked().inner.lock();
+        if let Some(kept) = self.take_kept(spare) {
+            // Kept in the room (and never polled, so no waker to drop).
+            return (kept, None);
+        }
+        let mut locked = self.locked(spare).inner.lock();
         let waiter = locked.waiter.take();
         let outcome = match std::mem::replace(&mut locked.state, SlotState::Abandoned) {
             SlotState::Ready(outcome) => Some(outcome),
@@ -279,8 +403,11 @@ impl ResultSlot {
     /// `Err(AlreadyTaken)` if it was taken), else `None` with `waker`
     /// registered, replacing the one a previous poll left unless it would
     /// wake the same task.
-    pub(super) fn poll_take(&self, waker: &Waker) -> Option<Outcome> {
-        let mut locked = self.locked().inner.lock();
+    pub(super) fn poll_take(&self, waker: &Waker, spare: Option<Spare>) -> Option<Outcome> {
+        if let Some(kept) = self.take_kept(spare) {
+            return Some(kept.ok_or(ExitError::AlreadyTaken).and_then(|o| o));
+        }
+        let mut locked = self.locked(spare).inner.lock();
         if let Some(outcome) = Self::take(&mut locked.state) {
             let stale = locked.waiter.take();
             drop(locked);
@@ -301,20 +428,30 @@ impl ResultSlot {
         None
     }
 
-    pub(super) fn is_ready(&self) -> bool {
+    pub(super) fn is_ready(&self, spare: Option<Spare>) -> bool {
         // The end sets `ENDED` before it stores the outcome.
-        if self.word.load(Acquire).addr() & ENDED == 0 {
+        let word = self.word.load(Acquire);
+        if word.addr() & ENDED == 0 {
             return false;
         }
-        matches!(self.locked().inner.lock().state, SlotState::Ready(_))
+        match address_of(word).addr() {
+            STORED => true,
+            TAKEN => false,
+            _ => matches!(self.locked(spare).inner.lock().state, SlotState::Ready(_)),
+        }
     }
 
     /// For an `Abandoned` future: `true` if the process has ended;
     /// otherwise registers (or refreshes) `waker` under `key`, allocating a
     /// key on the first poll. The displaced waker is the caller's to drop
     /// once the lock is released.
-    pub(crate) fn watch(&self, key: &mut Option<u64>, waker: &Waker) -> (bool, Displaced) {
-        let mut locked = self.locked().inner.lock();
+    pub(crate) fn watch(
+        &self,
+        key: &mut Option<u64>,
+        waker: &Waker,
+        spare: Option<Spare>,
+    ) -> (bool, Displaced) {
+        let mut locked = self.locked(spare).inner.lock();
         // Set under the lock, before the waker is listed: an end that does
         // not see `WATCHED` has set `ENDED`, seen here.
         if self.raise(WATCHED) & ENDED != 0 {
@@ -338,8 +475,8 @@ impl ResultSlot {
 
     /// An `Abandoned` future is dropped: its waker leaves the list (and is
     /// handed back, to be dropped outside the lock).
-    pub(crate) fn unwatch(&self, key: u64) -> Displaced {
-        let mut locked = self.locked().inner.lock();
+    pub(crate) fn unwatch(&self, key: u64, spare: Option<Spare>) -> Displaced {
+        let mut locked = self.locked(spare).inner.lock();
         let watchers = locked.watchers.as_mut()?;
         let at = watchers.list.iter().position(|(k, _)| *k == key)?;
         Some(watchers.list.swap_remove(at).1)
@@ -348,7 +485,7 @@ impl ResultSlot {
     /// How many `Abandoned` futures are registered (for tests).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn watchers(&self) -> usize {
-        self.locked()
+        self.locked(None)
             .inner
             .lock()
             .watchers

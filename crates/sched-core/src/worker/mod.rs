@@ -821,7 +821,7 @@ impl Worker<'_> {
             record.pid,
             &outcome,
         );
-        if let Some(unwanted) = record.slot.set(outcome) {
+        if let Some(unwanted) = record.slot.set(outcome, RecordRef::spare(record)) {
             drop_user_value(unwanted, record.pid, "a result nobody waits for");
         }
     }

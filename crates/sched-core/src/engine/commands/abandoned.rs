@@ -63,7 +63,10 @@ impl Future for Abandoned {
             return Poll::Ready(());
         }
         let this = &mut *self;
-        let (ended, displaced) = this.record.slot.watch(&mut this.key, cx.waker());
+        let (ended, displaced) =
+            this.record
+                .slot
+                .watch(&mut this.key, cx.waker(), RecordRef::spare(&this.record));
         drop(displaced);
         if ended {
             Poll::Ready(())
@@ -76,7 +79,11 @@ impl Future for Abandoned {
 impl Drop for Abandoned {
     fn drop(&mut self) {
         if let Some(key) = self.key {
-            drop(self.record.slot.unwatch(key));
+            drop(
+                self.record
+                    .slot
+                    .unwatch(key, RecordRef::spare(&self.record)),
+            );
         }
     }
 }
