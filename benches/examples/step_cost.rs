@@ -15,6 +15,8 @@
 //! spawning the next from its step and finishing (spawn and end costs). Add `histograms` as a fourth argument to record
 //! them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sched::prelude::*;
@@ -33,13 +35,16 @@ impl Process for Yielder {
     }
 }
 
-/// Spawns the next link of its chain, then finishes.
-struct Link(u32);
+/// Spawns the next link of its chain, then finishes; the last one counts
+/// its chain as done.
+struct Link(u32, Arc<AtomicUsize>);
 
 impl Process for Link {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.0 > 0 {
-            drop(out.spawn(Link(self.0 - 1))?);
+            drop(out.spawn(Link(self.0 - 1, self.1.clone()))?);
+        } else {
+            self.1.fetch_add(1, Ordering::Release);
         }
         out.finish(());
         Ok(())
@@ -109,8 +114,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         "chain" => {
+            let chains = Arc::new(AtomicUsize::new(0));
             for _ in 0..count {
-                running.push(scheduler.spawn(Link(each))?);
+                drop(scheduler.spawn(Link(each, chains.clone()))?);
+            }
+            while chains.load(Ordering::Acquire) < count as usize {
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
         other => return Err(format!("unknown workload {other}").into()),

@@ -21,11 +21,21 @@
 //!
 //! The record's `layout` field holds the allocation's size, so the last
 //! reference frees it without knowing `P`, and whether the process is
-//! boxed. A process stored inline stays in
-//! place until the record is freed: ending it runs its `Drop` in place
-//! ([`Taken`]), and an upgrade's new instance (a `Box<dyn Process>` made by
-//! the user) is held boxed. A process whose alignment is stricter than the
-//! record's is boxed too, which keeps the allocation's alignment fixed.
+//! boxed. A process stored inline stays in place until the record is
+//! freed: ending it runs its `Drop` in place ([`Taken`]), and an upgrade's
+//! new instance (a `Box<dyn Process>` made by the user) is held boxed. A
+//! process whose alignment is stricter than the record's is boxed too,
+//! which keeps the allocation's alignment fixed.
+//!
+//! # The room an ended process leaves
+//!
+//! Once the process has ended (or its first instance was upgraded away),
+//! its bytes are dead but still allocated until the last reference goes,
+//! which is usually the submitter's `Completion` handle. When they are
+//! enough for an [`Outcome`], the outcome slot keeps the outcome there
+//! ([`RecordRef::spare`], and `slot.rs`'s module docs), instead of
+//! allocating its locked part: the room costs nothing more, and a caller
+//! that waits on its handles late holds no second allocation per process.
 //!
 //! # Counting
 //!
