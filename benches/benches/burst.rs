@@ -424,6 +424,7 @@ fn report(load: Load, runs: usize, delays: &[[Duration; 3]]) {
     );
     println!("|---|---|---|---|---|---|");
     let (mut ours_runs, mut tokio_runs) = (Vec::new(), Vec::new());
+    let mut loads = Vec::new();
     for i in 1..=runs {
         for (side, run, runs) in [
             (
@@ -435,6 +436,7 @@ fn report(load: Load, runs: usize, delays: &[[Duration; 3]]) {
         ] {
             let average = load_average();
             let r = run(load, delays);
+            loads.push(average.clone());
             println!(
                 "| {i} | {side} | {average} | {} | {} / {} / {} | {} / {} / {} |",
                 ms(r.wall),
@@ -464,6 +466,7 @@ fn report(load: Load, runs: usize, delays: &[[Duration; 3]]) {
         ("message p99", |r| r.message.p99),
         ("message max", |r| r.message.max),
     ];
+    let mut figures = Vec::new();
     for (name, metric) in metrics {
         let ours = median(ours_runs.iter().map(|r| metric(r).as_secs_f64()).collect());
         let tokio = median(tokio_runs.iter().map(|r| metric(r).as_secs_f64()).collect());
@@ -473,5 +476,14 @@ fn report(load: Load, runs: usize, delays: &[[Duration; 3]]) {
             tokio * 1e3,
             ours / tokio.max(1e-9)
         );
+        figures.push(tables::Figure {
+            name: format!("{} load: {name}", load.name()),
+            unit: "ms",
+            ours: ours * 1e3,
+            peer: tokio * 1e3,
+            peer_name: "tokio",
+            loads: &loads,
+        });
     }
+    tables::record("burst", &figures);
 }

@@ -361,6 +361,7 @@ fn main() {
     println!("| run | side | load average | wall | CPU (user+sys) | peak live heap |");
     println!("|---|---|---|---|---|---|");
     let (mut ours_runs, mut tokio_runs) = (Vec::new(), Vec::new());
+    let mut loads = Vec::new();
     for i in 1..=runs {
         for (side, run, runs) in [
             (
@@ -372,6 +373,7 @@ fn main() {
         ] {
             let load = load_average();
             let r = run(&delays);
+            loads.push(load.clone());
             println!(
                 "| {i} | {side} | {load} | {:.1?} | {:.0?} | {:.1} MB |",
                 r.wall,
@@ -390,6 +392,7 @@ fn main() {
         ("CPU (user+sys)", |r| r.cpu.as_secs_f64(), "ms", 1e3),
         ("peak live heap", |r| r.peak_bytes as f64, "MB", 1e-6),
     ];
+    let mut figures = Vec::new();
     for (name, metric, unit, scale) in metrics {
         let ours = median(ours_runs.iter().map(metric).collect());
         let tokio = median(tokio_runs.iter().map(metric).collect());
@@ -399,5 +402,14 @@ fn main() {
             tokio * scale,
             ours / tokio
         );
+        figures.push(tables::Figure {
+            name: name.to_string(),
+            unit,
+            ours: ours * scale,
+            peer: tokio * scale,
+            peer_name: "tokio",
+            loads: &loads,
+        });
     }
+    tables::record("workflow", &figures);
 }

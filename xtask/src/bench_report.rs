@@ -8,6 +8,12 @@
 //! one, from `new/sample.json`), the peer's median and the ratio (ours /
 //! peer, below 1 means faster), then writes the same table as Markdown and the ratios as
 //! an SVG bar chart under `target/bench-report/`.
+//!
+//! The benches with harnesses of their own (`workflow`: wall, CPU and peak
+//! heap; `burst`: latencies under a burst) print their tables and also
+//! append their medians to `target/bench-report/extra/<bench>.tsv`; the
+//! report adds them as a second table, with the load average each run
+//! began at.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -54,9 +60,12 @@ pub(crate) fn bench(quick: bool) -> Result<(), String> {
     let criterion_dir = root().join("target").join("criterion");
     // Old results of benchmarks that no longer exist would pollute the
     // report; start clean.
-    if criterion_dir.exists() {
-        fs::remove_dir_all(&criterion_dir)
-            .map_err(|e| format!("could not clear {}: {e}", criterion_dir.display()))?;
+    let extra_dir = root().join("target").join("bench-report").join("extra");
+    for dir in [&criterion_dir, &extra_dir] {
+        if dir.exists() {
+            fs::remove_dir_all(dir)
+                .map_err(|e| format!("could not clear {}: {e}", dir.display()))?;
+        }
     }
     let mut args = vec![
         "bench",
@@ -89,9 +98,14 @@ fn report(criterion_dir: &Path) -> Result<(), String> {
             criterion_dir.display()
         ));
     }
-    let table = markdown(&rows);
-    println!("{table}");
     let out = root().join("target").join("bench-report");
+    let mut table = markdown(&rows);
+    let extra = extra_figures(&out.join("extra"))?;
+    if !extra.is_empty() {
+        table.push('\n');
+        table.push_str(&extra_markdown(&extra));
+    }
+    println!("{table}");
     fs::create_dir_all(&out).map_err(|e| format!("could not create {}: {e}", out.display()))?;
     let md = out.join("report.md");
     let svg = out.join("ratios.svg");
@@ -214,6 +228,82 @@ fn median_point_estimate(json: &str) -> Option<f64> {
     number.parse().ok()
 }
 
+/// One figure of a bench with a harness of its own (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+struct Extra {
+    bench: String,
+    figure: String,
+    unit: String,
+    ours: f64,
+    peer_name: String,
+    peer: f64,
+    loads: String,
+}
+
+/// The figures under `dir` (`<bench>.tsv` files), in file-name order; none
+/// if the directory is missing (those benches did not run).
+fn extra_figures(dir: &Path) -> Result<Vec<Extra>, String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tsv"))
+        .collect();
+    files.sort();
+    let mut figures = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file)
+            .map_err(|e| format!("could not read {}: {e}", file.display()))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            figures.push(
+                parse_extra(line)
+                    .ok_or_else(|| format!("unreadable line in {}: {line}", file.display()))?,
+            );
+        }
+    }
+    Ok(figures)
+}
+
+/// One line: bench, figure, unit, ours, peer name, peer, load averages.
+fn parse_extra(line: &str) -> Option<Extra> {
+    let fields: Vec<&str> = line.split('\t').collect();
+    let [bench, figure, unit, ours, peer_name, peer, loads] = fields.as_slice() else {
+        return None;
+    };
+    Some(Extra {
+        bench: bench.to_string(),
+        figure: figure.to_string(),
+        unit: unit.to_string(),
+        ours: ours.parse().ok()?,
+        peer_name: peer_name.to_string(),
+        peer: peer.parse().ok()?,
+        loads: loads.to_string(),
+    })
+}
+
+/// The second table of the report.
+fn extra_markdown(figures: &[Extra]) -> String {
+    let mut out = String::from(
+        "| bench (own harness) | figure (median of the runs) | ours | peer | peer's | ours / peer | load averages |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for f in figures {
+        let ratio = if f.peer > 0.0 {
+            format!("{:.2}", f.ours / f.peer)
+        } else {
+            "-".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2} {} | {} | {:.2} {} | {} | {} |",
+            f.bench, f.figure, f.ours, f.unit, f.peer_name, f.peer, f.unit, ratio, f.loads
+        );
+    }
+    out
+}
+
 /// Pairs `ours` with every peer of the same workload.
 fn pair(measurements: &[Measurement]) -> Vec<Row> {
     let mut by_workload: BTreeMap<&str, Vec<&Measurement>> = BTreeMap::new();
@@ -328,6 +418,47 @@ fn xml_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_harness_figures_are_read_back_and_tabled_with_their_ratio() {
+        let line = "workflow\twall\tms\t120.5\ttokio\t100.0\t1.20 1.31 1.25";
+        let figure = parse_extra(line).expect("well-formed");
+        assert_eq!(figure.bench, "workflow");
+        assert_eq!(figure.figure, "wall");
+        assert_eq!((figure.ours, figure.peer), (120.5, 100.0));
+        let table = extra_markdown(&[figure]);
+        assert!(
+            table.contains(
+                "| workflow | wall | 120.50 ms | tokio | 100.00 ms | 1.21 | 1.20 1.31 1.25 |"
+            ),
+            "{table}"
+        );
+        assert!(parse_extra("workflow\twall\tms\tnot a number\ttokio\t1\t").is_none());
+        assert!(parse_extra("too\tfew").is_none());
+    }
+
+    #[test]
+    fn own_harness_figures_are_collected_from_every_file_and_none_when_absent() {
+        let dir = std::env::temp_dir().join(format!("xtask-extra-{}", std::process::id()));
+        assert_eq!(extra_figures(&dir).unwrap(), Vec::new());
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("burst.tsv"),
+            "burst\tbusy load: timer late p50\tms\t1\ttokio\t1\t0.5\n",
+        )
+        .unwrap();
+        fs::write(
+            dir.join("workflow.tsv"),
+            "workflow\twall\tms\t2\ttokio\t4\t0.5\n\n",
+        )
+        .unwrap();
+        fs::write(dir.join("notes.txt"), "ignored").unwrap();
+        let figures = extra_figures(&dir).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        let names: Vec<&str> = figures.iter().map(|f| f.bench.as_str()).collect();
+        assert_eq!(names, ["burst", "workflow"]);
+        assert!(extra_markdown(&figures).contains("| 0.50 |"));
+    }
 
     #[test]
     fn reads_criterion_json() {

@@ -155,6 +155,23 @@ impl Drop for Dropped {
     }
 }
 
+/// The process ends on another thread, with a payload that counts its
+/// drops and `spare` as its room; joining hands back what the end did not
+/// keep.
+fn end_on_a_thread(
+    slot: &Arc<ResultSlot>,
+    drops: &std::sync::Arc<AtomicUsize>,
+    spare: Spare,
+) -> thread::JoinHandle<Option<crate::contract::outcome::Outcome>> {
+    let slot = slot.clone();
+    let payload = Dropped(drops.clone());
+    let spare = SendSpare(spare);
+    thread::spawn(move || {
+        let spare = spare;
+        slot.set(Ok(Box::new(payload)), Some(spare.0))
+    })
+}
+
 /// The end keeps the outcome in the room while the handle polls for the
 /// first time: the poll gets it (from the room, or from the locked part
 /// it installed first), or is woken and gets it then; never lost, never
@@ -167,17 +184,9 @@ fn the_end_keeping_the_outcome_in_the_room_races_the_first_poll() {
         let slot = Arc::new(ResultSlot::default());
         let drops = std::sync::Arc::new(AtomicUsize::new(0));
         let (woken, waker) = counter();
-        let end = {
-            let slot = slot.clone();
-            let payload = Dropped(drops.clone());
-            let spare = SendSpare(spare);
-            thread::spawn(move || {
-                let spare = spare;
-                slot.set(Ok(Box::new(payload)), Some(spare.0)).is_none()
-            })
-        };
+        let end = end_on_a_thread(&slot, &drops, spare);
         let polled = slot.poll_take(&waker, Some(spare));
-        assert!(end.join().unwrap(), "the handle is alive: kept");
+        assert!(end.join().unwrap().is_none(), "the handle is alive: kept");
         let outcome = match polled {
             Some(outcome) => outcome,
             None => {
@@ -209,19 +218,11 @@ fn a_kept_outcome_racing_the_handles_drop_is_dropped_once() {
         let spare = room.spare();
         let slot = Arc::new(ResultSlot::default());
         let drops = std::sync::Arc::new(AtomicUsize::new(0));
-        let end = {
-            let slot = slot.clone();
-            let payload = Dropped(drops.clone());
-            let spare = SendSpare(spare);
-            thread::spawn(move || {
-                let spare = spare;
-                drop(slot.set(Ok(Box::new(payload)), Some(spare.0)));
-            })
-        };
+        let end = end_on_a_thread(&slot, &drops, spare);
         let (by_handle, displaced) = slot.abandon(Some(spare));
         drop(displaced);
         drop(by_handle);
-        end.join().unwrap();
+        drop(end.join().unwrap());
         // SAFETY: every thread is joined; the room is ours.
         unsafe { slot.drop_kept(Some(spare)) };
         drop(slot);
