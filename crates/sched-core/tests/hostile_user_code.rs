@@ -125,6 +125,51 @@ fn a_process_whose_drop_panics_after_a_failed_init_frees_its_slot() {
     worker_still_runs(&engine, 10);
 }
 
+/// Parks forever; its `Drop` panics.
+struct ExplodesWhenDropped;
+
+impl Process for ExplodesWhenDropped {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        events.for_each(drop);
+        Ok(())
+    }
+}
+
+impl Drop for ExplodesWhenDropped {
+    fn drop(&mut self) {
+        panic!("Drop of a refused process");
+    }
+}
+
+#[test]
+fn a_process_refused_at_the_limit_whose_drop_panics_is_dropped_under_the_guard() {
+    let engine = builder(1).max_processes(1).build();
+    engine.start();
+    let live = submit(
+        &engine,
+        1,
+        process(|events, _| {
+            events.for_each(drop);
+            Ok(())
+        }),
+    );
+    // Refused (the limit is taken): the process is the user's value and is
+    // dropped here, where its panic must not reach the caller.
+    let refused = engine.submit(Pid::local(2), ExplodesWhenDropped, "run", Box::new(()));
+    assert!(
+        matches!(refused, Err(SubmitError::TooManyProcesses { max: 1 })),
+        "{refused:?}"
+    );
+    let spawned = engine.spawn(ExplodesWhenDropped);
+    assert!(
+        matches!(spawned, Err(SubmitError::TooManyProcesses { max: 1 })),
+        "{spawned:?}"
+    );
+    engine.terminate(Pid::local(1)).expect("still live");
+    assert!(matches!(wait(live), Err(ExitError::Terminated)));
+    worker_still_runs(&engine, 10);
+}
+
 #[test]
 fn events_a_step_does_not_read_are_its_next_step_s_first_events() {
     let engine = builder(1).build();
