@@ -155,7 +155,8 @@ fn a_process_refused_at_the_limit_whose_drop_panics_is_dropped_under_the_guard()
     );
     // Refused (the limit is taken): the process is the user's value and is
     // dropped here, where its panic must not reach the caller.
-    let refused = engine.submit(Pid::local(2), ExplodesWhenDropped, "run", Box::new(()));
+    // Its input's `Drop` panics too.
+    let refused = engine.submit(Pid::local(2), ExplodesWhenDropped, "run", Box::new(Bomb));
     assert!(
         matches!(refused, Err(SubmitError::TooManyProcesses { max: 1 })),
         "{refused:?}"

@@ -27,12 +27,7 @@ impl Shared {
         self.submit_or_return(record, method, input)
             .map_err(|refused| match refused {
                 Refusal::Duplicate(record, input) => {
-                    // Dropped here, guarded: they are the user's values.
-                    // SAFETY: the record was never registered nor queued:
-                    // we are its only owner.
-                    let process = unsafe { record.with_body(|body| record.take_process(body)) };
-                    drop_user_value(process, pid, "a process refused for a duplicate PID");
-                    drop_user_value(input, pid, "the input of a refused process");
+                    drop_unstarted(record, input, "a process refused for a duplicate PID");
                     SubmitError::DuplicatePid(pid)
                 }
                 Refusal::Other(error) => error,
@@ -51,9 +46,13 @@ impl Shared {
         mut input: Payload,
     ) -> Result<Completion, SubmitError> {
         loop {
-            let pid = self
-                .allocate_pid()
-                .map_err(|e| SubmitError::PidsExhausted { node: e.node })?;
+            let pid = match self.allocate_pid() {
+                Ok(pid) => pid,
+                Err(e) => {
+                    drop_unstarted(record, input, "a process refused for want of PIDs");
+                    return Err(SubmitError::PidsExhausted { node: e.node });
+                }
+            };
             RecordRef::get_mut(&mut record)
                 .expect("a record not yet submitted has one reference")
                 .pid = pid;
@@ -86,10 +85,7 @@ impl Shared {
         // One atomic decision against shutdown: refused, or counted live
         // before shutdown sets its flag (see `Live`).
         if let Err(refused) = self.admit_live() {
-            // The refused process is the user's value: dropped guarded.
-            // SAFETY: the record was never registered nor queued.
-            let process = unsafe { record.with_body(|body| record.take_process(body)) };
-            drop_user_value(process, pid, "a process refused at admission");
+            drop_unstarted(record, input, "a process refused at admission");
             return Err(Refusal::Other(match refused {
                 Refused::Stopping => SubmitError::ShuttingDown,
                 Refused::Full => SubmitError::TooManyProcesses {
@@ -199,6 +195,17 @@ impl Shared {
         let _guard = self.all_ended.lock();
         self.all_ended_cv.notify_all();
     }
+}
+
+/// Drops a process that will not start, and its input, under the panic
+/// guard: they are the user's values, and their `Drop` may panic.
+fn drop_unstarted(record: RecordRef, input: Payload, what: &'static str) {
+    let pid = record.pid;
+    // SAFETY: the record was never registered nor queued: we hold its only
+    // reference.
+    let process = unsafe { record.with_body(|body| record.take_process(body)) };
+    drop_user_value(process, pid, what);
+    drop_user_value(input, pid, "the input of a process that did not start");
 }
 
 /// Why `submit_or_return` did not submit.
