@@ -161,11 +161,10 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn wait(self) -> Result<T, ExitError> {
-        let spare = RecordRef::spare(&self.record);
-        if let Some(kept) = self.record.slot.take_kept(spare) {
-            return kept.map_or(Err(ExitError::AlreadyTaken), cast_outcome);
+        if let Some(kept) = self.take_kept() {
+            return kept;
         }
-        let slot = self.record.slot.locked(spare);
+        let slot = self.record.slot.locked(RecordRef::spare(&self.record));
         let mut inner = slot.inner.lock();
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
@@ -188,12 +187,11 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Result<T, ExitError>> {
-        let spare = RecordRef::spare(&self.record);
-        if let Some(kept) = self.record.slot.take_kept(spare) {
-            return Some(kept.map_or(Err(ExitError::AlreadyTaken), cast_outcome));
+        if let Some(kept) = self.take_kept() {
+            return Some(kept);
         }
         let deadline = Instant::now() + timeout;
-        let slot = self.record.slot.locked(spare);
+        let slot = self.record.slot.locked(RecordRef::spare(&self.record));
         let mut inner = slot.inner.lock();
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
@@ -224,18 +222,30 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn try_take(&mut self) -> Option<Result<T, ExitError>> {
-        let spare = RecordRef::spare(&self.record);
-        if let Some(kept) = self.record.slot.take_kept(spare) {
-            return Some(kept.map_or(Err(ExitError::AlreadyTaken), cast_outcome));
+        if let Some(kept) = self.take_kept() {
+            return Some(kept);
         }
         let outcome = {
-            let mut inner = self.record.slot.locked(spare).inner.lock();
+            let mut inner = self
+                .record
+                .slot
+                .locked(RecordRef::spare(&self.record))
+                .inner
+                .lock();
             if matches!(inner.state, SlotState::Taken) {
                 return Some(Err(ExitError::AlreadyTaken));
             }
             ResultSlot::take(&mut inner.state)
         };
         outcome.map(cast_outcome)
+    }
+
+    /// The outcome if the end kept it in the record's room (see
+    /// `slot.rs`), taken without the lock; `Err(AlreadyTaken)` if it was
+    /// taken from there before; `None` if none was kept there.
+    fn take_kept(&self) -> Option<Result<T, ExitError>> {
+        let kept = self.record.slot.take_kept(RecordRef::spare(&self.record))?;
+        Some(kept.map_or(Err(ExitError::AlreadyTaken), cast_outcome))
     }
 }
 
