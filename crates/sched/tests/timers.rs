@@ -314,3 +314,63 @@ fn a_process_with_many_timers_cancels_and_receives_exactly_the_right_ones() {
     assert_eq!(*fired, (0..N).filter(|n| n % 2 == 1).collect::<Vec<_>>());
     scheduler.shutdown(Duration::from_secs(5));
 }
+
+/// A worker fires the timers due at one tick a few dozen at a time: a
+/// burst of hundreds of timers of one process, many on the same tick,
+/// still reaches it in deadline order (equal deadlines in the order set),
+/// every one of them once.
+#[test]
+fn a_burst_of_due_timers_larger_than_a_firing_chunk_arrives_in_deadline_order() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    scheduler.start();
+    // 400 timers over 8 deadlines (50 per tick), set out of order.
+    let timers: Vec<(u64, u64)> = (0..400u64).map(|i| (1 + (i * 7) % 8, i)).collect();
+    let (sleeper, seen) = Sleeper::new(&timers, &[], timers.len());
+    scheduler.spawn(sleeper).unwrap().wait().unwrap();
+    let tags: Vec<u64> = seen.lock().unwrap().iter().map(|(t, _)| *t).collect();
+    let mut expected = timers.clone();
+    // Stable: equal deadlines keep the order they were set in.
+    expected.sort_by_key(|&(ms, _)| ms);
+    let expected: Vec<u64> = expected.iter().map(|&(_, tag)| tag).collect();
+    assert_eq!(tags, expected);
+}
+
+/// Delayed messages from one sender to one target with the same delay
+/// arrive in the order sent, however many fall due together.
+#[test]
+fn many_delayed_messages_due_together_arrive_in_the_order_sent() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let (process, got) = inbox();
+    let handle = scheduler.spawn(process).unwrap();
+    let texts: Vec<&'static str> = (0..300)
+        .map(|i| &*Box::leak(format!("m{i}").into_boxed_str()))
+        .chain(["stop"])
+        .collect();
+    for &text in &texts {
+        scheduler
+            .post_after(Duration::from_millis(20), handle.pid(), text)
+            .unwrap();
+    }
+    handle.wait().unwrap();
+    assert_eq!(*got.lock().unwrap(), texts);
+}
+
+/// Thousands of processes whose timers fall due on the same tick are all
+/// woken, each once.
+#[test]
+fn thousands_of_timers_due_on_one_tick_each_wake_their_process_once() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let handles: Vec<_> = (0..5_000)
+        .map(|_| {
+            let (sleeper, seen) = Sleeper::new(&[(15, 1)], &[], 1);
+            (scheduler.spawn(sleeper).unwrap(), seen)
+        })
+        .collect();
+    for (handle, seen) in handles {
+        handle.wait().unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 1);
+    }
+    assert_eq!(scheduler.stats().pending_timers, 0);
+}

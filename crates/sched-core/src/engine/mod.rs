@@ -31,7 +31,7 @@ pub(crate) mod shared;
 pub(crate) mod shutdown;
 pub(crate) mod stats;
 pub(crate) mod stepping;
-mod timers;
+pub(crate) mod timers;
 pub(crate) mod upgrade;
 
 pub use ask::{QueryId, Reply, TypedReply};

@@ -32,6 +32,29 @@ thread_local! {
     static ROUND_ROBIN: Cell<usize> = const { Cell::new(0) };
 }
 
+/// How many due timers a worker fires at a time. It takes every due timer
+/// out of its wheel at once but delivers them in chunks, each just before
+/// the processes it wakes run: a tick with thousands of due timers would
+/// otherwise touch thousands of records and event blocks before stepping
+/// the first, and find none of them in cache by the time it steps them.
+const FIRE_CHUNK: usize = 32;
+
+/// How far ahead of the timer being fired its chunk's records are
+/// prefetched.
+const PREFETCH_AHEAD: usize = 4;
+
+/// The due timers a worker took out of its wheel and has not fired yet,
+/// latest deadline first (see [`FIRE_CHUNK`]).
+#[derive(Default)]
+pub(crate) struct DueTimers(Vec<crate::timer::registry::Due>);
+
+impl DueTimers {
+    /// Whether due timers wait to be fired.
+    pub(crate) fn any(&self) -> bool {
+        !self.0.is_empty()
+    }
+}
+
 impl Shared {
     /// Sets a timer due at `at`, in this worker's wheel when called on one
     /// of the engine's workers, in another's otherwise (waking it if this
@@ -77,26 +100,43 @@ impl Shared {
         self.timers.insert(worker, at, action).0
     }
 
-    /// Fires worker `worker`'s due timers: each delivers its event or
-    /// message to its record (a process that has ended makes it a dead
-    /// letter).
-    pub(crate) fn fire_timers(&self, worker: usize, due: &mut Vec<crate::timer::registry::Due>) {
-        let now = Instant::now();
-        self.timers.poll(worker, now, due);
+    /// Fires up to [`FIRE_CHUNK`] of worker `worker`'s due timers, taking
+    /// the due ones out of its wheel first when none are left from the
+    /// last take. Each delivers its event or message to its record (a
+    /// process that has ended makes it a dead letter).
+    pub(crate) fn fire_timers(&self, worker: usize, due: &mut DueTimers) {
+        if due.0.is_empty() {
+            // A burst of due timers does not keep its buffer.
+            if due.0.capacity() > 1024 {
+                due.0.shrink_to(64);
+            }
+            self.timers.poll(worker, Instant::now(), &mut due.0);
+            // Fired from the back, so in deadline order.
+            due.0.reverse();
+        }
         // Only this worker fires its wheel: the histogram's single writer.
         let histograms = self.remotes[worker].histograms.as_deref();
-        for (id, action, tick) in due.drain(..) {
-            if let Some(histograms) = histograms {
+        let now = histograms.map(|_| Instant::now());
+        let last = due.0.len().saturating_sub(FIRE_CHUNK);
+        while due.0.len() > last {
+            // The records a chunk delivers to were last touched when their
+            // timers were set: start loading the one a few entries ahead
+            // while this one is delivered.
+            if let Some(ahead) = due.0.len().checked_sub(PREFETCH_AHEAD + 1) {
+                if ahead >= last {
+                    due.0[ahead].1.record.prefetch();
+                }
+            }
+            let Some((id, action, tick)) = due.0.pop() else {
+                break;
+            };
+            if let (Some(histograms), Some(now)) = (histograms, now) {
                 let deadline = self.timers.instant_of(tick);
                 histograms
                     .timer_lateness
                     .record(now.saturating_duration_since(deadline));
             }
             self.fire(id, action);
-        }
-        // A burst of due timers does not keep its buffer.
-        if due.capacity() > 1024 {
-            due.shrink_to(64);
         }
     }
 

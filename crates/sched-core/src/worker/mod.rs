@@ -98,7 +98,7 @@ struct Worker<'a> {
     /// process it requeues was made ready (no second clock read).
     step_ended: Option<std::time::Instant>,
     /// Due timers, between taking them out of the wheel and firing them.
-    due_timers: Vec<crate::timer::registry::Due>,
+    due_timers: crate::engine::timers::DueTimers,
     /// Type-name indices this worker has looked up (introspection).
     #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
     types: crate::engine::figures::TypeCache,
@@ -124,7 +124,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local, handlers: &Handlers) {
         engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
         requeue: None,
         step_ended: None,
-        due_timers: Vec::new(),
+        due_timers: Default::default(),
         types: Default::default(),
         handlers,
     };
@@ -145,9 +145,15 @@ impl Worker<'_> {
             // Between steps, every `TIMER_CHECK_INTERVAL` ticks: one load
             // when this worker has no timer, a clock read when it has (a
             // clock read per step was 8% of a timer-heavy workload).
-            if self.tick.is_multiple_of(TIMER_CHECK_INTERVAL)
-                && shared.timers.any_due(me, std::time::Instant::now)
-            {
+            // Due timers taken out of the wheel but not fired yet are fired
+            // a chunk at a time, the next once the last one's processes
+            // have run (or at the next check, whichever comes first).
+            let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
+            if if self.due_timers.any() {
+                check || self.local.timed.is_empty()
+            } else {
+                check && shared.timers.any_due(me, std::time::Instant::now)
+            } {
                 shared.fire_timers(me, &mut self.due_timers);
             }
             if let Some(record) = self.find_work() {
@@ -162,7 +168,7 @@ impl Worker<'_> {
                 continue;
             }
             // Out of work: due timers come first (they may make work).
-            if shared.timers.any_due(me, std::time::Instant::now) {
+            if self.due_timers.any() || shared.timers.any_due(me, std::time::Instant::now) {
                 shared.fire_timers(me, &mut self.due_timers);
                 continue;
             }
