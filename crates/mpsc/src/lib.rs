@@ -13,6 +13,10 @@
 //!   next items, so a queue drained as it fills keeps one small block.
 //! - [`Consumer::shrink_to_fit`] frees the blocks of an empty queue, for a
 //!   consumer about to wait: the queue then holds no more than a new one.
+//!   A freed small first block is kept by the freeing thread (up to 64 of
+//!   them, 8 KiB at most, freed when the thread exits) for the next first
+//!   block allocated on that thread, so a thread that empties and refills
+//!   many queues in turn does not go to the allocator for each.
 //! - [`Consumer::drain_into`] moves every ready item into a `Vec` in one call
 //!   and never blocks. Items from one producer come out in push order.
 //! - [`Consumer::close`] makes every later push fail with

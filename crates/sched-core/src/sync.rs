@@ -191,3 +191,24 @@ impl<T> UnsafeCell<T> {
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
+
+/// Asks the CPU to start loading the `bytes` bytes at `ptr` into cache,
+/// for a caller that will read them shortly. A hint with no effect on what
+/// any thread sees: a prefetch never faults and reads nothing the program
+/// observes, so `ptr` need not even be valid. A no-op off x86-64, and under
+/// loom and miri.
+#[inline(always)]
+pub(crate) fn prefetch<T: ?Sized>(ptr: *const T, bytes: usize) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let base = ptr.cast::<i8>();
+        for line in 0..bytes.div_ceil(64) {
+            // SAFETY: `_mm_prefetch` is a hint: it cannot fault and has no
+            // effect the program can observe, whatever the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    let _ = (ptr, bytes);
+}

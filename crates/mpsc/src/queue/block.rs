@@ -76,11 +76,18 @@ impl<T> Block<T> {
     fn alloc(cap: usize) -> *mut Block<T> {
         debug_assert!((1..=BLOCK_CAP).contains(&cap));
         let layout = Self::layout(cap);
-        // SAFETY: the layout is not zero-sized (the header holds a pointer).
-        let block = unsafe { std::alloc::alloc(layout) }.cast::<Block<T>>();
-        if block.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
+        let block = match Self::take_spare(cap, layout) {
+            Some(spare) => spare.as_ptr().cast::<Block<T>>(),
+            None => {
+                // SAFETY: the layout is not zero-sized (the header holds a
+                // pointer).
+                let block = unsafe { std::alloc::alloc(layout) }.cast::<Block<T>>();
+                if block.is_null() {
+                    std::alloc::handle_alloc_error(layout);
+                }
+                block
+            }
+        };
         // SAFETY: just allocated with room for the header and `cap` slots
         // at `SLOTS`, exclusively ours; each field is written once, in
         // place, before the pointer is published.
@@ -197,7 +204,44 @@ impl<T> Block<T> {
                 ptr::drop_in_place(slots.add(index));
             }
             ptr::drop_in_place(block);
-            std::alloc::dealloc(block.cast(), Self::layout(cap));
+            let layout = Self::layout(cap);
+            if let Err(block) = Self::keep_spare(cap, block.cast(), layout) {
+                std::alloc::dealloc(block.as_ptr(), layout);
+            }
         }
+    }
+
+    /// A first block's memory kept by this thread (`spare.rs`), for a
+    /// first block.
+    #[inline]
+    fn take_spare(cap: usize, layout: Layout) -> Option<ptr::NonNull<u8>> {
+        #[cfg(not(loom))]
+        if cap == FIRST_CAP {
+            return super::spare::take(layout);
+        }
+        let _ = (cap, layout);
+        None
+    }
+
+    /// Keeps a freed first block's memory for this thread's next first
+    /// block (`spare.rs`); hands back what it does not keep.
+    ///
+    /// # Safety
+    ///
+    /// `block` was allocated with `layout` and nobody uses it any more.
+    #[inline]
+    unsafe fn keep_spare(
+        cap: usize,
+        block: *mut u8,
+        layout: Layout,
+    ) -> Result<(), ptr::NonNull<u8>> {
+        // SAFETY: a block pointer is never null.
+        let block = unsafe { ptr::NonNull::new_unchecked(block) };
+        #[cfg(not(loom))]
+        if cap == FIRST_CAP {
+            return super::spare::keep(block, layout);
+        }
+        let _ = (cap, layout);
+        Err(block)
     }
 }

@@ -428,6 +428,8 @@ mod consumer;
 mod cursor;
 mod owned;
 mod producer;
+#[cfg(not(loom))]
+mod spare;
 #[cfg(all(test, not(loom)))]
 mod tests;
 

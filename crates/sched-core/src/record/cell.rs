@@ -150,17 +150,7 @@ impl RecordRef {
     /// shortly: a hint, with no effect on what any thread sees.
     #[inline]
     pub(crate) fn prefetch(&self) {
-        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let base = self.ptr.as_ptr().cast::<i8>();
-            for line in 0..size_of::<Record>().div_ceil(64) {
-                // SAFETY: a prefetch never faults and reads nothing the
-                // program sees; the addresses are within the record, which
-                // this reference keeps alive.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
-            }
-        }
+        crate::sync::prefetch(self.ptr.as_ptr(), size_of::<Record>());
     }
 
     /// Gives up the reference as a raw pointer that keeps its count (for

@@ -309,6 +309,7 @@ impl Worker<'_> {
     fn take_global(&mut self) -> Option<RecordRef> {
         let shared = &*self.shared;
         let first = shared.woken.pop().or_else(|| shared.injector.pop())?;
+        first.prefetch();
         // New processes go into the deque first and woken ones on top of
         // them (the deque runs its newest first). A quarter of the batch is
         // kept for new processes, so a stream of wakeups from outside cannot
@@ -337,6 +338,9 @@ impl Worker<'_> {
         while moved < max {
             match queue.pop() {
                 Some(r) => {
+                    // Each was last touched on the thread that queued it:
+                    // load it while the batch moves, before its step needs it.
+                    r.prefetch();
                     self.local.lifo.push(r);
                     moved += 1;
                 }
@@ -453,6 +457,12 @@ impl Worker<'_> {
             return None;
         }
         debug_assert!(self.events.is_empty(), "a previous step's events leaked");
+        // What the process keeps apart (its pending timers, checked against
+        // its timer events) is a separate allocation, likely out of cache
+        // after a wait: its load overlaps the drain's.
+        if let Some(extras) = body.extras.as_deref() {
+            crate::sync::prefetch(extras, size_of::<crate::contract::pending::Extras>());
+        }
         // SAFETY: we own the process (`step_owned` runs inside `with_body`).
         unsafe { record.drain_events(&mut self.events) };
         // An upgrade ordered from outside is among what was just drained,
