@@ -15,6 +15,9 @@
 //! allocator), with the load average when the run began. The median of the
 //! runs, and ours / tokio.
 //!
+//! `WORKFLOW_SIDE=ours` or `WORKFLOW_SIDE=tokio` runs one side only (for
+//! profiling it, or comparing two builds of it), with no ratio.
+//!
 //! Only Linux is supported.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -354,6 +357,9 @@ fn main() {
     } else {
         3
     };
+    // `WORKFLOW_SIDE=ours` (or `tokio`) runs one side only, to profile it
+    // or to compare two builds of it; the table then has no ratio.
+    let only = std::env::var("WORKFLOW_SIDE").ok();
     let delays = delays();
     println!(
         "workflow: {WORKFLOWS} workflows x {CALLS} calls of 1-20 ms (seeded), then a reply from \
@@ -372,6 +378,9 @@ fn main() {
             ),
             ("tokio", tokio, &mut tokio_runs),
         ] {
+            if only.as_deref().is_some_and(|only| only != side) {
+                continue;
+            }
             let load = load_average();
             let r = run(&delays);
             loads.push(load.clone());
@@ -383,6 +392,9 @@ fn main() {
             );
             runs.push(r);
         }
+    }
+    if only.is_some() {
+        return;
     }
     println!();
     println!("| median of {runs} | ours | tokio | ours / tokio |");

@@ -32,7 +32,7 @@ struct Shard {
     wheel: Mutex<Wheel<Action>>,
     /// A lower bound of the wheel's earliest deadline (`NONE` if empty),
     /// readable without the lock: the worker checks it between steps, and
-    /// before parking.
+    /// before parking. Written only while holding `wheel`'s lock.
     next: AtomicU64,
 }
 
@@ -115,7 +115,15 @@ impl Timers {
             key: key.to_bits(),
         };
         let next = wheel.next_deadline().unwrap_or(deadline);
-        let earlier = shard.next.fetch_min(next, SeqCst) > next;
+        // Every writer of `next` holds the wheel's lock, so a load and a
+        // store (only when it moves earlier, which most inserts do not) do
+        // what a `fetch_min` did, without its locked read-modify-write on
+        // every insert.
+        let old = shard.next.load(Relaxed);
+        let earlier = next < old;
+        if earlier {
+            shard.next.store(next, SeqCst);
+        }
         (id, earlier)
     }
 
@@ -189,7 +197,9 @@ impl Timers {
     pub(crate) fn clear(&self) -> Vec<Action> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
-            all.extend(shard.wheel.lock().drain());
+            // `next` is written under the wheel's lock only (see `insert`).
+            let mut wheel = shard.wheel.lock();
+            all.extend(wheel.drain());
             shard.next.store(NONE, SeqCst);
         }
         all

@@ -14,18 +14,23 @@
 //! exactly one tick. Appending to slots and cascading in list order keeps
 //! equal deadlines in insertion order.
 //!
-//! Each slot is a circular doubly linked list threaded through a slab
-//! (`Vec<Entry<T>>` with a free list, linked by `u32` indices rather than
-//! pointers, so there is no unsafe code and links are half the size). The
-//! list's head is the only per-slot state, its tail is the head's `prev`.
-//! Insert appends at the tail and remove unlinks in place, both O(1), and a
-//! removed entry's slab slot is reused by the next insert at once. Each slab
-//! slot keeps a generation that is bumped whenever it is vacated, so a
-//! [`Key`] to a fired or removed entry is recognised as stale.
-//!
-//! Each level has a `u64` occupancy bitmap, one bit per non-empty slot: the
-//! next slot to expire is found with a rotate and a `trailing_zeros`, never
-//! by walking entries, which keeps [`Wheel::next_deadline`] cheap.
+//! Each slot is a list of references to entries of a slab (`Vec<Entry<T>>`
+//! with a free list): a reference is the entry's slab index and its
+//! generation when it was listed, one word, so there is no unsafe code and
+//! no pointer to chase. Insert appends a reference, touching only the new
+//! entry and the list's tail (a linked list also touched the old tail and
+//! the head, two more entries likely out of cache). Remove vacates the
+//! entry at once (its slab slot is reused by the next insert) and bumps
+//! its generation, which makes its reference stale where it stands: it is
+//! skipped when its list is taken out, so removal is O(1) without a
+//! search. Each list counts its live entries, so the occupancy bitmaps
+//! (below) stay exact: a list whose last live entry leaves is cleared at
+//! once, and one that holds more than twice as many stale references as
+//! live ones (plus a few) is compacted, so stale references never cost
+//! more than the live ones. Taking a list out reads its references in
+//! order and can load the entries a few places ahead while it handles one.
+//! A slab slot's generation also tells a [`Key`] to a fired or removed
+//! entry apart from a later one.
 //!
 //! Invariants between calls, with `e` = `elapsed`:
 //! - every entry in the wheel has a deadline `> e`; entries inserted with a
@@ -95,21 +100,31 @@ impl Key {
 
 /// One slab slot: a pending timer, or a vacant slot on the free list.
 struct Entry<T> {
+    /// The deadline while pending; while vacant, the next vacant slot (or
+    /// `NONE`), which saves a field.
     deadline: u64,
-    /// The previous entry in the entry's circular list.
-    prev: u32,
-    /// The next entry in the circular list, or while vacant the next vacant
-    /// slot.
-    next: u32,
-    /// Bumped whenever the slot is vacated, so keys to the old timer go
-    /// stale.
+    /// Bumped whenever the slot is vacated, so keys and list references to
+    /// the old timer go stale.
     generation: u32,
-    /// The list holding the entry: `level * SLOTS + slot`, or `OVERDUE`.
-    /// Kept so that remove finds the head to update without recomputing the
-    /// placement.
+    /// The list holding the entry's reference: `level * SLOTS + slot`, or
+    /// `OVERDUE`. Kept so that removal can count the list's live entries
+    /// down without looking for the reference.
     list: u16,
     /// `None` while vacant.
     value: Option<T>,
+}
+
+/// A list's reference to an entry: its key's bits (generation and index).
+type Ref = u64;
+
+/// One slot's list (or the overdue list).
+#[derive(Default)]
+struct List {
+    /// References in insertion order; some may be stale (their entry was
+    /// removed since, see the module's documentation).
+    refs: Vec<Ref>,
+    /// How many of `refs` are live.
+    live: u32,
 }
 
 /// A hierarchical timing wheel of values of type `T`.
@@ -120,9 +135,9 @@ pub(crate) struct Wheel<T> {
     slab: Vec<Entry<T>>,
     /// First vacant slab slot, or `NONE`.
     free: u32,
-    /// Head of each list (`NONE` when empty): the slots, then `OVERDUE`.
-    heads: Box<[u32; LISTS]>,
-    /// Per level, bit `s` set when slot `s` is non-empty.
+    /// Every slot's list, then the overdue list.
+    lists: Box<[List]>,
+    /// Per level, bit `s` set when slot `s` has a live entry.
     occupied: [u64; LEVELS],
     elapsed: u64,
     len: usize,
@@ -144,12 +159,19 @@ pub(crate) struct Wheel<T> {
 /// Below this many slots the slab never shrinks.
 const SHRINK_FROM: usize = 1024;
 
+/// A list is compacted once it holds more than twice as many stale
+/// references as live ones, plus this many.
+const STALE_SLACK: usize = 32;
+
+/// How many entries ahead of the one handled a list's reader loads.
+const PREFETCH_AHEAD: usize = 8;
+
 impl<T> Wheel<T> {
     pub(crate) fn new() -> Self {
         Wheel {
             slab: Vec::new(),
             free: NONE,
-            heads: Box::new([NONE; LISTS]),
+            lists: (0..LISTS).map(|_| List::default()).collect(),
             occupied: [0; LEVELS],
             elapsed: 0,
             len: 0,
@@ -169,7 +191,7 @@ impl<T> Wheel<T> {
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Key {
         let index = self.allocate(deadline, value);
         if deadline <= self.elapsed {
-            self.overdue_min = if self.heads[OVERDUE] == NONE {
+            self.overdue_min = if self.lists[OVERDUE].live == 0 {
                 deadline
             } else {
                 self.overdue_min.min(deadline)
@@ -185,14 +207,15 @@ impl<T> Wheel<T> {
     }
 
     /// Removes a pending timer; `None` if the key is stale (already fired or
-    /// removed). O(1).
+    /// removed). O(1): its list keeps a stale reference, skipped later.
     pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
         let entry = self.slab.get(key.index as usize)?;
         if entry.generation != key.generation || entry.value.is_none() {
             return None;
         }
-        self.unlink(key.index);
+        let list = usize::from(entry.list);
         let value = self.release(key.index);
+        self.forget(list);
         self.maybe_shrink();
         Some(value)
     }
@@ -215,7 +238,7 @@ impl<T> Wheel<T> {
     /// overdue timers it is at most the earliest overdue deadline. Costs a
     /// few bitmap operations.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        if self.heads[OVERDUE] != NONE {
+        if self.lists[OVERDUE].live != 0 {
             return Some(self.overdue_min);
         }
         self.next_expiry().map(|(_, start)| start)
@@ -230,7 +253,7 @@ impl<T> Wheel<T> {
         let mut batch = mem::take(&mut self.scratch);
         // Overdue deadlines are all at or before `elapsed`, hence before
         // anything in the wheel: firing them first keeps `out` in order.
-        if self.heads[OVERDUE] != NONE {
+        if self.lists[OVERDUE].live != 0 {
             self.detach_into(OVERDUE, &mut batch);
             self.fire_sorted(&mut batch, u64::MAX, out);
         }
@@ -263,8 +286,9 @@ impl<T> Wheel<T> {
         self.maybe_shrink();
     }
 
-    /// Gives back the slab's vacant top and spare capacity when few of its
-    /// slots are in use (see the module's documentation).
+    /// Gives back the slab's vacant top and spare capacity, and the lists'
+    /// spare capacity, when few of its slots are in use (see the module's
+    /// documentation).
     fn maybe_shrink(&mut self) {
         let slots = self.slab.len();
         if slots < SHRINK_FROM || self.len > self.look_at {
@@ -284,11 +308,19 @@ impl<T> Wheel<T> {
         for index in (0..keep).rev() {
             let entry = &mut self.slab[index];
             if entry.value.is_none() {
-                entry.next = self.free;
+                entry.deadline = u64::from(self.free);
                 self.free = index as u32;
             }
         }
         self.slab.shrink_to((2 * keep).max(SHRINK_FROM / 4));
+        for list in self.lists.iter_mut() {
+            // References past the cut slab are stale: compacting drops them.
+            if list.refs.len() > list.live as usize {
+                let slab = &self.slab;
+                list.refs.retain(|&r| is_live(slab, r));
+            }
+            list.refs.shrink_to(2 * list.refs.len());
+        }
         if self.scratch.capacity() > SHRINK_FROM {
             self.scratch = Vec::new();
         }
@@ -322,19 +354,22 @@ impl<T> Wheel<T> {
                 values.push(self.release(index));
             }
         }
-        self.heads.fill(NONE);
+        for list in self.lists.iter_mut() {
+            list.refs.clear();
+            list.live = 0;
+        }
         self.occupied = [0; LEVELS];
         values
     }
 
     /// Takes a vacant slab slot (or grows the slab) for a new entry, not yet
-    /// linked into any list.
+    /// listed.
     fn allocate(&mut self, deadline: u64, value: T) -> u32 {
         self.len += 1;
         if self.free != NONE {
             let index = self.free;
             let entry = &mut self.slab[index as usize];
-            self.free = entry.next;
+            self.free = entry.deadline as u32;
             entry.deadline = deadline;
             entry.value = Some(value);
             return index;
@@ -344,8 +379,6 @@ impl<T> Wheel<T> {
         self.look_at = (self.slab.len() + 1) / 4;
         self.slab.push(Entry {
             deadline,
-            prev: NONE,
-            next: NONE,
             generation: self.fresh_generation,
             list: 0,
             value: Some(value),
@@ -353,7 +386,6 @@ impl<T> Wheel<T> {
         (self.slab.len() - 1) as u32
     }
 
-    /// Vacates an unlinked entry's slot and returns its value.
     /// Vacates a slot that fires: its value, and the key it was inserted
     /// under (its generation before the vacating bump).
     fn release_keyed(&mut self, index: u32) -> (Key, T) {
@@ -364,17 +396,18 @@ impl<T> Wheel<T> {
         (key, self.release(index))
     }
 
+    /// Vacates a slot (its references go stale) and returns its value.
     fn release(&mut self, index: u32) -> T {
         let entry = &mut self.slab[index as usize];
         let value = entry.value.take().expect("released a vacant timer slot");
         entry.generation = entry.generation.wrapping_add(1);
-        entry.next = self.free;
+        entry.deadline = u64::from(self.free);
         self.free = index;
         self.len -= 1;
         value
     }
 
-    /// Links an entry whose deadline is after `elapsed` into the slot its
+    /// Lists an entry whose deadline is after `elapsed` in the slot its
     /// deadline's base-64 digits select.
     fn place(&mut self, index: u32) {
         let deadline = self.slab[index as usize].deadline;
@@ -407,20 +440,36 @@ impl<T> Wheel<T> {
         Some((level * SLOTS + (ahead & SLOT_MASK) as usize, start))
     }
 
-    /// Empties a list into `into`, in list (insertion) order.
+    /// Empties a list into `into`: the indices of its live entries, in
+    /// insertion order. Its references' buffer stays with the list.
     fn detach_into(&mut self, list: usize, into: &mut Vec<u32>) {
-        let head = mem::replace(&mut self.heads[list], NONE);
         if list < OVERDUE {
             self.occupied[list / SLOTS] &= !(1 << (list % SLOTS));
         }
-        let mut index = head;
-        while index != NONE {
-            into.push(index);
-            index = self.slab[index as usize].next;
-            if index == head {
-                break;
+        let mut refs = mem::take(&mut self.lists[list].refs);
+        self.lists[list].live = 0;
+        for (at, &r) in refs.iter().enumerate() {
+            // The entries were listed over time and lie anywhere in the
+            // slab: start loading those a few references ahead.
+            if let Some(&ahead) = refs.get(at + PREFETCH_AHEAD) {
+                if let Some(entry) = self.slab.get(Key::from_bits(ahead).index as usize) {
+                    crate::sync::prefetch(entry, mem::size_of::<Entry<T>>());
+                }
+            }
+            if is_live(&self.slab, r) {
+                into.push(Key::from_bits(r).index);
             }
         }
+        // The buffer stays for the slot's next turn, which likely holds
+        // about as many: trimmed only when far larger than this turn needed
+        // (growing it back costs a copy per doubling).
+        let held = refs.len();
+        refs.clear();
+        if refs.capacity() > 4 * held + 64 {
+            refs.shrink_to(2 * held);
+        }
+        debug_assert!(self.lists[list].refs.is_empty(), "listed while detaching");
+        self.lists[list].refs = refs;
     }
 
     /// Sorts taken-out entries by deadline (stably, so equal deadlines keep
@@ -443,7 +492,7 @@ impl<T> Wheel<T> {
     /// entry is taken out and either fires or is placed relative to `now`.
     fn rebuild(&mut self, now: u64, batch: &mut Vec<u32>, out: &mut impl FnMut(Key, u64, T)) {
         for list in 0..OVERDUE {
-            if self.heads[list] != NONE {
+            if self.lists[list].live != 0 {
                 self.detach_into(list, batch);
             }
         }
@@ -451,47 +500,47 @@ impl<T> Wheel<T> {
         self.fire_sorted(batch, now, out);
     }
 
-    /// Appends an entry at the tail of a list.
+    /// Appends a reference to an entry at the end of a list.
     fn link(&mut self, index: u32, list: usize) {
-        let head = self.heads[list];
-        let (prev, next) = if head == NONE {
-            self.heads[list] = index;
-            if list < OVERDUE {
-                self.occupied[list / SLOTS] |= 1 << (list % SLOTS);
-            }
-            (index, index)
-        } else {
-            let tail = self.slab[head as usize].prev;
-            self.slab[tail as usize].next = index;
-            self.slab[head as usize].prev = index;
-            (tail, head)
-        };
         let entry = &mut self.slab[index as usize];
-        entry.prev = prev;
-        entry.next = next;
         entry.list = list as u16;
+        let r = Key {
+            index,
+            generation: entry.generation,
+        }
+        .to_bits();
+        let target = &mut self.lists[list];
+        target.refs.push(r);
+        target.live += 1;
+        if target.live == 1 && list < OVERDUE {
+            self.occupied[list / SLOTS] |= 1 << (list % SLOTS);
+        }
     }
 
-    /// Takes an entry out of its list.
-    fn unlink(&mut self, index: u32) {
-        let Entry {
-            prev, next, list, ..
-        } = self.slab[index as usize];
-        let list = usize::from(list);
-        if next == index {
-            // The only entry: the list becomes empty.
-            self.heads[list] = NONE;
+    /// A live entry of `list` was removed (its reference is stale now):
+    /// counts it down, and clears or compacts the list when its stale
+    /// references outgrow its live ones.
+    fn forget(&mut self, list: usize) {
+        let target = &mut self.lists[list];
+        target.live -= 1;
+        if target.live == 0 {
+            target.refs.clear();
             if list < OVERDUE {
                 self.occupied[list / SLOTS] &= !(1 << (list % SLOTS));
             }
-            return;
-        }
-        self.slab[prev as usize].next = next;
-        self.slab[next as usize].prev = prev;
-        if self.heads[list] == index {
-            self.heads[list] = next;
+        } else if target.refs.len() > 2 * target.live as usize + STALE_SLACK {
+            let slab = &self.slab;
+            target.refs.retain(|&r| is_live(slab, r));
         }
     }
+}
+
+/// Whether a list's reference names a pending entry (not one removed or
+/// fired since, nor a later one in the same slab slot).
+fn is_live<T>(slab: &[Entry<T>], r: Ref) -> bool {
+    let key = Key::from_bits(r);
+    slab.get(key.index as usize)
+        .is_some_and(|e| e.generation == key.generation && e.value.is_some())
 }
 
 impl<T> fmt::Debug for Wheel<T> {

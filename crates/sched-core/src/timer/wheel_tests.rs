@@ -21,9 +21,56 @@ fn index(key: Key) -> u64 {
 
 #[test]
 fn an_entry_stays_small() {
-    // deadline, two links, generation, list and the `Option` tag: 24 bytes
-    // next to a 56-byte value.
-    assert!(mem::size_of::<Entry<[u8; 56]>>() <= 80);
+    // deadline (or free link), generation, list and the `Option` tag: 16
+    // bytes next to a 56-byte value.
+    assert!(mem::size_of::<Entry<[u8; 56]>>() <= 72);
+    // A list's reference to it is one word.
+    assert_eq!(mem::size_of::<Ref>(), 8);
+}
+
+/// References held by all the lists, stale ones included.
+fn refs_held(wheel: &Wheel<u64>) -> usize {
+    wheel.lists.iter().map(|l| l.refs.len()).sum()
+}
+
+#[test]
+fn removing_leaves_stale_references_that_never_outgrow_the_live_ones() {
+    let mut wheel = Wheel::new();
+    // One long-lived timer in slot 40, and many set and removed beside it:
+    // each removal leaves a stale reference, until the list is compacted.
+    wheel.insert(40, 0);
+    for i in 1..10_000 {
+        let key = wheel.insert(40, i);
+        assert_eq!(wheel.remove(key), Some(i));
+        assert!(
+            refs_held(&wheel) <= 2 + STALE_SLACK + 1,
+            "{} references for one live timer",
+            refs_held(&wheel)
+        );
+    }
+    // A removed entry's slab slot is reused by the next timer, in the same
+    // list as its stale reference: each fires once.
+    let a = wheel.insert(40, 100);
+    assert_eq!(wheel.remove(a), Some(100));
+    let b = wheel.insert(40, 101);
+    assert_eq!(index(a), index(b));
+    assert_eq!(poll(&mut wheel, 40), [0, 101]);
+    assert!(wheel.is_empty());
+    assert_eq!(refs_held(&wheel), 0);
+}
+
+#[test]
+fn a_list_whose_last_live_entry_leaves_is_cleared_and_unmarked() {
+    let mut wheel = Wheel::new();
+    let keys: Vec<Key> = (0..5).map(|i| wheel.insert(200, i)).collect();
+    let early = wheel.insert(100, 9);
+    for key in keys {
+        wheel.remove(key);
+    }
+    assert_eq!(refs_held(&wheel), 1, "only the live timer's reference");
+    wheel.remove(early);
+    assert_eq!(wheel.next_deadline(), None, "no slot is marked occupied");
+    assert_eq!(poll(&mut wheel, 1_000), []);
 }
 
 #[test]
@@ -461,5 +508,11 @@ fn an_emptied_wheel_keeps_nothing() {
         wheel.slab.capacity() <= SHRINK_FROM,
         "{}",
         wheel.slab.capacity()
+    );
+    // Nor do its lists keep the burst's references.
+    let kept: usize = wheel.lists.iter().map(|l| l.refs.capacity()).sum();
+    assert!(
+        kept <= SHRINK_FROM,
+        "the lists kept room for {kept} references"
     );
 }
