@@ -6,17 +6,17 @@
 //! buffer it reuses, so a step allocates nothing.
 //!
 //! - [`Producer::push`] is lock-free (a claim CAS on one word, then a write
-//!   into a slot of a block) and allocation-free in steady state: drained
-//!   blocks go back to a small pool that producers take from. A queue's
+//!   into a slot of a block) and allocation-free in steady state: a thread
+//!   keeps the blocks it finished (up to 8 KiB of each of the two block
+//!   sizes) for the next blocks allocated on it. A queue's
 //!   first block is small (1 item, later ones 14), and a consumer that
 //!   empties its block while no next block is coming reopens it for the
 //!   next items, so a queue drained as it fills keeps one small block.
 //! - [`Consumer::shrink_to_fit`] frees the blocks of an empty queue, for a
 //!   consumer about to wait: the queue then holds no more than a new one.
-//!   A freed small first block is kept by the freeing thread (up to 64 of
-//!   them, 8 KiB at most, freed when the thread exits) for the next first
-//!   block allocated on that thread, so a thread that empties and refills
-//!   many queues in turn does not go to the allocator for each.
+//!   The freed blocks are kept by the freeing thread as above (freed when
+//!   the thread exits), so a thread that empties and refills many queues in
+//!   turn does not go to the allocator for each.
 //! - [`Consumer::drain_into`] moves every ready item into a `Vec` in one call
 //!   and never blocks. Items from one producer come out in push order.
 //! - [`Consumer::close`] makes every later push fail with

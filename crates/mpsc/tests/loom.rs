@@ -3,11 +3,11 @@
 //!  cargo test -p sched-mpsc --release --lib --test loom`.
 //!
 //! Under loom the first block holds 2 items (a short lap of 3 positions with
-//! the sentinel), every later block 3 (4 positions), and the pool keeps one
-//! spare, so a few items exercise the first install, the crossing from the
-//! small block into a full one, block linking, the sentinel wait and block
-//! recycling (a first block is freed, never pooled: only full blocks come
-//! back from the pool). Every model checks conservation (each item
+//! the sentinel), every later block 3 (4 positions), so a few items exercise
+//! the first install, the crossing from the small block into a full one,
+//! block linking, the sentinel wait and freeing finished blocks (loom builds
+//! keep no spare blocks per thread: every block is a fresh allocation the
+//! model tracks). Every model checks conservation (each item
 //! comes out exactly once: drained, returned by `close`/`reset`, or handed
 //! back by a failed push) and per-producer order.
 #![cfg(loom)]
@@ -107,9 +107,8 @@ fn drain_races_push() {
     loom::model(|| {
         let (tx, mut rx) = queue::<Item>();
         // Eight items: the first block's two, then two full blocks of three,
-        // whose last claim links a third. That link may take the first full
-        // block back from the pool after the consumer recycled it (the small
-        // first block is freed instead).
+        // whose last claim links a third, which may happen after the
+        // consumer freed the blocks before it.
         let p = thread::spawn(move || push_all(&tx, 0, 8));
         let mut seen = Vec::new();
         rx.drain_into(&mut seen);

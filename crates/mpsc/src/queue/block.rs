@@ -27,11 +27,11 @@ pub(super) struct Slot<T> {
 #[repr(C)]
 pub(super) struct Block<T> {
     /// The block serving the next lap (set by the installer before it marks
-    /// its own slot ready), or the pool link while the block is in the pool.
+    /// its own slot ready).
     pub(super) next: AtomicPtr<Block<T>>,
     /// How many slots follow: `FIRST_CAP` or `BLOCK_CAP`. Set when the block
     /// is allocated and never changed. Producers do not need it (see
-    /// [`Block::slot`]); the consumer reads it to free, recycle and reopen.
+    /// [`Block::slot`]); the consumer reads it to free and reopen.
     cap: usize,
 }
 
@@ -76,7 +76,7 @@ impl<T> Block<T> {
     fn alloc(cap: usize) -> *mut Block<T> {
         debug_assert!((1..=BLOCK_CAP).contains(&cap));
         let layout = Self::layout(cap);
-        let block = match Self::take_spare(cap, layout) {
+        let block = match Self::take_spare(layout) {
             Some(spare) => spare.as_ptr().cast::<Block<T>>(),
             None => {
                 // SAFETY: the layout is not zero-sized (the header holds a
@@ -148,17 +148,6 @@ impl<T> Block<T> {
         BLOCK_CAP - unsafe { (*block).cap }
     }
 
-    /// Whether `block` has `BLOCK_CAP` slots.
-    ///
-    /// # Safety
-    ///
-    /// `block` is live.
-    #[inline]
-    pub(super) unsafe fn is_full(block: *mut Block<T>) -> bool {
-        // SAFETY: as in `first_offset`.
-        unsafe { (*block).cap == BLOCK_CAP }
-    }
-
     /// Clears the `ready` flags of the slots of `offsets`. Only for a block
     /// the consumer has to itself, once it took those slots' items.
     ///
@@ -205,43 +194,40 @@ impl<T> Block<T> {
             }
             ptr::drop_in_place(block);
             let layout = Self::layout(cap);
-            if let Err(block) = Self::keep_spare(cap, block.cast(), layout) {
+            if let Err(block) = Self::keep_spare(block.cast(), layout) {
                 std::alloc::dealloc(block.as_ptr(), layout);
             }
         }
     }
 
-    /// A first block's memory kept by this thread (`spare.rs`), for a
-    /// first block.
+    /// A block's memory kept by this thread (`spare.rs`).
     #[inline]
-    fn take_spare(cap: usize, layout: Layout) -> Option<ptr::NonNull<u8>> {
+    fn take_spare(layout: Layout) -> Option<ptr::NonNull<u8>> {
         #[cfg(not(loom))]
-        if cap == FIRST_CAP {
-            return super::spare::take(layout);
+        return super::spare::take(layout);
+        #[cfg(loom)]
+        {
+            let _ = layout;
+            None
         }
-        let _ = (cap, layout);
-        None
     }
 
-    /// Keeps a freed first block's memory for this thread's next first
-    /// block (`spare.rs`); hands back what it does not keep.
+    /// Keeps a freed block's memory for this thread's next block of its
+    /// size (`spare.rs`); hands back what it does not keep.
     ///
     /// # Safety
     ///
     /// `block` was allocated with `layout` and nobody uses it any more.
     #[inline]
-    unsafe fn keep_spare(
-        cap: usize,
-        block: *mut u8,
-        layout: Layout,
-    ) -> Result<(), ptr::NonNull<u8>> {
+    unsafe fn keep_spare(block: *mut u8, layout: Layout) -> Result<(), ptr::NonNull<u8>> {
         // SAFETY: a block pointer is never null.
         let block = unsafe { ptr::NonNull::new_unchecked(block) };
         #[cfg(not(loom))]
-        if cap == FIRST_CAP {
-            return super::spare::keep(block, layout);
+        return super::spare::keep(block, layout);
+        #[cfg(loom)]
+        {
+            let _ = layout;
+            Err(block)
         }
-        let _ = (cap, layout);
-        Err(block)
     }
 }

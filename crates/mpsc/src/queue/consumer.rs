@@ -265,7 +265,7 @@ impl<T> Consumer<T> {
     /// then on: their pushes fail with [`PushError::Stale`] and can never
     /// deliver into the new use. Get fresh producers with
     /// [`producer`](Consumer::producer). The blocks are kept, so a reused
-    /// queue needs no allocation; the pool of spare blocks is trimmed to one.
+    /// queue needs no allocation.
     ///
     /// # Examples
     ///

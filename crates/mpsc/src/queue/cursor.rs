@@ -182,19 +182,13 @@ impl<T> Cursor<T> {
             return false;
         }
         // Nobody else touches a block now: every claim of our block was
-        // taken, no claim can succeed while the word rests here, and only
-        // an installer pops the pool, which needs a claim. Producers that
-        // read the word after the store below see these stores too.
+        // taken, and no claim can succeed while the word rests here.
+        // Producers that read the word after the store below see these
+        // stores too.
         shared.tail.block.store(ptr::null_mut(), Ordering::Relaxed);
         shared.first.store(ptr::null_mut(), Ordering::Relaxed);
-        // SAFETY: as argued, we are the only popper, and the blocks are ours
-        // alone with no item in them.
-        unsafe {
-            while let Some(block) = shared.pool_pop() {
-                Block::free(block);
-            }
-            Block::free(self.block);
-        }
+        // SAFETY: as argued, the block is ours alone with no item in it.
+        unsafe { Block::free(self.block) };
         self.block = ptr::null_mut();
         // Back to a new queue's shape, a lap further on: `head` on the first
         // slot of a short lap, the word on the install position of the
@@ -259,21 +253,12 @@ impl<T> Cursor<T> {
             return pending;
         }
         // The queue is closed and every claimed slot was taken, so no
-        // producer touches any block or the pool any more.
+        // producer touches any block any more.
         // The word stays `head << 1 | CLOSED` until we store it.
         debug_assert_eq!(
             shared.tail.word.load(Ordering::Relaxed),
             self.head << 1 | CLOSED
         );
-        while shared.pool.len.load(Ordering::Relaxed) > 1 {
-            // SAFETY: closed and quiescent: the consumer is the only popper.
-            match unsafe { shared.pool_pop() } {
-                // SAFETY: popped, so no one else can reach it; its slots are
-                // clear.
-                Some(block) => unsafe { Block::free(block) },
-                None => break,
-            }
-        }
         // Restart at the next lap, in the same block (small or full), at the
         // first offset it serves: its slots below `head` in this lap were
         // taken (clear their flags now), the rest were never claimed; its
@@ -421,7 +406,7 @@ impl<T> Cursor<T> {
     #[must_use = "the pending items are dropped by the caller, after it saved the cursor"]
     pub(super) unsafe fn release(&mut self, shared: &Shared<T>) -> Vec<T> {
         // Closing waits out in-flight pushes; afterwards no producer will
-        // ever touch a block or the pool again (they see CLOSED first).
+        // ever touch a block again (they see CLOSED first).
         let pending = self.close(shared);
         if !self.block.is_null() {
             // SAFETY: quiescent as argued above; `self.block` has no
@@ -434,11 +419,6 @@ impl<T> Cursor<T> {
         // just above): a later `is_empty` or take must not find it there.
         // Nothing else reads `first`: producers never do.
         shared.first.store(ptr::null_mut(), Ordering::Relaxed);
-        // SAFETY: closed and quiescent, so the consumer is the only popper.
-        while let Some(block) = unsafe { shared.pool_pop() } {
-            // SAFETY: popped blocks are ours alone and hold no items.
-            unsafe { Block::free(block) };
-        }
         pending
     }
 }

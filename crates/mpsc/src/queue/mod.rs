@@ -65,8 +65,7 @@
 //! `BLOCK_CAP - 1 - o`, see [`Block::slot`]), so a producer maps its offset
 //! to a slot the same way whatever the block's size and never reads the
 //! block's header. Only the consumer asks a block for its size: to reopen
-//! it, to start its lap after a reset, and to free a first block instead of
-//! pooling it (the pool serves full laps only).
+//! it, to start its lap after a reset, and to free it with its layout.
 //!
 //! # The first block is allocated by the first push
 //!
@@ -82,10 +81,9 @@
 //! See [`Shared::install`].
 
 use std::mem::MaybeUninit;
-use std::ptr;
 
 use crate::error::PushError;
-use crate::sync::{spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{spin_wait, AtomicPtr, AtomicU64, Ordering};
 
 /// Positions per lap: a full block's slots, then the install position and
 /// the sentinel (see the module docs).
@@ -147,12 +145,6 @@ const fn virtual_last_slot(head: u64) -> u64 {
     head - FIRST_OFFSET - 2
 }
 
-/// Recycled blocks kept in the pool at most (blocks in use not counted).
-#[cfg(not(loom))]
-const POOL_MAX: usize = 2;
-#[cfg(loom)]
-const POOL_MAX: usize = 1;
-
 /// Spins `2^round` times (at most 64) after a lost claim; the loser retries
 /// at once under loom, where a lost CAS already means another thread moved.
 #[inline]
@@ -201,103 +193,34 @@ impl Use<'_> {
     }
 }
 
-/// Recycled blocks: a Treiber stack the consumer pushes onto and the
-/// installing producer pops from.
-///
-/// Pops are serialised: only the producer that claimed the install position
-/// of the tail block's lap pops, and the next such claim cannot happen before that
-/// producer moved the word past the sentinel (after its pop). While the queue
-/// is closed, only the consumer pops. With a single popper and nodes that are
-/// only freed by the popper, there is no ABA and no read of a freed node.
-struct Pool<T> {
-    head: AtomicPtr<Block<T>>,
-    len: AtomicUsize,
-}
-
 /// The state shared by the consumer and all producers.
 ///
 /// Deliberately not padded to cache lines: there is one queue per process,
 /// so padding would make every process pay 256 bytes and an over-aligned
-/// allocation (glibc's slow `memalign` path, 3% of spawning a process). The
-/// pool shares the tail's line, but it is touched once per block (15
-/// pushes), not per push.
+/// allocation (glibc's slow `memalign` path, 3% of spawning a process).
+///
+/// A queue keeps no pool of finished blocks of its own: they go to the
+/// finishing thread's spares (`spare.rs`), which the next install on that
+/// thread takes from. A pool here was 16 bytes in every queue, most of
+/// which never finish a block.
 struct Shared<T> {
     tail: Tail<T>,
-    pool: Pool<T>,
     /// The first block, set once by the first push (see the module docs);
     /// read by the consumer only while it holds no block.
     first: AtomicPtr<Block<T>>,
 }
 
 impl<T> Shared<T> {
-    /// Pops a recycled block, `next` reset to null.
-    ///
-    /// # Safety
-    ///
-    /// The caller is the only thread that may pop right now (see [`Pool`]).
-    unsafe fn pool_pop(&self) -> Option<*mut Block<T>> {
-        let mut head = self.pool.head.load(Ordering::Acquire);
-        loop {
-            if head.is_null() {
-                return None;
-            }
-            // SAFETY: `head` is in the pool and only the caller pops, so it
-            // stays allocated; the Acquire load synchronised with the push
-            // that wrote its `next`.
-            let next = unsafe { (*head).next.load(Ordering::Relaxed) };
-            match self
-                .pool
-                .head
-                .compare_exchange(head, next, Ordering::Acquire, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    self.pool.len.fetch_sub(1, Ordering::Relaxed);
-                    // SAFETY: the block is now ours alone.
-                    unsafe { (*head).next.store(ptr::null_mut(), Ordering::Relaxed) };
-                    return Some(head);
-                }
-                Err(current) => head = current,
-            }
-        }
-    }
-
-    /// Gives a drained block back to the pool, or frees it if the pool is
-    /// full or the block is a (small) first block.
+    /// Frees a block the consumer finished (to this thread's spares, see
+    /// `spare.rs`).
     ///
     /// # Safety
     ///
     /// Only the consumer calls this, with a block no producer will access
     /// again and whose items were all taken.
     unsafe fn recycle(&self, block: *mut Block<T>) {
-        // A first block is freed, never pooled: the pool feeds the installs
-        // after a block, whose laps are full; the first block's install
-        // runs once per queue, before any block could have been recycled.
-        // SAFETY: the block is live and exclusively ours (see above).
-        if !unsafe { Block::is_full(block) } || self.pool.len.load(Ordering::Relaxed) >= POOL_MAX {
-            // SAFETY: forwarded from the caller.
-            unsafe { Block::free(block) };
-            return;
-        }
-        // Clear the flags here, in one pass over lines no producer touches,
-        // rather than one store per take on lines producers are writing.
-        // SAFETY: the block is exclusively ours and full-size.
-        unsafe { Block::clear(block, 0..BLOCK_CAP) };
-        // Count before linking so a concurrent pop can never take the count
-        // below zero.
-        self.pool.len.fetch_add(1, Ordering::Relaxed);
-        let mut head = self.pool.head.load(Ordering::Relaxed);
-        loop {
-            // SAFETY: the block is exclusively ours until the CAS publishes it.
-            unsafe { (*block).next.store(head, Ordering::Relaxed) };
-            match self
-                .pool
-                .head
-                .compare_exchange(head, block, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(current) => head = current,
-            }
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { Block::free(block) };
     }
 
     /// Installs the block after `prev` (the queue's small first block when
@@ -309,20 +232,17 @@ impl<T> Shared<T> {
     ///
     /// The caller claimed the install position of `prev`'s lap (of the
     /// virtual lap when `prev` is null); that claim makes it the only
-    /// installer, and the only pool popper, until this returns: the next
-    /// claim of an install position needs the word past this sentinel.
+    /// installer until this returns: the next claim of an install position
+    /// needs the word past this sentinel.
     unsafe fn install(&self, prev: *mut Block<T>) -> (*mut Block<T>, usize) {
         let (next, first) = if prev.is_null() {
-            // Always a new allocation: the pool is still empty, since only
-            // the consumer fills it, with blocks it finished, and it has
-            // none yet. Published in `first`, the consumer's way to find
-            // it (`tail.block` may have moved on by the time it looks).
+            // Published in `first`, the consumer's way to find it
+            // (`tail.block` may have moved on by the time it looks).
             let block = Block::alloc_first();
             self.first.store(block, Ordering::Release);
             (block, FIRST_OFFSET as usize)
         } else {
-            // SAFETY: we are the only popper (see above).
-            let block = unsafe { self.pool_pop() }.unwrap_or_else(Block::alloc_full);
+            let block = Block::alloc_full();
             // SAFETY: `prev` is live: the consumer recycles it only after it
             // read this link, and no one else frees a block in use. Every
             // slot of `prev` was claimed before its install position, so

@@ -5,7 +5,7 @@ use super::*;
 use std::ptr;
 
 use crate::error::PushError;
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, UnsafeCell};
+use crate::sync::{AtomicPtr, AtomicU64, UnsafeCell};
 
 /// A queue to embed in a structure of one's own, for a consumer whose
 /// exclusivity the embedding code guarantees by other means.
@@ -85,10 +85,6 @@ impl<T> Queue<T> {
                 tail: Tail {
                     word: AtomicU64::new(virtual_last_slot(START) << 1),
                     block: AtomicPtr::new(ptr::null_mut()),
-                },
-                pool: Pool {
-                    head: AtomicPtr::new(ptr::null_mut()),
-                    len: AtomicUsize::new(0),
                 },
                 first: AtomicPtr::new(ptr::null_mut()),
             },

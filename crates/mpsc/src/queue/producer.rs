@@ -59,8 +59,9 @@ impl<T> Producer<T> {
     /// The one exception is the few stores while the producer that claimed
     /// the place after a block's last slot links the next one (and puts its
     /// item there), which other producers wait
-    /// out. No allocation happens in steady state: blocks are recycled by the
-    /// consumer (a block is allocated only when the pool is empty).
+    /// out. No allocation happens in steady state: a drained block is reopened
+    /// by the consumer, and one it finished is kept by its thread for the
+    /// next block installed there.
     ///
     /// # Errors
     ///

@@ -84,15 +84,16 @@ pub(crate) struct Record {
 /// In `Record::layout`: the process is boxed (see `cell.rs`).
 const BOXED: u32 = 1 << 31;
 
-// 176 bytes plus an 8-byte process is the largest request glibc serves
-// from its 192-byte chunks; the next size is 208. Each field added here
+// 160 bytes plus an 8-byte process is the largest request glibc serves
+// from its 176-byte chunks; the next size is 192. Each field added here
 // costs every idle process 16 bytes (measured by `sched_probe`'s memory
 // part). The count is one 32-bit word beside the allocation's size (where
-// `Arc` put two words in front), and the event queue carries no
-// generation (a record's queue is never reset); its closed flag lives in
-// its claim word, which made room for `figures`.
+// `Arc` put two words in front); the event queue carries no generation (a
+// record's queue is never reset) and no pool of finished blocks (its
+// thread keeps them); its closed flag lives in its claim word, which made
+// room for `figures`.
 #[cfg(not(any(debug_assertions, loom)))]
-const _: () = assert!(std::mem::size_of::<Record>() <= 176);
+const _: () = assert!(std::mem::size_of::<Record>() <= 160);
 
 /// The parts of a process only its current owner touches.
 pub(crate) struct Body {
