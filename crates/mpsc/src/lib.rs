@@ -7,7 +7,7 @@
 //!
 //! - [`Producer::push`] is lock-free (a claim CAS on one word, then a write
 //!   into a slot of a block) and allocation-free in steady state: a thread
-//!   keeps the blocks it finished (up to 8 KiB of each of the two block
+//!   keeps the blocks it finished (up to 32 KiB of each of the two block
 //!   sizes) for the next blocks allocated on it. A queue's
 //!   first block is small (1 item, later ones 14), and a consumer that
 //!   empties its block while no next block is coming reopens it for the

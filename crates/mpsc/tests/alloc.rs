@@ -5,7 +5,7 @@
 //!
 //! Claim checked here: once warmed up, pushing and draining on one thread
 //! allocates nothing: a drained block is reopened, and a block the consumer
-//! finished is kept by its thread (up to 8 KiB of blocks of each size) for
+//! finished is kept by its thread (up to 32 KiB of blocks of each size) for
 //! the next block installed there. A consumer further behind than that
 //! costs one allocation per block (14 pushes) at most.
 
