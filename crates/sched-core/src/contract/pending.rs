@@ -28,7 +28,6 @@ use rustc_hash::FxHashSet;
 use std::cell::{Cell, RefCell};
 
 use relay::Pid;
-use smallvec::SmallVec;
 
 use crate::contract::down::MonitorId;
 use crate::contract::event::Event;
@@ -42,7 +41,7 @@ use crate::panic_guard::drop_user_value;
 ///
 /// The timers are in place because a process waiting on a timer is the
 /// common case (a workflow between calls, a retry's back-off): such a
-/// process allocates 40 bytes here (glibc's 48-byte chunk), where one box
+/// process allocates 24 bytes here (glibc's 32-byte chunk), where one box
 /// of all four lists was 120 (a fifth of a waiting process's memory).
 #[derive(Default)]
 pub(crate) struct Extras {
@@ -93,28 +92,39 @@ impl Extras {
 /// is checked against it, and `cancel_timer` removes from it, so both must
 /// stay cheap however many timers a process has pending.
 ///
-/// A short list up to [`TimerList::FEW`] entries, its first kept in place:
-/// most processes that set timers wait on one at a time, and a list of
+/// A process's pending timers: none, one kept in place, or a list of
+/// their own (a short list up to [`TimerList::FEW`] entries, past that a
+/// hash set).
+///
+/// Most processes that set timers wait on one at a time, and a list of
 /// their own was a second allocation per such process (64 bytes, with
 /// `Vec`'s first growth to four entries), a tenth of a waiting process's
-/// memory. Keeping two in place made every timer-waiting process's extras
-/// 16 bytes larger (a 64-byte chunk instead of 48); a process with two
-/// pending keeps a small list of its own until it has none. Past `FEW`, a
-/// hash set (boxed, for the same reason): with the list alone, a process
-/// with `n` timers pending paid `O(n)` for each cancel and each timer
-/// event, so `O(n²)` to see them all fire.
+/// memory. The one kept in place is stored as its two parts, so that the
+/// enum's tag fits beside them and the whole is 16 bytes: the extras are
+/// then 24, glibc's 32-byte chunk (one `TimerId` in place made them 40, a
+/// 48-byte chunk, and two in place 56). A process with two pending keeps
+/// its own list until it has none (not until it is down to one: a process
+/// going between one and two would allocate each time). The set: with a
+/// list alone, a process with `n` timers pending paid `O(n)` for each
+/// cancel and each timer event, so `O(n²)` to see them all fire.
+#[derive(Default)]
 pub(crate) enum TimerList {
-    Few(SmallVec<[TimerId; 1]>),
+    #[default]
+    None,
+    One {
+        shard: u32,
+        key: u64,
+    },
+    Spilled(Box<Spill>),
+}
+
+/// The pending timers of a process with more than one (see [`TimerList`]).
+pub(crate) enum Spill {
+    Few(Vec<TimerId>),
     /// Fx hashing: the ids are the engine's own, not chosen by anyone who
     /// could aim at collisions, so SipHash's protection would buy nothing
     /// for its cost on every timer set, fired or cancelled.
-    Many(Box<FxHashSet<TimerId>>),
-}
-
-impl Default for TimerList {
-    fn default() -> Self {
-        TimerList::Few(SmallVec::new())
-    }
+    Many(FxHashSet<TimerId>),
 }
 
 impl TimerList {
@@ -125,29 +135,54 @@ impl TimerList {
     /// Adds a pending timer (ids are unique: the wheel hands each out once).
     pub(crate) fn push(&mut self, id: TimerId) {
         match self {
-            TimerList::Few(list) if list.len() < Self::FEW => list.push(id),
-            TimerList::Few(list) => {
-                let mut set: FxHashSet<_> = list.drain(..).collect();
-                set.insert(id);
-                *self = TimerList::Many(Box::new(set));
+            TimerList::None => {
+                *self = TimerList::One {
+                    shard: id.shard,
+                    key: id.key,
+                }
             }
-            TimerList::Many(set) => {
-                set.insert(id);
+            TimerList::One { shard, key } => {
+                let first = TimerId {
+                    shard: *shard,
+                    key: *key,
+                };
+                *self = TimerList::Spilled(Box::new(Spill::Few(vec![first, id])));
             }
+            TimerList::Spilled(spill) => match &mut **spill {
+                Spill::Few(list) if list.len() < Self::FEW => list.push(id),
+                Spill::Few(list) => {
+                    let mut set: FxHashSet<_> = list.drain(..).collect();
+                    set.insert(id);
+                    **spill = Spill::Many(set);
+                }
+                Spill::Many(set) => {
+                    set.insert(id);
+                }
+            },
         }
     }
 
     /// Removes `id`; whether it was pending.
     pub(crate) fn remove(&mut self, id: &TimerId) -> bool {
         let removed = match self {
-            TimerList::Few(list) => match list.iter().position(|t| t == id) {
-                Some(at) => {
-                    list.swap_remove(at);
-                    true
+            TimerList::None => false,
+            TimerList::One { shard, key } => {
+                if *shard == id.shard && *key == id.key {
+                    *self = TimerList::None;
+                    return true;
                 }
-                None => false,
+                false
+            }
+            TimerList::Spilled(spill) => match &mut **spill {
+                Spill::Few(list) => match list.iter().position(|t| t == id) {
+                    Some(at) => {
+                        list.swap_remove(at);
+                        true
+                    }
+                    None => false,
+                },
+                Spill::Many(set) => set.remove(id),
             },
-            TimerList::Many(set) => set.remove(id),
         };
         if removed {
             self.give_back_spare();
@@ -163,39 +198,58 @@ impl TimerList {
     /// How many timers are pending.
     pub(crate) fn len(&self) -> usize {
         match self {
-            TimerList::Few(list) => list.len(),
-            TimerList::Many(set) => set.len(),
+            TimerList::None => 0,
+            TimerList::One { .. } => 1,
+            TimerList::Spilled(spill) => match &**spill {
+                Spill::Few(list) => list.len(),
+                Spill::Many(set) => set.len(),
+            },
         }
     }
 
     /// The pending timers, in no particular order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &TimerId> {
-        let (few, many) = match self {
-            TimerList::Few(list) => (Some(list.iter()), None),
-            TimerList::Many(set) => (None, Some(set.iter())),
+    pub(crate) fn iter(&self) -> impl Iterator<Item = TimerId> + '_ {
+        let one = match self {
+            TimerList::One { shard, key } => Some(TimerId {
+                shard: *shard,
+                key: *key,
+            }),
+            _ => None,
         };
-        few.into_iter().flatten().chain(many.into_iter().flatten())
+        let (few, many) = match self {
+            TimerList::Spilled(spill) => match &**spill {
+                Spill::Few(list) => (Some(list.iter()), None),
+                Spill::Many(set) => (None, Some(set.iter())),
+            },
+            _ => (None, None),
+        };
+        one.into_iter().chain(
+            few.into_iter()
+                .flatten()
+                .chain(many.into_iter().flatten())
+                .copied(),
+        )
     }
 
     /// Gives back spare room, as [`give_back_spare`] does for a `Vec`: a
-    /// set back to a short list once it holds a quarter of `FEW` (so a
-    /// count hovering at the bound does not convert each time), a list or
-    /// set shrunk once its room is more than four times what it holds, and
-    /// a list's own allocation freed once it is empty (not when it is down
-    /// to one: a process going between one and two timers would allocate
-    /// each time).
+    /// list of its own freed once empty, a set back to a short list once
+    /// it holds a quarter of `FEW` (so a count hovering at the bound does
+    /// not convert each time), a list or set shrunk once its room is more
+    /// than four times what it holds.
     fn give_back_spare(&mut self) {
-        match self {
-            TimerList::Few(list) => {
-                if list.spilled() && list.is_empty() {
-                    *list = SmallVec::new();
-                } else if list.capacity() > 4 * list.len().max(Self::FEW) {
+        let TimerList::Spilled(spill) = self else {
+            return;
+        };
+        match &mut **spill {
+            Spill::Few(list) if list.is_empty() => *self = TimerList::None,
+            Spill::Few(list) => {
+                if list.capacity() > 4 * list.len().max(Self::FEW) {
                     list.shrink_to_fit();
                 }
             }
-            TimerList::Many(set) => {
+            Spill::Many(set) => {
                 if set.len() <= Self::FEW / 4 {
-                    *self = TimerList::Few(set.drain().collect());
+                    **spill = Spill::Few(set.drain().collect());
                 } else if set.capacity() > 4 * set.len().max(Self::FEW) {
                     set.shrink_to(2 * set.len());
                 }
@@ -359,9 +413,9 @@ mod tests {
         for n in 0..TimerList::FEW as u64 {
             list.push(id(n));
         }
-        assert!(matches!(list, TimerList::Few(_)));
+        assert!(is_few(&list));
         list.push(id(100));
-        assert!(matches!(list, TimerList::Many(_)), "past FEW: a set");
+        assert!(is_many(&list), "past FEW: a set");
         assert_eq!(list.len(), TimerList::FEW + 1);
         let mut expected: Vec<u64> = (0..TimerList::FEW as u64).collect();
         expected.push(100);
@@ -373,7 +427,7 @@ mod tests {
         for n in 0..(TimerList::FEW - TimerList::FEW / 4) as u64 {
             assert!(list.remove(&id(n)));
         }
-        assert!(matches!(list, TimerList::Few(_)));
+        assert!(is_few(&list));
         let left: Vec<u64> =
             ((TimerList::FEW - TimerList::FEW / 4) as u64..TimerList::FEW as u64).collect();
         assert_eq!(sorted(&list), left);
@@ -394,27 +448,46 @@ mod tests {
             assert!(list.remove(&id(n)));
         }
         match &list {
-            TimerList::Many(set) => assert!(set.capacity() <= 4 * 100, "{}", set.capacity()),
-            TimerList::Few(_) => panic!("100 left: still a set"),
+            TimerList::Spilled(spill) => match &**spill {
+                Spill::Many(set) => assert!(set.capacity() <= 4 * 100, "{}", set.capacity()),
+                Spill::Few(_) => panic!("100 left: still a set"),
+            },
+            _ => panic!("100 left: spilled"),
         }
         assert_eq!(sorted(&list), (9_900..10_000).collect::<Vec<_>>());
     }
 
     #[test]
     fn one_pending_timer_is_kept_in_place_and_a_spilled_list_is_freed_once_empty() {
-        // A timer-waiting process's extras stay in glibc's 48-byte chunk.
-        assert!(std::mem::size_of::<Extras>() <= 40);
+        // A timer-waiting process's extras stay in glibc's 32-byte chunk.
+        assert_eq!(std::mem::size_of::<TimerList>(), 16);
+        assert!(std::mem::size_of::<Extras>() <= 24);
         let mut list = TimerList::default();
         list.push(id(1));
-        assert!(matches!(&list, TimerList::Few(l) if !l.spilled()));
+        assert!(matches!(list, TimerList::One { .. }));
+        assert_eq!(list.iter().collect::<Vec<_>>(), [id(1)]);
         list.push(id(2));
-        assert!(matches!(&list, TimerList::Few(l) if l.spilled()));
-        // Down to one: the list keeps its room (no allocation per swing).
+        assert!(is_few(&list));
+        // Down to one: the list keeps its own room (no allocation per swing).
         assert!(list.remove(&id(1)));
-        assert!(matches!(&list, TimerList::Few(l) if l.spilled()));
+        assert!(is_few(&list));
         list.push(id(3));
         assert!(list.remove(&id(2)));
+        assert!(!list.remove(&id(2)));
         assert!(list.remove(&id(3)));
-        assert!(matches!(&list, TimerList::Few(l) if !l.spilled()), "freed once empty");
+        assert!(matches!(list, TimerList::None), "freed once empty");
+        // In place again, and only the right id removes it.
+        list.push(id(4));
+        assert!(!list.remove(&TimerId { shard: 1, key: 4 }));
+        assert!(list.remove(&id(4)));
+        assert!(list.is_empty());
+    }
+
+    fn is_few(list: &TimerList) -> bool {
+        matches!(list, TimerList::Spilled(spill) if matches!(**spill, Spill::Few(_)))
+    }
+
+    fn is_many(list: &TimerList) -> bool {
+        matches!(list, TimerList::Spilled(spill) if matches!(**spill, Spill::Many(_)))
     }
 }

@@ -68,7 +68,7 @@ impl Output<'_> {
     /// ```
     pub fn cancel_pending(&mut self) {
         let taken = self.with_existing(|x| {
-            let timers: Vec<_> = x.timers.iter().copied().collect();
+            let timers: Vec<_> = x.timers.iter().collect();
             x.timers = Default::default();
             let monitors = x
                 .existing_others()

@@ -791,7 +791,7 @@ impl Worker<'_> {
                 let cancelled = extras
                     .timers
                     .iter()
-                    .filter_map(|id| self.shared.timers.cancel(*id))
+                    .filter_map(|id| self.shared.timers.cancel(id))
                     .collect();
                 self.shared.drop_timers(cancelled);
             }
