@@ -39,7 +39,8 @@ fn removing_leaves_stale_references_that_never_outgrow_the_live_ones() {
     // One long-lived timer in slot 40, and many set and removed beside it:
     // each removal leaves a stale reference, until the list is compacted.
     wheel.insert(40, 0);
-    for i in 1..10_000 {
+    let rounds = if cfg!(miri) { 200 } else { 10_000 };
+    for i in 1..rounds {
         let key = wheel.insert(40, i);
         assert_eq!(wheel.remove(key), Some(i));
         assert!(
