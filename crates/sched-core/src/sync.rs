@@ -202,11 +202,14 @@ pub(crate) fn prefetch<T: ?Sized>(ptr: *const T, bytes: usize) {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // Every line the range touches: an unaligned range of `n` bytes
+        // can touch one more than `n / 64` rounded up.
         let base = ptr.cast::<i8>();
-        for line in 0..bytes.div_ceil(64) {
+        let skew = base as usize % 64;
+        for line in 0..(skew + bytes).div_ceil(64) {
             // SAFETY: `_mm_prefetch` is a hint: it cannot fault and has no
             // effect the program can observe, whatever the address.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_sub(skew).wrapping_add(line * 64)) };
         }
     }
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]

@@ -44,8 +44,9 @@ pub(crate) trait StepEngine:
 /// Timers a step sets (`engine/timers.rs`).
 pub(crate) trait StepTimers {
     /// Sets a wake-up for the stepped process: an `Event::Timer` with
-    /// `tag` at `at`.
-    fn set_timer(&self, at: Instant, tag: Tag) -> TimerId;
+    /// `tag` at `at`. `list` is the address of the process's pending-timer
+    /// list, which the timer carries as a prefetch hint only.
+    fn set_timer(&self, at: Instant, tag: Tag, list: *const u8) -> TimerId;
 
     /// Takes a wake-up out of its wheel (whether or not it had fired).
     fn cancel_timer(&self, id: TimerId);

@@ -124,7 +124,19 @@ impl Shared {
             // while this one is delivered.
             if let Some(ahead) = due.0.len().checked_sub(PREFETCH_AHEAD + 1) {
                 if ahead >= last {
-                    due.0[ahead].1.record.prefetch();
+                    let Action { record, what } = &due.0[ahead].1;
+                    record.prefetch();
+                    if let What::Wake {
+                        list_lo, list_hi, ..
+                    } = *what
+                    {
+                        if let Some(list) = crate::timer::hinted_list(list_lo, list_hi) {
+                            crate::sync::prefetch(
+                                list,
+                                std::mem::size_of::<crate::contract::pending::Extras>(),
+                            );
+                        }
+                    }
                 }
             }
             let Some((id, action, tick)) = due.0.pop() else {
@@ -143,7 +155,7 @@ impl Shared {
     fn fire(&self, id: TimerId, action: Action) {
         let Action { record, what } = action;
         let undelivered = match what {
-            What::Wake { tag } => match record.deliver(Event::Timer { id, tag }) {
+            What::Wake { tag, .. } => match record.deliver(Event::Timer { id, tag }) {
                 Ok(wake) => {
                     self.after_timer(&record, wake);
                     None
@@ -452,7 +464,10 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn set_timer_at(&mut self, at: Instant, tag: Tag) -> TimerId {
-        let id = self.engine.set_timer(at, tag);
+        // The list the timer goes into exists before the timer, so that
+        // the timer can carry where it is (see `What::Wake`).
+        let list = self.with_extras(|x| std::ptr::from_ref(x).cast::<u8>());
+        let id = self.engine.set_timer(at, tag, list);
         self.own(id)
     }
 
@@ -581,10 +596,15 @@ impl Shared {
 /// A step's timers: wake-ups belong to the stepped process (its record is
 /// the timer's target), delayed messages to their message.
 impl StepTimers for Stepping<'_> {
-    fn set_timer(&self, at: Instant, tag: Tag) -> TimerId {
+    fn set_timer(&self, at: Instant, tag: Tag, list: *const u8) -> TimerId {
+        let (list_lo, list_hi) = crate::timer::list_hint(list);
         let action = Action {
             record: RecordRef::clone(self.record),
-            what: What::Wake { tag },
+            what: What::Wake {
+                tag,
+                list_lo,
+                list_hi,
+            },
         };
         self.shared.set_timer_here(self.worker, at, action)
     }

@@ -150,7 +150,11 @@ fn a_timer_set_while_the_worker_parks_is_never_missed() {
         let record = RecordRef::new(Pid::local(1), Inert);
         let action = Action {
             record,
-            what: What::Wake { tag: Tag(1) },
+            what: What::Wake {
+                tag: Tag(1),
+                list_lo: 0,
+                list_hi: 0,
+            },
         };
         let past = std::time::Instant::now() - std::time::Duration::from_millis(1);
         let (_, earlier) = timers.insert(0, past, action);
