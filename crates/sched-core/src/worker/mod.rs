@@ -149,11 +149,11 @@ impl Worker<'_> {
             // a chunk at a time, the next once the last one's processes
             // have run (or at the next check, whichever comes first).
             let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
-            if if self.due_timers.any() {
-                check || self.local.timed.is_empty()
-            } else {
-                check && shared.timers.any_due(me, std::time::Instant::now)
-            } {
+            let fire = match self.due_timers.any() {
+                true => check || self.local.timed.is_empty(),
+                false => check && shared.timers.any_due(me, std::time::Instant::now),
+            };
+            if fire {
                 shared.fire_timers(me, &mut self.due_timers);
             }
             if let Some(record) = self.find_work() {
@@ -457,12 +457,6 @@ impl Worker<'_> {
             return None;
         }
         debug_assert!(self.events.is_empty(), "a previous step's events leaked");
-        // What the process keeps apart (its pending timers, checked against
-        // its timer events) is a separate allocation, likely out of cache
-        // after a wait: its load overlaps the drain's.
-        if let Some(extras) = body.extras.as_deref() {
-            crate::sync::prefetch(extras, size_of::<crate::contract::pending::Extras>());
-        }
         // SAFETY: we own the process (`step_owned` runs inside `with_body`).
         unsafe { record.drain_events(&mut self.events) };
         // An upgrade ordered from outside is among what was just drained,
