@@ -32,6 +32,12 @@ pub(crate) fn link(me: &RecordRef, peer: &RecordRef) -> Option<ExitReason> {
     let reason = if refused.signalled {
         ExitReason::NoProcess
     } else {
+        // This call tells `me` the real end: noted at the peer, so that a
+        // later link from `me` (say, a second `link` in the same step)
+        // reports `NoProcess` and the real end is told once. Only `me`'s
+        // owner links from `me`, one call at a time, so no other link of
+        // `me` runs between the refusal and the note.
+        peer.relations.note_signalled(me.pid);
         refused.reason
     };
     me.relations.remove_link(peer).then_some(reason)
@@ -74,4 +80,39 @@ pub(crate) fn still_linked(
     links
         .into_iter()
         .filter(move |linked| end_signal(ended, linked, |_| ()).is_some())
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::contract::output::{Events, Output};
+    use crate::contract::process::Process;
+
+    struct Idle;
+
+    impl Process for Idle {
+        fn step(
+            &mut self,
+            _: &mut Events<'_>,
+            _: &mut Output<'_>,
+        ) -> Result<(), crate::contract::error::BoxError> {
+            Ok(())
+        }
+    }
+
+    /// The peer ended before either link: the first link tells the real
+    /// end, and a second link from the same process (two `link` calls in
+    /// one step racing the peer's end) reports `NoProcess`, so the real
+    /// end reaches it once.
+    #[test]
+    fn a_second_link_to_a_process_that_ended_unlinked_reports_no_process() {
+        let me = RecordRef::new(relay::Pid::local(1), Idle);
+        let peer = RecordRef::new(relay::Pid::local(2), Idle);
+        assert!(peer.relations.end(ExitReason::Error).is_none(), "no links");
+        assert_eq!(link(&me, &peer), Some(ExitReason::Error));
+        assert_eq!(link(&me, &peer), Some(ExitReason::NoProcess));
+        // Another process linking later is still told the real end.
+        let other = RecordRef::new(relay::Pid::local(3), Idle);
+        assert_eq!(link(&other, &peer), Some(ExitReason::Error));
+    }
 }

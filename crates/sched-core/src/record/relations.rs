@@ -182,6 +182,25 @@ impl Relations {
         Ok(true)
     }
 
+    /// Notes that `pid` has been told this ended process's real end by a
+    /// link that found it ended (see `links::link`), so that a later link
+    /// from `pid` is refused as signalled and reports `NoProcess`. Does
+    /// nothing while the process is live.
+    pub(crate) fn note_signalled(&self, pid: relay::Pid) {
+        let mut state = self.state.lock();
+        match &mut *state {
+            State::EndedLinked(ended) => ended.signalled.push(pid),
+            State::Ended(reason) => {
+                let reason = *reason;
+                *state = State::EndedLinked(Box::new(EndedLinks {
+                    reason,
+                    signalled: vec![pid],
+                }));
+            }
+            State::Fresh | State::Live(_) => {}
+        }
+    }
+
     /// Removes `peer` from the links of this process; whether it was
     /// there. Whoever removes it sends the exit signal it stands for, so
     /// the signal goes once.
