@@ -112,4 +112,9 @@ pub use engine::{
 };
 pub use record::completion::Completion;
 pub use record::state::ProcessState;
+/// Deterministic simulation: the engine run on one thread, its workers'
+/// order, its clock and its faults decided by a seed, every step
+/// recorded; a failing seed replays exactly and shrinks.
+#[cfg(not(loom))]
+pub use runtime::simulation as sim;
 pub use runtime::{Builder, Engine};

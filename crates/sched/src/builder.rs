@@ -389,4 +389,36 @@ impl SchedulerBuilder {
     pub fn build(self) -> Scheduler {
         Scheduler::from_engine(self.inner.build())
     }
+
+    /// Builds the scheduler as a deterministic [`Simulation`](crate::sim::Simulation):
+    /// the same handlers and hooks, its workers run one round at a time on
+    /// the calling thread in the order `config`'s source decides, on a
+    /// virtual clock, with `config`'s faults.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::sim::Config;
+    ///
+    /// /// Reads its messages.
+    /// struct Sink;
+    /// impl Process for Sink {
+    ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for _ in events {}
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let mut sim = Scheduler::builder().simulation(Config::seed(7).workers(2));
+    /// let sink = sim.spawn(Sink)?;
+    /// sim.run()?; // its first step
+    /// sim.post(sink.pid(), 3u32)?;
+    /// sim.run()?; // the message
+    /// assert_eq!(sim.trace().steps(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn simulation(self, config: crate::sim::Config) -> crate::sim::Simulation {
+        self.inner.simulation(config)
+    }
 }

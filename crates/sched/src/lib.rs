@@ -115,6 +115,7 @@ pub use sched_core::{
 pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 
 pub use deque;
+pub use sched_core::sim;
 
 #[doc(hidden)]
 pub use relay::{

@@ -43,6 +43,9 @@ pub(crate) trait StepEngine:
 
 /// Timers a step sets (`engine/timers.rs`).
 pub(crate) trait StepTimers {
+    /// Now, by the engine's clock (virtual in a simulation).
+    fn now(&self) -> Instant;
+
     /// Sets a wake-up for the stepped process: an `Event::Timer` with
     /// `tag` at `at`. `list` is the address of the process's pending-timer
     /// list, which the timer carries as a prefetch hint only.

@@ -334,9 +334,10 @@ impl Output<'_> {
         payload: impl std::any::Any + Send,
         timeout: Duration,
     ) -> Result<AskId, SendError> {
-        let at = Instant::now()
+        let now = self.engine.now();
+        let at = now
             .checked_add(timeout)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
         let (id, timer) = self.engine.ask(to, relay::into_payload(payload), at)?;
         self.with_extras(|extras| {
             extras.timers.push(timer);

@@ -39,6 +39,9 @@ pub(crate) struct Control<S> {
     /// thread, once). Steps cannot ask under loom (see `me`).
     #[cfg_attr(loom, allow(dead_code))]
     pub(super) shutdown_requested: AtomicBool,
+    /// The deadline of a shutdown a step asked for in a simulation, which
+    /// runs it on its own thread rather than on a new one.
+    pub(crate) requested_deadline: Mutex<Option<Duration>>,
     /// How many forced processes have been named in a warning so far (see
     /// `Shared::name_forced`); only written when shutdown forces one.
     pub(super) forced_named: AtomicUsize,
@@ -67,10 +70,17 @@ impl<S: Send + Sync + 'static> Control<S> {
             }),
             finished: Finished::default(),
             shutdown_requested: AtomicBool::new(false),
+            requested_deadline: Mutex::new(None),
             forced_named: AtomicUsize::new(0),
             #[cfg(not(loom))]
             me: std::sync::Weak::new(),
         }
+    }
+
+    /// Takes the workers' queues for a simulation, which drives them on its
+    /// own thread: no worker thread (and no watcher) starts after this.
+    pub(crate) fn take_locals(&self) -> Vec<Local> {
+        self.threads.lock().locals.take().unwrap_or_default()
     }
 
     /// Starts the worker threads, and the watcher if there is one, on

@@ -12,12 +12,14 @@
 
 mod admission;
 pub(crate) mod ask;
+pub(crate) mod clock;
 pub(crate) mod commands;
 pub(crate) mod context;
 pub(crate) mod control;
 pub(crate) mod figures;
 pub(crate) mod histogram;
 pub(crate) mod hooks;
+pub(crate) mod intercept;
 pub(crate) mod introspect;
 mod links;
 pub(crate) mod live;

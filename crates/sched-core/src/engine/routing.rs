@@ -121,7 +121,21 @@ impl Shared {
 
     /// Delivers a message to `record`, counting it against the mailbox bound
     /// if there is one, and wakes the process.
+    #[inline]
     pub(crate) fn deliver_message(
+        &self,
+        record: &RecordRef,
+        package: Package,
+    ) -> Result<(), SendError> {
+        match self.intercept_message(record, package) {
+            Some(package) => self.deliver_now(record, package),
+            // Held by a simulation: sent, as far as the sender knows.
+            None => Ok(()),
+        }
+    }
+
+    /// [`deliver_message`](Shared::deliver_message) past any interceptor.
+    pub(crate) fn deliver_now(
         &self,
         record: &RecordRef,
         package: Package,

@@ -70,6 +70,12 @@ pub(crate) struct Shared {
     /// Where packages for PIDs of other nodes go (none: such a send is an
     /// unknown target, as any PID without a process).
     pub(crate) remote: Option<std::sync::Arc<dyn relay::RemoteTransport>>,
+    /// What timers and timeouts measure time with: the machine's clock, or
+    /// a simulation's virtual one.
+    pub(crate) clock: super::clock::Clock,
+    /// The simulation's hand in event delivery (faults: delays, losses,
+    /// duplicates), when the engine runs in one.
+    pub(crate) intercept: Option<std::sync::Arc<dyn super::intercept::Intercept>>,
 }
 
 /// Where a process that became runnable goes.

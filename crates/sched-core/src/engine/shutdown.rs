@@ -124,6 +124,25 @@ impl Shared {
         );
     }
 
+    /// What is left once every process has ended or been forced, and with
+    /// it its own timers: timers set from outside (delayed sends), which
+    /// are cancelled (their number is returned), and sends that waited for
+    /// a name nobody took, which are dead letters, as any message that
+    /// could not be delivered.
+    fn clear_leftovers(&self) -> usize {
+        let cancelled = self.timers.clear();
+        let timers_cancelled = cancelled.len();
+        self.drop_timers(cancelled);
+        let parked = self.names.take_all_parked();
+        if !parked.is_empty() {
+            let letters = parked
+                .into_iter()
+                .map(crate::contract::event::Event::Message);
+            self.dead_letters(relay::Pid::OUTSIDE, letters.collect());
+        }
+        timers_cancelled
+    }
+
     /// Lets the workers leave once their queues are empty.
     fn begin_exit(&self) {
         self.exit.store(true, SeqCst);
@@ -199,6 +218,11 @@ impl Context {
         if self.shared().live.is_stopping() || control.shutdown_requested.swap(true, SeqCst) {
             return false;
         }
+        if self.shared().clock.is_virtual() {
+            // A simulation runs it on its own thread, after this step.
+            *control.requested_deadline.lock() = Some(deadline);
+            return true;
+        }
         let Some(shared) = control.me.upgrade() else {
             return false;
         };
@@ -247,20 +271,7 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownRepo
         shared.wait_all_ended(bound);
     }
 
-    // Every process has ended or been forced by now, and with it its own
-    // timers; what is left was set from outside (delayed sends).
-    let cancelled = shared.timers.clear();
-    let timers_cancelled = cancelled.len();
-    shared.drop_timers(cancelled);
-    // Sends that waited for a name nobody took: dead letters, as any
-    // message that could not be delivered.
-    let parked = shared.names.take_all_parked();
-    if !parked.is_empty() {
-        let letters = parked
-            .into_iter()
-            .map(crate::contract::event::Event::Message);
-        shared.dead_letters(relay::Pid::OUTSIDE, letters.collect());
-    }
+    let timers_cancelled = shared.clear_leftovers();
 
     let handles = std::mem::take(&mut shared.control.threads.lock().handles);
     let mut detached = 0;
@@ -311,4 +322,70 @@ fn join_until(handle: thread::JoinHandle<()>, deadline: Instant) -> bool {
 fn join_until(handle: thread::JoinHandle<()>, _deadline: Instant) -> bool {
     let _ = handle.join();
     true
+}
+
+/// A simulation's shutdown: the stages of [`shutdown`], each run when the
+/// simulation calls it, with the simulation stepping the workers in
+/// between on the same thread (nothing waits, nothing is joined), and its
+/// deadline in virtual time.
+#[derive(Debug)]
+pub(crate) struct SimulatedShutdown {
+    completed_before: u64,
+    forced_at: Option<u64>,
+}
+
+impl SimulatedShutdown {
+    /// Refuses new processes and cancels every live one. `None` when a
+    /// shutdown had already begun.
+    pub(crate) fn begin(shared: &Shared) -> Option<SimulatedShutdown> {
+        if !shared.live.stop() {
+            return None;
+        }
+        shared.names.wake_all();
+        let completed_before = shared.completed();
+        fence(SeqCst);
+        shared.cancel_all(far_future());
+        Some(SimulatedShutdown {
+            completed_before,
+            forced_at: None,
+        })
+    }
+
+    /// Whether every process has ended.
+    pub(crate) fn all_ended(shared: &Shared) -> bool {
+        shared.live.count() == 0
+    }
+
+    /// The deadline passed: every process still live is forced.
+    pub(crate) fn force(&mut self, shared: &Shared) {
+        if self.forced_at.is_none() {
+            self.forced_at = Some(shared.completed());
+            shared.warn_stragglers();
+        }
+        shared.force_all();
+    }
+
+    /// Clears what is left and publishes the report.
+    pub(crate) fn finish(self, shared: &Shared, elapsed: Duration) -> ShutdownReport {
+        shared.begin_exit();
+        let timers_cancelled = shared.clear_leftovers();
+        let completed_after = shared.completed();
+        let graceful_end = self.forced_at.unwrap_or(completed_after);
+        let report = ShutdownReport {
+            ended_gracefully: graceful_end - self.completed_before,
+            forced: completed_after - graceful_end,
+            still_running: 0,
+            still_queued: shared.live.count(),
+            workers_detached: 0,
+            timers_cancelled,
+            elapsed,
+        };
+        shared.control.finished.publish(&report);
+        report
+    }
+}
+
+/// A deadline no sweep reaches.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }

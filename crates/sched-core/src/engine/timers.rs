@@ -110,7 +110,7 @@ impl Shared {
             if due.0.capacity() > 1024 {
                 due.0.shrink_to(64);
             }
-            self.timers.poll(worker, Instant::now(), &mut due.0);
+            self.timers.poll(worker, self.clock.now(), &mut due.0);
             // Fired from the back, so in deadline order.
             due.0.reverse();
         }
@@ -447,7 +447,8 @@ impl Output<'_> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_timer(&mut self, delay: Duration, tag: Tag) -> TimerId {
-        let at = Instant::now().checked_add(delay).unwrap_or_else(far_future);
+        let now = self.engine.now();
+        let at = now.checked_add(delay).unwrap_or_else(|| far_future(now));
         self.set_timer_at(at, tag)
     }
 
@@ -571,7 +572,7 @@ impl Shared {
         let Some(record) = self.processes.get(package.target()) else {
             return Err(self.missing(package));
         };
-        let at = Instant::now().checked_add(delay).unwrap_or_else(far_future);
+        let at = self.clock.after(delay);
         let shard = self.timers.shard_of_target(record.pid);
         let target = RecordRef::clone(&record);
         let action = Action {
@@ -596,6 +597,10 @@ impl Shared {
 /// A step's timers: wake-ups belong to the stepped process (its record is
 /// the timer's target), delayed messages to their message.
 impl StepTimers for Stepping<'_> {
+    fn now(&self) -> Instant {
+        self.shared.clock.now()
+    }
+
     fn set_timer(&self, at: Instant, tag: Tag, list: *const u8) -> TimerId {
         let (list_lo, list_hi) = crate::timer::list_hint(list);
         let action = Action {
@@ -623,6 +628,6 @@ impl StepTimers for Stepping<'_> {
 }
 
 /// An instant too far away to matter (a delay of `Duration::MAX`).
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+fn far_future(now: Instant) -> Instant {
+    now + Duration::from_secs(100 * 365 * 24 * 3600)
 }

@@ -129,7 +129,7 @@ fn a_timer_set_while_the_worker_parks_is_never_missed() {
     use crate::timer::{Action, What};
 
     loom::model(|| {
-        let timers = Arc::new(Timers::new(1));
+        let timers = Arc::new(Timers::new(1, std::time::Instant::now()));
         let sleepers = Arc::new(Sleepers::new(1));
         let worker = {
             let timers = timers.clone();

@@ -184,10 +184,16 @@ thread_local! {
     static CURRENT: Cell<(*const (), *const Local)> = Cell::new((ptr::null(), ptr::null()));
 }
 
-/// Marks this thread as running worker `local` of `engine` until the guard
-/// is dropped. The engine is only an identity here (its address), so the
-/// queues need not know the engine's type.
-pub(crate) fn enter<'a, E>(engine: &'a E, local: &'a Local) -> EnterGuard<'a> {
+/// Marks this thread as running the worker of `engine` whose queues are
+/// `local`, until the guard is dropped. The engine is only an identity
+/// here (its address), so the queues need not know the engine's type.
+///
+/// # Safety
+///
+/// `local` must stay where it is, alive, until the guard is dropped (the
+/// guard does not borrow it, so that its owner can be borrowed mutably
+/// meanwhile).
+pub(crate) unsafe fn enter_raw<E>(engine: &E, local: &Local) -> EnterGuard<'static> {
     CURRENT.with(|c| c.set((identity(engine), local as *const Local)));
     EnterGuard {
         _marker: std::marker::PhantomData,

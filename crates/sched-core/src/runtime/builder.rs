@@ -425,6 +425,21 @@ impl Builder {
     ///
     /// See [`Builder`].
     pub fn build(self) -> Engine {
+        let (shared, _) = self.assemble(crate::engine::clock::Clock::real(), None);
+        Engine { shared }
+    }
+
+    /// The engine's shared state on `clock`, with `intercept` in its
+    /// delivery path, and the command handlers its workers run (a
+    /// simulation drives its workers itself, with these handlers).
+    pub(crate) fn assemble(
+        self,
+        clock: crate::engine::clock::Clock,
+        intercept: Option<StdArc<dyn crate::engine::intercept::Intercept>>,
+    ) -> (
+        Arc<Shared>,
+        StdArc<crate::engine::commands::handler::Handlers>,
+    ) {
         let locals: Vec<Local> = (0..self.workers)
             .map(|i| Local::new(i, LOCAL_QUEUE_CAPACITY))
             .collect();
@@ -446,8 +461,11 @@ impl Builder {
         // The handlers are read by the workers only: the worker loop owns
         // them, and the shared state does not hold them.
         let handlers = StdArc::new(self.handlers);
+        let worker_handlers = StdArc::clone(&handlers);
         let run_worker: crate::engine::control::WorkerLoop<Shared> =
-            StdArc::new(move |shared, local| crate::worker::run(shared, local, &handlers));
+            StdArc::new(move |shared, local| {
+                crate::worker::run(shared, local, StdArc::clone(&worker_handlers))
+            });
         // The watcher runs for long steps, or for the coarse clock that
         // introspection's `since_last_step` reads.
         let watcher: Option<fn(Arc<Shared>)> = (self.long_step_threshold.is_some()
@@ -471,13 +489,15 @@ impl Builder {
             all_ended: Mutex::new(()),
             all_ended_cv: Condvar::new(),
             control,
-            timers: Timers::new(self.workers),
+            timers: Timers::new(self.workers, clock.now()),
             names: Default::default(),
             long_steps: crate::engine::stats::LongSteps::new(self.long_step_threshold),
             remote: self.remote,
+            clock,
+            intercept,
         };
         let shared = shared.into_arc();
         crate::engine::remote::attach(&shared);
-        Engine { shared }
+        (shared, handlers)
     }
 }

@@ -4,6 +4,8 @@
 //! (`worker/`) to start its threads with.
 
 mod builder;
+#[cfg(not(loom))]
+pub mod simulation;
 
 pub use builder::Builder;
 

@@ -37,9 +37,12 @@ struct Shard {
 }
 
 impl Timers {
-    pub(crate) fn new(workers: usize) -> Self {
+    /// One wheel per worker, counting ticks from `epoch` (the engine's
+    /// clock's now: a simulation's virtual clock starts where its wheels
+    /// do, so the same run gives the same ticks).
+    pub(crate) fn new(workers: usize, epoch: Instant) -> Self {
         Timers {
-            epoch: Instant::now(),
+            epoch,
             shards: (0..workers.max(1))
                 .map(|_| {
                     CachePadded::new(Shard {

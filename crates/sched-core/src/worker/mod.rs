@@ -1,8 +1,13 @@
 //! The worker loop: find a runnable process, step it (its step, the
 //! commands it yielded, what it asked for next, its end), park when there
-//! is nothing to run. Replacing a process in place is `upgrade.rs`.
+//! is nothing to run. Replacing a process in place is `upgrade.rs`; a
+//! worker that a simulation drives one turn at a time, on its own thread,
+//! is `driven.rs`.
 
+mod driven;
 mod upgrade;
+
+pub(crate) use driven::{CommandFault, Driven, StepEnd, StepObserver, Turn};
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -69,10 +74,10 @@ const YIELD_ROUNDS: u32 = if cfg!(loom) { 1 } else { 16 };
 /// loom, where every clone would be another step for the model to explore.
 const ENGINE_REFS_BATCH: usize = if cfg!(loom) { 1 } else { 64 };
 
-/// One worker thread's state besides its queues.
-struct Worker<'a> {
+/// One worker thread's state, its queues included.
+struct Worker {
     shared: Arc<Shared>,
-    local: &'a Local,
+    local: Local,
     tick: u32,
     /// Consecutive runs from the `next` slot.
     next_runs: u32,
@@ -103,35 +108,64 @@ struct Worker<'a> {
     #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
     types: crate::engine::figures::TypeCache,
     /// The engine's command handlers (fixed when it was built).
-    handlers: &'a Handlers,
+    handlers: std::sync::Arc<Handlers>,
+    /// A simulation's view of each step (its trace and the faults it
+    /// injects); `None` on a running engine, where it costs one branch per
+    /// step.
+    observer: Option<Box<dyn StepObserver>>,
+}
+
+/// What one round of the worker loop found.
+enum Found {
+    /// A process to run.
+    Process(RecordRef),
+    /// No process, but due timers fired (which may have made work).
+    Timers,
+    /// Nothing to do.
+    Nothing,
 }
 
 /// Runs worker `local.index` of `shared` until the engine exits.
-pub(crate) fn run(shared: Arc<Shared>, local: Local, handlers: &Handlers) {
+pub(crate) fn run(shared: Arc<Shared>, local: Local, handlers: std::sync::Arc<Handlers>) {
     let index = local.index;
     let span = tracing::trace_span!("worker", index);
     let _span = span.enter();
-    let _entered = local::enter(&*shared, &local);
-    let mut worker = Worker {
-        rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407),
-        shared: shared.clone(),
-        local: &local,
-        tick: 0,
-        next_runs: 0,
-        hidden: vec![None; shared.remotes.len()],
-        events: Vec::with_capacity(16),
-        yields: Vec::with_capacity(4),
-        engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
-        requeue: None,
-        step_ended: None,
-        due_timers: Default::default(),
-        types: Default::default(),
-        handlers,
-    };
+    let seed = 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
+    let mut worker = Worker::new(shared, local, handlers, seed, None);
+    // SAFETY: `worker` stays in this frame, unmoved, until after the guard
+    // (declared after it, so dropped before it) has cleared the pointer.
+    let _entered = unsafe { local::enter_raw(&*worker.shared, &worker.local) };
     worker.run_loop();
 }
 
-impl Worker<'_> {
+impl Worker {
+    fn new(
+        shared: Arc<Shared>,
+        local: Local,
+        handlers: std::sync::Arc<Handlers>,
+        seed: u64,
+        observer: Option<Box<dyn StepObserver>>,
+    ) -> Worker {
+        Worker {
+            // xorshift needs a non-zero state.
+            rng: seed | 1,
+            hidden: vec![None; shared.remotes.len()],
+            shared,
+            local,
+            tick: 0,
+            next_runs: 0,
+            events: Vec::with_capacity(16),
+            yields: Vec::with_capacity(4),
+            engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
+            requeue: None,
+            step_ended: None,
+            due_timers: Default::default(),
+            types: Default::default(),
+            handlers,
+            observer,
+        }
+    }
+
     fn counters(&self) -> &WorkerCounters {
         &self.shared.remotes[self.local.index].counters
     }
@@ -142,35 +176,20 @@ impl Worker<'_> {
         let mut searching = false;
         let me = self.local.index;
         loop {
-            // Between steps, every `TIMER_CHECK_INTERVAL` ticks: one load
-            // when this worker has no timer, a clock read when it has (a
-            // clock read per step was 8% of a timer-heavy workload).
-            // Due timers taken out of the wheel but not fired yet are fired
-            // a chunk at a time, the next once the last one's processes
-            // have run (or at the next check, whichever comes first).
-            let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
-            let fire = match self.due_timers.any() {
-                true => check || self.local.timed.is_empty(),
-                false => check && shared.timers.any_due(me, std::time::Instant::now),
-            };
-            if fire {
-                shared.fire_timers(me, &mut self.due_timers);
-            }
-            if let Some(record) = self.find_work() {
-                if searching {
-                    searching = false;
-                    if shared.sleepers.stop_searching() {
-                        shared.sleepers.notify_one();
+            match self.next_work() {
+                Found::Process(record) => {
+                    if searching {
+                        searching = false;
+                        if shared.sleepers.stop_searching() {
+                            shared.sleepers.notify_one();
+                        }
                     }
+                    idle_rounds = 0;
+                    self.run_process(record);
+                    continue;
                 }
-                idle_rounds = 0;
-                self.run_process(record);
-                continue;
-            }
-            // Out of work: due timers come first (they may make work).
-            if self.due_timers.any() || shared.timers.any_due(me, std::time::Instant::now) {
-                shared.fire_timers(me, &mut self.due_timers);
-                continue;
+                Found::Timers => continue,
+                Found::Nothing => {}
             }
             if shared.exit.load(Acquire) {
                 if searching {
@@ -221,6 +240,38 @@ impl Worker<'_> {
             }
         }
         tracing::trace!("exit");
+    }
+
+    /// One round of the loop: due timers when it is their turn, then a
+    /// process to run; out of work, the due timers. The same round for a
+    /// worker thread and for a simulation's turn.
+    fn next_work(&mut self) -> Found {
+        let shared = &*self.shared;
+        let me = self.local.index;
+        // Between steps, every `TIMER_CHECK_INTERVAL` ticks: one load when
+        // this worker has no timer, a clock read when it has (a clock read
+        // per step was 8% of a timer-heavy workload). Due timers taken out
+        // of the wheel but not fired yet are fired a chunk at a time, the
+        // next once the last one's processes have run (or at the next
+        // check, whichever comes first).
+        let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
+        let fire = match self.due_timers.any() {
+            true => check || self.local.timed.is_empty(),
+            false => check && shared.timers.any_due(me, || shared.clock.now()),
+        };
+        if fire {
+            shared.fire_timers(me, &mut self.due_timers);
+        }
+        if let Some(record) = self.find_work() {
+            return Found::Process(record);
+        }
+        // Out of work: due timers come first (they may make work).
+        let shared = &*self.shared;
+        if self.due_timers.any() || shared.timers.any_due(me, || shared.clock.now()) {
+            shared.fire_timers(me, &mut self.due_timers);
+            return Found::Timers;
+        }
+        Found::Nothing
     }
 
     fn find_work(&mut self) -> Option<RecordRef> {
@@ -290,7 +341,12 @@ impl Worker<'_> {
             let now = *now.get_or_insert_with(std::time::Instant::now);
             match self.hidden[victim] {
                 Some((seen, since)) if seen == occupant as usize => {
-                    if cfg!(loom) || now.duration_since(since) >= NEXT_SLOT_PATIENCE {
+                    // A simulation has no long steps (a step takes no
+                    // time there): the second look takes it, as under loom.
+                    if cfg!(loom)
+                        || self.observer.is_some()
+                        || now.duration_since(since) >= NEXT_SLOT_PATIENCE
+                    {
                         self.hidden[victim] = None;
                         if let Some(record) = slot.steal(occupant) {
                             bump(&self.counters().stolen, 1);
@@ -409,7 +465,7 @@ impl Worker<'_> {
 // Running one process: its step, the commands it yielded, what it asked
 // for next, and its end.
 
-impl Worker<'_> {
+impl Worker {
     /// Takes the process (`READY -> RUNNING`, or still `RUNNING` when it
     /// was queued to continue), steps it unless it is being killed, and
     /// moves it on.
@@ -494,6 +550,11 @@ impl Worker<'_> {
             }
         }
 
+        // A simulation sees what the step is given, and may crash it.
+        let crash = match &mut self.observer {
+            None => false,
+            Some(observer) => observer.before_step(self.local.index, record.pid, &self.events),
+        };
         let fresh = std::mem::take(&mut body.fresh);
         let process = body
             .process
@@ -546,6 +607,11 @@ impl Worker<'_> {
             now
         });
         let result = catch_unwind(AssertUnwindSafe(|| {
+            if crash {
+                // Through the real path of a panicking step (without the
+                // panic hook's message: `resume_unwind` skips it).
+                std::panic::resume_unwind(Box::new(driven::CRASH_MESSAGE));
+            }
             if fresh {
                 process.start(&mut output)?;
                 if matches!(output.status, Status::Done(_) | Status::Upgrade(_)) {
@@ -601,6 +667,17 @@ impl Worker<'_> {
                 Some(ExitError::Panicked { message })
             }
         };
+        if let Some(observer) = &mut self.observer {
+            let end = match (&failed, &status) {
+                (Some(_), _) => StepEnd::Failed,
+                (None, Status::Done(_)) => StepEnd::Done,
+                (None, Status::Upgrade(_)) => StepEnd::Upgrade,
+                (None, Status::Continue) if self.yields.is_empty() => StepEnd::Continue,
+                (None, Status::Continue | Status::Idle) if self.yields.is_empty() => StepEnd::Idle,
+                (None, Status::Continue | Status::Idle) => StepEnd::Yielded(self.yields.len()),
+            };
+            observer.after_step(record.pid, end);
+        }
         if let Some(error) = failed {
             // A failed step's status is not acted on; it may hold user
             // values (a done value, an upgrade's new process) whose `Drop`
@@ -691,8 +768,25 @@ impl Worker<'_> {
             };
             let engine = engine_ref(&self.shared, &mut self.engine_refs);
             let completer = Completer::new(record.clone(), engine, tag);
+            let fault = match &mut self.observer {
+                None => CommandFault::None,
+                Some(observer) => observer.command(record.pid, command, tag),
+            };
             let command = Command::new(command, tag, data);
-            match catch_unwind(AssertUnwindSafe(|| handler.handle(command, completer))) {
+            match catch_unwind(AssertUnwindSafe(|| match fault {
+                CommandFault::None => handler.handle(command, completer),
+                CommandFault::Fail => {
+                    drop(command);
+                    let _ = completer.fail(driven::FAULT_MESSAGE);
+                    Ok(())
+                }
+                // The completer is dropped while unwinding, as a handler
+                // that panics with it drops it.
+                CommandFault::Panic => {
+                    let _held = (command, completer);
+                    std::panic::resume_unwind(Box::new(driven::FAULT_MESSAGE))
+                }
+            })) {
                 Ok(Ok(())) => {}
                 // Dropping the rejection delivers it to the process.
                 Ok(Err(rejected)) => drop(rejected),
@@ -821,6 +915,9 @@ impl Worker<'_> {
         self.local.forget_route(record.pid);
         bump(&self.counters().completed, 1);
         tracing::debug!(pid = %record.pid, %reason, "ended");
+        if let Some(observer) = &mut self.observer {
+            observer.ended(record.pid, reason);
+        }
         // The slot is free before the hook runs, so a hook may start a
         // replacement even at the process limit. A shutdown that returns
         // has still seen every hook call: it joins the workers, and this
@@ -837,7 +934,7 @@ impl Worker<'_> {
     }
 }
 
-impl Worker<'_> {
+impl Worker {
     /// Drops the yields of a step that will not be dispatched (it failed or
     /// finished). Their payloads are the user's: a panicking `Drop` is
     /// contained.

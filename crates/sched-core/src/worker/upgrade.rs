@@ -21,7 +21,7 @@ use crate::record::{Body, RecordRef};
 use super::kill_error;
 use super::Worker;
 
-impl Worker<'_> {
+impl Worker {
     /// Replaces the process in `body` with the one `request` carries.
     /// Returns the state to ask `finish_step` for, or `None` if the
     /// process has ended.
@@ -108,7 +108,7 @@ impl Worker<'_> {
     }
 }
 
-impl Worker<'_> {
+impl Worker {
     /// Carries out an upgrade ordered from outside (`engine/upgrade.rs`):
     /// the new process is initialised already, so what is left is closing
     /// the old one and installing the new. Returns `false` if the process

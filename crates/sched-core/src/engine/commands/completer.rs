@@ -13,7 +13,7 @@ use crate::engine::shared::Shared;
 use crate::record::RecordRef;
 use crate::sync::Arc;
 use crate::timer::{Action, What};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The right to complete one yield of one process.
 ///
@@ -340,9 +340,7 @@ impl Completer {
                 tag: inner.tag,
             });
         }
-        let at = Instant::now()
-            .checked_add(delay)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+        let at = inner.shared.clock.after(delay);
         let action = Action {
             record: inner.record,
             what: What::Complete(Box::new((inner.tag, data))),
@@ -365,6 +363,14 @@ impl Completer {
 
 impl Inner {
     fn deliver(self, result: Result<Payload, CommandError>) -> Result<(), CompleteError> {
+        let result = match &self.shared.intercept {
+            None => result,
+            Some(intercept) => match intercept.completion(&self.record, self.tag, result) {
+                Some(result) => result,
+                // Held by a simulation.
+                None => return Ok(()),
+            },
+        };
         let event = Event::Completion {
             tag: self.tag,
             result,

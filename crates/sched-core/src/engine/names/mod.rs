@@ -69,9 +69,7 @@ impl Shared {
             drop(maps);
             return Err(SendError::unknown_target(package));
         };
-        let deadline = Instant::now()
-            .checked_add(wait)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+        let deadline = self.clock.after(wait);
         let name: StdArc<str> = StdArc::from(name);
         maps.parked
             .entry(StdArc::clone(&name))
@@ -94,7 +92,7 @@ impl Shared {
     /// Sweeps the packages parked for `name` that are past their deadline
     /// into the dead letters (a parking timer fell due).
     pub(crate) fn sweep_parked(&self, name: &str) {
-        let late = self.names.take_late(name, Instant::now());
+        let late = self.names.take_late(name, self.clock.now());
         if !late.is_empty() {
             tracing::debug!(
                 name,
@@ -172,7 +170,7 @@ impl Context {
             // What waited for the name goes to its new holder now, under
             // the shard's lock, so that no later send overtakes it.
             if let Some(parked) = maps.parked.remove(&*name) {
-                let now = Instant::now();
+                let now = shared.clock.now();
                 for Parked { package, deadline } in parked {
                     let package =
                         Package::from_payload(package.source(), pid, package.into_payload());

@@ -1,0 +1,428 @@
+//! The faults a simulation injects, and where it injects them: the
+//! interceptor on the engine's delivery path (messages, completions) and
+//! the observer of each step (crashes, failing handlers).
+//!
+//! Each fault has a probability; whether it happens, and how long a delay
+//! lasts, is a draw from the simulation's source like any other decision,
+//! so a script replays its faults, and shrinking a script removes them.
+//!
+//! The rules faults keep (the engine's own promises that still hold in a
+//! faulty simulation):
+//! - messages from one sender to one process arrive in the order sent: a
+//!   message behind a delayed one waits for it (delays reorder messages
+//!   of different senders only);
+//! - a completion is delivered at most once: a lost completion arrives as
+//!   [`CommandError::Dropped`](crate::CommandError::Dropped) (what a
+//!   handler that drops its completer causes), never as silence, and none
+//!   is duplicated;
+//! - timers, monitors' downs, links' exits, asks' replies and the
+//!   shutdown's cancel are never touched.
+
+use std::any::Any;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::sync::Arc as StdArc;
+use std::time::{Duration, Instant};
+
+use relay::{Package, Payload, Pid};
+use rustc_hash::FxHashMap;
+
+use super::source::Choices;
+use super::trace::{Fault, Trace};
+use crate::contract::command::Tag;
+use crate::contract::event::CommandError;
+use crate::engine::intercept::Intercept;
+use crate::record::RecordRef;
+use crate::sync::Mutex;
+
+/// Makes a copy of a message whose payload is a type registered with
+/// [`Faults::duplicate_messages`].
+type Duplicator = fn(&Package) -> Option<Package>;
+
+/// The faults a simulation injects (none by default).
+///
+/// # Examples
+///
+/// ```
+/// use sched::sim::Faults;
+/// use std::time::Duration;
+///
+/// let faults = Faults::none()
+///     .delay_messages(0.1, Duration::from_millis(50))
+///     .lose_messages(0.01)
+///     .duplicate_messages::<u64>(0.01)
+///     .delay_completions(0.2, Duration::from_millis(100))
+///     .fail_handlers(0.05)
+///     .crash_steps(0.001);
+/// assert!(format!("{faults:?}").contains("message_loss: 0.01"));
+/// ```
+#[derive(Clone, Default)]
+pub struct Faults {
+    message_delay: f64,
+    max_message_delay: Duration,
+    message_loss: f64,
+    message_duplicate: f64,
+    duplicators: Vec<Duplicator>,
+    completion_delay: f64,
+    max_completion_delay: Duration,
+    completion_loss: f64,
+    handler_failure: f64,
+    handler_panic: f64,
+    crash: f64,
+    crash_at: Vec<(Pid, u64)>,
+}
+
+impl fmt::Debug for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Faults")
+            .field("message_delay", &self.message_delay)
+            .field("max_message_delay", &self.max_message_delay)
+            .field("message_loss", &self.message_loss)
+            .field("message_duplicate", &self.message_duplicate)
+            .field("duplicable_types", &self.duplicators.len())
+            .field("completion_delay", &self.completion_delay)
+            .field("max_completion_delay", &self.max_completion_delay)
+            .field("completion_loss", &self.completion_loss)
+            .field("handler_failure", &self.handler_failure)
+            .field("handler_panic", &self.handler_panic)
+            .field("crash", &self.crash)
+            .field("crash_at", &self.crash_at)
+            .finish()
+    }
+}
+
+fn duplicate<T: Any + Clone + Send>(package: &Package) -> Option<Package> {
+    let copy = package.payload::<T>()?.clone();
+    Some(Package::new(package.source(), package.target(), copy))
+}
+
+impl Faults {
+    /// No faults: the simulation only explores orderings.
+    ///
+    /// # Examples
+    ///
+    /// See [`Faults`].
+    pub fn none() -> Faults {
+        Faults::default()
+    }
+
+    /// Holds back a message with probability `p`, for up to `max` of
+    /// virtual time. Messages from one sender to one process keep their
+    /// order: one behind a held message waits for it.
+    ///
+    /// # Examples
+    ///
+    /// See [`Faults`].
+    pub fn delay_messages(mut self, p: f64, max: Duration) -> Faults {
+        self.message_delay = p;
+        self.max_message_delay = max;
+        self
+    }
+
+    /// Loses a message with probability `p` (its sender's `send`
+    /// succeeded, as over a network).
+    ///
+    /// # Examples
+    ///
+    /// See [`Faults`].
+    pub fn lose_messages(mut self, p: f64) -> Faults {
+        self.message_loss = p;
+        self
+    }
+
+    /// Delivers a message whose payload is a `T` twice, with probability
+    /// `p` (the copy right behind the original). Messages of other types
+    /// are never duplicated: a payload is the user's, and only a type that
+    /// is `Clone` can be copied. Call once per type; the last `p` applies
+    /// to all of them.
+    ///
+    /// # Examples
+    ///
+    /// See [`Faults`].
+    pub fn duplicate_messages<T: Any + Clone + Send>(mut self, p: f64) -> Faults {
+        self.message_duplicate = p;
+        self.duplicators.push(duplicate::<T>);
+        self
+    }
+
+    /// Holds back a command's completion with probability `p`, for up to
+    /// `max` of virtual time.
+    ///
+    /// # Examples
+    ///
+    /// See [`Faults`].
+    pub fn delay_completions(mut self, p: f64, max: Duration) -> Faults {
+        self.completion_delay = p;
+        self.max_completion_delay = max;
+        self
+    }
+
+    /// Loses a command's completion with probability `p`: the process gets
+    /// [`CommandError::Dropped`](crate::CommandError::Dropped) instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let faults = sched::sim::Faults::none().lose_completions(0.5);
+    /// # drop(faults);
+    /// ```
+    pub fn lose_completions(mut self, p: f64) -> Faults {
+        self.completion_loss = p;
+        self
+    }
+
+    /// Fails a yielded command with probability `p` instead of handing it
+    /// to its handler ([`CommandError::Failed`](crate::CommandError::Failed)).
+    ///
+    /// # Examples
+    ///
+    /// See [`Faults`].
+    pub fn fail_handlers(mut self, p: f64) -> Faults {
+        self.handler_failure = p;
+        self
+    }
+
+    /// Makes a command's handler panic with probability `p` instead of
+    /// running ([`CommandError::HandlerPanicked`](crate::CommandError::HandlerPanicked)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let faults = sched::sim::Faults::none().panic_handlers(0.1);
+    /// # drop(faults);
+    /// ```
+    pub fn panic_handlers(mut self, p: f64) -> Faults {
+        self.handler_panic = p;
+        self
+    }
+
+    /// Crashes a step with probability `p`: it panics instead of running,
+    /// and the process ends as
+    /// [`ExitError::Panicked`](crate::ExitError::Panicked) (its links,
+    /// monitors and supervisor react as to any panic).
+    ///
+    /// # Examples
+    ///
+    /// See [`Faults`].
+    pub fn crash_steps(mut self, p: f64) -> Faults {
+        self.crash = p;
+        self
+    }
+
+    /// Crashes step `step` of `pid` (its first step is 1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let faults = sched::sim::Faults::none().crash_at(sched::Pid::local(1), 3);
+    /// # drop(faults);
+    /// ```
+    pub fn crash_at(mut self, pid: Pid, step: u64) -> Faults {
+        self.crash_at.push((pid, step));
+        self
+    }
+
+    pub(crate) fn crashes(&self, choices: &mut Choices, pid: Pid, step: u64) -> bool {
+        self.crash_at.contains(&(pid, step)) || choices.chance(self.crash)
+    }
+
+    /// What happens to a command, as the worker's `CommandFault`.
+    pub(crate) fn command(&self, choices: &mut Choices) -> crate::worker::CommandFault {
+        if choices.chance(self.handler_failure) {
+            crate::worker::CommandFault::Fail
+        } else if choices.chance(self.handler_panic) {
+            crate::worker::CommandFault::Panic
+        } else {
+            crate::worker::CommandFault::None
+        }
+    }
+}
+
+/// A delay of up to `max`, drawn in microseconds (at least one).
+fn draw_delay(choices: &mut Choices, max: Duration) -> Duration {
+    let max_us = u32::try_from(max.as_micros()).unwrap_or(u32::MAX).max(1);
+    Duration::from_micros(1 + u64::from(choices.draw(max_us)))
+}
+
+/// What a simulation holds back, to deliver later.
+pub(crate) enum Held {
+    Message(RecordRef, Package),
+    Completion(RecordRef, Tag, Result<Payload, CommandError>),
+}
+
+/// Everything the simulation decides and records, shared by its driver,
+/// its workers' observers and its interceptor (all on the simulation's
+/// one thread; the lock is never contended and never held across user
+/// code).
+pub(crate) struct State {
+    pub(crate) choices: Choices,
+    pub(crate) trace: Trace,
+    pub(crate) faults: Faults,
+    /// Virtual now (the driver moves it with the engine's clock).
+    pub(crate) now: Instant,
+    /// Held deliveries by due instant, then by the order they were held.
+    agenda: BinaryHeap<Reverse<(Instant, u64)>>,
+    held: FxHashMap<u64, Held>,
+    next_seq: u64,
+    /// The latest due instant of a held message per (sender, target), so
+    /// that a later message of the pair never overtakes it.
+    pair_due: FxHashMap<(Pid, Pid), Instant>,
+}
+
+impl State {
+    pub(crate) fn new(choices: Choices, trace: Trace, faults: Faults, now: Instant) -> State {
+        State {
+            choices,
+            trace,
+            faults,
+            now,
+            agenda: BinaryHeap::new(),
+            held: FxHashMap::default(),
+            next_seq: 0,
+            pair_due: FxHashMap::default(),
+        }
+    }
+
+    fn hold(&mut self, due: Instant, item: Held) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.agenda.push(Reverse((due, seq)));
+        self.held.insert(seq, item);
+    }
+
+    /// When the next held delivery is due.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.agenda.peek().map(|Reverse((due, _))| *due)
+    }
+
+    /// Whether a held delivery is due now.
+    pub(crate) fn any_due(&self) -> bool {
+        self.next_due().is_some_and(|due| due <= self.now)
+    }
+
+    /// Takes the earliest held delivery that is due.
+    pub(crate) fn take_due(&mut self) -> Option<Held> {
+        if !self.any_due() {
+            return None;
+        }
+        let Reverse((_, seq)) = self.agenda.pop()?;
+        self.pair_due.retain(|_, due| *due > self.now);
+        self.held.remove(&seq)
+    }
+
+    /// Everything still held (the simulation is ending).
+    pub(crate) fn take_all(&mut self) -> Vec<Held> {
+        self.agenda.clear();
+        self.pair_due.clear();
+        let mut all: Vec<(u64, Held)> = self.held.drain().collect();
+        all.sort_by_key(|(seq, _)| *seq);
+        all.into_iter().map(|(_, held)| held).collect()
+    }
+}
+
+/// The simulation's interceptor on the engine's delivery path.
+pub(crate) struct Interceptor(pub(crate) StdArc<Mutex<State>>);
+
+impl fmt::Debug for Interceptor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Interceptor")
+    }
+}
+
+impl Intercept for Interceptor {
+    fn message(&self, record: &RecordRef, package: Package) -> Option<Package> {
+        let mut guard = self.0.lock();
+        let state = &mut *guard;
+        let to = record.pid;
+        let pair = (package.source(), to);
+        let faults = &state.faults;
+        if state.choices.chance(faults.message_loss) {
+            state
+                .trace
+                .push(super::trace::Entry::Fault(Fault::MessageLost { to }));
+            // Dropped after the lock: a payload's `Drop` is the user's.
+            drop(guard);
+            crate::panic_guard::drop_user_value(package, to, "a message the simulation lost");
+            return None;
+        }
+        let mut due = None;
+        if state.choices.chance(faults.message_delay) {
+            let by = draw_delay(&mut state.choices, faults.max_message_delay);
+            state
+                .trace
+                .push(super::trace::Entry::Fault(Fault::MessageDelayed { to, by }));
+            due = Some(state.now + by);
+        }
+        // Behind a held message of the same pair, it waits its turn.
+        if let Some(&behind) = state.pair_due.get(&pair) {
+            if behind > state.now {
+                due = Some(due.map_or(behind, |d| d.max(behind)));
+            }
+        }
+        let copy = match faults.duplicators.is_empty() {
+            true => None,
+            false => match state.choices.chance(faults.message_duplicate) {
+                true => faults.duplicators.iter().find_map(|dup| dup(&package)),
+                false => None,
+            },
+        };
+        if copy.is_some() {
+            state
+                .trace
+                .push(super::trace::Entry::Fault(Fault::MessageDuplicated { to }));
+        }
+        match due {
+            None if copy.is_none() => Some(package),
+            None => {
+                // The original now, the copy right behind it (due now, so
+                // the driver delivers it at its next release).
+                let now = state.now;
+                state.pair_due.insert(pair, now);
+                state.hold(now, Held::Message(record.clone(), copy.expect("a copy")));
+                Some(package)
+            }
+            Some(due) => {
+                state.pair_due.insert(pair, due);
+                state.hold(due, Held::Message(record.clone(), package));
+                if let Some(copy) = copy {
+                    state.hold(due, Held::Message(record.clone(), copy));
+                }
+                None
+            }
+        }
+    }
+
+    fn completion(
+        &self,
+        record: &RecordRef,
+        tag: Tag,
+        result: Result<Payload, CommandError>,
+    ) -> Option<Result<Payload, CommandError>> {
+        let mut guard = self.0.lock();
+        let state = &mut *guard;
+        let to = record.pid;
+        let faults = &state.faults;
+        if state.choices.chance(faults.completion_loss) {
+            state
+                .trace
+                .push(super::trace::Entry::Fault(Fault::CompletionLost { to }));
+            drop(guard);
+            crate::panic_guard::drop_user_value(result, to, "a completion the simulation lost");
+            return Some(Err(CommandError::Dropped));
+        }
+        if state.choices.chance(faults.completion_delay) {
+            let by = draw_delay(&mut state.choices, faults.max_completion_delay);
+            state
+                .trace
+                .push(super::trace::Entry::Fault(Fault::CompletionDelayed {
+                    to,
+                    by,
+                }));
+            let due = state.now + by;
+            state.hold(due, Held::Completion(record.clone(), tag, result));
+            return None;
+        }
+        Some(result)
+    }
+}

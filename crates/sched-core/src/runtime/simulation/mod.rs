@@ -1,0 +1,776 @@
+//! Deterministic simulation: the real engine, its workers driven one
+//! round at a time on the calling thread in an order a seed decides, on a
+//! virtual clock, with faults injected where the seed says.
+//!
+//! What is the engine's own code here: the workers' loop rounds (their
+//! queues, `next` slots, fairness counters, stealing, timer firing), the
+//! process state machine, timers, monitors, links, asks, names, the
+//! process table, the mailboxes. What the simulation adds: which worker
+//! takes the next round (a draw), the clock (virtual, moved to the next
+//! deadline once nothing can run), the faults (`faults.rs`), and the
+//! record of what ran (`trace.rs`). `docs/guide/simulation.md` lists where a
+//! simulation differs from a running engine.
+
+mod explore;
+mod faults;
+mod source;
+mod trace;
+
+#[cfg(feature = "proptest")]
+pub use explore::sources;
+pub use explore::{explore, shrink, Failure, Verdict};
+pub use faults::Faults;
+pub use source::{ParseScriptError, Script, Source};
+pub use trace::{Delivered, Entry, Fault, Trace};
+
+use std::sync::Arc as StdArc;
+use std::time::{Duration, Instant};
+
+use relay::Pid;
+use rustc_hash::FxHashMap;
+
+use self::faults::{Held, Interceptor, State};
+use self::source::Choices;
+use self::trace::end_name;
+use super::builder::Builder;
+use crate::contract::command::{CommandId, Tag};
+use crate::contract::down::ExitReason;
+use crate::contract::event::Event;
+use crate::engine::clock::Clock;
+use crate::engine::shared::Shared;
+use crate::engine::shutdown::SimulatedShutdown;
+use crate::engine::{Context, ShutdownReport};
+use crate::sync::{Arc, Mutex};
+use crate::worker::{CommandFault, Driven, StepEnd, StepObserver, Turn};
+
+/// How a simulation runs: where its decisions come from, how many workers
+/// it simulates, the faults it injects.
+///
+/// # Examples
+///
+/// ```
+/// use sched::sim::{Config, Faults};
+/// use std::time::Duration;
+///
+/// let config = Config::seed(7)
+///     .workers(3)
+///     .faults(Faults::none().delay_messages(0.2, Duration::from_millis(10)))
+///     .max_steps(100_000);
+/// assert_eq!(config.worker_count(), 3);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    source: Source,
+    workers: usize,
+    faults: Faults,
+    keep_trace: bool,
+    max_steps: u64,
+    step_time: Duration,
+}
+
+impl Config {
+    /// A simulation whose decisions come from `source`, with 4 workers, no
+    /// faults, its whole trace kept, at most 10 000 000 steps.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = sched::sim::Config::new(sched::sim::Source::Seed(1));
+    /// assert_eq!(config.worker_count(), 4);
+    /// ```
+    pub fn new(source: impl Into<Source>) -> Config {
+        Config {
+            source: source.into(),
+            workers: 4,
+            faults: Faults::none(),
+            keep_trace: true,
+            max_steps: 10_000_000,
+            step_time: Duration::ZERO,
+        }
+    }
+
+    /// [`Config::new`] with decisions drawn from `seed`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Config`].
+    pub fn seed(seed: u64) -> Config {
+        Config::new(Source::Seed(seed))
+    }
+
+    /// [`Config::new`] replaying `script`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = sched::sim::Config::script("0 1 0".parse().unwrap());
+    /// # drop(config);
+    /// ```
+    pub fn script(script: Script) -> Config {
+        Config::new(Source::Script(script))
+    }
+
+    /// How many workers to simulate (at least 1). The simulation's count,
+    /// not the builder's (whose default is the machine's core count), so
+    /// that a run replays the same on any machine.
+    ///
+    /// # Examples
+    ///
+    /// See [`Config`].
+    pub fn workers(mut self, workers: usize) -> Config {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// The faults to inject.
+    ///
+    /// # Examples
+    ///
+    /// See [`Config`].
+    pub fn faults(mut self, faults: Faults) -> Config {
+        self.faults = faults;
+        self
+    }
+
+    /// Whether to keep every trace entry (default) or only the trace's
+    /// hash and counts, for long runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = sched::sim::Config::seed(1).keep_trace(false);
+    /// # drop(config);
+    /// ```
+    pub fn keep_trace(mut self, keep: bool) -> Config {
+        self.keep_trace = keep;
+        self
+    }
+
+    /// Most steps the simulation runs in all; past them a run returns
+    /// [`SimError::StepLimit`] (a system that never goes quiet, such as
+    /// one with a periodic timer, should use
+    /// [`Simulation::run_for`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Config`].
+    pub fn max_steps(mut self, steps: u64) -> Config {
+        self.max_steps = steps;
+        self
+    }
+
+    /// Virtual time each step takes (default: none, and time moves only
+    /// when nothing can run). With some, timeouts fire in a system that
+    /// never goes idle.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = sched::sim::Config::seed(1).step_time(Duration::from_micros(10));
+    /// # drop(config);
+    /// ```
+    pub fn step_time(mut self, time: Duration) -> Config {
+        self.step_time = time;
+        self
+    }
+
+    /// The number of workers it simulates.
+    ///
+    /// # Examples
+    ///
+    /// See [`Config`].
+    pub fn worker_count(&self) -> usize {
+        self.workers
+    }
+}
+
+/// Why a simulated run stopped short.
+///
+/// # Examples
+///
+/// ```
+/// use sched::sim::SimError;
+/// assert!(SimError::StepLimit { steps: 10 }.to_string().contains("10"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SimError {
+    /// The simulation reached its [`max_steps`](Config::max_steps).
+    StepLimit {
+        /// The steps it ran.
+        steps: u64,
+    },
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::StepLimit { steps } => write!(
+                f,
+                "the simulation ran its {steps} steps without going quiet \
+                 (a system that never does should run for a virtual duration instead)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// What one decision of the simulation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Progress {
+    /// A worker took a round (it ran a process, fired timers, or found
+    /// nothing, having lost a race for work to another).
+    Worker(usize),
+    /// A held message or completion was delivered.
+    Released,
+    /// Nothing could run: the clock moved to the next deadline.
+    ClockMoved,
+    /// Nothing can run and nothing is pending: the system is quiet.
+    Quiet,
+}
+
+/// The whole engine, run deterministically on the calling thread.
+///
+/// Build one with [`Builder::simulation`](crate::Builder::simulation) (or
+/// the facade's `SchedulerBuilder::simulation`): the same processes,
+/// handlers, hooks and supervisors as a running engine. It dereferences to
+/// the engine's [`Context`], so processes are spawned, messages posted
+/// and processes terminated as on a running engine; they run when the
+/// simulation runs ([`run`](Simulation::run), [`run_for`](Simulation::run_for),
+/// [`step`](Simulation::step)).
+///
+/// Nothing may block waiting for the simulation on its own thread: a
+/// `Completion`'s `wait` would wait forever (the simulation runs only when
+/// called). Read results with `try_take` after a run.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::sim::{Config, Entry};
+/// use std::time::Duration;
+///
+/// /// Sleeps an hour, then finishes.
+/// struct Sleeper;
+/// impl Process for Sleeper {
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         if events.next().is_some() {
+///             out.done(Box::new("rested"));
+///         } else {
+///             out.set_timer(Duration::from_secs(3600), Tag(1));
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let mut sim = sched::Engine::builder().simulation(Config::seed(1));
+/// let mut sleeper = sim.spawn(Sleeper)?;
+/// let wall = std::time::Instant::now();
+/// sim.run()?;
+/// assert!(wall.elapsed() < Duration::from_secs(1));
+/// assert_eq!(sim.elapsed(), Duration::from_secs(3600));
+/// let outcome = sleeper.try_take().expect("ended")?;
+/// assert_eq!(outcome.downcast_ref::<&str>(), Some(&"rested"));
+/// assert_eq!(sim.trace().steps(), 2);
+/// assert!(matches!(sim.trace().entries()[0], Entry::Step { .. }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Simulation {
+    shared: Arc<Shared>,
+    workers: Vec<Driven>,
+    state: StdArc<Mutex<State>>,
+    max_steps: u64,
+    step_time: Duration,
+    /// Steps run so far (the trace counts them too; this is read per
+    /// decision without the lock).
+    steps: u64,
+    /// A shutdown under way: its stages and its virtual deadline.
+    /// A shutdown under way: its stages, and its virtual deadline until
+    /// it has forced the processes still live.
+    stopping: Option<(SimulatedShutdown, Option<Instant>)>,
+    report: Option<ShutdownReport>,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation")
+            .field("workers", &self.workers.len())
+            .field("steps", &self.steps)
+            .field("elapsed", &self.elapsed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for Simulation {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        Context::of(&self.shared)
+    }
+}
+
+/// A worker's view for the simulation: its steps go to the trace, and
+/// faults are drawn for them.
+struct Observer {
+    state: StdArc<Mutex<State>>,
+    /// Steps per live process, for the trace's step numbers.
+    steps_of: FxHashMap<Pid, u64>,
+    /// The step in progress: what `after_step` completes.
+    current: Option<(usize, Pid, u64, Vec<trace::Delivered>)>,
+}
+
+impl StepObserver for Observer {
+    fn before_step(&mut self, worker: usize, pid: Pid, events: &[Event]) -> bool {
+        let step = self.steps_of.entry(pid).or_insert(0);
+        *step += 1;
+        let step = *step;
+        let delivered = events.iter().map(trace::Delivered::of).collect();
+        self.current = Some((worker, pid, step, delivered));
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        let crash = state.faults.crashes(&mut state.choices, pid, step);
+        if crash {
+            state.trace.push(Entry::Fault(Fault::Crash { pid }));
+        }
+        crash
+    }
+
+    fn after_step(&mut self, pid: Pid, end: StepEnd) {
+        if let Some((worker, current, step, events)) = self.current.take() {
+            debug_assert_eq!(current, pid);
+            self.state.lock().trace.push(Entry::Step {
+                worker,
+                pid,
+                step,
+                events,
+                end: end_name(end),
+            });
+        }
+    }
+
+    fn command(&mut self, pid: Pid, _command: CommandId, _tag: Tag) -> CommandFault {
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        let fault = state.faults.command(&mut state.choices);
+        match fault {
+            CommandFault::None => {}
+            CommandFault::Fail => state.trace.push(Entry::Fault(Fault::HandlerFailed { pid })),
+            CommandFault::Panic => state
+                .trace
+                .push(Entry::Fault(Fault::HandlerPanicked { pid })),
+        }
+        fault
+    }
+
+    fn ended(&mut self, pid: Pid, reason: ExitReason) {
+        self.steps_of.remove(&pid);
+        self.state.lock().trace.push(Entry::Ended { pid, reason });
+    }
+}
+
+impl Builder {
+    /// Builds the engine as a [`Simulation`]: no worker thread starts; the
+    /// simulation runs `config`'s workers on the thread that calls it, on
+    /// a virtual clock.
+    ///
+    /// # Examples
+    ///
+    /// See [`Simulation`].
+    pub fn simulation(self, config: Config) -> Simulation {
+        Simulation::new(self, config)
+    }
+}
+
+impl Simulation {
+    fn new(builder: Builder, config: Config) -> Simulation {
+        let clock = Clock::virtual_from_now();
+        let now = clock.now();
+        let mut choices = Choices::new(config.source);
+        // Each worker's own random source (its steal victims), from the
+        // simulation's.
+        let seeds: Vec<u64> = (0..config.workers)
+            .map(|_| u64::from(choices.draw(u32::MAX)) << 32 | 0x2545_F491)
+            .collect();
+        let state = StdArc::new(Mutex::new(State::new(
+            choices,
+            Trace::new(config.keep_trace),
+            config.faults,
+            now,
+        )));
+        let interceptor = StdArc::new(Interceptor(StdArc::clone(&state)));
+        let (shared, handlers) = builder
+            .workers(config.workers)
+            .assemble(clock, Some(interceptor));
+        let workers = shared
+            .control
+            .take_locals()
+            .into_iter()
+            .zip(seeds)
+            .map(|(local, seed)| {
+                let observer = Observer {
+                    state: StdArc::clone(&state),
+                    steps_of: FxHashMap::default(),
+                    current: None,
+                };
+                Driven::new(
+                    shared.clone(),
+                    local,
+                    StdArc::clone(&handlers),
+                    seed,
+                    Box::new(observer),
+                )
+            })
+            .collect();
+        Simulation {
+            shared,
+            workers,
+            state,
+            max_steps: config.max_steps,
+            step_time: config.step_time,
+            steps: 0,
+            stopping: None,
+            report: None,
+            started: now,
+        }
+    }
+
+    /// Virtual time since the simulation began.
+    ///
+    /// # Examples
+    ///
+    /// See [`Simulation`].
+    pub fn elapsed(&self) -> Duration {
+        self.shared.clock.elapsed()
+    }
+
+    /// Now, by the simulation's virtual clock (the instant timers and
+    /// timeouts are measured against).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sim = sched::Engine::builder().simulation(sched::sim::Config::seed(1));
+    /// assert_eq!(sim.now(), sim.now());
+    /// ```
+    pub fn now(&self) -> Instant {
+        self.shared.clock.now()
+    }
+
+    /// The trace so far.
+    ///
+    /// # Examples
+    ///
+    /// See [`Simulation`].
+    pub fn trace(&self) -> Trace {
+        self.state.lock().trace.clone()
+    }
+
+    /// The decisions made so far: replaying this script (with the same
+    /// inputs) repeats the run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::sim::Config;
+    /// let sim = sched::Engine::builder().simulation(Config::seed(9).workers(2));
+    /// // Each worker's random source was drawn already.
+    /// assert_eq!(sim.script().len(), 2);
+    /// ```
+    pub fn script(&self) -> Script {
+        self.state.lock().choices.script()
+    }
+
+    /// Steps run so far.
+    ///
+    /// # Examples
+    ///
+    /// See [`Simulation::run`].
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Makes one decision: a worker's round, a held delivery, or a move
+    /// of the clock (never past `limit`).
+    fn decide(&mut self, limit: Option<Instant>) -> Progress {
+        self.serve_requested_shutdown();
+        let global = !self.shared.woken.is_empty() || !self.shared.injector.is_empty();
+        let stealable = self.workers.len() > 1 && self.workers.iter().any(Driven::has_stealable);
+        let mut candidates: Vec<Option<usize>> = (0..self.workers.len())
+            .filter(|&i| global || stealable || self.workers[i].has_own_work())
+            .map(Some)
+            .collect();
+        let mut state = self.state.lock();
+        if state.any_due() {
+            candidates.push(None);
+        }
+        if candidates.is_empty() {
+            let next_timer = (0..self.workers.len())
+                .filter_map(|i| self.shared.timers.due_at(i))
+                .min();
+            let next = match (next_timer, state.next_due()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            // A shutdown's deadline is a deadline too.
+            let deadline = self.stopping.as_ref().and_then(|(_, deadline)| *deadline);
+            let next = match (next, deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let Some(mut next) = next else {
+                return Progress::Quiet;
+            };
+            if let Some(limit) = limit {
+                if next > limit {
+                    next = limit;
+                }
+            }
+            if next <= state.now {
+                // Everything due is handled, and the limit is now.
+                return Progress::Quiet;
+            }
+            self.shared.clock.advance_to(next);
+            state.now = self.shared.clock.now();
+            let at = state.now - self.started;
+            state.trace.push(Entry::Clock { at });
+            return Progress::ClockMoved;
+        }
+        let pick = state.choices.draw(candidates.len() as u32) as usize;
+        match candidates[pick] {
+            None => {
+                let held = state.take_due();
+                drop(state);
+                match held {
+                    Some(Held::Message(record, package)) => {
+                        self.shared.release_message(&record, package)
+                    }
+                    Some(Held::Completion(record, tag, result)) => {
+                        self.shared.release_completion(&record, tag, result)
+                    }
+                    None => {}
+                }
+                Progress::Released
+            }
+            Some(worker) => {
+                drop(state);
+                if self.workers[worker].turn() == Turn::Stepped {
+                    self.steps += 1;
+                    if !self.step_time.is_zero() {
+                        let at = self.shared.clock.now() + self.step_time;
+                        self.shared.clock.advance_to(at);
+                        self.state.lock().now = self.shared.clock.now();
+                    }
+                }
+                Progress::Worker(worker)
+            }
+        }
+    }
+
+    /// A shutdown a step asked for (`Context::request_shutdown`) starts
+    /// here, on the simulation's thread.
+    fn serve_requested_shutdown(&mut self) {
+        let requested = self.shared.control.requested_deadline.lock().take();
+        if let Some(deadline) = requested {
+            self.begin_shutdown(deadline);
+        }
+    }
+
+    fn begin_shutdown(&mut self, deadline: Duration) {
+        if self.stopping.is_none() && self.report.is_none() {
+            if let Some(stages) = SimulatedShutdown::begin(&self.shared) {
+                self.stopping = Some((stages, Some(self.shared.clock.after(deadline))));
+            }
+        }
+    }
+
+    /// A shutdown under way moves on: forced at its deadline, finished
+    /// once every process has ended.
+    fn advance_shutdown(&mut self) {
+        let Some((stages, deadline)) = &mut self.stopping else {
+            return;
+        };
+        if SimulatedShutdown::all_ended(&self.shared) {
+            let (stages, _) = self.stopping.take().expect("under way");
+            let report = stages.finish(&self.shared, self.shared.clock.elapsed());
+            self.report = Some(report);
+        } else if deadline.is_some_and(|at| self.shared.clock.now() >= at) {
+            stages.force(&self.shared);
+            *deadline = None;
+        }
+    }
+
+    /// Makes one decision (see [`Progress`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::sim::{Config, Progress};
+    /// let mut sim = sched::Engine::builder().simulation(Config::seed(1));
+    /// assert_eq!(sim.step(), Progress::Quiet);
+    /// ```
+    pub fn step(&mut self) -> Progress {
+        let progress = self.decide(None);
+        self.advance_shutdown();
+        progress
+    }
+
+    /// Runs until the system is quiet: nothing can run, nothing is held,
+    /// no timer is pending (virtual time jumps to each deadline).
+    ///
+    /// # Errors
+    ///
+    /// [`SimError::StepLimit`] past the configured
+    /// [`max_steps`](Config::max_steps).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// struct Once;
+    /// impl Process for Once {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.done(Box::new(()));
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let mut sim = sched::Engine::builder().simulation(sched::sim::Config::seed(3));
+    /// sim.spawn(Once)?;
+    /// sim.run()?;
+    /// assert_eq!(sim.steps(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn run(&mut self) -> Result<(), SimError> {
+        self.run_while(None, |_| true)
+    }
+
+    /// Runs until `duration` of virtual time has passed (or the system is
+    /// quiet before: the clock then still moves to the end of `duration`).
+    ///
+    /// # Errors
+    ///
+    /// [`SimError::StepLimit`] past the configured
+    /// [`max_steps`](Config::max_steps).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut sim = sched::Engine::builder().simulation(sched::sim::Config::seed(3));
+    /// sim.run_for(Duration::from_secs(60))?;
+    /// assert_eq!(sim.elapsed(), Duration::from_secs(60));
+    /// # Ok::<(), sched::sim::SimError>(())
+    /// ```
+    pub fn run_for(&mut self, duration: Duration) -> Result<(), SimError> {
+        let limit = self.shared.clock.after(duration);
+        self.run_while(Some(limit), |_| true)?;
+        self.shared.clock.advance_to(limit);
+        self.state.lock().now = self.shared.clock.now();
+        Ok(())
+    }
+
+    /// Runs until `done` says so (asked after every decision) or the
+    /// system is quiet.
+    ///
+    /// # Errors
+    ///
+    /// [`SimError::StepLimit`] past the configured
+    /// [`max_steps`](Config::max_steps).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut sim = sched::Engine::builder().simulation(sched::sim::Config::seed(3));
+    /// sim.run_until(|sim| sim.steps() >= 10)?; // quiet at once: nothing to run
+    /// # Ok::<(), sched::sim::SimError>(())
+    /// ```
+    pub fn run_until(&mut self, mut done: impl FnMut(&Simulation) -> bool) -> Result<(), SimError> {
+        self.run_while(None, |sim| !done(sim))
+    }
+
+    fn run_while(
+        &mut self,
+        limit: Option<Instant>,
+        mut go_on: impl FnMut(&Simulation) -> bool,
+    ) -> Result<(), SimError> {
+        loop {
+            if self.steps >= self.max_steps {
+                return Err(SimError::StepLimit { steps: self.steps });
+            }
+            let progress = self.decide(limit);
+            self.advance_shutdown();
+            if progress == Progress::Quiet || !go_on(self) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Shuts the simulated engine down as [`Engine::shutdown`](crate::Engine::shutdown)
+    /// does, in virtual time: every process gets
+    /// [`Event::Cancel`](crate::Event::Cancel), the simulation runs until
+    /// they have all ended or `deadline` has passed, then forces the rest.
+    /// Later calls return the same report.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut sim = sched::Engine::builder().simulation(sched::sim::Config::seed(3));
+    /// let report = sim.shutdown(std::time::Duration::from_secs(1));
+    /// assert_eq!(report.forced, 0);
+    /// ```
+    pub fn shutdown(&mut self, deadline: Duration) -> ShutdownReport {
+        self.serve_requested_shutdown();
+        self.begin_shutdown(deadline);
+        // Bounded: every process ends by its deadline's force at the
+        // latest, unless a step never returns (which would hang a running
+        // engine's worker too).
+        let mut left = self.max_steps.saturating_sub(self.steps).max(1_000_000);
+        while self.report.is_none() && left > 0 {
+            left -= 1;
+            let progress = self.decide(None);
+            self.advance_shutdown();
+            if progress == Progress::Quiet && self.report.is_none() {
+                // Nothing left to run and processes still live: they wait
+                // for nothing that will come; force them now.
+                if let Some((stages, _)) = &mut self.stopping {
+                    stages.force(&self.shared);
+                }
+            }
+        }
+        if self.report.is_none() {
+            if let Some((stages, _)) = self.stopping.take() {
+                self.report = Some(stages.finish(&self.shared, self.shared.clock.elapsed()));
+            }
+        }
+        let report = self.report.clone().unwrap_or_default();
+        // What is still held will never be delivered.
+        let held = self.state.lock().take_all();
+        for item in held {
+            match item {
+                Held::Message(record, package) => {
+                    crate::panic_guard::drop_user_value(package, record.pid, "a held message")
+                }
+                Held::Completion(record, _, result) => {
+                    crate::panic_guard::drop_user_value(result, record.pid, "a held completion")
+                }
+            }
+        }
+        report
+    }
+}
+
+impl Drop for Simulation {
+    /// A simulation dropped without `shutdown` shuts down with a zero
+    /// deadline (in virtual time).
+    fn drop(&mut self) {
+        if self.report.is_none() {
+            self.shutdown(Duration::ZERO);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
