@@ -136,12 +136,12 @@ impl Process for Transfer {
 
 /// One simulated run: two accounts, a few transfers, messages held back
 /// now and then; fails if money was made or lost.
-pub fn scenario(source: Source, fixed: bool) -> Verdict {
+pub(crate) fn scenario(source: Source, fixed: bool) -> Verdict {
     simulate(source, fixed).0
 }
 
 /// [`scenario`], with the run's trace.
-pub fn simulate(source: Source, fixed: bool) -> (Verdict, Trace) {
+pub(crate) fn simulate(source: Source, fixed: bool) -> (Verdict, Trace) {
     let faults = Faults::none().delay_messages(0.05, Duration::from_millis(50));
     let mut sim = Scheduler::builder().simulation(Config::new(source).workers(2).faults(faults));
     let ledger = Arc::new(Mutex::new([OPENING_BALANCE; 2]));
@@ -192,7 +192,10 @@ fn main() {
     let shrunk = shrink(&failure, |source| scenario(source, fixed));
     println!("shrunk in {} runs: {shrunk}", shrunk.runs);
     let (replay, trace) = simulate(shrunk.source.clone(), fixed);
-    assert_eq!(replay.hash, shrunk.verdict.hash, "the replay ran differently");
+    assert_eq!(
+        replay.hash, shrunk.verdict.hash,
+        "the replay ran differently"
+    );
     println!("replayed: {}", replay.failure.unwrap_or_default());
     println!("{trace}");
 }

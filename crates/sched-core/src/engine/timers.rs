@@ -179,10 +179,15 @@ impl Shared {
             }
             What::Complete(completion) => {
                 let (tag, data) = *completion;
-                match record.deliver(Event::Completion {
-                    tag,
-                    result: Ok(data),
-                }) {
+                // A delayed completion passes a simulation's faults too.
+                let result = match &self.intercept {
+                    None => Ok(data),
+                    Some(intercept) => match intercept.completion(&record, tag, Ok(data)) {
+                        Some(result) => result,
+                        None => return,
+                    },
+                };
+                match record.deliver(Event::Completion { tag, result }) {
                     Ok(wake) => {
                         self.after_timer(&record, wake);
                         None
@@ -280,6 +285,22 @@ impl Shared {
 }
 
 impl Context {
+    /// Now, by the engine's clock: the machine's monotonic clock on a
+    /// running engine, the virtual clock in a
+    /// [`Simulation`](crate::sim::Simulation). Timers, timeouts and delays
+    /// are measured against it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let before = std::time::Instant::now();
+    /// assert!(engine.now() >= before);
+    /// ```
+    pub fn now(&self) -> Instant {
+        self.shared().clock.now()
+    }
+
     /// Delivers `package` to its target after `delay`. The target is
     /// resolved now, and the message reaches that process or nobody: if it
     /// has ended by then, the message is a dead letter (even if another
@@ -401,6 +422,27 @@ impl Context {
 }
 
 impl Output<'_> {
+    /// Now, by the engine's clock (as [`Context::now`]): what a process
+    /// should read instead of `Instant::now()` when it measures time its
+    /// timers measure too, so that it reads virtual time in a simulation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// /// Sets a deadline a minute from now.
+    /// fn deadline(out: &mut Output<'_>) -> Instant {
+    ///     let at = out.now() + Duration::from_secs(60);
+    ///     out.set_timer_at(at, Tag(1));
+    ///     at
+    /// }
+    /// ```
+    pub fn now(&self) -> Instant {
+        self.engine.now()
+    }
+
     /// Adds a timer to this process's list. Every timer listed here (a
     /// wake-up or an ask's timeout) comes back to this process, so each
     /// leaves the list when its event is handed out or it is cancelled.

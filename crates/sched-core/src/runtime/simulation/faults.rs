@@ -15,6 +15,8 @@
 //!   [`CommandError::Dropped`](crate::CommandError::Dropped) (what a
 //!   handler that drops its completer causes), never as silence, and none
 //!   is duplicated;
+//! - a command has one fault at most: the error of a failed or panicked
+//!   handler reaches the process as it is, neither delayed nor lost;
 //! - timers, monitors' downs, links' exits, asks' replies and the
 //!   shutdown's cancel are never touched.
 
@@ -265,9 +267,12 @@ pub(crate) struct State {
     agenda: BinaryHeap<Reverse<(Instant, u64)>>,
     held: FxHashMap<u64, Held>,
     next_seq: u64,
-    /// The latest due instant of a held message per (sender, target), so
-    /// that a later message of the pair never overtakes it.
-    pair_due: FxHashMap<(Pid, Pid), Instant>,
+    /// Per (sender, target) with messages held: how many, and the latest
+    /// due instant, so that a later message of the pair waits behind them.
+    pairs: FxHashMap<(Pid, Pid), (usize, Instant)>,
+    /// The command whose handler a fault just replaced: its completion
+    /// (the fault's error, delivered at once) is not faulted again.
+    pub(crate) handler_fault: Option<(Pid, Tag)>,
 }
 
 impl State {
@@ -280,11 +285,18 @@ impl State {
             agenda: BinaryHeap::new(),
             held: FxHashMap::default(),
             next_seq: 0,
-            pair_due: FxHashMap::default(),
+            pairs: FxHashMap::default(),
+            handler_fault: None,
         }
     }
 
     fn hold(&mut self, due: Instant, item: Held) {
+        if let Held::Message(record, package) = &item {
+            let pair = self.pairs.entry((package.source(), record.pid));
+            let (count, latest) = pair.or_insert((0, due));
+            *count += 1;
+            *latest = (*latest).max(due);
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         self.agenda.push(Reverse((due, seq)));
@@ -307,14 +319,23 @@ impl State {
             return None;
         }
         let Reverse((_, seq)) = self.agenda.pop()?;
-        self.pair_due.retain(|_, due| *due > self.now);
-        self.held.remove(&seq)
+        let held = self.held.remove(&seq)?;
+        if let Held::Message(record, package) = &held {
+            let key = (package.source(), record.pid);
+            if let Some((count, _)) = self.pairs.get_mut(&key) {
+                *count -= 1;
+                if *count == 0 {
+                    self.pairs.remove(&key);
+                }
+            }
+        }
+        Some(held)
     }
 
     /// Everything still held (the simulation is ending).
     pub(crate) fn take_all(&mut self) -> Vec<Held> {
         self.agenda.clear();
-        self.pair_due.clear();
+        self.pairs.clear();
         let mut all: Vec<(u64, Held)> = self.held.drain().collect();
         all.sort_by_key(|(seq, _)| *seq);
         all.into_iter().map(|(_, held)| held).collect()
@@ -355,10 +376,8 @@ impl Intercept for Interceptor {
             due = Some(state.now + by);
         }
         // Behind a held message of the same pair, it waits its turn.
-        if let Some(&behind) = state.pair_due.get(&pair) {
-            if behind > state.now {
-                due = Some(due.map_or(behind, |d| d.max(behind)));
-            }
+        if let Some(&(_, behind)) = state.pairs.get(&pair) {
+            due = Some(due.map_or(behind, |d| d.max(behind)));
         }
         let copy = match faults.duplicators.is_empty() {
             true => None,
@@ -376,14 +395,13 @@ impl Intercept for Interceptor {
             None if copy.is_none() => Some(package),
             None => {
                 // The original now, the copy right behind it (due now, so
-                // the driver delivers it at its next release).
+                // the driver delivers it at a next release; the pair's
+                // later messages wait behind it).
                 let now = state.now;
-                state.pair_due.insert(pair, now);
                 state.hold(now, Held::Message(record.clone(), copy.expect("a copy")));
                 Some(package)
             }
             Some(due) => {
-                state.pair_due.insert(pair, due);
                 state.hold(due, Held::Message(record.clone(), package));
                 if let Some(copy) = copy {
                     state.hold(due, Held::Message(record.clone(), copy));
@@ -402,6 +420,9 @@ impl Intercept for Interceptor {
         let mut guard = self.0.lock();
         let state = &mut *guard;
         let to = record.pid;
+        if state.handler_fault.take() == Some((to, tag)) {
+            return Some(result);
+        }
         let faults = &state.faults;
         if state.choices.chance(faults.completion_loss) {
             state

@@ -352,10 +352,13 @@ impl StepObserver for Observer {
         }
     }
 
-    fn command(&mut self, pid: Pid, _command: CommandId, _tag: Tag) -> CommandFault {
+    fn command(&mut self, pid: Pid, _command: CommandId, tag: Tag) -> CommandFault {
         let mut state = self.state.lock();
         let state = &mut *state;
         let fault = state.faults.command(&mut state.choices);
+        if fault != CommandFault::None {
+            state.handler_fault = Some((pid, tag));
+        }
         match fault {
             CommandFault::None => {}
             CommandFault::Fail => state.trace.push(Entry::Fault(Fault::HandlerFailed { pid })),

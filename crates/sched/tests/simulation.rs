@@ -1,0 +1,762 @@
+//! Deterministic simulation: the same seed gives the same run, byte for
+//! byte; seeds explore different orders; virtual time jumps; faults keep
+//! the engine's rules; a bug that needs one ordering is found, shrunk and
+//! replayed; supervisors, monitors, links, asks and names run unchanged.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sched::command::{Command, CommandId, Completer, Rejected};
+use sched::prelude::*;
+use sched::sim::{explore, shrink, Config, Entry, Fault, Faults, Progress, SimError, Source};
+use sched::CommandError;
+
+#[path = "../examples/bank_simulation.rs"]
+mod bank;
+
+const WORK: CommandId = CommandId(1);
+
+/// A busy peer: on each of its timer ticks and messages it sends to the
+/// next peers, yields a command, and sets its next tick; it ends after
+/// `rounds` ticks.
+struct Peer {
+    peers: Arc<Mutex<Vec<Pid>>>,
+    rounds: u32,
+    ticks: u32,
+    sent: u64,
+}
+
+impl Process for Peer {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.set_timer(Duration::from_millis(1), Tag(0));
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Timer { .. } => {
+                    self.ticks += 1;
+                    if self.ticks >= self.rounds {
+                        out.done(Box::new(self.sent));
+                        return Ok(());
+                    }
+                    let peers = self.peers.lock().unwrap().clone();
+                    let me = out.pid();
+                    for (i, &peer) in peers.iter().enumerate() {
+                        if peer != me && (i as u32 + self.ticks).is_multiple_of(3) {
+                            let _ = out.send(Package::new(me, peer, u64::from(self.ticks)));
+                            self.sent += 1;
+                        }
+                    }
+                    out.yield_command(WORK, Tag(u64::from(self.ticks)), Box::new(self.ticks));
+                    out.set_timer(Duration::from_millis(1 + u64::from(self.ticks % 4)), Tag(0));
+                }
+                Event::Message(_) | Event::Completion { .. } => {}
+                Event::Cancel => {
+                    out.done(Box::new(self.sent));
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A handler that completes after a virtual delay the command chooses.
+fn work(command: Command, done: Completer) -> Result<(), Rejected> {
+    let ticks = *command.data::<u32>().unwrap_or(&0);
+    let _ = done.complete_after(
+        Duration::from_micros(200 * u64::from(ticks % 5)),
+        Box::new(()),
+    );
+    Ok(())
+}
+
+/// A busy system with timers, commands completed after virtual delays,
+/// and every kind of fault; returns the simulation after it ran.
+fn busy_system(source: Source) -> sched::sim::Simulation {
+    let faults = Faults::none()
+        .delay_messages(0.1, Duration::from_millis(3))
+        .lose_messages(0.02)
+        .duplicate_messages::<u64>(0.02)
+        .delay_completions(0.1, Duration::from_millis(2))
+        .lose_completions(0.02)
+        .fail_handlers(0.02)
+        .panic_handlers(0.01)
+        .crash_steps(0.001);
+    let mut sim = Scheduler::builder()
+        .handler(WORK, work)
+        .simulation(Config::new(source).workers(4).faults(faults));
+    let peers = Arc::new(Mutex::new(Vec::new()));
+    for _ in 0..40 {
+        let peer = Peer {
+            peers: Arc::clone(&peers),
+            rounds: 120,
+            ticks: 0,
+            sent: 0,
+        };
+        let pid = sim.spawn(peer).expect("spawned").pid();
+        peers.lock().unwrap().push(pid);
+    }
+    sim.run().expect("quiet before the step limit");
+    sim
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace_over_ten_thousand_steps() {
+    let first = busy_system(Source::Seed(42));
+    let trace = first.trace();
+    assert!(trace.steps() >= 10_000, "only {} steps", trace.steps());
+    assert!(trace.faults() > 0, "no fault was injected");
+    let kinds: std::collections::HashSet<_> = trace
+        .entries()
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Fault(fault) => Some(std::mem::discriminant(fault)),
+            _ => None,
+        })
+        .collect();
+    assert!(kinds.len() >= 6, "only {} kinds of fault", kinds.len());
+
+    let second = busy_system(Source::Seed(42));
+    assert_eq!(second.trace().hash(), trace.hash());
+    assert_eq!(second.trace().entries(), trace.entries());
+    assert_eq!(second.script(), first.script());
+
+    // Its script replays it too.
+    let replayed = busy_system(Source::Script(first.script()));
+    assert_eq!(replayed.trace().hash(), trace.hash());
+}
+
+#[test]
+fn different_seeds_explore_different_orders() {
+    let hashes: std::collections::HashSet<u64> = (0..6)
+        .map(|seed| busy_system(Source::Seed(seed)).trace().hash())
+        .collect();
+    assert_eq!(hashes.len(), 6, "two seeds ran the same order");
+
+    // Not only the faults: with none, the workers' order differs.
+    let order = |seed| {
+        let mut sim = Scheduler::builder().simulation(Config::seed(seed).workers(3));
+        for _ in 0..8 {
+            sim.spawn(Ticker { left: 5 }).expect("spawned");
+        }
+        sim.run().expect("quiet");
+        let workers: Vec<usize> = sim
+            .trace()
+            .entries()
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Step { worker, .. } => Some(*worker),
+                _ => None,
+            })
+            .collect();
+        workers
+    };
+    let orders: std::collections::HashSet<Vec<usize>> = (0..6).map(order).collect();
+    assert!(orders.len() >= 5, "only {} orders in 6 seeds", orders.len());
+}
+
+/// Continues `left` times, then finishes.
+struct Ticker {
+    left: u32,
+}
+
+impl Process for Ticker {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.left == 0 {
+            out.done(Box::new(()));
+        } else {
+            self.left -= 1;
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// Sets a timer of `delay`, finishes when it fires, with the virtual time
+/// it read then.
+struct Sleeper {
+    delay: Duration,
+    started: Option<Instant>,
+}
+
+impl Process for Sleeper {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        match self.started {
+            None => {
+                self.started = Some(out.now());
+                out.set_timer(self.delay, Tag(1));
+            }
+            Some(started) => {
+                if events.any(|e| matches!(e, Event::Timer { .. })) {
+                    out.done(Box::new(out.now() - started));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_one_hour_timer_fires_in_under_a_second_of_wall_time() {
+    let wall = Instant::now();
+    let mut sim = Scheduler::builder().simulation(Config::seed(5));
+    let hour = Duration::from_secs(3600);
+    let mut sleeper = sim
+        .spawn(Sleeper {
+            delay: hour,
+            started: None,
+        })
+        .expect("spawned");
+    sim.run().expect("quiet");
+    let slept = sleeper.try_take().expect("it ended").expect("it finished");
+    assert_eq!(*slept.downcast_ref::<Duration>().unwrap(), hour);
+    assert_eq!(sim.elapsed(), hour);
+    assert!(
+        wall.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        wall.elapsed()
+    );
+    assert!(sim.trace().entries().contains(&Entry::Clock { at: hour }));
+}
+
+#[test]
+fn run_for_stops_at_its_virtual_deadline_in_a_system_that_never_goes_quiet() {
+    /// Ticks every second, forever.
+    struct Clock;
+    impl Process for Clock {
+        fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            out.set_timer(Duration::from_secs(1), Tag(0));
+            Ok(())
+        }
+    }
+    let mut sim = Scheduler::builder().simulation(Config::seed(1).max_steps(1_000));
+    sim.spawn(Clock).expect("spawned");
+    sim.run_for(Duration::from_secs(100))
+        .expect("within the limit");
+    assert_eq!(sim.elapsed(), Duration::from_secs(100));
+    // Its first step, then one per second.
+    assert_eq!(sim.steps(), 101);
+    assert_eq!(sim.run(), Err(SimError::StepLimit { steps: 1_000 }));
+}
+
+/// Records, per sender, the numbers it receives.
+struct Recorder {
+    seen: Arc<Mutex<Vec<(Pid, u64)>>>,
+}
+
+impl Process for Recorder {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Message(message) = event {
+                let n = *message.payload::<u64>().expect("a number");
+                self.seen.lock().unwrap().push((message.source(), n));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends 0..count to `to`, one per step.
+struct Counter {
+    to: Pid,
+    next: u64,
+    count: u64,
+}
+
+impl Process for Counter {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.send(Package::new(out.pid(), self.to, self.next))?;
+        self.next += 1;
+        if self.next == self.count {
+            out.done(Box::new(()));
+        } else {
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// Three senders of 0..100 each to one recorder, under `faults`.
+fn counted(seed: u64, faults: Faults) -> (sched::sim::Simulation, Vec<(Pid, u64)>) {
+    let mut sim = Scheduler::builder().simulation(Config::seed(seed).workers(3).faults(faults));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let to = sim
+        .spawn(Recorder {
+            seen: Arc::clone(&seen),
+        })
+        .expect("spawned")
+        .pid();
+    for _ in 0..3 {
+        sim.spawn(Counter {
+            to,
+            next: 0,
+            count: 100,
+        })
+        .expect("spawned");
+    }
+    sim.run().expect("quiet");
+    let seen = seen.lock().unwrap().clone();
+    (sim, seen)
+}
+
+#[test]
+fn delayed_messages_keep_each_senders_order_and_reorder_senders() {
+    let (sim, seen) = counted(
+        3,
+        Faults::none().delay_messages(0.2, Duration::from_millis(5)),
+    );
+    assert_eq!(seen.len(), 300, "a delayed message never arrived");
+    let mut per_sender: HashMap<Pid, Vec<u64>> = HashMap::new();
+    for (from, n) in &seen {
+        per_sender.entry(*from).or_default().push(*n);
+    }
+    for (from, numbers) in &per_sender {
+        assert_eq!(
+            *numbers,
+            (0..100).collect::<Vec<_>>(),
+            "{from}'s order broke"
+        );
+    }
+    let delayed = sim
+        .trace()
+        .entries()
+        .iter()
+        .filter(|e| matches!(e, Entry::Fault(Fault::MessageDelayed { .. })))
+        .count();
+    assert!(delayed > 20, "{delayed} delays");
+    // Across senders the order is not the sending order: some message
+    // overtook one sent before it by another sender.
+    let undelayed = counted(3, Faults::none()).1;
+    assert_ne!(seen, undelayed);
+}
+
+#[test]
+fn lost_and_duplicated_messages_are_what_the_trace_says() {
+    let faults = Faults::none()
+        .lose_messages(0.1)
+        .duplicate_messages::<u64>(0.1);
+    let (sim, seen) = counted(8, faults);
+    let trace = sim.trace();
+    let count = |f: fn(&Fault) -> bool| {
+        trace
+            .entries()
+            .iter()
+            .filter(|e| matches!(e, Entry::Fault(fault) if f(fault)))
+            .count()
+    };
+    let lost = count(|f| matches!(f, Fault::MessageLost { .. }));
+    let copies = count(|f| matches!(f, Fault::MessageDuplicated { .. }));
+    assert!(lost > 5 && copies > 5, "{lost} lost, {copies} copies");
+    assert_eq!(seen.len(), 300 - lost + copies);
+    // A copy arrives right behind its original: per sender, numbers never
+    // go back.
+    let mut last: HashMap<Pid, u64> = HashMap::new();
+    for (from, n) in seen {
+        let previous = last.insert(from, n);
+        assert!(
+            previous.is_none_or(|p| p <= n),
+            "{from}: {previous:?} then {n}"
+        );
+    }
+}
+
+/// Yields `count` commands and collects how each completed.
+struct Yielder {
+    count: u64,
+    results: Arc<Mutex<Vec<Result<(), String>>>>,
+    waiting: u64,
+}
+
+impl Process for Yielder {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for i in 0..self.count {
+            out.yield_command(WORK, Tag(i), Box::new(1u32));
+        }
+        self.waiting = self.count;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Completion { result, .. } = event {
+                let result = match result {
+                    Ok(_) => Ok(()),
+                    Err(CommandError::Failed(e)) => Err(format!("failed: {e}")),
+                    Err(CommandError::HandlerPanicked { message }) => {
+                        Err(format!("panicked: {message}"))
+                    }
+                    Err(CommandError::Dropped) => Err("dropped".to_owned()),
+                    Err(other) => Err(format!("other: {other}")),
+                };
+                self.results.lock().unwrap().push(result);
+                self.waiting -= 1;
+            }
+        }
+        if self.waiting == 0 {
+            out.done(Box::new(()));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn handler_faults_and_lost_completions_reach_the_process_as_command_errors() {
+    let faults = Faults::none()
+        .fail_handlers(0.2)
+        .panic_handlers(0.2)
+        .lose_completions(0.2)
+        .delay_completions(0.3, Duration::from_millis(4));
+    let mut sim = Scheduler::builder()
+        .handler(WORK, work)
+        .simulation(Config::seed(11).faults(faults));
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let mut yielder = sim
+        .spawn(Yielder {
+            count: 200,
+            results: Arc::clone(&results),
+            waiting: 0,
+        })
+        .expect("spawned");
+    sim.run().expect("quiet");
+    assert!(
+        yielder.try_take().expect("ended").is_ok(),
+        "every yield completed once"
+    );
+    let results = results.lock().unwrap();
+    assert_eq!(results.len(), 200);
+    let trace = sim.trace();
+    let count = |f: fn(&Fault) -> bool| {
+        trace
+            .entries()
+            .iter()
+            .filter(|e| matches!(e, Entry::Fault(fault) if f(fault)))
+            .count()
+    };
+    let failed = results
+        .iter()
+        .filter(|r| matches!(r, Err(e) if e == "failed: simulated handler fault"))
+        .count();
+    let panicked = results
+        .iter()
+        .filter(|r| matches!(r, Err(e) if e.starts_with("panicked")))
+        .count();
+    let dropped = results
+        .iter()
+        .filter(|r| matches!(r, Err(e) if e == "dropped"))
+        .count();
+    assert_eq!(failed, count(|f| matches!(f, Fault::HandlerFailed { .. })));
+    assert_eq!(
+        panicked,
+        count(|f| matches!(f, Fault::HandlerPanicked { .. }))
+    );
+    assert_eq!(
+        dropped,
+        count(|f| matches!(f, Fault::CompletionLost { .. }))
+    );
+    assert!(
+        failed > 0 && panicked > 0 && dropped > 0,
+        "{failed} {panicked} {dropped} {results:?}"
+    );
+    assert!(count(|f| matches!(f, Fault::CompletionDelayed { .. })) > 0);
+    assert!(results.iter().filter(|r| r.is_ok()).count() > 0);
+}
+
+/// Restarted by its supervisor: counts its starts.
+struct Child {
+    starts: Arc<AtomicU64>,
+}
+
+impl Process for Child {
+    fn start(&mut self, _: &mut Output<'_>) -> Result<(), BoxError> {
+        self.starts.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.any(|e| matches!(e, Event::Cancel)) {
+            out.done(Box::new(()));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_crash_at_a_chosen_step_is_a_panic_that_monitors_and_supervisors_see() {
+    let starts = Arc::new(AtomicU64::new(0));
+    let child_starts = Arc::clone(&starts);
+    // Find the supervisor's child PID in a first run (the same seed gives
+    // the same PIDs), then crash its second step in a second.
+    let run = |faults: Faults| {
+        let starts = Arc::clone(&child_starts);
+        let mut sim = Scheduler::builder().simulation(Config::seed(2).faults(faults));
+        let supervisor = Supervisor::builder()
+            .strategy(Strategy::OneForOne)
+            .intensity(5, Duration::from_secs(1))
+            .child(
+                ChildSpec::new("child", move || Child {
+                    starts: Arc::clone(&starts),
+                })
+                .register_as("child"),
+            )
+            .build();
+        sim.spawn(supervisor).expect("spawned");
+        sim.run().expect("quiet");
+        let child = sim.whereis("child").expect("registered");
+        (sim, child)
+    };
+    let (first, child) = run(Faults::none());
+    drop(first);
+    assert_eq!(starts.swap(0, Ordering::Relaxed), 1);
+    let (mut sim, restarted) = run(Faults::none().crash_at(child, 1));
+    assert_ne!(restarted, child, "the crashed child was replaced");
+    assert_eq!(
+        starts.load(Ordering::Relaxed),
+        1,
+        "the crashed step never ran its start"
+    );
+    let trace = sim.trace();
+    assert!(trace
+        .entries()
+        .contains(&Entry::Fault(Fault::Crash { pid: child })));
+    assert!(trace.entries().contains(&Entry::Ended {
+        pid: child,
+        reason: ExitReason::Panicked
+    }));
+    // A monitor set now on the dead child reports it gone.
+    struct Watch {
+        target: Pid,
+        down: Arc<Mutex<Option<ExitReason>>>,
+    }
+    impl Process for Watch {
+        fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+            out.monitor(self.target);
+            Ok(())
+        }
+        fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            for event in events {
+                if let Event::Down(down) = event {
+                    *self.down.lock().unwrap() = Some(down.reason);
+                    out.done(Box::new(()));
+                }
+            }
+            Ok(())
+        }
+    }
+    let down = Arc::new(Mutex::new(None));
+    sim.spawn(Watch {
+        target: child,
+        down: Arc::clone(&down),
+    })
+    .expect("spawned");
+    sim.run().expect("quiet");
+    assert_eq!(*down.lock().unwrap(), Some(ExitReason::NoProcess));
+    let report = sim.shutdown(Duration::from_secs(1));
+    assert_eq!(report.forced, 0);
+    assert_eq!(report.ended_gracefully, 2, "the supervisor and its child");
+}
+
+/// Asks `to` with a timeout and finishes with the answer or the error.
+struct Asker {
+    to: Pid,
+    timeout: Duration,
+}
+
+impl Process for Asker {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.ask(self.to, "ping", self.timeout)?;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Reply { result, .. } = event {
+                let text = match result {
+                    Ok(answer) => answer
+                        .downcast_ref::<&str>()
+                        .copied()
+                        .unwrap_or("?")
+                        .to_owned(),
+                    Err(error) => format!("no answer: {error}"),
+                };
+                out.done(Box::new(text));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Answers asks after `delay`, with a timer.
+struct SlowAnswerer {
+    delay: Duration,
+    pending: Vec<sched::actor::ReplyTo>,
+}
+
+impl Process for SlowAnswerer {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Request(request) => {
+                    self.pending.push(request.into_parts().1);
+                    out.set_timer(self.delay, Tag(0));
+                }
+                Event::Timer { .. } => {
+                    if let Some(reply) = self.pending.pop() {
+                        reply.reply("pong");
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn asks_time_out_in_virtual_time() {
+    let mut sim = Scheduler::builder().simulation(Config::seed(4));
+    let slow = sim
+        .spawn(SlowAnswerer {
+            delay: Duration::from_secs(30),
+            pending: Vec::new(),
+        })
+        .expect("spawned")
+        .pid();
+    let mut patient = sim
+        .spawn(Asker {
+            to: slow,
+            timeout: Duration::from_secs(60),
+        })
+        .expect("spawned");
+    let mut hasty = sim
+        .spawn(Asker {
+            to: slow,
+            timeout: Duration::from_secs(10),
+        })
+        .expect("spawned");
+    sim.run().expect("quiet");
+    let text = |c: &mut Completion| {
+        c.try_take()
+            .expect("ended")
+            .expect("finished")
+            .downcast::<String>()
+            .map(|s| *s)
+            .unwrap()
+    };
+    assert_eq!(text(&mut patient), "pong");
+    assert!(
+        text(&mut hasty).starts_with("no answer"),
+        "the ten-second ask timed out"
+    );
+    assert!(sim.elapsed() >= Duration::from_secs(30));
+}
+
+#[test]
+fn a_shutdown_a_step_asks_for_runs_on_the_simulation_thread() {
+    /// Asks for a shutdown on its first step, finishes on its cancel.
+    struct Stopper;
+    impl Process for Stopper {
+        fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            if events.any(|e| matches!(e, Event::Cancel)) {
+                out.done(Box::new(()));
+            } else {
+                assert!(out.context().request_shutdown(Duration::from_secs(5)));
+            }
+            Ok(())
+        }
+    }
+    let mut sim = Scheduler::builder().simulation(Config::seed(9));
+    let mut stopper = sim.spawn(Stopper).expect("spawned");
+    // Ignores its cancel: forced at the virtual deadline.
+    sim.spawn(Sleeper {
+        delay: Duration::from_secs(3600),
+        started: None,
+    })
+    .expect("spawned");
+    sim.run().expect("quiet");
+    assert!(stopper.try_take().expect("ended").is_ok());
+    let report = sim.shutdown(Duration::ZERO);
+    assert_eq!(report.ended_gracefully, 1);
+    assert_eq!(report.forced, 1, "the sleeper, at the deadline");
+    assert_eq!(sim.elapsed(), Duration::from_secs(5));
+    assert_eq!(sim.step(), Progress::Quiet);
+}
+
+#[test]
+fn the_bank_bug_is_found_shrunk_and_replayed() {
+    let failure = explore(0..200, |source| bank::scenario(source, false))
+        .expect("a seed within 200 loses or makes money");
+    let shrunk = shrink(&failure, |source| bank::scenario(source, false));
+    assert!(shrunk.verdict.failure.is_some());
+    assert!(shrunk.verdict.steps <= failure.verdict.steps);
+    assert_eq!(shrunk.verdict.faults, 1, "one late withdrawal is the bug");
+    assert!(
+        shrunk
+            .verdict
+            .script
+            .draws()
+            .iter()
+            .filter(|&&d| d != 0)
+            .count()
+            < failure
+                .verdict
+                .script
+                .draws()
+                .iter()
+                .filter(|&&d| d != 0)
+                .count(),
+        "shrinking made plainer decisions"
+    );
+    // The shrunk script replays exactly, as does the original seed.
+    let replay = bank::scenario(shrunk.source.clone(), false);
+    assert_eq!(replay, shrunk.verdict);
+    let again = bank::scenario(failure.source.clone(), false);
+    assert_eq!(again, failure.verdict);
+    // The fix holds on the same seeds.
+    assert!(explore(0..200, |source| bank::scenario(source, true)).is_none());
+}
+
+#[cfg(feature = "proptest")]
+mod property {
+    use super::bank;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config as RunnerConfig, TestError, TestRunner};
+    use sched::sim::sources;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn the_fixed_bank_keeps_its_money(source in sources()) {
+            let verdict = bank::scenario(source, true);
+            prop_assert!(verdict.failure.is_none(), "{:?}", verdict.failure);
+        }
+    }
+
+    #[test]
+    fn proptest_finds_and_shrinks_the_bank_bug() {
+        let mut runner = TestRunner::new(RunnerConfig {
+            cases: 2_000,
+            failure_persistence: None,
+            ..RunnerConfig::default()
+        });
+        let result = runner.run(&sources(), |source| {
+            let verdict = bank::scenario(source, false);
+            prop_assert!(verdict.failure.is_none());
+            Ok(())
+        });
+        let Err(TestError::Fail(_, minimal)) = result else {
+            panic!("no failing source in 2000 cases: {result:?}");
+        };
+        let verdict = bank::scenario(minimal, false);
+        assert!(
+            verdict.failure.is_some(),
+            "the minimal source replays the failure"
+        );
+        assert_eq!(verdict.faults, 1);
+    }
+}
