@@ -6,14 +6,14 @@
 //! A running engine has no interceptor: the check is one branch on a
 //! field that is always `None`. The simulation (`runtime/simulation/`)
 //! implements [`Intercept`]; what it holds it delivers later through
-//! [`Shared::release_message`] and [`Shared::release_completion`], which
-//! skip the interceptor.
+//! `Shared::release_message` (`routing.rs`) and
+//! `Shared::release_completion` (`commands/completer.rs`), which skip the
+//! interceptor.
 
 use relay::{Package, Payload};
 
-use super::shared::Shared;
 use crate::contract::command::Tag;
-use crate::contract::event::{CommandError, Event};
+use crate::contract::event::CommandError;
 use crate::record::RecordRef;
 
 /// What a simulation does to events on their way to a process.
@@ -32,45 +32,4 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
         tag: Tag,
         result: Result<Payload, CommandError>,
     ) -> Option<Result<Payload, CommandError>>;
-}
-
-impl Shared {
-    /// Delivers a message an interceptor held. If its process has ended
-    /// meanwhile, the message is a dead letter (as any message that
-    /// arrives too late).
-    pub(crate) fn release_message(&self, record: &RecordRef, package: Package) {
-        if let Err(error) = self.deliver_now(record, package) {
-            let package = error.into_package();
-            self.dead_letters(package.source(), vec![Event::Message(package)]);
-        }
-    }
-
-    /// Delivers a completion an interceptor held. If its process has ended
-    /// meanwhile, the completion is dropped (as a late completer's is).
-    pub(crate) fn release_completion(
-        &self,
-        record: &RecordRef,
-        tag: Tag,
-        result: Result<Payload, CommandError>,
-    ) {
-        match record.deliver(Event::Completion { tag, result }) {
-            Ok(wake) => self.after_wake(record, wake),
-            Err(event) => {
-                crate::panic_guard::drop_user_value(event, record.pid, "a late completion")
-            }
-        }
-    }
-
-    /// A message for `record`, through the interceptor if there is one.
-    #[inline]
-    pub(crate) fn intercept_message(
-        &self,
-        record: &RecordRef,
-        package: Package,
-    ) -> Option<Package> {
-        match &self.intercept {
-            None => Some(package),
-            Some(intercept) => intercept.message(record, package),
-        }
-    }
 }

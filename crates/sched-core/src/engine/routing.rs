@@ -134,6 +134,29 @@ impl Shared {
         }
     }
 
+    /// A message for `record`, through the interceptor if there is one.
+    #[inline]
+    pub(crate) fn intercept_message(
+        &self,
+        record: &RecordRef,
+        package: Package,
+    ) -> Option<Package> {
+        match &self.intercept {
+            None => Some(package),
+            Some(intercept) => intercept.message(record, package),
+        }
+    }
+
+    /// Delivers a message an interceptor held. If its process has ended
+    /// meanwhile, the message is a dead letter (as any message that
+    /// arrives too late).
+    pub(crate) fn release_message(&self, record: &RecordRef, package: Package) {
+        if let Err(error) = self.deliver_now(record, package) {
+            let package = error.into_package();
+            self.dead_letters(package.source(), vec![Event::Message(package)]);
+        }
+    }
+
     /// [`deliver_message`](Shared::deliver_message) past any interceptor.
     pub(crate) fn deliver_now(
         &self,

@@ -503,3 +503,21 @@ impl fmt::Display for CompleteError {
 }
 
 impl Error for CompleteError {}
+
+impl crate::engine::shared::Shared {
+    /// Delivers a completion an interceptor held. If its process has ended
+    /// meanwhile, the completion is dropped (as a late completer's is).
+    pub(crate) fn release_completion(
+        &self,
+        record: &RecordRef,
+        tag: Tag,
+        result: Result<Payload, CommandError>,
+    ) {
+        match record.deliver(Event::Completion { tag, result }) {
+            Ok(wake) => self.after_wake(record, wake),
+            Err(event) => {
+                crate::panic_guard::drop_user_value(event, record.pid, "a late completion")
+            }
+        }
+    }
+}
