@@ -760,3 +760,29 @@ mod property {
         assert_eq!(verdict.faults, 1);
     }
 }
+
+#[test]
+fn step_numbers_count_each_process_across_workers() {
+    let mut sim = Scheduler::builder().simulation(Config::seed(6).workers(4));
+    for _ in 0..6 {
+        sim.spawn(Ticker { left: 30 }).expect("spawned");
+    }
+    sim.run().expect("quiet");
+    let mut last: HashMap<Pid, u64> = HashMap::new();
+    let mut workers: HashMap<Pid, std::collections::HashSet<usize>> = HashMap::new();
+    for entry in sim.trace().entries() {
+        if let Entry::Step {
+            worker, pid, step, ..
+        } = entry
+        {
+            let previous = last.insert(*pid, *step).unwrap_or(0);
+            assert_eq!(*step, previous + 1, "{pid}'s steps skipped or restarted");
+            workers.entry(*pid).or_default().insert(*worker);
+        }
+    }
+    assert!(last.values().all(|&steps| steps == 31));
+    assert!(
+        workers.values().any(|w| w.len() > 1),
+        "no process moved between workers: the check saw nothing"
+    );
+}

@@ -273,6 +273,9 @@ pub(crate) struct State {
     /// The command whose handler a fault just replaced: its completion
     /// (the fault's error, delivered at once) is not faulted again.
     pub(crate) handler_fault: Option<(Pid, Tag)>,
+    /// Steps per live process, for the trace's step numbers (and
+    /// `Faults::crash_at`).
+    pub(crate) steps_of: FxHashMap<Pid, u64>,
 }
 
 impl State {
@@ -287,6 +290,7 @@ impl State {
             next_seq: 0,
             pairs: FxHashMap::default(),
             handler_fault: None,
+            steps_of: FxHashMap::default(),
         }
     }
 

@@ -27,7 +27,6 @@ use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
 
 use relay::Pid;
-use rustc_hash::FxHashMap;
 
 use self::faults::{Held, Interceptor, State};
 use self::source::Choices;
@@ -317,21 +316,21 @@ impl std::ops::Deref for Simulation {
 /// faults are drawn for them.
 struct Observer {
     state: StdArc<Mutex<State>>,
-    /// Steps per live process, for the trace's step numbers.
-    steps_of: FxHashMap<Pid, u64>,
     /// The step in progress: what `after_step` completes.
     current: Option<(usize, Pid, u64, Vec<trace::Delivered>)>,
 }
 
 impl StepObserver for Observer {
     fn before_step(&mut self, worker: usize, pid: Pid, events: &[Event]) -> bool {
-        let step = self.steps_of.entry(pid).or_insert(0);
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        // Counted for the simulation, not per worker: a process moves
+        // between workers.
+        let step = state.steps_of.entry(pid).or_insert(0);
         *step += 1;
         let step = *step;
         let delivered = events.iter().map(trace::Delivered::of).collect();
         self.current = Some((worker, pid, step, delivered));
-        let mut state = self.state.lock();
-        let state = &mut *state;
         let crash = state.faults.crashes(&mut state.choices, pid, step);
         if crash {
             state.trace.push(Entry::Fault(Fault::Crash { pid }));
@@ -370,8 +369,9 @@ impl StepObserver for Observer {
     }
 
     fn ended(&mut self, pid: Pid, reason: ExitReason) {
-        self.steps_of.remove(&pid);
-        self.state.lock().trace.push(Entry::Ended { pid, reason });
+        let mut state = self.state.lock();
+        state.steps_of.remove(&pid);
+        state.trace.push(Entry::Ended { pid, reason });
     }
 }
 
@@ -416,7 +416,6 @@ impl Simulation {
             .map(|(local, seed)| {
                 let observer = Observer {
                     state: StdArc::clone(&state),
-                    steps_of: FxHashMap::default(),
                     current: None,
                 };
                 Driven::new(
