@@ -127,23 +127,27 @@ impl Shared {
         record: &RecordRef,
         package: Package,
     ) -> Result<(), SendError> {
-        match self.intercept_message(record, package) {
-            Some(package) => self.deliver_now(record, package),
-            // Held by a simulation: sent, as far as the sender knows.
-            None => Ok(()),
+        if let Some(intercept) = &self.intercept {
+            return self.deliver_intercepted(&**intercept, record, package);
         }
+        self.deliver_now(record, package)
     }
 
-    /// A message for `record`, through the interceptor if there is one.
-    #[inline]
-    pub(crate) fn intercept_message(
+    /// A message for `record` through a simulation's interceptor (out of
+    /// line: a running engine has none, and its send path stays as it
+    /// was).
+    #[cold]
+    #[inline(never)]
+    fn deliver_intercepted(
         &self,
+        intercept: &dyn super::intercept::Intercept,
         record: &RecordRef,
         package: Package,
-    ) -> Option<Package> {
-        match &self.intercept {
-            None => Some(package),
-            Some(intercept) => intercept.message(record, package),
+    ) -> Result<(), SendError> {
+        match intercept.message(record, package) {
+            Some(package) => self.deliver_now(record, package),
+            // Held: sent, as far as the sender knows (as over a network).
+            None => Ok(()),
         }
     }
 

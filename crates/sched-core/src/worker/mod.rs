@@ -245,6 +245,12 @@ impl Worker {
     /// One round of the loop: due timers when it is their turn, then a
     /// process to run; out of work, the due timers. The same round for a
     /// worker thread and for a simulation's turn.
+    ///
+    /// Always inlined, as is `run_process`: with a second caller (the
+    /// simulation's turn) the compiler kept both out of the loop, and the
+    /// step path ran 24% more instructions (callgrind, `step_cost yield
+    /// 200 1000`: 131.2 M against 105.7 M).
+    #[inline(always)]
     fn next_work(&mut self) -> Found {
         let shared = &*self.shared;
         let me = self.local.index;
@@ -469,6 +475,7 @@ impl Worker {
     /// Takes the process (`READY -> RUNNING`, or still `RUNNING` when it
     /// was queued to continue), steps it unless it is being killed, and
     /// moves it on.
+    #[inline(always)]
     pub(super) fn run_process(&mut self, record: RecordRef) {
         let kill = record.state.start_step();
         // SAFETY: `start_step` made this worker the process's owner (or the
