@@ -115,6 +115,5 @@ pub use record::state::ProcessState;
 /// Deterministic simulation: the engine run on one thread, its workers'
 /// order, its clock and its faults decided by a seed, every step
 /// recorded; a failing seed replays exactly and shrinks.
-#[cfg(not(loom))]
 pub use runtime::simulation as sim;
 pub use runtime::{Builder, Engine};

@@ -786,3 +786,112 @@ fn step_numbers_count_each_process_across_workers() {
         "no process moved between workers: the check saw nothing"
     );
 }
+
+/// Sends 0..count to `to`, one every millisecond (its timer).
+struct Ticking {
+    to: Pid,
+    next: u64,
+    count: u64,
+}
+
+impl Process for Ticking {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.next == self.count {
+            out.done(Box::new(()));
+            return Ok(());
+        }
+        out.send(Package::new(out.pid(), self.to, self.next))?;
+        self.next += 1;
+        out.set_timer(Duration::from_millis(1), Tag(0));
+        Ok(())
+    }
+}
+
+/// Two nodes: a ticking sender on node 1, a recorder on node 2; the
+/// network cut for the first 30 ms.
+fn two_nodes(seed: u64) -> (sched::sim::Simulation, Vec<(Pid, u64)>) {
+    use sched::sim::Simulation;
+    let config = Config::seed(seed)
+        .workers(2)
+        .network_latency(Duration::from_millis(3));
+    let mut sim = Simulation::cluster(
+        config,
+        [
+            sched::Engine::builder().node(1),
+            sched::Engine::builder().node(2),
+        ],
+    )
+    .expect("two distinct nodes");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorder = sim
+        .node(2)
+        .expect("node 2")
+        .spawn(Recorder {
+            seen: Arc::clone(&seen),
+        })
+        .expect("spawned")
+        .pid();
+    assert_eq!(recorder.node(), 2);
+    for _ in 0..2 {
+        sim.spawn(Ticking {
+            to: recorder,
+            next: 0,
+            count: 100,
+        })
+        .expect("spawned");
+    }
+    sim.partition_for(&[1], &[2], Duration::from_millis(30));
+    sim.run().expect("quiet");
+    let seen = seen.lock().unwrap().clone();
+    (sim, seen)
+}
+
+#[test]
+fn a_partition_loses_packages_between_nodes_until_it_heals() {
+    let (sim, seen) = two_nodes(1);
+    let trace = sim.trace();
+    let lost = trace
+        .entries()
+        .iter()
+        .filter(|e| matches!(e, Entry::Fault(Fault::Unreachable { .. })))
+        .count();
+    // About 30 of each sender's 100 were sent while the cut lasted.
+    assert!((50..=70).contains(&lost), "{lost} lost");
+    assert_eq!(seen.len(), 200 - lost, "every other package arrived, once");
+    let mut per_sender: HashMap<Pid, Vec<u64>> = HashMap::new();
+    for (from, n) in &seen {
+        assert_eq!(from.node(), 1);
+        per_sender.entry(*from).or_default().push(*n);
+    }
+    for (from, numbers) in &per_sender {
+        // In order, and none sent during the cut.
+        assert!(
+            numbers.windows(2).all(|w| w[0] < w[1]),
+            "{from}: {numbers:?}"
+        );
+        assert!(numbers[0] >= 29, "{from} got through the cut: {numbers:?}");
+        assert_eq!(*numbers.last().unwrap(), 99);
+    }
+    assert!(trace
+        .entries()
+        .iter()
+        .any(|e| matches!(e, Entry::Heal { between } if between == &[(1, 2)])));
+    // Two nodes replay as one does.
+    let (again, seen_again) = two_nodes(1);
+    assert_eq!(again.trace().hash(), trace.hash());
+    assert_eq!(seen_again, seen);
+    assert_ne!(two_nodes(2).0.trace().hash(), trace.hash());
+}
+
+#[test]
+fn nodes_of_a_cluster_have_numbers_of_their_own() {
+    use sched::sim::Simulation;
+    let twice = Simulation::cluster(
+        Config::seed(1),
+        [
+            sched::Engine::builder().node(4),
+            sched::Engine::builder().node(4),
+        ],
+    );
+    assert_eq!(twice.err(), Some(SimError::DuplicateNode { node: 4 }));
+}

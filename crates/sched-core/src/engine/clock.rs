@@ -21,7 +21,8 @@ use std::sync::atomic::Ordering::Relaxed;
 /// The engine's clock (see the module's documentation).
 #[derive(Debug, Default)]
 pub(crate) struct Clock {
-    virtual_time: Option<VirtualTime>,
+    /// Shared by the nodes of one simulation: they live in one time.
+    virtual_time: Option<std::sync::Arc<VirtualTime>>,
 }
 
 /// A clock that moves only when told to.
@@ -44,10 +45,18 @@ impl Clock {
     /// until [`advance_to`](Clock::advance_to) moves it.
     pub(crate) fn virtual_from_now() -> Clock {
         Clock {
-            virtual_time: Some(VirtualTime {
+            virtual_time: Some(std::sync::Arc::new(VirtualTime {
                 origin: Instant::now(),
                 elapsed: AtomicU64::new(0),
-            }),
+            })),
+        }
+    }
+
+    /// The same clock, for another engine (another node of a simulation):
+    /// moving one moves both.
+    pub(crate) fn share(&self) -> Clock {
+        Clock {
+            virtual_time: self.virtual_time.clone(),
         }
     }
 
@@ -61,6 +70,7 @@ impl Clock {
     }
 
     /// Whether this is a simulation's virtual clock.
+    #[cfg_attr(loom, allow(dead_code))] // Read by `request_shutdown`, not modelled.
     pub(crate) fn is_virtual(&self) -> bool {
         self.virtual_time.is_some()
     }
@@ -109,6 +119,13 @@ mod tests {
         clock.advance_to(start + Duration::from_secs(1));
         assert_eq!(clock.elapsed(), Duration::from_secs(3600), "it went back");
         assert!(clock.is_virtual());
+        let other = clock.share();
+        clock.advance_to(start + Duration::from_secs(7200));
+        assert_eq!(
+            other.elapsed(),
+            Duration::from_secs(7200),
+            "a shared clock moves too"
+        );
     }
 
     #[test]

@@ -432,6 +432,17 @@ impl Builder {
     /// The engine's shared state on `clock`, with `intercept` in its
     /// delivery path, and the command handlers its workers run (a
     /// simulation drives its workers itself, with these handlers).
+    /// The node number the engine will have.
+    pub(crate) fn node_number(&self) -> u32 {
+        self.node
+    }
+
+    /// Replaces the remote transport (a simulation's network).
+    pub(crate) fn with_remote(mut self, transport: StdArc<dyn RemoteTransport>) -> Self {
+        self.remote = Some(transport);
+        self
+    }
+
     pub(crate) fn assemble(
         self,
         clock: crate::engine::clock::Clock,

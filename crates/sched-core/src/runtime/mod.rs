@@ -4,7 +4,6 @@
 //! (`worker/`) to start its threads with.
 
 mod builder;
-#[cfg(not(loom))]
 pub mod simulation;
 
 pub use builder::Builder;

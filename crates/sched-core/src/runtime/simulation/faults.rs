@@ -225,6 +225,18 @@ impl Faults {
         self
     }
 
+    pub(crate) fn message_loss(&self) -> f64 {
+        self.message_loss
+    }
+
+    pub(crate) fn message_delay(&self) -> f64 {
+        self.message_delay
+    }
+
+    pub(crate) fn max_message_delay(&self) -> Duration {
+        self.max_message_delay
+    }
+
     pub(crate) fn crashes(&self, choices: &mut Choices, pid: Pid, step: u64) -> bool {
         self.crash_at.contains(&(pid, step)) || choices.chance(self.crash)
     }
@@ -242,15 +254,31 @@ impl Faults {
 }
 
 /// A delay of up to `max`, drawn in microseconds (at least one).
-fn draw_delay(choices: &mut Choices, max: Duration) -> Duration {
+pub(crate) fn draw_delay(choices: &mut Choices, max: Duration) -> Duration {
     let max_us = u32::try_from(max.as_micros()).unwrap_or(u32::MAX).max(1);
     Duration::from_micros(1 + u64::from(choices.draw(max_us)))
 }
 
 /// What a simulation holds back, to deliver later.
 pub(crate) enum Held {
+    /// A message for a process of the same node.
     Message(RecordRef, Package),
     Completion(RecordRef, Tag, Result<Payload, CommandError>),
+    /// A package on the simulated network, for its target's node.
+    Remote(Package),
+    /// The end of a partition set for a while: these cuts heal.
+    Heal(Vec<(u32, u32)>),
+}
+
+impl Held {
+    /// The (sender, target) whose order a held package keeps.
+    fn pair(&self) -> Option<(Pid, Pid)> {
+        match self {
+            Held::Message(record, package) => Some((package.source(), record.pid)),
+            Held::Remote(package) => Some((package.source(), package.target())),
+            Held::Completion(..) | Held::Heal(_) => None,
+        }
+    }
 }
 
 /// Everything the simulation decides and records, shared by its driver,
@@ -276,6 +304,13 @@ pub(crate) struct State {
     /// Steps per live process, for the trace's step numbers (and
     /// `Faults::crash_at`).
     pub(crate) steps_of: FxHashMap<Pid, u64>,
+    /// Each node's inbox (what its engine attached to its network end).
+    pub(crate) inboxes: std::collections::BTreeMap<u32, StdArc<dyn relay::Receiver + Send + Sync>>,
+    /// Node pairs cut off from each other (both directions listed).
+    pub(crate) cut: std::collections::BTreeSet<(u32, u32)>,
+    /// Most latency of the simulated network (none: a package is due at
+    /// once, and still waits for the simulation to deliver it).
+    pub(crate) latency: Duration,
 }
 
 impl State {
@@ -291,15 +326,24 @@ impl State {
             pairs: FxHashMap::default(),
             handler_fault: None,
             steps_of: FxHashMap::default(),
+            inboxes: Default::default(),
+            cut: Default::default(),
+            latency: Duration::ZERO,
         }
     }
 
-    fn hold(&mut self, due: Instant, item: Held) {
-        if let Held::Message(record, package) = &item {
-            let pair = self.pairs.entry((package.source(), record.pid));
-            let (count, latest) = pair.or_insert((0, due));
+    /// Whether `from` cannot reach `to`.
+    pub(crate) fn is_cut(&self, from: u32, to: u32) -> bool {
+        self.cut.contains(&(from, to))
+    }
+
+    pub(crate) fn hold(&mut self, mut due: Instant, item: Held) {
+        if let Some(pair) = item.pair() {
+            let (count, latest) = self.pairs.entry(pair).or_insert((0, due));
+            // Behind a held package of the same pair, it waits its turn.
+            due = due.max(*latest);
             *count += 1;
-            *latest = (*latest).max(due);
+            *latest = due;
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -324,8 +368,7 @@ impl State {
         }
         let Reverse((_, seq)) = self.agenda.pop()?;
         let held = self.held.remove(&seq)?;
-        if let Held::Message(record, package) = &held {
-            let key = (package.source(), record.pid);
+        if let Some(key) = held.pair() {
             if let Some((count, _)) = self.pairs.get_mut(&key) {
                 *count -= 1;
                 if *count == 0 {
@@ -379,9 +422,10 @@ impl Intercept for Interceptor {
                 .push(super::trace::Entry::Fault(Fault::MessageDelayed { to, by }));
             due = Some(state.now + by);
         }
-        // Behind a held message of the same pair, it waits its turn.
-        if let Some(&(_, behind)) = state.pairs.get(&pair) {
-            due = Some(due.map_or(behind, |d| d.max(behind)));
+        // Behind a held message of the same pair, it waits its turn
+        // (`hold` puts it after the pair's latest).
+        if state.pairs.contains_key(&pair) && due.is_none() {
+            due = Some(state.now);
         }
         let copy = match faults.duplicators.is_empty() {
             true => None,

@@ -13,6 +13,7 @@
 
 mod explore;
 mod faults;
+mod network;
 mod source;
 mod trace;
 
@@ -65,6 +66,7 @@ pub struct Config {
     keep_trace: bool,
     max_steps: u64,
     step_time: Duration,
+    network_latency: Duration,
 }
 
 impl Config {
@@ -85,6 +87,7 @@ impl Config {
             keep_trace: true,
             max_steps: 10_000_000,
             step_time: Duration::ZERO,
+            network_latency: Duration::ZERO,
         }
     }
 
@@ -174,6 +177,23 @@ impl Config {
         self
     }
 
+    /// Most latency of the simulated network between nodes (see
+    /// [`Simulation::cluster`]): each package is delivered after a delay
+    /// drawn up to this (default: none; a package still waits for the
+    /// simulation to deliver it, in an order it draws).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = sched::sim::Config::seed(1).network_latency(Duration::from_millis(2));
+    /// # drop(config);
+    /// ```
+    pub fn network_latency(mut self, latency: Duration) -> Config {
+        self.network_latency = latency;
+        self
+    }
+
     /// The number of workers it simulates.
     ///
     /// # Examples
@@ -200,6 +220,11 @@ pub enum SimError {
         /// The steps it ran.
         steps: u64,
     },
+    /// Two nodes of a [`Simulation::cluster`] have the same number.
+    DuplicateNode {
+        /// The number.
+        node: u32,
+    },
 }
 
 impl std::fmt::Display for SimError {
@@ -210,6 +235,9 @@ impl std::fmt::Display for SimError {
                 "the simulation ran its {steps} steps without going quiet \
                  (a system that never does should run for a virtual duration instead)"
             ),
+            SimError::DuplicateNode { node } => {
+                write!(f, "two nodes of the simulation are numbered {node}")
+            }
         }
     }
 }
@@ -278,26 +306,32 @@ pub enum Progress {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Simulation {
-    shared: Arc<Shared>,
-    workers: Vec<Driven>,
+    /// The simulated nodes; the first is the one the simulation
+    /// dereferences to.
+    nodes: Vec<Node>,
     state: StdArc<Mutex<State>>,
     max_steps: u64,
     step_time: Duration,
     /// Steps run so far (the trace counts them too; this is read per
     /// decision without the lock).
     steps: u64,
-    /// A shutdown under way: its stages and its virtual deadline.
+    started: Instant,
+}
+
+/// One simulated node: an engine and its driven workers.
+struct Node {
+    shared: Arc<Shared>,
+    workers: Vec<Driven>,
     /// A shutdown under way: its stages, and its virtual deadline until
     /// it has forced the processes still live.
     stopping: Option<(SimulatedShutdown, Option<Instant>)>,
     report: Option<ShutdownReport>,
-    started: Instant,
 }
 
 impl std::fmt::Debug for Simulation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Simulation")
-            .field("workers", &self.workers.len())
+            .field("nodes", &self.nodes.len())
             .field("steps", &self.steps)
             .field("elapsed", &self.elapsed())
             .finish_non_exhaustive()
@@ -308,7 +342,7 @@ impl std::ops::Deref for Simulation {
     type Target = Context;
 
     fn deref(&self) -> &Context {
-        Context::of(&self.shared)
+        Context::of(&self.nodes[0].shared)
     }
 }
 
@@ -378,66 +412,214 @@ impl StepObserver for Observer {
 impl Builder {
     /// Builds the engine as a [`Simulation`]: no worker thread starts; the
     /// simulation runs `config`'s workers on the thread that calls it, on
-    /// a virtual clock.
+    /// a virtual clock. A remote transport set on the builder is replaced
+    /// by the simulation's network (see [`Simulation::cluster`]).
     ///
     /// # Examples
     ///
     /// See [`Simulation`].
     pub fn simulation(self, config: Config) -> Simulation {
-        Simulation::new(self, config)
+        Simulation::cluster(config, [self]).expect("one node has a number of its own")
     }
 }
 
 impl Simulation {
-    fn new(builder: Builder, config: Config) -> Simulation {
+    /// A simulation of several nodes, one per builder (each with its own
+    /// [`node`](Builder::node) number), joined by a simulated network:
+    /// a send to a PID of another node travels as a package the
+    /// simulation delivers, after [`Config::network_latency`] at most,
+    /// keeping per-sender order, or loses across a
+    /// [`partition`](Simulation::partition). All nodes share the virtual
+    /// clock and the source of decisions; each has `config`'s number of
+    /// workers. The simulation dereferences to the first node's
+    /// [`Context`]; [`node`](Simulation::node) reaches the others.
+    ///
+    /// # Errors
+    ///
+    /// [`SimError::DuplicateNode`] if two builders have the same node
+    /// number.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::sim::{Config, Simulation};
+    /// use sched::Engine;
+    ///
+    /// let sim = Simulation::cluster(
+    ///     Config::seed(1),
+    ///     [Engine::builder().node(1), Engine::builder().node(2)],
+    /// )?;
+    /// assert_eq!(sim.node(2).expect("node 2").allocate_pid()?.node(), 2);
+    /// assert!(sim.node(3).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cluster(
+        config: Config,
+        builders: impl IntoIterator<Item = Builder>,
+    ) -> Result<Simulation, SimError> {
         let clock = Clock::virtual_from_now();
         let now = clock.now();
+        let builders: Vec<Builder> = builders.into_iter().collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for builder in &builders {
+            if !seen.insert(builder.node_number()) {
+                return Err(SimError::DuplicateNode {
+                    node: builder.node_number(),
+                });
+            }
+        }
         let mut choices = Choices::new(config.source);
-        // Each worker's own random source (its steal victims), from the
-        // simulation's.
-        let seeds: Vec<u64> = (0..config.workers)
-            .map(|_| u64::from(choices.draw(u32::MAX)) << 32 | 0x2545_F491)
-            .collect();
-        let state = StdArc::new(Mutex::new(State::new(
-            choices,
+        let mut state = State::new(
+            // Replaced below, once the workers' seeds are drawn.
+            Choices::new(Source::Seed(0)),
             Trace::new(config.keep_trace),
             config.faults,
             now,
-        )));
-        let interceptor = StdArc::new(Interceptor(StdArc::clone(&state)));
-        let (shared, handlers) = builder
-            .workers(config.workers)
-            .assemble(clock, Some(interceptor));
-        let workers = shared
-            .control
-            .take_locals()
-            .into_iter()
-            .zip(seeds)
-            .map(|(local, seed)| {
-                let observer = Observer {
-                    state: StdArc::clone(&state),
-                    current: None,
-                };
-                Driven::new(
-                    shared.clone(),
-                    local,
-                    StdArc::clone(&handlers),
-                    seed,
-                    Box::new(observer),
-                )
+        );
+        state.latency = config.network_latency;
+        // Each worker's own random source (its steal victims), from the
+        // simulation's.
+        let seeds: Vec<Vec<u64>> = builders
+            .iter()
+            .map(|_| {
+                (0..config.workers)
+                    .map(|_| u64::from(choices.draw(u32::MAX)) << 32 | 0x2545_F491)
+                    .collect()
             })
             .collect();
-        Simulation {
-            shared,
-            workers,
+        state.choices = choices;
+        let state = StdArc::new(Mutex::new(state));
+        let nodes = builders
+            .into_iter()
+            .zip(seeds)
+            .map(|(builder, seeds)| {
+                let network = StdArc::new(network::Network {
+                    node: builder.node_number(),
+                    state: StdArc::clone(&state),
+                });
+                let interceptor = StdArc::new(Interceptor(StdArc::clone(&state)));
+                let (shared, handlers) = builder
+                    .workers(config.workers)
+                    .with_remote(network)
+                    .assemble(clock.share(), Some(interceptor));
+                let workers = shared
+                    .control
+                    .take_locals()
+                    .into_iter()
+                    .zip(seeds)
+                    .map(|(local, seed)| {
+                        let observer = Observer {
+                            state: StdArc::clone(&state),
+                            current: None,
+                        };
+                        Driven::new(
+                            shared.clone(),
+                            local,
+                            StdArc::clone(&handlers),
+                            seed,
+                            Box::new(observer),
+                        )
+                    })
+                    .collect();
+                Node {
+                    shared,
+                    workers,
+                    stopping: None,
+                    report: None,
+                }
+            })
+            .collect();
+        Ok(Simulation {
+            nodes,
             state,
             max_steps: config.max_steps,
             step_time: config.step_time,
             steps: 0,
-            stopping: None,
-            report: None,
             started: now,
+        })
+    }
+
+    /// The engine of node `node`, if the simulation has it.
+    ///
+    /// # Examples
+    ///
+    /// See [`Simulation::cluster`].
+    pub fn node(&self, node: u32) -> Option<&Context> {
+        self.nodes
+            .iter()
+            .find(|n| n.shared.processes.node() == node)
+            .map(|n| Context::of(&n.shared))
+    }
+
+    /// Cuts the network between every node of `a` and every node of `b`
+    /// (both ways) until [`heal`](Simulation::heal): packages between
+    /// them are lost (their sends succeed, as over a network), and the
+    /// trace records each one.
+    ///
+    /// # Examples
+    ///
+    /// See [`Simulation::cluster`] for a cluster; on one:
+    ///
+    /// ```
+    /// use sched::sim::{Config, Simulation};
+    /// use sched::Engine;
+    /// let mut sim = Simulation::cluster(
+    ///     Config::seed(1),
+    ///     [Engine::builder().node(1), Engine::builder().node(2)],
+    /// )?;
+    /// sim.partition(&[1], &[2]);
+    /// sim.heal();
+    /// assert_eq!(sim.trace().entries().len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn partition(&mut self, a: &[u32], b: &[u32]) {
+        let between = cut_pairs(a, b);
+        let mut state = self.state.lock();
+        for &(x, y) in &between {
+            state.cut.insert((x, y));
+            state.cut.insert((y, x));
         }
+        state.trace.push(Entry::Partition { between });
+    }
+
+    /// [`partition`](Simulation::partition) for `duration` of virtual
+    /// time: the cuts heal by themselves then, between two decisions of
+    /// the simulation (a held event like any other).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::sim::{Config, Entry, Simulation};
+    /// use sched::Engine;
+    /// use std::time::Duration;
+    /// let mut sim = Simulation::cluster(
+    ///     Config::seed(1),
+    ///     [Engine::builder().node(1), Engine::builder().node(2)],
+    /// )?;
+    /// sim.partition_for(&[1], &[2], Duration::from_secs(5));
+    /// sim.run()?;
+    /// assert_eq!(sim.elapsed(), Duration::from_secs(5));
+    /// assert!(matches!(sim.trace().entries().last(), Some(Entry::Heal { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn partition_for(&mut self, a: &[u32], b: &[u32], duration: Duration) {
+        self.partition(a, b);
+        let between = cut_pairs(a, b);
+        let mut state = self.state.lock();
+        let due = state.now + duration;
+        state.hold(due, Held::Heal(between));
+    }
+
+    /// Heals every partition.
+    ///
+    /// # Examples
+    ///
+    /// See [`Simulation::partition`].
+    pub fn heal(&mut self) {
+        let mut state = self.state.lock();
+        let between: Vec<(u32, u32)> = state.cut.iter().copied().filter(|(a, b)| a < b).collect();
+        state.cut.clear();
+        state.trace.push(Entry::Heal { between });
     }
 
     /// Virtual time since the simulation began.
@@ -446,7 +628,7 @@ impl Simulation {
     ///
     /// See [`Simulation`].
     pub fn elapsed(&self) -> Duration {
-        self.shared.clock.elapsed()
+        self.clock().elapsed()
     }
 
     /// Now, by the simulation's virtual clock (the instant timers and
@@ -459,7 +641,11 @@ impl Simulation {
     /// assert_eq!(sim.now(), sim.now());
     /// ```
     pub fn now(&self) -> Instant {
-        self.shared.clock.now()
+        self.clock().now()
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.nodes[0].shared.clock
     }
 
     /// The trace so far.
@@ -495,76 +681,99 @@ impl Simulation {
         self.steps
     }
 
+    /// Moves the virtual clock to `at` and tells the trace.
+    fn move_clock(&self, state: &mut State, at: Instant) {
+        self.clock().advance_to(at);
+        state.now = self.clock().now();
+        let at = state.now - self.started;
+        state.trace.push(Entry::Clock { at });
+    }
+
     /// Makes one decision: a worker's round, a held delivery, or a move
     /// of the clock (never past `limit`).
     fn decide(&mut self, limit: Option<Instant>) -> Progress {
-        self.serve_requested_shutdown();
-        let global = !self.shared.woken.is_empty() || !self.shared.injector.is_empty();
-        let stealable = self.workers.len() > 1 && self.workers.iter().any(Driven::has_stealable);
-        let mut candidates: Vec<Option<usize>> = (0..self.workers.len())
-            .filter(|&i| global || stealable || self.workers[i].has_own_work())
-            .map(Some)
-            .collect();
+        for node in 0..self.nodes.len() {
+            self.serve_requested_shutdown(node);
+        }
+        // (node, worker), or `None` for a held delivery.
+        let mut candidates: Vec<Option<(usize, usize)>> = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            let shared = &node.shared;
+            let global = !shared.woken.is_empty() || !shared.injector.is_empty();
+            let stealable =
+                node.workers.len() > 1 && node.workers.iter().any(Driven::has_stealable);
+            for (w, worker) in node.workers.iter().enumerate() {
+                if global || stealable || worker.has_own_work() {
+                    candidates.push(Some((n, w)));
+                }
+            }
+        }
         let mut state = self.state.lock();
         if state.any_due() {
             candidates.push(None);
         }
         if candidates.is_empty() {
-            let next_timer = (0..self.workers.len())
-                .filter_map(|i| self.shared.timers.due_at(i))
+            let next_timer = self
+                .nodes
+                .iter()
+                .flat_map(|node| {
+                    (0..node.workers.len()).filter_map(|i| node.shared.timers.due_at(i))
+                })
                 .min();
-            let next = match (next_timer, state.next_due()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
             // A shutdown's deadline is a deadline too.
-            let deadline = self.stopping.as_ref().and_then(|(_, deadline)| *deadline);
-            let next = match (next, deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let deadline = self
+                .nodes
+                .iter()
+                .filter_map(|node| node.stopping.as_ref().and_then(|(_, deadline)| *deadline))
+                .min();
+            let next = [next_timer, state.next_due(), deadline]
+                .into_iter()
+                .flatten()
+                .min();
             let Some(mut next) = next else {
                 return Progress::Quiet;
             };
             if let Some(limit) = limit {
-                if next > limit {
-                    next = limit;
-                }
+                next = next.min(limit);
             }
             if next <= state.now {
                 // Everything due is handled, and the limit is now.
                 return Progress::Quiet;
             }
-            self.shared.clock.advance_to(next);
-            state.now = self.shared.clock.now();
-            let at = state.now - self.started;
-            state.trace.push(Entry::Clock { at });
+            self.move_clock(&mut state, next);
             return Progress::ClockMoved;
         }
         let pick = state.choices.draw(candidates.len() as u32) as usize;
         match candidates[pick] {
             None => {
                 let held = state.take_due();
-                drop(state);
-                match held {
-                    Some(Held::Message(record, package)) => {
-                        self.shared.release_message(&record, package)
+                let inbox = match &held {
+                    Some(Held::Remote(package)) => {
+                        state.inboxes.get(&package.target().node()).cloned()
                     }
-                    Some(Held::Completion(record, tag, result)) => {
-                        self.shared.release_completion(&record, tag, result)
+                    _ => None,
+                };
+                if let Some(Held::Heal(between)) = &held {
+                    for &(a, b) in between {
+                        state.cut.remove(&(a, b));
+                        state.cut.remove(&(b, a));
                     }
-                    None => {}
+                    state.trace.push(Entry::Heal {
+                        between: between.clone(),
+                    });
                 }
+                drop(state);
+                self.release(held, inbox);
                 Progress::Released
             }
-            Some(worker) => {
+            Some((node, worker)) => {
                 drop(state);
-                if self.workers[worker].turn() == Turn::Stepped {
+                if self.nodes[node].workers[worker].turn() == Turn::Stepped {
                     self.steps += 1;
                     if !self.step_time.is_zero() {
-                        let at = self.shared.clock.now() + self.step_time;
-                        self.shared.clock.advance_to(at);
-                        self.state.lock().now = self.shared.clock.now();
+                        let at = self.clock().now() + self.step_time;
+                        self.clock().advance_to(at);
+                        self.state.lock().now = self.clock().now();
                     }
                 }
                 Progress::Worker(worker)
@@ -572,36 +781,86 @@ impl Simulation {
         }
     }
 
-    /// A shutdown a step asked for (`Context::request_shutdown`) starts
-    /// here, on the simulation's thread.
-    fn serve_requested_shutdown(&mut self) {
-        let requested = self.shared.control.requested_deadline.lock().take();
-        if let Some(deadline) = requested {
-            self.begin_shutdown(deadline);
+    /// Delivers what a fault or the network held (outside the state's
+    /// lock: delivery may run hooks, which may send).
+    fn release(
+        &self,
+        held: Option<Held>,
+        inbox: Option<StdArc<dyn relay::Receiver + Send + Sync>>,
+    ) {
+        let Some(held) = held else { return };
+        match held {
+            Held::Message(record, package) => {
+                let shared = &self.node_of(record.pid.node()).shared;
+                shared.release_message(&record, package);
+            }
+            Held::Completion(record, tag, result) => {
+                let shared = &self.node_of(record.pid.node()).shared;
+                shared.release_completion(&record, tag, result);
+            }
+            Held::Remote(package) => {
+                let target = package.target();
+                let refused = match inbox {
+                    Some(inbox) => inbox.send(package).err().map(|e| e.into_package()),
+                    None => Some(package),
+                };
+                // Arrived for no process there: lost, as a network
+                // transport loses it.
+                if let Some(package) = refused {
+                    crate::panic_guard::drop_user_value(package, target, "a package nobody took");
+                }
+            }
+            Held::Heal(_) => {}
         }
     }
 
-    fn begin_shutdown(&mut self, deadline: Duration) {
-        if self.stopping.is_none() && self.report.is_none() {
-            if let Some(stages) = SimulatedShutdown::begin(&self.shared) {
-                self.stopping = Some((stages, Some(self.shared.clock.after(deadline))));
+    fn node_of(&self, node: u32) -> &Node {
+        self.nodes
+            .iter()
+            .find(|n| n.shared.processes.node() == node)
+            .unwrap_or(&self.nodes[0])
+    }
+
+    /// A shutdown a step asked for (`Context::request_shutdown`) starts
+    /// here, on the simulation's thread.
+    fn serve_requested_shutdown(&mut self, node: usize) {
+        let requested = self.nodes[node]
+            .shared
+            .control
+            .requested_deadline
+            .lock()
+            .take();
+        if let Some(deadline) = requested {
+            self.begin_shutdown(node, deadline);
+        }
+    }
+
+    fn begin_shutdown(&mut self, node: usize, deadline: Duration) {
+        let at = self.clock().after(deadline);
+        let node = &mut self.nodes[node];
+        if node.stopping.is_none() && node.report.is_none() {
+            if let Some(stages) = SimulatedShutdown::begin(&node.shared) {
+                node.stopping = Some((stages, Some(at)));
             }
         }
     }
 
-    /// A shutdown under way moves on: forced at its deadline, finished
-    /// once every process has ended.
-    fn advance_shutdown(&mut self) {
-        let Some((stages, deadline)) = &mut self.stopping else {
-            return;
-        };
-        if SimulatedShutdown::all_ended(&self.shared) {
-            let (stages, _) = self.stopping.take().expect("under way");
-            let report = stages.finish(&self.shared, self.shared.clock.elapsed());
-            self.report = Some(report);
-        } else if deadline.is_some_and(|at| self.shared.clock.now() >= at) {
-            stages.force(&self.shared);
-            *deadline = None;
+    /// The shutdowns under way move on: forced at their deadline, finished
+    /// once every process of the node has ended.
+    fn advance_shutdowns(&mut self) {
+        let now = self.clock().now();
+        let elapsed = self.elapsed();
+        for node in &mut self.nodes {
+            let Some((stages, deadline)) = &mut node.stopping else {
+                continue;
+            };
+            if SimulatedShutdown::all_ended(&node.shared) {
+                let (stages, _) = node.stopping.take().expect("under way");
+                node.report = Some(stages.finish(&node.shared, elapsed));
+            } else if deadline.is_some_and(|at| now >= at) {
+                stages.force(&node.shared);
+                *deadline = None;
+            }
         }
     }
 
@@ -616,7 +875,7 @@ impl Simulation {
     /// ```
     pub fn step(&mut self) -> Progress {
         let progress = self.decide(None);
-        self.advance_shutdown();
+        self.advance_shutdowns();
         progress
     }
 
@@ -667,10 +926,12 @@ impl Simulation {
     /// # Ok::<(), sched::sim::SimError>(())
     /// ```
     pub fn run_for(&mut self, duration: Duration) -> Result<(), SimError> {
-        let limit = self.shared.clock.after(duration);
+        let limit = self.clock().after(duration);
         self.run_while(Some(limit), |_| true)?;
-        self.shared.clock.advance_to(limit);
-        self.state.lock().now = self.shared.clock.now();
+        if self.clock().now() < limit {
+            let mut state = self.state.lock();
+            self.move_clock(&mut state, limit);
+        }
         Ok(())
     }
 
@@ -703,18 +964,18 @@ impl Simulation {
                 return Err(SimError::StepLimit { steps: self.steps });
             }
             let progress = self.decide(limit);
-            self.advance_shutdown();
+            self.advance_shutdowns();
             if progress == Progress::Quiet || !go_on(self) {
                 return Ok(());
             }
         }
     }
 
-    /// Shuts the simulated engine down as [`Engine::shutdown`](crate::Engine::shutdown)
+    /// Shuts every simulated node down as [`Engine::shutdown`](crate::Engine::shutdown)
     /// does, in virtual time: every process gets
     /// [`Event::Cancel`](crate::Event::Cancel), the simulation runs until
     /// they have all ended or `deadline` has passed, then forces the rest.
-    /// Later calls return the same report.
+    /// The report adds up the nodes' reports. Later calls return the same.
     ///
     /// # Examples
     ///
@@ -724,30 +985,45 @@ impl Simulation {
     /// assert_eq!(report.forced, 0);
     /// ```
     pub fn shutdown(&mut self, deadline: Duration) -> ShutdownReport {
-        self.serve_requested_shutdown();
-        self.begin_shutdown(deadline);
+        for node in 0..self.nodes.len() {
+            self.serve_requested_shutdown(node);
+            self.begin_shutdown(node, deadline);
+        }
         // Bounded: every process ends by its deadline's force at the
         // latest, unless a step never returns (which would hang a running
         // engine's worker too).
         let mut left = self.max_steps.saturating_sub(self.steps).max(1_000_000);
-        while self.report.is_none() && left > 0 {
+        while self.nodes.iter().any(|n| n.report.is_none()) && left > 0 {
             left -= 1;
             let progress = self.decide(None);
-            self.advance_shutdown();
-            if progress == Progress::Quiet && self.report.is_none() {
+            self.advance_shutdowns();
+            if progress == Progress::Quiet {
                 // Nothing left to run and processes still live: they wait
                 // for nothing that will come; force them now.
-                if let Some((stages, _)) = &mut self.stopping {
-                    stages.force(&self.shared);
+                for node in &mut self.nodes {
+                    if let Some((stages, _)) = &mut node.stopping {
+                        stages.force(&node.shared);
+                    }
                 }
             }
         }
-        if self.report.is_none() {
-            if let Some((stages, _)) = self.stopping.take() {
-                self.report = Some(stages.finish(&self.shared, self.shared.clock.elapsed()));
+        let elapsed = self.elapsed();
+        let mut total = ShutdownReport::default();
+        for node in &mut self.nodes {
+            if node.report.is_none() {
+                if let Some((stages, _)) = node.stopping.take() {
+                    node.report = Some(stages.finish(&node.shared, elapsed));
+                }
             }
+            let report = node.report.clone().unwrap_or_default();
+            total.ended_gracefully += report.ended_gracefully;
+            total.forced += report.forced;
+            total.still_running += report.still_running;
+            total.still_queued += report.still_queued;
+            total.workers_detached += report.workers_detached;
+            total.timers_cancelled += report.timers_cancelled;
+            total.elapsed = total.elapsed.max(report.elapsed);
         }
-        let report = self.report.clone().unwrap_or_default();
         // What is still held will never be delivered.
         let held = self.state.lock().take_all();
         for item in held {
@@ -758,17 +1034,34 @@ impl Simulation {
                 Held::Completion(record, _, result) => {
                     crate::panic_guard::drop_user_value(result, record.pid, "a held completion")
                 }
+                Held::Remote(package) => {
+                    let target = package.target();
+                    crate::panic_guard::drop_user_value(package, target, "a held package")
+                }
+                Held::Heal(_) => {}
             }
         }
-        report
+        total
     }
+}
+
+/// Every pair of a node of `a` and a node of `b`, smaller first.
+fn cut_pairs(a: &[u32], b: &[u32]) -> Vec<(u32, u32)> {
+    let mut pairs: Vec<(u32, u32)> = a
+        .iter()
+        .flat_map(|&x| b.iter().map(move |&y| (x.min(y), x.max(y))))
+        .filter(|(x, y)| x != y)
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
 }
 
 impl Drop for Simulation {
     /// A simulation dropped without `shutdown` shuts down with a zero
     /// deadline (in virtual time).
     fn drop(&mut self) {
-        if self.report.is_none() {
+        if self.nodes.iter().any(|n| n.report.is_none()) {
             self.shutdown(Duration::ZERO);
         }
     }

@@ -195,6 +195,12 @@ pub enum Fault {
         /// The process crashed.
         pid: Pid,
     },
+    /// A package for `to` was lost: its sender's node was cut off from
+    /// `to`'s by a partition.
+    Unreachable {
+        /// Its target.
+        to: Pid,
+    },
 }
 
 impl Fault {
@@ -208,6 +214,7 @@ impl Fault {
             Fault::HandlerFailed { pid } => (6, pid, Duration::ZERO),
             Fault::HandlerPanicked { pid } => (7, pid, Duration::ZERO),
             Fault::Crash { pid } => (8, pid, Duration::ZERO),
+            Fault::Unreachable { to } => (9, to, Duration::ZERO),
         };
         out.push(kind);
         out.extend_from_slice(&pid_bits(pid).to_le_bytes());
@@ -228,6 +235,7 @@ impl fmt::Display for Fault {
             Fault::HandlerFailed { pid } => write!(f, "handler of {pid} failed"),
             Fault::HandlerPanicked { pid } => write!(f, "handler of {pid} panicked"),
             Fault::Crash { pid } => write!(f, "crash {pid}"),
+            Fault::Unreachable { to } => write!(f, "package to {to} lost to a partition"),
         }
     }
 }
@@ -273,6 +281,17 @@ pub enum Entry {
         /// The new time.
         at: Duration,
     },
+    /// The network between these nodes was cut (each pair in both
+    /// directions).
+    Partition {
+        /// The pairs of nodes cut off from each other.
+        between: Vec<(u32, u32)>,
+    },
+    /// These cuts healed.
+    Heal {
+        /// The pairs of nodes that reach each other again.
+        between: Vec<(u32, u32)>,
+    },
 }
 
 impl fmt::Display for Entry {
@@ -297,6 +316,8 @@ impl fmt::Display for Entry {
             Entry::Ended { pid, reason } => write!(f, "{pid} ended ({reason})"),
             Entry::Fault(fault) => write!(f, "fault: {fault}"),
             Entry::Clock { at } => write!(f, "clock {at:?}"),
+            Entry::Partition { between } => write!(f, "partition {between:?}"),
+            Entry::Heal { between } => write!(f, "heal {between:?}"),
         }
     }
 }
@@ -396,6 +417,17 @@ impl Trace {
             Entry::Clock { at } => {
                 buf.push(4);
                 buf.extend_from_slice(&(at.as_nanos() as u64).to_le_bytes());
+            }
+            Entry::Partition { between } | Entry::Heal { between } => {
+                buf.push(if matches!(entry, Entry::Partition { .. }) {
+                    5
+                } else {
+                    6
+                });
+                for (a, b) in between {
+                    buf.extend_from_slice(&a.to_le_bytes());
+                    buf.extend_from_slice(&b.to_le_bytes());
+                }
             }
         }
         for byte in &buf {
