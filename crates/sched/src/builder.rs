@@ -46,6 +46,21 @@ impl fmt::Debug for SchedulerBuilder {
     }
 }
 
+/// The engine's builder under the facade's: what
+/// [`Simulation::cluster`](crate::sim::Simulation::cluster) takes.
+///
+/// # Examples
+///
+/// ```
+/// let engine_builder: sched::engine::Builder = sched::Scheduler::builder().workers(2).into();
+/// # drop(engine_builder);
+/// ```
+impl From<SchedulerBuilder> for sched_core::Builder {
+    fn from(builder: SchedulerBuilder) -> sched_core::Builder {
+        builder.inner
+    }
+}
+
 impl SchedulerBuilder {
     /// The engine's defaults (for [`Scheduler::builder`]).
     pub(crate) fn new() -> Self {

@@ -339,6 +339,10 @@ struct ActorsDoctests;
 struct WorkflowDoctests;
 
 #[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/simulation.md")]
+struct SimulationDoctests;
+
+#[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ProjectReadmeDoctests;
 

@@ -816,10 +816,7 @@ fn two_nodes(seed: u64) -> (sched::sim::Simulation, Vec<(Pid, u64)>) {
         .network_latency(Duration::from_millis(3));
     let mut sim = Simulation::cluster(
         config,
-        [
-            sched::Engine::builder().node(1),
-            sched::Engine::builder().node(2),
-        ],
+        [Scheduler::builder().node(1), Scheduler::builder().node(2)],
     )
     .expect("two distinct nodes");
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -442,24 +442,24 @@ impl Simulation {
     /// # Examples
     ///
     /// ```
+    /// use sched::prelude::*;
     /// use sched::sim::{Config, Simulation};
-    /// use sched::Engine;
     ///
     /// let sim = Simulation::cluster(
     ///     Config::seed(1),
-    ///     [Engine::builder().node(1), Engine::builder().node(2)],
+    ///     [Scheduler::builder().node(1), Scheduler::builder().node(2)],
     /// )?;
     /// assert_eq!(sim.node(2).expect("node 2").allocate_pid()?.node(), 2);
     /// assert!(sim.node(3).is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn cluster(
+    pub fn cluster<B: Into<Builder>>(
         config: Config,
-        builders: impl IntoIterator<Item = Builder>,
+        builders: impl IntoIterator<Item = B>,
     ) -> Result<Simulation, SimError> {
         let clock = Clock::virtual_from_now();
         let now = clock.now();
-        let builders: Vec<Builder> = builders.into_iter().collect();
+        let builders: Vec<Builder> = builders.into_iter().map(Into::into).collect();
         let mut seen = std::collections::BTreeSet::new();
         for builder in &builders {
             if !seen.insert(builder.node_number()) {
