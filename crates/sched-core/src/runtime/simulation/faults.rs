@@ -225,18 +225,6 @@ impl Faults {
         self
     }
 
-    pub(crate) fn message_loss(&self) -> f64 {
-        self.message_loss
-    }
-
-    pub(crate) fn message_delay(&self) -> f64 {
-        self.message_delay
-    }
-
-    pub(crate) fn max_message_delay(&self) -> Duration {
-        self.max_message_delay
-    }
-
     pub(crate) fn crashes(&self, choices: &mut Choices, pid: Pid, step: u64) -> bool {
         self.crash_at.contains(&(pid, step)) || choices.chance(self.crash)
     }

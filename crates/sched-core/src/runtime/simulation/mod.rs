@@ -220,6 +220,13 @@ pub enum SimError {
         /// The steps it ran.
         steps: u64,
     },
+    /// This many decisions in a row ran no step, delivered nothing and
+    /// did not move the clock: the simulation is stuck (a bug of the
+    /// simulation, not of the system under test).
+    NoProgress {
+        /// The decisions it made without progress.
+        decisions: u64,
+    },
     /// Two nodes of a [`Simulation::cluster`] have the same number.
     DuplicateNode {
         /// The number.
@@ -234,6 +241,11 @@ impl std::fmt::Display for SimError {
                 f,
                 "the simulation ran its {steps} steps without going quiet \
                  (a system that never does should run for a virtual duration instead)"
+            ),
+            SimError::NoProgress { decisions } => write!(
+                f,
+                "the simulation made {decisions} decisions in a row without running a step, \
+                 delivering anything or moving its clock"
             ),
             SimError::DuplicateNode { node } => {
                 write!(f, "two nodes of the simulation are numbered {node}")
@@ -846,8 +858,10 @@ impl Simulation {
     }
 
     /// The shutdowns under way move on: forced at their deadline, finished
-    /// once every process of the node has ended.
-    fn advance_shutdowns(&mut self) {
+    /// once every process of the node has ended. Returns whether one
+    /// forced its processes (which makes work).
+    fn advance_shutdowns(&mut self) -> bool {
+        let mut forced = false;
         let now = self.clock().now();
         let elapsed = self.elapsed();
         for node in &mut self.nodes {
@@ -860,8 +874,10 @@ impl Simulation {
             } else if deadline.is_some_and(|at| now >= at) {
                 stages.force(&node.shared);
                 *deadline = None;
+                forced = true;
             }
         }
+        forced
     }
 
     /// Makes one decision (see [`Progress`]).
@@ -875,7 +891,10 @@ impl Simulation {
     /// ```
     pub fn step(&mut self) -> Progress {
         let progress = self.decide(None);
-        self.advance_shutdowns();
+        if self.advance_shutdowns() && progress == Progress::Quiet {
+            // Forced processes have work: not quiet.
+            return Progress::ClockMoved;
+        }
         progress
     }
 
@@ -959,13 +978,26 @@ impl Simulation {
         limit: Option<Instant>,
         mut go_on: impl FnMut(&Simulation) -> bool,
     ) -> Result<(), SimError> {
+        /// Decisions in a row without progress before the simulation
+        /// calls itself stuck: far more than workers losing races for
+        /// work ever make.
+        const STUCK: u64 = 1_000_000;
+        let mut idle = 0u64;
         loop {
             if self.steps >= self.max_steps {
                 return Err(SimError::StepLimit { steps: self.steps });
             }
+            let steps = self.steps;
             let progress = self.decide(limit);
-            self.advance_shutdowns();
-            if progress == Progress::Quiet || !go_on(self) {
+            let forced = self.advance_shutdowns();
+            let moved = self.steps != steps
+                || matches!(progress, Progress::Released | Progress::ClockMoved);
+            idle = if moved || forced { 0 } else { idle + 1 };
+            if idle >= STUCK {
+                return Err(SimError::NoProgress { decisions: idle });
+            }
+            // A shutdown that just forced its processes has work again.
+            if (progress == Progress::Quiet && !forced) || !go_on(self) {
                 return Ok(());
             }
         }

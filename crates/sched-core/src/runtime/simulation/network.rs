@@ -8,7 +8,7 @@
 //! package to a node that does not exist is refused at once, as an
 //! unknown target; a package to a node cut off by a partition is lost
 //! (the send succeeds, as a publish over NATS does), and the trace says
-//! so.
+//! so. The message faults (`Faults`) apply once, where a package arrives.
 
 use std::sync::Arc as StdArc;
 use std::time::Duration;
@@ -50,25 +50,14 @@ impl RemoteTransport for Network {
             crate::panic_guard::drop_user_value(package, to, "a package lost to a partition");
             return Ok(());
         }
-        if state.choices.chance(state.faults.message_loss()) {
-            state.trace.push(Entry::Fault(Fault::MessageLost { to }));
-            drop(guard);
-            crate::panic_guard::drop_user_value(package, to, "a package the simulation lost");
-            return Ok(());
-        }
+        // The message faults (loss, delay, copies) apply where the package
+        // arrives, on the target node's delivery path, as to any message:
+        // once.
         let latency = state.latency;
-        let mut by = match latency.is_zero() {
+        let by = match latency.is_zero() {
             true => Duration::ZERO,
             false => super::faults::draw_delay(&mut state.choices, latency),
         };
-        if state.choices.chance(state.faults.message_delay()) {
-            let extra =
-                super::faults::draw_delay(&mut state.choices, state.faults.max_message_delay());
-            state
-                .trace
-                .push(Entry::Fault(Fault::MessageDelayed { to, by: extra }));
-            by += extra;
-        }
         let due = state.now + by;
         state.hold(due, Held::Remote(package));
         Ok(())
