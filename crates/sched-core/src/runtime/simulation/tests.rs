@@ -1,1 +1,96 @@
+//! The simulation's own pieces: what it holds back and in which order it
+//! gives it back, and the pairs a partition cuts.
 
+use std::time::{Duration, Instant};
+
+use relay::{Package, Pid};
+
+use super::faults::{Held, State};
+use super::source::{Choices, Source};
+use super::{cut_pairs, Faults, Trace};
+
+fn state() -> State {
+    State::new(
+        Choices::new(Source::Seed(1)),
+        Trace::new(true),
+        Faults::none(),
+        Instant::now(),
+    )
+}
+
+fn package(from: u64, to: u64, n: u32) -> Held {
+    Held::Remote(Package::new(Pid::local(from), Pid::local(to), n))
+}
+
+fn number(held: Held) -> (u64, u32) {
+    match held {
+        Held::Remote(package) => (
+            package.source().id(),
+            *package.payload::<u32>().expect("a number"),
+        ),
+        _ => panic!("not a package"),
+    }
+}
+
+#[test]
+fn a_later_package_of_a_pair_never_overtakes_a_held_one() {
+    let mut state = state();
+    let now = state.now;
+    // From 1 to 9: the first held 10 ms, the second due at once; from 2,
+    // one due at 5 ms.
+    state.hold(now + Duration::from_millis(10), package(1, 9, 0));
+    state.hold(now, package(1, 9, 1));
+    state.hold(now + Duration::from_millis(5), package(2, 9, 0));
+    assert!(
+        !state.any_due(),
+        "nothing is due at once: the second waits for the first"
+    );
+    state.now = now + Duration::from_millis(5);
+    assert_eq!(
+        state.take_due().map(number),
+        Some((2, 0)),
+        "other senders overtake"
+    );
+    assert!(state.take_due().is_none());
+    state.now = now + Duration::from_millis(10);
+    assert_eq!(state.take_due().map(number), Some((1, 0)));
+    assert_eq!(state.take_due().map(number), Some((1, 1)));
+    assert!(state.take_due().is_none());
+    // The pair is free again: a new package is due when it says.
+    state.hold(state.now, package(1, 9, 2));
+    assert_eq!(state.take_due().map(number), Some((1, 2)));
+}
+
+#[test]
+fn equal_deadlines_come_back_in_the_order_held() {
+    let mut state = state();
+    let at = state.now + Duration::from_millis(1);
+    for from in 1..=5 {
+        state.hold(at, package(from, 9, 0));
+    }
+    state.now = at;
+    let order: Vec<u64> = std::iter::from_fn(|| state.take_due().map(|h| number(h).0)).collect();
+    assert_eq!(order, vec![1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn taking_all_empties_the_agenda_in_the_order_held() {
+    let mut state = state();
+    let now = state.now;
+    state.hold(now + Duration::from_secs(2), package(1, 9, 0));
+    state.hold(now + Duration::from_secs(1), package(2, 9, 0));
+    let all: Vec<u64> = state.take_all().into_iter().map(|h| number(h).0).collect();
+    assert_eq!(all, vec![1, 2]);
+    assert!(state.next_due().is_none());
+}
+
+#[test]
+fn a_partition_cuts_every_pair_once() {
+    assert_eq!(cut_pairs(&[1, 2], &[3]), vec![(1, 3), (2, 3)]);
+    assert_eq!(
+        cut_pairs(&[3], &[1, 3]),
+        vec![(1, 3)],
+        "a node is never cut from itself"
+    );
+    assert_eq!(cut_pairs(&[2, 1], &[1, 2]), vec![(1, 2)]);
+}
