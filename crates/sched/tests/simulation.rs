@@ -245,6 +245,15 @@ fn run_for_stops_at_its_virtual_deadline_in_a_system_that_never_goes_quiet() {
     assert_eq!(sim.run(), Err(SimError::StepLimit { steps: 1_000 }));
 }
 
+/// How many of the trace's faults `f` picks.
+fn count_faults(trace: &sched::sim::Trace, f: fn(&Fault) -> bool) -> usize {
+    trace
+        .entries()
+        .iter()
+        .filter(|e| matches!(e, Entry::Fault(fault) if f(fault)))
+        .count()
+}
+
 /// Records, per sender, the numbers it receives.
 struct Recorder {
     seen: Arc<Mutex<Vec<(Pid, u64)>>>,
@@ -343,13 +352,7 @@ fn lost_and_duplicated_messages_are_what_the_trace_says() {
         .duplicate_messages::<u64>(0.1);
     let (sim, seen) = counted(8, faults);
     let trace = sim.trace();
-    let count = |f: fn(&Fault) -> bool| {
-        trace
-            .entries()
-            .iter()
-            .filter(|e| matches!(e, Entry::Fault(fault) if f(fault)))
-            .count()
-    };
+    let count = |f: fn(&Fault) -> bool| count_faults(&trace, f);
     let lost = count(|f| matches!(f, Fault::MessageLost { .. }));
     let copies = count(|f| matches!(f, Fault::MessageDuplicated { .. }));
     assert!(lost > 5 && copies > 5, "{lost} lost, {copies} copies");
@@ -431,13 +434,7 @@ fn handler_faults_and_lost_completions_reach_the_process_as_command_errors() {
     let results = results.lock().unwrap();
     assert_eq!(results.len(), 200);
     let trace = sim.trace();
-    let count = |f: fn(&Fault) -> bool| {
-        trace
-            .entries()
-            .iter()
-            .filter(|e| matches!(e, Entry::Fault(fault) if f(fault)))
-            .count()
-    };
+    let count = |f: fn(&Fault) -> bool| count_faults(&trace, f);
     let failed = results
         .iter()
         .filter(|r| matches!(r, Err(e) if e == "failed: simulated handler fault"))
