@@ -113,10 +113,10 @@ impl Driven {
     /// One round of the worker loop on the calling thread.
     pub(crate) fn turn(&mut self) -> Turn {
         let worker = &mut self.worker;
-        // SAFETY: `worker.local` is not moved or dropped while the guard
-        // lives: the guard is dropped at the end of this call, and
-        // `worker` is borrowed for the whole call.
-        let _entered = unsafe { local::enter_raw(&*worker.shared, &worker.local) };
+        // SAFETY: `worker.local` (an allocation of its own) is not dropped
+        // while the guard lives: the guard is dropped at the end of this
+        // call, and `worker` is borrowed for the whole call.
+        let _entered = unsafe { local::enter_raw(&*worker.shared, &*worker.local) };
         match worker.next_work() {
             Found::Process(record) => {
                 worker.run_process(record);

@@ -77,7 +77,14 @@ const ENGINE_REFS_BATCH: usize = if cfg!(loom) { 1 } else { 64 };
 /// One worker thread's state, its queues included.
 struct Worker {
     shared: Arc<Shared>,
-    local: Local,
+    /// Its queues, in an allocation of their own: code running on the
+    /// worker reaches them through a thread-local pointer (`local::with_local`)
+    /// while the worker is borrowed mutably, which is sound only if that
+    /// borrow does not cover them (inline, Miri's Tree Borrows caught the
+    /// thread-local's access as a foreign write under the `&mut self` of
+    /// `run_process`). Shared, never mutably borrowed: all of `Local`'s
+    /// mutation goes through cells and the deques' own `&self` methods.
+    local: std::rc::Rc<Local>,
     tick: u32,
     /// Consecutive runs from the `next` slot.
     next_runs: u32,
@@ -132,9 +139,10 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local, handlers: std::sync::Arc<Ha
     let _span = span.enter();
     let seed = 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
     let mut worker = Worker::new(shared, local, handlers, seed, None);
-    // SAFETY: `worker` stays in this frame, unmoved, until after the guard
-    // (declared after it, so dropped before it) has cleared the pointer.
-    let _entered = unsafe { local::enter_raw(&*worker.shared, &worker.local) };
+    // SAFETY: the worker holds its `Local` (in its own allocation) until
+    // after the guard (declared after it, so dropped before it) has cleared
+    // the pointer.
+    let _entered = unsafe { local::enter_raw(&*worker.shared, &*worker.local) };
     worker.run_loop();
 }
 
@@ -151,7 +159,7 @@ impl Worker {
             rng: seed | 1,
             hidden: vec![None; shared.remotes.len()],
             shared,
-            local,
+            local: std::rc::Rc::new(local),
             tick: 0,
             next_runs: 0,
             events: Vec::with_capacity(16),
