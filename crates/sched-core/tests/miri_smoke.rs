@@ -62,3 +62,32 @@ fn a_small_mixed_workload_runs_clean() {
     assert!(wait(idle).is_ok(), "the idle process finished on cancel");
     assert_eq!(engine.stats().live_processes, 0);
 }
+
+/// The simulation drives the same worker code on one thread, switching the
+/// thread-local queue pointer from worker to worker between rounds: run a
+/// small simulated system with faults so Miri checks that path too.
+#[test]
+fn a_small_simulation_runs_clean() {
+    use sched_core::sim::{Config, Faults};
+    let faults = Faults::none()
+        .delay_messages(0.3, Duration::from_millis(2))
+        .duplicate_messages::<u64>(0.2)
+        .lose_completions(0.1)
+        .fail_handlers(0.1);
+    let mut sim = builder(2).simulation(Config::seed(3).workers(2).faults(faults));
+    let counters: Vec<_> = (0..3)
+        .map(|_| sim.spawn_boxed(Counter::new(2, SYNC), "run", Box::new(())).unwrap())
+        .collect();
+    let inbox = sim.spawn_boxed(Inbox::new(), "run", Box::new(())).unwrap();
+    for n in 0..3u64 {
+        sim.post(inbox.pid(), n).unwrap();
+    }
+    sim.run().unwrap();
+    for mut counter in counters {
+        assert!(counter.try_take().is_some(), "every counter ended");
+    }
+    assert!(sim.trace().steps() > 5);
+    let report = sim.shutdown(Duration::from_secs(1));
+    assert_eq!(report.still_running, 0);
+    assert_eq!(sim.stats().live_processes, 0);
+}
