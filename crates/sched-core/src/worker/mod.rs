@@ -288,6 +288,7 @@ impl Worker {
         Found::Nothing
     }
 
+    #[inline(always)] // See `next_work`.
     fn find_work(&mut self) -> Option<RecordRef> {
         self.tick = self.tick.wrapping_add(1);
         if self.tick.is_multiple_of(GLOBAL_QUEUE_INTERVAL) {
@@ -769,6 +770,7 @@ impl Worker {
     /// Hands each yielded command to its handler. Completions that arrive
     /// during this (synchronous handlers) set the wakeup flag, since the
     /// process is still running.
+    #[inline(always)] // See `next_work`.
     fn dispatch(&mut self, record: &RecordRef) {
         for Yield { command, tag, data } in self.yields.drain(..) {
             let Some(handler) = self.handlers.get(command) else {
