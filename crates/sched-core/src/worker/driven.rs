@@ -116,7 +116,7 @@ impl Driven {
         // SAFETY: `worker.local` (an allocation of its own) is not dropped
         // while the guard lives: the guard is dropped at the end of this
         // call, and `worker` is borrowed for the whole call.
-        let _entered = unsafe { local::enter_raw(&*worker.shared, &*worker.local) };
+        let _entered = unsafe { local::enter_raw(&*worker.shared, &worker.local) };
         match worker.next_work() {
             Found::Process(record) => {
                 worker.run_process(record);

@@ -142,7 +142,7 @@ pub(crate) fn run(shared: Arc<Shared>, local: Local, handlers: std::sync::Arc<Ha
     // SAFETY: the worker holds its `Local` (in its own allocation) until
     // after the guard (declared after it, so dropped before it) has cleared
     // the pointer.
-    let _entered = unsafe { local::enter_raw(&*worker.shared, &*worker.local) };
+    let _entered = unsafe { local::enter_raw(&*worker.shared, &worker.local) };
     worker.run_loop();
 }
 
