@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use relay_nats::async_nats;
-use relay_nats::{Codec, NatsConfig, NatsSchedulerExt};
+use relay_nats::{Codec, Format, NatsConfig, NatsSchedulerExt};
 use sched::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -93,10 +93,19 @@ impl Process for Player {
     }
 }
 
+/// The wire format of our side's messages: JSON, or postcard with
+/// `REMOTE_FORMAT=postcard`.
+fn format() -> Format {
+    match std::env::var("REMOTE_FORMAT").as_deref() {
+        Ok("postcard") => Format::Postcard,
+        _ => Format::Json,
+    }
+}
+
 fn codec() -> Codec {
     Codec::new()
-        .register::<Ping>("ping")
-        .register::<Pong>("pong")
+        .register_as::<Ping>("ping", format())
+        .register_as::<Pong>("pong", format())
 }
 
 /// The bytes one of our pings carries on the wire.
@@ -274,8 +283,9 @@ fn main() {
     let size = frame_size();
     println!(
         "remote: {rounds} round trips one at a time over loopback NATS ({url}), {size}-byte \
-         requests; ours: two nodes, 1 worker each; raw: async-nats request-reply; {runs} run(s) \
-         per side, alternating"
+         requests ({:?}); ours: two nodes, 1 worker each; raw: async-nats request-reply; {runs} \
+         run(s) per side, alternating",
+        format()
     );
     println!("| run | side | round trips/s | one-way median | one-way p99 |");
     println!("|---|---|---|---|---|");

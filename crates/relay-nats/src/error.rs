@@ -31,8 +31,9 @@ pub enum EncodeError {
     Serialize {
         /// The tag of the payload's type.
         tag: String,
-        /// The serializer's error.
-        source: serde_json::Error,
+        /// The serializer's error (`serde_json`'s or `postcard`'s, after
+        /// the type's [`Format`](crate::Format)).
+        source: Box<dyn Error + Send + Sync>,
     },
     /// The encoded message is longer than the transport allows.
     TooLarge {
@@ -62,7 +63,7 @@ impl fmt::Display for EncodeError {
 impl Error for EncodeError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            EncodeError::Serialize { source, .. } => Some(source),
+            EncodeError::Serialize { source, .. } => Some(&**source),
             _ => None,
         }
     }
@@ -113,8 +114,9 @@ pub enum DecodeError {
     Deserialize {
         /// The payload's tag.
         tag: String,
-        /// The deserializer's error.
-        source: serde_json::Error,
+        /// The deserializer's error (`serde_json`'s or `postcard`'s, after
+        /// the type's [`Format`](crate::Format)).
+        source: Box<dyn Error + Send + Sync>,
     },
 }
 
@@ -141,7 +143,7 @@ impl fmt::Display for DecodeError {
 impl Error for DecodeError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            DecodeError::Deserialize { source, .. } => Some(source),
+            DecodeError::Deserialize { source, .. } => Some(&**source),
             _ => None,
         }
     }

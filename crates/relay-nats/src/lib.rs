@@ -64,7 +64,7 @@ mod transport;
 mod wire;
 
 pub use async_nats;
-pub use codec::{Codec, DEFAULT_MAX_MESSAGE_BYTES};
+pub use codec::{Codec, Format, DEFAULT_MAX_MESSAGE_BYTES};
 pub use config::{NatsConfig, DEFAULT_MAX_PENDING};
 pub use error::{ConnectError, DecodeError, EncodeError, LinkError};
 pub use scheduler_ext::NatsSchedulerExt;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use relay_nats::async_nats::ConnectOptions;
-use relay_nats::{Codec, NatsConfig, NatsTransport};
+use relay_nats::{Codec, Format, NatsConfig, NatsTransport};
 use sched::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -205,7 +205,9 @@ pub fn codec() -> Codec {
     Codec::new()
         .register::<Ping>("ping")
         .register::<Pong>("pong")
-        .register::<Seq>("seq")
+        // Binary: the tests that stream `Seq` (order, restarts, processes)
+        // carry postcard, the ping-pong ones JSON, side by side.
+        .register_as::<Seq>("seq", Format::Postcard)
         .max_message_bytes(4096)
 }
 
