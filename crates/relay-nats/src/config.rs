@@ -8,6 +8,14 @@ use crate::codec::Codec;
 /// [`NatsConfig::max_pending`]).
 pub const DEFAULT_MAX_PENDING: usize = 65_536;
 
+/// Default interval between a node's heartbeats (see
+/// [`NatsConfig::failure_detector`]).
+pub const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Default silence after which a node is declared down (see
+/// [`NatsConfig::failure_detector`]).
+pub const DEFAULT_DOWN_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How to connect a [`NatsTransport`](crate::NatsTransport): the server
 /// URL, the message types ([`Codec`]), and the client's own options
 /// (credentials, TLS, reconnection) as `async_nats::ConnectOptions`.
@@ -33,6 +41,8 @@ pub struct NatsConfig {
     pub(crate) options: async_nats::ConnectOptions,
     pub(crate) prefix: String,
     pub(crate) max_pending: usize,
+    pub(crate) heartbeat: std::time::Duration,
+    pub(crate) down_after: std::time::Duration,
 }
 
 impl fmt::Debug for NatsConfig {
@@ -42,6 +52,8 @@ impl fmt::Debug for NatsConfig {
             .field("codec", &self.codec)
             .field("prefix", &self.prefix)
             .field("max_pending", &self.max_pending)
+            .field("heartbeat", &self.heartbeat)
+            .field("down_after", &self.down_after)
             .finish_non_exhaustive()
     }
 }
@@ -61,7 +73,47 @@ impl NatsConfig {
             options: async_nats::ConnectOptions::new(),
             prefix: "sched".into(),
             max_pending: DEFAULT_MAX_PENDING,
+            heartbeat: DEFAULT_HEARTBEAT,
+            down_after: DEFAULT_DOWN_AFTER,
         }
+    }
+
+    /// The failure detector: this node sends a heartbeat every
+    /// `heartbeat` (default 500 ms), and declares another node down once
+    /// it has not heard from it for `down_after` (default 2 s): sends to
+    /// it are then refused as
+    /// [`Unreachable`](relay::SendErrorKind::Unreachable), cause
+    /// [`LinkError::NodeDown`](crate::LinkError::NodeDown), until it is
+    /// heard from again. A node is declared down at most `down_after` plus
+    /// one `heartbeat` after it went silent. Keep `down_after` several
+    /// heartbeats long: a node whose heartbeats are late by more than that
+    /// (its transport's thread starved, or cut off from the server) is
+    /// declared down while it still runs, until its next heartbeat arrives.
+    ///
+    /// # Panics
+    ///
+    /// If `heartbeat` is zero or `down_after` is not longer than it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = relay_nats::NatsConfig::new("nats://127.0.0.1:4222")
+    ///     .failure_detector(Duration::from_millis(200), Duration::from_secs(1));
+    /// # drop(config);
+    /// ```
+    pub fn failure_detector(
+        mut self,
+        heartbeat: std::time::Duration,
+        down_after: std::time::Duration,
+    ) -> Self {
+        assert!(
+            !heartbeat.is_zero() && down_after > heartbeat,
+            "a heartbeat interval above zero, and a bound longer than it"
+        );
+        self.heartbeat = heartbeat;
+        self.down_after = down_after;
+        self
     }
 
     /// The message types this node sends and receives.

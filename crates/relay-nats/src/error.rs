@@ -166,6 +166,12 @@ impl Error for DecodeError {
 pub enum LinkError {
     /// The target's node announced that it left.
     NodeLeft(u32),
+    /// The target's node has not been heard from for the failure
+    /// detector's bound (see
+    /// [`NatsConfig::failure_detector`](crate::NatsConfig::failure_detector)):
+    /// it crashed, hangs or is cut off. Sends to it are refused until it
+    /// is heard from again.
+    NodeDown(u32),
     /// This transport was closed.
     Closed,
     /// Too many messages wait to be published (the connection to the
@@ -180,6 +186,12 @@ impl fmt::Display for LinkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LinkError::NodeLeft(node) => write!(f, "node {node} has left the cluster"),
+            LinkError::NodeDown(node) => {
+                write!(
+                    f,
+                    "node {node} is down: not heard from within the failure detector's bound"
+                )
+            }
             LinkError::Closed => f.write_str("the NATS transport is closed"),
             LinkError::Backlog { max } => {
                 write!(f, "{max} messages already wait to be published")

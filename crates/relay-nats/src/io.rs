@@ -11,7 +11,7 @@ use relay::Receiver;
 use tokio::sync::mpsc;
 
 use crate::config::{membership_subject, node_subject};
-use crate::membership::{announcement, read_announcement};
+use crate::membership::{announcement, read_announcement, Change, Kind};
 use crate::sequence::{Gaps, Numbers};
 use crate::stats::Counters;
 use crate::transport::Inner;
@@ -79,7 +79,7 @@ pub(crate) async fn run(
         }
     }
     if let Some(me) = node {
-        let goodbye = announcement(me, false);
+        let goodbye = announcement(me, Kind::Down, inner.incarnation);
         let _ = client
             .publish(membership_subject(&inner.prefix), goodbye.into())
             .await;
@@ -112,9 +112,14 @@ async fn attach(
     tokio::spawn(receive(messages, Arc::clone(inner), node, local));
     tokio::spawn(watch_members(announcements, Arc::clone(inner), node));
     client
-        .publish(members, announcement(node, true).into())
+        .publish(
+            members,
+            announcement(node, Kind::Up, inner.incarnation).into(),
+        )
         .await
         .map_err(|e| format!("cannot announce node {node}: {e}"))?;
+    tokio::spawn(heartbeat(client.clone(), Arc::clone(inner), node));
+    tokio::spawn(detect(Arc::clone(inner)));
     confirm_subscribed(client, inner, node).await?;
     tracing::info!(node, %subject, "node joined the NATS cluster");
     Ok(())
@@ -175,6 +180,13 @@ async fn receive(
             }
         };
         let source = package.source();
+        if inner.members.is_stale(source.node(), incarnation) {
+            // A run of that node before its restart: nothing of it may
+            // reach the processes of the new run's time.
+            Counters::add(&inner.counters.stale, 1);
+            tracing::warn!(node, %source, "ignored a message from a node's earlier run");
+            continue;
+        }
         let missing = gaps.observe(incarnation, seq);
         if missing > 0 {
             Counters::add(&inner.counters.lost, missing);
@@ -191,17 +203,61 @@ async fn receive(
     tracing::debug!(node, "subscription ended");
 }
 
-/// Keeps the set of departed nodes up to date.
+/// Keeps what this node knows of the others up to date: who is up, who
+/// left (see `membership.rs`).
 async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inner>, me: u32) {
     while let Some(message) = announcements.next().await {
         match read_announcement(&message.payload) {
-            Some((node, _)) if node == me => {}
-            Some((node, up)) => {
-                if inner.departed.apply(node, up) {
-                    tracing::info!(node, up, "a node {}", if up { "joined" } else { "left" });
+            Some((node, _, _)) if node == me => {}
+            Some((node, kind, incarnation)) => {
+                let now = tokio::time::Instant::now().into_std();
+                match inner.members.hear(node, kind, incarnation, now) {
+                    Change::None => {}
+                    Change::Up => tracing::info!(node, "a node is up"),
+                    Change::Left => tracing::info!(node, "a node left"),
+                    Change::Stale => {
+                        Counters::add(&inner.counters.stale, 1);
+                        tracing::debug!(node, "ignored an announcement of a node's earlier run");
+                    }
                 }
             }
             None => tracing::warn!(me, "ignored a malformed node announcement"),
+        }
+    }
+}
+
+/// Tells the other nodes this one is alive, every heartbeat.
+async fn heartbeat(client: async_nats::Client, inner: Arc<Inner>, me: u32) {
+    let mut ticks = tokio::time::interval(inner.heartbeat);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let subject = membership_subject(&inner.prefix);
+    loop {
+        ticks.tick().await;
+        let beat = announcement(me, Kind::Beat, inner.incarnation);
+        if client.publish(subject.clone(), beat.into()).await.is_err() {
+            // The client is gone (the transport closed).
+            return;
+        }
+    }
+}
+
+/// Declares down the nodes not heard from for the bound, every heartbeat.
+async fn detect(inner: Arc<Inner>) {
+    let mut ticks = tokio::time::interval(inner.heartbeat);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if !inner.connected.load(std::sync::atomic::Ordering::Acquire) {
+            continue;
+        }
+        let now = tokio::time::Instant::now().into_std();
+        for node in inner.members.sweep(now, inner.down_after) {
+            Counters::add(&inner.counters.nodes_down, 1);
+            tracing::warn!(
+                node,
+                silent_for = ?inner.down_after,
+                "a node is down: not heard from within the failure detector's bound"
+            );
         }
     }
 }

@@ -65,7 +65,7 @@ mod wire;
 
 pub use async_nats;
 pub use codec::{Codec, Format, DEFAULT_MAX_MESSAGE_BYTES};
-pub use config::{NatsConfig, DEFAULT_MAX_PENDING};
+pub use config::{NatsConfig, DEFAULT_DOWN_AFTER, DEFAULT_HEARTBEAT, DEFAULT_MAX_PENDING};
 pub use error::{ConnectError, DecodeError, EncodeError, LinkError};
 pub use scheduler_ext::NatsSchedulerExt;
 pub use stats::TransportStats;

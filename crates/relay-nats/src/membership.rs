@@ -1,49 +1,222 @@
-//! Which nodes announced that they left. Every transport listens on one
-//! cluster-wide subject (`<prefix>.nodes`) where a node announces itself
-//! when it attaches and says goodbye when it closes; a send to a node that
-//! said goodbye (and did not come back) is refused as unreachable.
+//! Which nodes are up, which left, and which went silent: the failure
+//! detector.
 //!
-//! A node that crashes says nothing: sends to it are published and lost
-//! (at-most-once), which `docs/guide/distributed.md` states.
+//! Every transport listens on one cluster-wide subject (`<prefix>.nodes`)
+//! where each node announces itself when it attaches, sends a heartbeat
+//! every [`heartbeat`](crate::NatsConfig::failure_detector) while it runs,
+//! and says goodbye when it closes. A node is then, to every other:
+//! - **up** while it is heard from;
+//! - **left** once it said goodbye: sends to it are refused
+//!   ([`LinkError::NodeLeft`]);
+//! - **down** once it has been silent for the detector's bound (it crashed,
+//!   hangs, or cannot reach the server): sends to it are refused
+//!   ([`LinkError::NodeDown`]) until it is heard from again.
+//!
+//! Every announcement carries the sender's incarnation (a number each run
+//! of a transport draws). A node heard with a new incarnation restarted:
+//! it is up again, and what still arrives from its old incarnation (a
+//! heartbeat, a message frame) is stale, ignored and counted.
+//!
+//! The bound is a trade-off: a node whose heartbeats stop for longer
+//! (its transport's thread starved, or a partition between it and the
+//! server) is declared down while it still runs, a false positive that
+//! lasts until its next heartbeat arrives.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-/// An announcement: one byte (1 up, 0 down) and the node number.
-pub(crate) fn announcement(node: u32, up: bool) -> Vec<u8> {
-    let mut out = vec![u8::from(up)];
+use crate::error::LinkError;
+
+/// What an announcement says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The node attached.
+    Up,
+    /// The node says goodbye.
+    Down,
+    /// The node is alive.
+    Beat,
+}
+
+/// An announcement: its kind (one byte), the node number and the sender's
+/// incarnation.
+pub(crate) fn announcement(node: u32, kind: Kind, incarnation: u64) -> Vec<u8> {
+    let mut out = vec![match kind {
+        Kind::Down => 0,
+        Kind::Up => 1,
+        Kind::Beat => 2,
+    }];
     out.extend_from_slice(&node.to_be_bytes());
+    out.extend_from_slice(&incarnation.to_be_bytes());
     out
 }
 
-/// Reads an announcement: `(node, up)`.
-pub(crate) fn read_announcement(bytes: &[u8]) -> Option<(u32, bool)> {
-    match bytes {
-        [up @ (0 | 1), a, b, c, d] => Some((u32::from_be_bytes([*a, *b, *c, *d]), *up == 1)),
-        _ => None,
+/// Reads an announcement: `(node, kind, incarnation)`.
+pub(crate) fn read_announcement(bytes: &[u8]) -> Option<(u32, Kind, u64)> {
+    if bytes.len() != 13 {
+        return None;
     }
+    let kind = match bytes[0] {
+        0 => Kind::Down,
+        1 => Kind::Up,
+        2 => Kind::Beat,
+        _ => return None,
+    };
+    let node = u32::from_be_bytes(bytes[1..5].try_into().ok()?);
+    let incarnation = u64::from_be_bytes(bytes[5..13].try_into().ok()?);
+    Some((node, kind, incarnation))
 }
 
-/// The nodes known to have left.
+/// One other node, as this transport knows it.
+#[derive(Debug, Clone)]
+struct Member {
+    incarnation: u64,
+    /// Incarnations it has left behind (the last few): what still comes
+    /// from them is stale.
+    retired: Vec<u64>,
+    last_heard: Instant,
+    state: State,
+}
+
+/// How many past incarnations of a node are remembered.
+const RETIRED: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Up,
+    Left,
+    Down,
+}
+
+/// What hearing an announcement changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Nothing worth telling.
+    None,
+    /// The node joined, or came back (a new incarnation, or heard again
+    /// after it was declared down).
+    Up,
+    /// The node said goodbye.
+    Left,
+    /// The announcement came from an incarnation the node has left behind.
+    Stale,
+}
+
+/// The other nodes this transport has heard of.
 #[derive(Debug, Default)]
-pub(crate) struct Departed(Mutex<HashSet<u32>>);
+pub(crate) struct Members(Mutex<HashMap<u32, Member>>);
 
-impl Departed {
-    pub(crate) fn contains(&self, node: u32) -> bool {
-        self.lock().contains(&node)
-    }
-
-    /// Applies an announcement; returns whether it changed anything.
-    pub(crate) fn apply(&self, node: u32, up: bool) -> bool {
-        let mut set = self.lock();
-        if up {
-            set.remove(&node)
-        } else {
-            set.insert(node)
+impl Members {
+    /// Why a send to `node` is refused, if it is.
+    pub(crate) fn unreachable(&self, node: u32) -> Option<LinkError> {
+        match self.lock().get(&node)?.state {
+            State::Up => None,
+            State::Left => Some(LinkError::NodeLeft(node)),
+            State::Down => Some(LinkError::NodeDown(node)),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<u32>> {
+    /// Whether frames from `incarnation` of `node` are stale: it is one
+    /// the node has left behind. (An incarnation not heard of yet is
+    /// taken: a restarted node's first frames may arrive before its
+    /// announcement, which travels on another subject.)
+    pub(crate) fn is_stale(&self, node: u32, incarnation: u64) -> bool {
+        self.lock()
+            .get(&node)
+            .is_some_and(|m| m.retired.contains(&incarnation))
+    }
+
+    /// Applies an announcement heard at `now`.
+    pub(crate) fn hear(&self, node: u32, kind: Kind, incarnation: u64, now: Instant) -> Change {
+        let mut members = self.lock();
+        let Some(member) = members.get_mut(&node) else {
+            let state = if kind == Kind::Down {
+                State::Left
+            } else {
+                State::Up
+            };
+            members.insert(
+                node,
+                Member {
+                    incarnation,
+                    retired: Vec::new(),
+                    last_heard: now,
+                    state,
+                },
+            );
+            return if state == State::Up {
+                Change::Up
+            } else {
+                Change::Left
+            };
+        };
+        if member.incarnation != incarnation {
+            if member.retired.contains(&incarnation) {
+                return Change::Stale;
+            }
+            // A new run: its attach says so, and so does a heartbeat once
+            // the old run is known to be gone (its attach may have been
+            // lost). While the old one still counts as up, a heartbeat
+            // from another is not trusted over it: the old is declared
+            // down after the bound, and the next heartbeat takes over.
+            let takes_over = kind == Kind::Up || (kind == Kind::Beat && member.state != State::Up);
+            if !takes_over {
+                return Change::None;
+            }
+            member.retired.push(member.incarnation);
+            if member.retired.len() > RETIRED {
+                member.retired.remove(0);
+            }
+            member.incarnation = incarnation;
+        }
+        // A goodbye is final for its run: a heartbeat that was on its way
+        // (sent just before it) does not bring the node back; only a new
+        // attach does.
+        if member.state == State::Left && kind == Kind::Beat {
+            return Change::None;
+        }
+        member.last_heard = now;
+        let before = member.state;
+        member.state = if kind == Kind::Down {
+            State::Left
+        } else {
+            State::Up
+        };
+        match (before, member.state) {
+            (State::Up, State::Up) => Change::None,
+            (_, State::Up) => Change::Up,
+            (State::Left, State::Left) => Change::None,
+            (_, _) => Change::Left,
+        }
+    }
+
+    /// Counts every node as heard at `now`: after this node was cut off
+    /// from the server itself, during which it could hear nobody (their
+    /// silence then says nothing about them).
+    pub(crate) fn heard_all(&self, now: Instant) {
+        for member in self.lock().values_mut() {
+            member.last_heard = member.last_heard.max(now);
+        }
+    }
+
+    /// Declares down every node up but silent for `bound` at `now`;
+    /// returns them.
+    pub(crate) fn sweep(&self, now: Instant, bound: Duration) -> Vec<u32> {
+        let mut members = self.lock();
+        let mut down = Vec::new();
+        for (&node, member) in members.iter_mut() {
+            if member.state == State::Up && now.saturating_duration_since(member.last_heard) > bound
+            {
+                member.state = State::Down;
+                down.push(node);
+            }
+        }
+        down.sort_unstable();
+        down
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Member>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -56,18 +229,113 @@ mod tests {
 
     #[test]
     fn announcements_round_trip_and_junk_is_ignored() {
-        assert_eq!(read_announcement(&announcement(7, true)), Some((7, true)));
-        assert_eq!(read_announcement(&announcement(9, false)), Some((9, false)));
+        for kind in [Kind::Up, Kind::Down, Kind::Beat] {
+            assert_eq!(
+                read_announcement(&announcement(7, kind, 42)),
+                Some((7, kind, 42))
+            );
+        }
         assert_eq!(read_announcement(b"hello"), None);
-        assert_eq!(read_announcement(&[1, 0]), None);
+        assert_eq!(read_announcement(&[1, 0, 0, 0, 7]), None, "the old format");
+        let mut bad = announcement(7, Kind::Up, 1);
+        bad[0] = 9;
+        assert_eq!(read_announcement(&bad), None);
     }
 
     #[test]
-    fn a_node_that_comes_back_is_reachable_again() {
-        let departed = Departed::default();
-        assert!(departed.apply(3, false));
-        assert!(departed.contains(3));
-        assert!(departed.apply(3, true));
-        assert!(!departed.contains(3));
+    fn a_silent_node_goes_down_and_comes_back_when_heard() {
+        let members = Members::default();
+        let t0 = Instant::now();
+        let bound = Duration::from_secs(2);
+        assert_eq!(members.hear(3, Kind::Up, 1, t0), Change::Up);
+        assert_eq!(members.unreachable(3), None);
+        assert_eq!(
+            members.hear(3, Kind::Beat, 1, t0 + Duration::from_secs(1)),
+            Change::None
+        );
+        assert!(members
+            .sweep(t0 + Duration::from_millis(2900), bound)
+            .is_empty());
+        assert_eq!(
+            members.sweep(t0 + Duration::from_millis(3100), bound),
+            vec![3]
+        );
+        assert_eq!(members.unreachable(3), Some(LinkError::NodeDown(3)));
+        assert!(
+            members.sweep(t0 + Duration::from_secs(9), bound).is_empty(),
+            "once"
+        );
+        // Heard again (a false positive ends, or it restarted).
+        assert_eq!(
+            members.hear(3, Kind::Beat, 1, t0 + Duration::from_secs(10)),
+            Change::Up
+        );
+        assert_eq!(members.unreachable(3), None);
+    }
+
+    #[test]
+    fn a_goodbye_is_left_and_a_new_incarnation_makes_the_old_one_stale() {
+        let members = Members::default();
+        let t0 = Instant::now();
+        members.hear(3, Kind::Up, 1, t0);
+        assert_eq!(members.hear(3, Kind::Down, 1, t0), Change::Left);
+        assert_eq!(members.unreachable(3), Some(LinkError::NodeLeft(3)));
+        assert!(
+            members
+                .sweep(t0 + Duration::from_secs(60), Duration::from_secs(1))
+                .is_empty(),
+            "a node that left is not declared down"
+        );
+        // A heartbeat sent just before the goodbye, arriving after it.
+        assert_eq!(members.hear(3, Kind::Beat, 1, t0), Change::None);
+        assert_eq!(members.unreachable(3), Some(LinkError::NodeLeft(3)));
+        // It restarts: a new incarnation attaches.
+        assert_eq!(members.hear(3, Kind::Up, 2, t0), Change::Up);
+        assert!(members.is_stale(3, 1));
+        assert!(!members.is_stale(3, 2));
+        assert!(
+            !members.is_stale(4, 7),
+            "an unknown node is not known to be stale"
+        );
+        // The old run's heartbeat does not speak for the new one.
+        assert_eq!(members.hear(3, Kind::Beat, 1, t0), Change::Stale);
+        assert_eq!(members.hear(3, Kind::Down, 1, t0), Change::Stale);
+        assert_eq!(members.unreachable(3), None);
+    }
+
+    #[test]
+    fn silence_while_this_node_was_cut_off_does_not_count() {
+        let members = Members::default();
+        let t0 = Instant::now();
+        let bound = Duration::from_secs(2);
+        members.hear(4, Kind::Up, 1, t0);
+        // Disconnected for 5 s, then reconnected at t0 + 5 s.
+        members.heard_all(t0 + Duration::from_secs(5));
+        assert!(members.sweep(t0 + Duration::from_secs(6), bound).is_empty());
+        assert_eq!(
+            members.sweep(t0 + Duration::from_millis(7100), bound),
+            vec![4]
+        );
+    }
+
+    #[test]
+    fn a_restart_whose_attach_was_lost_takes_over_once_the_old_run_is_down() {
+        let members = Members::default();
+        let t0 = Instant::now();
+        let bound = Duration::from_secs(2);
+        members.hear(5, Kind::Up, 1, t0);
+        // Run 2's heartbeat, while run 1 still counts as up: not trusted.
+        assert_eq!(
+            members.hear(5, Kind::Beat, 2, t0 + Duration::from_secs(1)),
+            Change::None
+        );
+        assert!(!members.is_stale(5, 2), "its frames are taken meanwhile");
+        assert_eq!(members.sweep(t0 + Duration::from_secs(3), bound), vec![5]);
+        assert_eq!(
+            members.hear(5, Kind::Beat, 2, t0 + Duration::from_secs(4)),
+            Change::Up
+        );
+        assert!(members.is_stale(5, 1));
+        assert_eq!(members.unreachable(5), None);
     }
 }

@@ -35,6 +35,11 @@ pub struct TransportStats {
     pub lost: u64,
     /// Times the connection to the server was re-established.
     pub reconnects: u64,
+    /// Times another node was declared down by the failure detector.
+    pub nodes_down: u64,
+    /// Frames and announcements that came from an incarnation their node
+    /// has left behind (a run before its restart): ignored.
+    pub stale: u64,
 }
 
 #[derive(Debug, Default)]
@@ -47,6 +52,8 @@ pub(crate) struct Counters {
     pub(crate) rejected: AtomicU64,
     pub(crate) lost: AtomicU64,
     pub(crate) reconnects: AtomicU64,
+    pub(crate) nodes_down: AtomicU64,
+    pub(crate) stale: AtomicU64,
 }
 
 impl Counters {
@@ -64,6 +71,8 @@ impl Counters {
             rejected: self.rejected.load(Relaxed),
             lost: self.lost.load(Relaxed),
             reconnects: self.reconnects.load(Relaxed),
+            nodes_down: self.nodes_down.load(Relaxed),
+            stale: self.stale.load(Relaxed),
         }
     }
 }

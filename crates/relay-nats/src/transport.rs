@@ -11,7 +11,7 @@ use crate::codec::Codec;
 use crate::config::NatsConfig;
 use crate::error::{ConnectError, LinkError};
 use crate::io::{self, Command};
-use crate::membership::Departed;
+use crate::membership::Members;
 use crate::stats::{Counters, TransportStats};
 
 /// What the sending side and the transport's thread share.
@@ -20,7 +20,14 @@ pub(crate) struct Inner {
     pub(crate) codec: Codec,
     pub(crate) prefix: String,
     pub(crate) counters: Counters,
-    pub(crate) departed: Departed,
+    /// The other nodes: up, left or down (the failure detector).
+    pub(crate) members: Members,
+    pub(crate) heartbeat: std::time::Duration,
+    pub(crate) down_after: std::time::Duration,
+    /// Whether the client is connected to the server: while it is not,
+    /// this node hears nobody, and the failure detector does not count
+    /// the others' silence.
+    pub(crate) connected: AtomicBool,
     /// Frames queued and not yet handed to the client.
     pub(crate) pending: AtomicUsize,
     pub(crate) max_pending: usize,
@@ -87,7 +94,10 @@ impl NatsTransport {
             codec: config.codec,
             prefix: config.prefix,
             counters: Counters::default(),
-            departed: Departed::default(),
+            members: Members::default(),
+            heartbeat: config.heartbeat,
+            down_after: config.down_after,
+            connected: AtomicBool::new(true),
             pending: AtomicUsize::new(0),
             max_pending: config.max_pending,
             incarnation: incarnation(),
@@ -225,9 +235,8 @@ impl RemoteTransport for NatsTransport {
         if self.closed.load(Acquire) {
             return Err(self.refuse(SendErrorKind::Unreachable, package, LinkError::Closed));
         }
-        if self.inner.departed.contains(node) {
-            let left = LinkError::NodeLeft(node);
-            return Err(self.refuse(SendErrorKind::Unreachable, package, left));
+        if let Some(gone) = self.inner.members.unreachable(node) {
+            return Err(self.refuse(SendErrorKind::Unreachable, package, gone));
         }
         let frame = match self.inner.codec.encode(&package) {
             Ok(frame) => frame,
@@ -278,12 +287,22 @@ fn counting_events(
                     if disconnected.swap(false, AcqRel) {
                         if let Some(inner) = inner.upgrade() {
                             Counters::add(&inner.counters.reconnects, 1);
+                            // Silence while we were away says nothing.
+                            inner.members.heard_all(std::time::Instant::now());
+                            inner
+                                .connected
+                                .store(true, std::sync::atomic::Ordering::Release);
                         }
                         tracing::info!("reconnected to NATS");
                     }
                 }
                 async_nats::Event::Disconnected => {
                     disconnected.store(true, std::sync::atomic::Ordering::Release);
+                    if let Some(inner) = inner.upgrade() {
+                        inner
+                            .connected
+                            .store(false, std::sync::atomic::Ordering::Release);
+                    }
                     tracing::warn!("disconnected from NATS");
                 }
                 other => tracing::info!(event = %other, "NATS client event"),

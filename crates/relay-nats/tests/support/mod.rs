@@ -211,6 +211,13 @@ pub fn codec() -> Codec {
         .max_message_bytes(4096)
 }
 
+/// The tests' failure detector: a heartbeat every 250 ms, down after 4 s
+/// of silence (longer than the default 2 s: a server restart on a loaded
+/// machine must not look like a dead node when the two clients reconnect
+/// at different times).
+pub const HEARTBEAT: Duration = Duration::from_millis(250);
+pub const DOWN_AFTER: Duration = Duration::from_secs(4);
+
 /// A scheduler as node `node`, with its transport (reconnecting quickly).
 pub fn node(server: &NatsServer, node: u32) -> (Scheduler, Arc<NatsTransport>) {
     node_at(&server.url(), node)
@@ -221,7 +228,10 @@ pub fn node_at(url: &str, node: u32) -> (Scheduler, Arc<NatsTransport>) {
     let options = ConnectOptions::new()
         .reconnect_delay_callback(|_| Duration::from_millis(50))
         .name(format!("test-node-{node}"));
-    let config = NatsConfig::new(url).codec(codec()).options(options);
+    let config = NatsConfig::new(url)
+        .codec(codec())
+        .options(options)
+        .failure_detector(HEARTBEAT, DOWN_AFTER);
     let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
     let scheduler = Scheduler::builder()
         .workers(2)
