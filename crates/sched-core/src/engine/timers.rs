@@ -180,12 +180,8 @@ impl Shared {
             What::Complete(completion) => {
                 let (tag, data) = *completion;
                 // A delayed completion passes a simulation's faults too.
-                let result = match &self.intercept {
-                    None => Ok(data),
-                    Some(intercept) => match intercept.completion(&record, tag, Ok(data)) {
-                        Some(result) => result,
-                        None => return,
-                    },
+                let Some(result) = self.intercept_completion(&record, tag, Ok(data)) else {
+                    return;
                 };
                 match record.deliver(Event::Completion { tag, result }) {
                     Ok(wake) => {

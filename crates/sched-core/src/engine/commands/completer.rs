@@ -363,13 +363,12 @@ impl Completer {
 
 impl Inner {
     fn deliver(self, result: Result<Payload, CommandError>) -> Result<(), CompleteError> {
-        let result = match &self.shared.intercept {
-            None => result,
-            Some(intercept) => match intercept.completion(&self.record, self.tag, result) {
-                Some(result) => result,
-                // Held by a simulation.
-                None => return Ok(()),
-            },
+        let Some(result) = self
+            .shared
+            .intercept_completion(&self.record, self.tag, result)
+        else {
+            // Held by a simulation.
+            return Ok(());
         };
         let event = Event::Completion {
             tag: self.tag,
@@ -505,6 +504,23 @@ impl fmt::Display for CompleteError {
 impl Error for CompleteError {}
 
 impl crate::engine::shared::Shared {
+    /// A completion for `record`, through a simulation's interceptor if
+    /// there is one: `None` when the interceptor held it. Every completion
+    /// passes here, whether a completer delivers it or a timer
+    /// (`complete_after`).
+    #[inline]
+    pub(crate) fn intercept_completion(
+        &self,
+        record: &RecordRef,
+        tag: Tag,
+        result: Result<Payload, CommandError>,
+    ) -> Option<Result<Payload, CommandError>> {
+        match &self.intercept {
+            None => Some(result),
+            Some(intercept) => intercept.completion(record, tag, result),
+        }
+    }
+
     /// Delivers a completion an interceptor held. If its process has ended
     /// meanwhile, the completion is dropped (as a late completer's is).
     pub(crate) fn release_completion(
