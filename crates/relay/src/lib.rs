@@ -94,6 +94,6 @@ pub use package::{into_payload, Package, Payload};
 pub use pid::{NumberError, ParsePidError, Pid};
 pub use receiver::Receiver;
 pub use register_error::RegisterError;
-pub use remote::RemoteTransport;
+pub use remote::{NodeDown, RemoteTransport, Signal};
 pub use router::Router;
 pub use send_error::{SendError, SendErrorKind};

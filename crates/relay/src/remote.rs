@@ -97,3 +97,142 @@ impl<T: RemoteTransport + ?Sized> RemoteTransport for Arc<T> {
         (**self).send(package)
     }
 }
+
+/// A message between the engines of two nodes about their processes: a
+/// monitor set or removed, a process's end, a link or an exit signal, a
+/// request across nodes or its answer.
+///
+/// The engine writes the [`bytes`](Signal::bytes) (their format is its
+/// own) and reads them back on the other node; a transport carries them as
+/// they are, from the package's source to its target like any package.
+/// The [`payload`](Signal::payload), when there is one (a question or an
+/// answer), is a user's value: the transport turns it into bytes the way
+/// it does a message's, and refuses the signal as
+/// [`Unencodable`](crate::SendErrorKind::Unencodable) if it cannot.
+///
+/// # Examples
+///
+/// A transport that serialises packages tells signals from messages:
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::remote::Signal;
+///
+/// fn describe(package: &Package) -> String {
+///     match package.payload::<Signal>() {
+///         Some(signal) => format!("signal of {} bytes", signal.bytes().len()),
+///         None => "a message".to_owned(),
+///     }
+/// }
+///
+/// let signal = Signal::new(vec![1, 2, 3], None);
+/// let package = Package::new(Pid::new(1, 4), Pid::new(2, 9), signal);
+/// assert_eq!(describe(&package), "signal of 3 bytes");
+/// ```
+pub struct Signal {
+    bytes: Box<[u8]>,
+    payload: Option<crate::Payload>,
+}
+
+impl Signal {
+    /// A signal made of the engine's `bytes` and, for a question or an
+    /// answer, the user's value.
+    ///
+    /// # Panics
+    ///
+    /// If `bytes` is empty: every signal says what it is.
+    ///
+    /// # Examples
+    ///
+    /// See [`Signal`].
+    pub fn new(bytes: impl Into<Box<[u8]>>, payload: Option<crate::Payload>) -> Signal {
+        let bytes = bytes.into();
+        assert!(!bytes.is_empty(), "a signal has at least one byte");
+        Signal { bytes, payload }
+    }
+
+    /// The engine's bytes.
+    ///
+    /// # Examples
+    ///
+    /// See [`Signal`].
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The user's value the signal carries, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::remote::Signal;
+    /// let signal = Signal::new(vec![7], Some(Box::new(42u32)));
+    /// assert_eq!(signal.payload().and_then(|p| p.downcast_ref::<u32>()), Some(&42));
+    /// ```
+    pub fn payload(&self) -> Option<&crate::Payload> {
+        self.payload.as_ref()
+    }
+
+    /// The bytes and the value, taken apart.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::remote::Signal;
+    /// let (bytes, payload) = Signal::new(vec![7], None).into_parts();
+    /// assert_eq!((&*bytes, payload.is_none()), (&[7u8][..], true));
+    /// ```
+    pub fn into_parts(self) -> (Box<[u8]>, Option<crate::Payload>) {
+        (self.bytes, self.payload)
+    }
+}
+
+impl fmt::Debug for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signal")
+            .field("bytes", &self.bytes)
+            .field("payload", &self.payload.is_some())
+            .finish()
+    }
+}
+
+/// What a transport tells its engine when it can no longer vouch for the
+/// traffic between their node and `node`: the node was declared down by a
+/// failure detector, left, came back as a new run, or packages between
+/// the two were lost. The transport sends it through the engine's
+/// [`Receiver`] as a package from and to `Pid::new(own node, 0)`.
+///
+/// The engine then ends every relation with that node's processes as
+/// Erlang does on a lost connection: monitors of them fire, links to them
+/// signal, and asks to them fail, each with the node-down reason.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::remote::NodeDown;
+///
+/// let own = 1;
+/// let notice = Package::new(Pid::new(own, 0), Pid::new(own, 0), NodeDown::new(2));
+/// assert_eq!(notice.payload::<NodeDown>().map(|n| n.node), Some(2));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeDown {
+    /// The node whose traffic is lost.
+    pub node: u32,
+}
+
+impl NodeDown {
+    /// The notice for `node`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::remote::NodeDown;
+    /// assert_eq!(NodeDown::new(3).node, 3);
+    /// ```
+    pub fn new(node: u32) -> NodeDown {
+        NodeDown { node }
+    }
+}

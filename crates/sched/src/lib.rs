@@ -289,7 +289,7 @@ pub mod actor {
 /// # Ok::<(), sched::remote::PidsExhausted>(())
 /// ```
 pub mod remote {
-    pub use relay::{NumberError, PidAllocator, PidsExhausted, RemoteTransport};
+    pub use relay::{NodeDown, NumberError, PidAllocator, PidsExhausted, RemoteTransport, Signal};
 }
 
 /// Counters and reports: the engine's statistics and what a shutdown did.

@@ -35,6 +35,12 @@ pub enum ExitReason {
     Linked,
     /// There was no process with that PID when the monitor was set.
     NoProcess,
+    /// The process is on another node, and that node was lost or could
+    /// not be reached: it was declared down by the transport's failure
+    /// detector, it left or restarted, or messages between the two nodes
+    /// were lost. Whether the process itself still runs is unknown (as
+    /// Erlang's `noconnection`).
+    NodeDown,
 }
 
 impl ExitReason {
@@ -58,6 +64,7 @@ impl fmt::Display for ExitReason {
             ExitReason::Cancelled => "cancelled",
             ExitReason::Linked => "ended with a linked process",
             ExitReason::NoProcess => "no such process",
+            ExitReason::NodeDown => "its node was lost or unreachable",
         })
     }
 }

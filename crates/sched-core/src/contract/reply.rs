@@ -53,6 +53,14 @@ pub enum AskError {
     /// `question` of [`Event::Reply`](crate::Event::Reply) in a step.
     /// [`NoReply`](AskError::NoReply) says a step had it.
     Unread,
+    /// The asked process is on another node, and that node was lost or
+    /// could not be reached before it answered: whether the request was
+    /// acted on is unknown.
+    NodeDown,
+    /// The asked process on another node answered with a value the
+    /// transport cannot carry back (its type is not registered with the
+    /// transport's codec, or it is too large).
+    Unencodable,
 }
 
 impl fmt::Display for AskError {
@@ -63,6 +71,8 @@ impl fmt::Display for AskError {
             AskError::AlreadyTaken => "the reply was already taken",
             AskError::UnexpectedType => "the answer was not of the type the question expects",
             AskError::Unread => "the asked process ended before reading the request",
+            AskError::NodeDown => "the asked process's node was lost or unreachable",
+            AskError::Unencodable => "the answer could not be carried back across nodes",
         })
     }
 }

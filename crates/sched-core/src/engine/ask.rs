@@ -253,13 +253,16 @@ impl Future for Reply {
 impl Shared {
     /// Delivers a request to `to`, answered through `asker`. When it cannot
     /// be delivered the asker is never told (the caller gets the error).
-    fn ask(
+    pub(crate) fn ask(
         &self,
         from: Pid,
         to: Pid,
         payload: Payload,
         asker: StdArc<dyn Answer>,
     ) -> Result<(), SendError> {
+        if self.is_remote(to) {
+            return self.ask_remote(from, to, payload, asker);
+        }
         let Some(record) = self.processes.get(to) else {
             return Err(self.missing(Package::from_payload(from, to, payload)));
         };

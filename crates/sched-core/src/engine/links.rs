@@ -41,10 +41,40 @@ fn decide(related: &mut Related, from: Pid, reason: ExitReason) -> Signal {
     }
 }
 
+/// Acts on the exit signal of `from` at `linked`, whose relations are
+/// `related` (locked by the caller, who has just removed the link's
+/// entry): queues the event, or flags the kill. The wake to act on, if
+/// any.
+pub(crate) fn act_on_exit(
+    linked: &RecordRef,
+    related: &mut Related,
+    from: Pid,
+    reason: ExitReason,
+    detail: Option<std::sync::Arc<str>>,
+) -> Option<crate::record::state::Wake> {
+    let signal = decide(related, from, reason);
+    tracing::debug!(%from, to = %linked.pid, %reason, "exit signal");
+    match signal {
+        Signal::Deliver => linked
+            .deliver(Event::Exit {
+                pid: from,
+                reason,
+                detail,
+            })
+            .ok(),
+        Signal::Kill => Some(linked.state.kill(TERMINATE)),
+        Signal::Ignore => None,
+    }
+}
+
 impl Shared {
     /// Links `me` and `other` (both ways); see `record/links.rs` for
     /// which side sends the exit signal.
     fn link(&self, me: &RecordRef, other: Pid) {
+        if self.is_remote(other) {
+            self.link_remote(me, other);
+            return;
+        }
         let Some(peer) = self.processes.get(other) else {
             self.exit_signal(me, other, ExitReason::NoProcess);
             return;
@@ -72,19 +102,7 @@ impl Shared {
             // removed the entry first (no signal) or returns after the
             // signal is queued or the kill flagged.
             let acted = links::end_signal(ended, &linked, |related| {
-                let signal = decide(related, ended.pid, reason);
-                tracing::debug!(from = %ended.pid, to = %linked.pid, %reason, "exit signal");
-                match signal {
-                    Signal::Deliver => linked
-                        .deliver(Event::Exit {
-                            pid: ended.pid,
-                            reason,
-                            detail: detail.clone(),
-                        })
-                        .ok(),
-                    Signal::Kill => Some(linked.state.kill(TERMINATE)),
-                    Signal::Ignore => None,
-                }
+                act_on_exit(&linked, related, ended.pid, reason, detail.clone())
             });
             if let Some(Some(wake)) = acted {
                 self.after_wake(&linked, wake);
@@ -191,6 +209,10 @@ impl StepLinks for Stepping<'_> {
     }
 
     fn unlink(&self, target: Pid) {
+        if self.shared.is_remote(target) {
+            self.shared.unlink_remote(self.record, target);
+            return;
+        }
         // From our own list, not through the process table (see
         // `record/links.rs`).
         links::unlink(self.record, target);

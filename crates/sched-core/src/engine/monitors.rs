@@ -74,6 +74,9 @@ pub struct Monitor {
     /// The watched process, while the monitor is attached to it (the
     /// handle's drop detaches it without looking the PID up).
     target: Option<RecordRef>,
+    /// For a process of another node: the relations the monitor is listed
+    /// in (held weakly: a handle does not keep the engine's transport).
+    across: Option<std::sync::Weak<super::remote::Across>>,
 }
 
 impl std::fmt::Debug for Monitor {
@@ -89,6 +92,9 @@ impl Drop for Monitor {
     fn drop(&mut self) {
         if let Some(target) = self.target.take() {
             detach(&target, self.id.id);
+        }
+        if let Some(across) = self.across.take().and_then(|a| a.upgrade()) {
+            across.demonitor(self.id);
         }
     }
 }
@@ -153,6 +159,9 @@ impl Shared {
     /// Attaches a monitor of `target` for `watcher`; tells it at once if
     /// `target` has ended or does not exist.
     pub(crate) fn add_monitor(&self, target: Pid, watcher: Watcher) -> MonitorId {
+        if self.is_remote(target) {
+            return self.monitor_remote(target, watcher);
+        }
         self.attach_monitor(target, watcher).0
     }
 
@@ -203,13 +212,16 @@ impl Shared {
     /// [`retire`](Shared::retire)), so `false` here means its down has been
     /// or is being sent.
     pub(crate) fn remove_monitor(&self, monitor: MonitorId) -> bool {
+        if self.is_remote(monitor.target) {
+            return self.across.as_deref().is_some_and(|a| a.demonitor(monitor));
+        }
         let Some(record) = self.processes.get(monitor.target) else {
             return false;
         };
         detach(&record, monitor.id)
     }
 
-    fn tell_down(&self, watcher: Watcher, down: Down) {
+    pub(crate) fn tell_down(&self, watcher: Watcher, down: Down) {
         match watcher {
             Watcher::Process(record) => {
                 if let Ok(wake) = record.deliver(Event::Down(down)) {
@@ -217,6 +229,7 @@ impl Shared {
                 }
             }
             Watcher::Outside(slot) => slot.set(down),
+            Watcher::Remote { watcher, id } => self.down_to_remote(watcher, id, down),
         }
     }
 
@@ -238,9 +251,10 @@ impl Shared {
     ) {
         let related = record.relations.end(reason);
         self.unregister(record);
-        let Some(related) = related else {
+        let Some(mut related) = related else {
             return;
         };
+        let remote_links = std::mem::take(&mut related.remote_links);
         for watch in related.monitors {
             let down = Down {
                 monitor: MonitorId {
@@ -259,13 +273,16 @@ impl Shared {
         if !related.delayed.is_empty() {
             self.delayed_to_ended(record.pid, related.delayed);
         }
+        if !remote_links.is_empty() {
+            self.remote_links_end(record, remote_links, reason, detail.clone());
+        }
         self.links_end(record, related.links, reason, detail);
     }
 }
 
 /// Removes monitor `id` from `record`'s watchers; `true` if it was there
 /// (it had not fired).
-fn detach(record: &Record, id: u64) -> bool {
+pub(crate) fn detach(record: &Record, id: u64) -> bool {
     let removed = record.relations.with_existing(|related| {
         let at = related.monitors.iter().position(|w| w.id == id)?;
         let watch = related.monitors.swap_remove(at);
@@ -286,10 +303,25 @@ impl Context {
     /// See [`Monitor`].
     pub fn monitor(&self, pid: Pid) -> Monitor {
         let slot = StdArc::new(DownSlot::default());
-        let (id, target) = self
-            .shared()
-            .attach_monitor(pid, Watcher::Outside(StdArc::clone(&slot)));
-        Monitor { id, slot, target }
+        let shared = self.shared();
+        let watcher = Watcher::Outside(StdArc::clone(&slot));
+        if shared.is_remote(pid) {
+            let id = shared.monitor_remote(pid, watcher);
+            let across = shared.across.as_ref().map(StdArc::downgrade);
+            return Monitor {
+                id,
+                slot,
+                target: None,
+                across,
+            };
+        }
+        let (id, target) = shared.attach_monitor(pid, watcher);
+        Monitor {
+            id,
+            slot,
+            target,
+            across: None,
+        }
     }
 
     /// Removes a monitor (set from outside or by a step). Returns `true`

@@ -70,6 +70,9 @@ pub(crate) struct Shared {
     /// Where packages for PIDs of other nodes go (none: such a send is an
     /// unknown target, as any PID without a process).
     pub(crate) remote: Option<std::sync::Arc<dyn relay::RemoteTransport>>,
+    /// Monitors, links and asks between processes here and processes of
+    /// other nodes (with a transport only).
+    pub(crate) across: Option<std::sync::Arc<super::remote::Across>>,
     /// What timers and timeouts measure time with: the machine's clock, or
     /// a simulation's virtual one.
     pub(crate) clock: super::clock::Clock,

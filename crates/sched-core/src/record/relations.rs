@@ -54,6 +54,8 @@ pub(crate) struct Related {
     pub(crate) names: Vec<StdArc<str>>,
     /// Linked processes (each lists this one too).
     pub(crate) links: Vec<RecordRef>,
+    /// Linked processes of other nodes (see `engine/remote/relations.rs`).
+    pub(crate) remote_links: Vec<relay::Pid>,
     /// Exit signals from linked processes arrive as events instead of
     /// ending this process.
     pub(crate) trap_exits: bool,
@@ -119,6 +121,15 @@ pub(crate) enum Watcher {
     Process(RecordRef),
     /// Code outside the engine, through a handle's slot.
     Outside(StdArc<DownSlot>),
+    /// A process (or outside code) of another node, told with a signal
+    /// naming its monitor `id` there.
+    Remote {
+        /// Who watches ([`Pid::new(node, 0)`](relay::Pid::new) for outside
+        /// code).
+        watcher: relay::Pid,
+        /// The monitor's id on the watcher's node.
+        id: u64,
+    },
 }
 
 /// Where an outside monitor's notification waits to be read.

@@ -503,6 +503,10 @@ impl Builder {
             timers: Timers::new(self.workers, clock.now()),
             names: Default::default(),
             long_steps: crate::engine::stats::LongSteps::new(self.long_step_threshold),
+            across: self
+                .remote
+                .clone()
+                .map(|remote| StdArc::new(crate::engine::remote::Across::new(self.node, remote))),
             remote: self.remote,
             clock,
             intercept,

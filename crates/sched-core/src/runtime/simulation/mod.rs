@@ -566,7 +566,11 @@ impl Simulation {
     /// Cuts the network between every node of `a` and every node of `b`
     /// (both ways) until [`heal`](Simulation::heal): packages between
     /// them are lost (their sends succeed, as over a network), and the
-    /// trace records each one.
+    /// trace records each one. Each side's engine is told it has lost the
+    /// other, as a failure detector would tell it: monitors, links and
+    /// asks across the cut end with the node-down reason
+    /// ([`ExitReason::NodeDown`](crate::ExitReason::NodeDown)), at once
+    /// in virtual time.
     ///
     /// # Examples
     ///
@@ -587,9 +591,17 @@ impl Simulation {
     pub fn partition(&mut self, a: &[u32], b: &[u32]) {
         let between = cut_pairs(a, b);
         let mut state = self.state.lock();
+        let now = state.now;
         for &(x, y) in &between {
             state.cut.insert((x, y));
             state.cut.insert((y, x));
+            for (me, lost) in [(x, y), (y, x)] {
+                if state.inboxes.contains_key(&me) {
+                    let at = Pid::new(me, 0);
+                    let notice = relay::Package::new(at, at, relay::NodeDown::new(lost));
+                    state.hold(now, Held::Remote(notice));
+                }
+            }
         }
         state.trace.push(Entry::Partition { between });
     }

@@ -1,0 +1,100 @@
+//! Other nodes: the receiver an engine hands its remote transport, and the
+//! relations between processes of different nodes (monitors, links, asks).
+//!
+//! A transport carries two kinds of package: messages, delivered to local
+//! processes exactly like a local send, and [`Signal`]s, which the engines
+//! exchange about their processes (`protocol.rs` has their bytes,
+//! `relations.rs` the monitors and links and their protocol, `ask.rs` the
+//! asks). The transport also tells its engine when it has lost a node
+//! ([`NodeDown`]): every relation with that node's processes then ends.
+
+pub(crate) mod ask;
+pub(crate) mod protocol;
+pub(crate) mod relations;
+
+#[cfg(not(loom))]
+use relay::{NodeDown, Package, Receiver, SendError, Signal};
+
+pub(crate) use relations::Across;
+
+use super::shared::Shared;
+use crate::sync::Arc;
+
+/// Delivers packages from other nodes to this engine's processes. It holds
+/// the engine weakly: the transport, which the engine owns, must not keep
+/// the engine alive. Once the engine is gone, every package is refused as
+/// [`Closed`](relay::SendErrorKind::Closed).
+#[cfg(not(loom))]
+#[derive(Debug)]
+struct Inbox(std::sync::Weak<Shared>);
+
+#[cfg(not(loom))]
+impl Receiver for Inbox {
+    fn send(&self, package: Package) -> Result<(), SendError> {
+        let Some(shared) = self.0.upgrade() else {
+            return Err(SendError::closed(package));
+        };
+        if package.is::<Signal>() {
+            shared.on_signal(package);
+            return Ok(());
+        }
+        if let Some(notice) = package.payload::<NodeDown>() {
+            shared.node_down(notice.node);
+            return Ok(());
+        }
+        shared.send_local(package)
+    }
+}
+
+#[cfg(not(loom))]
+impl Shared {
+    /// Acts on a signal from another node's engine. A signal that cannot
+    /// be read is logged and dropped: nothing from the wire stops the
+    /// engine.
+    fn on_signal(&self, package: Package) {
+        use protocol::Op;
+        let (from, to, payload) = package.into_parts();
+        let Ok(signal) = payload.downcast::<Signal>() else {
+            return;
+        };
+        let (bytes, payload) = signal.into_parts();
+        let op = match Op::decode(&bytes) {
+            Ok(op) if to.node() == self.processes.node() && self.across.is_some() => op,
+            _ => {
+                tracing::warn!(%from, %to, "ignored a malformed or misdirected signal from another node");
+                if let Some(payload) = payload {
+                    crate::panic_guard::drop_user_value(payload, to, "a malformed signal's value");
+                }
+                return;
+            }
+        };
+        tracing::trace!(%from, %to, ?op, "signal from another node");
+        match op {
+            Op::Monitor { id } => self.watched_by_remote(from, to, id),
+            Op::Demonitor { id } => self.unwatched_by_remote(from, id),
+            Op::Down { id, reason, detail } => self.remote_down(from, id, reason, detail),
+            Op::Link => self.linked_by_remote(from, to),
+            Op::Unlink => self.unlinked_by_remote(from, to),
+            Op::Exit { reason, detail } => self.exit_from_remote(from, to, reason, detail),
+            Op::Ask { key } => match payload {
+                Some(question) => self.asked_by_remote(from, to, key, question),
+                None => tracing::warn!(%from, %to, "ignored an ask without a question"),
+            },
+            Op::Answer { key, result } => self.answered_by_remote(from, key, result, payload),
+        }
+    }
+}
+
+/// Attaches the engine to its remote transport, if it has one.
+#[cfg(not(loom))]
+pub(crate) fn attach(shared: &Arc<Shared>) {
+    if let Some(remote) = &shared.remote {
+        let node = shared.processes.node();
+        tracing::debug!(node, "attaching the remote transport");
+        remote.attach(node, std::sync::Arc::new(Inbox(Arc::downgrade(shared))));
+    }
+}
+
+/// loom's `Arc` has no weak references, and the models use no transport.
+#[cfg(loom)]
+pub(crate) fn attach(_shared: &Arc<Shared>) {}

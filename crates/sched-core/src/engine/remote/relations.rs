@@ -1,0 +1,504 @@
+//! Monitors and links between a process of this node and a process of
+//! another: the table each engine keeps of them, and what it does with the
+//! signals of [`protocol`](super::protocol).
+//!
+//! # Monitors
+//!
+//! A monitor of a remote process is listed here, under its id, before the
+//! `monitor` signal leaves; the other node attaches a watch to the process
+//! (its own record, so never a later process under the same PID) and
+//! answers `down` when it ends, at once if it has ended or never existed.
+//! Whoever removes the entry from `watching` tells the watcher, so a
+//! monitor fires once: a `down`, the node being lost (`NodeDown`), or a
+//! `demonitor`, whichever comes first; a `down` arriving after its monitor
+//! fired or was removed finds no entry and is dropped.
+//!
+//! # Links
+//!
+//! Each end lists the remote PID in its process's relations
+//! (`Related::remote_links`) and in the table's `links`, by (remote,
+//! local). The entry in the process's own list stands for the one exit
+//! signal the link may bring: whoever removes it acts on the signal, under
+//! the process's relations lock, as local links do. An `exit` that finds no
+//! entry (the process unlinked first) is ignored, so nothing comes after
+//! `unlink` returns. A `link` to a process that has ended or never existed
+//! is answered with its `exit` at once.
+//!
+//! # A lost node
+//!
+//! When the transport says it can no longer vouch for a node
+//! ([`NodeDown`](relay::NodeDown)), every entry naming that node goes: its
+//! monitors fire and its links signal with [`ExitReason::NodeDown`], the
+//! watches it held here are detached, its asks fail. What the node sends
+//! later for those relations finds no entry.
+//!
+//! Lock order: the table's lock, then a process's relations lock, never
+//! the other way; no signal is sent and no watcher told with either held
+//! (a transport may deliver at once, back into this table).
+
+use std::collections::HashMap;
+use std::sync::Arc as StdArc;
+
+use relay::{Package, Payload, Pid, RemoteTransport, SendError, Signal};
+
+use super::protocol::Op;
+use crate::contract::down::{Down, ExitReason, MonitorId};
+use crate::contract::reply::{Answer, AskError};
+use crate::engine::shared::Shared;
+use crate::record::relations::{Watch, Watcher};
+use crate::record::RecordRef;
+use crate::sync::Mutex;
+
+/// An engine's relations with processes of other nodes, and the transport
+/// they travel through.
+pub(crate) struct Across {
+    pub(crate) node: u32,
+    pub(crate) remote: StdArc<dyn RemoteTransport>,
+    pub(crate) table: Mutex<Table>,
+}
+
+impl std::fmt::Debug for Across {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let table = self.table.lock();
+        f.debug_struct("Across")
+            .field("node", &self.node)
+            .field("watching", &table.watching.len())
+            .field("watched", &table.watched.len())
+            .field("links", &table.links.len())
+            .field("asks", &table.asks.len())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Table {
+    /// Monitors set here on processes of other nodes: id → (the watched
+    /// PID, who is told).
+    watching: HashMap<u64, (Pid, Watcher)>,
+    /// Monitors other nodes set on processes here: (their node, their id)
+    /// → (the watched record, the watch's id here).
+    watched: HashMap<(u32, u64), (RecordRef, u64)>,
+    /// Links between processes here and processes of other nodes:
+    /// (remote PID, local PID) → the local record.
+    links: HashMap<(Pid, Pid), RecordRef>,
+    /// Asks to processes of other nodes not answered yet: key → (the
+    /// asked node, who is told).
+    pub(super) asks: HashMap<u64, (u32, StdArc<dyn Answer>)>,
+}
+
+/// Takes out of `map` the entries `names` picks (those of a lost node).
+fn take_where<K: Copy + Eq + std::hash::Hash, V>(
+    map: &mut HashMap<K, V>,
+    names: impl Fn(&K, &V) -> bool,
+) -> Vec<(K, V)> {
+    let keys: Vec<K> = map
+        .iter()
+        .filter(|(k, v)| names(k, v))
+        .map(|(k, _)| *k)
+        .collect();
+    keys.into_iter()
+        .filter_map(|k| map.remove(&k).map(|v| (k, v)))
+        .collect()
+}
+
+/// Whom a signal about a watcher comes from: its process, or this node's
+/// outside.
+fn watcher_pid(watcher: &Watcher, node: u32) -> Pid {
+    match watcher {
+        Watcher::Process(record) => record.pid,
+        Watcher::Outside(_) | Watcher::Remote { .. } => Pid::new(node, 0),
+    }
+}
+
+impl Across {
+    pub(crate) fn new(node: u32, remote: StdArc<dyn RemoteTransport>) -> Across {
+        Across {
+            node,
+            remote,
+            table: Mutex::new(Table::default()),
+        }
+    }
+
+    /// Sends `op` from `from` to `to`, with `payload` (a question or an
+    /// answer).
+    pub(super) fn signal(
+        &self,
+        from: Pid,
+        to: Pid,
+        op: &Op,
+        payload: Option<Payload>,
+    ) -> Result<(), SendError> {
+        let signal = Signal::new(op.encode(), payload);
+        self.remote.send(Package::new(from, to, signal))
+    }
+
+    /// Removes a monitor set here on a remote process; `true` if it had
+    /// not fired (it never will).
+    pub(crate) fn demonitor(&self, monitor: MonitorId) -> bool {
+        let entry = self.table.lock().watching.remove(&monitor.id);
+        let Some((target, watcher)) = entry else {
+            return false;
+        };
+        let from = watcher_pid(&watcher, self.node);
+        drop(watcher);
+        // Lost, the watch stays on the other node until its process ends
+        // or it hears this node is down; it fires into no entry here.
+        if let Err(error) = self.signal(from, target, &Op::Demonitor { id: monitor.id }, None) {
+            tracing::debug!(%target, %error, "a demonitor did not reach its node");
+        }
+        true
+    }
+
+    /// Removes the table's entry for the link (remote, local) if it is
+    /// `record`'s.
+    fn forget_link(&self, remote: Pid, record: &RecordRef) {
+        let mut table = self.table.lock();
+        let key = (remote, record.pid);
+        let gone = match table.links.get(&key) {
+            Some(listed) if RecordRef::ptr_eq(listed, record) => table.links.remove(&key),
+            _ => None,
+        };
+        drop(table);
+        drop(gone);
+    }
+}
+
+impl Shared {
+    /// Whether `pid` names a process of another node that a transport
+    /// reaches.
+    #[inline]
+    pub(crate) fn is_remote(&self, pid: Pid) -> bool {
+        self.across.is_some() && pid.node() != self.processes.node()
+    }
+
+    fn across(&self) -> &Across {
+        self.across.as_deref().expect("checked by `is_remote`")
+    }
+
+    /// Monitors the remote process `target` for `watcher`.
+    pub(crate) fn monitor_remote(&self, target: Pid, watcher: Watcher) -> MonitorId {
+        let across = self.across();
+        let id = crate::engine::monitors::next_id();
+        let from = watcher_pid(&watcher, across.node);
+        across.table.lock().watching.insert(id, (target, watcher));
+        if let Err(error) = across.signal(from, target, &Op::Monitor { id }, None) {
+            tracing::debug!(%target, %error, "a monitor did not reach its node");
+            self.remote_down(target, id, ExitReason::NodeDown, None);
+        }
+        MonitorId { target, id }
+    }
+
+    /// The remote process `from` that monitor `id` watches has ended, or
+    /// its node is lost: tells the watcher, unless the monitor has fired or
+    /// been removed.
+    pub(super) fn remote_down(
+        &self,
+        from: Pid,
+        id: u64,
+        reason: ExitReason,
+        detail: Option<StdArc<str>>,
+    ) {
+        let mut table = self.across().table.lock();
+        let entry = match table.watching.get(&id) {
+            Some((target, _)) if *target == from => table.watching.remove(&id),
+            _ => None,
+        };
+        drop(table);
+        if let Some((target, watcher)) = entry {
+            let down = Down {
+                monitor: MonitorId { target, id },
+                pid: target,
+                reason,
+                detail,
+            };
+            self.tell_down(watcher, down);
+        }
+    }
+
+    /// A watcher on node `watcher.node()` monitors `target`, a process
+    /// here, under its id `id`.
+    pub(super) fn watched_by_remote(&self, watcher: Pid, target: Pid, id: u64) {
+        let across = self.across();
+        let record = self.processes.get(target);
+        let local = crate::engine::monitors::next_id();
+        let refused = match record {
+            None => Some(ExitReason::NoProcess),
+            Some(record) => {
+                // Listed under the table's lock, so the end's `down`
+                // (which removes the entry under it) comes after.
+                let mut table = across.table.lock();
+                let attached = record.related().with_live(|related| {
+                    related.monitors.push(Watch {
+                        id: local,
+                        watcher: Watcher::Remote { watcher, id },
+                    });
+                });
+                match attached {
+                    Ok(()) => {
+                        let old = table.watched.insert((watcher.node(), id), (record, local));
+                        drop(table);
+                        drop(old);
+                        None
+                    }
+                    Err(reason) => Some(reason),
+                }
+            }
+        };
+        if let Some(reason) = refused {
+            let down = Op::Down {
+                id,
+                reason,
+                detail: None,
+            };
+            if let Err(error) = across.signal(target, watcher, &down, None) {
+                tracing::debug!(%watcher, %error, "a down did not reach its node");
+            }
+        }
+    }
+
+    /// Tells a watcher on another node that the process it watched ended.
+    pub(crate) fn down_to_remote(&self, watcher: Pid, id: u64, down: Down) {
+        let Some(across) = self.across.as_deref() else {
+            return;
+        };
+        let gone = across.table.lock().watched.remove(&(watcher.node(), id));
+        drop(gone);
+        let op = Op::Down {
+            id,
+            reason: down.reason,
+            detail: down.detail,
+        };
+        if let Err(error) = across.signal(down.pid, watcher, &op, None) {
+            tracing::debug!(%watcher, %error, "a down did not reach its node");
+        }
+    }
+
+    /// The remote watcher's monitor `id` of `target` is removed.
+    pub(super) fn unwatched_by_remote(&self, watcher: Pid, id: u64) {
+        let entry = self
+            .across()
+            .table
+            .lock()
+            .watched
+            .remove(&(watcher.node(), id));
+        if let Some((record, local)) = entry {
+            crate::engine::monitors::detach(&record, local);
+        }
+    }
+
+    /// Links `me` with the remote process `other`.
+    pub(crate) fn link_remote(&self, me: &RecordRef, other: Pid) {
+        let added = me.related().with_live(|related| {
+            if related.remote_links.contains(&other) {
+                return false;
+            }
+            related.remote_links.push(other);
+            true
+        });
+        if added != Ok(true) {
+            return;
+        }
+        let across = self.across();
+        let old = across
+            .table
+            .lock()
+            .links
+            .insert((other, me.pid), RecordRef::clone(me));
+        drop(old);
+        if let Err(error) = across.signal(me.pid, other, &Op::Link, None) {
+            tracing::debug!(%other, %error, "a link did not reach its node");
+            self.remote_exit(me, other, ExitReason::NodeDown, None);
+        }
+    }
+
+    /// Removes the link of `me` with the remote process `other`.
+    pub(crate) fn unlink_remote(&self, me: &RecordRef, other: Pid) {
+        let removed = me.relations.with_existing(|related| {
+            let at = related.remote_links.iter().position(|p| *p == other)?;
+            related.remote_links.swap_remove(at);
+            Some(())
+        });
+        if removed.flatten().is_none() {
+            return;
+        }
+        let across = self.across();
+        across.forget_link(other, me);
+        if let Err(error) = across.signal(me.pid, other, &Op::Unlink, None) {
+            tracing::debug!(%other, %error, "an unlink did not reach its node");
+        }
+    }
+
+    /// The remote process `from` links itself with `target`, here.
+    pub(super) fn linked_by_remote(&self, from: Pid, target: Pid) {
+        let across = self.across();
+        let refused = match self.processes.get(target) {
+            None => Some(ExitReason::NoProcess),
+            Some(record) => {
+                let mut table = across.table.lock();
+                let added = record.related().with_live(|related| {
+                    if related.remote_links.contains(&from) {
+                        return false;
+                    }
+                    related.remote_links.push(from);
+                    true
+                });
+                match added {
+                    Ok(true) => {
+                        let old = table.links.insert((from, target), record);
+                        drop(table);
+                        drop(old);
+                        None
+                    }
+                    Ok(false) => None,
+                    Err(reason) => Some(reason),
+                }
+            }
+        };
+        if let Some(reason) = refused {
+            let exit = Op::Exit {
+                reason,
+                detail: None,
+            };
+            if let Err(error) = across.signal(target, from, &exit, None) {
+                tracing::debug!(%from, %error, "an exit signal did not reach its node");
+            }
+        }
+    }
+
+    /// The remote process `from` unlinks itself from `target`, here.
+    pub(super) fn unlinked_by_remote(&self, from: Pid, target: Pid) {
+        let listed = self
+            .across()
+            .table
+            .lock()
+            .links
+            .get(&(from, target))
+            .cloned();
+        let Some(record) = listed else {
+            return;
+        };
+        let removed = record.relations.with_existing(|related| {
+            let at = related.remote_links.iter().position(|p| *p == from)?;
+            related.remote_links.swap_remove(at);
+            Some(())
+        });
+        if removed.flatten().is_some() {
+            self.across().forget_link(from, &record);
+        }
+    }
+
+    /// The exit signal of the remote process `from` reaches `target`, if
+    /// `target` still lists the link.
+    fn remote_exit(
+        &self,
+        target: &RecordRef,
+        from: Pid,
+        reason: ExitReason,
+        detail: Option<StdArc<str>>,
+    ) {
+        if let Some(across) = self.across.as_deref() {
+            across.forget_link(from, target);
+        }
+        let acted = target.relations.with_existing(|related| {
+            let at = related.remote_links.iter().position(|p| *p == from)?;
+            related.remote_links.swap_remove(at);
+            Some(crate::engine::links::act_on_exit(
+                target, related, from, reason, detail,
+            ))
+        });
+        if let Some(Some(Some(wake))) = acted {
+            self.after_wake(target, wake);
+        }
+    }
+
+    /// An exit signal from the remote process `from` for `target`, here.
+    pub(super) fn exit_from_remote(
+        &self,
+        from: Pid,
+        target: Pid,
+        reason: ExitReason,
+        detail: Option<StdArc<str>>,
+    ) {
+        let listed = self
+            .across()
+            .table
+            .lock()
+            .links
+            .get(&(from, target))
+            .cloned();
+        if let Some(record) = listed {
+            self.remote_exit(&record, from, reason, detail);
+        }
+    }
+
+    /// `record`, which had links to remote processes, has ended: each gets
+    /// its exit signal.
+    pub(crate) fn remote_links_end(
+        &self,
+        record: &RecordRef,
+        links: Vec<Pid>,
+        reason: ExitReason,
+        detail: Option<StdArc<str>>,
+    ) {
+        let Some(across) = self.across.as_deref() else {
+            return;
+        };
+        for other in links {
+            across.forget_link(other, record);
+            let exit = Op::Exit {
+                reason,
+                detail: detail.clone(),
+            };
+            if let Err(error) = across.signal(record.pid, other, &exit, None) {
+                tracing::debug!(%other, %error, "an exit signal did not reach its node");
+            }
+        }
+    }
+
+    /// The transport can no longer vouch for `node`: every relation with
+    /// its processes ends, with [`ExitReason::NodeDown`] (see the module's
+    /// doc).
+    pub(crate) fn node_down(&self, node: u32) {
+        let Some(across) = self.across.as_deref() else {
+            return;
+        };
+        if node == across.node {
+            return;
+        }
+        let (watching, watched, links, asks) = {
+            let mut table = across.table.lock();
+            (
+                take_where(&mut table.watching, |_, (target, _)| target.node() == node),
+                take_where(&mut table.watched, |(n, _), _| *n == node),
+                take_where(&mut table.links, |(remote, _), _| remote.node() == node),
+                take_where(&mut table.asks, |_, (n, _)| *n == node),
+            )
+        };
+        tracing::info!(
+            node,
+            monitors = watching.len(),
+            watches = watched.len(),
+            links = links.len(),
+            asks = asks.len(),
+            "relations with a lost node end"
+        );
+        for (id, (target, watcher)) in watching {
+            let down = Down {
+                monitor: MonitorId { target, id },
+                pid: target,
+                reason: ExitReason::NodeDown,
+                detail: None,
+            };
+            self.tell_down(watcher, down);
+        }
+        for (_, (record, local)) in watched {
+            crate::engine::monitors::detach(&record, local);
+        }
+        for ((remote, _), record) in links {
+            self.remote_exit(&record, remote, ExitReason::NodeDown, None);
+        }
+        for (_, (_, asker)) in asks {
+            asker.answer(Err(AskError::NodeDown));
+        }
+    }
+}
