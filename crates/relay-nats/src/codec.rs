@@ -4,7 +4,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 
-use relay::{Package, Payload};
+use relay::{Package, Payload, Pid, Signal};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -51,11 +51,25 @@ struct Entry {
     format: Format,
     is: fn(&Package) -> bool,
     encode: fn(&Package, Format) -> Result<Vec<u8>, CodecError>,
+    /// For a value a signal carries (a question or an answer across
+    /// nodes), which is a boxed payload rather than a package's.
+    encode_value: fn(&(dyn Any + Send), Format) -> Result<Vec<u8>, CodecError>,
     decode: fn(&[u8], Format) -> Result<Payload, CodecError>,
 }
 
 fn encode<T: Serialize + Any>(package: &Package, format: Format) -> Result<Vec<u8>, CodecError> {
     let value = package.payload::<T>().expect("checked by `is`");
+    match format {
+        Format::Json => Ok(serde_json::to_vec(value)?),
+        Format::Postcard => Ok(postcard::to_allocvec(value)?),
+    }
+}
+
+fn encode_value<T: Serialize + Any>(
+    value: &(dyn Any + Send),
+    format: Format,
+) -> Result<Vec<u8>, CodecError> {
+    let value = value.downcast_ref::<T>().expect("found by its type id");
     match format {
         Format::Json => Ok(serde_json::to_vec(value)?),
         Format::Postcard => Ok(postcard::to_allocvec(value)?),
@@ -200,6 +214,7 @@ impl Codec {
             format,
             is: |package| package.is::<T>(),
             encode: encode::<T>,
+            encode_value: encode_value::<T>,
             decode: decode::<T>,
         });
         self
@@ -249,6 +264,9 @@ impl Codec {
     ///
     /// See [`Codec`].
     pub fn encode(&self, package: &Package) -> Result<Vec<u8>, EncodeError> {
+        if let Some(signal) = package.payload::<Signal>() {
+            return self.encode_signal(package.source(), package.target(), signal);
+        }
         let Some(entry) = self.entries.iter().find(|e| (e.is)(package)) else {
             return Err(EncodeError::NotRegistered);
         };
@@ -257,17 +275,56 @@ impl Codec {
                 tag: entry.tag.clone(),
                 source,
             })?;
-        let size = wire::HEADER + entry.tag.len() + body.len();
+        self.check_size(wire::size(None, &entry.tag, &body))?;
+        Ok(wire::write(
+            package.source(),
+            package.target(),
+            None,
+            &entry.tag,
+            &body,
+        ))
+    }
+
+    /// A signal between engines: its bytes as they are, and the value it
+    /// carries (a question or an answer) encoded as a message's would be.
+    fn encode_signal(
+        &self,
+        source: Pid,
+        target: Pid,
+        signal: &Signal,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let (tag, body) = match signal.payload() {
+            None => ("", Vec::new()),
+            Some(value) => {
+                let type_id = (**value).type_id();
+                let Some(entry) = self.entries.iter().find(|e| e.type_id == type_id) else {
+                    return Err(EncodeError::NotRegistered);
+                };
+                let body = (entry.encode_value)(&**value, entry.format).map_err(|source| {
+                    EncodeError::Serialize {
+                        tag: entry.tag.clone(),
+                        source,
+                    }
+                })?;
+                (entry.tag.as_str(), body)
+            }
+        };
+        self.check_size(wire::size(Some(signal.bytes()), tag, &body))?;
+        Ok(wire::write(
+            source,
+            target,
+            Some(signal.bytes()),
+            tag,
+            &body,
+        ))
+    }
+
+    fn check_size(&self, size: usize) -> Result<(), EncodeError> {
         if size > self.max_message_bytes {
             let max = self.max_message_bytes;
             return Err(EncodeError::TooLarge { size, max });
         }
-        Ok(wire::write(
-            package.source(),
-            package.target(),
-            &entry.tag,
-            &body,
-        ))
+        Ok(())
     }
 
     /// Decodes a frame that arrived at node `node` back into a package.
@@ -281,16 +338,13 @@ impl Codec {
     ///
     /// See [`Codec`].
     pub fn decode(&self, bytes: &[u8], node: u32) -> Result<Package, DecodeError> {
-        self.decode_frame(bytes, node).map(|(package, _)| package)
+        self.decode_frame(bytes, node)
+            .map(|decoded| decoded.package)
     }
 
     /// Decodes a frame, returning its stamp (sender incarnation, sequence
     /// number) beside the package.
-    pub(crate) fn decode_frame(
-        &self,
-        bytes: &[u8],
-        node: u32,
-    ) -> Result<(Package, (u64, u64)), DecodeError> {
+    pub(crate) fn decode_frame(&self, bytes: &[u8], node: u32) -> Result<Decoded, DecodeError> {
         let frame = wire::read(bytes, self.max_message_bytes)?;
         if frame.target.node() != node {
             return Err(DecodeError::WrongNode {
@@ -298,16 +352,48 @@ impl Codec {
                 node,
             });
         }
-        let Some(entry) = self.entries.iter().find(|e| e.tag == frame.tag) else {
-            return Err(DecodeError::UnknownTag(frame.tag.to_owned()));
-        };
-        let payload = (entry.decode)(frame.body, entry.format).map_err(|source| {
-            DecodeError::Deserialize {
-                tag: entry.tag.clone(),
-                source,
+        let payload = match frame.tag {
+            "" => None,
+            tag => {
+                let Some(entry) = self.entries.iter().find(|e| e.tag == tag) else {
+                    return Err(DecodeError::UnknownTag(tag.to_owned()));
+                };
+                let payload = (entry.decode)(frame.body, entry.format).map_err(|source| {
+                    DecodeError::Deserialize {
+                        tag: entry.tag.clone(),
+                        source,
+                    }
+                })?;
+                Some(payload)
             }
-        })?;
-        let package = Package::from_payload(frame.source, frame.target, payload);
-        Ok((package, (frame.incarnation, frame.seq)))
+        };
+        let package = match (frame.kind, payload) {
+            (wire::Kind::Message, Some(payload)) => {
+                Package::from_payload(frame.source, frame.target, payload)
+            }
+            (wire::Kind::Signal, payload) => Package::new(
+                frame.source,
+                frame.target,
+                Signal::new(frame.signal.to_vec(), payload),
+            ),
+            (wire::Kind::Message, None) => return Err(DecodeError::BadTag),
+        };
+        Ok(Decoded {
+            package,
+            addressed: frame.addressed,
+            incarnation: frame.incarnation,
+            seq: frame.seq,
+        })
     }
+}
+
+/// A frame decoded, with what the transport checks of its stamp.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    pub(crate) package: Package,
+    /// The incarnation of this node the sender addressed (0: any).
+    pub(crate) addressed: u64,
+    /// The sender's incarnation.
+    pub(crate) incarnation: u64,
+    pub(crate) seq: u64,
 }

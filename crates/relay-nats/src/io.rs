@@ -50,11 +50,14 @@ pub(crate) async fn run(
                 mut frame,
             } => {
                 let seq = numbers.peek(to);
-                wire::stamp(&mut frame, inner.incarnation, seq);
+                let addressed = inner.members.incarnation_of(to);
+                wire::stamp(&mut frame, addressed, inner.incarnation, seq);
+                // The number is used up even if the publish fails: the
+                // receiver then sees the gap, and knows what it lost.
+                numbers.advance(to);
                 let subject = node_subject(&inner.prefix, to);
                 match client.publish(subject, frame.into()).await {
                     Ok(()) => {
-                        numbers.advance(to);
                         Counters::add(&inner.counters.published, 1);
                     }
                     Err(error) => {
@@ -69,6 +72,9 @@ pub(crate) async fn run(
                 local,
                 done,
             } => {
+                let _ = inner
+                    .engine
+                    .set(crate::transport::Attached(me, Arc::clone(&local)));
                 let result = attach(&client, &inner, me, local).await;
                 if result.is_ok() {
                     node = Some(me);
@@ -171,7 +177,7 @@ async fn receive(
 ) {
     let mut gaps = Gaps::default();
     while let Some(message) = messages.next().await {
-        let (package, (incarnation, seq)) = match inner.codec.decode_frame(&message.payload, node) {
+        let decoded = match inner.codec.decode_frame(&message.payload, node) {
             Ok(decoded) => decoded,
             Err(error) => {
                 Counters::add(&inner.counters.rejected, 1);
@@ -179,7 +185,15 @@ async fn receive(
                 continue;
             }
         };
+        let (package, incarnation, seq) = (decoded.package, decoded.incarnation, decoded.seq);
         let source = package.source();
+        if decoded.addressed != 0 && decoded.addressed != inner.incarnation {
+            // Addressed to an earlier run of this node: its PIDs are not
+            // this run's processes.
+            Counters::add(&inner.counters.stale, 1);
+            tracing::warn!(node, %source, "ignored a message addressed to this node's earlier run");
+            continue;
+        }
         if inner.members.is_stale(source.node(), incarnation) {
             // A run of that node before its restart: nothing of it may
             // reach the processes of the new run's time.
@@ -191,6 +205,11 @@ async fn receive(
         if missing > 0 {
             Counters::add(&inner.counters.lost, missing);
             tracing::warn!(node, %source, missing, "messages from another node were lost in transit");
+            // Some may have been signals (a down, an exit, an answer):
+            // the relations with that node can no longer be vouched for.
+            if let Some(from) = inner.members.node_of(incarnation) {
+                inner.tell_lost(from);
+            }
         }
         match local.send(package) {
             Ok(()) => Counters::add(&inner.counters.delivered, 1),
@@ -214,7 +233,14 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
                 match inner.members.hear(node, kind, incarnation, now) {
                     Change::None => {}
                     Change::Up => tracing::info!(node, "a node is up"),
-                    Change::Left => tracing::info!(node, "a node left"),
+                    Change::Restarted => {
+                        tracing::info!(node, "a node restarted: its earlier run is gone");
+                        inner.tell_lost(node);
+                    }
+                    Change::Left => {
+                        tracing::info!(node, "a node left");
+                        inner.tell_lost(node);
+                    }
                     Change::Stale => {
                         Counters::add(&inner.counters.stale, 1);
                         tracing::debug!(node, "ignored an announcement of a node's earlier run");
@@ -258,6 +284,7 @@ async fn detect(inner: Arc<Inner>) {
                 silent_for = ?inner.down_after,
                 "a node is down: not heard from within the failure detector's bound"
             );
+            inner.tell_lost(node);
         }
     }
 }

@@ -97,6 +97,9 @@ pub(crate) enum Change {
     /// The node joined, or came back (a new incarnation, or heard again
     /// after it was declared down).
     Up,
+    /// The node came back as a new run while its old run still counted
+    /// as up: the old run is gone, with its processes.
+    Restarted,
     /// The node said goodbye.
     Left,
     /// The announcement came from an incarnation the node has left behind.
@@ -127,6 +130,27 @@ impl Members {
             .is_some_and(|m| m.retired.contains(&incarnation))
     }
 
+    /// The incarnation of `node`'s run this transport knows, 0 if it has
+    /// not heard of the node.
+    pub(crate) fn incarnation_of(&self, node: u32) -> u64 {
+        self.lock().get(&node).map_or(0, |m| m.incarnation)
+    }
+
+    /// The node whose current run has `incarnation`.
+    pub(crate) fn node_of(&self, incarnation: u64) -> Option<u32> {
+        self.lock()
+            .iter()
+            .find(|(_, m)| m.incarnation == incarnation)
+            .map(|(node, _)| *node)
+    }
+
+    /// Every node this transport has heard of.
+    pub(crate) fn known(&self) -> Vec<u32> {
+        let mut known: Vec<u32> = self.lock().keys().copied().collect();
+        known.sort_unstable();
+        known
+    }
+
     /// Applies an announcement heard at `now`.
     pub(crate) fn hear(&self, node: u32, kind: Kind, incarnation: u64, now: Instant) -> Change {
         let mut members = self.lock();
@@ -151,6 +175,7 @@ impl Members {
                 Change::Left
             };
         };
+        let mut restarted = false;
         if member.incarnation != incarnation {
             if member.retired.contains(&incarnation) {
                 return Change::Stale;
@@ -169,6 +194,7 @@ impl Members {
                 member.retired.remove(0);
             }
             member.incarnation = incarnation;
+            restarted = member.state == State::Up;
         }
         // A goodbye is final for its run: a heartbeat that was on its way
         // (sent just before it) does not bring the node back; only a new
@@ -184,6 +210,7 @@ impl Members {
             State::Up
         };
         match (before, member.state) {
+            _ if restarted => Change::Restarted,
             (State::Up, State::Up) => Change::None,
             (_, State::Up) => Change::Up,
             (State::Left, State::Left) => Change::None,
@@ -337,5 +364,22 @@ mod tests {
         );
         assert!(members.is_stale(5, 1));
         assert_eq!(members.unreachable(5), None);
+    }
+
+    #[test]
+    fn a_run_replaced_while_up_is_a_restart_and_its_incarnation_is_known() {
+        let members = Members::default();
+        let t0 = Instant::now();
+        assert_eq!(members.incarnation_of(6), 0, "unknown");
+        members.hear(6, Kind::Up, 1, t0);
+        assert_eq!(members.incarnation_of(6), 1);
+        // Run 2 attaches before run 1 was declared down: run 1 is gone.
+        assert_eq!(members.hear(6, Kind::Up, 2, t0), Change::Restarted);
+        assert_eq!(members.incarnation_of(6), 2);
+        assert_eq!(members.hear(6, Kind::Beat, 2, t0), Change::None);
+        // After a goodbye, a new run is an ordinary comeback.
+        assert_eq!(members.hear(6, Kind::Down, 2, t0), Change::Left);
+        assert_eq!(members.hear(6, Kind::Up, 3, t0), Change::Up);
+        assert_eq!(members.known(), vec![6]);
     }
 }

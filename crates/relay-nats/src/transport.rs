@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::AcqRel, Ordering::Acq
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
-use relay::{Package, Receiver, RemoteTransport, SendError, SendErrorKind};
+use relay::{NodeDown, Package, Pid, Receiver, RemoteTransport, SendError, SendErrorKind};
 use tokio::sync::mpsc;
 
 use crate::codec::Codec;
@@ -34,6 +34,44 @@ pub(crate) struct Inner {
     /// Tells this transport's frames from those of an earlier run of the
     /// same node (for gap detection).
     pub(crate) incarnation: u64,
+    /// The engine this transport serves, once attached: its node and the
+    /// receiver it delivers to.
+    pub(crate) engine: OnceLock<Attached>,
+}
+
+/// The engine a transport serves: its node and the receiver it delivers
+/// to.
+pub(crate) struct Attached(pub(crate) u32, pub(crate) Arc<dyn Receiver + Send + Sync>);
+
+impl std::fmt::Debug for Attached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Attached").field(&self.0).finish()
+    }
+}
+
+impl Inner {
+    /// Tells the engine it has lost `node`: every relation between their
+    /// processes ends (see [`NodeDown`]).
+    pub(crate) fn tell_lost(&self, node: u32) {
+        let Some(Attached(me, local)) = self.engine.get() else {
+            return;
+        };
+        if node == *me {
+            return;
+        }
+        let at = Pid::new(*me, 0);
+        if let Err(error) = local.send(Package::new(at, at, NodeDown::new(node))) {
+            tracing::debug!(node, %error, "the engine was not told of a lost node");
+        }
+    }
+
+    /// Tells the engine it has lost every node it knows: this node lost
+    /// the server, and what passed meanwhile is unknown.
+    pub(crate) fn tell_all_lost(&self) {
+        for node in self.members.known() {
+            self.tell_lost(node);
+        }
+    }
 }
 
 /// A [`RemoteTransport`] over NATS: each node subscribes to one subject of
@@ -101,6 +139,7 @@ impl NatsTransport {
             pending: AtomicUsize::new(0),
             max_pending: config.max_pending,
             incarnation: incarnation(),
+            engine: OnceLock::new(),
         });
         let (commands, queue) = mpsc::unbounded_channel();
         let (connected, outcome) = std::sync::mpsc::channel();
@@ -292,6 +331,10 @@ fn counting_events(
                             inner
                                 .connected
                                 .store(true, std::sync::atomic::Ordering::Release);
+                            // What was sent while the connection was down
+                            // may be lost either way: relations set up
+                            // meanwhile end too.
+                            inner.tell_all_lost();
                         }
                         tracing::info!("reconnected to NATS");
                     }
@@ -302,6 +345,7 @@ fn counting_events(
                         inner
                             .connected
                             .store(false, std::sync::atomic::Ordering::Release);
+                        inner.tell_all_lost();
                     }
                     tracing::warn!("disconnected from NATS");
                 }

@@ -1,63 +1,105 @@
-//! The frame a package travels in: a fixed header, the payload's tag and
-//! the payload's bytes. All integers are big-endian.
+//! The frame a package travels in: a fixed header, then for a signal
+//! between engines its bytes, then the payload's tag and bytes. All
+//! integers are big-endian.
 //!
 //! ```text
 //! offset  size  field
-//!      0     1  version (1)
-//!      1     4  source node
-//!      5     8  source id
-//!     13     4  target node
-//!     17     8  target id
-//!     25     8  incarnation of the sending transport
-//!     33     8  sequence number from that transport to the target node
-//!     41     2  tag length n
-//!     43     n  tag (UTF-8)
-//!   43+n     …  payload bytes (the codec's encoding of the message)
+//!      0     1  version (2)
+//!      1     1  kind: 0 a message, 1 a signal between engines
+//!      2     4  source node
+//!      6     8  source id
+//!     14     4  target node
+//!     18     8  target id
+//!     26     8  the target node's incarnation, as the sender knows it
+//!               (0: the sender has not heard of that node)
+//!     34     8  incarnation of the sending transport
+//!     42     8  sequence number from that transport to the target node
+//!     50     2  signal length s (0 for a message)
+//!     52     s  signal bytes
+//!   52+s     2  tag length n (0: a signal without a payload)
+//!   54+s     n  tag (UTF-8)
+//! 54+s+n     …  payload bytes (the codec's encoding of the value)
 //! ```
 //!
-//! The incarnation and sequence number are stamped just before publishing,
-//! by the one task that publishes, so they follow the order of the wire.
+//! The incarnations and the sequence number are stamped just before
+//! publishing, by the one task that publishes, so they follow the order of
+//! the wire. A receiver drops a frame addressed to an incarnation other
+//! than its own: it was meant for an earlier run of its node, and PIDs of
+//! that run must never reach the processes of this one.
 
 use relay::Pid;
 
 use crate::error::DecodeError;
 
-const VERSION: u8 = 1;
-const STAMP: usize = 25;
-const TAG_LEN: usize = 41;
-pub(crate) const HEADER: usize = 43;
+const VERSION: u8 = 2;
+const STAMP: usize = 26;
+const SIGNAL_LEN: usize = 50;
+pub(crate) const HEADER: usize = 52;
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Message,
+    Signal,
+}
 
 /// A frame read back from bytes, borrowing them.
 #[derive(Debug)]
 pub(crate) struct Frame<'a> {
+    pub(crate) kind: Kind,
     pub(crate) source: Pid,
     pub(crate) target: Pid,
+    /// The incarnation of the target node the sender addressed (0: any).
+    pub(crate) addressed: u64,
     pub(crate) incarnation: u64,
     pub(crate) seq: u64,
+    pub(crate) signal: &'a [u8],
     pub(crate) tag: &'a str,
     pub(crate) body: &'a [u8],
 }
 
-/// A frame with no stamp yet (see [`stamp`]).
-pub(crate) fn write(source: Pid, target: Pid, tag: &str, body: &[u8]) -> Vec<u8> {
+/// How many bytes a frame with these parts takes.
+pub(crate) fn size(signal: Option<&[u8]>, tag: &str, body: &[u8]) -> usize {
+    HEADER + signal.map_or(0, <[u8]>::len) + 2 + tag.len() + body.len()
+}
+
+/// A frame with no stamp yet (see [`stamp`]): a message when `signal` is
+/// `None`.
+pub(crate) fn write(
+    source: Pid,
+    target: Pid,
+    signal: Option<&[u8]>,
+    tag: &str,
+    body: &[u8],
+) -> Vec<u8> {
     let tag_len = u16::try_from(tag.len()).expect("tags are checked at registration");
-    let mut out = Vec::with_capacity(HEADER + tag.len() + body.len());
+    let signal_bytes = signal.unwrap_or(&[]);
+    let signal_len = u16::try_from(signal_bytes.len()).expect("signals are short");
+    let mut out = Vec::with_capacity(size(signal, tag, body));
     out.push(VERSION);
+    out.push(match signal {
+        None => 0,
+        Some(_) => 1,
+    });
     out.extend_from_slice(&source.node().to_be_bytes());
     out.extend_from_slice(&source.id().to_be_bytes());
     out.extend_from_slice(&target.node().to_be_bytes());
     out.extend_from_slice(&target.id().to_be_bytes());
-    out.extend_from_slice(&[0; 16]);
+    out.extend_from_slice(&[0; 24]);
+    out.extend_from_slice(&signal_len.to_be_bytes());
+    out.extend_from_slice(signal_bytes);
     out.extend_from_slice(&tag_len.to_be_bytes());
     out.extend_from_slice(tag.as_bytes());
     out.extend_from_slice(body);
     out
 }
 
-/// Writes the sender's incarnation and the frame's sequence number.
-pub(crate) fn stamp(frame: &mut [u8], incarnation: u64, seq: u64) {
-    frame[STAMP..STAMP + 8].copy_from_slice(&incarnation.to_be_bytes());
-    frame[STAMP + 8..STAMP + 16].copy_from_slice(&seq.to_be_bytes());
+/// Writes the target's incarnation as the sender knows it, the sender's
+/// incarnation and the frame's sequence number.
+pub(crate) fn stamp(frame: &mut [u8], addressed: u64, incarnation: u64, seq: u64) {
+    frame[STAMP..STAMP + 8].copy_from_slice(&addressed.to_be_bytes());
+    frame[STAMP + 8..STAMP + 16].copy_from_slice(&incarnation.to_be_bytes());
+    frame[STAMP + 16..STAMP + 24].copy_from_slice(&seq.to_be_bytes());
 }
 
 /// Reads a frame, refusing one longer than `max` bytes.
@@ -74,20 +116,41 @@ pub(crate) fn read(bytes: &[u8], max: usize) -> Result<Frame<'_>, DecodeError> {
     if bytes[0] != VERSION {
         return Err(DecodeError::UnsupportedVersion(bytes[0]));
     }
+    let kind = match bytes[1] {
+        0 => Kind::Message,
+        1 => Kind::Signal,
+        _ => return Err(DecodeError::UnsupportedVersion(bytes[0])),
+    };
+    let truncated = DecodeError::Truncated { len: bytes.len() };
+    let u16_at = |at: usize| -> Result<usize, DecodeError> {
+        let two = bytes
+            .get(at..at + 2)
+            .ok_or(DecodeError::Truncated { len: bytes.len() })?;
+        Ok(usize::from(u16::from_be_bytes([two[0], two[1]])))
+    };
     let u32_at = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let u64_at = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let tag_len = usize::from(u16::from_be_bytes([bytes[TAG_LEN], bytes[TAG_LEN + 1]]));
-    let Some(tag) = bytes.get(HEADER..HEADER + tag_len) else {
+    let signal_len = u16_at(SIGNAL_LEN)?;
+    let signal = bytes.get(HEADER..HEADER + signal_len).ok_or(truncated)?;
+    let tag_at = HEADER + signal_len;
+    let tag_len = u16_at(tag_at)?;
+    let Some(tag) = bytes.get(tag_at + 2..tag_at + 2 + tag_len) else {
         return Err(DecodeError::Truncated { len: bytes.len() });
     };
     let tag = std::str::from_utf8(tag).map_err(|_| DecodeError::BadTag)?;
+    if (kind == Kind::Message) != signal.is_empty() || (kind == Kind::Message && tag.is_empty()) {
+        return Err(DecodeError::BadTag);
+    }
     Ok(Frame {
-        source: Pid::new(u32_at(1), u64_at(5)),
-        target: Pid::new(u32_at(13), u64_at(17)),
-        incarnation: u64_at(STAMP),
-        seq: u64_at(STAMP + 8),
+        kind,
+        source: Pid::new(u32_at(2), u64_at(6)),
+        target: Pid::new(u32_at(14), u64_at(18)),
+        addressed: u64_at(STAMP),
+        incarnation: u64_at(STAMP + 8),
+        seq: u64_at(STAMP + 16),
+        signal,
         tag,
-        body: &bytes[HEADER + tag_len..],
+        body: &bytes[tag_at + 2 + tag_len..],
     })
 }
 
@@ -97,25 +160,44 @@ mod tests {
 
     #[test]
     fn a_frame_round_trips() {
-        let mut bytes = write(Pid::new(1, 7), Pid::new(2, 9), "ping", b"{}");
-        stamp(&mut bytes, 42, 3);
+        let mut bytes = write(Pid::new(1, 7), Pid::new(2, 9), None, "ping", b"{}");
+        assert_eq!(bytes.len(), size(None, "ping", b"{}"));
+        stamp(&mut bytes, 5, 42, 3);
         let frame = read(&bytes, 1 << 20).unwrap();
+        assert_eq!(frame.kind, Kind::Message);
         assert_eq!(frame.source, Pid::new(1, 7));
         assert_eq!(frame.target, Pid::new(2, 9));
-        assert_eq!((frame.incarnation, frame.seq), (42, 3));
+        assert_eq!((frame.addressed, frame.incarnation, frame.seq), (5, 42, 3));
         assert_eq!(frame.tag, "ping");
         assert_eq!(frame.body, b"{}");
+        assert!(frame.signal.is_empty());
+    }
+
+    #[test]
+    fn a_signal_round_trips_with_and_without_a_payload() {
+        let bytes = write(Pid::new(1, 0), Pid::new(2, 9), Some(&[1, 3, 7]), "", b"");
+        let frame = read(&bytes, 1 << 20).unwrap();
+        assert_eq!(
+            (frame.kind, frame.signal, frame.tag),
+            (Kind::Signal, &[1u8, 3, 7][..], "")
+        );
+        let bytes = write(Pid::new(1, 0), Pid::new(2, 9), Some(&[1, 7]), "num", b"42");
+        let frame = read(&bytes, 1 << 20).unwrap();
+        assert_eq!(
+            (frame.signal, frame.tag, frame.body),
+            (&[1u8, 7][..], "num", &b"42"[..])
+        );
     }
 
     #[test]
     fn short_long_and_foreign_frames_are_refused() {
-        let bytes = write(Pid::new(1, 7), Pid::new(2, 9), "ping", b"{}");
+        let bytes = write(Pid::new(1, 7), Pid::new(2, 9), None, "ping", b"{}");
         assert!(matches!(
             read(&bytes[..10], 1 << 20),
             Err(DecodeError::Truncated { len: 10 })
         ));
         assert!(matches!(
-            read(&bytes[..HEADER + 2], 1 << 20),
+            read(&bytes[..HEADER + 3], 1 << 20),
             Err(DecodeError::Truncated { .. })
         ));
         assert!(matches!(
@@ -123,10 +205,16 @@ mod tests {
             Err(DecodeError::TooLarge { max: 8, .. })
         ));
         let mut other = bytes.clone();
-        other[0] = 9;
+        other[0] = 1;
         assert!(matches!(
             read(&other, 1 << 20),
-            Err(DecodeError::UnsupportedVersion(9))
+            Err(DecodeError::UnsupportedVersion(1))
         ));
+        // A message without a tag, a "message" carrying signal bytes.
+        let untagged = write(Pid::new(1, 7), Pid::new(2, 9), None, "", b"{}");
+        assert!(matches!(read(&untagged, 1 << 20), Err(DecodeError::BadTag)));
+        let mut mixed = write(Pid::new(1, 7), Pid::new(2, 9), Some(&[1]), "t", b"");
+        mixed[1] = 0;
+        assert!(matches!(read(&mixed, 1 << 20), Err(DecodeError::BadTag)));
     }
 }
