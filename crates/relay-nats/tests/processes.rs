@@ -229,10 +229,21 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     let mut child = Peer::spawn("echo", &server.url(), 0);
     let ready = child.expect("ready", WAIT);
     let (recorder, echo) = (Pid::new(2, ready[0]), Pid::new(2, ready[1]));
+    // Monitors of node 2's processes, from a step and from outside, and a
+    // link that traps the exit.
+    let (seen, downs) = std::sync::mpsc::channel();
+    let watches = vec![
+        Watch::Monitor(echo),
+        Watch::Monitor(recorder),
+        Watch::TrapLink(echo),
+    ];
+    one.spawn(Watcher { watches, seen }).unwrap();
+    let outside = one.monitor(recorder);
     let pongs = Arc::new(AtomicU64::new(0));
     let player = CountingPlayer::new(echo, u64::MAX, pongs.clone());
     let mut stuck = one.spawn(player).unwrap();
     wait_until("ping-pong under way", WAIT, || pongs.load(Relaxed) >= 200);
+    assert!(downs.try_recv().is_err(), "node 2's processes live");
 
     child.kill(); // SIGKILL: no goodbye
     let killed = Instant::now();
@@ -269,10 +280,30 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
         "declared down too early: {detected:?}"
     );
     assert_eq!(t1.stats().nodes_down, 1);
+    // Every monitor and link toward node 2 fired, once, with NodeDown,
+    // within the same bound.
+    let mut fired: Vec<_> = (0..3).map(|_| downs.recv_timeout(WAIT).unwrap()).collect();
+    fired.sort_by_key(|(pid, _, what)| (*what, pid.id()));
+    let mut want = vec![
+        (echo, ExitReason::NodeDown, "down"),
+        (recorder, ExitReason::NodeDown, "down"),
+        (echo, ExitReason::NodeDown, "exit"),
+    ];
+    want.sort_by_key(|(pid, _, what)| (*what, pid.id()));
+    assert_eq!(fired, want);
+    let down = outside
+        .wait_timeout(WAIT)
+        .expect("the outside monitor fires");
+    assert_eq!(down.reason, ExitReason::NodeDown);
+    assert!(
+        killed.elapsed() < bound + Duration::from_secs(2),
+        "downs after {:?}",
+        killed.elapsed()
+    );
     let after = t1.stats();
     assert_eq!(after.publish_failed, 0, "{after:?}");
-    // The player waits for an answer that never comes (no monitor crosses
-    // nodes yet).
+    // The player, which monitors nothing, waits for an answer that never
+    // comes.
     assert_eq!(pongs.load(Relaxed), at_kill);
     assert!(stuck.wait_timeout(Duration::from_millis(100)).is_none());
 

@@ -172,3 +172,31 @@ fn a_connection_to_nowhere_is_a_typed_error() {
     let err = NatsTransport::connect(config).unwrap_err();
     assert!(matches!(err, relay_nats::ConnectError::Nats(_)), "{err}");
 }
+
+#[test]
+fn a_frame_addressed_to_an_earlier_run_of_the_node_never_reaches_this_one() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (two, t2) = node(&server, 2);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let to = two.spawn(Recorder(seen.clone())).unwrap().pid();
+    let subject = NatsConfig::new(server.url()).node_subject(2);
+    let fresh = codec()
+        .encode(&Package::new(Pid::new(1, 5), to, Seq { from: 9, n: 1 }))
+        .unwrap();
+    // The same frame, addressed to another run of node 2 (the header's
+    // addressed incarnation, bytes 26..34): a PID of that run, which this
+    // run may have given to another process.
+    let mut stale = codec()
+        .encode(&Package::new(Pid::new(1, 5), to, Seq { from: 9, n: 2 }))
+        .unwrap();
+    stale[26..34].copy_from_slice(&0xDEAD_BEEF_u64.to_be_bytes());
+    server.publish_raw(&subject, &stale);
+    server.publish_raw(&subject, &fresh);
+    wait_until("the fresh frame", WAIT, || !seen.lock().unwrap().is_empty());
+    wait_until("the stale frame counted", WAIT, || t2.stats().stale == 1);
+    assert_eq!(*seen.lock().unwrap(), [Seq { from: 9, n: 1 }]);
+    assert_eq!(t2.stats().delivered, 1);
+    two.shutdown(Duration::from_millis(200));
+}

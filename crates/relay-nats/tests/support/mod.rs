@@ -334,3 +334,74 @@ pub fn in_order_per_sender(seen: &[Seq]) -> bool {
         s.n > prev
     })
 }
+
+/// Answers every request `Ping(n)` with `Pong(n)`; fails on the message
+/// `Ping(0)`, holds a request `Ping(u64::MAX)` without answering.
+pub struct Server {
+    pub held: Vec<sched::actor::ReplyTo>,
+}
+
+impl sched::Process for Server {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(package) if package.payload::<Ping>() == Some(&Ping(0)) => {
+                    return Err("told to fail".into());
+                }
+                Event::Request(request) => match request.payload::<Ping>().copied() {
+                    Some(Ping(u64::MAX)) => self.held.push(request.into_parts().1),
+                    Some(Ping(n)) => request.reply(Pong(n)),
+                    None => {}
+                },
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a [`Watcher`] sets up when it starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Watch {
+    Monitor(Pid),
+    /// Links without trapping exits: an abnormal end ends the watcher.
+    Link(Pid),
+    /// Traps exits and links: exit signals arrive as events.
+    TrapLink(Pid),
+}
+
+/// Sets up its watches when it starts, and reports every down and exit
+/// signal as `(pid, reason)`.
+pub struct Watcher {
+    pub watches: Vec<Watch>,
+    pub seen: std::sync::mpsc::Sender<(Pid, ExitReason, &'static str)>,
+}
+
+impl sched::Process for Watcher {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for watch in &self.watches {
+            match *watch {
+                Watch::Monitor(pid) => {
+                    out.monitor(pid);
+                }
+                Watch::Link(pid) => out.link(pid),
+                Watch::TrapLink(pid) => {
+                    out.trap_exits(true);
+                    out.link(pid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            let _ = match event {
+                Event::Down(down) => self.seen.send((down.pid, down.reason, "down")),
+                Event::Exit { pid, reason, .. } => self.seen.send((pid, reason, "exit")),
+                _ => Ok(()),
+            };
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,186 @@
+//! Monitors, links and asks between two nodes over a real `nats-server`:
+//! the local promises hold across nodes, a node that leaves ends every
+//! relation with it, and asks survive a server restart (answered, or
+//! failed with a typed error, never hung).
+
+mod support;
+
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use sched::actor::AskError;
+use sched::prelude::*;
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn monitors_links_and_asks_cross_nodes() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, _t1) = node(&server, 1);
+    let (two, _t2) = node(&server, 2);
+    let s = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let other = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+
+    // Ask from outside, and through a typed wait.
+    let mut reply = one.ask(s, Ping(7)).unwrap();
+    let answer = reply.wait_timeout(WAIT).expect("answered");
+    assert_eq!(answer.downcast_ref::<Pong>(), Some(&Pong(7)));
+
+    let (seen, lines) = channel();
+    let watcher = Watcher {
+        watches: vec![Watch::Monitor(s), Watch::TrapLink(s), Watch::Monitor(other)],
+        seen,
+    };
+    one.spawn(watcher).unwrap();
+    let mut linked = one
+        .spawn(Watcher {
+            watches: vec![Watch::Link(s)],
+            seen: channel().0,
+        })
+        .unwrap();
+    let outside = one.monitor(s);
+    // Everything is set up on node 2 once an ask sent after it is
+    // answered (one sender, one order).
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(one.ask(s, Ping(1)).unwrap().wait_timeout(WAIT).is_ok());
+    assert!(lines.try_recv().is_err(), "nothing has ended");
+
+    two.post(s, Ping(0)).unwrap(); // s fails
+    let mut got = vec![
+        lines.recv_timeout(WAIT).unwrap(),
+        lines.recv_timeout(WAIT).unwrap(),
+    ];
+    got.sort_by_key(|(_, _, what)| *what);
+    assert_eq!(
+        got,
+        [
+            (s, ExitReason::Error, "down"),
+            (s, ExitReason::Error, "exit")
+        ]
+    );
+    let down = outside
+        .wait_timeout(WAIT)
+        .expect("the outside monitor fires");
+    assert_eq!(
+        (down.reason, down.detail.as_deref()),
+        (ExitReason::Error, Some("told to fail"))
+    );
+    let ended = linked.wait_timeout(WAIT).expect("the linked process ends");
+    assert!(ended.is_err(), "{ended:?}");
+    // The monitor of `other` did not fire: it lives.
+    assert!(lines.recv_timeout(Duration::from_millis(300)).is_err());
+
+    // An ask to a process that has ended comes back unread.
+    let mut gone = one.ask(s, Ping(3)).unwrap();
+    assert_eq!(gone.wait_timeout(WAIT).unwrap_err(), AskError::Unread);
+    assert_eq!(
+        gone.take_question()
+            .and_then(|q| q.downcast_ref::<Ping>().copied()),
+        Some(Ping(3))
+    );
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}
+
+#[test]
+fn a_node_that_leaves_ends_every_relation_with_node_down() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, _t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let s = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let (seen, lines) = channel();
+    one.spawn(Watcher {
+        watches: vec![Watch::Monitor(s), Watch::TrapLink(s)],
+        seen,
+    })
+    .unwrap();
+    let outside = one.monitor(s);
+    let mut held = one.ask(s, Ping(u64::MAX)).unwrap();
+    assert!(one.ask(s, Ping(1)).unwrap().wait_timeout(WAIT).is_ok());
+
+    // Node 2's transport leaves while its processes still run.
+    t2.close();
+    let mut got = vec![
+        lines.recv_timeout(WAIT).unwrap(),
+        lines.recv_timeout(WAIT).unwrap(),
+    ];
+    got.sort_by_key(|(_, _, what)| *what);
+    assert_eq!(
+        got,
+        [
+            (s, ExitReason::NodeDown, "down"),
+            (s, ExitReason::NodeDown, "exit")
+        ]
+    );
+    assert_eq!(
+        outside.wait_timeout(WAIT).map(|d| d.reason),
+        Some(ExitReason::NodeDown)
+    );
+    assert_eq!(held.wait_timeout(WAIT).unwrap_err(), AskError::NodeDown);
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}
+
+#[test]
+fn asks_across_nodes_survive_a_server_restart() {
+    let Some(mut server) = NatsServer::start() else {
+        return;
+    };
+    let (one, t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let s = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    for n in 1..=50 {
+        let mut reply = one.ask(s, Ping(n)).unwrap();
+        let answer = reply
+            .wait_timeout(WAIT)
+            .expect("answered before the restart");
+        assert_eq!(answer.downcast_ref::<Pong>(), Some(&Pong(n)));
+    }
+    // Asks in flight while the server restarts: each is answered, or
+    // fails with a typed error; none hangs.
+    let mut in_flight: Vec<_> = (100..150).map(|n| one.ask(s, Ping(n)).unwrap()).collect();
+    server.restart();
+    let during: Vec<_> = (150..200)
+        .filter_map(|n| one.ask(s, Ping(n)).ok())
+        .collect();
+    in_flight.extend(during);
+    let started = Instant::now();
+    let (mut answered, mut failed) = (0, 0);
+    for mut reply in in_flight {
+        match reply.wait_timeout(Duration::from_secs(10)) {
+            Ok(answer) => {
+                assert!(answer.downcast_ref::<Pong>().is_some());
+                answered += 1;
+            }
+            Err(AskError::NodeDown) => failed += 1,
+            Err(other) => panic!("an ask across the restart failed with {other:?}"),
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(30), "nothing hung");
+    wait_until("both reconnected", WAIT, || {
+        t1.stats().reconnects >= 1 && t2.stats().reconnects >= 1
+    });
+    // After the restart, asks are answered again (node 2 may resubscribe
+    // a little after node 1 reconnects: retry until one is).
+    wait_until("an ask answered after the restart", WAIT, || {
+        one.ask(s, Ping(7))
+            .ok()
+            .and_then(|mut r| r.wait_timeout(Duration::from_millis(500)).ok())
+            .is_some()
+    });
+    for n in 300..350 {
+        let mut reply = one.ask(s, Ping(n)).unwrap();
+        let answer = reply
+            .wait_timeout(WAIT)
+            .expect("answered after the restart");
+        assert_eq!(answer.downcast_ref::<Pong>(), Some(&Pong(n)));
+    }
+    eprintln!("across the restart: {answered} answered, {failed} failed with NodeDown");
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}
