@@ -8,6 +8,8 @@ mod support;
 
 #[path = "processes/child.rs"]
 mod child;
+#[path = "processes/cluster.rs"]
+mod cluster;
 #[path = "processes/peer.rs"]
 mod peer;
 #[path = "processes/tally.rs"]
@@ -347,4 +349,101 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     assert!(shutdown.elapsed() < Duration::from_secs(10), "{report:?}");
     assert_eq!((report.still_running, report.workers_detached), (0, 0));
     assert!(stuck.wait_timeout(WAIT).is_some(), "the stuck player ended");
+}
+
+#[test]
+fn ten_nodes_exchange_a_million_messages_with_exact_accounting() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    const NODES: u32 = 10;
+    let started = Instant::now();
+    let (one, t1) = node(&server, 1);
+    let tally = Tally::default();
+    let recorder = one.spawn(TallyRecorder(tally.clone())).unwrap().pid().id();
+    let mut children: Vec<_> = (2..=NODES)
+        .map(|n| Peer::spawn_node("cluster", &server.url(), 0, n))
+        .collect();
+    let mut recorders = vec![recorder];
+    for child in &children {
+        recorders.push(child.expect("ready", WAIT)[0]);
+    }
+    let go = format!(
+        "go {}",
+        recorders
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for child in &mut children {
+        child.tell(&go);
+    }
+    let expected = cluster::start(&one, 1, &recorders);
+    cluster::settle(&tally, expected, &t1);
+
+    // Every node's account: what it received per sender, and its
+    // transport's counters.
+    let mut reports = vec![(1u32, own_report(&tally, &t1))];
+    for (i, child) in children.iter().enumerate() {
+        reports.push((i as u32 + 2, child.report(WAIT)));
+    }
+    let elapsed = started.elapsed();
+    let (mut published, mut delivered, mut lost, mut received) = (0, 0, 0, 0);
+    for (node, report) in &reports {
+        let s = report.stats;
+        published += s.published;
+        delivered += s.delivered;
+        lost += s.lost;
+        assert_eq!(
+            s.rejected + s.dead_letters + s.publish_failed,
+            0,
+            "node {node}: {s:?}"
+        );
+        assert_eq!(
+            report.fanin.len() as u32,
+            NODES - 1,
+            "node {node} heard every other"
+        );
+        for (from, stream) in &report.fanin {
+            assert_eq!(stream.disorder, 0, "node {node} from {from}: order kept");
+            received += stream.count;
+        }
+    }
+    let sent = cluster::PER_PAIR * u64::from(NODES * (NODES - 1));
+    assert!(sent >= 1_000_000);
+    assert_eq!(published, sent, "every message was published");
+    assert_eq!(received, delivered, "every delivery reached its recorder");
+    assert_eq!(
+        delivered + lost,
+        published,
+        "every message delivered or counted lost"
+    );
+    eprintln!(
+        "{NODES} nodes: {sent} messages in {elapsed:?}, {lost} counted lost ({:.0} messages/s)",
+        sent as f64 / elapsed.as_secs_f64()
+    );
+    for child in children {
+        assert!(child.wait(WAIT).success());
+    }
+    one.shutdown(Duration::from_millis(200));
+}
+
+/// Node 1's report, as a child's.
+fn own_report(tally: &Tally, transport: &relay_nats::NatsTransport) -> peer::Report {
+    let s = transport.stats();
+    peer::Report {
+        fanin: tally.lock().unwrap().clone(),
+        stats: peer::Counts {
+            published: s.published,
+            publish_failed: s.publish_failed,
+            refused: s.refused,
+            delivered: s.delivered,
+            dead_letters: s.dead_letters,
+            rejected: s.rejected,
+            lost: s.lost,
+            reconnects: s.reconnects,
+        },
+        ..Default::default()
+    }
 }

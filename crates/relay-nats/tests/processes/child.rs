@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use relay_nats::NatsTransport;
 use sched::prelude::*;
 
-use crate::peer::{PEER, PREFIX, URL};
+use crate::peer::{NODE, PEER, PREFIX, URL};
 use crate::support::{node_at, Seq};
 use crate::tally::{stream, total, CheckedEcho, Tally, TallyRecorder};
 use crate::{COUNT, PAIRS, SENDERS, STREAM_FROM};
@@ -35,7 +35,8 @@ pub(crate) fn run(role: &str) {
     let url = std::env::var(URL).expect("the server's URL");
     let peer: u64 = std::env::var(PEER).expect("the peer").parse().unwrap();
     let peer = Pid::new(1, peer);
-    let (node, transport) = node_at(&url, 2);
+    let me: u32 = std::env::var(NODE).map_or(2, |n| n.parse().expect("a node number"));
+    let (node, transport) = node_at(&url, me);
     let tally = Tally::default();
     let recorder = node.spawn(TallyRecorder(tally.clone())).unwrap();
     let recorder = recorder.pid().id();
@@ -95,6 +96,17 @@ pub(crate) fn run(role: &str) {
             transport.close();
             say("end");
             return;
+        }
+        // One node of a cluster: told every node's recorder, sends its
+        // share to each other node, and reports once it has received its
+        // share from each (or nothing more came for a while).
+        "cluster" => {
+            say(&format!("ready {recorder}"));
+            let words = command();
+            assert_eq!(words.first().map(String::as_str), Some("go"));
+            let recorders: Vec<u64> = (1..words.len()).map(|at| number(&words, at)).collect();
+            let expected = crate::cluster::start(&node, me, &recorders);
+            crate::cluster::settle(&tally, expected, &transport);
         }
         other => panic!("no such role: {other}"),
     }

@@ -17,6 +17,8 @@ pub(crate) const ROLE: &str = "RELAY_NATS_CHILD_ROLE";
 pub(crate) const URL: &str = "RELAY_NATS_CHILD_URL";
 /// The id of the parent's recorder (a process of node 1), for the child.
 pub(crate) const PEER: &str = "RELAY_NATS_CHILD_PEER";
+/// The child's node number (2 when not set).
+pub(crate) const NODE: &str = "RELAY_NATS_CHILD_NODE";
 /// The test that runs the child's role.
 pub(crate) const CHILD_TEST: &str = "node_2_in_a_child_process";
 /// What starts each of the child's own lines.
@@ -33,12 +35,18 @@ impl Peer {
     /// Starts this binary again as node 2 in `role`, its stream messages
     /// going to process `peer` of node 1.
     pub(crate) fn spawn(role: &str, url: &str, peer: u64) -> Peer {
+        Peer::spawn_node(role, url, peer, 2)
+    }
+
+    /// [`Peer::spawn`] as node `node`.
+    pub(crate) fn spawn_node(role: &str, url: &str, peer: u64, node: u32) -> Peer {
         let exe = std::env::current_exe().expect("the test binary's path");
         let mut child = Command::new(exe)
             .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
             .env(ROLE, role)
             .env(URL, url)
             .env(PEER, peer.to_string())
+            .env(NODE, node.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
