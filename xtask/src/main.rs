@@ -4,6 +4,8 @@
 //! - `loom [CRATE]`: run the loom models of one crate (or of every crate);
 //! - `miri [CRATE]`: run a crate's tests under miri (or every crate with unsafe code);
 //! - `ci`: everything CI checks, in order, each step timed;
+//! - `services`: install what the tests start (`nats-server` with
+//!   JetStream, `tmux`) when missing;
 //! - `bench [--quick | --report-only]`: the comparison benchmarks and a
 //!   ratio report (`--report-only` re-renders the last run's results);
 //! - `stress [--seconds N]`: the randomised whole-scheduler stress run, in
@@ -16,8 +18,8 @@
 //! - `mutants [NAME]`: apply each known bug in turn and check that its
 //!   test catches it.
 //!
-//! The commands only shell out to `cargo`, `rustup`, `cargo-deny` and
-//! `valgrind`; they need no dependency of their own, so `cargo xtask`
+//! The commands only shell out to `cargo`, `rustup`, `cargo-deny`,
+//! `valgrind`, and (to install the test services) `apt-get` and `pip`; they need no dependency of their own, so `cargo xtask`
 //! builds in seconds on a fresh machine.
 
 mod bench_report;
@@ -42,6 +44,8 @@ commands:
                  (all crates with unsafe code when none is named)
   ci             fmt, clippy, layers, tests, doc tests, stress (30 s), leak, loom,
                  miri, cargo-deny
+  services       install what the tests start when missing: nats-server
+                 (2.10 or later, for JetStream) and tmux
   bench [--quick | --report-only]
                  run the benchmarks against the peers (tokio, rayon,
                  crossbeam, st3, std) and report our/peer ratios; writes
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
         Some("loom") => steps::loom(args.get(1).map(String::as_str)),
         Some("miri") => steps::miri(args.get(1).map(String::as_str)).map_err(|e| e.to_string()),
         Some("ci") => steps::ci(),
+        Some("services") => steps::services(),
         Some("stress") => stress::seconds(&args[1..]).and_then(stress::stress),
         Some("tsan") => tsan::tsan(args.get(1).map(String::as_str)),
         Some("leak") => leak::leak(true),

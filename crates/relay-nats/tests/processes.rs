@@ -231,6 +231,12 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     let mut child = Peer::spawn("echo", &server.url(), 0);
     let ready = child.expect("ready", WAIT);
     let (recorder, echo) = (Pid::new(2, ready[0]), Pid::new(2, ready[1]));
+    let names = relay_nats::ClusterNames::new(&one, t1.clone()).unwrap();
+    assert_eq!(
+        names.whereis("echo").unwrap(),
+        Some(echo),
+        "registered by node 2"
+    );
     // Monitors of node 2's processes, from a step and from outside, and a
     // link that traps the exit.
     let (seen, downs) = std::sync::mpsc::channel();
@@ -297,6 +303,8 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
         .wait_timeout(WAIT)
         .expect("the outside monitor fires");
     assert_eq!(down.reason, ExitReason::NodeDown);
+    // Its name went with it.
+    assert_eq!(names.whereis("echo").unwrap(), None);
     assert!(
         killed.elapsed() < bound + Duration::from_secs(2),
         "downs after {:?}",
@@ -317,6 +325,11 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     // A new run of node 2 is up again for node 1 (its attach says so).
     let mut child = Peer::spawn("echo", &server.url(), 0);
     let echo = Pid::new(2, child.expect("ready", WAIT)[1]);
+    assert_eq!(
+        names.whereis("echo").unwrap(),
+        Some(echo),
+        "the new run took the name"
+    );
     wait_until("node 1 to hear the new node 2", WAIT, || {
         one.post(recorder, Seq { from: 0, n: 0 }).is_ok()
     });

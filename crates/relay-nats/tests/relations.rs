@@ -1,13 +1,15 @@
 //! Monitors, links and asks between two nodes over a real `nats-server`:
 //! the local promises hold across nodes, a node that leaves ends every
 //! relation with it, and asks survive a server restart (answered, or
-//! failed with a typed error, never hung).
+//! failed with a typed error, never hung); names registered on one node
+//! are found from the other, and go with their process or node.
 
 mod support;
 
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
+use relay_nats::{ClusterNameError, ClusterNames};
 use sched::actor::AskError;
 use sched::prelude::*;
 use support::*;
@@ -181,6 +183,65 @@ fn asks_across_nodes_survive_a_server_restart() {
         assert_eq!(answer.downcast_ref::<Pong>(), Some(&Pong(n)));
     }
     eprintln!("across the restart: {answered} answered, {failed} failed with NodeDown");
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}
+
+#[test]
+fn names_hold_across_nodes_and_go_with_their_process() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let names1 = ClusterNames::new(&one, t1.clone()).unwrap();
+    let names2 = ClusterNames::new(&two, t2.clone()).unwrap();
+    let s = one.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let other = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+
+    names1.register("db", s).unwrap();
+    names1.register("db", s).unwrap(); // again: still s's
+    assert_eq!(names2.whereis("db").unwrap(), Some(s));
+    assert_eq!(
+        names2.register("db", other),
+        Err(ClusterNameError::Taken {
+            name: "db".into(),
+            by: s
+        })
+    );
+    assert!(matches!(
+        names2.register("has space", other),
+        Err(ClusterNameError::InvalidName(_))
+    ));
+    assert_eq!(names2.register("x", s), Err(ClusterNameError::NotLocal(s)));
+    assert_eq!(names2.whereis("nobody").unwrap(), None);
+    // By name, then by PID, across nodes.
+    let found = names2.whereis("db").unwrap().unwrap();
+    let mut reply = two.ask(found, Ping(4)).unwrap();
+    assert_eq!(
+        reply.wait_timeout(WAIT).unwrap().downcast_ref::<Pong>(),
+        Some(&Pong(4))
+    );
+
+    // The process ends: its name is released, and node 2 may take it.
+    one.post(s, Ping(0)).unwrap();
+    wait_until("the name released", WAIT, || {
+        names2.whereis("db").unwrap().is_none()
+    });
+    names2.register("db", other).unwrap();
+    assert_eq!(names1.whereis("db").unwrap(), Some(other));
+    assert!(!names2.unregister("db", s).unwrap(), "not s's any more");
+    assert!(names2.unregister("db", other).unwrap());
+    assert_eq!(names1.whereis("db").unwrap(), None);
+
+    // A node that leaves takes its names with it.
+    let kept = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    names2.register("cache", kept).unwrap();
+    assert_eq!(names1.whereis("cache").unwrap(), Some(kept));
+    t2.close();
+    wait_until("node 2's names released", WAIT, || {
+        names1.whereis("cache").unwrap().is_none()
+    });
     one.shutdown(Duration::from_millis(200));
     two.shutdown(Duration::from_millis(200));
 }

@@ -89,7 +89,10 @@ pub(crate) fn run(role: &str) {
         // An echo and a recorder; leaves properly when told to quit, or is
         // killed.
         "echo" => {
-            say(&format!("ready {recorder} {}", echo(&node)));
+            let echo = echo(&node);
+            let names = relay_nats::ClusterNames::new(&node, transport.clone()).unwrap();
+            names.register("echo", Pid::new(me, echo)).unwrap();
+            say(&format!("ready {recorder} {echo}"));
             let words = command();
             assert_eq!(words.first().map(String::as_str), Some("quit"));
             node.shutdown(Duration::from_millis(200));

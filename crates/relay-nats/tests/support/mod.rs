@@ -65,9 +65,22 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
+    /// Where the server keeps its JetStream data (the cluster names'
+    /// bucket): kept across a restart, removed with the server.
+    fn store_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!(
+            "relay-nats-test-{}-{}",
+            std::process::id(),
+            self.port
+        ))
+    }
+
     fn spawn(&mut self) {
+        let store = self.store_dir();
+        let store = store.to_str().expect("a UTF-8 temporary directory");
         let child = Command::new("nats-server")
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-js", "-sd", store])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -119,6 +132,7 @@ impl NatsServer {
 impl Drop for NatsServer {
     fn drop(&mut self) {
         self.stop();
+        let _ = std::fs::remove_dir_all(self.store_dir());
     }
 }
 
@@ -223,6 +237,9 @@ pub fn node(server: &NatsServer, node: u32) -> (Scheduler, Arc<NatsTransport>) {
     node_at(&server.url(), node)
 }
 
+/// The cluster names' bucket of every test node.
+pub const NAMES: &str = "test-names";
+
 /// [`node`], given the server's URL (in a process that did not start it).
 pub fn node_at(url: &str, node: u32) -> (Scheduler, Arc<NatsTransport>) {
     let options = ConnectOptions::new()
@@ -231,7 +248,8 @@ pub fn node_at(url: &str, node: u32) -> (Scheduler, Arc<NatsTransport>) {
     let config = NatsConfig::new(url)
         .codec(codec())
         .options(options)
-        .failure_detector(HEARTBEAT, DOWN_AFTER);
+        .failure_detector(HEARTBEAT, DOWN_AFTER)
+        .cluster_names(NAMES);
     let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
     let scheduler = Scheduler::builder()
         .workers(2)
