@@ -51,6 +51,34 @@
 //!
 //! Delivery is at most once, per-sender order is kept, and what is lost is
 //! counted: see [`TransportStats`] and `docs/guide/distributed.md`.
+//!
+//! # Relations and names across nodes
+//!
+//! The transport carries the engines' signals too, so `monitor`, `link`
+//! and `ask` work on PIDs of other nodes. It tells its engine when it
+//! loses a node (its failure detector, a goodbye, a restart, frames lost,
+//! its own connection dropped): every relation with that node then ends
+//! with `ExitReason::NodeDown`. [`ClusterNames`] keeps names every node
+//! finds, in a JetStream key-value bucket
+//! ([`NatsConfig::cluster_names`]).
+//!
+//! ```no_run
+//! use relay_nats::{ClusterNames, NatsConfig, NatsTransport};
+//! use sched::prelude::*;
+//! use std::sync::Arc;
+//!
+//! let config = NatsConfig::new("nats://127.0.0.1:4222").cluster_names("names");
+//! let transport = Arc::new(NatsTransport::connect(config)?);
+//! let node = Scheduler::builder().node(1).remote(transport.clone()).build();
+//! node.start();
+//! let names = ClusterNames::new(&node, transport)?;
+//! if let Some(db) = names.whereis("db")? {
+//!     // A process of any node: watch it, ask it.
+//!     let monitor = node.monitor(db);
+//!     println!("{:?}", monitor.try_get());
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod codec;
 mod config;
