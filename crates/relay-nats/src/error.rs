@@ -1,5 +1,5 @@
-//! Typed errors: encoding a message, decoding one, connecting, and why a
-//! node cannot be reached.
+//! Typed errors: encoding a message, decoding one, connecting, why a node
+//! cannot be reached, and why a cluster name operation failed.
 
 use std::error::Error;
 use std::fmt;
@@ -241,3 +241,57 @@ impl Error for ConnectError {
         }
     }
 }
+
+/// Why a cluster name operation failed.
+///
+/// # Examples
+///
+/// ```
+/// use relay_nats::ClusterNameError;
+/// use sched::Pid;
+/// let e = ClusterNameError::Taken { name: "db".into(), by: Pid::new(2, 7) };
+/// assert_eq!(e.to_string(), "the name \"db\" is taken by <2.7>");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClusterNameError {
+    /// A live process holds the name.
+    Taken {
+        /// The name.
+        name: String,
+        /// Its holder.
+        by: Pid,
+    },
+    /// A name is 1 to 255 characters of `A-Z a-z 0-9 - _ = / .`, not
+    /// starting or ending with `.` (what a bucket key may be).
+    InvalidName(String),
+    /// Names are registered by the node of their process: this PID is
+    /// another node's.
+    NotLocal(Pid),
+    /// The transport was built without
+    /// [`NatsConfig::cluster_names`](crate::NatsConfig::cluster_names),
+    /// or could not open the bucket (JetStream is off on the server).
+    NotEnabled,
+    /// The bucket did not answer in time, or refused.
+    Unavailable(String),
+}
+
+impl fmt::Display for ClusterNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterNameError::Taken { name, by } => write!(f, "the name {name:?} is taken by {by}"),
+            ClusterNameError::InvalidName(name) => write!(f, "{name:?} cannot be a cluster name"),
+            ClusterNameError::NotLocal(pid) => {
+                write!(f, "{pid} is another node's process: register it there")
+            }
+            ClusterNameError::NotEnabled => {
+                f.write_str("cluster names are not enabled on this transport")
+            }
+            ClusterNameError::Unavailable(why) => {
+                write!(f, "the cluster names are unavailable: {why}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ClusterNameError {}

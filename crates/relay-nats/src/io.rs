@@ -91,7 +91,7 @@ pub(crate) async fn run(
     }
     if let (Some(me), Some(store)) = (node, inner.names.get()) {
         // This run's names go with it.
-        let own = crate::names::sweep(store, |h| {
+        let own = crate::kv::sweep(store, |h| {
             h.pid.node() == me && h.incarnation == inner.incarnation
         });
         if let Ok(released) = tokio::time::timeout(CLOSE_FLUSH, own).await {
@@ -139,7 +139,7 @@ async fn attach(
         .await
         .map_err(|e| format!("cannot announce node {node}: {e}"))?;
     if let Some(bucket) = &inner.names_bucket {
-        match crate::names::open(client, bucket).await {
+        match crate::kv::open(client, bucket).await {
             Ok(store) => {
                 let _ = inner.names.set(store);
             }
@@ -260,12 +260,12 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
                     Change::Restarted => {
                         tracing::info!(node, "a node restarted: its earlier run is gone");
                         inner.tell_lost(node);
-                        inner.sweep_lost(node);
+                        sweep_lost(&inner, node);
                     }
                     Change::Left => {
                         tracing::info!(node, "a node left");
                         inner.tell_lost(node);
-                        inner.sweep_lost(node);
+                        sweep_lost(&inner, node);
                     }
                     Change::Stale => {
                         Counters::add(&inner.counters.stale, 1);
@@ -311,7 +311,22 @@ async fn detect(inner: Arc<Inner>) {
                 "a node is down: not heard from within the failure detector's bound"
             );
             inner.tell_lost(node);
-            inner.sweep_lost(node);
+            sweep_lost(&inner, node);
         }
     }
+}
+
+/// Deletes, in the background, the names held by the lost `node`.
+fn sweep_lost(inner: &Arc<Inner>, node: u32) {
+    let Some(store) = inner.names.get().cloned() else {
+        return;
+    };
+    let inner = Arc::clone(inner);
+    tokio::spawn(async move {
+        let deleted =
+            crate::kv::sweep(&store, |h| h.pid.node() == node && inner.holder_gone(h)).await;
+        if deleted > 0 {
+            tracing::info!(node, deleted, "released the names of a lost node");
+        }
+    });
 }

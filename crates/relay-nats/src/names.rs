@@ -28,198 +28,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, Store};
-use futures_util::StreamExt;
+use async_nats::jetstream::kv::{CreateErrorKind, Store};
 use sched::actor::MonitorId;
 use sched::prelude::*;
 
-use crate::io::Command;
+use crate::error::ClusterNameError;
+use crate::kv::{check, delete_if, holder, unavailable, Holder};
 use crate::transport::{Inner, NatsTransport};
 
 /// How long a call waits for the bucket to answer.
 const TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Why a cluster name operation failed.
-///
-/// # Examples
-///
-/// ```
-/// use relay_nats::ClusterNameError;
-/// use sched::Pid;
-/// let e = ClusterNameError::Taken { name: "db".into(), by: Pid::new(2, 7) };
-/// assert_eq!(e.to_string(), "the name \"db\" is taken by <2.7>");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClusterNameError {
-    /// A live process holds the name.
-    Taken {
-        /// The name.
-        name: String,
-        /// Its holder.
-        by: Pid,
-    },
-    /// A name is 1 to 255 characters of `A-Z a-z 0-9 - _ = / .`, not
-    /// starting or ending with `.` (what a bucket key may be).
-    InvalidName(String),
-    /// Names are registered by the node of their process: this PID is
-    /// another node's.
-    NotLocal(Pid),
-    /// The transport was built without
-    /// [`NatsConfig::cluster_names`](crate::NatsConfig::cluster_names),
-    /// or could not open the bucket (JetStream is off on the server).
-    NotEnabled,
-    /// The bucket did not answer in time, or refused.
-    Unavailable(String),
-}
-
-impl fmt::Display for ClusterNameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClusterNameError::Taken { name, by } => write!(f, "the name {name:?} is taken by {by}"),
-            ClusterNameError::InvalidName(name) => write!(f, "{name:?} cannot be a cluster name"),
-            ClusterNameError::NotLocal(pid) => {
-                write!(f, "{pid} is another node's process: register it there")
-            }
-            ClusterNameError::NotEnabled => {
-                f.write_str("cluster names are not enabled on this transport")
-            }
-            ClusterNameError::Unavailable(why) => {
-                write!(f, "the cluster names are unavailable: {why}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ClusterNameError {}
-
-/// Who holds a name: a PID and the incarnation of its node's run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Holder {
-    pub(crate) pid: Pid,
-    pub(crate) incarnation: u64,
-}
-
-impl Holder {
-    /// `<node>.<id>@<incarnation in hex>`: readable with `nats kv get`.
-    fn encode(self) -> Vec<u8> {
-        format!(
-            "{}.{}@{:x}",
-            self.pid.node(),
-            self.pid.id(),
-            self.incarnation
-        )
-        .into_bytes()
-    }
-
-    fn decode(bytes: &[u8]) -> Option<Holder> {
-        let text = std::str::from_utf8(bytes).ok()?;
-        let (pid, incarnation) = text.split_once('@')?;
-        let (node, id) = pid.split_once('.')?;
-        Some(Holder {
-            pid: Pid::new(node.parse().ok()?, id.parse().ok()?),
-            incarnation: u64::from_str_radix(incarnation, 16).ok()?,
-        })
-    }
-}
-
-fn check(name: &str) -> Result<(), ClusterNameError> {
-    let valid = !name.is_empty()
-        && name.len() <= 255
-        && !name.starts_with('.')
-        && !name.ends_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_=/.".contains(&b));
-    if valid {
-        Ok(())
-    } else {
-        Err(ClusterNameError::InvalidName(name.to_owned()))
-    }
-}
-
-fn unavailable(error: impl fmt::Display) -> ClusterNameError {
-    ClusterNameError::Unavailable(error.to_string())
-}
-
-/// Opens (or makes) the bucket.
-pub(crate) async fn open(client: &async_nats::Client, bucket: &str) -> Result<Store, String> {
-    let jetstream = async_nats::jetstream::new(client.clone());
-    if let Ok(store) = jetstream.get_key_value(bucket).await {
-        return Ok(store);
-    }
-    jetstream
-        .create_key_value(kv::Config {
-            bucket: bucket.to_owned(),
-            history: 1,
-            description: "sched: process names across the cluster".to_owned(),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| format!("cannot open the key-value bucket {bucket:?}: {e}"))
-}
-
-/// The current holder of `key` and the revision it was read at.
-async fn holder(store: &Store, key: &str) -> Result<Option<(Holder, u64)>, ClusterNameError> {
-    let entry = store.entry(key).await.map_err(unavailable)?;
-    Ok(entry
-        .filter(|e| e.operation == Operation::Put)
-        .and_then(|e| Holder::decode(&e.value).map(|h| (h, e.revision))))
-}
-
-/// Deletes `key` if `gone` says its holder is gone, naming the revision
-/// read so that a newer registration is kept.
-async fn delete_if(store: &Store, key: &str, gone: impl Fn(Holder) -> bool) -> bool {
-    match holder(store, key).await {
-        Ok(Some((holder, revision))) if gone(holder) => store
-            .delete_expect_revision(key, Some(revision))
-            .await
-            .is_ok(),
-        _ => false,
-    }
-}
-
-/// Deletes every name whose holder `gone` picks; returns how many.
-pub(crate) async fn sweep(store: &Store, gone: impl Fn(Holder) -> bool) -> usize {
-    let Ok(mut keys) = store.keys().await else {
-        return 0;
-    };
-    let mut deleted = 0;
-    while let Some(key) = keys.next().await {
-        if let Ok(key) = key {
-            if delete_if(store, &key, &gone).await {
-                deleted += 1;
-            }
-        }
-    }
-    deleted
-}
-
-impl Inner {
-    /// Whether `holder`'s run of its node is known to be gone: the node
-    /// is down or left, or has restarted since.
-    pub(crate) fn holder_gone(&self, holder: Holder) -> bool {
-        let node = holder.pid.node();
-        if node == self.engine.get().map_or(0, |a| a.0) {
-            return holder.incarnation != self.incarnation;
-        }
-        self.members.unreachable(node).is_some() || self.members.is_stale(node, holder.incarnation)
-    }
-
-    /// Deletes, in the background, the names held by the lost `node`.
-    pub(crate) fn sweep_lost(self: &Arc<Inner>, node: u32) {
-        let Some(store) = self.names.get().cloned() else {
-            return;
-        };
-        let inner = Arc::clone(self);
-        tokio::spawn(async move {
-            let deleted = sweep(&store, |h| h.pid.node() == node && inner.holder_gone(h)).await;
-            if deleted > 0 {
-                tracing::info!(node, deleted, "released the names of a lost node");
-            }
-        });
-    }
-}
 
 impl NatsTransport {
     /// Runs `op` against the bucket on the transport's thread and waits
@@ -246,7 +64,7 @@ impl NatsTransport {
             };
             let _ = done.send(outcome);
         });
-        self.run(Command::Run(task))
+        self.spawn_task(task)
             .map_err(|_| ClusterNameError::Unavailable("the transport is closed".into()))?;
         result
             .recv_timeout(TIMEOUT + Duration::from_secs(1))
@@ -264,7 +82,7 @@ impl NatsTransport {
                 tracing::debug!(%name, %holder, "released a cluster name");
             }
         });
-        let _ = self.run(Command::Run(task));
+        let _ = self.spawn_task(task);
     }
 }
 
@@ -513,36 +331,5 @@ impl ClusterNames {
 
     fn transport_post(&self, keep: Keep) -> Result<(), ()> {
         self.transport.post_local(self.keeper, keep)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn holders_round_trip_and_junk_is_none() {
-        let holder = Holder {
-            pid: Pid::new(3, 99),
-            incarnation: 0xABCD_EF01_2345_6789,
-        };
-        assert_eq!(Holder::decode(&holder.encode()), Some(holder));
-        assert_eq!(
-            String::from_utf8(holder.encode()).unwrap(),
-            "3.99@abcdef0123456789"
-        );
-        for junk in [&b"3.99"[..], b"x.1@1", b"3.99@zz", b"", b"\xff"] {
-            assert_eq!(Holder::decode(junk), None);
-        }
-    }
-
-    #[test]
-    fn names_are_what_a_bucket_key_may_be() {
-        for good in ["db", "a.b", "jobs/queue-1", "A_Z=09"] {
-            assert_eq!(check(good), Ok(()));
-        }
-        for bad in ["", ".db", "db.", "has space", "ünï", &"x".repeat(256)] {
-            assert!(matches!(check(bad), Err(ClusterNameError::InvalidName(_))));
-        }
     }
 }

@@ -53,6 +53,16 @@ impl std::fmt::Debug for Attached {
 }
 
 impl Inner {
+    /// Whether `holder`'s run of its node is known to be gone: the node
+    /// is down or left, or has restarted since.
+    pub(crate) fn holder_gone(&self, holder: crate::kv::Holder) -> bool {
+        let node = holder.pid.node();
+        if node == self.engine.get().map_or(0, |a| a.0) {
+            return holder.incarnation != self.incarnation;
+        }
+        self.members.unreachable(node).is_some() || self.members.is_stale(node, holder.incarnation)
+    }
+
     /// Tells the engine it has lost `node`: every relation between their
     /// processes ends (see [`NodeDown`]).
     pub(crate) fn tell_lost(&self, node: u32) {
@@ -242,9 +252,12 @@ impl NatsTransport {
         &self.inner
     }
 
-    /// Queues work for the transport's thread.
-    pub(crate) fn run(&self, command: Command) -> Result<(), ()> {
-        self.commands.send(command).map_err(|_| ())
+    /// Runs `task` on the transport's thread.
+    pub(crate) fn spawn_task(
+        &self,
+        task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    ) -> Result<(), ()> {
+        self.commands.send(Command::Run(task)).map_err(|_| ())
     }
 
     /// Delivers `value` to a process of this transport's own engine.

@@ -76,7 +76,7 @@ pub struct Monitor {
     target: Option<RecordRef>,
     /// For a process of another node: the relations the monitor is listed
     /// in (held weakly: a handle does not keep the engine's transport).
-    across: Option<std::sync::Weak<super::remote::Across>>,
+    across: Option<std::sync::Weak<super::remote::table::Across>>,
 }
 
 impl std::fmt::Debug for Monitor {

@@ -72,7 +72,7 @@ pub(crate) struct Shared {
     pub(crate) remote: Option<std::sync::Arc<dyn relay::RemoteTransport>>,
     /// Monitors, links and asks between processes here and processes of
     /// other nodes (with a transport only).
-    pub(crate) across: Option<std::sync::Arc<super::remote::Across>>,
+    pub(crate) across: Option<std::sync::Arc<super::remote::table::Across>>,
     /// What timers and timeouts measure time with: the machine's clock, or
     /// a simulation's virtual one.
     pub(crate) clock: super::clock::Clock,

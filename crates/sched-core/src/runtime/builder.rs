@@ -503,10 +503,9 @@ impl Builder {
             timers: Timers::new(self.workers, clock.now()),
             names: Default::default(),
             long_steps: crate::engine::stats::LongSteps::new(self.long_step_threshold),
-            across: self
-                .remote
-                .clone()
-                .map(|remote| StdArc::new(crate::engine::remote::Across::new(self.node, remote))),
+            across: self.remote.clone().map(|remote| {
+                StdArc::new(crate::engine::remote::table::Across::new(self.node, remote))
+            }),
             remote: self.remote,
             clock,
             intercept,

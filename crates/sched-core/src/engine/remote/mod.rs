@@ -5,17 +5,16 @@
 //! processes exactly like a local send, and [`Signal`]s, which the engines
 //! exchange about their processes (`protocol.rs` has their bytes,
 //! `relations.rs` the monitors and links and their protocol, `ask.rs` the
-//! asks). The transport also tells its engine when it has lost a node
+//! asks, `table.rs` the state they keep). The transport also tells its engine when it has lost a node
 //! ([`NodeDown`]): every relation with that node's processes then ends.
 
 pub(crate) mod ask;
 pub(crate) mod protocol;
 pub(crate) mod relations;
+pub(crate) mod table;
 
 #[cfg(not(loom))]
 use relay::{NodeDown, Package, Receiver, SendError, Signal};
-
-pub(crate) use relations::Across;
 
 use super::shared::Shared;
 use crate::sync::Arc;
