@@ -919,3 +919,91 @@ fn nodes_of_a_cluster_have_numbers_of_their_own() {
     );
     assert_eq!(twice.err(), Some(SimError::DuplicateNode { node: 4 }));
 }
+
+/// Node 2's process: holds its requests unanswered, ends when told.
+struct Quiet(Vec<sched::actor::ReplyTo>);
+
+impl Process for Quiet {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Request(request) => self.0.push(request.into_parts().1),
+                Event::Message(m) if m.payload::<&'static str>() == Some(&"end") => {
+                    out.done(Box::new(()));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Node 1's process: monitors and asks `peer` when it starts, and notes
+/// what comes back.
+struct Watching {
+    peer: Pid,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process for Watching {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.monitor(self.peer);
+        out.ask(self.peer, 1u64, Duration::from_secs(3600))?;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            let line = match event {
+                Event::Down(down) => format!("down {:?}", down.reason),
+                Event::Reply { result, .. } => format!("reply {:?}", result.err()),
+                _ => continue,
+            };
+            self.seen.lock().unwrap().push(line);
+        }
+        Ok(())
+    }
+}
+
+fn watched_across_a_partition(seed: u64, cut: bool) -> (u64, Vec<String>) {
+    use sched::sim::Simulation;
+    let config = Config::seed(seed).network_latency(Duration::from_millis(2));
+    let mut sim = Simulation::cluster(
+        config,
+        [Scheduler::builder().node(1), Scheduler::builder().node(2)],
+    )
+    .expect("two nodes");
+    let peer = sim.node(2).unwrap().spawn(Quiet(Vec::new())).unwrap().pid();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    sim.spawn(Watching {
+        peer,
+        seen: Arc::clone(&seen),
+    })
+    .unwrap();
+    // Not `run`: it would jump to the ask's timeout, an hour away.
+    sim.run_for(Duration::from_secs(1)).expect("runs");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Vec::<String>::new(),
+        "nothing ended yet"
+    );
+    if cut {
+        sim.partition(&[1], &[2]);
+    } else {
+        sim.node(2).unwrap().post(peer, "end").unwrap();
+    }
+    sim.run().expect("quiet");
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    (sim.trace().hash(), seen)
+}
+
+#[test]
+fn monitors_and_asks_cross_simulated_nodes_and_a_partition_ends_them() {
+    let (_, ended) = watched_across_a_partition(3, false);
+    // The held request goes with its process, unanswered.
+    assert_eq!(ended, ["down Normal", "reply Some(NoReply)"]);
+    let (hash, cut) = watched_across_a_partition(3, true);
+    assert_eq!(cut, ["down NodeDown", "reply Some(NodeDown)"]);
+    assert_eq!(watched_across_a_partition(3, true).0, hash, "replays");
+}
