@@ -66,8 +66,7 @@ impl Shared {
         let id = crate::engine::monitors::next_id();
         let from = watcher_pid(&watcher, across.node);
         across.table.lock().watching.insert(id, (target, watcher));
-        if let Err(error) = across.signal(from, target, &Op::Monitor { id }, None) {
-            tracing::debug!(%target, %error, "a monitor did not reach its node");
+        if !across.tell(from, target, &Op::Monitor { id }) {
             self.remote_down(target, id, ExitReason::NodeDown, None);
         }
         MonitorId { target, id }
@@ -135,9 +134,7 @@ impl Shared {
                 reason,
                 detail: None,
             };
-            if let Err(error) = across.signal(target, watcher, &down, None) {
-                tracing::debug!(%watcher, %error, "a down did not reach its node");
-            }
+            across.tell(target, watcher, &down);
         }
     }
 
@@ -153,9 +150,7 @@ impl Shared {
             reason: down.reason,
             detail: down.detail,
         };
-        if let Err(error) = across.signal(down.pid, watcher, &op, None) {
-            tracing::debug!(%watcher, %error, "a down did not reach its node");
-        }
+        across.tell(down.pid, watcher, &op);
     }
 
     /// The remote watcher's monitor `id` of `target` is removed.
@@ -190,8 +185,7 @@ impl Shared {
             .links
             .insert((other, me.pid), RecordRef::clone(me));
         drop(old);
-        if let Err(error) = across.signal(me.pid, other, &Op::Link, None) {
-            tracing::debug!(%other, %error, "a link did not reach its node");
+        if !across.tell(me.pid, other, &Op::Link) {
             self.remote_exit(me, other, ExitReason::NodeDown, None);
         }
     }
@@ -208,9 +202,7 @@ impl Shared {
         }
         let across = self.across();
         across.forget_link(other, me);
-        if let Err(error) = across.signal(me.pid, other, &Op::Unlink, None) {
-            tracing::debug!(%other, %error, "an unlink did not reach its node");
-        }
+        across.tell(me.pid, other, &Op::Unlink);
     }
 
     /// The remote process `from` links itself with `target`, here.
@@ -244,9 +236,7 @@ impl Shared {
                 reason,
                 detail: None,
             };
-            if let Err(error) = across.signal(target, from, &exit, None) {
-                tracing::debug!(%from, %error, "an exit signal did not reach its node");
-            }
+            across.tell(target, from, &exit);
         }
     }
 
@@ -334,9 +324,7 @@ impl Shared {
                 reason,
                 detail: detail.clone(),
             };
-            if let Err(error) = across.signal(record.pid, other, &exit, None) {
-                tracing::debug!(%other, %error, "an exit signal did not reach its node");
-            }
+            across.tell(record.pid, other, &exit);
         }
     }
 

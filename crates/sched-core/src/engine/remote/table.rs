@@ -110,10 +110,21 @@ impl Across {
         drop(watcher);
         // Lost, the watch stays on the other node until its process ends
         // or it hears this node is down; it fires into no entry here.
-        if let Err(error) = self.signal(from, target, &Op::Demonitor { id: monitor.id }, None) {
-            tracing::debug!(%target, %error, "a demonitor did not reach its node");
-        }
+        self.tell(from, target, &Op::Demonitor { id: monitor.id });
         true
+    }
+
+    /// Sends `op`, with no payload; `false` if it could not leave (logged:
+    /// the relation's other end learns of the loss from its own
+    /// transport, and this end acts on the `false`).
+    pub(super) fn tell(&self, from: Pid, to: Pid, op: &Op) -> bool {
+        match self.signal(from, to, op, None) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::debug!(%from, %to, ?op, %error, "a signal did not reach its node");
+                false
+            }
+        }
     }
 
     /// Removes the table's entry for the link (remote, local) if it is
