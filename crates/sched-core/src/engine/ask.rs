@@ -314,7 +314,10 @@ impl Output<'_> {
     /// `Ok(answer)`, or with `Err(AskError::Timeout)` if `timeout` passes
     /// first, or `Err(AskError::NoReply)` if the process drops the request.
     /// Exactly one `Reply` event per ask; an answer after the timeout is
-    /// dropped. The ask belongs to this process: if it ends first, nothing
+    /// dropped. A PID of another node is asked through the remote
+    /// transport (the question and the answer must be types its codec
+    /// carries); if that node is lost first, the reply is
+    /// `Err(AskError::NodeDown)`. The ask belongs to this process: if it ends first, nothing
     /// arrives anywhere.
     ///
     /// # Errors

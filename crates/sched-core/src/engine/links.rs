@@ -147,7 +147,11 @@ impl Output<'_> {
     /// already ended, the signal comes at once: with how it ended if this
     /// link is the first it would tell, otherwise (no process under `pid`,
     /// or its end already signalled this process for an earlier link) with
-    /// [`ExitReason::NoProcess`](crate::ExitReason::NoProcess).
+    /// [`ExitReason::NoProcess`](crate::ExitReason::NoProcess). A PID of
+    /// another node links through the remote transport the same way; if
+    /// that node is lost first, the signal says
+    /// [`ExitReason::NodeDown`](crate::ExitReason::NodeDown) (an abnormal
+    /// end).
     ///
     /// # Examples
     ///

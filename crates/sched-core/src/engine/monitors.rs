@@ -390,7 +390,10 @@ impl Output<'_> {
     /// Watches `pid`: this process receives one
     /// [`Event::Down`](crate::Event::Down) when it ends, with how it ended
     /// (at once if it has ended already or never existed). Monitors stack:
-    /// two calls give two notifications.
+    /// two calls give two notifications. A PID of another node is watched
+    /// through the remote transport the same way; if that node is lost
+    /// first, the notification says
+    /// [`ExitReason::NodeDown`](crate::ExitReason::NodeDown).
     ///
     /// # Examples
     ///
