@@ -90,6 +90,16 @@ impl Related {
         list.push(id);
     }
 
+    /// Removes `pid` from the linked processes of other nodes; whether it
+    /// was there (whoever removes it acts on the link's one exit signal).
+    pub(crate) fn remove_remote_link(&mut self, pid: relay::Pid) -> bool {
+        let Some(at) = self.remote_links.iter().position(|p| *p == pid) else {
+            return false;
+        };
+        self.remote_links.swap_remove(at);
+        true
+    }
+
     /// One listed delayed message has fired or been cancelled. Once half
     /// the list is such, it is pruned (`pending` tells which are left) and
     /// its spare capacity given back: amortised O(1) per message, and an

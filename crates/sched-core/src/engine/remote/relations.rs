@@ -192,12 +192,10 @@ impl Shared {
 
     /// Removes the link of `me` with the remote process `other`.
     pub(crate) fn unlink_remote(&self, me: &RecordRef, other: Pid) {
-        let removed = me.relations.with_existing(|related| {
-            let at = related.remote_links.iter().position(|p| *p == other)?;
-            related.remote_links.swap_remove(at);
-            Some(())
-        });
-        if removed.flatten().is_none() {
+        let removed = me
+            .relations
+            .with_existing(|related| related.remove_remote_link(other));
+        if removed != Some(true) {
             return;
         }
         let across = self.across();
@@ -242,22 +240,13 @@ impl Shared {
 
     /// The remote process `from` unlinks itself from `target`, here.
     pub(super) fn unlinked_by_remote(&self, from: Pid, target: Pid) {
-        let listed = self
-            .across()
-            .table
-            .lock()
-            .links
-            .get(&(from, target))
-            .cloned();
-        let Some(record) = listed else {
+        let Some(record) = self.across().listed_link(from, target) else {
             return;
         };
-        let removed = record.relations.with_existing(|related| {
-            let at = related.remote_links.iter().position(|p| *p == from)?;
-            related.remote_links.swap_remove(at);
-            Some(())
-        });
-        if removed.flatten().is_some() {
+        let removed = record
+            .relations
+            .with_existing(|related| related.remove_remote_link(from));
+        if removed == Some(true) {
             self.across().forget_link(from, &record);
         }
     }
@@ -275,11 +264,9 @@ impl Shared {
             across.forget_link(from, target);
         }
         let acted = target.relations.with_existing(|related| {
-            let at = related.remote_links.iter().position(|p| *p == from)?;
-            related.remote_links.swap_remove(at);
-            Some(crate::engine::links::act_on_exit(
-                target, related, from, reason, detail,
-            ))
+            related
+                .remove_remote_link(from)
+                .then(|| crate::engine::links::act_on_exit(target, related, from, reason, detail))
         });
         if let Some(Some(Some(wake))) = acted {
             self.after_wake(target, wake);
@@ -294,14 +281,7 @@ impl Shared {
         reason: ExitReason,
         detail: Option<StdArc<str>>,
     ) {
-        let listed = self
-            .across()
-            .table
-            .lock()
-            .links
-            .get(&(from, target))
-            .cloned();
-        if let Some(record) = listed {
+        if let Some(record) = self.across().listed_link(from, target) {
             self.remote_exit(&record, from, reason, detail);
         }
     }

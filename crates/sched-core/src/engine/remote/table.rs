@@ -127,6 +127,11 @@ impl Across {
         }
     }
 
+    /// The local record listed for the link of `remote` with `local`.
+    pub(super) fn listed_link(&self, remote: Pid, local: Pid) -> Option<RecordRef> {
+        self.table.lock().links.get(&(remote, local)).cloned()
+    }
+
     /// Removes the table's entry for the link (remote, local) if it is
     /// `record`'s.
     pub(super) fn forget_link(&self, remote: Pid, record: &RecordRef) {
