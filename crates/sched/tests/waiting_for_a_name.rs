@@ -311,3 +311,119 @@ fn a_registration_racing_the_sends_keeps_their_order() {
     }
     scheduler.shutdown(WAIT);
 }
+
+/// The race the first test above once lost in CI: a holder ends (its
+/// mailbox closes) between a send's look at the name and its delivery.
+/// A send that may wait must then park (or, from outside, wait on) rather
+/// than fail with `Closed`; each message is still received, dead-lettered
+/// or handed back once. Without treating the ending holder as none, some
+/// rounds see a `Closed` error.
+#[test]
+fn a_holder_ending_under_racing_sends_never_makes_them_fail() {
+    /// Registers its name, then finishes at its first message.
+    struct Ends {
+        name: &'static str,
+        got: Arc<Mutex<Vec<u64>>>,
+    }
+    impl Process for Ends {
+        fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+            out.register_name(self.name)?;
+            Ok(())
+        }
+        fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            if let Some(Event::Message(package)) = events.next() {
+                self.got
+                    .lock()
+                    .unwrap()
+                    .push(*package.payload::<u64>().unwrap());
+                out.finish(());
+            }
+            Ok(())
+        }
+    }
+    /// Sends `range` to `name` in one step, as fast as it can; reports
+    /// each refusal's kind and number.
+    struct Burst {
+        name: &'static str,
+        range: std::ops::Range<u64>,
+        refused: Arc<Mutex<Vec<(SendErrorKind, u64)>>>,
+    }
+    impl Process for Burst {
+        fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            for n in self.range.clone() {
+                if let Err(error) = out.send_named_within(self.name, n, Duration::ZERO) {
+                    let kind = error.kind();
+                    let n = error.into_package().downcast::<u64>().unwrap();
+                    self.refused.lock().unwrap().push((kind, n));
+                }
+            }
+            out.finish(());
+            Ok(())
+        }
+    }
+    const SENDS: u64 = 2_000;
+    let (scheduler, dead) = dead_letter_log(Scheduler::builder().workers(2));
+    scheduler.start();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let refused = Arc::new(Mutex::new(Vec::new()));
+    let rounds = 60u64;
+    for round in 0..rounds {
+        let name: &'static str = Box::leak(format!("ending-{round}").into_boxed_str());
+        let holder = scheduler
+            .spawn(Ends {
+                name,
+                got: Arc::clone(&got),
+            })
+            .unwrap();
+        let deadline = Instant::now() + WAIT;
+        while scheduler.whereis(name).is_none() && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let base = round * 2 * SENDS;
+        let burst = scheduler
+            .spawn(Burst {
+                name,
+                range: base..base + SENDS,
+                refused: Arc::clone(&refused),
+            })
+            .unwrap();
+        // And from outside, at the same time.
+        for n in base + SENDS..base + 2 * SENDS {
+            if let Err(error) = scheduler.post_named_within(name, n, Duration::ZERO) {
+                let kind = error.kind();
+                let n = error.into_package().downcast::<u64>().unwrap();
+                refused.lock().unwrap().push((kind, n));
+            }
+        }
+        burst.wait().unwrap();
+        holder.wait().unwrap();
+    }
+    // Parked sends past their (zero) wait are swept into the dead letters.
+    let total = (rounds * 2 * SENDS) as usize;
+    let accounted =
+        || got.lock().unwrap().len() + dead.lock().unwrap().len() + refused.lock().unwrap().len();
+    let deadline = Instant::now() + WAIT;
+    while accounted() < total && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    scheduler.shutdown(WAIT);
+    let refused = refused.lock().unwrap().clone();
+    let closed: Vec<_> = refused
+        .iter()
+        .filter(|(kind, _)| *kind == SendErrorKind::Closed)
+        .collect();
+    assert!(
+        closed.is_empty(),
+        "{} sends failed with Closed: {closed:?}",
+        closed.len()
+    );
+    let mut all: Vec<u64> = got.lock().unwrap().clone();
+    all.extend(dead.lock().unwrap().iter().copied());
+    all.extend(refused.iter().map(|(_, n)| *n));
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..total as u64).collect::<Vec<_>>(),
+        "each exactly once"
+    );
+}

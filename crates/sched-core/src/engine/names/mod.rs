@@ -20,6 +20,14 @@
 //!   dead letters. A registration that finds late packages dead-letters
 //!   them too. Nothing parked is lost: each package is delivered or
 //!   dead-lettered exactly once (`tests/waiting_for_a_name.rs`).
+//!
+//! A holder that is ending counts as none. A process's end marks it
+//! complete, then closes its mailbox, then frees its names; a send that
+//! found the holder live just before may reach a closed mailbox. Both
+//! sends then go on as if nobody held the name (park, or wait for the
+//! next registration) instead of failing with `Closed`; the ending record
+//! is passed over until it is released
+//! (`a_holder_ending_under_racing_sends_never_makes_them_fail`).
 
 pub(crate) mod table;
 
@@ -27,7 +35,7 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
 
-use relay::{Package, Pid, SendError};
+use relay::{Package, Pid, SendError, SendErrorKind};
 
 use super::shared::Shared;
 use super::stepping::Stepping;
@@ -40,7 +48,7 @@ use crate::record::RecordRef;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 
 use crate::timer::{Action, What};
-use table::{ended, Parked};
+use table::{ended, live_holder, Parked};
 
 impl Shared {
     /// Sends `payload` from the process `from` to the holder of `name`; if
@@ -54,15 +62,30 @@ impl Shared {
         wait: Duration,
     ) -> Result<(), SendError> {
         let shard = self.names.shard(name);
-        let mut maps = shard.maps.lock();
-        if let Some(record) = maps.holders.get(name).filter(|r| !ended(r)).cloned() {
+        let mut payload = payload;
+        // A holder whose mailbox closed (it is ending, its name not yet
+        // released) counts as none: the send parks for the next holder
+        // instead of failing in the instant between the end and the
+        // release.
+        let mut refused: Option<RecordRef> = None;
+        let mut maps = loop {
+            let maps = shard.maps.lock();
+            let Some(record) = live_holder(&maps.holders, name, refused.as_ref()) else {
+                break maps;
+            };
             // Nothing is parked for a held name (its registration took
             // it, under this lock), so delivering after the unlock keeps
             // the order.
             drop(maps);
             let package = Package::from_payload(from, record.pid, payload);
-            return self.deliver_message(&record, package);
-        }
+            match self.deliver_message(&record, package) {
+                Err(error) if error.kind() == SendErrorKind::Closed => {
+                    payload = error.into_package().into_payload();
+                    refused = Some(record);
+                }
+                sent => return sent,
+            }
+        };
         let package = Package::from_payload(from, Pid::OUTSIDE, payload);
         let sender = self.processes.get(from);
         let (Some(sender), false) = (sender, self.is_stopping()) else {
@@ -225,7 +248,9 @@ impl Context {
     /// a new PID, which registers the name again): blocks this thread until
     /// the name is registered, `wait` has passed, or shutdown begins. Not
     /// for async code as it blocks (call it through `spawn_blocking`), and
-    /// not for a step, which has [`Output::send_named_within`].
+    /// not for a step, which has [`Output::send_named_within`]. A holder
+    /// that is ending (its mailbox already closed) counts as none: the wait
+    /// goes on for the next one.
     ///
     /// # Errors
     ///
@@ -272,30 +297,56 @@ impl Context {
     ) -> Result<(), SendError> {
         let shared = self.shared();
         let deadline = Instant::now().checked_add(wait);
-        let shard = shared.names.shard(name);
         shared.names.outside_waiters.fetch_add(1, SeqCst);
-        let holder = {
-            let mut maps = shard.maps.lock();
-            loop {
-                if let Some(record) = maps.holders.get(name).filter(|r| !ended(r)) {
-                    break Some(RecordRef::clone(record));
+        let mut payload = relay::into_payload(payload);
+        // As for a send from a step: a holder that refuses because it is
+        // ending counts as none, and the wait goes on for the next one.
+        let mut refused: Option<RecordRef> = None;
+        let sent = loop {
+            let holder = self.wait_for_holder(name, deadline, refused.as_ref());
+            let Some(record) = holder else {
+                break shared.post_to_holder(None, payload);
+            };
+            match shared.post_to_holder(Some(RecordRef::clone(&record)), payload) {
+                Err(error) if error.kind() == SendErrorKind::Closed => {
+                    payload = error.into_package().into_payload();
+                    refused = Some(record);
                 }
-                if shared.is_stopping() {
-                    break None;
-                }
-                match deadline {
-                    Some(deadline) => {
-                        if Instant::now() >= deadline {
-                            break None;
-                        }
-                        maps = shard.registered.wait_until(maps, deadline).0;
-                    }
-                    None => maps = shard.registered.wait(maps),
-                }
+                sent => break sent,
             }
         };
         shared.names.outside_waiters.fetch_sub(1, SeqCst);
-        shared.post_to_holder(holder, payload)
+        sent
+    }
+
+    /// The live holder of `name` other than `refused`, waiting for a
+    /// registration until `deadline` (none: no limit) or shutdown.
+    fn wait_for_holder(
+        &self,
+        name: &str,
+        deadline: Option<Instant>,
+        refused: Option<&RecordRef>,
+    ) -> Option<RecordRef> {
+        let shared = self.shared();
+        let shard = shared.names.shard(name);
+        let mut maps = shard.maps.lock();
+        loop {
+            if let Some(record) = live_holder(&maps.holders, name, refused) {
+                break Some(record);
+            }
+            if shared.is_stopping() {
+                break None;
+            }
+            match deadline {
+                Some(deadline) => {
+                    if Instant::now() >= deadline {
+                        break None;
+                    }
+                    maps = shard.registered.wait_until(maps, deadline).0;
+                }
+                None => maps = shard.registered.wait(maps),
+            }
+        }
     }
 
     /// Sends `payload` from [`Pid::OUTSIDE`] to the process holding
@@ -369,10 +420,14 @@ impl Output<'_> {
     /// later send to the name; one still parked at its deadline (or at
     /// shutdown) is a dead letter. The step never waits.
     ///
+    /// A holder that is ending (its mailbox already closed) counts as
+    /// none: the send parks rather than fail.
+    ///
     /// # Errors
     ///
-    /// The holder refused it (as for [`send`](Output::send)); or nobody
-    /// holds the name and the scheduler is shutting down (kind
+    /// The holder refused it with a full mailbox (as for
+    /// [`send`](Output::send)); or nobody holds the name and the scheduler
+    /// is shutting down (kind
     /// [`UnknownTarget`](relay::SendErrorKind::UnknownTarget), target
     /// [`Pid::OUTSIDE`]). A parked send is `Ok`: it is delivered or
     /// dead-lettered later, exactly once.

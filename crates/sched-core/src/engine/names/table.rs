@@ -75,6 +75,20 @@ pub(super) fn ended(record: &Record) -> bool {
     state_of(record.state.load()) == COMPLETE
 }
 
+/// The record holding `name` if it is live and not `refused` (one that
+/// just refused a message because it is ending).
+pub(super) fn live_holder(
+    holders: &HashMap<StdArc<str>, RecordRef>,
+    name: &str,
+    refused: Option<&RecordRef>,
+) -> Option<RecordRef> {
+    let record = holders.get(name).filter(|r| !ended(r))?;
+    if refused.is_some_and(|refused| RecordRef::ptr_eq(refused, record)) {
+        return None;
+    }
+    Some(RecordRef::clone(record))
+}
+
 impl Names {
     pub(super) fn shard(&self, name: &str) -> &Shard {
         &self.shards[(self.hasher.hash_one(name) as usize) % SHARDS]
