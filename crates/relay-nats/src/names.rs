@@ -39,36 +39,67 @@ use crate::transport::{Inner, NatsTransport};
 /// How long a call waits for the bucket to answer.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-impl NatsTransport {
-    /// Runs `op` against the bucket on the transport's thread and waits
-    /// for its result.
-    fn with_names<T: Send + 'static>(
-        &self,
-        op: impl FnOnce(
+/// An operation on the bucket, run on the transport's thread.
+type NamesOp<T> = Box<
+    dyn FnOnce(
             Store,
             Arc<Inner>,
-        ) -> Pin<Box<dyn Future<Output = Result<T, ClusterNameError>> + Send>>,
-    ) -> Result<T, ClusterNameError> {
+        ) -> Pin<Box<dyn Future<Output = Result<T, ClusterNameError>> + Send>>
+        + Send,
+>;
+
+impl NatsTransport {
+    /// Starts `op` against the bucket on the transport's thread, with the
+    /// calls' time limit; `answer` gets its result.
+    fn start_names_op<T: Send + 'static>(
+        &self,
+        op: NamesOp<T>,
+        answer: impl FnOnce(Result<T, ClusterNameError>) + Send + 'static,
+    ) -> Result<(), ClusterNameError> {
         let inner = self.inner();
         let store = inner
             .names
             .get()
             .cloned()
             .ok_or(ClusterNameError::NotEnabled)?;
-        let (done, result) = std::sync::mpsc::channel();
         let work = op(store, Arc::clone(inner));
         let task: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
             let outcome = match tokio::time::timeout(TIMEOUT, work).await {
                 Ok(outcome) => outcome,
                 Err(_) => Err(ClusterNameError::Unavailable("timed out".into())),
             };
-            let _ = done.send(outcome);
+            answer(outcome);
         });
         self.spawn_task(task)
-            .map_err(|_| ClusterNameError::Unavailable("the transport is closed".into()))?;
+            .map_err(|_| ClusterNameError::Unavailable("the transport is closed".into()))
+    }
+
+    /// Runs `op` against the bucket and blocks this thread for its result.
+    fn with_names<T: Send + 'static>(&self, op: NamesOp<T>) -> Result<T, ClusterNameError> {
+        let (done, result) = std::sync::mpsc::channel();
+        self.start_names_op(op, move |outcome| {
+            let _ = done.send(outcome);
+        })?;
         result
             .recv_timeout(TIMEOUT + Duration::from_secs(1))
             .map_err(|_| ClusterNameError::Unavailable("timed out".into()))?
+    }
+
+    /// Runs `op` against the bucket; the future, which needs no runtime
+    /// of its own, resolves to its result.
+    async fn with_names_async<T: Send + 'static>(
+        &self,
+        op: NamesOp<T>,
+    ) -> Result<T, ClusterNameError> {
+        let (done, result) = tokio::sync::oneshot::channel();
+        self.start_names_op(op, move |outcome| {
+            let _ = done.send(outcome);
+        })?;
+        // The task always answers (its own time limit ends it); a dropped
+        // sender means the transport's thread ended first.
+        result
+            .await
+            .map_err(|_| ClusterNameError::Unavailable("the transport is closed".into()))?
     }
 
     /// Deletes `name` in the background if `holder` still holds it.
@@ -136,9 +167,10 @@ impl Process for Keeper {
 /// register a process of this node under a name, find any node's process
 /// by name.
 ///
-/// Every call waits for the bucket's answer (a round trip to the server,
-/// at most five seconds): call it from outside the engine, or from a
-/// command handler, not from a step.
+/// The plain calls block until the bucket answers (a round trip to the
+/// server, at most five seconds): call them from outside the engine, or
+/// from a command handler, not from a step. Async code has the `_async`
+/// calls, whose futures run on any executor.
 ///
 /// # Examples
 ///
@@ -212,7 +244,8 @@ impl ClusterNames {
     /// cluster, until the process ends, its node is lost, or
     /// [`unregister`](ClusterNames::unregister). Registering a name the
     /// same process holds succeeds. A name held by a run of a node known
-    /// to be gone is taken over.
+    /// to be gone is taken over. Blocks until the bucket answers; async
+    /// code has [`register_async`](ClusterNames::register_async).
     ///
     /// # Errors
     ///
@@ -224,64 +257,39 @@ impl ClusterNames {
     ///
     /// See [`ClusterNames`].
     pub fn register(&self, name: &str, pid: Pid) -> Result<(), ClusterNameError> {
-        check(name)?;
-        if Some(pid.node()) != self.transport.node() {
-            return Err(ClusterNameError::NotLocal(pid));
-        }
-        let key = name.to_owned();
-        self.transport.with_names(move |store, inner| {
-            Box::pin(async move {
-                let mine = Holder {
-                    pid,
-                    incarnation: inner.incarnation,
-                };
-                // Twice at most: a holder found gone is deleted, then the
-                // name is created again (or someone else won it).
-                for _ in 0..2 {
-                    match store.create(&key, mine.encode().into()).await {
-                        Ok(_) => return Ok(()),
-                        Err(e) if e.kind() == CreateErrorKind::AlreadyExists => {}
-                        Err(e) => return Err(unavailable(e)),
-                    }
-                    match holder(&store, &key).await? {
-                        Some((held, _)) if held == mine => return Ok(()),
-                        Some((held, revision)) if inner.holder_gone(held) => {
-                            let _ = store.delete_expect_revision(&key, Some(revision)).await;
-                        }
-                        Some((held, _)) => {
-                            return Err(ClusterNameError::Taken {
-                                name: key,
-                                by: held.pid,
-                            })
-                        }
-                        // Deleted between the two calls: try again.
-                        None => {}
-                    }
-                }
-                match holder(&store, &key).await? {
-                    Some((held, _)) if held == mine => Ok(()),
-                    Some((held, _)) => Err(ClusterNameError::Taken {
-                        name: key,
-                        by: held.pid,
-                    }),
-                    None => Err(ClusterNameError::Unavailable(
-                        "the name kept changing".into(),
-                    )),
-                }
-            })
-        })?;
-        // The keeper releases the name when the process ends (at once if
-        // it has already ended).
-        let watch = Keep::Watch(name.to_owned(), pid);
-        if self.transport_post(watch).is_err() {
-            self.transport.release(name.to_owned(), pid);
-            return Err(ClusterNameError::Unavailable("the keeper has ended".into()));
-        }
-        Ok(())
+        self.check_local(name, pid)?;
+        self.transport
+            .with_names(register_op(name.to_owned(), pid))?;
+        self.keep(name, pid)
+    }
+
+    /// [`register`](ClusterNames::register) without blocking: the future
+    /// runs on any executor (the bucket is reached through the transport's
+    /// own thread).
+    ///
+    /// # Errors
+    ///
+    /// As for [`register`](ClusterNames::register).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(names: &relay_nats::ClusterNames, db: sched::Pid) -> Result<(), relay_nats::ClusterNameError> {
+    /// names.register_async("db", db).await?;
+    /// assert_eq!(names.whereis_async("db").await?, Some(db));
+    /// # Ok(()) }
+    /// ```
+    pub async fn register_async(&self, name: &str, pid: Pid) -> Result<(), ClusterNameError> {
+        self.check_local(name, pid)?;
+        self.transport
+            .with_names_async(register_op(name.to_owned(), pid))
+            .await?;
+        self.keep(name, pid)
     }
 
     /// The process registered under `name`, on any node; `None` if there
-    /// is none, or its node is known to be lost.
+    /// is none, or its node is known to be lost. Blocks until the bucket
+    /// answers; async code has [`whereis_async`](ClusterNames::whereis_async).
     ///
     /// # Errors
     ///
@@ -292,18 +300,28 @@ impl ClusterNames {
     /// See [`ClusterNames`].
     pub fn whereis(&self, name: &str) -> Result<Option<Pid>, ClusterNameError> {
         check(name)?;
-        let key = name.to_owned();
-        self.transport.with_names(move |store, inner| {
-            Box::pin(async move {
-                Ok(holder(&store, &key)
-                    .await?
-                    .filter(|(h, _)| !inner.holder_gone(*h))
-                    .map(|(h, _)| h.pid))
-            })
-        })
+        self.transport.with_names(whereis_op(name.to_owned()))
     }
 
-    /// Releases `name` if `pid` holds it; whether it did.
+    /// [`whereis`](ClusterNames::whereis) without blocking.
+    ///
+    /// # Errors
+    ///
+    /// As for [`whereis`](ClusterNames::whereis).
+    ///
+    /// # Examples
+    ///
+    /// See [`register_async`](ClusterNames::register_async).
+    pub async fn whereis_async(&self, name: &str) -> Result<Option<Pid>, ClusterNameError> {
+        check(name)?;
+        self.transport
+            .with_names_async(whereis_op(name.to_owned()))
+            .await
+    }
+
+    /// Releases `name` if `pid` holds it; whether it did. Blocks until the
+    /// bucket answers; async code has
+    /// [`unregister_async`](ClusterNames::unregister_async).
     ///
     /// # Errors
     ///
@@ -319,17 +337,128 @@ impl ClusterNames {
     /// ```
     pub fn unregister(&self, name: &str, pid: Pid) -> Result<bool, ClusterNameError> {
         check(name)?;
-        let key = name.to_owned();
-        let released = self.transport.with_names(move |store, _| {
-            Box::pin(async move { Ok(delete_if(&store, &key, |h| h.pid == pid).await) })
-        })?;
+        let released = self
+            .transport
+            .with_names(unregister_op(name.to_owned(), pid))?;
+        self.forget(name, released);
+        Ok(released)
+    }
+
+    /// [`unregister`](ClusterNames::unregister) without blocking.
+    ///
+    /// # Errors
+    ///
+    /// As for [`unregister`](ClusterNames::unregister).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(names: &relay_nats::ClusterNames, db: sched::Pid) -> Result<(), relay_nats::ClusterNameError> {
+    /// assert!(names.unregister_async("db", db).await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn unregister_async(&self, name: &str, pid: Pid) -> Result<bool, ClusterNameError> {
+        check(name)?;
+        let released = self
+            .transport
+            .with_names_async(unregister_op(name.to_owned(), pid))
+            .await?;
+        self.forget(name, released);
+        Ok(released)
+    }
+
+    /// A valid name, for a process of this node.
+    fn check_local(&self, name: &str, pid: Pid) -> Result<(), ClusterNameError> {
+        check(name)?;
+        if Some(pid.node()) != self.transport.node() {
+            return Err(ClusterNameError::NotLocal(pid));
+        }
+        Ok(())
+    }
+
+    /// Has the keeper release `name` when `pid` ends (at once if it has
+    /// already ended).
+    fn keep(&self, name: &str, pid: Pid) -> Result<(), ClusterNameError> {
+        let watch = Keep::Watch(name.to_owned(), pid);
+        if self.transport_post(watch).is_err() {
+            self.transport.release(name.to_owned(), pid);
+            return Err(ClusterNameError::Unavailable("the keeper has ended".into()));
+        }
+        Ok(())
+    }
+
+    /// Stops the keeper watching for `name` once it was released.
+    fn forget(&self, name: &str, released: bool) {
         if released {
             let _ = self.transport_post(Keep::Forget(name.to_owned()));
         }
-        Ok(released)
     }
 
     fn transport_post(&self, keep: Keep) -> Result<(), ()> {
         self.transport.post_local(self.keeper, keep)
     }
+}
+
+/// Creates `key` for `pid`; takes it over from a holder known gone.
+fn register_op(key: String, pid: Pid) -> NamesOp<()> {
+    Box::new(move |store, inner| {
+        Box::pin(async move {
+            let mine = Holder {
+                pid,
+                incarnation: inner.incarnation,
+            };
+            // Twice at most: a holder found gone is deleted, then the
+            // name is created again (or someone else won it).
+            for _ in 0..2 {
+                match store.create(&key, mine.encode().into()).await {
+                    Ok(_) => return Ok(()),
+                    Err(e) if e.kind() == CreateErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(unavailable(e)),
+                }
+                match holder(&store, &key).await? {
+                    Some((held, _)) if held == mine => return Ok(()),
+                    Some((held, revision)) if inner.holder_gone(held) => {
+                        let _ = store.delete_expect_revision(&key, Some(revision)).await;
+                    }
+                    Some((held, _)) => {
+                        return Err(ClusterNameError::Taken {
+                            name: key,
+                            by: held.pid,
+                        })
+                    }
+                    // Deleted between the two calls: try again.
+                    None => {}
+                }
+            }
+            match holder(&store, &key).await? {
+                Some((held, _)) if held == mine => Ok(()),
+                Some((held, _)) => Err(ClusterNameError::Taken {
+                    name: key,
+                    by: held.pid,
+                }),
+                None => Err(ClusterNameError::Unavailable(
+                    "the name kept changing".into(),
+                )),
+            }
+        })
+    })
+}
+
+/// The live holder of `key`.
+fn whereis_op(key: String) -> NamesOp<Option<Pid>> {
+    Box::new(move |store, inner| {
+        Box::pin(async move {
+            Ok(holder(&store, &key)
+                .await?
+                .filter(|(h, _)| !inner.holder_gone(*h))
+                .map(|(h, _)| h.pid))
+        })
+    })
+}
+
+/// Deletes `key` if `pid` holds it.
+fn unregister_op(key: String, pid: Pid) -> NamesOp<bool> {
+    Box::new(move |store, _| {
+        Box::pin(async move { Ok(delete_if(&store, &key, |h| h.pid == pid).await) })
+    })
 }

@@ -245,3 +245,74 @@ fn names_hold_across_nodes_and_go_with_their_process() {
     one.shutdown(Duration::from_millis(200));
     two.shutdown(Duration::from_millis(200));
 }
+
+/// The `_async` calls give what the blocking ones give, from async code on
+/// a runtime of the caller's (here a single-threaded one, which a blocking
+/// call inside a task would stall), and their futures are `Send`.
+#[test]
+fn names_work_from_async_code_on_any_runtime() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let names1 = ClusterNames::new(&one, t1.clone()).unwrap();
+    let names2 = ClusterNames::new(&two, t2.clone()).unwrap();
+    let s = one.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let other = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    fn is_send<T: Send>(value: T) -> T {
+        value
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // Two calls at once on one thread: neither blocks the other.
+        let (registered, missing) = tokio::join!(
+            is_send(names1.register_async("queue", s)),
+            names2.whereis_async("nobody"),
+        );
+        registered.unwrap();
+        assert_eq!(missing.unwrap(), None);
+        assert_eq!(
+            is_send(names2.whereis_async("queue")).await.unwrap(),
+            Some(s)
+        );
+        assert_eq!(
+            names2.register_async("queue", other).await,
+            Err(ClusterNameError::Taken {
+                name: "queue".into(),
+                by: s
+            })
+        );
+        assert_eq!(
+            names2.register_async("x", s).await,
+            Err(ClusterNameError::NotLocal(s))
+        );
+        assert!(matches!(
+            names1.whereis_async("has space").await,
+            Err(ClusterNameError::InvalidName(_))
+        ));
+        assert!(!names1.unregister_async("queue", other).await.unwrap());
+        assert!(is_send(names1.unregister_async("queue", s)).await.unwrap());
+        assert_eq!(names2.whereis_async("queue").await.unwrap(), None);
+        names2.register_async("queue", other).await.unwrap();
+        assert_eq!(names1.whereis_async("queue").await.unwrap(), Some(other));
+    });
+    // The keeper watches what `register_async` registered: the holder's
+    // end releases the name.
+    two.post(other, Ping(0)).unwrap();
+    wait_until("the name released", WAIT, || {
+        names1.whereis("queue").unwrap().is_none()
+    });
+    // A closed transport answers at once, with a typed error.
+    t1.close();
+    let closed = runtime.block_on(names1.whereis_async("queue"));
+    assert!(
+        matches!(closed, Err(ClusterNameError::Unavailable(_))),
+        "{closed:?}"
+    );
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}
