@@ -316,3 +316,54 @@ fn names_work_from_async_code_on_any_runtime() {
     one.shutdown(Duration::from_millis(200));
     two.shutdown(Duration::from_millis(200));
 }
+
+/// Finishes at its cancel.
+struct EndsOnCancel;
+
+impl Process for EndsOnCancel {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.any(|event| matches!(event, Event::Cancel)) {
+            out.finish(());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn terminate_and_cancel_cross_nodes() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (one, _t1) = node(&server, 1);
+    let (two, t2) = node(&server, 2);
+    let s = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let c = two.spawn(EndsOnCancel).unwrap().pid();
+    assert!(one.ask(s, Ping(1)).unwrap().wait_timeout(WAIT).is_ok());
+    let (terminated, cancelled) = (one.monitor(s), one.monitor(c));
+
+    one.terminate(s).unwrap();
+    assert_eq!(
+        terminated.wait_timeout(WAIT).map(|d| d.reason),
+        Some(ExitReason::Terminated)
+    );
+    one.cancel(c).unwrap();
+    assert_eq!(
+        cancelled.wait_timeout(WAIT).map(|d| d.reason),
+        Some(ExitReason::Normal)
+    );
+
+    // Node 2 leaves: a request to it cannot leave, and says so.
+    let kept = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let lost = one.monitor(kept);
+    t2.close();
+    assert_eq!(
+        lost.wait_timeout(WAIT).map(|d| d.reason),
+        Some(ExitReason::NodeDown)
+    );
+    assert_eq!(
+        one.terminate(kept),
+        Err(sched::process::TerminateError::Unreachable(kept))
+    );
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}

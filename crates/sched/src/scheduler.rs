@@ -277,10 +277,15 @@ impl Scheduler {
 
     /// Ends process `pid` with [`ExitError::Terminated`](crate::ExitError::Terminated):
     /// at once if it is waiting, after its current step if it is running.
+    /// A PID of another node is sent the request (see
+    /// [`Context::terminate`](sched_core::Context::terminate)).
     ///
     /// # Errors
     ///
-    /// [`TerminateError::NotFound`] for an unknown or finished PID.
+    /// [`TerminateError::NotFound`] for an unknown PID,
+    /// [`TerminateError::Ended`] for a finished one,
+    /// [`TerminateError::Unreachable`] for one of a node the request cannot
+    /// reach.
     ///
     /// # Examples
     ///

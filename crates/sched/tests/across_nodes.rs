@@ -596,3 +596,57 @@ fn an_end_a_demonitor_and_a_lost_node_racing_tell_each_monitor_once() {
     // every round told its monitor once, or not at all after a demonitor.
     eprintln!("outcomes: {outcomes:?}");
 }
+
+/// Finishes at its cancel.
+struct EndsOnCancel;
+
+impl Process for EndsOnCancel {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Cancel = event {
+                out.finish("cancelled from afar");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn terminate_and_cancel_reach_a_process_of_another_node() {
+    let (wire, one, two) = pair();
+    let t = two.spawn(target()).unwrap().pid();
+    let (p, lines, _h) = probe(&one);
+    tell(&one, p, Cmd::Monitor(t));
+    assert!(settle(&one, p, &lines).is_empty());
+    // From outside node 1, to a live process of node 2.
+    one.terminate(t).unwrap();
+    assert_eq!(next(&lines), format!("down {t} Terminated -"));
+    // To an ended one, or a PID never used there: the request leaves, and
+    // its node finds nothing to end.
+    assert_eq!(one.terminate(t), Ok(()));
+    assert_eq!(one.cancel(Pid::new(2, 4242)), Ok(()));
+
+    // A cancel is handed to the process, which ends its own way.
+    let mut c = two.spawn(EndsOnCancel).unwrap();
+    one.cancel(c.pid()).unwrap();
+    let outcome = c.wait_timeout(WAIT).expect("it ends").unwrap();
+    assert_eq!(outcome.downcast_ref::<&str>(), Some(&"cancelled from afar"));
+
+    // A process that ignores its cancel keeps running.
+    let stays = two.spawn(target()).unwrap().pid();
+    tell(&one, p, Cmd::Monitor(stays));
+    one.cancel(stays).unwrap();
+    assert!(settle(&one, p, &lines).is_empty(), "still running");
+
+    // Node 2 cut off: the request cannot leave, and says so.
+    wire.cut_off(2);
+    assert_eq!(next(&lines), format!("down {stays} NodeDown -"));
+    assert_eq!(
+        one.terminate(stays),
+        Err(sched::process::TerminateError::Unreachable(stays))
+    );
+    assert_eq!(
+        one.cancel(stays),
+        Err(sched::process::TerminateError::Unreachable(stays))
+    );
+}

@@ -96,12 +96,16 @@ impl Error for SubmitError {
 #[non_exhaustive]
 pub enum TerminateError {
     /// No live process has this PID, and the engine knows of none that
-    /// had it: never handed out here, of another node, or a PID a caller
-    /// chose whose process ended (those leave no trace).
+    /// had it: never handed out here, of another node when the engine has
+    /// no remote transport, or a PID a caller chose whose process ended
+    /// (those leave no trace).
     NotFound(Pid),
     /// The process that had this PID has ended (the engine handed the PID
     /// out, and never hands it out again).
     Ended(Pid),
+    /// The PID is of another node, and the request could not be sent to
+    /// it (the node is lost or unknown to the transport).
+    Unreachable(Pid),
 }
 
 impl fmt::Display for TerminateError {
@@ -109,6 +113,9 @@ impl fmt::Display for TerminateError {
         match self {
             TerminateError::NotFound(pid) => write!(f, "no live process has PID {pid}"),
             TerminateError::Ended(pid) => write!(f, "the process {pid} has already ended"),
+            TerminateError::Unreachable(pid) => {
+                write!(f, "the node of process {pid} cannot be reached")
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use relay::Pid;
 
+use super::remote::control::EndRequest;
 use super::shared::Shared;
 use super::stepping::Stepping;
 use super::Context;
@@ -345,9 +346,15 @@ impl Context {
     /// ignores the cancel keeps running. A process gets at most one cancel,
     /// from this or from shutdown.
     ///
+    /// A PID of another node (with a remote transport) is sent the request:
+    /// `Ok` means it left, and its node hands the process the cancel if it
+    /// is still there.
+    ///
     /// # Errors
     ///
-    /// [`TerminateError::NotFound`] if no live process has that PID.
+    /// [`TerminateError::NotFound`] if no live process has that PID;
+    /// [`TerminateError::Unreachable`] if it is of another node the request
+    /// cannot reach.
     ///
     /// # Examples
     ///
@@ -357,6 +364,9 @@ impl Context {
     /// ```
     pub fn cancel(&self, pid: Pid) -> Result<(), TerminateError> {
         let shared = self.shared();
+        if shared.is_remote(pid) {
+            return shared.end_remote(pid, EndRequest::Cancel);
+        }
         let Some(record) = shared.processes.get(pid) else {
             return Err(TerminateError::NotFound(pid));
         };

@@ -9,6 +9,7 @@ use std::any::Any;
 
 use relay::{Addr, Package, Pid, SendError, SendErrorKind};
 
+use super::remote::control::EndRequest;
 use super::shared::Shared;
 use super::Context;
 use crate::contract::error::TerminateError;
@@ -266,11 +267,16 @@ impl Context {
     /// a worker holds it (at once if it is waiting; after its current step
     /// if it is running). Its `close` runs as usual.
     ///
+    /// A PID of another node (with a remote transport) is sent the request:
+    /// `Ok` means it left, and its node ends the process if it is still
+    /// there (monitor it to learn when it has ended, and how).
+    ///
     /// # Errors
     ///
     /// [`TerminateError::Ended`] if the process that had that PID has
     /// ended, [`TerminateError::NotFound`] if the engine knows of no
-    /// process that had it.
+    /// process that had it, [`TerminateError::Unreachable`] if it is of
+    /// another node the request cannot reach.
     ///
     /// # Examples
     ///
@@ -298,6 +304,9 @@ impl Context {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        if self.shared().is_remote(pid) {
+            return self.shared().end_remote(pid, EndRequest::Terminate);
+        }
         if self.shared().kill(pid, TERMINATE) {
             Ok(())
         } else if self.shared().processes.ended(pid) {

@@ -5,10 +5,13 @@
 //! processes exactly like a local send, and [`Signal`]s, which the engines
 //! exchange about their processes (`protocol.rs` has their bytes,
 //! `relations.rs` the monitors and links and their protocol, `ask.rs` the
-//! asks, `table.rs` the state they keep). The transport also tells its engine when it has lost a node
-//! ([`NodeDown`]): every relation with that node's processes then ends.
+//! asks, `control.rs` the remote `terminate` and `cancel`, `table.rs` the
+//! state they keep). The transport also tells its engine when it has lost
+//! a node ([`NodeDown`]): every relation with that node's processes then
+//! ends.
 
 pub(crate) mod ask;
+pub(crate) mod control;
 pub(crate) mod protocol;
 pub(crate) mod relations;
 pub(crate) mod table;
@@ -80,6 +83,8 @@ impl Shared {
                 None => tracing::warn!(%from, %to, "ignored an ask without a question"),
             },
             Op::Answer { key, result } => self.answered_by_remote(from, key, result, payload),
+            Op::Terminate => self.ended_by_remote(from, to, control::EndRequest::Terminate),
+            Op::Cancel => self.ended_by_remote(from, to, control::EndRequest::Cancel),
         }
     }
 }

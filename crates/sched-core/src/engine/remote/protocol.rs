@@ -13,12 +13,15 @@
 //!               ask                  key u64            (payload: the question)
 //!               answer               key u64, result u8 (payload: the answer or
 //!                                                        the unread question)
+//!               terminate, cancel    (none)
 //! detail: u32 length (u32::MAX for none), then that many bytes of UTF-8
 //! ```
 //!
 //! The package around a signal carries the two PIDs: the watcher and the
 //! watched for `monitor` and `demonitor` (and the other way round for
-//! `down`), the two linked processes, the asker and the asked.
+//! `down`), the two linked processes, the asker and the asked; for
+//! `terminate` and `cancel`, the asking node's outside (PID 0 of that node)
+//! and the process to end.
 
 use std::sync::Arc as StdArc;
 
@@ -58,6 +61,10 @@ pub(crate) enum Op {
         key: u64,
         result: Result<(), AskError>,
     },
+    /// End the target now, as a local `terminate`.
+    Terminate,
+    /// Hand the target `Event::Cancel`, as a local `cancel`.
+    Cancel,
 }
 
 /// Why signal bytes could not be read.
@@ -101,6 +108,8 @@ impl Op {
                     Err(error) => ask_error_code(*error),
                 });
             }
+            Op::Terminate => out.push(9),
+            Op::Cancel => out.push(10),
         }
         out
     }
@@ -132,6 +141,8 @@ impl Op {
                     code => Err(ask_error_of(code)),
                 },
             },
+            9 => Op::Terminate,
+            10 => Op::Cancel,
             _ => return Err(Malformed),
         };
         if reader.0.is_empty() {
@@ -277,6 +288,8 @@ mod tests {
                 key: 1,
                 result: Err(AskError::Unread),
             },
+            Op::Terminate,
+            Op::Cancel,
         ]
     }
 

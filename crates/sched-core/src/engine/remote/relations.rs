@@ -56,7 +56,7 @@ impl Shared {
         self.across.is_some() && pid.node() != self.processes.node()
     }
 
-    fn across(&self) -> &Across {
+    pub(super) fn across(&self) -> &Across {
         self.across.as_deref().expect("checked by `is_remote`")
     }
 
