@@ -38,11 +38,11 @@ impl Shared {
         } else {
             from
         };
-        across.table.lock().asks.insert(key, (to.node(), asker));
+        across.shard(&key).asks.insert(key, (to.node(), asker));
         match across.signal(sender, to, &Op::Ask { key }, Some(question)) {
             Ok(()) => Ok(()),
             Err(mut error) => {
-                let asker = across.table.lock().asks.remove(&key);
+                let asker = across.shard(&key).asks.remove(&key);
                 drop(asker);
                 // The question back in a package of its own, as a local
                 // ask's refusal has it.
@@ -93,7 +93,7 @@ impl Shared {
             .across
             .as_deref()
             .expect("signals come with a transport");
-        let mut table = across.table.lock();
+        let mut table = across.shard(&key);
         let entry = match table.asks.get(&key) {
             Some((node, _)) if *node == from.node() => table.asks.remove(&key),
             _ => None,

@@ -32,9 +32,10 @@
 //! watches it held here are detached, its asks fail. What the node sends
 //! later for those relations finds no entry.
 //!
-//! Lock order: the table's lock, then a process's relations lock, never
-//! the other way; no signal is sent and no watcher told with either held
-//! (a transport may deliver at once, back into this table).
+//! Lock order: a shard of the table (one at a time), then a process's
+//! relations lock, never the other way; no signal is sent and no watcher
+//! told with either held (a transport may deliver at once, back into this
+//! table).
 
 use std::sync::Arc as StdArc;
 
@@ -65,7 +66,7 @@ impl Shared {
         let across = self.across();
         let id = crate::engine::monitors::next_id();
         let from = watcher_pid(&watcher, across.node);
-        across.table.lock().watching.insert(id, (target, watcher));
+        across.shard(&id).watching.insert(id, (target, watcher));
         if !across.tell(from, target, &Op::Monitor { id }) {
             self.remote_down(target, id, ExitReason::NodeDown, None);
         }
@@ -82,7 +83,7 @@ impl Shared {
         reason: ExitReason,
         detail: Option<StdArc<str>>,
     ) {
-        let mut table = self.across().table.lock();
+        let mut table = self.across().shard(&id);
         let entry = match table.watching.get(&id) {
             Some((target, _)) if *target == from => table.watching.remove(&id),
             _ => None,
@@ -108,9 +109,10 @@ impl Shared {
         let refused = match record {
             None => Some(ExitReason::NoProcess),
             Some(record) => {
-                // Listed under the table's lock, so the end's `down`
-                // (which removes the entry under it) comes after.
-                let mut table = across.table.lock();
+                // Listed under the entry's shard's lock, so the end's
+                // `down` (which removes the entry under it) comes after.
+                let key = (watcher.node(), id);
+                let mut table = across.shard(&key);
                 let attached = record.related().with_live(|related| {
                     related.monitors.push(Watch {
                         id: local,
@@ -119,7 +121,7 @@ impl Shared {
                 });
                 match attached {
                     Ok(()) => {
-                        let old = table.watched.insert((watcher.node(), id), (record, local));
+                        let old = table.watched.insert(key, (record, local));
                         drop(table);
                         drop(old);
                         None
@@ -143,7 +145,8 @@ impl Shared {
         let Some(across) = self.across.as_deref() else {
             return;
         };
-        let gone = across.table.lock().watched.remove(&(watcher.node(), id));
+        let key = (watcher.node(), id);
+        let gone = across.shard(&key).watched.remove(&key);
         drop(gone);
         let op = Op::Down {
             id,
@@ -155,12 +158,8 @@ impl Shared {
 
     /// The remote watcher's monitor `id` of `target` is removed.
     pub(super) fn unwatched_by_remote(&self, watcher: Pid, id: u64) {
-        let entry = self
-            .across()
-            .table
-            .lock()
-            .watched
-            .remove(&(watcher.node(), id));
+        let key = (watcher.node(), id);
+        let entry = self.across().shard(&key).watched.remove(&key);
         if let Some((record, local)) = entry {
             crate::engine::monitors::detach(&record, local);
         }
@@ -179,11 +178,8 @@ impl Shared {
             return;
         }
         let across = self.across();
-        let old = across
-            .table
-            .lock()
-            .links
-            .insert((other, me.pid), RecordRef::clone(me));
+        let key = (other, me.pid);
+        let old = across.shard(&key).links.insert(key, RecordRef::clone(me));
         drop(old);
         if !across.tell(me.pid, other, &Op::Link) {
             self.remote_exit(me, other, ExitReason::NodeDown, None);
@@ -209,7 +205,8 @@ impl Shared {
         let refused = match self.processes.get(target) {
             None => Some(ExitReason::NoProcess),
             Some(record) => {
-                let mut table = across.table.lock();
+                let key = (from, target);
+                let mut table = across.shard(&key);
                 let added = record.related().with_live(|related| {
                     if related.remote_links.contains(&from) {
                         return false;
@@ -219,7 +216,7 @@ impl Shared {
                 });
                 match added {
                     Ok(true) => {
-                        let old = table.links.insert((from, target), record);
+                        let old = table.links.insert(key, record);
                         drop(table);
                         drop(old);
                         None
@@ -318,15 +315,19 @@ impl Shared {
         if node == across.node {
             return;
         }
-        let (watching, watched, links, asks) = {
-            let mut table = across.table.lock();
-            (
-                take_where(&mut table.watching, |_, (target, _)| target.node() == node),
-                take_where(&mut table.watched, |(n, _), _| *n == node),
-                take_where(&mut table.links, |(remote, _), _| remote.node() == node),
-                take_where(&mut table.asks, |_, (n, _)| *n == node),
-            )
-        };
+        let (mut watching, mut watched, mut links, mut asks) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for shard in across.shards() {
+            let mut table = shard.lock();
+            watching.extend(take_where(&mut table.watching, |_, (target, _)| {
+                target.node() == node
+            }));
+            watched.extend(take_where(&mut table.watched, |(n, _), _| *n == node));
+            links.extend(take_where(&mut table.links, |(remote, _), _| {
+                remote.node() == node
+            }));
+            asks.extend(take_where(&mut table.asks, |_, (n, _)| *n == node));
+        }
         tracing::info!(
             node,
             monitors = watching.len(),

@@ -3,9 +3,19 @@
 //! of monitors, watches, links and asks, and the transport they travel
 //! through. It names no engine state, so the engine's shared state can hold
 //! it.
+//!
+//! The table is split into shards, each entry in the one its key hashes
+//! to, each shard behind its own lock on its own cache line: every remote
+//! monitor, link or ask takes one shard's lock, so processes of many
+//! workers relating to other nodes do not queue on one lock. Only a lost
+//! node's sweep takes them all, one after the other.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc as StdArc;
+
+use crossbeam_utils::CachePadded;
+use rustc_hash::FxHasher;
 
 use relay::{Package, Payload, Pid, RemoteTransport, SendError, Signal};
 
@@ -14,25 +24,35 @@ use crate::contract::down::MonitorId;
 use crate::contract::reply::Answer;
 use crate::record::relations::Watcher;
 use crate::record::RecordRef;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, MutexGuard};
+
+/// Shards of the table (a power of two).
+const SHARDS: usize = 32;
 
 /// An engine's relations with processes of other nodes, and the transport
 /// they travel through.
 pub(crate) struct Across {
     pub(crate) node: u32,
     pub(crate) remote: StdArc<dyn RemoteTransport>,
-    pub(crate) table: Mutex<Table>,
+    shards: Box<[CachePadded<Mutex<Table>>]>,
 }
 
 impl std::fmt::Debug for Across {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let table = self.table.lock();
+        let mut counts = [0usize; 4];
+        for shard in self.shards.iter() {
+            let table = shard.lock();
+            counts[0] += table.watching.len();
+            counts[1] += table.watched.len();
+            counts[2] += table.links.len();
+            counts[3] += table.asks.len();
+        }
         f.debug_struct("Across")
             .field("node", &self.node)
-            .field("watching", &table.watching.len())
-            .field("watched", &table.watched.len())
-            .field("links", &table.links.len())
-            .field("asks", &table.asks.len())
+            .field("watching", &counts[0])
+            .field("watched", &counts[1])
+            .field("links", &counts[2])
+            .field("asks", &counts[3])
             .finish()
     }
 }
@@ -82,8 +102,26 @@ impl Across {
         Across {
             node,
             remote,
-            table: Mutex::new(Table::default()),
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(Table::default())))
+                .collect(),
         }
+    }
+
+    /// The shard that holds the entries keyed `key`, locked. Every entry
+    /// is found under the same key it was put in with (same type, same
+    /// value), so in the same shard.
+    pub(super) fn shard<K: Hash>(&self, key: &K) -> MutexGuard<'_, Table> {
+        let mut hasher = FxHasher::default();
+        key.hash(&mut hasher);
+        // The high bits: the multiply at the end of Fx mixes into them.
+        let index = (hasher.finish() >> (64 - SHARDS.trailing_zeros())) as usize;
+        self.shards[index].lock()
+    }
+
+    /// Every shard, for a lost node's sweep (locked one at a time).
+    pub(super) fn shards(&self) -> impl Iterator<Item = &Mutex<Table>> {
+        self.shards.iter().map(|shard| &**shard)
     }
 
     /// Sends `op` from `from` to `to`, with `payload` (a question or an
@@ -102,7 +140,7 @@ impl Across {
     /// Removes a monitor set here on a remote process; `true` if it had
     /// not fired (it never will).
     pub(crate) fn demonitor(&self, monitor: MonitorId) -> bool {
-        let entry = self.table.lock().watching.remove(&monitor.id);
+        let entry = self.shard(&monitor.id).watching.remove(&monitor.id);
         let Some((target, watcher)) = entry else {
             return false;
         };
@@ -129,19 +167,85 @@ impl Across {
 
     /// The local record listed for the link of `remote` with `local`.
     pub(super) fn listed_link(&self, remote: Pid, local: Pid) -> Option<RecordRef> {
-        self.table.lock().links.get(&(remote, local)).cloned()
+        let key = (remote, local);
+        self.shard(&key).links.get(&key).cloned()
     }
 
     /// Removes the table's entry for the link (remote, local) if it is
     /// `record`'s.
     pub(super) fn forget_link(&self, remote: Pid, record: &RecordRef) {
-        let mut table = self.table.lock();
         let key = (remote, record.pid);
+        let mut table = self.shard(&key);
         let gone = match table.links.get(&key) {
             Some(listed) if RecordRef::ptr_eq(listed, record) => table.links.remove(&key),
             _ => None,
         };
         drop(table);
         drop(gone);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[derive(Debug)]
+    struct Nowhere;
+
+    impl RemoteTransport for Nowhere {
+        fn attach(&self, _: u32, _: StdArc<dyn relay::Receiver + Send + Sync>) {}
+        fn send(&self, package: Package) -> Result<(), SendError> {
+            Err(SendError::unknown_target(package))
+        }
+    }
+
+    fn index_of<K: Hash>(across: &Across, key: &K) -> usize {
+        let shard = across.shard(key);
+        let at = across
+            .shards()
+            .position(|s| std::ptr::eq(MutexGuard::mutex(&shard), s))
+            .unwrap();
+        drop(shard);
+        at
+    }
+
+    /// Consecutive ids (as `next_id` hands out) and the keys of one
+    /// node's links spread over the shards, and a key always finds the
+    /// shard it was put in.
+    #[test]
+    fn keys_spread_over_the_shards_and_find_their_own() {
+        let across = Across::new(1, StdArc::new(Nowhere));
+        let ids: HashSet<usize> = (1..=256u64).map(|id| index_of(&across, &id)).collect();
+        assert!(ids.len() >= SHARDS / 2, "ids used {} shards", ids.len());
+        let links: HashSet<usize> = (1..=256u64)
+            .map(|n| index_of(&across, &(Pid::new(2, n), Pid::new(1, 7))))
+            .collect();
+        assert!(
+            links.len() >= SHARDS / 2,
+            "links used {} shards",
+            links.len()
+        );
+        for id in 0..64u64 {
+            across
+                .shard(&id)
+                .asks
+                .insert(id, (2, StdArc::new(NoAnswer)));
+        }
+        for id in 0..64u64 {
+            assert!(across.shard(&id).asks.remove(&id).is_some(), "ask {id}");
+        }
+    }
+
+    struct NoAnswer;
+
+    impl Answer for NoAnswer {
+        fn asker(&self) -> Pid {
+            Pid::OUTSIDE
+        }
+        fn answer(&self, _: Result<Payload, crate::contract::reply::AskError>) {}
+        fn unread(&self, question: Payload) -> Result<(), Payload> {
+            Err(question)
+        }
     }
 }
