@@ -157,6 +157,27 @@ impl SchedulerBuilder {
         }
     }
 
+    /// The longest an idle worker keeps looking for work before it parks,
+    /// when its recent idle spells were short (work that comes back within
+    /// a few hundred microseconds then finds it awake, without a wake-up);
+    /// see [`Builder::idle_linger`](crate::engine::Builder::idle_linger).
+    /// Default: 300 µs; `Duration::ZERO` parks at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let scheduler = sched::Scheduler::builder()
+    ///     .idle_linger(Duration::from_millis(1))
+    ///     .build();
+    /// # drop(scheduler);
+    /// ```
+    pub fn idle_linger(self, linger: std::time::Duration) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.idle_linger(linger),
+        }
+    }
+
     /// Worker threads are named `PREFIX-0`, `PREFIX-1`, ...
     ///
     /// # Examples

@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) hooks: Hooks,
     /// `usize::MAX` when mailboxes are unbounded.
     pub(crate) mailbox_capacity: usize,
+    /// The longest an idle worker lingers before it parks (zero: never).
+    pub(crate) linger: std::time::Duration,
     /// Whether messages are counted in each mailbox word: when mailboxes
     /// are bounded, or for introspection's depth (`count_mailboxes`).
     /// Without either, a send and a drain touch no count.

@@ -195,3 +195,40 @@ fn a_monitor_set_while_the_process_ends_fires_exactly_once() {
         assert_eq!(fired_by_end + fired_at_once, 1, "fired exactly once");
     });
 }
+
+/// A worker searches, leaves the searchers to linger (fence, one look),
+/// then parks, while a producer pushes and notifies: whichever way the
+/// producer reads `searching`, the work is found (by the lingering look or
+/// by the park's own check) or the worker is woken; loom reports a lost
+/// wakeup as a deadlock. Models the worker loop's lingering path, which a
+/// loom build never takes (its linger is zero there).
+#[test]
+fn a_lingering_worker_loses_no_wakeup() {
+    loom::model(|| {
+        let queue = Arc::new(crate::sync::Fifo::<u32>::new());
+        let sleepers = Arc::new(Sleepers::new(1));
+        let worker = {
+            let queue = queue.clone();
+            let sleepers = sleepers.clone();
+            thread::spawn(move || {
+                assert!(sleepers.try_start_searching(), "the only worker searches");
+                if !queue.is_empty() {
+                    sleepers.stop_searching();
+                    return;
+                }
+                // Lingering: out of the searchers, then look again.
+                sleepers.stop_searching();
+                crate::sync::fence(SeqCst);
+                if !queue.is_empty() {
+                    return;
+                }
+                sleepers.park(0, || !queue.is_empty(), || None, std::time::Duration::ZERO);
+                assert!(!queue.is_empty(), "woke up without work");
+            })
+        };
+        queue.push(1);
+        sleepers.notify_one();
+        worker.join().unwrap();
+        assert_eq!(sleepers.sleeping(), 0);
+    });
+}

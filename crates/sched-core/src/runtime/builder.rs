@@ -26,6 +26,9 @@ use crate::timer::registry::Timers;
 /// Initial capacity of each worker deque (it grows when needed).
 const LOCAL_QUEUE_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
 
+/// The default of [`Builder::idle_linger`].
+const DEFAULT_IDLE_LINGER: Duration = Duration::from_micros(300);
+
 /// Configures and builds an [`Engine`].
 ///
 /// # Examples
@@ -57,6 +60,7 @@ pub struct Builder {
     long_step_threshold: Option<Duration>,
     histograms: bool,
     count_mailboxes: bool,
+    idle_linger: Duration,
 }
 
 impl std::fmt::Debug for Builder {
@@ -73,6 +77,7 @@ impl std::fmt::Debug for Builder {
             .field("long_step_threshold", &self.long_step_threshold)
             .field("histograms", &self.histograms)
             .field("count_mailboxes", &self.count_mailboxes)
+            .field("idle_linger", &self.idle_linger)
             .finish()
     }
 }
@@ -93,6 +98,7 @@ impl Default for Builder {
             long_step_threshold: Some(Duration::from_millis(10)),
             histograms: false,
             count_mailboxes: false,
+            idle_linger: DEFAULT_IDLE_LINGER,
         }
     }
 }
@@ -268,6 +274,34 @@ impl Builder {
     /// ```
     pub fn count_mailboxes(mut self, on: bool) -> Self {
         self.count_mailboxes = on;
+        self
+    }
+
+    /// The longest an idle worker lingers, looking for work and yielding
+    /// its thread between looks, before it parks. Waking a parked worker
+    /// costs a system call on the waker's side and, on the worker's, the
+    /// time the kernel (or a hypervisor) takes to bring its CPU back: a
+    /// large part of the wait when work comes back within a few hundred
+    /// microseconds, as answers over a network do. A worker whose recent
+    /// idle spells were short lingers a little longer than the last one,
+    /// up to this; one whose spell outlasted it parks at once again, so an
+    /// idle engine does not poll. A lingering worker does not keep others
+    /// from being woken. Default: 300 µs; `Duration::ZERO` parks as soon as
+    /// a short spin finds nothing (the least CPU when work comes in
+    /// sporadic bursts, at the price of a wake-up per burst).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let engine = sched::engine::Engine::builder()
+    ///     .workers(1)
+    ///     .idle_linger(Duration::ZERO)
+    ///     .build();
+    /// # drop(engine);
+    /// ```
+    pub fn idle_linger(mut self, linger: Duration) -> Self {
+        self.idle_linger = linger;
         self
     }
 
@@ -491,6 +525,13 @@ impl Builder {
             processes: crate::table::registry::Registry::new(self.node),
             hooks: self.hooks,
             mailbox_capacity: self.mailbox_capacity,
+            // Under loom a worker parks at its first idle round (see
+            // `worker/mod.rs`).
+            linger: if cfg!(loom) {
+                Duration::ZERO
+            } else {
+                self.idle_linger
+            },
             counts_messages: self.mailbox_capacity != usize::MAX || self.count_mailboxes,
             histograms: self.histograms,
             introspect: crate::engine::figures::Introspect::new(),

@@ -11,7 +11,7 @@ pub(crate) use driven::{CommandFault, Driven, StepEnd, StepObserver, Turn};
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 
 use crate::contract::command::Command;
 use crate::contract::event::{CommandError, Event};
@@ -30,7 +30,7 @@ use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, RecordRef};
 use crate::runqueue::local::{self, Local};
-use crate::sync::{spin_hint, thread, Arc};
+use crate::sync::{fence, spin_hint, thread, Arc};
 
 /// Every this many ticks the worker looks at the global queue before its
 /// own deques, so work submitted from outside never starves behind a
@@ -183,6 +183,11 @@ impl Worker {
         let mut idle_rounds = 0u32;
         let mut searching = false;
         let me = self.local.index;
+        let linger_max = shared.linger;
+        // How long this worker keeps looking before it parks, learnt from
+        // its recent idle spells (see `linger_after`).
+        let mut linger = std::time::Duration::ZERO;
+        let mut idle_since: Option<std::time::Instant> = None;
         loop {
             match self.next_work() {
                 Found::Process(record) => {
@@ -214,11 +219,31 @@ impl Worker {
                 }
             }
             idle_rounds += 1;
+            if idle_rounds == 1 && !linger_max.is_zero() {
+                idle_since = Some(std::time::Instant::now());
+            }
             if idle_rounds < SPIN_ROUNDS {
                 for _ in 0..(1 << idle_rounds) {
                     spin_hint();
                 }
             } else if idle_rounds < YIELD_ROUNDS {
+                thread::yield_now();
+            } else if !linger.is_zero() && idle_since.is_some_and(|since| since.elapsed() < linger)
+            {
+                // Lingering, but no longer searching: producers wake a
+                // parked worker as if this one slept. A lingering thread
+                // that the OS has put behind a busy one (it yields) must
+                // not hold work back: with the search token kept, a burst
+                // left messages waiting a time slice (26 ms at p99). What
+                // producers queued while it searched without waking anyone,
+                // it finds itself at its next look.
+                if searching {
+                    searching = false;
+                    shared.sleepers.stop_searching();
+                    // Pairs with a producer's fence before it reads
+                    // `searching` (see `runqueue/PROTOCOL.md`, lingering).
+                    fence(SeqCst);
+                }
                 thread::yield_now();
             } else {
                 // Not searching any more: from here on producers must wake
@@ -244,6 +269,9 @@ impl Worker {
                     || shared.timers.due_at(me),
                     recheck,
                 );
+                if let Some(since) = idle_since.take() {
+                    linger = linger_after(since.elapsed(), linger_max);
+                }
                 idle_rounds = 0;
             }
         }
@@ -951,6 +979,24 @@ impl Worker {
     }
 }
 
+/// How long a worker lingers (keeps looking, yielding its thread between
+/// looks) before it parks next, after an idle spell of `waited` that ended
+/// in a park. Waking a parked thread costs a system call on the waker's
+/// side and, on the sleeper's, the time for the kernel (or a hypervisor) to
+/// bring its CPU back; when work comes back within a few hundred
+/// microseconds, as answers over a network do, that cost is a large part
+/// of the wait. So a worker whose spells are short lingers a little longer
+/// than the last one (and is then found by the work, unparked); one whose
+/// spell outlasted `max` goes back to parking at once, so that an idle
+/// engine does not poll.
+fn linger_after(waited: std::time::Duration, max: std::time::Duration) -> std::time::Duration {
+    if waited > max {
+        std::time::Duration::ZERO
+    } else {
+        (waited + waited / 2).min(max)
+    }
+}
+
 impl Worker {
     /// Drops the yields of a step that will not be dispatched (it failed or
     /// finished). Their payloads are the user's: a panicking `Drop` is
@@ -993,5 +1039,36 @@ pub(super) fn kill_error(flags: u32) -> ExitError {
         ExitError::Cancelled
     } else {
         ExitError::Terminated
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::linger_after;
+    use std::time::Duration;
+
+    const MAX: Duration = Duration::from_micros(300);
+
+    #[test]
+    fn a_short_spell_lingers_half_again_as_long_up_to_the_limit() {
+        assert_eq!(
+            linger_after(Duration::from_micros(100), MAX),
+            Duration::from_micros(150)
+        );
+        assert_eq!(linger_after(Duration::from_micros(250), MAX), MAX);
+        assert_eq!(linger_after(MAX, MAX), MAX);
+    }
+
+    #[test]
+    fn a_spell_past_the_limit_parks_at_once_next_time() {
+        assert_eq!(
+            linger_after(MAX + Duration::from_nanos(1), MAX),
+            Duration::ZERO
+        );
+        assert_eq!(linger_after(Duration::from_secs(5), MAX), Duration::ZERO);
+        assert_eq!(
+            linger_after(Duration::from_micros(1), Duration::ZERO),
+            Duration::ZERO
+        );
     }
 }
