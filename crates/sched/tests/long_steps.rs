@@ -101,3 +101,58 @@ fn without_a_threshold_nothing_is_reported() {
     handle.wait().unwrap();
     scheduler.shutdown(WAIT);
 }
+
+/// The voluntary context switches of this process's thread named `name`
+/// (Linux's `/proc`): how often it went to sleep.
+#[cfg(target_os = "linux")]
+fn sleeps_of(name: &str) -> u64 {
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(path.join("status")).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches:"))
+            .unwrap();
+        return line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    }
+    panic!("no thread named {name}");
+}
+
+/// While every worker is parked the watcher thread sleeps for good (it
+/// used to wake every few milliseconds, idle or not), and the first step
+/// after the idle spell wakes it: a long step is still reported.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_idle_engine_lets_the_watcher_sleep_and_a_step_wakes_it() {
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .thread_name("dz")
+        .long_step_threshold(Some(Duration::from_millis(20)))
+        .build();
+    scheduler.start();
+    scheduler.spawn(Busy(1_000)).unwrap().wait().unwrap();
+    // Let the workers park, and the watcher see it.
+    std::thread::sleep(Duration::from_millis(100));
+    let before = sleeps_of("dz-watcher");
+    std::thread::sleep(Duration::from_millis(300));
+    let woke = sleeps_of("dz-watcher") - before;
+    // Waking every 10 ms (half the threshold) would be about 30.
+    assert!(woke <= 3, "the watcher woke {woke} times over 300 ms idle");
+
+    let (handle, release) = blocking(&scheduler);
+    let deadline = Instant::now() + WAIT;
+    while scheduler.stats().long_steps == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "never reported after the idle spell"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    release.send(()).unwrap();
+    handle.wait().unwrap();
+    scheduler.shutdown(WAIT);
+}

@@ -1,6 +1,7 @@
 //! What introspection keeps engine-wide: a coarse clock, ticked by the
 //! watcher thread (`long_steps.rs`) so that no step reads the real clock
-//! for `since_last_step`, and the table of process type names, which each
+//! to stamp when it ran (`since_last_step` is read against the real clock:
+//! the coarse one stands still while the engine idles), and the table of process type names, which each
 //! worker reaches through a small cache of its own, so that only a type's
 //! first instance on a worker takes the table's lock. A leaf of the
 //! engine: the shared state holds it, and it names nothing of the engine.
@@ -48,11 +49,18 @@ impl Introspect {
         self.clock_ms.load(Relaxed)
     }
 
-    /// Moves the coarse clock on (the watcher, every period).
+    /// Milliseconds since the engine started, read now from the real
+    /// clock (for readers: the coarse clock stands still while every
+    /// worker is parked).
+    pub(crate) fn read_now_ms(&self) -> u32 {
+        self.epoch.elapsed().as_millis() as u32
+    }
+
+    /// Moves the coarse clock on (the watcher, every period; a worker that
+    /// wakes the dozing watcher).
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn tick(&self) {
-        let ms = self.epoch.elapsed().as_millis() as u32;
-        self.clock_ms.store(ms, Relaxed);
+        self.clock_ms.store(self.read_now_ms(), Relaxed);
     }
 
     /// `at` in the histograms' stamp units: 1 024 ns since the engine

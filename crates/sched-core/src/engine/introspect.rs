@@ -181,7 +181,9 @@ impl Context {
         let types = shared.introspect.type_names();
         let long_steps = shared.long_steps.by_pid();
         let readings = Readings {
-            now_ms: shared.introspect.now_ms(),
+            // The real clock: the coarse one stands still while the
+            // engine idles (its watcher dozes), and a reading is rare.
+            now_ms: shared.introspect.read_now_ms(),
             counts: shared.counts_messages,
             type_name: |i: u16| types.get(usize::from(i)).copied(),
             // Most engines have no long step at all: no lookup then.
@@ -284,7 +286,9 @@ impl Context {
         let shared = self.shared();
         let record = shared.processes.get(pid)?;
         let readings = Readings {
-            now_ms: shared.introspect.now_ms(),
+            // The real clock: the coarse one stands still while the
+            // engine idles (its watcher dozes), and a reading is rare.
+            now_ms: shared.introspect.read_now_ms(),
             counts: shared.counts_messages,
             type_name: |i| shared.introspect.type_name(i),
             long_steps: |id| shared.long_steps.of(id),

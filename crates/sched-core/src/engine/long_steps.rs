@@ -20,8 +20,14 @@
 //! The watcher also ticks introspection's coarse clock at every sample
 //! (`introspect.rs`), so it runs even without a threshold (then it only
 //! ticks, every 5 ms).
+//!
+//! While every worker is parked, no step runs and the clock is read by
+//! nobody: the watcher then dozes (`Sleepers::doze`) instead of waking
+//! every period, and the first worker to leave its park wakes it, ticking
+//! the clock itself first so that its steps are stamped with the time.
+//! An idle engine's threads all sleep.
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::time::{Duration, Instant};
 
 use relay::Pid;
@@ -53,6 +59,11 @@ pub(crate) fn watch(shared: Arc<Shared>) {
         .max(Duration::from_millis(1));
     let mut seen: Vec<Option<Seen>> = vec![None; shared.remotes.len()];
     while !shared.exit.load(Acquire) {
+        if shared.sleepers.doze(|| shared.exit.load(SeqCst)) {
+            // A worker left its park (or shutdown began): look again.
+            shared.introspect.tick();
+            continue;
+        }
         std::thread::sleep(period);
         shared.introspect.tick();
         let Some(threshold) = threshold else {

@@ -147,6 +147,9 @@ impl Shared {
     fn begin_exit(&self) {
         self.exit.store(true, SeqCst);
         self.sleepers.notify_all();
+        // A dozing long-step watcher reads `exit` after setting its flag
+        // (see `Sleepers::doze`).
+        self.sleepers.ring_dozer();
     }
 
     /// Processes ended so far: the sum of the workers' own counters (no

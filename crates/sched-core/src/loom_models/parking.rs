@@ -232,3 +232,34 @@ fn a_lingering_worker_loses_no_wakeup() {
         assert_eq!(sleepers.sleeping(), 0);
     });
 }
+
+/// The long-step watcher dozes while the only worker parks, as a producer
+/// pushes and notifies: if it dozes, the worker leaving its park wakes it
+/// (a watcher left dozing while a worker runs would be a deadlock here,
+/// and a stuck step would go unreported).
+#[test]
+fn the_watcher_dozes_only_while_every_worker_is_parked() {
+    loom::model(|| {
+        let queue = Arc::new(crate::sync::Fifo::<u32>::new());
+        let sleepers = Arc::new(Sleepers::new(1));
+        let worker = {
+            let queue = queue.clone();
+            let sleepers = sleepers.clone();
+            thread::spawn(move || {
+                sleepers.park(0, || !queue.is_empty(), || None, std::time::Duration::ZERO);
+                sleepers.ring_dozer();
+                assert!(!queue.is_empty(), "woke up without work");
+            })
+        };
+        let watcher = {
+            let sleepers = sleepers.clone();
+            thread::spawn(move || {
+                sleepers.doze(|| false);
+            })
+        };
+        queue.push(1);
+        sleepers.notify_one();
+        worker.join().unwrap();
+        watcher.join().unwrap();
+    });
+}

@@ -72,6 +72,10 @@ pub(crate) struct Sleepers {
     parkers: Box<[CachePadded<Parker>]>,
     /// A parked worker sleeps with a timeout (see `park`).
     watcher: CachePadded<AtomicBool>,
+    /// Set while the long-step watcher thread dozes (every worker parked:
+    /// nothing to watch), in `doze_bed` (see `doze`).
+    dozing: CachePadded<AtomicBool>,
+    doze_bed: CachePadded<Parker>,
 }
 
 impl Sleepers {
@@ -84,7 +88,52 @@ impl Sleepers {
                 .map(|_| CachePadded::new(Parker::default()))
                 .collect(),
             watcher: CachePadded::new(AtomicBool::new(false)),
+            dozing: CachePadded::new(AtomicBool::new(false)),
+            doze_bed: CachePadded::new(Parker::default()),
         }
+    }
+
+    /// The long-step watcher thread sleeps here, until a worker leaves its
+    /// park or `stop` (shutdown), if every worker is parked: with no step
+    /// running there is nothing to watch, and an idle engine must not wake
+    /// a thread 200 times a second. Returns whether it dozed.
+    ///
+    /// No wake-up is lost (the loom model `the_watcher_dozes_only_while_every_worker_is_parked`):
+    /// the watcher sets `dozing`, then reads the parked count; a worker's
+    /// count is taken down before its park returns, and the worker then
+    /// reads `dozing` ([`ring_dozer`](Sleepers::ring_dozer)). All four are
+    /// SeqCst, with a SeqCst fence between the two on each side: either
+    /// the watcher sees the worker up (and does not doze) or the worker
+    /// sees the watcher dozing (and wakes it). Shutdown sets its flag and
+    /// rings the same way.
+    pub(crate) fn doze(&self, stop: impl FnOnce() -> bool) -> bool {
+        self.dozing.store(true, SeqCst);
+        // Pairs with the fence in `ring_dozer` (and shutdown's store of its
+        // flag before it rings): loom, like the C++ model, gives SeqCst
+        // loads and stores no order between themselves; fences it does.
+        fence(SeqCst);
+        if self.count.load(SeqCst) < self.parkers.len() || stop() {
+            self.dozing.store(false, SeqCst);
+            return false;
+        }
+        self.doze_bed.park();
+        self.dozing.store(false, SeqCst);
+        true
+    }
+
+    /// Wakes the watcher thread if it dozes (see [`doze`](Sleepers::doze));
+    /// every worker calls this when its park returns. Returns whether it
+    /// dozed. A ring that comes as the watcher gives up dozing leaves a
+    /// notification behind, which makes its next doze return at once: one
+    /// more round of its loop, nothing lost.
+    pub(crate) fn ring_dozer(&self) -> bool {
+        // Pairs with the fence in `doze`.
+        fence(SeqCst);
+        if !self.dozing.load(SeqCst) {
+            return false;
+        }
+        self.doze_bed.unpark();
+        true
     }
 
     /// Parks worker `me` unless `has_work` (checked after announcing the

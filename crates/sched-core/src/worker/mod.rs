@@ -269,6 +269,12 @@ impl Worker {
                     || shared.timers.due_at(me),
                     recheck,
                 );
+                // The long-step watcher dozes while every worker is
+                // parked: wake it, with the coarse clock brought up to
+                // date for the steps this worker is about to stamp.
+                if shared.sleepers.ring_dozer() {
+                    shared.introspect.tick();
+                }
                 if let Some(since) = idle_since.take() {
                     linger = linger_after(since.elapsed(), linger_max);
                 }
