@@ -21,11 +21,12 @@
 //! (`introspect.rs`), so it runs even without a threshold (then it only
 //! ticks, every 5 ms).
 //!
-//! While every worker is parked, no step runs and the clock is read by
-//! nobody: the watcher then dozes (`Sleepers::doze`) instead of waking
-//! every period, and the first worker to leave its park wakes it, ticking
-//! the clock itself first so that its steps are stamped with the time.
-//! An idle engine's threads all sleep.
+//! While every worker is parked, no step runs and no step stamps the
+//! clock (introspection reads `since_last_step` against the real clock):
+//! the watcher then dozes (`Sleepers::doze`) instead of waking every
+//! period, and the first worker to leave its park wakes it and ticks the
+//! clock itself, before its next step, so that the step is stamped with
+//! the time. An idle engine's threads all sleep.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::time::{Duration, Instant};
