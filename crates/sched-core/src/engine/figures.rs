@@ -43,8 +43,10 @@ impl Introspect {
     }
 
     /// The coarse clock: milliseconds since the engine started, as of the
-    /// watcher's last tick (wrapping after 49 days).
+    /// watcher's last tick (wrapping after 49 days). Only steps read it
+    /// (to stamp when they ran), with the `introspection` feature.
     #[inline]
+    #[cfg_attr(not(all(feature = "introspection", not(loom))), allow(dead_code))]
     pub(crate) fn now_ms(&self) -> u32 {
         self.clock_ms.load(Relaxed)
     }
