@@ -187,17 +187,53 @@ fn asks_across_nodes_survive_a_server_restart() {
     two.shutdown(Duration::from_millis(200));
 }
 
+/// Two nodes with cluster names, and a `Server` on each (`s` on node 1,
+/// `other` on node 2).
+struct Named {
+    one: Scheduler,
+    two: Scheduler,
+    t1: std::sync::Arc<relay_nats::NatsTransport>,
+    t2: std::sync::Arc<relay_nats::NatsTransport>,
+    names1: ClusterNames,
+    names2: ClusterNames,
+    s: Pid,
+    other: Pid,
+}
+
+fn named_pair(server: &NatsServer) -> Named {
+    let (one, t1) = node(server, 1);
+    let (two, t2) = node(server, 2);
+    let names1 = ClusterNames::new(&one, t1.clone()).unwrap();
+    let names2 = ClusterNames::new(&two, t2.clone()).unwrap();
+    let s = one.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let other = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    Named {
+        one,
+        two,
+        t1,
+        t2,
+        names1,
+        names2,
+        s,
+        other,
+    }
+}
+
 #[test]
 fn names_hold_across_nodes_and_go_with_their_process() {
     let Some(server) = NatsServer::start() else {
         return;
     };
-    let (one, t1) = node(&server, 1);
-    let (two, t2) = node(&server, 2);
-    let names1 = ClusterNames::new(&one, t1.clone()).unwrap();
-    let names2 = ClusterNames::new(&two, t2.clone()).unwrap();
-    let s = one.spawn(Server { held: Vec::new() }).unwrap().pid();
-    let other = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let Named {
+        one,
+        two,
+        t1: _,
+        t2,
+        names1,
+        names2,
+        s,
+        other,
+    } = named_pair(&server);
 
     names1.register("db", s).unwrap();
     names1.register("db", s).unwrap(); // again: still s's
@@ -254,12 +290,16 @@ fn names_work_from_async_code_on_any_runtime() {
     let Some(server) = NatsServer::start() else {
         return;
     };
-    let (one, t1) = node(&server, 1);
-    let (two, t2) = node(&server, 2);
-    let names1 = ClusterNames::new(&one, t1.clone()).unwrap();
-    let names2 = ClusterNames::new(&two, t2.clone()).unwrap();
-    let s = one.spawn(Server { held: Vec::new() }).unwrap().pid();
-    let other = two.spawn(Server { held: Vec::new() }).unwrap().pid();
+    let Named {
+        one,
+        two,
+        t1,
+        t2: _,
+        names1,
+        names2,
+        s,
+        other,
+    } = named_pair(&server);
     fn is_send<T: Send>(value: T) -> T {
         value
     }
