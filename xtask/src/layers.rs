@@ -1,19 +1,33 @@
-//! `cargo xtask layers`: holds `sched-core`'s folders to their ladder.
+//! `cargo xtask layers`: holds `sched-core`'s folders, and the files of
+//! its `engine/`, to their ladders.
 //!
 //! Each top-level module of `sched-core` stands on a floor, and code may
 //! use only what stands on its own floor or below (`docs/internals/sched-core.md`
-//! draws the ladder). The check reads every `crate::<module>` path in the
-//! library's code (comments, doc links and test-only files are not code
-//! the library runs) and reports each use of a higher floor.
-//! Any such use fails the check: the ladder has no exception, so no two
-//! folders can import each other.
+//! draws the ladder). Inside `engine/` each sub-module (one file, or one
+//! folder's `mod.rs` or file) stands on a floor of a second ladder, and may
+//! use only what stands strictly below it, unless the arrow is one of the
+//! named exceptions listed here with its reason (the same list is in the
+//! doc). A floor of the engine's ladder thus never holds two files that
+//! use each other, and the only circles among the engine's files are the
+//! ones the exceptions close.
+//!
+//! The check reads every path into the crate (`crate::..`, `super::..`,
+//! `self::..`, and a module's own child modules, grouped `{..}` imports
+//! expanded) in the library's code, follows `use` re-exports to the file
+//! that defines the name, and reports each arrow against a ladder.
+//! Comments, doc links, strings and test code are not code the library
+//! runs, and are skipped: files that hold only tests or loom models, and
+//! any item under a test-only `#[cfg(..)]` (`test`, or `all(.., test, ..)`),
+//! such as an inline `mod tests { .. }`. Code after such an item is read.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::workspace::root;
 
-/// `sched-core`'s folders (and root files), ground floor first.
+/// `sched-core`'s folders (and root files), ground floor first. A folder
+/// may use its own floor and the ones below.
 const LADDER: &[&[&str]] = &[
     &["sync", "panic_guard", "table"],
     &["contract"],
@@ -29,75 +43,302 @@ const LADDER: &[&[&str]] = &[
 /// loom models (test code that drives every floor).
 const OUTSIDE: &[&str] = &["lib", "loom_models"];
 
-/// One use of a higher floor.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Upward {
-    file: String,
-    target: String,
-    line: usize,
-    text: String,
+/// The sub-modules of `engine/`, ground floor first: a file (`hooks` is
+/// `engine/hooks.rs`), a folder's `mod.rs` (`names` is `engine/names/mod.rs`)
+/// or a folder's file (`names::table`). Each may use only what stands on a
+/// LOWER floor; an arrow to its own floor or above is allowed only as an
+/// [`Exception`] below. `engine/mod.rs` declares the sub-modules and
+/// re-exports their public types; it stands on no floor, and a path
+/// through one of its re-exports counts as an arrow to the file that
+/// defines the name.
+const ENGINE_LADDER: &[&[&str]] = &[
+    // 1. Leaves: they name nothing of the engine. `commands` only declares
+    //    its files.
+    &[
+        "clock",
+        "commands",
+        "commands::abandoned",
+        "control",
+        "figures",
+        "intercept",
+        "live",
+        "names::table",
+        "remote::protocol",
+        "stats",
+    ],
+    // 2. State the shared state holds that names one lower file (`hooks`
+    //    names `Context`: the one exception).
+    &["histogram", "hooks", "remote::table"],
+    // 3. The state every worker, completer and handle shares.
+    &["shared"],
+    // 4. The engine seen from running code (`repr(transparent)` over
+    //    `Shared`); what needs only the shared state.
+    &["context", "registration"],
+    // 5. One step's view of the engine, and what needs `Context`.
+    &[
+        "admission",
+        "commands::completer",
+        "long_steps",
+        "remote::control",
+        "shutdown",
+        "stepping",
+        "upgrade",
+    ],
+    // 6. The actor features, the remote receiver, routing.
+    &[
+        "commands::handler",
+        "introspect",
+        "links",
+        "monitors",
+        "names",
+        "remote",
+        "routing",
+        "timers",
+    ],
+    // 7. What uses a feature of floor 6.
+    &["ask", "commands::typed", "remote::ask", "remote::relations"],
+];
+
+/// An arrow inside `engine/` that the ladder allows although its target
+/// does not stand below its source: it closes a circle among the
+/// engine's files, and says which names tie it and why it stays.
+#[derive(Debug)]
+struct Exception {
+    from: &'static str,
+    to: &'static str,
+    /// The names `from` may take from `to` (`self`: the module itself);
+    /// any other name is an arrow like any other.
+    names: &'static [&'static str],
+    why: &'static str,
 }
+
+/// The named exceptions of the engine's ladder, as few as the code
+/// allows (`docs/internals/sched-core.md` lists the same). An exception
+/// that no arrow takes any more fails the check, so the list cannot keep
+/// a circle the code has dropped.
+const ENGINE_EXCEPTIONS: &[Exception] = &[Exception {
+    from: "hooks",
+    to: "context",
+    names: &["Context"],
+    why: "the lifecycle hooks are the user's callbacks, and each is handed the \
+          `&Context` of its engine; the shared state holds them (`Shared::hooks`) and \
+          `Context` is `Shared` itself (`repr(transparent)`), so `shared` -> `hooks` -> \
+          `context` -> `shared` is a circle. `Hooks` generic over the context it hands \
+          out (as `control.rs` is over the state it is part of) would make `hooks` a leaf",
+}];
+
+/// What a ladder check holds a tree to.
+#[derive(Debug, Clone, Copy)]
+struct Rules<'a> {
+    ladder: &'a [&'a [&'a str]],
+    outside: &'a [&'a str],
+    engine_ladder: &'a [&'a [&'a str]],
+    exceptions: &'a [Exception],
+}
+
+const RULES: Rules<'static> = Rules {
+    ladder: LADDER,
+    outside: OUTSIDE,
+    engine_ladder: ENGINE_LADDER,
+    exceptions: ENGINE_EXCEPTIONS,
+};
 
 pub(crate) fn layers() -> Result<(), String> {
     let src = root().join("crates").join("sched-core").join("src");
-    let mut upward = Vec::new();
-    for file in sources(&src)? {
-        let rel = file
-            .strip_prefix(&src)
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/");
-        let module = rel.split(['/', '.']).next().unwrap_or_default().to_string();
-        if OUTSIDE.contains(&module.as_str()) || is_test_file(&rel) {
+    let mut files = BTreeMap::new();
+    read_tree(&src, &src, &mut files)?;
+    let summary = check(&files, &RULES)?;
+    eprintln!("{summary}");
+    Ok(())
+}
+
+/// Every `.rs` file under `dir`, by its path under `src` (with `/`).
+fn read_tree(src: &Path, dir: &Path, out: &mut BTreeMap<String, String>) -> Result<(), String> {
+    let entries = fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            read_tree(src, &path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path
+                .strip_prefix(src)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = fs::read_to_string(&path).map_err(|e| format!("reading {rel}: {e}"))?;
+            out.insert(rel, text);
+        }
+    }
+    Ok(())
+}
+
+/// Holds the source tree `files` (path under `src` -> text) to `rules`:
+/// a summary, or every broken rung.
+fn check(files: &BTreeMap<String, String>, rules: &Rules<'_>) -> Result<String, String> {
+    let mut modules = BTreeSet::new();
+    let mut aliases = BTreeMap::new();
+    let mut scans = Vec::new();
+    for (rel, text) in files {
+        let module = file_module(rel);
+        let scan = scan(text, &module);
+        modules.insert(module.clone());
+        aliases.extend(scan.aliases.iter().cloned());
+        scans.push((rel, module, scan));
+    }
+    let tree = Tree { modules, aliases };
+
+    let mut problems = Vec::new();
+    let mut used = vec![0usize; rules.exceptions.len()];
+    let mut engine_arrows = BTreeSet::new();
+    let mut excepted_arrows = BTreeSet::new();
+    let mut engine_files = 0;
+    for (rel, module, scan) in &scans {
+        let top = module.first().map(String::as_str).unwrap_or("lib");
+        if rules.outside.contains(&top) || is_test_file(rel) {
             continue;
         }
-        let from = floor(&module).ok_or_else(|| {
-            format!("`{module}` (src/{rel}) stands on no floor: add it to LADDER in xtask/src/layers.rs")
-        })?;
-        let text = fs::read_to_string(&file).map_err(|e| format!("reading {rel}: {e}"))?;
-        for (line, target) in crate_paths(&text) {
-            if target == module || OUTSIDE.contains(&target.as_str()) {
+        let Some(from) = floor(rules.ladder, top) else {
+            problems.push(format!(
+                "`{top}` (src/{rel}) stands on no floor: add it to LADDER in xtask/src/layers.rs"
+            ));
+            continue;
+        };
+        let engine_from = (top == "engine" && module.len() > 1).then(|| module[1..].join("::"));
+        let engine_floor = match &engine_from {
+            Some(unit) => {
+                engine_files += 1;
+                let found = floor(rules.engine_ladder, unit);
+                if found.is_none() {
+                    problems.push(format!(
+                        "`engine::{unit}` (src/{rel}) stands on no floor of the engine's \
+                         ladder: add it to ENGINE_LADDER in xtask/src/layers.rs and to \
+                         docs/internals/sched-core.md"
+                    ));
+                }
+                found
+            }
+            None => None,
+        };
+        for (line, path) in &scan.paths {
+            // The file the path reaches, and the name it takes there.
+            let (unit, item) = tree.resolve(path);
+            let Some(target) = unit.first() else {
+                problems.push(format!(
+                    "src/{rel}:{line}: `{}` names no module of the crate (name the \
+                     module, not a name at the root; give a new module a floor in \
+                     xtask/src/layers.rs)",
+                    path.join("::")
+                ));
+                continue;
+            };
+            if target != top && !rules.outside.contains(&target.as_str()) {
+                match floor(rules.ladder, target) {
+                    None => problems.push(format!(
+                        "src/{rel}:{line}: `crate::{target}` stands on no floor (give a new \
+                         module a floor in xtask/src/layers.rs)"
+                    )),
+                    Some(to) if to > from => problems.push(format!(
+                        "src/{rel}:{line}: `{top}` reaches up to `{target}` (`{}`)",
+                        path.join("::")
+                    )),
+                    Some(_) => {}
+                }
+            }
+            let (Some(from_unit), Some(from_floor)) = (&engine_from, engine_floor) else {
+                continue;
+            };
+            if target != "engine" {
                 continue;
             }
-            let Some(to) = floor(&target) else {
-                return Err(format!(
-                    "src/{rel}:{}: `crate::{target}` stands on no floor (name the \
-                     module, not a re-export at the root, one `crate::<module>::..` path \
-                     per import; give a new module a floor in xtask/src/layers.rs)",
-                    line + 1
+            if unit.len() == 1 {
+                problems.push(format!(
+                    "src/{rel}:{line}: `{}` names `engine/mod.rs`, which stands on no \
+                     floor: name the file that defines `{}`, or re-export it there",
+                    path.join("::"),
+                    item
                 ));
+                continue;
+            }
+            let to_unit = unit[1..].join("::");
+            if &to_unit == from_unit {
+                continue;
+            }
+            engine_arrows.insert((from_unit.clone(), to_unit.clone()));
+            let Some(to_floor) = floor(rules.engine_ladder, &to_unit) else {
+                problems.push(format!(
+                    "src/{rel}:{line}: `engine::{to_unit}` stands on no floor of the \
+                     engine's ladder: add it to ENGINE_LADDER in xtask/src/layers.rs"
+                ));
+                continue;
             };
-            if to > from {
-                upward.push(Upward {
-                    file: rel.clone(),
-                    target,
-                    line: line + 1,
-                    text: text
-                        .lines()
-                        .nth(line)
-                        .unwrap_or_default()
-                        .trim()
-                        .to_string(),
-                });
+            if to_floor < from_floor {
+                continue;
+            }
+            let excepted = rules.exceptions.iter().position(|e| {
+                e.from == from_unit && e.to == to_unit && e.names.contains(&item.as_str())
+            });
+            match excepted {
+                Some(at) => {
+                    used[at] += 1;
+                    excepted_arrows.insert((from_unit.clone(), to_unit.clone()));
+                }
+                None => problems.push(format!(
+                    "src/{rel}:{line}: `engine::{from_unit}` (floor {}) uses `{item}` of \
+                     `engine::{to_unit}` (floor {}), which does not stand below it: give \
+                     `engine::{from_unit}` a floor above `engine::{to_unit}` in ENGINE_LADDER \
+                     (xtask/src/layers.rs and docs/internals/sched-core.md), or, where that \
+                     closes a circle, break the circle",
+                    from_floor + 1,
+                    to_floor + 1
+                )),
             }
         }
     }
-    let problems: Vec<String> = upward
+    for (exception, count) in rules.exceptions.iter().zip(&used) {
+        if *count == 0 {
+            problems.push(format!(
+                "the exception `engine::{}` -> `engine::{}` ({}) is no longer taken: \
+                 remove it from ENGINE_EXCEPTIONS in xtask/src/layers.rs and from \
+                 docs/internals/sched-core.md",
+                exception.from,
+                exception.to,
+                exception.names.join(", ")
+            ));
+        }
+    }
+    let units: BTreeSet<String> = scans
         .iter()
-        .map(|u| {
-            format!(
-                "src/{}:{}: `{}` reaches up to `{}`: {}",
-                u.file,
-                u.line,
-                floor_name(&u.file),
-                u.target,
-                u.text
-            )
+        .filter(|(rel, module, _)| {
+            module.first().is_some_and(|m| m == "engine") && module.len() > 1 && !is_test_file(rel)
         })
+        .map(|(_, module, _)| module[1..].join("::"))
         .collect();
-    eprintln!("sched-core ladder: {} uses of a higher floor", upward.len());
+    for name in rules.engine_ladder.iter().flat_map(|f| f.iter()) {
+        if !units.contains(*name) {
+            problems.push(format!(
+                "`engine::{name}` stands on the engine's ladder but no file holds it: \
+                 remove or rename it in ENGINE_LADDER and docs/internals/sched-core.md"
+            ));
+        }
+    }
     if problems.is_empty() {
-        Ok(())
+        let mut summary = format!(
+            "sched-core ladder: no folder uses a higher one\nengine ladder: {engine_files} \
+             files on {} floors, {} arrows between them, {} of them by a named exception:",
+            rules.engine_ladder.len(),
+            engine_arrows.len(),
+            excepted_arrows.len()
+        );
+        for exception in rules.exceptions {
+            summary.push_str(&format!(
+                "\n  engine::{} -> engine::{} ({}): {}",
+                exception.from,
+                exception.to,
+                exception.names.join(", "),
+                exception.why
+            ));
+        }
+        Ok(summary)
     } else {
         Err(format!(
             "the ladder of sched-core is broken:\n  {}",
@@ -106,12 +347,8 @@ pub(crate) fn layers() -> Result<(), String> {
     }
 }
 
-fn floor(module: &str) -> Option<usize> {
-    LADDER.iter().position(|floor| floor.contains(&module))
-}
-
-fn floor_name(rel: &str) -> &str {
-    rel.split(['/', '.']).next().unwrap_or_default()
+fn floor(ladder: &[&[&str]], module: &str) -> Option<usize> {
+    ladder.iter().position(|floor| floor.contains(&module))
 }
 
 /// Files that hold only tests (unit tests beside the code, loom models).
@@ -120,109 +357,805 @@ fn is_test_file(rel: &str) -> bool {
     name.ends_with("tests.rs") || name.ends_with("_loom.rs") || name == "loom.rs"
 }
 
-/// Every `.rs` file under `dir`, sorted.
-fn sources(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let mut out = Vec::new();
-    let entries = fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(sources(&path)?);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
+/// The module path of a file under `src`: `lib.rs` is the root,
+/// `engine/mod.rs` is `engine`, `engine/names/table.rs` is
+/// `engine::names::table`.
+fn file_module(rel: &str) -> Vec<String> {
+    let rel = rel.strip_suffix(".rs").unwrap_or(rel);
+    let mut parts: Vec<String> = rel.split('/').map(str::to_string).collect();
+    if parts.last().is_some_and(|p| p == "mod") || parts == ["lib"] {
+        parts.pop();
     }
-    out.sort();
-    Ok(out)
+    parts
 }
 
-/// The modules named by `crate::<module>` paths in code lines, with their
-/// line index. Comments (doc links included) are skipped, and so is an
-/// inline test module (from a `#[cfg(test)]`-like attribute right above a
-/// `mod` to the end of the file, where such modules sit).
-fn crate_paths(text: &str) -> Vec<(usize, String)> {
-    let lines: Vec<&str> = text.lines().collect();
+/// The crate's modules (one per file) and the names its `use` items
+/// bring into a module, to follow a path to the file that defines it.
+struct Tree {
+    modules: BTreeSet<Vec<String>>,
+    /// `module::name` -> the absolute path it stands for.
+    aliases: BTreeMap<Vec<String>, Vec<String>>,
+}
+
+impl Tree {
+    /// The file module an absolute path ends in, and the name it takes
+    /// from there (`self` when it names the module itself).
+    fn resolve(&self, path: &[String]) -> (Vec<String>, String) {
+        let mut path = path.to_vec();
+        let mut current = Vec::new();
+        let mut at = 0;
+        let mut hops = 0;
+        while at < path.len() {
+            let mut next = current.clone();
+            next.push(path[at].clone());
+            if self.modules.contains(&next) {
+                current = next;
+                at += 1;
+                continue;
+            }
+            match self.aliases.get(&next) {
+                Some(target) if hops < 16 && target != &next => {
+                    hops += 1;
+                    let mut whole = target.clone();
+                    whole.extend_from_slice(&path[at + 1..]);
+                    path = whole;
+                    current.clear();
+                    at = 0;
+                }
+                _ => break,
+            }
+        }
+        let item = path.get(at).cloned().unwrap_or_else(|| "self".to_string());
+        (current, item)
+    }
+}
+
+/// What one file says about the crate's paths.
+#[derive(Debug, Default)]
+struct Scan {
+    /// Every path into the crate in the file's code, absolute, with its
+    /// (1-based) line.
+    paths: Vec<(usize, Vec<String>)>,
+    /// Names its `use` items bring in: `module::name` -> absolute path.
+    aliases: Vec<(Vec<String>, Vec<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Ident(String),
+    /// `::`
+    Colons,
+    Punct(char),
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    tok: Tok,
+    line: usize,
+}
+
+impl Token {
+    fn is(&self, word: &str) -> bool {
+        matches!(&self.tok, Tok::Ident(w) if w == word)
+    }
+
+    fn is_punct(&self, c: char) -> bool {
+        self.tok == Tok::Punct(c)
+    }
+}
+
+/// Rust source as tokens: identifiers (keywords included), `::` and
+/// single punctuation, with comments, strings, chars and numbers left
+/// out.
+fn lex(text: &str) -> Vec<Token> {
+    let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let code = line.trim_start();
-        if code.starts_with("#[cfg(") && code.contains("test") {
-            let next = lines[i + 1..]
-                .iter()
-                .map(|l| l.trim_start())
-                .find(|l| !l.starts_with("#["));
-            let is_mod =
-                next.is_some_and(|l| l.starts_with("mod ") || l.starts_with("pub(crate) mod "));
-            if is_mod && next.is_some_and(|l| l.ends_with('{')) {
-                // An inline test module: the rest of the file is tests.
-                break;
+    let mut line = 1;
+    let mut i = 0;
+    // Skips a quoted literal whose opening quote is at `i`, escapes read.
+    let skip_quoted = |i: &mut usize, line: &mut usize, quote: char| {
+        *i += 1;
+        while *i < chars.len() && chars[*i] != quote {
+            if chars[*i] == '\\' {
+                *i += 1;
             }
-        }
-        if code.starts_with("//") {
-            continue;
-        }
-        let code = match code.find("//") {
-            Some(at) => &code[..at],
-            None => code,
-        };
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            let after = &rest[at + "crate::".len()..];
-            let name: String = after
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            // `$crate::` (a macro) is not a path into this crate's modules.
-            let preceded_by_dollar = rest[..at].ends_with('$');
-            if !preceded_by_dollar {
-                // A grouped `crate::{..}` import names no module here: it
-                // is read as `{`, which stands on no floor, and fails.
-                out.push((
-                    i,
-                    if name.is_empty() {
-                        "{".to_string()
-                    } else {
-                        name
-                    },
-                ));
+            if chars.get(*i) == Some(&'\n') {
+                *line += 1;
             }
-            rest = after;
+            *i += 1;
+        }
+        *i += 1;
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '\n' {
+            line += 1;
+            i += 1;
+        } else if c.is_whitespace() {
+            i += 1;
+        } else if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if chars[i] == '\n' {
+                        line += 1;
+                    }
+                    i += 1;
+                }
+            }
+        } else if c == '"' {
+            skip_quoted(&mut i, &mut line, '"');
+        } else if c == '\'' {
+            if next == Some('\\') || chars.get(i + 2) == Some(&'\'') {
+                skip_quoted(&mut i, &mut line, '\'');
+            } else {
+                // A lifetime or a label.
+                i += 1;
+                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+            }
+        } else if c.is_ascii_digit() {
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+        } else if c.is_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let prefix = word == "r" || word == "br" || word == "b" || word == "c";
+            if prefix && chars.get(i) == Some(&'"') && word != "r" && word != "br" {
+                skip_quoted(&mut i, &mut line, '"');
+            } else if word == "b" && chars.get(i) == Some(&'\'') {
+                skip_quoted(&mut i, &mut line, '\'');
+            } else if (word == "r" || word == "br") && matches!(chars.get(i), Some('"') | Some('#'))
+            {
+                let mut hashes = 0;
+                while chars.get(i + hashes) == Some(&'#') {
+                    hashes += 1;
+                }
+                if chars.get(i + hashes) == Some(&'"') {
+                    // A raw string: up to `"` and as many `#`.
+                    i += hashes + 1;
+                    loop {
+                        match chars.get(i) {
+                            None => break,
+                            Some('"') if (1..=hashes).all(|h| chars.get(i + h) == Some(&'#')) => {
+                                i += hashes + 1;
+                                break;
+                            }
+                            Some(ch) => {
+                                if *ch == '\n' {
+                                    line += 1;
+                                }
+                                i += 1;
+                            }
+                        }
+                    }
+                } else {
+                    // A raw identifier, `r#name`.
+                    i += 1;
+                    let start = i;
+                    while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                        i += 1;
+                    }
+                    out.push(Token {
+                        tok: Tok::Ident(chars[start..i].iter().collect()),
+                        line,
+                    });
+                }
+            } else {
+                out.push(Token {
+                    tok: Tok::Ident(word),
+                    line,
+                });
+            }
+        } else if c == ':' && next == Some(':') {
+            out.push(Token {
+                tok: Tok::Colons,
+                line,
+            });
+            i += 2;
+        } else {
+            out.push(Token {
+                tok: Tok::Punct(c),
+                line,
+            });
+            i += 1;
         }
     }
     out
+}
+
+/// Whether the attribute's tokens (inside `#[..]`) are a `cfg` that holds
+/// only in tests: `cfg(test)`, or `cfg(all(.., test, ..))`.
+fn is_test_cfg(attr: &[Token]) -> bool {
+    let words: Vec<&Tok> = attr.iter().map(|t| &t.tok).collect();
+    let [Tok::Ident(cfg), Tok::Punct('('), inner @ .., Tok::Punct(')')] = words.as_slice() else {
+        return false;
+    };
+    if cfg != "cfg" {
+        return false;
+    }
+    let is_test = |arg: &[&Tok]| matches!(arg, [Tok::Ident(w)] if w == "test");
+    if is_test(inner) {
+        return true;
+    }
+    let [Tok::Ident(all), Tok::Punct('('), args @ .., Tok::Punct(')')] = inner else {
+        return false;
+    };
+    if all != "all" {
+        return false;
+    }
+    // The top-level arguments of `all(..)`.
+    let mut depth = 0;
+    let mut start = 0;
+    for (at, tok) in args.iter().enumerate() {
+        match tok {
+            Tok::Punct('(') => depth += 1,
+            Tok::Punct(')') => depth -= 1,
+            Tok::Punct(',') if depth == 0 => {
+                if is_test(&args[start..at]) {
+                    return true;
+                }
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    is_test(&args[start..])
+}
+
+/// The tokens without the items under a test-only `#[cfg(..)]`: an inline
+/// test module, a test helper, a test-only `use`. Only that item is left
+/// out; what follows it is read.
+fn without_test_items(tokens: Vec<Token>) -> Vec<Token> {
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        if !(tokens[i].is_punct('#') && tokens.get(i + 1).is_some_and(|t| t.is_punct('['))) {
+            out.push(tokens[i].clone());
+            i += 1;
+            continue;
+        }
+        let end = matching(&tokens, i + 1);
+        if !is_test_cfg(&tokens[i + 2..end.min(tokens.len())]) {
+            out.extend_from_slice(&tokens[i..(end + 1).min(tokens.len())]);
+            i = end + 1;
+            continue;
+        }
+        // The test-only item: past its other attributes, to its end.
+        let mut at = end + 1;
+        while at < tokens.len()
+            && tokens[at].is_punct('#')
+            && tokens.get(at + 1).is_some_and(|t| t.is_punct('['))
+        {
+            at = matching(&tokens, at + 1) + 1;
+        }
+        i = item_end(&tokens, at);
+    }
+    out
+}
+
+/// The index of the bracket that closes the one at `open` (or the end).
+fn matching(tokens: &[Token], open: usize) -> usize {
+    let mut depth = 0i32;
+    for (at, token) in tokens.iter().enumerate().skip(open) {
+        match token.tok {
+            Tok::Punct('(' | '[' | '{') => depth += 1,
+            Tok::Punct(')' | ']' | '}') => {
+                depth -= 1;
+                if depth == 0 {
+                    return at;
+                }
+            }
+            _ => {}
+        }
+    }
+    tokens.len()
+}
+
+/// The index just past the item (or statement, field, match arm) that
+/// starts at `start`: past its `;`, past the `}` of its body, or at the
+/// `,` or closing bracket that ends it inside a list.
+fn item_end(tokens: &[Token], start: usize) -> usize {
+    const ITEMS: &[&str] = &[
+        "pub",
+        "fn",
+        "impl",
+        "mod",
+        "struct",
+        "enum",
+        "trait",
+        "union",
+        "use",
+        "const",
+        "static",
+        "type",
+        "unsafe",
+        "async",
+        "extern",
+        "macro_rules",
+    ];
+    let is_item = tokens
+        .get(start)
+        .is_some_and(|t| ITEMS.iter().any(|w| t.is(w)));
+    let is_use = tokens[start..]
+        .iter()
+        .take(6)
+        .take_while(|t| !t.is_punct('{') && !t.is_punct(';'))
+        .any(|t| t.is("use"));
+    let mut depth = 0i32;
+    for (at, token) in tokens.iter().enumerate().skip(start) {
+        match token.tok {
+            Tok::Punct('(' | '[' | '{') => depth += 1,
+            Tok::Punct(')' | ']' | '}') => {
+                depth -= 1;
+                if depth < 0 {
+                    return at;
+                }
+                if depth == 0 && token.is_punct('}') && !is_use {
+                    return at + 1;
+                }
+            }
+            Tok::Punct(';') if depth == 0 => return at + 1,
+            Tok::Punct(',') if depth == 0 && !is_item => return at + 1,
+            _ => {}
+        }
+    }
+    tokens.len()
+}
+
+/// The paths into the crate in `text`, a file of the module `module`.
+fn scan(text: &str, module: &[String]) -> Scan {
+    let tokens = without_test_items(lex(text));
+    let mut scan = Scan::default();
+    // The module's own child modules (`mod name;`), which a path may name
+    // bare.
+    let children: BTreeSet<&str> = tokens
+        .windows(3)
+        .filter_map(|w| match (&w[1].tok, &w[2].tok) {
+            (Tok::Ident(name), Tok::Punct(';')) if w[0].is("mod") => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    // Inline modules (`mod name { .. }`) opened around the current token,
+    // one entry per open brace.
+    let mut braces: Vec<Option<String>> = Vec::new();
+    let mut in_use = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let token = &tokens[i];
+        match &token.tok {
+            Tok::Punct('{') => {
+                let before = |back: usize| i.checked_sub(back).map(|p| &tokens[p]);
+                let name = match (before(2), before(1)) {
+                    (
+                        Some(m),
+                        Some(Token {
+                            tok: Tok::Ident(name),
+                            ..
+                        }),
+                    ) if m.is("mod") => Some(name.clone()),
+                    _ => None,
+                };
+                braces.push(name);
+                i += 1;
+                continue;
+            }
+            Tok::Punct('}') => {
+                braces.pop();
+                i += 1;
+                continue;
+            }
+            Tok::Punct(';') => {
+                in_use = false;
+                i += 1;
+                continue;
+            }
+            Tok::Ident(word) if word == "use" => {
+                in_use = true;
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let Tok::Ident(first) = &token.tok else {
+            i += 1;
+            continue;
+        };
+        let starts_path = tokens.get(i + 1).is_some_and(|t| t.tok == Tok::Colons);
+        let after_path_or_macro = i > 0
+            && (tokens[i - 1].tok == Tok::Colons
+                || tokens[i - 1].is_punct('$')
+                || tokens[i - 1].is_punct('.'));
+        let inline: Vec<String> = braces.iter().flatten().cloned().collect();
+        let ours = matches!(first.as_str(), "crate" | "super" | "self")
+            || (inline.is_empty() && children.contains(first.as_str()));
+        if !starts_path || after_path_or_macro || !ours {
+            i += 1;
+            continue;
+        }
+        let mut here = module.to_vec();
+        here.extend(inline);
+        let mut leaves = Vec::new();
+        i = use_tree(&tokens, i, Vec::new(), &mut leaves);
+        for (line, segments, alias) in leaves {
+            let mut absolute = here.clone();
+            for segment in &segments {
+                match segment.as_str() {
+                    "crate" => absolute.clear(),
+                    "super" => {
+                        absolute.pop();
+                    }
+                    "self" => {}
+                    _ => absolute.push(segment.clone()),
+                }
+            }
+            if in_use {
+                let name = alias.or_else(|| {
+                    segments
+                        .iter()
+                        .rev()
+                        .find(|s| !matches!(s.as_str(), "self" | "*"))
+                        .cloned()
+                });
+                if let Some(name) = name.filter(|n| n != "_") {
+                    if !segments.iter().any(|s| s == "*") {
+                        let mut key = here.clone();
+                        key.push(name);
+                        scan.aliases.push((key, absolute.clone()));
+                    }
+                }
+            }
+            absolute.retain(|s| s != "*");
+            scan.paths.push((line, absolute));
+        }
+    }
+    scan
+}
+
+/// Reads the path (or `use` tree) that starts at `i`, onto `prefix`;
+/// pushes each leaf (its line, its segments, its `as` name) and returns
+/// the index past it.
+fn use_tree(
+    tokens: &[Token],
+    mut i: usize,
+    mut prefix: Vec<String>,
+    leaves: &mut Vec<(usize, Vec<String>, Option<String>)>,
+) -> usize {
+    let mut line = tokens.get(i).map_or(0, |t| t.line);
+    loop {
+        match tokens.get(i).map(|t| &t.tok) {
+            Some(Tok::Ident(segment)) => {
+                prefix.push(segment.clone());
+                line = tokens[i].line;
+                i += 1;
+            }
+            Some(Tok::Punct('*')) => {
+                prefix.push("*".to_string());
+                leaves.push((tokens[i].line, prefix, None));
+                return i + 1;
+            }
+            Some(Tok::Punct('{')) => {
+                i += 1;
+                loop {
+                    match tokens.get(i) {
+                        None => return i,
+                        Some(t) if t.is_punct('}') => return i + 1,
+                        Some(t) if t.is_punct(',') => i += 1,
+                        Some(_) => i = use_tree(tokens, i, prefix.clone(), leaves),
+                    }
+                }
+            }
+            _ => {
+                leaves.push((line, prefix, None));
+                return i;
+            }
+        }
+        if tokens.get(i).is_some_and(|t| t.tok == Tok::Colons) {
+            i += 1;
+            continue;
+        }
+        let alias = match (tokens.get(i), tokens.get(i + 1)) {
+            (
+                Some(a),
+                Some(Token {
+                    tok: Tok::Ident(name),
+                    ..
+                }),
+            ) if a.is("as") => {
+                i += 2;
+                Some(name.clone())
+            }
+            _ => None,
+        };
+        leaves.push((line, prefix, alias));
+        return i;
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A small ladder for synthetic trees: `engine/{a,b,c}.rs` on three
+    /// floors, where `a` may take `C` from `c` (the one exception).
+    const SMALL: Rules<'static> = Rules {
+        ladder: &[&["sync"], &["engine"], &["worker"]],
+        outside: &["lib"],
+        engine_ladder: &[&["a"], &["b"], &["c"]],
+        exceptions: &[Exception {
+            from: "a",
+            to: "c",
+            names: &["C"],
+            why: "a test",
+        }],
+    };
+
+    /// A tree of the small ladder that keeps it (the exception taken), with
+    /// `extra` appended to the file `file`.
+    fn tree(file: &str, extra: &str) -> BTreeMap<String, String> {
+        let mut files: BTreeMap<String, String> = [
+            ("lib.rs", "mod engine;\nmod sync;\nmod worker;\n"),
+            ("sync.rs", "pub(crate) struct S;\n"),
+            (
+                "engine/mod.rs",
+                "pub(crate) mod a;\npub(crate) mod b;\npub(crate) mod c;\npub use c::C;\n",
+            ),
+            (
+                "engine/a.rs",
+                "use crate::sync::S;\nuse super::C;\npub struct A;\n",
+            ),
+            ("engine/b.rs", "use super::a::A;\npub struct B;\n"),
+            (
+                "engine/c.rs",
+                "use crate::engine::b::B;\npub struct C;\npub struct D;\n",
+            ),
+            ("worker/mod.rs", "use crate::engine::C;\n"),
+        ]
+        .into_iter()
+        .map(|(path, text)| (path.to_string(), text.to_string()))
+        .collect();
+        files
+            .get_mut(file)
+            .expect("a file of the tree")
+            .push_str(extra);
+        files
+    }
+
+    fn paths(text: &str, module: &[&str]) -> Vec<String> {
+        let module: Vec<String> = module.iter().map(|s| s.to_string()).collect();
+        scan(text, &module)
+            .paths
+            .into_iter()
+            .map(|(_, p)| p.join("::"))
+            .collect()
+    }
+
     #[test]
-    fn reads_paths_in_code_and_skips_comments_and_tests() {
+    fn a_tree_that_keeps_the_ladder_passes() {
+        let summary = check(&tree("engine/c.rs", ""), &SMALL).expect("it keeps the ladder");
+        assert!(
+            summary.contains("3 files on 3 floors, 3 arrows"),
+            "{summary}"
+        );
+    }
+
+    #[test]
+    fn an_arrow_up_the_engine_s_ladder_fails() {
+        let broken = check(&tree("engine/b.rs", "use super::c::D;\n"), &SMALL).unwrap_err();
+        assert!(
+            broken.contains(
+                "src/engine/b.rs:3: `engine::b` (floor 2) uses `D` of `engine::c` (floor 3)"
+            ),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn an_arrow_along_one_floor_of_the_engine_fails() {
+        let mut rules = SMALL;
+        rules.engine_ladder = &[&["a"], &["b", "c"]];
+        let broken = check(&tree("engine/c.rs", ""), &rules).unwrap_err();
+        assert!(
+            broken.contains("`engine::c` (floor 2) uses `B` of `engine::b` (floor 2)"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn an_exception_allows_only_the_names_it_lists() {
+        let broken = check(&tree("engine/a.rs", "use super::c::D;\n"), &SMALL).unwrap_err();
+        assert!(broken.contains("uses `D` of `engine::c`"), "{broken}");
+        assert!(!broken.contains("uses `C` of"), "{broken}");
+    }
+
+    #[test]
+    fn an_exception_no_arrow_takes_fails() {
+        let mut files = tree("engine/c.rs", "");
+        files.insert("engine/a.rs".to_string(), "pub struct A;\n".to_string());
+        let broken = check(&files, &SMALL).unwrap_err();
+        assert!(
+            broken.contains("the exception `engine::a` -> `engine::c` (C) is no longer taken"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn an_import_after_an_inline_test_module_is_read() {
+        let extra = "#[cfg(all(test, not(loom)))]\nmod tests {\n    use super::super::c::D;\n}\n\
+                     fn later() -> crate::engine::c::D { todo!() }\n";
+        let broken = check(&tree("engine/b.rs", extra), &SMALL).unwrap_err();
+        assert!(broken.contains("src/engine/b.rs:7:"), "{broken}");
+        assert!(!broken.contains("src/engine/b.rs:5:"), "{broken}");
+        // The same module without the code after it: the test's import is
+        // exempt.
+        let only_tests = "#[cfg(test)]\nmod tests {\n    use super::super::c::D;\n}\n";
+        check(&tree("engine/b.rs", only_tests), &SMALL).expect("test imports are exempt");
+    }
+
+    #[test]
+    fn a_folder_reaching_up_fails_after_a_test_module_too() {
+        let extra =
+            "#[cfg(test)]\nmod tests {\n    use crate::worker::W;\n}\nuse crate::worker::W;\n";
+        let broken = check(&tree("sync.rs", extra), &SMALL).unwrap_err();
+        assert!(
+            broken.contains("src/sync.rs:6: `sync` reaches up to `worker`"),
+            "{broken}"
+        );
+        assert!(!broken.contains("src/sync.rs:4:"), "{broken}");
+    }
+
+    #[test]
+    fn a_file_off_the_engine_s_ladder_fails() {
+        let mut files = tree("engine/c.rs", "");
+        files.insert("engine/d.rs".to_string(), "use super::a::A;\n".to_string());
+        let broken = check(&files, &SMALL).unwrap_err();
+        assert!(
+            broken.contains("`engine::d` (src/engine/d.rs) stands on no floor"),
+            "{broken}"
+        );
+        let mut files = tree("engine/c.rs", "");
+        files.remove("engine/b.rs");
+        files.insert("engine/c.rs".to_string(), "pub struct C;\n".to_string());
+        let broken = check(&files, &SMALL).unwrap_err();
+        assert!(
+            broken.contains("`engine::b` stands on the engine's ladder but no file holds it"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn re_exports_are_followed_to_the_file_that_defines_the_name() {
+        // `engine/mod.rs` re-exports `C`; `b` reaches it as `super::C`.
+        let broken = check(&tree("engine/b.rs", "fn f(_: &super::C) {}\n"), &SMALL).unwrap_err();
+        assert!(
+            broken.contains("`engine::b` (floor 2) uses `C` of `engine::c`"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn the_real_ladder_fails_on_a_new_arrow_up_it() {
+        let src = root().join("crates").join("sched-core").join("src");
+        let mut files = BTreeMap::new();
+        read_tree(&src, &src, &mut files).expect("sched-core's sources");
+        files
+            .get_mut("engine/stats.rs")
+            .expect("engine/stats.rs")
+            .push_str("\nfn forbidden(_: &crate::engine::shared::Shared) {}\n");
+        let broken = check(&files, &RULES).unwrap_err();
+        assert!(
+            broken.contains("uses `Shared` of `engine::shared`")
+                && broken.contains("src/engine/stats.rs:"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn reads_paths_in_code_and_skips_comments_strings_and_tests() {
         let text = "use crate::engine::shared::Shared;\n\
                     // crate::worker in a comment\n\
                     /// [`X`](crate::timer::X)\n\
+                    /* crate::table /* nested */ crate::table */\n\
+                    let s = \"crate::table\"; let r = r#\"crate::\"table\"#; let c = '{';\n\
                     let x = crate::record::extras(y); // crate::table\n\
+                    let m = $crate::table::X; let f = x.crate_y;\n\
                     #[cfg(test)]\n\
                     mod tests {\n\
                     use crate::runqueue::local;\n\
-                    }\n";
-        let found: Vec<String> = crate_paths(text).into_iter().map(|(_, m)| m).collect();
-        assert_eq!(found, vec!["engine", "record"]);
+                    }\n\
+                    use crate::contract::{down::Down, event::{Event, CommandError}};\n";
+        assert_eq!(
+            paths(text, &["worker"]),
+            vec![
+                "engine::shared::Shared",
+                "record::extras",
+                "contract::down::Down",
+                "contract::event::Event",
+                "contract::event::CommandError"
+            ]
+        );
+    }
+
+    #[test]
+    fn relative_paths_are_made_absolute() {
+        let text = "mod child;\nuse super::shared::Shared;\nuse self::child::X;\n\
+                    use child::Y;\nfn f() { super::super::timer::fire(); other::Z; }\n";
+        assert_eq!(
+            paths(text, &["engine", "names"]),
+            vec![
+                "engine::shared::Shared",
+                "engine::names::child::X",
+                "engine::names::child::Y",
+                "timer::fire"
+            ]
+        );
     }
 
     #[test]
     fn a_test_module_declared_elsewhere_does_not_end_the_scan() {
         let text = "#[cfg(all(test, not(loom)))]\nmod slot_tests;\nuse crate::engine::Shared;\n";
-        let found: Vec<String> = crate_paths(text).into_iter().map(|(_, m)| m).collect();
-        assert_eq!(found, vec!["engine"]);
+        assert_eq!(paths(text, &["record"]), vec!["engine::Shared"]);
     }
 
     #[test]
-    fn every_folder_stands_on_one_floor() {
-        let mut seen = std::collections::BTreeSet::new();
-        for floor in LADDER {
-            for module in *floor {
-                assert!(seen.insert(*module), "{module} stands on two floors");
+    fn only_a_cfg_that_needs_test_marks_test_code() {
+        let cfg = |attr: &str| is_test_cfg(&lex(attr));
+        assert!(cfg("cfg(test)"));
+        assert!(cfg("cfg(all(test, not(loom)))"));
+        assert!(cfg("cfg(all(loom, test))"));
+        assert!(!cfg("cfg(not(test))"));
+        assert!(!cfg("cfg(any(test, loom))"));
+        assert!(!cfg("cfg(loom)"));
+        assert!(!cfg("cfg_attr(test, derive(Debug))"));
+        let text = "#[cfg(not(test))]\nuse crate::timer::A;\n#[cfg(test)]\nuse crate::timer::B;\n\
+                    #[cfg(test)]\nfn helper() { crate::timer::C; }\nstruct S {\n    #[cfg(test)]\n    \
+                    c: crate::timer::D,\n    e: crate::timer::E,\n}\n";
+        assert_eq!(paths(text, &["worker"]), vec!["timer::A", "timer::E"]);
+    }
+
+    #[test]
+    fn every_module_stands_on_one_floor() {
+        for ladder in [LADDER, ENGINE_LADDER] {
+            let mut seen = BTreeSet::new();
+            for floor in ladder {
+                for module in *floor {
+                    assert!(seen.insert(*module), "{module} stands on two floors");
+                }
             }
+        }
+    }
+
+    #[test]
+    fn every_exception_joins_two_rungs_and_does_not_point_down() {
+        for e in ENGINE_EXCEPTIONS {
+            let from = floor(ENGINE_LADDER, e.from).expect("its source stands on the ladder");
+            let to = floor(ENGINE_LADDER, e.to).expect("its target stands on the ladder");
+            assert!(
+                to >= from,
+                "{} -> {} points down: it needs no exception",
+                e.from,
+                e.to
+            );
+            assert!(!e.names.is_empty() && !e.why.is_empty());
         }
     }
 }

@@ -14,7 +14,8 @@
 //! - `leak`: resident memory over a million process lifecycles, and a
 //!   shorter run under valgrind for definite leaks;
 //! - `layers`: check that `sched-core`'s folders use only the ones below
-//!   them;
+//!   them, and the files of its `engine/` only the ones below them on the
+//!   engine's ladder (with its named exceptions);
 //! - `mutants [NAME]`: apply each known bug in turn and check that its
 //!   test catches it.
 //!
@@ -57,7 +58,8 @@ commands:
   stress [--seconds N]
                  the randomised whole-scheduler stress run with its checker,
                  in release, for N seconds (default 60)
-  layers         check that sched-core's folders use only lower ones
+  layers         check that sched-core's folders use only lower ones, and
+                 its engine/ files only lower ones on the engine's ladder
   mutants [NAME] apply each mutation of the table (or the one named), run
                  the command that must catch it, restore; fails if any
                  mutation survives
