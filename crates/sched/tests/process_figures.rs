@@ -19,19 +19,25 @@ fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-/// Blocks its first step until told, so messages pile up behind it; then
-/// counts what it reads.
+/// Blocks the first step that reads a message until told, so messages
+/// pile up behind it; then counts what it reads. It says when it has
+/// taken that first message: its very first step may run before anything
+/// was posted, so "a step is running" alone does not mean it.
 struct Gate {
+    took: Option<mpsc::Sender<()>>,
     open: Option<mpsc::Receiver<()>>,
     read: usize,
 }
 
 impl Process for Gate {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        if let Some(open) = self.open.take() {
-            open.recv()?;
-        }
         self.read += events.count();
+        if self.read > 0 {
+            if let (Some(took), Some(open)) = (self.took.take(), self.open.take()) {
+                took.send(())?;
+                open.recv()?;
+            }
+        }
         out.publish("read", self.read as i64);
         Ok(())
     }
@@ -46,18 +52,24 @@ fn the_mailbox_depth_counts_what_no_step_took_yet() {
         .build();
     scheduler.start();
     let (open, gate) = mpsc::channel();
+    let (took, taken) = mpsc::channel();
     let pid = scheduler
         .spawn(Gate {
+            took: Some(took),
             open: Some(gate),
             read: 0,
         })
         .unwrap()
         .pid();
     scheduler.post(pid, 0u32).unwrap();
-    // Its first step took the first message and now waits on the gate.
-    eventually("the first step started", || {
-        scheduler.process_info(pid).unwrap().state == ProcessState::Running
-    });
+    // A step took the first message and now waits on the gate.
+    taken
+        .recv_timeout(WAIT)
+        .expect("a step took the first message");
+    assert_eq!(
+        scheduler.process_info(pid).unwrap().state,
+        ProcessState::Running
+    );
     for i in 1..=5u32 {
         scheduler.post(pid, i).unwrap();
     }

@@ -19,6 +19,11 @@ struct Sleeper {
     started: Option<Instant>,
     seen: Seen,
     ids: Vec<(u64, TimerId)>,
+    /// Sets every timer at one base instant plus its delay
+    /// (`set_timer_at`), rather than each at `set_timer(delay)`, which
+    /// reads the clock once per call: a loop that straddles a tick would
+    /// otherwise give timers of one delay two different ticks.
+    one_base: bool,
 }
 
 impl Sleeper {
@@ -34,7 +39,15 @@ impl Sleeper {
             started: None,
             seen: seen.clone(),
             ids: Vec::new(),
+            one_base: false,
         };
+        (sleeper, seen)
+    }
+
+    /// As [`Sleeper::new`], with every deadline taken from one instant.
+    fn from_one_instant(timers: &[(u64, u64)], expect: usize) -> (Self, Seen) {
+        let (mut sleeper, seen) = Self::new(timers, &[], expect);
+        sleeper.one_base = true;
         (sleeper, seen)
     }
 }
@@ -43,8 +56,13 @@ impl Process for Sleeper {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.started.is_none() {
             self.started = Some(Instant::now());
+            let base = out.now();
             for &(delay, tag) in &self.timers {
-                let id = out.set_timer(delay, Tag(tag));
+                let id = if self.one_base {
+                    out.set_timer_at(base + delay, Tag(tag))
+                } else {
+                    out.set_timer(delay, Tag(tag))
+                };
                 self.ids.push((tag, id));
             }
             for tag in &self.cancel {
@@ -323,9 +341,11 @@ fn a_process_with_many_timers_cancels_and_receives_exactly_the_right_ones() {
 fn a_burst_of_due_timers_larger_than_a_firing_chunk_arrives_in_deadline_order() {
     let scheduler = Scheduler::builder().workers(1).build();
     scheduler.start();
-    // 400 timers over 8 deadlines (50 per tick), set out of order.
+    // 400 timers over 8 deadlines (50 per tick), set out of order, all
+    // from one base instant so that equal delays mean equal deadlines
+    // however long the loop that sets them takes.
     let timers: Vec<(u64, u64)> = (0..400u64).map(|i| (1 + (i * 7) % 8, i)).collect();
-    let (sleeper, seen) = Sleeper::new(&timers, &[], timers.len());
+    let (sleeper, seen) = Sleeper::from_one_instant(&timers, timers.len());
     scheduler.spawn(sleeper).unwrap().wait().unwrap();
     let tags: Vec<u64> = seen.lock().unwrap().iter().map(|(t, _)| *t).collect();
     let mut expected = timers.clone();
