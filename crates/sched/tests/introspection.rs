@@ -111,6 +111,155 @@ fn the_list_is_exact_under_churn() {
     scheduler.shutdown(WAIT);
 }
 
+/// At the process limit, with the oldest processes (low slots of the
+/// table, which a walk reads first) ending and new ones taking their place
+/// (in fresh slots, read last) on two threads while the list is taken, no
+/// listing holds more processes than can be live at once, nor a PID twice.
+#[test]
+fn a_listing_never_holds_more_processes_than_the_limit() {
+    use std::collections::{HashSet, VecDeque};
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    const LIMIT: usize = 2_000;
+    let scheduler = Arc::new(Scheduler::builder().workers(2).max_processes(LIMIT).build());
+    scheduler.start();
+    let live: VecDeque<Completion> = (0..LIMIT)
+        .map(|_| scheduler.spawn(Waits).unwrap())
+        .collect();
+    let live = Arc::new(Mutex::new(live));
+    let stop = Arc::new(AtomicBool::new(false));
+    let churners: Vec<_> = (0..2)
+        .map(|_| {
+            let (scheduler, stop, live) = (scheduler.clone(), stop.clone(), live.clone());
+            std::thread::spawn(move || {
+                let mut replaced = 0u64;
+                while !stop.load(SeqCst) {
+                    let oldest = live.lock().unwrap().pop_front().expect("one per slot");
+                    scheduler.post(oldest.pid(), ()).unwrap();
+                    let new = loop {
+                        match scheduler.spawn(Waits) {
+                            Ok(new) => break new,
+                            Err(sched::process::SubmitError::TooManyProcesses { .. }) => {
+                                std::thread::yield_now()
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    };
+                    live.lock().unwrap().push_back(new);
+                    replaced += 1;
+                }
+                replaced
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_millis(1_000);
+    let mut walks = 0;
+    while walks < 200 || Instant::now() < deadline {
+        let list = scheduler.processes();
+        assert!(
+            list.len() <= LIMIT,
+            "walk {walks}: {} listed, at most {LIMIT} can be live",
+            list.len()
+        );
+        let unique: HashSet<Pid> = list.iter().map(|p| p.pid).collect();
+        assert_eq!(unique.len(), list.len(), "a PID listed twice");
+        walks += 1;
+    }
+    stop.store(true, SeqCst);
+    let replaced: u64 = churners.into_iter().map(|c| c.join().unwrap()).sum();
+    assert!(replaced > 50, "the churn ran ({replaced} replaced)");
+    let live = std::mem::take(&mut *live.lock().unwrap());
+    for done in live {
+        scheduler.post(done.pid(), ()).unwrap();
+        done.wait().unwrap();
+    }
+    scheduler.shutdown(WAIT);
+}
+
+/// Spins for about `spin` on every step, and asks to run again.
+struct Busy {
+    spin: Duration,
+}
+
+impl Process for Busy {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if matches!(event, Event::Cancel) {
+                out.finish(());
+                return Ok(());
+            }
+        }
+        let until = std::time::Instant::now() + self.spin;
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        out.continue_();
+        Ok(())
+    }
+}
+
+/// Processes stepping all the time (and a watcher ticking the coarse
+/// clock every 2 ms): a step stamped after the reader read its clock reads
+/// as "just now", never as the clock's wrap (about 49.7 days) ago.
+#[test]
+fn a_busy_process_is_never_reported_silent_for_longer_than_the_engine_ran() {
+    use std::time::Instant;
+
+    // Before the engine's clock starts: no age it reports can be longer
+    // than the time since, whatever the load.
+    let began = Instant::now();
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .long_step_threshold(Some(Duration::from_millis(2)))
+        .build();
+    scheduler.start();
+    let busy: Vec<Completion> = (0..64)
+        .map(|_| {
+            scheduler
+                .spawn(Busy {
+                    spin: Duration::from_micros(300),
+                })
+                .unwrap()
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_millis(800);
+    let (mut read, mut ever_stamped) = (0, 0);
+    while read < 200 || Instant::now() < deadline {
+        let list = scheduler.processes();
+        // Read after the call: its clock reading came before.
+        let bound = began.elapsed() + Duration::from_millis(1);
+        let mut stamped = 0;
+        for info in list {
+            // `None` only before a process's first step.
+            if let Some(since) = info.since_last_step {
+                assert!(since <= bound, "{}: silent for {since:?}", info.pid);
+                stamped += 1;
+            }
+        }
+        let one = busy[read % busy.len()].pid();
+        let info = scheduler.process_info(one);
+        let bound = began.elapsed() + Duration::from_millis(1);
+        if let Some(since) = info.and_then(|i| i.since_last_step) {
+            assert!(since <= bound, "{one}: silent for {since:?}");
+        }
+        ever_stamped += stamped;
+        read += 1;
+    }
+    assert!(
+        ever_stamped > 1_000,
+        "the processes stepped ({ever_stamped} stamps read)"
+    );
+    for done in &busy {
+        scheduler.cancel(done.pid()).unwrap();
+    }
+    for done in busy {
+        done.wait().unwrap();
+    }
+    scheduler.shutdown(WAIT);
+}
+
 /// Links itself to `peer` and traps exits at start, then waits.
 struct Linker {
     peer: Pid,

@@ -67,6 +67,15 @@ pub struct ProcessInfo {
     pub published: Vec<(&'static str, i64)>,
 }
 
+/// Milliseconds from stamp `at` to `now`, both in the engine's wrapping
+/// millisecond clock. A step may be stamped after the reader took `now`
+/// (the walk reads the clock once, then each record): such a stamp is
+/// "just now", not `2^32` ms ago. Differences are read as signed, so a
+/// stamp up to 24 days old reads right across the clock's wrap.
+fn ms_since(now: u32, at: u32) -> u32 {
+    u32::try_from(now.wrapping_sub(at) as i32).unwrap_or(0)
+}
+
 /// What a process's figures are read against: the clock, and how to find
 /// a type's name and a PID's long steps (from copies taken once for a
 /// whole walk of the table, or looked up for one process).
@@ -99,7 +108,7 @@ impl ProcessInfo {
             pending_timers: u32::from(figures.timers()),
             since_last_step: figures
                 .last_step_ms()
-                .map(|at| Duration::from_millis(u64::from(readings.now_ms.wrapping_sub(at)))),
+                .map(|at| Duration::from_millis(u64::from(ms_since(readings.now_ms, at)))),
             type_name: figures.kind().and_then(&readings.type_name),
             long_steps: (readings.long_steps)(record.pid.id()),
             published: Vec::new(),
@@ -167,7 +176,18 @@ impl Context {
         }
     }
 
-    /// The live processes with their state and step count.
+    /// The live processes with their state and step count, sorted by PID.
+    ///
+    /// Workers keep running while the table is walked, so the list is not
+    /// a snapshot of one instant; what it does promise:
+    /// - each process is listed at most once;
+    /// - every process listed was live at one same instant, when the walk
+    ///   ended: the list never holds more processes than the builder's
+    ///   process limit;
+    /// - a process live for the whole call is listed; one that started or
+    ///   ended during the call may or may not be.
+    ///
+    /// (Checked under churn at the limit by the `introspection` tests.)
     ///
     /// # Examples
     ///
@@ -198,24 +218,42 @@ impl Context {
         // One walk of the table, reading each record's atomics under its
         // slot's lock (no reference taken: two atomic read-modify-writes
         // fewer per process, and one cache line of it read, not two).
-        // Those that may have relations are looked up again after the
-        // walk, to take their relations' lock outside the slot's.
         let mut list = Vec::with_capacity(shared.live.count());
         let mut related = Vec::new();
         shared.processes.visit(|record| {
-            if record.figures.may_be_related() {
-                related.push(list.len());
-            }
+            related.push(record.figures.may_be_related());
             list.push(ProcessInfo::figures(record, &readings));
         });
-        for at in related {
-            let info = &mut list[at];
-            // Ended since the walk: listed as it was, without relations.
-            if let Some(record) = shared.processes.get(info.pid) {
-                info.add_relations(&record);
+        // The walk is no snapshot: a process that ended in a slot already
+        // read and one that started in a slot read later would both be
+        // listed, more than were ever live at once. So each is checked
+        // again after the walk and kept only if it is still live. A PID is
+        // registered once, over one interval of time; a kept process was
+        // registered when the walk read it and again after the walk ended,
+        // so it was registered at the walk's end: every process kept was
+        // live at that one instant, and the list never holds more than the
+        // process limit (the table holds a process only while it is
+        // counted live). Those that may have relations are looked up (to
+        // take their relations' lock outside the slot's); the others only
+        // have their slot read.
+        let mut related = related.into_iter();
+        list.retain_mut(|info| {
+            if related.next() == Some(true) {
+                match shared.processes.get(info.pid) {
+                    Some(record) => {
+                        info.add_relations(&record);
+                        true
+                    }
+                    None => false,
+                }
+            } else {
+                shared.processes.holds(info.pid)
             }
-        }
+        });
         list.sort_unstable_by_key(|p| p.pid);
+        // A PID users chose may end and be submitted again during the walk,
+        // and be read in both places it lived: listed once.
+        list.dedup_by_key(|p| p.pid);
         list
     }
 }
@@ -418,5 +456,20 @@ impl StepIntrospect for Stepping<'_> {
                 None => related.published.push((key, value)),
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ms_since;
+
+    #[test]
+    fn a_stamp_after_the_reading_is_just_now_and_the_wrap_reads_right() {
+        assert_eq!(ms_since(100, 40), 60);
+        // Stamped after the reader read its clock: not 49.7 days ago.
+        assert_eq!(ms_since(100, 101), 0);
+        assert_eq!(ms_since(100, 100 + (1 << 30)), 0);
+        // Across the clock's wrap.
+        assert_eq!(ms_since(5, u32::MAX - 4), 10);
     }
 }

@@ -150,6 +150,21 @@ impl<T: Keyed> Registry<T> {
         }
     }
 
+    /// Whether a record is registered under `pid`, on either side; for a
+    /// PID of the table, one read of its slot (no count taken).
+    pub(crate) fn holds(&self, pid: Pid) -> bool {
+        self.table.holds(pid)
+            || (self.user_count.load(Acquire) != 0 && self.users.lookup(pid).is_some())
+    }
+
+    /// Whether `pid` was handed out by the table to a process that has
+    /// ended or is ending (its record still registered, but refusing):
+    /// what a caller that found no live process under `pid` reports as
+    /// "ended" rather than "never existed". `false` for a PID users chose.
+    pub(crate) fn handed_out(&self, pid: Pid) -> bool {
+        self.table.holds(pid) || self.table.ended(pid)
+    }
+
     /// Whether `pid` was handed out by the table and no process holds it
     /// any more, on either side (see [`ProcessTable::ended`]). A PID users
     /// chose leaves no trace when its process ends: `false` for it.
