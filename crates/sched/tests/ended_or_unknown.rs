@@ -1,10 +1,11 @@
 //! A PID whose process ended is told apart from one that never existed:
-//! sends, asks, delayed sends, `terminate`, `upgrade` and `pid_status`
-//! each say which, where the scheduler knows (PIDs it handed out).
+//! sends, asks, delayed sends, `terminate`, `cancel`, `upgrade`,
+//! `register_name` and `pid_status` each say which, the same way, where the
+//! scheduler knows (PIDs it handed out).
 
 use std::time::Duration;
 
-use sched::actor::{PidStatus, Question};
+use sched::actor::{NameError, PidStatus, Question};
 use sched::message::SendErrorKind;
 use sched::prelude::*;
 use sched::process::{TerminateError, UpgradeRequestError};
@@ -74,14 +75,28 @@ fn every_door_says(scheduler: &Scheduler, pid: Pid, ended: bool) {
         "send_after to {pid}"
     );
     let terminated = scheduler.terminate(pid).unwrap_err();
+    let cancelled = scheduler.cancel(pid).unwrap_err();
     let upgraded = scheduler.upgrade(pid, Quick, "run", ()).unwrap_err();
+    let named = scheduler.register_name("door", pid).unwrap_err();
     if ended {
         assert_eq!(terminated, TerminateError::Ended(pid));
+        assert_eq!(cancelled, TerminateError::Ended(pid));
         assert!(matches!(upgraded, UpgradeRequestError::Ended(p) if p == pid));
+        assert_eq!(named, NameError::Ended(pid));
     } else {
         assert_eq!(terminated, TerminateError::NotFound(pid));
+        assert_eq!(cancelled, TerminateError::NotFound(pid));
         assert!(matches!(upgraded, UpgradeRequestError::NoProcess(p) if p == pid));
+        assert_eq!(named, NameError::NoProcess(pid));
     }
+    // A monitor and a link cannot tell: both say `NoProcess`, as a
+    // reason for an end rather than an error (as Erlang's `noproc`).
+    let down = scheduler
+        .monitor(pid)
+        .wait_timeout(WAIT)
+        .expect("told at once");
+    assert_eq!(down.reason, ExitReason::NoProcess, "monitor {pid}");
+    assert!(scheduler.process_info(pid).is_none(), "process_info {pid}");
 }
 
 #[test]

@@ -151,15 +151,21 @@ pub enum NameError {
         /// The process that has it.
         by: Pid,
     },
-    /// No live process has the PID.
+    /// No live process has the PID, and the engine knows of none that had
+    /// it: never handed out here, of another node, or a PID a caller chose
+    /// whose process ended (those leave no trace).
     NoProcess(Pid),
+    /// The process that had this PID has ended (the engine handed the PID
+    /// out, and never hands it out again).
+    Ended(Pid),
 }
 
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NameError::Taken { name, by } => write!(f, "the name {name:?} is taken by {by}"),
-            NameError::NoProcess(pid) => write!(f, "no process with PID {pid}"),
+            NameError::NoProcess(pid) => write!(f, "no live process has PID {pid}"),
+            NameError::Ended(pid) => write!(f, "the process {pid} has already ended"),
         }
     }
 }

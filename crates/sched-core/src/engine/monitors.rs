@@ -352,9 +352,12 @@ impl Context {
     ///
     /// # Errors
     ///
-    /// [`TerminateError::NotFound`] if no live process has that PID;
-    /// [`TerminateError::Unreachable`] if it is of another node the request
-    /// cannot reach.
+    /// [`TerminateError::Ended`] if the process that had the PID has
+    /// ended; [`TerminateError::NotFound`] if the engine knows of no
+    /// process that had it (never handed out, or a chosen PID whose
+    /// process ended); [`TerminateError::Unreachable`] if it is of another
+    /// node the request cannot reach. The same answers as
+    /// [`terminate`](Context::terminate).
     ///
     /// # Examples
     ///
@@ -368,7 +371,10 @@ impl Context {
             return shared.end_remote(pid, EndRequest::Cancel);
         }
         let Some(record) = shared.processes.get(pid) else {
-            return Err(TerminateError::NotFound(pid));
+            return Err(match shared.processes.handed_out(pid) {
+                true => TerminateError::Ended(pid),
+                false => TerminateError::NotFound(pid),
+            });
         };
         if let Some(wake) = record.deliver_cancel() {
             shared.after_wake_owned(record, wake);

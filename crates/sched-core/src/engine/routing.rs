@@ -309,7 +309,8 @@ impl Context {
         }
         if self.shared().kill(pid, TERMINATE) {
             Ok(())
-        } else if self.shared().processes.ended(pid) {
+        } else if self.shared().processes.handed_out(pid) {
+            // Ended, or ending (still registered, refusing the kill).
             Err(TerminateError::Ended(pid))
         } else {
             Err(TerminateError::NotFound(pid))

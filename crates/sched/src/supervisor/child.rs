@@ -98,7 +98,7 @@ impl Child {
         if let Some(name) = &self.spec.register_as {
             match out.context().register_name(name, pid) {
                 // Ended already: the monitor reports it at once.
-                Ok(()) | Err(NameError::NoProcess(_)) => {}
+                Ok(()) | Err(NameError::NoProcess(_) | NameError::Ended(_)) => {}
                 Err(e) => {
                     let _ = out.context().terminate(pid);
                     return Err(StartError::Failed(Box::new(e)));

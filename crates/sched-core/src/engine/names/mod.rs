@@ -137,8 +137,9 @@ impl Context {
     /// # Errors
     ///
     /// [`NameError::Taken`] if a live process holds the name (a name whose
-    /// process has ended is free), [`NameError::NoProcess`] if no live
-    /// process has the PID.
+    /// process has ended is free), [`NameError::Ended`] if the process
+    /// that had the PID has ended, [`NameError::NoProcess`] if the engine
+    /// knows of no process that had it.
     ///
     /// # Examples
     ///
@@ -164,8 +165,13 @@ impl Context {
     /// ```
     pub fn register_name(&self, name: &str, pid: Pid) -> Result<(), NameError> {
         let shared = self.shared();
+        // No live process under `pid` (none in the table, or one ending).
+        let missing = || match shared.processes.handed_out(pid) {
+            true => NameError::Ended(pid),
+            false => NameError::NoProcess(pid),
+        };
         let Some(record) = shared.processes.get(pid) else {
-            return Err(NameError::NoProcess(pid));
+            return Err(missing());
         };
         let name: StdArc<str> = StdArc::from(name);
         // Lock order: the process's relations, then the table's shard (the
@@ -211,7 +217,7 @@ impl Context {
             // Dead letters run the user's hook: outside every lock.
             shared.dead_letters(pid, refused.into_iter().map(Event::Message).collect());
         }
-        registered.unwrap_or(Err(NameError::NoProcess(pid)))
+        registered.unwrap_or_else(|_| Err(missing()))
     }
 
     /// Removes `name`; returns the PID that held it.
