@@ -60,6 +60,7 @@ const ENGINE_LADDER: &[&[&str]] = &[
         "commands::abandoned",
         "control",
         "figures",
+        "ids",
         "intercept",
         "live",
         "names::table",

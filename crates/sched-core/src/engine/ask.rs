@@ -825,7 +825,7 @@ impl StepAsk for Stepping<'_> {
         question: Payload,
         timeout_at: Instant,
     ) -> Result<(AskId, TimerId), SendError> {
-        let id = AskId(super::monitors::next_id());
+        let id = AskId(self.shared.ids.next());
         let asker = StdArc::new(ProcessAsker {
             shared: Arc::clone(self.shared),
             record: RecordRef::clone(self.record),

@@ -19,6 +19,7 @@ pub(crate) mod control;
 pub(crate) mod figures;
 pub(crate) mod histogram;
 pub(crate) mod hooks;
+pub(crate) mod ids;
 pub(crate) mod intercept;
 pub(crate) mod introspect;
 mod links;

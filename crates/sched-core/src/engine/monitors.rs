@@ -1,8 +1,6 @@
 //! Monitors: one down notification when a watched process ends, and
 //! graceful cancellation of one process.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering::Relaxed};
 use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
 
@@ -19,27 +17,6 @@ use crate::contract::output::Output;
 use crate::contract::step_engine::StepMonitors;
 use crate::record::relations::{DownSlot, Watch, Watcher};
 use crate::record::{Record, RecordRef};
-
-/// Monitor ids are handed out in blocks per thread: unique in the whole
-/// program, with one shared atomic write per block, not per monitor.
-const ID_BLOCK: u64 = 1024;
-static NEXT_BLOCK: StdAtomicU64 = StdAtomicU64::new(0);
-
-thread_local! {
-    static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
-}
-
-pub(crate) fn next_id() -> u64 {
-    IDS.with(|ids| {
-        let (mut next, mut end) = ids.get();
-        if next == end {
-            next = NEXT_BLOCK.fetch_add(1, Relaxed) * ID_BLOCK;
-            end = next + ID_BLOCK;
-        }
-        ids.set((next + 1, end));
-        next
-    })
-}
 
 /// A monitor set from outside the engine: wait for the watched process to
 /// end.
@@ -171,7 +148,7 @@ impl Shared {
     fn attach_monitor(&self, target: Pid, watcher: Watcher) -> (MonitorId, Option<RecordRef>) {
         let monitor = MonitorId {
             target,
-            id: next_id(),
+            id: self.ids.next(),
         };
         let record = self.processes.get(target);
         let mut attached_to = None;
@@ -380,25 +357,6 @@ impl Context {
             shared.after_wake_owned(record, wake);
         }
         Ok(())
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::next_id;
-
-    #[test]
-    fn ids_are_unique_across_threads() {
-        // More than one block per thread (1 024 ids), fewer under miri.
-        let per_thread = if cfg!(miri) { 1100 } else { 3000 };
-        let ids: Vec<u64> = (0..4)
-            .map(|_| {
-                std::thread::spawn(move || (0..per_thread).map(|_| next_id()).collect::<Vec<_>>())
-            })
-            .flat_map(|t| t.join().unwrap())
-            .collect();
-        let unique: std::collections::HashSet<_> = ids.iter().collect();
-        assert_eq!(unique.len(), ids.len());
     }
 }
 

@@ -78,6 +78,9 @@ pub(crate) struct Shared {
     /// What timers and timeouts measure time with: the machine's clock, or
     /// a simulation's virtual one.
     pub(crate) clock: super::clock::Clock,
+    /// Where monitor and ask ids come from: program-wide blocks, or a
+    /// simulation's own count (so that its runs repeat).
+    pub(crate) ids: super::ids::Ids,
     /// The simulation's hand in event delivery (faults: delays, losses,
     /// duplicates), when the engine runs in one.
     pub(crate) intercept: Option<std::sync::Arc<dyn super::intercept::Intercept>>,

@@ -548,6 +548,10 @@ impl Builder {
                 StdArc::new(crate::engine::remote::table::Across::new(self.node, remote))
             }),
             remote: self.remote,
+            ids: match clock.is_virtual() {
+                true => crate::engine::ids::Ids::counted(),
+                false => crate::engine::ids::Ids::shared(),
+            },
             clock,
             intercept,
         };

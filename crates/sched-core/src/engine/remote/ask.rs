@@ -32,7 +32,7 @@ impl Shared {
         asker: StdArc<dyn Answer>,
     ) -> Result<(), SendError> {
         let across = self.across.as_deref().expect("checked by `is_remote`");
-        let key = crate::engine::monitors::next_id();
+        let key = self.ids.next();
         let sender = if from == Pid::OUTSIDE {
             Pid::new(across.node, 0)
         } else {

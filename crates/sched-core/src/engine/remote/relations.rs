@@ -42,7 +42,7 @@ use std::sync::Arc as StdArc;
 use relay::Pid;
 
 use super::protocol::Op;
-use super::table::{take_where, watcher_pid, Across};
+use super::table::{by_key, take_where, watcher_pid, Across};
 use crate::contract::down::{Down, ExitReason, MonitorId};
 use crate::contract::reply::AskError;
 use crate::engine::shared::Shared;
@@ -64,7 +64,7 @@ impl Shared {
     /// Monitors the remote process `target` for `watcher`.
     pub(crate) fn monitor_remote(&self, target: Pid, watcher: Watcher) -> MonitorId {
         let across = self.across();
-        let id = crate::engine::monitors::next_id();
+        let id = self.ids.next();
         let from = watcher_pid(&watcher, across.node);
         across.shard(&id).watching.insert(id, (target, watcher));
         if !across.tell(from, target, &Op::Monitor { id }) {
@@ -105,7 +105,7 @@ impl Shared {
     pub(super) fn watched_by_remote(&self, watcher: Pid, target: Pid, id: u64) {
         let across = self.across();
         let record = self.processes.get(target);
-        let local = crate::engine::monitors::next_id();
+        let local = self.ids.next();
         let refused = match record {
             None => Some(ExitReason::NoProcess),
             Some(record) => {
@@ -328,6 +328,12 @@ impl Shared {
             }));
             asks.extend(take_where(&mut table.asks, |_, (n, _)| *n == node));
         }
+        // In key order, whatever shard each entry was in: the same sweep
+        // tells the same watchers in the same order in every run.
+        by_key(&mut watching);
+        by_key(&mut watched);
+        by_key(&mut links);
+        by_key(&mut asks);
         tracing::info!(
             node,
             monitors = watching.len(),

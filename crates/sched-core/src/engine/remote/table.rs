@@ -73,7 +73,8 @@ pub(crate) struct Table {
     pub(super) asks: HashMap<u64, (u32, StdArc<dyn Answer>)>,
 }
 
-/// Takes out of `map` the entries `names` picks (those of a lost node).
+/// Takes out of `map` the entries `names` picks (those of a lost node),
+/// in the map's order: sort what is gathered with [`by_key`].
 pub(super) fn take_where<K: Copy + Eq + std::hash::Hash, V>(
     map: &mut HashMap<K, V>,
     names: impl Fn(&K, &V) -> bool,
@@ -86,6 +87,14 @@ pub(super) fn take_where<K: Copy + Eq + std::hash::Hash, V>(
     keys.into_iter()
         .filter_map(|k| map.remove(&k).map(|v| (k, v)))
         .collect()
+}
+
+/// Sorts entries taken from the shards by key, not in the maps' order: a
+/// hash map's order differs from run to run, and what a lost node's sweep
+/// tells whom, in which order, must not (a simulation replays it; its
+/// ids are counted, see `engine/ids.rs`).
+pub(super) fn by_key<K: Ord, V>(entries: &mut [(K, V)]) {
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 }
 
 /// Whom a signal about a watcher comes from: its process, or this node's
@@ -210,7 +219,7 @@ mod tests {
         at
     }
 
-    /// Consecutive ids (as `next_id` hands out) and the keys of one
+    /// Consecutive ids (as `Ids::next` hands out) and the keys of one
     /// node's links spread over the shards, and a key always finds the
     /// shard it was put in.
     #[test]
