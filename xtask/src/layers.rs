@@ -67,14 +67,14 @@ const ENGINE_LADDER: &[&[&str]] = &[
         "remote::protocol",
         "stats",
     ],
-    // 2. State the shared state holds that names one lower file (`hooks`
-    //    names `Context`: the one exception).
+    // 2. State the shared state holds that names one other engine file
+    //    (`hooks` names `Context`: the one exception).
     &["histogram", "hooks", "remote::table"],
     // 3. The state every worker, completer and handle shares.
     &["shared"],
     // 4. The engine seen from running code (`repr(transparent)` over
     //    `Shared`); what needs only the shared state.
-    &["context", "registration"],
+    &["context", "registration", "remote::ask"],
     // 5. One step's view of the engine, and what needs `Context`.
     &[
         "admission",
@@ -85,8 +85,10 @@ const ENGINE_LADDER: &[&[&str]] = &[
         "stepping",
         "upgrade",
     ],
-    // 6. The actor features, the remote receiver, routing.
+    // 6. The actor features, introspection, the command handlers, the
+    //    remote receiver, routing.
     &[
+        "ask",
         "commands::handler",
         "introspect",
         "links",
@@ -96,8 +98,9 @@ const ENGINE_LADDER: &[&[&str]] = &[
         "routing",
         "timers",
     ],
-    // 7. What uses a feature of floor 6.
-    &["ask", "commands::typed", "remote::ask", "remote::relations"],
+    // 7. What uses a file of floor 6: typed handlers (`commands::handler`),
+    //    remote monitors and links (`monitors`, `links`).
+    &["commands::typed", "remote::relations"],
 ];
 
 /// An arrow inside `engine/` that the ladder allows although its target

@@ -7,16 +7,20 @@
 //! yield commands to [`CommandHandler`]s, wait for messages, or finish.
 //!
 //! Inside, each worker thread owns a `next` slot (the process its last step
-//! woke or spawned, run right after that step on the same core) and two
-//! work-stealing deques (a LIFO one for other woken and new processes, a
-//! FIFO one for processes that asked to continue), and looks for work in
-//! this order: its `next` slot (at most 3 times in a row), its LIFO deque,
-//! its FIFO queue, the
-//! global queue (one plus a batch of up to 16), then half of a random
-//! victim's deque (at most 32). Every 61 ticks it looks at the global queue
-//! first and every 13 at its FIFO queue first, so nothing runnable waits
-//! forever. Idle workers spin, then yield, then park; new work wakes one
-//! parked worker. Each process's state and wakeup flag live in one atomic
+//! woke or spawned, run right after that step on the same core) and three
+//! work-stealing queues (a LIFO deque for other woken and new processes, a
+//! FIFO deque for processes that asked to continue, and a queue of
+//! processes woken by their timers), and looks for work in this order: its
+//! `next` slot (at most 3 times in a row), its timer queue, its LIFO deque,
+//! its FIFO deque, the global queues (outside wakeups before new
+//! processes; one plus a batch of up to 16), then half (at most 32) of
+//! another worker's timer queue, LIFO or FIFO deque (trying each worker
+//! once, from a random one), and last a process that has waited 200 µs in
+//! another worker's `next` slot. Every 61 ticks it
+//! looks at the global queues first, every 13 at its FIFO deque first and
+//! every 31 at the oldest end of its LIFO deque first, so nothing runnable
+//! waits forever; between steps it fires its due timers. Idle workers
+//! spin, then yield, then park; new work wakes one parked worker. Each process's state and wakeup flag live in one atomic
 //! word; `src/record/PROTOCOL.md` states the invariants and why no event
 //! and no wakeup is lost.
 //!
