@@ -302,3 +302,34 @@ fn shrinking_a_reopened_block_races_a_push() {
         check(&seen, &[], &[2, 1]);
     });
 }
+
+#[test]
+fn the_consumer_waits_at_the_install_position_until_the_next_block_is_linked() {
+    loom::model(|| {
+        let (tx, rx) = queue::<Item>();
+        let tx2 = tx.clone();
+        // The first block is full and the word rests on its install
+        // position. The producer's one push claims it (unless the consumer
+        // reopened the block first) and installs the next block: it links
+        // it, then moves the word past the sentinel, then writes its item.
+        // The consumer takes the first block's two items and looks again,
+        // possibly while the word is on the sentinel and nothing is linked
+        // yet: it must wait there, not move on to a block that is not
+        // there and recycle the one the installer is about to link from.
+        //
+        // The consumer is kept out of the unwinding of a failed execution:
+        // its `Drop` would close a queue whose cursor is broken and panic
+        // again, which aborts the test instead of reporting the first panic.
+        let mut rx = std::mem::ManuallyDrop::new(rx);
+        push_all(&tx, 0, 2);
+        let p = thread::spawn(move || push_all(&tx2, 1, 1));
+        let mut seen = Vec::new();
+        rx.drain_into(&mut seen);
+        rx.drain_into(&mut seen);
+        assert_eq!(p.join().unwrap(), (vec![], None));
+        rx.drain_into(&mut seen);
+        assert!(rx.is_empty());
+        check(&seen, &[], &[2, 1]);
+        drop(std::mem::ManuallyDrop::into_inner(rx));
+    });
+}

@@ -121,6 +121,12 @@ impl<T> Block<T> {
     #[inline]
     pub(super) unsafe fn slot<'a>(block: *mut Block<T>, offset: usize) -> &'a Slot<T> {
         debug_assert!(offset < BLOCK_CAP);
+        // Checked before the size check below reads through the pointer: a
+        // null one there would abort on Rust's own (non-unwinding) check,
+        // where this fails the test or loom model that got there (a
+        // consumer that moved on from an install position before the next
+        // block was linked, for one).
+        debug_assert!(!block.is_null(), "no block serves offset {offset}");
         let index = BLOCK_CAP - 1 - offset;
         // SAFETY: `block` points at a live `WithSlots<T, cap>` (the caller's
         // promise) and `index < cap`, so the slot lies inside the
