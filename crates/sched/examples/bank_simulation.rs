@@ -15,13 +15,20 @@
 //! With `--fixed` the account remembers the transfers it has applied, and
 //! no seed fails.
 //!
+//! With `--asks` the same bank is built on asks: a transfer asks the
+//! account (`Output::ask`, with the 20 ms timeout) and asks again when the
+//! ask times out. The simulation holds back requests as it holds back
+//! messages, so the same bug ("timed out, but the request was still
+//! applied") is found and shrunk there too.
+//!
 //! Run it with `cargo run -p sched --example bank_simulation` (or
-//! `-- --fixed`).
+//! `-- --fixed`, `-- --asks`, both).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sched::actor::AskError;
 use sched::prelude::*;
 use sched::sim::{explore, shrink, Config, Faults, Source, Trace, Verdict};
 
@@ -58,20 +65,36 @@ struct Account {
     applied: Option<HashSet<u64>>,
 }
 
+impl Account {
+    /// Applies withdrawal `id`, unless the fix remembers it was applied.
+    fn withdraw(&mut self, id: u64, amount: i64) {
+        let first_time = match &mut self.applied {
+            Some(applied) => applied.insert(id),
+            None => true,
+        };
+        if first_time {
+            self.ledger.lock().unwrap()[self.index] -= amount;
+        }
+    }
+}
+
 impl Process for Account {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
-            let Event::Message(message) = event else {
-                continue;
+            let message = match event {
+                Event::Message(message) => message,
+                // A transfer that asks (`--asks`): the answer is the reply.
+                Event::Request(request) => {
+                    if let Some(&Withdraw { id, amount }) = request.payload::<Withdraw>() {
+                        self.withdraw(id, amount);
+                        request.reply(Withdrawn { id });
+                    }
+                    continue;
+                }
+                _ => continue,
             };
             if let Some(&Withdraw { id, amount }) = message.payload::<Withdraw>() {
-                let first_time = match &mut self.applied {
-                    Some(applied) => applied.insert(id),
-                    None => true,
-                };
-                if first_time {
-                    self.ledger.lock().unwrap()[self.index] -= amount;
-                }
+                self.withdraw(id, amount);
                 // Not `?`: the transfer may have ended already (an earlier
                 // answer reached it), and that is no reason for the
                 // account to fail. (The simulation found this one: with
@@ -134,14 +157,78 @@ impl Process for Transfer {
     }
 }
 
+/// A transfer built on asks: asks the source account to withdraw (with
+/// the timeout), asks again each time the ask fails, then deposits.
+struct AskingTransfer {
+    id: u64,
+    amount: i64,
+    from: Pid,
+    to: Pid,
+}
+
+impl AskingTransfer {
+    fn ask_withdrawal(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let request = Withdraw {
+            id: self.id,
+            amount: self.amount,
+        };
+        out.ask(self.from, request, TIMEOUT)?;
+        Ok(())
+    }
+}
+
+impl Process for AskingTransfer {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.ask_withdrawal(out)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Reply { result: Ok(_), .. } => {
+                    let deposit = Deposit {
+                        amount: self.amount,
+                    };
+                    out.send(Package::new(out.pid(), self.to, deposit))?;
+                    out.done(Box::new(()));
+                    return Ok(());
+                }
+                // No answer in time (or none at all): ask again.
+                Event::Reply {
+                    result: Err(AskError::Timeout | AskError::NoReply),
+                    ..
+                } => self.ask_withdrawal(out)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How transfers reach the account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bank {
+    /// A message, and a timer for the answer.
+    Messages,
+    /// An ask with a timeout.
+    Asks,
+}
+
 /// One simulated run: two accounts, a few transfers, messages held back
 /// now and then; fails if money was made or lost.
+#[allow(dead_code)] // The tests use it; `main` goes through `simulate`.
 pub(crate) fn scenario(source: Source, fixed: bool) -> Verdict {
-    simulate(source, fixed).0
+    simulate(source, fixed, Bank::Messages).0
+}
+
+/// [`scenario`] of the bank whose transfers ask.
+#[allow(dead_code)] // The tests use it; `main` goes through `simulate`.
+pub(crate) fn asking_scenario(source: Source, fixed: bool) -> Verdict {
+    simulate(source, fixed, Bank::Asks).0
 }
 
 /// [`scenario`], with the run's trace.
-pub(crate) fn simulate(source: Source, fixed: bool) -> (Verdict, Trace) {
+pub(crate) fn simulate(source: Source, fixed: bool, bank: Bank) -> (Verdict, Trace) {
     let faults = Faults::none().delay_messages(0.05, Duration::from_millis(50));
     let mut sim = Scheduler::builder().simulation(Config::new(source).workers(2).faults(faults));
     let ledger = Arc::new(Mutex::new([OPENING_BALANCE; 2]));
@@ -154,14 +241,23 @@ pub(crate) fn simulate(source: Source, fixed: bool) -> (Verdict, Trace) {
     let b = sim.spawn(account(1)).expect("spawned").pid();
     for id in 0..TRANSFERS {
         let (from, to) = if id % 2 == 0 { (a, b) } else { (b, a) };
-        let transfer = Transfer {
-            id,
-            amount: 10 * (id as i64 + 1),
-            from,
-            to,
-            timer: None,
-        };
-        sim.spawn(transfer).expect("spawned");
+        let amount = 10 * (id as i64 + 1);
+        match bank {
+            Bank::Messages => sim.spawn(Transfer {
+                id,
+                amount,
+                from,
+                to,
+                timer: None,
+            }),
+            Bank::Asks => sim.spawn(AskingTransfer {
+                id,
+                amount,
+                from,
+                to,
+            }),
+        }
+        .expect("spawned");
     }
     let result = match sim.run() {
         Err(error) => Err(error.to_string()),
@@ -184,14 +280,19 @@ pub(crate) fn simulate(source: Source, fixed: bool) -> (Verdict, Trace) {
 #[allow(dead_code)] // Also compiled into the tests, which do not call it.
 fn main() {
     let fixed = std::env::args().any(|arg| arg == "--fixed");
-    let Some(failure) = explore(0..1_000, |source| scenario(source, fixed)) else {
+    let bank = match std::env::args().any(|arg| arg == "--asks") {
+        true => Bank::Asks,
+        false => Bank::Messages,
+    };
+    let scenario = |source| simulate(source, fixed, bank).0;
+    let Some(failure) = explore(0..1_000, scenario) else {
         println!("no failure in 1000 seeds");
         return;
     };
     println!("found after {} seeds: {failure}", failure.runs);
-    let shrunk = shrink(&failure, |source| scenario(source, fixed));
+    let shrunk = shrink(&failure, scenario);
     println!("shrunk in {} runs: {shrunk}", shrunk.runs);
-    let (replay, trace) = simulate(shrunk.source.clone(), fixed);
+    let (replay, trace) = simulate(shrunk.source.clone(), fixed, bank);
     assert_eq!(
         replay.hash, shrunk.verdict.hash,
         "the replay ran differently"

@@ -80,7 +80,7 @@ impl Process for Member {
                         self.relate(out)?;
                     }
                     if self.ticks >= self.rounds {
-                        if self.index % 3 == 0 {
+                        if self.index.is_multiple_of(3) {
                             return Err("the member fails at its end".into());
                         }
                         out.finish(());
@@ -99,7 +99,7 @@ impl Process for Member {
                 }
                 Event::Request(request) => {
                     if let Some(n) = request.payload::<u64>().copied() {
-                        if n % 5 != 0 {
+                        if !n.is_multiple_of(5) {
                             request.reply(n * 2);
                         }
                     }

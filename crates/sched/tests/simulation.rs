@@ -721,6 +721,182 @@ fn the_bank_bug_is_found_shrunk_and_replayed() {
     assert!(explore(0..200, |source| bank::scenario(source, true)).is_none());
 }
 
+/// The bank built on asks: the request held back past the ask's timeout
+/// is found (the simulation faults requests as it faults messages),
+/// shrunk to that one fault, and replayed; the fix holds.
+#[test]
+fn the_ask_bug_is_found_shrunk_and_replayed() {
+    let failure = explore(0..200, |source| bank::asking_scenario(source, false))
+        .expect("a seed within 200 loses or makes money");
+    let shrunk = shrink(&failure, |source| bank::asking_scenario(source, false));
+    assert!(shrunk.verdict.failure.is_some());
+    assert_eq!(shrunk.verdict.faults, 1, "one late request is the bug");
+    let (replay, trace) = bank::simulate(shrunk.source.clone(), false, bank::Bank::Asks);
+    assert_eq!(replay, shrunk.verdict);
+    assert_eq!(
+        count_faults(&trace, |f| matches!(f, Fault::RequestDelayed { .. })),
+        1,
+        "the one fault is a request held back:\n{trace}"
+    );
+    assert!(explore(0..200, |source| bank::asking_scenario(source, true)).is_none());
+}
+
+/// Asks `to` (and sends it messages between), numbering everything it
+/// sends; counts the replies it gets per ask.
+struct Asking {
+    to: Pid,
+    next: u64,
+    count: u64,
+    replies: Arc<Mutex<HashMap<sched::actor::AskId, Vec<String>>>>,
+}
+
+impl Process for Asking {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Reply { id, result, .. } = event {
+                let what = match result {
+                    Ok(answer) => format!("answer {:?}", answer.downcast_ref::<u64>()),
+                    Err(error) => format!("{error:?}"),
+                };
+                self.replies
+                    .lock()
+                    .unwrap()
+                    .entry(id)
+                    .or_default()
+                    .push(what);
+            }
+        }
+        if self.next < self.count {
+            let n = self.next;
+            if n.is_multiple_of(2) {
+                let id = out.ask(self.to, n, Duration::from_millis(10))?;
+                self.replies.lock().unwrap().entry(id).or_default();
+            } else {
+                out.send(Package::new(out.pid(), self.to, n))?;
+            }
+            self.next += 1;
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// Records what it receives, messages and requests alike, and answers
+/// each request with its number.
+struct Answering {
+    seen: Arc<Mutex<Vec<(Pid, u64)>>>,
+}
+
+impl Process for Answering {
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(message) => {
+                    let n = *message.payload::<u64>().expect("a number");
+                    self.seen.lock().unwrap().push((message.source(), n));
+                }
+                Event::Request(request) => {
+                    let n = *request.payload::<u64>().expect("a number");
+                    self.seen
+                        .lock()
+                        .unwrap()
+                        .push((request.package().source(), n));
+                    request.reply(n);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Requests are delayed, lost and duplicated as messages are, under the
+/// same rules: each sender's messages and requests arrive in the order
+/// sent (a copy right behind its original); a lost request is never
+/// answered, so its ask times out; a duplicated one is answered once.
+#[test]
+fn requests_are_delayed_lost_and_duplicated_keeping_each_senders_order() {
+    let faults = Faults::none()
+        .delay_messages(0.2, Duration::from_millis(5))
+        .lose_messages(0.05)
+        .duplicate_messages::<u64>(0.1);
+    let mut kinds = std::collections::HashSet::new();
+    for seed in 0..20 {
+        let mut sim =
+            Scheduler::builder().simulation(Config::seed(seed).workers(2).faults(faults.clone()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let to = sim
+            .spawn(Answering {
+                seen: Arc::clone(&seen),
+            })
+            .unwrap()
+            .pid();
+        let replies = Arc::new(Mutex::new(HashMap::new()));
+        for _ in 0..3 {
+            sim.spawn(Asking {
+                to,
+                next: 0,
+                count: 60,
+                replies: Arc::clone(&replies),
+            })
+            .unwrap();
+        }
+        sim.run().expect("quiet");
+        let trace = sim.trace();
+        for entry in trace.entries() {
+            if let Entry::Fault(fault) = entry {
+                kinds.insert(std::mem::discriminant(fault));
+            }
+        }
+        // Each sender's numbers arrive in order; a copy repeats the one
+        // before it.
+        let mut per_sender: HashMap<Pid, Vec<u64>> = HashMap::new();
+        for (from, n) in seen.lock().unwrap().iter() {
+            per_sender.entry(*from).or_default().push(*n);
+        }
+        for (from, numbers) in &per_sender {
+            assert!(
+                numbers.windows(2).all(|w| w[0] <= w[1]),
+                "seed {seed}: {from} out of order: {numbers:?}"
+            );
+        }
+        // Every ask told once: an answer, or a timeout when its request
+        // (and so its answer) never came in time.
+        let replies = replies.lock().unwrap();
+        assert_eq!(replies.len(), 3 * 30, "seed {seed}: asks made");
+        let lost = count_faults(&trace, |f| matches!(f, Fault::RequestLost { .. }));
+        let mut timeouts = 0;
+        for (id, told) in replies.iter() {
+            assert_eq!(told.len(), 1, "seed {seed}: ask {id:?} told {told:?}");
+            if told[0] == "Timeout" {
+                timeouts += 1;
+            } else {
+                assert!(told[0].starts_with("answer Some("), "{told:?}");
+            }
+        }
+        assert!(
+            timeouts >= lost,
+            "seed {seed}: {lost} lost, {timeouts} timed out"
+        );
+    }
+    for (fault, name) in [
+        (
+            Fault::RequestDelayed {
+                to: Pid::local(0),
+                by: Duration::ZERO,
+            },
+            "delayed",
+        ),
+        (Fault::RequestLost { to: Pid::local(0) }, "lost"),
+        (Fault::RequestDuplicated { to: Pid::local(0) }, "duplicated"),
+    ] {
+        assert!(
+            kinds.contains(&std::mem::discriminant(&fault)),
+            "no request was ever {name}"
+        );
+    }
+}
+
 #[cfg(feature = "proptest")]
 mod property {
     use super::bank;

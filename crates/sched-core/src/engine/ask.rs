@@ -266,11 +266,18 @@ impl Shared {
         let Some(record) = self.processes.get(to) else {
             return Err(self.missing(Package::from_payload(from, to, payload)));
         };
-        let event = Event::Request(Request::new(
+        let mut request = Request::new(
             Package::from_payload(from, to, payload),
             ReplyTo::new(asker),
-        ));
-        match record.deliver(event) {
+        );
+        if let Some(intercept) = &self.intercept {
+            match intercept.request(&record, request) {
+                Some(now) => request = now,
+                // Held or lost: asked, as far as the asker knows.
+                None => return Ok(()),
+            }
+        }
+        match record.deliver(Event::Request(request)) {
             Ok(wake) => {
                 self.after_wake_owned(record, wake);
                 Ok(())
@@ -279,6 +286,23 @@ impl Shared {
                 let (request, reply) = request.into_parts();
                 reply.forget();
                 Err(SendError::closed(request))
+            }
+            Err(_) => unreachable!("a request comes back as a request"),
+        }
+    }
+
+    /// Delivers a request a simulation's interceptor held. If its process
+    /// has ended meanwhile, the question goes back to the asker as
+    /// [`AskError::Unread`] (no step read it), or is a dead letter when
+    /// the asker is gone too, as a request that arrives too late.
+    pub(crate) fn release_request(&self, record: &RecordRef, request: Request) {
+        match record.deliver(Event::Request(request)) {
+            Ok(wake) => self.after_wake(record, wake),
+            Err(Event::Request(request)) => {
+                if let Err(request) = request.hand_back(record.pid) {
+                    let source = request.package().source();
+                    self.dead_letters(source, vec![Event::Request(request)]);
+                }
             }
             Err(_) => unreachable!("a request comes back as a request"),
         }

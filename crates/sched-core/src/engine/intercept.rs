@@ -1,19 +1,20 @@
-//! A simulation's hand in delivery: the one place messages and command
-//! completions pass on their way to a process, where a simulation may
-//! hold one back (to deliver it later, out of order with other senders'),
-//! lose it, or deliver a copy.
+//! A simulation's hand in delivery: the one place messages, requests (the
+//! questions of asks) and command completions pass on their way to a
+//! process, where a simulation may hold one back (to deliver it later, out
+//! of order with other senders'), lose it, or deliver a copy.
 //!
 //! A running engine has no interceptor: the check is one branch on a
 //! field that is always `None`. The simulation (`runtime/simulation/`)
 //! implements [`Intercept`]; what it holds it delivers later through
-//! `Shared::release_message` (`routing.rs`) and
-//! `Shared::release_completion` (`commands/completer.rs`), which skip the
-//! interceptor.
+//! `Shared::release_message` (`routing.rs`), `Shared::release_request`
+//! (`ask.rs`) and `Shared::release_completion` (`commands/completer.rs`),
+//! which skip the interceptor.
 
 use relay::{Package, Payload};
 
 use crate::contract::command::Tag;
 use crate::contract::event::CommandError;
+use crate::contract::reply::Request;
 use crate::record::RecordRef;
 
 /// What a simulation does to events on their way to a process.
@@ -23,6 +24,12 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
     /// sender's `send` succeeds either way, as a send over a network
     /// would.
     fn message(&self, record: &RecordRef, package: Package) -> Option<Package>;
+
+    /// A request for `record`: `Some` delivers it now; `None` means the
+    /// interceptor kept it (it delivers it later) or lost it (then the
+    /// asker is never told: it learns by its timeout, as over a network).
+    /// The asker's `ask` succeeds either way.
+    fn request(&self, record: &RecordRef, request: Request) -> Option<Request>;
 
     /// A command's completion for `record`: `Some` delivers it now (the
     /// interceptor may have changed it), `None` means it was kept.

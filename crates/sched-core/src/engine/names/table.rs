@@ -152,10 +152,22 @@ impl Names {
         if !self.ever_parked.load(Acquire) {
             return all;
         }
+        let mut by_name = Vec::new();
         for shard in self.shards.iter() {
             let parked = std::mem::take(&mut shard.maps.lock().parked);
-            all.extend(parked.into_values().flatten().map(|p| p.package));
+            by_name.extend(parked);
         }
+        // By name, each name's in the order sent: the shards and the maps
+        // are in a hashed order that differs from run to run, and a
+        // simulation's shutdown must hand these back the same way each
+        // time.
+        by_name.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all.extend(
+            by_name
+                .into_iter()
+                .flat_map(|(_, queue)| queue)
+                .map(|p| p.package),
+        );
         all
     }
 }

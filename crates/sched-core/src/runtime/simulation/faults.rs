@@ -1,6 +1,6 @@
 //! The faults a simulation injects, and where it injects them: the
-//! interceptor on the engine's delivery path (messages, completions) and
-//! the observer of each step (crashes, failing handlers).
+//! interceptor on the engine's delivery path (messages, requests,
+//! completions) and the observer of each step (crashes, failing handlers).
 //!
 //! Each fault has a probability; whether it happens, and how long a delay
 //! lasts, is a draw from the simulation's source like any other decision,
@@ -8,17 +8,22 @@
 //!
 //! The rules faults keep (the engine's own promises that still hold in a
 //! faulty simulation):
-//! - messages from one sender to one process arrive in the order sent: a
-//!   message behind a delayed one waits for it (delays reorder messages
-//!   of different senders only);
+//! - a request (the question of an ask or a query) travels as a message
+//!   does, under the same probabilities: it may be held back, lost (the
+//!   asker is never told, and learns by its timeout, as over a network) or
+//!   delivered twice (the copy's answer goes nowhere: the asker gets one
+//!   answer);
+//! - messages and requests from one sender to one process arrive in the
+//!   order sent: one behind a delayed one waits for it (delays reorder
+//!   those of different senders only);
 //! - a completion is delivered at most once: a lost completion arrives as
 //!   [`CommandError::Dropped`](crate::CommandError::Dropped) (what a
 //!   handler that drops its completer causes), never as silence, and none
 //!   is duplicated;
 //! - a command has one fault at most: the error of a failed or panicked
 //!   handler reaches the process as it is, neither delayed nor lost;
-//! - timers, monitors' downs, links' exits, asks' replies and the
-//!   shutdown's cancel are never touched.
+//! - timers, monitors' downs, links' exits, asks' replies (the answers)
+//!   and the shutdown's cancel are never touched.
 
 use std::any::Any;
 use std::cmp::Reverse;
@@ -34,6 +39,7 @@ use super::source::Choices;
 use super::trace::{Fault, Trace};
 use crate::contract::command::Tag;
 use crate::contract::event::CommandError;
+use crate::contract::reply::{Answer, AskError, ReplyTo, Request};
 use crate::engine::intercept::Intercept;
 use crate::record::RecordRef;
 use crate::sync::Mutex;
@@ -111,7 +117,9 @@ impl Faults {
 
     /// Holds back a message with probability `p`, for up to `max` of
     /// virtual time. Messages from one sender to one process keep their
-    /// order: one behind a held message waits for it.
+    /// order: one behind a held message waits for it. Requests (the
+    /// questions of asks) are held back the same way, in the same order
+    /// as the sender's messages.
     ///
     /// # Examples
     ///
@@ -123,7 +131,8 @@ impl Faults {
     }
 
     /// Loses a message with probability `p` (its sender's `send`
-    /// succeeded, as over a network).
+    /// succeeded, as over a network). A request is lost the same way: its
+    /// `ask` succeeded, and the asker hears nothing (its timeout fires).
     ///
     /// # Examples
     ///
@@ -137,7 +146,8 @@ impl Faults {
     /// `p` (the copy right behind the original). Messages of other types
     /// are never duplicated: a payload is the user's, and only a type that
     /// is `Clone` can be copied. Call once per type; the last `p` applies
-    /// to all of them.
+    /// to all of them. A request whose question is a `T` is delivered
+    /// twice too; the copy's answer goes nowhere (the asker gets one).
     ///
     /// # Examples
     ///
@@ -251,6 +261,8 @@ pub(crate) fn draw_delay(choices: &mut Choices, max: Duration) -> Duration {
 pub(crate) enum Held {
     /// A message for a process of the same node.
     Message(RecordRef, Package),
+    /// A request for a process of the same node.
+    Request(RecordRef, Request),
     Completion(RecordRef, Tag, Result<Payload, CommandError>),
     /// A package on the simulated network, for its target's node.
     Remote(Package),
@@ -263,6 +275,7 @@ impl Held {
     fn pair(&self) -> Option<(Pid, Pid)> {
         match self {
             Held::Message(record, package) => Some((package.source(), record.pid)),
+            Held::Request(record, request) => Some((request.package().source(), record.pid)),
             Held::Remote(package) => Some((package.source(), package.target())),
             Held::Completion(..) | Held::Heal(_) => None,
         }
@@ -386,65 +399,148 @@ impl fmt::Debug for Interceptor {
     }
 }
 
+/// What travels like a message: a message, or a request.
+#[derive(Clone, Copy)]
+enum Traveller {
+    Message,
+    Request,
+}
+
+impl State {
+    /// Draws what the message faults do to `package` (a message's, or a
+    /// request's question) on its way to `to`, and traces it: `None` if it
+    /// is lost; else when it is due (`None`: now) and its copy, if it is
+    /// duplicated. The draws come in one order for both kinds.
+    fn fate(
+        &mut self,
+        to: Pid,
+        package: &Package,
+        kind: Traveller,
+    ) -> Option<(Option<Instant>, Option<Package>)> {
+        let faults = &self.faults;
+        let (lost, delayed, duplicated) = match kind {
+            Traveller::Message => (
+                Fault::MessageLost { to },
+                (|to, by| Fault::MessageDelayed { to, by }) as fn(Pid, Duration) -> Fault,
+                Fault::MessageDuplicated { to },
+            ),
+            Traveller::Request => (
+                Fault::RequestLost { to },
+                (|to, by| Fault::RequestDelayed { to, by }) as fn(Pid, Duration) -> Fault,
+                Fault::RequestDuplicated { to },
+            ),
+        };
+        if self.choices.chance(faults.message_loss) {
+            self.trace.push(super::trace::Entry::Fault(lost));
+            return None;
+        }
+        let mut due = None;
+        if self.choices.chance(faults.message_delay) {
+            let by = draw_delay(&mut self.choices, faults.max_message_delay);
+            self.trace.push(super::trace::Entry::Fault(delayed(to, by)));
+            due = Some(self.now + by);
+        }
+        // Behind a held message or request of the same pair, it waits its
+        // turn (`hold` puts it after the pair's latest).
+        if self.pairs.contains_key(&(package.source(), to)) && due.is_none() {
+            due = Some(self.now);
+        }
+        let copy = match faults.duplicators.is_empty() {
+            true => None,
+            false => match self.choices.chance(faults.message_duplicate) {
+                true => faults.duplicators.iter().find_map(|dup| dup(package)),
+                false => None,
+            },
+        };
+        if copy.is_some() {
+            self.trace.push(super::trace::Entry::Fault(duplicated));
+        }
+        Some((due, copy))
+    }
+
+    /// Delivers `item` now (`Some`), or holds it and its copy as `fate`
+    /// says. `held` makes the held entry of one.
+    fn route<T>(
+        &mut self,
+        item: T,
+        due: Option<Instant>,
+        copy: Option<T>,
+        held: impl Fn(T) -> Held,
+    ) -> Option<T> {
+        match (due, copy) {
+            (None, None) => Some(item),
+            (None, Some(copy)) => {
+                // The original now, the copy right behind it (due now, so
+                // the driver delivers it at a next release; the pair's
+                // later ones wait behind it).
+                let now = self.now;
+                self.hold(now, held(copy));
+                Some(item)
+            }
+            (Some(due), copy) => {
+                self.hold(due, held(item));
+                if let Some(copy) = copy {
+                    self.hold(due, held(copy));
+                }
+                None
+            }
+        }
+    }
+}
+
+/// Where the answer to a duplicated request's copy goes: nowhere. The
+/// asker has one right to an answer, held by the original.
+struct Nobody {
+    asker: Pid,
+}
+
+impl Answer for Nobody {
+    fn asker(&self) -> Pid {
+        self.asker
+    }
+
+    fn answer(&self, result: Result<Payload, AskError>) {
+        if let Ok(answer) = result {
+            crate::panic_guard::drop_user_value(answer, self.asker, "the answer to a copy");
+        }
+    }
+
+    fn unread(&self, question: Payload) -> Result<(), Payload> {
+        Err(question)
+    }
+}
+
 impl Intercept for Interceptor {
     fn message(&self, record: &RecordRef, package: Package) -> Option<Package> {
         let mut guard = self.0.lock();
         let state = &mut *guard;
         let to = record.pid;
-        let pair = (package.source(), to);
-        let faults = &state.faults;
-        if state.choices.chance(faults.message_loss) {
-            state
-                .trace
-                .push(super::trace::Entry::Fault(Fault::MessageLost { to }));
+        let Some((due, copy)) = state.fate(to, &package, Traveller::Message) else {
             // Dropped after the lock: a payload's `Drop` is the user's.
             drop(guard);
             crate::panic_guard::drop_user_value(package, to, "a message the simulation lost");
             return None;
-        }
-        let mut due = None;
-        if state.choices.chance(faults.message_delay) {
-            let by = draw_delay(&mut state.choices, faults.max_message_delay);
-            state
-                .trace
-                .push(super::trace::Entry::Fault(Fault::MessageDelayed { to, by }));
-            due = Some(state.now + by);
-        }
-        // Behind a held message of the same pair, it waits its turn
-        // (`hold` puts it after the pair's latest).
-        if state.pairs.contains_key(&pair) && due.is_none() {
-            due = Some(state.now);
-        }
-        let copy = match faults.duplicators.is_empty() {
-            true => None,
-            false => match state.choices.chance(faults.message_duplicate) {
-                true => faults.duplicators.iter().find_map(|dup| dup(&package)),
-                false => None,
-            },
         };
-        if copy.is_some() {
-            state
-                .trace
-                .push(super::trace::Entry::Fault(Fault::MessageDuplicated { to }));
-        }
-        match due {
-            None if copy.is_none() => Some(package),
-            None => {
-                // The original now, the copy right behind it (due now, so
-                // the driver delivers it at a next release; the pair's
-                // later messages wait behind it).
-                let now = state.now;
-                state.hold(now, Held::Message(record.clone(), copy.expect("a copy")));
-                Some(package)
-            }
-            Some(due) => {
-                state.hold(due, Held::Message(record.clone(), package));
-                if let Some(copy) = copy {
-                    state.hold(due, Held::Message(record.clone(), copy));
-                }
-                None
-            }
-        }
+        state.route(package, due, copy, |p| Held::Message(record.clone(), p))
+    }
+
+    fn request(&self, record: &RecordRef, request: Request) -> Option<Request> {
+        let mut guard = self.0.lock();
+        let state = &mut *guard;
+        let to = record.pid;
+        let Some((due, copy)) = state.fate(to, request.package(), Traveller::Request) else {
+            drop(guard);
+            // Lost on the way: the asker is not told (it learns by its
+            // timeout), and the question is dropped with no answer.
+            let (question, reply) = request.into_parts();
+            reply.forget();
+            crate::panic_guard::drop_user_value(question, to, "a request the simulation lost");
+            return None;
+        };
+        let asker = request.package().source();
+        let copy = copy
+            .map(|question| Request::new(question, ReplyTo::new(StdArc::new(Nobody { asker }))));
+        state.route(request, due, copy, |r| Held::Request(record.clone(), r))
     }
 
     fn completion(

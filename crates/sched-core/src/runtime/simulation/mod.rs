@@ -818,6 +818,10 @@ impl Simulation {
                 let shared = &self.node_of(record.pid.node()).shared;
                 shared.release_message(&record, package);
             }
+            Held::Request(record, request) => {
+                let shared = &self.node_of(record.pid.node()).shared;
+                shared.release_request(&record, request);
+            }
             Held::Completion(record, tag, result) => {
                 let shared = &self.node_of(record.pid.node()).shared;
                 shared.release_completion(&record, tag, result);
@@ -1074,6 +1078,9 @@ impl Simulation {
             match item {
                 Held::Message(record, package) => {
                     crate::panic_guard::drop_user_value(package, record.pid, "a held message")
+                }
+                Held::Request(record, request) => {
+                    crate::panic_guard::drop_user_value(request, record.pid, "a held request")
                 }
                 Held::Completion(record, _, result) => {
                     crate::panic_guard::drop_user_value(result, record.pid, "a held completion")

@@ -166,6 +166,26 @@ pub enum Fault {
         /// Its target.
         to: Pid,
     },
+    /// A request (the question of an ask) to `to` was held back for
+    /// `by`.
+    RequestDelayed {
+        /// Its target.
+        to: Pid,
+        /// For how long.
+        by: Duration,
+    },
+    /// A request to `to` was lost: its asker is not told, and learns by
+    /// its timeout.
+    RequestLost {
+        /// Its target.
+        to: Pid,
+    },
+    /// A request to `to` was delivered twice (the copy's answer goes
+    /// nowhere).
+    RequestDuplicated {
+        /// Its target.
+        to: Pid,
+    },
     /// A completion for `to` was held back for `by`.
     CompletionDelayed {
         /// The process that yielded the command.
@@ -215,6 +235,9 @@ impl Fault {
             Fault::HandlerPanicked { pid } => (7, pid, Duration::ZERO),
             Fault::Crash { pid } => (8, pid, Duration::ZERO),
             Fault::Unreachable { to } => (9, to, Duration::ZERO),
+            Fault::RequestDelayed { to, by } => (10, to, by),
+            Fault::RequestLost { to } => (11, to, Duration::ZERO),
+            Fault::RequestDuplicated { to } => (12, to, Duration::ZERO),
         };
         out.push(kind);
         out.extend_from_slice(&pid_bits(pid).to_le_bytes());
@@ -228,6 +251,9 @@ impl fmt::Display for Fault {
             Fault::MessageDelayed { to, by } => write!(f, "message to {to} delayed {by:?}"),
             Fault::MessageLost { to } => write!(f, "message to {to} lost"),
             Fault::MessageDuplicated { to } => write!(f, "message to {to} duplicated"),
+            Fault::RequestDelayed { to, by } => write!(f, "request to {to} delayed {by:?}"),
+            Fault::RequestLost { to } => write!(f, "request to {to} lost"),
+            Fault::RequestDuplicated { to } => write!(f, "request to {to} duplicated"),
             Fault::CompletionDelayed { to, by } => {
                 write!(f, "completion for {to} delayed {by:?}")
             }
