@@ -20,6 +20,7 @@
 //!
 //! `harness.rs` holds the harness; `events.rs` the models of the state word
 //! and the event queue; `parking.rs` those of parking, timers and monitors;
+//! `timers.rs` that of a wheel's earliest deadline under two inserters;
 //! `links.rs` those of the link protocol; `upgrade.rs` that of the flag
 //! an upgrade ordered from outside travels with; `mailbox.rs` that of the
 //! message count beside those flags.
@@ -30,4 +31,5 @@ mod links;
 mod mailbox;
 pub(crate) use harness::Inert;
 mod parking;
+mod timers;
 mod upgrade;
