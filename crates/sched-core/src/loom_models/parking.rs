@@ -196,12 +196,17 @@ fn a_monitor_set_while_the_process_ends_fires_exactly_once() {
     });
 }
 
-/// A worker searches, leaves the searchers to linger (fence, one look),
-/// then parks, while a producer pushes and notifies: whichever way the
-/// producer reads `searching`, the work is found (by the lingering look or
-/// by the park's own check) or the worker is woken; loom reports a lost
-/// wakeup as a deadlock. Models the worker loop's lingering path, which a
-/// loom build never takes (its linger is zero there).
+/// A worker searches, leaves the searchers to linger (the worker's own
+/// [`leave_the_searchers_to_linger`], one look), then parks, while a
+/// producer pushes and notifies: whichever way the producer reads
+/// `searching`, the work is found (by the lingering look or by the park's
+/// own check) or the worker is woken; loom reports a lost wakeup as a
+/// deadlock. Models the worker loop's lingering path, which a loom build
+/// never takes (its linger is zero there). This cannot see the linger's
+/// fence: without it the park's own fence still finds the work (see the
+/// next model, which can).
+///
+/// [`leave_the_searchers_to_linger`]: crate::worker::leave_the_searchers_to_linger
 #[test]
 fn a_lingering_worker_loses_no_wakeup() {
     loom::model(|| {
@@ -216,9 +221,7 @@ fn a_lingering_worker_loses_no_wakeup() {
                     sleepers.stop_searching();
                     return;
                 }
-                // Lingering: out of the searchers, then look again.
-                sleepers.stop_searching();
-                crate::sync::fence(SeqCst);
+                crate::worker::leave_the_searchers_to_linger(&sleepers);
                 if !queue.is_empty() {
                     return;
                 }
@@ -230,6 +233,65 @@ fn a_lingering_worker_loses_no_wakeup() {
         sleepers.notify_one();
         worker.join().unwrap();
         assert_eq!(sleepers.sleeping(), 0);
+    });
+}
+
+/// What the linger's fence adds, which no lost wakeup can show (the park
+/// that follows a lingering look has a fence of its own and finds the
+/// work): the lingering look *itself* sees work whose producer skipped its
+/// wakeup because it still counted the lingering worker as a searcher.
+/// Without the fence that look may miss it, and the work waits for the
+/// worker's park, up to a whole linger (300 µs) later, while a parked
+/// worker could have run it.
+///
+/// Worker 0 searches, then lingers through the worker loop's own
+/// [`leave_the_searchers_to_linger`] and looks once at a running worker's
+/// deque (lock-free, as the engine's deques are: loom's stand-in for the
+/// global queue is a mutex, whose lock would order the two sides without
+/// any fence). Worker 1 is parked, so the producer's `notify_one` shows
+/// what it read: if it saw nobody searching it wakes worker 1 (the parked
+/// count drops to zero); if it left worker 1 asleep, it counted worker 0
+/// in `searching`, and then worker 0's lingering look must have seen the
+/// item. The producer is that running worker, pushing to its own deque
+/// with someone parked (`Shared::schedule`'s own-deque case).
+///
+/// [`leave_the_searchers_to_linger`]: crate::worker::leave_the_searchers_to_linger
+#[test]
+fn a_lingering_look_sees_work_whose_producer_counted_it() {
+    loom::model(|| {
+        let own = deque::Worker::<u32>::with_capacity(2);
+        let stealer = own.stealer();
+        let sleepers = Arc::new(Sleepers::new(2));
+        let parked = {
+            let sleepers = sleepers.clone();
+            thread::spawn(move || {
+                sleepers.park(1, || false, || None, std::time::Duration::ZERO);
+            })
+        };
+        while sleepers.sleeping() == 0 {
+            thread::yield_now();
+        }
+        let lingering = {
+            let sleepers = sleepers.clone();
+            thread::spawn(move || {
+                assert!(sleepers.try_start_searching(), "worker 0 searches");
+                crate::worker::leave_the_searchers_to_linger(&sleepers);
+                !stealer.is_empty()
+            })
+        };
+        own.push(1);
+        sleepers.notify_one();
+        // Nobody else takes worker 1 off the idle list.
+        let skipped = sleepers.sleeping() == 1;
+        let looked_and_saw = lingering.join().unwrap();
+        if skipped {
+            assert!(
+                looked_and_saw,
+                "the producer skipped its wakeup for a lingering worker whose look then missed the work"
+            );
+        }
+        sleepers.notify_all();
+        parked.join().unwrap();
     });
 }
 

@@ -30,6 +30,7 @@ use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, RecordRef};
 use crate::runqueue::local::{self, Local};
+use crate::runqueue::sleep::Sleepers;
 use crate::sync::{fence, spin_hint, thread, Arc};
 
 /// Every this many ticks the worker looks at the global queue before its
@@ -239,10 +240,7 @@ impl Worker {
                 // it finds itself at its next look.
                 if searching {
                     searching = false;
-                    shared.sleepers.stop_searching();
-                    // Pairs with a producer's fence before it reads
-                    // `searching` (see `runqueue/PROTOCOL.md`, lingering).
-                    fence(SeqCst);
+                    leave_the_searchers_to_linger(&shared.sleepers);
                 }
                 thread::yield_now();
             } else {
@@ -983,6 +981,22 @@ impl Worker {
             drop_user_value(unwanted, record.pid, "a result nobody waits for");
         }
     }
+}
+
+/// A searching worker starts to linger: it leaves `searching`, then
+/// fences, and only then looks again (its next round of `run_loop`). The
+/// fence pairs with a producer's fence before it reads `searching` (see
+/// `runqueue/PROTOCOL.md`, lingering): either the producer sees this worker
+/// gone and wakes a parked one, or this worker's next look sees the work.
+/// Without it the look could miss work whose producer skipped its wakeup
+/// because it still counted this worker, which then found the work only
+/// at its park, up to a whole linger later. Apart from the loop so that the
+/// loom model `a_lingering_look_sees_work_whose_producer_counted_it` runs
+/// this very code; inlined, so the loop is what it was.
+#[inline(always)]
+pub(crate) fn leave_the_searchers_to_linger(sleepers: &Sleepers) {
+    sleepers.stop_searching();
+    fence(SeqCst);
 }
 
 /// How long a worker lingers (keeps looking, yielding its thread between
