@@ -168,6 +168,38 @@ const SCHED_CORE_TIMED_PARK: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The mpsc loom model of a consumer at an install position whose next
+/// block is not linked yet, in a debug build: the consumer that moves on
+/// anyway follows a null link, which `Block::slot`'s debug assertion
+/// reports as a failed model (in a release build, as the loom step of CI
+/// runs it, the same bug is a SIGSEGV; Rust's own null check in a debug
+/// build aborts without unwinding, which is why the assertion is there).
+const MPSC_INSTALL_WAIT_MODEL: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-mpsc",
+        "--test",
+        "loom",
+        "--",
+        "--exact",
+        "the_consumer_waits_at_the_install_position_until_the_next_block_is_linked",
+    ],
+    env: &[
+        ("RUSTFLAGS", "--cfg loom --cfg crossbeam_loom"),
+        ("LOOM_MAX_PREEMPTIONS", "2"),
+    ],
+    target_subdir: Some("loom"),
+};
+
+/// The loom model of a lingering worker's look (the linger's fence).
+const SCHED_CORE_LINGERING_LOOK_MODEL: Catcher = sched_core_loom_lib!(
+    "loom_models::parking::a_lingering_look_sees_work_whose_producer_counted_it"
+);
+
+/// The loom model of two threads setting timers in one wheel.
+const SCHED_CORE_TIMER_NEXT_MODEL: Catcher = sched_core_loom_lib!("loom_models::timers");
+
 /// The table. Keep the original text short but unique in its file.
 pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
@@ -323,5 +355,26 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "            self.0.fetch_sub(1, AcqRel);\n            return false;",
         replacement: "            return false;",
         catcher: &SCHED_CORE_MAILBOX,
+    },
+    Mutation {
+        name: "mpsc-consumer-skips-the-install-position-wait",
+        file: "crates/mpsc/src/queue/cursor.rs",
+        original: "                if next.is_null() {\n                    return None;\n                }\n",
+        replacement: "",
+        catcher: &MPSC_INSTALL_WAIT_MODEL,
+    },
+    Mutation {
+        name: "sched-core-lingering-look-without-its-fence",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "    sleepers.stop_searching();\n    fence(SeqCst);\n",
+        replacement: "    sleepers.stop_searching();\n",
+        catcher: &SCHED_CORE_LINGERING_LOOK_MODEL,
+    },
+    Mutation {
+        name: "sched-core-timer-next-stored-outside-the-lock",
+        file: "crates/sched-core/src/timer/registry.rs",
+        original: "        let next = wheel.next_deadline().unwrap_or(deadline);\n",
+        replacement: "        let next = wheel.next_deadline().unwrap_or(deadline);\n        drop(wheel);\n",
+        catcher: &SCHED_CORE_TIMER_NEXT_MODEL,
     },
 ];
