@@ -44,7 +44,7 @@ commands:
   miri [CRATE]   run tests under miri with the race detector
                  (all crates with unsafe code when none is named)
   ci             fmt, clippy, layers, tests, doc tests, stress (30 s), leak, loom,
-                 miri, cargo-deny
+                 the mutations quick loom models catch, miri, cargo-deny
   services       install what the tests start when missing: nats-server
                  (2.10 or later, for JetStream) and tmux
   bench [--quick | --report-only]

@@ -329,3 +329,18 @@ impl Drop for Applied {
         }
     }
 }
+
+#[cfg(test)]
+mod ci_entries {
+    use super::MUTATIONS;
+
+    #[test]
+    fn every_mutation_ci_checks_is_in_the_table() {
+        for name in crate::steps::CI_MUTANTS {
+            assert!(
+                MUTATIONS.iter().any(|m| m.name == *name),
+                "CI checks `{name}`, which the table does not hold"
+            );
+        }
+    }
+}

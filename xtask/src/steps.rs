@@ -285,6 +285,14 @@ pub(crate) fn services() -> Result<(), String> {
     step("tmux", ensure_tmux)
 }
 
+/// The mutations CI checks on every run (see `ci`): each caught by a
+/// targeted loom model that runs in well under a second once built.
+pub(crate) const CI_MUTANTS: &[&str] = &[
+    "mpsc-consumer-skips-the-install-position-wait",
+    "sched-core-lingering-look-without-its-fence",
+    "sched-core-timer-next-stored-outside-the-lock",
+];
+
 pub(crate) fn ci() -> Result<(), String> {
     let started = std::time::Instant::now();
     step("fmt", || {
@@ -345,6 +353,14 @@ pub(crate) fn ci() -> Result<(), String> {
     // spent on the loom and miri builds (a landing once ran out of disk).
     free_build_dir("debug");
     step("loom", || loom(None))?;
+    // The whole mutation table takes over 20 minutes on 2 cores: CI runs
+    // the entries whose catchers are quick loom models (a few minutes in
+    // all, most of it their builds); `cargo xtask mutants` runs them all.
+    step("mutants (quick catchers)", || {
+        CI_MUTANTS
+            .iter()
+            .try_for_each(|name| crate::mutants::mutants(Some(name)))
+    })?;
     free_build_dir("loom");
     let mut skipped = None;
     step("miri", || match miri(None) {
