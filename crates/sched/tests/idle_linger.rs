@@ -25,7 +25,11 @@ impl Process for Count {
 
 /// The parks of a one-worker scheduler with `linger`, over `MESSAGES`
 /// messages sent from outside `GAP` apart, each taken before the next.
-fn parks_with(linger: Duration) -> u64 {
+/// With `until_parked`, each gap lasts (beyond `GAP`) until the worker
+/// has parked, or a second: on a loaded machine the worker's short spin
+/// before it parks (a few yields, each of which may cost a time slice)
+/// can outlast any fixed gap.
+fn parks_with(linger: Duration, until_parked: bool) -> u64 {
     let scheduler = Scheduler::builder().workers(1).idle_linger(linger).build();
     scheduler.start();
     let seen = Arc::new(AtomicUsize::new(0));
@@ -39,6 +43,12 @@ fn parks_with(linger: Duration) -> u64 {
             std::thread::yield_now();
         }
         std::thread::sleep(GAP);
+        if until_parked {
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while scheduler.stats().parked_workers == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
     }
     let parks = scheduler.stats().totals().parks - before;
     scheduler.shutdown(Duration::from_secs(1));
@@ -49,8 +59,8 @@ fn parks_with(linger: Duration) -> u64 {
 fn short_idle_spells_cost_no_park_once_the_worker_lingers() {
     // A limit far above the gaps, however slow the machine: after the
     // first spell or two the worker lingers through every gap.
-    let lingering = parks_with(Duration::from_secs(1));
-    let parking = parks_with(Duration::ZERO);
+    let lingering = parks_with(Duration::from_secs(1), false);
+    let parking = parks_with(Duration::ZERO, true);
     eprintln!("parks for {MESSAGES} messages: {lingering} lingering, {parking} without");
     assert!(
         lingering <= 10,
