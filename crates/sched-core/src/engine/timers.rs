@@ -3,7 +3,6 @@
 //! and the delayed sends of [`Context`].
 
 use std::any::Any;
-use std::cell::Cell;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
@@ -24,13 +23,6 @@ use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
 use crate::sync::fence;
 use crate::timer::{Action, What};
-
-thread_local! {
-    /// Where this (non-worker) thread puts its next timer: successive
-    /// timers from one thread spread over the wheels without any shared
-    /// counter.
-    static ROUND_ROBIN: Cell<usize> = const { Cell::new(0) };
-}
 
 /// How many due timers a worker fires at a time. It takes every due timer
 /// out of its wheel at once but delivers them in chunks, each just before
@@ -57,8 +49,9 @@ impl DueTimers {
 
 impl Shared {
     /// Sets a timer due at `at`, in this worker's wheel when called on one
-    /// of the engine's workers, in another's otherwise (waking it if this
-    /// timer is now its earliest).
+    /// of the engine's workers, in the wheel its process's PID selects
+    /// otherwise (waking that wheel's worker if this timer is now its
+    /// earliest).
     pub(crate) fn set_timer(&self, at: Instant, action: Action) -> TimerId {
         self.set_timer_on(None, at, action)
     }
@@ -75,13 +68,14 @@ impl Shared {
     ) -> TimerId {
         let timers = &self.timers;
         let own = local::with_local(self, |local| local.index);
-        let shard_index = shard.or(own).unwrap_or_else(|| {
-            ROUND_ROBIN.with(|next| {
-                let i = next.get();
-                next.set(i.wrapping_add(1));
-                i % timers.shard_count()
-            })
-        });
+        // Away from the engine's workers, the wheel the timer's process
+        // selects, as for a delayed message: timers of many processes
+        // spread over the wheels with no shared counter, and the choice
+        // depends on nothing of the calling thread (a per-thread counter
+        // made a simulation's second run of a seed choose other wheels).
+        let shard_index = shard
+            .or(own)
+            .unwrap_or_else(|| timers.shard_of_target(action.record.pid));
         let (id, earlier) = timers.insert(shard_index, at, action);
         if earlier && own != Some(shard_index) && shard_index < self.remotes.len() {
             // Pairs with the fence in `Sleepers::park`: either that worker

@@ -54,11 +54,6 @@ impl Timers {
         }
     }
 
-    /// How many wheels there are (one per worker).
-    pub(crate) fn shard_count(&self) -> usize {
-        self.shards.len()
-    }
-
     /// The tick an instant falls due at: rounded up, so a timer never
     /// fires before its instant.
     fn tick_of(&self, at: Instant) -> u64 {
