@@ -78,9 +78,29 @@ fn the_scraped_figures_parse_and_count_the_steps() {
     let scrape = loop {
         let scrape = std::panic::catch_unwind(|| scrape(address));
         if let Ok(scrape) = scrape {
-            // The last figure a publish sets: a scrape that has it saw a
-            // whole publish, not one caught halfway.
-            let whole = !value(&scrape, "sched_yield_wait_count").is_empty();
+            // A scrape may catch the first publish halfway, and not in the
+            // order it set its figures (the exporter reads its registry in
+            // shards): it is whole once it has every figure checked below.
+            // The work has ended, so every publish sets the same values.
+            // (Each label set is a figure of its own: every worker's, every
+            // quantile's.)
+            let whole = [
+                ("sched_steps_total", 2),
+                ("sched_live_processes", 1),
+                ("sched_step_duration_count", 1),
+                ("sched_step_duration_seconds", 4),
+                ("sched_timer_lateness_seconds", 4),
+                ("sched_timer_lateness_count", 1),
+                ("sched_schedule_latency_count", 1),
+                ("sched_schedule_latency_seconds", 4),
+                ("sched_yield_wait_count", 1),
+                ("sched_busy_microseconds_total", 2),
+                ("sched_dead_letters_total", 1),
+                ("sched_parked_workers", 1),
+                ("sched_pending_timers", 1),
+            ]
+            .iter()
+            .all(|(name, figures)| value(&scrape, name).len() == *figures);
             if whole && value(&scrape, "sched_steps_total").iter().sum::<f64>() >= 5_000.0 {
                 break scrape;
             }
