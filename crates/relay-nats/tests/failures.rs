@@ -61,6 +61,12 @@ fn traffic_resumes_after_a_server_restart_and_the_gap_is_counted() {
         seen.lock().unwrap().last().map(|s| s.n) == Some(last)
     });
 
+    // A publish is counted once it returned on the transport's thread,
+    // which can be after the frame arrived.
+    wait_until("node 1 to count every send", WAIT, || {
+        let s = t1.stats();
+        s.published + s.publish_failed >= last
+    });
     let seen = seen.lock().unwrap();
     assert!(in_order_per_sender(&seen), "order kept across the restart");
     let (s1, s2) = (t1.stats(), t2.stats());

@@ -120,8 +120,11 @@ fn two_processes_exchange_100_000_messages_each_once_and_in_order() {
     let each_way = PAIRS * ROUNDS + SENDERS * COUNT;
     // A delivery is counted once the engine has taken the message, which
     // can be after the process it woke has already counted it.
-    wait_until("node 1 to count its deliveries", WAIT, || {
-        t1.stats().delivered >= each_way
+    // And a publish once it returned on the transport's thread, which can
+    // be after the frame arrived.
+    wait_until("node 1 to count its deliveries and publishes", WAIT, || {
+        let s = t1.stats();
+        s.delivered >= each_way && s.published >= each_way
     });
     let s1 = t1.stats();
     let s2 = report.stats;
@@ -184,6 +187,12 @@ fn a_server_restart_in_the_middle_loses_only_what_the_receivers_count() {
     let received = stream(&tally, STREAM_FROM).count;
     wait_until("node 1 to count its deliveries", WAIT, || {
         t1.stats().delivered >= received
+    });
+    // And a publish once it returned on the transport's thread, which can
+    // be after node 2 got the frame and reported.
+    wait_until("node 1 to count what it published", WAIT, || {
+        let s = t1.stats();
+        s.published + s.publish_failed >= sent
     });
     let (s1, s2) = (t1.stats(), report.stats);
     assert!(s1.reconnects >= 1 && s2.reconnects >= 1, "{s1:?} {s2:?}");

@@ -34,9 +34,16 @@ fn ping_pong_between_processes_on_two_nodes() {
     // A transport counts a delivery once the engine has taken the message,
     // so the process it woke may finish before the count is made: wait for
     // the counts rather than read them at once.
-    wait_until("both nodes counted 500 deliveries", WAIT, || {
-        t1.stats().delivered == 500 && t2.stats().delivered == 500
-    });
+    // The same for a publish, counted once it returned on the transport's
+    // thread, which can be after the frame arrived.
+    wait_until(
+        "both nodes counted 500 deliveries and publishes",
+        WAIT,
+        || {
+            let (s1, s2) = (t1.stats(), t2.stats());
+            (s1.delivered, s2.delivered, s1.published, s2.published) == (500, 500, 500, 500)
+        },
+    );
     let (s1, s2) = (t1.stats(), t2.stats());
     assert_eq!((s1.published, s1.delivered), (500, 500));
     assert_eq!((s2.published, s2.delivered), (500, 500));

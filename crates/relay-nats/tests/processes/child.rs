@@ -85,6 +85,12 @@ pub(crate) fn run(role: &str) {
             });
             say(&format!("sent {sent}"));
             wait_for(|| stream(&tally, STREAM_FROM).last >= last);
+            // A frame is counted once its publish returned on the
+            // transport's thread, which can be after it arrived.
+            wait_for(|| {
+                let s = transport.stats();
+                s.published + s.publish_failed >= sent
+            });
         }
         // An echo and a recorder; leaves properly when told to quit, or is
         // killed.
@@ -152,7 +158,20 @@ fn report(tally: &Tally, pings: &AtomicU64, disorder: &AtomicU64, transport: &Na
         pings.load(Relaxed),
         disorder.load(Relaxed)
     ));
-    let s = transport.stats();
+    // A publish is counted once it returned on the transport's thread,
+    // which can be after its frame arrived (and the parent asked for this
+    // report): the counts must have settled before they are reported.
+    let mut s = transport.stats();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = transport.stats();
+        let same = (now.published, now.publish_failed) == (s.published, s.publish_failed);
+        s = now;
+        if same || Instant::now() >= deadline {
+            break;
+        }
+    }
     say(&format!(
         "stats {} {} {} {} {} {} {} {}",
         s.published,
