@@ -110,7 +110,7 @@ pub use scheduler::Scheduler;
 pub use relay::{Package, Payload, Pid};
 pub use sched_core::{
     BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, InitContext,
-    InitError, Monitor, Output, Process, Tag, TimerId,
+    InitError, Monitor, Output, Priority, Process, Tag, TimerId,
 };
 pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 
@@ -171,7 +171,7 @@ pub mod prelude {
     pub use relay::{Package, Payload, Pid};
     pub use sched_core::{
         BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, InitContext,
-        InitError, Monitor, Output, Process, Tag, TimerId,
+        InitError, Monitor, Output, Priority, Process, Tag, TimerId,
     };
 }
 
@@ -195,8 +195,8 @@ pub mod prelude {
 pub mod process {
     pub use sched_core::{
         Accepts, BoxError, Completion, Event, Events, ExitError, InitContext, InitError, Outcome,
-        Output, Process, ProcessInfo, ProcessState, SubmitError, TerminateError, UnexpectedValue,
-        UpgradeError, UpgradeRequestError, DEFAULT_METHOD,
+        Output, Priority, Process, ProcessInfo, ProcessState, SubmitError, TerminateError,
+        UnexpectedValue, UpgradeError, UpgradeRequestError, DEFAULT_METHOD,
     };
 }
 

@@ -16,6 +16,7 @@ pub(crate) mod event;
 pub(crate) mod outcome;
 pub(crate) mod output;
 pub(crate) mod pending;
+pub(crate) mod priority;
 pub(crate) mod process;
 pub(crate) mod reply;
 pub(crate) mod step_engine;

@@ -228,6 +228,7 @@ pub const DEFAULT_METHOD: &str = "run";
 #[derive(Debug, Clone)]
 pub struct InitContext {
     pid: Pid,
+    priority: std::cell::Cell<Option<crate::Priority>>,
 }
 
 impl InitContext {
@@ -240,7 +241,10 @@ impl InitContext {
     /// assert_eq!(cx.pid().id(), 1);
     /// ```
     pub fn new(pid: Pid) -> Self {
-        InitContext { pid }
+        InitContext {
+            pid,
+            priority: std::cell::Cell::new(None),
+        }
     }
 
     /// The PID the process runs under.
@@ -254,21 +258,52 @@ impl InitContext {
     pub fn pid(&self) -> Pid {
         self.pid
     }
+
+    /// Chooses the priority the process starts at (default
+    /// [`Priority::Normal`](crate::Priority::Normal)): which of its
+    /// worker's ready queues it waits in, and so how soon it is stepped
+    /// when more processes are ready than workers. For a spawn; an upgrade
+    /// keeps the process's priority (a step changes it with
+    /// [`Output::set_priority`](crate::Output::set_priority)). The last
+    /// call wins.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// let cx = InitContext::new(Pid::local(1));
+    /// assert_eq!(cx.priority(), None);
+    /// cx.set_priority(Priority::Low);
+    /// assert_eq!(cx.priority(), Some(Priority::Low));
+    /// ```
+    pub fn set_priority(&self, priority: crate::Priority) {
+        self.priority.set(Some(priority));
+    }
+
+    /// The priority `init` chose, if it chose one.
+    ///
+    /// # Examples
+    ///
+    /// See [`set_priority`](InitContext::set_priority).
+    pub fn priority(&self) -> Option<crate::Priority> {
+        self.priority.get()
+    }
 }
 
 /// Runs `process.init` for `pid`; a panic becomes
 /// [`InitError::Panicked`] with its message (the payload dropped under the
-/// guard). What submission and both kinds of upgrade run.
+/// guard). What submission and both kinds of upgrade run; `Ok` carries
+/// the priority `init` chose, if any (which only a submission applies).
 pub(crate) fn init_guarded(
     process: &mut dyn Process,
     pid: Pid,
     method: &str,
     input: Payload,
-) -> Result<(), InitError> {
-    match catch_unwind(AssertUnwindSafe(|| {
-        process.init(&InitContext::new(pid), method, input)
-    })) {
-        Ok(result) => result,
+) -> Result<Option<crate::Priority>, InitError> {
+    let cx = InitContext::new(pid);
+    match catch_unwind(AssertUnwindSafe(|| process.init(&cx, method, input))) {
+        Ok(result) => result.map(|()| cx.priority()),
         Err(panic) => {
             let message = panic_message(&*panic);
             drop_payload(panic);

@@ -33,6 +33,12 @@ pub(crate) trait StepEngine:
     /// A fresh PID on the engine's node.
     fn allocate_pid(&self) -> Result<Pid, PidsExhausted>;
 
+    /// The stepped process's priority (`runqueue/order.rs`).
+    fn priority(&self) -> crate::Priority;
+
+    /// Sets the stepped process's priority, from its next queueing on.
+    fn set_priority(&self, priority: crate::Priority);
+
     /// The engine's inside handle (`Context`), for
     /// [`Output::context`](crate::Output::context) and the operations that
     /// return the engine's own handles (spawn's `Completion`). It is the

@@ -108,9 +108,14 @@ impl Shared {
                 init_guarded(process, pid, method, input)
             })
         };
-        if let Err(error) = init {
-            self.abandon(&record, false);
-            return Err(Refusal::Other(SubmitError::Init { pid, error }));
+        match init {
+            Err(error) => {
+                self.abandon(&record, false);
+                return Err(Refusal::Other(SubmitError::Init { pid, error }));
+            }
+            // Before it is queued: the queue it joins is its level's.
+            Ok(Some(priority)) => record.set_priority(priority),
+            Ok(None) => {}
         }
         if let Err(error) = self.hooks.started(super::Context::of(self), pid) {
             self.abandon(&record, true);

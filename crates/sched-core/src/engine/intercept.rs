@@ -31,6 +31,15 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
     /// The asker's `ask` succeeds either way.
     fn request(&self, record: &RecordRef, request: Request) -> Option<Request>;
 
+    /// `pid`, of `level`, became ready: on worker `worker` (or, for
+    /// `None`, in a global queue) behind `ahead` processes of its queue
+    /// there. Called
+    /// again when it moves: displaced from the `next` slot to its queue,
+    /// or taken from a global queue into a worker's. For the simulation's
+    /// check of the scheduling bound (`runqueue/order.rs`); it cannot
+    /// change where the process goes.
+    fn ready(&self, pid: relay::Pid, level: crate::Priority, worker: Option<usize>, ahead: usize);
+
     /// A command's completion for `record`: `Some` delivers it now (the
     /// interceptor may have changed it), `None` means it was kept.
     fn completion(

@@ -65,6 +65,8 @@ pub struct ProcessInfo {
     /// The figures it published of itself with
     /// [`Output::publish`](crate::Output::publish), by key.
     pub published: Vec<(&'static str, i64)>,
+    /// Its priority: the ready queue it waits in on its worker.
+    pub priority: crate::Priority,
 }
 
 /// Milliseconds from stamp `at` to `now`, both in the engine's wrapping
@@ -112,6 +114,7 @@ impl ProcessInfo {
             type_name: figures.kind().and_then(&readings.type_name),
             long_steps: (readings.long_steps)(record.pid.id()),
             published: Vec::new(),
+            priority: record.priority(),
         }
     }
 
@@ -156,7 +159,7 @@ impl Context {
             .map(|(i, r)| {
                 let queued = match &threads.locals {
                     Some(locals) => locals[i].len(),
-                    None => r.lifo.len() + r.fifo.len() + r.timed.len(),
+                    None => r.ready.iter().map(|q| q.len()).sum(),
                 };
                 let mut stats = r.counters.snapshot(queued);
                 if let Some(histograms) = &r.histograms {
@@ -167,7 +170,8 @@ impl Context {
             .collect();
         Stats {
             workers,
-            global_queue_len: self.shared().injector.len() + self.shared().woken.len(),
+            global_queue_len: self.shared().injector.len()
+                + self.shared().woken.iter().map(|q| q.len()).sum::<usize>(),
             live_processes: self.shared().live.count(),
             parked_workers: self.shared().sleepers.sleeping(),
             dead_letters: self.shared().dead_letters.load(Relaxed),

@@ -10,19 +10,18 @@ use crate::record::state::Wake;
 use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
 use crate::runqueue::next_slot::NextSlot;
+use crate::runqueue::order::LEVELS;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 
 /// What other threads may touch of a worker: stealers of its deques and
 /// its counters.
 #[derive(Debug)]
 pub(crate) struct Remote {
-    pub(crate) lifo: deque::Stealer<RecordRef>,
+    /// Its ready queues, by `Priority::index`.
+    pub(crate) ready: [deque::Stealer<RecordRef>; LEVELS],
     /// Its `next` slot, which an idle worker may take from when its
     /// process has waited there a while (the owner is in a long step).
     pub(crate) next: Arc<NextSlot>,
-    pub(crate) fifo: deque::Stealer<RecordRef>,
-    /// Its queue of processes woken by their timers.
-    pub(crate) timed: deque::Stealer<RecordRef>,
     pub(crate) counters: WorkerCounters,
     /// Its histograms, when the builder turned them on.
     pub(crate) histograms: Option<Box<super::histogram::WorkerHistograms>>,
@@ -32,15 +31,15 @@ pub(crate) struct Remote {
 #[derive(Debug)]
 pub(crate) struct Shared {
     /// The global queue of new processes submitted from outside the
-    /// workers.
+    /// workers (`High` ones go to `woken`, ahead of the bulk).
     pub(crate) injector: Fifo<RecordRef>,
-    /// The global queue of processes woken from outside the workers (a
-    /// message posted, a command completed, a reply): taken before
-    /// `injector`, so a wakeup does not wait behind every process submitted
-    /// before it. Under a burst of 50 000 submissions, a message posted from
-    /// another thread reached its step 47 ms late (p99, `burst` bench) with
-    /// one queue for both.
-    pub(crate) woken: Fifo<RecordRef>,
+    /// The global queues of processes woken from outside the workers (a
+    /// message posted, a command completed, a reply), by
+    /// `Priority::index`: taken before `injector`, so a wakeup does not
+    /// wait behind every process submitted before it. Under a burst of
+    /// 50 000 submissions, a message posted from another thread reached its
+    /// step 47 ms late (p99, `burst` bench) with one queue for both.
+    pub(crate) woken: [Fifo<RecordRef>; LEVELS],
     pub(crate) remotes: Box<[CachePadded<Remote>]>,
     pub(crate) sleepers: crate::runqueue::sleep::Sleepers,
     /// Every registered process, by PID (and the PIDs to hand out).
@@ -86,26 +85,24 @@ pub(crate) struct Shared {
     pub(crate) intercept: Option<std::sync::Arc<dyn super::intercept::Intercept>>,
 }
 
-/// Where a process that became runnable goes.
+/// Where a process that became runnable goes (`runqueue/order.rs` has
+/// the order a worker serves them in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Runnable {
-    /// Woken by an event, or new: the LIFO end of this worker's deque.
+    /// Woken by an event, or new: the `next` slot of this worker.
     Woken,
-    /// Asked to continue: the FIFO queue of this worker.
+    /// Asked to continue: the back of its level's queue on this worker.
     Continued,
     /// New (submitted): as `Woken` on a worker; from outside, the global
     /// queue of new processes, which waits behind outside wakeups.
     New,
-    /// Woken by its timer (a wake-up or an ask's timeout): this worker's
-    /// timer queue, first in first out and run before the LIFO deque.
+    /// Woken by its timer (a wake-up or an ask's timeout): the back of its
+    /// level's queue on this worker, behind the work that was ready first.
     ///
     /// Not the `next` slot: timers fall due in batches (under a burst,
-    /// thousands in one poll), and each one put in the slot pushes the one
-    /// before onto the LIFO deque, where later wakeups bury it. With 50 000
-    /// processes waiting on timers, a 15 ms timer then reached its step
-    /// up to 70 ms late (p99 64 ms in the `burst` bench; tokio 24 ms). Not
-    /// the FIFO of continued processes either: behind 25 000 busy processes
-    /// that queue made every timer 9 ms late.
+    /// thousands in one poll), and each one put in the slot would push the
+    /// one before to the queue, the slot's exception to the order used for
+    /// no gain in cache.
     Timed,
 }
 
@@ -146,23 +143,30 @@ impl Shared {
         let mut record = Some(record);
         let notify = local::with_local(self, |local| {
             let record = record.take().expect("taken once");
-            match how {
-                Runnable::Woken | Runnable::New => local.put_next(record),
-                Runnable::Continued => {
-                    local.fifo.push(record);
-                    true
+            let level = record.priority();
+            let pid = record.pid;
+            let (taken, ahead) = match how {
+                Runnable::Woken | Runnable::New => {
+                    let taken = local.put_next(record);
+                    (taken, local.ready[level.index()].len())
                 }
-                Runnable::Timed => {
-                    local.timed.push(record);
-                    true
-                }
+                Runnable::Continued | Runnable::Timed => (true, local.push_ready(record)),
+            };
+            if let Some(intercept) = &self.intercept {
+                intercept.ready(pid, level, Some(local.index), ahead);
             }
+            taken
         });
         if let Some(record) = record {
-            match how {
-                Runnable::New => self.injector.push(record),
-                Runnable::Woken | Runnable::Continued | Runnable::Timed => self.woken.push(record),
+            let level = record.priority();
+            let queue = match how {
+                Runnable::New if level != crate::Priority::High => &self.injector,
+                _ => &self.woken[level.index()],
+            };
+            if let Some(intercept) = &self.intercept {
+                intercept.ready(record.pid, level, None, queue.len());
             }
+            queue.push(record);
         }
         match notify {
             // The global queue: only a woken (or searching) worker will
@@ -210,12 +214,12 @@ impl Shared {
     /// Whether any queue holds a runnable process (for the last check
     /// before parking: this scans every worker, but only when going idle).
     pub(crate) fn has_work(&self) -> bool {
-        !self.woken.is_empty()
+        self.woken.iter().any(|q| !q.is_empty())
             || !self.injector.is_empty()
             || self
                 .remotes
                 .iter()
-                .any(|r| !r.lifo.is_empty() || !r.fifo.is_empty() || !r.timed.is_empty())
+                .any(|r| r.ready.iter().any(|q| !q.is_empty()))
     }
 }
 

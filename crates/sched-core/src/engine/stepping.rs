@@ -40,6 +40,15 @@ impl StepEngine for Stepping<'_> {
         self.shared.allocate_pid()
     }
 
+    fn priority(&self) -> crate::Priority {
+        self.record.priority()
+    }
+
+    fn set_priority(&self, priority: crate::Priority) {
+        // The worker owns the record for the step: the one writer.
+        self.record.set_priority(priority);
+    }
+
     fn context(&self) -> &dyn Any {
         Context::of(self.shared)
     }

@@ -98,7 +98,9 @@ impl Shared {
     /// the due ones out of its wheel first when none are left from the
     /// last take. Each delivers its event or message to its record (a
     /// process that has ended makes it a dead letter).
-    pub(crate) fn fire_timers(&self, worker: usize, due: &mut DueTimers) {
+    /// Fires due timers of wheel `worker`: the next chunk, or (`all`)
+    /// every one due.
+    pub(crate) fn fire_timers(&self, worker: usize, due: &mut DueTimers, all: bool) {
         if due.0.is_empty() {
             // A burst of due timers does not keep its buffer.
             if due.0.capacity() > 1024 {
@@ -111,7 +113,11 @@ impl Shared {
         // Only this worker fires its wheel: the histogram's single writer.
         let histograms = self.remotes[worker].histograms.as_deref();
         let now = histograms.map(|_| Instant::now());
-        let last = due.0.len().saturating_sub(FIRE_CHUNK);
+        let last = if all {
+            0
+        } else {
+            due.0.len().saturating_sub(FIRE_CHUNK)
+        };
         while due.0.len() > last {
             // The records a chunk delivers to were last touched when their
             // timers were set: start loading the one a few entries ahead
@@ -201,7 +207,7 @@ impl Shared {
         }
     }
 
-    /// Queues a process its timer woke (see `Runnable::Timed`).
+    /// Queues a process its timer woke: at the back of its level's queue.
     fn after_timer(&self, record: &RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
             self.schedule(record.clone(), Runnable::Timed);

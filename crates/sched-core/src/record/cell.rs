@@ -91,8 +91,8 @@ impl RecordRef {
     /// its alignment is stricter than the record's). The one reference
     /// returned is the only one.
     pub(crate) fn new<P: Process>(pid: Pid, process: P) -> RecordRef {
-        // The size must leave `Record::layout`'s flag bit free.
-        if align_of::<P>() > align_of::<Record>() || size_of::<Cell<P>>() >= 1 << 31 {
+        // The size must leave `Record::layout`'s flag and level bits free.
+        if align_of::<P>() > align_of::<Record>() || size_of::<Cell<P>>() >= 1 << super::SIZE_BITS {
             return RecordRef::boxed(pid, Box::new(process));
         }
         let cell = Box::into_raw(Box::new(Cell {

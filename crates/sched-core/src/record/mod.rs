@@ -83,6 +83,13 @@ pub(crate) struct Record {
 
 /// In `Record::layout`: the process is boxed (see `cell.rs`).
 const BOXED: u32 = 1 << 31;
+/// In `Record::layout`: the process's priority (`Priority::index`), two
+/// bits below [`BOXED`]. Kept in this word rather than a field of its own:
+/// a field would cost every process 16 bytes (see the size assertion).
+const LEVEL_SHIFT: u32 = 29;
+const LEVEL: u32 = 0b11 << LEVEL_SHIFT;
+/// The allocation size's bits of `Record::layout`.
+pub(crate) const SIZE_BITS: u32 = LEVEL_SHIFT;
 
 // 160 bytes plus an 8-byte process is the largest request glibc serves
 // from its 176-byte chunks; the next size is 192. Each field added here
@@ -135,9 +142,11 @@ unsafe impl Send for Record {}
 
 impl Record {
     /// A record with no process yet, heading an allocation of `size`
-    /// bytes (below [`BOXED`]), with one reference (see `cell.rs`).
+    /// bytes (below `1 << SIZE_BITS`), at `Normal` priority, with one
+    /// reference (see `cell.rs`).
     fn new(pid: Pid, size: u32) -> Self {
-        debug_assert!(size < BOXED);
+        debug_assert!(size < 1 << SIZE_BITS);
+        let size = size | (crate::Priority::Normal.index() as u32) << LEVEL_SHIFT;
         Record {
             pid,
             refs: AtomicU32::new(1),
@@ -179,7 +188,24 @@ impl Record {
 
     /// The allocation's size (see `cell.rs`).
     fn size(&self) -> usize {
-        (self.layout.load(Relaxed) & !BOXED) as usize
+        (self.layout.load(Relaxed) & !(BOXED | LEVEL)) as usize
+    }
+
+    /// The process's priority: which ready queue it joins. Read by
+    /// whoever queues it, from any thread; a change racing that read puts
+    /// it in the old level's queue this once.
+    pub(crate) fn priority(&self) -> crate::Priority {
+        crate::Priority::from_index(((self.layout.load(Relaxed) & LEVEL) >> LEVEL_SHIFT) as usize)
+    }
+
+    /// Sets the process's priority. Only its owner calls this (its `init`
+    /// before it is queued, or its step), as for the other bits of the
+    /// word; the other bits are kept by the read-modify-write.
+    pub(crate) fn set_priority(&self, priority: crate::Priority) {
+        let bits = (priority.index() as u32) << LEVEL_SHIFT;
+        let _ = self
+            .layout
+            .fetch_update(Relaxed, Relaxed, |word| Some(word & !LEVEL | bits));
     }
 
     /// Takes the process out of `body` (it has ended): the caller drops

@@ -7,25 +7,24 @@ use std::ptr;
 use relay::Pid;
 
 use super::next_slot::NextSlot;
+use super::order::LEVELS;
 use crate::record::RecordRef;
 use crate::sync::{thread_local, Arc};
 use crate::table::IdCache;
+use crate::Priority;
 
-/// A worker's own run queues.
+/// A worker's own run queues (the order it serves them in is `order.rs`).
 ///
 /// - `next`: the process most recently woken or spawned by a step on this
 ///   worker, run as soon as the step ends. Not stealable: a process that a
 ///   step hands to another (a spawned link, a message's receiver) runs on
 ///   the same core, with its data still in cache, instead of waking an idle
 ///   worker to steal it. Only the owner ever touches it.
-/// - `lifo`: other woken and newly spawned processes; popped newest first
-///   for cache warmth.
-/// - `fifo`: processes that asked to continue; taken oldest first, so a
-///   process that keeps continuing goes behind the others instead of
-///   running again at once.
-///
-/// `lifo` and `fifo` are work-stealing deques: idle workers steal from
-/// either.
+/// - `ready`: one first-in-first-out queue per priority level, which every
+///   other source of ready work feeds (a process displaced from `next`, one
+///   that asked to continue, one woken by its timer, work taken from the
+///   global queues or stolen). Work-stealing deques used from one end:
+///   the owner pushes at the back and takes from the front, as thieves do.
 pub(crate) struct Local {
     pub(crate) index: usize,
     /// Shared with thieves (see `NextSlot`).
@@ -38,11 +37,8 @@ pub(crate) struct Local {
     /// Free process-table ids: this worker's PIDs come from here, and the
     /// slots of processes that end here go back here.
     pub(crate) ids: RefCell<IdCache>,
-    pub(crate) lifo: deque::Worker<RecordRef>,
-    pub(crate) fifo: deque::Worker<RecordRef>,
-    /// Processes woken by their timers, in firing order (see
-    /// `Runnable::Timed`); stealable like the other two.
-    pub(crate) timed: deque::Worker<RecordRef>,
+    /// By `Priority::index`.
+    pub(crate) ready: [deque::Worker<RecordRef>; LEVELS],
 }
 
 impl std::fmt::Debug for Local {
@@ -55,44 +51,50 @@ impl std::fmt::Debug for Local {
 }
 
 impl Local {
-    pub(crate) fn new(index: usize, lifo_capacity: usize) -> Self {
-        let fifo = deque::Worker::with_capacity(lifo_capacity);
+    pub(crate) fn new(index: usize, capacity: usize) -> Self {
         Local {
             index,
             next: Arc::new(NextSlot::default()),
             routes: RefCell::new((0..ROUTES).map(|_| None).collect()),
             ids: RefCell::new(IdCache::new()),
-            lifo: deque::Worker::with_capacity(lifo_capacity),
-            fifo,
-            timed: deque::Worker::with_capacity(lifo_capacity),
+            ready: std::array::from_fn(|_| deque::Worker::with_capacity(capacity)),
         }
     }
 
-    /// Takes the oldest continued process (from the end stealers take
-    /// from, without the epoch pin a stealer pays).
-    pub(crate) fn pop_fifo(&self) -> Option<RecordRef> {
-        oldest(&self.fifo)
+    /// Queues `record` at the back of its level's queue; returns how many
+    /// were ahead of it there.
+    pub(crate) fn push_ready(&self, record: RecordRef) -> usize {
+        let queue = &self.ready[record.priority().index()];
+        let ahead = queue.len();
+        queue.push(record);
+        ahead
     }
 
-    /// The oldest process of the timer queue.
-    pub(crate) fn pop_timed(&self) -> Option<RecordRef> {
-        oldest(&self.timed)
+    /// Takes the oldest process of `level`'s queue (from the end thieves
+    /// take from, without the epoch pin a stealer pays).
+    pub(crate) fn pop_ready(&self, level: Priority) -> Option<RecordRef> {
+        oldest(&self.ready[level.index()])
     }
 
-    /// Takes the oldest process of the LIFO deque (the end thieves take
-    /// from), for the periodic fairness check.
-    pub(crate) fn pop_lifo_oldest(&self) -> Option<RecordRef> {
-        oldest(&self.lifo)
+    /// Takes the oldest ready process of the first level of `levels` that
+    /// has one.
+    pub(crate) fn pop_first(&self, levels: [Priority; LEVELS]) -> Option<RecordRef> {
+        levels.into_iter().find_map(|level| self.pop_ready(level))
+    }
+
+    /// Whether a level above `level` has a process ready here.
+    pub(crate) fn higher_ready(&self, level: Priority) -> bool {
+        self.ready[..level.index()].iter().any(|q| !q.is_empty())
     }
 
     /// Makes `record` the process to run next. Returns whether the slot
-    /// was taken: its previous occupant then moved to the stealable `lifo`
-    /// deque, where an idle worker could help.
+    /// was taken: its previous occupant then moved to the back of its
+    /// level's (stealable) queue, where an idle worker could help.
     pub(crate) fn put_next(&self, record: RecordRef) -> bool {
         match self.next.put(record) {
             None => false,
             Some(previous) => {
-                self.lifo.push(previous);
+                self.push_ready(previous);
                 true
             }
         }
@@ -145,7 +147,7 @@ impl Local {
     }
 
     pub(crate) fn len(&self) -> usize {
-        usize::from(!self.next.is_empty()) + self.lifo.len() + self.fifo.len() + self.timed.len()
+        usize::from(!self.next.is_empty()) + self.ready.iter().map(|q| q.len()).sum::<usize>()
     }
 }
 

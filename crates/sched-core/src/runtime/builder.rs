@@ -492,10 +492,8 @@ impl Builder {
             .iter()
             .map(|l| {
                 CachePadded::new(Remote {
-                    lifo: l.lifo.stealer(),
+                    ready: std::array::from_fn(|level| l.ready[level].stealer()),
                     next: l.next.clone(),
-                    fifo: l.fifo.stealer(),
-                    timed: l.timed.stealer(),
                     counters: WorkerCounters::default(),
                     histograms: self
                         .histograms
@@ -519,7 +517,7 @@ impl Builder {
         let control = Control::new(self.thread_name, locals, run_worker, watcher);
         let shared = Shared {
             injector: Fifo::new(),
-            woken: Fifo::new(),
+            woken: std::array::from_fn(|_| Fifo::new()),
             remotes,
             sleepers: crate::runqueue::sleep::Sleepers::new(self.workers),
             processes: crate::table::registry::Registry::new(self.node),

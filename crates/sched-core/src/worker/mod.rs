@@ -30,31 +30,13 @@ use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, RecordRef};
 use crate::runqueue::local::{self, Local};
+use crate::runqueue::order::{self, GLOBAL_QUEUE_INTERVAL, NEXT_SLOT_RUNS};
 use crate::runqueue::sleep::Sleepers;
 use crate::sync::{fence, spin_hint, thread, Arc};
 
-/// Every this many ticks the worker looks at the global queue before its
-/// own deques, so work submitted from outside never starves behind a
-/// worker whose local queues never empty. (Prime, as in Go's scheduler, so
-/// it does not fall into step with other periodic patterns.)
-const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// How often (in ticks, one per search for work) a busy worker looks at its
 /// timers; an idle one looks every time it runs out of work.
 const TIMER_CHECK_INTERVAL: u32 = 16;
-/// Every this many ticks the worker takes from its FIFO (continued
-/// processes) before its LIFO deque, so a stream of wakeups cannot starve
-/// processes that asked to continue.
-const FIFO_INTERVAL: u32 = 13;
-/// Every this many ticks the worker takes the oldest process of its LIFO
-/// deque instead of the newest. Processes that keep waking themselves (or
-/// each other) are pushed and popped at the LIFO end forever; without this,
-/// what sits under them would never run.
-const LIFO_OLDEST_INTERVAL: u32 = 31;
-/// How many times in a row a worker runs the process in its `next` slot
-/// before moving it to its stealable deque instead. Two processes that wake
-/// each other would otherwise keep the slot to themselves, out of reach of
-/// idle workers.
-const NEXT_SLOT_RUNS: u32 = 3;
 /// How long a process must have waited in another worker's `next` slot
 /// before an idle worker takes it. Far above a normal step (the owner then
 /// runs it itself, in cache), far below a step that blocks.
@@ -87,6 +69,11 @@ struct Worker {
     /// mutation goes through cells and the deques' own `&self` methods.
     local: std::rc::Rc<Local>,
     tick: u32,
+    /// Picks from the ready queues so far, which decide whose turn the
+    /// next one is (`order::TURNS`).
+    turn: u32,
+    /// Takes from the global queues so far (their turns, the same way).
+    global_turn: u32,
     /// Consecutive runs from the `next` slot.
     next_runs: u32,
     /// Per worker: the occupant last seen in its `next` slot (by address)
@@ -162,6 +149,8 @@ impl Worker {
             shared,
             local: std::rc::Rc::new(local),
             tick: 0,
+            turn: 0,
+            global_turn: 0,
             next_runs: 0,
             events: Vec::with_capacity(16),
             yields: Vec::with_capacity(4),
@@ -300,13 +289,20 @@ impl Worker {
         // of the wheel but not fired yet are fired a chunk at a time, the
         // next once the last one's processes have run (or at the next
         // check, whichever comes first).
+        //
+        // A chunk at a time while this worker's queues are empty (each
+        // chunk's records still in cache when their steps come); every due
+        // one at a check when they are not, so that each woken process
+        // takes its place in line when its timer falls due, not after
+        // work that became ready later.
         let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
         let fire = match self.due_timers.any() {
-            true => check || self.local.timed.is_empty(),
+            true => check || self.local.len() == 0,
             false => check && shared.timers.any_due(me, || shared.clock.now()),
         };
         if fire {
-            shared.fire_timers(me, &mut self.due_timers);
+            let all = self.local.len() > 0;
+            shared.fire_timers(me, &mut self.due_timers, all);
         }
         if let Some(record) = self.find_work() {
             return Found::Process(record);
@@ -314,12 +310,17 @@ impl Worker {
         // Out of work: due timers come first (they may make work).
         let shared = &*self.shared;
         if self.due_timers.any() || shared.timers.any_due(me, || shared.clock.now()) {
-            shared.fire_timers(me, &mut self.due_timers);
+            shared.fire_timers(me, &mut self.due_timers, false);
             return Found::Timers;
         }
         Found::Nothing
     }
 
+    /// The next process to run, in the order `runqueue/order.rs`
+    /// documents (and bounds): the global queues every
+    /// `GLOBAL_QUEUE_INTERVAL` ticks, the `next` slot (a few times in a
+    /// row, and not past higher-level work), the ready queues by turns,
+    /// then the global queues, stealing, and hidden `next` slots.
     #[inline(always)] // See `next_work`.
     fn find_work(&mut self) -> Option<RecordRef> {
         self.tick = self.tick.wrapping_add(1);
@@ -328,44 +329,35 @@ impl Worker {
                 return Some(r);
             }
         }
-        if self.tick.is_multiple_of(FIFO_INTERVAL) {
-            if let Some(r) = self.local.pop_fifo() {
-                return Some(r);
-            }
-        }
-        if self.tick.is_multiple_of(LIFO_OLDEST_INTERVAL) {
-            if let Some(r) = self.local.pop_lifo_oldest() {
-                self.next_runs = 0;
-                return Some(r);
-            }
-        }
         if let Some(r) = self.local.take_next() {
-            if self.next_runs < NEXT_SLOT_RUNS {
+            let level = r.priority();
+            if self.next_runs < NEXT_SLOT_RUNS && !self.local.higher_ready(level) {
                 self.next_runs += 1;
                 return Some(r);
             }
-            // It is the next to run here anyway (LIFO), but now stealable.
-            // A process that keeps waking itself is popped straight back,
-            // so the LIFO deque's oldest entries get their turn every
-            // `LIFO_OLDEST_INTERVAL` ticks (below).
-            self.local.lifo.push(r);
+            // Its turn is over (or higher work waits): to the back of its
+            // queue, where it is also stealable.
+            let pid = r.pid;
+            let ahead = self.local.push_ready(r);
+            self.moved(pid, level, ahead);
         }
         self.next_runs = 0;
-        // Woken by their timers, oldest first: their deadlines have passed
-        // (see `Runnable::Timed`).
-        if let Some(r) = self.local.pop_timed() {
-            return Some(r);
-        }
-        if let Some(r) = self.local.lifo.pop() {
-            return Some(r);
-        }
-        if let Some(r) = self.local.pop_fifo() {
+        if let Some(r) = self.local.pop_first(order::order(self.turn)) {
+            self.turn = self.turn.wrapping_add(1);
             return Some(r);
         }
         if let Some(r) = self.take_global() {
             return Some(r);
         }
         self.steal().or_else(|| self.take_hidden())
+    }
+
+    /// Tells a simulation that `pid` is now behind `ahead` others in its
+    /// level's queue here (see `Intercept::ready`).
+    fn moved(&self, pid: relay::Pid, level: crate::Priority, ahead: usize) {
+        if let Some(intercept) = &self.shared.intercept {
+            intercept.ready(pid, level, Some(self.local.index), ahead);
+        }
     }
 
     /// An idle worker's last resort: a process that has waited at least
@@ -407,35 +399,56 @@ impl Worker {
         None
     }
 
-    /// One process from the global queues (a woken one first), plus up to
-    /// a batch more moved into this worker's deque.
+    /// One process from the global queues, plus up to a batch more moved
+    /// to the back of this worker's queues. Levels are taken by turns, as
+    /// from the worker's own queues; within a level, outside wakeups come
+    /// before new processes submitted from outside.
     fn take_global(&mut self) -> Option<RecordRef> {
-        let shared = &*self.shared;
-        let first = shared.woken.pop().or_else(|| shared.injector.pop())?;
+        let levels = order::order(self.global_turn);
+        let first = self.pop_global(levels)?;
+        self.global_turn = self.global_turn.wrapping_add(1);
         first.prefetch();
-        // New processes go into the deque first and woken ones on top of
-        // them (the deque runs its newest first). A quarter of the batch is
-        // kept for new processes, so a stream of wakeups from outside cannot
-        // hold submissions back for long.
-        let mut moved = self.move_global(false, GLOBAL_BATCH / 4);
-        moved += self.move_global(true, GLOBAL_BATCH - moved);
-        moved += self.move_global(false, GLOBAL_BATCH - moved);
+        // A quarter of the batch is kept for new processes, so a stream of
+        // wakeups from outside cannot hold submissions back for long.
+        let mut moved = self.move_global(None, GLOBAL_BATCH / 4);
+        for level in levels {
+            moved += self.move_global(Some(level), GLOBAL_BATCH - moved);
+        }
+        moved += self.move_global(None, GLOBAL_BATCH - moved);
         bump(&self.counters().global_pops, 1 + moved as u64);
         if moved > 0 {
             // More work than this worker can start at once: let a parked
             // worker come and steal some.
             self.shared.sleepers.notify_one();
         }
+        if let Some(intercept) = &self.shared.intercept {
+            intercept.ready(first.pid, first.priority(), Some(self.local.index), 0);
+        }
         Some(first)
     }
 
-    /// Moves up to `max` processes from a global queue (the woken one, or
-    /// the new one) into this worker's deque; returns how many.
-    fn move_global(&mut self, woken: bool, max: usize) -> usize {
-        let queue = if woken {
-            &self.shared.woken
-        } else {
-            &self.shared.injector
+    /// The first process of the global queues in `levels` order (outside
+    /// wakeups of a level, then, for `Normal` and `Low`, new processes).
+    fn pop_global(&self, levels: [crate::Priority; order::LEVELS]) -> Option<RecordRef> {
+        let shared = &*self.shared;
+        levels.into_iter().find_map(|level| {
+            shared.woken[level.index()].pop().or_else(|| {
+                if level == crate::Priority::High {
+                    None
+                } else {
+                    shared.injector.pop()
+                }
+            })
+        })
+    }
+
+    /// Moves up to `max` processes from a global queue (outside wakeups of
+    /// `level`, or, for `None`, new processes) to the back of this
+    /// worker's queues; returns how many.
+    fn move_global(&mut self, level: Option<crate::Priority>, max: usize) -> usize {
+        let queue = match level {
+            Some(level) => &self.shared.woken[level.index()],
+            None => &self.shared.injector,
         };
         let mut moved = 0;
         while moved < max {
@@ -444,7 +457,9 @@ impl Worker {
                     // Each was last touched on the thread that queued it:
                     // load it while the batch moves, before its step needs it.
                     r.prefetch();
-                    self.local.lifo.push(r);
+                    let (pid, level) = (r.pid, r.priority());
+                    let ahead = self.local.push_ready(r);
+                    self.moved(pid, level, ahead);
                     moved += 1;
                 }
                 None => break,
@@ -478,14 +493,10 @@ impl Worker {
             }
             attempts += 1;
             let remote = &self.shared.remotes[victim];
-            // Stolen timer wakeups go to this worker's timer queue, keeping
-            // their order and their place ahead of the deque; the rest to
-            // the LIFO deque.
-            for (stealer, into) in [
-                (&remote.timed, &self.local.timed),
-                (&remote.lifo, &self.local.lifo),
-                (&remote.fifo, &self.local.lifo),
-            ] {
+            // Highest level first, each into the same level's queue here
+            // (empty: a worker steals only when its own queues are), in
+            // their order.
+            for (stealer, into) in remote.ready.iter().zip(&self.local.ready) {
                 for _ in 0..4 {
                     let before = into.len();
                     match stealer.steal_half_into(into) {

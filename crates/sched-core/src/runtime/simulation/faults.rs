@@ -312,6 +312,8 @@ pub(crate) struct State {
     /// Most latency of the simulated network (none: a package is due at
     /// once, and still waits for the simulation to deliver it).
     pub(crate) latency: Duration,
+    /// The check of the scheduling bound.
+    pub(crate) fairness: super::fairness::Check,
 }
 
 impl State {
@@ -330,6 +332,7 @@ impl State {
             inboxes: Default::default(),
             cut: Default::default(),
             latency: Duration::ZERO,
+            fairness: super::fairness::Check::default(),
         }
     }
 
@@ -511,6 +514,13 @@ impl Answer for Nobody {
 }
 
 impl Intercept for Interceptor {
+    fn ready(&self, pid: Pid, level: crate::Priority, worker: Option<usize>, ahead: usize) {
+        let mut state = self.0.lock();
+        if let Some(wait) = state.fairness.ready(pid, level, worker, ahead) {
+            state.trace.push(super::trace::Entry::Unfair(wait));
+        }
+    }
+
     fn message(&self, record: &RecordRef, package: Package) -> Option<Package> {
         let mut guard = self.0.lock();
         let state = &mut *guard;

@@ -12,6 +12,7 @@
 //! simulation differs from a running engine.
 
 mod explore;
+mod fairness;
 mod faults;
 mod network;
 mod source;
@@ -20,6 +21,7 @@ mod trace;
 #[cfg(feature = "proptest")]
 pub use explore::sources;
 pub use explore::{explore, shrink, Failure, Verdict};
+pub use fairness::{Fairness, Wait};
 pub use faults::Faults;
 pub use source::{ParseScriptError, Script, Source};
 pub use trace::{Delivered, Entry, Fault, Trace};
@@ -375,6 +377,9 @@ impl StepObserver for Observer {
         let step = state.steps_of.entry(pid).or_insert(0);
         *step += 1;
         let step = *step;
+        if let Some(wait) = state.fairness.step(pid, worker) {
+            state.trace.push(Entry::Unfair(wait));
+        }
         let delivered = events.iter().map(trace::Delivered::of).collect();
         self.current = Some((worker, pid, step, delivered));
         let crash = state.faults.crashes(&mut state.choices, pid, step);
@@ -417,6 +422,7 @@ impl StepObserver for Observer {
     fn ended(&mut self, pid: Pid, reason: ExitReason) {
         let mut state = self.state.lock();
         state.steps_of.remove(&pid);
+        state.fairness.ended(pid);
         state.trace.push(Entry::Ended { pid, reason });
     }
 }
@@ -489,6 +495,7 @@ impl Simulation {
             now,
         );
         state.latency = config.network_latency;
+        state.fairness = fairness::Check::new(config.workers);
         // Each worker's own random source (its steal victims), from the
         // simulation's.
         let seeds: Vec<Vec<u64>> = builders
@@ -672,6 +679,19 @@ impl Simulation {
         &self.nodes[0].shared.clock
     }
 
+    /// What the check of the scheduling bound found so far: every wait
+    /// of every process, from becoming ready to its step, in steps of the
+    /// worker it waited on, against the bound the scheduler promises for
+    /// its priority and the work ahead of it (see [`Fairness`]). A wait
+    /// over its bound is also in the trace, as [`Entry::Unfair`].
+    ///
+    /// # Examples
+    ///
+    /// See [`Fairness`].
+    pub fn fairness(&self) -> Fairness {
+        self.state.lock().fairness.report.clone()
+    }
+
     /// The trace so far.
     ///
     /// # Examples
@@ -723,7 +743,7 @@ impl Simulation {
         let mut candidates: Vec<Option<(usize, usize)>> = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
             let shared = &node.shared;
-            let global = !shared.woken.is_empty() || !shared.injector.is_empty();
+            let global = shared.woken.iter().any(|q| !q.is_empty()) || !shared.injector.is_empty();
             let stealable =
                 node.workers.len() > 1 && node.workers.iter().any(Driven::has_stealable);
             for (w, worker) in node.workers.iter().enumerate() {

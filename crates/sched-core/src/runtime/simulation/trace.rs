@@ -318,6 +318,9 @@ pub enum Entry {
         /// The pairs of nodes that reach each other again.
         between: Vec<(u32, u32)>,
     },
+    /// A process waited longer than the scheduling bound allows (see
+    /// [`Simulation::fairness`](super::Simulation::fairness)).
+    Unfair(super::Wait),
 }
 
 impl fmt::Display for Entry {
@@ -344,6 +347,7 @@ impl fmt::Display for Entry {
             Entry::Clock { at } => write!(f, "clock {at:?}"),
             Entry::Partition { between } => write!(f, "partition {between:?}"),
             Entry::Heal { between } => write!(f, "heal {between:?}"),
+            Entry::Unfair(wait) => write!(f, "unfair: {wait}"),
         }
     }
 }
@@ -454,6 +458,11 @@ impl Trace {
                     buf.extend_from_slice(&a.to_le_bytes());
                     buf.extend_from_slice(&b.to_le_bytes());
                 }
+            }
+            Entry::Unfair(wait) => {
+                buf.push(7);
+                buf.extend_from_slice(&pid_bits(wait.pid).to_le_bytes());
+                buf.extend_from_slice(&wait.waited.to_le_bytes());
             }
         }
         for byte in &buf {

@@ -1,0 +1,143 @@
+//! The order in which a worker serves its ready processes, and the bound
+//! it gives: the scheduling contract.
+//!
+//! # The ready order
+//!
+//! Every source of ready work on a worker feeds one first-in-first-out
+//! queue per [`Priority`]: a process woken by a message, a completion, a
+//! reply or its timer, one that asked to continue, one spawned or stolen,
+//! all join the tail of their level's queue. There is one bounded
+//! exception, the `next` slot: the process a step woke last runs right
+//! after that step, in cache, at most [`NEXT_SLOT_RUNS`] times in a row,
+//! and never while a higher level has work ready on the worker.
+//!
+//! Each pick from the queues serves a level by turns ([`TURNS`]): out of
+//! every 16 picks, `High` 12, `Normal` 3, `Low` 1. A level with nothing
+//! ready gives its turn to the others, highest first. Work from outside
+//! the workers (a message posted from another thread, a process spawned
+//! there) waits in the engine's global queues, one per level for wake-ups
+//! and one for new processes; each worker takes from them every
+//! [`GLOBAL_QUEUE_INTERVAL`] ticks by the same turns, up to 16 at a time,
+//! into the tails of its own queues, and also whenever its own queues are
+//! empty.
+//!
+//! # The bound
+//!
+//! A process that joins its level's queue on a worker with `ahead`
+//! processes already in that queue is stepped before that worker has run
+//! more than [`bound(level, ahead)`](bound) steps:
+//!
+//! - it needs at most `ahead + 1` picks of its level (first in, first
+//!   out, and nothing overtakes it in its queue: a thief takes from the
+//!   front, which only shortens the wait);
+//! - its level has at least `turns` of every 16 picks, so those come
+//!   within `16 * ceil((ahead + 1) / turns)` picks;
+//! - each pick is followed by at most `NEXT_SLOT_RUNS` steps of the `next`
+//!   slot, and one tick in `GLOBAL_QUEUE_INTERVAL` takes from the global
+//!   queues instead;
+//! - one more step for the step under way, and one more place for the
+//!   process that step requeues itself ahead of it when it was displaced
+//!   from the `next` slot.
+//!
+//! In time, the wait is at most that many steps of the worker; with `W`
+//! workers all busy, the wait behind `R` ready processes of one level
+//! approaches the fair share `R * step / W`, which is what the overload
+//! benchmark (`benches/benches/overload.rs`) reports the wait against.
+//!
+//! The bound is checked by the simulation for every step of every process
+//! (`Simulation::unfair`, test `crates/sched/tests/fairness.rs`, over
+//! 1 000 seeds), and a mutation that serves timer wake-ups ahead of the
+//! queues again (`cargo xtask mutants timers-first`) makes that check fail
+//! naming the process.
+
+use crate::Priority;
+
+/// The levels, by index (`Priority::index`).
+pub(crate) const LEVELS: usize = 3;
+
+/// Which level each of 16 consecutive picks serves first: `High` 12,
+/// `Normal` 3, `Low` 1, spread so that no level waits long for its turn
+/// (`Normal` every 5 or 6 picks).
+pub(crate) const TURNS: [Priority; 16] = {
+    use Priority::{High as H, Low as L, Normal as N};
+    [H, H, N, H, H, H, N, H, H, H, N, H, H, H, L, H]
+};
+
+/// How many times in a row a worker runs the process in its `next` slot
+/// before moving it to its level's queue instead. Two processes that wake
+/// each other would otherwise keep the slot to themselves, out of reach of
+/// idle workers and ahead of every queued process.
+pub(crate) const NEXT_SLOT_RUNS: u32 = 3;
+
+/// Every this many ticks the worker takes from the global queues before
+/// its own, so work from outside never starves behind a worker whose own
+/// queues never empty. (Prime, as in Go's scheduler, so it does not fall
+/// into step with other periodic patterns.)
+pub(crate) const GLOBAL_QUEUE_INTERVAL: u32 = 61;
+
+/// The levels to try for pick number `turn`, in order: the level whose
+/// turn it is, then the others, highest first.
+pub(crate) fn order(turn: u32) -> [Priority; LEVELS] {
+    match TURNS[(turn % TURNS.len() as u32) as usize] {
+        Priority::High => [Priority::High, Priority::Normal, Priority::Low],
+        Priority::Normal => [Priority::Normal, Priority::High, Priority::Low],
+        Priority::Low => [Priority::Low, Priority::High, Priority::Normal],
+    }
+}
+
+/// How many of every 16 picks serve `level` first.
+pub(crate) fn turns(level: Priority) -> u64 {
+    TURNS.iter().filter(|&&l| l == level).count() as u64
+}
+
+/// The most steps a worker runs between a process of `level` joining its
+/// queue behind `ahead` others and that process's step (see the module's
+/// documentation for the argument).
+pub(crate) fn bound(level: Priority, ahead: usize) -> u64 {
+    let needed = ahead as u64 + 2;
+    let turns = turns(level);
+    let picks = TURNS.len() as u64 * needed.div_ceil(turns);
+    let ticks = picks * (1 + u64::from(NEXT_SLOT_RUNS));
+    ticks + ticks.div_ceil(u64::from(GLOBAL_QUEUE_INTERVAL) - 1) + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_turns_give_each_level_its_share_and_no_long_gaps() {
+        assert_eq!(turns(Priority::High), 12);
+        assert_eq!(turns(Priority::Normal), 3);
+        assert_eq!(turns(Priority::Low), 1);
+        // Within any 16 consecutive picks (the pattern repeats), each
+        // level has its turns.
+        for start in 0..16u32 {
+            for level in Priority::ALL {
+                let seen = (start..start + 16)
+                    .filter(|&t| order(t)[0] == level)
+                    .count();
+                assert_eq!(seen as u64, turns(level), "{level} from pick {start}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_order_tries_every_level_once() {
+        for turn in 0..16 {
+            let mut levels = order(turn).map(Priority::index);
+            levels.sort_unstable();
+            assert_eq!(levels, [0, 1, 2]);
+        }
+    }
+
+    #[test]
+    fn the_bound_grows_with_the_work_ahead_and_shrinks_with_the_share() {
+        assert!(bound(Priority::Normal, 10) < bound(Priority::Normal, 100));
+        assert!(bound(Priority::High, 100) < bound(Priority::Normal, 100));
+        assert!(bound(Priority::Normal, 100) < bound(Priority::Low, 100));
+        // A `Low` process behind one other: two of its turns, each of
+        // which may be 16 picks away, each pick followed by 3 `next` runs.
+        assert_eq!(bound(Priority::Low, 0), 16 * 2 * 4 + 3 + 1);
+    }
+}

@@ -1,0 +1,265 @@
+//! The simulation's check of the scheduling bound (`runqueue/order.rs`):
+//! every wait of every process, from the moment it became ready to its
+//! step, measured in steps of the worker it waited on, against the bound
+//! for its level and the work ahead of it when it joined its queue.
+//!
+//! The engine reports where each process becomes ready
+//! (`Intercept::ready`: the worker or a global queue, and how many were
+//! ahead of it); the observer counts each worker's steps and checks the
+//! wait at the process's step. A wait is checked when the process is
+//! stepped by the worker it last queued on. One stepped elsewhere was
+//! moved by a worker whose own queues were empty (a thief, or one taking
+//! from another's `next` slot): its wait ended sooner than it would have,
+//! and is counted as moved, not checked. A wait in a global queue is
+//! checked when a worker takes the process in, against the global bound:
+//! every worker takes from the global queues every
+//! `GLOBAL_QUEUE_INTERVAL` ticks, by turns, at least one process of the
+//! level whose turn it is, so within `16 * GLOBAL_QUEUE_INTERVAL` ticks of
+//! any worker each level's global queue loses one process.
+
+use relay::Pid;
+use rustc_hash::FxHashMap;
+
+use crate::runqueue::order::{self, GLOBAL_QUEUE_INTERVAL, TURNS};
+use crate::Priority;
+
+/// One wait, as the check saw it.
+///
+/// # Examples
+///
+/// See [`Fairness`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Wait {
+    /// The process that waited.
+    pub pid: Pid,
+    /// Its priority while it waited.
+    pub priority: Priority,
+    /// The worker it waited on (of its node).
+    pub worker: usize,
+    /// Whether it waited in a global queue (work from outside the
+    /// workers) rather than in the worker's own queue.
+    pub global: bool,
+    /// How many processes were ahead of it in its queue when it joined.
+    pub ahead: usize,
+    /// Steps the worker ran before the process was stepped (or, for a
+    /// global wait, taken in).
+    pub waited: u64,
+    /// The most the contract allows for that queue, level and work ahead.
+    pub bound: u64,
+}
+
+impl std::fmt::Display for Wait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}) waited {} steps of worker {} behind {} ready processes{}; the bound is {}",
+            self.pid,
+            self.priority,
+            self.waited,
+            self.worker,
+            self.ahead,
+            if self.global {
+                " in a global queue"
+            } else {
+                ""
+            },
+            self.bound
+        )
+    }
+}
+
+/// What the simulation's check of the scheduling bound found so far: how
+/// many waits it checked, the one that came closest to its bound, and the
+/// first that exceeded it.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::sim::Config;
+///
+/// /// Runs ten steps.
+/// struct Busy(u32);
+/// impl Process for Busy {
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         self.0 += 1;
+///         if self.0 < 10 { out.continue_() } else { out.finish(()) }
+///         Ok(())
+///     }
+/// }
+///
+/// let mut sim = Scheduler::builder().simulation(Config::seed(3).workers(2));
+/// for _ in 0..50 {
+///     sim.spawn(Busy(0))?;
+/// }
+/// sim.run()?;
+/// let fairness = sim.fairness();
+/// assert!(fairness.checked > 100);
+/// assert_eq!(fairness.violation, None, "{}", fairness.worst.unwrap());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Fairness {
+    /// Waits checked against the bound.
+    pub checked: u64,
+    /// Waits ended by a worker other than the one the process queued on
+    /// (stolen, or taken from another's `next` slot): not checked.
+    pub moved: u64,
+    /// The checked wait closest to its bound (largest `waited / bound`).
+    pub worst: Option<Wait>,
+    /// The first wait that exceeded its bound.
+    pub violation: Option<Wait>,
+}
+
+/// Where a ready process waits, and since which step of which worker.
+#[derive(Debug, Clone)]
+struct Waiting {
+    priority: Priority,
+    ahead: usize,
+    place: Place,
+}
+
+#[derive(Debug, Clone)]
+enum Place {
+    /// In worker `worker`'s queues since its step count was `since`.
+    Worker { worker: usize, since: u64 },
+    /// In a global queue since each worker of its node had run these
+    /// many steps.
+    Global { since: Vec<u64> },
+}
+
+/// The check's state, kept in the simulation's state.
+#[derive(Debug, Default)]
+pub(crate) struct Check {
+    /// Steps run, per (node, worker).
+    steps: FxHashMap<(u32, usize), u64>,
+    /// Workers per node (for a global wait's snapshot).
+    workers: usize,
+    waiting: FxHashMap<Pid, Waiting>,
+    pub(crate) report: Fairness,
+}
+
+/// The most ticks any one worker runs before a process that joined a
+/// global queue behind `ahead` others is taken in.
+fn global_bound(ahead: usize) -> u64 {
+    (ahead as u64 + 1) * TURNS.len() as u64 * u64::from(GLOBAL_QUEUE_INTERVAL)
+        + u64::from(GLOBAL_QUEUE_INTERVAL)
+}
+
+impl Check {
+    pub(crate) fn new(workers: usize) -> Check {
+        Check {
+            workers,
+            ..Check::default()
+        }
+    }
+
+    fn steps_of(&self, node: u32, worker: usize) -> u64 {
+        self.steps.get(&(node, worker)).copied().unwrap_or(0)
+    }
+
+    /// `pid` became ready (see `Intercept::ready`). A violation found on
+    /// the way (a global wait that was too long) is returned.
+    pub(crate) fn ready(
+        &mut self,
+        pid: Pid,
+        priority: Priority,
+        worker: Option<usize>,
+        ahead: usize,
+    ) -> Option<Wait> {
+        let node = pid.node();
+        let mut found = None;
+        if let (
+            Some(taker),
+            Some(Waiting {
+                priority,
+                ahead,
+                place: Place::Global { since },
+            }),
+        ) = (worker, self.waiting.get(&pid))
+        {
+            let waited = self.steps_of(node, taker) - since.get(taker).copied().unwrap_or(0);
+            found = self.judge(Wait {
+                pid,
+                priority: *priority,
+                worker: taker,
+                global: true,
+                ahead: *ahead,
+                waited,
+                bound: global_bound(*ahead),
+            });
+        }
+        let place = match worker {
+            Some(worker) => Place::Worker {
+                worker,
+                since: self.steps_of(node, worker),
+            },
+            None => Place::Global {
+                since: (0..self.workers).map(|w| self.steps_of(node, w)).collect(),
+            },
+        };
+        self.waiting.insert(
+            pid,
+            Waiting {
+                priority,
+                ahead,
+                place,
+            },
+        );
+        found
+    }
+
+    /// `pid` is about to be stepped by `worker`: its wait is checked.
+    pub(crate) fn step(&mut self, pid: Pid, worker: usize) -> Option<Wait> {
+        let node = pid.node();
+        let found = match self.waiting.remove(&pid) {
+            Some(Waiting {
+                priority,
+                ahead,
+                place: Place::Worker { worker: w, since },
+            }) if w == worker => self.judge(Wait {
+                pid,
+                priority,
+                worker,
+                global: false,
+                ahead,
+                waited: self.steps_of(node, worker) - since,
+                bound: order::bound(priority, ahead),
+            }),
+            Some(_) => {
+                self.report.moved += 1;
+                None
+            }
+            None => None,
+        };
+        *self.steps.entry((node, worker)).or_insert(0) += 1;
+        found
+    }
+
+    /// `pid` ended: it waits for nothing.
+    pub(crate) fn ended(&mut self, pid: Pid) {
+        self.waiting.remove(&pid);
+    }
+
+    fn judge(&mut self, wait: Wait) -> Option<Wait> {
+        self.report.checked += 1;
+        let closer = match &self.report.worst {
+            // waited / bound > worst.waited / worst.bound, without division.
+            Some(worst) => {
+                u128::from(wait.waited) * u128::from(worst.bound)
+                    > u128::from(worst.waited) * u128::from(wait.bound)
+            }
+            None => true,
+        };
+        if closer {
+            self.report.worst = Some(wait);
+        }
+        if wait.waited > wait.bound {
+            self.report.violation.get_or_insert(wait);
+            return Some(wait);
+        }
+        None
+    }
+}
