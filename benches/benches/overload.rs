@@ -318,7 +318,7 @@ fn ours(delays: &[Vec<Duration>], probes_at: Priority) -> Run {
             let mut counts = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 let stats = scheduler.stats();
-                let queued: usize = stats.workers.iter().map(|w| w.queued).sum();
+                let queued: usize = stats.workers.iter().map(|w| w.local_queue_len).sum();
                 counts.push(queued + stats.global_queue_len);
                 thread::sleep(Duration::from_millis(5));
             }

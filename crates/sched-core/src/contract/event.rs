@@ -83,6 +83,17 @@ pub enum Event {
 }
 
 impl Event {
+    /// Whether the event is a signal of the system lane: a monitor's
+    /// down, a linked exit, the shutdown's cancel, the answer to an ask.
+    /// These come before messages, requests, completions and timers in
+    /// what a step is handed (see [`system_first`]).
+    pub(crate) fn is_signal(&self) -> bool {
+        matches!(
+            self,
+            Event::Down(_) | Event::Exit { .. } | Event::Cancel | Event::Reply { .. }
+        )
+    }
+
     /// The tag, for a completion or a timer.
     ///
     /// # Examples
@@ -207,5 +218,80 @@ impl Error for CommandError {
             CommandError::Rejected(e) | CommandError::Failed(e) => Some(&**e),
             _ => None,
         }
+    }
+}
+
+/// Puts the system lane first: the signals among `events` (downs, exits,
+/// cancel, answers to asks; [`Event::is_signal`]) move ahead of the other
+/// events, each group keeping its order. So a process with a backlog of
+/// messages (one that reads a few per step and leaves the rest for later)
+/// sees that a monitored process ended, that it must shut down, or the
+/// answer it waits for, at its next step, not after the backlog. An
+/// upgrade ordered from outside is taken out before any step
+/// (`engine/upgrade.rs`), ahead of all of these.
+///
+/// The price is Erlang's signal order between one pair of processes: a
+/// message a process sent just before it ended can reach a step after
+/// (in the same step as) the down that reports its end.
+///
+/// Costs one pass over the events when there are two or more, and a
+/// stable sort only when a signal sits behind another event.
+pub(crate) fn system_first(events: &mut [Event]) {
+    if events.len() < 2 {
+        return;
+    }
+    let Some(first_other) = events.iter().position(|e| !e.is_signal()) else {
+        return;
+    };
+    if events[first_other..].iter().any(Event::is_signal) {
+        events[first_other..].sort_by_key(|e| !e.is_signal());
+    }
+}
+
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use relay::Pid;
+
+    fn message(n: u32) -> Event {
+        Event::Message(Package::new(Pid::local(1), Pid::local(2), n))
+    }
+
+    fn names(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                Event::Message(p) => format!("m{}", p.payload::<u32>().copied().unwrap_or(0)),
+                Event::Cancel => "cancel".into(),
+                Event::Timer { tag, .. } => format!("t{}", tag.0),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn signals_move_ahead_of_a_backlog_keeping_each_lanes_order() {
+        let mut events = vec![
+            message(1),
+            Event::Timer {
+                id: TimerId { shard: 0, key: 1 },
+                tag: Tag(7),
+            },
+            message(2),
+            Event::Cancel,
+            message(3),
+        ];
+        system_first(&mut events);
+        assert_eq!(names(&events), ["cancel", "m1", "t7", "m2", "m3"]);
+    }
+
+    #[test]
+    fn events_already_in_lane_order_are_left_alone() {
+        let mut events = vec![Event::Cancel, message(1), message(2)];
+        system_first(&mut events);
+        assert_eq!(names(&events), ["cancel", "m1", "m2"]);
+        let mut one = vec![message(5)];
+        system_first(&mut one);
+        assert_eq!(names(&one), ["m5"]);
     }
 }

@@ -608,6 +608,8 @@ impl Worker {
                 self.events.splice(0..0, others.unread.drain(..));
             }
         }
+        // The system lane: signals ahead of the backlog.
+        crate::contract::event::system_first(&mut self.events);
 
         // A simulation sees what the step is given, and may crash it.
         let crash = match &mut self.observer {
