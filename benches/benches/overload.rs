@@ -564,7 +564,7 @@ fn main() {
             ours / tokio.max(1e-9)
         );
         figures.push(tables::Figure {
-            name: format!("{name}"),
+            name: name.to_string(),
             unit: "ms",
             ours: ours * 1e3,
             peer: tokio * 1e3,

@@ -74,6 +74,13 @@ fn a_stale_pid_never_reaches_the_next_process_in_its_slot() {
         assert_eq!(err.kind(), SendErrorKind::Closed, "{old} reached {live}");
     }
     engine.send(Package::new(Pid::OUTSIDE, live, ())).unwrap();
+    // Read before the shutdown's cancel comes: a cancel in the same batch
+    // is handed to the step first (the system lane), and this process
+    // stops at it.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while count.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let report = engine.shutdown(PATIENCE);
     assert_eq!(report.forced, 0);
     drop(running);

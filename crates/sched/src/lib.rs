@@ -343,6 +343,10 @@ struct WorkflowDoctests;
 struct SimulationDoctests;
 
 #[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/scheduling.md")]
+struct SchedulingDoctests;
+
+#[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ProjectReadmeDoctests;
 
