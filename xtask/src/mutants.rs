@@ -335,6 +335,24 @@ mod ci_entries {
     use super::MUTATIONS;
 
     #[test]
+    fn every_mutation_s_original_text_occurs_once_in_its_file() {
+        // A mutation whose text drifted away from the source cannot be
+        // applied: the run reports it, but only when it is run.
+        let root = crate::workspace::root();
+        for m in MUTATIONS {
+            let text = std::fs::read_to_string(root.join(m.file))
+                .unwrap_or_else(|e| panic!("{}: {}: {e}", m.name, m.file));
+            assert_eq!(
+                text.matches(m.original).count(),
+                1,
+                "{}: its original text should occur once in {}",
+                m.name,
+                m.file
+            );
+        }
+    }
+
+    #[test]
     fn every_mutation_ci_checks_is_in_the_table() {
         for name in crate::steps::CI_MUTANTS {
             assert!(

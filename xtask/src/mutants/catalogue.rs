@@ -82,6 +82,21 @@ const SCHED_CORE_STEAL_MODEL: Catcher = Catcher {
 const SCHED_CORE_ADMISSION_MODEL: Catcher = sched_core_loom_lib!("engine::live");
 
 /// sched-core's fairness tests (every wake path, one and two workers).
+/// The simulation's check of the scheduling bound, over 200 seeds (the
+/// test's default is 1 000; a broken order fails at the first seeds).
+const SCHED_FAIRNESS_BOUND: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "fairness"],
+    env: &[("FAIRNESS_SEEDS", "200")],
+    target_subdir: None,
+};
+
+/// The system lane's tests.
+const SCHED_SYSTEM_LANE: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "system_lane"],
+    env: &[],
+    target_subdir: None,
+};
+
 const SCHED_CORE_FAIRNESS: Catcher = Catcher {
     args: &["test", "-p", "sched-core", "--test", "fairness"],
     env: &[],
@@ -219,14 +234,14 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "mpsc-release-drops-items-before-the-cursor-is-saved",
         file: "crates/mpsc/src/queue/cursor.rs",
-        original: "        // ever touch a block or the pool again (they see CLOSED first).\n        let pending = self.close(shared);",
-        replacement: "        // ever touch a block or the pool again (they see CLOSED first).\n        drop(self.close(shared));\n        let pending = Vec::new();",
+        original: "        // ever touch a block again (they see CLOSED first).\n        let pending = self.close(shared);",
+        replacement: "        // ever touch a block again (they see CLOSED first).\n        drop(self.close(shared));\n        let pending = Vec::new();",
         catcher: &MPSC_PANICKING_DROP,
     },
     Mutation {
         name: "sched-core-process-handed-on-inside-the-body-borrow",
         file: "crates/sched-core/src/worker/mod.rs",
-        original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }\n        if let Some(how) = self.requeue.take() {\n            self.shared.schedule(record, how);\n        }",
+        original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
         replacement: "        let desired = unsafe {\n            record.with_body(|body| {\n                if let Some(desired) = self.step_owned(&record, body, kill) {\n                    if let AfterStep::Requeue { woken } = record.state.finish_step(desired) {\n                        let how = if woken { Runnable::Woken } else { Runnable::Continued };\n                        self.shared.schedule(record.clone(), how);\n                    }\n                }\n                None::<u32>\n            })\n        };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
         catcher: &SCHED_CORE_STEAL_MODEL,
     },
@@ -238,11 +253,41 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_CORE_ADMISSION_MODEL,
     },
     Mutation {
-        name: "sched-core-no-turn-for-the-oldest-lifo-entry",
+        // The ready queues served newest first (a LIFO, as the deque of
+        // woken processes once was): a process buried under later ones
+        // waits past its bound.
+        name: "ready-queue-newest-first",
+        file: "crates/sched-core/src/runqueue/local.rs",
+        original: "        oldest(queue)\n    }",
+        replacement: "        queue.pop()\n    }",
+        catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // `High` served strictly first: `Normal` and `Low` starve under a
+        // `High` flood.
+        name: "turns-high-only",
         file: "crates/sched-core/src/worker/mod.rs",
-        original: "if self.tick.is_multiple_of(LIFO_OLDEST_INTERVAL) {",
-        replacement: "if LIFO_OLDEST_INTERVAL == 0 && self.tick.is_multiple_of(LIFO_OLDEST_INTERVAL) {",
+        original: "self.local.pop_first(order::order(self.turn))",
+        replacement: "self.local.pop_first(order::order(0))",
+        catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // The `next` slot without its limit: two processes that wake each
+        // other keep it, and what waits in the queue never runs.
+        name: "next-slot-without-limit",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "if self.next_runs < NEXT_SLOT_RUNS && !self.local.higher_ready(level) {",
+        replacement: "if self.next_runs < u32::MAX && !self.local.higher_ready(level) {",
         catcher: &SCHED_CORE_FAIRNESS,
+    },
+    Mutation {
+        // The system lane skipped: a down or a cancel waits behind the
+        // backlog.
+        name: "no-system-lane",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "        crate::contract::event::system_first(&mut self.events);",
+        replacement: "        let _ = crate::contract::event::system_first;",
+        catcher: &SCHED_SYSTEM_LANE,
     },
     Mutation {
         name: "sched-core-late-submission-skips-its-cancel",

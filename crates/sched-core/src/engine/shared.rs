@@ -96,13 +96,13 @@ pub(crate) enum Runnable {
     /// New (submitted): as `Woken` on a worker; from outside, the global
     /// queue of new processes, which waits behind outside wakeups.
     New,
-    /// Woken by its timer (a wake-up or an ask's timeout): the back of its
-    /// level's queue on this worker, behind the work that was ready first.
-    ///
-    /// Not the `next` slot: timers fall due in batches (under a burst,
-    /// thousands in one poll), and each one put in the slot would push the
-    /// one before to the queue, the slot's exception to the order used for
-    /// no gain in cache.
+    /// Woken by its timer (a wake-up or an ask's timeout): the `next` slot
+    /// of this worker if it is empty, the back of its level's queue if not.
+    /// A lone timer, the common case under load, runs right after the step
+    /// under way, as a message from a step does; timers falling due in a
+    /// batch (under a burst, thousands in one poll) run in firing order,
+    /// the first from the slot and the others from the queue, behind the
+    /// work that was ready before them.
     Timed,
 }
 
@@ -150,7 +150,11 @@ impl Shared {
                     let taken = local.put_next(record);
                     (taken, local.ready[level.index()].len())
                 }
-                Runnable::Continued | Runnable::Timed => (true, local.push_ready(record)),
+                Runnable::Timed => {
+                    let (ahead, queued) = local.offer_next(record);
+                    (queued, ahead)
+                }
+                Runnable::Continued => (true, local.push_ready(record)),
             };
             if let Some(intercept) = &self.intercept {
                 intercept.ready(pid, level, Some(local.index), ahead);

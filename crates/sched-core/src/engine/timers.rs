@@ -207,7 +207,7 @@ impl Shared {
         }
     }
 
-    /// Queues a process its timer woke: at the back of its level's queue.
+    /// Queues a process its timer woke (see `Runnable::Timed`).
     fn after_timer(&self, record: &RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
             self.schedule(record.clone(), Runnable::Timed);

@@ -63,6 +63,7 @@ impl Local {
 
     /// Queues `record` at the back of its level's queue; returns how many
     /// were ahead of it there.
+    #[inline]
     pub(crate) fn push_ready(&self, record: RecordRef) -> usize {
         let queue = &self.ready[record.priority().index()];
         let ahead = queue.len();
@@ -72,17 +73,28 @@ impl Local {
 
     /// Takes the oldest process of `level`'s queue (from the end thieves
     /// take from, without the epoch pin a stealer pays).
+    #[inline]
     pub(crate) fn pop_ready(&self, level: Priority) -> Option<RecordRef> {
-        oldest(&self.ready[level.index()])
+        let queue = &self.ready[level.index()];
+        // Two relaxed loads: an empty level (most are, most of the time)
+        // costs no claim. Only this worker pushes, so a stale answer can
+        // only be "not empty" for a queue a thief just emptied, which the
+        // claim then finds empty.
+        if queue.is_empty() {
+            return None;
+        }
+        oldest(queue)
     }
 
     /// Takes the oldest ready process of the first level of `levels` that
     /// has one.
+    #[inline]
     pub(crate) fn pop_first(&self, levels: [Priority; LEVELS]) -> Option<RecordRef> {
         levels.into_iter().find_map(|level| self.pop_ready(level))
     }
 
     /// Whether a level above `level` has a process ready here.
+    #[inline]
     pub(crate) fn higher_ready(&self, level: Priority) -> bool {
         self.ready[..level.index()].iter().any(|q| !q.is_empty())
     }
@@ -90,6 +102,7 @@ impl Local {
     /// Makes `record` the process to run next. Returns whether the slot
     /// was taken: its previous occupant then moved to the back of its
     /// level's (stealable) queue, where an idle worker could help.
+    #[inline]
     pub(crate) fn put_next(&self, record: RecordRef) -> bool {
         match self.next.put(record) {
             None => false,
@@ -138,6 +151,24 @@ impl Local {
             let forgotten = entry.take();
             drop(routes);
             drop(forgotten);
+        }
+    }
+
+    /// Makes `record` the process to run next if nothing is there yet;
+    /// otherwise queues it at the back of its level's queue, leaving the
+    /// slot's process where it is. Returns how many processes of its level
+    /// are ahead of it in the queue (were it to be displaced from the slot
+    /// later) and whether it went to the queue. Only this worker fills the
+    /// slot, so a slot seen empty stays empty until the `put`.
+    #[inline]
+    pub(crate) fn offer_next(&self, record: RecordRef) -> (usize, bool) {
+        if self.next.is_empty() {
+            let level = record.priority();
+            let displaced = self.put_next(record);
+            debug_assert!(!displaced, "only the owner fills the slot");
+            (self.ready[level.index()].len(), false)
+        } else {
+            (self.push_ready(record), true)
         }
     }
 
@@ -215,6 +246,7 @@ impl Drop for EnterGuard<'_> {
 }
 
 /// Runs `f` with this thread's queues if it is a worker of `engine`.
+#[inline]
 pub(crate) fn with_local<E, R>(engine: &E, f: impl FnOnce(&Local) -> R) -> Option<R> {
     let (current, local) = CURRENT.with(|c| c.get());
     if ptr::eq(current, identity(engine)) && !local.is_null() {

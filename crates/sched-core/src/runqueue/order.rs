@@ -46,9 +46,9 @@
 //!
 //! The bound is checked by the simulation for every step of every process
 //! (`Simulation::unfair`, test `crates/sched/tests/fairness.rs`, over
-//! 1 000 seeds), and a mutation that serves timer wake-ups ahead of the
-//! queues again (`cargo xtask mutants timers-first`) makes that check fail
-//! naming the process.
+//! 1 000 seeds); the mutations that serve the queues newest first or
+//! `High` strictly first (`cargo xtask mutants ready-queue-newest-first`,
+//! `turns-high-only`) make that check fail naming the process.
 
 use crate::Priority;
 

@@ -431,15 +431,13 @@ impl Worker {
     /// wakeups of a level, then, for `Normal` and `Low`, new processes).
     fn pop_global(&self, levels: [crate::Priority; order::LEVELS]) -> Option<RecordRef> {
         let shared = &*self.shared;
-        levels.into_iter().find_map(|level| {
-            shared.woken[level.index()].pop().or_else(|| {
-                if level == crate::Priority::High {
-                    None
-                } else {
-                    shared.injector.pop()
-                }
+        levels
+            .into_iter()
+            .find_map(|level| match shared.woken[level.index()].pop() {
+                Some(woken) => Some(woken),
+                None if level == crate::Priority::High => None,
+                None => shared.injector.pop(),
             })
-        })
     }
 
     /// Moves up to `max` processes from a global queue (outside wakeups of
