@@ -9,7 +9,8 @@
 //! (user + system, from `getrusage`, the poster's own share included on
 //! both sides) and the wake latency, stamp to the step (poll) that reads
 //! it, p50 / p99 / max. Idle workers of ours linger before they park (up
-//! to 300 µs, `idle_linger`): this is what that costs and buys.
+//! to 300 µs, `idle_linger`): this is what that costs and buys, beside
+//! ours with `idle_linger(Duration::ZERO)` (park at once).
 //!
 //! Only Linux is supported (the load average comes from `/proc/loadavg`).
 
@@ -93,7 +94,20 @@ impl Process for Reader {
 }
 
 fn ours(every: Duration) -> Run {
-    let scheduler = Scheduler::builder().workers(WORKERS).build();
+    ours_with(every, None)
+}
+
+fn ours_parking(every: Duration) -> Run {
+    ours_with(every, Some(Duration::ZERO))
+}
+
+fn ours_with(every: Duration, linger: Option<Duration>) -> Run {
+    let builder = Scheduler::builder().workers(WORKERS);
+    let builder = match linger {
+        Some(linger) => builder.idle_linger(linger),
+        None => builder,
+    };
+    let scheduler = builder.build();
     scheduler.start();
     let samples = Arc::new(Mutex::new(Vec::new()));
     let reader = scheduler
@@ -187,10 +201,11 @@ fn main() {
     let mut figures_runs = Vec::new();
     let mut loads = Vec::new();
     for every in INTERVALS {
-        let (mut o, mut t) = (Vec::new(), Vec::new());
+        let (mut o, mut p, mut t) = (Vec::new(), Vec::new(), Vec::new());
         for i in 1..=runs {
             for (side, run, into) in [
                 ("ours", ours as fn(Duration) -> Run, &mut o),
+                ("ours, parking at once", ours_parking, &mut p),
                 ("tokio", tokio, &mut t),
             ] {
                 let average = load_average();
@@ -206,13 +221,13 @@ fn main() {
                 into.push(r);
             }
         }
-        figures_runs.push((every, o, t));
+        figures_runs.push((every, o, p, t));
     }
     println!();
-    println!("| median of {runs} | ours | tokio | ours / tokio |");
-    println!("|---|---|---|---|");
+    println!("| median of {runs} | ours | ours, parking at once | tokio | ours / tokio | parking at once / tokio |");
+    println!("|---|---|---|---|---|---|");
     let mut figures = Vec::new();
-    for (every, o, t) in &figures_runs {
+    for (every, o, p, t) in &figures_runs {
         type Metric = fn(&Run) -> Duration;
         let metrics: [(&str, Metric); 3] = [
             ("CPU per message (µs)", |r| r.cpu_per_message),
@@ -221,12 +236,15 @@ fn main() {
         ];
         for (name, metric) in metrics {
             let ours = median(o.iter().map(|r| metric(r).as_secs_f64()).collect());
+            let parking = median(p.iter().map(|r| metric(r).as_secs_f64()).collect());
             let tokio = median(t.iter().map(|r| metric(r).as_secs_f64()).collect());
             println!(
-                "| every {every:?}: {name} | {:.1} | {:.1} | {:.2} |",
+                "| every {every:?}: {name} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
                 ours * 1e6,
+                parking * 1e6,
                 tokio * 1e6,
-                ours / tokio.max(1e-12)
+                ours / tokio.max(1e-12),
+                parking / tokio.max(1e-12)
             );
             figures.push(tables::Figure {
                 name: format!("every {every:?}: {name}"),
