@@ -7,19 +7,19 @@
 //! yield commands to [`CommandHandler`]s, wait for messages, or finish.
 //!
 //! Inside, each worker thread owns a `next` slot (the process its last step
-//! woke or spawned, run right after that step on the same core) and three
-//! work-stealing queues (a LIFO deque for other woken and new processes, a
-//! FIFO deque for processes that asked to continue, and a queue of
-//! processes woken by their timers), and looks for work in this order: its
-//! `next` slot (at most 3 times in a row), its timer queue, its LIFO deque,
-//! its FIFO deque, the global queues (outside wakeups before new
+//! woke or spawned, run right after that step on the same core) and one
+//! first-in-first-out work-stealing queue per [`Priority`] level, which
+//! every other source of ready work feeds. It looks for work in this
+//! order: its `next` slot (at most 3 times in a row, and not past
+//! higher-level work), its queues by turns (of 16 picks, `High` 12,
+//! `Normal` 3, `Low` 1), the global queues (outside wakeups before new
 //! processes; one plus a batch of up to 16), then half (at most 32) of
-//! another worker's timer queue, LIFO or FIFO deque (trying each worker
-//! once, from a random one), and last a process that has waited 200 µs in
-//! another worker's `next` slot. Every 61 ticks it
-//! looks at the global queues first, every 13 at its FIFO deque first and
-//! every 31 at the oldest end of its LIFO deque first, so nothing runnable
-//! waits forever; between steps it fires its due timers. Idle workers
+//! another worker's highest non-empty level (trying each worker once,
+//! from a random one), and last a process that has waited 200 µs in
+//! another worker's `next` slot. Every 61 ticks it looks at the global
+//! queues first. A ready process is stepped within a documented bound of
+//! the work ahead of it (`runqueue/order.rs`), which the simulation checks
+//! at every step; between steps the worker fires its due timers. Idle workers
 //! spin, then yield, then park; new work wakes one parked worker. Each process's state and wakeup flag live in one atomic
 //! word; `src/record/PROTOCOL.md` states the invariants and why no event
 //! and no wakeup is lost.
