@@ -43,24 +43,6 @@ const DEQUE_PANICKING_DROP: Catcher = Catcher {
     target_subdir: None,
 };
 
-/// The mpsc regression test for a panicking item `Drop` when the consumer
-/// goes. Only that test: with the bug, the one with several blocks reads
-/// freed blocks and may spin instead of failing.
-const MPSC_PANICKING_DROP: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched-mpsc",
-        "--test",
-        "panicking_drop",
-        "--",
-        "--exact",
-        "consumer_drop_with_panicking_item_drops_each_item_once",
-    ],
-    env: &[],
-    target_subdir: None,
-};
-
 /// The sched-core loom model in which the other worker steals a
 /// continued process (with the record's owner check).
 const SCHED_CORE_STEAL_MODEL: Catcher = Catcher {
@@ -230,13 +212,6 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "        // Nothing left unless an item's `Drop` panicked in `drop_all`.\n        self.drop_all();",
         replacement: "        // Mutated: the items after a panicking one leak.",
         catcher: &DEQUE_PANICKING_DROP,
-    },
-    Mutation {
-        name: "mpsc-release-drops-items-before-the-cursor-is-saved",
-        file: "crates/mpsc/src/queue/cursor.rs",
-        original: "        // ever touch a block again (they see CLOSED first).\n        let pending = self.close(shared);",
-        replacement: "        // ever touch a block again (they see CLOSED first).\n        drop(self.close(shared));\n        let pending = Vec::new();",
-        catcher: &MPSC_PANICKING_DROP,
     },
     Mutation {
         name: "sched-core-process-handed-on-inside-the-body-borrow",
