@@ -160,14 +160,7 @@ impl Load {
 
 /// Three delays of 1-20 ms per process, from a seeded splitmix64.
 fn delays() -> Vec<[Duration; 3]> {
-    let mut state = 0x5eed_b0b5_u64;
-    let mut next = move || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mut next = seeded::splitmix64(0x5eed_b0b5);
     (0..BUSY)
         .map(|_| [(); 3].map(|()| Duration::from_millis(1 + next() % 20)))
         .collect()
@@ -228,18 +221,12 @@ impl Process for MessageProbe {
     }
 }
 
-/// Posts a stamped message to `probe` every `POST_EVERY` until `stop`.
-fn poster(
-    post: impl Fn(Instant) + Send + 'static,
-    stop: Arc<AtomicBool>,
-) -> thread::JoinHandle<()> {
-    thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            post(Instant::now());
-            thread::sleep(POST_EVERY);
-        }
-    })
-}
+#[path = "common/poster.rs"]
+mod poster;
+use poster::poster;
+
+#[path = "common/seeded.rs"]
+mod seeded;
 
 fn ours(load: Load, delays: &[[Duration; 3]]) -> Run {
     let scheduler = Arc::new(Scheduler::builder().workers(WORKERS).build());
@@ -266,6 +253,7 @@ fn ours(load: Load, delays: &[[Duration; 3]]) -> Run {
     let probe: Pid = message_probe.pid();
     let outside = scheduler.clone();
     let posting = poster(
+        POST_EVERY,
         move |now| {
             let _ = outside.post(probe, now);
         },
@@ -336,6 +324,7 @@ fn tokio(load: Load, delays: &[[Duration; 3]]) -> Run {
         })
     };
     let posting = poster(
+        POST_EVERY,
         move |now| {
             let _ = tx.send(now);
         },

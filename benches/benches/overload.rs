@@ -74,14 +74,7 @@ fn calibrate() {
 /// Each bulk process's delays: `ROUNDS` of 1-50 ms, from a seeded
 /// splitmix64.
 fn delays(processes: usize) -> Vec<Vec<Duration>> {
-    let mut state = 0x0ee1_0ad5_u64;
-    let mut next = move || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mut next = seeded::splitmix64(0x0ee1_0ad5);
     (0..processes)
         .map(|_| {
             (0..ROUNDS)
@@ -271,18 +264,12 @@ impl Process for Probe {
     }
 }
 
-/// Posts a stamped message every `POST_EVERY` until `stop`.
-fn poster(
-    post: impl Fn(Instant) + Send + 'static,
-    stop: Arc<AtomicBool>,
-) -> thread::JoinHandle<()> {
-    thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            post(Instant::now());
-            thread::sleep(POST_EVERY);
-        }
-    })
-}
+#[path = "common/poster.rs"]
+mod poster;
+use poster::poster;
+
+#[path = "common/seeded.rs"]
+mod seeded;
 
 fn ours(delays: &[Vec<Duration>], probes_at: Priority) -> Run {
     let scheduler = Arc::new(Scheduler::builder().workers(WORKERS).build());
@@ -305,6 +292,7 @@ fn ours(delays: &[Vec<Duration>], probes_at: Priority) -> Run {
     let probe0 = probes[0].pid();
     let outside = scheduler.clone();
     let posting = poster(
+        POST_EVERY,
         move |now| {
             let _ = outside.post(probe0, now);
         },
@@ -399,6 +387,7 @@ fn tokio(delays: &[Vec<Duration>]) -> Run {
         })
         .collect();
     let posting = poster(
+        POST_EVERY,
         move |now| {
             let _ = tx.send(now);
         },

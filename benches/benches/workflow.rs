@@ -110,17 +110,13 @@ fn cpu_time() -> Duration {
     Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
+#[path = "common/seeded.rs"]
+mod seeded;
+
 /// The simulated latencies: three per workflow, 1-20 ms, from a seeded
 /// splitmix64 so both sides wait the same.
 fn delays() -> Vec<[Duration; CALLS]> {
-    let mut state = SEED;
-    let mut next = move || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mut next = seeded::splitmix64(SEED);
     (0..WORKFLOWS)
         .map(|_| [(); CALLS].map(|()| Duration::from_millis(1 + next() % 20)))
         .collect()
