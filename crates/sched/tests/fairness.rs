@@ -313,3 +313,84 @@ fn each_level_gets_its_turns_under_saturation() {
     let low_only = shares([0, 0, 10]);
     assert!(share(low_only, 2) > 0.99, "{low_only:?}");
 }
+
+/// Sends `rounds` messages back and forth with its peer (told by the
+/// first message), one per step: each wakes the other into the `next`
+/// slot.
+struct Ping {
+    peer: Option<Pid>,
+    rounds: u32,
+}
+
+impl Process for Ping {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Message(m) = event {
+                if let Some(peer) = m.payload::<Pid>() {
+                    self.peer = Some(*peer);
+                }
+                if self.rounds == 0 {
+                    out.finish(());
+                    return Ok(());
+                }
+                self.rounds -= 1;
+                let peer = self.peer.expect("told its peer");
+                out.send(Package::new(out.pid(), peer, out.pid()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_next_slot_does_not_jump_ahead_of_higher_level_work() {
+    // One worker: a `High` process that keeps continuing, beside two
+    // `Normal` ones that wake each other (the `next` slot's case). While
+    // the `High` one is ready, a `Normal` step is never followed by
+    // another `Normal` step: the woken partner goes to its queue instead
+    // of running from the slot, and the turns give `High` the next pick.
+    let mut sim = Scheduler::builder().simulation(Config::seed(4).workers(1));
+    let high = sim
+        .spawn(Counter {
+            priority: Priority::High,
+            steps: 0,
+        })
+        .expect("spawned");
+    let a = sim
+        .spawn(Ping {
+            peer: None,
+            rounds: 200,
+        })
+        .expect("spawned");
+    let b = sim
+        .spawn(Ping {
+            peer: None,
+            rounds: 200,
+        })
+        .expect("spawned");
+    sim.run_until(|sim| sim.steps() >= 20).expect("runs");
+    sim.post(a.pid(), b.pid()).expect("alive");
+    sim.post(b.pid(), a.pid()).expect("alive");
+    sim.run_until(|sim| sim.steps() >= 600).expect("runs");
+    let pings = [a.pid(), b.pid()];
+    let stepped: Vec<Pid> = sim
+        .trace()
+        .entries()
+        .iter()
+        .filter_map(|entry| match entry {
+            Entry::Step { pid, .. } => Some(*pid),
+            _ => None,
+        })
+        .collect();
+    let normal_pairs = stepped
+        .windows(2)
+        .filter(|w| pings.contains(&w[0]) && pings.contains(&w[1]))
+        .count();
+    let normal_steps = stepped.iter().filter(|p| pings.contains(p)).count();
+    assert!(normal_steps > 50, "the pair ran {normal_steps} steps");
+    assert_eq!(
+        normal_pairs, 0,
+        "a woken Normal process ran ahead of High work"
+    );
+    sim.post(high.pid(), "stop").expect("alive");
+}

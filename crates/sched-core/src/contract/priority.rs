@@ -57,7 +57,9 @@ pub enum Priority {
     /// The default: 3 turns in 16.
     #[default]
     Normal,
-    /// Background work: 1 turn in 16, never fewer while it has work ready.
+    /// Background work: 1 turn in 16, never fewer while it has work ready
+    /// (checked by `each_level_gets_its_turns_under_saturation` in
+    /// `crates/sched/tests/fairness.rs`).
     Low,
 }
 

@@ -9,7 +9,9 @@
 //! all join the tail of their level's queue. There is one bounded
 //! exception, the `next` slot: the process a step woke last runs right
 //! after that step, in cache, at most [`NEXT_SLOT_RUNS`] times in a row,
-//! and never while a higher level has work ready on the worker.
+//! and never while a higher level has work ready on the worker
+//! (`the_next_slot_does_not_jump_ahead_of_higher_level_work` in
+//! `crates/sched/tests/fairness.rs`).
 //!
 //! Each pick from the queues serves a level by turns ([`TURNS`]): out of
 //! every 16 picks, `High` 12, `Normal` 3, `Low` 1. A level with nothing
@@ -71,7 +73,8 @@ pub(crate) const NEXT_SLOT_RUNS: u32 = 3;
 
 /// Every this many ticks the worker takes from the global queues before
 /// its own, so work from outside never starves behind a worker whose own
-/// queues never empty. (Prime, as in Go's scheduler, so it does not fall
+/// queues never empty (the simulation's bound check judges every wait in
+/// a global queue too: `runtime/simulation/fairness.rs`). (Prime, as in Go's scheduler, so it does not fall
 /// into step with other periodic patterns.)
 pub(crate) const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 
