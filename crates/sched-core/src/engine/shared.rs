@@ -143,21 +143,25 @@ impl Shared {
         let mut record = Some(record);
         let notify = local::with_local(self, |local| {
             let record = record.take().expect("taken once");
-            let level = record.priority();
-            let pid = record.pid;
-            let (taken, ahead) = match how {
-                Runnable::Woken | Runnable::New => {
-                    let taken = local.put_next(record);
-                    (taken, local.ready[level.index()].len())
-                }
+            // Read only for a simulation's check: a running engine pays
+            // one branch here.
+            let seen = self
+                .intercept
+                .as_ref()
+                .map(|i| (i, record.pid, record.priority()));
+            let (taken, queued) = match how {
+                Runnable::Woken | Runnable::New => (local.put_next(record), false),
                 Runnable::Timed => {
-                    let (ahead, queued) = local.offer_next(record);
-                    (queued, ahead)
+                    let queued = local.offer_next(record);
+                    (queued, queued)
                 }
-                Runnable::Continued => (true, local.push_ready(record)),
+                Runnable::Continued => {
+                    local.push_ready(record);
+                    (true, true)
+                }
             };
-            if let Some(intercept) = &self.intercept {
-                intercept.ready(pid, level, Some(local.index), ahead);
+            if let Some((intercept, pid, level)) = seen {
+                intercept.ready(pid, level, Some(local.index), local.ahead(level, queued));
             }
             taken
         });

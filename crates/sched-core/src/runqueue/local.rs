@@ -61,14 +61,24 @@ impl Local {
         }
     }
 
-    /// Queues `record` at the back of its level's queue; returns how many
-    /// were ahead of it there.
+    /// Queues `record` at the back of its level's queue.
     #[inline]
-    pub(crate) fn push_ready(&self, record: RecordRef) -> usize {
-        let queue = &self.ready[record.priority().index()];
-        let ahead = queue.len();
-        queue.push(record);
-        ahead
+    pub(crate) fn push_ready(&self, record: RecordRef) {
+        self.ready[record.priority().index()].push(record);
+    }
+
+    /// How many processes of `level` a process has ahead of it here: one
+    /// just queued (`queued`), or one in the `next` slot, were it moved to
+    /// the queue now. For the simulation's check only (a running engine
+    /// never asks): only this worker pushes, so in a simulation, where
+    /// nothing runs meanwhile, the count is exact.
+    pub(crate) fn ahead(&self, level: Priority, queued: bool) -> usize {
+        let len = self.ready[level.index()].len();
+        if queued {
+            len.saturating_sub(1)
+        } else {
+            len
+        }
     }
 
     /// Takes the oldest process of `level`'s queue (from the end thieves
@@ -156,19 +166,18 @@ impl Local {
 
     /// Makes `record` the process to run next if nothing is there yet;
     /// otherwise queues it at the back of its level's queue, leaving the
-    /// slot's process where it is. Returns how many processes of its level
-    /// are ahead of it in the queue (were it to be displaced from the slot
-    /// later) and whether it went to the queue. Only this worker fills the
-    /// slot, so a slot seen empty stays empty until the `put`.
+    /// slot's process where it is. Returns whether it went to the queue.
+    /// Only this worker fills the slot, so a slot seen empty stays empty
+    /// until the `put`.
     #[inline]
-    pub(crate) fn offer_next(&self, record: RecordRef) -> (usize, bool) {
+    pub(crate) fn offer_next(&self, record: RecordRef) -> bool {
         if self.next.is_empty() {
-            let level = record.priority();
             let displaced = self.put_next(record);
             debug_assert!(!displaced, "only the owner fills the slot");
-            (self.ready[level.index()].len(), false)
+            false
         } else {
-            (self.push_ready(record), true)
+            self.push_ready(record);
+            true
         }
     }
 

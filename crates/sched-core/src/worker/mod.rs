@@ -337,9 +337,7 @@ impl Worker {
             }
             // Its turn is over (or higher work waits): to the back of its
             // queue, where it is also stealable.
-            let pid = r.pid;
-            let ahead = self.local.push_ready(r);
-            self.moved(pid, level, ahead);
+            self.push_ready_here(r);
         }
         self.next_runs = 0;
         if let Some(r) = self.local.pop_first(order::order(self.turn)) {
@@ -352,11 +350,22 @@ impl Worker {
         self.steal().or_else(|| self.take_hidden())
     }
 
-    /// Tells a simulation that `pid` is now behind `ahead` others in its
-    /// level's queue here (see `Intercept::ready`).
-    fn moved(&self, pid: relay::Pid, level: crate::Priority, ahead: usize) {
-        if let Some(intercept) = &self.shared.intercept {
-            intercept.ready(pid, level, Some(self.local.index), ahead);
+    /// Queues `r` at the back of its level's queue here, and tells a
+    /// simulation where it now waits (see `Intercept::ready`).
+    fn push_ready_here(&self, r: RecordRef) {
+        let seen = self
+            .shared
+            .intercept
+            .as_ref()
+            .map(|i| (i, r.pid, r.priority()));
+        self.local.push_ready(r);
+        if let Some((intercept, pid, level)) = seen {
+            intercept.ready(
+                pid,
+                level,
+                Some(self.local.index),
+                self.local.ahead(level, true),
+            );
         }
     }
 
@@ -455,9 +464,7 @@ impl Worker {
                     // Each was last touched on the thread that queued it:
                     // load it while the batch moves, before its step needs it.
                     r.prefetch();
-                    let (pid, level) = (r.pid, r.priority());
-                    let ahead = self.local.push_ready(r);
-                    self.moved(pid, level, ahead);
+                    self.push_ready_here(r);
                     moved += 1;
                 }
                 None => break,
