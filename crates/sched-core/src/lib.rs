@@ -99,6 +99,7 @@ pub use contract::error::{
     UpgradeRequestError,
 };
 pub use contract::event::{CommandError, Event};
+pub use contract::group::{Group, GroupInfo};
 pub use contract::outcome::{ExitError, Outcome};
 pub use contract::output::{Events, Output};
 pub use contract::priority::Priority;

@@ -178,6 +178,33 @@ impl SchedulerBuilder {
         }
     }
 
+    /// Declares a group of processes (a tenant) with a weight: when the
+    /// workers are saturated, groups with work ready at one priority level
+    /// share the step time by their weights. A process joins one at spawn
+    /// ([`InitContext::set_group`](crate::InitContext::set_group)), or its
+    /// spawner's group when a step spawns it; every other process is in
+    /// the `"default"` group (weight 1; declaring `"default"` sets it). See
+    /// [`Builder::group`](crate::engine::Builder::group).
+    ///
+    /// # Panics
+    ///
+    /// If `weight` is not in `1..=10 000`, or past 64 groups.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// let scheduler = Scheduler::builder().group("batch", 1).group("web", 3).build();
+    /// let web: Group = scheduler.group("web").expect("declared");
+    /// assert_eq!(scheduler.group_info(web).map(|g| g.weight), Some(3));
+    /// ```
+    pub fn group(self, name: impl Into<String>, weight: u32) -> Self {
+        SchedulerBuilder {
+            inner: self.inner.group(name, weight),
+        }
+    }
+
     /// Worker threads are named `PREFIX-0`, `PREFIX-1`, ...
     ///
     /// # Examples

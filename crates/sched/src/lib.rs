@@ -109,7 +109,7 @@ pub use scheduler::Scheduler;
 // from the documentation: write them with their module's path.
 pub use relay::{Package, Payload, Pid};
 pub use sched_core::{
-    BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, InitContext,
+    BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, Group, InitContext,
     InitError, Monitor, Output, Priority, Process, Tag, TimerId,
 };
 pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
@@ -170,8 +170,8 @@ pub mod prelude {
     pub use crate::{ChildSpec, Restart, Scheduler, Strategy, Supervisor};
     pub use relay::{Package, Payload, Pid};
     pub use sched_core::{
-        BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, InitContext,
-        InitError, Monitor, Output, Priority, Process, Tag, TimerId,
+        BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, Group,
+        InitContext, InitError, Monitor, Output, Priority, Process, Tag, TimerId,
     };
 }
 
@@ -194,9 +194,9 @@ pub mod prelude {
 /// ```
 pub mod process {
     pub use sched_core::{
-        Accepts, BoxError, Completion, Event, Events, ExitError, InitContext, InitError, Outcome,
-        Output, Priority, Process, ProcessInfo, ProcessState, SubmitError, TerminateError,
-        UnexpectedValue, UpgradeError, UpgradeRequestError, DEFAULT_METHOD,
+        Accepts, BoxError, Completion, Event, Events, ExitError, Group, GroupInfo, InitContext,
+        InitError, Outcome, Output, Priority, Process, ProcessInfo, ProcessState, SubmitError,
+        TerminateError, UnexpectedValue, UpgradeError, UpgradeRequestError, DEFAULT_METHOD,
     };
 }
 

@@ -49,6 +49,15 @@ pub enum SubmitError {
         /// The node whose ids ran out.
         node: u32,
     },
+    /// The process's `init` chose a group the scheduler does not have
+    /// (see [`InitContext::set_group`](crate::InitContext::set_group)). The
+    /// process had been initialised, so its `close` ran.
+    UnknownGroup {
+        /// The PID it was submitted under.
+        pid: Pid,
+        /// The group it chose.
+        group: crate::Group,
+    },
 }
 
 impl fmt::Display for SubmitError {
@@ -68,6 +77,9 @@ impl fmt::Display for SubmitError {
             SubmitError::Init { pid, error } => write!(f, "could not start {pid}: {error}"),
             SubmitError::Rejected { pid, error } => {
                 write!(f, "the on_start hook rejected {pid}: {error}")
+            }
+            SubmitError::UnknownGroup { pid, group } => {
+                write!(f, "{pid} chose {group}, which the scheduler does not have")
             }
         }
     }

@@ -13,6 +13,7 @@ pub(crate) mod command;
 pub(crate) mod down;
 pub(crate) mod error;
 pub(crate) mod event;
+pub(crate) mod group;
 pub(crate) mod outcome;
 pub(crate) mod output;
 pub(crate) mod pending;

@@ -229,6 +229,7 @@ pub const DEFAULT_METHOD: &str = "run";
 pub struct InitContext {
     pid: Pid,
     priority: std::cell::Cell<Option<crate::Priority>>,
+    group: std::cell::Cell<Option<crate::Group>>,
 }
 
 impl InitContext {
@@ -244,6 +245,7 @@ impl InitContext {
         InitContext {
             pid,
             priority: std::cell::Cell::new(None),
+            group: std::cell::Cell::new(None),
         }
     }
 
@@ -289,21 +291,54 @@ impl InitContext {
     pub fn priority(&self) -> Option<crate::Priority> {
         self.priority.get()
     }
+
+    /// Puts the process in `group` (see [`Group`](crate::Group)) for its
+    /// whole life, instead of its spawner's group (a process spawned by a
+    /// step) or the default group (any other). For a spawn; an upgrade
+    /// keeps the process's group. A group the engine does not have fails
+    /// the spawn with [`SubmitError::UnknownGroup`](crate::SubmitError::UnknownGroup).
+    /// The last call wins.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// let engine = sched::engine::Engine::builder().workers(1).group("batch", 1).build();
+    /// let batch = engine.group("batch").expect("declared");
+    /// let cx = InitContext::new(Pid::local(1));
+    /// assert_eq!(cx.group(), None);
+    /// cx.set_group(batch);
+    /// assert_eq!(cx.group(), Some(batch));
+    /// ```
+    pub fn set_group(&self, group: crate::Group) {
+        self.group.set(Some(group));
+    }
+
+    /// The group `init` chose, if it chose one.
+    ///
+    /// # Examples
+    ///
+    /// See [`set_group`](InitContext::set_group).
+    pub fn group(&self) -> Option<crate::Group> {
+        self.group.get()
+    }
 }
 
 /// Runs `process.init` for `pid`; a panic becomes
 /// [`InitError::Panicked`] with its message (the payload dropped under the
 /// guard). What submission and both kinds of upgrade run; `Ok` carries
-/// the priority `init` chose, if any (which only a submission applies).
+/// the context, with the priority and group `init` chose, if any (which
+/// only a submission applies).
 pub(crate) fn init_guarded(
     process: &mut dyn Process,
     pid: Pid,
     method: &str,
     input: Payload,
-) -> Result<Option<crate::Priority>, InitError> {
+) -> Result<InitContext, InitError> {
     let cx = InitContext::new(pid);
     match catch_unwind(AssertUnwindSafe(|| process.init(&cx, method, input))) {
-        Ok(result) => result.map(|()| cx.priority()),
+        Ok(result) => result.map(|()| cx),
         Err(panic) => {
             let message = panic_message(&*panic);
             drop_payload(panic);

@@ -108,14 +108,33 @@ impl Shared {
                 init_guarded(process, pid, method, input)
             })
         };
-        match init {
+        let cx = match init {
             Err(error) => {
                 self.abandon(&record, false);
                 return Err(Refusal::Other(SubmitError::Init { pid, error }));
             }
-            // Before it is queued: the queue it joins is its level's.
-            Ok(Some(priority)) => record.set_priority(priority),
-            Ok(None) => {}
+            Ok(cx) => cx,
+        };
+        // Before it is queued: the queue it joins is its level's and its
+        // group's.
+        if let Some(priority) = cx.priority() {
+            record.set_priority(priority);
+        }
+        if self.groups.len() > 1 {
+            // Spawned by a step: its spawner's group, unless `init` chose.
+            let group = cx.group().map_or_else(
+                || local::with_local(self, |l| l.current_group.get()).unwrap_or(0),
+                crate::Group::index,
+            );
+            if group >= self.groups.len() {
+                self.abandon(&record, true);
+                let group = crate::Group::from_index(group);
+                return Err(Refusal::Other(SubmitError::UnknownGroup { pid, group }));
+            }
+            record.set_group(group);
+        } else if let Some(group) = cx.group().filter(|g| g.index() > 0) {
+            self.abandon(&record, true);
+            return Err(Refusal::Other(SubmitError::UnknownGroup { pid, group }));
         }
         if let Err(error) = self.hooks.started(super::Context::of(self), pid) {
             self.abandon(&record, true);

@@ -33,12 +33,20 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
 
     /// `pid`, of `level`, became ready: on worker `worker` (or, for
     /// `None`, in a global queue) behind `ahead` processes of its queue
-    /// there. Called
+    /// there, with `share` the factor its group's share of the level
+    /// stretches the bound by (1 without groups: `Groups::factor`). Called
     /// again when it moves: displaced from the `next` slot to its queue,
     /// or taken from a global queue into a worker's. For the simulation's
     /// check of the scheduling bound (`runqueue/order.rs`); it cannot
     /// change where the process goes.
-    fn ready(&self, pid: relay::Pid, level: crate::Priority, worker: Option<usize>, ahead: usize);
+    fn ready(
+        &self,
+        pid: relay::Pid,
+        level: crate::Priority,
+        worker: Option<usize>,
+        ahead: usize,
+        share: u64,
+    );
 
     /// A command's completion for `record`: `Some` delivers it now (the
     /// interceptor may have changed it), `None` means it was kept.

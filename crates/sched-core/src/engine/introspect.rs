@@ -67,6 +67,8 @@ pub struct ProcessInfo {
     pub published: Vec<(&'static str, i64)>,
     /// Its priority: the ready queue it waits in on its worker.
     pub priority: crate::Priority,
+    /// Its group: whose share of step time it runs in.
+    pub group: crate::Group,
 }
 
 /// Milliseconds from stamp `at` to `now`, both in the engine's wrapping
@@ -115,6 +117,7 @@ impl ProcessInfo {
             long_steps: (readings.long_steps)(record.pid.id()),
             published: Vec::new(),
             priority: record.priority(),
+            group: crate::Group::from_index(record.group()),
         }
     }
 
@@ -170,7 +173,12 @@ impl Context {
             .collect();
         Stats {
             workers,
-            global_queue_len: self.shared().injector.len()
+            global_queue_len: self
+                .shared()
+                .injector
+                .iter()
+                .map(|q| q.len())
+                .sum::<usize>()
                 + self.shared().woken.iter().map(|q| q.len()).sum::<usize>(),
             live_processes: self.shared().live.count(),
             parked_workers: self.shared().sleepers.sleeping(),

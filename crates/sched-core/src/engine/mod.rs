@@ -17,6 +17,7 @@ pub(crate) mod commands;
 pub(crate) mod context;
 pub(crate) mod control;
 pub(crate) mod figures;
+mod groups;
 pub(crate) mod histogram;
 pub(crate) mod hooks;
 pub(crate) mod ids;

@@ -10,15 +10,16 @@ use crate::record::state::Wake;
 use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
 use crate::runqueue::next_slot::NextSlot;
-use crate::runqueue::order::LEVELS;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
 
 /// What other threads may touch of a worker: stealers of its deques and
 /// its counters.
 #[derive(Debug)]
 pub(crate) struct Remote {
-    /// Its ready queues, by `Priority::index`.
-    pub(crate) ready: [deque::Stealer<RecordRef>; LEVELS],
+    /// Its ready queues, by lane (see `Local::ready`).
+    pub(crate) ready: Box<[deque::Stealer<RecordRef>]>,
+    /// Its step time per group (with groups only).
+    pub(crate) group_clocks: crate::runqueue::shares::GroupClocks,
     /// Its `next` slot, which an idle worker may take from when its
     /// process has waited there a while (the owner is in a long step).
     pub(crate) next: Arc<NextSlot>,
@@ -30,16 +31,21 @@ pub(crate) struct Remote {
 /// The state every worker, completer and handle shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    /// The global queue of new processes submitted from outside the
-    /// workers (`High` ones go to `woken`, ahead of the bulk).
-    pub(crate) injector: Fifo<RecordRef>,
+    /// The global queues of new processes submitted from outside the
+    /// workers, one per group (`High` ones go to `woken`, ahead of the
+    /// bulk).
+    pub(crate) injector: Box<[Fifo<RecordRef>]>,
     /// The global queues of processes woken from outside the workers (a
     /// message posted, a command completed, a reply), by
-    /// `Priority::index`: taken before `injector`, so a wakeup does not
-    /// wait behind every process submitted before it. Under a burst of
-    /// 50 000 submissions, a message posted from another thread reached its
-    /// step 47 ms late (p99, `burst` bench) with one queue for both.
-    pub(crate) woken: [Fifo<RecordRef>; LEVELS],
+    /// lane (`Priority::index * groups + group`): taken before
+    /// `injector`, so a wakeup does not wait behind every process
+    /// submitted before it. Under a burst of 50 000 submissions, a message
+    /// posted from another thread reached its step 47 ms late (p99,
+    /// `burst` bench) with one queue for both.
+    pub(crate) woken: Box<[Fifo<RecordRef>]>,
+    /// The groups processes are spawned into (just the default one
+    /// unless the builder declared some).
+    pub(crate) groups: crate::runqueue::shares::Groups,
     pub(crate) remotes: Box<[CachePadded<Remote>]>,
     pub(crate) sleepers: crate::runqueue::sleep::Sleepers,
     /// Every registered process, by PID (and the PIDs to hand out).
@@ -145,10 +151,10 @@ impl Shared {
             let record = record.take().expect("taken once");
             // Read only for a simulation's check: a running engine pays
             // one branch here.
-            let seen = self
-                .intercept
-                .as_ref()
-                .map(|i| (i, record.pid, record.priority()));
+            let seen = self.intercept.as_ref().map(|i| {
+                let share = self.groups.factor(record.group());
+                (i, record.pid, record.priority(), local.lane(&record), share)
+            });
             let (taken, queued) = match how {
                 Runnable::Woken | Runnable::New => (local.put_next(record), false),
                 Runnable::Timed => {
@@ -160,19 +166,22 @@ impl Shared {
                     (true, true)
                 }
             };
-            if let Some((intercept, pid, level)) = seen {
-                intercept.ready(pid, level, Some(local.index), local.ahead(level, queued));
+            if let Some((intercept, pid, level, lane, share)) = seen {
+                let ahead = local.ahead(lane, queued);
+                intercept.ready(pid, level, Some(local.index), ahead, share);
             }
             taken
         });
         if let Some(record) = record {
             let level = record.priority();
+            let group = record.group();
             let queue = match how {
-                Runnable::New if level != crate::Priority::High => &self.injector,
-                _ => &self.woken[level.index()],
+                Runnable::New if level != crate::Priority::High => &self.injector[group],
+                _ => &self.woken[local::lane(level, group, self.groups.len())],
             };
             if let Some(intercept) = &self.intercept {
-                intercept.ready(record.pid, level, None, queue.len());
+                let share = self.groups.factor(group);
+                intercept.ready(record.pid, level, None, queue.len(), share);
             }
             queue.push(record);
         }
@@ -223,7 +232,7 @@ impl Shared {
     /// before parking: this scans every worker, but only when going idle).
     pub(crate) fn has_work(&self) -> bool {
         self.woken.iter().any(|q| !q.is_empty())
-            || !self.injector.is_empty()
+            || self.injector.iter().any(|q| !q.is_empty())
             || self
                 .remotes
                 .iter()

@@ -88,8 +88,13 @@ const BOXED: u32 = 1 << 31;
 /// a field would cost every process 16 bytes (see the size assertion).
 const LEVEL_SHIFT: u32 = 29;
 const LEVEL: u32 = 0b11 << LEVEL_SHIFT;
+/// In `Record::layout`: the process's group (`Group::index`), six bits
+/// below the level's. A process larger than the size bits leave room for
+/// (8 MiB) is boxed, as an over-aligned one is.
+const GROUP_SHIFT: u32 = 23;
+const GROUP: u32 = 0b11_1111 << GROUP_SHIFT;
 /// The allocation size's bits of `Record::layout`.
-pub(crate) const SIZE_BITS: u32 = LEVEL_SHIFT;
+pub(crate) const SIZE_BITS: u32 = GROUP_SHIFT;
 
 // 160 bytes plus an 8-byte process is the largest request glibc serves
 // from its 176-byte chunks; the next size is 192. Each field added here
@@ -188,7 +193,7 @@ impl Record {
 
     /// The allocation's size (see `cell.rs`).
     fn size(&self) -> usize {
-        (self.layout.load(Relaxed) & !(BOXED | LEVEL)) as usize
+        (self.layout.load(Relaxed) & !(BOXED | LEVEL | GROUP)) as usize
     }
 
     /// The process's priority: which ready queue it joins. Read by
@@ -206,6 +211,24 @@ impl Record {
         let _ = self
             .layout
             .fetch_update(Relaxed, Relaxed, |word| Some(word & !LEVEL | bits));
+    }
+
+    /// The index of the process's group (`Group::index`): which of its
+    /// level's queues it joins. Read by whoever queues it, like
+    /// [`priority`](Record::priority).
+    #[inline]
+    pub(crate) fn group(&self) -> usize {
+        ((self.layout.load(Relaxed) & GROUP) >> GROUP_SHIFT) as usize
+    }
+
+    /// Puts the process in group `index` (below 64). Only its `init`'s
+    /// submitter calls this, before the process is first queued.
+    pub(crate) fn set_group(&self, index: usize) {
+        debug_assert!(index < 1 << (LEVEL_SHIFT - GROUP_SHIFT));
+        let bits = (index as u32) << GROUP_SHIFT & GROUP;
+        let _ = self
+            .layout
+            .fetch_update(Relaxed, Relaxed, |word| Some(word & !GROUP | bits));
     }
 
     /// Takes the process out of `body` (it has ended): the caller drops

@@ -8,6 +8,7 @@ use relay::Pid;
 
 use super::next_slot::NextSlot;
 use super::order::LEVELS;
+use super::shares::Shares;
 use crate::record::RecordRef;
 use crate::sync::{thread_local, Arc};
 use crate::table::IdCache;
@@ -20,7 +21,8 @@ use crate::Priority;
 ///   step hands to another (a spawned link, a message's receiver) runs on
 ///   the same core, with its data still in cache, instead of waking an idle
 ///   worker to steal it. Only the owner ever touches it.
-/// - `ready`: one first-in-first-out queue per priority level, which every
+/// - `ready`: one first-in-first-out queue per priority level (per level
+///   and group, on an engine with groups: see `shares.rs`), which every
 ///   other source of ready work feeds (a process displaced from `next`, one
 ///   that asked to continue, one woken by its timer, work taken from the
 ///   global queues or stolen). Work-stealing deques used from one end:
@@ -37,8 +39,13 @@ pub(crate) struct Local {
     /// Free process-table ids: this worker's PIDs come from here, and the
     /// slots of processes that end here go back here.
     pub(crate) ids: RefCell<IdCache>,
-    /// By `Priority::index`.
-    pub(crate) ready: [deque::Worker<RecordRef>; LEVELS],
+    /// By lane: `Priority::index * groups + group`.
+    pub(crate) ready: Box<[deque::Worker<RecordRef>]>,
+    /// How many groups the engine has (1 without groups).
+    pub(crate) groups: usize,
+    /// The group of the process being stepped here (with groups only): a
+    /// process its step spawns joins it.
+    pub(crate) current_group: Cell<usize>,
 }
 
 impl std::fmt::Debug for Local {
@@ -51,29 +58,40 @@ impl std::fmt::Debug for Local {
 }
 
 impl Local {
-    pub(crate) fn new(index: usize, capacity: usize) -> Self {
+    pub(crate) fn new(index: usize, capacity: usize, groups: usize) -> Self {
         Local {
             index,
             next: Arc::new(NextSlot::default()),
             routes: RefCell::new((0..ROUTES).map(|_| None).collect()),
             ids: RefCell::new(IdCache::new()),
-            ready: std::array::from_fn(|_| deque::Worker::with_capacity(capacity)),
+            ready: (0..LEVELS * groups)
+                .map(|_| deque::Worker::with_capacity(capacity))
+                .collect(),
+            groups,
+            current_group: Cell::new(0),
         }
     }
 
-    /// Queues `record` at the back of its level's queue.
+    /// The queue `record` waits in: its level's, and its group's within
+    /// the level.
     #[inline]
-    pub(crate) fn push_ready(&self, record: RecordRef) {
-        self.ready[record.priority().index()].push(record);
+    pub(crate) fn lane(&self, record: &RecordRef) -> usize {
+        lane(record.priority(), record.group(), self.groups)
     }
 
-    /// How many processes of `level` a process has ahead of it here: one
+    /// Queues `record` at the back of its lane.
+    #[inline]
+    pub(crate) fn push_ready(&self, record: RecordRef) {
+        self.ready[self.lane(&record)].push(record);
+    }
+
+    /// How many processes of `lane` a process has ahead of it here: one
     /// just queued (`queued`), or one in the `next` slot, were it moved to
     /// the queue now. For the simulation's check only (a running engine
     /// never asks): only this worker pushes, so in a simulation, where
     /// nothing runs meanwhile, the count is exact.
-    pub(crate) fn ahead(&self, level: Priority, queued: bool) -> usize {
-        let len = self.ready[level.index()].len();
+    pub(crate) fn ahead(&self, lane: usize, queued: bool) -> usize {
+        let len = self.ready[lane].len();
         if queued {
             len.saturating_sub(1)
         } else {
@@ -81,11 +99,11 @@ impl Local {
         }
     }
 
-    /// Takes the oldest process of `level`'s queue (from the end thieves
-    /// take from, without the epoch pin a stealer pays).
+    /// Takes the oldest process of `lane` (from the end thieves take from,
+    /// without the epoch pin a stealer pays).
     #[inline]
-    pub(crate) fn pop_ready(&self, level: Priority) -> Option<RecordRef> {
-        let queue = &self.ready[level.index()];
+    pub(crate) fn pop_ready(&self, lane: usize) -> Option<RecordRef> {
+        let queue = &self.ready[lane];
         // Two relaxed loads: an empty level (most are, most of the time)
         // costs no claim. Only this worker pushes, so a stale answer can
         // only be "not empty" for a queue a thief just emptied, which the
@@ -97,16 +115,38 @@ impl Local {
     }
 
     /// Takes the oldest ready process of the first level of `levels` that
-    /// has one.
+    /// has one; with groups, of the group `shares` picks among that
+    /// level's.
     #[inline]
-    pub(crate) fn pop_first(&self, levels: [Priority; LEVELS]) -> Option<RecordRef> {
-        levels.into_iter().find_map(|level| self.pop_ready(level))
+    pub(crate) fn pop_first(
+        &self,
+        levels: [Priority; LEVELS],
+        shares: &mut Shares,
+    ) -> Option<RecordRef> {
+        if self.groups == 1 {
+            return levels
+                .into_iter()
+                .find_map(|level| self.pop_ready(level.index()));
+        }
+        levels.into_iter().find_map(|level| {
+            // A thief may empty the lane picked: then the next pick.
+            loop {
+                let first = level.index() * self.groups;
+                let lanes = &self.ready[first..first + self.groups];
+                let group = shares.pick(level.index(), |g| !lanes[g].is_empty())?;
+                if let Some(r) = self.pop_ready(first + group) {
+                    return Some(r);
+                }
+            }
+        })
     }
 
     /// Whether a level above `level` has a process ready here.
     #[inline]
     pub(crate) fn higher_ready(&self, level: Priority) -> bool {
-        self.ready[..level.index()].iter().any(|q| !q.is_empty())
+        self.ready[..level.index() * self.groups]
+            .iter()
+            .any(|q| !q.is_empty())
     }
 
     /// Makes `record` the process to run next. Returns whether the slot
@@ -189,6 +229,12 @@ impl Local {
     pub(crate) fn len(&self) -> usize {
         usize::from(!self.next.is_empty()) + self.ready.iter().map(|q| q.len()).sum::<usize>()
     }
+}
+
+/// The index of the lane of `level` and group `group` among `groups`.
+#[inline]
+pub(crate) fn lane(level: Priority, group: usize, groups: usize) -> usize {
+    level.index() * groups + group
 }
 
 /// Takes the oldest entry of one of the worker's own deques (from the end

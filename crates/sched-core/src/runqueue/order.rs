@@ -95,9 +95,11 @@ pub(crate) fn turns(level: Priority) -> u64 {
 
 /// The most steps a worker runs between a process of `level` joining its
 /// queue behind `ahead` others and that process's step (see the module's
-/// documentation for the argument).
-pub(crate) fn bound(level: Priority, ahead: usize) -> u64 {
-    let needed = ahead as u64 + 2;
+/// documentation for the argument). `share` is its group's factor
+/// (`Groups::factor`, 1 without groups): the picks of its level needed
+/// per pick of its group.
+pub(crate) fn bound(level: Priority, ahead: usize, share: u64) -> u64 {
+    let needed = (ahead as u64 + 2) * share;
     let turns = turns(level);
     let picks = TURNS.len() as u64 * needed.div_ceil(turns);
     let ticks = picks * (1 + u64::from(NEXT_SLOT_RUNS));
@@ -136,11 +138,12 @@ mod tests {
 
     #[test]
     fn the_bound_grows_with_the_work_ahead_and_shrinks_with_the_share() {
-        assert!(bound(Priority::Normal, 10) < bound(Priority::Normal, 100));
-        assert!(bound(Priority::High, 100) < bound(Priority::Normal, 100));
-        assert!(bound(Priority::Normal, 100) < bound(Priority::Low, 100));
+        assert!(bound(Priority::Normal, 10, 1) < bound(Priority::Normal, 100, 1));
+        assert!(bound(Priority::High, 100, 1) < bound(Priority::Normal, 100, 1));
+        assert!(bound(Priority::Normal, 100, 1) < bound(Priority::Low, 100, 1));
         // A `Low` process behind one other: two of its turns, each of
         // which may be 16 picks away, each pick followed by 3 `next` runs.
-        assert_eq!(bound(Priority::Low, 0), 16 * 2 * 4 + 3 + 1);
+        assert_eq!(bound(Priority::Low, 0, 1), 16 * 2 * 4 + 3 + 1);
+        assert!(bound(Priority::Low, 0, 3) > bound(Priority::Low, 0, 1));
     }
 }

@@ -61,6 +61,9 @@ pub struct Builder {
     histograms: bool,
     count_mailboxes: bool,
     idle_linger: Duration,
+    /// Declared groups, by name, with their weights; `"default"` sets the
+    /// default group's weight.
+    groups: Vec<(String, u32)>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -78,6 +81,7 @@ impl std::fmt::Debug for Builder {
             .field("histograms", &self.histograms)
             .field("count_mailboxes", &self.count_mailboxes)
             .field("idle_linger", &self.idle_linger)
+            .field("groups", &self.groups)
             .finish()
     }
 }
@@ -99,6 +103,7 @@ impl Default for Builder {
             histograms: false,
             count_mailboxes: false,
             idle_linger: DEFAULT_IDLE_LINGER,
+            groups: Vec::new(),
         }
     }
 }
@@ -274,6 +279,61 @@ impl Builder {
     /// ```
     pub fn count_mailboxes(mut self, on: bool) -> Self {
         self.count_mailboxes = on;
+        self
+    }
+
+    /// Declares a group of processes (a tenant) with a weight: when the
+    /// workers are saturated, the groups with work ready at one priority
+    /// level share the step time by their weights (a group of weight 3
+    /// gets three times the step time of one of weight 1). A process joins
+    /// a group at spawn ([`InitContext::set_group`](crate::InitContext::set_group));
+    /// one spawned by a step joins its spawner's group unless its `init`
+    /// chooses, and every other process is in the `"default"` group
+    /// (weight 1; declaring `"default"` sets that weight). Find a group's
+    /// handle with [`Context::group`](crate::Context::group). Declaring a
+    /// name again changes its weight.
+    ///
+    /// Priority levels come first: groups share each level's turns, they
+    /// do not reorder the levels. An engine without groups has one queue
+    /// per level, as before, and reads no clock per step; with groups,
+    /// each step's time is read once, to charge it.
+    ///
+    /// # Panics
+    ///
+    /// If `weight` is not in `1..=10 000`, or if this would make more than
+    /// 64 groups (the default one included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::engine::Engine::builder()
+    ///     .workers(2)
+    ///     .group("batch", 1)
+    ///     .group("interactive", 3)
+    ///     .build();
+    /// let batch = engine.group("batch").expect("declared");
+    /// assert_eq!(engine.group_info(batch).map(|g| g.weight), Some(1));
+    /// ```
+    pub fn group(mut self, name: impl Into<String>, weight: u32) -> Self {
+        use crate::runqueue::shares::{MAX_GROUPS, MAX_WEIGHT};
+        assert!(
+            (1..=MAX_WEIGHT).contains(&weight),
+            "a group's weight is from 1 to {MAX_WEIGHT}, not {weight}"
+        );
+        let name = name.into();
+        match self.groups.iter_mut().find(|(n, _)| *n == name) {
+            Some(declared) => declared.1 = weight,
+            None => {
+                let default_declared = self.groups.iter().any(|(n, _)| n == "default");
+                let count = 1 + self.groups.len() + usize::from(name != "default")
+                    - usize::from(default_declared);
+                assert!(
+                    count <= MAX_GROUPS,
+                    "an engine has at most {MAX_GROUPS} groups"
+                );
+                self.groups.push((name, weight));
+            }
+        }
         self
     }
 
@@ -485,14 +545,28 @@ impl Builder {
         Arc<Shared>,
         StdArc<crate::engine::commands::handler::Handlers>,
     ) {
+        let default_weight = self
+            .groups
+            .iter()
+            .find(|(name, _)| name == "default")
+            .map_or(1, |&(_, weight)| weight);
+        let declared: Vec<(String, u32)> = self
+            .groups
+            .iter()
+            .filter(|(name, _)| name != "default")
+            .cloned()
+            .collect();
+        let groups = crate::runqueue::shares::Groups::new(default_weight, &declared);
+        let group_count = groups.len();
         let locals: Vec<Local> = (0..self.workers)
-            .map(|i| Local::new(i, LOCAL_QUEUE_CAPACITY))
+            .map(|i| Local::new(i, LOCAL_QUEUE_CAPACITY, group_count))
             .collect();
         let remotes = locals
             .iter()
             .map(|l| {
                 CachePadded::new(Remote {
-                    ready: std::array::from_fn(|level| l.ready[level].stealer()),
+                    ready: l.ready.iter().map(|q| q.stealer()).collect(),
+                    group_clocks: crate::runqueue::shares::GroupClocks::new(group_count),
                     next: l.next.clone(),
                     counters: WorkerCounters::default(),
                     histograms: self
@@ -516,8 +590,11 @@ impl Builder {
         .then_some(crate::engine::long_steps::watch);
         let control = Control::new(self.thread_name, locals, run_worker, watcher);
         let shared = Shared {
-            injector: Fifo::new(),
-            woken: std::array::from_fn(|_| Fifo::new()),
+            injector: (0..group_count).map(|_| Fifo::new()).collect(),
+            woken: (0..crate::runqueue::order::LEVELS * group_count)
+                .map(|_| Fifo::new())
+                .collect(),
+            groups,
             remotes,
             sleepers: crate::runqueue::sleep::Sleepers::new(self.workers),
             processes: crate::table::registry::Registry::new(self.node),

@@ -31,6 +31,7 @@ use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, RecordRef};
 use crate::runqueue::local::{self, Local};
 use crate::runqueue::order::{self, GLOBAL_QUEUE_INTERVAL, NEXT_SLOT_RUNS};
+use crate::runqueue::shares::Shares;
 use crate::runqueue::sleep::Sleepers;
 use crate::sync::{fence, spin_hint, thread, Arc};
 
@@ -76,6 +77,13 @@ struct Worker {
     global_turn: u32,
     /// Consecutive runs from the `next` slot.
     next_runs: u32,
+    /// Its passes per lane (see `shares.rs`); unused without groups.
+    shares: Shares,
+    /// The lane of the last process picked other than from the `next`
+    /// slot: the steps of the chain it starts (it, then what it wakes into
+    /// the slot) are charged there, so a group cannot be outpaced at its
+    /// own queue's head by steps other groups' picks hand it.
+    chain: usize,
     /// Per worker: the occupant last seen in its `next` slot (by address)
     /// and since when (see `take_hidden`).
     hidden: Vec<Option<(usize, std::time::Instant)>>,
@@ -142,6 +150,7 @@ impl Worker {
         seed: u64,
         observer: Option<Box<dyn StepObserver>>,
     ) -> Worker {
+        let shares = Shares::new(shared.groups.len());
         Worker {
             // xorshift needs a non-zero state.
             rng: seed | 1,
@@ -152,6 +161,8 @@ impl Worker {
             turn: 0,
             global_turn: 0,
             next_runs: 0,
+            shares,
+            chain: 0,
             events: Vec::with_capacity(16),
             yields: Vec::with_capacity(4),
             engine_refs: Vec::with_capacity(ENGINE_REFS_BATCH),
@@ -192,7 +203,7 @@ impl Worker {
                     continue;
                 }
                 Found::Timers => continue,
-                Found::Nothing => {}
+                Found::Nothing => self.shares.idle(),
             }
             if shared.exit.load(Acquire) {
                 if searching {
@@ -323,49 +334,60 @@ impl Worker {
     /// then the global queues, stealing, and hidden `next` slots.
     #[inline(always)] // See `next_work`.
     fn find_work(&mut self) -> Option<RecordRef> {
+        let (r, picked) = self.find_ready()?;
+        if picked && self.local.groups > 1 {
+            self.chain = self.local.lane(&r);
+        }
+        Some(r)
+    }
+
+    /// `find_work`'s process, and whether it was picked (rather than run
+    /// from the `next` slot).
+    #[inline(always)] // See `next_work`.
+    fn find_ready(&mut self) -> Option<(RecordRef, bool)> {
         self.tick = self.tick.wrapping_add(1);
         if self.tick.is_multiple_of(GLOBAL_QUEUE_INTERVAL) {
             if let Some(r) = self.take_global() {
-                return Some(r);
+                return Some((r, true));
             }
         }
         if let Some(r) = self.local.take_next() {
             let level = r.priority();
             if self.next_runs < NEXT_SLOT_RUNS && !self.local.higher_ready(level) {
                 self.next_runs += 1;
-                return Some(r);
+                return Some((r, false));
             }
             // Its turn is over (or higher work waits): to the back of its
             // queue, where it is also stealable.
             self.push_ready_here(r);
         }
         self.next_runs = 0;
-        if let Some(r) = self.local.pop_first(order::order(self.turn)) {
+        if let Some(r) = self
+            .local
+            .pop_first(order::order(self.turn), &mut self.shares)
+        {
             self.turn = self.turn.wrapping_add(1);
-            return Some(r);
+            return Some((r, true));
         }
         if let Some(r) = self.take_global() {
-            return Some(r);
+            return Some((r, true));
         }
-        self.steal().or_else(|| self.take_hidden())
+        self.steal()
+            .or_else(|| self.take_hidden())
+            .map(|r| (r, true))
     }
 
     /// Queues `r` at the back of its level's queue here, and tells a
     /// simulation where it now waits (see `Intercept::ready`).
     fn push_ready_here(&self, r: RecordRef) {
-        let seen = self
-            .shared
-            .intercept
-            .as_ref()
-            .map(|i| (i, r.pid, r.priority()));
+        let seen = self.shared.intercept.as_ref().map(|i| {
+            let share = self.shared.groups.factor(r.group());
+            (i, r.pid, r.priority(), self.local.lane(&r), share)
+        });
         self.local.push_ready(r);
-        if let Some((intercept, pid, level)) = seen {
-            intercept.ready(
-                pid,
-                level,
-                Some(self.local.index),
-                self.local.ahead(level, true),
-            );
+        if let Some((intercept, pid, level, lane, share)) = seen {
+            let ahead = self.local.ahead(lane, true);
+            intercept.ready(pid, level, Some(self.local.index), ahead, share);
         }
     }
 
@@ -431,43 +453,80 @@ impl Worker {
             self.shared.sleepers.notify_one();
         }
         if let Some(intercept) = &self.shared.intercept {
-            intercept.ready(first.pid, first.priority(), Some(self.local.index), 0);
+            let share = self.shared.groups.factor(first.group());
+            intercept.ready(
+                first.pid,
+                first.priority(),
+                Some(self.local.index),
+                0,
+                share,
+            );
         }
         Some(first)
     }
 
     /// The first process of the global queues in `levels` order (outside
-    /// wakeups of a level, then, for `Normal` and `Low`, new processes).
-    fn pop_global(&self, levels: [crate::Priority; order::LEVELS]) -> Option<RecordRef> {
+    /// wakeups of a level, then, for `Normal` and `Low`, new processes);
+    /// with groups, of the group this worker's shares pick among those
+    /// with work at the level.
+    fn pop_global(&mut self, levels: [crate::Priority; order::LEVELS]) -> Option<RecordRef> {
         let shared = &*self.shared;
-        levels
-            .into_iter()
-            .find_map(|level| match shared.woken[level.index()].pop() {
-                Some(woken) => Some(woken),
-                None if level == crate::Priority::High => None,
-                None => shared.injector.pop(),
-            })
+        let groups = shared.groups.len();
+        let shares = &mut self.shares;
+        levels.into_iter().find_map(|level| {
+            let first = level.index() * groups;
+            let news = level != crate::Priority::High;
+            loop {
+                let group = if groups == 1 {
+                    0
+                } else {
+                    shares.pick(level.index(), |g| {
+                        !shared.woken[first + g].is_empty()
+                            || news && !shared.injector[g].is_empty()
+                    })?
+                };
+                let found = match shared.woken[first + group].pop() {
+                    Some(woken) => Some(woken),
+                    None if news => shared.injector[group].pop(),
+                    None => None,
+                };
+                // Without groups, one look; with them, another worker may
+                // have emptied the group picked: pick again.
+                if found.is_some() || groups == 1 {
+                    return found;
+                }
+            }
+        })
     }
 
-    /// Moves up to `max` processes from a global queue (outside wakeups of
-    /// `level`, or, for `None`, new processes) to the back of this
-    /// worker's queues; returns how many.
-    fn move_global(&mut self, level: Option<crate::Priority>, max: usize) -> usize {
-        let queue = match level {
-            Some(level) => &self.shared.woken[level.index()],
-            None => &self.shared.injector,
+    /// Moves up to `max` processes from the global queues (outside
+    /// wakeups of `level`, or, for `None`, new processes; group by group,
+    /// one at a time) to the back of this worker's queues; returns how
+    /// many.
+    fn move_global(&self, level: Option<crate::Priority>, max: usize) -> usize {
+        let groups = self.shared.groups.len();
+        let shared = &*self.shared;
+        let queues = match level {
+            Some(level) => &shared.woken[level.index() * groups..(level.index() + 1) * groups],
+            None => &shared.injector[..],
         };
         let mut moved = 0;
         while moved < max {
-            match queue.pop() {
-                Some(r) => {
+            let before = moved;
+            for queue in queues {
+                if moved == max {
+                    break;
+                }
+                if let Some(r) = queue.pop() {
                     // Each was last touched on the thread that queued it:
                     // load it while the batch moves, before its step needs it.
                     r.prefetch();
                     self.push_ready_here(r);
                     moved += 1;
                 }
-                None => break,
+            }
+            if moved == before {
+                break;
             }
         }
         moved
@@ -498,9 +557,9 @@ impl Worker {
             }
             attempts += 1;
             let remote = &self.shared.remotes[victim];
-            // Highest level first, each into the same level's queue here
-            // (empty: a worker steals only when its own queues are), in
-            // their order.
+            // Highest level first (lanes are by level, then group), each
+            // into the same lane here (empty: a worker steals only when its
+            // own queues are), in their order.
             for (stealer, into) in remote.ready.iter().zip(&self.local.ready) {
                 for _ in 0..4 {
                     let before = into.len();
@@ -534,6 +593,13 @@ impl Worker {
     /// moves it on.
     #[inline(always)]
     pub(super) fn run_process(&mut self, record: RecordRef) {
+        // With groups: the group its step's time is counted to, and which
+        // a process the step spawns joins.
+        let group = (self.local.groups > 1).then(|| {
+            let group = record.group();
+            self.local.current_group.set(group);
+            group
+        });
         let kill = record.state.start_step();
         // SAFETY: `start_step` made this worker the process's owner (or the
         // run-queue entry we popped handed us its ownership), and it
@@ -545,6 +611,9 @@ impl Worker {
         let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };
         if let Some(desired) = desired {
             self.after_step(&record, desired);
+        }
+        if let Some(group) = group {
+            self.charge(group);
         }
         let step_ended = self.step_ended.take();
         if let Some(how) = self.requeue.take() {
@@ -559,6 +628,20 @@ impl Worker {
                 None => self.shared.schedule(record, how),
             }
         }
+    }
+
+    /// Charges the step that just ended to `group` (see `shares.rs`): its
+    /// measured time, or, in a simulation, a nominal step.
+    #[inline(never)]
+    fn charge(&mut self, group: usize) {
+        self.local.current_group.set(0);
+        let groups = self.local.groups;
+        let weight = self.shared.groups.weight(self.chain % groups);
+        let measure = self.observer.is_none() && !cfg!(loom);
+        let ns = self.shares.charge(self.chain, weight, measure);
+        self.shared.remotes[self.local.index]
+            .group_clocks
+            .add(group, ns);
     }
 
     /// Steps the owned process. Returns the state the process wants next

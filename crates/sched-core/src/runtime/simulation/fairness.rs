@@ -118,6 +118,8 @@ pub struct Fairness {
 struct Waiting {
     priority: Priority,
     ahead: usize,
+    /// Its group's factor on the bound (`Groups::factor`).
+    share: u64,
     place: Place,
 }
 
@@ -168,6 +170,7 @@ impl Check {
         priority: Priority,
         worker: Option<usize>,
         ahead: usize,
+        share: u64,
     ) -> Option<Wait> {
         let node = pid.node();
         let mut found = None;
@@ -176,6 +179,7 @@ impl Check {
             Some(Waiting {
                 priority,
                 ahead,
+                share,
                 place: Place::Global { since },
             }),
         ) = (worker, self.waiting.get(&pid))
@@ -188,7 +192,7 @@ impl Check {
                 global: true,
                 ahead: *ahead,
                 waited,
-                bound: global_bound(*ahead),
+                bound: global_bound(*ahead) * share,
             });
         }
         let place = match worker {
@@ -205,6 +209,7 @@ impl Check {
             Waiting {
                 priority,
                 ahead,
+                share,
                 place,
             },
         );
@@ -218,6 +223,7 @@ impl Check {
             Some(Waiting {
                 priority,
                 ahead,
+                share,
                 place: Place::Worker { worker: w, since },
             }) if w == worker => self.judge(Wait {
                 pid,
@@ -226,7 +232,7 @@ impl Check {
                 global: false,
                 ahead,
                 waited: self.steps_of(node, worker) - since,
-                bound: order::bound(priority, ahead),
+                bound: order::bound(priority, ahead, share),
             }),
             Some(_) => {
                 self.report.moved += 1;

@@ -514,9 +514,16 @@ impl Answer for Nobody {
 }
 
 impl Intercept for Interceptor {
-    fn ready(&self, pid: Pid, level: crate::Priority, worker: Option<usize>, ahead: usize) {
+    fn ready(
+        &self,
+        pid: Pid,
+        level: crate::Priority,
+        worker: Option<usize>,
+        ahead: usize,
+        share: u64,
+    ) {
         let mut state = self.0.lock();
-        if let Some(wait) = state.fairness.ready(pid, level, worker, ahead) {
+        if let Some(wait) = state.fairness.ready(pid, level, worker, ahead, share) {
             state.trace.push(super::trace::Entry::Unfair(wait));
         }
     }

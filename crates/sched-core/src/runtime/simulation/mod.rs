@@ -743,7 +743,8 @@ impl Simulation {
         let mut candidates: Vec<Option<(usize, usize)>> = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
             let shared = &node.shared;
-            let global = shared.woken.iter().any(|q| !q.is_empty()) || !shared.injector.is_empty();
+            let global = shared.woken.iter().any(|q| !q.is_empty())
+                || shared.injector.iter().any(|q| !q.is_empty());
             let stealable =
                 node.workers.len() > 1 && node.workers.iter().any(Driven::has_stealable);
             for (w, worker) in node.workers.iter().enumerate() {

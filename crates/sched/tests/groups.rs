@@ -1,0 +1,427 @@
+//! Weighted groups (tenants): under saturation each group's share of step
+//! time follows its weight, a flood in one group does not hold another's
+//! processes back, the scheduling bound (stretched by the group's share)
+//! holds for every wait, and a process's group is where the docs say.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sched::prelude::*;
+use sched::process::SubmitError;
+use sched::sim::Config;
+
+/// Spins for `spin` per step and continues until told to stop; counts its
+/// steps in `steps`.
+struct Busy {
+    group: Group,
+    spin: Duration,
+    steps: Arc<AtomicU64>,
+}
+
+impl Process for Busy {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.next().is_some() {
+            out.finish(());
+            return Ok(());
+        }
+        let start = Instant::now();
+        while start.elapsed() < self.spin {
+            std::hint::spin_loop();
+        }
+        self.steps.fetch_add(1, Relaxed);
+        out.continue_();
+        Ok(())
+    }
+}
+
+#[test]
+fn groups_share_step_time_by_weight_under_saturation() {
+    // Two workers saturated by 40 spinning processes in each of two
+    // groups of weights 1 and 3, for a second: 25 % and 75 % of the step
+    // time, within a tenth of each share (the engine's own accounting),
+    // and the steps each group took agree.
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .group("light", 1)
+        .group("heavy", 3)
+        .build();
+    let light = scheduler.group("light").expect("declared");
+    let heavy = scheduler.group("heavy").expect("declared");
+    let counts = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+    let mut all = Vec::new();
+    for _ in 0..40 {
+        for (group, steps) in [light, heavy].into_iter().zip(&counts) {
+            let busy = Busy {
+                group,
+                spin: Duration::from_micros(20),
+                steps: steps.clone(),
+            };
+            all.push(scheduler.spawn(busy).expect("spawned"));
+        }
+    }
+    scheduler.start();
+    // Let the work spread over both workers before measuring.
+    std::thread::sleep(Duration::from_millis(200));
+    let busy = |g: Group| scheduler.group_info(g).expect("a group").busy;
+    let (light0, heavy0) = (busy(light), busy(heavy));
+    let steps0 = counts.each_ref().map(|c| c.load(Relaxed));
+    std::thread::sleep(Duration::from_secs(1));
+    let (light_busy, heavy_busy) = (busy(light) - light0, busy(heavy) - heavy0);
+    let steps = [0, 1].map(|i| counts[i].load(Relaxed) - steps0[i]);
+    for done in &all {
+        scheduler.post(done.pid(), "stop").expect("alive");
+    }
+    for done in all {
+        done.wait().expect("finished");
+    }
+    scheduler.shutdown(Duration::from_secs(5));
+    let share = light_busy.as_secs_f64() / (light_busy + heavy_busy).as_secs_f64();
+    assert!(
+        (share - 0.25).abs() <= 0.025,
+        "light had {share:.3} of the step time ({light_busy:?} against {heavy_busy:?})"
+    );
+    let step_share = steps[0] as f64 / (steps[0] + steps[1]) as f64;
+    assert!(
+        (step_share - 0.25).abs() <= 0.05,
+        "light took {step_share:.3} of the steps ({steps:?})"
+    );
+}
+
+/// Continues until it has taken `steps` steps, bumping `flood` each step.
+struct Flooder {
+    left: u32,
+    flood: Arc<AtomicU64>,
+}
+
+impl Process for Flooder {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.flood.fetch_add(1, Relaxed);
+        if self.left == 0 {
+            out.finish(());
+        } else {
+            self.left -= 1;
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// Spawns `count` flooders from its first step (they join its group).
+struct Spawner {
+    group: Group,
+    count: u32,
+    flood: Arc<AtomicU64>,
+}
+
+impl Process for Spawner {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for _ in 0..self.count {
+            out.spawn(Flooder {
+                left: 20,
+                flood: self.flood.clone(),
+            })?;
+        }
+        out.finish(());
+        Ok(())
+    }
+}
+
+/// Stays ready (continues) for `rounds` steps, recording how many flood
+/// steps ran between each of its steps and the next; in `group`.
+struct Probe {
+    group: Group,
+    flood: Arc<AtomicU64>,
+    last: Option<u64>,
+    gaps: Vec<u64>,
+    rounds: usize,
+}
+
+impl Process for Probe {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let now = self.flood.load(Relaxed);
+        // Gaps once the flood is under way.
+        if let Some(last) = self.last.filter(|_| now >= 1_000) {
+            self.gaps.push(now - last);
+        }
+        self.last = Some(now);
+        if self.gaps.len() == self.rounds {
+            out.finish(std::mem::take(&mut self.gaps));
+        } else {
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// The flood steps between consecutive steps of a probe that stays ready,
+/// 20 times, while a spawner floods 20 000 continuing processes (each of
+/// 21 steps) in a simulation of one worker; the probe in its own group
+/// when `separate`, else in the flood's.
+fn probe_gaps(separate: bool) -> Vec<u64> {
+    let builder = Scheduler::builder();
+    let builder = if separate {
+        builder.group("flood", 1).group("probe", 1)
+    } else {
+        builder
+    };
+    let mut sim = builder.simulation(Config::seed(11).workers(1));
+    let (flood_group, probe_group) = match separate {
+        true => (
+            sim.group("flood").expect("declared"),
+            sim.group("probe").expect("declared"),
+        ),
+        false => (Group::DEFAULT, Group::DEFAULT),
+    };
+    let flood = Arc::new(AtomicU64::new(0));
+    sim.spawn(Spawner {
+        group: flood_group,
+        count: 20_000,
+        flood: flood.clone(),
+    })
+    .expect("spawned");
+    let mut probe = sim
+        .spawn(Probe {
+            group: probe_group,
+            flood: flood.clone(),
+            last: None,
+            gaps: Vec::new(),
+            rounds: 20,
+        })
+        .expect("spawned");
+    sim.run().expect("goes quiet");
+    let fairness = sim.fairness();
+    assert_eq!(fairness.violation, None, "{:?}", fairness.worst);
+    assert!(fairness.checked > 400_000, "{fairness:?}");
+    let gaps = probe.try_take().expect("ended").expect("finished");
+    *gaps.downcast::<Vec<u64>>().expect("its gaps")
+}
+
+#[test]
+fn a_flood_in_one_group_does_not_hold_another_back() {
+    // In its own group of equal weight, the probe is stepped every other
+    // pick or so (the flood's picks each run one flooder); in the flood's
+    // group it waits behind the 20 000 flooders each time (checked too,
+    // so that this test tells the two apart).
+    let separate = probe_gaps(true);
+    assert!(
+        separate.iter().all(|&g| g <= 4),
+        "in its own group: {separate:?}"
+    );
+    let shared = probe_gaps(false);
+    assert!(
+        shared.iter().all(|&g| g >= 10_000),
+        "in the flood's group: {shared:?}"
+    );
+}
+
+/// Counts its steps and continues; finishes with the count when told.
+struct Counter {
+    group: Group,
+    steps: u64,
+}
+
+impl Process for Counter {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.next().is_some() {
+            out.finish(self.steps);
+        } else {
+            self.steps += 1;
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_simulation_gives_groups_their_weights_in_steps() {
+    // A simulated step takes no time, so each is charged the same: the
+    // steps follow the weights 1 : 3 : 4 on each of two workers.
+    let mut sim = Scheduler::builder()
+        .group("a", 1)
+        .group("b", 3)
+        .group("c", 4)
+        .simulation(Config::seed(2).workers(2));
+    let groups = ["a", "b", "c"].map(|name| sim.group(name).expect("declared"));
+    let mut all = Vec::new();
+    for (i, &group) in groups.iter().enumerate() {
+        for _ in 0..10 {
+            all.push((i, sim.spawn(Counter { group, steps: 0 }).expect("spawned")));
+        }
+    }
+    for _ in 0..40_000 {
+        sim.step();
+    }
+    for (_, done) in &all {
+        sim.post(done.pid(), "stop").expect("alive");
+    }
+    sim.run().expect("goes quiet");
+    let mut steps = [0u64; 3];
+    for (i, mut done) in all {
+        let outcome = done.try_take().expect("ended").expect("finished");
+        steps[i] += *outcome.downcast_ref::<u64>().expect("its count");
+    }
+    let total: u64 = steps.iter().sum();
+    for (i, want) in [1.0 / 8.0, 3.0 / 8.0, 4.0 / 8.0].into_iter().enumerate() {
+        let got = steps[i] as f64 / total as f64;
+        assert!((got - want).abs() < 0.02, "{steps:?}");
+    }
+    assert_eq!(sim.fairness().violation, None);
+}
+
+/// Spawns a child (which reports its group through introspection) and
+/// finishes with the child's PID.
+struct Parent {
+    group: Option<Group>,
+    child_group: Option<Group>,
+}
+
+impl Process for Parent {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        if let Some(group) = self.group {
+            cx.set_group(group);
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let child = out.spawn(Parked {
+            group: self.child_group,
+        })?;
+        out.finish(child.pid());
+        Ok(())
+    }
+}
+
+/// Waits for a message, in the group it is given (or its spawner's).
+struct Parked {
+    group: Option<Group>,
+}
+
+impl Process for Parked {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        if let Some(group) = self.group {
+            cx.set_group(group);
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.next().is_some() {
+            out.finish(());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_process_joins_its_spawner_s_group_unless_it_chooses() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .group("tenant", 2)
+        .group("other", 1)
+        .build();
+    scheduler.start();
+    let tenant = scheduler.group("tenant").expect("declared");
+    let other = scheduler.group("other").expect("declared");
+    let group_of = |pid: Pid| scheduler.process_info(pid).expect("alive").group;
+    let cases = [
+        (Some(tenant), None, tenant),
+        (Some(tenant), Some(other), other),
+        (None, None, Group::DEFAULT),
+    ];
+    for (parent, child, want) in cases {
+        let done = scheduler
+            .spawn(Parent {
+                group: parent,
+                child_group: child,
+            })
+            .expect("spawned");
+        let child_pid = done.typed::<Pid>().wait().expect("spawned its child");
+        assert_eq!(group_of(child_pid), want, "{parent:?} spawning {child:?}");
+        scheduler.post(child_pid, ()).expect("alive");
+    }
+    // From outside: the default group, or the chosen one.
+    let outside = scheduler.spawn(Parked { group: None }).expect("spawned");
+    assert_eq!(group_of(outside.pid()), Group::DEFAULT);
+    let chosen = scheduler
+        .spawn(Parked { group: Some(other) })
+        .expect("spawned");
+    assert_eq!(group_of(chosen.pid()), other);
+    scheduler.post(outside.pid(), ()).expect("alive");
+    scheduler.post(chosen.pid(), ()).expect("alive");
+    scheduler.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_group_the_scheduler_does_not_have_fails_the_spawn() {
+    let with = Scheduler::builder()
+        .workers(1)
+        .group("a", 1)
+        .group("b", 1)
+        .build();
+    let b = with.group("b").expect("declared");
+    let without = Scheduler::builder().workers(1).build();
+    match without.spawn(Parked { group: Some(b) }) {
+        Err(SubmitError::UnknownGroup { group, .. }) => assert_eq!(group, b),
+        other => panic!("expected UnknownGroup, got {other:?}"),
+    }
+    assert_eq!(without.group_info(b), None);
+    assert!(!without.set_group_weight(b, 2));
+    assert_eq!(without.stats().live_processes, 0);
+}
+
+#[test]
+fn groups_report_their_weight_ready_work_and_step_time() {
+    let scheduler = Scheduler::builder().workers(1).group("web", 3).build();
+    let web = scheduler.group("web").expect("declared");
+    // Not started: both wait in the global queue.
+    let steps = Arc::new(AtomicU64::new(0));
+    let mut all = Vec::new();
+    for _ in 0..2 {
+        let busy = Busy {
+            group: web,
+            spin: Duration::from_micros(100),
+            steps: steps.clone(),
+        };
+        all.push(scheduler.spawn(busy).expect("spawned"));
+    }
+    let info = scheduler.group_info(web).expect("a group");
+    assert_eq!((info.name.as_str(), info.weight, info.ready), ("web", 3, 2));
+    assert_eq!(info.busy, Duration::ZERO);
+    assert!(scheduler.set_group_weight(web, 5));
+    scheduler.start();
+    while steps.load(Relaxed) < 100 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let info = scheduler.group_info(web).expect("a group");
+    assert_eq!(info.weight, 5);
+    // 100 steps of 100 µs each, at least.
+    assert!(info.busy >= Duration::from_millis(10), "{info:?}");
+    let names: Vec<String> = scheduler.groups().into_iter().map(|g| g.name).collect();
+    assert_eq!(names, ["default", "web"]);
+    for done in &all {
+        scheduler.post(done.pid(), "stop").expect("alive");
+    }
+    scheduler.shutdown(Duration::from_secs(5));
+}
