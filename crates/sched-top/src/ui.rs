@@ -8,7 +8,9 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use crate::app::{Screen, Status};
-use crate::view::{count, duration, HistogramRow, ProcessList, ProcessRow, View, WorkerRow};
+use crate::view::{
+    count, duration, GroupRow, HistogramRow, ProcessList, ProcessRow, View, WorkerRow,
+};
 
 /// Whether a key quits: `q`, `Esc` or `Ctrl-C` (the terminal is in raw
 /// mode, so `Ctrl-C` arrives as a key).
@@ -32,7 +34,8 @@ pub fn quits(key: &KeyEvent) -> bool {
     }
 }
 
-/// Draws the whole screen: the header, the workers beside the histograms,
+/// Draws the whole screen: the header, the workers (above the groups,
+/// when the engine has more than the default one) beside the histograms,
 /// and the three top lists side by side.
 ///
 /// # Examples
@@ -46,7 +49,9 @@ pub fn render(frame: &mut Frame, screen: &Screen) {
         .as_ref()
         .and_then(|v| v.histograms.as_ref())
         .map_or(1, |h| h.len());
-    let middle = (workers.max(histograms) as u16 + 3).min(area.height / 2);
+    let groups = screen.view.as_ref().map_or(0, |v| shown_groups(v).len());
+    let left = workers + 3 + if groups > 0 { groups + 3 } else { 0 };
+    let middle = (left.max(histograms + 3) as u16).min(area.height / 2);
     let [header, middle, bottom] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Length(middle.max(4)),
@@ -60,9 +65,20 @@ pub fn render(frame: &mut Frame, screen: &Screen) {
         frame.render_widget(waiting, middle.union(bottom));
         return;
     };
-    let [workers_area, histograms_area] =
+    let [left, histograms_area] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(middle);
-    render_workers(frame, workers_area, &view.workers);
+    let groups = shown_groups(view);
+    if groups.is_empty() {
+        render_workers(frame, left, &view.workers);
+    } else {
+        let [workers_area, groups_area] = Layout::vertical([
+            Constraint::Length(view.workers.len() as u16 + 3),
+            Constraint::Min(3),
+        ])
+        .areas(left);
+        render_workers(frame, workers_area, &view.workers);
+        render_groups(frame, groups_area, groups);
+    }
     render_histograms(frame, histograms_area, view.histograms.as_deref());
     let [steps, mailbox, long] = Layout::horizontal([
         Constraint::Ratio(1, 3),
@@ -73,6 +89,16 @@ pub fn render(frame: &mut Frame, screen: &Screen) {
     render_top_by_steps(frame, steps, view);
     render_top_by_mailbox(frame, mailbox, &view.by_mailbox);
     render_top_by_long_steps(frame, long, &view.by_long_steps);
+}
+
+/// The groups the screen shows: none when the engine has only the default
+/// group (there is nothing to share), all of them otherwise.
+fn shown_groups(view: &View) -> &[GroupRow] {
+    if view.groups.len() > 1 {
+        &view.groups
+    } else {
+        &[]
+    }
 }
 
 fn bold() -> Style {
@@ -172,6 +198,29 @@ fn render_workers(frame: &mut Frame, area: Rect, workers: &[WorkerRow]) {
         1,
     ))
     .block(Block::bordered().title(" workers "));
+    frame.render_widget(table, area);
+}
+
+fn render_groups(frame: &mut Frame, area: Rect, groups: &[GroupRow]) {
+    let rows = groups.iter().map(|g| {
+        Row::new(vec![
+            Cell::from(g.name.clone()),
+            right(g.weight.to_string()),
+            right(pct(g.busy_pct)),
+            right(g.ready.to_string()),
+        ])
+    });
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Fill(1),
+            Constraint::Length(6),
+            Constraint::Length(10),
+            Constraint::Length(8),
+        ],
+    )
+    .header(header_row(["group", "weight", "busy share", "ready"], 1))
+    .block(Block::bordered().title(" groups "));
     frame.render_widget(table, area);
 }
 
@@ -332,7 +381,7 @@ mod tests {
     use crate::fetch::Update;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
-    use sched::live::{HistogramSummary, ProcessEntry, Snapshot, WorkerSnapshot};
+    use sched::live::{GroupSnapshot, HistogramSummary, ProcessEntry, Snapshot, WorkerSnapshot};
     use std::time::Duration;
 
     fn text(terminal: &Terminal<TestBackend>) -> String {
@@ -442,6 +491,81 @@ mod tests {
             "{backlog}"
         );
         assert!(screen.contains("not reported by this engine"), "{screen}");
+    }
+
+    fn group(name: &str, weight: u32, ready: u64, busy_ns: Option<u64>) -> GroupSnapshot {
+        let mut g = GroupSnapshot::default();
+        g.name = name.into();
+        g.weight = weight;
+        g.ready = ready;
+        g.busy_ns = busy_ns;
+        g
+    }
+
+    #[test]
+    fn groups_have_a_panel_when_there_are_several() {
+        let mut app = App::new("127.0.0.1:7207".into(), Duration::from_millis(500));
+        let mut before = snapshot(1_000, [1_000, 2_000]);
+        before.groups = vec![
+            group("default", 1, 0, Some(0)),
+            group("tenant-a", 3, 0, Some(100_000_000)),
+        ];
+        let mut after = snapshot(2_000, [3_000, 2_500]);
+        after.groups = vec![
+            group("default", 1, 2, Some(100_000_000)),
+            group("tenant-a", 3, 17, Some(400_000_000)),
+        ];
+        app.update(Update::Snapshot(before));
+        app.update(Update::Snapshot(after));
+        let screen = draw(&app);
+        println!("{screen}");
+        assert!(screen.contains(" groups "), "{screen}");
+        let heading = screen
+            .lines()
+            .find(|l| l.contains("busy share"))
+            .expect(&screen);
+        assert!(
+            heading.contains("group") && heading.contains("weight") && heading.contains("ready"),
+            "{heading}"
+        );
+        // 100 and 300 ms of steps: shares of 25% and 75%.
+        let default = screen
+            .lines()
+            .find(|l| l.contains("│default "))
+            .expect(&screen);
+        assert!(
+            default.contains("25%") && default.contains(" 2"),
+            "{default}"
+        );
+        let tenant = screen
+            .lines()
+            .find(|l| l.contains("│tenant-a "))
+            .expect(&screen);
+        for figure in [" 3 ", "75%", " 17"] {
+            assert!(tenant.contains(figure), "{figure} in {tenant}");
+        }
+        // The other panels are all there.
+        for panel in [
+            " workers ",
+            " histograms ",
+            "top by steps/s",
+            "top by long steps",
+        ] {
+            assert!(screen.contains(panel), "{panel} in {screen}");
+        }
+        assert!(screen.lines().any(|l| l.contains("│1 ")), "{screen}");
+
+        // The default group alone: no panel.
+        let mut app = App::new("127.0.0.1:7207".into(), Duration::from_millis(500));
+        for (ms, steps) in [(1_000, [1_000, 2_000]), (2_000, [3_000, 2_500])] {
+            let mut alone = snapshot(ms, steps);
+            alone.groups = vec![group("default", 1, 4, None)];
+            app.update(Update::Snapshot(alone));
+        }
+        let screen = draw(&app);
+        assert!(!screen.contains(" groups "), "{screen}");
+        assert!(!screen.contains("busy share"), "{screen}");
+        assert!(!screen.contains("│default"), "{screen}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sched::live::{ProcessEntry, Snapshot};
+use sched::live::{GroupSnapshot, ProcessEntry, Snapshot};
 
 /// Everything the screen shows about the engine, computed from two
 /// successive snapshots by [`view`].
@@ -22,6 +22,9 @@ pub struct View {
     pub header: Header,
     /// One row per worker, in worker order.
     pub workers: Vec<WorkerRow>,
+    /// One row per group (tenant), the default group first, in the
+    /// snapshot's order.
+    pub groups: Vec<GroupRow>,
     /// One row per histogram; `None` when the engine records none.
     pub histograms: Option<Vec<HistogramRow>>,
     /// The processes that took the most steps lately.
@@ -90,6 +93,43 @@ pub struct WorkerRow {
     pub stolen: u64,
     /// Steps it ran, in all.
     pub steps: u64,
+}
+
+/// One group's row.
+///
+/// # Examples
+///
+/// ```
+/// use sched::live::{GroupSnapshot, Snapshot};
+///
+/// let mut group = GroupSnapshot::default();
+/// group.name = "web".into();
+/// group.weight = 3;
+/// group.busy_ns = Some(0);
+/// let mut before = Snapshot::default();
+/// before.groups.push(group);
+/// let mut after = before.clone();
+/// after.elapsed_ns = 1_000_000_000;
+/// after.groups[0].busy_ns = Some(250_000_000);
+/// let view = sched_top::view::view(Some(&before), &after);
+/// assert_eq!(view.groups[0].name, "web");
+/// assert_eq!(view.groups[0].weight, 3);
+/// assert_eq!(view.groups[0].busy_pct, Some(100.0)); // the only group that ran
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupRow {
+    /// Its name.
+    pub name: String,
+    /// Its weight now.
+    pub weight: u32,
+    /// Its processes ready to run now.
+    pub ready: u64,
+    /// Its share of all groups' step time since the previous snapshot, in
+    /// percent; `None` without a previous snapshot, when the engine does
+    /// not measure it (no declared groups), when the previous snapshot
+    /// has no group of this name, when no step time passed, or when the
+    /// counters went backwards (another engine behind the address).
+    pub busy_pct: Option<f64>,
 }
 
 /// One histogram's row.
@@ -240,6 +280,8 @@ pub fn view(previous: Option<&Snapshot>, current: &Snapshot) -> View {
         steps_per_sec,
     };
 
+    let groups = group_rows(seconds.map(|(p, _)| p), current);
+
     let histograms = current.histograms.as_ref().map(|all| {
         all.iter()
             .map(|h| HistogramRow {
@@ -274,11 +316,42 @@ pub fn view(previous: Option<&Snapshot>, current: &Snapshot) -> View {
     View {
         header,
         workers,
+        groups,
         histograms,
         by_steps: list(true, &current.top_by_steps),
         by_mailbox: list(current.reports_mailbox_depth, &current.top_by_mailbox),
         by_long_steps: list(current.reports_long_steps, &current.top_by_long_steps),
     }
+}
+
+/// The groups' rows, with each one's share of the step time all groups
+/// had between `previous` (matched by name) and `current`.
+fn group_rows(previous: Option<&Snapshot>, current: &Snapshot) -> Vec<GroupRow> {
+    // Each group's step time since the previous snapshot, when both
+    // measured it; `None` for a group absent from the previous one.
+    let spent = |g: &GroupSnapshot| -> Option<Result<u64, ()>> {
+        let before = previous?.groups.iter().find(|b| b.name == g.name)?;
+        let (now, then) = (g.busy_ns?, before.busy_ns?);
+        Some(now.checked_sub(then).ok_or(()))
+    };
+    let spent: Vec<Option<Result<u64, ()>>> = current.groups.iter().map(spent).collect();
+    // A counter that went backwards is another engine: no shares at all.
+    let restarted = spent.iter().any(|d| matches!(d, Some(Err(()))));
+    let total: u64 = spent.iter().flatten().flatten().sum();
+    current
+        .groups
+        .iter()
+        .zip(&spent)
+        .map(|(g, spent)| GroupRow {
+            name: g.name.clone(),
+            weight: g.weight,
+            ready: g.ready,
+            busy_pct: match spent {
+                Some(Ok(d)) if !restarted && total > 0 => Some(*d as f64 / total as f64 * 100.0),
+                _ => None,
+            },
+        })
+        .collect()
 }
 
 /// A process's registered names, else the last segment of its type's
@@ -353,7 +426,7 @@ pub fn count(value: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sched::live::{HistogramSummary, WorkerSnapshot};
+    use sched::live::{GroupSnapshot, HistogramSummary, WorkerSnapshot};
 
     fn worker(steps: u64, parks: u64, busy_ns: Option<u64>) -> WorkerSnapshot {
         let mut w = WorkerSnapshot::default();
@@ -375,6 +448,15 @@ mod tests {
         e.steps = steps;
         e.recent_steps = recent;
         e
+    }
+
+    fn group(name: &str, weight: u32, ready: u64, busy_ms: Option<u64>) -> GroupSnapshot {
+        let mut g = GroupSnapshot::default();
+        g.name = name.into();
+        g.weight = weight;
+        g.ready = ready;
+        g.busy_ns = busy_ms.map(|ms| ms * 1_000_000);
+        g
     }
 
     fn snapshot(elapsed_ms: u64, workers: Vec<WorkerSnapshot>) -> Snapshot {
@@ -480,6 +562,91 @@ mod tests {
         assert_eq!(display_name(&e), "Fetcher");
         e.names = vec!["a".into(), "b".into()];
         assert_eq!(display_name(&e), "a,b");
+    }
+
+    #[test]
+    fn group_shares_come_from_the_difference_of_two_snapshots() {
+        let mut before = snapshot(1_000, vec![]);
+        before.groups = vec![
+            group("default", 1, 0, Some(50)),
+            group("web", 3, 0, Some(100)),
+            group("batch", 1, 0, Some(0)),
+        ];
+        let mut after = snapshot(2_000, vec![]);
+        // Listed in another order: matched by name.
+        after.groups = vec![
+            group("default", 1, 2, Some(150)),
+            group("batch", 1, 40, Some(300)),
+            group("web", 5, 7, Some(700)),
+        ];
+        let view = view(Some(&before), &after);
+        let rows: Vec<(&str, u32, u64, Option<f64>)> = view
+            .groups
+            .iter()
+            .map(|g| (g.name.as_str(), g.weight, g.ready, g.busy_pct))
+            .collect();
+        // 100 + 300 + 600 ms of steps in all.
+        assert_eq!(
+            rows,
+            [
+                ("default", 1, 2, Some(10.0)),
+                ("batch", 1, 40, Some(30.0)),
+                ("web", 5, 7, Some(60.0)),
+            ]
+        );
+    }
+
+    #[test]
+    fn group_shares_are_none_when_they_cannot_be_computed() {
+        let shares = |view: &View| view.groups.iter().map(|g| g.busy_pct).collect::<Vec<_>>();
+        let mut before = snapshot(1_000, vec![]);
+        before.groups = vec![group("default", 1, 0, Some(0)), group("web", 2, 0, Some(0))];
+        let mut after = snapshot(2_000, vec![]);
+        after.groups = vec![
+            group("default", 1, 0, Some(100)),
+            group("web", 2, 0, Some(300)),
+            group("late", 1, 0, Some(500)),
+        ];
+
+        // No previous snapshot; the rows are there all the same.
+        let first = view(None, &after);
+        assert_eq!(shares(&first), [None, None, None]);
+        assert_eq!(first.groups[1].weight, 2);
+
+        // A group the previous snapshot lacks has no share, nor counts in
+        // the others'.
+        assert_eq!(
+            shares(&view(Some(&before), &after)),
+            [Some(25.0), Some(75.0), None]
+        );
+
+        // No step time passed.
+        assert_eq!(shares(&view(Some(&after), &after)), [None, None, None]);
+        let mut idle = after.clone();
+        idle.elapsed_ns += 1_000_000_000;
+        assert_eq!(shares(&view(Some(&after), &idle)), [None, None, None]);
+
+        // Unmeasured: the default group alone.
+        let mut plain_before = snapshot(1_000, vec![]);
+        plain_before.groups = vec![group("default", 1, 0, None)];
+        let mut plain_after = snapshot(2_000, vec![]);
+        plain_after.groups = vec![group("default", 1, 5, None)];
+        let plain = view(Some(&plain_before), &plain_after);
+        assert_eq!(shares(&plain), [None]);
+        assert_eq!(plain.groups[0].ready, 5);
+
+        // Counters going backwards: another engine.
+        let mut restarted = snapshot(3_000, vec![]);
+        restarted.groups = vec![
+            group("default", 1, 0, Some(10)),
+            group("web", 2, 0, Some(500)),
+        ];
+        assert_eq!(shares(&view(Some(&after), &restarted)), [None, None]);
+
+        // A snapshot from an endpoint without groups.
+        assert!(view(Some(&before), &snapshot(2_000, vec![]))
+            .groups
+            .is_empty());
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //!
 //! [`serve`] starts a thread that listens on the address it is given and
 //! answers each request with a [`Snapshot`]: the engine's counters per
-//! worker, its queues, its histograms (when the builder turned them on)
-//! and the top processes by recent steps, by mailbox depth and by long
-//! steps. Nothing runs on the step path: a snapshot costs one
+//! worker, its queues, its groups (their weights, step time and ready
+//! processes), its histograms (when the builder turned them on) and the
+//! top processes by recent steps, by mailbox depth and by long steps.
+//! Nothing runs on the step path: a snapshot costs one
 //! [`stats`](crate::Context::stats), one
+//! [`groups`](crate::Context::groups), one
 //! [`histograms`](crate::Context::histograms) and one
 //! [`processes`](crate::Context::processes) call (about 5 ms for 100 000
 //! processes), made on the endpoint's threads when a client asks.
@@ -26,7 +28,8 @@
 //! connection beyond [`MAX_CONNECTIONS`], gets one [`ErrorReply`] line
 //! (`{"error":"..."}`) and is closed. [`Client`] speaks it.
 //!
-//! Rates (steps per second, busy percentages) are not in a snapshot: a
+//! Rates (steps per second, busy percentages, groups' shares of step
+//! time) are not in a snapshot: a
 //! client computes them from two successive snapshots, dividing the
 //! counters' differences by the difference of their
 //! [`elapsed_ns`](Snapshot::elapsed_ns).
@@ -75,7 +78,8 @@ use serde::{Deserialize, Serialize};
 /// The version of the [`Snapshot`] format this crate writes and reads.
 /// It changes when a field changes meaning or is removed; new fields are
 /// added without a change (readers ignore fields they do not know and give
-/// missing ones their default).
+/// missing ones their default: a snapshot from an endpoint that predates
+/// [`Snapshot::groups`] reads with no groups).
 ///
 /// # Examples
 ///
@@ -255,6 +259,7 @@ pub struct ErrorReply {
 /// let scheduler = Scheduler::builder().workers(2).build();
 /// let snapshot = Sampler::new().sample(&scheduler, 5);
 /// assert_eq!(snapshot.workers.len(), 2);
+/// assert_eq!(snapshot.groups[0].name, "default"); // the only group
 /// assert!(snapshot.histograms.is_none()); // the builder did not turn them on
 /// let line = snapshot.to_json_line();
 /// assert!(line.ends_with('\n'));
@@ -270,6 +275,11 @@ pub struct Snapshot {
     pub elapsed_ns: u64,
     /// Per worker, in worker order.
     pub workers: Vec<WorkerSnapshot>,
+    /// Per group (tenant), the default group first, then in the order the
+    /// builder declared them ([`Context::groups`]): one, `"default"`, on
+    /// an engine without declared groups. Empty from an endpoint that
+    /// predates groups.
+    pub groups: Vec<GroupSnapshot>,
     /// Processes in the global queues.
     pub global_queue_len: u64,
     /// Processes started and not ended.
@@ -337,6 +347,47 @@ pub struct WorkerSnapshot {
     pub local_queue_len: u64,
     /// Nanoseconds spent in steps, so far; `None` when the engine does not
     /// measure it (it does only with histograms on).
+    pub busy_ns: Option<u64>,
+}
+
+/// One group (tenant) in a [`Snapshot`]: what [`Context::groups`]
+/// reports of it. A client computes each group's share of the step time
+/// from two snapshots' [`busy_ns`](GroupSnapshot::busy_ns).
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::live::Sampler;
+///
+/// let scheduler = Scheduler::builder().workers(1).group("web", 3).build();
+/// let snapshot = Sampler::new().sample(&scheduler, 0);
+/// let names: Vec<&str> = snapshot.groups.iter().map(|g| g.name.as_str()).collect();
+/// assert_eq!(names, ["default", "web"]);
+/// let web = &snapshot.groups[1];
+/// assert_eq!((web.weight, web.ready), (3, 0));
+/// assert_eq!(web.busy_ns, Some(0)); // measured, and nothing ran yet
+///
+/// // Without declared groups, the default one alone, its time unmeasured.
+/// let plain = Scheduler::builder().workers(1).build();
+/// let alone = Sampler::new().sample(&plain, 0).groups;
+/// assert_eq!(alone.len(), 1);
+/// assert_eq!(alone[0].busy_ns, None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct GroupSnapshot {
+    /// The name it was declared with (`"default"` for the default group).
+    pub name: String,
+    /// Its weight now.
+    pub weight: u32,
+    /// Its processes queued to run now, on every worker and in the global
+    /// queues.
+    pub ready: u64,
+    /// Nanoseconds its processes spent in steps, over all workers, so far;
+    /// `None` when the engine does not measure it (it does only when the
+    /// builder declared groups: not with the default group alone).
     pub busy_ns: Option<u64>,
 }
 
@@ -578,7 +629,8 @@ impl Sampler {
 
     /// A snapshot of `cx`'s engine with top lists of at most `top`
     /// processes (and at most [`MAX_TOP`]). It reads the counters, the
-    /// histograms and the process list once each, while the workers run.
+    /// groups, the histograms and the process list once each, while the
+    /// workers run.
     ///
     /// # Examples
     ///
@@ -586,6 +638,7 @@ impl Sampler {
     pub fn sample(&mut self, cx: &Context, top: usize) -> Snapshot {
         let top = top.min(MAX_TOP);
         let stats = cx.stats();
+        let groups = cx.groups();
         let histograms = cx.histograms();
         let processes = cx.processes();
         let elapsed_ns = nanos(self.origin.elapsed());
@@ -603,6 +656,17 @@ impl Sampler {
                 local_queue_len: w.local_queue_len as u64,
                 // Measured only with histograms on (zero otherwise).
                 busy_ns: histograms.is_some().then(|| nanos(w.busy)),
+            })
+            .collect();
+        // Measured only with groups declared (zero otherwise).
+        let measured = groups.len() > 1;
+        let groups = groups
+            .into_iter()
+            .map(|g| GroupSnapshot {
+                name: g.name,
+                weight: g.weight,
+                ready: g.ready as u64,
+                busy_ns: measured.then(|| nanos(g.busy)),
             })
             .collect();
         let histograms = histograms.map(|h| {
@@ -655,6 +719,7 @@ impl Sampler {
             version: VERSION,
             elapsed_ns,
             workers,
+            groups,
             global_queue_len: stats.global_queue_len as u64,
             live_processes: stats.live_processes as u64,
             parked_workers: stats.parked_workers as u64,

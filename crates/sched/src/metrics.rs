@@ -19,6 +19,9 @@
 //! | `sched_completed_total` | counter | `worker` | processes the worker ended |
 //! | `sched_local_queue_length` | gauge | `worker` | processes in its run queues |
 //! | `sched_busy_microseconds_total` | counter | `worker` | time spent in steps, when histograms are on |
+//! | `sched_group_weight` | gauge | `group` | the group's weight |
+//! | `sched_group_ready` | gauge | `group` | its processes queued to run |
+//! | `sched_group_busy_microseconds_total` | counter | `group` | step time of its processes (measured when groups are declared) |
 //! | `sched_step_duration_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | step durations, when histograms are on |
 //! | `sched_step_duration_count` | counter | | steps in that histogram |
 //! | `sched_timer_lateness_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | how late timers fell due, when histograms are on |
@@ -73,6 +76,14 @@ pub fn publish(cx: &Context) {
             let busy = u64::try_from(worker.busy.as_micros()).unwrap_or(u64::MAX);
             metrics::counter!("sched_busy_microseconds_total", "worker" => label).absolute(busy);
         }
+    }
+    for group in cx.groups() {
+        let label = group.name;
+        metrics::gauge!("sched_group_weight", "group" => label.clone())
+            .set(f64::from(group.weight));
+        metrics::gauge!("sched_group_ready", "group" => label.clone()).set(group.ready as f64);
+        let busy = u64::try_from(group.busy.as_micros()).unwrap_or(u64::MAX);
+        metrics::counter!("sched_group_busy_microseconds_total", "group" => label).absolute(busy);
     }
     if let Some(histograms) = histograms {
         summary("sched_step_duration", &histograms.step);

@@ -1,6 +1,7 @@
 //! The scheduling contract under overload, checked by the simulation: every
 //! wait of every process (from becoming ready to its step) stays within the
-//! bound the scheduler documents for its priority and the work ahead of it,
+//! bound the scheduler documents for its priority, its group's share and
+//! the work ahead of it,
 //! whatever made it ready (a message from a step, a message from outside, a
 //! timer, its own continue, a spawn), across seeds; and the levels get
 //! their shares.
@@ -24,9 +25,15 @@ struct Worker {
     rounds: u32,
     left: u32,
     peer: Option<Pid>,
+    group: Group,
 }
 
 impl Process for Worker {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for _ in events.by_ref() {}
         if self.left > 0 {
@@ -113,13 +120,27 @@ impl Process for Flood {
 /// One seed's overload: `workers` workers, 120 busy processes (a third
 /// waking peers), 8 probes at each level, 6 floods (High turning Low, Low
 /// turning High), and a message from outside to a probe every 2 ms of
-/// virtual time; every step takes 20 µs.
+/// virtual time; every step takes 20 µs. Odd seeds declare two groups of
+/// weights 1 and 3 and spread the busy processes over them and the
+/// default group.
 fn overload(seed: u64, workers: usize, keep_trace: bool) -> Simulation {
     let config = Config::seed(seed)
         .workers(workers)
         .step_time(Duration::from_micros(20))
         .keep_trace(keep_trace);
-    let mut sim = Scheduler::builder().simulation(config);
+    let builder = match seed % 2 {
+        1 => Scheduler::builder().group("a", 1).group("b", 3),
+        _ => Scheduler::builder(),
+    };
+    let mut sim = builder.simulation(config);
+    let groups = match seed % 2 {
+        1 => vec![
+            Group::DEFAULT,
+            sim.group("a").expect("declared"),
+            sim.group("b").expect("declared"),
+        ],
+        _ => vec![Group::DEFAULT],
+    };
     let mut pids = Vec::new();
     for index in 0..120u64 {
         let peer = (index % 3 == 0).then(|| pids.last().copied()).flatten();
@@ -129,6 +150,7 @@ fn overload(seed: u64, workers: usize, keep_trace: bool) -> Simulation {
                 rounds: 4,
                 left: 3,
                 peer,
+                group: groups[index as usize % groups.len()],
             })
             .expect("spawned");
         pids.push(done.pid());

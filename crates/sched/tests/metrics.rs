@@ -11,10 +11,15 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use sched::metrics::Publisher;
 use sched::prelude::*;
 
-/// Takes `0` steps, then finishes.
-struct Steps(u32);
+/// Takes `0` steps, then finishes; in group `1`.
+struct Steps(u32, Group);
 
 impl Process for Steps {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.1);
+        Ok(())
+    }
+
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.0 -= 1;
         if self.0 == 0 {
@@ -63,10 +68,21 @@ fn the_scraped_figures_parse_and_count_the_steps() {
         .with_http_listener(address)
         .install()
         .expect("the exporter starts");
-    let scheduler = Arc::new(Scheduler::builder().workers(2).histograms(true).build());
+    let scheduler = Arc::new(
+        Scheduler::builder()
+            .workers(2)
+            .histograms(true)
+            .group("batch", 2)
+            .build(),
+    );
     scheduler.start();
+    let batch = scheduler.group("batch").expect("declared");
+    // Half in the default group, half in `batch`.
     let runs: Vec<Completion> = (0..100)
-        .map(|_| scheduler.spawn(Steps(50)).unwrap())
+        .map(|i| {
+            let group = if i % 2 == 0 { Group::DEFAULT } else { batch };
+            scheduler.spawn(Steps(50, group)).unwrap()
+        })
         .collect();
     for done in runs {
         done.wait().unwrap();
@@ -98,6 +114,9 @@ fn the_scraped_figures_parse_and_count_the_steps() {
                 ("sched_dead_letters_total", 1),
                 ("sched_parked_workers", 1),
                 ("sched_pending_timers", 1),
+                ("sched_group_weight", 2),
+                ("sched_group_ready", 2),
+                ("sched_group_busy_microseconds_total", 2),
             ]
             .iter()
             .all(|(name, figures)| value(&scrape, name).len() == *figures);
@@ -139,6 +158,13 @@ fn the_scraped_figures_parse_and_count_the_steps() {
     let busy = value(&scrape, "sched_busy_microseconds_total");
     assert_eq!(busy.len(), 2, "one per worker");
     assert!(busy.iter().sum::<f64>() > 0.0, "{busy:?}");
+    // One figure per group: its weight, nothing ready (all ended), and
+    // step time in each (the groups are declared, so it is measured).
+    let weights = value(&scrape, "sched_group_weight");
+    assert_eq!(weights.iter().sum::<f64>(), 3.0, "{weights:?}");
+    assert_eq!(value(&scrape, "sched_group_ready"), [0.0, 0.0]);
+    let group_busy = value(&scrape, "sched_group_busy_microseconds_total");
+    assert!(group_busy.iter().all(|&b| b > 0.0), "{group_busy:?}");
     for name in [
         "sched_dead_letters_total",
         "sched_parked_workers",

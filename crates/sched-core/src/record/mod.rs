@@ -221,6 +221,15 @@ impl Record {
         ((self.layout.load(Relaxed) & GROUP) >> GROUP_SHIFT) as usize
     }
 
+    /// The index of the queue it joins among `groups` groups per level
+    /// (`Priority::index * groups + group`), from one read of the word.
+    #[inline]
+    pub(crate) fn lane(&self, groups: usize) -> usize {
+        let word = self.layout.load(Relaxed);
+        let level = crate::Priority::from_index(((word & LEVEL) >> LEVEL_SHIFT) as usize);
+        level.index() * groups + ((word & GROUP) >> GROUP_SHIFT) as usize
+    }
+
     /// Puts the process in group `index` (below 64). Only its `init`'s
     /// submitter calls this, before the process is first queued.
     pub(crate) fn set_group(&self, index: usize) {

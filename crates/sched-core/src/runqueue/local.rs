@@ -76,7 +76,7 @@ impl Local {
     /// the level.
     #[inline]
     pub(crate) fn lane(&self, record: &RecordRef) -> usize {
-        lane(record.priority(), record.group(), self.groups)
+        record.lane(self.groups)
     }
 
     /// Queues `record` at the back of its lane.

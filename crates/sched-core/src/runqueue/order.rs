@@ -41,6 +41,13 @@
 //!   process that step requeues itself ahead of it when it was displaced
 //!   from the `next` slot.
 //!
+//! With groups (`shares.rs`), each level's queue is one queue per group,
+//! and a level's pick goes to one of its groups by their shares: the
+//! process then needs `ahead + 2` picks *of its group*, each of which
+//! comes within `share` picks of its level (`Groups::factor`), so the bound
+//! is the same with `(ahead + 2) * share` picks of the level; the global
+//! queues are stretched by the same factor.
+//!
 //! In time, the wait is at most that many steps of the worker; with `W`
 //! workers all busy, the wait behind `R` ready processes of one level
 //! approaches the fair share `R * step / W`, which is what the overload
