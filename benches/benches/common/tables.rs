@@ -1,6 +1,7 @@
 //! Helpers of the benches that print their own tables (not criterion's).
 
 /// The median of `values` (the upper one of an even count).
+#[allow(dead_code)] // Not every bench that includes this takes medians.
 pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]

@@ -120,6 +120,114 @@ fn a_snapshot_holds_the_counters_histograms_and_top_processes_by_steps() {
     scheduler.shutdown(WAIT);
 }
 
+/// Joins `group` in `init`, then does what a [`Gate`] does: blocks its
+/// first step until told, and reads whatever comes after.
+struct Tenant {
+    group: Group,
+    gate: Gate,
+}
+
+impl Process for Tenant {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.gate.step(events, out)
+    }
+}
+
+/// Joins `group` in `init`, then takes `turns` steps like [`Steps`].
+struct GroupSteps {
+    group: Group,
+    steps: Steps,
+}
+
+impl Process for GroupSteps {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.steps.step(events, out)
+    }
+}
+
+#[test]
+fn declared_groups_are_reported_with_their_ready_processes_and_step_time() {
+    let scheduler = Arc::new(Scheduler::builder().workers(1).group("batch", 4).build());
+    scheduler.start();
+    let batch = scheduler.group("batch").expect("declared");
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let mut client = Client::connect(endpoint.local_addr(), WAIT).unwrap();
+
+    // The only worker blocks in a batch process's first step: the three
+    // batch processes spawned meanwhile wait, ready, in the global queue.
+    let (open, gate) = std::sync::mpsc::channel();
+    let (started, has_started) = std::sync::mpsc::channel();
+    let tenant = scheduler
+        .spawn(Tenant {
+            group: batch,
+            gate: Gate {
+                started,
+                open: Some(gate),
+            },
+        })
+        .unwrap()
+        .pid();
+    has_started.recv_timeout(WAIT).unwrap();
+    let steppers: Vec<Pid> = (0..3)
+        .map(|_| {
+            let steps = Steps { turns: 50 };
+            let process = GroupSteps {
+                group: batch,
+                steps,
+            };
+            scheduler.spawn(process).unwrap().pid()
+        })
+        .collect();
+    let blocked = client.snapshot(1).unwrap();
+    let groups: Vec<(&str, u32, u64)> = blocked
+        .groups
+        .iter()
+        .map(|g| (g.name.as_str(), g.weight, g.ready))
+        .collect();
+    assert_eq!(groups, [("default", 1, 0), ("batch", 4, 3)], "{blocked:#?}");
+    assert!(blocked.groups.iter().all(|g| g.busy_ns.is_some()));
+
+    // Once they have run, batch has had the step time and nothing waits.
+    open.send(()).unwrap();
+    wait_for_steps(&scheduler, 1 + 3 * 51);
+    let ran = client.snapshot(1).unwrap();
+    let [default, batch] = &ran.groups[..] else {
+        panic!("two groups: {ran:#?}")
+    };
+    assert_eq!(
+        (batch.name.as_str(), batch.weight, batch.ready),
+        ("batch", 4, 0)
+    );
+    let busy = batch.busy_ns.expect("measured with groups declared");
+    assert!(busy > 0, "{ran:#?}");
+    assert!(busy > blocked.groups[1].busy_ns.unwrap(), "{ran:#?}");
+    assert_eq!(default.busy_ns, Some(0), "no default-group process ran");
+
+    // Without declared groups: the default group alone, unmeasured.
+    let plain = Scheduler::builder().workers(1).build();
+    let alone = Sampler::new().sample(&plain, 1).groups;
+    assert_eq!(alone.len(), 1);
+    assert_eq!(alone[0].name, "default");
+    assert_eq!(alone[0].busy_ns, None);
+
+    for pid in steppers.into_iter().chain([tenant]) {
+        scheduler.terminate(pid).unwrap();
+    }
+    drop(client);
+    endpoint.stop();
+    scheduler.shutdown(WAIT);
+}
+
 /// Says when its first step started and blocks it until told, so that
 /// messages pile up in its mailbox; then reads whatever comes.
 struct Gate {

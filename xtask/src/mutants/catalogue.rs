@@ -72,6 +72,14 @@ const SCHED_FAIRNESS_BOUND: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The groups' tests: shares by weight, a flood held to its share, and
+/// the bound with groups (in the simulation).
+const SCHED_GROUPS: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "groups"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The system lane's tests.
 const SCHED_SYSTEM_LANE: Catcher = Catcher {
     args: &["test", "-p", "sched", "--test", "system_lane"],
@@ -242,9 +250,18 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // `High` flood.
         name: "turns-high-only",
         file: "crates/sched-core/src/worker/mod.rs",
-        original: "self.local.pop_first(order::order(self.turn))",
-        replacement: "self.local.pop_first(order::order(0))",
+        original: ".pop_first(order::order(self.turn), &mut self.shares)",
+        replacement: ".pop_first(order::order(0), &mut self.shares)",
         catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // Groups served most-charged first: the group that had the most
+        // step time for its weight keeps the level, the others starve.
+        name: "groups-most-charged-first",
+        file: "crates/sched-core/src/runqueue/shares.rs",
+        original: "if best.is_none_or(|(_, least)| *pass < least) {",
+        replacement: "if best.is_none_or(|(_, least)| *pass >= least) {",
+        catcher: &SCHED_GROUPS,
     },
     Mutation {
         // The `next` slot without its limit: two processes that wake each
