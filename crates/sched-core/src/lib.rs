@@ -107,6 +107,7 @@ pub use contract::process::{InitContext, Process, DEFAULT_METHOD};
 pub use contract::reply::{AskError, AskId, Question, ReplyTo, Request, Responder};
 pub use contract::timer_id::TimerId;
 pub use contract::typed_command::{TypedCommand, Yielded};
+pub use contract::urgent::Urgent;
 pub use engine::commands::abandoned::Abandoned;
 pub use engine::commands::completer::{CompleteError, Completer, Rejected};
 pub use engine::commands::handler::CommandHandler;

@@ -110,7 +110,7 @@ pub use scheduler::Scheduler;
 pub use relay::{Package, Payload, Pid};
 pub use sched_core::{
     BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, Group, InitContext,
-    InitError, Monitor, Output, Priority, Process, Tag, TimerId,
+    InitError, Monitor, Output, Priority, Process, Tag, TimerId, Urgent,
 };
 pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 
@@ -171,7 +171,7 @@ pub mod prelude {
     pub use relay::{Package, Payload, Pid};
     pub use sched_core::{
         BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, Group,
-        InitContext, InitError, Monitor, Output, Priority, Process, Tag, TimerId,
+        InitContext, InitError, Monitor, Output, Priority, Process, Tag, TimerId, Urgent,
     };
 }
 
@@ -238,6 +238,7 @@ pub mod message {
         into_payload, Addr, Package, ParsePidError, Payload, Pid, Receiver, RegisterError, Router,
         SendError, SendErrorKind,
     };
+    pub use sched_core::Urgent;
 }
 
 /// Timers: what cancels one, and what its event carries.

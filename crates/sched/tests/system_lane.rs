@@ -1,6 +1,7 @@
 //! The system lane: a down, a linked exit, the shutdown's cancel and the
 //! answer to an ask reach a step ahead of a backlog of messages the
-//! process has not read yet.
+//! process has not read yet; urgent messages come next, unwrapped, and a
+//! bounded mailbox keeps a reserve for them.
 
 use std::time::Duration;
 
@@ -123,4 +124,76 @@ fn the_shutdown_cancel_is_read_before_a_backlog() {
         *read, 0,
         "it read {read} messages of its backlog before the cancel"
     );
+}
+
+/// Reads one message per step, noting its text, until it reads "stop".
+struct Reader {
+    read: Vec<String>,
+}
+
+impl Process for Reader {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if let Some(Event::Message(m)) = events.next() {
+            let text = *m.payload::<&str>().ok_or("text")?;
+            self.read.push(text.to_owned());
+            if text == "stop" {
+                out.finish(std::mem::take(&mut self.read));
+                return Ok(());
+            }
+        }
+        if !events.is_empty() {
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn an_urgent_message_is_read_before_the_backlog() {
+    let mut sim = Scheduler::builder().simulation(Config::seed(3).workers(1));
+    let mut reader = sim.spawn(Reader { read: Vec::new() }).expect("spawned");
+    for _ in 0..100 {
+        sim.post(reader.pid(), "work").expect("alive");
+    }
+    sim.post(reader.pid(), Urgent::new("first")).expect("alive");
+    sim.post(reader.pid(), Urgent::new("stop")).expect("alive");
+    sim.run().expect("quiet");
+    let read = reader.try_take().expect("ended").expect("finished");
+    let read = read.downcast_ref::<Vec<String>>().expect("its list");
+    // Both urgent ones, in the order sent, unwrapped, before any of the
+    // 100 ordinary messages queued ahead of them.
+    assert_eq!(read, &["first", "stop"]);
+}
+
+#[test]
+fn a_bounded_mailbox_keeps_a_reserve_for_urgent_messages() {
+    use sched::message::SendErrorKind;
+    // Capacity 16: 16 ordinary messages fill it; the reserve is 2 urgent
+    // ones more; then even urgent ones are refused, handed back.
+    let scheduler = Scheduler::builder().workers(1).mailbox_capacity(16).build();
+    let reader = scheduler
+        .spawn(Reader { read: Vec::new() })
+        .expect("spawned");
+    for _ in 0..16 {
+        scheduler.post(reader.pid(), "work").expect("room");
+    }
+    let full = scheduler.post(reader.pid(), "work").expect_err("full");
+    assert_eq!(full.kind(), SendErrorKind::Full);
+    scheduler
+        .post(reader.pid(), Urgent::new("first"))
+        .expect("reserve");
+    scheduler
+        .post(reader.pid(), Urgent::new("stop"))
+        .expect("reserve");
+    let refused = scheduler
+        .post(reader.pid(), Urgent::new("late"))
+        .expect_err("past the reserve");
+    assert_eq!(refused.kind(), SendErrorKind::Full);
+    let back = refused.into_package();
+    let back = back.payload::<Urgent>().expect("handed back as sent");
+    assert!(format!("{back:?}").contains("Urgent"));
+    scheduler.start();
+    let read = reader.typed::<Vec<String>>().wait().expect("finished");
+    assert_eq!(read, ["first", "stop"]);
+    scheduler.shutdown(Duration::from_secs(5));
 }

@@ -255,6 +255,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_FAIRNESS_BOUND,
     },
     Mutation {
+        // Urgent messages left in arrival order: an urgent stop waits
+        // behind the backlog.
+        name: "urgent-not-first",
+        file: "crates/sched-core/src/contract/urgent.rs",
+        original: "                (1, Event::Message(unwrap(package)))",
+        replacement: "                (2, Event::Message(unwrap(package)))",
+        catcher: &SCHED_SYSTEM_LANE,
+    },
+    Mutation {
         // Groups served most-charged first: the group that had the most
         // step time for its weight keeps the level, the others starve.
         name: "groups-most-charged-first",
@@ -276,9 +285,9 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // The system lane skipped: a down or a cancel waits behind the
         // backlog.
         name: "no-system-lane",
-        file: "crates/sched-core/src/worker/mod.rs",
-        original: "        crate::contract::event::system_first(&mut self.events);",
-        replacement: "        let _ = crate::contract::event::system_first;",
+        file: "crates/sched-core/src/contract/urgent.rs",
+        original: "        super::event::system_first(events);\n        return;",
+        replacement: "        let _ = super::event::system_first;\n        return;",
         catcher: &SCHED_SYSTEM_LANE,
     },
     Mutation {

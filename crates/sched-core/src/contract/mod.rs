@@ -24,3 +24,4 @@ pub(crate) mod step_engine;
 pub(crate) mod timer_id;
 pub(crate) mod typed_command;
 pub(crate) mod upgrade;
+pub(crate) mod urgent;

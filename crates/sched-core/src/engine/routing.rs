@@ -14,6 +14,7 @@ use super::shared::Shared;
 use super::Context;
 use crate::contract::error::TerminateError;
 use crate::contract::event::Event;
+use crate::contract::urgent;
 use crate::panic_guard::drop_user_value;
 use crate::record::state::TERMINATE;
 use crate::record::RecordRef;
@@ -62,7 +63,8 @@ impl Shared {
     pub(crate) fn send(&self, package: Package) -> Result<(), SendError> {
         if package.target().node() != self.processes.node() {
             if let Some(remote) = &self.remote {
-                return remote.send(package);
+                // Urgency is this node's ordering: the message itself goes.
+                return remote.send(urgent::unwrap(package));
             }
         }
         self.send_local(package)
@@ -168,13 +170,20 @@ impl Shared {
         record: &RecordRef,
         package: Package,
     ) -> Result<(), SendError> {
+        // See `contract/urgent.rs`: an urgent message has a reserve in a
+        // bounded mailbox, and marks its receiver before it is queued.
+        let urgent = urgent::is_urgent(&package);
         let bounded = self.mailbox_capacity != usize::MAX;
         if bounded {
-            if !record.mailbox.reserve(self.mailbox_capacity) {
+            let capacity = urgent::capacity_for(self.mailbox_capacity, urgent);
+            if !record.mailbox.reserve(capacity) {
                 return Err(SendError::full(package));
             }
         } else if self.counts_messages {
             record.mailbox.count();
+        }
+        if urgent {
+            record.mailbox.mark_urgent();
         }
         match record.deliver(Event::Message(package)) {
             Ok(wake) => {

@@ -27,11 +27,17 @@ const CANCEL_SENT: u32 = 1 << 31;
 /// An upgrade ordered from outside is queued, or about to be.
 const UPGRADE_ORDERED: u32 = 1 << 30;
 
+/// The process has been sent an urgent message (sticky: never cleared;
+/// see `contract/urgent.rs`).
+const URGENT_SEEN: u32 = 1 << 29;
+
 /// The largest bound a mailbox enforces; a larger capacity means none.
-pub(crate) const MAX_CAPACITY: usize = 1 << 29;
+/// Below [`URGENT_SEEN`] with room for an urgent reserve and for senders
+/// racing past the bound.
+pub(crate) const MAX_CAPACITY: usize = 1 << 27;
 
 /// The count's bits.
-const COUNT: u32 = !(CANCEL_SENT | UPGRADE_ORDERED);
+const COUNT: u32 = !(CANCEL_SENT | UPGRADE_ORDERED | URGENT_SEEN);
 
 /// The mailbox word of one process.
 #[derive(Debug, Default)]
@@ -79,6 +85,20 @@ impl Mailbox {
                 Err(current) => word = current,
             }
         }
+    }
+
+    /// Marks the process as sent an urgent message: from now on its owner
+    /// looks for them in what it drains. Before the message is queued.
+    pub(crate) fn mark_urgent(&self) {
+        if self.0.load(Acquire) & URGENT_SEEN == 0 {
+            self.0.fetch_or(URGENT_SEEN, AcqRel);
+        }
+    }
+
+    /// Whether the process has ever been sent an urgent message.
+    #[inline]
+    pub(crate) fn urgent_seen(&self) -> bool {
+        self.0.load(Acquire) & URGENT_SEEN != 0
     }
 
     /// Messages queued and not yet drained, as counted.

@@ -394,7 +394,9 @@ impl Builder {
     /// Bounds each process's mailbox: a `send` that finds `capacity`
     /// messages already queued (not yet drained by a step) fails with
     /// [`SendErrorKind::Full`](relay::SendErrorKind::Full), handing the
-    /// message back. Default: unbounded.
+    /// message back. An [`Urgent`](crate::Urgent) message has a reserve: it
+    /// fails only at `capacity + max(1, capacity / 8)` queued. Default:
+    /// unbounded (as is any capacity of 2^27 or more).
     ///
     /// # Examples
     ///

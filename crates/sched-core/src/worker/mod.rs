@@ -696,8 +696,9 @@ impl Worker {
                 self.events.splice(0..0, others.unread.drain(..));
             }
         }
-        // The system lane: signals ahead of the backlog.
-        crate::contract::event::system_first(&mut self.events);
+        // The system lane, then urgent messages, ahead of the backlog.
+        let urgent = record.mailbox.urgent_seen();
+        crate::contract::urgent::order_events(&mut self.events, urgent);
 
         // A simulation sees what the step is given, and may crash it.
         let crash = match &mut self.observer {
