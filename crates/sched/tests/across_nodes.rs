@@ -23,6 +23,8 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Loopback {
     nodes: Mutex<HashMap<u32, Arc<dyn Receiver + Send + Sync>>>,
     cut: Mutex<Vec<u32>>,
+    /// Packages that went over the wire still wrapped in `Urgent`.
+    urgent_on_the_wire: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Loopback {
@@ -37,6 +39,10 @@ impl RemoteTransport for Loopback {
     }
 
     fn send(&self, package: Package) -> Result<(), SendError> {
+        if package.is::<Urgent>() {
+            self.urgent_on_the_wire
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let (from, to) = (package.source().node(), package.target().node());
         let cut = self.cut.lock().unwrap();
         if cut.contains(&from) || cut.contains(&to) {
@@ -671,4 +677,22 @@ fn terminate_and_cancel_reach_a_process_of_another_node() {
         one.cancel(stays),
         Err(sched::process::TerminateError::Unreachable(stays))
     );
+}
+
+#[test]
+fn an_urgent_message_to_another_node_goes_as_its_message() {
+    // Urgency orders the receiving node's mailbox; the wire carries the
+    // message itself (a transport need not know the wrapper), and the
+    // target reads it as sent.
+    let (wire, one, two) = pair();
+    let mut done = two.spawn(target()).expect("spawned");
+    one.post(done.pid(), Urgent::new("finish")).expect("sent");
+    done.wait_timeout(WAIT).expect("finished in time").expect("finished");
+    assert_eq!(
+        wire.urgent_on_the_wire
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    one.shutdown(WAIT);
+    two.shutdown(WAIT);
 }
