@@ -687,7 +687,9 @@ fn an_urgent_message_to_another_node_goes_as_its_message() {
     let (wire, one, two) = pair();
     let mut done = two.spawn(target()).expect("spawned");
     one.post(done.pid(), Urgent::new("finish")).expect("sent");
-    done.wait_timeout(WAIT).expect("finished in time").expect("finished");
+    done.wait_timeout(WAIT)
+        .expect("finished in time")
+        .expect("finished");
     assert_eq!(
         wire.urgent_on_the_wire
             .load(std::sync::atomic::Ordering::Relaxed),

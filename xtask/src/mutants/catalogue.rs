@@ -259,8 +259,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // behind the backlog.
         name: "urgent-not-first",
         file: "crates/sched-core/src/contract/urgent.rs",
-        original: "                (1, Event::Message(unwrap(package)))",
-        replacement: "                (2, Event::Message(unwrap(package)))",
+        original: "(1, Event::Message(unwrap(package))),",
+        replacement: "(2, Event::Message(unwrap(package))),",
         catcher: &SCHED_SYSTEM_LANE,
     },
     Mutation {

@@ -23,7 +23,8 @@
 //! `timers.rs` that of a wheel's earliest deadline under two inserters;
 //! `links.rs` those of the link protocol; `upgrade.rs` that of the flag
 //! an upgrade ordered from outside travels with; `mailbox.rs` that of the
-//! message count beside those flags.
+//! message count beside those flags; `urgent.rs` that of the sticky bit
+//! urgent messages set.
 
 mod events;
 mod harness;
@@ -33,3 +34,4 @@ pub(crate) use harness::Inert;
 mod parking;
 mod timers;
 mod upgrade;
+mod urgent;
