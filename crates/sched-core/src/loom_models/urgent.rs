@@ -33,30 +33,25 @@ fn drain(record: &Record) -> usize {
 fn a_drained_urgent_message_always_finds_the_bit() {
     loom::model(|| {
         let record = RecordRef::new(Pid::local(1), Inert);
-        let senders: Vec<_> = [false, true]
-            .into_iter()
-            .map(|urgent| {
-                let record = record.clone();
-                thread::spawn(move || {
-                    let package = match urgent {
-                        true => Package::new(Pid::OUTSIDE, record.pid, Urgent::new(1u8)),
-                        false => Package::new(Pid::OUTSIDE, record.pid, 2u8),
-                    };
-                    // What `deliver_now` does: the bit, then the push.
-                    if is_urgent(&package) {
-                        record.mailbox.mark_urgent();
-                    }
-                    assert!(record.deliver(Event::Message(package)).is_ok());
-                })
+        // One urgent sender against the owner's drain (a second, ordinary
+        // sender made the model take minutes and adds nothing to the
+        // property: its push does not touch the bit).
+        let sender = {
+            let record = record.clone();
+            thread::spawn(move || {
+                let package = Package::new(Pid::OUTSIDE, record.pid, Urgent::new(1u8));
+                // What `deliver_now` does: the bit, then the push.
+                if is_urgent(&package) {
+                    record.mailbox.mark_urgent();
+                }
+                assert!(record.deliver(Event::Message(package)).is_ok());
             })
-            .collect();
+        };
         thread::yield_now();
         let mut drained = drain(&record);
-        for sender in senders {
-            sender.join().unwrap();
-        }
+        sender.join().unwrap();
         drained += drain(&record);
-        assert_eq!(drained, 2, "both messages drained");
+        assert_eq!(drained, 1, "the message drained once");
         assert!(record.mailbox.urgent_seen(), "the bit stays");
     });
 }
