@@ -17,7 +17,6 @@
 //!
 //! Only Linux is supported (the load average comes from `/proc/loadavg`).
 
-use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,53 +29,9 @@ const FLOOD_STEPS: u32 = 5;
 const PROBES: usize = 16;
 const TIMER: Duration = Duration::from_millis(5);
 
-/// Iterations of the fixed work that take about 1 µs here (measured once).
-static PER_MICRO: AtomicU64 = AtomicU64::new(1);
-
-fn spin(iterations: u64) -> u64 {
-    let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
-    for _ in 0..black_box(iterations) {
-        x = x.rotate_left(5) ^ x.wrapping_mul(0x0100_0000_01b3);
-    }
-    black_box(x)
-}
-
 /// About `micros` µs of work, the same on both sides.
 fn work(micros: u64) -> u64 {
-    spin(micros * PER_MICRO.load(Relaxed))
-}
-
-fn calibrate() {
-    let probe = 100_000;
-    let mut best = Duration::MAX;
-    for _ in 0..5 {
-        let start = Instant::now();
-        spin(probe);
-        best = best.min(start.elapsed());
-    }
-    let per_micro = probe as f64 / (best.as_secs_f64() * 1e6);
-    PER_MICRO.store(per_micro.max(1.0) as u64, Relaxed);
-}
-
-/// Sorted samples, for percentiles.
-struct Samples(Vec<Duration>);
-
-impl Samples {
-    fn new(mut values: Vec<Duration>) -> Samples {
-        values.sort_unstable();
-        Samples(values)
-    }
-
-    fn at(&self, percentile: usize) -> Duration {
-        if self.0.is_empty() {
-            return Duration::ZERO;
-        }
-        self.0[(self.0.len() - 1) * percentile / 100]
-    }
-
-    fn max(&self) -> Duration {
-        self.0.last().copied().unwrap_or_default()
-    }
+    busy::work(Duration::from_micros(micros))
 }
 
 fn ms(d: Duration) -> String {
@@ -224,7 +179,7 @@ impl Process for Probe {
 
 /// One flood run's figures.
 struct Run {
-    all: Samples,
+    all: Sorted,
     worst_probe: Duration,
     wall: Duration,
 }
@@ -236,7 +191,7 @@ fn run_of(per_probe: Vec<Vec<Duration>>, wall: Duration) -> Run {
         .max()
         .unwrap_or_default();
     Run {
-        all: Samples::new(per_probe.into_iter().flatten().collect()),
+        all: Sorted::of(per_probe.into_iter().flatten().collect()),
         worst_probe,
         wall,
     }
@@ -361,7 +316,7 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(FLOOD);
-    calibrate();
+    busy::calibrate();
     println!("groups, shares: {WORKERS} workers, 100 processes of ~20 µs steps in each of two groups of weights 1 and 3, 2 s");
     println!();
     println!("| run | load average | light: share of step time | light: share of steps |");
@@ -404,6 +359,10 @@ fn main() {
         }
     }
 }
+
+#[path = "common/busy.rs"]
+mod busy;
+use busy::Sorted;
 
 #[path = "common/tables.rs"]
 mod tables;

@@ -26,8 +26,7 @@
 //!
 //! Only Linux is supported (the load average comes from `/proc/loadavg`).
 
-use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -42,33 +41,9 @@ const TIMER: Duration = Duration::from_millis(15);
 const POST_EVERY: Duration = Duration::from_millis(1);
 const PROBES: usize = 16;
 
-/// Iterations of the fixed work that take about `STEP` on this machine
-/// (measured once, at start).
-static WORK: AtomicU64 = AtomicU64::new(1);
-
-fn spin(iterations: u64) -> u64 {
-    let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
-    for _ in 0..black_box(iterations) {
-        x = x.rotate_left(5) ^ x.wrapping_mul(0x0100_0000_01b3);
-    }
-    black_box(x)
-}
-
 /// The same ~20 µs of work for one step on both sides.
 fn work() -> u64 {
-    spin(WORK.load(Ordering::Relaxed))
-}
-
-fn calibrate() {
-    let probe = 100_000;
-    let mut best = Duration::MAX;
-    for _ in 0..5 {
-        let start = Instant::now();
-        spin(probe);
-        best = best.min(start.elapsed());
-    }
-    let per = best.as_secs_f64() / probe as f64;
-    WORK.store((STEP.as_secs_f64() / per) as u64, Ordering::Relaxed);
+    busy::work(STEP)
 }
 
 /// Each bulk process's delays: `ROUNDS` of 1-50 ms, from a seeded
@@ -82,26 +57,6 @@ fn delays(processes: usize) -> Vec<Vec<Duration>> {
                 .collect()
         })
         .collect()
-}
-
-/// A sorted list of samples.
-#[derive(Clone, Default)]
-struct Sorted(Vec<Duration>);
-
-impl Sorted {
-    fn of(mut samples: Vec<Duration>) -> Sorted {
-        samples.sort_unstable();
-        Sorted(samples)
-    }
-    fn at(&self, q: usize) -> Duration {
-        if self.0.is_empty() {
-            return Duration::ZERO;
-        }
-        self.0[(self.0.len() - 1) * q / 100]
-    }
-    fn max(&self) -> Duration {
-        self.at(100)
-    }
 }
 
 /// What the probes and the bulk recorded in one run.
@@ -432,6 +387,10 @@ fn tokio(delays: &[Vec<Duration>]) -> Run {
 
 // ------------------------------------------------------------------- report
 
+#[path = "common/busy.rs"]
+mod busy;
+use busy::Sorted;
+
 #[path = "common/tables.rs"]
 mod tables;
 use tables::{load_average, median};
@@ -456,7 +415,7 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(PROCESSES);
-    calibrate();
+    busy::calibrate();
     println!(
         "overload: {processes} processes x {ROUNDS} rounds of a {STEP:?} step and a 1-50 ms timer, \
          {WORKERS} workers; {PROBES} probes re-arming a {TIMER:?} timer, a message posted to probe 0 \
