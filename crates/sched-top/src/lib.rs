@@ -4,8 +4,9 @@
 //! It attaches to the endpoint an application serves with
 //! `sched::live::serve` (feature `live`), asks it for a snapshot every
 //! refresh interval, and shows the engine's totals, its workers (busy %,
-//! steps/s, queue lengths, parks/s, steals), its histograms and the top
-//! processes by steps/s, by mailbox depth and by long steps. See
+//! steps/s, queue lengths, parks/s, steals), its groups when it declares
+//! some (weight, share of the step time, ready processes), its histograms
+//! and the top processes by steps/s, by mailbox depth and by long steps. See
 //! `docs/guide/live-view.md` in the repository.
 //!
 //! The binary is a thin loop around this library: [`fetch`] talks to the
