@@ -72,9 +72,14 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 ///   the shutdown timeout; then it terminates the ones still running, waits
 ///   for their downs, and finishes `done` with a [`SupervisorReport`] (the
 ///   restarts of each child).
-/// - **Introspection.** Asked [`WhichChildren`] (with `ask`), it answers a
-///   [`SupervisorReport`] with the current PIDs. Other requests are dropped
-///   unanswered and messages are ignored.
+/// - **Introspection.** Asked [`WhichChildren`] (a typed question: `query`
+///   answers a [`SupervisorReport`] without a downcast), it answers with
+///   the current PIDs, each child's restarts, how it last ended and, for a
+///   failure, its error's text or panic message. The first answer comes
+///   after the children's first start: waiting for it is how to wait for
+///   the children to be started (and their names registered), with no
+///   polling. Other requests are dropped unanswered and messages are
+///   ignored.
 /// - **Links.** The supervisor links itself to each child and traps exits:
 ///   a child's end reaches it as an [`Event::Exit`] (ignored: the monitor's
 ///   down drives restarts), and if the supervisor itself is *terminated*
@@ -249,14 +254,19 @@ impl Supervisor {
 
     /// A child restarted itself in place: the restart counts against the
     /// intensity like any other; past it, the supervisor stops.
-    fn on_restarted_in_place(&mut self, from: relay::Pid, out: &mut Output<'_>) {
+    fn on_restarted_in_place(
+        &mut self,
+        from: relay::Pid,
+        why: &in_place::Restarted,
+        out: &mut Output<'_>,
+    ) {
         if !matches!(self.phase, Phase::Running) {
             return;
         }
         let Some(i) = self.children.iter().position(|c| c.pid() == Some(from)) else {
             return;
         };
-        self.children[i].restarted_in_place();
+        self.children[i].restarted_in_place(why.reason, why.message.clone());
         if let Err(restarts) = self.intensity.record(Instant::now()) {
             let error = SupervisorError::IntensityExceeded {
                 restarts,
@@ -406,8 +416,10 @@ impl Process for Supervisor {
                 Event::Request(request) if request.payload::<WhichChildren>().is_some() => {
                     questions.push(request);
                 }
-                Event::Message(message) if message.payload::<in_place::Restarted>().is_some() => {
-                    self.on_restarted_in_place(message.source(), out);
+                Event::Message(message) => {
+                    if let Some(why) = message.payload::<in_place::Restarted>() {
+                        self.on_restarted_in_place(message.source(), why, out);
+                    }
                 }
                 // Other requests are dropped: their askers get no reply.
                 _ => {}

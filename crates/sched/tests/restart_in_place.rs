@@ -54,6 +54,10 @@ struct Fixture {
 }
 
 fn fixture(max_restarts: u32) -> Fixture {
+    fixture_with(max_restarts, true)
+}
+
+fn fixture_with(max_restarts: u32, in_place: bool) -> Fixture {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let instances = Arc::new(AtomicUsize::new(0));
@@ -64,7 +68,7 @@ fn fixture(max_restarts: u32) -> Fixture {
         closes: Arc::clone(&closed),
     })
     .register_as("service")
-    .restart_in_place(true);
+    .restart_in_place(in_place);
     let supervisor = Supervisor::builder()
         .intensity(max_restarts, Duration::from_secs(60))
         .child(spec)
@@ -93,13 +97,67 @@ fn service(scheduler: &Scheduler) -> Pid {
 }
 
 fn report(f: &Fixture) -> SupervisorReport {
-    let answer = f
-        .scheduler
-        .ask(f.supervisor.pid(), WhichChildren)
+    f.scheduler
+        .query(f.supervisor.pid(), WhichChildren)
         .unwrap()
         .wait_timeout(WAIT)
-        .unwrap();
-    *answer.downcast::<SupervisorReport>().unwrap()
+        .unwrap()
+}
+
+/// The report once the child has been restarted `restarts` times (the
+/// supervisor learns of a restart by a message of its own).
+fn report_after(f: &Fixture, restarts: u32) -> SupervisorReport {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let report = report(f);
+        if report.children[0].restarts >= restarts {
+            return report;
+        }
+        assert!(std::time::Instant::now() < deadline, "{report:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn the_first_report_comes_once_the_children_are_started_and_named() {
+    // No polling of `whereis`: the supervisor answers after its first
+    // start of the children.
+    for _ in 0..20 {
+        let f = fixture(5);
+        let first = report(&f);
+        let pid = first.children[0].pid.expect("started before the answer");
+        assert_eq!(f.scheduler.whereis("service"), Some(pid), "and named");
+        assert_eq!(first.children[0].last_exit, None);
+        f.scheduler.shutdown(WAIT);
+    }
+}
+
+#[test]
+fn a_restart_reports_what_the_crash_said() {
+    for in_place in [true, false] {
+        let f = fixture_with(5, in_place);
+        let pid = report(&f).children[0].pid.expect("started");
+        let _ = f.scheduler.ask(pid, POISON).unwrap().wait_timeout(WAIT);
+        let child = report_after(&f, 1).children[0].clone();
+        assert_eq!(
+            child.last_exit,
+            Some(ExitReason::Panicked),
+            "in place: {in_place}"
+        );
+        let said = child.last_error.expect("the panic's message");
+        assert!(said.contains("poisoned request"), "{said}");
+        let pid = child.pid.expect("running again");
+        let _ = f.scheduler.ask(pid, POISON - 1).unwrap().wait_timeout(WAIT);
+        let child = report_after(&f, 2).children[0].clone();
+        assert_eq!(
+            child.last_exit,
+            Some(ExitReason::Error),
+            "in place: {in_place}"
+        );
+        let said = child.last_error.expect("the error's text");
+        assert!(said.contains("a request it cannot handle"), "{said}");
+        f.scheduler.shutdown(WAIT);
+    }
 }
 
 #[test]

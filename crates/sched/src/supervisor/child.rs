@@ -47,6 +47,8 @@ pub(super) struct Child {
     started_once: bool,
     restarts: u32,
     last_exit: Option<ExitReason>,
+    /// What its last failure said (an error's text, a panic's message).
+    last_error: Option<String>,
 }
 
 impl Child {
@@ -59,6 +61,7 @@ impl Child {
             started_once: false,
             restarts: 0,
             last_exit: None,
+            last_error: None,
         }
     }
 
@@ -124,27 +127,35 @@ impl Child {
         Ok(())
     }
 
-    /// Counts a restart in place of the current incarnation.
-    pub(super) fn restarted_in_place(&mut self) {
+    /// Counts a restart in place of the current incarnation, which ended
+    /// with `reason` (an error or a panic) saying `message`.
+    pub(super) fn restarted_in_place(&mut self, reason: ExitReason, message: String) {
         self.restarts += 1;
-        self.last_exit = Some(ExitReason::Error);
+        self.last_exit = Some(reason);
+        self.last_error = Some(message);
     }
 
     /// Takes the down of the current incarnation and returns how it ended.
     pub(super) fn ended(&mut self, down: &Down) -> ExitReason {
         let mut reason = down.reason;
+        let mut outcome = None;
         if let Some(mut current) = self.current.take() {
+            // The engine fires monitors just before it stores the outcome,
+            // so a wait for it is at most that short gap.
             if reason == ExitReason::NoProcess {
                 // It ended before the monitor was set: its outcome says how.
-                // The engine fires monitors just before it stores the
-                // outcome, so the wait is at most that short gap.
-                reason = match current.completion.wait_timeout(OUTCOME_GAP) {
-                    Some(outcome) => reason_of(&outcome),
-                    None => ExitReason::Error,
-                };
+                outcome = current.completion.wait_timeout(OUTCOME_GAP);
+                reason = outcome.as_ref().map_or(ExitReason::Error, reason_of);
+            } else if matches!(reason, ExitReason::Error | ExitReason::Panicked) {
+                // A failure: its outcome says what, for the report.
+                outcome = current.completion.wait_timeout(OUTCOME_GAP);
             }
         }
         self.last_exit = Some(reason);
+        self.last_error = match outcome {
+            Some(Err(error)) => Some(error.to_string()),
+            _ => None,
+        };
         reason
     }
 
@@ -173,6 +184,7 @@ impl Child {
             pid: self.pid(),
             restarts: self.restarts,
             last_exit: self.last_exit,
+            last_error: self.last_error.clone(),
         }
     }
 }

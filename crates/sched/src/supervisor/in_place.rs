@@ -15,9 +15,10 @@
 //!    initialised with the spec's method and input, and started
 //!    (`Process::start`) in the same step, then stepped again at once with
 //!    the events waiting;
-//! 4. the supervisor is told ([`Restarted`]): it counts the restart
-//!    against its intensity, and terminates the child (and stops) when
-//!    the intensity is exceeded.
+//! 4. the supervisor is told ([`Restarted`], with how the instance ended
+//!    and its error's text or panic message, which the child's report
+//!    shows): it counts the restart against its intensity, and terminates
+//!    the child (and stops) when the intensity is exceeded.
 //!
 //! The PID, its name, the monitors and links others hold on it, and its
 //! `Completion` stay as they are: nobody sees it end. If the new instance
@@ -35,10 +36,14 @@ use sched_core::{BoxError, Events, InitContext, InitError, Output, Process};
 pub(super) type Factory = Arc<dyn Fn() -> Box<dyn Process> + Send + Sync>;
 pub(super) type Input = Arc<dyn Fn() -> Payload + Send + Sync>;
 
-/// The message a child restarted in place sends its supervisor (why it
-/// failed is in the child's `tracing` event).
+/// The message a child restarted in place sends its supervisor: how the
+/// failed instance ended and what it said (the error's text or the
+/// panic's message), for the child's report.
 #[derive(Debug)]
-pub(super) struct Restarted;
+pub(super) struct Restarted {
+    pub(super) reason: sched_core::ExitReason,
+    pub(super) message: String,
+}
 
 /// A supervised child that restarts in place (see the module's
 /// documentation).
@@ -64,7 +69,7 @@ impl InPlace {
 
     /// Replaces the failed instance; `Err` when the new one cannot start
     /// (the child then ends with it).
-    fn restart(&mut self, why: String, out: &mut Output<'_>) -> Result<(), BoxError> {
+    fn restart(&mut self, why: Restarted, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.cancel_pending();
         let mut new = (self.factory)();
         let pid = out.pid();
@@ -87,8 +92,8 @@ impl InPlace {
             let mut old = old;
             old.close();
         }));
-        tracing::debug!(%pid, %why, "restarted in place");
-        let _ = out.send(Package::new(pid, self.supervisor, Restarted));
+        tracing::debug!(%pid, reason = ?why.reason, message = %why.message, "restarted in place");
+        let _ = out.send(Package::new(pid, self.supervisor, why));
         // Stepped again at once: the events the failed step left unread
         // are waiting, and no new event may come to wake it.
         out.continue_();
@@ -123,8 +128,14 @@ impl Process for InPlace {
         let stepped = catch_unwind(AssertUnwindSafe(|| self.current.step(events, out)));
         let why = match stepped {
             Ok(Ok(())) => return Ok(()),
-            Ok(Err(error)) => error.to_string(),
-            Err(panic) => message_of(&*panic),
+            Ok(Err(error)) => Restarted {
+                reason: sched_core::ExitReason::Error,
+                message: error.to_string(),
+            },
+            Err(panic) => Restarted {
+                reason: sched_core::ExitReason::Panicked,
+                message: message_of(&*panic),
+            },
         };
         // Whatever the failed step asked for (yields, a done, an upgrade)
         // was its own: the new instance starts from a clean output.

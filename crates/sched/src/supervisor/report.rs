@@ -6,8 +6,10 @@ use relay::Pid;
 use sched_core::ExitReason;
 
 /// The question a [`Supervisor`](crate::Supervisor) answers with a
-/// [`SupervisorReport`] of its children, when asked with `ask` (from
-/// outside or from a step).
+/// [`SupervisorReport`] of its children: a typed question, so `query`
+/// (from outside or from a step) reads the answer without a downcast. The
+/// first answer comes after the children's first start, so waiting for it
+/// waits for the children to be started and named.
 ///
 /// # Examples
 ///
@@ -17,13 +19,16 @@ use sched_core::ExitReason;
 /// use std::time::Duration;
 ///
 /// fn children(scheduler: &Scheduler, supervisor: Pid) -> Option<SupervisorReport> {
-///     let mut reply = scheduler.ask(supervisor, WhichChildren).ok()?;
-///     let answer = reply.wait_timeout(Duration::from_secs(1)).ok()?;
-///     answer.downcast::<SupervisorReport>().ok().map(|report| *report)
+///     let mut reply = scheduler.query(supervisor, WhichChildren).ok()?;
+///     reply.wait_timeout(Duration::from_secs(1)).ok()
 /// }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WhichChildren;
+
+impl sched_core::Question for WhichChildren {
+    type Answer = SupervisorReport;
+}
 
 /// A snapshot of a supervisor's children, in start order: the answer to
 /// [`WhichChildren`], and the done value of a supervisor that was
@@ -85,6 +90,12 @@ pub struct ChildReport {
     pub pid: Option<Pid>,
     /// How many times it was started again after its first start.
     pub restarts: u32,
-    /// How its last incarnation ended, if one has ended.
+    /// How its last incarnation ended, if one has ended (for a child
+    /// restarted in place, how the replaced instance failed:
+    /// [`Panicked`](ExitReason::Panicked) for a panic,
+    /// [`Error`](ExitReason::Error) for an error).
     pub last_exit: Option<ExitReason>,
+    /// What its last failure said, when its last incarnation (or replaced
+    /// instance) failed: the error's text, or the panic's message.
+    pub last_error: Option<String>,
 }
