@@ -7,8 +7,9 @@
 //!   groups of weights 1 and 3, each step ~20 µs of work, for 2 s: each
 //!   group's share of the step time (the engine's `group_info().busy`)
 //!   and of the steps taken (counted by the processes);
-//! - **flood**: one process spawns 1 000 000 processes (tasks) of 5 steps
-//!   of ~2 µs each (continuing; tokio: yielding), while 16 probes in
+//! - **flood**: the bench's thread spawns 1 000 000 processes (tasks) of
+//!   5 steps of ~2 µs each (continuing; tokio: yielding) as fast as it
+//!   can, so that most of them are ready at once, while 16 probes in
 //!   another group re-arm a 5 ms timer and record how late the step (poll)
 //!   that sees it starts. Three sides: **ours, groups** (flood and probes
 //!   in groups of equal weight), **ours, one group** (everything in the
@@ -103,12 +104,18 @@ fn shares() -> (f64, f64) {
 
 // Flood.
 
-/// Takes `FLOOD_STEPS` steps of ~2 µs, then ends.
+/// Takes `FLOOD_STEPS` steps of ~2 µs, then ends; in its group.
 struct Flooder {
+    group: Group,
     left: u32,
 }
 
 impl Process for Flooder {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         work(2);
         self.left -= 1;
@@ -117,27 +124,6 @@ impl Process for Flooder {
         } else {
             out.continue_();
         }
-        Ok(())
-    }
-}
-
-/// Spawns `count` flooders from its one step (they join its group).
-struct Spawner {
-    group: Group,
-    count: usize,
-}
-
-impl Process for Spawner {
-    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
-        cx.set_group(self.group);
-        Ok(())
-    }
-
-    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        for _ in 0..self.count {
-            out.spawn(Flooder { left: FLOOD_STEPS })?;
-        }
-        out.finish(());
         Ok(())
     }
 }
@@ -229,13 +215,17 @@ fn ours(flood: usize, groups: bool) -> Run {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(50));
+    // The flood comes from outside, as fast as this thread can spawn:
+    // a million processes ready at once.
     let start = Instant::now();
-    scheduler
-        .spawn(Spawner {
-            group: flood_group,
-            count: flood,
-        })
-        .expect("spawned");
+    for _ in 0..flood {
+        scheduler
+            .spawn(Flooder {
+                group: flood_group,
+                left: FLOOD_STEPS,
+            })
+            .expect("spawned");
+    }
     // The flood is over when only the probes are left.
     while scheduler.stats().live_processes > PROBES {
         std::thread::sleep(Duration::from_millis(5));
@@ -274,20 +264,18 @@ fn tokio(flood: usize) -> Run {
         .collect();
     std::thread::sleep(Duration::from_millis(50));
     let start = Instant::now();
+    let tasks: Vec<_> = (0..flood)
+        .map(|_| {
+            runtime.spawn(async {
+                for _ in 0..FLOOD_STEPS {
+                    work(2);
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
     let wall = runtime.block_on(async move {
-        let spawner = tokio::spawn(async move {
-            (0..flood)
-                .map(|_| {
-                    tokio::spawn(async {
-                        for _ in 0..FLOOD_STEPS {
-                            work(2);
-                            tokio::task::yield_now().await;
-                        }
-                    })
-                })
-                .collect::<Vec<_>>()
-        });
-        for task in spawner.await.expect("spawned") {
+        for task in tasks {
             task.await.expect("ran");
         }
         start.elapsed()
@@ -332,7 +320,7 @@ fn main() {
     }
     println!();
     println!(
-        "groups, flood: {flood} processes of {FLOOD_STEPS} ~2 µs steps spawned by one process, \
+        "groups, flood: {flood} processes of {FLOOD_STEPS} ~2 µs steps spawned from outside, \
          {PROBES} probes re-arming a {TIMER:?} timer, {WORKERS} workers; {runs} run(s) per side"
     );
     println!();

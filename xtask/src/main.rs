@@ -17,7 +17,10 @@
 //!   them, and the files of its `engine/` only the ones below them on the
 //!   engine's ladder (with its named exceptions);
 //! - `mutants [NAME]`: apply each known bug in turn and check that its
-//!   test catches it.
+//!   test catches it;
+//! - `doors`: count the public surface (spawn, send and ask doors, the
+//!   methods of `Output` and `Context`, the crate root's names) against
+//!   the targets of the one-verb-per-act plan.
 //!
 //! The commands only shell out to `cargo`, `rustup`, `cargo-deny`,
 //! `valgrind`, and (to install the test services) `apt-get` and `pip`; they need no dependency of their own, so `cargo xtask`
@@ -25,6 +28,7 @@
 
 mod bench_report;
 mod cmd;
+mod doors;
 mod layers;
 mod leak;
 mod mutants;
@@ -63,6 +67,8 @@ commands:
   mutants [NAME] apply each mutation of the table (or the one named), run
                  the command that must catch it, restore; fails if any
                  mutation survives
+  doors          count the public surface (spawn/send/ask doors, Output
+                 and Context methods, root names) against its targets
   help           this text
 ";
 
@@ -77,6 +83,7 @@ fn main() -> ExitCode {
         Some("tsan") => tsan::tsan(args.get(1).map(String::as_str)),
         Some("leak") => leak::leak(true),
         Some("layers") => layers::layers(),
+        Some("doors") => doors::doors(),
         Some("mutants") => mutants::mutants(args.get(1).map(String::as_str)),
         Some("bench") => match args.get(1).map(String::as_str) {
             None => bench_report::bench(false),
