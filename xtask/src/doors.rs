@@ -205,8 +205,8 @@ fn strip_comments_only(text: &str) -> String {
             let end = rest.find("*/").map_or(text.len(), |n| i + n + 2);
             out.extend(text[i..end].chars().filter(|&c| c == '\n'));
             i = end;
-        } else if rest.starts_with("r#\"") {
-            let end = rest[3..].find("\"#").map_or(text.len(), |n| i + 3 + n + 2);
+        } else if let Some(raw) = rest.strip_prefix("r#\"") {
+            let end = raw.find("\"#").map_or(text.len(), |n| i + 3 + n + 2);
             out.push_str("\"\"");
             out.extend(text[i..end].chars().filter(|&c| c == '\n'));
             i = end;
@@ -235,11 +235,10 @@ fn strip_comments_only(text: &str) -> String {
 /// lifetime: `'x'` or `'\..'`.
 fn is_char_literal(rest: &str) -> bool {
     let mut chars = rest.chars().skip(1);
-    match (chars.next(), chars.next()) {
-        (Some('\\'), _) => true,
-        (Some(_), Some('\'')) => true,
-        _ => false,
-    }
+    matches!(
+        (chars.next(), chars.next()),
+        (Some('\\'), _) | (Some(_), Some('\''))
+    )
 }
 
 /// `code` without the items under a test-only `#[cfg(..)]`.
