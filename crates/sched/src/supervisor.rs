@@ -439,6 +439,9 @@ impl Process for Supervisor {
         }
         // Answered after this step's restarts, so a snapshot never shows a
         // child between its down and its restart in one-for-one.
+        if !questions.is_empty() {
+            self.children.iter_mut().for_each(Child::refresh);
+        }
         for question in questions {
             question.reply(self.report());
         }

@@ -105,12 +105,15 @@ fn report(f: &Fixture) -> SupervisorReport {
 }
 
 /// The report once the child has been restarted `restarts` times (the
-/// supervisor learns of a restart by a message of its own).
+/// supervisor learns of a restart in place by a message of its own) and
+/// what its failure said is known (for a new incarnation, from the old
+/// one's outcome, stored just after its down).
 fn report_after(f: &Fixture, restarts: u32) -> SupervisorReport {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let report = report(f);
-        if report.children[0].restarts >= restarts {
+        let child = &report.children[0];
+        if child.restarts >= restarts && child.last_error.is_some() {
             return report;
         }
         assert!(std::time::Instant::now() < deadline, "{report:?}");

@@ -49,6 +49,9 @@ pub(super) struct Child {
     last_exit: Option<ExitReason>,
     /// What its last failure said (an error's text, a panic's message).
     last_error: Option<String>,
+    /// The completion of an incarnation that failed, until its outcome
+    /// (stored just after its down) gives `last_error`.
+    last_failure: Option<Completion>,
 }
 
 impl Child {
@@ -62,6 +65,7 @@ impl Child {
             restarts: 0,
             last_exit: None,
             last_error: None,
+            last_failure: None,
         }
     }
 
@@ -133,30 +137,43 @@ impl Child {
         self.restarts += 1;
         self.last_exit = Some(reason);
         self.last_error = Some(message);
+        self.last_failure = None;
     }
 
     /// Takes the down of the current incarnation and returns how it ended.
     pub(super) fn ended(&mut self, down: &Down) -> ExitReason {
         let mut reason = down.reason;
-        let mut outcome = None;
+        self.last_error = None;
+        self.last_failure = None;
         if let Some(mut current) = self.current.take() {
-            // The engine fires monitors just before it stores the outcome,
-            // so a wait for it is at most that short gap.
             if reason == ExitReason::NoProcess {
                 // It ended before the monitor was set: its outcome says how.
-                outcome = current.completion.wait_timeout(OUTCOME_GAP);
+                // The engine fires monitors just before it stores the
+                // outcome, so the wait is at most that short gap.
+                let outcome = current.completion.wait_timeout(OUTCOME_GAP);
                 reason = outcome.as_ref().map_or(ExitReason::Error, reason_of);
+                self.last_error = failure_text(outcome);
             } else if matches!(reason, ExitReason::Error | ExitReason::Panicked) {
-                // A failure: its outcome says what, for the report.
-                outcome = current.completion.wait_timeout(OUTCOME_GAP);
+                // What it said is in its outcome, stored just after this
+                // down: read when the report is next made (`refresh`),
+                // rather than waited for here.
+                self.last_failure = Some(current.completion);
+                self.refresh();
             }
         }
         self.last_exit = Some(reason);
-        self.last_error = match outcome {
-            Some(Err(error)) => Some(error.to_string()),
-            _ => None,
-        };
         reason
+    }
+
+    /// Reads what the last failed incarnation said, once its outcome is
+    /// stored.
+    pub(super) fn refresh(&mut self) {
+        if let Some(completion) = &mut self.last_failure {
+            if let Some(outcome) = completion.try_take() {
+                self.last_error = failure_text(Some(outcome));
+                self.last_failure = None;
+            }
+        }
     }
 
     /// Asks the current incarnation to end its own way.
@@ -186,6 +203,14 @@ impl Child {
             last_exit: self.last_exit,
             last_error: self.last_error.clone(),
         }
+    }
+}
+
+/// The text of a failed outcome.
+fn failure_text(outcome: Option<sched_core::Outcome>) -> Option<String> {
+    match outcome {
+        Some(Err(error)) => Some(error.to_string()),
+        _ => None,
     }
 }
 

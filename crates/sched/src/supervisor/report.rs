@@ -96,6 +96,10 @@ pub struct ChildReport {
     /// [`Error`](ExitReason::Error) for an error).
     pub last_exit: Option<ExitReason>,
     /// What its last failure said, when its last incarnation (or replaced
-    /// instance) failed: the error's text, or the panic's message.
+    /// instance) failed: the error's text, or the panic's message. For an
+    /// incarnation that ended (rather than one replaced in place), it is
+    /// read from the incarnation's outcome, which the engine stores just
+    /// after the down: a report made in that gap has `None` here, and the
+    /// next one has the text.
     pub last_error: Option<String>,
 }
