@@ -90,6 +90,7 @@ const ENGINE_LADDER: &[&[&str]] = &[
     &[
         "ask",
         "commands::handler",
+        "groups",
         "introspect",
         "links",
         "monitors",
