@@ -368,7 +368,7 @@ impl Process for Link {
                 latch: self.latch.clone(),
             });
             let pid = out.allocate_pid()?;
-            out.submit_boxed(pid, next, "run", Box::new(()))?;
+            out.submit(pid, next, "run", ())?;
         }
         out.done(Box::new(()));
         Ok(())

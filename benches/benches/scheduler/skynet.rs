@@ -54,7 +54,7 @@ impl Process for Skynet {
             for i in 0..SKYNET_DIV {
                 let child = Skynet::new(self.num + i * sub, sub, Some(me));
                 let pid = out.allocate_pid()?;
-                out.submit_boxed(pid, child, "run", Box::new(()))?;
+                out.submit(pid, child, "run", ())?;
             }
             self.waiting = SKYNET_DIV;
         }

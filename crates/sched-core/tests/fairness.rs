@@ -192,10 +192,7 @@ fn a_process_woken_by_a_long_step_is_taken_by_an_idle_worker() {
         });
         let pid = out.allocate_pid().expect("pids left");
         let woken_at = Instant::now();
-        drop(
-            out.submit_boxed(pid, child, "run", Box::new(()))
-                .expect("spawned"),
-        );
+        drop(out.submit(pid, child, "run", ()).expect("spawned"));
         // The long step: it ends when the child has run elsewhere.
         let rx = waiting.lock().unwrap().take().expect("one step");
         let ran_at = rx.recv_timeout(PATIENCE).ok();

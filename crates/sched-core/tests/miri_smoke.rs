@@ -76,12 +76,9 @@ fn a_small_simulation_runs_clean() {
         .fail_handlers(0.1);
     let mut sim = builder(2).simulation(Config::seed(3).workers(2).faults(faults));
     let counters: Vec<_> = (0..3)
-        .map(|_| {
-            sim.spawn_boxed(Counter::new(2, SYNC), "run", Box::new(()))
-                .unwrap()
-        })
+        .map(|_| sim.spawn_with(Counter::new(2, SYNC), "run", ()).unwrap())
         .collect();
-    let inbox = sim.spawn_boxed(Inbox::new(), "run", Box::new(())).unwrap();
+    let inbox = sim.spawn_with(Inbox::new(), "run", ()).unwrap();
     for n in 0..3u64 {
         sim.post(inbox.pid(), n).unwrap();
     }

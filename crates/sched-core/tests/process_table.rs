@@ -103,7 +103,7 @@ fn pids_chosen_by_hand_and_allocated_ones_never_coincide() {
         .unwrap();
     // The table reaches the id the user took: it is skipped.
     let spawned: Vec<Completion> = (0..3)
-        .map(|_| engine.spawn_boxed(quick(), "run", Box::new(())).unwrap())
+        .map(|_| engine.spawn_with(quick(), "run", ()).unwrap())
         .collect();
     assert!(spawned.iter().all(|c| c.pid() != guessed));
     // A live allocated PID submitted again by hand is a duplicate.

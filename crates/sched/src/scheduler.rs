@@ -180,39 +180,6 @@ impl Scheduler {
             .submit(pid, process, method, into_payload(input))
     }
 
-    /// [`submit`](Scheduler::submit) for a process that is already boxed
-    /// (processes of different types chosen at run time).
-    ///
-    /// # Errors
-    ///
-    /// As for [`submit`](Scheduler::submit).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::*;
-    /// # struct Nop;
-    /// # impl Process for Nop {
-    /// #     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
-    /// #     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> { out.done(Box::new(())); Ok(()) }
-    /// #     fn close(&mut self) {}
-    /// # }
-    /// let s = Scheduler::builder().workers(1).build();
-    /// s.start();
-    /// let any: Box<dyn Process> = Box::new(Nop);
-    /// let done = s.submit_boxed(Pid::local(1), any, "run", Box::new(())).unwrap();
-    /// assert!(done.wait().is_ok());
-    /// ```
-    pub fn submit_boxed(
-        &self,
-        pid: Pid,
-        process: Box<dyn Process>,
-        method: &str,
-        input: relay::Payload,
-    ) -> Result<Completion, SubmitError> {
-        self.engine.submit(pid, process, method, input)
-    }
-
     /// A fresh PID on this scheduler's node, reserved for a later `submit`
     /// (see [`Context::allocate_pid`](crate::Context::allocate_pid)).
     ///

@@ -359,7 +359,7 @@ impl<'a> Output<'a> {
     }
 
     /// A fresh PID on this scheduler's node, for
-    /// [`submit_boxed`](Output::submit_boxed) (or to tell others about
+    /// [`submit`](Output::submit) (or to tell others about
     /// before the process exists).
     ///
     /// # Errors

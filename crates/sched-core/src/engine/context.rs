@@ -2,7 +2,7 @@
 
 use std::any::Any;
 
-use relay::{Addr, Payload, Pid, PidsExhausted};
+use relay::{Addr, Pid, PidsExhausted};
 
 use super::shared::Shared;
 use crate::contract::accepts::Accepts;
@@ -219,31 +219,6 @@ impl Context {
         Ok((Addr::from_pid(completion.pid()), completion))
     }
 
-    /// [`spawn`](Context::spawn) for a process that is already boxed (its
-    /// type chosen at run time) and an input that is already a [`Payload`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`spawn`](Context::spawn).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::Process;
-    /// fn start(cx: &sched::Context, child: Box<dyn Process>) -> Option<sched::Pid> {
-    ///     cx.spawn_boxed(child, "run", Box::new(())).ok().map(|c| c.pid())
-    /// }
-    /// ```
-    pub fn spawn_boxed(
-        &self,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payload,
-    ) -> Result<Completion, SubmitError> {
-        self.shared
-            .spawn(RecordRef::new(Pid::OUTSIDE, process), method, input)
-    }
-
     /// A fresh PID on this scheduler's node, reserved in the engine's
     /// process table for a later [`submit`](crate::Engine::submit): no PID is
     /// handed out twice, and a stale one never reaches a later process.
@@ -341,31 +316,6 @@ impl Output<'_> {
         self.context().spawn_with(process, method, input)
     }
 
-    /// [`spawn`](Output::spawn) for a process that is already boxed (a
-    /// process type chosen at run time) and an input that is already a
-    /// [`Payload`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`spawn`](Output::spawn).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::{Output, Process};
-    /// fn start(out: &mut Output<'_>, child: Box<dyn Process>) {
-    ///     let _ = out.spawn_boxed(child, "run", Box::new(()));
-    /// }
-    /// ```
-    pub fn spawn_boxed(
-        &mut self,
-        process: Box<dyn Process>,
-        method: &str,
-        input: Payload,
-    ) -> Result<Completion, SubmitError> {
-        self.context().spawn_boxed(process, method, input)
-    }
-
     /// Submits a new process under a PID the caller chose (see
     /// [`spawn`](Output::spawn) to have one allocated).
     ///
@@ -379,19 +329,21 @@ impl Output<'_> {
     /// ```
     /// # use sched::{Output, Process};
     /// fn start_at(out: &mut Output<'_>, pid: sched::Pid, child: Box<dyn Process>) {
-    ///     let _ = out.submit_boxed(pid, child, "run", Box::new(()));
+    ///     let _ = out.submit(pid, child, "run", ());
     /// }
     /// ```
-    pub fn submit_boxed(
+    pub fn submit<P: Process>(
         &mut self,
         pid: Pid,
-        process: Box<dyn Process>,
+        process: P,
         method: &str,
-        input: Payload,
+        input: impl Any + Send,
     ) -> Result<Completion, SubmitError> {
-        self.context()
-            .shared
-            .submit(RecordRef::new(pid, process), method, input)
+        self.context().shared.submit(
+            RecordRef::new(pid, process),
+            method,
+            relay::into_payload(input),
+        )
     }
 
     /// [`spawn`](Output::spawn) for a process that declares its message

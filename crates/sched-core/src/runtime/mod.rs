@@ -56,8 +56,8 @@ use crate::sync::Arc;
 /// An `Engine` dereferences to its [`Context`], so every operation a step
 /// or a handler can reach (send, spawn, stats, terminate, ...) is also a
 /// method of the engine, with the same signature:
-/// [`spawn`](Context::spawn) takes the process by value,
-/// [`spawn_boxed`](Context::spawn_boxed) one already boxed.
+/// [`spawn`](Context::spawn) takes the process by value, a
+/// `Box<dyn Process>` included.
 #[derive(Debug)]
 pub struct Engine {
     shared: Arc<Shared>,

@@ -144,9 +144,7 @@ fn a_process_spawned_by_a_short_step_runs_after_that_step_on_the_same_worker() {
             Ok(())
         });
         let pid = out.allocate_pid().expect("pids left");
-        let child = out
-            .submit_boxed(pid, child, "run", Box::new(()))
-            .expect("spawned");
+        let child = out.submit(pid, child, "run", ()).expect("spawned");
         flag.store(false, Ordering::SeqCst);
         out.done(Box::new(child));
         Ok(())

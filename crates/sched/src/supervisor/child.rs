@@ -96,7 +96,7 @@ impl Child {
             (self.spec.factory)()
         };
         let input = (self.spec.input)();
-        let completion = match out.spawn_boxed(process, &self.spec.method, input) {
+        let completion = match out.spawn_with(process, &self.spec.method, input) {
             Ok(completion) => completion,
             Err(SubmitError::ShuttingDown) => return Err(StartError::ShuttingDown),
             Err(e) => return Err(StartError::Failed(Box::new(e))),

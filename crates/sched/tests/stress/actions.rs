@@ -68,7 +68,7 @@ impl Stress {
         };
         let observed = Arc::new(Observed::default());
         let child = Stress::new(observed.clone(), self.shared.clone());
-        match out.submit_boxed(pid, Box::new(child), "run", Box::new(script.clone())) {
+        match out.submit(pid, child, "run", script.clone()) {
             Ok(completion) => {
                 self.log.spawned += 1;
                 if completion.pid() != pid {
