@@ -9,7 +9,9 @@ use sched_core::ExitReason;
 /// [`SupervisorReport`] of its children: a typed question, so `query`
 /// (from outside or from a step) reads the answer without a downcast. The
 /// first answer comes after the children's first start, so waiting for it
-/// waits for the children to be started and named.
+/// waits for the children to be started and named (checked by
+/// `the_first_report_comes_once_the_children_are_started_and_named` in
+/// `crates/sched/tests/restart_in_place.rs`).
 ///
 /// # Examples
 ///
