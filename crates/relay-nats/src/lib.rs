@@ -24,7 +24,7 @@
 //! Only registered types cross nodes: [`Codec::register`] names a type
 //! (serde, JSON on the wire) with a tag that every node uses. A payload of
 //! another type is refused at the sender with
-//! [`SendErrorKind::Unencodable`](sched::SendErrorKind::Unencodable), the
+//! [`SendErrorKind::Unencodable`](sched::message::SendErrorKind::Unencodable), the
 //! package handed back and an [`EncodeError`] as the cause; bytes that
 //! cannot be decoded are rejected at the receiver with a [`DecodeError`],
 //! logged and counted, and the receiver keeps running.

@@ -27,7 +27,7 @@ use crate::Pid;
 /// let b = pids.allocate()?;
 /// assert_eq!(a, Pid::local(1));
 /// assert_eq!(b, Pid::local(2));
-/// # Ok::<(), sched::PidsExhausted>(())
+/// # Ok::<(), sched::remote::PidsExhausted>(())
 /// ```
 #[derive(Debug)]
 pub struct PidAllocator {

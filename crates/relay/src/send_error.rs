@@ -66,8 +66,8 @@ impl fmt::Display for SendErrorKind {
 /// use std::sync::Arc;
 ///
 /// struct Sink;
-/// impl sched::Receiver for Sink {
-///     fn send(&self, _: Package) -> Result<(), sched::SendError> {
+/// impl sched::message::Receiver for Sink {
+///     fn send(&self, _: Package) -> Result<(), sched::message::SendError> {
 ///         Ok(())
 ///     }
 /// }

@@ -32,8 +32,8 @@
 //! A process that yields a command and finishes with its result:
 //!
 //! ```
+//! use sched::engine::Engine;
 //! use sched::prelude::*;
-//! use sched::*;
 //! use std::time::Duration;
 //!
 //! const DOUBLE: CommandId = CommandId(1);

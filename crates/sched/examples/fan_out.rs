@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sched::*;
+use sched::command::{Command, CommandId, Completer, Rejected};
+use sched::prelude::*;
 
 const CHECKSUM: CommandId = CommandId(1);
 const PROCESSES: u64 = 200;

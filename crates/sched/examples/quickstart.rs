@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use sched::*;
+use sched::prelude::*;
 
 const RING: u64 = 5;
 const LAPS: u64 = 3;

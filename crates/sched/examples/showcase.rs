@@ -12,7 +12,8 @@
 
 use std::time::{Duration, Instant};
 
-use sched::*;
+use sched::command::{Command, CommandId, Completer, Rejected};
+use sched::prelude::*;
 
 const PAIRS: u64 = 10_000;
 const ROUND_TRIPS: u64 = 50;

@@ -19,7 +19,8 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sched::*;
+use sched::command::{Command, CommandId, Completer};
+use sched::prelude::*;
 
 const STEP: CommandId = CommandId(1);
 const STEPS: [&str; 3] = ["reserve", "charge", "ship"];

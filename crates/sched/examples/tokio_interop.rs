@@ -11,7 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use sched::*;
+use sched::command::{Command, CommandId, Completer, Rejected};
+use sched::prelude::*;
 
 const SLEEP: CommandId = CommandId(1);
 const PROCESSES: usize = 50;

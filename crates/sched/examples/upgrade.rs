@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sched::*;
+use sched::prelude::*;
 
 const MESSAGES: u64 = 20_000;
 const COUNTER: Pid = Pid::local(1);

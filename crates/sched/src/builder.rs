@@ -22,7 +22,7 @@ use crate::scheduler::Scheduler;
 ///     .max_processes(100_000)
 ///     .mailbox_capacity(1_024)
 ///     .thread_name("app-worker")
-///     .handler(CommandId(1), |cmd: sched::Command, done: sched::Completer| -> Result<(), sched::Rejected> {
+///     .handler(CommandId(1), |cmd: sched::command::Command, done: sched::command::Completer| -> Result<(), sched::command::Rejected> {
 ///         let _ = done.complete(cmd.data);
 ///         Ok(())
 ///     })
@@ -84,7 +84,7 @@ impl SchedulerBuilder {
     }
 
     /// Most live processes at once (default: unlimited). Submissions past
-    /// it fail with [`SubmitError::TooManyProcesses`](crate::SubmitError::TooManyProcesses); the limit holds under
+    /// it fail with [`SubmitError::TooManyProcesses`](crate::process::SubmitError::TooManyProcesses); the limit holds under
     /// any number of concurrent submitters.
     ///
     /// # Examples
@@ -110,7 +110,7 @@ impl SchedulerBuilder {
     }
 
     /// Most messages queued for one process (default: unlimited). A send to
-    /// a full mailbox fails with [`SendErrorKind::Full`](crate::SendErrorKind::Full)
+    /// a full mailbox fails with [`SendErrorKind::Full`](crate::message::SendErrorKind::Full)
     /// and hands the message back.
     ///
     /// # Examples
@@ -238,14 +238,14 @@ impl SchedulerBuilder {
     /// a PID of another node (from a step or from outside) goes there, and
     /// packages from other nodes reach local processes like local sends.
     /// Without a transport such a send fails with
-    /// [`SendErrorKind::UnknownTarget`](crate::SendErrorKind::UnknownTarget).
+    /// [`SendErrorKind::UnknownTarget`](crate::message::SendErrorKind::UnknownTarget).
     /// The `relay-nats` crate provides a transport over NATS (and a
     /// `nats(url)` shorthand for this call).
     ///
     /// # Examples
     ///
-    /// See [`RemoteTransport`](crate::RemoteTransport).
-    pub fn remote(self, transport: std::sync::Arc<dyn crate::RemoteTransport>) -> Self {
+    /// See [`RemoteTransport`](crate::remote::RemoteTransport).
+    pub fn remote(self, transport: std::sync::Arc<dyn crate::remote::RemoteTransport>) -> Self {
         SchedulerBuilder {
             inner: self.inner.remote(transport),
         }
@@ -351,7 +351,7 @@ impl SchedulerBuilder {
     }
 
     /// Observes each successful submission (after `init`); an `Err` or a
-    /// panic rejects it with [`SubmitError::Rejected`](crate::SubmitError::Rejected).
+    /// panic rejects it with [`SubmitError::Rejected`](crate::process::SubmitError::Rejected).
     ///
     /// # Examples
     ///

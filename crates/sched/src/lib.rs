@@ -17,7 +17,7 @@
 //! and it can [`send`](Output::send) messages to other processes and
 //! [`spawn`](Output::spawn) new ones from inside a step.
 //!
-//! Command handlers ([`CommandHandler`]) receive each yielded command with
+//! Command handlers ([`CommandHandler`](command::CommandHandler)) receive each yielded command with
 //! a [`Completer`]: a `Send + Sync + 'static` handle that completes the yield
 //! from any thread, at any later time, at most once.
 //!
@@ -27,19 +27,22 @@
 //!   and nothing is scheduled.
 //! - A process is never stepped by two workers at once; events that arrive
 //!   while it runs are never lost (they wake it again).
-//! - Every process reports exactly one [`Outcome`]: its done value, its step
+//! - Every process reports exactly one [`Outcome`](process::Outcome): its done value, its step
 //!   error, [`ExitError::Terminated`], [`ExitError::Cancelled`] (shutdown)
 //!   or [`ExitError::Panicked`] (or [`ExitError::Upgrade`] when an upgrade
 //!   fails). `close` runs exactly once for every process whose `init`
 //!   succeeded, each instance of an upgraded one included.
 //! - Bad input gets a typed error that names the culprit and hands back
-//!   what it was given: [`SubmitError`], [`SendError`], [`TerminateError`],
-//!   [`CommandError`], [`CompleteError`].
+//!   what it was given: [`SubmitError`](process::SubmitError),
+//!   [`SendError`](message::SendError),
+//!   [`TerminateError`](process::TerminateError),
+//!   [`CommandError`](command::CommandError),
+//!   [`CompleteError`](command::CompleteError).
 //!
 //! # Example
 //!
 //! ```
-//! use sched::*;
+//! use sched::prelude::*;
 //! use std::time::Duration;
 //!
 //! const FETCH: CommandId = CommandId(1);
@@ -104,38 +107,21 @@ pub use builder::SchedulerBuilder;
 pub use scheduler::Scheduler;
 
 // The root shows what a first program needs (the names of the prelude);
-// every other name lives in its concept's module. The flat names below
-// stay importable from the root so existing code builds, but are hidden
-// from the documentation: write them with their module's path.
-pub use relay::{Package, Payload, Pid};
+// every other name lives in its concept's module, and only there.
+pub use relay::{Addr, Package, Payload, Pid};
 pub use sched_core::{
-    BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, Group, InitContext,
-    InitError, Monitor, Output, Priority, Process, Tag, TimerId, Urgent,
+    Accepts, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event, Events,
+    ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority, Process,
+    Question, Rejected, Tag, TimerId, Urgent,
 };
 pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 
 pub use deque;
 pub use sched_core::sim;
 
-#[doc(hidden)]
-pub use relay::{
-    into_payload, Addr, NumberError, ParsePidError, PidAllocator, PidsExhausted, Receiver,
-    RegisterError, RemoteTransport, Router, SendError, SendErrorKind,
-};
-#[doc(hidden)]
-pub use sched_core::{
-    Abandoned, Accepts, AskError, AskId, Command, CommandError, CommandHandler, CommandId,
-    CompleteError, Completer, Engine, MonitorId, NameError, Outcome, ProcessInfo, ProcessState,
-    Rejected, Reply, ReplyTo, Request, ShutdownReport, Stats, SubmitError, TerminateError,
-    UpgradeError, UpgradeRequestError, WorkerStats, DEFAULT_METHOD,
-};
-#[doc(hidden)]
-pub use supervisor::{
-    ChildReport, SupervisorBuilder, SupervisorError, SupervisorReport, WhichChildren,
-};
-
 /// The names most programs use, for `use sched::prelude::*;`: the
-/// scheduler, the process contract, PIDs and messages, timers, monitors and
+/// scheduler, the process contract, PIDs, messages and typed addresses,
+/// typed questions, commands and their handlers, timers, monitors and
 /// supervision.
 ///
 /// # Examples
@@ -168,10 +154,11 @@ pub use supervisor::{
 /// ```
 pub mod prelude {
     pub use crate::{ChildSpec, Restart, Scheduler, Strategy, Supervisor};
-    pub use relay::{Package, Payload, Pid};
+    pub use relay::{Addr, Package, Payload, Pid};
     pub use sched_core::{
-        BoxError, Completion, Context, Down, Event, Events, ExitError, ExitReason, Group,
-        InitContext, InitError, Monitor, Output, Priority, Process, Tag, TimerId, Urgent,
+        Accepts, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event,
+        Events, ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority,
+        Process, Question, Rejected, Tag, TimerId, Urgent,
     };
 }
 

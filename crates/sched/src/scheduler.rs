@@ -156,7 +156,7 @@ impl Scheduler {
     /// # Examples
     ///
     /// ```
-    /// # use sched::*;
+    /// # use sched::prelude::*;
     /// # struct Done;
     /// # impl Process for Done {
     /// #     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }

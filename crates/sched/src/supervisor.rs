@@ -95,7 +95,8 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 /// A child that crashes on its first run and is restarted:
 ///
 /// ```
-/// use sched::*;
+/// use sched::prelude::*;
+/// use sched::supervisor::SupervisorReport;
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::sync::Arc;
 /// use std::time::{Duration, Instant};

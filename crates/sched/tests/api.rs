@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sched::*;
+use sched::message::{into_payload, Receiver, SendErrorKind};
+use sched::prelude::*;
+use sched::process::SubmitError;
 
 const PATIENCE: Duration = Duration::from_secs(10);
 

@@ -9,7 +9,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use sched::*;
+use sched::command::{Command, CommandId, CompleteError, Completer, Rejected};
+use sched::prelude::*;
+use sched::process::Outcome;
 
 const PATIENCE: Duration = Duration::from_secs(10);
 const WORK: CommandId = CommandId(1);
@@ -72,7 +74,7 @@ impl Process for Yielder {
     fn close(&mut self) {}
 }
 
-fn started(builder: SchedulerBuilder) -> Scheduler {
+fn started(builder: sched::SchedulerBuilder) -> Scheduler {
     let s = builder.workers(2).build();
     s.start();
     s

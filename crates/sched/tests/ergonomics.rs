@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use sched::*;
+use sched::command::CommandId;
+use sched::prelude::*;
+use sched::process::{SubmitError, DEFAULT_METHOD};
 
 const PATIENCE: Duration = Duration::from_secs(10);
 const DOUBLE: CommandId = CommandId(1);

@@ -15,7 +15,8 @@
 
 use std::time::Instant;
 
-use sched::*;
+use sched::command::{Command, CommandId, Completer, Rejected};
+use sched::prelude::*;
 
 /// Answers each command with its own data, at once, on the worker.
 const ECHO: CommandId = CommandId(1);

@@ -275,7 +275,7 @@ impl Process for Blocked {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.yielded {
             self.yielded = true;
-            out.yield_command(sched::CommandId(1), Tag(1), Box::new(()));
+            out.yield_command(sched::command::CommandId(1), Tag(1), Box::new(()));
             return Ok(());
         }
         for event in events {
@@ -293,7 +293,7 @@ fn cancel_reaches_a_process_blocked_on_a_yield() {
     let keeper = kept.clone();
     let scheduler = Scheduler::builder()
         .workers(2)
-        .handler(sched::CommandId(1), move |_cmd, done| {
+        .handler(sched::command::CommandId(1), move |_cmd, done| {
             // Never completed while the test runs.
             keeper.lock().unwrap().push(done);
             Ok(())

@@ -529,7 +529,7 @@ fn a_hook_panic_whose_payload_panics_on_drop_is_contained() {
 
 #[test]
 fn a_command_handler_panic_whose_payload_panics_on_drop_is_contained() {
-    const BOOM: sched::CommandId = sched::CommandId(3);
+    const BOOM: sched::command::CommandId = sched::command::CommandId(3);
     struct Yields;
     impl Process for Yields {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
@@ -550,9 +550,9 @@ fn a_command_handler_panic_whose_payload_panics_on_drop_is_contained() {
         .workers(2)
         .handler(
             BOOM,
-            |_: sched::Command, _: sched::Completer| -> Result<(), sched::Rejected> {
-                std::panic::panic_any(Bomb)
-            },
+            |_: sched::command::Command,
+             _: sched::command::Completer|
+             -> Result<(), sched::command::Rejected> { std::panic::panic_any(Bomb) },
         )
         .build();
     scheduler.start();

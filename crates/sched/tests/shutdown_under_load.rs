@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sched::*;
+use sched::command::{Command, CommandId, CompleteError, Completer, Rejected};
+use sched::prelude::*;
 
 /// The command whose completions never come: its handler keeps the
 /// completer (so the yield is not completed as `Dropped`) and never uses it.

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sched::command::CommandError;
 use sched::command::{Command, CommandId, Completer, Rejected};
 use sched::prelude::*;
 use sched::sim::{explore, shrink, Config, Entry, Fault, Faults, Progress, SimError, Source};
-use sched::CommandError;
 
 #[path = "../examples/bank_simulation.rs"]
 mod bank;
@@ -1089,8 +1089,8 @@ fn nodes_of_a_cluster_have_numbers_of_their_own() {
     let twice = Simulation::cluster(
         Config::seed(1),
         [
-            sched::Engine::builder().node(4),
-            sched::Engine::builder().node(4),
+            sched::engine::Engine::builder().node(4),
+            sched::engine::Engine::builder().node(4),
         ],
     );
     assert_eq!(twice.err(), Some(SimError::DuplicateNode { node: 4 }));

@@ -160,7 +160,7 @@ pub(crate) struct Yield {
 /// # Examples
 ///
 /// ```
-/// # use sched::{CommandId, Output, Tag};
+/// # use sched::{Output, Tag, command::CommandId};
 /// fn fetch_two(out: &mut Output<'_>) {
 ///     out.yield_command(CommandId(1), Tag(1), Box::new("a"));
 ///     out.yield_command(CommandId(1), Tag(2), Box::new("b"));
@@ -276,7 +276,7 @@ impl<'a> Output<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched::{CommandId, Output, Tag};
+    /// # use sched::{Output, Tag, command::CommandId};
     /// fn sleep(out: &mut Output<'_>) {
     ///     out.yield_command(CommandId(7), Tag(1), Box::new(std::time::Duration::from_millis(5)));
     /// }

@@ -211,7 +211,7 @@ impl<P: Process + ?Sized> Process for Box<P> {
 /// # Examples
 ///
 /// ```
-/// assert_eq!(sched::DEFAULT_METHOD, "run");
+/// assert_eq!(sched::process::DEFAULT_METHOD, "run");
 /// ```
 pub const DEFAULT_METHOD: &str = "run";
 

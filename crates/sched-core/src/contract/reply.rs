@@ -120,7 +120,7 @@ impl Request {
     /// # Examples
     ///
     /// ```
-    /// fn who(request: &sched::Request) -> sched::Pid { request.package().source() }
+    /// fn who(request: &sched::actor::Request) -> sched::Pid { request.package().source() }
     /// ```
     pub fn package(&self) -> &Package {
         &self.inner.0

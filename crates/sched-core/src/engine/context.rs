@@ -82,7 +82,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(3).build();
+    /// let engine = sched::engine::Engine::builder().workers(3).build();
     /// assert_eq!(engine.workers(), 3);
     /// ```
     pub fn workers(&self) -> usize {
@@ -232,7 +232,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// assert_ne!(engine.allocate_pid().unwrap(), engine.allocate_pid().unwrap());
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, PidsExhausted> {

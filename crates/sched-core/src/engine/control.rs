@@ -142,7 +142,7 @@ pub(super) fn spawn_named(
 /// # Examples
 ///
 /// ```
-/// let engine = sched::Engine::builder().workers(1).build();
+/// let engine = sched::engine::Engine::builder().workers(1).build();
 /// let report = engine.shutdown(std::time::Duration::from_millis(10));
 /// assert_eq!(report.forced, 0);
 /// assert_eq!(report.still_running, 0);

@@ -204,7 +204,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// assert!(engine.processes().is_empty());
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {

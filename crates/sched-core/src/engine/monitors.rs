@@ -308,7 +308,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// let monitor = engine.monitor(sched::Pid::local(99));
     /// assert!(!engine.demonitor(monitor.id()), "already fired: no such process");
     /// ```
@@ -339,7 +339,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// assert!(engine.cancel(sched::Pid::local(404)).is_err());
     /// ```
     pub fn cancel(&self, pid: Pid) -> Result<(), TerminateError> {

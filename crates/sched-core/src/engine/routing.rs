@@ -226,7 +226,7 @@ impl Context {
     /// ```
     /// use sched::prelude::*;
     /// use sched::message::SendErrorKind;
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// let err = engine.send(Package::new(Pid::OUTSIDE, Pid::local(9), 1u8)).unwrap_err();
     /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
     /// ```
@@ -244,7 +244,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// assert!(engine.post(sched::Pid::local(9), "hello").is_err());
     /// ```
     pub fn post(&self, to: Pid, payload: impl Any + Send) -> Result<(), SendError> {
@@ -263,7 +263,7 @@ impl Context {
     /// ```
     /// use sched::prelude::*;
     /// use sched::message::Addr;
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
     /// assert!(engine.tell(counter, 5).is_err()); // nobody there
     /// ```

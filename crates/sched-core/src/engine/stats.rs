@@ -102,7 +102,7 @@ impl WorkerCounters {
 /// # Examples
 ///
 /// ```
-/// let w = sched::WorkerStats::default();
+/// let w = sched::stats::WorkerStats::default();
 /// assert_eq!(w.steps, 0);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

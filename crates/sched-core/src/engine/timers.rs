@@ -289,7 +289,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// let before = std::time::Instant::now();
     /// assert!(engine.now() >= before);
     /// ```
@@ -373,7 +373,7 @@ impl Context {
     /// use sched::prelude::*;
     /// use sched::message::Addr;
     /// use std::time::Duration;
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// let nobody: Addr<u8> = Addr::from_pid(Pid::local(9));
     /// assert!(engine.tell_after(Duration::from_secs(1), nobody, 1).is_err());
     /// ```

@@ -146,7 +146,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).node(3).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).node(3).build();
     /// assert_eq!(engine.allocate_pid().unwrap().node(), 3);
     /// ```
     pub fn node(mut self, node: u32) -> Self {
@@ -401,7 +401,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).mailbox_capacity(64).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).mailbox_capacity(64).build();
     /// # drop(engine);
     /// ```
     pub fn mailbox_capacity(mut self, capacity: usize) -> Self {
@@ -422,7 +422,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder()
+    /// let engine = sched::engine::Engine::builder()
     ///     .workers(1)
     ///     .on_start(|_cx, pid| if pid.id() == 13 { Err("unlucky".into()) } else { Ok(()) })
     ///     .build();
@@ -453,7 +453,7 @@ impl Builder {
     /// use std::sync::Arc;
     /// let ended = Arc::new(AtomicUsize::new(0));
     /// let counter = ended.clone();
-    /// let engine = sched::Engine::builder()
+    /// let engine = sched::engine::Engine::builder()
     ///     .workers(1)
     ///     .on_complete(move |_cx, _pid, _outcome| { counter.fetch_add(1, Ordering::Relaxed); })
     ///     .build();
@@ -499,7 +499,7 @@ impl Builder {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder()
+    /// let engine = sched::engine::Engine::builder()
     ///     .workers(1)
     ///     .on_dead_letter(|_cx, pid, event| eprintln!("{pid} never saw {event:?}"))
     ///     .build();

@@ -165,7 +165,7 @@ impl Engine {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// engine.request_shutdown(Duration::from_millis(50));
     /// let report = engine.wait_for_shutdown();
     /// assert_eq!(report.forced, 0);

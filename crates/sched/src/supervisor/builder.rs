@@ -97,7 +97,7 @@ impl SupervisorBuilder {
 
     /// The restart intensity: if more than `max_restarts` restarts happen
     /// within `within`, the supervisor stops all its children and ends
-    /// with [`SupervisorError::IntensityExceeded`](crate::SupervisorError::IntensityExceeded).
+    /// with [`SupervisorError::IntensityExceeded`](crate::supervisor::SupervisorError::IntensityExceeded).
     /// `max_restarts == 0` means the first restart is already too many.
     ///
     /// # Examples
@@ -150,7 +150,7 @@ impl SupervisorBuilder {
     }
 
     /// A supervisor with this configuration, ready to be spawned (entry
-    /// method [`DEFAULT_METHOD`](crate::DEFAULT_METHOD)).
+    /// method [`DEFAULT_METHOD`](crate::process::DEFAULT_METHOD)).
     ///
     /// # Examples
     ///

@@ -63,7 +63,7 @@ impl Restart {
 /// optionally a registered name that follows the current incarnation.
 ///
 /// A spec is cheap to clone (the factories are shared), so a
-/// [`SupervisorBuilder`](crate::SupervisorBuilder) can build many
+/// [`SupervisorBuilder`](crate::supervisor::SupervisorBuilder) can build many
 /// supervisors, for instance as the factory of a nested one.
 ///
 /// # Examples

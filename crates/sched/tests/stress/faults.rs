@@ -61,7 +61,7 @@ fn scheduler(workers: usize) -> Scheduler {
         .workers(workers)
         .handler(
             SYNC,
-            |cmd: sched::Command, c: Completer| -> Result<(), Rejected> {
+            |cmd: sched::command::Command, c: Completer| -> Result<(), Rejected> {
                 let _ = c.complete(cmd.data);
                 Ok(())
             },

@@ -233,7 +233,7 @@ impl Completer {
     /// # Examples
     ///
     /// ```
-    /// # use sched::Completer;
+    /// # use sched::command::Completer;
     /// fn give_up(c: Completer) {
     ///     let _ = c.fail("disk on fire");
     /// }

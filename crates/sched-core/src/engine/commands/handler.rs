@@ -40,9 +40,9 @@ use crate::engine::commands::completer::{Completer, Rejected};
 /// is_handler(&by_closure);
 ///
 /// // A type is registered with `handler_impl`, a closure with `handler`.
-/// let engine = sched::Engine::builder()
-///     .handler_impl(sched::CommandId(1), Echo)
-///     .handler(sched::CommandId(2), by_closure)
+/// let engine = sched::engine::Engine::builder()
+///     .handler_impl(sched::command::CommandId(1), Echo)
+///     .handler(sched::command::CommandId(2), by_closure)
 ///     .build();
 /// # drop(engine);
 /// ```

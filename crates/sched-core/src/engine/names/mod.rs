@@ -225,7 +225,7 @@ impl Context {
     /// # Examples
     ///
     /// ```
-    /// let engine = sched::Engine::builder().workers(1).build();
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// assert_eq!(engine.unregister_name("nobody"), None);
     /// ```
     pub fn unregister_name(&self, name: &str) -> Option<Pid> {
@@ -411,7 +411,7 @@ impl Output<'_> {
     ///
     /// ```
     /// use sched::Output;
-    /// fn become_the_registry(out: &mut Output<'_>) -> Result<(), sched::NameError> {
+    /// fn become_the_registry(out: &mut Output<'_>) -> Result<(), sched::actor::NameError> {
     ///     out.register_name("registry")
     /// }
     /// ```

@@ -20,7 +20,7 @@ use super::Simulation;
 ///
 /// ```
 /// use sched::sim::Config;
-/// let sim = sched::Engine::builder().simulation(Config::seed(1));
+/// let sim = sched::engine::Engine::builder().simulation(Config::seed(1));
 /// let verdict = sim.verdict(Err::<(), _>("the balance went negative"));
 /// assert_eq!(verdict.failure.as_deref(), Some("the balance went negative"));
 /// assert!(sim.verdict(Ok::<(), String>(())).failure.is_none());
@@ -109,7 +109,7 @@ impl fmt::Display for Failure {
 ///
 /// // A scenario that fails when worker 1 takes the first turn.
 /// let scenario = |source: Source| {
-///     let mut sim = sched::Engine::builder().simulation(Config::new(source).workers(2));
+///     let mut sim = sched::engine::Engine::builder().simulation(Config::new(source).workers(2));
 ///     struct Note;
 ///     impl Process for Note {
 ///         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
@@ -181,7 +181,7 @@ const SHRINK_RUNS: usize = 2_000;
 /// // Fails whenever any message was held back.
 /// let scenario = |source: Source| {
 ///     let faults = Faults::none().delay_messages(0.3, Duration::from_millis(5));
-///     let mut sim = sched::Engine::builder().simulation(Config::new(source).faults(faults));
+///     let mut sim = sched::engine::Engine::builder().simulation(Config::new(source).faults(faults));
 ///     let pid = sim.spawn(Sink).unwrap().pid();
 ///     for i in 0..20u32 {
 ///         sim.post(pid, i).unwrap();
@@ -264,7 +264,7 @@ pub fn shrink(failure: &Failure, mut scenario: impl FnMut(Source) -> Verdict) ->
 /// use sched::sim::{sources, Config};
 ///
 /// proptest!(ProptestConfig::with_cases(8), |(source in sources())| {
-///     let mut sim = sched::Engine::builder().simulation(Config::new(source));
+///     let mut sim = sched::engine::Engine::builder().simulation(Config::new(source));
 ///     sim.run().unwrap();
 ///     prop_assert_eq!(sim.steps(), 0);
 /// });

@@ -307,7 +307,7 @@ pub enum Progress {
 ///     }
 /// }
 ///
-/// let mut sim = sched::Engine::builder().simulation(Config::seed(1));
+/// let mut sim = sched::engine::Engine::builder().simulation(Config::seed(1));
 /// let mut sleeper = sim.spawn(Sleeper)?;
 /// let wall = std::time::Instant::now();
 /// sim.run()?;
@@ -585,7 +585,7 @@ impl Simulation {
     ///
     /// ```
     /// use sched::sim::{Config, Simulation};
-    /// use sched::Engine;
+    /// use sched::engine::Engine;
     /// let mut sim = Simulation::cluster(
     ///     Config::seed(1),
     ///     [Engine::builder().node(1), Engine::builder().node(2)],
@@ -621,7 +621,7 @@ impl Simulation {
     ///
     /// ```
     /// use sched::sim::{Config, Entry, Simulation};
-    /// use sched::Engine;
+    /// use sched::engine::Engine;
     /// use std::time::Duration;
     /// let mut sim = Simulation::cluster(
     ///     Config::seed(1),
@@ -668,7 +668,7 @@ impl Simulation {
     /// # Examples
     ///
     /// ```
-    /// let sim = sched::Engine::builder().simulation(sched::sim::Config::seed(1));
+    /// let sim = sched::engine::Engine::builder().simulation(sched::sim::Config::seed(1));
     /// assert_eq!(sim.now(), sim.now());
     /// ```
     pub fn now(&self) -> Instant {
@@ -708,7 +708,7 @@ impl Simulation {
     ///
     /// ```
     /// use sched::sim::Config;
-    /// let sim = sched::Engine::builder().simulation(Config::seed(9).workers(2));
+    /// let sim = sched::engine::Engine::builder().simulation(Config::seed(9).workers(2));
     /// // Each worker's random source was drawn already.
     /// assert_eq!(sim.script().len(), 2);
     /// ```
@@ -923,7 +923,7 @@ impl Simulation {
     ///
     /// ```
     /// use sched::sim::{Config, Progress};
-    /// let mut sim = sched::Engine::builder().simulation(Config::seed(1));
+    /// let mut sim = sched::engine::Engine::builder().simulation(Config::seed(1));
     /// assert_eq!(sim.step(), Progress::Quiet);
     /// ```
     pub fn step(&mut self) -> Progress {
@@ -954,7 +954,7 @@ impl Simulation {
     ///         Ok(())
     ///     }
     /// }
-    /// let mut sim = sched::Engine::builder().simulation(sched::sim::Config::seed(3));
+    /// let mut sim = sched::engine::Engine::builder().simulation(sched::sim::Config::seed(3));
     /// sim.spawn(Once)?;
     /// sim.run()?;
     /// assert_eq!(sim.steps(), 1);
@@ -976,7 +976,7 @@ impl Simulation {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let mut sim = sched::Engine::builder().simulation(sched::sim::Config::seed(3));
+    /// let mut sim = sched::engine::Engine::builder().simulation(sched::sim::Config::seed(3));
     /// sim.run_for(Duration::from_secs(60))?;
     /// assert_eq!(sim.elapsed(), Duration::from_secs(60));
     /// # Ok::<(), sched::sim::SimError>(())
@@ -1002,7 +1002,7 @@ impl Simulation {
     /// # Examples
     ///
     /// ```
-    /// let mut sim = sched::Engine::builder().simulation(sched::sim::Config::seed(3));
+    /// let mut sim = sched::engine::Engine::builder().simulation(sched::sim::Config::seed(3));
     /// sim.run_until(|sim| sim.steps() >= 10)?; // quiet at once: nothing to run
     /// # Ok::<(), sched::sim::SimError>(())
     /// ```
@@ -1049,7 +1049,7 @@ impl Simulation {
     /// # Examples
     ///
     /// ```
-    /// let mut sim = sched::Engine::builder().simulation(sched::sim::Config::seed(3));
+    /// let mut sim = sched::engine::Engine::builder().simulation(sched::sim::Config::seed(3));
     /// let report = sim.shutdown(std::time::Duration::from_secs(1));
     /// assert_eq!(report.forced, 0);
     /// ```
