@@ -55,7 +55,7 @@ pub trait Receiver {
     ///
     /// A [`SendError`] saying why the package was not accepted and handing it
     /// back: [`UnknownTarget`](crate::SendErrorKind::UnknownTarget) when no such
-    /// process exists, [`Closed`](crate::SendErrorKind::Closed) when it has finished,
+    /// process exists, [`Closed`](crate::SendErrorKind::Ended) when it has finished,
     /// [`Full`](crate::SendErrorKind::Full) when its mailbox is bounded and full.
     ///
     /// # Examples
@@ -69,7 +69,7 @@ pub trait Receiver {
     ///
     /// impl Receiver for Finished {
     ///     fn send(&self, package: Package) -> Result<(), SendError> {
-    ///         Err(SendError::new(SendErrorKind::Closed, package))
+    ///         Err(SendError::new(SendErrorKind::Ended, package))
     ///     }
     /// }
     ///

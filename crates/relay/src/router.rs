@@ -30,11 +30,11 @@ use std::fmt;
 /// `route` that looked the PID up just before an `unregister` may call
 /// `send` on the removed route just after the `unregister` returned. A
 /// receiver that must refuse packages once its process is gone therefore
-/// closes its own mailbox (and returns [`SendErrorKind::Closed`]) after
+/// closes its own mailbox (and returns [`SendErrorKind::Ended`]) after
 /// unregistering, as the scheduler's process queues do; the package then
 /// still comes back to the sender rather than vanishing.
 ///
-/// [`SendErrorKind::Closed`]: crate::SendErrorKind::Closed
+/// [`SendErrorKind::Ended`]: crate::SendErrorKind::Ended
 ///
 /// # Examples
 ///
@@ -52,7 +52,7 @@ use std::fmt;
 ///             .lock()
 ///             .unwrap()
 ///             .send(package)
-///             .map_err(|mpsc::SendError(package)| SendError::closed(package))
+///             .map_err(|mpsc::SendError(package)| SendError::ended(package))
 ///     }
 /// }
 ///
@@ -66,7 +66,7 @@ use std::fmt;
 ///
 /// drop(rx); // the process finished: its mailbox is closed
 /// let err = router.route(Package::new(Pid::local(0), pid, "late")).unwrap_err();
-/// assert_eq!(err.kind(), SendErrorKind::Closed);
+/// assert_eq!(err.kind(), SendErrorKind::Ended);
 ///
 /// router.unregister(pid);
 /// let err = router.route(err.into_package()).unwrap_err();

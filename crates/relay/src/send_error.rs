@@ -21,10 +21,10 @@ pub enum SendErrorKind {
     /// knows of none that had it: a PID never handed out there, or one a
     /// caller chose whose process ended (a chosen PID leaves no trace).
     UnknownTarget,
-    /// The target process exists or existed but no longer accepts
-    /// messages: it is finishing, or it ended (a PID the scheduler handed
-    /// out is never reused, so a send to it will never succeed again).
-    Closed,
+    /// The target process has ended (or is ending: its last step has run
+    /// and it accepts nothing more). A PID the scheduler handed out is
+    /// never reused, so a send to it will never succeed again.
+    Ended,
     /// The target's mailbox is bounded and full; a later retry may succeed.
     Full,
     /// The target is on another node and the payload cannot be turned into
@@ -40,7 +40,7 @@ impl fmt::Display for SendErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             SendErrorKind::UnknownTarget => "unknown target",
-            SendErrorKind::Closed => "target closed",
+            SendErrorKind::Ended => "target ended",
             SendErrorKind::Full => "target mailbox full",
             SendErrorKind::Unencodable => "payload cannot be encoded",
             SendErrorKind::Unreachable => "target node unreachable",
@@ -149,7 +149,7 @@ impl SendError {
     /// use sched::prelude::*;
     /// use sched::message::SendError;
     ///
-    /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
+    /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert!(err.cause().is_none());
     /// ```
     pub fn cause(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
@@ -171,7 +171,7 @@ impl SendError {
         SendError::new(SendErrorKind::UnknownTarget, package)
     }
 
-    /// Shorthand for `SendError::new(SendErrorKind::Closed, package)`.
+    /// Shorthand for `SendError::new(SendErrorKind::Ended, package)`.
     ///
     /// # Examples
     ///
@@ -179,11 +179,11 @@ impl SendError {
     /// use sched::prelude::*;
     /// use sched::message::{SendError, SendErrorKind};
     ///
-    /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
-    /// assert_eq!(err.kind(), SendErrorKind::Closed);
+    /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
+    /// assert_eq!(err.kind(), SendErrorKind::Ended);
     /// ```
-    pub fn closed(package: Package) -> Self {
-        SendError::new(SendErrorKind::Closed, package)
+    pub fn ended(package: Package) -> Self {
+        SendError::new(SendErrorKind::Ended, package)
     }
 
     /// Shorthand for `SendError::new(SendErrorKind::Full, package)`.
@@ -209,8 +209,8 @@ impl SendError {
     /// use sched::prelude::*;
     /// use sched::message::{SendError, SendErrorKind};
     ///
-    /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
-    /// assert!(matches!(err.kind(), SendErrorKind::Closed));
+    /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
+    /// assert!(matches!(err.kind(), SendErrorKind::Ended));
     /// ```
     pub fn kind(&self) -> SendErrorKind {
         self.kind
@@ -224,7 +224,7 @@ impl SendError {
     /// use sched::prelude::*;
     /// use sched::message::SendError;
     ///
-    /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
+    /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.target(), Pid::local(2));
     /// ```
     pub fn target(&self) -> Pid {
@@ -239,7 +239,7 @@ impl SendError {
     /// use sched::prelude::*;
     /// use sched::message::SendError;
     ///
-    /// let err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), ()));
+    /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
     /// assert_eq!(err.source(), Pid::local(1));
     /// ```
     pub fn source(&self) -> Pid {
@@ -256,7 +256,7 @@ impl SendError {
     /// use sched::prelude::*;
     /// use sched::message::SendError;
     ///
-    /// let mut err = SendError::closed(Package::new(Pid::local(1), Pid::local(2), 8_u8));
+    /// let mut err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), 8_u8));
     /// assert_eq!(err.package_mut().payload::<u8>(), Some(&8));
     /// ```
     pub fn package_mut(&mut self) -> &mut Package {
@@ -306,7 +306,7 @@ impl fmt::Display for SendError {
         let target = self.target();
         match self.kind {
             SendErrorKind::UnknownTarget => write!(f, "no process with PID {target}"),
-            SendErrorKind::Closed => write!(f, "process {target} is closed"),
+            SendErrorKind::Ended => write!(f, "process {target} has ended"),
             SendErrorKind::Full => write!(f, "mailbox of process {target} is full"),
             SendErrorKind::Unencodable => write!(f, "cannot encode the message for {target}"),
             SendErrorKind::Unreachable => write!(f, "the node of {target} is unreachable"),
@@ -353,9 +353,9 @@ mod tests {
                 "no process with PID <3.9>",
             ),
             (
-                SendError::closed(package()),
-                SendErrorKind::Closed,
-                "process <3.9> is closed",
+                SendError::ended(package()),
+                SendErrorKind::Ended,
+                "process <3.9> has ended",
             ),
             (
                 SendError::full(package()),
@@ -399,7 +399,7 @@ mod tests {
     fn kinds_display_distinctly() {
         let texts = [
             SendErrorKind::UnknownTarget.to_string(),
-            SendErrorKind::Closed.to_string(),
+            SendErrorKind::Ended.to_string(),
             SendErrorKind::Full.to_string(),
             SendErrorKind::Unencodable.to_string(),
             SendErrorKind::Unreachable.to_string(),
@@ -408,7 +408,7 @@ mod tests {
             texts,
             [
                 "unknown target",
-                "target closed",
+                "target ended",
                 "target mailbox full",
                 "payload cannot be encoded",
                 "target node unreachable"
@@ -421,15 +421,15 @@ mod tests {
         let err = SendError::new(SendErrorKind::Unreachable, package()).with_cause("link down");
         let source = Error::source(&err).expect("a source");
         assert_eq!(source.to_string(), "link down");
-        assert!(Error::source(&SendError::closed(package())).is_none());
+        assert!(Error::source(&SendError::ended(package())).is_none());
     }
 
     #[test]
     fn debug_shows_kind_and_addresses() {
-        let err = SendError::closed(package());
+        let err = SendError::ended(package());
         assert_eq!(
             format!("{err:?}"),
-            "SendError { kind: Closed, source: <0.1>, target: <3.9>, .. }"
+            "SendError { kind: Ended, source: <0.1>, target: <3.9>, .. }"
         );
     }
 }

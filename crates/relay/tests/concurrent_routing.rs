@@ -22,7 +22,7 @@ impl Receiver for Mailbox {
     fn send(&self, package: Package) -> Result<(), SendError> {
         let mut state = self.state.lock().unwrap();
         if state.0 {
-            return Err(SendError::closed(package));
+            return Err(SendError::ended(package));
         }
         state
             .1
@@ -86,7 +86,7 @@ fn worker(router: &Router<Arc<Mailbox>>, thread: u64) -> Log {
                 {
                     assert!(matches!(
                         err.kind(),
-                        SendErrorKind::UnknownTarget | SendErrorKind::Closed
+                        SendErrorKind::UnknownTarget | SendErrorKind::Ended
                     ));
                     assert_eq!(err.target(), pid);
                     log.handed_back

@@ -26,7 +26,7 @@ impl Receiver for Mailbox {
     fn send(&self, package: Package) -> Result<(), SendError> {
         let mut state = self.state.lock().unwrap();
         if state.0 {
-            return Err(SendError::closed(package));
+            return Err(SendError::ended(package));
         }
         state.1.push(package);
         Ok(())
@@ -101,7 +101,7 @@ fn route_racing_unregister_delivers_or_hands_back() {
                 );
                 match err.kind() {
                     SendErrorKind::UnknownTarget => OUTCOMES.saw(1),
-                    SendErrorKind::Closed => OUTCOMES.saw(2),
+                    SendErrorKind::Ended => OUTCOMES.saw(2),
                     other => panic!("unexpected {other:?}"),
                 }
                 assert_eq!(err.target(), TARGET);

@@ -17,7 +17,7 @@ struct Inbox {
 impl Receiver for Inbox {
     fn send(&self, package: Package) -> Result<(), SendError> {
         if !self.open {
-            return Err(SendError::closed(package));
+            return Err(SendError::ended(package));
         }
         let value = *package.payload::<u64>().expect("payload is a u64");
         self.got.lock().unwrap().push(value);
@@ -109,7 +109,7 @@ proptest! {
                         }
                         Some(&index) if !inboxes[index].open => {
                             let err = result.expect_err("closed target");
-                            prop_assert_eq!(err.kind(), SendErrorKind::Closed);
+                            prop_assert_eq!(err.kind(), SendErrorKind::Ended);
                             prop_assert_eq!(err.into_package().downcast::<u64>().ok(), Some(value));
                         }
                         Some(&index) => {

@@ -71,7 +71,7 @@ fn a_stale_pid_never_reaches_the_next_process_in_its_slot() {
             .send(Package::new(Pid::OUTSIDE, old, ()))
             .unwrap_err();
         // Refused as ended: the slot remembers the generation that ended.
-        assert_eq!(err.kind(), SendErrorKind::Closed, "{old} reached {live}");
+        assert_eq!(err.kind(), SendErrorKind::Ended, "{old} reached {live}");
     }
     engine.send(Package::new(Pid::OUTSIDE, live, ())).unwrap();
     // Read before the shutdown's cancel comes: a cancel in the same batch

@@ -156,9 +156,9 @@ pub mod prelude {
     pub use crate::{ChildSpec, Restart, Scheduler, Strategy, Supervisor};
     pub use relay::{Addr, Package, Payload, Pid};
     pub use sched_core::{
-        Accepts, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event,
-        Events, ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority,
-        Process, Question, Rejected, Tag, TimerId, Urgent,
+        Accepts, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event, Events,
+        ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority, Process,
+        Question, Rejected, Tag, TimerId, Urgent,
     };
 }
 

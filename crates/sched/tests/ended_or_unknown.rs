@@ -45,7 +45,7 @@ impl Question for Ping {
 /// Every way of reaching `pid` fails with `ended` (or its error's form).
 fn every_door_says(scheduler: &Scheduler, pid: Pid, ended: bool) {
     let (kind, status) = if ended {
-        (SendErrorKind::Closed, PidStatus::Ended)
+        (SendErrorKind::Ended, PidStatus::Ended)
     } else {
         (SendErrorKind::UnknownTarget, PidStatus::Unknown)
     };
@@ -147,7 +147,7 @@ fn a_reused_slot_keeps_its_old_pids_ended() {
         assert_eq!(scheduler.pid_status(pid), PidStatus::Ended, "{pid}");
         assert_eq!(
             scheduler.post(pid, ()).unwrap_err().kind(),
-            SendErrorKind::Closed
+            SendErrorKind::Ended
         );
     }
     scheduler.post(live.pid(), "still here").unwrap();

@@ -410,7 +410,7 @@ fn a_holder_ending_under_racing_sends_never_makes_them_fail() {
     let refused = refused.lock().unwrap().clone();
     let closed: Vec<_> = refused
         .iter()
-        .filter(|(kind, _)| *kind == SendErrorKind::Closed)
+        .filter(|(kind, _)| *kind == SendErrorKind::Ended)
         .collect();
     assert!(
         closed.is_empty(),

@@ -14,7 +14,7 @@ impl Receiver for Mailbox {
     fn send(&self, package: Package) -> Result<(), SendError> {
         let mut inbox = self.inbox.lock().unwrap();
         if self.closed.load(Ordering::Relaxed) {
-            return Err(SendError::closed(package));
+            return Err(SendError::ended(package));
         }
         inbox.push(package);
         Ok(())
@@ -63,7 +63,7 @@ fn route_passes_the_receivers_refusal_through() {
     mailbox.closed.store(true, Ordering::Relaxed);
     router.register(Pid::local(1), mailbox).unwrap();
     let err = router.route(package(1, 5)).unwrap_err();
-    assert_eq!(err.kind(), SendErrorKind::Closed);
+    assert_eq!(err.kind(), SendErrorKind::Ended);
     assert_eq!(err.into_package().downcast::<u32>().ok(), Some(5));
 }
 
@@ -120,7 +120,7 @@ fn a_receiver_may_use_the_router_while_delivering() {
     impl Receiver for SelfRemoving {
         fn send(&self, package: Package) -> Result<(), SendError> {
             self.0.unregister(self.1);
-            Err(SendError::closed(package))
+            Err(SendError::ended(package))
         }
     }
     let router = Arc::new(Router::new());
@@ -129,7 +129,7 @@ fn a_receiver_may_use_the_router_while_delivering() {
         .register(pid, Arc::new(SelfRemoving(Arc::clone(&router), pid)))
         .unwrap();
     let err = router.route(package(1, 0)).unwrap_err();
-    assert_eq!(err.kind(), SendErrorKind::Closed);
+    assert_eq!(err.kind(), SendErrorKind::Ended);
     assert!(router.is_empty());
 }
 

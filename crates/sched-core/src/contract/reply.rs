@@ -57,11 +57,27 @@ pub enum AskError {
     /// could not be reached before it answered: whether the request was
     /// acted on is unknown.
     NodeDown,
+    /// The asked process does not take this question: it tried to read
+    /// the request as another type ([`Request::take`] failed) and then
+    /// dropped it unanswered. Names both types (`std::any::type_name`): the
+    /// question's type as the asker sent it, and the last type the asked
+    /// process tried to read it as. Across nodes the asked node's names do
+    /// not travel: both read `"(on another node)"`.
+    UnexpectedQuestion {
+        /// The type of the question that was asked.
+        asked: &'static str,
+        /// The type the asked process tried to read it as.
+        expected: &'static str,
+    },
     /// The asked process on another node answered with a value the
     /// transport cannot carry back (its type is not registered with the
     /// transport's codec, or it is too large).
     Unencodable,
 }
+
+/// What [`AskError::UnexpectedQuestion`] names in place of a type that
+/// lives on another node (type names do not travel between nodes).
+pub(crate) const ON_ANOTHER_NODE: &str = "(on another node)";
 
 impl fmt::Display for AskError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -73,6 +89,13 @@ impl fmt::Display for AskError {
             AskError::Unread => "the asked process ended before reading the request",
             AskError::NodeDown => "the asked process's node was lost or unreachable",
             AskError::Unencodable => "the answer could not be carried back across nodes",
+            AskError::UnexpectedQuestion { asked, expected } => {
+                return write!(
+                    f,
+                    "the asked process does not take this question: asked a `{asked}`, \
+                     it reads `{expected}`"
+                );
+            }
         })
     }
 }
@@ -161,7 +184,10 @@ impl Request {
     }
 
     /// The question as a `Q`, with a responder that answers only with
-    /// `Q::Answer`; the request back, untouched, if it is not a `Q`.
+    /// `Q::Answer`; the request back if it is not a `Q`. A request that
+    /// was not a `Q` and is then dropped unanswered tells its asker
+    /// [`AskError::UnexpectedQuestion`], naming the question's type and
+    /// `Q` (the last type tried), not [`AskError::NoReply`].
     ///
     /// # Examples
     ///
@@ -189,7 +215,7 @@ impl Request {
     /// }
     /// ```
     pub fn take<Q: Question>(self) -> Result<(Q, Responder<Q::Answer>), Request> {
-        let (package, reply) = *self.inner;
+        let (package, mut reply) = *self.inner;
         match package.downcast::<Q>() {
             Ok(question) => Ok((
                 question,
@@ -198,7 +224,12 @@ impl Request {
                     answer: PhantomData,
                 },
             )),
-            Err(package) => Err(Request::new(package, reply)),
+            Err(package) => {
+                // Remembered, so that dropping the request unanswered tells
+                // the asker which types disagreed.
+                reply.refused = Some(std::any::type_name::<Q>());
+                Err(Request::new(package, reply))
+            }
         }
     }
 }
@@ -309,6 +340,13 @@ impl<A> fmt::Debug for Responder<A> {
 /// ```
 pub struct ReplyTo {
     asker: Option<StdArc<dyn Answer>>,
+    /// The question's type as the asker sent it, for
+    /// [`AskError::UnexpectedQuestion`].
+    question: &'static str,
+    /// The last type a failed [`Request::take`] tried to read the question
+    /// as: dropped unanswered after that, the asker learns the mismatch,
+    /// not a bare [`AskError::NoReply`].
+    refused: Option<&'static str>,
 }
 
 /// Where a request's answer goes: a handle outside the engine waiting on
@@ -330,8 +368,13 @@ pub(crate) trait Answer: Send + Sync {
 }
 
 impl ReplyTo {
-    pub(crate) fn new(asker: StdArc<dyn Answer>) -> Self {
-        ReplyTo { asker: Some(asker) }
+    /// `question` is the question's type name, as the asker sent it.
+    pub(crate) fn new(asker: StdArc<dyn Answer>, question: &'static str) -> Self {
+        ReplyTo {
+            asker: Some(asker),
+            question,
+            refused: None,
+        }
     }
 
     /// The PID of the asking process ([`Pid::OUTSIDE`] for code outside
@@ -396,7 +439,13 @@ impl Request {
 impl Drop for ReplyTo {
     fn drop(&mut self) {
         if let Some(asker) = self.asker.take() {
-            asker.answer(Err(AskError::NoReply));
+            asker.answer(Err(match self.refused {
+                Some(expected) => AskError::UnexpectedQuestion {
+                    asked: self.question,
+                    expected,
+                },
+                None => AskError::NoReply,
+            }));
         }
     }
 }

@@ -100,10 +100,13 @@ pub(crate) trait StepAsk {
     /// Sends a request to `to` on behalf of the stepped process, whose
     /// answer (or `AskError::Timeout` at `timeout_at`) comes back as
     /// `Event::Reply`; returns the ask's id and its timeout's timer.
+    /// `question_type` names the question's type, for
+    /// `AskError::UnexpectedQuestion`.
     fn ask(
         &self,
         to: Pid,
         question: Payload,
+        question_type: &'static str,
         timeout_at: Instant,
     ) -> Result<(AskId, TimerId), SendError>;
 }

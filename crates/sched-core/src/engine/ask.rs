@@ -253,11 +253,14 @@ impl Future for Reply {
 impl Shared {
     /// Delivers a request to `to`, answered through `asker`. When it cannot
     /// be delivered the asker is never told (the caller gets the error).
+    /// `question` names the payload's type, for
+    /// [`AskError::UnexpectedQuestion`].
     pub(crate) fn ask(
         &self,
         from: Pid,
         to: Pid,
         payload: Payload,
+        question: &'static str,
         asker: StdArc<dyn Answer>,
     ) -> Result<(), SendError> {
         if self.is_remote(to) {
@@ -268,7 +271,7 @@ impl Shared {
         };
         let mut request = Request::new(
             Package::from_payload(from, to, payload),
-            ReplyTo::new(asker),
+            ReplyTo::new(asker, question),
         );
         if let Some(intercept) = &self.intercept {
             match intercept.request(&record, request) {
@@ -285,7 +288,7 @@ impl Shared {
             Err(Event::Request(request)) => {
                 let (request, reply) = request.into_parts();
                 reply.forget();
-                Err(SendError::closed(request))
+                Err(SendError::ended(request))
             }
             Err(_) => unreachable!("a request comes back as a request"),
         }
@@ -326,8 +329,14 @@ impl Context {
     pub fn ask(&self, to: Pid, payload: impl std::any::Any + Send) -> Result<Reply, SendError> {
         let slot = StdArc::new(ReplySlot::default());
         let asker: StdArc<dyn Answer> = slot.clone();
-        self.shared()
-            .ask(Pid::OUTSIDE, to, relay::into_payload(payload), asker)?;
+        let question = std::any::type_name_of_val(&payload);
+        self.shared().ask(
+            Pid::OUTSIDE,
+            to,
+            relay::into_payload(payload),
+            question,
+            asker,
+        )?;
         Ok(Reply { slot })
     }
 }
@@ -368,7 +377,10 @@ impl Output<'_> {
         let at = now
             .checked_add(timeout)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
-        let (id, timer) = self.engine.ask(to, relay::into_payload(payload), at)?;
+        let question = std::any::type_name_of_val(&payload);
+        let (id, timer) = self
+            .engine
+            .ask(to, relay::into_payload(payload), question, at)?;
         self.with_extras(|extras| {
             extras.timers.push(timer);
             extras.others().asks.push((id, timer));
@@ -847,6 +859,7 @@ impl StepAsk for Stepping<'_> {
         &self,
         to: Pid,
         question: Payload,
+        question_type: &'static str,
         timeout_at: Instant,
     ) -> Result<(AskId, TimerId), SendError> {
         let id = AskId(self.shared.ids.next());
@@ -855,7 +868,8 @@ impl StepAsk for Stepping<'_> {
             record: RecordRef::clone(self.record),
             id,
         });
-        self.shared.ask(self.record.pid, to, question, asker)?;
+        self.shared
+            .ask(self.record.pid, to, question, question_type, asker)?;
         let timer = self.shared.set_timer_here(
             self.worker,
             timeout_at,

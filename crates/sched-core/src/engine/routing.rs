@@ -90,7 +90,7 @@ impl Shared {
         })
         .flatten();
         match cached {
-            Some(Err(error)) if error.kind() == SendErrorKind::Closed => {
+            Some(Err(error)) if error.kind() == SendErrorKind::Ended => {
                 local::with_local(self, |local| local.forget_route(target));
                 package = Some(error.into_package());
             }
@@ -116,7 +116,7 @@ impl Shared {
     /// chose, which leaves no trace).
     pub(crate) fn missing(&self, package: Package) -> SendError {
         if self.processes.ended(package.target()) {
-            SendError::closed(package)
+            SendError::ended(package)
         } else {
             SendError::unknown_target(package)
         }
@@ -195,7 +195,7 @@ impl Shared {
                     record.mailbox.release(1);
                 }
                 match event {
-                    Event::Message(p) => Err(SendError::closed(p)),
+                    Event::Message(p) => Err(SendError::ended(p)),
                     _ => unreachable!("a message comes back as a message"),
                 }
             }
@@ -266,6 +266,16 @@ impl Context {
     /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
     /// assert!(engine.tell(counter, 5).is_err()); // nobody there
+    /// ```
+    ///
+    /// A message of another type is a compile error (`mismatched types`),
+    /// not a failed downcast in the receiver:
+    ///
+    /// ```compile_fail,E0308
+    /// use sched::prelude::*;
+    /// let engine = sched::engine::Engine::builder().workers(1).build();
+    /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
+    /// let _ = engine.tell(counter, "five"); // a `&str` where a `u64` goes
     /// ```
     pub fn tell<M: Any + Send>(&self, to: Addr<M>, message: M) -> Result<(), SendError> {
         self.shared().send(to.package(Pid::OUTSIDE, message))

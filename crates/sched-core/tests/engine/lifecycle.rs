@@ -120,7 +120,7 @@ fn a_send_right_after_terminate_is_delivered_or_refused_cleanly() {
             Ok(()) => {}
             Err(e) => assert!(matches!(
                 e.kind(),
-                SendErrorKind::UnknownTarget | SendErrorKind::Closed
+                SendErrorKind::UnknownTarget | SendErrorKind::Ended
             )),
         }
         assert!(matches!(wait(h), Err(ExitError::Terminated)));

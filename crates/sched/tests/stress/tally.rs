@@ -85,7 +85,7 @@ impl Tally {
     pub(crate) fn refused_send(&mut self, kind: SendErrorKind) {
         let name = match kind {
             SendErrorKind::UnknownTarget => "unknown target",
-            SendErrorKind::Closed => "closed",
+            SendErrorKind::Ended => "closed",
             SendErrorKind::Full => "mailbox full",
             _ => "other",
         };

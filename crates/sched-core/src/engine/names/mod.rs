@@ -79,7 +79,7 @@ impl Shared {
             drop(maps);
             let package = Package::from_payload(from, record.pid, payload);
             match self.deliver_message(&record, package) {
-                Err(error) if error.kind() == SendErrorKind::Closed => {
+                Err(error) if error.kind() == SendErrorKind::Ended => {
                     payload = error.into_package().into_payload();
                     refused = Some(record);
                 }
@@ -314,7 +314,7 @@ impl Context {
                 break shared.post_to_holder(None, payload);
             };
             match shared.post_to_holder(Some(RecordRef::clone(&record)), payload) {
-                Err(error) if error.kind() == SendErrorKind::Closed => {
+                Err(error) if error.kind() == SendErrorKind::Ended => {
                     payload = error.into_package().into_payload();
                     refused = Some(record);
                 }

@@ -16,7 +16,7 @@ use std::sync::Arc as StdArc;
 use relay::{Payload, Pid, RemoteTransport, SendError, SendErrorKind, Signal};
 
 use super::protocol::Op;
-use crate::contract::reply::{Answer, AskError};
+use crate::contract::reply::{Answer, AskError, ON_ANOTHER_NODE};
 use crate::engine::shared::Shared;
 use crate::panic_guard::drop_user_value;
 
@@ -71,7 +71,7 @@ impl Shared {
             key,
         });
         let asker: StdArc<dyn Answer> = answer.clone();
-        if let Err(error) = self.ask(from, to, question, asker) {
+        if let Err(error) = self.ask(from, to, question, ON_ANOTHER_NODE, asker) {
             // Nobody read it: the question goes back, as `Unread`.
             tracing::debug!(%to, %error, "a request from another node was not delivered");
             let question = error.into_package().into_payload();

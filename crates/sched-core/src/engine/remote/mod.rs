@@ -25,7 +25,7 @@ use crate::sync::Arc;
 /// Delivers packages from other nodes to this engine's processes. It holds
 /// the engine weakly: the transport, which the engine owns, must not keep
 /// the engine alive. Once the engine is gone, every package is refused as
-/// [`Closed`](relay::SendErrorKind::Closed).
+/// [`Ended`](relay::SendErrorKind::Ended).
 #[cfg(not(loom))]
 #[derive(Debug)]
 struct Inbox(std::sync::Weak<Shared>);
@@ -34,7 +34,7 @@ struct Inbox(std::sync::Weak<Shared>);
 impl Receiver for Inbox {
     fn send(&self, package: Package) -> Result<(), SendError> {
         let Some(shared) = self.0.upgrade() else {
-            return Err(SendError::closed(package));
+            return Err(SendError::ended(package));
         };
         if package.is::<Signal>() {
             shared.on_signal(package);

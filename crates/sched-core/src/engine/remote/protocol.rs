@@ -26,7 +26,7 @@
 use std::sync::Arc as StdArc;
 
 use crate::contract::down::ExitReason;
-use crate::contract::reply::AskError;
+use crate::contract::reply::{AskError, ON_ANOTHER_NODE};
 
 const VERSION: u8 = 1;
 const NO_DETAIL: u32 = u32::MAX;
@@ -238,6 +238,9 @@ fn ask_error_code(error: AskError) -> u8 {
         AskError::Unread => 5,
         AskError::NodeDown => 6,
         AskError::Unencodable => 7,
+        // The names stay on the asked node: they are `&'static str`s of its
+        // binary, and a peer's strings must not grow ours.
+        AskError::UnexpectedQuestion { .. } => 8,
     }
 }
 
@@ -250,6 +253,10 @@ fn ask_error_of(code: u8) -> AskError {
         5 => AskError::Unread,
         6 => AskError::NodeDown,
         7 => AskError::Unencodable,
+        8 => AskError::UnexpectedQuestion {
+            asked: ON_ANOTHER_NODE,
+            expected: ON_ANOTHER_NODE,
+        },
         _ => AskError::NoReply,
     }
 }
@@ -322,6 +329,10 @@ mod tests {
             AskError::Unread,
             AskError::NodeDown,
             AskError::Unencodable,
+            AskError::UnexpectedQuestion {
+                asked: ON_ANOTHER_NODE,
+                expected: ON_ANOTHER_NODE,
+            },
         ] {
             assert_eq!(ask_error_of(ask_error_code(error)), error);
         }

@@ -555,8 +555,10 @@ impl Intercept for Interceptor {
             return None;
         };
         let asker = request.package().source();
-        let copy = copy
-            .map(|question| Request::new(question, ReplyTo::new(StdArc::new(Nobody { asker }))));
+        let copy = copy.map(|question| {
+            let reply = ReplyTo::new(StdArc::new(Nobody { asker }), "(a duplicated question)");
+            Request::new(question, reply)
+        });
         state.route(request, due, copy, |r| Held::Request(record.clone(), r))
     }
 
