@@ -338,8 +338,10 @@ impl Codec {
     ///
     /// See [`Codec`].
     pub fn decode(&self, bytes: &[u8], node: u32) -> Result<Package, DecodeError> {
-        self.decode_frame(bytes, node)
-            .map(|decoded| decoded.package)
+        match self.decode_frame(bytes, node)?.content {
+            Content::Package(package) => Ok(package),
+            Content::Control { .. } => Err(DecodeError::Control),
+        }
     }
 
     /// Decodes a frame, returning its stamp (sender incarnation, sequence
@@ -350,6 +352,20 @@ impl Codec {
             return Err(DecodeError::WrongNode {
                 target: frame.target,
                 node,
+            });
+        }
+        if frame.kind == wire::Kind::Control {
+            let Some(control) = crate::reset::Control::read(frame.signal) else {
+                return Err(DecodeError::BadTag);
+            };
+            return Ok(Decoded {
+                content: Content::Control {
+                    from: frame.source.node(),
+                    control,
+                },
+                addressed: frame.addressed,
+                incarnation: frame.incarnation,
+                seq: frame.seq,
             });
         }
         let payload = match frame.tag {
@@ -376,10 +392,12 @@ impl Codec {
                 frame.target,
                 Signal::new(frame.signal.to_vec(), payload),
             ),
-            (wire::Kind::Message, None) => return Err(DecodeError::BadTag),
+            (wire::Kind::Message, None) | (wire::Kind::Control, _) => {
+                return Err(DecodeError::BadTag)
+            }
         };
         Ok(Decoded {
-            package,
+            content: Content::Package(package),
             addressed: frame.addressed,
             incarnation: frame.incarnation,
             seq: frame.seq,
@@ -387,10 +405,22 @@ impl Codec {
     }
 }
 
+/// What a frame carries, decoded.
+#[derive(Debug)]
+pub(crate) enum Content {
+    /// A message or a signal, for the engine.
+    Package(Package),
+    /// A control frame from the transport of node `from`, for this one.
+    Control {
+        from: u32,
+        control: crate::reset::Control,
+    },
+}
+
 /// A frame decoded, with what the transport checks of its stamp.
 #[derive(Debug)]
 pub(crate) struct Decoded {
-    pub(crate) package: Package,
+    pub(crate) content: Content,
     /// The incarnation of this node the sender addressed (0: any).
     pub(crate) addressed: u64,
     /// The sender's incarnation.

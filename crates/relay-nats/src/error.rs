@@ -110,6 +110,8 @@ pub enum DecodeError {
         /// The receiving node.
         node: u32,
     },
+    /// A control frame between two transports, not a package.
+    Control,
     /// The payload's deserializer failed.
     Deserialize {
         /// The payload's tag.
@@ -133,6 +135,7 @@ impl fmt::Display for DecodeError {
             DecodeError::WrongNode { target, node } => {
                 write!(f, "a message for {target} arrived at node {node}")
             }
+            DecodeError::Control => f.write_str("a control frame between transports"),
             DecodeError::Deserialize { tag, source } => {
                 write!(f, "cannot deserialize a `{tag}` message: {source}")
             }
@@ -172,6 +175,13 @@ pub enum LinkError {
     /// it crashed, hangs or is cut off. Sends to it are refused until it
     /// is heard from again.
     NodeDown(u32),
+    /// This transport lost the target's node (its failure detector
+    /// declared it down, frames from it went missing, or this node's own
+    /// connection dropped) and ended every relation with it; the node is
+    /// heard again but has not yet confirmed that it ended its relations
+    /// with this node in turn. Sends to it are refused until it does (one
+    /// round trip once the two hear each other).
+    Resetting(u32),
     /// This transport was closed.
     Closed,
     /// Too many messages wait to be published (the connection to the
@@ -192,6 +202,10 @@ impl fmt::Display for LinkError {
                     "node {node} is down: not heard from within the failure detector's bound"
                 )
             }
+            LinkError::Resetting(node) => write!(
+                f,
+                "node {node} was lost and has not yet ended its relations with this node"
+            ),
             LinkError::Closed => f.write_str("the NATS transport is closed"),
             LinkError::Backlog { max } => {
                 write!(f, "{max} messages already wait to be published")

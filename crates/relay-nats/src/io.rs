@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use relay::Receiver;
 use tokio::sync::mpsc;
 
+use crate::codec::Content;
 use crate::config::{membership_subject, node_subject};
 use crate::membership::{announcement, read_announcement, Change, Kind};
 use crate::sequence::{Gaps, Numbers};
@@ -24,6 +25,9 @@ const CLOSE_FLUSH: Duration = Duration::from_secs(2);
 pub(crate) enum Command {
     /// Publish a frame (not yet stamped) to `node`.
     Publish { node: u32, frame: Vec<u8> },
+    /// Publish a control frame (not yet stamped) to `node`'s transport
+    /// (`reset.rs`): numbered like a frame, not counted as a message.
+    Control { node: u32, frame: Vec<u8> },
     /// Subscribe for `node` and deliver to `local`; reply when subscribed.
     Attach {
         node: u32,
@@ -68,6 +72,22 @@ pub(crate) async fn run(
                     }
                 }
                 inner.pending.fetch_sub(1, AcqRel);
+            }
+            Command::Control {
+                node: to,
+                mut frame,
+            } => {
+                let seq = numbers.peek(to);
+                let addressed = inner.members.incarnation_of(to);
+                wire::stamp(&mut frame, addressed, inner.incarnation, seq);
+                numbers.advance(to);
+                if let Err(error) = client
+                    .publish(node_subject(&inner.prefix, to), frame.into())
+                    .await
+                {
+                    // Repeated every heartbeat while it matters.
+                    tracing::debug!(node = to, %error, "a control frame was not published");
+                }
             }
             Command::Attach {
                 node: me,
@@ -209,8 +229,11 @@ async fn receive(
                 continue;
             }
         };
-        let (package, incarnation, seq) = (decoded.package, decoded.incarnation, decoded.seq);
-        let source = package.source();
+        let (incarnation, seq) = (decoded.incarnation, decoded.seq);
+        let source = match &decoded.content {
+            Content::Package(package) => package.source(),
+            Content::Control { from, .. } => relay::Pid::new(*from, 0),
+        };
         if decoded.addressed != 0 && decoded.addressed != inner.incarnation {
             // Addressed to an earlier run of this node: its PIDs are not
             // this run's processes.
@@ -232,8 +255,28 @@ async fn receive(
             // Some may have been signals (a down, an exit, an answer):
             // the relations with that node can no longer be vouched for.
             if let Some(from) = inner.members.node_of(incarnation) {
-                inner.tell_lost(from);
+                inner.lose(from);
             }
+        }
+        let package = match decoded.content {
+            Content::Package(package) => package,
+            Content::Control { from, control } => {
+                inner.on_control(from, control);
+                continue;
+            }
+        };
+        // Sent by a node this one lost, before it ended its relations with
+        // this one: what it says may belong to relations already ended.
+        let fenced = inner.members.any_fenced()
+            && match source.node() {
+                0 => inner.members.node_of(incarnation),
+                node => Some(node),
+            }
+            .is_some_and(|sender| inner.members.is_fenced(sender));
+        if fenced {
+            Counters::add(&inner.counters.fenced, 1);
+            tracing::debug!(node, %source, "dropped a message from a node being reset");
+            continue;
         }
         match local.send(package) {
             Ok(()) => Counters::add(&inner.counters.delivered, 1),
@@ -256,7 +299,12 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
                 let now = tokio::time::Instant::now().into_std();
                 match inner.members.hear(node, kind, incarnation, now) {
                     Change::None => {}
-                    Change::Up => tracing::info!(node, "a node is up"),
+                    Change::Up => {
+                        tracing::info!(node, "a node is up");
+                        // Lost while it was away: tell it now, not at the
+                        // next heartbeat.
+                        inner.repeat_resets();
+                    }
                     Change::Restarted => {
                         tracing::info!(node, "a node restarted: its earlier run is gone");
                         inner.tell_lost(node);
@@ -290,6 +338,7 @@ async fn heartbeat(client: async_nats::Client, inner: Arc<Inner>, me: u32) {
             // The client is gone (the transport closed).
             return;
         }
+        inner.repeat_resets();
     }
 }
 
@@ -310,7 +359,7 @@ async fn detect(inner: Arc<Inner>) {
                 silent_for = ?inner.down_after,
                 "a node is down: not heard from within the failure detector's bound"
             );
-            inner.tell_lost(node);
+            inner.lose(node);
             sweep_lost(&inner, node);
         }
     }

@@ -87,6 +87,7 @@ mod io;
 mod kv;
 mod membership;
 mod names;
+mod reset;
 mod scheduler_ext;
 mod sequence;
 mod stats;

@@ -17,12 +17,18 @@
 //! it is up again, and what still arrives from its old incarnation (a
 //! heartbeat, a message frame) is stale, ignored and counted.
 //!
+//! Beside its state, a member may be *fenced*: this transport lost it and
+//! waits for it to end its relations with this node in turn (see
+//! `reset.rs`); meanwhile sends to it are refused
+//! ([`LinkError::Resetting`]) and its frames are dropped.
+//!
 //! The bound is a trade-off: a node whose heartbeats stop for longer
 //! (its transport's thread starved, or a partition between it and the
 //! server) is declared down while it still runs, a false positive that
 //! lasts until its next heartbeat arrives.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -77,6 +83,15 @@ struct Member {
     retired: Vec<u64>,
     last_heard: Instant,
     state: State,
+    /// The episode of the fence this transport holds against the member
+    /// (see `reset.rs`), until it acknowledges that one.
+    fence: Option<u64>,
+    /// How many times this transport fenced the member's current run: the
+    /// next fence's episode is one more.
+    fences: u64,
+    /// The last episode of the member's Resets this transport swept for:
+    /// a repeated Reset of it is only acknowledged again.
+    swept_for: u64,
 }
 
 /// How many past incarnations of a node are remembered.
@@ -108,16 +123,96 @@ pub(crate) enum Change {
 
 /// The other nodes this transport has heard of.
 #[derive(Debug, Default)]
-pub(crate) struct Members(Mutex<HashMap<u32, Member>>);
+pub(crate) struct Members {
+    members: Mutex<HashMap<u32, Member>>,
+    /// How many members are fenced: frames are checked against the fences
+    /// only while some are, so the common case takes no lock for it.
+    fenced: AtomicUsize,
+}
 
 impl Members {
     /// Why a send to `node` is refused, if it is.
     pub(crate) fn unreachable(&self, node: u32) -> Option<LinkError> {
-        match self.lock().get(&node)?.state {
+        let members = self.lock();
+        let member = members.get(&node)?;
+        match member.state {
+            State::Up if member.fence.is_some() => Some(LinkError::Resetting(node)),
             State::Up => None,
             State::Left => Some(LinkError::NodeLeft(node)),
             State::Down => Some(LinkError::NodeDown(node)),
         }
+    }
+
+    /// Fences `node`'s current run: returns the new episode, or `None` if
+    /// the node is unknown or left (its run has nothing left to end).
+    pub(crate) fn fence(&self, node: u32) -> Option<u64> {
+        let mut members = self.lock();
+        let member = members.get_mut(&node)?;
+        if member.state == State::Left {
+            return None;
+        }
+        member.fences += 1;
+        if member.fence.replace(member.fences).is_none() {
+            self.fenced.fetch_add(1, Ordering::AcqRel);
+        }
+        Some(member.fences)
+    }
+
+    /// Whether this transport holds a fence against `node`.
+    pub(crate) fn is_fenced(&self, node: u32) -> bool {
+        self.any_fenced() && self.lock().get(&node).is_some_and(|m| m.fence.is_some())
+    }
+
+    /// Whether this transport holds any fence (a read, no lock).
+    pub(crate) fn any_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire) > 0
+    }
+
+    /// Lifts `member`'s fence, if it has one.
+    fn lift(&self, member: &mut Member) {
+        if member.fence.take().is_some() {
+            self.fenced.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Lifts the fence against `node` if `episode` is the current one;
+    /// whether it did.
+    pub(crate) fn unfence(&self, node: u32, episode: u64) -> bool {
+        let mut members = self.lock();
+        match members.get_mut(&node) {
+            Some(member) if member.fence == Some(episode) => {
+                self.lift(member);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The fenced nodes that are heard from, with their fence's episode.
+    pub(crate) fn fenced_and_heard(&self) -> Vec<(u32, u64)> {
+        let mut fenced: Vec<(u32, u64)> = self
+            .lock()
+            .iter()
+            .filter(|(_, m)| m.state == State::Up)
+            .filter_map(|(&node, m)| m.fence.map(|episode| (node, episode)))
+            .collect();
+        fenced.sort_unstable();
+        fenced
+    }
+
+    /// Records that `node` sent a Reset of `episode`; whether it is the
+    /// first of that episode (the one to sweep for). A node not heard of
+    /// yet has nothing to remember it by: each of its Resets is a first.
+    pub(crate) fn reset_heard(&self, node: u32, episode: u64) -> bool {
+        let mut members = self.lock();
+        let Some(member) = members.get_mut(&node) else {
+            return true;
+        };
+        if episode <= member.swept_for {
+            return false;
+        }
+        member.swept_for = episode;
+        true
     }
 
     /// Whether frames from `incarnation` of `node` are stale: it is one
@@ -167,6 +262,9 @@ impl Members {
                     retired: Vec::new(),
                     last_heard: now,
                     state,
+                    fence: None,
+                    fences: 0,
+                    swept_for: 0,
                 },
             );
             return if state == State::Up {
@@ -194,6 +292,11 @@ impl Members {
                 member.retired.remove(0);
             }
             member.incarnation = incarnation;
+            // The new run has no relations to end, and counts its own
+            // episodes.
+            self.lift(member);
+            member.fences = 0;
+            member.swept_for = 0;
             restarted = member.state == State::Up;
         }
         // A goodbye is final for its run: a heartbeat that was on its way
@@ -205,6 +308,8 @@ impl Members {
         member.last_heard = now;
         let before = member.state;
         member.state = if kind == Kind::Down {
+            // A run that left has nothing left to end.
+            self.lift(member);
             State::Left
         } else {
             State::Up
@@ -244,7 +349,7 @@ impl Members {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Member>> {
-        self.0
+        self.members
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -298,6 +403,55 @@ mod tests {
             Change::Up
         );
         assert_eq!(members.unreachable(3), None);
+    }
+
+    #[test]
+    fn a_fence_refuses_sends_until_its_own_episode_is_acknowledged() {
+        let members = Members::default();
+        let t0 = Instant::now();
+        assert_eq!(members.fence(3), None, "an unknown node is not fenced");
+        members.hear(3, Kind::Up, 1, t0);
+        assert_eq!(members.fence(3), Some(1));
+        assert_eq!(members.unreachable(3), Some(LinkError::Resetting(3)));
+        assert_eq!(members.fenced_and_heard(), vec![(3, 1)]);
+        // Lost again before the acknowledgement: a new episode.
+        assert_eq!(members.fence(3), Some(2));
+        assert!(!members.unfence(3, 1), "an earlier episode's ack");
+        assert!(members.is_fenced(3));
+        assert!(members.unfence(3, 2));
+        assert!(!members.is_fenced(3));
+        assert_eq!(members.unreachable(3), None);
+        assert!(!members.unfence(3, 2), "once");
+        // Down and fenced: down says more; not repeated while unheard.
+        members.fence(3);
+        members.sweep(t0 + Duration::from_secs(10), Duration::from_secs(1));
+        assert_eq!(members.unreachable(3), Some(LinkError::NodeDown(3)));
+        assert!(members.fenced_and_heard().is_empty());
+        // A restart clears the fence: the new run has nothing to end.
+        members.hear(3, Kind::Up, 2, t0 + Duration::from_secs(11));
+        assert!(!members.is_fenced(3));
+        assert_eq!(members.fence(3), Some(1), "the new run counts afresh");
+        // A goodbye clears it too, and a node that left is not fenced.
+        members.hear(3, Kind::Down, 2, t0 + Duration::from_secs(12));
+        assert!(!members.is_fenced(3));
+        assert_eq!(members.fence(3), None);
+        assert!(!members.any_fenced(), "every fence lifted is counted off");
+    }
+
+    #[test]
+    fn a_reset_is_swept_for_once_per_episode() {
+        let members = Members::default();
+        let t0 = Instant::now();
+        assert!(members.reset_heard(4, 1), "unknown: always a first");
+        assert!(members.reset_heard(4, 1));
+        members.hear(4, Kind::Up, 1, t0);
+        assert!(members.reset_heard(4, 1));
+        assert!(!members.reset_heard(4, 1), "repeated");
+        assert!(members.reset_heard(4, 2));
+        assert!(!members.reset_heard(4, 1), "late");
+        // Its restart counts episodes afresh.
+        members.hear(4, Kind::Up, 2, t0);
+        assert!(members.reset_heard(4, 1));
     }
 
     #[test]

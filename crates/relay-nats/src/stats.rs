@@ -40,6 +40,13 @@ pub struct TransportStats {
     /// Frames and announcements that came from an incarnation their node
     /// has left behind (a run before its restart): ignored.
     pub stale: u64,
+    /// Frames dropped because their node was fenced: this transport had
+    /// lost it, and it had not yet confirmed ending its relations with
+    /// this node (they were sent before it did).
+    pub fenced: u64,
+    /// Times another node lost this one and this transport ended the
+    /// relations with it in turn (once per episode of its Resets).
+    pub resets: u64,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +61,8 @@ pub(crate) struct Counters {
     pub(crate) reconnects: AtomicU64,
     pub(crate) nodes_down: AtomicU64,
     pub(crate) stale: AtomicU64,
+    pub(crate) fenced: AtomicU64,
+    pub(crate) resets: AtomicU64,
 }
 
 impl Counters {
@@ -73,6 +82,8 @@ impl Counters {
             reconnects: self.reconnects.load(Relaxed),
             nodes_down: self.nodes_down.load(Relaxed),
             stale: self.stale.load(Relaxed),
+            fenced: self.fenced.load(Relaxed),
+            resets: self.resets.load(Relaxed),
         }
     }
 }

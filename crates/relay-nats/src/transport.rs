@@ -40,6 +40,9 @@ pub(crate) struct Inner {
     /// The bucket of cluster names, when they are on and it opened.
     pub(crate) names: OnceLock<async_nats::jetstream::kv::Store>,
     pub(crate) names_bucket: Option<String>,
+    /// The transport thread's command queue, for the control frames the
+    /// transport's own tasks send (`reset.rs`).
+    pub(crate) commands: OnceLock<mpsc::UnboundedSender<Command>>,
 }
 
 /// The engine a transport serves: its node and the receiver it delivers
@@ -75,14 +78,6 @@ impl Inner {
         let at = Pid::new(*me, 0);
         if let Err(error) = local.send(Package::new(at, at, NodeDown::new(node))) {
             tracing::debug!(node, %error, "the engine was not told of a lost node");
-        }
-    }
-
-    /// Tells the engine it has lost every node it knows: this node lost
-    /// the server, and what passed meanwhile is unknown.
-    pub(crate) fn tell_all_lost(&self) {
-        for node in self.members.known() {
-            self.tell_lost(node);
         }
     }
 }
@@ -155,8 +150,12 @@ impl NatsTransport {
             engine: OnceLock::new(),
             names: OnceLock::new(),
             names_bucket: config.names_bucket,
+            commands: OnceLock::new(),
         });
         let (commands, queue) = mpsc::unbounded_channel();
+        // The loop stops on `Command::Close` (sent on close and on drop),
+        // not when the senders are gone: this one lives as long as `inner`.
+        let _ = inner.commands.set(commands.clone());
         let (connected, outcome) = std::sync::mpsc::channel();
         let thread_inner = Arc::clone(&inner);
         let options = counting_events(config.options, &inner);
@@ -370,8 +369,8 @@ fn counting_events(
                                 .store(true, std::sync::atomic::Ordering::Release);
                             // What was sent while the connection was down
                             // may be lost either way: relations set up
-                            // meanwhile end too.
-                            inner.tell_all_lost();
+                            // meanwhile end too, on both sides.
+                            inner.lose_all();
                         }
                         tracing::info!("reconnected to NATS");
                     }
@@ -382,7 +381,7 @@ fn counting_events(
                         inner
                             .connected
                             .store(false, std::sync::atomic::Ordering::Release);
-                        inner.tell_all_lost();
+                        inner.lose_all();
                     }
                     tracing::warn!("disconnected from NATS");
                 }

@@ -5,7 +5,9 @@
 //! ```text
 //! offset  size  field
 //!      0     1  version (2)
-//!      1     1  kind: 0 a message, 1 a signal between engines
+//!      1     1  kind: 0 a message, 1 a signal between engines, 2 a
+//!               transport's control (reset, reset acknowledged; see
+//!               `reset.rs`): nine signal bytes, no tag, no payload
 //!      2     4  source node
 //!      6     8  source id
 //!     14     4  target node
@@ -41,6 +43,7 @@ pub(crate) const HEADER: usize = 52;
 pub(crate) enum Kind {
     Message,
     Signal,
+    Control,
 }
 
 /// A frame read back from bytes, borrowing them.
@@ -94,6 +97,17 @@ pub(crate) fn write(
     out
 }
 
+/// How many signal bytes a control frame carries.
+pub(crate) const CONTROL_LEN: usize = 9;
+
+/// A control frame from the transport of node `from` to that of node `to`
+/// (no stamp yet), carrying `body` (see `reset.rs`).
+pub(crate) fn control(from: u32, to: u32, body: [u8; CONTROL_LEN]) -> Vec<u8> {
+    let mut out = write(Pid::new(from, 0), Pid::new(to, 0), Some(&body), "", b"");
+    out[1] = 2;
+    out
+}
+
 /// Writes the target's incarnation as the sender knows it, the sender's
 /// incarnation and the frame's sequence number.
 pub(crate) fn stamp(frame: &mut [u8], addressed: u64, incarnation: u64, seq: u64) {
@@ -119,6 +133,7 @@ pub(crate) fn read(bytes: &[u8], max: usize) -> Result<Frame<'_>, DecodeError> {
     let kind = match bytes[1] {
         0 => Kind::Message,
         1 => Kind::Signal,
+        2 => Kind::Control,
         _ => return Err(DecodeError::UnsupportedVersion(bytes[0])),
     };
     let truncated = DecodeError::Truncated { len: bytes.len() };
@@ -139,6 +154,9 @@ pub(crate) fn read(bytes: &[u8], max: usize) -> Result<Frame<'_>, DecodeError> {
     };
     let tag = std::str::from_utf8(tag).map_err(|_| DecodeError::BadTag)?;
     if (kind == Kind::Message) != signal.is_empty() || (kind == Kind::Message && tag.is_empty()) {
+        return Err(DecodeError::BadTag);
+    }
+    if kind == Kind::Control && (signal.len() != CONTROL_LEN || !tag.is_empty()) {
         return Err(DecodeError::BadTag);
     }
     Ok(Frame {
@@ -187,6 +205,27 @@ mod tests {
             (frame.signal, frame.tag, frame.body),
             (&[1u8, 7][..], "num", &b"42"[..])
         );
+    }
+
+    #[test]
+    fn a_control_frame_round_trips_and_a_malformed_one_is_refused() {
+        let body = [7, 0, 0, 0, 0, 0, 0, 0, 9];
+        let mut bytes = control(1, 2, body);
+        stamp(&mut bytes, 5, 42, 3);
+        let frame = read(&bytes, 1 << 20).unwrap();
+        assert_eq!(frame.kind, Kind::Control);
+        assert_eq!(
+            (frame.source, frame.target),
+            (Pid::new(1, 0), Pid::new(2, 0))
+        );
+        assert_eq!((frame.signal, frame.tag), (&body[..], ""));
+        assert_eq!((frame.addressed, frame.incarnation, frame.seq), (5, 42, 3));
+        let mut tagged = write(Pid::new(1, 0), Pid::new(2, 0), Some(&body), "t", b"");
+        tagged[1] = 2;
+        assert!(matches!(read(&tagged, 1 << 20), Err(DecodeError::BadTag)));
+        let mut short = write(Pid::new(1, 0), Pid::new(2, 0), Some(&[7, 8]), "", b"");
+        short[1] = 2;
+        assert!(matches!(read(&short, 1 << 20), Err(DecodeError::BadTag)));
     }
 
     #[test]

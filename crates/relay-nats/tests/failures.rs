@@ -1,5 +1,10 @@
 //! Failures with a real `nats-server`: the server restarts mid-stream, a
 //! node leaves.
+//!
+//! A node that loses its connection ends its relations with every other
+//! node and refuses sends to each until that node has ended its own in
+//! turn (see `symmetric.rs`): sends while the server restarts are queued
+//! or refused with the message handed back, never lost uncounted.
 
 mod support;
 
@@ -23,15 +28,42 @@ fn traffic_resumes_after_a_server_restart_and_the_gap_is_counted() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let to = two.spawn(Recorder(seen.clone())).unwrap().pid();
 
+    // `sent` numbers the messages accepted; a refused one is handed back
+    // and counted, and its number is used again.
     let mut sent = 0;
+    let mut refused = 0u64;
     let mut send = |count: u64| {
         for _ in 0..count {
-            sent += 1;
-            one.post(to, Seq { from: 0, n: sent }).expect("queued");
+            match one.post(
+                to,
+                Seq {
+                    from: 0,
+                    n: sent + 1,
+                },
+            ) {
+                Ok(()) => sent += 1,
+                Err(error) => {
+                    assert_eq!(error.kind(), SendErrorKind::Unreachable, "{error}");
+                    let cause = error.cause().and_then(|c| c.downcast_ref::<LinkError>());
+                    assert!(
+                        matches!(
+                            cause,
+                            Some(LinkError::Resetting(2) | LinkError::NodeDown(2))
+                        ),
+                        "{cause:?}"
+                    );
+                    assert_eq!(
+                        error.into_package().downcast::<Seq>().ok().map(|s| s.n),
+                        Some(sent + 1),
+                        "handed back"
+                    );
+                    refused += 1;
+                }
+            }
         }
-        sent
+        (sent, refused)
     };
-    send(1_000);
+    assert_eq!(send(1_000), (1_000, 0), "nothing is refused before");
     // Traffic flows before the restart. (Not "all of it arrived": on a
     // starved machine the server may drop a slow client's messages, and
     // the accounting below checks every one of them either way.)
@@ -46,17 +78,17 @@ fn traffic_resumes_after_a_server_restart_and_the_gap_is_counted() {
     });
     // Node 2 may resubscribe after node 1 published: keep sending until a
     // message is seen after the restart.
-    let mut last = send(1);
+    let (mut last, _) = send(1);
     wait_until("traffic to resume", WAIT, || {
         let got = seen.lock().unwrap().last().map(|s| s.n);
         if got == Some(last) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
-        last = send(1);
+        last = send(1).0;
         false
     });
-    let last = send(1_000);
+    let (last, refused) = send(1_000);
     wait_until("the last message", WAIT, || {
         seen.lock().unwrap().last().map(|s| s.n) == Some(last)
     });
@@ -73,12 +105,13 @@ fn traffic_resumes_after_a_server_restart_and_the_gap_is_counted() {
     assert_eq!(
         s1.published + s1.publish_failed,
         last,
-        "every send was published or counted"
+        "every send accepted was published or counted"
     );
+    assert_eq!(s1.refused, refused, "every send refused was counted");
     assert_eq!(
-        seen.len() as u64 + s2.lost,
+        seen.len() as u64 + s2.lost + s2.fenced,
         s1.published,
-        "every published message was delivered or counted lost: {s1:?} {s2:?}"
+        "every published message was delivered, or counted lost or fenced: {s1:?} {s2:?}"
     );
     drop(seen);
     one.shutdown(Duration::from_secs(5));

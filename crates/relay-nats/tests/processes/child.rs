@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use relay_nats::NatsTransport;
+use sched::message::SendErrorKind;
 use sched::prelude::*;
 
 use crate::peer::{NODE, PEER, PREFIX, URL};
@@ -128,15 +129,16 @@ pub(crate) fn run(role: &str) {
 pub(crate) fn send_until(node: &Scheduler, to: Pid, stop: &AtomicBool) -> u64 {
     let mut n = 0;
     while !stop.load(Relaxed) {
-        n += 1;
-        node.post(
-            to,
-            Seq {
-                from: STREAM_FROM,
-                n,
-            },
-        )
-        .expect("a send to a node that is up is accepted");
+        let seq = Seq {
+            from: STREAM_FROM,
+            n: n + 1,
+        };
+        match node.post(to, seq) {
+            Ok(()) => n += 1,
+            // Refused (and counted) while the nodes reset their relations
+            // after a loss, as across a server restart: sent again.
+            Err(error) => assert_eq!(error.kind(), SendErrorKind::Unreachable, "{error}"),
+        }
         std::thread::sleep(Duration::from_micros(200));
     }
     n
@@ -173,7 +175,7 @@ fn report(tally: &Tally, pings: &AtomicU64, disorder: &AtomicU64, transport: &Na
         }
     }
     say(&format!(
-        "stats {} {} {} {} {} {} {} {}",
+        "stats {} {} {} {} {} {} {} {} {}",
         s.published,
         s.publish_failed,
         s.refused,
@@ -181,7 +183,8 @@ fn report(tally: &Tally, pings: &AtomicU64, disorder: &AtomicU64, transport: &Na
         s.dead_letters,
         s.rejected,
         s.lost,
-        s.reconnects
+        s.reconnects,
+        s.fenced
     ));
     say("end");
 }

@@ -42,7 +42,11 @@ impl sched::Process for Paced {
             };
             match out.send(Package::new(out.pid(), self.to, seq)) {
                 Ok(()) => self.next += 1,
-                Err(e) if e.kind() == SendErrorKind::Full => break,
+                // Full, or refused while the two nodes reset their
+                // relations after one lost the other (a gap): retried.
+                Err(e) if matches!(e.kind(), SendErrorKind::Full | SendErrorKind::Unreachable) => {
+                    break
+                }
                 Err(e) => return Err(e.into()),
             }
         }

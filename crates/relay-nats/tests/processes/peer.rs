@@ -123,7 +123,7 @@ impl Peer {
                 }
                 (
                     "stats",
-                    [published, publish_failed, refused, delivered, dead_letters, rejected, lost, reconnects],
+                    [published, publish_failed, refused, delivered, dead_letters, rejected, lost, reconnects, fenced],
                 ) => {
                     report.stats = Counts {
                         published: *published,
@@ -134,6 +134,7 @@ impl Peer {
                         rejected: *rejected,
                         lost: *lost,
                         reconnects: *reconnects,
+                        fenced: *fenced,
                     }
                 }
                 _ => panic!("the child said {line:?}"),
@@ -179,6 +180,7 @@ pub(crate) struct Counts {
     pub(crate) rejected: u64,
     pub(crate) lost: u64,
     pub(crate) reconnects: u64,
+    pub(crate) fenced: u64,
 }
 
 /// What a child reported.

@@ -202,6 +202,95 @@ impl SlowProxy {
     }
 }
 
+/// A loopback proxy between one node and the server that the test can
+/// stall (the node's bytes to the server are held, while the server's
+/// reach it: the others stop hearing it, it notices nothing) or cut (every
+/// connection through it closes; the node reconnects through it).
+pub struct FaultyProxy {
+    pub port: u16,
+    /// Bytes to the server are held until then.
+    stalled_until: Arc<Mutex<Instant>>,
+    /// The sockets of the connections through the proxy, to cut them.
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl FaultyProxy {
+    pub fn start(server_port: u16) -> FaultyProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let port = listener.local_addr().expect("bound").port();
+        let stalled_until = Arc::new(Mutex::new(Instant::now()));
+        let open = Arc::new(Mutex::new(Vec::new()));
+        let (stall, sockets) = (Arc::clone(&stalled_until), Arc::clone(&open));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)) else {
+                    return;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                {
+                    let mut sockets = sockets.lock().unwrap();
+                    sockets.push(client.try_clone().expect("clone"));
+                    sockets.push(server.try_clone().expect("clone"));
+                }
+                let (mut server_in, mut client_out) = (
+                    server.try_clone().expect("clone"),
+                    client.try_clone().expect("clone"),
+                );
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut server_in, &mut client_out);
+                    let _ = client_out.shutdown(std::net::Shutdown::Both);
+                });
+                let (mut client_in, mut server_out) = (client, server);
+                let stall = Arc::clone(&stall);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16 * 1024];
+                    loop {
+                        let n = match client_in.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        loop {
+                            let until = *stall.lock().unwrap();
+                            let now = Instant::now();
+                            if until <= now {
+                                break;
+                            }
+                            std::thread::sleep(until - now);
+                        }
+                        if server_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = server_out.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        FaultyProxy {
+            port,
+            stalled_until,
+            open,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Holds the node's bytes to the server for `how_long`, from now.
+    pub fn stall(&self, how_long: Duration) {
+        *self.stalled_until.lock().unwrap() = Instant::now() + how_long;
+    }
+
+    /// Closes every connection through the proxy.
+    pub fn cut(&self) {
+        for socket in self.open.lock().unwrap().drain(..) {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ping(pub u64);
 
@@ -242,13 +331,23 @@ pub const NAMES: &str = "test-names";
 
 /// [`node`], given the server's URL (in a process that did not start it).
 pub fn node_at(url: &str, node: u32) -> (Scheduler, Arc<NatsTransport>) {
+    node_detecting(url, node, HEARTBEAT, DOWN_AFTER)
+}
+
+/// [`node_at`], with this failure detector.
+pub fn node_detecting(
+    url: &str,
+    node: u32,
+    heartbeat: Duration,
+    down_after: Duration,
+) -> (Scheduler, Arc<NatsTransport>) {
     let options = ConnectOptions::new()
         .reconnect_delay_callback(|_| Duration::from_millis(50))
         .name(format!("test-node-{node}"));
     let config = NatsConfig::new(url)
         .codec(codec())
         .options(options)
-        .failure_detector(HEARTBEAT, DOWN_AFTER)
+        .failure_detector(heartbeat, down_after)
         .cluster_names(NAMES);
     let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
     let scheduler = Scheduler::builder()

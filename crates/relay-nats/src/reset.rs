@@ -1,0 +1,186 @@
+//! Symmetric loss: when one node ends its relations with another, the
+//! other ends its relations with it too, before traffic between them
+//! resumes.
+//!
+//! A transport *loses* a node when it can no longer vouch for what passed
+//! between them: its failure detector declared the node down, frames from
+//! it went missing (a gap), or this node's own connection to the server
+//! dropped. Losing tells the local engine, which ends every monitor, link
+//! and ask with that node's processes (`ExitReason::NodeDown`,
+//! `AskError::NodeDown`). The other node may have noticed nothing (a
+//! false alarm here, a 50 ms blip there): left alone, its engine would keep
+//! watches and links whose other half is gone, and its monitors would
+//! never fire. Erlang avoids this by tearing the connection down on both
+//! sides; over NATS there is no connection between two nodes, so the
+//! transports say it:
+//!
+//! ```text
+//!  A (loses B)                         B
+//!  ── engine ends relations with B
+//!  ── B is *fenced* (episode e):
+//!     sends to B refused (LinkError::Resetting),
+//!     frames from B dropped (counted in `fenced`)
+//!  ── Reset(e) ───────────────────────▶ ends its relations with A, once per
+//!     (again every heartbeat while      episode of A's (a repeated Reset(e)
+//!      B is heard and still fenced)     is only acknowledged again)
+//!                                      ◀── Acknowledged(e) (a frame in B's
+//!  ── B is no longer fenced:               numbered stream to A, after
+//!     traffic resumes                      every frame B queued before it)
+//! ```
+//!
+//! Both control frames travel on the receiving node's own subject, stamped
+//! and numbered like every frame, so each is read in order with the frames
+//! its sender published before it. The acknowledgement is queued after
+//! B's engine has ended its relations (that happens on the calling
+//! thread), so what A accepts after it was sent after the sweep, and every
+//! signal A drops while B is fenced was sent before it: nothing that was
+//! swept on one side survives on the other.
+//!
+//! The episode number keeps both ends exact. B sweeps once per episode:
+//! a Reset repeated because the acknowledgement crossed it must not end
+//! relations B set up, and A accepted, after the first one. A lifts the
+//! fence only on the acknowledgement of the current episode: one that was
+//! on its way from an earlier loss must not open a later fence. If both
+//! sides lose each other at once, each fences the other, and each
+//! acknowledges the other's Reset without sweeping again (it swept when it
+//! fenced, and has accepted nothing from the other since).
+//!
+//! A node that restarted or said goodbye is not fenced: its old run has no
+//! relations left to end, and its new run starts with none.
+//!
+//! What this costs: while a node is fenced, messages between the two are
+//! refused on the sending side (the sender gets them back) or dropped and
+//! counted on the receiving side; the fence lasts one round trip after
+//! the two hear each other again.
+
+use crate::io::Command;
+use crate::stats::Counters;
+use crate::transport::Inner;
+
+/// A control frame between two transports, with the episode it is about
+/// (the sender's count of its fences of the receiver, for a Reset; the
+/// Reset's, for an acknowledgement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// "I lost you and ended my relations with you: end yours with me."
+    Reset(u64),
+    /// "I have ended my relations with you for your Reset of this episode."
+    Acknowledged(u64),
+}
+
+impl Control {
+    /// The control frame's body: what it is (one byte), then the episode.
+    pub(crate) fn bytes(self) -> [u8; crate::wire::CONTROL_LEN] {
+        let (what, episode) = match self {
+            Control::Reset(episode) => (0, episode),
+            Control::Acknowledged(episode) => (1, episode),
+        };
+        let mut out = [0; crate::wire::CONTROL_LEN];
+        out[0] = what;
+        out[1..].copy_from_slice(&episode.to_be_bytes());
+        out
+    }
+
+    /// The control a frame's body says, if it is one this build knows.
+    pub(crate) fn read(body: &[u8]) -> Option<Control> {
+        let episode = u64::from_be_bytes(body.get(1..9)?.try_into().ok()?);
+        match body.first()? {
+            0 => Some(Control::Reset(episode)),
+            1 => Some(Control::Acknowledged(episode)),
+            _ => None,
+        }
+    }
+}
+
+impl Inner {
+    /// This transport can no longer vouch for `node`: its engine ends every
+    /// relation with that node's processes, the node is fenced until it
+    /// acknowledges, and it is told to do the same.
+    pub(crate) fn lose(&self, node: u32) {
+        self.tell_lost(node);
+        if let Some(episode) = self.members.fence(node) {
+            self.send_control(node, Control::Reset(episode));
+        }
+    }
+
+    /// [`lose`](Inner::lose) every node this transport knows: this node
+    /// lost the server, and what passed meanwhile is unknown.
+    pub(crate) fn lose_all(&self) {
+        for node in self.members.known() {
+            self.lose(node);
+        }
+    }
+
+    /// Tells again every fenced node that is heard from that it must
+    /// reset: a Reset sent while it was unreachable, or lost, is not the
+    /// end of it. Called every heartbeat.
+    pub(crate) fn repeat_resets(&self) {
+        for (node, episode) in self.members.fenced_and_heard() {
+            self.send_control(node, Control::Reset(episode));
+        }
+    }
+
+    /// Acts on a control frame from `from`'s transport.
+    pub(crate) fn on_control(&self, from: u32, control: Control) {
+        match control {
+            Control::Reset(episode) => {
+                // Fenced here means this side swept `from` and has accepted
+                // nothing from it since: sweeping again would end nothing
+                // more. A repeated Reset of an episode already swept for
+                // would end relations set up since, which `from` accepted.
+                let first = self.members.reset_heard(from, episode);
+                if first && !self.members.is_fenced(from) {
+                    tracing::info!(
+                        node = from,
+                        "a node lost this one: ending the relations with it here too"
+                    );
+                    self.tell_lost(from);
+                }
+                if first {
+                    Counters::add(&self.counters.resets, 1);
+                }
+                self.send_control(from, Control::Acknowledged(episode));
+            }
+            Control::Acknowledged(episode) => {
+                if self.members.unfence(from, episode) {
+                    tracing::info!(
+                        node = from,
+                        "a lost node ended its relations with this one: traffic resumes"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Queues a control frame for `node`, published in order with the
+    /// frames queued before it.
+    fn send_control(&self, node: u32, control: Control) {
+        let Some(me) = self.engine.get().map(|attached| attached.0) else {
+            return;
+        };
+        let frame = crate::wire::control(me, node, control.bytes());
+        if let Some(commands) = self.commands.get() {
+            let _ = commands.send(Command::Control { node, frame });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_round_trip_and_unknown_ones_are_refused() {
+        for control in [
+            Control::Reset(1),
+            Control::Acknowledged(u64::MAX),
+            Control::Reset(0),
+        ] {
+            assert_eq!(Control::read(&control.bytes()), Some(control));
+        }
+        let mut unknown = Control::Reset(3).bytes();
+        unknown[0] = 9;
+        assert_eq!(Control::read(&unknown), None);
+        assert_eq!(Control::read(&[0, 1]), None);
+    }
+}
