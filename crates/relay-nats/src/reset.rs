@@ -129,15 +129,17 @@ impl Inner {
                 // more. A repeated Reset of an episode already swept for
                 // would end relations set up since, which `from` accepted.
                 let first = self.members.reset_heard(from, episode);
+                if first {
+                    // Counted before the relations end: whoever sees them
+                    // end sees the count.
+                    Counters::add(&self.counters.resets, 1);
+                }
                 if first && !self.members.is_fenced(from) {
                     tracing::info!(
                         node = from,
                         "a node lost this one: ending the relations with it here too"
                     );
                     self.tell_lost(from);
-                }
-                if first {
-                    Counters::add(&self.counters.resets, 1);
                 }
                 self.send_control(from, Control::Acknowledged(episode));
             }

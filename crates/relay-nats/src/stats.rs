@@ -44,8 +44,9 @@ pub struct TransportStats {
     /// lost it, and it had not yet confirmed ending its relations with
     /// this node (they were sent before it did).
     pub fenced: u64,
-    /// Times another node lost this one and this transport ended the
-    /// relations with it in turn (once per episode of its Resets).
+    /// Times another node lost this one and told it so: this transport
+    /// then ended its relations with that node in turn (or had already,
+    /// having lost it too). Once per loss, however often it was told.
     pub resets: u64,
 }
 

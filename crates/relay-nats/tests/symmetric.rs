@@ -18,9 +18,9 @@ type Seen = Receiver<(Pid, ExitReason, &'static str)>;
 
 /// Two nodes with a process each, each watched (monitor and trapped
 /// link) from the other node; returns what each side's watcher sees.
-struct Pair {
-    one: Scheduler,
-    two: Scheduler,
+struct Pair<'a> {
+    one: &'a Scheduler,
+    two: &'a Scheduler,
     /// Node 1's process, watched from node 2.
     on_one: Pid,
     /// Node 2's process, watched from node 1.
@@ -31,7 +31,7 @@ struct Pair {
     seen_on_two: Seen,
 }
 
-fn pair(one: Scheduler, two: Scheduler) -> Pair {
+fn pair<'a>(one: &'a Scheduler, two: &'a Scheduler) -> Pair<'a> {
     let end_one = one.spawn(Server { held: Vec::new() }).unwrap();
     let end_two = two.spawn(Server { held: Vec::new() }).unwrap();
     let (on_one, on_two) = (end_one.pid(), end_two.pid());
@@ -82,7 +82,7 @@ fn lost(seen: &Seen, pid: Pid) {
 /// Each watched process was ended by its link to the other node's
 /// watcher (it does not trap exits), traffic between the nodes resumes,
 /// and nothing fires twice.
-fn linked_ends_resumes_and_nothing_fires_twice(pair: Pair) {
+fn linked_ends_resumes_and_nothing_fires_twice(pair: Pair<'_>) {
     for mut end in pair.ends {
         let outcome = end.wait_timeout(WAIT).expect("ended by its link");
         assert!(
@@ -111,8 +111,6 @@ fn linked_ends_resumes_and_nothing_fires_twice(pair: Pair) {
     let quiet = Duration::from_millis(700);
     assert!(pair.seen_on_one.recv_timeout(quiet).is_err(), "fired twice");
     assert!(pair.seen_on_two.recv_timeout(quiet).is_err(), "fired twice");
-    pair.one.shutdown(Duration::from_millis(200));
-    pair.two.shutdown(Duration::from_millis(200));
 }
 
 #[test]
@@ -129,7 +127,7 @@ fn a_false_alarm_on_one_side_ends_the_relations_on_both() {
         Duration::from_millis(600),
     );
     let (two, t2) = node_detecting(&proxy.url(), 2, Duration::from_millis(100), DOWN_AFTER);
-    let pair = pair(one, two);
+    let pair = pair(&one, &two);
 
     // Node 2's bytes are held for 2 s: node 1 declares it down, node 2
     // notices nothing (it still hears node 1).
@@ -142,6 +140,8 @@ fn a_false_alarm_on_one_side_ends_the_relations_on_both() {
     assert_eq!(t2.stats().resets, 1, "{:?}", t2.stats());
     assert_eq!(t2.stats().nodes_down, 0, "node 2 saw no failure itself");
     linked_ends_resumes_and_nothing_fires_twice(pair);
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn a_blip_on_one_side_ends_the_relations_on_both() {
     let proxy = FaultyProxy::start(server.port);
     let (one, t1) = node(&server, 1);
     let (two, t2) = node_at(&proxy.url(), 2);
-    let pair = pair(one, two);
+    let pair = pair(&one, &two);
 
     // Node 2's connection drops and comes back within ~50 ms: node 1's
     // detector sees nothing.
@@ -164,4 +164,55 @@ fn a_blip_on_one_side_ends_the_relations_on_both() {
     assert!(t1.stats().resets >= 1, "{:?}", t1.stats());
 
     linked_ends_resumes_and_nothing_fires_twice(pair);
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}
+
+/// Blips and pauses of node 2, one after the other on the same two nodes
+/// (node 1 declares a node down after 600 ms of silence): after each, the
+/// relations set up before it ended on both sides, once, and traffic
+/// resumed.
+#[test]
+fn every_blip_and_pause_ends_the_relations_on_both_sides_once() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let proxy = FaultyProxy::start(server.port);
+    let heartbeat = Duration::from_millis(100);
+    let (one, t1) = node_detecting(&server.url(), 1, heartbeat, Duration::from_millis(600));
+    let (two, t2) = node_detecting(&proxy.url(), 2, heartbeat, DOWN_AFTER);
+    let faults: [(&str, Option<Duration>); 6] = [
+        ("blip", None),
+        ("pause 1 s", Some(Duration::from_secs(1))),
+        ("blip", None),
+        ("pause 3 s", Some(Duration::from_secs(3))),
+        ("blip", None),
+        ("pause 1 s", Some(Duration::from_secs(1))),
+    ];
+    for (round, (what, pause)) in faults.into_iter().enumerate() {
+        let before = (t1.stats(), t2.stats());
+        let pair = pair(&one, &two);
+        match pause {
+            Some(pause) => proxy.stall(pause),
+            None => proxy.cut(),
+        }
+        lost(&pair.seen_on_one, pair.on_two);
+        lost(&pair.seen_on_two, pair.on_one);
+        linked_ends_resumes_and_nothing_fires_twice(pair);
+        let after = (t1.stats(), t2.stats());
+        match pause {
+            // Node 1 declared node 2 down; node 2 ended its side when told.
+            Some(_) => assert!(
+                after.0.nodes_down > before.0.nodes_down && after.1.resets > before.1.resets,
+                "round {round} ({what}): {after:?}"
+            ),
+            // Node 2 lost the server; node 1 ended its side when told.
+            None => assert!(
+                after.1.reconnects > before.1.reconnects && after.0.resets > before.0.resets,
+                "round {round} ({what}): {after:?}"
+            ),
+        }
+    }
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
 }
