@@ -33,7 +33,7 @@ pub const DEFAULT_DOWN_AFTER: std::time::Duration = std::time::Duration::from_se
 ///             .add_root_certificates("ca.pem".into()),
 ///     )
 ///     .subject_prefix("orders");
-/// assert_eq!(config.node_subject(3), "orders.node.3");
+/// assert_eq!(config.frame_subject(3, 1), "orders.node.3.1");
 /// ```
 pub struct NatsConfig {
     pub(crate) url: String,
@@ -185,20 +185,96 @@ impl NatsConfig {
         self
     }
 
-    /// The subject node `node` listens on: `<prefix>.node.<node>`.
+    /// The subject node `from` publishes its frames for node `to` on:
+    /// `<prefix>.node.<to>.<from>`. Node `to` listens on
+    /// `<prefix>.node.<to>.*` and takes the last token as the sender: with
+    /// the permissions of [`permissions`](NatsConfig::permissions) on the
+    /// server, only node `from`'s credentials can publish there.
     ///
     /// # Examples
     ///
     /// See [`NatsConfig`].
-    pub fn node_subject(&self, node: u32) -> String {
-        node_subject(&self.prefix, node)
+    pub fn frame_subject(&self, to: u32, from: u32) -> String {
+        frame_subject(&self.prefix, to, from)
+    }
+
+    /// What the server must let node `node` publish and subscribe to, and
+    /// nothing more: its frames carry its own number in their subject, its
+    /// announcements too, so credentials limited to these subjects cannot
+    /// speak for another node (see the distributed guide's Security
+    /// section). With cluster names on, the bucket's JetStream subjects are
+    /// included.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = relay_nats::NatsConfig::new("nats://127.0.0.1:4222").subject_prefix("orders");
+    /// let allowed = config.permissions(3);
+    /// assert!(allowed.publish.contains(&"orders.node.*.3".to_string()));
+    /// assert!(allowed.subscribe.contains(&"orders.node.3.*".to_string()));
+    /// ```
+    pub fn permissions(&self, node: u32) -> Permissions {
+        let prefix = &self.prefix;
+        let mut publish = vec![
+            format!("{prefix}.node.*.{node}"),
+            announce_subject(prefix, node),
+            format!("{prefix}.probe.{node}.>"),
+        ];
+        let mut subscribe = vec![
+            format!("{prefix}.node.{node}.*"),
+            members_subject(prefix),
+            // The client's replies (the attach probe, JetStream's answers).
+            "_INBOX.>".to_string(),
+        ];
+        if let Some(bucket) = &self.names_bucket {
+            publish.push("$JS.API.>".to_string());
+            publish.push(format!("$KV.{bucket}.>"));
+            subscribe.push(format!("$KV.{bucket}.>"));
+        }
+        Permissions { publish, subscribe }
     }
 }
 
-pub(crate) fn node_subject(prefix: &str, node: u32) -> String {
-    format!("{prefix}.node.{node}")
+/// The subjects a node's credentials must be allowed, from
+/// [`NatsConfig::permissions`]: write them into the server's authorization
+/// (a user's `permissions { publish, subscribe }`, or a JWT's).
+///
+/// # Examples
+///
+/// ```
+/// let allowed = relay_nats::NatsConfig::new("nats://127.0.0.1:4222").permissions(1);
+/// assert_eq!(allowed.publish[0], "sched.node.*.1");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Permissions {
+    /// Subjects the node may publish to.
+    pub publish: Vec<String>,
+    /// Subjects the node may subscribe to.
+    pub subscribe: Vec<String>,
 }
 
-pub(crate) fn membership_subject(prefix: &str) -> String {
-    format!("{prefix}.nodes")
+pub(crate) fn frame_subject(prefix: &str, to: u32, from: u32) -> String {
+    format!("{prefix}.node.{to}.{from}")
+}
+
+/// What node `node` subscribes to for its frames.
+pub(crate) fn inbox_subject(prefix: &str, node: u32) -> String {
+    format!("{prefix}.node.{node}.*")
+}
+
+/// Where node `node` announces itself.
+pub(crate) fn announce_subject(prefix: &str, node: u32) -> String {
+    format!("{prefix}.nodes.{node}")
+}
+
+/// What every node subscribes to for the announcements.
+pub(crate) fn members_subject(prefix: &str) -> String {
+    format!("{prefix}.nodes.*")
+}
+
+/// The sender's number: the last token of a frame's or an announcement's
+/// subject.
+pub(crate) fn sender_of(subject: &str) -> Option<u32> {
+    subject.rsplit('.').next()?.parse().ok()
 }

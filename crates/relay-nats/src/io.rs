@@ -11,9 +11,11 @@ use relay::Receiver;
 use tokio::sync::mpsc;
 
 use crate::codec::Content;
-use crate::config::{membership_subject, node_subject};
+use crate::config::{
+    announce_subject, frame_subject, inbox_subject, members_subject, sender_of,
+};
 use crate::membership::{announcement, read_announcement, Change, Kind};
-use crate::sequence::{Gaps, Numbers};
+use crate::sequence::{Gaps, Numbers, Seen};
 use crate::stats::Counters;
 use crate::transport::Inner;
 use crate::wire;
@@ -61,7 +63,7 @@ pub(crate) async fn run(
                 // The number is used up even if the publish fails: the
                 // receiver then sees the gap, and knows what it lost.
                 numbers.advance(to);
-                let subject = node_subject(&inner.prefix, to);
+                let subject = frame_subject(&inner.prefix, to, inner.node());
                 match client.publish(subject, frame.into()).await {
                     Ok(()) => {
                         Counters::add(&inner.counters.published, 1);
@@ -81,10 +83,8 @@ pub(crate) async fn run(
                 let addressed = inner.members.incarnation_of(to);
                 wire::stamp(&mut frame, addressed, inner.incarnation, seq);
                 numbers.advance(to);
-                if let Err(error) = client
-                    .publish(node_subject(&inner.prefix, to), frame.into())
-                    .await
-                {
+                let subject = frame_subject(&inner.prefix, to, inner.node());
+                if let Err(error) = client.publish(subject, frame.into()).await {
                     // Repeated every heartbeat while it matters.
                     tracing::debug!(node = to, %error, "a control frame was not published");
                 }
@@ -121,7 +121,7 @@ pub(crate) async fn run(
     if let Some(me) = node {
         let goodbye = announcement(me, Kind::Down, inner.incarnation);
         let _ = client
-            .publish(membership_subject(&inner.prefix), goodbye.into())
+            .publish(announce_subject(&inner.prefix, me), goodbye.into())
             .await;
         match tokio::time::timeout(CLOSE_FLUSH, client.flush()).await {
             Ok(Ok(())) => tracing::debug!(node = me, "NATS transport closed"),
@@ -139,16 +139,17 @@ async fn attach(
     node: u32,
     local: Arc<dyn Receiver + Send + Sync>,
 ) -> Result<(), String> {
-    let subject = node_subject(&inner.prefix, node);
+    let subject = inbox_subject(&inner.prefix, node);
     let messages = client
         .subscribe(subject.clone())
         .await
         .map_err(|e| format!("cannot subscribe to {subject}: {e}"))?;
-    let members = membership_subject(&inner.prefix);
+    let members = members_subject(&inner.prefix);
     let announcements = client
         .subscribe(members.clone())
         .await
         .map_err(|e| format!("cannot subscribe to {members}: {e}"))?;
+    let members = announce_subject(&inner.prefix, node);
     tokio::spawn(receive(messages, Arc::clone(inner), node, local));
     tokio::spawn(watch_members(announcements, Arc::clone(inner), node));
     client
@@ -221,6 +222,13 @@ async fn receive(
 ) {
     let mut gaps = Gaps::default();
     while let Some(message) = messages.next().await {
+        // Who sent it: the subject says, and only that node's credentials
+        // may publish there (see `NatsConfig::permissions`).
+        let Some(sender) = sender_of(&message.subject) else {
+            Counters::add(&inner.counters.forged, 1);
+            tracing::warn!(node, subject = %message.subject, "rejected a frame on a subject that names no sender");
+            continue;
+        };
         let decoded = match inner.codec.decode_frame(&message.payload, node) {
             Ok(decoded) => decoded,
             Err(error) => {
@@ -234,6 +242,11 @@ async fn receive(
             Content::Package(package) => package.source(),
             Content::Control { from, .. } => relay::Pid::new(*from, 0),
         };
+        if let Err(claim) = inner.members.vouch(sender, source, incarnation) {
+            Counters::add(&inner.counters.forged, 1);
+            tracing::warn!(node, sender, %source, claim, "rejected a frame that claims another node's identity");
+            continue;
+        }
         if decoded.addressed != 0 && decoded.addressed != inner.incarnation {
             // Addressed to an earlier run of this node: its PIDs are not
             // this run's processes.
@@ -248,32 +261,32 @@ async fn receive(
             tracing::warn!(node, %source, "ignored a message from a node's earlier run");
             continue;
         }
-        let missing = gaps.observe(incarnation, seq);
-        if missing > 0 {
-            Counters::add(&inner.counters.lost, missing);
-            tracing::warn!(node, %source, missing, "messages from another node were lost in transit");
-            // Some may have been signals (a down, an exit, an answer):
-            // the relations with that node can no longer be vouched for.
-            if let Some(from) = inner.members.node_of(incarnation) {
-                inner.lose(from);
+        match gaps.observe(sender, incarnation, seq) {
+            Seen::First => gaps.retire(sender, incarnation),
+            Seen::Next(0) => {}
+            Seen::Next(missing) => {
+                Counters::add(&inner.counters.lost, missing);
+                tracing::warn!(node, %source, missing, "messages from another node were lost in transit");
+                // Some may have been signals (a down, an exit, an answer):
+                // the relations with that node can no longer be vouched for.
+                inner.lose(sender);
+            }
+            Seen::Again => {
+                Counters::add(&inner.counters.duplicates, 1);
+                tracing::warn!(node, %source, seq, "dropped a frame sent again (a replay)");
+                continue;
             }
         }
         let package = match decoded.content {
             Content::Package(package) => package,
-            Content::Control { from, control } => {
-                inner.on_control(from, control);
+            Content::Control { control, .. } => {
+                inner.on_control(sender, control);
                 continue;
             }
         };
         // Sent by a node this one lost, before it ended its relations with
         // this one: what it says may belong to relations already ended.
-        let fenced = inner.members.any_fenced()
-            && match source.node() {
-                0 => inner.members.node_of(incarnation),
-                node => Some(node),
-            }
-            .is_some_and(|sender| inner.members.is_fenced(sender));
-        if fenced {
+        if inner.members.is_fenced(sender) {
             Counters::add(&inner.counters.fenced, 1);
             tracing::debug!(node, %source, "dropped a message from a node being reset");
             continue;
@@ -293,7 +306,17 @@ async fn receive(
 /// left (see `membership.rs`).
 async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inner>, me: u32) {
     while let Some(message) = announcements.next().await {
-        match read_announcement(&message.payload) {
+        let announced = read_announcement(&message.payload);
+        if let Some((node, _, _)) = announced {
+            if sender_of(&message.subject) != Some(node) {
+                // Only node `node`'s credentials may publish on its
+                // announcement subject: this one speaks for another.
+                Counters::add(&inner.counters.forged, 1);
+                tracing::warn!(me, node, subject = %message.subject, "rejected an announcement for another node");
+                continue;
+            }
+        }
+        match announced {
             Some((node, _, _)) if node == me => {}
             Some((node, kind, incarnation)) => {
                 let now = tokio::time::Instant::now().into_std();
@@ -330,7 +353,7 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
 async fn heartbeat(client: async_nats::Client, inner: Arc<Inner>, me: u32) {
     let mut ticks = tokio::time::interval(inner.heartbeat);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let subject = membership_subject(&inner.prefix);
+    let subject = announce_subject(&inner.prefix, me);
     loop {
         ticks.tick().await;
         let beat = announcement(me, Kind::Beat, inner.incarnation);

@@ -96,7 +96,9 @@ mod wire;
 
 pub use async_nats;
 pub use codec::{Codec, Format, DEFAULT_MAX_MESSAGE_BYTES};
-pub use config::{NatsConfig, DEFAULT_DOWN_AFTER, DEFAULT_HEARTBEAT, DEFAULT_MAX_PENDING};
+pub use config::{
+    NatsConfig, Permissions, DEFAULT_DOWN_AFTER, DEFAULT_HEARTBEAT, DEFAULT_MAX_PENDING,
+};
 pub use error::{ClusterNameError, ConnectError, DecodeError, EncodeError, LinkError};
 pub use names::ClusterNames;
 pub use scheduler_ext::NatsSchedulerExt;

@@ -143,6 +143,35 @@ impl Members {
         }
     }
 
+    /// Whether a frame that came on node `sender`'s subject may claim
+    /// `source` and `incarnation`: the source PID is the sender's (or
+    /// [`Pid::OUTSIDE`](relay::Pid::OUTSIDE)'s node, 0) and the incarnation
+    /// is not one another node is known by. `Err` names what was claimed.
+    pub(crate) fn vouch(
+        &self,
+        sender: u32,
+        source: relay::Pid,
+        incarnation: u64,
+    ) -> Result<(), &'static str> {
+        if source.node() != 0 && source.node() != sender {
+            return Err("a source PID of another node");
+        }
+        let members = self.lock();
+        if members
+            .get(&sender)
+            .is_some_and(|m| m.incarnation == incarnation)
+        {
+            return Ok(());
+        }
+        let theirs = members.iter().any(|(&node, m)| {
+            node != sender && (m.incarnation == incarnation || m.retired.contains(&incarnation))
+        });
+        if theirs {
+            return Err("another node's incarnation");
+        }
+        Ok(())
+    }
+
     /// Fences `node`'s current run: returns the new episode, or `None` if
     /// the node is unknown or left (its run has nothing left to end).
     pub(crate) fn fence(&self, node: u32) -> Option<u64> {
@@ -229,14 +258,6 @@ impl Members {
     /// not heard of the node.
     pub(crate) fn incarnation_of(&self, node: u32) -> u64 {
         self.lock().get(&node).map_or(0, |m| m.incarnation)
-    }
-
-    /// The node whose current run has `incarnation`.
-    pub(crate) fn node_of(&self, incarnation: u64) -> Option<u32> {
-        self.lock()
-            .iter()
-            .find(|(_, m)| m.incarnation == incarnation)
-            .map(|(node, _)| *node)
     }
 
     /// Every node this transport has heard of.

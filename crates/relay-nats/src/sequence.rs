@@ -5,31 +5,50 @@
 
 use std::collections::HashMap;
 
-/// Per sending transport (by incarnation): the last number seen. The
-/// incarnation, not the source PID's node, names the stream: messages sent
-/// from outside any process carry [`Pid::OUTSIDE`](relay::Pid::OUTSIDE)
-/// as their source, on node 0.
+/// Per sending transport (its node, from the subject, and its
+/// incarnation): the last number seen. The sender's node and incarnation,
+/// not the source PID's node, name the stream: messages sent from outside
+/// any process carry [`Pid::OUTSIDE`](relay::Pid::OUTSIDE) as their
+/// source, on node 0.
 #[derive(Debug, Default)]
 pub(crate) struct Gaps {
-    last: HashMap<u64, u64>,
+    last: HashMap<(u32, u64), u64>,
+}
+
+/// What a frame's number says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// The first from this transport: the baseline.
+    First,
+    /// The next one, after this many skipped (0: none).
+    Next(u64),
+    /// Not after the last one seen: core NATS does not reorder or repeat
+    /// one connection's messages, so this frame was sent again (a replay).
+    Again,
 }
 
 impl Gaps {
-    /// Records frame `seq` of the transport `incarnation`; returns how
-    /// many of its frames were skipped before it. The first frame seen
-    /// from an incarnation sets the baseline (what was sent before this
-    /// receiver was listening is not counted).
-    pub(crate) fn observe(&mut self, incarnation: u64, seq: u64) -> u64 {
-        let last = self.last.entry(incarnation).or_insert(seq);
+    /// Records frame `seq` of transport `incarnation` of node `node`. The
+    /// first frame seen from a transport sets the baseline (what was sent
+    /// before this receiver was listening is not counted).
+    pub(crate) fn observe(&mut self, node: u32, incarnation: u64, seq: u64) -> Seen {
+        let Some(last) = self.last.get_mut(&(node, incarnation)) else {
+            self.last.insert((node, incarnation), seq);
+            return Seen::First;
+        };
         if seq > *last {
             let missing = seq - *last - 1;
             *last = seq;
-            missing
+            Seen::Next(missing)
         } else {
-            // The baseline, or late: core NATS does not reorder one
-            // connection's messages, so this is the baseline.
-            0
+            Seen::Again
         }
+    }
+
+    /// Forgets every transport of `node` but `keep`: runs it has left
+    /// behind send nothing more worth counting.
+    pub(crate) fn retire(&mut self, node: u32, keep: u64) {
+        self.last.retain(|&(n, incarnation), _| n != node || incarnation == keep);
     }
 }
 
@@ -56,15 +75,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn skipped_numbers_are_counted_once() {
+    fn skipped_numbers_are_counted_once_and_repeats_are_told_apart() {
         let mut gaps = Gaps::default();
-        assert_eq!(gaps.observe(7, 5), 0, "baseline");
-        assert_eq!(gaps.observe(7, 6), 0);
-        assert_eq!(gaps.observe(7, 10), 3);
-        assert_eq!(gaps.observe(7, 9), 0, "late frames are not gaps");
-        assert_eq!(gaps.observe(7, 11), 0);
-        assert_eq!(gaps.observe(8, 4), 0, "another sender starts afresh");
-        assert_eq!(gaps.observe(8, 5), 0);
+        assert_eq!(gaps.observe(1, 7, 5), Seen::First, "baseline");
+        assert_eq!(gaps.observe(1, 7, 6), Seen::Next(0));
+        assert_eq!(gaps.observe(1, 7, 10), Seen::Next(3));
+        assert_eq!(gaps.observe(1, 7, 9), Seen::Again, "sent again");
+        assert_eq!(gaps.observe(1, 7, 10), Seen::Again);
+        assert_eq!(gaps.observe(1, 7, 11), Seen::Next(0));
+        assert_eq!(gaps.observe(1, 8, 4), Seen::First, "another run starts afresh");
+        assert_eq!(gaps.observe(2, 7, 100), Seen::First, "so does another node");
+        assert_eq!(gaps.observe(1, 8, 5), Seen::Next(0));
+        gaps.retire(1, 8);
+        assert_eq!(gaps.observe(1, 7, 12), Seen::First, "forgotten: a baseline");
+        assert_eq!(gaps.observe(1, 8, 6), Seen::Next(0), "kept");
+        assert_eq!(gaps.observe(2, 7, 100), Seen::Again, "other nodes kept");
     }
 
     #[test]

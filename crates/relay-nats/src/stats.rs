@@ -48,6 +48,13 @@ pub struct TransportStats {
     /// then ended its relations with that node in turn (or had already,
     /// having lost it too). Once per loss, however often it was told.
     pub resets: u64,
+    /// Frames and announcements that claimed another node's identity: a
+    /// source PID, an incarnation or a node number other than that of the
+    /// node whose subject they came on. Dropped.
+    pub forged: u64,
+    /// Frames that arrived again with a number already seen from their
+    /// sender (core NATS never repeats one: a replay). Dropped.
+    pub duplicates: u64,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +71,8 @@ pub(crate) struct Counters {
     pub(crate) stale: AtomicU64,
     pub(crate) fenced: AtomicU64,
     pub(crate) resets: AtomicU64,
+    pub(crate) forged: AtomicU64,
+    pub(crate) duplicates: AtomicU64,
 }
 
 impl Counters {
@@ -85,6 +94,8 @@ impl Counters {
             stale: self.stale.load(Relaxed),
             fenced: self.fenced.load(Relaxed),
             resets: self.resets.load(Relaxed),
+            forged: self.forged.load(Relaxed),
+            duplicates: self.duplicates.load(Relaxed),
         }
     }
 }

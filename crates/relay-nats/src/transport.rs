@@ -56,6 +56,11 @@ impl std::fmt::Debug for Attached {
 }
 
 impl Inner {
+    /// This transport's node, once attached (0 before).
+    pub(crate) fn node(&self) -> u32 {
+        self.engine.get().map_or(0, |attached| attached.0)
+    }
+
     /// Whether `holder`'s run of its node is known to be gone: the node
     /// is down or left, or has restarted since.
     pub(crate) fn holder_gone(&self, holder: crate::kv::Holder) -> bool {

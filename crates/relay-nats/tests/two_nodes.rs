@@ -115,7 +115,7 @@ fn malformed_and_oversized_messages_are_rejected_and_the_node_keeps_working() {
     };
     let (one, _t1) = node(&server, 1);
     let (two, t2) = node(&server, 2);
-    let subject = NatsConfig::new(server.url()).node_subject(2);
+    let subject = NatsConfig::new(server.url()).frame_subject(2, 1);
     server.publish_raw(&subject, b"junk");
     server.publish_raw(&subject, &vec![1u8; 5_000]); // over the 4 096-byte limit
     let mut unknown_tag = codec()
@@ -188,7 +188,7 @@ fn a_frame_addressed_to_an_earlier_run_of_the_node_never_reaches_this_one() {
     let (two, t2) = node(&server, 2);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let to = two.spawn(Recorder(seen.clone())).unwrap().pid();
-    let subject = NatsConfig::new(server.url()).node_subject(2);
+    let subject = NatsConfig::new(server.url()).frame_subject(2, 1);
     let fresh = codec()
         .encode(&Package::new(Pid::new(1, 5), to, Seq { from: 9, n: 1 }))
         .unwrap();
