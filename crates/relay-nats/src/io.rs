@@ -11,9 +11,7 @@ use relay::Receiver;
 use tokio::sync::mpsc;
 
 use crate::codec::Content;
-use crate::config::{
-    announce_subject, frame_subject, inbox_subject, members_subject, sender_of,
-};
+use crate::config::{announce_subject, frame_subject, inbox_subject, members_subject, sender_of};
 use crate::membership::{announcement, read_announcement, Change, Kind};
 use crate::sequence::{Gaps, Numbers, Seen};
 use crate::stats::Counters;

@@ -460,6 +460,23 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_may_claim_only_its_senders_pids_and_runs() {
+        let members = Members::default();
+        let t0 = Instant::now();
+        members.hear(1, Kind::Up, 11, t0);
+        members.hear(3, Kind::Up, 33, t0);
+        members.hear(3, Kind::Up, 34, t0); // node 3 restarted: 33 retired
+        let pid = |node| relay::Pid::new(node, 5);
+        assert_eq!(members.vouch(1, pid(1), 11), Ok(()));
+        assert_eq!(members.vouch(1, relay::Pid::OUTSIDE, 11), Ok(()), "from outside");
+        assert!(members.vouch(3, pid(1), 34).is_err(), "node 1's PID from node 3");
+        assert!(members.vouch(3, pid(3), 11).is_err(), "node 1's run from node 3");
+        assert!(members.vouch(1, pid(1), 33).is_err(), "node 3's old run from node 1");
+        assert_eq!(members.vouch(1, pid(1), 12), Ok(()), "a new run of node 1");
+        assert_eq!(members.vouch(4, pid(4), 44), Ok(()), "a node not heard yet");
+    }
+
+    #[test]
     fn a_reset_is_swept_for_once_per_episode() {
         let members = Members::default();
         let t0 = Instant::now();

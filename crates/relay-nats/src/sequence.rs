@@ -48,7 +48,8 @@ impl Gaps {
     /// Forgets every transport of `node` but `keep`: runs it has left
     /// behind send nothing more worth counting.
     pub(crate) fn retire(&mut self, node: u32, keep: u64) {
-        self.last.retain(|&(n, incarnation), _| n != node || incarnation == keep);
+        self.last
+            .retain(|&(n, incarnation), _| n != node || incarnation == keep);
     }
 }
 
@@ -83,7 +84,11 @@ mod tests {
         assert_eq!(gaps.observe(1, 7, 9), Seen::Again, "sent again");
         assert_eq!(gaps.observe(1, 7, 10), Seen::Again);
         assert_eq!(gaps.observe(1, 7, 11), Seen::Next(0));
-        assert_eq!(gaps.observe(1, 8, 4), Seen::First, "another run starts afresh");
+        assert_eq!(
+            gaps.observe(1, 8, 4),
+            Seen::First,
+            "another run starts afresh"
+        );
         assert_eq!(gaps.observe(2, 7, 100), Seen::First, "so does another node");
         assert_eq!(gaps.observe(1, 8, 5), Seen::Next(0));
         gaps.retire(1, 8);

@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 pub struct NatsServer {
     child: Option<Child>,
     pub port: u16,
+    /// A configuration file the server reads (authorization), if any.
+    config: Option<std::path::PathBuf>,
     /// Held while the server lives: the tests of one binary run one at a
     /// time. Run side by side on 2 cores (a server, two nodes and their
     /// schedulers each), they missed their waits in about one run in four,
@@ -34,6 +36,16 @@ impl NatsServer {
     /// `nats-server` is not installed and `CI` is not set. Under CI a
     /// missing server fails the test.
     pub fn start() -> Option<NatsServer> {
+        NatsServer::start_configured(None)
+    }
+
+    /// [`start`](NatsServer::start), the server reading `config` (the
+    /// contents of a configuration file: its authorization, say).
+    pub fn start_with_config(config: &str) -> Option<NatsServer> {
+        NatsServer::start_configured(Some(config))
+    }
+
+    fn start_configured(config: Option<&str>) -> Option<NatsServer> {
         let found = Command::new("nats-server")
             .arg("--version")
             .stdout(Stdio::null())
@@ -52,9 +64,18 @@ impl NatsServer {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        let config = config.map(|text| {
+            let path = std::env::temp_dir().join(format!(
+                "relay-nats-test-{}-{port}.conf",
+                std::process::id()
+            ));
+            std::fs::write(&path, text).expect("the configuration is written");
+            path
+        });
         let mut server = NatsServer {
             child: None,
             port,
+            config,
             _serial: serial,
         };
         server.spawn();
@@ -78,7 +99,11 @@ impl NatsServer {
     fn spawn(&mut self) {
         let store = self.store_dir();
         let store = store.to_str().expect("a UTF-8 temporary directory");
-        let child = Command::new("nats-server")
+        let mut command = Command::new("nats-server");
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
             .args(["-js", "-sd", store])
             .stdout(Stdio::null())
@@ -100,6 +125,31 @@ impl NatsServer {
         }
     }
 
+    /// A node connecting with `user` and `password`.
+    pub fn node_as(
+        &self,
+        node: u32,
+        user: &str,
+        password: &str,
+    ) -> (Scheduler, Arc<NatsTransport>) {
+        let options = ConnectOptions::with_user_and_password(user.into(), password.into())
+            .reconnect_delay_callback(|_| Duration::from_millis(50))
+            .name(format!("test-node-{node}"));
+        let config = NatsConfig::new(self.url())
+            .codec(codec())
+            .options(options)
+            .failure_detector(HEARTBEAT, DOWN_AFTER)
+            .cluster_names(NAMES);
+        let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
+        let scheduler = Scheduler::builder()
+            .workers(2)
+            .node(node)
+            .remote(transport.clone())
+            .build();
+        scheduler.start();
+        (scheduler, transport)
+    }
+
     /// Kills the server and starts it again on the same port.
     pub fn restart(&mut self) {
         self.stop();
@@ -109,12 +159,30 @@ impl NatsServer {
     /// Publishes `payload` on `subject` over a raw protocol connection
     /// (what a foreign or broken client could send).
     pub fn publish_raw(&self, subject: &str, payload: &[u8]) {
+        let errors = self.publish_raw_as(None, subject, payload);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    /// [`publish_raw`](NatsServer::publish_raw) with `user` and password
+    /// `(user, password)`; returns the server's error lines (a permission
+    /// violation, say).
+    pub fn publish_raw_as(
+        &self,
+        credentials: Option<(&str, &str)>,
+        subject: &str,
+        payload: &[u8],
+    ) -> Vec<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
         let mut out = Vec::new();
-        out.extend_from_slice(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n");
+        let login = credentials.map_or(String::new(), |(user, pass)| {
+            format!(",\"user\":\"{user}\",\"pass\":\"{pass}\"")
+        });
+        out.extend_from_slice(
+            format!("CONNECT {{\"verbose\":false,\"pedantic\":false{login}}}\r\n").as_bytes(),
+        );
         out.extend_from_slice(format!("PUB {subject} {}\r\n", payload.len()).as_bytes());
         out.extend_from_slice(payload);
         out.extend_from_slice(b"\r\nPING\r\n");
@@ -122,10 +190,20 @@ impl NatsServer {
         let mut seen = Vec::new();
         let mut buf = [0u8; 1024];
         while !String::from_utf8_lossy(&seen).contains("PONG") {
-            let n = stream.read(&mut buf).expect("the server answers");
-            assert!(n > 0, "the server closed the connection");
+            let n = match stream.read(&mut buf) {
+                Ok(n) => n,
+                Err(_) => break,
+            };
+            if n == 0 {
+                break; // closed: an authorization failure does that
+            }
             seen.extend_from_slice(&buf[..n]);
         }
+        String::from_utf8_lossy(&seen)
+            .lines()
+            .filter(|line| line.starts_with("-ERR"))
+            .map(str::to_owned)
+            .collect()
     }
 }
 
@@ -133,6 +211,9 @@ impl Drop for NatsServer {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(self.store_dir());
+        if let Some(config) = &self.config {
+            let _ = std::fs::remove_file(config);
+        }
     }
 }
 
