@@ -16,6 +16,9 @@ pub const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_mil
 /// [`NatsConfig::failure_detector`]).
 pub const DEFAULT_DOWN_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Default lease of a cluster name (see [`NatsConfig::name_lease`]).
+pub const DEFAULT_NAME_LEASE: std::time::Duration = std::time::Duration::from_secs(6);
+
 /// How to connect a [`NatsTransport`](crate::NatsTransport): the server
 /// URL, the message types ([`Codec`]), and the client's own options
 /// (credentials, TLS, reconnection) as `async_nats::ConnectOptions`.
@@ -44,6 +47,7 @@ pub struct NatsConfig {
     pub(crate) heartbeat: std::time::Duration,
     pub(crate) down_after: std::time::Duration,
     pub(crate) names_bucket: Option<String>,
+    pub(crate) name_lease: std::time::Duration,
 }
 
 impl fmt::Debug for NatsConfig {
@@ -56,6 +60,7 @@ impl fmt::Debug for NatsConfig {
             .field("heartbeat", &self.heartbeat)
             .field("down_after", &self.down_after)
             .field("names_bucket", &self.names_bucket)
+            .field("name_lease", &self.name_lease)
             .finish_non_exhaustive()
     }
 }
@@ -78,6 +83,7 @@ impl NatsConfig {
             heartbeat: DEFAULT_HEARTBEAT,
             down_after: DEFAULT_DOWN_AFTER,
             names_bucket: None,
+            name_lease: DEFAULT_NAME_LEASE,
         }
     }
 
@@ -133,6 +139,36 @@ impl NatsConfig {
     /// ```
     pub fn cluster_names(mut self, bucket: impl Into<String>) -> Self {
         self.names_bucket = Some(bucket.into());
+        self
+    }
+
+    /// How long a cluster name outlives its node's last renewal (default
+    /// [`DEFAULT_NAME_LEASE`], 6 s). The node renews each of its names
+    /// every third of the lease; a name whose node stopped (killed, hung,
+    /// cut off from the server) lapses within the lease, whoever else is
+    /// alive. The lease is the bucket's: the node that makes the bucket
+    /// sets it (as the bucket's maximum age), and every node should use
+    /// the same.
+    ///
+    /// # Panics
+    ///
+    /// If `lease` is under 300 ms (a renewal every 100 ms at least).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = relay_nats::NatsConfig::new("nats://127.0.0.1:4222")
+    ///     .cluster_names("names")
+    ///     .name_lease(Duration::from_secs(10));
+    /// assert!(format!("{config:?}").contains("10s"));
+    /// ```
+    pub fn name_lease(mut self, lease: std::time::Duration) -> Self {
+        assert!(
+            lease >= std::time::Duration::from_millis(300),
+            "a lease of at least 300 ms"
+        );
+        self.name_lease = lease;
         self
     }
 

@@ -158,8 +158,9 @@ async fn attach(
         .await
         .map_err(|e| format!("cannot announce node {node}: {e}"))?;
     if let Some(bucket) = &inner.names_bucket {
-        match crate::kv::open(client, bucket).await {
+        match crate::kv::open(client, bucket, inner.name_lease).await {
             Ok(store) => {
+                tokio::spawn(crate::names::renew_leases(store.clone(), Arc::clone(inner)));
                 let _ = inner.names.set(store);
             }
             Err(error) => {
@@ -380,13 +381,16 @@ async fn detect(inner: Arc<Inner>) {
                 silent_for = ?inner.down_after,
                 "a node is down: not heard from within the failure detector's bound"
             );
+            // Its names stay: a silent node may still run (a false alarm),
+            // and a name is taken over only from a run known to be over.
+            // Its leases lapse if it is really gone.
             inner.lose(node);
-            sweep_lost(&inner, node);
         }
     }
 }
 
-/// Deletes, in the background, the names held by the lost `node`.
+/// Deletes, in the background, the names held by a run of `node` known
+/// to be over (it said goodbye, or a later run was heard).
 fn sweep_lost(inner: &Arc<Inner>, node: u32) {
     let Some(store) = inner.names.get().cloned() else {
         return;
@@ -394,7 +398,7 @@ fn sweep_lost(inner: &Arc<Inner>, node: u32) {
     let inner = Arc::clone(inner);
     tokio::spawn(async move {
         let deleted =
-            crate::kv::sweep(&store, |h| h.pid.node() == node && inner.holder_gone(h)).await;
+            crate::kv::sweep(&store, |h| h.pid.node() == node && inner.holder_dead(h)).await;
         if deleted > 0 {
             tracing::info!(node, deleted, "released the names of a lost node");
         }

@@ -9,6 +9,13 @@ use sched::Pid;
 
 use crate::error::ClusterNameError;
 
+/// A name this node holds: its holder, and the revision it last wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) holder: Holder,
+    pub(crate) revision: u64,
+}
+
 /// Who holds a name: a PID and the incarnation of its node's run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Holder {
@@ -58,8 +65,13 @@ pub(crate) fn unavailable(error: impl std::fmt::Display) -> ClusterNameError {
     ClusterNameError::Unavailable(error.to_string())
 }
 
-/// Opens (or makes) the bucket.
-pub(crate) async fn open(client: &async_nats::Client, bucket: &str) -> Result<Store, String> {
+/// Opens (or makes, with `lease` as the age at which an entry lapses) the
+/// bucket.
+pub(crate) async fn open(
+    client: &async_nats::Client,
+    bucket: &str,
+    lease: std::time::Duration,
+) -> Result<Store, String> {
     let jetstream = async_nats::jetstream::new(client.clone());
     if let Ok(store) = jetstream.get_key_value(bucket).await {
         return Ok(store);
@@ -68,11 +80,38 @@ pub(crate) async fn open(client: &async_nats::Client, bucket: &str) -> Result<St
         .create_key_value(kv::Config {
             bucket: bucket.to_owned(),
             history: 1,
+            max_age: lease,
             description: "sched: process names across the cluster".to_owned(),
             ..Default::default()
         })
         .await
         .map_err(|e| format!("cannot open the key-value bucket {bucket:?}: {e}"))
+}
+
+/// What renewing a name found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// Renewed: the new revision.
+    Renewed(u64),
+    /// Someone else wrote or deleted the name since (or it lapsed): this
+    /// node no longer holds it.
+    Lost,
+    /// The bucket did not answer: try again at the next renewal.
+    Unknown,
+}
+
+/// Writes `held` again, if the name is still at the revision this node
+/// last wrote (the revision is the fence: a later holder's write, or the
+/// name's lapse, makes it fail).
+pub(crate) async fn renew(store: &Store, key: &str, held: Held) -> Renewal {
+    match store
+        .update(key, held.holder.encode().into(), held.revision)
+        .await
+    {
+        Ok(revision) => Renewal::Renewed(revision),
+        Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Renewal::Lost,
+        Err(_) => Renewal::Unknown,
+    }
 }
 
 /// The current holder of `key` and the revision it was read at.

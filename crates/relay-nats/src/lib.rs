@@ -98,6 +98,7 @@ pub use async_nats;
 pub use codec::{Codec, Format, DEFAULT_MAX_MESSAGE_BYTES};
 pub use config::{
     NatsConfig, Permissions, DEFAULT_DOWN_AFTER, DEFAULT_HEARTBEAT, DEFAULT_MAX_PENDING,
+    DEFAULT_NAME_LEASE,
 };
 pub use error::{ClusterNameError, ConnectError, DecodeError, EncodeError, LinkError};
 pub use names::ClusterNames;

@@ -468,10 +468,23 @@ mod tests {
         members.hear(3, Kind::Up, 34, t0); // node 3 restarted: 33 retired
         let pid = |node| relay::Pid::new(node, 5);
         assert_eq!(members.vouch(1, pid(1), 11), Ok(()));
-        assert_eq!(members.vouch(1, relay::Pid::OUTSIDE, 11), Ok(()), "from outside");
-        assert!(members.vouch(3, pid(1), 34).is_err(), "node 1's PID from node 3");
-        assert!(members.vouch(3, pid(3), 11).is_err(), "node 1's run from node 3");
-        assert!(members.vouch(1, pid(1), 33).is_err(), "node 3's old run from node 1");
+        assert_eq!(
+            members.vouch(1, relay::Pid::OUTSIDE, 11),
+            Ok(()),
+            "from outside"
+        );
+        assert!(
+            members.vouch(3, pid(1), 34).is_err(),
+            "node 1's PID from node 3"
+        );
+        assert!(
+            members.vouch(3, pid(3), 11).is_err(),
+            "node 1's run from node 3"
+        );
+        assert!(
+            members.vouch(1, pid(1), 33).is_err(),
+            "node 3's old run from node 1"
+        );
         assert_eq!(members.vouch(1, pid(1), 12), Ok(()), "a new run of node 1");
         assert_eq!(members.vouch(4, pid(4), 44), Ok(()), "a node not heard yet");
     }

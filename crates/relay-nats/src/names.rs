@@ -7,19 +7,34 @@
 //! the bucket's atomic create: of two nodes registering one name at once,
 //! exactly one wins and the other gets [`ClusterNameError::Taken`].
 //!
-//! A name is released when:
+//! Every name has a **lease**
+//! ([`NatsConfig::name_lease`](crate::NatsConfig::name_lease), 6 s by
+//! default): its node writes it again every third of the lease, each
+//! write naming the revision it last wrote, and the bucket drops an entry
+//! not written for a whole lease. So a name is released when:
 //! - its process ends: a small keeper process on the holder's node
 //!   monitors every process it registered, and deletes the name when the
 //!   process's down arrives;
-//! - its node is lost: every node's transport, when its failure detector
-//!   declares a node down, hears that it left, or sees it restarted,
-//!   deletes the names held by that run of the node (each delete names
-//!   the revision it read, so a name registered again meanwhile is kept);
-//! - its node's transport closes: it deletes its own names first.
+//! - its node's run is known to be over: every node's transport, when it
+//!   hears the node say goodbye or sees it restarted, deletes the names
+//!   held by the old run (each delete names the revision it read, so a
+//!   name registered again meanwhile is kept);
+//! - its node's transport closes: it deletes its own names first;
+//! - its node stops renewing (killed, hung, cut off from the server): the
+//!   lease lapses, whether or not any other node is alive to notice.
 //!
-//! A name whose node is known to be down is not reported by
-//! [`whereis`](ClusterNames::whereis) even before it is deleted, and may
-//! be taken over by [`register`](ClusterNames::register).
+//! A node only declared *down* by another's failure detector keeps its
+//! names: the silence may be a false alarm. Another node's
+//! [`register`](ClusterNames::register) takes a name over only from a run
+//! known to be over, and only through the revision it read, so a false
+//! alarm never makes two holders. A holder whose renewal finds the name
+//! rewritten or lapsed (it was cut off for longer than the lease, and
+//! someone took the name) has lost it: it stops renewing it, logs it, and
+//! counts it in
+//! [`TransportStats::names_lost`](crate::TransportStats::names_lost).
+//!
+//! A name whose node is down is not reported by
+//! [`whereis`](ClusterNames::whereis) meanwhile.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -33,7 +48,7 @@ use sched::actor::MonitorId;
 use sched::prelude::*;
 
 use crate::error::ClusterNameError;
-use crate::kv::{check, delete_if, holder, unavailable, Holder};
+use crate::kv::{check, delete_if, holder, renew, unavailable, Held, Holder, Renewal};
 use crate::transport::{Inner, NatsTransport};
 
 /// How long a call waits for the bucket to answer.
@@ -108,7 +123,9 @@ impl NatsTransport {
         let Some(store) = inner.names.get().cloned() else {
             return;
         };
+        let inner = Arc::clone(inner);
         let task: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+            forget_held(&inner, &name, holder);
             if delete_if(&store, &name, |h| h.pid == holder).await {
                 tracing::debug!(%name, %holder, "released a cluster name");
             }
@@ -411,13 +428,21 @@ fn register_op(key: String, pid: Pid) -> NamesOp<()> {
             // name is created again (or someone else won it).
             for _ in 0..2 {
                 match store.create(&key, mine.encode().into()).await {
-                    Ok(_) => return Ok(()),
+                    Ok(revision) => {
+                        hold(&inner, &key, mine, revision);
+                        return Ok(());
+                    }
                     Err(e) if e.kind() == CreateErrorKind::AlreadyExists => {}
                     Err(e) => return Err(unavailable(e)),
                 }
                 match holder(&store, &key).await? {
-                    Some((held, _)) if held == mine => return Ok(()),
-                    Some((held, revision)) if inner.holder_gone(held) => {
+                    Some((held, revision)) if held == mine => {
+                        hold(&inner, &key, mine, revision);
+                        return Ok(());
+                    }
+                    // Only a run known to be over: a node merely silent may
+                    // still hold it (its lease will tell).
+                    Some((held, revision)) if inner.holder_dead(held) => {
                         let _ = store.delete_expect_revision(&key, Some(revision)).await;
                     }
                     Some((held, _)) => {
@@ -431,7 +456,10 @@ fn register_op(key: String, pid: Pid) -> NamesOp<()> {
                 }
             }
             match holder(&store, &key).await? {
-                Some((held, _)) if held == mine => Ok(()),
+                Some((held, revision)) if held == mine => {
+                    hold(&inner, &key, mine, revision);
+                    Ok(())
+                }
                 Some((held, _)) => Err(ClusterNameError::Taken {
                     name: key,
                     by: held.pid,
@@ -458,7 +486,72 @@ fn whereis_op(key: String) -> NamesOp<Option<Pid>> {
 
 /// Deletes `key` if `pid` holds it.
 fn unregister_op(key: String, pid: Pid) -> NamesOp<bool> {
-    Box::new(move |store, _| {
-        Box::pin(async move { Ok(delete_if(&store, &key, |h| h.pid == pid).await) })
+    Box::new(move |store, inner| {
+        Box::pin(async move {
+            forget_held(&inner, &key, pid);
+            Ok(delete_if(&store, &key, |h| h.pid == pid).await)
+        })
     })
+}
+
+/// Records that this node holds `key` as `holder`, written at `revision`:
+/// renewed from now on.
+fn hold(inner: &Inner, key: &str, holder: Holder, revision: u64) {
+    lock_held(inner).insert(key.to_owned(), Held { holder, revision });
+}
+
+/// Stops renewing `key` if `pid` holds it here.
+fn forget_held(inner: &Inner, key: &str, pid: Pid) {
+    let mut held = lock_held(inner);
+    if held.get(key).is_some_and(|h| h.holder.pid == pid) {
+        held.remove(key);
+    }
+}
+
+fn lock_held(inner: &Inner) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+    inner
+        .held
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Renews every name this node holds, every third of the lease, until the
+/// transport's thread ends. A renewal names the revision this node last
+/// wrote: one that finds the name rewritten or lapsed means the name was
+/// lost, and it is not renewed again.
+pub(crate) async fn renew_leases(store: Store, inner: Arc<Inner>) {
+    let mut ticks = tokio::time::interval(inner.name_lease / 3);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let names: Vec<(String, Held)> = lock_held(&inner)
+            .iter()
+            .map(|(name, held)| (name.clone(), *held))
+            .collect();
+        for (name, held) in names {
+            let renewal = renew(&store, &name, held).await;
+            let mut now = lock_held(&inner);
+            // Released or registered again while the renewal was on its
+            // way: the newer record stands.
+            if now.get(&name) != Some(&held) {
+                continue;
+            }
+            match renewal {
+                Renewal::Renewed(revision) => {
+                    now.insert(name, Held { revision, ..held });
+                }
+                Renewal::Lost => {
+                    now.remove(&name);
+                    drop(now);
+                    crate::stats::Counters::add(&inner.counters.names_lost, 1);
+                    tracing::warn!(
+                        %name,
+                        pid = %held.holder.pid,
+                        "lost a cluster name: it lapsed or was taken while this node could not renew it"
+                    );
+                }
+                Renewal::Unknown => {}
+            }
+        }
+    }
 }

@@ -55,6 +55,10 @@ pub struct TransportStats {
     /// Frames that arrived again with a number already seen from their
     /// sender (core NATS never repeats one: a replay). Dropped.
     pub duplicates: u64,
+    /// Cluster names this node held and lost: its renewal found the name
+    /// lapsed or rewritten (this node could not renew it for a whole
+    /// lease, and another took it).
+    pub names_lost: u64,
 }
 
 #[derive(Debug, Default)]
@@ -73,6 +77,7 @@ pub(crate) struct Counters {
     pub(crate) resets: AtomicU64,
     pub(crate) forged: AtomicU64,
     pub(crate) duplicates: AtomicU64,
+    pub(crate) names_lost: AtomicU64,
 }
 
 impl Counters {
@@ -96,6 +101,7 @@ impl Counters {
             resets: self.resets.load(Relaxed),
             forged: self.forged.load(Relaxed),
             duplicates: self.duplicates.load(Relaxed),
+            names_lost: self.names_lost.load(Relaxed),
         }
     }
 }

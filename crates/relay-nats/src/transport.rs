@@ -40,6 +40,11 @@ pub(crate) struct Inner {
     /// The bucket of cluster names, when they are on and it opened.
     pub(crate) names: OnceLock<async_nats::jetstream::kv::Store>,
     pub(crate) names_bucket: Option<String>,
+    /// How long a name outlives its last renewal (`names.rs`).
+    pub(crate) name_lease: std::time::Duration,
+    /// The names this node holds, and the revision of each it last wrote:
+    /// renewed every third of the lease (`names.rs`).
+    pub(crate) held: Mutex<std::collections::HashMap<String, crate::kv::Held>>,
     /// The transport thread's command queue, for the control frames the
     /// transport's own tasks send (`reset.rs`).
     pub(crate) commands: OnceLock<mpsc::UnboundedSender<Command>>,
@@ -61,14 +66,24 @@ impl Inner {
         self.engine.get().map_or(0, |attached| attached.0)
     }
 
-    /// Whether `holder`'s run of its node is known to be gone: the node
-    /// is down or left, or has restarted since.
+    /// Whether `holder`'s run of its node is known to be gone or out of
+    /// reach: the node is down or left, or has restarted since. Such a
+    /// holder is not reported by `whereis`.
     pub(crate) fn holder_gone(&self, holder: crate::kv::Holder) -> bool {
+        self.holder_dead(holder) || self.members.unreachable(holder.pid.node()).is_some()
+    }
+
+    /// Whether `holder`'s run of its node has ended for certain: the node
+    /// said goodbye, or a later run of it has been heard. A node that is
+    /// only silent (down: maybe a false alarm) still holds its names until
+    /// their lease lapses; only a dead holder's name may be taken over.
+    pub(crate) fn holder_dead(&self, holder: crate::kv::Holder) -> bool {
         let node = holder.pid.node();
-        if node == self.engine.get().map_or(0, |a| a.0) {
+        if node == self.node() {
             return holder.incarnation != self.incarnation;
         }
-        self.members.unreachable(node).is_some() || self.members.is_stale(node, holder.incarnation)
+        matches!(self.members.unreachable(node), Some(LinkError::NodeLeft(_)))
+            || self.members.is_stale(node, holder.incarnation)
     }
 
     /// Tells the engine it has lost `node`: every relation between their
@@ -155,6 +170,8 @@ impl NatsTransport {
             engine: OnceLock::new(),
             names: OnceLock::new(),
             names_bucket: config.names_bucket,
+            name_lease: config.name_lease,
+            held: Mutex::new(std::collections::HashMap::new()),
             commands: OnceLock::new(),
         });
         let (commands, queue) = mpsc::unbounded_channel();

@@ -338,7 +338,8 @@ impl FaultyProxy {
                             if until <= now {
                                 break;
                             }
-                            std::thread::sleep(until - now);
+                            // In steps: the stall may be lifted early.
+                            std::thread::sleep((until - now).min(Duration::from_millis(10)));
                         }
                         if server_out.write_all(&buf[..n]).is_err() {
                             break;
@@ -422,14 +423,27 @@ pub fn node_detecting(
     heartbeat: Duration,
     down_after: Duration,
 ) -> (Scheduler, Arc<NatsTransport>) {
+    node_configured(url, node, |config| {
+        config.failure_detector(heartbeat, down_after)
+    })
+}
+
+/// [`node_at`], its configuration changed by `configure`.
+pub fn node_configured(
+    url: &str,
+    node: u32,
+    configure: impl FnOnce(NatsConfig) -> NatsConfig,
+) -> (Scheduler, Arc<NatsTransport>) {
     let options = ConnectOptions::new()
         .reconnect_delay_callback(|_| Duration::from_millis(50))
         .name(format!("test-node-{node}"));
-    let config = NatsConfig::new(url)
-        .codec(codec())
-        .options(options)
-        .failure_detector(heartbeat, down_after)
-        .cluster_names(NAMES);
+    let config = configure(
+        NatsConfig::new(url)
+            .codec(codec())
+            .options(options)
+            .failure_detector(HEARTBEAT, DOWN_AFTER)
+            .cluster_names(NAMES),
+    );
     let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
     let scheduler = Scheduler::builder()
         .workers(2)
