@@ -26,7 +26,9 @@ pub(crate) enum Command {
     /// Publish a frame (not yet stamped) to `node`.
     Publish { node: u32, frame: Vec<u8> },
     /// Publish a control frame (not yet stamped) to `node`'s transport
-    /// (`reset.rs`): numbered like a frame, not counted as a message.
+    /// (`reset.rs`): in order with the frames queued before it, but not
+    /// numbered (a lost one is repeated, not a lost message) nor counted
+    /// as a message.
     Control { node: u32, frame: Vec<u8> },
     /// Subscribe for `node` and deliver to `local`; reply when subscribed.
     Attach {
@@ -77,10 +79,8 @@ pub(crate) async fn run(
                 node: to,
                 mut frame,
             } => {
-                let seq = numbers.peek(to);
                 let addressed = inner.members.incarnation_of(to);
-                wire::stamp(&mut frame, addressed, inner.incarnation, seq);
-                numbers.advance(to);
+                wire::stamp(&mut frame, addressed, inner.incarnation, 0);
                 let subject = frame_subject(&inner.prefix, to, inner.node());
                 if let Err(error) = client.publish(subject, frame.into()).await {
                     // Repeated every heartbeat while it matters.
@@ -241,7 +241,8 @@ async fn receive(
             Content::Package(package) => package.source(),
             Content::Control { from, .. } => relay::Pid::new(*from, 0),
         };
-        if let Err(claim) = inner.members.vouch(sender, source, incarnation) {
+        let now = tokio::time::Instant::now().into_std();
+        if let Err(claim) = inner.members.vouch(sender, source, incarnation, now) {
             Counters::add(&inner.counters.forged, 1);
             tracing::warn!(node, sender, %source, claim, "rejected a frame that claims another node's identity");
             continue;
@@ -260,6 +261,15 @@ async fn receive(
             tracing::warn!(node, %source, "ignored a message from a node's earlier run");
             continue;
         }
+        let package = match decoded.content {
+            Content::Package(package) => package,
+            // Not numbered: in order with the frames before it all the same
+            // (one publisher, one subject).
+            Content::Control { control, .. } => {
+                inner.on_control(sender, control);
+                continue;
+            }
+        };
         match gaps.observe(sender, incarnation, seq) {
             Seen::First => gaps.retire(sender, incarnation),
             Seen::Next(0) => {}
@@ -276,13 +286,6 @@ async fn receive(
                 continue;
             }
         }
-        let package = match decoded.content {
-            Content::Package(package) => package,
-            Content::Control { control, .. } => {
-                inner.on_control(sender, control);
-                continue;
-            }
-        };
         // Sent by a node this one lost, before it ended its relations with
         // this one: what it says may belong to relations already ended.
         if inner.members.is_fenced(sender) {
@@ -292,6 +295,11 @@ async fn receive(
         }
         match local.send(package) {
             Ok(()) => Counters::add(&inner.counters.delivered, 1),
+            Err(error) if error.kind() == relay::SendErrorKind::Unencodable => {
+                // A signal the engine could not read.
+                Counters::add(&inner.counters.rejected, 1);
+                tracing::warn!(node, %source, %error, "rejected a signal from another node");
+            }
             Err(error) => {
                 Counters::add(&inner.counters.dead_letters, 1);
                 tracing::warn!(node, %source, %error, "dead letter: a message from another node was not delivered");

@@ -147,16 +147,21 @@ impl Members {
     /// `source` and `incarnation`: the source PID is the sender's (or
     /// [`Pid::OUTSIDE`](relay::Pid::OUTSIDE)'s node, 0) and the incarnation
     /// is not one another node is known by. `Err` names what was claimed.
+    ///
+    /// A sender not heard of yet is taken as heard at `now`: if it never
+    /// announces itself, the failure detector declares it down after its
+    /// bound, and what it set up here (watches, links) ends with it.
     pub(crate) fn vouch(
         &self,
         sender: u32,
         source: relay::Pid,
         incarnation: u64,
+        now: Instant,
     ) -> Result<(), &'static str> {
         if source.node() != 0 && source.node() != sender {
             return Err("a source PID of another node");
         }
-        let members = self.lock();
+        let mut members = self.lock();
         if members
             .get(&sender)
             .is_some_and(|m| m.incarnation == incarnation)
@@ -169,6 +174,15 @@ impl Members {
         if theirs {
             return Err("another node's incarnation");
         }
+        members.entry(sender).or_insert(Member {
+            incarnation,
+            retired: Vec::new(),
+            last_heard: now,
+            state: State::Up,
+            fence: None,
+            fences: 0,
+            swept_for: 0,
+        });
         Ok(())
     }
 
@@ -467,26 +481,24 @@ mod tests {
         members.hear(3, Kind::Up, 33, t0);
         members.hear(3, Kind::Up, 34, t0); // node 3 restarted: 33 retired
         let pid = |node| relay::Pid::new(node, 5);
-        assert_eq!(members.vouch(1, pid(1), 11), Ok(()));
-        assert_eq!(
-            members.vouch(1, relay::Pid::OUTSIDE, 11),
-            Ok(()),
-            "from outside"
-        );
+        let vouch = |sender, source, incarnation| members.vouch(sender, source, incarnation, t0);
+        assert_eq!(vouch(1, pid(1), 11), Ok(()));
+        assert_eq!(vouch(1, relay::Pid::OUTSIDE, 11), Ok(()), "from outside");
+        assert!(vouch(3, pid(1), 34).is_err(), "node 1's PID from node 3");
+        assert!(vouch(3, pid(3), 11).is_err(), "node 1's run from node 3");
         assert!(
-            members.vouch(3, pid(1), 34).is_err(),
-            "node 1's PID from node 3"
-        );
-        assert!(
-            members.vouch(3, pid(3), 11).is_err(),
-            "node 1's run from node 3"
-        );
-        assert!(
-            members.vouch(1, pid(1), 33).is_err(),
+            vouch(1, pid(1), 33).is_err(),
             "node 3's old run from node 1"
         );
-        assert_eq!(members.vouch(1, pid(1), 12), Ok(()), "a new run of node 1");
-        assert_eq!(members.vouch(4, pid(4), 44), Ok(()), "a node not heard yet");
+        assert_eq!(vouch(1, pid(1), 12), Ok(()), "a new run of node 1");
+        assert_eq!(vouch(4, pid(4), 44), Ok(()), "a node not heard yet");
+        // Now heard of: if it stays silent, it is declared down, and what
+        // it set up here ends with it.
+        assert_eq!(members.incarnation_of(4), 44);
+        assert_eq!(
+            members.sweep(t0 + Duration::from_secs(5), Duration::from_secs(2)),
+            vec![1, 3, 4]
+        );
     }
 
     #[test]

@@ -28,9 +28,10 @@
 //!     traffic resumes                      every frame B queued before it)
 //! ```
 //!
-//! Both control frames travel on the receiving node's own subject, stamped
-//! and numbered like every frame, so each is read in order with the frames
-//! its sender published before it. The acknowledgement is queued after
+//! Both control frames travel on the receiving node's own subject, like
+//! every frame (not numbered: a lost one is repeated, and is no lost
+//! message), so each is read in order with the frames its sender published
+//! before it. The acknowledgement is queued after
 //! B's engine has ended its relations (that happens on the calling
 //! thread), so what A accepts after it was sent after the sweep, and every
 //! signal A drops while B is fenced was sent before it: nothing that was

@@ -25,10 +25,12 @@ pub struct TransportStats {
     /// Messages that arrived and were delivered to a local process.
     pub delivered: u64,
     /// Messages that arrived for a local process that does not exist or
-    /// has ended: dead letters on the receiving side (each logged).
+    /// has ended, and `terminate` or `cancel` requests that found no
+    /// process: dead letters on the receiving side (each logged).
     pub dead_letters: u64,
     /// Frames that arrived malformed, too large, with an unknown tag or for
-    /// another node: rejected, logged, and the receiver kept running.
+    /// another node, and signals between engines the engine could not
+    /// read: rejected, logged, and the receiver kept running.
     pub rejected: u64,
     /// Messages missing from a sender's sequence (lost in transit, as when
     /// the server restarts): the gaps the receiver saw.
@@ -59,6 +61,10 @@ pub struct TransportStats {
     /// lapsed or rewritten (this node could not renew it for a whole
     /// lease, and another took it).
     pub names_lost: u64,
+    /// Times the NATS client reported this node's subscription too slow:
+    /// it dropped frames its buffer could not hold. Those frames show as
+    /// gaps (`lost`) once a later frame from the same sender arrives.
+    pub slow_consumer: u64,
 }
 
 #[derive(Debug, Default)]
@@ -78,6 +84,7 @@ pub(crate) struct Counters {
     pub(crate) forged: AtomicU64,
     pub(crate) duplicates: AtomicU64,
     pub(crate) names_lost: AtomicU64,
+    pub(crate) slow_consumer: AtomicU64,
 }
 
 impl Counters {
@@ -102,6 +109,7 @@ impl Counters {
             forged: self.forged.load(Relaxed),
             duplicates: self.duplicates.load(Relaxed),
             names_lost: self.names_lost.load(Relaxed),
+            slow_consumer: self.slow_consumer.load(Relaxed),
         }
     }
 }

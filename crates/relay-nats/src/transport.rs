@@ -263,6 +263,14 @@ impl NatsTransport {
         let _ = self.commands.send(Command::Close);
         let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(thread) = thread {
+            // The last handle may go on the transport's own thread (an
+            // engine whose last reference was the one delivering a frame
+            // there): it ends by itself after `Close`, and cannot wait for
+            // itself.
+            if thread.thread().id() == std::thread::current().id() {
+                tracing::debug!("the NATS transport closed from its own thread");
+                return;
+            }
             if thread.join().is_err() {
                 tracing::error!("the NATS transport thread panicked");
             }
@@ -406,6 +414,15 @@ fn counting_events(
                         inner.lose_all();
                     }
                     tracing::warn!("disconnected from NATS");
+                }
+                async_nats::Event::SlowConsumer(subscription) => {
+                    if let Some(inner) = inner.upgrade() {
+                        Counters::add(&inner.counters.slow_consumer, 1);
+                    }
+                    tracing::warn!(
+                        subscription,
+                        "the NATS client dropped messages: a subscription is too slow"
+                    );
                 }
                 other => tracing::info!(event = %other, "NATS client event"),
             }

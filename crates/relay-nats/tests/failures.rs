@@ -162,3 +162,46 @@ fn a_node_that_leaves_is_unreachable_until_it_comes_back() {
     one.shutdown(Duration::from_secs(5));
     two.shutdown(Duration::from_secs(5));
 }
+
+/// A scheduler dropped while its transport delivers a flood: the last
+/// reference to the engine, and with it the transport, may go on the
+/// transport's own thread, which must then end by itself rather than wait
+/// for itself (it panicked with "failed to join thread"). Checked by a
+/// panic hook over many drops; the drop lands on the transport's thread in
+/// a fraction of them, not all, so this catches a regression only often.
+#[test]
+fn a_scheduler_dropped_while_its_transport_delivers_ends_without_a_panic() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let panics = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::clone(&panics);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        seen.lock().unwrap().push(info.to_string());
+    }));
+    let (one, _t1) = node(&server, 1);
+    for round in 0..20 {
+        let (two, t2) = node(&server, 2);
+        let to = two
+            .spawn(Recorder(Arc::new(Mutex::new(Vec::new()))))
+            .unwrap()
+            .pid();
+        // Node 1 floods node 2's recorder, then node 2 goes mid-flood.
+        let burst = Burst {
+            to,
+            from: round,
+            count: 2_000,
+        };
+        one.spawn(burst).unwrap();
+        wait_until("the flood arriving", WAIT, || t2.stats().delivered > 0);
+        drop(t2);
+        drop(two);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = std::panic::take_hook();
+    std::panic::set_hook(previous);
+    one.shutdown(Duration::from_millis(200));
+    let panics = panics.lock().unwrap();
+    assert!(panics.is_empty(), "{panics:?}");
+}

@@ -207,3 +207,65 @@ fn a_frame_addressed_to_an_earlier_run_of_the_node_never_reaches_this_one() {
     assert_eq!(t2.stats().delivered, 1);
     two.shutdown(Duration::from_millis(200));
 }
+
+/// Signals from a node that never announced itself (node 7: a raw client
+/// here): one that cannot be read is rejected, a terminate for no process
+/// is a dead letter, and the watch it set up ends when the failure
+/// detector gives up on the silent node, so nothing is kept for it and
+/// nothing is sent to it.
+#[test]
+fn signals_that_cannot_be_acted_on_are_counted_and_a_silent_senders_watches_end() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (two, t2) = node_detecting(
+        &server.url(),
+        2,
+        Duration::from_millis(100),
+        Duration::from_millis(600),
+    );
+    let mut watched = two.spawn(Server { held: Vec::new() }).unwrap();
+    let subject = NatsConfig::new(server.url()).frame_subject(2, 7);
+    let from = Pid::new(7, 1);
+    let signal = |to: Pid, bytes: Vec<u8>| {
+        codec()
+            .encode(&Package::new(
+                from,
+                to,
+                sched::remote::Signal::new(bytes, None),
+            ))
+            .unwrap()
+    };
+    let stamped = |mut frame: Vec<u8>, seq: u64| {
+        frame[34..42].copy_from_slice(&77u64.to_be_bytes());
+        frame[42..50].copy_from_slice(&seq.to_be_bytes());
+        frame
+    };
+    // An operation this version does not know.
+    server.publish_raw(&subject, &stamped(signal(watched.pid(), vec![1, 99]), 1));
+    wait_until("the unreadable signal rejected", WAIT, || {
+        t2.stats().rejected == 1
+    });
+    // A terminate for a process that never was.
+    server.publish_raw(&subject, &stamped(signal(Pid::new(2, 999), vec![1, 9]), 2));
+    wait_until("the terminate a dead letter", WAIT, || {
+        t2.stats().dead_letters == 1
+    });
+    // Node 7 monitors the live process (monitor id 5).
+    let mut monitor = vec![1, 1];
+    monitor.extend_from_slice(&5u64.to_be_bytes());
+    server.publish_raw(&subject, &stamped(signal(watched.pid(), monitor), 3));
+    wait_until("the monitor acted on", WAIT, || t2.stats().delivered == 1);
+    // Node 7 never beats: it is declared down, and its watch ends.
+    wait_until("node 7 declared down", WAIT, || t2.stats().nodes_down == 1);
+    two.post(watched.pid(), Ping(0)).unwrap(); // the watched process fails
+    assert!(watched.wait_timeout(WAIT).expect("ended").is_err());
+    std::thread::sleep(Duration::from_millis(300));
+    let s = t2.stats();
+    assert_eq!(
+        (s.published, s.refused),
+        (0, 0),
+        "no down for node 7: {s:?}"
+    );
+    two.shutdown(Duration::from_millis(200));
+}

@@ -55,7 +55,7 @@ pub trait Receiver {
     ///
     /// A [`SendError`] saying why the package was not accepted and handing it
     /// back: [`UnknownTarget`](crate::SendErrorKind::UnknownTarget) when no such
-    /// process exists, [`Closed`](crate::SendErrorKind::Ended) when it has finished,
+    /// process exists, [`Ended`](crate::SendErrorKind::Ended) when it has finished,
     /// [`Full`](crate::SendErrorKind::Full) when its mailbox is bounded and full.
     ///
     /// # Examples
@@ -74,7 +74,7 @@ pub trait Receiver {
     /// }
     ///
     /// let err = Finished.send(Package::new(Pid::local(1), Pid::local(2), ())).unwrap_err();
-    /// assert_eq!(err.to_string(), "process <0.2> is closed");
+    /// assert_eq!(err.to_string(), "process <0.2> has ended");
     /// ```
     fn send(&self, package: Package) -> Result<(), SendError>;
 }

@@ -68,7 +68,12 @@ use std::sync::Arc;
 pub trait RemoteTransport: Send + Sync + fmt::Debug {
     /// Called once by the scheduler that uses this transport, when it is
     /// built: `node` is its node number, `local` delivers a package to one
-    /// of its processes (and refuses it as a local send would).
+    /// of its processes (and refuses it as a local send would). A
+    /// [`Signal`] it refuses was not acted on: with
+    /// [`Unencodable`](crate::SendErrorKind::Unencodable) if the engine
+    /// could not read it, with a dead letter's kind if it named no process
+    /// (a `terminate` that found nothing). The receiving side counts
+    /// those; the sender is not told (over a real wire it could not be).
     ///
     /// # Examples
     ///

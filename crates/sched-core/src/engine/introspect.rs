@@ -349,7 +349,7 @@ impl Context {
     /// Whether a process has `pid` now, had it and ended, or is unknown to
     /// this scheduler, in constant time. What tells an error about a PID
     /// apart: a send to an ended process is
-    /// [`Closed`](relay::SendErrorKind::Ended), one to an unknown PID
+    /// [`Ended`](relay::SendErrorKind::Ended), one to an unknown PID
     /// [`UnknownTarget`](relay::SendErrorKind::UnknownTarget); a monitor's
     /// [`ExitReason::NoProcess`](crate::ExitReason::NoProcess) is either.
     ///

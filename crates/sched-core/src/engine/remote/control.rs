@@ -11,7 +11,7 @@
 //! (which the transport drops as stale), does nothing, as Erlang's
 //! `exit(Pid, kill)` to a dead process.
 
-use relay::Pid;
+use relay::{Pid, SendErrorKind};
 
 use super::protocol::Op;
 use crate::contract::error::TerminateError;
@@ -51,15 +51,26 @@ impl Shared {
         }
     }
 
-    /// `from`'s node asks to end `target`, a process of this node.
-    pub(super) fn ended_by_remote(&self, from: Pid, target: Pid, request: EndRequest) {
+    /// `from`'s node asks to end `target`, a process of this node. `Err`
+    /// when it found no process: a dead letter, as a message to it would
+    /// be.
+    pub(super) fn ended_by_remote(
+        &self,
+        from: Pid,
+        target: Pid,
+        request: EndRequest,
+    ) -> Result<(), SendErrorKind> {
         let context = Context::of(self);
         let done = match request {
             EndRequest::Terminate => context.terminate(target),
             EndRequest::Cancel => context.cancel(target),
         };
-        if let Err(error) = done {
+        done.map_err(|error| {
             tracing::debug!(%from, %target, ?request, %error, "a request from another node found no process");
-        }
+            match error {
+                TerminateError::Ended(_) => SendErrorKind::Ended,
+                _ => SendErrorKind::UnknownTarget,
+            }
+        })
     }
 }

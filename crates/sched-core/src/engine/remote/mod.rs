@@ -17,7 +17,7 @@ pub(crate) mod relations;
 pub(crate) mod table;
 
 #[cfg(not(loom))]
-use relay::{NodeDown, Package, Receiver, SendError, Signal};
+use relay::{NodeDown, Package, Receiver, SendError, SendErrorKind, Signal};
 
 use super::shared::Shared;
 use crate::sync::Arc;
@@ -37,8 +37,12 @@ impl Receiver for Inbox {
             return Err(SendError::ended(package));
         };
         if package.is::<Signal>() {
-            shared.on_signal(package);
-            return Ok(());
+            let (from, to) = (package.source(), package.target());
+            // The signal is spent either way; a refusal names its kind,
+            // for the transport's count, with an empty package.
+            return shared
+                .on_signal(package)
+                .map_err(|kind| SendError::new(kind, Package::new(from, to, ())));
         }
         if let Some(notice) = package.payload::<NodeDown>() {
             shared.node_down(notice.node);
@@ -52,12 +56,15 @@ impl Receiver for Inbox {
 impl Shared {
     /// Acts on a signal from another node's engine. A signal that cannot
     /// be read is logged and dropped: nothing from the wire stops the
-    /// engine.
-    fn on_signal(&self, package: Package) {
+    /// engine. `Err` says why it was not acted on, for the transport's
+    /// counts: [`Unencodable`](SendErrorKind::Unencodable) for one that
+    /// cannot be read (or is not for this node), a dead letter's kind for
+    /// a `terminate` or `cancel` that found no process.
+    fn on_signal(&self, package: Package) -> Result<(), SendErrorKind> {
         use protocol::Op;
         let (from, to, payload) = package.into_parts();
         let Ok(signal) = payload.downcast::<Signal>() else {
-            return;
+            return Err(SendErrorKind::Unencodable);
         };
         let (bytes, payload) = signal.into_parts();
         let op = match Op::decode(&bytes) {
@@ -67,7 +74,7 @@ impl Shared {
                 if let Some(payload) = payload {
                     crate::panic_guard::drop_user_value(payload, to, "a malformed signal's value");
                 }
-                return;
+                return Err(SendErrorKind::Unencodable);
             }
         };
         tracing::trace!(%from, %to, ?op, "signal from another node");
@@ -80,12 +87,16 @@ impl Shared {
             Op::Exit { reason, detail } => self.exit_from_remote(from, to, reason, detail),
             Op::Ask { key } => match payload {
                 Some(question) => self.asked_by_remote(from, to, key, question),
-                None => tracing::warn!(%from, %to, "ignored an ask without a question"),
+                None => {
+                    tracing::warn!(%from, %to, "ignored an ask without a question");
+                    return Err(SendErrorKind::Unencodable);
+                }
             },
             Op::Answer { key, result } => self.answered_by_remote(from, key, result, payload),
-            Op::Terminate => self.ended_by_remote(from, to, control::EndRequest::Terminate),
-            Op::Cancel => self.ended_by_remote(from, to, control::EndRequest::Cancel),
+            Op::Terminate => return self.ended_by_remote(from, to, control::EndRequest::Terminate),
+            Op::Cancel => return self.ended_by_remote(from, to, control::EndRequest::Cancel),
         }
+        Ok(())
     }
 }
 
