@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 
 use crate::codec::Content;
 use crate::config::{announce_subject, frame_subject, inbox_subject, members_subject, sender_of};
-use crate::membership::{announcement, read_announcement, Change, Kind};
-use crate::sequence::{Gaps, Numbers, Seen};
+use crate::membership::{announcement, beat, read_announcement, read_confirmations, Change, Kind};
+use crate::sequence::Seen;
 use crate::stats::Counters;
 use crate::transport::Inner;
 use crate::wire;
@@ -49,7 +49,6 @@ pub(crate) async fn run(
     inner: Arc<Inner>,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
-    let mut numbers = Numbers::default();
     let mut node = None;
     while let Some(command) = commands.recv().await {
         match command {
@@ -57,12 +56,16 @@ pub(crate) async fn run(
                 node: to,
                 mut frame,
             } => {
-                let seq = numbers.peek(to);
+                let seq = {
+                    let mut numbers = lock(&inner.numbers);
+                    let seq = numbers.peek(to);
+                    // The number is used up even if the publish fails: the
+                    // receiver then sees the gap, and knows what it lost.
+                    numbers.advance(to);
+                    seq
+                };
                 let addressed = inner.members.incarnation_of(to);
                 wire::stamp(&mut frame, addressed, inner.incarnation, seq);
-                // The number is used up even if the publish fails: the
-                // receiver then sees the gap, and knows what it lost.
-                numbers.advance(to);
                 let subject = frame_subject(&inner.prefix, to, inner.node());
                 match client.publish(subject, frame.into()).await {
                     Ok(()) => {
@@ -219,7 +222,6 @@ async fn receive(
     node: u32,
     local: Arc<dyn Receiver + Send + Sync>,
 ) {
-    let mut gaps = Gaps::default();
     while let Some(message) = messages.next().await {
         // Who sent it: the subject says, and only that node's credentials
         // may publish there (see `NatsConfig::permissions`).
@@ -270,8 +272,16 @@ async fn receive(
                 continue;
             }
         };
-        match gaps.observe(sender, incarnation, seq) {
-            Seen::First => gaps.retire(sender, incarnation),
+        let seen = {
+            let mut gaps = lock(&inner.gaps);
+            let seen = gaps.observe(sender, incarnation, seq);
+            if seen == Seen::First {
+                gaps.retire(sender, incarnation);
+            }
+            seen
+        };
+        match seen {
+            Seen::First => {}
             Seen::Next(0) => {}
             Seen::Next(missing) => {
                 Counters::add(&inner.counters.lost, missing);
@@ -327,6 +337,13 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
             Some((node, _, _)) if node == me => {}
             Some((node, kind, incarnation)) => {
                 let now = tokio::time::Instant::now().into_std();
+                // What it confirms of this run's frames to it.
+                let mine = read_confirmations(&message.payload)
+                    .into_iter()
+                    .find(|&(sender, run, _)| sender == me && run == inner.incarnation);
+                if let Some((_, _, seq)) = mine {
+                    inner.members.confirm(node, seq);
+                }
                 match inner.members.hear(node, kind, incarnation, now) {
                     Change::None => {}
                     Change::Up => {
@@ -363,7 +380,8 @@ async fn heartbeat(client: async_nats::Client, inner: Arc<Inner>, me: u32) {
     let subject = announce_subject(&inner.prefix, me);
     loop {
         ticks.tick().await;
-        let beat = announcement(me, Kind::Beat, inner.incarnation);
+        let confirmations = lock(&inner.gaps).confirmations();
+        let beat = beat(me, inner.incarnation, &confirmations);
         if client.publish(subject.clone(), beat.into()).await.is_err() {
             // The client is gone (the transport closed).
             return;
@@ -384,6 +402,16 @@ async fn detect(inner: Arc<Inner>) {
         let now = tokio::time::Instant::now().into_std();
         for node in inner.members.sweep(now, inner.down_after) {
             Counters::add(&inner.counters.nodes_down, 1);
+            let sent = lock(&inner.numbers).sent(node);
+            let unconfirmed = inner.members.unconfirmed(node, sent);
+            if unconfirmed > 0 {
+                Counters::add(&inner.counters.unconfirmed, unconfirmed);
+                tracing::warn!(
+                    node,
+                    unconfirmed,
+                    "frames sent to a node now down were never confirmed: lost with it, or received just before"
+                );
+            }
             tracing::warn!(
                 node,
                 silent_for = ?inner.down_after,
@@ -411,4 +439,12 @@ fn sweep_lost(inner: &Arc<Inner>, node: u32) {
             tracing::info!(node, deleted, "released the names of a lost node");
         }
     });
+}
+
+/// Locks one of the transport's shared tables (a panic elsewhere leaves
+/// them usable: each update is one step).
+fn lock<T>(table: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    table
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -58,9 +58,41 @@ pub(crate) fn announcement(node: u32, kind: Kind, incarnation: u64) -> Vec<u8> {
     out
 }
 
-/// Reads an announcement: `(node, kind, incarnation)`.
+/// A heartbeat that also confirms, for each sender this node hears, the
+/// last number it saw from that sender's run: `(node, incarnation,
+/// number)`, 20 bytes each after the announcement's 13.
+pub(crate) fn beat(node: u32, incarnation: u64, confirmations: &[(u32, u64, u64)]) -> Vec<u8> {
+    let mut out = announcement(node, Kind::Beat, incarnation);
+    for &(sender, run, seq) in confirmations {
+        out.extend_from_slice(&sender.to_be_bytes());
+        out.extend_from_slice(&run.to_be_bytes());
+        out.extend_from_slice(&seq.to_be_bytes());
+    }
+    out
+}
+
+/// The confirmations a heartbeat carries (none for other announcements,
+/// or if they are malformed).
+pub(crate) fn read_confirmations(bytes: &[u8]) -> Vec<(u32, u64, u64)> {
+    let rest = bytes.get(13..).unwrap_or(&[]);
+    if bytes.first() != Some(&2) || !rest.len().is_multiple_of(20) {
+        return Vec::new();
+    }
+    rest.chunks_exact(20)
+        .map(|c| {
+            let u32_at = |at: usize| u32::from_be_bytes(c[at..at + 4].try_into().expect("4"));
+            let u64_at = |at: usize| u64::from_be_bytes(c[at..at + 8].try_into().expect("8"));
+            (u32_at(0), u64_at(4), u64_at(12))
+        })
+        .collect()
+}
+
+/// Reads an announcement: `(node, kind, incarnation)`. A heartbeat may
+/// carry confirmations after them ([`read_confirmations`]).
 pub(crate) fn read_announcement(bytes: &[u8]) -> Option<(u32, Kind, u64)> {
-    if bytes.len() != 13 {
+    let beat_with_confirmations =
+        bytes.len() > 13 && bytes[0] == 2 && (bytes.len() - 13).is_multiple_of(20);
+    if bytes.len() != 13 && !beat_with_confirmations {
         return None;
     }
     let kind = match bytes[0] {
@@ -92,6 +124,10 @@ struct Member {
     /// The last episode of the member's Resets this transport swept for:
     /// a repeated Reset of it is only acknowledged again.
     swept_for: u64,
+    /// The last of this transport's frame numbers the member confirmed
+    /// (in its heartbeats), or counted unconfirmed when it was declared
+    /// down: what is above it, once it is declared down, is unconfirmed.
+    confirmed: u64,
 }
 
 /// How many past incarnations of a node are remembered.
@@ -182,8 +218,29 @@ impl Members {
             fence: None,
             fences: 0,
             swept_for: 0,
+            confirmed: 0,
         });
         Ok(())
+    }
+
+    /// `node` confirmed this transport's frames up to number `seq`.
+    pub(crate) fn confirm(&self, node: u32, seq: u64) {
+        if let Some(member) = self.lock().get_mut(&node) {
+            member.confirmed = member.confirmed.max(seq);
+        }
+    }
+
+    /// `node` was declared down with `sent` frames numbered for it: how
+    /// many it never confirmed (each counted once: they count as
+    /// confirmed from now on).
+    pub(crate) fn unconfirmed(&self, node: u32, sent: u64) -> u64 {
+        let mut members = self.lock();
+        let Some(member) = members.get_mut(&node) else {
+            return 0;
+        };
+        let unconfirmed = sent.saturating_sub(member.confirmed);
+        member.confirmed = member.confirmed.max(sent);
+        unconfirmed
     }
 
     /// Fences `node`'s current run: returns the new episode, or `None` if
@@ -300,6 +357,7 @@ impl Members {
                     fence: None,
                     fences: 0,
                     swept_for: 0,
+                    confirmed: 0,
                 },
             );
             return if state == State::Up {
@@ -499,6 +557,23 @@ mod tests {
             members.sweep(t0 + Duration::from_secs(5), Duration::from_secs(2)),
             vec![1, 3, 4]
         );
+    }
+
+    #[test]
+    fn beats_carry_confirmations_and_the_unconfirmed_are_counted_once() {
+        let bytes = beat(4, 40, &[(1, 10, 99), (2, 20, 7)]);
+        assert_eq!(read_announcement(&bytes), Some((4, Kind::Beat, 40)));
+        assert_eq!(read_confirmations(&bytes), vec![(1, 10, 99), (2, 20, 7)]);
+        assert_eq!(read_confirmations(&announcement(4, Kind::Up, 40)), vec![]);
+        assert_eq!(read_announcement(&bytes[..20]), None, "a broken list");
+        let members = Members::default();
+        members.hear(4, Kind::Up, 40, Instant::now());
+        members.confirm(4, 90);
+        members.confirm(4, 80); // an older beat, late
+        assert_eq!(members.unconfirmed(4, 100), 10);
+        assert_eq!(members.unconfirmed(4, 100), 0, "once");
+        assert_eq!(members.unconfirmed(4, 103), 3);
+        assert_eq!(members.unconfirmed(9, 5), 0, "never heard of");
     }
 
     #[test]

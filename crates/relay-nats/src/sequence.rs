@@ -45,6 +45,18 @@ impl Gaps {
         }
     }
 
+    /// The last number seen from each sender's run: what this node
+    /// confirms in its heartbeats, `(node, incarnation, number)`.
+    pub(crate) fn confirmations(&self) -> Vec<(u32, u64, u64)> {
+        let mut seen: Vec<(u32, u64, u64)> = self
+            .last
+            .iter()
+            .map(|(&(node, incarnation), &seq)| (node, incarnation, seq))
+            .collect();
+        seen.sort_unstable();
+        seen
+    }
+
     /// Forgets every transport of `node` but `keep`: runs it has left
     /// behind send nothing more worth counting.
     pub(crate) fn retire(&mut self, node: u32, keep: u64) {
@@ -68,6 +80,11 @@ impl Numbers {
     /// The frame to `node` was published: move on.
     pub(crate) fn advance(&mut self, node: u32) {
         *self.next.entry(node).or_insert(1) += 1;
+    }
+
+    /// How many frames were numbered for `node` so far (the last number).
+    pub(crate) fn sent(&self, node: u32) -> u64 {
+        self.next.get(&node).map_or(0, |next| next - 1)
     }
 }
 
@@ -104,5 +121,18 @@ mod tests {
         numbers.advance(2);
         assert_eq!(numbers.peek(2), 2);
         assert_eq!(numbers.peek(3), 1);
+        assert_eq!(
+            (numbers.sent(2), numbers.sent(3), numbers.sent(4)),
+            (1, 0, 0)
+        );
+    }
+
+    #[test]
+    fn confirmations_name_the_last_number_of_each_run() {
+        let mut gaps = Gaps::default();
+        gaps.observe(1, 7, 5);
+        gaps.observe(1, 7, 9);
+        gaps.observe(2, 8, 3);
+        assert_eq!(gaps.confirmations(), vec![(1, 7, 9), (2, 8, 3)]);
     }
 }

@@ -65,6 +65,12 @@ pub struct TransportStats {
     /// it dropped frames its buffer could not hold. Those frames show as
     /// gaps (`lost`) once a later frame from the same sender arrives.
     pub slow_consumer: u64,
+    /// Frames sent to a node that was then declared down, and that it had
+    /// not confirmed receiving (nodes confirm, in every heartbeat, the last
+    /// frame they saw from each sender): lost with it, or received just
+    /// before it went silent. So a frame to a node that dies is delivered
+    /// there, counted lost there, or counted here, never nothing.
+    pub unconfirmed: u64,
 }
 
 #[derive(Debug, Default)]
@@ -85,6 +91,7 @@ pub(crate) struct Counters {
     pub(crate) duplicates: AtomicU64,
     pub(crate) names_lost: AtomicU64,
     pub(crate) slow_consumer: AtomicU64,
+    pub(crate) unconfirmed: AtomicU64,
 }
 
 impl Counters {
@@ -110,6 +117,7 @@ impl Counters {
             duplicates: self.duplicates.load(Relaxed),
             names_lost: self.names_lost.load(Relaxed),
             slow_consumer: self.slow_consumer.load(Relaxed),
+            unconfirmed: self.unconfirmed.load(Relaxed),
         }
     }
 }

@@ -45,6 +45,11 @@ pub(crate) struct Inner {
     /// The names this node holds, and the revision of each it last wrote:
     /// renewed every third of the lease (`names.rs`).
     pub(crate) held: Mutex<std::collections::HashMap<String, crate::kv::Held>>,
+    /// The frames numbered for each node (the publishing loop's), and the
+    /// last number seen from each sender (the receiving task's): shared
+    /// with the failure detector and the heartbeat, for confirmations.
+    pub(crate) numbers: Mutex<crate::sequence::Numbers>,
+    pub(crate) gaps: Mutex<crate::sequence::Gaps>,
     /// The transport thread's command queue, for the control frames the
     /// transport's own tasks send (`reset.rs`).
     pub(crate) commands: OnceLock<mpsc::UnboundedSender<Command>>,
@@ -172,6 +177,8 @@ impl NatsTransport {
             names_bucket: config.names_bucket,
             name_lease: config.name_lease,
             held: Mutex::new(std::collections::HashMap::new()),
+            numbers: Mutex::default(),
+            gaps: Mutex::default(),
             commands: OnceLock::new(),
         });
         let (commands, queue) = mpsc::unbounded_channel();

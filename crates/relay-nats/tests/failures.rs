@@ -205,3 +205,73 @@ fn a_scheduler_dropped_while_its_transport_delivers_ends_without_a_panic() {
     let panics = panics.lock().unwrap();
     assert!(panics.is_empty(), "{panics:?}");
 }
+
+/// A node that dies (its connection gone for good, no goodbye) while
+/// another streams to it: every frame the sender published is delivered
+/// there, counted lost there, or counted `unconfirmed` by the sender once
+/// its detector declares the node down. None vanishes uncounted.
+#[test]
+fn frames_to_a_node_that_dies_are_delivered_or_counted() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let proxy = FaultyProxy::start(server.port);
+    let (one, t1) = node_detecting(
+        &server.url(),
+        1,
+        Duration::from_millis(100),
+        Duration::from_millis(600),
+    );
+    let (two, t2) = node_detecting(&proxy.url(), 2, Duration::from_millis(100), DOWN_AFTER);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let to = two.spawn(Recorder(seen.clone())).unwrap().pid();
+    let (mut accepted, mut killed) = (0u64, false);
+    loop {
+        let seq = Seq {
+            from: 1,
+            n: accepted + 1,
+        };
+        match one.post(to, seq) {
+            Ok(()) => accepted += 1,
+            // Declared down: nothing more leaves.
+            Err(error) if killed => {
+                assert_eq!(error.kind(), SendErrorKind::Unreachable, "{error}");
+                break;
+            }
+            Err(error) => panic!("refused before the death: {error}"),
+        }
+        if !killed && seen.lock().unwrap().len() >= 500 {
+            proxy.kill();
+            killed = true;
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    wait_until("node 1 to count every publish", WAIT, || {
+        let s = t1.stats();
+        s.published + s.publish_failed == accepted
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let (s1, s2) = (t1.stats(), t2.stats());
+    let received = seen.lock().unwrap().len() as u64;
+    assert!(s1.nodes_down >= 1, "{s1:?}");
+    assert!(
+        s1.unconfirmed > 0,
+        "frames were sent after the death: {s1:?}"
+    );
+    // What node 1 counts as confirmed, node 2 saw.
+    assert!(
+        s1.published - s1.unconfirmed <= received + s2.lost,
+        "confirmed but not seen: {s1:?} {s2:?} received {received}"
+    );
+    // And what node 2 did not see, node 1 counted.
+    assert!(
+        received + s2.lost + s1.unconfirmed >= s1.published,
+        "vanished uncounted: {s1:?} {s2:?} received {received}"
+    );
+    eprintln!(
+        "a node died: {} published, {received} received, {} unconfirmed",
+        s1.published, s1.unconfirmed
+    );
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}

@@ -293,6 +293,8 @@ pub struct FaultyProxy {
     stalled_until: Arc<Mutex<Instant>>,
     /// The sockets of the connections through the proxy, to cut them.
     open: Arc<Mutex<Vec<TcpStream>>>,
+    /// Set: every connection is cut and no new one is let through.
+    dead: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl FaultyProxy {
@@ -302,9 +304,14 @@ impl FaultyProxy {
         let stalled_until = Arc::new(Mutex::new(Instant::now()));
         let open = Arc::new(Mutex::new(Vec::new()));
         let (stall, sockets) = (Arc::clone(&stalled_until), Arc::clone(&open));
+        let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let refuse = Arc::clone(&dead);
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
+                if refuse.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: closed at once
+                }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)) else {
                     return;
                 };
@@ -353,6 +360,7 @@ impl FaultyProxy {
             port,
             stalled_until,
             open,
+            dead,
         }
     }
 
@@ -363,6 +371,13 @@ impl FaultyProxy {
     /// Holds the node's bytes to the server for `how_long`, from now.
     pub fn stall(&self, how_long: Duration) {
         *self.stalled_until.lock().unwrap() = Instant::now() + how_long;
+    }
+
+    /// Cuts every connection and lets none through again: to the server
+    /// and the other nodes, the node behind the proxy is dead.
+    pub fn kill(&self) {
+        self.dead.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cut();
     }
 
     /// Closes every connection through the proxy.
