@@ -75,7 +75,7 @@
 //! if let Some(db) = names.whereis("db")? {
 //!     // A process of any node: watch it, ask it.
 //!     let monitor = node.monitor(db);
-//!     println!("{:?}", monitor.try_get());
+//!     println!("{:?}", monitor.try_take());
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -283,7 +283,10 @@ fn a_monitor_of_a_live_remote_process_fires_once_when_it_ends_with_how() {
         Vec::<String>::new(),
         "alive: no down"
     );
-    assert!(outside.try_get().is_none(), "alive: no down outside either");
+    assert!(
+        outside.try_take().is_none(),
+        "alive: no down outside either"
+    );
     two.post(t, "fail").unwrap();
     assert_eq!(next(&lines), format!("down {t} Error boom"));
     let down = outside
@@ -566,7 +569,7 @@ fn after_a_false_alarm_the_real_end_is_not_told_twice() {
         "each relation fired once"
     );
     assert_eq!(
-        outside.try_get().map(|d| d.reason),
+        outside.try_take().map(|d| d.reason),
         Some(ExitReason::NodeDown)
     );
     // The wire works: a new monitor learns the real state.

@@ -45,7 +45,7 @@ fn an_outside_monitor_reports_how_the_process_ended() {
     ] {
         let pid = scheduler.spawn(Obedient).unwrap().pid();
         let monitor = scheduler.monitor(pid);
-        assert_eq!(monitor.try_get(), None);
+        assert_eq!(monitor.try_take(), None);
         scheduler.post(pid, order).unwrap();
         let down = monitor.wait_timeout(WAIT).expect("it ended");
         assert_eq!(
@@ -359,4 +359,51 @@ fn a_monitor_set_while_init_runs_fires_when_init_fails() {
     assert!(submitter.join().unwrap().is_some(), "init failed");
     let down = monitor.wait_timeout(WAIT).expect("the monitor fired");
     assert_eq!(down.reason, ExitReason::NoProcess);
+}
+
+/// Wakes the task by panicking: a hostile waker.
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("a waker that panics");
+    }
+}
+
+#[test]
+fn an_outside_monitor_is_a_future_of_its_down() {
+    let scheduler = started(2);
+    let pid = scheduler.spawn(Obedient).unwrap().pid();
+    let monitor = scheduler.monitor(pid);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let down = std::thread::scope(|scope| {
+        // Ends only once the task waits on the monitor.
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            scheduler.post(pid, "fail").unwrap();
+        });
+        runtime.block_on(async { tokio::time::timeout(WAIT, monitor).await.expect("it ended") })
+    });
+    assert_eq!((down.pid, down.reason), (pid, ExitReason::Error));
+
+    // A waker that panics when woken does not stop the down.
+    let pid = scheduler.spawn(Obedient).unwrap().pid();
+    let mut monitor = scheduler.monitor(pid);
+    let waker = std::task::Waker::from(Arc::new(PanickingWaker));
+    let mut cx = std::task::Context::from_waker(&waker);
+    use std::future::Future;
+    assert!(std::pin::Pin::new(&mut monitor).poll(&mut cx).is_pending());
+    scheduler.post(pid, "finish").unwrap();
+    assert_eq!(
+        monitor.wait_timeout(WAIT).map(|d| d.reason),
+        Some(ExitReason::Normal)
+    );
+    match std::pin::Pin::new(&mut monitor).poll(&mut cx) {
+        std::task::Poll::Ready(down) => assert_eq!(down.pid, pid),
+        std::task::Poll::Pending => panic!("the down is there"),
+    }
+    scheduler.shutdown(Duration::from_secs(1));
 }

@@ -46,6 +46,28 @@ use crate::record::{Record, RecordRef};
 /// Dropping the handle removes the monitor: a health checker that monitors
 /// a long-lived service and forgets the handle leaves nothing behind on
 /// the service.
+///
+/// It is also a `Future` of the [`Down`], for async code (the names are
+/// those of [`Completion`](crate::Completion): `wait`, `wait_timeout`,
+/// `try_take`, `.await`):
+///
+/// ```
+/// use sched::prelude::*;
+///
+/// # struct Crashes;
+/// # impl Process for Crashes {
+/// #     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+/// #         Err("boom".into())
+/// #     }
+/// # }
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let pid = scheduler.spawn(Crashes)?.pid();
+/// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let down = runtime.block_on(scheduler.monitor(pid));
+/// assert_eq!(down.pid, pid);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Monitor {
     id: MonitorId,
     slot: StdArc<DownSlot>,
@@ -61,7 +83,7 @@ impl std::fmt::Debug for Monitor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Monitor")
             .field("id", &self.id)
-            .field("down", &self.try_get())
+            .field("down", &self.try_take())
             .finish()
     }
 }
@@ -123,13 +145,38 @@ impl Monitor {
         }
     }
 
-    /// The notification, if the process has ended.
+    /// The notification, if the process has ended (the same each time:
+    /// a `Down` is cloned, not used up).
     ///
     /// # Examples
     ///
     /// See [`Monitor`].
-    pub fn try_get(&self) -> Option<Down> {
+    pub fn try_take(&self) -> Option<Down> {
         self.slot.down.lock().clone()
+    }
+}
+
+/// Resolves to the notification, as [`Monitor::wait`] returns it.
+impl std::future::Future for Monitor {
+    type Output = Down;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Down> {
+        // The waker is stored before the notification is looked at, so a
+        // `set` between the two wakes it: no notification is missed.
+        {
+            let mut waker = self.slot.waker.lock();
+            match &*waker {
+                Some(stored) if stored.will_wake(cx.waker()) => {}
+                _ => *waker = Some(cx.waker().clone()),
+            }
+        }
+        match self.slot.down.lock().clone() {
+            Some(down) => std::task::Poll::Ready(down),
+            None => std::task::Poll::Pending,
+        }
     }
 }
 

@@ -142,18 +142,26 @@ pub(crate) enum Watcher {
     },
 }
 
-/// Where an outside monitor's notification waits to be read.
+/// Where an outside monitor's notification waits to be read: by a thread
+/// (`ready`) or a task (`waker`).
 #[derive(Debug, Default)]
 pub(crate) struct DownSlot {
     pub(crate) down: Mutex<Option<Down>>,
     pub(crate) ready: Condvar,
+    pub(crate) waker: Mutex<Option<std::task::Waker>>,
 }
 
 impl DownSlot {
-    /// Stores the notification and wakes whoever waits for it.
+    /// Stores the notification and wakes whoever waits for it. The task's
+    /// waker is the user's: it is woken outside the locks, and a panic in
+    /// it is caught.
     pub(crate) fn set(&self, down: Down) {
         *self.down.lock() = Some(down);
         self.ready.notify_all();
+        let waker = self.waker.lock().take();
+        if let Some(waker) = waker {
+            crate::panic_guard::wake_user_waker(waker, "a monitor's waker");
+        }
     }
 }
 

@@ -266,7 +266,7 @@ fn gather_notices(
             n.outside.push(OutsideRec {
                 target: tracked.pid,
                 live: *live,
-                got: monitor.try_get().map(|d| (d.pid, d.reason)),
+                got: monitor.try_take().map(|d| (d.pid, d.reason)),
             });
         }
     }
