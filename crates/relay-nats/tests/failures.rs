@@ -227,14 +227,7 @@ fn frames_to_a_node_that_dies_are_delivered_or_counted() {
     let Some(server) = NatsServer::start() else {
         return;
     };
-    let proxy = FaultyProxy::start(server.port);
-    let (one, t1) = node_detecting(
-        &server.url(),
-        1,
-        Duration::from_millis(100),
-        Duration::from_millis(600),
-    );
-    let (two, t2) = node_detecting(&proxy.url(), 2, Duration::from_millis(100), DOWN_AFTER);
+    let (proxy, (one, t1), (two, t2)) = watchful_and_proxied(&server);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let to = two.spawn(Recorder(seen.clone())).unwrap().pid();
     let (mut accepted, mut killed) = (0u64, false);

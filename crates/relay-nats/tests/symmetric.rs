@@ -118,15 +118,8 @@ fn a_false_alarm_on_one_side_ends_the_relations_on_both() {
     let Some(server) = NatsServer::start() else {
         return;
     };
-    let proxy = FaultyProxy::start(server.port);
     // Node 1 gives up on a node after 600 ms of silence; node 2 is patient.
-    let (one, t1) = node_detecting(
-        &server.url(),
-        1,
-        Duration::from_millis(100),
-        Duration::from_millis(600),
-    );
-    let (two, t2) = node_detecting(&proxy.url(), 2, Duration::from_millis(100), DOWN_AFTER);
+    let (proxy, (one, t1), (two, t2)) = watchful_and_proxied(&server);
     let pair = pair(&one, &two);
 
     // Node 2's bytes are held for 2 s: node 1 declares it down, node 2
@@ -177,10 +170,7 @@ fn every_blip_and_pause_ends_the_relations_on_both_sides_once() {
     let Some(server) = NatsServer::start() else {
         return;
     };
-    let proxy = FaultyProxy::start(server.port);
-    let heartbeat = Duration::from_millis(100);
-    let (one, t1) = node_detecting(&server.url(), 1, heartbeat, Duration::from_millis(600));
-    let (two, t2) = node_detecting(&proxy.url(), 2, heartbeat, DOWN_AFTER);
+    let (proxy, (one, t1), (two, t2)) = watchful_and_proxied(&server);
     let faults: [(&str, Option<Duration>); 6] = [
         ("blip", None),
         ("pause 1 s", Some(Duration::from_secs(1))),

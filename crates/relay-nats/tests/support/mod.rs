@@ -140,14 +140,7 @@ impl NatsServer {
             .options(options)
             .failure_detector(HEARTBEAT, DOWN_AFTER)
             .cluster_names(NAMES);
-        let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
-        let scheduler = Scheduler::builder()
-            .workers(2)
-            .node(node)
-            .remote(transport.clone())
-            .build();
-        scheduler.start();
-        (scheduler, transport)
+        started_node(config, node)
     }
 
     /// Kills the server and starts it again on the same port.
@@ -459,6 +452,12 @@ pub fn node_configured(
             .failure_detector(HEARTBEAT, DOWN_AFTER)
             .cluster_names(NAMES),
     );
+    started_node(config, node)
+}
+
+/// A started two-worker scheduler as node `node`, over a transport
+/// connected with `config`.
+fn started_node(config: NatsConfig, node: u32) -> (Scheduler, Arc<NatsTransport>) {
     let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
     let scheduler = Scheduler::builder()
         .workers(2)
@@ -467,6 +466,23 @@ pub fn node_configured(
         .build();
     scheduler.start();
     (scheduler, transport)
+}
+
+/// Node 1, on the server directly, declares a node down after 600 ms of
+/// silence; node 2, behind the returned proxy (to stall, cut or kill),
+/// keeps the tests' patient detector. Both beat every 100 ms.
+pub fn watchful_and_proxied(
+    server: &NatsServer,
+) -> (
+    FaultyProxy,
+    (Scheduler, Arc<NatsTransport>),
+    (Scheduler, Arc<NatsTransport>),
+) {
+    let proxy = FaultyProxy::start(server.port);
+    let beat = Duration::from_millis(100);
+    let one = node_detecting(&server.url(), 1, beat, Duration::from_millis(600));
+    let two = node_detecting(&proxy.url(), 2, beat, DOWN_AFTER);
+    (proxy, one, two)
 }
 
 pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
