@@ -455,6 +455,9 @@ pub fn node_configured(
     started_node(config, node)
 }
 
+/// A started scheduler and its transport.
+pub type Node = (Scheduler, Arc<NatsTransport>);
+
 /// A started two-worker scheduler as node `node`, over a transport
 /// connected with `config`.
 fn started_node(config: NatsConfig, node: u32) -> (Scheduler, Arc<NatsTransport>) {
@@ -471,13 +474,7 @@ fn started_node(config: NatsConfig, node: u32) -> (Scheduler, Arc<NatsTransport>
 /// Node 1, on the server directly, declares a node down after 600 ms of
 /// silence; node 2, behind the returned proxy (to stall, cut or kill),
 /// keeps the tests' patient detector. Both beat every 100 ms.
-pub fn watchful_and_proxied(
-    server: &NatsServer,
-) -> (
-    FaultyProxy,
-    (Scheduler, Arc<NatsTransport>),
-    (Scheduler, Arc<NatsTransport>),
-) {
+pub fn watchful_and_proxied(server: &NatsServer) -> (FaultyProxy, Node, Node) {
     let proxy = FaultyProxy::start(server.port);
     let beat = Duration::from_millis(100);
     let one = node_detecting(&server.url(), 1, beat, Duration::from_millis(600));
