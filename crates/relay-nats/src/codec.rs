@@ -355,7 +355,7 @@ impl Codec {
             });
         }
         if frame.kind == wire::Kind::Control {
-            let Some(control) = crate::reset::Control::read(frame.signal) else {
+            let Some(control) = wire::Control::read(frame.signal) else {
                 return Err(DecodeError::BadTag);
             };
             return Ok(Decoded {
@@ -411,10 +411,7 @@ pub(crate) enum Content {
     /// A message or a signal, for the engine.
     Package(Package),
     /// A control frame from the transport of node `from`, for this one.
-    Control {
-        from: u32,
-        control: crate::reset::Control,
-    },
+    Control { from: u32, control: wire::Control },
 }
 
 /// A frame decoded, with what the transport checks of its stamp.

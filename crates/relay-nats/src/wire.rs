@@ -97,6 +97,41 @@ pub(crate) fn write(
     out
 }
 
+/// A control frame between two transports, with the episode it is about
+/// (the sender's count of its fences of the receiver, for a Reset; the
+/// Reset's, for an acknowledgement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// "I lost you and ended my relations with you: end yours with me."
+    Reset(u64),
+    /// "I have ended my relations with you for your Reset of this episode."
+    Acknowledged(u64),
+}
+
+impl Control {
+    /// The control frame's body: what it is (one byte), then the episode.
+    pub(crate) fn bytes(self) -> [u8; CONTROL_LEN] {
+        let (what, episode) = match self {
+            Control::Reset(episode) => (0, episode),
+            Control::Acknowledged(episode) => (1, episode),
+        };
+        let mut out = [0; CONTROL_LEN];
+        out[0] = what;
+        out[1..].copy_from_slice(&episode.to_be_bytes());
+        out
+    }
+
+    /// The control a frame's body says, if it is one this build knows.
+    pub(crate) fn read(body: &[u8]) -> Option<Control> {
+        let episode = u64::from_be_bytes(body.get(1..9)?.try_into().ok()?);
+        match body.first()? {
+            0 => Some(Control::Reset(episode)),
+            1 => Some(Control::Acknowledged(episode)),
+            _ => None,
+        }
+    }
+}
+
 /// How many signal bytes a control frame carries.
 pub(crate) const CONTROL_LEN: usize = 9;
 
@@ -255,5 +290,20 @@ mod tests {
         let mut mixed = write(Pid::new(1, 7), Pid::new(2, 9), Some(&[1]), "t", b"");
         mixed[1] = 0;
         assert!(matches!(read(&mixed, 1 << 20), Err(DecodeError::BadTag)));
+    }
+
+    #[test]
+    fn controls_round_trip_and_unknown_ones_are_refused() {
+        for control in [
+            Control::Reset(1),
+            Control::Acknowledged(u64::MAX),
+            Control::Reset(0),
+        ] {
+            assert_eq!(Control::read(&control.bytes()), Some(control));
+        }
+        let mut unknown = Control::Reset(3).bytes();
+        unknown[0] = 9;
+        assert_eq!(Control::read(&unknown), None);
+        assert_eq!(Control::read(&[0, 1]), None);
     }
 }
