@@ -142,6 +142,17 @@ impl Peer {
         }
     }
 
+    /// Sends the child a signal (`STOP`, `CONT`, ...) with `kill`.
+    #[allow(dead_code)]
+    pub(crate) fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// Kills the child (SIGKILL on Unix: no goodbye, no flush).
     pub(crate) fn kill(&mut self) {
         self.child.kill().expect("the child can be killed");
