@@ -1,0 +1,197 @@
+//! Group commit: one writer thread turns the records of every worker into
+//! batches, each written with one sync.
+//!
+//! Protocol: a durable process yields the journal's command with its
+//! record ([`crate::store::Append`]); the command's handler, on the
+//! worker, only queues it. The writer takes everything queued (up to
+//! [`MAX_BATCH_RECORDS`] records or [`MAX_BATCH_BYTES`] bytes), appends
+//! it in one `Store::append` call, then completes each command: `Ok` once
+//! the whole batch is durable, the store's error otherwise. While one
+//! batch syncs, the next one gathers: a record waits for at most the sync
+//! in progress and its own, and the number of syncs follows the load, not
+//! the number of records. There is no lingering: an idle writer syncs a
+//! lone record at once.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use sched::command::Completer;
+
+use crate::error::DurableError;
+use crate::store::{Append, Store};
+
+/// The most records one sync writes.
+pub const MAX_BATCH_RECORDS: usize = 8192;
+/// The most bytes one sync writes (a batch holds at least one record).
+pub const MAX_BATCH_BYTES: usize = 8 << 20;
+
+struct Queue {
+    items: Vec<(Append, Completer)>,
+    stopped: bool,
+}
+
+/// A latency histogram in powers of two of microseconds.
+pub(crate) struct Latency {
+    buckets: [AtomicU64; 40],
+    max_us: AtomicU64,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            max_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Latency {
+    pub(crate) fn record(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let bucket = (64 - us.leading_zeros() as usize).min(39);
+        self.buckets[bucket].fetch_add(1, Relaxed);
+        self.max_us.fetch_max(us, Relaxed);
+    }
+
+    /// The upper bound of the bucket holding quantile `q` (0..=1).
+    pub(crate) fn quantile(&self, q: f64) -> Duration {
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return Duration::ZERO;
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, count) in counts.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                let upper = if i == 0 { 1 } else { 1u64 << i };
+                return Duration::from_micros(upper.min(self.max_us.load(Relaxed).max(1)));
+            }
+        }
+        Duration::from_micros(self.max_us.load(Relaxed))
+    }
+
+    pub(crate) fn max(&self) -> Duration {
+        Duration::from_micros(self.max_us.load(Relaxed))
+    }
+}
+
+/// The writer's counters, read by [`crate::Durability::stats`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) records: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) syncs: AtomicU64,
+    pub(crate) failed_syncs: AtomicU64,
+    pub(crate) largest_batch: AtomicU64,
+    pub(crate) sync: Latency,
+}
+
+pub(crate) struct Writer {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    pub(crate) counters: Counters,
+}
+
+impl Writer {
+    /// Starts the writer thread over `store`.
+    pub(crate) fn start(store: Arc<dyn Store>) -> (Arc<Writer>, JoinHandle<()>) {
+        let writer = Arc::new(Writer {
+            queue: Mutex::new(Queue {
+                items: Vec::new(),
+                stopped: false,
+            }),
+            ready: Condvar::new(),
+            counters: Counters::default(),
+        });
+        let thread = {
+            let writer = writer.clone();
+            std::thread::Builder::new()
+                .name("sched-durable-writer".into())
+                .spawn(move || writer.run(&*store))
+                .expect("the journal's writer thread starts")
+        };
+        (writer, thread)
+    }
+
+    /// Queues a record; `done` completes once it is durable.
+    pub(crate) fn submit(&self, append: Append, done: Completer) {
+        let mut queue = self.queue.lock();
+        if queue.stopped {
+            drop(queue);
+            let _ = done.fail(DurableError::Stopped);
+            return;
+        }
+        queue.items.push((append, done));
+        drop(queue);
+        self.ready.notify_one();
+    }
+
+    /// Stops taking records; the writer writes what is queued and ends.
+    pub(crate) fn stop(&self) {
+        self.queue.lock().stopped = true;
+        self.ready.notify_one();
+    }
+
+    fn take(&self) -> Option<Vec<(Append, Completer)>> {
+        let mut queue = self.queue.lock();
+        while queue.items.is_empty() {
+            if queue.stopped {
+                return None;
+            }
+            self.ready.wait(&mut queue);
+        }
+        let mut bytes = 0;
+        let mut count = 0;
+        for (append, _) in &queue.items {
+            if count > 0
+                && (count == MAX_BATCH_RECORDS || bytes + append.record.len() > MAX_BATCH_BYTES)
+            {
+                break;
+            }
+            bytes += append.record.len();
+            count += 1;
+        }
+        let rest = queue.items.split_off(count);
+        Some(std::mem::replace(&mut queue.items, rest))
+    }
+
+    fn run(&self, store: &dyn Store) {
+        while let Some(batch) = self.take() {
+            let (appends, waiters): (Vec<Append>, Vec<Completer>) = batch.into_iter().unzip();
+            let bytes: usize = appends.iter().map(|a| a.record.len()).sum();
+            let started = Instant::now();
+            let result = store.append(&appends);
+            self.counters.sync.record(started.elapsed());
+            let c = &self.counters;
+            match &result {
+                Ok(()) => {
+                    c.syncs.fetch_add(1, Relaxed);
+                    c.records.fetch_add(appends.len() as u64, Relaxed);
+                    c.bytes.fetch_add(bytes as u64, Relaxed);
+                    c.largest_batch.fetch_max(appends.len() as u64, Relaxed);
+                }
+                Err(e) => {
+                    c.failed_syncs.fetch_add(1, Relaxed);
+                    tracing::error!(
+                        "a journal batch of {} records was not written: {e}",
+                        appends.len()
+                    );
+                }
+            }
+            for done in waiters {
+                // A process that ended meanwhile no longer waits: nothing
+                // to tell it.
+                let _ = match &result {
+                    Ok(()) => done.complete(Box::new(())),
+                    Err(e) => done.fail(e.clone()),
+                };
+            }
+        }
+    }
+}

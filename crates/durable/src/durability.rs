@@ -1,0 +1,738 @@
+//! The handle an application holds: a store, its writer, the registered
+//! process types, and the running durable processes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use parking_lot::RwLock;
+use sched::command::{Command, CommandId, Completer, Rejected};
+use sched::prelude::*;
+use serde::de::DeserializeOwned;
+
+use crate::commit::{Latency, Writer};
+use crate::error::{codec, DurableError};
+use crate::process::{Durable, Erased, Typed};
+use crate::receipt::Receipt;
+use crate::record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
+use crate::recovery::{replay, Replayed};
+use crate::runner::{Ending, Envelope, Runner, Shared, Tell};
+use crate::state::State;
+use crate::store::{Append, Created, Outgoing, Store};
+
+/// The command id the journal's writer answers, unless
+/// [`Durability::with_command`] chose another.
+pub const JOURNAL_COMMAND: CommandId = CommandId(0xD0_7A_B1_E0);
+
+type Factory = fn(&[u8]) -> Result<Box<dyn Erased>, DurableError>;
+
+fn factory<D: Durable>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError> {
+    let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
+    Ok(Box::new(Typed(D::create(args))))
+}
+
+/// Durable processes on one store: spawn them, tell them, and after a
+/// restart, [`recover`](Durability::recover) them.
+///
+/// Set-up, in order: open it on a store, [`register`](Durability::register)
+/// every durable type, [`install`](Durability::install) its journal on the
+/// scheduler's builder, start the scheduler, then `recover` (which resumes
+/// what the store holds) before spawning new ones. Drop it after the
+/// scheduler's shutdown: its writer writes what is queued, then stops.
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::prelude::*;
+/// use std::time::Duration;
+///
+/// #[derive(Default)]
+/// struct Tally { total: u64 }
+///
+/// impl Durable for Tally {
+///     const KIND: &'static str = "tally";
+///     type Args = ();
+///     type Message = u64;
+///     fn create(_: ()) -> Self { Tally::default() }
+///     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+///         if let Input::Message { message, .. } = input {
+///             if message == 0 { out.done(&self.total)?; } else { self.total += message; }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let dir = tempfile::tempdir()?;
+/// let durability = Durability::open(RedbStore::create(dir.path().join("journal.redb"))?);
+/// durability.register::<Tally>();
+/// let scheduler = durability.install(Scheduler::builder().workers(2)).build();
+/// scheduler.start();
+/// durability.recover(&scheduler)?;
+///
+/// let tally = durability.spawn::<Tally>(&scheduler, "tally-1", ())?;
+/// for n in [1, 2, 3] {
+///     durability.tell::<Tally>(&scheduler, "tally-1", &n)?.wait(Duration::from_secs(5))?;
+/// }
+/// durability.tell::<Tally>(&scheduler, "tally-1", &0)?;
+/// assert_eq!(tally.wait::<u64>()?, 6);
+/// scheduler.shutdown(Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Durability {
+    store: Arc<dyn Store>,
+    shared: Arc<Shared>,
+    kinds: RwLock<HashMap<&'static str, Factory>>,
+    writer: Option<JoinHandle<()>>,
+    recovered: AtomicU64,
+}
+
+impl std::fmt::Debug for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durability")
+            .field("running", &self.shared.directory.len())
+            .field("kinds", &self.kinds.read().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Durability {
+    /// Opens durable processes on `store`, with the journal's command at
+    /// [`JOURNAL_COMMAND`], and starts the writer thread.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn open(store: impl Store) -> Durability {
+        Durability::with_command(store, JOURNAL_COMMAND)
+    }
+
+    /// As [`open`](Durability::open), with the journal's command at
+    /// `command` (when the application's own handlers use
+    /// [`JOURNAL_COMMAND`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::prelude::*;
+    /// use sched::command::CommandId;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+    /// let durability = Durability::with_command(store, CommandId(9_000));
+    /// # drop(durability);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_command(store: impl Store, command: CommandId) -> Durability {
+        let store: Arc<dyn Store> = Arc::new(store);
+        let (writer, thread) = Writer::start(store.clone());
+        Durability {
+            store,
+            shared: Arc::new(Shared {
+                directory: DashMap::new(),
+                command,
+                writer,
+                durable: Latency::default(),
+                duplicates: AtomicU64::new(0),
+                undelivered: AtomicU64::new(0),
+            }),
+            kinds: RwLock::new(HashMap::new()),
+            writer: Some(thread),
+            recovered: AtomicU64::new(0),
+        }
+    }
+
+    /// Registers the durable type `D`, so that its journals can be
+    /// recovered. Register every type before [`recover`](Durability::recover).
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn register<D: Durable>(&self) -> &Self {
+        self.kinds.write().insert(D::KIND, factory::<D>);
+        self
+    }
+
+    /// Registers the journal's command handler on a scheduler's builder.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn install(&self, builder: sched::SchedulerBuilder) -> sched::SchedulerBuilder {
+        let writer = self.shared.writer.clone();
+        builder.handler(
+            self.shared.command,
+            move |cmd: Command, done: Completer| -> Result<(), Rejected> {
+                match cmd.data.downcast::<Append>() {
+                    Ok(append) => writer.submit(*append, done),
+                    Err(_) => {
+                        let _ = done.fail("the journal's command takes only journal records");
+                    }
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// Starts a new durable process of type `D` under `key`, created from
+    /// `args`. Its first step runs at once; it is durable once the
+    /// handle's [`durable`](Spawned::durable) receipt says so.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::KeyTaken`] if a process with this key runs or has
+    /// a journal; [`DurableError::Codec`] if the arguments do not
+    /// serialize; [`DurableError::Submit`] if the scheduler refused it.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn spawn<D: Durable>(
+        &self,
+        scheduler: &Scheduler,
+        key: &str,
+        args: D::Args,
+    ) -> Result<Spawned, DurableError> {
+        let bytes = postcard::to_stdvec(&args).map_err(codec)?;
+        let process = Box::new(Typed(D::create(args)));
+        let key: Arc<str> = key.into();
+        let (ack, receipt) = Receipt::pair(key.clone());
+        let pid = match self.shared.directory.entry(key.to_string()) {
+            dashmap::Entry::Occupied(_) => return Err(DurableError::KeyTaken(key.to_string())),
+            dashmap::Entry::Vacant(vacant) => {
+                if self.store.contains(&key)? {
+                    return Err(DurableError::KeyTaken(key.to_string()));
+                }
+                let pid = scheduler
+                    .allocate_pid()
+                    .map_err(|e| DurableError::Submit(e.to_string()))?;
+                vacant.insert(pid);
+                pid
+            }
+        };
+        let runner = Runner::new(
+            key.clone(),
+            Some(Created {
+                kind: D::KIND.to_owned(),
+                args: bytes,
+            }),
+            process,
+            State::default(),
+            self.shared.clone(),
+            vec![(RecordedInput::Start, Some(ack))],
+            Vec::new(),
+        );
+        match scheduler.submit(pid, runner, DEFAULT_METHOD_NAME, ()) {
+            Ok(completion) => Ok(Spawned {
+                key,
+                completion,
+                receipt,
+            }),
+            Err(e) => {
+                self.shared.directory.remove(&*key);
+                Err(DurableError::Submit(e.to_string()))
+            }
+        }
+    }
+
+    /// Sends `message` from outside to the durable process `key` of type
+    /// `D`. The receipt says when it is durable: after that, a crash no
+    /// longer loses it. A message whose receipt did not settle `Ok` may
+    /// have been lost; sending it again may deliver it twice.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::NoSuchKey`] if no durable process with this key
+    /// runs; [`DurableError::Codec`] if the message does not serialize.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn tell<D: Durable>(
+        &self,
+        cx: &Context,
+        key: &str,
+        message: &D::Message,
+    ) -> Result<Receipt, DurableError> {
+        let body = postcard::to_stdvec(message).map_err(codec)?;
+        let pid = self
+            .pid(key)
+            .ok_or_else(|| DurableError::NoSuchKey(key.to_owned()))?;
+        let (ack, receipt) = Receipt::pair(key.into());
+        cx.post(pid, Tell { body, ack })
+            .map_err(|_| DurableError::NoSuchKey(key.to_owned()))?;
+        Ok(receipt)
+    }
+
+    /// The PID of the running durable process `key`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_durable::prelude::*;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
+    /// assert_eq!(durability.pid("nobody"), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn pid(&self, key: &str) -> Option<Pid> {
+        self.shared.directory.get(key).map(|pid| *pid)
+    }
+
+    /// Rebuilds every durable process the store holds that has not ended
+    /// and is not running here, and resumes it: its journal is replayed
+    /// through `step` with every effect suppressed, then sends the
+    /// receiver had not journaled are sent again, pending timers are armed
+    /// at their absolute deadlines (at once if past), and commands that
+    /// were in flight complete with
+    /// [`Failure::Interrupted`](crate::Failure::Interrupted).
+    ///
+    /// A process that cannot be resumed (its type is not registered, its
+    /// replay differs from its journal) is listed in
+    /// [`Recovery::failed`] and left in the store; the others resume.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`] when the store
+    /// cannot be read.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn recover(&self, scheduler: &Scheduler) -> Result<Recovery, DurableError> {
+        let started = Instant::now();
+        let mut report = Recovery::default();
+        let mut replayed: Vec<Replayed> = Vec::new();
+        {
+            let kinds = self.kinds.read();
+            for journal in self.store.running()? {
+                if self.shared.directory.contains_key(&journal.key) {
+                    continue;
+                }
+                let Some(make) = kinds.get(journal.created.kind.as_str()) else {
+                    report.failed.push(DurableError::UnknownKind {
+                        key: journal.key.clone(),
+                        kind: journal.created.kind.clone(),
+                    });
+                    continue;
+                };
+                match make(&journal.created.args).and_then(|p| replay(&journal, p)) {
+                    Ok(r) => replayed.push(r),
+                    Err(e) => report.failed.push(e),
+                }
+            }
+        }
+        // Sends their receivers had not journaled when the node stopped
+        // (the store's outbox), by receiver.
+        let mut outbox: HashMap<String, Vec<Outgoing>> = HashMap::new();
+        for send in self.store.outbox()? {
+            outbox.entry(send.to.clone()).or_default().push(send);
+        }
+        // What each process must be handed again, decided from its rebuilt
+        // state before anyone runs: its first inputs are the commands that
+        // were in flight (interrupted), then the sends it had not taken, in
+        // each sender's order (so that no later send overtakes them).
+        let mut plans = Vec::with_capacity(replayed.len());
+        let mut discard = Vec::new();
+        for r in &mut replayed {
+            let mut resume = Vec::new();
+            let mut timers: Vec<_> = r.state.timers.iter().collect();
+            timers.sort();
+            for (&tag, &deadline_ms) in timers {
+                resume.push(RecordedEffect::Timer { tag, deadline_ms });
+                report.timers += 1;
+            }
+            let mut commands: Vec<_> = r.state.commands.keys().copied().collect();
+            commands.sort_unstable();
+            let mut queued: Vec<_> = commands
+                .into_iter()
+                .map(|tag| {
+                    report.interrupted += 1;
+                    (
+                        RecordedInput::Completion {
+                            tag,
+                            result: Err(RecordedFailure::Interrupted),
+                        },
+                        None,
+                    )
+                })
+                .collect();
+            let mut sends = outbox.remove(&*r.key).unwrap_or_default();
+            sends.sort_by(|a, b| (&a.from, a.seq).cmp(&(&b.from, b.seq)));
+            for send in sends {
+                if r.state.admit(&send.from, send.seq) {
+                    report.resent += 1;
+                    let from = Some((send.from, send.seq));
+                    queued.push((
+                        RecordedInput::Message {
+                            from,
+                            body: send.body,
+                        },
+                        None,
+                    ));
+                } else {
+                    // Taken already: its entry outlived the record that
+                    // took it.
+                    discard.push((r.key.to_string(), send.from, send.seq));
+                }
+            }
+            plans.push((resume, queued));
+        }
+        // Sends whose receiver does not run here: it ended, or never was.
+        let mut elsewhere = Vec::new();
+        for send in outbox.into_values().flatten() {
+            if self.shared.directory.contains_key(&send.to) {
+                elsewhere.push(send);
+            } else {
+                discard.push((send.to, send.from, send.seq));
+            }
+        }
+        if !discard.is_empty() {
+            self.store.discard(&discard)?;
+        }
+        // Every PID is known before any process runs, so that the first
+        // sends find their receivers.
+        let mut pids = Vec::with_capacity(replayed.len());
+        for r in &replayed {
+            let pid = scheduler
+                .allocate_pid()
+                .map_err(|e| DurableError::Submit(e.to_string()))?;
+            self.shared.directory.insert(r.key.to_string(), pid);
+            pids.push(pid);
+        }
+        for ((r, (resume, queued)), pid) in replayed.into_iter().zip(plans).zip(pids) {
+            let key = r.key.clone();
+            let runner = Runner::new(
+                r.key,
+                None,
+                r.process,
+                r.state,
+                self.shared.clone(),
+                queued,
+                resume,
+            );
+            match scheduler.submit(pid, runner, DEFAULT_METHOD_NAME, ()) {
+                Ok(completion) => {
+                    report.resumed.push(Spawned {
+                        key: key.clone(),
+                        completion,
+                        receipt: Receipt::settled(key),
+                    });
+                }
+                Err(e) => {
+                    self.shared.directory.remove(&*key);
+                    report.failed.push(DurableError::Submit(e.to_string()));
+                }
+            }
+        }
+        // A receiver that was running before this recovery (resumed by an
+        // earlier one, or spawned) is sent its copies; it drops those it
+        // took.
+        for send in elsewhere {
+            let envelope = Envelope {
+                from: send.from.as_str().into(),
+                seq: send.seq,
+                body: send.body,
+            };
+            if let Some(pid) = self.pid(&send.to) {
+                if scheduler.post(pid, envelope).is_ok() {
+                    report.resent += 1;
+                }
+            }
+        }
+        self.recovered
+            .fetch_add(report.resumed.len() as u64, Relaxed);
+        report.took = started.elapsed();
+        Ok(report)
+    }
+
+    /// The journal of `key`, decoded: what it was created from, and each
+    /// record's time, inputs and released effects.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_durable::prelude::*;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
+    /// assert!(durability.inspect("nobody")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn inspect(&self, key: &str) -> Result<Option<Inspection>, DurableError> {
+        let Some(journal) = self.store.journal(key)? else {
+            return Ok(None);
+        };
+        let records = journal
+            .records
+            .iter()
+            .map(|bytes| Record::decode(bytes))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(Inspection {
+            key: journal.key,
+            kind: journal.created.kind,
+            ended: journal.ended,
+            records,
+        }))
+    }
+
+    /// Deletes the journal of the ended process `key`, so that the key can
+    /// be used again; a running process's journal is kept (`Ok(false)`).
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_durable::prelude::*;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
+    /// assert!(!durability.forget("nobody")?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn forget(&self, key: &str) -> Result<bool, DurableError> {
+        if self.shared.directory.contains_key(key) {
+            return Ok(false);
+        }
+        self.store.forget(key)
+    }
+
+    /// The journal's figures: records, bytes and syncs written, the sync
+    /// latency and the step-to-durable latency, copies dropped, sends no
+    /// running process took.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_durable::prelude::*;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
+    /// let stats = durability.stats();
+    /// assert_eq!(stats.records, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stats(&self) -> DurableStats {
+        let c = &self.shared.writer.counters;
+        DurableStats {
+            records: c.records.load(Relaxed),
+            bytes: c.bytes.load(Relaxed),
+            syncs: c.syncs.load(Relaxed),
+            failed_syncs: c.failed_syncs.load(Relaxed),
+            largest_batch: c.largest_batch.load(Relaxed),
+            sync_p50: c.sync.quantile(0.5),
+            sync_p99: c.sync.quantile(0.99),
+            sync_max: c.sync.max(),
+            durable_p50: self.shared.durable.quantile(0.5),
+            durable_p99: self.shared.durable.quantile(0.99),
+            durable_max: self.shared.durable.max(),
+            duplicates: self.shared.duplicates.load(Relaxed),
+            undelivered: self.shared.undelivered.load(Relaxed),
+            running: self.shared.directory.len() as u64,
+            recovered: self.recovered.load(Relaxed),
+            store_bytes: self.store.size().unwrap_or(0),
+        }
+    }
+}
+
+impl Drop for Durability {
+    fn drop(&mut self) {
+        self.shared.writer.stop();
+        if let Some(thread) = self.writer.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+const DEFAULT_METHOD_NAME: &str = sched::process::DEFAULT_METHOD;
+
+/// A durable process started by [`Durability::spawn`] or resumed by
+/// [`Durability::recover`].
+///
+/// # Examples
+///
+/// See [`Durability`].
+#[derive(Debug)]
+pub struct Spawned {
+    key: Arc<str>,
+    completion: Completion,
+    receipt: Receipt,
+}
+
+impl Spawned {
+    /// The process's key.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Its PID in this run.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn pid(&self) -> Pid {
+        self.completion.pid()
+    }
+
+    /// Says when the process is durable (its first record written): from
+    /// then on, a crash does not lose it. Settled at once for a resumed
+    /// process.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn durable(&self) -> &Receipt {
+        &self.receipt
+    }
+
+    /// Waits for the process to finish, and decodes its outcome as a `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Failed`] if a step failed or panicked;
+    /// [`DurableError::Suspended`] if the scheduler shut down first (it
+    /// resumes on recovery); [`DurableError::Codec`] if the outcome is not
+    /// a `T`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Durability`].
+    pub fn wait<T: DeserializeOwned>(self) -> Result<T, DurableError> {
+        decode_ending(self.completion.wait())
+    }
+
+    /// As [`wait`](Spawned::wait), for at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](Spawned::wait), and [`DurableError::Timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_durable::Spawned;
+    /// # use std::time::Duration;
+    /// fn within_a_second(mut spawned: Spawned) -> Option<u64> {
+    ///     spawned.wait_timeout::<u64>(Duration::from_secs(1)).ok()
+    /// }
+    /// ```
+    pub fn wait_timeout<T: DeserializeOwned>(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<T, DurableError> {
+        match self.completion.wait_timeout(timeout) {
+            None => Err(DurableError::Timeout),
+            Some(result) => decode_ending(result),
+        }
+    }
+}
+
+fn decode_ending<T: DeserializeOwned>(
+    result: Result<Payload, ExitError>,
+) -> Result<T, DurableError> {
+    match result {
+        Ok(payload) => match payload.downcast::<Ending>() {
+            Ok(ending) => match *ending {
+                Ending::Done(bytes) => postcard::from_bytes(&bytes).map_err(codec),
+                Ending::Suspended => Err(DurableError::Suspended),
+            },
+            Err(_) => Err(DurableError::Codec("not a durable outcome".into())),
+        },
+        Err(ExitError::Cancelled) => Err(DurableError::Suspended),
+        Err(e) => Err(DurableError::Failed(e.to_string())),
+    }
+}
+
+/// What [`Durability::recover`] did.
+///
+/// # Examples
+///
+/// See [`Durability`].
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// The processes resumed.
+    pub resumed: Vec<Spawned>,
+    /// The processes that could not be (left in the store).
+    pub failed: Vec<DurableError>,
+    /// Sends made again (their receivers had not journaled them).
+    pub resent: u64,
+    /// Timers armed again.
+    pub timers: u64,
+    /// Commands handed back as interrupted.
+    pub interrupted: u64,
+    /// How long reading, replaying and resuming took.
+    pub took: Duration,
+}
+
+/// One durable process's journal, decoded ([`Durability::inspect`]).
+///
+/// # Examples
+///
+/// ```
+/// # use sched_durable::Inspection;
+/// fn steps(journal: &Inspection) -> usize {
+///     journal.records.iter().map(|r| r.inputs.len()).sum()
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspection {
+    /// The process's key.
+    pub key: String,
+    /// Its registered type.
+    pub kind: String,
+    /// Whether it has ended.
+    pub ended: bool,
+    /// Its records, in order.
+    pub records: Vec<Record>,
+}
+
+/// The journal's figures ([`Durability::stats`]).
+///
+/// # Examples
+///
+/// See [`Durability::stats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DurableStats {
+    /// Records written.
+    pub records: u64,
+    /// Record bytes written.
+    pub bytes: u64,
+    /// Batches written (one sync each).
+    pub syncs: u64,
+    /// Batches the store refused.
+    pub failed_syncs: u64,
+    /// The most records one sync wrote.
+    pub largest_batch: u64,
+    /// Sync latency, median (upper bound of its power-of-two bucket).
+    pub sync_p50: Duration,
+    /// Sync latency, 99th percentile (same).
+    pub sync_p99: Duration,
+    /// The longest sync.
+    pub sync_max: Duration,
+    /// From a record's yield to its commit, median (same buckets).
+    pub durable_p50: Duration,
+    /// The same, 99th percentile.
+    pub durable_p99: Duration,
+    /// The same, longest.
+    pub durable_max: Duration,
+    /// Copies of sends a receiver had already taken, dropped.
+    pub duplicates: u64,
+    /// Sends no running durable process took.
+    pub undelivered: u64,
+    /// Durable processes running now.
+    pub running: u64,
+    /// Durable processes resumed by `recover`.
+    pub recovered: u64,
+    /// The store's size.
+    pub store_bytes: u64,
+}

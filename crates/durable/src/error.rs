@@ -1,0 +1,111 @@
+//! What can go wrong with durable processes, as one error type.
+
+use std::fmt;
+
+/// Why a durable operation failed.
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::DurableError;
+///
+/// let error = DurableError::KeyTaken("order-1".into());
+/// assert_eq!(error.to_string(), "a durable process with key \"order-1\" already exists");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DurableError {
+    /// The store failed (its error's text): nothing of the failed write
+    /// is assumed durable.
+    Store(String),
+    /// Bytes in the store are not what the journal wrote.
+    Corrupt(String),
+    /// A value could not be encoded or decoded with its serde type.
+    Codec(String),
+    /// A durable process with this key exists already (running, or ended
+    /// and not yet forgotten).
+    KeyTaken(String),
+    /// The journal names a process type this `Durability` was not told
+    /// about with [`register`](crate::Durability::register).
+    UnknownKind {
+        /// The process's key.
+        key: String,
+        /// The type name the journal recorded.
+        kind: String,
+    },
+    /// Replaying a journal, a step asked for other effects than the ones
+    /// it released when it ran: the process is not deterministic (it read
+    /// the wall clock, a random number, a global, or its code changed).
+    /// The process is not resumed.
+    NonDeterminism {
+        /// The process's key.
+        key: String,
+        /// The journal record whose replay differed (from 0).
+        record: u64,
+        /// What the journal says the step did.
+        expected: String,
+        /// What the replayed step did.
+        found: String,
+    },
+    /// The scheduler refused the process (its error's text).
+    Submit(String),
+    /// No running durable process has this key.
+    NoSuchKey(String),
+    /// The tag is reserved for the journal's own command.
+    ReservedTag,
+    /// The journal's writer has stopped (its `Durability` was dropped).
+    Stopped,
+    /// Waited for longer than the given time.
+    Timeout,
+    /// The process failed: a step returned this error or panicked, or its
+    /// journal could not be written.
+    Failed(String),
+    /// The scheduler shut down before the process finished: it resumes on
+    /// the next [`recover`](crate::Durability::recover).
+    Suspended,
+}
+
+impl fmt::Display for DurableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DurableError::Store(e) => write!(f, "the journal's store failed: {e}"),
+            DurableError::Corrupt(e) => write!(f, "the journal holds bytes it did not write: {e}"),
+            DurableError::Codec(e) => write!(f, "a value did not encode or decode: {e}"),
+            DurableError::KeyTaken(key) => {
+                write!(f, "a durable process with key {key:?} already exists")
+            }
+            DurableError::UnknownKind { key, kind } => write!(
+                f,
+                "durable process {key:?} is of type {kind:?}, which was not registered"
+            ),
+            DurableError::NonDeterminism {
+                key,
+                record,
+                expected,
+                found,
+            } => write!(
+                f,
+                "durable process {key:?} is not deterministic: replaying record {record}, \
+                 the journal says {expected}, the step did {found}"
+            ),
+            DurableError::Submit(e) => write!(f, "the scheduler refused the process: {e}"),
+            DurableError::NoSuchKey(key) => write!(f, "no running durable process has key {key:?}"),
+            DurableError::ReservedTag => {
+                write!(f, "tag u64::MAX is reserved for the journal's own command")
+            }
+            DurableError::Stopped => write!(f, "the journal's writer has stopped"),
+            DurableError::Timeout => write!(f, "timed out"),
+            DurableError::Failed(e) => write!(f, "the durable process failed: {e}"),
+            DurableError::Suspended => write!(
+                f,
+                "the scheduler shut down before the durable process finished; it resumes on recovery"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DurableError {}
+
+pub(crate) fn codec(e: postcard::Error) -> DurableError {
+    DurableError::Codec(e.to_string())
+}

@@ -1,0 +1,105 @@
+//! Durable processes for `sched`: a step-driven process whose inputs are
+//! journaled before its effects are released, so that it survives the end
+//! of its node and resumes where it was.
+//!
+//! A durable process is a [`Durable`] state machine: it is given one
+//! [`Input`] at a time (its start, a message, a timer, a command's
+//! answer) and asks for effects through [`Effects`] (send to another
+//! durable process, set or cancel a timer, yield a command, finish). Each
+//! batch of inputs is written to the journal with the effects it caused,
+//! and the effects are released only once that record is durable
+//! (write-ahead): nothing a step did is visible unless the inputs that
+//! produced it survive a crash. Records from every worker are written in
+//! batches, one sync per batch (group commit).
+//!
+//! After a restart, [`Durability::recover`] rebuilds every process that
+//! had not ended by replaying its journal through `step`, with the effects
+//! suppressed, then resumes it: sends the receiver had not journaled are
+//! made again (and a receiver drops copies it has seen, so each arrives
+//! once), timers fall due at their absolute deadlines, and commands that
+//! were in flight come back as [`Failure::Interrupted`]. A replay whose
+//! effects differ from the journal's is reported as
+//! [`DurableError::NonDeterminism`].
+//!
+//! Non-durable processes of the same scheduler pay nothing: the journal is
+//! a command handler and a thread of its own.
+//!
+//! # Examples
+//!
+//! ```
+//! use sched_durable::prelude::*;
+//! use std::time::Duration;
+//!
+//! /// Waits for a payment, or gives up after a day.
+//! struct Order { paid: bool }
+//!
+//! impl Durable for Order {
+//!     const KIND: &'static str = "order";
+//!     type Args = ();
+//!     type Message = u64; // cents paid
+//!
+//!     fn create(_: ()) -> Self { Order { paid: false } }
+//!
+//!     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+//!         match input {
+//!             Input::Start => out.set_timer(Duration::from_secs(86_400), Tag(1)),
+//!             Input::Message { message: cents, .. } => {
+//!                 self.paid = cents > 0;
+//!                 out.cancel_timer(Tag(1));
+//!                 out.done(&self.paid)?;
+//!             }
+//!             Input::Timer(_) => out.done(&false)?,
+//!             Input::Completion { .. } => {}
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let dir = tempfile::tempdir()?;
+//! let durability = Durability::open(RedbStore::create(dir.path().join("orders.redb"))?);
+//! durability.register::<Order>();
+//! let scheduler = durability.install(Scheduler::builder().workers(2)).build();
+//! scheduler.start();
+//! durability.recover(&scheduler)?; // nothing to resume the first time
+//!
+//! let order = durability.spawn::<Order>(&scheduler, "order-1", ())?;
+//! durability.tell::<Order>(&scheduler, "order-1", &1_999)?;
+//! assert!(order.wait::<bool>()?);
+//! scheduler.shutdown(Duration::from_secs(1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod commit;
+mod durability;
+mod error;
+mod process;
+mod receipt;
+mod record;
+mod recovery;
+mod runner;
+mod state;
+pub mod store;
+
+pub use commit::{MAX_BATCH_BYTES, MAX_BATCH_RECORDS};
+pub use durability::{Durability, DurableStats, Inspection, Recovery, Spawned, JOURNAL_COMMAND};
+pub use error::DurableError;
+pub use process::{Answer, Durable, Effects, Failure, Input};
+pub use receipt::Receipt;
+pub use record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
+
+/// What a program with durable processes needs, with `sched`'s prelude.
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::prelude::*;
+///
+/// fn open(path: &std::path::Path) -> Result<Durability, DurableError> {
+///     Ok(Durability::open(RedbStore::create(path)?))
+/// }
+/// ```
+pub mod prelude {
+    pub use crate::store::RedbStore;
+    pub use crate::{Answer, Durability, Durable, DurableError, Effects, Failure, Input, Receipt};
+    pub use sched::prelude::*;
+}

@@ -1,0 +1,94 @@
+//! Recovery: rebuilding a durable process from its journal.
+//!
+//! Each record's inputs are stepped again, at the record's time, through
+//! the same `state::step_batch` the live runner used, with every effect
+//! held and none released. The effects each record's replay asks for must
+//! be the ones the record says were released, in the same order: the
+//! first difference is a [`DurableError::NonDeterminism`] naming the
+//! record and both effects, and the process is not resumed.
+//!
+//! What the replay cannot bring back is what lived only in memory when
+//! the node stopped, and the resume decides it from the rebuilt state
+//! (see `Durability::recover`): sends the receiver had not journaled are
+//! delivered again from the store's outbox (the receiver's marks drop a
+//! copy it took), pending timers are armed at
+//! their absolute deadlines, and commands in flight complete with
+//! `Failure::Interrupted`.
+
+use std::sync::Arc;
+
+use crate::error::DurableError;
+use crate::process::Erased;
+use crate::record::{Record, RecordedEffect};
+use crate::state::{step_batch, State};
+use crate::store::Journal;
+
+/// A durable process rebuilt from its journal, not yet running.
+pub(crate) struct Replayed {
+    pub(crate) key: Arc<str>,
+    pub(crate) process: Box<dyn Erased>,
+    pub(crate) state: State,
+}
+
+fn summary(effect: Option<&RecordedEffect>) -> String {
+    match effect {
+        None => "nothing more".to_owned(),
+        Some(RecordedEffect::Send { to, seq, .. }) => format!("send #{seq} to {to:?}"),
+        Some(RecordedEffect::Timer { tag, deadline_ms }) => {
+            format!("timer {tag} due at {deadline_ms} ms")
+        }
+        Some(RecordedEffect::CancelTimer(tag)) => format!("cancel timer {tag}"),
+        Some(RecordedEffect::Command { id, tag, .. }) => format!("command {id} tagged {tag}"),
+        Some(RecordedEffect::Done(_)) => "done".to_owned(),
+        Some(RecordedEffect::Failed(why)) => format!("failed ({why})"),
+    }
+}
+
+/// Replays `journal` into `process`.
+pub(crate) fn replay(
+    journal: &Journal,
+    mut process: Box<dyn Erased>,
+) -> Result<Replayed, DurableError> {
+    let key: Arc<str> = journal.key.as_str().into();
+    let mut state = State::default();
+    for (number, bytes) in journal.records.iter().enumerate() {
+        let record = Record::decode(bytes)?;
+        let (held, taken) = step_batch(
+            &mut *process,
+            &mut state,
+            &key,
+            record.at_ms,
+            &record.inputs,
+        );
+        let number = number as u64;
+        let differs = |expected: Option<&RecordedEffect>, found: Option<&RecordedEffect>| {
+            DurableError::NonDeterminism {
+                key: key.to_string(),
+                record: number,
+                expected: summary(expected),
+                found: summary(found),
+            }
+        };
+        let found: Vec<&RecordedEffect> = held.iter().map(|h| &h.effect).collect();
+        for i in 0..found.len().max(record.effects.len()) {
+            let (expected, got) = (record.effects.get(i), found.get(i).copied());
+            if expected != got {
+                return Err(differs(expected, got));
+            }
+        }
+        if taken != record.inputs.len() {
+            return Err(DurableError::NonDeterminism {
+                key: key.to_string(),
+                record: number,
+                expected: format!("{} inputs stepped", record.inputs.len()),
+                found: format!("the process ended after {taken}"),
+            });
+        }
+        state.next_record = number + 1;
+    }
+    Ok(Replayed {
+        key,
+        process,
+        state,
+    })
+}

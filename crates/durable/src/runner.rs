@@ -1,0 +1,388 @@
+//! The engine process that runs one durable process: write-ahead, then
+//! release.
+//!
+//! Protocol, per batch:
+//! 1. Inputs (messages, timers, command answers, the start) are queued as
+//!    they arrive; a message from a durable process is admitted only if
+//!    its send number is above the sender's mark (a copy is dropped and
+//!    counted).
+//! 2. When no record is in flight, the queued inputs are stepped (through
+//!    `state::step_batch`) at one recorded time, and the effects the steps
+//!    ask for are *held*. The record (inputs, time, effects) is yielded as
+//!    the journal's command (`commit.rs`), and the process waits.
+//! 3. When the command completes (the record is durable), the held effects
+//!    are released in order: sends, timers, commands, the outcome; and the
+//!    receipts of the messages from outside in that record are signalled.
+//!    If the write failed, nothing is released and the process ends with
+//!    the error: its last durable record is where a recovery resumes.
+//!
+//! Inputs that arrive while a record is in flight wait for the next one;
+//! under load a record holds many inputs, so there are fewer records than
+//! inputs.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use dashmap::DashMap;
+use sched::command::CommandId;
+use sched::timer::TimerId;
+use sched::{BoxError, Event, Events, Output, Package, Pid, Process, Tag};
+
+use crate::commit::{Latency, Writer};
+use crate::error::DurableError;
+use crate::process::{unix_ms, AnswerEncoder, Erased, Held, JOURNAL_TAG};
+use crate::receipt::Ack;
+use crate::record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
+use crate::state::{step_batch, State};
+use crate::store::{Append, Created, Outgoing};
+
+/// What every runner of one `Durability` shares.
+pub(crate) struct Shared {
+    /// Running durable processes: key → PID. Sharded, so that sends do
+    /// not meet on one lock.
+    pub(crate) directory: DashMap<String, Pid>,
+    /// The journal's command id.
+    pub(crate) command: CommandId,
+    pub(crate) writer: Arc<Writer>,
+    /// From yielding a record to its commit.
+    pub(crate) durable: Latency,
+    pub(crate) duplicates: AtomicU64,
+    pub(crate) undelivered: AtomicU64,
+}
+
+/// A message from a durable process.
+pub(crate) struct Envelope {
+    pub(crate) from: Arc<str>,
+    pub(crate) seq: u64,
+    pub(crate) body: Vec<u8>,
+}
+
+/// A message from outside, with the receipt to signal once it is durable.
+pub(crate) struct Tell {
+    pub(crate) body: Vec<u8>,
+    pub(crate) ack: Ack,
+}
+
+/// How a durable process ended, as its engine completion carries it.
+pub(crate) enum Ending {
+    /// Done, with its outcome's bytes.
+    Done(Vec<u8>),
+    /// The scheduler shut down first: the process resumes on recovery.
+    Suspended,
+}
+
+struct InFlight {
+    held: Vec<Held>,
+    acks: Vec<Ack>,
+    since: Instant,
+}
+
+pub(crate) struct Runner {
+    key: Arc<str>,
+    /// What the process was created from, until its first record is
+    /// written.
+    created: Option<Created>,
+    process: Box<dyn Erased>,
+    state: State,
+    shared: Arc<Shared>,
+    queued: Vec<(RecordedInput, Option<Ack>)>,
+    in_flight: Option<InFlight>,
+    /// On recovery: the effects to release before anything else (timers
+    /// to arm again).
+    resume: Vec<RecordedEffect>,
+    live_timers: HashMap<u64, TimerId>,
+    answers: HashMap<u64, AnswerEncoder>,
+    pid: Option<Pid>,
+    /// The engine process has finished (done, failed or suspended).
+    finished: bool,
+}
+
+impl Runner {
+    pub(crate) fn new(
+        key: Arc<str>,
+        created: Option<Created>,
+        process: Box<dyn Erased>,
+        state: State,
+        shared: Arc<Shared>,
+        queued: Vec<(RecordedInput, Option<Ack>)>,
+        resume: Vec<RecordedEffect>,
+    ) -> Runner {
+        Runner {
+            key,
+            created,
+            process,
+            state,
+            shared,
+            queued,
+            in_flight: None,
+            resume,
+            live_timers: HashMap::new(),
+            answers: HashMap::new(),
+            pid: None,
+            finished: false,
+        }
+    }
+
+    /// Steps the queued inputs into a record and yields it, if none is in
+    /// flight.
+    fn pump(&mut self, out: &mut Output<'_>) {
+        if self.in_flight.is_some() || self.queued.is_empty() || self.finished {
+            return;
+        }
+        let at_ms = unix_ms(SystemTime::now());
+        let (inputs, mut acks): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.queued).into_iter().unzip();
+        let (held, taken) = step_batch(
+            &mut *self.process,
+            &mut self.state,
+            &self.key,
+            at_ms,
+            &inputs,
+        );
+        // Inputs after the end belong to no record: their receipts fail
+        // when dropped here.
+        acks.truncate(taken);
+        let mut inputs = inputs;
+        inputs.truncate(taken);
+        let record = Record {
+            at_ms,
+            inputs,
+            effects: held.iter().map(|h| h.effect.clone()).collect(),
+        };
+        let sent = record
+            .effects
+            .iter()
+            .filter_map(|effect| match effect {
+                RecordedEffect::Send { to, seq, body } => Some(Outgoing {
+                    from: self.key.to_string(),
+                    to: to.clone(),
+                    seq: *seq,
+                    body: body.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        let taken = record
+            .inputs
+            .iter()
+            .filter_map(|input| match input {
+                RecordedInput::Message { from, .. } => from.clone(),
+                _ => None,
+            })
+            .collect();
+        let append = Append {
+            key: self.key.to_string(),
+            seq: self.state.next_record,
+            record: record.encode(),
+            created: self.created.take(),
+            ended: self.state.ended,
+            sent,
+            taken,
+        };
+        self.state.next_record += 1;
+        out.yield_command(self.shared.command, JOURNAL_TAG, Box::new(append));
+        self.in_flight = Some(InFlight {
+            held,
+            acks: acks.into_iter().flatten().collect(),
+            since: Instant::now(),
+        });
+    }
+
+    fn committed(
+        &mut self,
+        result: Result<(), String>,
+        out: &mut Output<'_>,
+    ) -> Result<(), BoxError> {
+        let Some(flight) = self.in_flight.take() else {
+            return Ok(());
+        };
+        if let Err(e) = result {
+            self.finished = true;
+            for ack in flight.acks {
+                ack.settle(Err(DurableError::Store(e.clone())));
+            }
+            return Err(
+                format!("the journal write failed, nothing of the step was released: {e}").into(),
+            );
+        }
+        self.shared.durable.record(flight.since.elapsed());
+        for ack in flight.acks {
+            ack.settle(Ok(()));
+        }
+        self.release(flight.held, out)
+    }
+
+    fn release(&mut self, held: Vec<Held>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for mut h in held {
+            match h.effect {
+                RecordedEffect::Command { id, tag, .. } => {
+                    if let Some(encode) = h.answer {
+                        self.answers.insert(tag, encode);
+                    }
+                    let data = h.data.take().unwrap_or_else(|| Box::new(()));
+                    out.yield_command(CommandId(id), Tag(tag), data);
+                }
+                effect => self.release_effect(effect, out)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn release_effect(
+        &mut self,
+        effect: RecordedEffect,
+        out: &mut Output<'_>,
+    ) -> Result<(), BoxError> {
+        match effect {
+            RecordedEffect::Send { to, seq, body } => {
+                let delivered = self
+                    .shared
+                    .directory
+                    .get(&to)
+                    .map(|pid| *pid)
+                    .is_some_and(|pid| {
+                        let envelope = Envelope {
+                            from: self.key.clone(),
+                            seq,
+                            body,
+                        };
+                        out.send(Package::new(out.pid(), pid, envelope)).is_ok()
+                    });
+                if !delivered {
+                    self.shared.undelivered.fetch_add(1, Relaxed);
+                    tracing::debug!(
+                        from = &*self.key,
+                        to,
+                        seq,
+                        "no running durable process took a send"
+                    );
+                }
+            }
+            RecordedEffect::Timer { tag, deadline_ms } => {
+                if let Some(old) = self.live_timers.remove(&tag) {
+                    out.cancel_timer(old);
+                }
+                let now = unix_ms(SystemTime::now());
+                let at = Instant::now()
+                    + std::time::Duration::from_millis(deadline_ms.saturating_sub(now));
+                let id = out.set_timer_at(at, Tag(tag));
+                self.live_timers.insert(tag, id);
+            }
+            RecordedEffect::CancelTimer(tag) => {
+                if let Some(id) = self.live_timers.remove(&tag) {
+                    out.cancel_timer(id);
+                }
+            }
+            RecordedEffect::Command { id, tag, .. } => {
+                // Only a recovered command reaches here, and those are
+                // handed back as interrupted instead: never yielded again.
+                tracing::debug!(
+                    key = &*self.key,
+                    id,
+                    tag,
+                    "a recovered command is not yielded again"
+                );
+            }
+            RecordedEffect::Done(bytes) => {
+                self.finished = true;
+                out.done(Box::new(Ending::Done(bytes)));
+            }
+            RecordedEffect::Failed(why) => {
+                self.finished = true;
+                return Err(why.into());
+            }
+        }
+        Ok(())
+    }
+
+    fn take_event(&mut self, event: Event, out: &mut Output<'_>) -> Result<(), BoxError> {
+        match event {
+            Event::Completion { tag, result } if tag == JOURNAL_TAG => {
+                self.committed(result.map(drop).map_err(|e| e.to_string()), out)?;
+            }
+            Event::Completion { tag, result } => {
+                let Some(encode) = self.answers.remove(&tag.0) else {
+                    return Ok(());
+                };
+                let result = match result {
+                    Ok(payload) => encode(&payload).map_err(RecordedFailure::Failed),
+                    Err(e) => Err(RecordedFailure::Failed(e.to_string())),
+                };
+                self.queued.push((RecordedInput::Completion { tag: tag.0, result }, None));
+            }
+            Event::Message(package) => match package.downcast::<Envelope>() {
+                Ok(envelope) => {
+                    if self.state.admit(&envelope.from, envelope.seq) {
+                        let from = Some((envelope.from.to_string(), envelope.seq));
+                        self.queued.push((RecordedInput::Message { from, body: envelope.body }, None));
+                    } else {
+                        self.shared.duplicates.fetch_add(1, Relaxed);
+                    }
+                }
+                Err(package) => match package.downcast::<Tell>() {
+                    Ok(tell) => self.queued.push((
+                        RecordedInput::Message {
+                            from: None,
+                            body: tell.body,
+                        },
+                        Some(tell.ack),
+                    )),
+                    Err(_) => tracing::warn!(
+                        key = &*self.key,
+                        "a durable process takes messages only through Durability::tell or Effects::send; one was dropped"
+                    ),
+                },
+            },
+            Event::Timer { id, tag } if self.live_timers.get(&tag.0) == Some(&id) => {
+                self.live_timers.remove(&tag.0);
+                self.queued.push((RecordedInput::Timer(tag.0), None));
+            }
+            Event::Cancel => {
+                // The scheduler shuts down: the journal holds everything
+                // released, so the process resumes on recovery.
+                self.finished = true;
+                out.done(Box::new(Ending::Suspended));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl Process for Runner {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.pid = Some(out.pid());
+        for effect in std::mem::take(&mut self.resume) {
+            self.release_effect(effect, out)?;
+        }
+        self.pump(out);
+        if !self.finished {
+            out.idle();
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if self.finished {
+                break;
+            }
+            self.take_event(event, out)?;
+        }
+        if !self.finished {
+            self.pump(out);
+            out.idle();
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) {
+        if let Some(pid) = self.pid {
+            self.shared
+                .directory
+                .remove_if(&*self.key, |_, p| *p == pid);
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Where journals are kept: the [`Store`] trait, and the embedded store.
+//!
+//! A store keeps, per durable process (by its key), what it was created
+//! from (its registered type and arguments), its records in order, and
+//! whether it has ended. The journal's writer hands it batches: one
+//! [`Store::append`] call is one sync, and the whole batch is durable when
+//! it returns `Ok`. A store is used by one writer thread at a time;
+//! readers (recovery, inspection) may run beside it.
+//!
+//! [`RedbStore`] is the embedded default: one file, no server. Any other
+//! store passes the same suite, [`conformance::check`].
+
+pub mod conformance;
+mod redb;
+
+pub use self::redb::RedbStore;
+
+use crate::error::DurableError;
+
+/// One record to append to a process's journal.
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::store::{Append, Created};
+///
+/// let first = Append {
+///     key: "order-1".into(),
+///     seq: 0,
+///     record: vec![1, 2, 3],
+///     created: Some(Created { kind: "Order".into(), args: vec![] }),
+///     ended: false,
+///     sent: vec![],
+///     taken: vec![],
+/// };
+/// assert_eq!(first.seq, 0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Append {
+    /// The process's key.
+    pub key: String,
+    /// The record's number in the process's journal, from 0, without gaps.
+    pub seq: u64,
+    /// The encoded [`Record`](crate::Record).
+    pub record: Vec<u8>,
+    /// Set on the process's first record: what it was created from.
+    pub created: Option<Created>,
+    /// The process ended with this record.
+    pub ended: bool,
+    /// The sends this record released, for the outbox (their `from` is
+    /// `key`).
+    pub sent: Vec<Outgoing>,
+    /// The sends this record took, as (sender, number): their outbox
+    /// entries are removed.
+    pub taken: Vec<(String, u64)>,
+}
+
+/// A send between durable processes that its receiver has not journaled
+/// yet: the outbox keeps it, so that a recovery can deliver it again even
+/// when its sender has ended.
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::store::Outgoing;
+///
+/// let send = Outgoing { from: "a".into(), to: "b".into(), seq: 1, body: vec![] };
+/// assert_eq!(send.seq, 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The sender's key.
+    pub from: String,
+    /// The receiver's key.
+    pub to: String,
+    /// The send's number (per sender).
+    pub seq: u64,
+    /// The message's bytes.
+    pub body: Vec<u8>,
+}
+
+/// What a durable process was created from: enough to build it again.
+///
+/// # Examples
+///
+/// See [`Append`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    /// Its registered type's name ([`Durable::KIND`](crate::Durable::KIND)).
+    pub kind: String,
+    /// Its arguments, as postcard bytes.
+    pub args: Vec<u8>,
+}
+
+/// One process's journal, as a store gives it back.
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::store::{Journal, Store, RedbStore};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+/// let none: Option<Journal> = store.journal("nobody")?;
+/// assert!(none.is_none());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Journal {
+    /// The process's key.
+    pub key: String,
+    /// What it was created from.
+    pub created: Created,
+    /// Whether it has ended.
+    pub ended: bool,
+    /// Its records, in order (numbered from 0).
+    pub records: Vec<Vec<u8>>,
+}
+
+/// A place journals are kept. Implementations must make a whole
+/// [`append`](Store::append) batch durable before returning `Ok` (a crash
+/// after `Ok` loses none of it), and must never expose part of a batch
+/// after a crash during one (all of it or none).
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::store::{Append, Created, RedbStore, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+/// store.append(&[Append {
+///     key: "a".into(), seq: 0, record: vec![7],
+///     created: Some(Created { kind: "K".into(), args: vec![] }), ended: false,
+///     sent: vec![], taken: vec![],
+/// }])?;
+/// assert_eq!(store.running()?.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Store: Send + Sync + 'static {
+    /// Writes the whole batch durably, with one sync.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`]: then nothing of the batch may be assumed
+    /// durable.
+    fn append(&self, batch: &[Append]) -> Result<(), DurableError>;
+
+    /// Every process whose journal has not ended, records included.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    fn running(&self) -> Result<Vec<Journal>, DurableError>;
+
+    /// One process's journal, ended or not; `None` if the key is unknown.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    fn journal(&self, key: &str) -> Result<Option<Journal>, DurableError>;
+
+    /// Whether a process with this key has a journal (ended or not).
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`].
+    fn contains(&self, key: &str) -> Result<bool, DurableError>;
+
+    /// Deletes an ended process's journal, so that its key can be used
+    /// again. Returns whether there was one; a running process's journal
+    /// is left alone (`Ok(false)`).
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`].
+    fn forget(&self, key: &str) -> Result<bool, DurableError>;
+
+    /// Every send in the outbox: released by its sender's record, not
+    /// yet taken by a record of its receiver.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`].
+    fn outbox(&self) -> Result<Vec<Outgoing>, DurableError>;
+
+    /// Removes outbox entries, as (receiver, sender, number): sends whose
+    /// receiver will never take them.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`].
+    fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError>;
+
+    /// How many bytes the store holds on disk (or in use), for the
+    /// metrics.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`].
+    fn size(&self) -> Result<u64, DurableError>;
+}

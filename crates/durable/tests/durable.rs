@@ -1,0 +1,506 @@
+//! Durable processes in one OS process: write-ahead, failure of the
+//! store, suspension and recovery, sends once across restarts, timers at
+//! their absolute deadlines, interrupted commands, and non-determinism.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sched::command::{CommandId, TypedCommand};
+use sched_durable::prelude::*;
+use sched_durable::store::conformance;
+use sched_durable::{RecordedEffect, RecordedInput};
+use support::*;
+
+#[test]
+fn the_redb_store_passes_the_store_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    conformance::check(RedbStore::create(&path).unwrap(), || {
+        RedbStore::create(&path).unwrap()
+    });
+}
+
+#[test]
+fn a_durable_process_runs_to_its_outcome_and_its_journal_says_what_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let durability = Durability::open(RedbStore::create(dir.path().join("j.redb")).unwrap());
+    durability.register::<Tally>();
+    let scheduler = scheduler(&durability, Arc::default());
+    assert_eq!(durability.recover(&scheduler).unwrap().resumed.len(), 0);
+
+    let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
+    tally.durable().wait(WAIT).unwrap();
+    for n in 1..=4u64 {
+        durability
+            .tell::<Tally>(&scheduler, "t", &n)
+            .unwrap()
+            .wait(WAIT)
+            .unwrap();
+    }
+    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    assert_eq!(tally.wait::<u64>().unwrap(), 10);
+    assert_eq!(
+        durability.pid("t"),
+        None,
+        "an ended process leaves the directory"
+    );
+
+    let journal = durability.inspect("t").unwrap().unwrap();
+    assert!(journal.ended);
+    assert_eq!(journal.kind, "tally");
+    let inputs: Vec<_> = journal
+        .records
+        .iter()
+        .flat_map(|r| r.inputs.clone())
+        .collect();
+    assert_eq!(
+        inputs.len(),
+        6,
+        "the start, four numbers and the zero: {inputs:?}"
+    );
+    assert_eq!(inputs[0], RecordedInput::Start);
+    let last = journal.records.last().unwrap();
+    assert_eq!(
+        last.effects,
+        vec![RecordedEffect::Done(postcard::to_stdvec(&10u64).unwrap())]
+    );
+
+    // The key is taken until the journal is forgotten.
+    assert!(matches!(
+        durability.spawn::<Tally>(&scheduler, "t", ()),
+        Err(DurableError::KeyTaken(_))
+    ));
+    assert!(durability.forget("t").unwrap());
+    let again = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
+    again.durable().wait(WAIT).unwrap();
+    let stats = durability.stats();
+    assert!(stats.records >= 7 && stats.syncs >= 1 && stats.syncs <= stats.records);
+    scheduler.shutdown(Duration::from_secs(5));
+}
+
+/// Yields an echo on its start, and finishes with the answer.
+struct Asker;
+
+impl Durable for Asker {
+    const KIND: &'static str = "asker";
+    type Args = ();
+    type Message = ();
+
+    fn create(_: ()) -> Self {
+        Asker
+    }
+
+    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        match input {
+            Input::Start => out.command(ECHO, Tag(1), 41)?,
+            Input::Completion { result, .. } => match result {
+                Ok(answer) => out.done(&(answer.decode::<u64>()? + 1))?,
+                Err(Failure::Interrupted) => out.done(&u64::MAX)?,
+                Err(failure) => return Err(failure.into()),
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn no_effect_is_released_before_the_input_that_caused_it_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, gate) = Gated::new(&dir.path().join("j.redb"));
+    let durability = Durability::open(store);
+    durability.register::<Asker>();
+    let echoes = Arc::new(AtomicU64::new(0));
+    let scheduler = scheduler(&durability, echoes.clone());
+
+    gate.close();
+    let asker = durability.spawn::<Asker>(&scheduler, "asker", ()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        echoes.load(Relaxed),
+        0,
+        "the command left before its record was durable"
+    );
+    assert!(asker.durable().try_result().is_none());
+
+    gate.open();
+    asker.durable().wait(WAIT).unwrap();
+    assert_eq!(asker.wait::<u64>().unwrap(), 42);
+    assert_eq!(echoes.load(Relaxed), 1);
+    scheduler.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_write_the_store_refuses_releases_nothing_and_fails_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, gate) = Gated::new(&dir.path().join("j.redb"));
+    let durability = Durability::open(store);
+    durability.register::<Asker>();
+    let echoes = Arc::new(AtomicU64::new(0));
+    let scheduler = scheduler(&durability, echoes.clone());
+
+    gate.fail(true);
+    let asker = durability.spawn::<Asker>(&scheduler, "asker", ()).unwrap();
+    let receipt = asker.durable().wait(WAIT);
+    assert!(
+        matches!(receipt, Err(DurableError::Store(ref e)) if e.contains("disk is full")),
+        "{receipt:?}"
+    );
+    match asker.wait::<u64>() {
+        Err(DurableError::Failed(e)) => assert!(e.contains("disk is full"), "{e}"),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    assert_eq!(echoes.load(Relaxed), 0);
+    assert_eq!(durability.stats().failed_syncs, 1);
+    scheduler.shutdown(Duration::from_secs(5));
+}
+
+/// Opens the store at `path` with every test type registered, and a
+/// started scheduler.
+fn node(path: &std::path::Path, echoes: Arc<AtomicU64>) -> (Durability, Scheduler) {
+    let durability = Durability::open(RedbStore::create(path).unwrap());
+    durability
+        .register::<Tally>()
+        .register::<Asker>()
+        .register::<Sender>()
+        .register::<Sleeper>()
+        .register::<Clocked>()
+        .register::<Stuck>();
+    let scheduler = scheduler(&durability, echoes);
+    (durability, scheduler)
+}
+
+/// Stops a node as a shutdown does, then drops its journal.
+fn stop(durability: Durability, scheduler: Scheduler) {
+    scheduler.shutdown(Duration::from_secs(5));
+    drop(scheduler);
+    drop(durability);
+}
+
+#[test]
+fn a_suspended_process_resumes_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let (durability, scheduler) = node(&path, Arc::default());
+    let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
+    for n in [1u64, 2, 3] {
+        durability
+            .tell::<Tally>(&scheduler, "t", &n)
+            .unwrap()
+            .wait(WAIT)
+            .unwrap();
+    }
+    stop(durability, scheduler);
+    assert!(matches!(tally.wait::<u64>(), Err(DurableError::Suspended)));
+
+    let (durability, scheduler) = node(&path, Arc::default());
+    let mut recovery = durability.recover(&scheduler).unwrap();
+    assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
+    assert_eq!(recovery.resumed.len(), 1);
+    durability
+        .tell::<Tally>(&scheduler, "t", &4)
+        .unwrap()
+        .wait(WAIT)
+        .unwrap();
+    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    assert_eq!(recovery.resumed.remove(0).wait::<u64>().unwrap(), 10);
+    stop(durability, scheduler);
+}
+
+/// Sends `count` ones to the tally `to`, one per step, each step woken by
+/// an echo; then tells it 0 and finishes.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Sender {
+    to: String,
+    count: u64,
+    sent: u64,
+}
+
+impl Durable for Sender {
+    const KIND: &'static str = "sender";
+    type Args = (String, u64);
+    type Message = ();
+
+    fn create((to, count): (String, u64)) -> Self {
+        Sender { to, count, sent: 0 }
+    }
+
+    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        match input {
+            Input::Start | Input::Completion { .. } => {
+                if self.sent == self.count {
+                    out.send::<Tally>(&self.to, &0)?;
+                    out.done(&self.sent)?;
+                } else {
+                    self.sent += 1;
+                    out.send::<Tally>(&self.to, &1)?;
+                    out.command(ECHO, Tag(self.sent), self.sent)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_send_the_receiver_had_not_journaled_is_delivered_once_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    // The receiver's records are lost from its start on (the node stops
+    // before they reach the disk, as the gate pretends), the sender's are
+    // durable: the sends are only in the sender's journal and the outbox.
+    {
+        let (store, gate) = Gated::new(&path);
+        let durability = Durability::open(store);
+        durability.register::<Tally>().register::<Sender>();
+        let scheduler = scheduler(&durability, Arc::default());
+        let tally = durability.spawn::<Tally>(&scheduler, "tally", ()).unwrap();
+        tally.durable().wait(WAIT).unwrap();
+        gate.hold_key("tally");
+        let sender = durability
+            .spawn::<Sender>(&scheduler, "sender", ("tally".into(), 50))
+            .unwrap();
+        assert_eq!(sender.wait::<u64>().unwrap(), 50);
+        // Nothing the tally took after the hold is durable: the node
+        // stops with the sends only in the sender's journal.
+        scheduler.shutdown(Duration::from_secs(5));
+        let _ = tally.wait::<u64>();
+    }
+    let (durability, scheduler) = node(&path, Arc::default());
+    let mut recovery = durability.recover(&scheduler).unwrap();
+    assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
+    assert_eq!(recovery.resumed.len(), 1, "only the tally is left to run");
+    assert_eq!(recovery.resent, 51, "50 ones and the zero");
+    assert_eq!(recovery.resumed.remove(0).wait::<u64>().unwrap(), 50);
+    stop(durability, scheduler);
+
+    // A third start finds nothing to resume, and nothing left to deliver.
+    let (durability, scheduler) = node(&path, Arc::default());
+    let recovery = durability.recover(&scheduler).unwrap();
+    assert_eq!((recovery.resumed.len(), recovery.resent), (0, 0));
+    stop(durability, scheduler);
+}
+
+/// Sets a timer for `millis` after its start, and finishes with the time
+/// the timer fell due (ms since the epoch, as its step saw it).
+struct Sleeper {
+    millis: u64,
+}
+
+impl Durable for Sleeper {
+    const KIND: &'static str = "sleeper";
+    type Args = u64;
+    type Message = ();
+
+    fn create(millis: u64) -> Self {
+        Sleeper { millis }
+    }
+
+    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        match input {
+            Input::Start => out.set_timer(Duration::from_millis(self.millis), Tag(1)),
+            Input::Timer(_) => {
+                let at = out.now().duration_since(UNIX_EPOCH)?.as_millis() as u64;
+                out.done(&at)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn a_timer_falls_due_at_its_absolute_deadline_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let (durability, scheduler) = node(&path, Arc::default());
+    let spawned_at = now_ms();
+    let sleeper = durability.spawn::<Sleeper>(&scheduler, "s", 3_000).unwrap();
+    sleeper.durable().wait(WAIT).unwrap();
+    stop(durability, scheduler);
+    std::thread::sleep(Duration::from_millis(1_500));
+
+    let restarted = Instant::now();
+    let (durability, scheduler) = node(&path, Arc::default());
+    let mut recovery = durability.recover(&scheduler).unwrap();
+    assert_eq!(recovery.timers, 1);
+    let fell_due = recovery.resumed.remove(0).wait::<u64>().unwrap();
+    let waited = restarted.elapsed();
+    assert!(fell_due >= spawned_at + 3_000, "the timer fell due early");
+    // Had the timer started over at the restart, it would have waited 3 s
+    // from there; it waits what was left, about 1.5 s.
+    assert!(
+        waited < Duration::from_millis(2_900),
+        "waited {waited:?} after the restart"
+    );
+    stop(durability, scheduler);
+}
+
+/// A command whose handler never answers.
+const NEVER: TypedCommand<u64, u64> = TypedCommand::new(CommandId(2));
+
+/// Yields a command that never completes; finishes with what became of it.
+struct Stuck;
+
+impl Durable for Stuck {
+    const KIND: &'static str = "stuck";
+    type Args = ();
+    type Message = ();
+
+    fn create(_: ()) -> Self {
+        Stuck
+    }
+
+    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        match input {
+            Input::Start => out.command(NEVER, Tag(5), 1)?,
+            Input::Completion { tag, result } => {
+                out.done(&(tag.0, matches!(result, Err(Failure::Interrupted))))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_command_in_flight_when_the_node_stops_comes_back_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let held = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let started = {
+        let durability = Durability::open(RedbStore::create(&path).unwrap());
+        durability.register::<Stuck>();
+        let keep = held.clone();
+        let builder = Scheduler::builder()
+            .workers(2)
+            .typed_handler(NEVER, move |_: u64, done| {
+                keep.lock().push(done);
+                Ok(())
+            });
+        let scheduler = durability.install(builder).build();
+        scheduler.start();
+        let stuck = durability.spawn::<Stuck>(&scheduler, "stuck", ()).unwrap();
+        stuck.durable().wait(WAIT).unwrap();
+        let deadline = Instant::now() + WAIT;
+        while held.lock().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(held.lock().len(), 1, "the command was yielded");
+        stop(durability, scheduler);
+        true
+    };
+    assert!(started);
+    let (durability, scheduler) = node(&path, Arc::default());
+    let mut recovery = durability.recover(&scheduler).unwrap();
+    assert_eq!(recovery.interrupted, 1);
+    assert_eq!(
+        recovery.resumed.remove(0).wait::<(u64, bool)>().unwrap(),
+        (5, true)
+    );
+    stop(durability, scheduler);
+    held.lock().clear();
+}
+
+/// Decides from the wall clock: before `switch_ms` it sets timer 1, after
+/// it timer 2. A replay after `switch_ms` does something else.
+struct Clocked {
+    switch_ms: u64,
+}
+
+impl Durable for Clocked {
+    const KIND: &'static str = "clocked";
+    type Args = u64;
+    type Message = ();
+
+    fn create(switch_ms: u64) -> Self {
+        Clocked { switch_ms }
+    }
+
+    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        if let Input::Start = input {
+            let tag = if now_ms() < self.switch_ms { 1 } else { 2 };
+            out.set_timer(Duration::from_secs(3_600), Tag(tag));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_step_that_branches_on_the_wall_clock_is_reported_on_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let switch_ms = now_ms() + 400;
+    let (durability, scheduler) = node(&path, Arc::default());
+    let clocked = durability
+        .spawn::<Clocked>(&scheduler, "clocked", switch_ms)
+        .unwrap();
+    clocked.durable().wait(WAIT).unwrap();
+    // The test needs the first step to have run before the switch.
+    let journal = durability.inspect("clocked").unwrap().unwrap();
+    let first = &journal.records[0];
+    assert!(
+        first.at_ms < switch_ms,
+        "the machine took 400 ms to run one step"
+    );
+    stop(durability, scheduler);
+    while now_ms() <= switch_ms {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let (durability, scheduler) = node(&path, Arc::default());
+    let recovery = durability.recover(&scheduler).unwrap();
+    assert!(recovery.resumed.is_empty());
+    match &recovery.failed[..] {
+        [DurableError::NonDeterminism {
+            key,
+            record,
+            expected,
+            found,
+        }] => {
+            assert_eq!((key.as_str(), *record), ("clocked", 0));
+            assert!(expected.starts_with("timer 1"), "{expected}");
+            assert!(found.starts_with("timer 2"), "{found}");
+        }
+        other => panic!("expected one NonDeterminism, got {other:?}"),
+    }
+    assert!(
+        durability.inspect("clocked").unwrap().is_some(),
+        "its journal is kept"
+    );
+    stop(durability, scheduler);
+}
+
+#[test]
+fn a_journal_of_an_unregistered_type_is_reported_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let (durability, scheduler) = node(&path, Arc::default());
+    durability
+        .spawn::<Tally>(&scheduler, "t", ())
+        .unwrap()
+        .durable()
+        .wait(WAIT)
+        .unwrap();
+    stop(durability, scheduler);
+
+    let durability = Durability::open(RedbStore::create(&path).unwrap());
+    let scheduler = support::scheduler(&durability, Arc::default());
+    let recovery = durability.recover(&scheduler).unwrap();
+    assert!(matches!(
+        &recovery.failed[..],
+        [DurableError::UnknownKind { key, kind }] if key == "t" && kind == "tally"
+    ));
+    stop(durability, scheduler);
+}

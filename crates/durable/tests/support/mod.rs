@@ -1,0 +1,150 @@
+//! Processes and stores the durable tests share.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use sched::command::{CommandId, TypedCommand};
+use sched_durable::prelude::*;
+use sched_durable::store::{Append, Journal, Outgoing, Store};
+
+/// Echoes its number, once a timer of the number's milliseconds modulo 5
+/// has passed.
+pub const ECHO: TypedCommand<u64, u64> = TypedCommand::new(CommandId(1));
+
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// A scheduler with `durability`'s journal and the echo handler, started.
+pub fn scheduler(durability: &Durability, echoes: Arc<AtomicU64>) -> Scheduler {
+    let builder = Scheduler::builder()
+        .workers(2)
+        .typed_handler(ECHO, move |n: u64, done| {
+            echoes.fetch_add(1, Relaxed);
+            let _ = done.complete(n);
+            Ok(())
+        });
+    let scheduler = durability.install(builder).build();
+    scheduler.start();
+    scheduler
+}
+
+/// Counts what it is told; finishes with the total when told 0.
+#[derive(Default)]
+pub struct Tally {
+    pub total: u64,
+}
+
+impl Durable for Tally {
+    const KIND: &'static str = "tally";
+    type Args = ();
+    type Message = u64;
+
+    fn create(_: ()) -> Self {
+        Tally::default()
+    }
+
+    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        if let Input::Message { message, .. } = input {
+            if message == 0 {
+                out.done(&self.total)?;
+            } else {
+                self.total += message;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A store whose writes can be held back (`close`) or refused (`fail`).
+pub struct Gated {
+    inner: Box<dyn Store>,
+    gate: Arc<Gate>,
+}
+
+#[derive(Default)]
+pub struct Gate {
+    closed: Mutex<bool>,
+    opened: Condvar,
+    failing: Mutex<bool>,
+    held: Mutex<Option<String>>,
+    pub appends: AtomicU64,
+}
+
+impl Gate {
+    pub fn close(&self) {
+        *self.closed.lock() = true;
+    }
+    pub fn open(&self) {
+        *self.closed.lock() = false;
+        self.opened.notify_all();
+    }
+    pub fn fail(&self, on: bool) {
+        *self.failing.lock() = on;
+    }
+    /// From now on, records of `key` are acknowledged and not written: as
+    /// if the node had stopped before they reached the disk.
+    pub fn hold_key(&self, key: &str) {
+        *self.held.lock() = Some(key.to_owned());
+    }
+}
+
+impl Gated {
+    pub fn new(path: &Path) -> (Gated, Arc<Gate>) {
+        let gate = Arc::new(Gate::default());
+        (
+            Gated {
+                inner: Box::new(RedbStore::create(path).unwrap()),
+                gate: gate.clone(),
+            },
+            gate,
+        )
+    }
+}
+
+impl Store for Gated {
+    fn append(&self, batch: &[Append]) -> Result<(), DurableError> {
+        let mut closed = self.gate.closed.lock();
+        while *closed {
+            self.gate.opened.wait(&mut closed);
+        }
+        drop(closed);
+        if *self.gate.failing.lock() {
+            return Err(DurableError::Store(
+                "the disk is full (a test said so)".into(),
+            ));
+        }
+        self.gate.appends.fetch_add(1, Relaxed);
+        match &*self.gate.held.lock() {
+            Some(held) => {
+                let kept: Vec<Append> = batch.iter().filter(|a| &a.key != held).cloned().collect();
+                self.inner.append(&kept)
+            }
+            None => self.inner.append(batch),
+        }
+    }
+    fn running(&self) -> Result<Vec<Journal>, DurableError> {
+        self.inner.running()
+    }
+    fn journal(&self, key: &str) -> Result<Option<Journal>, DurableError> {
+        self.inner.journal(key)
+    }
+    fn contains(&self, key: &str) -> Result<bool, DurableError> {
+        self.inner.contains(key)
+    }
+    fn forget(&self, key: &str) -> Result<bool, DurableError> {
+        self.inner.forget(key)
+    }
+    fn outbox(&self) -> Result<Vec<Outgoing>, DurableError> {
+        self.inner.outbox()
+    }
+    fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {
+        self.inner.discard(entries)
+    }
+    fn size(&self) -> Result<u64, DurableError> {
+        self.inner.size()
+    }
+}
