@@ -1,0 +1,296 @@
+//! The crash test: a workflow load of durable processes in a child OS
+//! process, killed with SIGKILL at random moments and started again on the
+//! same store each time, until it finishes. Then, read from the store:
+//! every workflow ended with the result an uninterrupted run gives, and
+//! the counter every workflow sends to took each send exactly once.
+//!
+//! Each workflow runs `rounds` rounds of: a timer, a command (an echo that
+//! answers after a millisecond), a send to the counter. A command
+//! interrupted by a kill is issued again (the echo is idempotent).
+//!
+//! The always-run test is sized for CI (400 workflows of 50 rounds, 12
+//! kills); the ignored one is the full load (10 000 workflows, 100 kills):
+//! `cargo test --release -p sched-durable --test crash -- --ignored`.
+
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use sched::command::{CommandId, TypedCommand};
+use sched_durable::prelude::*;
+use sched_durable::store::Store;
+use sched_durable::{Record, RecordedEffect, RecordedInput, Spawned};
+
+const ROLE: &str = "SCHED_DURABLE_CRASH_CHILD";
+
+/// Answers its number after a millisecond.
+const SLOW_ECHO: TypedCommand<u64, u64> = TypedCommand::new(CommandId(3));
+
+/// Takes every workflow's sends; finishes with their number once it has
+/// all of them.
+struct Counter {
+    expected: u64,
+    taken: u64,
+}
+
+impl Durable for Counter {
+    const KIND: &'static str = "counter";
+    type Args = u64;
+    type Message = u64;
+    fn create(expected: u64) -> Self {
+        Counter { expected, taken: 0 }
+    }
+    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        if let Input::Message { .. } = input {
+            self.taken += 1;
+            if self.taken == self.expected {
+                out.done(&self.taken)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `rounds` rounds of timer, command, send; finishes with the sum of the
+/// answers.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Workflow {
+    number: u64,
+    rounds: u64,
+    round: u64,
+    sum: u64,
+}
+
+impl Durable for Workflow {
+    const KIND: &'static str = "workflow";
+    type Args = (u64, u64);
+    type Message = ();
+
+    fn create((number, rounds): (u64, u64)) -> Self {
+        Workflow {
+            number,
+            rounds,
+            round: 0,
+            sum: 0,
+        }
+    }
+
+    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        match input {
+            Input::Start => self.wait(out),
+            Input::Timer(_) => out.command(SLOW_ECHO, Tag(self.round + 1), self.round + 1)?,
+            Input::Completion { tag, result } => match result {
+                Ok(answer) => {
+                    self.round += 1;
+                    self.sum += answer.decode::<u64>()?;
+                    out.send::<Counter>("counter", &self.round)?;
+                    if self.round == self.rounds {
+                        out.done(&self.sum)?;
+                    } else {
+                        self.wait(out);
+                    }
+                }
+                Err(Failure::Interrupted) => out.command(SLOW_ECHO, tag, tag.0)?,
+                Err(failure) => return Err(failure.into()),
+            },
+            Input::Message { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+impl Workflow {
+    fn wait(&self, out: &mut Effects<'_>) {
+        out.set_timer(Duration::from_millis(20 + (self.number * 7 + self.round * 13) % 100), Tag(0));
+    }
+}
+
+fn register(durability: &Durability) {
+    durability.register::<Counter>().register::<Workflow>();
+}
+
+/// The child: resume what the store holds, start what it lacks, run until
+/// every workflow ended, say so, and exit.
+fn child(path: &str, workflows: u64, rounds: u64) {
+    let durability = Durability::open(RedbStore::create(path).unwrap());
+    register(&durability);
+    let builder = Scheduler::builder()
+        .workers(2)
+        .typed_handler(SLOW_ECHO, |n: u64, done| {
+            let _ = done.complete_after(Duration::from_millis(1), n);
+            Ok(())
+        });
+    let scheduler = durability.install(builder).build();
+    scheduler.start();
+    let recovery = durability.recover(&scheduler).unwrap();
+    assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
+    println!(
+        "recovered {} in {:?}",
+        recovery.resumed.len(),
+        recovery.took
+    );
+    let (mut counter, mut running): (Vec<Spawned>, Vec<Spawned>) = recovery
+        .resumed
+        .into_iter()
+        .partition(|s| s.key() == "counter");
+    if durability.pid("counter").is_none() && durability.inspect("counter").unwrap().is_none() {
+        let spawned = durability
+            .spawn::<Counter>(&scheduler, "counter", workflows * rounds)
+            .unwrap();
+        spawned.durable().wait(Duration::from_secs(60)).unwrap();
+        counter.push(spawned);
+    }
+    for number in 0..workflows {
+        let key = format!("w{number}");
+        if durability.pid(&key).is_none() && durability.inspect(&key).unwrap().is_none() {
+            running.push(
+                durability
+                    .spawn::<Workflow>(&scheduler, &key, (number, rounds))
+                    .unwrap(),
+            );
+        }
+    }
+    println!("running");
+    for workflow in running {
+        workflow.wait::<u64>().unwrap();
+    }
+    for counter in counter {
+        assert_eq!(counter.wait::<u64>().unwrap(), workflows * rounds);
+    }
+    println!("finished");
+    scheduler.shutdown(Duration::from_secs(5));
+    drop(durability);
+    std::process::exit(0);
+}
+
+#[test]
+fn crash_child() {
+    if let Ok(args) = std::env::var(ROLE) {
+        let mut parts = args.split(',');
+        let path = parts.next().unwrap().to_owned();
+        let workflows = parts.next().unwrap().parse().unwrap();
+        let rounds = parts.next().unwrap().parse().unwrap();
+        child(&path, workflows, rounds);
+    }
+}
+
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+fn start(path: &std::path::Path, workflows: u64, rounds: u64) -> Running {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .env(ROLE, format!("{},{workflows},{rounds}", path.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Running { child, lines }
+}
+
+/// A small deterministic generator (the kill moments of a run are the
+/// same in every run of the test).
+struct Moments(u64);
+
+impl Moments {
+    fn next_millis(&mut self, low: u64, high: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        low + (self.0 >> 33) % (high - low)
+    }
+}
+
+fn crash_run(workflows: u64, rounds: u64, kills: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.redb");
+    let mut moments = Moments(0x5eed);
+    let mut killed = 0;
+    while killed < kills {
+        let mut run = start(&path, workflows, rounds);
+        // Kill it at a random moment after it started running: some kills
+        // land during recovery, most in the middle of the load.
+        let wait = Duration::from_millis(moments.next_millis(20, 300));
+        std::thread::sleep(wait);
+        if let Some(status) = run.child.try_wait().unwrap() {
+            assert!(status.success(), "the child failed: {status}");
+            panic!("the load finished after {killed} kills: make it longer");
+        }
+        run.child.kill().unwrap(); // SIGKILL
+        run.child.wait().unwrap();
+        killed += 1;
+    }
+    // The last run goes to the end.
+    {
+        let mut run = start(&path, workflows, rounds);
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let status = loop {
+            if let Some(status) = run.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the last run did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let said: Vec<String> = run.lines.try_iter().collect();
+        assert!(status.success(), "the last run failed: {status}; it said {said:?}");
+        assert!(said.iter().any(|l| l == "finished"), "{said:?}");
+        eprintln!("after {killed} kills, the last run said {said:?}");
+    }
+
+    let store = RedbStore::create(&path).unwrap();
+    let expected: u64 = (1..=rounds).sum();
+    for number in 0..workflows {
+        let journal = store.journal(&format!("w{number}")).unwrap().unwrap();
+        assert!(journal.ended, "w{number} did not end");
+        let last = Record::decode(journal.records.last().unwrap()).unwrap();
+        let outcome = last.effects.iter().find_map(|e| match e {
+            RecordedEffect::Done(bytes) => Some(postcard::from_bytes::<u64>(bytes).unwrap()),
+            _ => None,
+        });
+        assert_eq!(outcome, Some(expected), "w{number} ended with another result");
+    }
+    // The counter took each send once: every (workflow, round) once.
+    let counter = store.journal("counter").unwrap().unwrap();
+    assert!(counter.ended);
+    let mut taken: HashMap<(String, u64), u32> = HashMap::new();
+    for bytes in &counter.records {
+        for input in Record::decode(bytes).unwrap().inputs {
+            if let RecordedInput::Message { from: Some(from), .. } = input {
+                *taken.entry(from).or_default() += 1;
+            }
+        }
+    }
+    let twice: Vec<_> = taken.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(twice.is_empty(), "sends taken twice: {twice:?}");
+    assert_eq!(taken.len() as u64, workflows * rounds, "sends lost");
+    for number in 0..workflows {
+        for round in 1..=rounds {
+            assert!(taken.contains_key(&(format!("w{number}"), round)), "w{number} round {round} lost");
+        }
+    }
+    assert!(store.outbox().unwrap().is_empty(), "every send was taken");
+}
+
+#[test]
+fn four_hundred_workflows_killed_twelve_times_end_as_an_uninterrupted_run_and_each_send_arrives_once() {
+    crash_run(400, 50, 12);
+}
+
+#[test]
+#[ignore = "the full load: minutes; run with --release"]
+fn ten_thousand_workflows_killed_a_hundred_times() {
+    crash_run(10_000, 50, 100);
+}
