@@ -458,6 +458,143 @@ fn ten_nodes_exchange_a_million_messages_with_exact_accounting() {
     one.shutdown(Duration::from_millis(200));
 }
 
+/// Four nodes, each an OS process, each sending 20 000 numbered messages
+/// to every other node's recorder (paced: about two seconds); node 4 is
+/// killed (SIGKILL) early in the run. The three others go on: each
+/// published exactly what its senders sent; every stream between two of
+/// them arrives whole and in order, each number received or counted; and
+/// each node's transport accounts for every frame that reached it, to
+/// the frame: what the other two sent it, and what it saw of node 4's
+/// stream, is exactly what it delivered, dead-lettered, or counted lost
+/// or fenced.
+#[test]
+fn four_nodes_one_killed_every_frame_delivered_dead_lettered_or_counted_lost() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    const NODES: u32 = 4;
+    const KILLED: u32 = 4;
+    let started = Instant::now();
+    let (one, t1) = node(&server, 1);
+    let tally = Tally::default();
+    let recorder = one.spawn(TallyRecorder(tally.clone())).unwrap().pid().id();
+    let mut children: Vec<_> = (2..=NODES)
+        .map(|n| Peer::spawn_node("survivor", &server.url(), 0, n))
+        .collect();
+    let mut recorders = vec![recorder];
+    for child in &children {
+        recorders.push(child.expect("ready", WAIT)[0]);
+    }
+    let go = format!(
+        "go {KILLED} {}",
+        recorders
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for child in &mut children {
+        child.tell(&go);
+    }
+    let senders = cluster::start_until_down(&one, 1, &recorders);
+    wait_until("node 4's stream under way", WAIT, || {
+        stream(&tally, u64::from(KILLED)).count >= 3_000
+    });
+    let mut killed = children.pop().expect("node 4");
+    killed.kill();
+    let sent = cluster::sent(senders);
+    for from in [2, 3] {
+        wait_until("the survivors' streams", WAIT, || {
+            stream(&tally, from).last >= cluster::KILL_PER_PAIR
+        });
+    }
+    let sent_by_1: u64 = sent.iter().map(|(_, n)| n).sum();
+    wait_until("node 1 to count its publishes", WAIT, || {
+        let s = t1.stats();
+        s.published + s.publish_failed >= sent_by_1
+    });
+    let received = total(&tally);
+    wait_until("node 1 to count its deliveries", WAIT, || {
+        t1.stats().delivered >= received
+    });
+    let mut own = own_report(&tally, &t1);
+    own.sent_to = sent.into_iter().collect();
+    let mut reports = vec![(1u32, own)];
+    for (i, child) in children.iter().enumerate() {
+        reports.push((i as u32 + 2, child.report(WAIT)));
+    }
+    let elapsed = started.elapsed();
+    let sent_by = |from: u32, to: u32| {
+        let report = &reports.iter().find(|(node, _)| *node == from).unwrap().1;
+        report.sent_to[&to]
+    };
+    let survivors = [1, 2, 3];
+    let mut lost = 0;
+    for (node, report) in &reports {
+        let (node, s) = (*node, report.stats);
+        // It published exactly what its senders sent (to node 4 too).
+        let own_sent: u64 = report.sent_to.values().sum();
+        assert_eq!(
+            s.published + s.publish_failed,
+            own_sent,
+            "node {node}: {s:?}"
+        );
+        assert!(report.sent_to[&KILLED] <= cluster::KILL_PER_PAIR);
+        // Every stream from another survivor arrived whole, in order.
+        let mut expected = 0;
+        for from in survivors.into_iter().filter(|&n| n != node) {
+            let got = report.fanin[&u64::from(from)];
+            let want = sent_by(from, node);
+            assert_eq!(want, cluster::KILL_PER_PAIR, "{from} to {node}: all sent");
+            assert_eq!(
+                (got.last, got.disorder),
+                (want, 0),
+                "{from} to {node}: {got:?}"
+            );
+            assert_eq!(got.count + got.skipped, want, "{from} to {node}: {got:?}");
+            expected += want;
+        }
+        // And node 4's, as far as it went.
+        let from_killed = report
+            .fanin
+            .get(&u64::from(KILLED))
+            .copied()
+            .unwrap_or_default();
+        assert_eq!(from_killed.disorder, 0, "node 4 to {node}: {from_killed:?}");
+        assert!(from_killed.count > 0, "node 4 to {node}: {from_killed:?}");
+        expected += from_killed.count + from_killed.skipped;
+        // Every frame that reached this node's transport is accounted for.
+        let received: u64 = report.fanin.values().map(|stream| stream.count).sum();
+        assert_eq!(s.delivered, received, "node {node}: {s:?}");
+        assert_eq!(s.rejected, 0, "node {node}: {s:?}");
+        assert_eq!(
+            s.delivered + s.dead_letters + s.lost + s.fenced,
+            expected,
+            "node {node}: sent to it = delivered + dead letters + lost + fenced: {s:?}"
+        );
+        lost += s.lost + s.fenced;
+    }
+    // Node 1 declared node 4 down (whether or not its senders were still
+    // sending to it by then).
+    wait_until("node 1 to declare node 4 down", WAIT, || {
+        t1.stats().nodes_down >= 1
+    });
+    // What it sent node 4 after the kill, node 4 never confirmed: node 1
+    // counts it (some, not more than it sent there).
+    let s1 = t1.stats();
+    assert!(
+        s1.unconfirmed > 0 && s1.unconfirmed <= sent_by(1, KILLED),
+        "{s1:?}"
+    );
+    eprintln!(
+        "{NODES} nodes, node {KILLED} killed: {sent_by_1} sent by node 1, {lost} counted lost or fenced on the survivors, in {elapsed:?}"
+    );
+    for child in children {
+        assert!(child.wait(WAIT).success());
+    }
+    one.shutdown(Duration::from_millis(200));
+}
+
 /// Node 1's report, as a child's.
 fn own_report(tally: &Tally, transport: &relay_nats::NatsTransport) -> peer::Report {
     let s = transport.stats();

@@ -118,6 +118,32 @@ pub(crate) fn run(role: &str) {
             let expected = crate::cluster::start(&node, me, &recorders);
             crate::cluster::settle(&tally, expected, &transport);
         }
+        // One node of the four-node run in which one is killed: told
+        // which one and every node's recorder, sends its share to each
+        // other node (giving up on the one declared down), and reports
+        // what it sent to each once the streams of the nodes that were not
+        // killed have all arrived.
+        "survivor" => {
+            say(&format!("ready {recorder}"));
+            let words = command();
+            assert_eq!(words.first().map(String::as_str), Some("go"));
+            let killed = number(&words, 1) as u32;
+            let recorders: Vec<u64> = (2..words.len()).map(|at| number(&words, at)).collect();
+            let senders = crate::cluster::start_until_down(&node, me, &recorders);
+            let sent = crate::cluster::sent(senders);
+            let others = (1..=recorders.len() as u64).filter(|&n| n != u64::from(me));
+            for from in others.filter(|&n| n != u64::from(killed)) {
+                wait_for(|| stream(&tally, from).last >= crate::cluster::KILL_PER_PAIR);
+            }
+            let total: u64 = sent.iter().map(|(_, n)| n).sum();
+            wait_for(|| {
+                let s = transport.stats();
+                s.published + s.publish_failed >= total
+            });
+            for (to, n) in sent {
+                say(&format!("sent_to {to} {n}"));
+            }
+        }
         other => panic!("no such role: {other}"),
     }
     report(&tally, &pings, &disorder, &transport);

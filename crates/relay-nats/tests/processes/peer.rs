@@ -111,6 +111,9 @@ impl Peer {
             match (word, numbers.as_slice()) {
                 ("end", []) => return report,
                 ("sent", [n]) => report.sent = *n,
+                ("sent_to", [to, n]) => {
+                    report.sent_to.insert(*to as u32, *n);
+                }
                 ("pings", [pings, disorder]) => report.pings = (*pings, *disorder),
                 ("fanin", [from, count, last, skipped, disorder]) => {
                     let stream = Stream {
@@ -199,6 +202,8 @@ pub(crate) struct Counts {
 pub(crate) struct Report {
     /// Messages it sent in its stream, if it ran one.
     pub(crate) sent: u64,
+    /// Messages it sent to each other node, if it ran senders that count.
+    pub(crate) sent_to: BTreeMap<u32, u64>,
     /// Pings its echoes answered, and how many were out of order.
     pub(crate) pings: (u64, u64),
     /// What its recorder received, by sender.
