@@ -119,3 +119,26 @@ pub(crate) fn step_batch(
     }
     (held, taken)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_at_or_below_its_senders_mark_is_a_copy() {
+        let mut state = State::default();
+        assert!(state.admit("a", 1));
+        assert!(state.admit("a", 2));
+        assert!(!state.admit("a", 2), "the same send again");
+        assert!(!state.admit("a", 1), "an older send");
+        assert!(state.admit("b", 1), "marks are per sender");
+        // A replayed input raises the mark as the live admission did.
+        let mut replayed = State::default();
+        replayed.apply_input(&RecordedInput::Message {
+            from: Some(("a".into(), 2)),
+            body: vec![],
+        });
+        assert!(!replayed.admit("a", 2));
+        assert!(replayed.admit("a", 3));
+    }
+}

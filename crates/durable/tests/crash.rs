@@ -12,7 +12,6 @@
 //! kills); the ignored one is the full load (10 000 workflows, 100 kills):
 //! `cargo test --release -p sched-durable --test crash -- --ignored`.
 
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -104,7 +103,10 @@ impl Durable for Workflow {
 
 impl Workflow {
     fn wait(&self, out: &mut Effects<'_>) {
-        out.set_timer(Duration::from_millis(20 + (self.number * 7 + self.round * 13) % 100), Tag(0));
+        out.set_timer(
+            Duration::from_millis(20 + (self.number * 7 + self.round * 13) % 100),
+            Tag(0),
+        );
     }
 }
 
@@ -209,7 +211,10 @@ struct Moments(u64);
 
 impl Moments {
     fn next_millis(&mut self, low: u64, high: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         low + (self.0 >> 33) % (high - low)
     }
 }
@@ -245,7 +250,10 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32) {
             std::thread::sleep(Duration::from_millis(20));
         };
         let said: Vec<String> = run.lines.try_iter().collect();
-        assert!(status.success(), "the last run failed: {status}; it said {said:?}");
+        assert!(
+            status.success(),
+            "the last run failed: {status}; it said {said:?}"
+        );
         assert!(said.iter().any(|l| l == "finished"), "{said:?}");
         eprintln!("after {killed} kills, the last run said {said:?}");
     }
@@ -260,7 +268,11 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32) {
             RecordedEffect::Done(bytes) => Some(postcard::from_bytes::<u64>(bytes).unwrap()),
             _ => None,
         });
-        assert_eq!(outcome, Some(expected), "w{number} ended with another result");
+        assert_eq!(
+            outcome,
+            Some(expected),
+            "w{number} ended with another result"
+        );
     }
     // The counter took each send once: every (workflow, round) once.
     let counter = store.journal("counter").unwrap().unwrap();
@@ -268,7 +280,10 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32) {
     let mut taken: HashMap<(String, u64), u32> = HashMap::new();
     for bytes in &counter.records {
         for input in Record::decode(bytes).unwrap().inputs {
-            if let RecordedInput::Message { from: Some(from), .. } = input {
+            if let RecordedInput::Message {
+                from: Some(from), ..
+            } = input
+            {
                 *taken.entry(from).or_default() += 1;
             }
         }
@@ -278,14 +293,18 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32) {
     assert_eq!(taken.len() as u64, workflows * rounds, "sends lost");
     for number in 0..workflows {
         for round in 1..=rounds {
-            assert!(taken.contains_key(&(format!("w{number}"), round)), "w{number} round {round} lost");
+            assert!(
+                taken.contains_key(&(format!("w{number}"), round)),
+                "w{number} round {round} lost"
+            );
         }
     }
     assert!(store.outbox().unwrap().is_empty(), "every send was taken");
 }
 
 #[test]
-fn four_hundred_workflows_killed_twelve_times_end_as_an_uninterrupted_run_and_each_send_arrives_once() {
+fn four_hundred_workflows_killed_twelve_times_end_as_an_uninterrupted_run_and_each_send_arrives_once(
+) {
     crash_run(400, 50, 12);
 }
 
