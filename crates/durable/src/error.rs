@@ -63,6 +63,10 @@ pub enum DurableError {
     /// The scheduler shut down before the process finished: it resumes on
     /// the next [`recover`](crate::Durability::recover).
     Suspended,
+    /// Another incarnation of the process (on another node sharing the
+    /// store) wrote its journal since this one last did: this one must
+    /// stop, and its write was refused, so nothing of it is released.
+    Fenced(String),
 }
 
 impl fmt::Display for DurableError {
@@ -96,6 +100,10 @@ impl fmt::Display for DurableError {
             DurableError::Stopped => write!(f, "the journal's writer has stopped"),
             DurableError::Timeout => write!(f, "timed out"),
             DurableError::Failed(e) => write!(f, "the durable process failed: {e}"),
+            DurableError::Fenced(key) => write!(
+                f,
+                "durable process {key:?} runs elsewhere now: this incarnation was fenced off"
+            ),
             DurableError::Suspended => write!(
                 f,
                 "the scheduler shut down before the durable process finished; it resumes on recovery"

@@ -122,6 +122,13 @@ pub struct Journal {
 /// after `Ok` loses none of it), and must never expose part of a batch
 /// after a crash during one (all of it or none).
 ///
+/// A store shared by several nodes (a cluster store) must also fence: a
+/// journal has at most one writer, the incarnation that created it or
+/// last took it over through [`running`](Store::running); an append from
+/// any other is refused with [`DurableError::Fenced`] and writes nothing
+/// of that journal. A store of one node (the embedded one) has one writer
+/// by construction.
+///
 /// # Examples
 ///
 /// ```
@@ -146,7 +153,10 @@ pub trait Store: Send + Sync + 'static {
     /// durable.
     fn append(&self, batch: &[Append]) -> Result<(), DurableError>;
 
-    /// Every process whose journal has not ended, records included.
+    /// Every process whose journal has not ended and that this node is to
+    /// run, records included. For a store of one node, every such
+    /// process; for a cluster store, those this node owns and those whose
+    /// owner is gone, which it takes over (fencing the old owner).
     ///
     /// # Errors
     ///
