@@ -33,10 +33,34 @@ struct Queue {
     stopped: bool,
 }
 
-/// A latency histogram in powers of two of microseconds.
+/// A latency histogram of microseconds, log-linear (see `bucket_of`).
 pub(crate) struct Latency {
-    buckets: [AtomicU64; 40],
+    buckets: [AtomicU64; LATENCY_BUCKETS],
     max_us: AtomicU64,
+}
+
+/// Eight buckets per power of two of microseconds (a bucket's width is at
+/// most an eighth of its value), up to about 2^32 µs.
+const SUB: usize = 8;
+const LATENCY_BUCKETS: usize = 33 * SUB;
+
+fn bucket_of(us: u64) -> usize {
+    if us < SUB as u64 {
+        return us as usize;
+    }
+    let octave = 63 - us.leading_zeros() as usize; // >= 3
+    let sub = ((us >> (octave - 3)) & (SUB as u64 - 1)) as usize;
+    ((octave - 2) * SUB + sub).min(LATENCY_BUCKETS - 1)
+}
+
+/// The largest value of a bucket.
+fn upper_of(bucket: usize) -> u64 {
+    if bucket < SUB {
+        return bucket as u64;
+    }
+    let octave = bucket / SUB + 2;
+    let sub = (bucket % SUB) as u64;
+    ((SUB as u64 + sub + 1) << (octave - 3)) - 1
 }
 
 impl Default for Latency {
@@ -51,12 +75,12 @@ impl Default for Latency {
 impl Latency {
     pub(crate) fn record(&self, took: Duration) {
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        let bucket = (64 - us.leading_zeros() as usize).min(39);
-        self.buckets[bucket].fetch_add(1, Relaxed);
+        self.buckets[bucket_of(us)].fetch_add(1, Relaxed);
         self.max_us.fetch_max(us, Relaxed);
     }
 
-    /// The upper bound of the bucket holding quantile `q` (0..=1).
+    /// The upper bound of the bucket holding quantile `q` (0..=1), at most
+    /// the largest value recorded.
     pub(crate) fn quantile(&self, q: f64) -> Duration {
         let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
         let total: u64 = counts.iter().sum();
@@ -65,19 +89,49 @@ impl Latency {
         }
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let max = self.max_us.load(Relaxed);
         let mut seen = 0;
         for (i, count) in counts.iter().enumerate() {
             seen += count;
             if seen >= rank {
-                let upper = if i == 0 { 1 } else { 1u64 << i };
-                return Duration::from_micros(upper.min(self.max_us.load(Relaxed).max(1)));
+                return Duration::from_micros(upper_of(i).min(max));
             }
         }
-        Duration::from_micros(self.max_us.load(Relaxed))
+        Duration::from_micros(max)
     }
 
     pub(crate) fn max(&self) -> Duration {
         Duration::from_micros(self.max_us.load(Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_falls_in_a_bucket_whose_bound_is_within_an_eighth() {
+        for us in (0..100_000u64).chain([1 << 20, (1 << 30) + 12_345, u64::from(u32::MAX)]) {
+            let bucket = bucket_of(us);
+            let upper = upper_of(bucket);
+            assert!(upper >= us, "{us} in bucket {bucket} bounded by {upper}");
+            assert!(upper - us <= us / 8, "{us} bounded by {upper}: too wide");
+            if bucket > 0 {
+                assert!(upper_of(bucket - 1) < us, "{us} belongs to an earlier bucket");
+            }
+        }
+    }
+
+    #[test]
+    fn quantiles_come_from_the_recorded_values() {
+        let latency = Latency::default();
+        for us in 1..=100u64 {
+            latency.record(Duration::from_micros(us * 10));
+        }
+        let p50 = latency.quantile(0.5).as_micros() as u64;
+        assert!((500..=562).contains(&p50), "{p50}");
+        assert_eq!(latency.quantile(1.0), Duration::from_micros(1_000));
+        assert_eq!(latency.max(), Duration::from_micros(1_000));
     }
 }
 

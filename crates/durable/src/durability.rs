@@ -713,7 +713,8 @@ pub struct DurableStats {
     pub failed_syncs: u64,
     /// The most records one sync wrote.
     pub largest_batch: u64,
-    /// Sync latency, median (upper bound of its power-of-two bucket).
+    /// Sync latency, median (the upper bound of its bucket, within an
+    /// eighth of the value).
     pub sync_p50: Duration,
     /// Sync latency, 99th percentile (same).
     pub sync_p99: Duration,
