@@ -117,7 +117,10 @@ mod tests {
             assert!(upper >= us, "{us} in bucket {bucket} bounded by {upper}");
             assert!(upper - us <= us / 8, "{us} bounded by {upper}: too wide");
             if bucket > 0 {
-                assert!(upper_of(bucket - 1) < us, "{us} belongs to an earlier bucket");
+                assert!(
+                    upper_of(bucket - 1) < us,
+                    "{us} belongs to an earlier bucket"
+                );
             }
         }
     }

@@ -504,3 +504,56 @@ fn a_journal_of_an_unregistered_type_is_reported_and_kept() {
     ));
     stop(durability, scheduler);
 }
+
+#[test]
+fn compaction_drops_forgotten_journals_and_keeps_the_rest() {
+    use sched_durable::store::{Append, Created, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let store = RedbStore::create(&path).unwrap();
+    let append = |key: &str, seq: u64, ended: bool| Append {
+        key: key.to_owned(),
+        seq,
+        record: vec![seq as u8; 100],
+        created: (seq == 0).then(|| Created {
+            kind: "k".into(),
+            args: vec![],
+        }),
+        ended,
+        sent: vec![],
+        taken: vec![],
+    };
+    for seq in 0..10 {
+        store
+            .append(&[
+                append("gone", seq, seq == 9),
+                append("kept", seq, false),
+                append("done", seq, seq == 9),
+            ])
+            .unwrap();
+    }
+    assert!(store.forget("gone").unwrap());
+    store.append(&[append("gone", 0, false)]).unwrap();
+    let dropped = store.compact().unwrap();
+    assert!(
+        dropped >= 10 * 100,
+        "the forgotten journal's records: {dropped} bytes"
+    );
+    assert_eq!(store.journal("kept").unwrap().unwrap().records.len(), 10);
+    let done = store.journal("done").unwrap().unwrap();
+    assert!(
+        done.ended && done.records.len() == 10,
+        "an ended journal is kept"
+    );
+    assert_eq!(
+        store.journal("gone").unwrap().unwrap().records.len(),
+        1,
+        "the new process of the key"
+    );
+    // Appends go on after a compaction, and a reopen reads the same.
+    store.append(&[append("kept", 10, false)]).unwrap();
+    drop(store);
+    let store = RedbStore::create(&path).unwrap();
+    assert_eq!(store.journal("kept").unwrap().unwrap().records.len(), 11);
+    assert_eq!(store.running().unwrap().len(), 2);
+}
