@@ -268,7 +268,9 @@ fn steady_raw(dir: &std::path::Path) -> (Duration, Duration, Duration, u64) {
         .truncate(true)
         .open(&path)
         .unwrap();
-    let queue: Arc<(Mutex<(Vec<(Instant, [u8; 17])>, bool)>, Condvar)> = Arc::default();
+    /// Records queued with their time, and whether the producer is done.
+    type Queue = (Mutex<(Vec<(Instant, [u8; 17])>, bool)>, Condvar);
+    let queue: Arc<Queue> = Arc::default();
     let writer = {
         let queue = queue.clone();
         std::thread::spawn(move || {
