@@ -84,6 +84,8 @@ mod codec;
 mod config;
 mod error;
 mod io;
+#[cfg(feature = "durable")]
+mod journal;
 mod kv;
 mod membership;
 mod names;
@@ -101,6 +103,10 @@ pub use config::{
     DEFAULT_NAME_LEASE,
 };
 pub use error::{ClusterNameError, ConnectError, DecodeError, EncodeError, LinkError};
+#[cfg(feature = "durable")]
+pub use journal::{
+    JetStreamStore, JetStreamStoreBuilder, JournalWriter, Written, DEFAULT_JOURNAL_LEASE,
+};
 pub use names::ClusterNames;
 pub use scheduler_ext::NatsSchedulerExt;
 pub use stats::TransportStats;
