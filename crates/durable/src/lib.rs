@@ -103,3 +103,11 @@ pub mod prelude {
     pub use crate::{Answer, Durability, Durable, DurableError, Effects, Failure, Input, Receipt};
     pub use sched::prelude::*;
 }
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/durable.md")]
+struct GuideDoctests;
