@@ -72,6 +72,8 @@
 mod commit;
 mod durability;
 mod error;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod process;
 mod receipt;
 mod record;
