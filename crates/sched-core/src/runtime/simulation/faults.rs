@@ -309,6 +309,9 @@ pub(crate) struct State {
     pub(crate) inboxes: std::collections::BTreeMap<u32, StdArc<dyn relay::Receiver + Send + Sync>>,
     /// Node pairs cut off from each other (both directions listed).
     pub(crate) cut: std::collections::BTreeSet<(u32, u32)>,
+    /// The node-down notices held, not delivered yet: (the node told,
+    /// the node it lost).
+    notices: std::collections::BTreeSet<(u32, u32)>,
     /// Most latency of the simulated network (none: a package is due at
     /// once, and still waits for the simulation to deliver it).
     pub(crate) latency: Duration,
@@ -331,6 +334,7 @@ impl State {
             steps_of: FxHashMap::default(),
             inboxes: Default::default(),
             cut: Default::default(),
+            notices: Default::default(),
             latency: Duration::ZERO,
             fairness: super::fairness::Check::default(),
         }
@@ -339,6 +343,29 @@ impl State {
     /// Whether `from` cannot reach `to`.
     pub(crate) fn is_cut(&self, from: u32, to: u32) -> bool {
         self.cut.contains(&(from, to))
+    }
+
+    /// Tells node `me`, at once in virtual time, that it has lost node
+    /// `lost` (a [`relay::NodeDown`] notice through its inbox), as a
+    /// failure detector would; nothing if such a notice is held already
+    /// (it has not been delivered: it will tell the same).
+    pub(crate) fn notify(&mut self, me: u32, lost: u32) {
+        if !self.inboxes.contains_key(&me) || !self.notices.insert((me, lost)) {
+            return;
+        }
+        let at = Pid::new(me, 0);
+        let notice = relay::Package::new(at, at, relay::NodeDown::new(lost));
+        self.hold(self.now, Held::Remote(notice));
+    }
+
+    /// A held node-down notice is being delivered: a later loss holds
+    /// another.
+    pub(crate) fn notified(&mut self, held: &Held) {
+        if let Held::Remote(package) = held {
+            if let Some(notice) = package.payload::<relay::NodeDown>() {
+                self.notices.remove(&(package.target().node(), notice.node));
+            }
+        }
     }
 
     pub(crate) fn hold(&mut self, mut due: Instant, item: Held) {

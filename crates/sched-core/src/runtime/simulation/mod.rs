@@ -577,7 +577,10 @@ impl Simulation {
     /// other, as a failure detector would tell it: monitors, links and
     /// asks across the cut end with the node-down reason
     /// ([`ExitReason::NodeDown`](crate::ExitReason::NodeDown)), at once
-    /// in virtual time.
+    /// in virtual time. A package lost to the cut tells its sender's
+    /// engine again (as a real transport refuses a send to a node it has
+    /// declared down), so a relation set up across the cut while it lasts
+    /// ends the same way.
     ///
     /// # Examples
     ///
@@ -598,17 +601,11 @@ impl Simulation {
     pub fn partition(&mut self, a: &[u32], b: &[u32]) {
         let between = cut_pairs(a, b);
         let mut state = self.state.lock();
-        let now = state.now;
         for &(x, y) in &between {
             state.cut.insert((x, y));
             state.cut.insert((y, x));
-            for (me, lost) in [(x, y), (y, x)] {
-                if state.inboxes.contains_key(&me) {
-                    let at = Pid::new(me, 0);
-                    let notice = relay::Package::new(at, at, relay::NodeDown::new(lost));
-                    state.hold(now, Held::Remote(notice));
-                }
-            }
+            state.notify(x, y);
+            state.notify(y, x);
         }
         state.trace.push(Entry::Partition { between });
     }
@@ -792,6 +789,9 @@ impl Simulation {
         match candidates[pick] {
             None => {
                 let held = state.take_due();
+                if let Some(held) = &held {
+                    state.notified(held);
+                }
                 let inbox = match &held {
                     Some(Held::Remote(package)) => {
                         state.inboxes.get(&package.target().node()).cloned()

@@ -46,6 +46,13 @@ impl RemoteTransport for Network {
         let to = package.target();
         if state.is_cut(self.node, to_node) {
             state.trace.push(Entry::Fault(Fault::Unreachable { to }));
+            // The transport can no longer vouch for the traffic to that
+            // node: it says so again, as a real one refuses a send to a
+            // node it has declared down. A monitor, link or ask set up
+            // across the cut after the first notice ends with the node
+            // down, as one set up before it did, instead of waiting for
+            // an answer that was lost.
+            state.notify(self.node, to_node);
             drop(guard);
             crate::panic_guard::drop_user_value(package, to, "a package lost to a partition");
             return Ok(());

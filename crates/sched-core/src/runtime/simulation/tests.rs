@@ -94,3 +94,53 @@ fn a_partition_cuts_every_pair_once() {
     );
     assert_eq!(cut_pairs(&[2, 1], &[1, 2]), vec![(1, 2)]);
 }
+
+/// Waits for nothing, forever.
+struct Idle;
+
+impl crate::Process for Idle {
+    fn step(
+        &mut self,
+        _: &mut crate::Events<'_>,
+        _: &mut crate::Output<'_>,
+    ) -> Result<(), crate::BoxError> {
+        Ok(())
+    }
+}
+
+/// A monitor set up across a cut both sides have noticed already ends
+/// with the node down, as one set before the cut does: its `monitor`
+/// signal is lost to the cut, and the lost package tells its node again.
+/// (It waited for a down that could never come.)
+#[test]
+fn a_monitor_set_across_a_noticed_cut_ends_with_the_node_down() {
+    use crate::{Engine, ExitReason};
+    let mut sim = super::Simulation::cluster(
+        super::Config::seed(1),
+        [Engine::builder().node(1), Engine::builder().node(2)],
+    )
+    .expect("two nodes");
+    let far = sim.node(2).unwrap().spawn(Idle).unwrap().pid();
+    let before = sim.monitor(far);
+    sim.run_for(Duration::from_millis(1)).unwrap();
+    assert!(before.try_take().is_none(), "watching, nothing ended");
+    sim.partition(&[1], &[2]);
+    sim.run_for(Duration::from_millis(1)).unwrap();
+    assert_eq!(
+        before.try_take().map(|down| down.reason),
+        Some(ExitReason::NodeDown)
+    );
+    // Both sides were told; now a new monitor across the cut.
+    let during = sim.monitor(far);
+    sim.run_for(Duration::from_millis(1)).unwrap();
+    assert_eq!(
+        during.try_take().map(|down| down.reason),
+        Some(ExitReason::NodeDown),
+        "a monitor set during the cut fires too"
+    );
+    // Healed: a monitor set now is not ended by the cut that was.
+    sim.heal();
+    let after = sim.monitor(far);
+    sim.run_for(Duration::from_millis(1)).unwrap();
+    assert!(after.try_take().is_none(), "watching again");
+}
