@@ -52,6 +52,13 @@
 //! Delivery is at most once, per-sender order is kept, and what is lost is
 //! counted: see [`TransportStats`] and `docs/guide/distributed.md`.
 //!
+//! # Durable processes across nodes (feature `durable`)
+//!
+//! `JetStreamStore` keeps `sched-durable`'s journals in a JetStream stream
+//! that the nodes share: the durable processes of a node that died are
+//! resumed by another, with at most one running incarnation (see the
+//! `journal` module).
+//!
 //! # Relations and names across nodes
 //!
 //! The transport carries the engines' signals too, so `monitor`, `link`
@@ -85,7 +92,7 @@ mod config;
 mod error;
 mod io;
 #[cfg(feature = "durable")]
-mod journal;
+pub mod journal;
 mod kv;
 mod membership;
 mod names;
