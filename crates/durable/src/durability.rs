@@ -15,9 +15,10 @@ use serde::de::DeserializeOwned;
 
 use crate::commit::{Latency, Writer};
 use crate::error::{codec, DurableError};
+use crate::inspect::Inspection;
 use crate::process::{Durable, Erased, Typed};
 use crate::receipt::Receipt;
-use crate::record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
+use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
 use crate::recovery::{replay, Replayed};
 use crate::runner::{Ending, Envelope, Runner, Shared, Tell};
 use crate::state::State;
@@ -29,7 +30,7 @@ pub const JOURNAL_COMMAND: CommandId = CommandId(0xD0_7A_B1_E0);
 
 type Factory = fn(&[u8]) -> Result<Box<dyn Erased>, DurableError>;
 
-fn factory<D: Durable>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError> {
+pub(crate) fn factory<D: Durable>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError> {
     let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
     Ok(Box::new(Typed(D::create(args))))
 }
@@ -465,20 +466,10 @@ impl Durability {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn inspect(&self, key: &str) -> Result<Option<Inspection>, DurableError> {
-        let Some(journal) = self.store.journal(key)? else {
-            return Ok(None);
-        };
-        let records = journal
-            .records
-            .iter()
-            .map(|bytes| Record::decode(bytes))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(Inspection {
-            key: journal.key,
-            kind: journal.created.kind,
-            ended: journal.ended,
-            records,
-        }))
+        match self.store.journal(key)? {
+            None => Ok(None),
+            Some(journal) => Inspection::from_journal(&journal).map(Some),
+        }
     }
 
     /// Deletes the journal of the ended process `key`, so that the key can
@@ -672,28 +663,6 @@ pub struct Recovery {
     pub interrupted: u64,
     /// How long reading, replaying and resuming took.
     pub took: Duration,
-}
-
-/// One durable process's journal, decoded ([`Durability::inspect`]).
-///
-/// # Examples
-///
-/// ```
-/// # use sched_durable::Inspection;
-/// fn steps(journal: &Inspection) -> usize {
-///     journal.records.iter().map(|r| r.inputs.len()).sum()
-/// }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inspection {
-    /// The process's key.
-    pub key: String,
-    /// Its registered type.
-    pub kind: String,
-    /// Whether it has ended.
-    pub ended: bool,
-    /// Its records, in order.
-    pub records: Vec<Record>,
 }
 
 /// The journal's figures ([`Durability::stats`]).

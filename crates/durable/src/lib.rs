@@ -72,6 +72,7 @@
 mod commit;
 mod durability;
 mod error;
+mod inspect;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod process;
@@ -83,8 +84,9 @@ mod state;
 pub mod store;
 
 pub use commit::{MAX_BATCH_BYTES, MAX_BATCH_RECORDS};
-pub use durability::{Durability, DurableStats, Inspection, Recovery, Spawned, JOURNAL_COMMAND};
+pub use durability::{Durability, DurableStats, Recovery, Spawned, JOURNAL_COMMAND};
 pub use error::DurableError;
+pub use inspect::{Inspection, Replay};
 pub use process::{Answer, Durable, Effects, Failure, Input};
 pub use receipt::Receipt;
 pub use record::{Record, RecordedEffect, RecordedFailure, RecordedInput};

@@ -30,16 +30,29 @@ pub(crate) struct Replayed {
     pub(crate) state: State,
 }
 
+/// A value's bytes, shortened for a message.
+fn short(bytes: &[u8]) -> String {
+    if bytes.len() <= 8 {
+        format!("{bytes:02x?}")
+    } else {
+        format!("{:02x?}.. ({} bytes)", &bytes[..8], bytes.len())
+    }
+}
+
 fn summary(effect: Option<&RecordedEffect>) -> String {
     match effect {
         None => "nothing more".to_owned(),
-        Some(RecordedEffect::Send { to, seq, .. }) => format!("send #{seq} to {to:?}"),
+        Some(RecordedEffect::Send { to, seq, body }) => {
+            format!("send #{seq} to {to:?} of {}", short(body))
+        }
         Some(RecordedEffect::Timer { tag, deadline_ms }) => {
             format!("timer {tag} due at {deadline_ms} ms")
         }
         Some(RecordedEffect::CancelTimer(tag)) => format!("cancel timer {tag}"),
-        Some(RecordedEffect::Command { id, tag, .. }) => format!("command {id} tagged {tag}"),
-        Some(RecordedEffect::Done(_)) => "done".to_owned(),
+        Some(RecordedEffect::Command { id, tag, data }) => {
+            format!("command {id} tagged {tag} with {}", short(data))
+        }
+        Some(RecordedEffect::Done(bytes)) => format!("done with {}", short(bytes)),
         Some(RecordedEffect::Failed(why)) => format!("failed ({why})"),
     }
 }

@@ -189,6 +189,35 @@ impl RedbStore {
         Ok(out)
     }
 
+    /// Every process the store holds, running or ended, by key: its type
+    /// and whether it ended (for listing; `journal` reads one).
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::RedbStore;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+    /// assert!(store.processes()?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn processes(&self) -> Result<Vec<(String, String, bool)>, DurableError> {
+        let txn = self.db.begin_read().map_err(store)?;
+        let processes = txn.open_table(PROCESSES).map_err(store)?;
+        let mut out = Vec::new();
+        for entry in processes.iter().map_err(store)? {
+            let (k, v) = entry.map_err(store)?;
+            let meta: Meta = postcard::from_bytes(v.value()).map_err(corrupt)?;
+            out.push((k.value().to_owned(), meta.kind, meta.ended));
+        }
+        Ok(out)
+    }
+
     /// Rewrites the log with only the records of processes the store still
     /// holds (running or ended, not forgotten), one row per process, and
     /// returns how many bytes of log rows it dropped. Run it when nothing
