@@ -980,7 +980,13 @@ impl JetStreamStoreBuilder {
                     .status()
                     .await
                     .map_err(|e| store_error("reading the lease bucket", e))?;
-                Ok(status.max_age() / 3)
+                let lease = status.max_age();
+                if lease.is_zero() {
+                    return Err(DurableError::Store(
+                        "the journal lease bucket has no max_age: leases would never lapse".into(),
+                    ));
+                }
+                Ok(lease / 3)
             }
         })?;
         store.handle.spawn(async move {
