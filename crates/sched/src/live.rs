@@ -28,6 +28,18 @@
 //! connection beyond [`MAX_CONNECTIONS`], gets one [`ErrorReply`] line
 //! (`{"error":"..."}`) and is closed. [`Client`] speaks it.
 //!
+//! # Figures of other libraries
+//!
+//! A library built on `sched` (a journal, a transport) has figures of its
+//! own that belong beside the engine's: [`serve_with`] takes a callback
+//! that returns them as [`Figure`]s (a source, a name, a value, a
+//! [`Unit`] and whether it is a [`Kind::Counter`] or a [`Kind::Gauge`]),
+//! called for each snapshot, and every snapshot carries them in
+//! [`Snapshot::figures`]. `sched` knows nothing of the libraries: the
+//! application wires their figures in. A callback that panics costs its
+//! figures, not the endpoint: the snapshot is served without them and the
+//! panic is logged through `tracing`.
+//!
 //! Rates (steps per second, busy percentages, groups' shares of step
 //! time) are not in a snapshot: a
 //! client computes them from two successive snapshots, dividing the
@@ -66,6 +78,7 @@ use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::ops::Deref;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -73,7 +86,7 @@ use std::time::{Duration, Instant};
 
 use relay::Pid;
 use sched_core::{Context, Histogram, ProcessInfo};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// The version of the [`Snapshot`] format this crate writes and reads.
 /// It changes when a field changes meaning or is removed; new fields are
@@ -188,6 +201,18 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// assert_eq!(sched::live::MIN_SPACING.as_millis(), 50);
 /// ```
 pub const MIN_SPACING: Duration = Duration::from_millis(50);
+
+/// The most [`Figure`]s a snapshot carries: a callback that returns more
+/// has the rest dropped (and a `tracing` debug line says so).
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+///
+/// assert_eq!(sched::live::MAX_FIGURES, 256);
+/// ```
+pub const MAX_FIGURES: usize = 256;
 
 /// How often the endpoint's threads look at their stop flag.
 const POLL: Duration = Duration::from_millis(50);
@@ -314,7 +339,161 @@ pub struct Snapshot {
     pub reports_mailbox_depth: bool,
     /// Whether the engine counts long steps per process.
     pub reports_long_steps: bool,
+    /// The figures of other libraries, as the callback given to
+    /// [`serve_with`] (or [`Sampler::with_figures`]) returned them for
+    /// this snapshot, in its order (at most [`MAX_FIGURES`]). Empty when
+    /// there is no callback, when it panicked, and from an endpoint that
+    /// predates figures.
+    pub figures: Vec<Figure>,
 }
+
+/// A figure of another library, served beside the engine's in
+/// [`Snapshot::figures`]: which library it comes from (its `source`,
+/// `"journal"`), its name within it, its value, its [`Unit`] and its
+/// [`Kind`] (a counter's rate is meaningful, a gauge's is not).
+///
+/// A value that is not finite (NaN, an infinity) is written as `null` and
+/// reads back as NaN: "no value", which `sched-top` shows as `-`.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::live::{Figure, Kind, Unit};
+///
+/// let records = Figure::counter("journal", "records", 1_204.0, Unit::Count);
+/// assert_eq!(records.kind, Kind::Counter);
+/// let sync_p99 = Figure::gauge("journal", "sync p99", 0.004, Unit::Seconds);
+/// assert_eq!((sync_p99.source.as_str(), sync_p99.name.as_str()), ("journal", "sync p99"));
+/// assert_eq!((sync_p99.value, sync_p99.unit, sync_p99.kind), (0.004, Unit::Seconds, Kind::Gauge));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct Figure {
+    /// The library (or part of the application) it comes from:
+    /// `sched-top` groups figures by it.
+    pub source: String,
+    /// What it measures, within its source (`"records"`, `"sync p99"`).
+    pub name: String,
+    /// Its value, in [`unit`](Figure::unit)s.
+    #[serde(deserialize_with = "number_or_nan")]
+    pub value: f64,
+    /// What its value counts.
+    pub unit: Unit,
+    /// Whether it is a total that only grows (a counter) or a level that
+    /// goes up and down (a gauge).
+    pub kind: Kind,
+}
+
+impl Figure {
+    /// A counter: a total since the start that only grows (records
+    /// written, bytes, syncs). A client may show its rate, from two
+    /// snapshots.
+    ///
+    /// # Examples
+    ///
+    /// See [`Figure`].
+    pub fn counter(
+        source: impl Into<String>,
+        name: impl Into<String>,
+        value: f64,
+        unit: Unit,
+    ) -> Figure {
+        Figure {
+            source: source.into(),
+            name: name.into(),
+            value,
+            unit,
+            kind: Kind::Counter,
+        }
+    }
+
+    /// A gauge: a level now (processes running, a store's size, a
+    /// latency percentile), shown as it is.
+    ///
+    /// # Examples
+    ///
+    /// See [`Figure`].
+    pub fn gauge(
+        source: impl Into<String>,
+        name: impl Into<String>,
+        value: f64,
+        unit: Unit,
+    ) -> Figure {
+        Figure {
+            source: source.into(),
+            name: name.into(),
+            value,
+            unit,
+            kind: Kind::Gauge,
+        }
+    }
+}
+
+/// What a [`Figure`]'s value counts: on the wire `"count"`, `"bytes"` or
+/// `"seconds"`. A unit this version does not know (from a newer endpoint)
+/// reads as [`Count`](Unit::Count), a plain number.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::live::{Figure, Unit};
+///
+/// let size = Figure::gauge("journal", "store size", 1_572_864.0, Unit::Bytes);
+/// assert_eq!(size.unit, Unit::Bytes);
+/// assert_eq!(Unit::default(), Unit::Count);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Unit {
+    /// Bytes.
+    Bytes,
+    /// Seconds (a latency, a time spent); fractions of a second are
+    /// fractions (`0.004` is 4 ms).
+    Seconds,
+    /// A plain number (records, processes, syncs). Last, as what any
+    /// other name reads as.
+    #[default]
+    #[serde(other)]
+    Count,
+}
+
+/// Whether a [`Figure`] is a running total or a level: on the wire
+/// `"counter"` or `"gauge"`. A kind this version does not know reads as
+/// [`Gauge`](Kind::Gauge) (shown as it is, no rate).
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::live::{Figure, Kind, Unit};
+///
+/// assert_eq!(Figure::counter("journal", "syncs", 80.0, Unit::Count).kind, Kind::Counter);
+/// assert_eq!(Kind::default(), Kind::Gauge);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Kind {
+    /// A total since the start, that only grows.
+    Counter,
+    /// A level now, up or down. Last, as what any other name reads as.
+    #[default]
+    #[serde(other)]
+    Gauge,
+}
+
+/// Reads a number, or `null` (what JSON makes of a value that is not
+/// finite) as NaN.
+fn number_or_nan<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::NAN))
+}
+
+/// The callback that gives a snapshot its [`Figure`]s.
+type FigureFn = dyn Fn() -> Vec<Figure> + Send + Sync;
 
 /// One worker's counters in a [`Snapshot`].
 ///
@@ -598,10 +777,23 @@ fn summary(name: &str, histogram: &Histogram) -> HistogramSummary {
 /// let second = sampler.sample(&scheduler, 10);
 /// assert!(second.elapsed_ns >= first.elapsed_ns);
 /// ```
-#[derive(Debug)]
 pub struct Sampler {
     origin: Instant,
     previous: HashMap<Pid, u64>,
+    figures: Option<Arc<FigureFn>>,
+    /// Whether a panic of the figures callback was logged as a warning
+    /// already (the next ones are logged at debug level).
+    warned: bool,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler")
+            .field("origin", &self.origin)
+            .field("processes", &self.previous.len())
+            .field("figures", &self.figures.is_some())
+            .finish()
+    }
 }
 
 impl Default for Sampler {
@@ -624,13 +816,84 @@ impl Sampler {
         Sampler {
             origin,
             previous: HashMap::new(),
+            figures: None,
+            warned: false,
+        }
+    }
+
+    /// The same sampler, whose snapshots carry the [`Figure`]s `figures`
+    /// returns, called once per snapshot (what [`serve_with`] does for
+    /// each connection). If it panics, the snapshot goes without figures
+    /// and the panic is logged through `tracing` (a warning the first
+    /// time, at debug level after).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::live::{Figure, Sampler, Unit};
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let mut sampler = Sampler::new()
+    ///     .with_figures(|| vec![Figure::gauge("cache", "entries", 42.0, Unit::Count)]);
+    /// let snapshot = sampler.sample(&scheduler, 10);
+    /// assert_eq!(snapshot.figures[0].name, "entries");
+    /// assert_eq!(snapshot.figures[0].value, 42.0);
+    /// ```
+    pub fn with_figures(
+        self,
+        figures: impl Fn() -> Vec<Figure> + Send + Sync + 'static,
+    ) -> Sampler {
+        self.with_shared_figures(Some(Arc::new(figures)))
+    }
+
+    fn with_shared_figures(mut self, figures: Option<Arc<FigureFn>>) -> Sampler {
+        self.figures = figures;
+        self
+    }
+
+    /// What the figures callback returns now (at most [`MAX_FIGURES`]),
+    /// or nothing when there is none or it panics.
+    fn figures(&mut self) -> Vec<Figure> {
+        let Some(callback) = &self.figures else {
+            return Vec::new();
+        };
+        match catch_unwind(AssertUnwindSafe(|| callback())) {
+            Ok(mut figures) => {
+                if figures.len() > MAX_FIGURES {
+                    tracing::debug!(
+                        returned = figures.len(),
+                        max = MAX_FIGURES,
+                        "live endpoint: too many figures, the rest dropped"
+                    );
+                    figures.truncate(MAX_FIGURES);
+                }
+                figures
+            }
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".to_string());
+                // Dropping the payload runs code of the callback's too.
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+                if self.warned {
+                    tracing::debug!(panic = %message, "live endpoint: the figures callback panicked again; snapshot served without figures");
+                } else {
+                    self.warned = true;
+                    tracing::warn!(panic = %message, "live endpoint: the figures callback panicked; snapshot served without figures");
+                }
+                Vec::new()
+            }
         }
     }
 
     /// A snapshot of `cx`'s engine with top lists of at most `top`
     /// processes (and at most [`MAX_TOP`]). It reads the counters, the
     /// groups, the histograms and the process list once each, while the
-    /// workers run.
+    /// workers run, then calls the figures callback, if it was given one
+    /// ([`with_figures`](Sampler::with_figures)).
     ///
     /// # Examples
     ///
@@ -714,6 +977,7 @@ impl Sampler {
         let top_by_mailbox = ranked_by(&|p| p.mailbox_depth.unwrap_or(0));
         let reports_long_steps = true;
         let top_by_long_steps = ranked_by(&|p| p.long_steps);
+        let figures = self.figures();
 
         Snapshot {
             version: VERSION,
@@ -732,6 +996,7 @@ impl Sampler {
             top_by_long_steps,
             reports_mailbox_depth,
             reports_long_steps,
+            figures,
         }
     }
 }
@@ -749,9 +1014,10 @@ fn top_n(candidates: &[usize], n: usize, key: impl Fn(&usize) -> u64) -> Vec<usi
     ranked
 }
 
-/// A running endpoint ([`serve`]): its listener and connection threads stop
-/// (joined, sockets closed) on [`stop`](LiveEndpoint::stop) or drop. It
-/// holds the scheduler's `Arc` until then.
+/// A running endpoint ([`serve`], [`serve_with`]): its listener and
+/// connection threads stop (joined, sockets closed) on
+/// [`stop`](LiveEndpoint::stop) or drop. It holds the scheduler's `Arc`
+/// (and the figures callback) until then.
 ///
 /// # Examples
 ///
@@ -839,6 +1105,76 @@ pub fn serve<S>(scheduler: Arc<S>, addr: impl ToSocketAddrs) -> io::Result<LiveE
 where
     S: Deref<Target = Context> + Send + Sync + 'static,
 {
+    start(scheduler, addr, None)
+}
+
+/// Serves [`Snapshot`]s of `scheduler` on `addr` as [`serve`] does, each
+/// with the [`Figure`]s that `figures` returns for it: how an application
+/// shows the figures of the libraries it uses (a journal's records and
+/// sync latency, a transport's queues) beside the engine's, in
+/// [`Snapshot::figures`] and in `sched-top`'s panels.
+///
+/// `figures` is called on the endpoint's connection threads, once per
+/// snapshot (so at most once per [`MIN_SPACING`] per connection), and
+/// from several at once when several clients are attached: make it read
+/// counters, not compute. If it panics, the endpoint goes on serving: that
+/// snapshot is served without figures, and the panic is logged through
+/// `tracing` (a warning the first time on each connection, at debug
+/// level after). Of a longer list, the first [`MAX_FIGURES`] are served.
+///
+/// # Errors
+///
+/// What binding `addr` returns (the address in use, a bad address).
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::live::{Figure, Unit};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// // Figures a library keeps; here, a counter of its own.
+/// let records = Arc::new(AtomicU64::new(0));
+/// let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+/// let counted = Arc::clone(&records);
+/// let endpoint = sched::live::serve_with(Arc::clone(&scheduler), "127.0.0.1:0", move || {
+///     vec![
+///         Figure::counter("journal", "records", counted.load(Ordering::Relaxed) as f64, Unit::Count),
+///         Figure::gauge("journal", "store size", 4096.0, Unit::Bytes),
+///     ]
+/// })?;
+/// records.store(12, Ordering::Relaxed);
+///
+/// let mut client = sched::live::Client::connect(endpoint.local_addr(), Duration::from_secs(5))?;
+/// let snapshot = client.snapshot(10)?;
+/// assert_eq!(snapshot.figures.len(), 2);
+/// assert_eq!(snapshot.figures[0].source, "journal");
+/// assert_eq!(snapshot.figures[0].value, 12.0);
+/// assert_eq!(snapshot.figures[1].unit, Unit::Bytes);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve_with<S, F>(
+    scheduler: Arc<S>,
+    addr: impl ToSocketAddrs,
+    figures: F,
+) -> io::Result<LiveEndpoint>
+where
+    S: Deref<Target = Context> + Send + Sync + 'static,
+    F: Fn() -> Vec<Figure> + Send + Sync + 'static,
+{
+    start(scheduler, addr, Some(Arc::new(figures)))
+}
+
+fn start<S>(
+    scheduler: Arc<S>,
+    addr: impl ToSocketAddrs,
+    figures: Option<Arc<FigureFn>>,
+) -> io::Result<LiveEndpoint>
+where
+    S: Deref<Target = Context> + Send + Sync + 'static,
+{
     let listener = TcpListener::bind(addr)?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
@@ -849,7 +1185,7 @@ where
     let flag = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
         .name("sched-live".into())
-        .spawn(move || accept_loop(listener, scheduler, flag))?;
+        .spawn(move || accept_loop(listener, scheduler, figures, flag))?;
     tracing::info!(%addr, "live endpoint listening");
     Ok(LiveEndpoint {
         addr,
@@ -865,8 +1201,12 @@ struct Connection {
     socket: Arc<Mutex<Option<TcpStream>>>,
 }
 
-fn accept_loop<S>(listener: TcpListener, scheduler: Arc<S>, stop: Arc<AtomicBool>)
-where
+fn accept_loop<S>(
+    listener: TcpListener,
+    scheduler: Arc<S>,
+    figures: Option<Arc<FigureFn>>,
+    stop: Arc<AtomicBool>,
+) where
     S: Deref<Target = Context> + Send + Sync + 'static,
 {
     let origin = Instant::now();
@@ -884,6 +1224,7 @@ where
                     stream,
                     peer,
                     Arc::clone(&scheduler),
+                    figures.clone(),
                     Arc::clone(&stop),
                     origin,
                 ) {
@@ -931,6 +1272,7 @@ fn open<S>(
     stream: TcpStream,
     peer: SocketAddr,
     scheduler: Arc<S>,
+    figures: Option<Arc<FigureFn>>,
     stop: Arc<AtomicBool>,
     origin: Instant,
 ) -> io::Result<Connection>
@@ -948,7 +1290,8 @@ where
         .name("sched-live-conn".into())
         .spawn(move || {
             tracing::debug!(%peer, "live endpoint: client connected");
-            let why = converse(stream, &scheduler, &stop, origin);
+            let sampler = Sampler::since(origin).with_shared_figures(figures);
+            let why = converse(stream, &scheduler, sampler, &stop);
             tracing::debug!(%peer, why, "live endpoint: client disconnected");
             held.lock().unwrap_or_else(|e| e.into_inner()).take();
         })?;
@@ -957,13 +1300,17 @@ where
 
 /// Answers one client's requests until it leaves, misbehaves or the
 /// endpoint stops; returns why it ended.
-fn converse(stream: TcpStream, cx: &Context, stop: &AtomicBool, origin: Instant) -> &'static str {
+fn converse(
+    stream: TcpStream,
+    cx: &Context,
+    mut sampler: Sampler,
+    stop: &AtomicBool,
+) -> &'static str {
     let mut writer = match stream.try_clone() {
         Ok(writer) => writer,
         Err(_) => return "could not clone the socket",
     };
     let mut reader = BufReader::new(stream);
-    let mut sampler = Sampler::since(origin);
     let mut line = Vec::new();
     let mut last_request = Instant::now();
     let mut last_sample: Option<Instant> = None;

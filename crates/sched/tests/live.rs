@@ -6,7 +6,9 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sched::live::{Client, Request, Sampler, Snapshot, MAX_CONNECTIONS, VERSION};
+use sched::live::{
+    Client, Figure, Kind, Request, Sampler, Snapshot, Unit, MAX_CONNECTIONS, VERSION,
+};
 use sched::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -545,4 +547,258 @@ fn stopping_closes_the_listener_and_every_connection() {
     assert!(TcpStream::connect(addr).is_err());
     // The endpoint held the scheduler; it let go of it.
     assert_eq!(Arc::strong_count(&scheduler), 1);
+}
+
+/// A library's counters, as the figures callback reads them.
+#[derive(Default)]
+struct Journal {
+    records: std::sync::atomic::AtomicU64,
+    bytes: std::sync::atomic::AtomicU64,
+    running: std::sync::atomic::AtomicU64,
+}
+
+impl Journal {
+    fn figures(&self) -> Vec<Figure> {
+        use std::sync::atomic::Ordering::Relaxed;
+        vec![
+            Figure::counter(
+                "journal",
+                "records",
+                self.records.load(Relaxed) as f64,
+                Unit::Count,
+            ),
+            Figure::counter(
+                "journal",
+                "bytes",
+                self.bytes.load(Relaxed) as f64,
+                Unit::Bytes,
+            ),
+            Figure::gauge("journal", "sync p99", 0.0042, Unit::Seconds),
+            Figure::gauge(
+                "journal",
+                "running",
+                self.running.load(Relaxed) as f64,
+                Unit::Count,
+            ),
+            Figure::gauge("relay", "queued", 3.0, Unit::Count),
+        ]
+    }
+}
+
+#[test]
+fn figures_of_other_libraries_are_served_beside_the_engines() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let scheduler = Arc::new(Scheduler::builder().workers(2).build());
+    scheduler.start();
+    let journal = Arc::new(Journal::default());
+    let read = Arc::clone(&journal);
+    let endpoint = sched::live::serve_with(Arc::clone(&scheduler), "127.0.0.1:0", move || {
+        read.figures()
+    })
+    .unwrap();
+    let mut client = Client::connect(endpoint.local_addr(), WAIT).unwrap();
+
+    journal.records.store(10, Relaxed);
+    journal.bytes.store(4_096, Relaxed);
+    journal.running.store(2, Relaxed);
+    let first = client.snapshot(5).unwrap();
+    // The engine's part is all there.
+    assert_eq!(first.version, VERSION);
+    assert_eq!(first.workers.len(), 2);
+    // The figures, in the callback's order, with their units and kinds.
+    let figures: Vec<(&str, &str, f64, Unit, Kind)> = first
+        .figures
+        .iter()
+        .map(|f| (f.source.as_str(), f.name.as_str(), f.value, f.unit, f.kind))
+        .collect();
+    assert_eq!(
+        figures,
+        [
+            ("journal", "records", 10.0, Unit::Count, Kind::Counter),
+            ("journal", "bytes", 4_096.0, Unit::Bytes, Kind::Counter),
+            ("journal", "sync p99", 0.0042, Unit::Seconds, Kind::Gauge),
+            ("journal", "running", 2.0, Unit::Count, Kind::Gauge),
+            ("relay", "queued", 3.0, Unit::Count, Kind::Gauge),
+        ]
+    );
+
+    // Called again for each snapshot: the next one has the new values.
+    journal.records.store(25, Relaxed);
+    journal.running.store(0, Relaxed);
+    let second = client.snapshot(5).unwrap();
+    assert_eq!(second.figures[0].value, 25.0);
+    assert_eq!(second.figures[3].value, 0.0);
+
+    // Every connection gets them; on the wire they are one JSON list.
+    let mut stream = TcpStream::connect(endpoint.local_addr()).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream.write_all(b"{}\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    assert!(
+        line.contains(
+            r#"{"source":"journal","name":"records","value":25.0,"unit":"count","kind":"counter"}"#
+        ),
+        "{line}"
+    );
+    assert_eq!(Snapshot::from_json_line(&line).unwrap().figures.len(), 5);
+
+    // A plain `serve` has none.
+    let plain = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let none = Client::connect(plain.local_addr(), WAIT)
+        .unwrap()
+        .snapshot(1)
+        .unwrap();
+    assert!(none.figures.is_empty());
+
+    drop(client);
+    plain.stop();
+    endpoint.stop();
+    // The endpoint let go of the callback (and what it held).
+    assert_eq!(Arc::strong_count(&journal), 1);
+    scheduler.shutdown(WAIT);
+}
+
+/// A `tracing` writer into a buffer the test reads.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[test]
+fn a_panicking_figures_callback_costs_its_figures_not_the_endpoint() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
+    // This test binary's only subscriber: the endpoint's threads log here.
+    let logs = Logs::default();
+    let writer = logs.clone();
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    )
+    .expect("the only global subscriber of this test binary");
+
+    let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+    scheduler.start();
+    let hostile = Arc::new(AtomicBool::new(true));
+    let calls = Arc::new(AtomicU32::new(0));
+    let (panics, called) = (Arc::clone(&hostile), Arc::clone(&calls));
+    let endpoint = sched::live::serve_with(Arc::clone(&scheduler), "127.0.0.1:0", move || {
+        called.fetch_add(1, SeqCst);
+        if panics.load(SeqCst) {
+            panic!("the journal is gone");
+        }
+        vec![Figure::gauge("journal", "running", 1.0, Unit::Count)]
+    })
+    .unwrap();
+    let addr = endpoint.local_addr();
+
+    // Every snapshot is served, without figures, on the same connection.
+    let mut client = Client::connect(addr, WAIT).unwrap();
+    for _ in 0..3 {
+        let snapshot = client.snapshot(5).unwrap();
+        assert_eq!(snapshot.version, VERSION);
+        assert_eq!(snapshot.workers.len(), 1);
+        assert!(snapshot.figures.is_empty(), "{:?}", snapshot.figures);
+    }
+    assert_eq!(calls.load(SeqCst), 3);
+    // Logged through tracing, once as a warning on this connection.
+    // (Other tests' samplers log here too: only this callback's lines
+    // count.)
+    let logged = logs.text();
+    let ours: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("the journal is gone"))
+        .collect();
+    assert_eq!(ours.len(), 1, "{logged}");
+    assert!(
+        ours[0].contains("WARN") && ours[0].contains("the figures callback panicked"),
+        "{logged}"
+    );
+
+    // Other connections are served too; when it stops panicking, the
+    // figures are back, on the old connection as on a new one.
+    let mut other = Client::connect(addr, WAIT).unwrap();
+    assert!(other.snapshot(1).unwrap().figures.is_empty());
+    hostile.store(false, SeqCst);
+    assert_eq!(client.snapshot(1).unwrap().figures[0].name, "running");
+    assert_eq!(other.snapshot(1).unwrap().figures.len(), 1);
+    let mut late = Client::connect(addr, WAIT).unwrap();
+    assert_eq!(late.snapshot(1).unwrap().figures.len(), 1);
+
+    // The engine was not touched.
+    let mut done = scheduler.spawn(Steps { turns: 0 }).unwrap();
+    scheduler.cancel(done.pid()).unwrap();
+    done.wait_timeout(WAIT).expect("the engine runs").unwrap();
+    drop((client, other, late));
+    let stopping = Instant::now();
+    endpoint.stop();
+    assert!(stopping.elapsed() < Duration::from_secs(2));
+    scheduler.shutdown(WAIT);
+}
+
+#[test]
+fn figures_on_the_wire_read_back_and_older_snapshots_have_none() {
+    // From an endpoint that predates figures: none.
+    let old = r#"{"version":1,"elapsed_ns":5,"workers":[{"steps":3}]}"#;
+    assert!(Snapshot::from_json_line(old).unwrap().figures.is_empty());
+
+    // A round trip through a sampler, with a value that is not finite
+    // (written null, read as NaN).
+    let scheduler = Scheduler::builder().workers(1).build();
+    let mut sampler = Sampler::new().with_figures(|| {
+        vec![
+            Figure::counter("journal", "syncs", 7.0, Unit::Count),
+            Figure::gauge("journal", "sync p99", f64::NAN, Unit::Seconds),
+        ]
+    });
+    let snapshot = sampler.sample(&scheduler, 1);
+    let line = snapshot.to_json_line();
+    assert!(line.contains(r#""name":"sync p99","value":null"#), "{line}");
+    let read = Snapshot::from_json_line(&line).unwrap();
+    assert_eq!(read.figures[0], snapshot.figures[0]);
+    assert!(read.figures[1].value.is_nan());
+    assert_eq!(read.figures[1].unit, Unit::Seconds);
+
+    // Units and kinds of a newer endpoint read as a plain number and a
+    // gauge; unknown fields are ignored, missing ones defaulted.
+    let newer = r#"{"figures":[{"source":"x","name":"load","value":0.5,"unit":"percent","kind":"histogram","extra":1},{"name":"bare"}]}"#;
+    let figures = Snapshot::from_json_line(newer).unwrap().figures;
+    assert_eq!(
+        (figures[0].unit, figures[0].kind, figures[0].value),
+        (Unit::Count, Kind::Gauge, 0.5)
+    );
+    assert_eq!((figures[1].source.as_str(), figures[1].value), ("", 0.0));
+
+    // A callback that returns too many has the rest dropped.
+    let mut flood = Sampler::new().with_figures(|| {
+        (0..10_000)
+            .map(|i| Figure::gauge("flood", i.to_string(), 1.0, Unit::Count))
+            .collect()
+    });
+    let figures = flood.sample(&scheduler, 1).figures;
+    assert_eq!(figures.len(), sched::live::MAX_FIGURES);
+    assert_eq!(figures[0].name, "0");
+
+    // A sampler used directly survives a panicking callback too.
+    let mut hostile = Sampler::new().with_figures(|| panic!("no figures today"));
+    let snapshot = hostile.sample(&scheduler, 1);
+    assert!(snapshot.figures.is_empty());
+    assert_eq!(snapshot.workers.len(), 1);
 }
