@@ -5,9 +5,11 @@
 //! `sched::live::serve` (feature `live`), asks it for a snapshot every
 //! refresh interval, and shows the engine's totals, its workers (busy %,
 //! steps/s, queue lengths, parks/s, steals), its groups when it declares
-//! some (weight, share of the step time, ready processes), its histograms
-//! and the top processes by steps/s, by mailbox depth and by long steps. See
-//! `docs/guide/live-view.md` in the repository.
+//! some (weight, share of the step time, ready processes), its histograms,
+//! the figures of other libraries when the application serves some
+//! (`sched::live::serve_with`: a panel per source, counters with their
+//! rate) and the top processes by steps/s, by mailbox depth and by long
+//! steps. See `docs/guide/live-view.md` in the repository.
 //!
 //! The binary is a thin loop around this library: [`fetch`] talks to the
 //! endpoint from a thread of its own, [`app::App`] keeps the state,

@@ -9,7 +9,8 @@ use ratatui::Frame;
 
 use crate::app::{Screen, Status};
 use crate::view::{
-    count, duration, GroupRow, HistogramRow, ProcessList, ProcessRow, View, WorkerRow,
+    count, duration, quantity, FigureGroup, GroupRow, HistogramRow, ProcessList, ProcessRow, View,
+    WorkerRow,
 };
 
 /// Whether a key quits: `q`, `Esc` or `Ctrl-C` (the terminal is in raw
@@ -36,7 +37,8 @@ pub fn quits(key: &KeyEvent) -> bool {
 
 /// Draws the whole screen: the header, the workers (above the groups,
 /// when the engine has more than the default one) beside the histograms,
-/// and the three top lists side by side.
+/// the figures of other libraries when the endpoint serves some (a panel
+/// per source, three to a row), and the three top lists side by side.
 ///
 /// # Examples
 ///
@@ -52,9 +54,12 @@ pub fn render(frame: &mut Frame, screen: &Screen) {
     let groups = screen.view.as_ref().map_or(0, |v| shown_groups(v).len());
     let left = workers + 3 + if groups > 0 { groups + 3 } else { 0 };
     let middle = (left.max(histograms + 3) as u16).min(area.height / 2);
-    let [header, middle, bottom] = Layout::vertical([
+    let figures = screen.view.as_ref().map_or(&[][..], |v| &v.figures[..]);
+    let band = (figures_height(figures) as u16).min(area.height / 3);
+    let [header, middle, band, bottom] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Length(middle.max(4)),
+        Constraint::Length(band),
         Constraint::Min(4),
     ])
     .areas(area);
@@ -80,6 +85,7 @@ pub fn render(frame: &mut Frame, screen: &Screen) {
         render_groups(frame, groups_area, groups);
     }
     render_histograms(frame, histograms_area, view.histograms.as_deref());
+    render_figures(frame, band, &view.figures);
     let [steps, mailbox, long] = Layout::horizontal([
         Constraint::Ratio(1, 3),
         Constraint::Ratio(1, 3),
@@ -99,6 +105,66 @@ fn shown_groups(view: &View) -> &[GroupRow] {
     } else {
         &[]
     }
+}
+
+/// How many sources' panels share a row: as many as top lists below.
+const FIGURE_PANELS_PER_ROW: usize = 3;
+
+/// The height of the figures' panels: for each row of them, its longest
+/// panel's figures plus borders and heading; zero without figures.
+fn figures_height(groups: &[FigureGroup]) -> usize {
+    groups
+        .chunks(FIGURE_PANELS_PER_ROW)
+        .map(|row| row.iter().map(|g| g.rows.len()).max().unwrap_or(0) + 3)
+        .sum()
+}
+
+fn render_figures(frame: &mut Frame, area: Rect, groups: &[FigureGroup]) {
+    if groups.is_empty() || area.height == 0 {
+        return;
+    }
+    let rows: Vec<&[FigureGroup]> = groups.chunks(FIGURE_PANELS_PER_ROW).collect();
+    let heights = rows
+        .iter()
+        .map(|row| Constraint::Length(figures_height(row) as u16));
+    let bands = Layout::vertical(heights).split(area);
+    for (row, band) in rows.iter().zip(bands.iter()) {
+        let columns = Layout::horizontal(
+            [Constraint::Ratio(1, FIGURE_PANELS_PER_ROW as u32); FIGURE_PANELS_PER_ROW],
+        )
+        .split(*band);
+        for (group, column) in row.iter().zip(columns.iter()) {
+            render_figure_group(frame, *column, group);
+        }
+    }
+}
+
+/// One source's panel: each figure's value in its unit, and a counter's
+/// growth per second.
+fn render_figure_group(frame: &mut Frame, area: Rect, group: &FigureGroup) {
+    let rows = group.rows.iter().map(|f| {
+        Row::new(vec![
+            Cell::from(f.name.clone()),
+            right(quantity(f.value, f.unit)),
+            right(f.per_sec.map_or_else(String::new, |r| quantity(r, f.unit))),
+        ])
+    });
+    let title = if group.source.is_empty() {
+        " figures ".to_string()
+    } else {
+        format!(" {} ", group.source)
+    };
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Fill(1),
+            Constraint::Length(8),
+            Constraint::Length(8),
+        ],
+    )
+    .header(header_row(["figure", "value", "per s"], 1))
+    .block(Block::bordered().title(title));
+    frame.render_widget(table, area);
 }
 
 fn bold() -> Style {
@@ -381,7 +447,9 @@ mod tests {
     use crate::fetch::Update;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
-    use sched::live::{GroupSnapshot, HistogramSummary, ProcessEntry, Snapshot, WorkerSnapshot};
+    use sched::live::{
+        Figure, GroupSnapshot, HistogramSummary, ProcessEntry, Snapshot, Unit, WorkerSnapshot,
+    };
     use std::time::Duration;
 
     fn text(terminal: &Terminal<TestBackend>) -> String {
@@ -566,6 +634,106 @@ mod tests {
         assert!(!screen.contains(" groups "), "{screen}");
         assert!(!screen.contains("busy share"), "{screen}");
         assert!(!screen.contains("│default"), "{screen}");
+    }
+
+    fn journal(records: f64, bytes: f64) -> Vec<Figure> {
+        vec![
+            Figure::counter("journal", "records", records, Unit::Count),
+            Figure::counter("journal", "bytes", bytes, Unit::Bytes),
+            Figure::counter("journal", "syncs", 40.0, Unit::Count),
+            Figure::gauge("journal", "sync p99", 0.0042, Unit::Seconds),
+            Figure::gauge("journal", "step-to-durable p99", 0.0061, Unit::Seconds),
+            Figure::gauge("journal", "running", 12.0, Unit::Count),
+            Figure::gauge("journal", "store size", 1_572_864.0, Unit::Bytes),
+            Figure::gauge("relay", "queued", 3.0, Unit::Count),
+        ]
+    }
+
+    /// The row of `screen` that holds `name` in the panel titled `title`
+    /// (the panel's columns only).
+    fn panel_row(screen: &str, title: &str, name: &str) -> String {
+        let lines: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+        let (top, left) = lines
+            .iter()
+            .enumerate()
+            .find_map(|(i, l)| {
+                let text: String = l.iter().collect();
+                let at = text.find(&format!("┌ {title} "))?;
+                Some((i, text[..at].chars().count()))
+            })
+            .unwrap_or_else(|| panic!("no panel {title:?} in\n{screen}"));
+        let width = lines[top][left + 1..]
+            .iter()
+            .position(|&c| c == '┐')
+            .expect("the panel's corner")
+            + 2;
+        lines[top + 1..]
+            .iter()
+            .map(|l| l.iter().skip(left).take(width).collect::<String>())
+            .take_while(|l| !l.starts_with('└'))
+            .find(|l| l.starts_with(&format!("│{name} ")))
+            .unwrap_or_else(|| panic!("no {name:?} in panel {title:?}:\n{screen}"))
+    }
+
+    #[test]
+    fn figures_of_other_libraries_have_a_panel_per_source() {
+        let mut app = App::new("127.0.0.1:7207".into(), Duration::from_millis(500));
+        let mut before = snapshot(1_000, [1_000, 2_000]);
+        before.figures = journal(1_000.0, 1_048_576.0);
+        let mut after = snapshot(2_000, [3_000, 2_500]);
+        after.figures = journal(1_950.0, 2_097_152.0);
+        app.update(Update::Snapshot(before));
+        app.update(Update::Snapshot(after));
+        let screen = draw(&app);
+        println!("{screen}");
+
+        let heading = panel_row(&screen, "journal", "figure");
+        assert!(
+            heading.contains("value") && heading.contains("per s"),
+            "{heading}"
+        );
+        // Counters with their value and rate, in their units.
+        let records = panel_row(&screen, "journal", "records");
+        assert!(
+            records.contains(" 1950") && records.contains(" 950"),
+            "{records}"
+        );
+        let bytes = panel_row(&screen, "journal", "bytes");
+        assert!(
+            bytes.contains("2.00MiB") && bytes.contains("1.00MiB"),
+            "{bytes}"
+        );
+        // Gauges with their value alone.
+        let sync = panel_row(&screen, "journal", "sync p99");
+        let (_, after_value) = sync.split_once("4.20ms").expect(&sync);
+        assert!(
+            after_value.trim_end_matches('│').trim().is_empty(),
+            "no rate: {sync}"
+        );
+        let durable = panel_row(&screen, "journal", "step-to-durable p99");
+        assert!(durable.contains("6.10ms"), "{durable}");
+        assert!(panel_row(&screen, "journal", "running").contains(" 12"));
+        assert!(panel_row(&screen, "journal", "store size").contains("1.50MiB"));
+        // Another source, another panel.
+        assert!(panel_row(&screen, "relay", "queued").contains(" 3"));
+        // The engine's panels are all there, the lists with their rows.
+        for panel in [
+            " workers ",
+            " histograms ",
+            "top by steps/s",
+            "top by mailbox depth",
+            "top by long steps",
+        ] {
+            assert!(screen.contains(panel), "{panel} in {screen}");
+        }
+        assert!(screen.contains("hot-2"), "{screen}");
+
+        // Without figures, no such panel.
+        let mut plain = App::new("127.0.0.1:7207".into(), Duration::from_millis(500));
+        plain.update(Update::Snapshot(snapshot(1_000, [1_000, 2_000])));
+        let screen = draw(&plain);
+        assert!(!screen.contains("journal"), "{screen}");
+        assert!(!screen.contains("per s"), "{screen}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sched::live::{GroupSnapshot, ProcessEntry, Snapshot};
+use sched::live::{GroupSnapshot, Kind, ProcessEntry, Snapshot, Unit};
 
 /// Everything the screen shows about the engine, computed from two
 /// successive snapshots by [`view`].
@@ -33,6 +33,70 @@ pub struct View {
     pub by_mailbox: ProcessList,
     /// The processes with the most long steps.
     pub by_long_steps: ProcessList,
+    /// The figures of other libraries ([`Snapshot::figures`]), grouped by
+    /// source in the order each source first appears; empty when the
+    /// endpoint serves none.
+    pub figures: Vec<FigureGroup>,
+}
+
+/// The figures of one source (a library built on `sched`, such as
+/// `"journal"`), for its panel.
+///
+/// # Examples
+///
+/// ```
+/// use sched::live::{Figure, Snapshot, Unit};
+///
+/// let mut snapshot = Snapshot::default();
+/// snapshot.figures = vec![
+///     Figure::counter("journal", "records", 10.0, Unit::Count),
+///     Figure::gauge("relay", "queued", 2.0, Unit::Count),
+///     Figure::gauge("journal", "store size", 4096.0, Unit::Bytes),
+/// ];
+/// let view = sched_top::view::view(None, &snapshot);
+/// let sources: Vec<&str> = view.figures.iter().map(|g| g.source.as_str()).collect();
+/// assert_eq!(sources, ["journal", "relay"]);
+/// assert_eq!(view.figures[0].rows[1].name, "store size");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct FigureGroup {
+    /// The source, as the figures name it.
+    pub source: String,
+    /// Its figures, in the snapshot's order.
+    pub rows: Vec<FigureRow>,
+}
+
+/// One figure's row.
+///
+/// # Examples
+///
+/// ```
+/// use sched::live::{Figure, Snapshot, Unit};
+///
+/// let mut before = Snapshot::default();
+/// before.figures = vec![Figure::counter("journal", "bytes", 1_000.0, Unit::Bytes)];
+/// let mut after = before.clone();
+/// after.elapsed_ns = 2_000_000_000; // two seconds later
+/// after.figures[0].value = 9_000.0;
+/// let row = &sched_top::view::view(Some(&before), &after).figures[0].rows[0];
+/// assert_eq!(row.per_sec, Some(4_000.0));
+/// assert_eq!(sched_top::view::quantity(row.value, row.unit), "8.79KiB");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct FigureRow {
+    /// Its name.
+    pub name: String,
+    /// Its value now (NaN: none).
+    pub value: f64,
+    /// What it counts.
+    pub unit: Unit,
+    /// A counter or a gauge.
+    pub kind: Kind,
+    /// For a counter, its growth per second since the previous snapshot;
+    /// `None` for a gauge, without a previous snapshot, when the previous
+    /// one lacks it (or had it as another unit or kind), or when it went
+    /// backwards (another engine behind the address).
+    pub per_sec: Option<f64>,
 }
 
 /// The engine's totals, for the header.
@@ -281,6 +345,7 @@ pub fn view(previous: Option<&Snapshot>, current: &Snapshot) -> View {
     };
 
     let groups = group_rows(seconds.map(|(p, _)| p), current);
+    let figures = figure_groups(seconds, current);
 
     let histograms = current.histograms.as_ref().map(|all| {
         all.iter()
@@ -321,7 +386,46 @@ pub fn view(previous: Option<&Snapshot>, current: &Snapshot) -> View {
         by_steps: list(true, &current.top_by_steps),
         by_mailbox: list(current.reports_mailbox_depth, &current.top_by_mailbox),
         by_long_steps: list(current.reports_long_steps, &current.top_by_long_steps),
+        figures,
     }
+}
+
+/// The figures grouped by source, each counter with its rate over the
+/// `seconds` since `previous` (matched by source and name).
+fn figure_groups(previous: Option<(&Snapshot, f64)>, current: &Snapshot) -> Vec<FigureGroup> {
+    let mut groups: Vec<FigureGroup> = Vec::new();
+    for figure in &current.figures {
+        let per_sec = match (figure.kind, previous) {
+            (Kind::Counter, Some((previous, seconds))) => previous
+                .figures
+                .iter()
+                .find(|b| {
+                    b.source == figure.source
+                        && b.name == figure.name
+                        && b.kind == figure.kind
+                        && b.unit == figure.unit
+                })
+                .map(|before| figure.value - before.value)
+                .filter(|grew| grew.is_finite() && *grew >= 0.0)
+                .map(|grew| grew / seconds),
+            _ => None,
+        };
+        let row = FigureRow {
+            name: figure.name.clone(),
+            value: figure.value,
+            unit: figure.unit,
+            kind: figure.kind,
+            per_sec,
+        };
+        match groups.iter_mut().find(|g| g.source == figure.source) {
+            Some(group) => group.rows.push(row),
+            None => groups.push(FigureGroup {
+                source: figure.source.clone(),
+                rows: vec![row],
+            }),
+        }
+    }
+    groups
 }
 
 /// The groups' rows, with each one's share of the step time all groups
@@ -402,6 +506,79 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
+/// `value` with about three significant digits and `unit` after it.
+fn significant(value: f64, unit: &str) -> String {
+    if value.abs() < 10.0 {
+        format!("{value:.2}{unit}")
+    } else if value.abs() < 100.0 {
+        format!("{value:.1}{unit}")
+    } else {
+        format!("{value:.0}{unit}")
+    }
+}
+
+/// A number of bytes in binary units, three significant digits or so:
+/// `512B`, `1.50KiB`, `12.3MiB`; `-` for a value that is not finite.
+///
+/// # Examples
+///
+/// ```
+/// use sched_top::view::bytes;
+///
+/// assert_eq!(bytes(512.0), "512B");
+/// assert_eq!(bytes(1_536.0), "1.50KiB");
+/// assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.00GiB");
+/// ```
+pub fn bytes(value: f64) -> String {
+    if !value.is_finite() {
+        return "-".to_string();
+    }
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut scaled = value;
+    let mut unit = 0;
+    while scaled.abs() >= 1024.0 && unit < UNITS.len() - 1 {
+        scaled /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{scaled:.0}B")
+    } else {
+        significant(scaled, UNITS[unit])
+    }
+}
+
+/// A figure's value (or rate) as its [`Unit`] reads: a plain number
+/// (whole numbers as they are, `k`/`M` past ten thousand, fractions to
+/// three digits), bytes as [`bytes`], seconds as a [`duration`]; `-` for
+/// a value that is not finite.
+///
+/// # Examples
+///
+/// ```
+/// use sched::live::Unit;
+/// use sched_top::view::quantity;
+///
+/// assert_eq!(quantity(1_204.0, Unit::Count), "1204");
+/// assert_eq!(quantity(0.5, Unit::Count), "0.50");
+/// assert_eq!(quantity(1_572_864.0, Unit::Bytes), "1.50MiB");
+/// assert_eq!(quantity(0.0042, Unit::Seconds), "4.20ms");
+/// assert_eq!(quantity(f64::NAN, Unit::Seconds), "-");
+/// ```
+pub fn quantity(value: f64, unit: Unit) -> String {
+    if !value.is_finite() {
+        return "-".to_string();
+    }
+    match unit {
+        Unit::Bytes => bytes(value),
+        Unit::Seconds => Duration::try_from_secs_f64(value)
+            .map(duration)
+            .unwrap_or_else(|_| significant(value, "s")),
+        _ if value.abs() >= 10_000.0 && value > 0.0 => count(Some(value)),
+        _ if value.fract() == 0.0 => format!("{value:.0}"),
+        _ => significant(value, ""),
+    }
+}
+
 /// A rate or count with a `k`/`M` suffix past ten thousand: `950`,
 /// `12.5k`, `3.20M`; `-` for none.
 ///
@@ -426,7 +603,7 @@ pub fn count(value: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sched::live::{GroupSnapshot, HistogramSummary, WorkerSnapshot};
+    use sched::live::{Figure, GroupSnapshot, HistogramSummary, WorkerSnapshot};
 
     fn worker(steps: u64, parks: u64, busy_ns: Option<u64>) -> WorkerSnapshot {
         let mut w = WorkerSnapshot::default();
@@ -664,6 +841,85 @@ mod tests {
         assert_eq!(rows[0].p50, Duration::from_micros(1));
         assert_eq!(rows[0].max, Duration::from_millis(40));
         assert_eq!(rows.len(), 2);
+    }
+
+    fn figure(source: &str, name: &str, value: f64, unit: Unit, counter: bool) -> Figure {
+        if counter {
+            Figure::counter(source, name, value, unit)
+        } else {
+            Figure::gauge(source, name, value, unit)
+        }
+    }
+
+    #[test]
+    fn figures_are_grouped_by_source_and_counters_get_a_rate() {
+        let mut before = snapshot(1_000, vec![]);
+        before.figures = vec![
+            figure("journal", "records", 100.0, Unit::Count, true),
+            figure("journal", "bytes", 1_000.0, Unit::Bytes, true),
+            figure("journal", "running", 4.0, Unit::Count, false),
+            figure("relay", "sent", 50.0, Unit::Count, true),
+        ];
+        let mut after = snapshot(1_500, vec![]);
+        after.figures = vec![
+            figure("journal", "records", 600.0, Unit::Count, true),
+            figure("relay", "sent", 40.0, Unit::Count, true), // went backwards
+            figure("journal", "bytes", 2_024.0, Unit::Bytes, true),
+            figure("journal", "running", 9.0, Unit::Count, false),
+            figure("journal", "syncs", 3.0, Unit::Count, true), // new
+            figure("journal", "sync p99", f64::NAN, Unit::Seconds, false),
+        ];
+        let view = view(Some(&before), &after);
+        type Rates<'a> = Vec<(&'a str, Option<f64>)>;
+        let groups: Vec<(&str, Rates)> = view
+            .figures
+            .iter()
+            .map(|g| {
+                let rows = g.rows.iter().map(|r| (r.name.as_str(), r.per_sec));
+                (g.source.as_str(), rows.collect())
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                (
+                    "journal",
+                    vec![
+                        ("records", Some(1_000.0)),
+                        ("bytes", Some(2_048.0)),
+                        ("running", None), // a gauge
+                        ("syncs", None),
+                        ("sync p99", None),
+                    ]
+                ),
+                ("relay", vec![("sent", None)]),
+            ]
+        );
+        assert!(view.figures[0].rows[4].value.is_nan());
+        assert_eq!(view.figures[0].rows[2].kind, Kind::Gauge);
+
+        // No rates from one snapshot; none at all from an endpoint
+        // without figures.
+        let first = super::view(None, &after);
+        assert!(first.figures[0].rows.iter().all(|r| r.per_sec.is_none()));
+        assert!(super::view(Some(&before), &snapshot(2_000, vec![]))
+            .figures
+            .is_empty());
+    }
+
+    #[test]
+    fn quantities_read_as_their_unit() {
+        assert_eq!(quantity(0.0, Unit::Count), "0");
+        assert_eq!(quantity(-3.0, Unit::Count), "-3");
+        assert_eq!(quantity(12.345, Unit::Count), "12.3");
+        assert_eq!(quantity(2_500_000.0, Unit::Count), "2.50M");
+        assert_eq!(quantity(1_023.0, Unit::Bytes), "1023B");
+        assert_eq!(quantity(10.0 * 1024.0 * 1024.0, Unit::Bytes), "10.0MiB");
+        assert_eq!(quantity(1.2, Unit::Seconds), "1.20s");
+        assert_eq!(quantity(0.000_05, Unit::Seconds), "50.0µs");
+        assert_eq!(quantity(-0.5, Unit::Seconds), "-0.50s");
+        assert_eq!(quantity(f64::INFINITY, Unit::Bytes), "-");
+        assert_eq!(bytes(f64::NAN), "-");
     }
 
     #[test]

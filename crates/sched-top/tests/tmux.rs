@@ -394,12 +394,39 @@ fn sched_top_says_disconnected_retries_and_reconnects() {
     };
     wait_for("disconnected, retrying");
 
-    // An endpoint appears on that port: it connects.
+    // An endpoint appears on that port, with figures of a library beside
+    // the engine's: it connects, and they have a panel.
+    use sched::live::{Figure, Unit};
+    let records = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = std::sync::Arc::clone(&records);
     let scheduler = std::sync::Arc::new(sched::Scheduler::builder().workers(3).build());
-    let endpoint = sched::live::serve(std::sync::Arc::clone(&scheduler), ("127.0.0.1", port))
-        .expect("serve on the released port");
+    let endpoint = sched::live::serve_with(
+        std::sync::Arc::clone(&scheduler),
+        ("127.0.0.1", port),
+        move || {
+            // Grows by 100 a snapshot: a rate on screen from the second on.
+            let records = counted.fetch_add(100, std::sync::atomic::Ordering::Relaxed) + 100;
+            vec![
+                Figure::counter("journal", "records", records as f64, Unit::Count),
+                Figure::gauge("journal", "store size", 1_572_864.0, Unit::Bytes),
+                Figure::gauge("journal", "sync p99", 0.0042, Unit::Seconds),
+            ]
+        },
+    )
+    .expect("serve on the released port");
     let screen = wait_for("  connected  ");
     assert!(wait_for("workers 3 ").contains("workers 3 "), "{screen}");
+    let screen = wait_for("┌ journal ");
+    let row = |name: &str| {
+        screen
+            .lines()
+            .find(|l| l.starts_with(&format!("│{name} ")))
+            .unwrap_or_else(|| panic!("no {name} row:\n{screen}"))
+            .to_string()
+    };
+    assert!(row("store size").contains("1.50MiB"), "{screen}");
+    assert!(row("sync p99").contains("4.20ms"), "{screen}");
+    assert!(row("records").contains("00 "), "{screen}");
 
     // It goes away: the last figures stay, marked stale, and it retries.
     endpoint.stop();
