@@ -222,12 +222,13 @@ impl Writer {
         while let Some(batch) = self.take() {
             let (appends, waiters): (Vec<Append>, Vec<Completer>) = batch.into_iter().unzip();
             let bytes: usize = appends.iter().map(|a| a.record.len()).sum();
+            let keys: Vec<String> = appends.iter().map(|a| a.key.clone()).collect();
             let started = Instant::now();
             let result = store.append(&appends);
             self.counters.sync.record(started.elapsed());
             let c = &self.counters;
             match &result {
-                Ok(()) => {
+                Ok(_) => {
                     c.syncs.fetch_add(1, Relaxed);
                     c.records.fetch_add(appends.len() as u64, Relaxed);
                     c.bytes.fetch_add(bytes as u64, Relaxed);
@@ -241,11 +242,12 @@ impl Writer {
                     );
                 }
             }
-            for done in waiters {
+            for (key, done) in keys.into_iter().zip(waiters) {
                 // A process that ended meanwhile no longer waits: nothing
                 // to tell it.
                 let _ = match &result {
-                    Ok(()) => done.complete(Box::new(())),
+                    Ok(fenced) if fenced.contains(&key) => done.fail(DurableError::Fenced(key)),
+                    Ok(_) => done.complete(Box::new(())),
                     Err(e) => done.fail(e.clone()),
                 };
             }

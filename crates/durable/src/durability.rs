@@ -1,6 +1,7 @@
 //! The handle an application holds: a store, its writer, the registered
 //! process types, and the running durable processes.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -12,17 +13,18 @@ use parking_lot::RwLock;
 use sched::command::{Command, CommandId, Completer, Rejected};
 use sched::prelude::*;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use crate::commit::{Latency, Writer};
 use crate::error::{codec, DurableError};
 use crate::inspect::Inspection;
-use crate::process::{Durable, Erased, Typed};
+use crate::process::{save_serde, Durable, Erased, Save, Typed};
 use crate::receipt::Receipt;
 use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
 use crate::recovery::{replay, Replayed};
-use crate::runner::{Ending, Envelope, Runner, Shared, Tell};
-use crate::state::State;
-use crate::store::{Append, Created, Outgoing, Store};
+use crate::runner::{Ending, Envelope, Runner, Shared, Start, Tell};
+use crate::state::{Snapshot, State};
+use crate::store::{Append, Created, Journal, Outgoing, Store};
 
 /// The command id the journal's writer answers, unless
 /// [`Durability::with_command`] chose another.
@@ -30,9 +32,44 @@ pub const JOURNAL_COMMAND: CommandId = CommandId(0xD0_7A_B1_E0);
 
 type Factory = fn(&[u8]) -> Result<Box<dyn Erased>, DurableError>;
 
+/// Builds a `D` from its arguments' bytes (no snapshots).
 pub(crate) fn factory<D: Durable>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError> {
     let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
-    Ok(Box::new(Typed(D::create(args))))
+    Ok(Box::new(Typed {
+        process: D::create(args),
+        save: None,
+    }))
+}
+
+/// Builds a `D` from its arguments' bytes, saving snapshots.
+fn factory_saving<D>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError>
+where
+    D: Durable + Serialize + DeserializeOwned,
+{
+    let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
+    Ok(Box::new(Typed {
+        process: D::create(args),
+        save: Some(save_serde::<D> as Save<D>),
+    }))
+}
+
+/// Rebuilds a `D` from a snapshot's bytes of its state.
+fn restore<D>(state: &[u8]) -> Result<Box<dyn Erased>, DurableError>
+where
+    D: Durable + Serialize + DeserializeOwned,
+{
+    Ok(Box::new(Typed {
+        process: postcard::from_bytes::<D>(state).map_err(codec)?,
+        save: Some(save_serde::<D> as Save<D>),
+    }))
+}
+
+/// A registered durable type.
+struct Kind {
+    create: Factory,
+    /// Registered with snapshots: how to rebuild it from one, how often
+    /// to take one, and its typed `Save<D>` (for `spawn`).
+    snapshots: Option<(Factory, u64, Box<dyn Any + Send + Sync>)>,
 }
 
 /// Durable processes on one store: spawn them, tell them, and after a
@@ -85,7 +122,7 @@ pub(crate) fn factory<D: Durable>(args: &[u8]) -> Result<Box<dyn Erased>, Durabl
 pub struct Durability {
     store: Arc<dyn Store>,
     shared: Arc<Shared>,
-    kinds: RwLock<HashMap<&'static str, Factory>>,
+    kinds: RwLock<HashMap<&'static str, Kind>>,
     writer: Option<JoinHandle<()>>,
     recovered: AtomicU64,
 }
@@ -152,7 +189,63 @@ impl Durability {
     ///
     /// See [`Durability`].
     pub fn register<D: Durable>(&self) -> &Self {
-        self.kinds.write().insert(D::KIND, factory::<D>);
+        self.kinds.write().insert(
+            D::KIND,
+            Kind {
+                create: factory::<D>,
+                snapshots: None,
+            },
+        );
+        self
+    }
+
+    /// Registers the durable type `D`, whose state is snapshotted (with
+    /// serde) after every `every` records of each of its processes: a
+    /// recovery then restores the latest snapshot and replays only the
+    /// records after it, and the store may drop the records it covers.
+    /// Only the records after the snapshot are checked for determinism.
+    ///
+    /// # Panics
+    ///
+    /// If `every` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::prelude::*;
+    ///
+    /// #[derive(Default, serde::Serialize, serde::Deserialize)]
+    /// struct Tally { total: u64 }
+    ///
+    /// impl Durable for Tally {
+    ///     const KIND: &'static str = "tally";
+    ///     type Args = ();
+    ///     type Message = u64;
+    ///     fn create(_: ()) -> Self { Tally::default() }
+    ///     fn step(&mut self, input: Input<u64>, _: &mut Effects<'_>) -> Result<(), BoxError> {
+    ///         if let Input::Message { message, .. } = input { self.total += message; }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
+    /// durability.register_with_snapshots::<Tally>(100);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn register_with_snapshots<D>(&self, every: u64) -> &Self
+    where
+        D: Durable + Serialize + DeserializeOwned,
+    {
+        assert!(every > 0, "a snapshot every 0 records");
+        let save: Save<D> = save_serde::<D>;
+        self.kinds.write().insert(
+            D::KIND,
+            Kind {
+                create: factory_saving::<D>,
+                snapshots: Some((restore::<D>, every, Box::new(save))),
+            },
+        );
         self
     }
 
@@ -197,7 +290,17 @@ impl Durability {
         args: D::Args,
     ) -> Result<Spawned, DurableError> {
         let bytes = postcard::to_stdvec(&args).map_err(codec)?;
-        let process = Box::new(Typed(D::create(args)));
+        let (save, every) = match self.kinds.read().get(D::KIND) {
+            Some(Kind {
+                snapshots: Some((_, every, save)),
+                ..
+            }) => (save.downcast_ref::<Save<D>>().copied(), Some(*every)),
+            _ => (None, None),
+        };
+        let process = Box::new(Typed {
+            process: D::create(args),
+            save,
+        });
         let key: Arc<str> = key.into();
         let (ack, receipt) = Receipt::pair(key.clone());
         let pid = match self.shared.directory.entry(key.to_string()) {
@@ -215,15 +318,18 @@ impl Durability {
         };
         let runner = Runner::new(
             key.clone(),
-            Some(Created {
-                kind: D::KIND.to_owned(),
-                args: bytes,
-            }),
             process,
             State::default(),
             self.shared.clone(),
-            vec![(RecordedInput::Start, Some(ack))],
-            Vec::new(),
+            Start {
+                created: Some(Created {
+                    kind: D::KIND.to_owned(),
+                    args: bytes,
+                }),
+                queued: vec![(RecordedInput::Start, Some(ack))],
+                resume: Vec::new(),
+                snapshot_every: every,
+            },
         );
         match scheduler.submit(pid, runner, DEFAULT_METHOD_NAME, ()) {
             Ok(completion) => Ok(Spawned {
@@ -305,22 +411,28 @@ impl Durability {
     pub fn recover(&self, scheduler: &Scheduler) -> Result<Recovery, DurableError> {
         let started = Instant::now();
         let mut report = Recovery::default();
-        let mut replayed: Vec<Replayed> = Vec::new();
+        let mut replayed: Vec<(Replayed, Option<u64>)> = Vec::new();
         {
             let kinds = self.kinds.read();
             for journal in self.store.running()? {
                 if self.shared.directory.contains_key(&journal.key) {
                     continue;
                 }
-                let Some(make) = kinds.get(journal.created.kind.as_str()) else {
+                let Some(kind) = kinds.get(journal.created.kind.as_str()) else {
                     report.failed.push(DurableError::UnknownKind {
                         key: journal.key.clone(),
                         kind: journal.created.kind.clone(),
                     });
                     continue;
                 };
-                match make(&journal.created.args).and_then(|p| replay(&journal, p)) {
-                    Ok(r) => replayed.push(r),
+                let every = kind.snapshots.as_ref().map(|(_, every, _)| *every);
+                match rebuild(kind, &journal).and_then(|(p, state)| replay(&journal, p, state)) {
+                    Ok(r) => {
+                        if r.snapshotted {
+                            report.from_snapshots += 1;
+                        }
+                        replayed.push((r, every));
+                    }
                     Err(e) => report.failed.push(e),
                 }
             }
@@ -337,7 +449,7 @@ impl Durability {
         // each sender's order (so that no later send overtakes them).
         let mut plans = Vec::with_capacity(replayed.len());
         let mut discard = Vec::new();
-        for r in &mut replayed {
+        for (r, _) in &mut replayed {
             let mut resume = Vec::new();
             let mut timers: Vec<_> = r.state.timers.iter().collect();
             timers.sort();
@@ -396,23 +508,26 @@ impl Durability {
         // Every PID is known before any process runs, so that the first
         // sends find their receivers.
         let mut pids = Vec::with_capacity(replayed.len());
-        for r in &replayed {
+        for (r, _) in &replayed {
             let pid = scheduler
                 .allocate_pid()
                 .map_err(|e| DurableError::Submit(e.to_string()))?;
             self.shared.directory.insert(r.key.to_string(), pid);
             pids.push(pid);
         }
-        for ((r, (resume, queued)), pid) in replayed.into_iter().zip(plans).zip(pids) {
+        for (((r, every), (resume, queued)), pid) in replayed.into_iter().zip(plans).zip(pids) {
             let key = r.key.clone();
             let runner = Runner::new(
                 r.key,
-                None,
                 r.process,
                 r.state,
                 self.shared.clone(),
-                queued,
-                resume,
+                Start {
+                    created: None,
+                    queued,
+                    resume,
+                    snapshot_every: every,
+                },
             );
             match scheduler.submit(pid, runner, DEFAULT_METHOD_NAME, ()) {
                 Ok(completion) => {
@@ -644,6 +759,31 @@ fn decode_ending<T: DeserializeOwned>(
     }
 }
 
+/// The process and its bookkeeping a journal's replay starts from: its
+/// latest snapshot, or a fresh process.
+fn rebuild(kind: &Kind, journal: &Journal) -> Result<(Box<dyn Erased>, State), DurableError> {
+    match (&journal.snapshot, &kind.snapshots) {
+        (Some((after, bytes)), Some((restore, _, _))) => {
+            let snapshot: Snapshot =
+                postcard::from_bytes(bytes).map_err(|e| DurableError::Corrupt(e.to_string()))?;
+            if snapshot.state.next_record != after + 1 {
+                return Err(DurableError::Corrupt(format!(
+                    "the snapshot of {:?} says it follows record {}, the store says {after}",
+                    journal.key,
+                    snapshot.state.next_record.wrapping_sub(1)
+                )));
+            }
+            Ok((restore(&snapshot.user)?, snapshot.state))
+        }
+        _ if journal.first == 0 => Ok(((kind.create)(&journal.created.args)?, State::default())),
+        _ => Err(DurableError::Corrupt(format!(
+            "the journal of {:?} starts at record {}, after a snapshot, and its type {:?} \
+             was registered without snapshots",
+            journal.key, journal.first, journal.created.kind
+        ))),
+    }
+}
+
 /// What [`Durability::recover`] did.
 ///
 /// # Examples
@@ -661,6 +801,9 @@ pub struct Recovery {
     pub timers: u64,
     /// Commands handed back as interrupted.
     pub interrupted: u64,
+    /// Processes restored from a snapshot (the others replayed their
+    /// whole journal).
+    pub from_snapshots: u64,
     /// How long reading, replaying and resuming took.
     pub took: Duration,
 }

@@ -17,6 +17,7 @@ use crate::error::DurableError;
 use crate::process::Durable;
 use crate::record::Record;
 use crate::recovery::replay;
+use crate::state::State;
 use crate::store::{Created, Journal};
 
 /// One durable process's journal, decoded ([`Durability::inspect`](crate::Durability::inspect)).
@@ -39,7 +40,10 @@ pub struct Inspection {
     pub args: Vec<u8>,
     /// Whether it has ended.
     pub ended: bool,
-    /// Its records, in order.
+    /// The number of its first record here: 0, or the record after its
+    /// latest snapshot once the store dropped those the snapshot covers.
+    pub first: u64,
+    /// Its records, in order, numbered from `first`.
     pub records: Vec<Record>,
 }
 
@@ -81,6 +85,7 @@ impl Inspection {
             kind: journal.created.kind.clone(),
             args: journal.created.args.clone(),
             ended: journal.ended,
+            first: journal.first,
             records: journal
                 .records
                 .iter()
@@ -97,7 +102,7 @@ impl Inspection {
     /// use sched_durable::{Inspection, Record, RecordedInput};
     ///
     /// let journal = Inspection {
-    ///     key: "k".into(), kind: "tally".into(), args: vec![], ended: false,
+    ///     key: "k".into(), kind: "tally".into(), args: vec![], ended: false, first: 0,
     ///     records: vec![Record { at_ms: 1, inputs: vec![RecordedInput::Start], effects: vec![] }],
     /// };
     /// assert_eq!(Inspection::from_json(&journal.to_json())?, journal);
@@ -148,7 +153,7 @@ impl Inspection {
     /// }
     ///
     /// let journal = Inspection {
-    ///     key: "i".into(), kind: "idle".into(), args: vec![], ended: false,
+    ///     key: "i".into(), kind: "idle".into(), args: vec![], ended: false, first: 0,
     ///     records: vec![Record { at_ms: 1, inputs: vec![RecordedInput::Start], effects: vec![] }],
     /// };
     /// let replay = journal.replay::<Idle>()?;
@@ -156,6 +161,13 @@ impl Inspection {
     /// # Ok::<(), DurableError>(())
     /// ```
     pub fn replay<D: Durable>(&self) -> Result<Replay, DurableError> {
+        if self.first != 0 {
+            return Err(DurableError::Corrupt(format!(
+                "the journal of {:?} starts at record {}: a snapshot covers the ones before, \
+                 and an offline replay needs them all",
+                self.key, self.first
+            )));
+        }
         if self.kind != D::KIND {
             return Err(DurableError::UnknownKind {
                 key: self.key.clone(),
@@ -169,9 +181,11 @@ impl Inspection {
                 args: self.args.clone(),
             },
             ended: self.ended,
+            snapshot: None,
+            first: 0,
             records: self.records.iter().map(Record::encode).collect(),
         };
-        let replayed = replay(&journal, factory::<D>(&self.args)?)?;
+        let replayed = replay(&journal, factory::<D>(&self.args)?, State::default())?;
         let mut timers: Vec<_> = replayed
             .state
             .timers

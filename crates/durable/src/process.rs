@@ -456,11 +456,37 @@ pub(crate) trait Erased: Send {
     /// be read as this process's (a message of another type): it is then
     /// skipped, on replay as live.
     fn step(&mut self, input: &RecordedInput, out: &mut Effects<'_>) -> bool;
+
+    /// The process's state for a snapshot, if its type was registered
+    /// with snapshots.
+    fn save(&self) -> Option<Result<Vec<u8>, String>>;
 }
 
-pub(crate) struct Typed<D>(pub(crate) D);
+/// Encodes a process's state for a snapshot.
+pub(crate) type Save<D> = fn(&D) -> Result<Vec<u8>, String>;
+
+/// A process's state as a snapshot keeps it (postcard bytes of its serde
+/// form).
+pub(crate) fn save_serde<D: Serialize>(process: &D) -> Result<Vec<u8>, String> {
+    postcard::to_stdvec(process).map_err(|e| e.to_string())
+}
+
+pub(crate) struct Typed<D> {
+    pub(crate) process: D,
+    pub(crate) save: Option<Save<D>>,
+}
 
 impl<D: Durable> Erased for Typed<D> {
+    fn save(&self) -> Option<Result<Vec<u8>, String>> {
+        let save = self.save?;
+        let process = &self.process;
+        // A user's `Serialize` may panic: a snapshot is then skipped.
+        Some(
+            catch_unwind(AssertUnwindSafe(|| save(process)))
+                .unwrap_or_else(|_| Err("the state's serialization panicked".into())),
+        )
+    }
+
     fn step(&mut self, input: &RecordedInput, out: &mut Effects<'_>) -> bool {
         let input = match input {
             RecordedInput::Start => Input::Start,
@@ -491,7 +517,7 @@ impl<D: Durable> Erased for Typed<D> {
                 },
             },
         };
-        let process = &mut self.0;
+        let process = &mut self.process;
         match catch_unwind(AssertUnwindSafe(|| process.step(input, out))) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => out.fail(e.to_string()),

@@ -28,6 +28,8 @@ pub(crate) struct Replayed {
     pub(crate) key: Arc<str>,
     pub(crate) process: Box<dyn Erased>,
     pub(crate) state: State,
+    /// It started from a snapshot.
+    pub(crate) snapshotted: bool,
 }
 
 /// A value's bytes, shortened for a message.
@@ -57,14 +59,28 @@ fn summary(effect: Option<&RecordedEffect>) -> String {
     }
 }
 
-/// Replays `journal` into `process`.
+/// Replays the records of `journal` that `state` has not seen into
+/// `process` (a fresh one with a default state, or one restored from a
+/// snapshot with the snapshot's state).
 pub(crate) fn replay(
     journal: &Journal,
     mut process: Box<dyn Erased>,
+    mut state: State,
 ) -> Result<Replayed, DurableError> {
     let key: Arc<str> = journal.key.as_str().into();
-    let mut state = State::default();
-    for (number, bytes) in journal.records.iter().enumerate() {
+    let snapshotted = state.next_record > 0;
+    for (i, bytes) in journal.records.iter().enumerate() {
+        let number = journal.first + i as u64;
+        if number < state.next_record {
+            continue; // the snapshot covers it
+        }
+        if number != state.next_record {
+            return Err(DurableError::Corrupt(format!(
+                "the journal of {key:?} lacks records {} to {}",
+                state.next_record,
+                number - 1
+            )));
+        }
         let record = Record::decode(bytes)?;
         let (held, taken) = step_batch(
             &mut *process,
@@ -73,7 +89,6 @@ pub(crate) fn replay(
             record.at_ms,
             &record.inputs,
         );
-        let number = number as u64;
         let differs = |expected: Option<&RecordedEffect>, found: Option<&RecordedEffect>| {
             DurableError::NonDeterminism {
                 key: key.to_string(),
@@ -103,5 +118,6 @@ pub(crate) fn replay(
         key,
         process,
         state,
+        snapshotted,
     })
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use dashmap::DashMap;
-use sched::command::CommandId;
+use sched::command::{CommandError, CommandId};
 use sched::timer::TimerId;
 use sched::{BoxError, Event, Events, Output, Package, Pid, Process, Tag};
 
@@ -35,7 +35,7 @@ use crate::error::DurableError;
 use crate::process::{unix_ms, AnswerEncoder, Erased, Held, JOURNAL_TAG};
 use crate::receipt::Ack;
 use crate::record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
-use crate::state::{step_batch, State};
+use crate::state::{step_batch, Snapshot, State};
 use crate::store::{Append, Created, Outgoing};
 
 /// What every runner of one `Durability` shares.
@@ -97,31 +97,70 @@ pub(crate) struct Runner {
     pid: Option<Pid>,
     /// The engine process has finished (done, failed or suspended).
     finished: bool,
+    /// Snapshot after every this many records (registered with
+    /// snapshots).
+    snapshot_every: Option<u64>,
+}
+
+/// How a runner starts: a new process, or one rebuilt by a recovery.
+pub(crate) struct Start {
+    /// What a new process was created from (`None` when resumed).
+    pub(crate) created: Option<Created>,
+    /// Its first inputs.
+    pub(crate) queued: Vec<(RecordedInput, Option<Ack>)>,
+    /// Effects to release before anything else (timers armed again).
+    pub(crate) resume: Vec<RecordedEffect>,
+    /// Snapshot after every this many records.
+    pub(crate) snapshot_every: Option<u64>,
 }
 
 impl Runner {
     pub(crate) fn new(
         key: Arc<str>,
-        created: Option<Created>,
         process: Box<dyn Erased>,
         state: State,
         shared: Arc<Shared>,
-        queued: Vec<(RecordedInput, Option<Ack>)>,
-        resume: Vec<RecordedEffect>,
+        start: Start,
     ) -> Runner {
         Runner {
             key,
-            created,
+            created: start.created,
             process,
             state,
             shared,
-            queued,
+            queued: start.queued,
             in_flight: None,
-            resume,
+            resume: start.resume,
             live_timers: HashMap::new(),
             answers: HashMap::new(),
             pid: None,
             finished: false,
+            snapshot_every: start.snapshot_every,
+        }
+    }
+
+    /// A snapshot of the state after the record just stepped, if one is
+    /// due.
+    fn snapshot(&self) -> Option<Vec<u8>> {
+        let every = self.snapshot_every?;
+        if self.state.ended || !self.state.next_record.is_multiple_of(every) {
+            return None;
+        }
+        match self.process.save()? {
+            Ok(user) => {
+                let snapshot = Snapshot {
+                    state: self.state.clone(),
+                    user,
+                };
+                postcard::to_stdvec(&snapshot).ok()
+            }
+            Err(e) => {
+                tracing::warn!(
+                    key = &*self.key,
+                    "no snapshot: the state did not serialize: {e}"
+                );
+                None
+            }
         }
     }
 
@@ -172,16 +211,18 @@ impl Runner {
                 _ => None,
             })
             .collect();
+        let seq = self.state.next_record;
+        self.state.next_record += 1;
         let append = Append {
             key: self.key.to_string(),
-            seq: self.state.next_record,
+            seq,
             record: record.encode(),
             created: self.created.take(),
             ended: self.state.ended,
             sent,
             taken,
+            snapshot: self.snapshot(),
         };
-        self.state.next_record += 1;
         out.yield_command(self.shared.command, JOURNAL_TAG, Box::new(append));
         self.in_flight = Some(InFlight {
             held,
@@ -192,7 +233,7 @@ impl Runner {
 
     fn committed(
         &mut self,
-        result: Result<(), String>,
+        result: Result<(), DurableError>,
         out: &mut Output<'_>,
     ) -> Result<(), BoxError> {
         let Some(flight) = self.in_flight.take() else {
@@ -201,7 +242,7 @@ impl Runner {
         if let Err(e) = result {
             self.finished = true;
             for ack in flight.acks {
-                ack.settle(Err(DurableError::Store(e.clone())));
+                ack.settle(Err(e.clone()));
             }
             return Err(
                 format!("the journal write failed, nothing of the step was released: {e}").into(),
@@ -300,7 +341,16 @@ impl Runner {
     fn take_event(&mut self, event: Event, out: &mut Output<'_>) -> Result<(), BoxError> {
         match event {
             Event::Completion { tag, result } if tag == JOURNAL_TAG => {
-                self.committed(result.map(drop).map_err(|e| e.to_string()), out)?;
+                let result = result.map(drop).map_err(|e| match e {
+                    // The writer fails a record with the store's typed
+                    // error; anything else is the engine's.
+                    CommandError::Failed(e) => match e.downcast::<DurableError>() {
+                        Ok(e) => *e,
+                        Err(e) => DurableError::Store(e.to_string()),
+                    },
+                    other => DurableError::Store(other.to_string()),
+                });
+                self.committed(result, out)?;
             }
             Event::Completion { tag, result } => {
                 let Some(encode) = self.answers.remove(&tag.0) else {

@@ -9,11 +9,13 @@
 
 use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::process::{Effects, Erased, Held};
 use crate::record::{RecordedEffect, RecordedInput};
 
 /// A durable process's bookkeeping.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct State {
     /// The number of the next record.
     pub(crate) next_record: u64,
@@ -77,6 +79,14 @@ impl State {
             RecordedEffect::Done(_) | RecordedEffect::Failed(_) => self.ended = true,
         }
     }
+}
+
+/// A snapshot as the store keeps it: the bookkeeping and the user's
+/// state after a record (postcard).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Snapshot {
+    pub(crate) state: State,
+    pub(crate) user: Vec<u8>,
 }
 
 /// Steps `inputs` in order at time `at_ms`, until the process ends.

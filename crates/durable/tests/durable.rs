@@ -522,6 +522,7 @@ fn compaction_drops_forgotten_journals_and_keeps_the_rest() {
         ended,
         sent: vec![],
         taken: vec![],
+        snapshot: None,
     };
     for seq in 0..10 {
         store
@@ -556,4 +557,141 @@ fn compaction_drops_forgotten_journals_and_keeps_the_rest() {
     let store = RedbStore::create(&path).unwrap();
     assert_eq!(store.journal("kept").unwrap().unwrap().records.len(), 11);
     assert_eq!(store.running().unwrap().len(), 2);
+}
+
+/// A tally whose state is snapshotted.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Saved {
+    total: u64,
+    seen: u64,
+}
+
+impl Durable for Saved {
+    const KIND: &'static str = "saved";
+    type Args = ();
+    type Message = u64;
+
+    fn create(_: ()) -> Self {
+        Saved::default()
+    }
+
+    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        if let Input::Message { message, .. } = input {
+            self.seen += 1;
+            if message == 0 {
+                out.done(&(self.total, self.seen))?;
+            } else {
+                self.total += message;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_snapshotted_process_resumes_from_its_latest_snapshot_and_compaction_drops_what_it_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let open = || {
+        let durability = Durability::open(RedbStore::create(&path).unwrap());
+        durability.register_with_snapshots::<Saved>(4);
+        let scheduler = support::scheduler(&durability, Arc::default());
+        (durability, scheduler)
+    };
+    let (durability, scheduler) = open();
+    durability.spawn::<Saved>(&scheduler, "s", ()).unwrap();
+    for n in 1..=10u64 {
+        durability
+            .tell::<Saved>(&scheduler, "s", &n)
+            .unwrap()
+            .wait(WAIT)
+            .unwrap();
+    }
+    // One record per message here (each waits for the last): records 0
+    // (the start) to 10; snapshots after records 3 and 7.
+    let journal = durability.inspect("s").unwrap().unwrap();
+    assert_eq!(
+        journal.first, 8,
+        "the records the latest snapshot covers are not read back"
+    );
+    assert_eq!(journal.records.len(), 3);
+    stop(durability, scheduler);
+
+    let store = RedbStore::create(&path).unwrap();
+    assert!(
+        store.compact().unwrap() > 0,
+        "compaction drops the covered records"
+    );
+    drop(store);
+
+    let (durability, scheduler) = open();
+    let mut recovery = durability.recover(&scheduler).unwrap();
+    assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
+    assert_eq!(recovery.from_snapshots, 1);
+    durability.tell::<Saved>(&scheduler, "s", &0).unwrap();
+    assert_eq!(
+        recovery.resumed.remove(0).wait::<(u64, u64)>().unwrap(),
+        (55, 11)
+    );
+    stop(durability, scheduler);
+
+    // Registered without snapshots, a truncated journal cannot be replayed.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    {
+        let durability = Durability::open(RedbStore::create(&path).unwrap());
+        durability.register_with_snapshots::<Saved>(2);
+        let scheduler = support::scheduler(&durability, Arc::default());
+        durability.spawn::<Saved>(&scheduler, "s", ()).unwrap();
+        for n in 1..=3u64 {
+            durability
+                .tell::<Saved>(&scheduler, "s", &n)
+                .unwrap()
+                .wait(WAIT)
+                .unwrap();
+        }
+        stop(durability, scheduler);
+    }
+    let durability = Durability::open(RedbStore::create(&path).unwrap());
+    durability.register::<Saved>();
+    let scheduler = support::scheduler(&durability, Arc::default());
+    let recovery = durability.recover(&scheduler).unwrap();
+    assert!(
+        matches!(&recovery.failed[..], [DurableError::Corrupt(e)] if e.contains("without snapshots")),
+        "{:?}",
+        recovery.failed
+    );
+    stop(durability, scheduler);
+}
+
+#[test]
+fn a_fenced_process_stops_without_releasing_and_the_others_of_its_batch_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, gate) = Gated::new(&dir.path().join("j.redb"));
+    let durability = Durability::open(store);
+    durability.register::<Tally>();
+    let scheduler = scheduler(&durability, Arc::default());
+    let a = durability.spawn::<Tally>(&scheduler, "a", ()).unwrap();
+    let b = durability.spawn::<Tally>(&scheduler, "b", ()).unwrap();
+    a.durable().wait(WAIT).unwrap();
+    b.durable().wait(WAIT).unwrap();
+
+    gate.fence_key("a");
+    let refused = durability
+        .tell::<Tally>(&scheduler, "a", &0)
+        .unwrap()
+        .wait(WAIT);
+    assert_eq!(refused, Err(DurableError::Fenced("a".into())));
+    match a.wait::<u64>() {
+        Err(DurableError::Failed(e)) => assert!(e.contains("fenced off"), "{e}"),
+        other => panic!("expected the fence, got {other:?}"),
+    }
+    durability
+        .tell::<Tally>(&scheduler, "b", &3)
+        .unwrap()
+        .wait(WAIT)
+        .unwrap();
+    durability.tell::<Tally>(&scheduler, "b", &0).unwrap();
+    assert_eq!(b.wait::<u64>().unwrap(), 3);
+    scheduler.shutdown(Duration::from_secs(5));
 }

@@ -45,8 +45,8 @@
 //! stream sequence of the last message this incarnation wrote or read on
 //! that subject (0 for record 0: the subject must be empty). The server
 //! refuses the message if anything else was written on the subject since:
-//! the append fails with [`DurableError::Fenced`] and nothing of that
-//! journal is written. An incarnation that neither created the journal nor
+//! `append` names the journal among the fenced keys it returns, and
+//! nothing of that journal is written. An incarnation that neither created the journal nor
 //! took it over is refused before publishing anything.
 //!
 //! [`running`](Store::running) reads every journal. It returns those whose
@@ -95,12 +95,18 @@
 //! process's records are written one batch after another.
 //!
 //! The same holds for a fenced batch: the messages of the other processes
-//! of the batch are written (or not) independently, and `append` returns
-//! [`DurableError::Fenced`] naming the first fenced key (every fenced key
-//! is logged). `sched-durable`'s writer then fails every record of that
-//! batch; the processes of this node whose records were in fact written
-//! stop, and the next `Durability::recover` of their owner resumes them
-//! from those records.
+//! of the batch are written independently, and `append` returns `Ok` with
+//! the fenced keys (each is logged). `sched-durable`'s writer fails the
+//! records of those keys with [`DurableError::Fenced`] (their processes
+//! stop: another node runs them now) and completes the others.
+//!
+//! # Snapshots
+//!
+//! A record may carry its process's snapshot (the state after it); a read
+//! of the journal gives the latest one with every record (the stream keeps
+//! them all: the snapshot spares a recovery their replay, not their
+//! reading). A message must fit the server's `max_payload` (1 MiB by
+//! default), snapshot included.
 //!
 //! # fsync
 //!
@@ -225,6 +231,8 @@ struct Rec {
     sent: Vec<(String, u64, Vec<u8>)>,
     /// (sender, number).
     taken: Vec<(String, u64)>,
+    /// The process's state after this record, if a snapshot was taken.
+    snapshot: Option<Vec<u8>>,
 }
 
 /// A message of the stream.
@@ -278,6 +286,8 @@ fn token(key: &str) -> String {
 struct Assembled {
     created: Option<Created>,
     ended: bool,
+    /// The latest snapshot: the record it follows, and its bytes.
+    snapshot: Option<(u64, Vec<u8>)>,
     records: Vec<Vec<u8>>,
     /// The last message's writer and stream sequence.
     writer: JournalWriter,
@@ -298,6 +308,10 @@ impl Assembled {
             key: key.to_owned(),
             created,
             ended: self.ended,
+            // The stream keeps every record: the snapshot only spares the
+            // recovery their replay.
+            snapshot: self.snapshot.clone(),
+            first: 0,
             records: self.records.clone(),
         })
     }
@@ -324,6 +338,7 @@ impl Scan {
                 let journal = self.journals.entry(key.clone()).or_insert(Assembled {
                     created: None,
                     ended: false,
+                    snapshot: None,
                     records: Vec::new(),
                     writer,
                     last: 0,
@@ -343,6 +358,9 @@ impl Scan {
                         journal.created = Some(Created { kind, args });
                     }
                     journal.ended |= rec.ended;
+                    if let Some(snapshot) = rec.snapshot {
+                        journal.snapshot = Some((rec.seq, snapshot));
+                    }
                     for (to, seq, body) in rec.sent {
                         let send = Mail {
                             from: key.clone(),
@@ -504,7 +522,7 @@ impl Inner {
             .and_then(|text| u64::from_str_radix(&text, 16).ok()))
     }
 
-    async fn append(&self, batch: &[Append]) -> Result<(), DurableError> {
+    async fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError> {
         // One message per process, its records in order.
         let mut order: Vec<&str> = Vec::new();
         let mut by_key: HashMap<&str, Vec<&Append>> = HashMap::new();
@@ -555,6 +573,7 @@ impl Inner {
                             .map(|s| (s.to.clone(), s.seq, s.body.clone()))
                             .collect(),
                         taken: a.taken.clone(),
+                        snapshot: a.snapshot.clone(),
                     })
                     .collect(),
             };
@@ -583,10 +602,7 @@ impl Inner {
         if let Some(e) = failed.into_iter().next() {
             return Err(e);
         }
-        match fenced.into_iter().next() {
-            Some(key) => Err(DurableError::Fenced(key)),
-            None => Ok(()),
-        }
+        Ok(fenced)
     }
 
     fn settle(
@@ -1239,9 +1255,9 @@ impl JetStreamStore {
 }
 
 impl Store for JetStreamStore {
-    fn append(&self, batch: &[Append]) -> Result<(), DurableError> {
+    fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError> {
         if batch.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let inner = self.inner();
         let batch = batch.to_vec();
@@ -1366,6 +1382,7 @@ mod tests {
             record: vec![],
             sent: vec![],
             taken: vec![],
+            snapshot: None,
         };
         let mut scan = Scan::default();
         let records = |r| Entry::Records {

@@ -6,7 +6,8 @@
 //! process was created from; an ended process leaves `running` but its
 //! journal stays readable until `forget`; `forget` leaves a running
 //! process alone; the outbox keeps a send until its receiver's record
-//! takes it or it is discarded; and a store reopened on the same place (`reopen`) gives
+//! takes it or it is discarded; the latest snapshot is kept with the
+//! records after it; and a store reopened on the same place (`reopen`) gives
 //! back everything an `Ok` append wrote.
 //!
 //! # Examples
@@ -34,6 +35,7 @@ fn append(key: &str, seq: u64, record: &[u8], ended: bool) -> Append {
         ended,
         sent: Vec::new(),
         taken: Vec::new(),
+        snapshot: None,
     }
 }
 
@@ -75,9 +77,13 @@ pub fn check<S: Store>(store: S, reopen: impl FnOnce() -> S) {
             append("b", 1, b"b1", true),
         ])
         .unwrap();
-    store
+    let fenced = store
         .append(&[append("a", 2, b"a2", false), append("c", 1, b"c1", false)])
         .unwrap();
+    assert!(
+        fenced.is_empty(),
+        "nothing is fenced in a store used by one writer"
+    );
 
     let a = store.journal("a").unwrap().expect("a was written");
     assert_eq!(
@@ -146,14 +152,38 @@ pub fn check<S: Store>(store: S, reopen: impl FnOnce() -> S) {
         .unwrap();
     assert_eq!(store.outbox().unwrap(), vec![send("a", "c", 2)]);
 
+    // Snapshots: the latest one is kept with the number of the record it
+    // follows, and the records from `first` on follow it.
+    let mut k0 = append("k", 0, b"k0", false);
+    k0.snapshot = Some(b"after k0".to_vec());
+    store.append(&[k0]).unwrap();
+    store.append(&[append("k", 1, b"k1", false)]).unwrap();
+    let mut k2 = append("k", 2, b"k2", false);
+    k2.snapshot = Some(b"after k2".to_vec());
+    store.append(&[k2]).unwrap();
+    store.append(&[append("k", 3, b"k3", false)]).unwrap();
+    let check_k = |store: &S| {
+        let k = store.journal("k").unwrap().unwrap();
+        assert_eq!(
+            k.snapshot,
+            Some((2, b"after k2".to_vec())),
+            "the latest snapshot"
+        );
+        assert!(k.first <= 3, "the records after the snapshot are kept");
+        let from_3: Vec<_> = k.records[(3 - k.first) as usize..].to_vec();
+        assert_eq!(from_3, vec![b"k3".to_vec()]);
+    };
+    check_k(&store);
+
     drop(store);
     let store = reopen();
+    check_k(&store);
     let c = store.journal("c").unwrap().expect("c survives a reopen");
     assert_eq!(
         c.records,
         vec![b"c0".to_vec(), b"c1".to_vec(), b"c2".to_vec()]
     );
-    assert_eq!(store.running().unwrap().len(), 3);
+    assert_eq!(store.running().unwrap().len(), 4);
     assert_eq!(
         store.outbox().unwrap(),
         vec![send("a", "c", 2)],

@@ -32,6 +32,7 @@ use crate::error::DurableError;
 ///     ended: false,
 ///     sent: vec![],
 ///     taken: vec![],
+///     snapshot: None,
 /// };
 /// assert_eq!(first.seq, 0);
 /// ```
@@ -53,6 +54,10 @@ pub struct Append {
     /// The sends this record took, as (sender, number): their outbox
     /// entries are removed.
     pub taken: Vec<(String, u64)>,
+    /// The process's state after this record, when the durable layer
+    /// took a snapshot: the store keeps the latest one, and may then drop
+    /// the records it covers (this one and those before it).
+    pub snapshot: Option<Vec<u8>>,
 }
 
 /// A send between durable processes that its receiver has not journaled
@@ -113,14 +118,24 @@ pub struct Journal {
     pub created: Created,
     /// Whether it has ended.
     pub ended: bool,
-    /// Its records, in order (numbered from 0).
+    /// The latest snapshot: the number of the record it follows, and its
+    /// bytes. `None` if none was taken.
+    pub snapshot: Option<(u64, Vec<u8>)>,
+    /// The number of the first record in `records`: 0, or at most the
+    /// record after the snapshot (a store may drop the records a snapshot
+    /// covers).
+    pub first: u64,
+    /// Its records, in order, numbered from `first`.
     pub records: Vec<Vec<u8>>,
 }
 
 /// A place journals are kept. Implementations must make a whole
 /// [`append`](Store::append) batch durable before returning `Ok` (a crash
-/// after `Ok` loses none of it), and must never expose part of a batch
-/// after a crash during one (all of it or none).
+/// after `Ok` loses none of it, except what `Ok` names as fenced), and
+/// must never expose part of one process's records of a batch after a
+/// crash during it (all of them or none; a batch may be cut between
+/// processes, as if it were two batches: records carry their numbers, so
+/// no journal gets a hole).
 ///
 /// A store shared by several nodes (a cluster store) must also fence: a
 /// journal has at most one writer, the incarnation that created it or
@@ -139,19 +154,21 @@ pub struct Journal {
 /// store.append(&[Append {
 ///     key: "a".into(), seq: 0, record: vec![7],
 ///     created: Some(Created { kind: "K".into(), args: vec![] }), ended: false,
-///     sent: vec![], taken: vec![],
+///     sent: vec![], taken: vec![], snapshot: None,
 /// }])?;
 /// assert_eq!(store.running()?.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Store: Send + Sync + 'static {
-    /// Writes the whole batch durably, with one sync.
+    /// Writes the whole batch durably, with one sync (or one round trip),
+    /// and returns the keys whose records the fence refused (always none
+    /// for a store of one node): every other record is durable.
     ///
     /// # Errors
     ///
     /// [`DurableError::Store`]: then nothing of the batch may be assumed
     /// durable.
-    fn append(&self, batch: &[Append]) -> Result<(), DurableError>;
+    fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError>;
 
     /// Every process whose journal has not ended and that this node is to
     /// run, records included. For a store of one node, every such
@@ -187,7 +204,10 @@ pub trait Store: Send + Sync + 'static {
     fn forget(&self, key: &str) -> Result<bool, DurableError>;
 
     /// Every send in the outbox: released by its sender's record, not
-    /// yet taken by a record of its receiver.
+    /// yet taken by a record of its receiver. A cluster store lists only
+    /// the sends this node is to deliver (those to processes it runs or
+    /// may take over): a recovery discards listed sends whose receiver
+    /// does not run here.
     ///
     /// # Errors
     ///

@@ -38,6 +38,8 @@ use crate::error::DurableError;
 const PROCESSES: TableDefinition<&str, &[u8]> = TableDefinition::new("processes");
 /// Batch number → the batch's records (`Vec<Entry>`).
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+/// Key → its latest snapshot: (the record it follows, its bytes).
+const SNAPSHOTS: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("snapshots");
 /// (receiver, sender, number) → body: sends not yet taken.
 const OUTBOX: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("outbox");
 
@@ -129,6 +131,7 @@ impl RedbStore {
             .map_err(store)?
             .map_or(0, |(k, _)| k.value() + 1);
         txn.open_table(OUTBOX).map_err(store)?;
+        txn.open_table(SNAPSHOTS).map_err(store)?;
         txn.commit().map_err(store)?;
         Ok(RedbStore {
             db,
@@ -141,12 +144,20 @@ impl RedbStore {
     fn read(&self, wanted: impl Fn(&str, &Meta) -> bool) -> Result<Vec<Journal>, DurableError> {
         let txn = self.db.begin_read().map_err(store)?;
         let processes = txn.open_table(PROCESSES).map_err(store)?;
+        let snapshots = txn.open_table(SNAPSHOTS).map_err(store)?;
         let log = txn.open_table(LOG).map_err(store)?;
-        let mut journals: HashMap<String, (u64, Journal)> = HashMap::new();
+        // Per key: the batch it was created in, the next record number the
+        // log must hold, and the journal.
+        let mut journals: HashMap<String, (u64, u64, Journal)> = HashMap::new();
         for entry in processes.iter().map_err(store)? {
             let (k, v) = entry.map_err(store)?;
             let meta: Meta = postcard::from_bytes(v.value()).map_err(corrupt)?;
             if wanted(k.value(), &meta) {
+                let snapshot = snapshots.get(k.value()).map_err(store)?.map(|s| {
+                    let (after, bytes) = s.value();
+                    (after, bytes.to_vec())
+                });
+                let first = snapshot.as_ref().map_or(0, |(after, _)| after + 1);
                 let journal = Journal {
                     key: k.value().to_owned(),
                     created: Created {
@@ -154,9 +165,11 @@ impl RedbStore {
                         args: meta.args,
                     },
                     ended: meta.ended,
+                    snapshot,
+                    first,
                     records: Vec::new(),
                 };
-                journals.insert(k.value().to_owned(), (meta.since, journal));
+                journals.insert(k.value().to_owned(), (meta.since, u64::MAX, journal));
             }
         }
         if journals.is_empty() {
@@ -167,24 +180,33 @@ impl RedbStore {
             let batch = batch.value();
             let entries: Vec<Entry<'_>> = postcard::from_bytes(bytes.value()).map_err(corrupt)?;
             for entry in entries {
-                let Some((since, journal)) = journals.get_mut(entry.key) else {
+                let Some((since, next, journal)) = journals.get_mut(entry.key) else {
                     continue;
                 };
                 if batch < *since {
                     continue;
                 }
-                if entry.seq != journal.records.len() as u64 {
+                // The log holds a journal's records from 0, or from after
+                // its snapshot once compacted; without gaps either way.
+                if *next != u64::MAX && entry.seq != *next {
                     return Err(DurableError::Corrupt(format!(
-                        "the journal of {:?} skips from record {} to {}",
-                        entry.key,
-                        journal.records.len(),
-                        entry.seq
+                        "the journal of {:?} skips from record {next} to {}",
+                        entry.key, entry.seq
                     )));
                 }
-                journal.records.push(entry.record.to_vec());
+                *next = entry.seq + 1;
+                if entry.seq >= journal.first {
+                    if journal.records.is_empty() && entry.seq != journal.first {
+                        return Err(DurableError::Corrupt(format!(
+                            "the journal of {:?} starts at record {} after its snapshot, not {}",
+                            entry.key, entry.seq, journal.first
+                        )));
+                    }
+                    journal.records.push(entry.record.to_vec());
+                }
             }
         }
-        let mut out: Vec<Journal> = journals.into_values().map(|(_, j)| j).collect();
+        let mut out: Vec<Journal> = journals.into_values().map(|(_, _, j)| j).collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
@@ -219,8 +241,9 @@ impl RedbStore {
     }
 
     /// Rewrites the log with only the records of processes the store still
-    /// holds (running or ended, not forgotten), one row per process, and
-    /// returns how many bytes of log rows it dropped. Run it when nothing
+    /// holds (running or ended, not forgotten) that their latest snapshot
+    /// does not cover, one row per process, and returns how many bytes of
+    /// log rows it dropped. Run it when nothing
     /// appends (before recovery, or with the scheduler stopped).
     ///
     /// # Errors
@@ -255,9 +278,9 @@ impl RedbStore {
                     .records
                     .iter()
                     .enumerate()
-                    .map(|(seq, record)| Entry {
+                    .map(|(i, record)| Entry {
                         key: &journal.key,
-                        seq: seq as u64,
+                        seq: journal.first + i as u64,
                         record,
                     })
                     .collect();
@@ -284,13 +307,14 @@ impl RedbStore {
 }
 
 impl Store for RedbStore {
-    fn append(&self, batch: &[Append]) -> Result<(), DurableError> {
+    fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError> {
         let number = self.next_batch.load(Relaxed);
         let txn = self.db.begin_write().map_err(store)?;
         {
             let mut processes = txn.open_table(PROCESSES).map_err(store)?;
             let mut log = txn.open_table(LOG).map_err(store)?;
             let mut outbox = txn.open_table(OUTBOX).map_err(store)?;
+            let mut snapshots = txn.open_table(SNAPSHOTS).map_err(store)?;
             let entries: Vec<Entry<'_>> = batch
                 .iter()
                 .map(|a| Entry {
@@ -302,6 +326,11 @@ impl Store for RedbStore {
             let bytes = postcard::to_stdvec(&entries).map_err(store)?;
             log.insert(number, bytes.as_slice()).map_err(store)?;
             for append in batch {
+                if let Some(snapshot) = &append.snapshot {
+                    snapshots
+                        .insert(append.key.as_str(), (append.seq, snapshot.as_slice()))
+                        .map_err(store)?;
+                }
                 for send in &append.sent {
                     outbox
                         .insert(
@@ -350,7 +379,8 @@ impl Store for RedbStore {
         // sync.
         txn.commit().map_err(store)?;
         self.next_batch.store(number + 1, Relaxed);
-        Ok(())
+        // One node writes this file: nothing is ever fenced.
+        Ok(Vec::new())
     }
 
     fn running(&self) -> Result<Vec<Journal>, DurableError> {
@@ -382,6 +412,10 @@ impl Store for RedbStore {
                 // Its records stay in the log, behind the `since` of any
                 // later process of the same key, until `compact`.
                 processes.remove(key).map_err(store)?;
+                txn.open_table(SNAPSHOTS)
+                    .map_err(store)?
+                    .remove(key)
+                    .map_err(store)?;
             }
             ended
         };

@@ -71,6 +71,7 @@ pub struct Gate {
     opened: Condvar,
     failing: Mutex<bool>,
     held: Mutex<Option<String>>,
+    fenced: Mutex<Option<String>>,
     pub appends: AtomicU64,
 }
 
@@ -87,6 +88,11 @@ impl Gate {
     }
     /// From now on, records of `key` are acknowledged and not written: as
     /// if the node had stopped before they reached the disk.
+    /// From now on, records of `key` are refused by the fence (as if
+    /// another node had taken the journal over).
+    pub fn fence_key(&self, key: &str) {
+        *self.fenced.lock() = Some(key.to_owned());
+    }
     pub fn hold_key(&self, key: &str) {
         *self.held.lock() = Some(key.to_owned());
     }
@@ -106,7 +112,7 @@ impl Gated {
 }
 
 impl Store for Gated {
-    fn append(&self, batch: &[Append]) -> Result<(), DurableError> {
+    fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError> {
         let mut closed = self.gate.closed.lock();
         while *closed {
             self.gate.opened.wait(&mut closed);
@@ -118,6 +124,16 @@ impl Store for Gated {
             ));
         }
         self.gate.appends.fetch_add(1, Relaxed);
+        if let Some(fenced) = &*self.gate.fenced.lock() {
+            let kept: Vec<Append> = batch.iter().filter(|a| &a.key != fenced).cloned().collect();
+            self.inner.append(&kept)?;
+            let refused = batch.iter().any(|a| &a.key == fenced);
+            return Ok(if refused {
+                vec![fenced.clone()]
+            } else {
+                vec![]
+            });
+        }
         match &*self.gate.held.lock() {
             Some(held) => {
                 let kept: Vec<Append> = batch.iter().filter(|a| &a.key != held).cloned().collect();
