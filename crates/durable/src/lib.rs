@@ -73,6 +73,8 @@ mod commit;
 mod durability;
 mod error;
 mod inspect;
+#[cfg(feature = "live")]
+pub mod live;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod process;
