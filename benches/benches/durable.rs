@@ -227,7 +227,7 @@ fn steady(mut each: impl FnMut(u64)) {
     }
 }
 
-fn steady_ours(dir: &std::path::Path) -> (Duration, Duration, Duration, u64) {
+fn steady_ours(dir: &std::path::Path) -> (Duration, Duration, Duration, u64, Duration) {
     let path = dir.join("steady.redb");
     let _ = std::fs::remove_file(&path);
     let (durability, scheduler) = durability(&path);
@@ -256,6 +256,7 @@ fn steady_ours(dir: &std::path::Path) -> (Duration, Duration, Duration, u64) {
         stats.durable_p99,
         stats.durable_max,
         stats.syncs,
+        stats.sync_p99,
     )
 }
 
@@ -392,8 +393,8 @@ fn main() {
         let ours = steady_ours(dir.path());
         let raw = steady_raw(dir.path());
         println!(
-            "steady {run}: 50 000 messages/s for {STEADY_FOR:?}: ours step->durable p50 {:?} p99 {:?} max {:?} ({} syncs); raw queue->synced p50 {:?} p99 {:?} max {:?} ({} syncs); p99 {:.2}x raw (load {})",
-            ours.0, ours.1, ours.2, ours.3, raw.0, raw.1, raw.2, raw.3,
+            "steady {run}: 50 000 messages/s for {STEADY_FOR:?}: ours step->durable p50 {:?} p99 {:?} max {:?} ({} syncs, sync p99 {:?}); raw queue->synced p50 {:?} p99 {:?} max {:?} ({} syncs); p99 {:.2}x raw (load {})",
+            ours.0, ours.1, ours.2, ours.3, ours.4, raw.0, raw.1, raw.2, raw.3,
             ours.1.as_secs_f64() / raw.1.as_secs_f64(),
             load()
         );
