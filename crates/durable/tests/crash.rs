@@ -8,11 +8,12 @@
 //! answers after a millisecond), a send to the counter. A command
 //! interrupted by a kill is issued again (the echo is idempotent).
 //!
-//! The always-run test is sized for CI (400 workflows of 50 rounds, 12
-//! kills); the ignored one is the full load (10 000 workflows, 100 kills):
+//! Both process types snapshot their state, so recoveries restore
+//! snapshots and replay what follows. The always-run test is sized for CI
+//! (400 workflows of 100 rounds, 12 kills); the ignored one is the full
+//! load (10 000 workflows of 200 rounds, 100 kills):
 //! `cargo test --release -p sched-durable --test crash -- --ignored`.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -21,32 +22,56 @@ use std::time::{Duration, Instant};
 use sched::command::{CommandId, TypedCommand};
 use sched_durable::prelude::*;
 use sched_durable::store::Store;
-use sched_durable::{Record, RecordedEffect, RecordedInput, Spawned};
+use sched_durable::{Record, RecordedEffect, Spawned};
 
 const ROLE: &str = "SCHED_DURABLE_CRASH_CHILD";
 
 /// Answers its number after a millisecond.
 const SLOW_ECHO: TypedCommand<u64, u64> = TypedCommand::new(CommandId(3));
 
-/// Takes every workflow's sends; finishes with their number once it has
-/// all of them.
+/// Takes every workflow's sends (its round, from `w<number>`), marking
+/// each (workflow, round) in a bitmap; finishes with how many distinct
+/// sends it took and how many it took twice, once it has them all.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Counter {
+    rounds: u64,
     expected: u64,
-    taken: u64,
+    distinct: u64,
+    twice: u64,
+    seen: Vec<u64>,
 }
 
 impl Durable for Counter {
     const KIND: &'static str = "counter";
-    type Args = u64;
+    type Args = (u64, u64);
     type Message = u64;
-    fn create(expected: u64) -> Self {
-        Counter { expected, taken: 0 }
+    fn create((workflows, rounds): (u64, u64)) -> Self {
+        let expected = workflows * rounds;
+        Counter {
+            rounds,
+            expected,
+            distinct: 0,
+            twice: 0,
+            seen: vec![0; expected.div_ceil(64) as usize],
+        }
     }
     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { .. } = input {
-            self.taken += 1;
-            if self.taken == self.expected {
-                out.done(&self.taken)?;
+        if let Input::Message {
+            from: Some(from),
+            message: round,
+        } = input
+        {
+            let number: u64 = from.trim_start_matches('w').parse()?;
+            let bit = number * self.rounds + (round - 1);
+            let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
+            if self.seen[word] & mask == 0 {
+                self.seen[word] |= mask;
+                self.distinct += 1;
+            } else {
+                self.twice += 1;
+            }
+            if self.distinct == self.expected {
+                out.done(&(self.distinct, self.twice))?;
             }
         }
         Ok(())
@@ -110,8 +135,12 @@ impl Workflow {
     }
 }
 
+/// Both types snapshot their state: a recovery replays at most the
+/// records after the latest snapshot.
 fn register(durability: &Durability) {
-    durability.register::<Counter>().register::<Workflow>();
+    durability
+        .register_with_snapshots::<Counter>(256)
+        .register_with_snapshots::<Workflow>(16);
 }
 
 /// The child: resume what the store holds, start what it lacks, run until
@@ -140,7 +169,7 @@ fn child(path: &str, workflows: u64, rounds: u64) {
         .partition(|s| s.key() == "counter");
     if durability.pid("counter").is_none() && durability.inspect("counter").unwrap().is_none() {
         let spawned = durability
-            .spawn::<Counter>(&scheduler, "counter", workflows * rounds)
+            .spawn::<Counter>(&scheduler, "counter", (workflows, rounds))
             .unwrap();
         spawned.durable().wait(Duration::from_secs(60)).unwrap();
         counter.push(spawned);
@@ -160,7 +189,10 @@ fn child(path: &str, workflows: u64, rounds: u64) {
         workflow.wait::<u64>().unwrap();
     }
     for counter in counter {
-        assert_eq!(counter.wait::<u64>().unwrap(), workflows * rounds);
+        assert_eq!(
+            counter.wait::<(u64, u64)>().unwrap(),
+            (workflows * rounds, 0)
+        );
     }
     println!("finished");
     scheduler.shutdown(Duration::from_secs(5));
@@ -219,17 +251,39 @@ impl Moments {
     }
 }
 
-fn crash_run(workflows: u64, rounds: u64, kills: u32) {
+/// Waits for the child to say `running` (it recovered and started what
+/// it lacked); false if it did not within a minute.
+fn wait_running(run: &Running) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match run.lines.recv_timeout(left) {
+            Ok(line) if line == "running" => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Runs the load in a child killed `kills` times: one kill in four at a
+/// random moment from its start (during recovery, often), the others at
+/// a random moment up to `window` after it says it is running (in the
+/// middle of the load); then a last run to the end, and the checks.
+fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.redb");
     let mut moments = Moments(0x5eed);
     let mut killed = 0;
+    let mut mid_load = 0;
     while killed < kills {
         let mut run = start(&path, workflows, rounds);
-        // Kill it at a random moment after it started running: some kills
-        // land during recovery, most in the middle of the load.
-        let wait = Duration::from_millis(moments.next_millis(20, 300));
-        std::thread::sleep(wait);
+        if killed % 4 == 0 {
+            std::thread::sleep(Duration::from_millis(moments.next_millis(1, 300)));
+        } else {
+            assert!(wait_running(&run), "the child did not start running");
+            std::thread::sleep(Duration::from_millis(moments.next_millis(1, window)));
+            mid_load += 1;
+        }
         if let Some(status) = run.child.try_wait().unwrap() {
             assert!(status.success(), "the child failed: {status}");
             panic!("the load finished after {killed} kills: make it longer");
@@ -238,6 +292,7 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32) {
         run.child.wait().unwrap();
         killed += 1;
     }
+    assert!(mid_load >= kills / 2);
     // The last run goes to the end.
     {
         let mut run = start(&path, workflows, rounds);
@@ -274,42 +329,31 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32) {
             "w{number} ended with another result"
         );
     }
-    // The counter took each send once: every (workflow, round) once.
+    // The counter took each send once: every (workflow, round) once, and
+    // none twice (its bitmap, rebuilt by every recovery, says so).
     let counter = store.journal("counter").unwrap().unwrap();
     assert!(counter.ended);
-    let mut taken: HashMap<(String, u64), u32> = HashMap::new();
-    for bytes in &counter.records {
-        for input in Record::decode(bytes).unwrap().inputs {
-            if let RecordedInput::Message {
-                from: Some(from), ..
-            } = input
-            {
-                *taken.entry(from).or_default() += 1;
-            }
-        }
-    }
-    let twice: Vec<_> = taken.iter().filter(|(_, &n)| n > 1).collect();
-    assert!(twice.is_empty(), "sends taken twice: {twice:?}");
-    assert_eq!(taken.len() as u64, workflows * rounds, "sends lost");
-    for number in 0..workflows {
-        for round in 1..=rounds {
-            assert!(
-                taken.contains_key(&(format!("w{number}"), round)),
-                "w{number} round {round} lost"
-            );
-        }
-    }
+    let last = Record::decode(counter.records.last().unwrap()).unwrap();
+    let outcome = last.effects.iter().find_map(|e| match e {
+        RecordedEffect::Done(bytes) => Some(postcard::from_bytes::<(u64, u64)>(bytes).unwrap()),
+        _ => None,
+    });
+    assert_eq!(
+        outcome,
+        Some((workflows * rounds, 0)),
+        "(distinct sends taken, sends taken twice)"
+    );
     assert!(store.outbox().unwrap().is_empty(), "every send was taken");
 }
 
 #[test]
 fn four_hundred_workflows_killed_twelve_times_end_as_an_uninterrupted_run_and_each_send_arrives_once(
 ) {
-    crash_run(400, 50, 12);
+    crash_run(400, 100, 12, 300);
 }
 
 #[test]
 #[ignore = "the full load: minutes; run with --release"]
 fn ten_thousand_workflows_killed_a_hundred_times() {
-    crash_run(10_000, 50, 100);
+    crash_run(10_000, 200, 100, 100);
 }
