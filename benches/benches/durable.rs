@@ -24,7 +24,9 @@
 //!
 //! Recovery: 100 000 durable processes, each waiting on a timer an hour
 //! away, suspended by a shutdown; the time `recover` takes to read,
-//! replay and resume them all on a new scheduler.
+//! rebuild and resume them all on a new scheduler: from their journals,
+//! then again with a snapshot after every record (restored, nothing
+//! replayed).
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -75,6 +77,7 @@ impl Durable for Looper {
 }
 
 /// Waits an hour, then finishes.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Sleeper;
 
 impl Durable for Sleeper {
@@ -95,11 +98,18 @@ impl Durable for Sleeper {
 }
 
 fn durability(path: &std::path::Path) -> (Durability, Scheduler) {
+    durability_with(path, false)
+}
+
+/// With `snapshots`, sleepers snapshot after every record.
+fn durability_with(path: &std::path::Path, snapshots: bool) -> (Durability, Scheduler) {
     let durability = Durability::open(RedbStore::create(path).unwrap());
-    durability
-        .register::<Looper>()
-        .register::<Sleeper>()
-        .register::<Sink>();
+    durability.register::<Looper>().register::<Sink>();
+    if snapshots {
+        durability.register_with_snapshots::<Sleeper>(1);
+    } else {
+        durability.register::<Sleeper>();
+    }
     let builder = Scheduler::builder()
         .workers(2)
         .typed_handler(ECHO, |n: u64, done| {
@@ -315,11 +325,11 @@ fn steady_raw(dir: &std::path::Path) -> (Duration, Duration, Duration, u64) {
     (at(50), at(99), at(100), syncs)
 }
 
-fn recovery(dir: &std::path::Path) -> (Duration, Duration) {
+fn recovery(dir: &std::path::Path, snapshots: bool) -> (Duration, Duration, u64) {
     let path = dir.join("recovery.redb");
     let _ = std::fs::remove_file(&path);
     {
-        let (durability, scheduler) = durability(&path);
+        let (durability, scheduler) = durability_with(&path, snapshots);
         let spawned: Vec<_> = (0..RECOVERED)
             .map(|i| {
                 durability
@@ -332,9 +342,10 @@ fn recovery(dir: &std::path::Path) -> (Duration, Duration) {
         }
         scheduler.shutdown(Duration::from_secs(30));
     }
-    let (durability, scheduler) = durability(&path);
+    let (durability, scheduler) = durability_with(&path, snapshots);
     let started = Instant::now();
     let recovery = durability.recover(&scheduler).unwrap();
+    let from_snapshots = recovery.from_snapshots;
     let recovered = started.elapsed();
     assert_eq!(recovery.resumed.len() as u64, RECOVERED);
     assert!(recovery.failed.is_empty());
@@ -345,7 +356,7 @@ fn recovery(dir: &std::path::Path) -> (Duration, Duration) {
     }
     let running = recovered + live.elapsed();
     scheduler.shutdown(Duration::from_secs(30));
-    (recovered, running)
+    (recovered, running, from_snapshots)
 }
 
 fn load() -> String {
@@ -399,8 +410,11 @@ fn main() {
             load()
         );
     }
-    let (recovered, running) = recovery(dir.path());
-    println!(
-        "recovery: {RECOVERED} suspended processes read, replayed and resumed in {recovered:?}; all running after {running:?}"
-    );
+    for snapshots in [false, true] {
+        let (recovered, running, restored) = recovery(dir.path(), snapshots);
+        println!(
+            "recovery ({}): {RECOVERED} suspended processes read, rebuilt and resumed in {recovered:?} ({restored} from snapshots); all running after {running:?}",
+            if snapshots { "from snapshots" } else { "from journals" }
+        );
+    }
 }
