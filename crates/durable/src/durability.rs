@@ -18,7 +18,9 @@ use serde::Serialize;
 use crate::commit::{Latency, Writer};
 use crate::error::{codec, DurableError};
 use crate::inspect::Inspection;
-use crate::process::{save_serde, Durable, Erased, Save, Typed};
+use crate::process::{
+    factory, factory_saving, restore, save_serde, Durable, Erased, Factory, Save, Typed,
+};
 use crate::receipt::Receipt;
 use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
 use crate::recovery::{replay, Replayed};
@@ -29,40 +31,6 @@ use crate::store::{Append, Created, Journal, Outgoing, Store};
 /// The command id the journal's writer answers, unless
 /// [`Durability::with_command`] chose another.
 pub const JOURNAL_COMMAND: CommandId = CommandId(0xD0_7A_B1_E0);
-
-type Factory = fn(&[u8]) -> Result<Box<dyn Erased>, DurableError>;
-
-/// Builds a `D` from its arguments' bytes (no snapshots).
-pub(crate) fn factory<D: Durable>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError> {
-    let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
-    Ok(Box::new(Typed {
-        process: D::create(args),
-        save: None,
-    }))
-}
-
-/// Builds a `D` from its arguments' bytes, saving snapshots.
-fn factory_saving<D>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError>
-where
-    D: Durable + Serialize + DeserializeOwned,
-{
-    let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
-    Ok(Box::new(Typed {
-        process: D::create(args),
-        save: Some(save_serde::<D> as Save<D>),
-    }))
-}
-
-/// Rebuilds a `D` from a snapshot's bytes of its state.
-fn restore<D>(state: &[u8]) -> Result<Box<dyn Erased>, DurableError>
-where
-    D: Durable + Serialize + DeserializeOwned,
-{
-    Ok(Box::new(Typed {
-        process: postcard::from_bytes::<D>(state).map_err(codec)?,
-        save: Some(save_serde::<D> as Save<D>),
-    }))
-}
 
 /// A registered durable type.
 struct Kind {

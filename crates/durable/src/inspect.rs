@@ -12,9 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::durability::factory;
 use crate::error::DurableError;
-use crate::process::Durable;
+use crate::process::{factory, Durable};
 use crate::record::Record;
 use crate::recovery::replay;
 use crate::state::State;

@@ -535,3 +535,39 @@ impl<D: Durable> Erased for Typed<D> {
         true
     }
 }
+
+/// Builds an erased process from bytes (its arguments, or a snapshot's
+/// state).
+pub(crate) type Factory = fn(&[u8]) -> Result<Box<dyn Erased>, DurableError>;
+
+/// Builds a `D` from its arguments' bytes (no snapshots).
+pub(crate) fn factory<D: Durable>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError> {
+    let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
+    Ok(Box::new(Typed {
+        process: D::create(args),
+        save: None,
+    }))
+}
+
+/// Builds a `D` from its arguments' bytes, saving snapshots.
+pub(crate) fn factory_saving<D>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError>
+where
+    D: Durable + Serialize + DeserializeOwned,
+{
+    let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
+    Ok(Box::new(Typed {
+        process: D::create(args),
+        save: Some(save_serde::<D> as Save<D>),
+    }))
+}
+
+/// Rebuilds a `D` from a snapshot's bytes of its state.
+pub(crate) fn restore<D>(state: &[u8]) -> Result<Box<dyn Erased>, DurableError>
+where
+    D: Durable + Serialize + DeserializeOwned,
+{
+    Ok(Box::new(Typed {
+        process: postcard::from_bytes::<D>(state).map_err(codec)?,
+        save: Some(save_serde::<D> as Save<D>),
+    }))
+}
