@@ -341,6 +341,26 @@ impl Durability {
         Ok(receipt)
     }
 
+    /// Whether the store holds a journal under `key`, running or ended
+    /// (and not forgotten): a spawn with that key would be refused.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use sched_durable::prelude::*;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
+    /// assert!(!durability.contains("nobody")?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn contains(&self, key: &str) -> Result<bool, DurableError> {
+        Ok(self.shared.directory.contains_key(key) || self.store.contains(key)?)
+    }
+
     /// The PID of the running durable process `key`.
     ///
     /// # Examples

@@ -167,7 +167,7 @@ fn child(path: &str, workflows: u64, rounds: u64) {
         .resumed
         .into_iter()
         .partition(|s| s.key() == "counter");
-    if durability.pid("counter").is_none() && durability.inspect("counter").unwrap().is_none() {
+    if !durability.contains("counter").unwrap() {
         let spawned = durability
             .spawn::<Counter>(&scheduler, "counter", (workflows, rounds))
             .unwrap();
@@ -176,7 +176,7 @@ fn child(path: &str, workflows: u64, rounds: u64) {
     }
     for number in 0..workflows {
         let key = format!("w{number}");
-        if durability.pid(&key).is_none() && durability.inspect(&key).unwrap().is_none() {
+        if !durability.contains(&key).unwrap() {
             running.push(
                 durability
                     .spawn::<Workflow>(&scheduler, &key, (number, rounds))
@@ -314,9 +314,15 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
     }
 
     let store = RedbStore::create(&path).unwrap();
+    let journals: std::collections::HashMap<String, _> = store
+        .journals()
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.key.clone(), j))
+        .collect();
     let expected: u64 = (1..=rounds).sum();
     for number in 0..workflows {
-        let journal = store.journal(&format!("w{number}")).unwrap().unwrap();
+        let journal = &journals[&format!("w{number}")];
         assert!(journal.ended, "w{number} did not end");
         let last = Record::decode(journal.records.last().unwrap()).unwrap();
         let outcome = last.effects.iter().find_map(|e| match e {
@@ -331,7 +337,7 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
     }
     // The counter took each send once: every (workflow, round) once, and
     // none twice (its bitmap, rebuilt by every recovery, says so).
-    let counter = store.journal("counter").unwrap().unwrap();
+    let counter = &journals["counter"];
     assert!(counter.ended);
     let last = Record::decode(counter.records.last().unwrap()).unwrap();
     let outcome = last.effects.iter().find_map(|e| match e {

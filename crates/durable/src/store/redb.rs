@@ -211,6 +211,28 @@ impl RedbStore {
         Ok(out)
     }
 
+    /// Every journal the store holds, running or ended, read in one scan
+    /// of the log (for tools and checks; [`Store::journal`] scans it once
+    /// per call).
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::RedbStore;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+    /// assert!(store.journals()?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn journals(&self) -> Result<Vec<Journal>, DurableError> {
+        self.read(|_, _| true)
+    }
+
     /// Every process the store holds, running or ended, by key: its type
     /// and whether it ended (for listing; `journal` reads one).
     ///
