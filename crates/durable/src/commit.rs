@@ -10,7 +10,10 @@
 //! batch syncs, the next one gathers: a record waits for at most the sync
 //! in progress and its own, and the number of syncs follows the load, not
 //! the number of records. There is no lingering: an idle writer syncs a
-//! lone record at once.
+//! lone record at once. A store that panics fails the batch it was
+//! writing, as an error would; one that blocks holds every durable
+//! process of its `Durability` (as a command handler that blocks holds
+//! its commands).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -224,7 +227,21 @@ impl Writer {
             let bytes: usize = appends.iter().map(|a| a.record.len()).sum();
             let keys: Vec<String> = appends.iter().map(|a| a.key.clone()).collect();
             let started = Instant::now();
-            let result = store.append(&appends);
+            // The store is user code: a panic fails this batch's records
+            // (their effects are never released) and the writer goes on.
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.append(&appends)))
+                    .unwrap_or_else(|panic| {
+                        let text = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| (*s).to_owned())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "a panic without a message".to_owned());
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                            drop(panic)
+                        }));
+                        Err(DurableError::Store(format!("the store panicked: {text}")))
+                    });
             self.counters.sync.record(started.elapsed());
             let c = &self.counters;
             match &result {

@@ -695,3 +695,39 @@ fn a_fenced_process_stops_without_releasing_and_the_others_of_its_batch_go_on() 
     assert_eq!(b.wait::<u64>().unwrap(), 3);
     scheduler.shutdown(Duration::from_secs(5));
 }
+
+#[test]
+fn a_store_that_panics_fails_its_batch_and_the_journal_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, gate) = Gated::new(&dir.path().join("j.redb"));
+    let durability = Durability::open(store);
+    durability.register::<Asker>().register::<Tally>();
+    let echoes = Arc::new(AtomicU64::new(0));
+    let scheduler = scheduler(&durability, echoes.clone());
+
+    gate.panic_next(1);
+    let asker = durability.spawn::<Asker>(&scheduler, "asker", ()).unwrap();
+    let receipt = asker.durable().wait(WAIT);
+    assert!(
+        matches!(receipt, Err(DurableError::Store(ref e)) if e.contains("the store panicked: the store fell over")),
+        "{receipt:?}"
+    );
+    assert!(matches!(asker.wait::<u64>(), Err(DurableError::Failed(_))));
+    assert_eq!(
+        echoes.load(Relaxed),
+        0,
+        "nothing of the failed record was released"
+    );
+
+    // The writer survived: the next process is journaled as usual.
+    let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
+    durability
+        .tell::<Tally>(&scheduler, "t", &4)
+        .unwrap()
+        .wait(WAIT)
+        .unwrap();
+    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    assert_eq!(tally.wait::<u64>().unwrap(), 4);
+    assert_eq!(durability.stats().failed_syncs, 1);
+    scheduler.shutdown(Duration::from_secs(5));
+}

@@ -72,6 +72,7 @@ pub struct Gate {
     failing: Mutex<bool>,
     held: Mutex<Option<String>>,
     fenced: Mutex<Option<String>>,
+    panics: Mutex<u32>,
     pub appends: AtomicU64,
 }
 
@@ -82,6 +83,10 @@ impl Gate {
     pub fn open(&self) {
         *self.closed.lock() = false;
         self.opened.notify_all();
+    }
+    /// The next `times` appends panic.
+    pub fn panic_next(&self, times: u32) {
+        *self.panics.lock() = times;
     }
     pub fn fail(&self, on: bool) {
         *self.failing.lock() = on;
@@ -118,6 +123,14 @@ impl Store for Gated {
             self.gate.opened.wait(&mut closed);
         }
         drop(closed);
+        {
+            let mut panics = self.gate.panics.lock();
+            if *panics > 0 {
+                *panics -= 1;
+                drop(panics);
+                panic!("the store fell over (a test said so)");
+            }
+        }
         if *self.gate.failing.lock() {
             return Err(DurableError::Store(
                 "the disk is full (a test said so)".into(),
