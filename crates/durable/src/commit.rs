@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use sched::command::Completer;
 
-use crate::error::DurableError;
+use crate::error::{panic_text, DurableError};
 use crate::store::{Append, Store};
 
 /// The most records one sync writes.
@@ -232,15 +232,10 @@ impl Writer {
             let result =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.append(&appends)))
                     .unwrap_or_else(|panic| {
-                        let text = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| (*s).to_owned())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "a panic without a message".to_owned());
-                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                            drop(panic)
-                        }));
-                        Err(DurableError::Store(format!("the store panicked: {text}")))
+                        Err(DurableError::Store(format!(
+                            "the store panicked: {}",
+                            panic_text(panic)
+                        )))
                     });
             self.counters.sync.record(started.elapsed());
             let c = &self.counters;

@@ -117,3 +117,15 @@ impl std::error::Error for DurableError {}
 pub(crate) fn codec(e: postcard::Error) -> DurableError {
     DurableError::Codec(e.to_string())
 }
+
+/// A caught panic's message; the payload (user data, whose drop may
+/// panic too) is dropped under a guard.
+pub(crate) fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned());
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(panic)));
+    text
+}

@@ -17,7 +17,7 @@ use sched::{BoxError, Payload, Tag};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::{codec, DurableError};
+use crate::error::{codec, panic_text, DurableError};
 use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
 
 /// The tag of the journal's own command; no command of a durable process
@@ -522,14 +522,7 @@ impl<D: Durable> Erased for Typed<D> {
             Ok(Ok(())) => {}
             Ok(Err(e)) => out.fail(e.to_string()),
             Err(panic) => {
-                let text = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic without a message".to_owned());
-                // The panic's payload is user data: its drop may panic too.
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(panic)));
-                out.fail(format!("the step panicked: {text}"));
+                out.fail(format!("the step panicked: {}", panic_text(panic)));
             }
         }
         true
