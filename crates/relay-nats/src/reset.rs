@@ -16,10 +16,12 @@
 //!
 //! ```text
 //!  A (loses B)                         B
-//!  ── engine ends relations with B
 //!  ── B is *fenced* (episode e):
 //!     sends to B refused (LinkError::Resetting),
 //!     frames from B dropped (counted in `fenced`)
+//!  ── engine ends relations with B (what
+//!     that makes A's processes send to B
+//!     is refused by the fence)
 //!  ── Reset(e) ───────────────────────▶ ends its relations with A, once per
 //!     (again every heartbeat while      episode of A's (a repeated Reset(e)
 //!      B is heard and still fenced)     is only acknowledged again)
@@ -64,8 +66,14 @@ impl Inner {
     /// relation with that node's processes, the node is fenced until it
     /// acknowledges, and it is told to do the same.
     pub(crate) fn lose(&self, node: u32) {
+        // Fenced before the engine hears of it: what the sweep makes the
+        // local processes send to the node (a held request dropped by a
+        // process its link ended answers "no reply") is refused, instead
+        // of reaching the node ahead of the Reset and answering its ask
+        // before the Reset ends it with NodeDown.
+        let episode = self.members.fence(node);
         self.tell_lost(node);
-        if let Some(episode) = self.members.fence(node) {
+        if let Some(episode) = episode {
             self.send_control(node, Control::Reset(episode));
         }
     }
