@@ -6,7 +6,10 @@
 //!
 //! Each workflow runs `rounds` rounds of: a timer, a command (an echo that
 //! answers after a millisecond), a send to the counter. A command
-//! interrupted by a kill is issued again (the echo is idempotent).
+//! interrupted by a kill is issued again (the echo is idempotent). Beside
+//! the load, code outside tells an inbox numbers one at a time and prints
+//! those whose receipt said `Ok`: every one of them must be in the
+//! inbox's journal at the end (nothing acknowledged is lost).
 //!
 //! Both process types snapshot their state, so recoveries restore
 //! snapshots and replay what follows. The always-run test is sized for CI
@@ -135,12 +138,29 @@ impl Workflow {
     }
 }
 
-/// Both types snapshot their state: a recovery replays at most the
-/// records after the latest snapshot.
+/// Takes the numbers told from outside; never ends (the test reads its
+/// journal).
+struct Inbox;
+
+impl Durable for Inbox {
+    const KIND: &'static str = "inbox";
+    type Args = ();
+    type Message = u64;
+    fn create(_: ()) -> Self {
+        Inbox
+    }
+    fn step(&mut self, _: Input<u64>, _: &mut Effects<'_>) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// Both load types snapshot their state: a recovery replays at most the
+/// records after the latest snapshot. The inbox keeps its whole journal.
 fn register(durability: &Durability) {
     durability
         .register_with_snapshots::<Counter>(256)
-        .register_with_snapshots::<Workflow>(16);
+        .register_with_snapshots::<Workflow>(16)
+        .register::<Inbox>();
 }
 
 /// The child: resume what the store holds, start what it lacks, run until
@@ -163,9 +183,11 @@ fn child(path: &str, workflows: u64, rounds: u64) {
         recovery.resumed.len(),
         recovery.took
     );
+    // The inbox never ends: nothing waits for it.
     let (mut counter, mut running): (Vec<Spawned>, Vec<Spawned>) = recovery
         .resumed
         .into_iter()
+        .filter(|s| s.key() != "inbox")
         .partition(|s| s.key() == "counter");
     if !durability.contains("counter").unwrap() {
         let spawned = durability
@@ -184,10 +206,44 @@ fn child(path: &str, workflows: u64, rounds: u64) {
             );
         }
     }
-    println!("running");
-    for workflow in running {
-        workflow.wait::<u64>().unwrap();
+    if !durability.contains("inbox").unwrap() {
+        let inbox = durability.spawn::<Inbox>(&scheduler, "inbox", ()).unwrap();
+        inbox.durable().wait(Duration::from_secs(60)).unwrap();
     }
+    println!("running");
+    // Beside the load, code outside tells the inbox numbers unique to this
+    // run, one at a time, and says which were acknowledged (durable).
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let run = u64::from(std::process::id()) * 1_000_000;
+            for i in 1.. {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let n = run + i;
+                let told = durability.tell::<Inbox>(&scheduler, "inbox", &n);
+                if told.and_then(|r| r.wait(Duration::from_secs(10))).is_ok() {
+                    println!("acked {n}");
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        /// Stops the teller however this thread leaves the scope (a
+        /// failed wait panics, and the scope would wait for the teller).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let _stop = Stop(&stop);
+        for workflow in running {
+            if let Err(e) = workflow.wait::<u64>() {
+                panic!("a workflow failed: {e}");
+            }
+        }
+    });
     for counter in counter {
         assert_eq!(
             counter.wait::<(u64, u64)>().unwrap(),
@@ -237,6 +293,11 @@ fn start(path: &std::path::Path, workflows: u64, rounds: u64) -> Running {
     Running { child, lines }
 }
 
+/// The number of an `acked <n>` line.
+fn acked_number(line: &str) -> Option<u64> {
+    line.strip_prefix("acked ")?.parse().ok()
+}
+
 /// A small deterministic generator (the kill moments of a run are the
 /// same in every run of the test).
 struct Moments(u64);
@@ -275,6 +336,7 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
     let mut moments = Moments(0x5eed);
     let mut killed = 0;
     let mut mid_load = 0;
+    let mut acked: Vec<u64> = Vec::new();
     while killed < kills {
         let mut run = start(&path, workflows, rounds);
         if killed % 4 == 0 {
@@ -290,6 +352,8 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
         }
         run.child.kill().unwrap(); // SIGKILL
         run.child.wait().unwrap();
+        // What it printed before the kill: the reader ends at the pipe's end.
+        acked.extend(run.lines.iter().filter_map(|l| acked_number(&l)));
         killed += 1;
     }
     assert!(mid_load >= kills / 2);
@@ -304,12 +368,14 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
             assert!(Instant::now() < deadline, "the last run did not finish");
             std::thread::sleep(Duration::from_millis(20));
         };
-        let said: Vec<String> = run.lines.try_iter().collect();
+        let said: Vec<String> = run.lines.iter().collect();
+        acked.extend(said.iter().filter_map(|l| acked_number(l)));
         assert!(
             status.success(),
             "the last run failed: {status}; it said {said:?}"
         );
         assert!(said.iter().any(|l| l == "finished"), "{said:?}");
+        let said: Vec<&String> = said.iter().filter(|l| acked_number(l).is_none()).collect();
         eprintln!("after {killed} kills, the last run said {said:?}");
     }
 
@@ -350,6 +416,26 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
         "(distinct sends taken, sends taken twice)"
     );
     assert!(store.outbox().unwrap().is_empty(), "every send was taken");
+
+    // Every number told from outside and acknowledged is in the inbox's
+    // journal, whatever moment the kills came at.
+    let inbox = &journals["inbox"];
+    assert_eq!(inbox.first, 0, "the inbox keeps its whole journal");
+    let mut taken = std::collections::HashSet::new();
+    for bytes in &inbox.records {
+        for input in Record::decode(bytes).unwrap().inputs {
+            if let sched_durable::RecordedInput::Message { body, .. } = input {
+                taken.insert(postcard::from_bytes::<u64>(&body).unwrap());
+            }
+        }
+    }
+    assert!(
+        acked.len() > 100,
+        "only {} numbers acknowledged",
+        acked.len()
+    );
+    let lost: Vec<_> = acked.iter().filter(|n| !taken.contains(n)).collect();
+    assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
 }
 
 #[test]
