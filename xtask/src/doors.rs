@@ -48,11 +48,18 @@ pub(crate) struct Counts {
     shared_files: usize,
     root_names: usize,
     hidden_root_names: usize,
+    /// Every public inherent method counted, for `--list`.
+    methods: Vec<Method>,
 }
 
 /// Prints the counts beside their targets.
-pub(crate) fn doors() -> Result<(), String> {
+pub(crate) fn doors(list: bool) -> Result<(), String> {
     let counts = count(&root())?;
+    if list {
+        for m in &counts.methods {
+            println!("{}::{}  {}", m.ty, m.name, m.file);
+        }
+    }
     let rows: [(&str, String, &str); 9] = [
         (
             "spawn doors (definitions)",
@@ -159,6 +166,16 @@ fn count(root: &Path) -> Result<Counts, String> {
         shared_files: shared_files.len(),
         root_names,
         hidden_root_names,
+        methods: methods
+            .iter()
+            .filter(|m| {
+                matches!(m.ty.as_str(), "Output" | "Context" | "Scheduler" | "Shared")
+                    || ["spawn", "send", "post", "tell", "ask", "query"]
+                        .iter()
+                        .any(|p| m.name.starts_with(p))
+            })
+            .cloned()
+            .collect(),
     })
 }
 

@@ -67,7 +67,7 @@ commands:
   mutants [NAME] apply each mutation of the table (or the one named), run
                  the command that must catch it, restore; fails if any
                  mutation survives
-  doors          count the public surface (spawn/send/ask doors, Output
+  doors [--list] count the public surface (spawn/send/ask doors, Output
                  and Context methods, root names) against its targets
   help           this text
 ";
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
         Some("tsan") => tsan::tsan(args.get(1).map(String::as_str)),
         Some("leak") => leak::leak(true),
         Some("layers") => layers::layers(),
-        Some("doors") => doors::doors(),
+        Some("doors") => doors::doors(args.iter().any(|a| a == "--list")),
         Some("mutants") => mutants::mutants(args.get(1).map(String::as_str)),
         Some("bench") => match args.get(1).map(String::as_str) {
             None => bench_report::bench(false),
