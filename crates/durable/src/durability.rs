@@ -278,6 +278,7 @@ impl Durability {
                     return Err(DurableError::KeyTaken(key.to_string()));
                 }
                 let pid = scheduler
+                    .context()
                     .allocate_pid()
                     .map_err(|e| DurableError::Submit(e.to_string()))?;
                 vacant.insert(pid);
@@ -299,7 +300,7 @@ impl Durability {
                 snapshot_every: every,
             },
         );
-        match scheduler.submit(pid, runner, DEFAULT_METHOD_NAME, ()) {
+        match scheduler.spawn(Spawn::new(runner).method(DEFAULT_METHOD_NAME).at(pid)) {
             Ok(completion) => Ok(Spawned {
                 key,
                 completion,
@@ -336,7 +337,7 @@ impl Durability {
             .pid(key)
             .ok_or_else(|| DurableError::NoSuchKey(key.to_owned()))?;
         let (ack, receipt) = Receipt::pair(key.into());
-        cx.post(pid, Tell { body, ack })
+        cx.send(pid, Tell { body, ack })
             .map_err(|_| DurableError::NoSuchKey(key.to_owned()))?;
         Ok(receipt)
     }
@@ -498,6 +499,7 @@ impl Durability {
         let mut pids = Vec::with_capacity(replayed.len());
         for (r, _) in &replayed {
             let pid = scheduler
+                .context()
                 .allocate_pid()
                 .map_err(|e| DurableError::Submit(e.to_string()))?;
             self.shared.directory.insert(r.key.to_string(), pid);
@@ -517,7 +519,7 @@ impl Durability {
                     snapshot_every: every,
                 },
             );
-            match scheduler.submit(pid, runner, DEFAULT_METHOD_NAME, ()) {
+            match scheduler.spawn(Spawn::new(runner).method(DEFAULT_METHOD_NAME).at(pid)) {
                 Ok(completion) => {
                     report.resumed.push(Spawned {
                         key: key.clone(),
@@ -541,7 +543,7 @@ impl Durability {
                 body: send.body,
             };
             if let Some(pid) = self.pid(&send.to) {
-                if scheduler.post(pid, envelope).is_ok() {
+                if scheduler.send(pid, envelope).is_ok() {
                     report.resent += 1;
                 }
             }

@@ -28,7 +28,7 @@ use std::time::{Instant, SystemTime};
 use dashmap::DashMap;
 use sched::command::{CommandError, CommandId};
 use sched::timer::TimerId;
-use sched::{BoxError, Event, Events, Output, Package, Pid, Process, Tag};
+use sched::{BoxError, Event, Events, Output, Pid, Process, Tag};
 
 use crate::commit::{Latency, Writer};
 use crate::error::DurableError;
@@ -289,7 +289,7 @@ impl Runner {
                             seq,
                             body,
                         };
-                        out.send(Package::new(out.pid(), pid, envelope)).is_ok()
+                        out.send(pid, envelope).is_ok()
                     });
                 if !delivered {
                     self.shared.undelivered.fetch_add(1, Relaxed);

@@ -114,8 +114,8 @@ pub use engine::commands::handler::CommandHandler;
 pub use engine::commands::typed::TypedCompleter;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{
-    Context, Histogram, Histograms, Monitor, PidStatus, ProcessInfo, QueryId, Reply,
-    ShutdownReport, TypedReply,
+    After, AsContext, AskTarget, Context, Histogram, Histograms, IntoSpawn, Monitor, PidStatus,
+    ProcessInfo, Reply, ReplyId, ShutdownReport, Spawn, Target, Within,
 };
 pub use record::completion::Completion;
 pub use record::state::ProcessState;

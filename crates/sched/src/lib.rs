@@ -110,9 +110,9 @@ pub use scheduler::Scheduler;
 // every other name lives in its concept's module, and only there.
 pub use relay::{Addr, Package, Payload, Pid};
 pub use sched_core::{
-    Accepts, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event, Events,
-    ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority, Process,
-    Question, Rejected, Tag, TimerId, Urgent,
+    Accepts, After, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event,
+    Events, ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority,
+    Process, Question, Reply, ReplyId, Spawn, Tag, TimerId, Urgent, Within,
 };
 pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 
@@ -156,9 +156,9 @@ pub mod prelude {
     pub use crate::{ChildSpec, Restart, Scheduler, Strategy, Supervisor};
     pub use relay::{Addr, Package, Payload, Pid};
     pub use sched_core::{
-        Accepts, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event, Events,
-        ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority, Process,
-        Question, Rejected, Tag, TimerId, Urgent,
+        Accepts, After, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event,
+        Events, ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority,
+        Process, Question, Reply, ReplyId, Spawn, Tag, TimerId, Urgent, Within,
     };
 }
 
@@ -182,8 +182,9 @@ pub mod prelude {
 pub mod process {
     pub use sched_core::{
         Accepts, BoxError, Completion, Event, Events, ExitError, Group, GroupInfo, InitContext,
-        InitError, Outcome, Output, Priority, Process, ProcessInfo, ProcessState, SubmitError,
-        TerminateError, UnexpectedValue, UpgradeError, UpgradeRequestError, DEFAULT_METHOD,
+        InitError, IntoSpawn, Outcome, Output, Priority, Process, ProcessInfo, ProcessState, Spawn,
+        SubmitError, TerminateError, UnexpectedValue, UpgradeError, UpgradeRequestError,
+        DEFAULT_METHOD,
     };
 }
 
@@ -225,7 +226,7 @@ pub mod message {
         into_payload, Addr, Package, ParsePidError, Payload, Pid, Receiver, RegisterError, Router,
         SendError, SendErrorKind,
     };
-    pub use sched_core::Urgent;
+    pub use sched_core::{After, Target, Urgent, Within};
 }
 
 /// Timers: what cancels one, and what its event carries.
@@ -259,8 +260,8 @@ pub mod timer {
 /// ```
 pub mod actor {
     pub use sched_core::{
-        AskError, AskId, Down, ExitReason, Monitor, MonitorId, NameError, PidStatus, QueryId,
-        Question, Reply, ReplyTo, Request, Responder, TypedReply,
+        AskError, AskId, AskTarget, Down, ExitReason, Monitor, MonitorId, NameError, PidStatus,
+        Question, Reply, ReplyId, ReplyTo, Request, Responder,
     };
 }
 
@@ -304,7 +305,7 @@ pub mod stats {
 /// engine.shutdown(std::time::Duration::from_millis(10));
 /// ```
 pub mod engine {
-    pub use sched_core::{Builder, Context, Engine};
+    pub use sched_core::{AsContext, Builder, Context, Engine};
 }
 
 #[cfg(doctest)]

@@ -77,7 +77,6 @@
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::ops::Deref;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -85,7 +84,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use relay::Pid;
-use sched_core::{Context, Histogram, ProcessInfo};
+use sched_core::{AsContext, Context, Histogram, ProcessInfo};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The version of the [`Snapshot`] format this crate writes and reads.
@@ -1103,7 +1102,7 @@ impl Drop for LiveEndpoint {
 /// ```
 pub fn serve<S>(scheduler: Arc<S>, addr: impl ToSocketAddrs) -> io::Result<LiveEndpoint>
 where
-    S: Deref<Target = Context> + Send + Sync + 'static,
+    S: AsContext + Send + Sync + 'static,
 {
     start(scheduler, addr, None)
 }
@@ -1161,7 +1160,7 @@ pub fn serve_with<S, F>(
     figures: F,
 ) -> io::Result<LiveEndpoint>
 where
-    S: Deref<Target = Context> + Send + Sync + 'static,
+    S: AsContext + Send + Sync + 'static,
     F: Fn() -> Vec<Figure> + Send + Sync + 'static,
 {
     start(scheduler, addr, Some(Arc::new(figures)))
@@ -1173,7 +1172,7 @@ fn start<S>(
     figures: Option<Arc<FigureFn>>,
 ) -> io::Result<LiveEndpoint>
 where
-    S: Deref<Target = Context> + Send + Sync + 'static,
+    S: AsContext + Send + Sync + 'static,
 {
     let listener = TcpListener::bind(addr)?;
     listener.set_nonblocking(true)?;
@@ -1207,7 +1206,7 @@ fn accept_loop<S>(
     figures: Option<Arc<FigureFn>>,
     stop: Arc<AtomicBool>,
 ) where
-    S: Deref<Target = Context> + Send + Sync + 'static,
+    S: AsContext + Send + Sync + 'static,
 {
     let origin = Instant::now();
     let mut connections: Vec<Connection> = Vec::new();
@@ -1277,7 +1276,7 @@ fn open<S>(
     origin: Instant,
 ) -> io::Result<Connection>
 where
-    S: Deref<Target = Context> + Send + Sync + 'static,
+    S: AsContext + Send + Sync + 'static,
 {
     // Accepted sockets may inherit the listener's non-blocking mode.
     stream.set_nonblocking(false)?;
@@ -1291,7 +1290,7 @@ where
         .spawn(move || {
             tracing::debug!(%peer, "live endpoint: client connected");
             let sampler = Sampler::since(origin).with_shared_figures(figures);
-            let why = converse(stream, &scheduler, sampler, &stop);
+            let why = converse(stream, scheduler.context(), sampler, &stop);
             tracing::debug!(%peer, why, "live endpoint: client disconnected");
             held.lock().unwrap_or_else(|e| e.into_inner()).take();
         })?;

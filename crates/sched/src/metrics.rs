@@ -132,7 +132,10 @@ impl Publisher {
     /// # Examples
     ///
     /// See [`Publisher`].
-    pub fn start(scheduler: Arc<crate::Scheduler>, every: Duration) -> Publisher {
+    pub fn start<S>(scheduler: Arc<S>, every: Duration) -> Publisher
+    where
+        S: sched_core::AsContext + Send + Sync + 'static,
+    {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -143,7 +146,7 @@ impl Publisher {
                 let mut waited = every;
                 while !flag.load(SeqCst) {
                     if waited >= every {
-                        publish(&scheduler);
+                        publish(scheduler.context());
                         waited = Duration::ZERO;
                     }
                     std::thread::sleep(tick);

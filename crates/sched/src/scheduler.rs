@@ -1,15 +1,14 @@
 //! The scheduler users hold: submission, messaging, termination, shutdown, introspection.
 
-use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
-use relay::{into_payload, Package, Pid, Receiver, SendError};
+use relay::{Package, Pid, Receiver, SendError};
 
 use crate::builder::SchedulerBuilder;
 use sched_core::{
-    Completion, Context, Engine, Process, ProcessInfo, ShutdownReport, Stats, SubmitError,
-    TerminateError,
+    AskTarget, Completion, Context, Engine, IntoSpawn, ProcessInfo, Question, Reply,
+    ShutdownReport, Stats, SubmitError, Target, TerminateError,
 };
 
 /// A work-stealing scheduler running step-driven [`Process`]es on a pool
@@ -69,20 +68,18 @@ impl Scheduler {
 impl fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler")
-            .field("workers", &self.engine.workers())
-            .field("live_processes", &self.engine.stats().live_processes)
+            .field("workers", &self.engine.context().workers())
+            .field(
+                "live_processes",
+                &self.engine.context().stats().live_processes,
+            )
             .finish()
     }
 }
 
-/// Every operation running code reaches through its [`Context`] (send,
-/// `tell`, spawn, stats, terminate, `request_shutdown`) is also a method of
-/// the scheduler.
-impl std::ops::Deref for Scheduler {
-    type Target = Context;
-
-    fn deref(&self) -> &Context {
-        &self.engine
+impl sched_core::AsContext for Scheduler {
+    fn context(&self) -> &Context {
+        self.engine.context()
     }
 }
 
@@ -118,6 +115,96 @@ impl Scheduler {
         &self.engine
     }
 
+    /// The handle for everything else a running program does: names,
+    /// monitors, timers, terminate, introspection. The same handle a step
+    /// reaches with [`Output::context`](sched_core::Output::context).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let cx: &Context = scheduler.context();
+    /// assert_eq!(cx.whereis("nobody"), None);
+    /// ```
+    pub fn context(&self) -> &Context {
+        self.engine.context()
+    }
+
+    /// Starts a process (see [`Context::spawn`]): a process, or a
+    /// [`Spawn`] with its method, input or PID.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Context::spawn`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Hello;
+    /// impl Process for Hello {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish("hello");
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// assert_eq!(scheduler.spawn(Hello)?.typed::<&str>().wait()?, "hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn<'a>(&self, spawn: impl IntoSpawn<'a>) -> Result<Completion, SubmitError> {
+        self.context().spawn(spawn)
+    }
+
+    /// Sends `message` from outside to `to` (see [`Context::send`]): a
+    /// PID, a typed address, a name, a [`Within`](sched_core::Within) or an
+    /// [`After`](sched_core::After).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Context::send`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// assert!(scheduler.send(Pid::local(9), "hello").is_err()); // nobody there
+    /// ```
+    pub fn send<M, T: Target<M>>(&self, to: T, message: M) -> Result<T::Receipt, SendError> {
+        self.context().send(to, message)
+    }
+
+    /// Asks `to` a question from outside (see [`Context::ask`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Context::ask`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Ping;
+    /// impl Question for Ping {
+    ///     type Answer = &'static str;
+    /// }
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// assert!(scheduler.ask("nobody", Ping).is_err());
+    /// ```
+    pub fn ask<Q: Question>(
+        &self,
+        to: impl AskTarget,
+        question: Q,
+    ) -> Result<Reply<Q::Answer>, SendError> {
+        self.context().ask(to, question)
+    }
+
     /// The number of worker threads.
     ///
     /// # Examples
@@ -127,7 +214,7 @@ impl Scheduler {
     /// assert_eq!(s.workers(), 2);
     /// ```
     pub fn workers(&self) -> usize {
-        self.engine.workers()
+        self.engine.context().workers()
     }
 
     /// Starts the worker threads (idempotent).
@@ -142,104 +229,6 @@ impl Scheduler {
     /// ```
     pub fn start(&self) {
         self.engine.start();
-    }
-
-    /// Submits `process` under `pid`: `init(method, input)` runs on this
-    /// thread; an error from it is returned unchanged (inside
-    /// [`SubmitError::Init`]) and nothing is scheduled or registered.
-    ///
-    /// # Errors
-    ///
-    /// [`SubmitError`]: shutting down, too many processes, `pid` already
-    /// live, `init` failed, or the `on_start` hook refused.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::prelude::*;
-    /// # struct Done;
-    /// # impl Process for Done {
-    /// #     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
-    /// #     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> { out.done(Box::new(1u8)); Ok(()) }
-    /// #     fn close(&mut self) {}
-    /// # }
-    /// let s = Scheduler::builder().workers(1).build();
-    /// s.start();
-    /// let done = s.submit(Pid::local(1), Done, "run", ()).unwrap();
-    /// assert_eq!(done.pid(), Pid::local(1));
-    /// assert_eq!(done.wait().unwrap().downcast_ref::<u8>(), Some(&1));
-    /// ```
-    pub fn submit<P: Process>(
-        &self,
-        pid: Pid,
-        process: P,
-        method: &str,
-        input: impl Any + Send,
-    ) -> Result<Completion, SubmitError> {
-        self.engine
-            .submit(pid, process, method, into_payload(input))
-    }
-
-    /// A fresh PID on this scheduler's node, reserved for a later `submit`
-    /// (see [`Context::allocate_pid`](crate::Context::allocate_pid)).
-    ///
-    /// # Errors
-    ///
-    /// The node's ids are exhausted.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let s = sched::Scheduler::builder().workers(1).build();
-    /// assert_ne!(s.allocate_pid().unwrap(), s.allocate_pid().unwrap());
-    /// ```
-    pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
-        self.engine.allocate_pid()
-    }
-
-    /// Sends `payload` to the process `to` from outside any process: the
-    /// message's source is [`Pid::OUTSIDE`], so no PID has to be invented.
-    /// (`send`, from [`Receiver`], takes a whole [`Package`].)
-    ///
-    /// # Errors
-    ///
-    /// As for [`send_to`](Scheduler::send_to).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::message::SendErrorKind;
-    /// let s = Scheduler::builder().workers(1).build();
-    /// let err = s.post(Pid::local(2), "hi").unwrap_err();
-    /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
-    /// assert_eq!(err.source(), Pid::OUTSIDE);
-    /// ```
-    pub fn post(&self, to: Pid, payload: impl Any + Send) -> Result<(), SendError> {
-        self.send_to(Pid::OUTSIDE, to, payload)
-    }
-
-    /// Sends `payload` from `from` to the process `to`.
-    ///
-    /// # Errors
-    ///
-    /// [`SendError`] naming the PID: unknown (no process is known to have
-    /// had it), closed (ending, or ended: a PID the scheduler handed out is
-    /// never reused), or mailbox full. It hands the package back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::message::SendErrorKind;
-    /// let s = Scheduler::builder().workers(1).build();
-    /// let err = s.send_to(Pid::local(1), Pid::local(2), "hi").unwrap_err();
-    /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
-    /// assert_eq!(err.into_package().downcast::<&str>().ok(), Some("hi"));
-    /// ```
-    pub fn send_to(&self, from: Pid, to: Pid, payload: impl Any + Send) -> Result<(), SendError> {
-        self.engine
-            .send(Package::from_payload(from, to, into_payload(payload)))
     }
 
     /// Ends process `pid` with [`ExitError::Terminated`](crate::ExitError::Terminated):
@@ -261,7 +250,7 @@ impl Scheduler {
     /// assert!(s.terminate(sched::Pid::local(5)).is_err());
     /// ```
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
-        self.engine.terminate(pid)
+        self.engine.context().terminate(pid)
     }
 
     /// Stops the scheduler; see [`Engine::shutdown`] for the exact
@@ -320,7 +309,7 @@ impl Scheduler {
     /// assert_eq!(s.stats().workers.len(), 2);
     /// ```
     pub fn stats(&self) -> Stats {
-        self.engine.stats()
+        self.engine.context().stats()
     }
 
     /// The live processes with their state and step count.
@@ -332,7 +321,7 @@ impl Scheduler {
     /// assert!(s.processes().is_empty());
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {
-        self.engine.processes()
+        self.engine.context().processes()
     }
 }
 

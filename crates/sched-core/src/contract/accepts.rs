@@ -2,9 +2,6 @@
 
 use std::any::Any;
 
-use relay::{Addr, SendError};
-
-use crate::contract::output::Output;
 use crate::contract::process::Process;
 
 /// A [`Process`] that accepts messages of one type, [`Message`](Accepts::Message).
@@ -64,28 +61,4 @@ use crate::contract::process::Process;
 pub trait Accepts: Process {
     /// The type of the messages this process accepts.
     type Message: Any + Send;
-}
-
-impl Output<'_> {
-    /// Sends a typed `message` from this process to `to`; the compiler
-    /// checks it is the type the target accepts. Costs what
-    /// [`send`](Output::send) costs: it is the same package and route.
-    ///
-    /// # Errors
-    ///
-    /// The target is unknown, has finished, or its mailbox is full; the
-    /// error hands the package back (`err.into_package().downcast::<M>()`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::message::Addr;
-    /// fn report(out: &mut Output<'_>, to: Addr<u64>, value: u64) {
-    ///     let _ = out.tell(to, value);
-    /// }
-    /// ```
-    pub fn tell<M: Any + Send>(&mut self, to: Addr<M>, message: M) -> Result<(), SendError> {
-        self.engine.send(to.package(self.pid, message))
-    }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use relay::{Package, Payload, Pid, SendError};
+use relay::{Payload, Pid};
 
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::event::Event;
@@ -312,26 +312,6 @@ impl<'a> Output<'a> {
     /// ```
     pub fn yield_count(&self) -> usize {
         self.yields.len()
-    }
-
-    /// Sends `package` to its target process now.
-    ///
-    /// # Errors
-    ///
-    /// The target is unknown or has finished; the error hands the package
-    /// back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::Output;
-    /// # use sched::{Package, Pid};
-    /// fn ping(out: &mut Output<'_>, peer: Pid) {
-    ///     let _ = out.send(Package::new(out.pid(), peer, "ping"));
-    /// }
-    /// ```
-    pub fn send(&mut self, package: Package) -> Result<(), SendError> {
-        self.engine.send(package)
     }
 
     /// Forgets what this step has asked for so far: the commands it

@@ -257,6 +257,13 @@ pub trait Question: Any + Send {
     type Answer: Any + Send;
 }
 
+/// The untyped question: any value, boxed, answered with any value. The
+/// asked process reads it with [`Request::payload`] and answers with
+/// [`Request::reply`]; the asker gets a `Reply<Payload>` to downcast.
+impl Question for relay::Payload {
+    type Answer = relay::Payload;
+}
+
 /// The right to answer one typed question (see [`Request::take`]):
 /// answers only with the question's answer type. Dropping it unanswered
 /// tells the asker [`AskError::NoReply`], as for [`ReplyTo`].

@@ -11,7 +11,7 @@ use std::sync::Arc as StdArc;
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use relay::{Package, Payload, Pid, SendError};
+use relay::{Addr, Package, Payload, Pid, SendError};
 
 use super::shared::Shared;
 use super::stepping::Stepping;
@@ -103,8 +103,10 @@ impl Drop for ReplySlot {
     }
 }
 
-/// The answer to an `ask` made from outside the engine: wait for it (with
-/// a timeout), or `.await` it.
+/// The answer to an [`ask`](Context::ask) made from outside the engine,
+/// of the question's answer type `A`: wait for it (with a timeout), or
+/// `.await` it. An untyped question (a [`Payload`]) gets a
+/// `Reply<Payload>`, the default.
 ///
 /// # Examples
 ///
@@ -112,13 +114,18 @@ impl Drop for ReplySlot {
 /// use sched::prelude::*;
 /// use std::time::Duration;
 ///
+/// struct Square(u64);
+/// impl Question for Square {
+///     type Answer = u64;
+/// }
+///
 /// struct Squarer;
 /// impl Process for Squarer {
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Request(request) = event {
-///                 let n = *request.payload::<u64>().ok_or("not a u64")?;
-///                 request.reply(n * n);
+///                 let (Square(n), answer) = request.take::<Square>()?;
+///                 answer.answer(n * n);
 ///             }
 ///         }
 ///         Ok(())
@@ -128,17 +135,25 @@ impl Drop for ReplySlot {
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
 /// let squarer = scheduler.spawn(Squarer)?;
-/// let mut reply = scheduler.ask(squarer.pid(), 7u64)?;
-/// let answer = reply.wait_timeout(Duration::from_secs(5))?;
-/// assert_eq!(answer.downcast_ref::<u64>(), Some(&49));
+/// let mut reply: Reply<u64> = scheduler.ask(squarer.pid(), Square(7))?;
+/// assert_eq!(reply.wait_timeout(Duration::from_secs(5))?, 49);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
-pub struct Reply {
+pub struct Reply<A = Payload> {
     slot: StdArc<ReplySlot>,
+    answer: PhantomData<fn() -> A>,
 }
 
-impl Reply {
+impl<A> fmt::Debug for Reply<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reply")
+            .field("slot", &self.slot)
+            .field("answer", &std::any::type_name::<A>())
+            .finish()
+    }
+}
+
+impl<A: Any + Send> Reply<A> {
     /// Waits for the answer.
     ///
     /// # Errors
@@ -150,11 +165,11 @@ impl Reply {
     /// # Examples
     ///
     /// See [`Reply`].
-    pub fn wait(&mut self) -> Result<Payload, AskError> {
+    pub fn wait(&mut self) -> Result<A, AskError> {
         let mut state = self.slot.state.lock();
         loop {
             if let Some(answer) = ReplySlot::take(&mut state) {
-                return answer;
+                return answer.and_then(answer_as);
             }
             state = self.slot.ready.wait(state);
         }
@@ -171,12 +186,12 @@ impl Reply {
     /// # Examples
     ///
     /// See [`Reply`].
-    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Payload, AskError> {
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<A, AskError> {
         let deadline = Instant::now() + timeout;
         let mut state = self.slot.state.lock();
         loop {
             if let Some(answer) = ReplySlot::take(&mut state) {
-                return answer;
+                return answer.and_then(answer_as);
             }
             if Instant::now() >= deadline {
                 return Err(AskError::Timeout);
@@ -225,7 +240,7 @@ impl Reply {
     }
 }
 
-impl Drop for Reply {
+impl<A> Drop for Reply<A> {
     /// Tells the slot nobody will take the answer: a question handed back
     /// unread from now on is a dead letter instead.
     fn drop(&mut self) {
@@ -234,13 +249,13 @@ impl Drop for Reply {
 }
 
 /// Resolves to the answer, as [`Reply::wait`] returns it.
-impl Future for Reply {
-    type Output = Result<Payload, AskError>;
+impl<A: Any + Send> Future for Reply<A> {
+    type Output = Result<A, AskError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let mut state = self.slot.state.lock();
         if let Some(answer) = ReplySlot::take(&mut state) {
-            return Poll::Ready(answer);
+            return Poll::Ready(answer.and_then(answer_as));
         }
         match &state.waker {
             Some(waker) if waker.will_wake(cx.waker()) => {}
@@ -312,46 +327,122 @@ impl Shared {
     }
 }
 
+/// What an [`ask`](Context::ask) names: a process by [`Pid`], a typed
+/// [`Addr`] (any question: an address types the messages it takes, not
+/// the questions), or a name (`&str`, its holder now).
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// fn are_you_there<T: AskTarget>(cx: &Context, to: T) -> bool {
+///     cx.ask(to, Payload::from(Box::new("ping") as Payload)).is_ok()
+/// }
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// assert!(!are_you_there(scheduler.context(), "nobody"));
+/// ```
+pub trait AskTarget: crate::engine::routing::sealed::Sealed {
+    /// The PID the target names now, if any.
+    #[doc(hidden)]
+    fn resolve(&self, cx: &Context) -> Option<Pid>;
+}
+
+impl AskTarget for Pid {
+    fn resolve(&self, _: &Context) -> Option<Pid> {
+        Some(*self)
+    }
+}
+
+impl<M> AskTarget for Addr<M> {
+    fn resolve(&self, _: &Context) -> Option<Pid> {
+        Some(self.pid())
+    }
+}
+
+impl AskTarget for &str {
+    fn resolve(&self, cx: &Context) -> Option<Pid> {
+        cx.whereis(self)
+    }
+}
+
+fn no_such_name(from: Pid, question: Payload) -> SendError {
+    SendError::unknown_target(Package::from_payload(from, Pid::OUTSIDE, question))
+}
+
+/// Reads an answer as `A`. The untyped case, `A = Payload`, is the answer
+/// itself, as it came.
+fn answer_as<A: Any>(payload: Payload) -> Result<A, AskError> {
+    if std::any::TypeId::of::<A>() == std::any::TypeId::of::<Payload>() {
+        let mut slot = Some(payload);
+        let slot: &mut dyn Any = &mut slot;
+        return Ok(slot
+            .downcast_mut::<Option<A>>()
+            .and_then(Option::take)
+            .expect("`A` is `Payload`"));
+    }
+    payload
+        .downcast::<A>()
+        .map(|answer| *answer)
+        .map_err(|_| AskError::UnexpectedType)
+}
+
+/// Asks: one verb, from outside or from a step.
 impl Context {
-    /// Sends `payload` to `to` as a request, from [`Pid::OUTSIDE`]: the
-    /// process receives [`Event::Request`](crate::Event::Request) and
-    /// answers through its [`ReplyTo`]. Wait for the answer on the returned
-    /// [`Reply`], or `.await` it.
+    /// Asks `to` a [`Question`], from [`Pid::OUTSIDE`]: the process
+    /// receives [`Event::Request`](crate::Event::Request) and answers
+    /// through [`Request::take`](crate::Request::take) (typed) or its
+    /// [`ReplyTo`]. Wait for the answer on the returned [`Reply`], or
+    /// `.await` it. A [`Payload`] is the untyped question, answered with a
+    /// `Payload`.
+    ///
+    /// A question of a type the process does not take is answered
+    /// [`AskError::UnexpectedQuestion`], naming both types; an answer of
+    /// another type than `Q::Answer`, [`AskError::UnexpectedType`].
     ///
     /// # Errors
     ///
-    /// As for [`send`](Context::send): the target is unknown, has ended or
-    /// its mailbox is full.
+    /// As for [`send`](Context::send): the target is unknown (no such PID,
+    /// or nobody holds the name), has ended or its mailbox is full.
     ///
     /// # Examples
     ///
     /// See [`Reply`].
-    pub fn ask(&self, to: Pid, payload: impl std::any::Any + Send) -> Result<Reply, SendError> {
+    pub fn ask<Q: Question>(
+        &self,
+        to: impl AskTarget,
+        question: Q,
+    ) -> Result<Reply<Q::Answer>, SendError> {
+        let Some(to) = to.resolve(self) else {
+            return Err(no_such_name(Pid::OUTSIDE, relay::into_payload(question)));
+        };
         let slot = StdArc::new(ReplySlot::default());
         let asker: StdArc<dyn Answer> = slot.clone();
-        let question = std::any::type_name_of_val(&payload);
         self.shared().ask(
             Pid::OUTSIDE,
             to,
-            relay::into_payload(payload),
-            question,
+            relay::into_payload(question),
+            std::any::type_name::<Q>(),
             asker,
         )?;
-        Ok(Reply { slot })
+        Ok(Reply {
+            slot,
+            answer: PhantomData,
+        })
     }
 }
 
 impl Output<'_> {
-    /// Sends `payload` to `to` as a request and returns its id: the answer
-    /// arrives as [`Event::Reply`](crate::Event::Reply) with that id and
-    /// `Ok(answer)`, or with `Err(AskError::Timeout)` if `timeout` passes
-    /// first, or `Err(AskError::NoReply)` if the process drops the request.
-    /// Exactly one `Reply` event per ask; an answer after the timeout is
-    /// dropped. A PID of another node is asked through the remote
-    /// transport (the question and the answer must be types its codec
-    /// carries); if that node is lost first, the reply is
-    /// `Err(AskError::NodeDown)`. The ask belongs to this process: if it ends first, nothing
-    /// arrives anywhere.
+    /// Asks `to` a [`Question`] from this step and returns its
+    /// [`ReplyId`]: the answer arrives as
+    /// [`Event::Reply`](crate::Event::Reply) with that id, read with
+    /// [`ReplyId::answer`]: `Ok(answer)`, or `Err(AskError::Timeout)` if
+    /// `timeout` passes first, or `Err(AskError::NoReply)` if the process
+    /// drops the request. Exactly one `Reply` event per ask; an answer
+    /// after the timeout is dropped. A PID of another node is asked
+    /// through the remote transport (the question and the answer must be
+    /// types its codec carries); if that node is lost first, the reply is
+    /// `Err(AskError::NodeDown)`. The ask belongs to this process: if it
+    /// ends first, nothing arrives anywhere.
     ///
     /// # Errors
     ///
@@ -361,419 +452,133 @@ impl Output<'_> {
     ///
     /// ```
     /// use sched::prelude::*;
-    /// use sched::actor::AskId;
     /// use std::time::Duration;
-    /// fn price_of(out: &mut Output<'_>, pricer: Pid, item: u32) -> Option<AskId> {
-    ///     out.ask(pricer, item, Duration::from_millis(100)).ok()
+    ///
+    /// struct Price(&'static str);
+    /// impl Question for Price {
+    ///     type Answer = u32;
+    /// }
+    ///
+    /// /// Asks the shop for the price of tea and finishes with it.
+    /// struct Buyer { asked: Option<ReplyId<u32>> }
+    /// impl Process for Buyer {
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         self.asked = Some(out.ask("shop", Price("tea"), Duration::from_millis(100))?);
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         let Some(asked) = &self.asked else { return Ok(()) };
+    ///         for event in events {
+    ///             if let Ok(price) = asked.answer(event) {
+    ///                 out.done(Box::new(price?));
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
     /// }
     /// ```
-    pub fn ask(
+    pub fn ask<Q: Question>(
         &mut self,
-        to: Pid,
-        payload: impl std::any::Any + Send,
+        to: impl AskTarget,
+        question: Q,
         timeout: Duration,
-    ) -> Result<AskId, SendError> {
+    ) -> Result<ReplyId<Q::Answer>, SendError> {
+        let Some(to) = to.resolve(self.context()) else {
+            return Err(no_such_name(self.pid(), relay::into_payload(question)));
+        };
         let now = self.engine.now();
         let at = now
             .checked_add(timeout)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
-        let question = std::any::type_name_of_val(&payload);
-        let (id, timer) = self
-            .engine
-            .ask(to, relay::into_payload(payload), question, at)?;
+        let (id, timer) = self.engine.ask(
+            to,
+            relay::into_payload(question),
+            std::any::type_name::<Q>(),
+            at,
+        )?;
         self.with_extras(|extras| {
             extras.timers.push(timer);
             extras.others().asks.push((id, timer));
         });
-        Ok(id)
+        Ok(ReplyId {
+            id,
+            answer: PhantomData,
+        })
     }
 }
 
-/// The typed answer to a [`Question`] asked from outside the engine
-/// ([`Context::query`]): [`Reply`] without the downcast.
+/// A question asked from a step ([`Output::ask`]): its id, and the
+/// answer's type `A`, for reading the [`Event::Reply`](crate::Event::Reply)
+/// it gets. `ReplyId<Payload>`, the default, is an untyped question's.
 ///
 /// # Examples
 ///
-/// ```
-/// use sched::prelude::*;
-/// use sched::actor::Question;
-/// use std::time::Duration;
-///
-/// struct Square(u64);
-/// impl Question for Square {
-///     type Answer = u64;
-/// }
-///
-/// struct Squarer;
-/// impl Process for Squarer {
-///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
-///         for event in events {
-///             if let Event::Request(request) = event {
-///                 if let Ok((Square(n), answer)) = request.take::<Square>() {
-///                     answer.answer(n * n);
-///                 }
-///             }
-///         }
-///         Ok(())
-///     }
-/// }
-///
-/// let scheduler = Scheduler::builder().workers(1).build();
-/// scheduler.start();
-/// let squarer = scheduler.spawn(Squarer)?;
-/// let nine: u64 = scheduler.query(squarer.pid(), Square(3))?.wait_timeout(Duration::from_secs(5))?;
-/// assert_eq!(nine, 9);
-/// # scheduler.shutdown(Duration::from_secs(1));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub struct TypedReply<A> {
-    reply: Reply,
-    answer: PhantomData<fn() -> A>,
-}
-
-impl<A: Any + Send> TypedReply<A> {
-    /// Waits for the answer.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Reply::wait`], and [`AskError::UnexpectedType`] if the
-    /// process answered with another type (through the untyped
-    /// [`ReplyTo::reply`]).
-    ///
-    /// # Examples
-    ///
-    /// See [`TypedReply`].
-    pub fn wait(&mut self) -> Result<A, AskError> {
-        self.reply.wait().and_then(typed)
-    }
-
-    /// As [`wait`](TypedReply::wait), giving up after `timeout`.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Reply::wait_timeout`] and [`wait`](TypedReply::wait).
-    ///
-    /// # Examples
-    ///
-    /// See [`TypedReply`].
-    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<A, AskError> {
-        self.reply.wait_timeout(timeout).and_then(typed)
-    }
-
-    /// The question, handed back after [`AskError::Unread`]; as
-    /// [`Reply::take_question`].
-    ///
-    /// # Examples
-    ///
-    /// See [`Reply::take_question`].
-    pub fn take_question(&mut self) -> Option<Payload> {
-        self.reply.take_question()
-    }
-}
-
-/// Resolves to the answer, as [`TypedReply::wait`] returns it.
-impl<A: Any + Send> Future for TypedReply<A> {
-    type Output = Result<A, AskError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        Pin::new(&mut this.reply)
-            .poll(cx)
-            .map(|answer| answer.and_then(typed))
-    }
-}
-
-impl<A> fmt::Debug for TypedReply<A> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TypedReply")
-            .field("reply", &self.reply)
-            .field("answer", &std::any::type_name::<A>())
-            .finish()
-    }
-}
-
-/// The payload as the answer type the question promised.
-fn typed<A: Any>(payload: Payload) -> Result<A, AskError> {
-    payload
-        .downcast::<A>()
-        .map(|answer| *answer)
-        .map_err(|_| AskError::UnexpectedType)
-}
-
-/// A typed [`Question`] asked from a step ([`Output::query`]): its id,
-/// and the answer's type, for reading the
-/// [`Event::Reply`](crate::Event::Reply) it gets.
-///
-/// # Examples
-///
-/// ```
-/// use sched::prelude::*;
-/// use sched::actor::{QueryId, Question};
-/// use std::time::Duration;
-///
-/// struct Price(&'static str);
-/// impl Question for Price {
-///     type Answer = u32;
-/// }
-///
-/// /// Asks the shop for the price of tea and finishes with it.
-/// struct Buyer { shop: Pid, asked: Option<QueryId<u32>> }
-/// impl Process for Buyer {
-///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         self.asked = Some(out.query(self.shop, Price("tea"), Duration::from_millis(100))?);
-///         Ok(())
-///     }
-///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         let Some(asked) = &self.asked else { return Ok(()) };
-///         for event in events {
-///             if let Ok(price) = asked.answer(event) {
-///                 out.done(Box::new(price?));
-///             }
-///         }
-///         Ok(())
-///     }
-/// }
-/// ```
-pub struct QueryId<A> {
+/// See [`Output::ask`].
+pub struct ReplyId<A = Payload> {
     id: AskId,
     answer: PhantomData<fn() -> A>,
 }
 
-impl<A: Any + Send> QueryId<A> {
-    /// The untyped id, as [`Event::Reply`](crate::Event::Reply) carries it.
+impl<A: Any + Send> ReplyId<A> {
+    /// The id the [`Event::Reply`](crate::Event::Reply) carries.
     ///
     /// # Examples
     ///
     /// ```
-    /// use sched::actor::{AskId, QueryId};
-    /// fn untyped(query: &QueryId<u32>) -> AskId { query.id() }
+    /// use sched::prelude::*;
+    /// fn is_mine(asked: ReplyId<u32>, event: &Event) -> bool {
+    ///     matches!(event, Event::Reply { id, .. } if *id == asked.id())
+    /// }
     /// ```
     pub fn id(&self) -> AskId {
         self.id
     }
 
-    /// The typed answer if `event` is this query's reply (`Ok`, holding
-    /// the answer or why there is none); the event back otherwise.
+    /// The answer, if `event` is this question's
+    /// [`Event::Reply`](crate::Event::Reply); the event back otherwise.
     ///
     /// # Errors
     ///
-    /// `Err(event)` when `event` is not this query's reply. Inside `Ok`:
-    /// [`AskError::Timeout`], [`AskError::NoReply`], or
+    /// The outer `Err` hands back an event that is not this reply. The
+    /// inner one is the ask's [`AskError`], or
     /// [`AskError::UnexpectedType`] for an answer of another type.
     ///
     /// # Examples
     ///
-    /// See [`QueryId`].
+    /// See [`Output::ask`].
     pub fn answer(&self, event: Event) -> Result<Result<A, AskError>, Event> {
         match event {
-            Event::Reply { id, result, .. } if id == self.id => Ok(result.and_then(typed)),
+            Event::Reply { id, result, .. } if id == self.id => Ok(result.and_then(answer_as)),
             other => Err(other),
         }
     }
 }
 
-impl<A> Clone for QueryId<A> {
+impl<A> Clone for ReplyId<A> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<A> Copy for QueryId<A> {}
+impl<A> Copy for ReplyId<A> {}
 
-impl<A> PartialEq for QueryId<A> {
+impl<A> PartialEq for ReplyId<A> {
     fn eq(&self, other: &Self) -> bool {
         self.id == other.id
     }
 }
 
-impl<A> Eq for QueryId<A> {}
+impl<A> Eq for ReplyId<A> {}
 
-impl<A> fmt::Debug for QueryId<A> {
+impl<A> fmt::Debug for ReplyId<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QueryId")
+        f.debug_struct("ReplyId")
             .field("id", &self.id)
             .field("answer", &std::any::type_name::<A>())
             .finish()
     }
 }
 
-impl Context {
-    /// Asks `to` a typed [`Question`] from [`Pid::OUTSIDE`]: as
-    /// [`ask`](Context::ask), and the answer comes back as
-    /// `Q::Answer`, without a downcast.
-    ///
-    /// # Errors
-    ///
-    /// As for [`ask`](Context::ask).
-    ///
-    /// # Examples
-    ///
-    /// See [`TypedReply`].
-    pub fn query<Q: Question>(
-        &self,
-        to: Pid,
-        question: Q,
-    ) -> Result<TypedReply<Q::Answer>, SendError> {
-        Ok(TypedReply {
-            reply: self.ask(to, question)?,
-            answer: PhantomData,
-        })
-    }
-}
-
-impl Output<'_> {
-    /// Asks `to` a typed [`Question`] from this step: as
-    /// [`ask`](Output::ask), with a [`QueryId`] that reads the answer as
-    /// `Q::Answer`.
-    ///
-    /// # Errors
-    ///
-    /// As for [`ask`](Output::ask).
-    ///
-    /// # Examples
-    ///
-    /// See [`QueryId`].
-    pub fn query<Q: Question>(
-        &mut self,
-        to: Pid,
-        question: Q,
-        timeout: Duration,
-    ) -> Result<QueryId<Q::Answer>, SendError> {
-        Ok(QueryId {
-            id: self.ask(to, question, timeout)?,
-            answer: PhantomData,
-        })
-    }
-}
-
-/// The error of an ask to a name nobody holds: unknown target, the
-/// question handed back (its target is [`Pid::OUTSIDE`]).
-fn no_such_name(from: Pid, question: Payload) -> SendError {
-    SendError::unknown_target(Package::from_payload(from, Pid::OUTSIDE, question))
-}
-
-impl Context {
-    /// [`ask`](Context::ask) the process registered under `name` now.
-    ///
-    /// # Errors
-    ///
-    /// As for [`ask`](Context::ask); no process holds `name`:
-    /// [`SendErrorKind::UnknownTarget`](relay::SendErrorKind::UnknownTarget),
-    /// the question handed back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// let scheduler = Scheduler::builder().workers(1).build();
-    /// assert!(scheduler.ask_named("nobody", 1u32).is_err());
-    /// ```
-    pub fn ask_named(&self, name: &str, payload: impl Any + Send) -> Result<Reply, SendError> {
-        match self.whereis(name) {
-            Some(pid) => self.ask(pid, payload),
-            None => Err(no_such_name(Pid::OUTSIDE, relay::into_payload(payload))),
-        }
-    }
-
-    /// [`query`](Context::query) the process registered under `name` now.
-    ///
-    /// # Errors
-    ///
-    /// As for [`ask_named`](Context::ask_named).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::actor::Question;
-    ///
-    /// struct Ping;
-    /// impl Question for Ping {
-    ///     type Answer = ();
-    /// }
-    /// let scheduler = Scheduler::builder().workers(1).build();
-    /// assert!(scheduler.query_named("nobody", Ping).is_err());
-    /// ```
-    pub fn query_named<Q: Question>(
-        &self,
-        name: &str,
-        question: Q,
-    ) -> Result<TypedReply<Q::Answer>, SendError> {
-        Ok(TypedReply {
-            reply: self.ask_named(name, question)?,
-            answer: PhantomData,
-        })
-    }
-}
-
-impl Output<'_> {
-    /// [`ask`](Output::ask) the process registered under `name` now.
-    ///
-    /// # Errors
-    ///
-    /// As for [`ask`](Output::ask); no process holds `name`:
-    /// [`SendErrorKind::UnknownTarget`](relay::SendErrorKind::UnknownTarget),
-    /// the question handed back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::actor::AskId;
-    /// use std::time::Duration;
-    ///
-    /// fn ask_the_registry(out: &mut Output<'_>) -> Option<AskId> {
-    ///     out.ask_named("registry", "who is up?", Duration::from_millis(100)).ok()
-    /// }
-    /// ```
-    pub fn ask_named(
-        &mut self,
-        name: &str,
-        payload: impl Any + Send,
-        timeout: Duration,
-    ) -> Result<AskId, SendError> {
-        match self.context().whereis(name) {
-            Some(pid) => self.ask(pid, payload, timeout),
-            None => Err(no_such_name(self.pid(), relay::into_payload(payload))),
-        }
-    }
-
-    /// [`query`](Output::query) the process registered under `name` now.
-    ///
-    /// # Errors
-    ///
-    /// As for [`ask_named`](Output::ask_named).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::actor::{QueryId, Question};
-    /// use std::time::Duration;
-    ///
-    /// struct Count;
-    /// impl Question for Count {
-    ///     type Answer = u64;
-    /// }
-    /// fn count_them(out: &mut Output<'_>) -> Option<QueryId<u64>> {
-    ///     out.query_named("counter", Count, Duration::from_millis(100)).ok()
-    /// }
-    /// ```
-    pub fn query_named<Q: Question>(
-        &mut self,
-        name: &str,
-        question: Q,
-        timeout: Duration,
-    ) -> Result<QueryId<Q::Answer>, SendError> {
-        Ok(QueryId {
-            id: self.ask_named(name, question, timeout)?,
-            answer: PhantomData,
-        })
-    }
-}
-
-/// An outside asker: the answer waits in the slot its `Reply` handle
-/// reads.
 impl Answer for ReplySlot {
     fn asker(&self) -> Pid {
         Pid::OUTSIDE

@@ -1,5 +1,5 @@
-//! Routing: messages and kill requests from any handle (`Context::send`,
-//! `post`, `tell`, `terminate`), delivered to a process by PID (or to the
+//! Routing: messages and kill requests from any handle (`send`, to any
+//! [`Target`], `forward`, `terminate`), delivered to a process by PID (or to the
 //! remote transport, for a PID of another node), and what happens to
 //! events no step will read.
 
@@ -8,6 +8,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::any::Any;
 
 use relay::{Addr, Package, Pid, SendError, SendErrorKind};
+
+use crate::contract::output::Output;
+use crate::contract::step_engine::StepEngine;
 
 use super::remote::control::EndRequest;
 use super::shared::Shared;
@@ -212,13 +215,154 @@ impl Shared {
     }
 }
 
-/// Messages and kill requests from any handle.
+/// What a send names: a process by [`Pid`], a typed [`Addr`], a name
+/// (`&str`), a name that may be registered soon ([`Within`](crate::Within)),
+/// or any of those later ([`After`](crate::After)). Every send, from
+/// outside ([`Context::send`]) or from a step ([`Output::send`]), takes one.
+///
+/// [`Receipt`](Target::Receipt) is what a send that went through returns:
+/// `()`, or the [`TimerId`](crate::TimerId) of a delayed send, which
+/// cancels it.
+///
+/// The trait is sealed: the engine routes each kind of target itself.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+///
+/// /// Any target, any message: the caller's `send` checks the pair.
+/// fn notify<T: Target<&'static str>>(cx: &Context, to: T) -> Result<T::Receipt, SendError> {
+///     cx.send(to, "ready")
+/// }
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// let nobody = Pid::local(9);
+/// assert!(notify(scheduler.context(), nobody).is_err());
+/// assert!(notify(scheduler.context(), "nobody").is_err());
+/// ```
+pub trait Target<M>: sealed::Sealed {
+    /// What a send that went through returns.
+    type Receipt;
+
+    /// Sends `message` to this target on behalf of `sender`.
+    #[doc(hidden)]
+    fn send_from(self, sender: Sender<'_>, message: M) -> Result<Self::Receipt, SendError>;
+}
+
+pub(crate) mod sealed {
+    /// Keeps [`Target`](super::Target) to the engine's own kinds of target.
+    pub trait Sealed {}
+}
+
+/// Who is sending, for a [`Target`]: code outside the engine, or the
+/// process whose step is running (its PID is the package's source, and
+/// the step's own route is used).
+#[doc(hidden)]
+pub struct Sender<'a> {
+    pub(crate) cx: &'a Context,
+    pub(crate) step: Option<(Pid, &'a dyn StepEngine)>,
+}
+
+impl std::fmt::Debug for Sender<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender")
+            .field("from", &self.from())
+            .finish()
+    }
+}
+
+impl<'a> Sender<'a> {
+    pub(crate) fn outside(cx: &'a Context) -> Self {
+        Sender { cx, step: None }
+    }
+
+    /// The package's source: the stepped process, or [`Pid::OUTSIDE`].
+    pub(crate) fn from(&self) -> Pid {
+        self.step.map_or(Pid::OUTSIDE, |(pid, _)| pid)
+    }
+
+    /// Delivers a package built for this sender.
+    pub(crate) fn deliver(&self, package: Package) -> Result<(), SendError> {
+        match self.step {
+            Some((_, engine)) => engine.send(package),
+            None => self.cx.shared().send(package),
+        }
+    }
+}
+
+impl sealed::Sealed for Pid {}
+
+/// Any message, to whatever process has the PID now.
+impl<M: Any + Send> Target<M> for Pid {
+    type Receipt = ();
+
+    fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
+        sender.deliver(Package::new(sender.from(), self, message))
+    }
+}
+
+impl<M> sealed::Sealed for Addr<M> {}
+
+/// Only the message type the address was made for: another type does not
+/// compile.
+impl<M: Any + Send> Target<M> for Addr<M> {
+    type Receipt = ();
+
+    fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
+        sender.deliver(self.package(sender.from(), message))
+    }
+}
+
+/// Sends: one verb for every target.
 impl Context {
-    /// Delivers `package` to its target process.
+    /// Sends `message` from outside the engine ([`Pid::OUTSIDE`], no
+    /// sender to reply to) to `to`: a [`Pid`], an [`Addr<M>`](Addr) (which
+    /// takes only its own message type), a name (`&str`), a
+    /// [`Within`](crate::Within) (a name that may be registered soon: the
+    /// call waits for it) or an [`After`](crate::After) (the same, later;
+    /// returns the [`TimerId`](crate::TimerId)). Wrap the message in
+    /// [`Urgent`](crate::Urgent) to have it read before the backlog.
     ///
     /// # Errors
     ///
-    /// The target is unknown, has finished, or its mailbox is full; the
+    /// The target is unknown (no such PID, or nobody holds the name), has
+    /// ended, or its mailbox is full; the error hands the message back
+    /// (`err.into_package().downcast::<M>()`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::message::SendErrorKind;
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let cx = scheduler.context();
+    /// let err = cx.send(Pid::local(9), "hello").unwrap_err();
+    /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+    /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
+    /// assert!(cx.send(counter, 5).is_err()); // nobody there
+    /// ```
+    ///
+    /// A message of another type to a typed address is a compile error,
+    /// not a failed downcast in the receiver:
+    ///
+    /// ```compile_fail,E0277
+    /// use sched::prelude::*;
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
+    /// let _ = scheduler.send(counter, "five"); // a `&str` where a `u64` goes
+    /// ```
+    pub fn send<M, T: Target<M>>(&self, to: T, message: M) -> Result<T::Receipt, SendError> {
+        to.send_from(Sender::outside(self), message)
+    }
+
+    /// Delivers `package` as it is: its source, target and payload kept.
+    /// What a router or relay does with a package it did not make; to send
+    /// a message, use [`send`](Context::send).
+    ///
+    /// # Errors
+    ///
+    /// The target is unknown, has ended, or its mailbox is full; the
     /// error hands the package back.
     ///
     /// # Examples
@@ -226,59 +370,13 @@ impl Context {
     /// ```
     /// use sched::prelude::*;
     /// use sched::message::SendErrorKind;
-    /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// let err = engine.send(Package::new(Pid::OUTSIDE, Pid::local(9), 1u8)).unwrap_err();
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let package = Package::new(Pid::local(3), Pid::local(9), 1u8);
+    /// let err = scheduler.context().forward(package).unwrap_err();
     /// assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
     /// ```
-    pub fn send(&self, package: Package) -> Result<(), SendError> {
+    pub fn forward(&self, package: Package) -> Result<(), SendError> {
         self.shared().send(package)
-    }
-
-    /// Sends `payload` to `to` from [`Pid::OUTSIDE`] (no sender to reply
-    /// to).
-    ///
-    /// # Errors
-    ///
-    /// As for [`send`](Context::send).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// assert!(engine.post(sched::Pid::local(9), "hello").is_err());
-    /// ```
-    pub fn post(&self, to: Pid, payload: impl Any + Send) -> Result<(), SendError> {
-        self.shared().send(Package::new(Pid::OUTSIDE, to, payload))
-    }
-
-    /// Sends a typed `message` to `to` from [`Pid::OUTSIDE`]; the compiler
-    /// checks it is the type the process accepts.
-    ///
-    /// # Errors
-    ///
-    /// As for [`send`](Context::send).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::message::Addr;
-    /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
-    /// assert!(engine.tell(counter, 5).is_err()); // nobody there
-    /// ```
-    ///
-    /// A message of another type is a compile error (`mismatched types`),
-    /// not a failed downcast in the receiver:
-    ///
-    /// ```compile_fail,E0308
-    /// use sched::prelude::*;
-    /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// let counter: Addr<u64> = Addr::from_pid(Pid::local(9));
-    /// let _ = engine.tell(counter, "five"); // a `&str` where a `u64` goes
-    /// ```
-    pub fn tell<M: Any + Send>(&self, to: Addr<M>, message: M) -> Result<(), SendError> {
-        self.shared().send(to.package(Pid::OUTSIDE, message))
     }
 
     /// Ends the process `pid` with
@@ -334,5 +432,68 @@ impl Context {
         } else {
             Err(TerminateError::NotFound(pid))
         }
+    }
+}
+
+/// Sends from a step: the same targets as [`Context::send`], with this
+/// process as the source.
+impl Output<'_> {
+    /// Sends `message` from this process to `to` (see [`Target`]: a
+    /// [`Pid`], an [`Addr<M>`](Addr), a name, a [`Within`](crate::Within) or
+    /// an [`After`](crate::After)). The step never waits: a send
+    /// [`Within`](crate::Within) a name nobody holds yet is parked until
+    /// the name is registered or the wait has passed.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Context::send`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// fn report(out: &mut Output<'_>, parent: Pid, total: Addr<u64>) -> Result<(), BoxError> {
+    ///     out.send(parent, "done")?;
+    ///     out.send(total, 42)?;
+    ///     // The aggregator may be restarting: give it a second to come back.
+    ///     out.send(Within("aggregator", Duration::from_secs(1)), 42u64)?;
+    ///     let _retry: TimerId = out.send(After(Duration::from_millis(10), parent), "again")?;
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn send<M, T: Target<M>>(&mut self, to: T, message: M) -> Result<T::Receipt, SendError> {
+        let from = self.pid();
+        let engine = self.engine;
+        to.send_from(
+            Sender {
+                cx: self.context(),
+                step: Some((from, engine)),
+            },
+            message,
+        )
+    }
+
+    /// Delivers `package` as it is (see [`Context::forward`]), on this
+    /// step's route.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Context::forward`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// /// Passes a package on, its source kept, so the target answers the
+    /// /// original sender.
+    /// fn relay_on(out: &mut Output<'_>, package: Package, to: Pid) {
+    ///     let (source, _, payload) = package.into_parts();
+    ///     let _ = out.forward(Package::from_payload(source, to, payload));
+    /// }
+    /// ```
+    pub fn forward(&mut self, package: Package) -> Result<(), SendError> {
+        self.engine.send(package)
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use relay::{Addr, Package, Pid, SendError};
 
+use super::routing::{Sender, Target};
 use super::shared::{Runnable, Shared};
 use super::stepping::Stepping;
 use super::Context;
@@ -297,95 +298,6 @@ impl Context {
         self.shared().clock.now()
     }
 
-    /// Delivers `package` to its target after `delay`. The target is
-    /// resolved now, and the message reaches that process or nobody: if it
-    /// has ended by then, the message is a dead letter (even if another
-    /// process has taken its PID since). The timer belongs to no process
-    /// (unlike [`Output::send_after`](crate::Output::send_after)): it fires
-    /// or is cancelled with [`cancel_timer`](Context::cancel_timer), and
-    /// shutdown cancels it if it is still pending once every process has
-    /// ended.
-    ///
-    /// # Errors
-    ///
-    /// No process has the package's target PID now; the error hands the
-    /// package back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use std::time::{Duration, Instant};
-    ///
-    /// struct Waiter;
-    /// impl Process for Waiter {
-    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-    ///         for event in events {
-    ///             if let Event::Message(m) = event {
-    ///                 out.done(m.into_payload());
-    ///             }
-    ///         }
-    ///         Ok(())
-    ///     }
-    /// }
-    ///
-    /// let scheduler = Scheduler::builder().workers(1).build();
-    /// scheduler.start();
-    /// let waiter = scheduler.spawn(Waiter)?;
-    /// let sent = Instant::now();
-    /// scheduler.post_after(Duration::from_millis(20), waiter.pid(), "late")?;
-    /// assert_eq!(waiter.wait()?.downcast_ref::<&str>(), Some(&"late"));
-    /// assert!(sent.elapsed() >= Duration::from_millis(20));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn send_after(&self, delay: Duration, package: Package) -> Result<TimerId, SendError> {
-        self.shared().send_after(delay, package)
-    }
-
-    /// [`send_after`](Context::send_after) from [`Pid::OUTSIDE`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`send_after`](Context::send_after).
-    ///
-    /// # Examples
-    ///
-    /// See [`send_after`](Context::send_after).
-    pub fn post_after(
-        &self,
-        delay: Duration,
-        to: Pid,
-        payload: impl Any + Send,
-    ) -> Result<TimerId, SendError> {
-        self.send_after(delay, Package::new(Pid::OUTSIDE, to, payload))
-    }
-
-    /// [`send_after`](Context::send_after) for a typed message, from
-    /// [`Pid::OUTSIDE`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`send_after`](Context::send_after).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::message::Addr;
-    /// use std::time::Duration;
-    /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// let nobody: Addr<u8> = Addr::from_pid(Pid::local(9));
-    /// assert!(engine.tell_after(Duration::from_secs(1), nobody, 1).is_err());
-    /// ```
-    pub fn tell_after<M: Any + Send>(
-        &self,
-        delay: Duration,
-        to: Addr<M>,
-        message: M,
-    ) -> Result<TimerId, SendError> {
-        self.send_after(delay, to.package(Pid::OUTSIDE, message))
-    }
-
     /// Cancels a delayed send set through a context. Returns `true` if it
     /// was pending: it will never fire. (A process cancels its own timers
     /// with [`Output::cancel_timer`](crate::Output::cancel_timer).)
@@ -540,62 +452,6 @@ impl Output<'_> {
         // its id).
         self.engine.cancel_message_timer(id)
     }
-
-    /// Delivers `package` to its target after `delay`. The target is
-    /// resolved now, and the message reaches that process or nobody. As in
-    /// Erlang, the delayed message belongs to its message, not to its
-    /// sender: it is delivered if the target is alive at the deadline,
-    /// whatever became of this process meanwhile. If the target ends
-    /// first, the message is cancelled at that end and counted as a dead
-    /// letter (it is not kept until its deadline). Delayed messages from
-    /// one sender to one target with non-decreasing deadlines arrive in the
-    /// order they were sent.
-    ///
-    /// # Errors
-    ///
-    /// No process has the package's target PID now; the error hands the
-    /// package back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use std::time::Duration;
-    /// fn remind_myself(out: &mut Output<'_>) -> Option<TimerId> {
-    ///     let reminder = Package::new(out.pid(), out.pid(), "tick");
-    ///     out.send_after(Duration::from_secs(1), reminder).ok()
-    /// }
-    /// ```
-    pub fn send_after(&mut self, delay: Duration, package: Package) -> Result<TimerId, SendError> {
-        self.engine.send_after(delay, package)
-    }
-
-    /// [`send_after`](Output::send_after) for a typed message.
-    ///
-    /// # Errors
-    ///
-    /// As for [`send_after`](Output::send_after).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::message::Addr;
-    /// use std::time::Duration;
-    /// fn retry_later(out: &mut Output<'_>, worker: Addr<u32>, attempt: u32) {
-    ///     let backoff = Duration::from_millis(10 << attempt.min(10));
-    ///     let _ = out.tell_after(backoff, worker, attempt + 1);
-    /// }
-    /// ```
-    pub fn tell_after<M: Any + Send>(
-        &mut self,
-        delay: Duration,
-        to: Addr<M>,
-        message: M,
-    ) -> Result<TimerId, SendError> {
-        let package = to.package(self.pid, message);
-        self.send_after(delay, package)
-    }
 }
 
 impl Shared {
@@ -668,4 +524,80 @@ impl StepTimers for Stepping<'_> {
 /// An instant too far away to matter (a delay of `Duration::MAX`).
 fn far_future(now: Instant) -> Instant {
     now + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+/// A send that happens later: `After(delay, to)`, where `to` is a [`Pid`]
+/// or an [`Addr<M>`](Addr), sends the message after `delay` and returns
+/// the [`TimerId`] that cancels it ([`Context::cancel_timer`], or
+/// [`Output::cancel_timer`] from a step).
+///
+/// The target is resolved now, and the message reaches that process or
+/// nobody: if it ends first, the message is cancelled at that end and
+/// counted as a dead letter (even if another process has taken its PID
+/// since). As in Erlang, the timer belongs to the message, not to its
+/// sender: it fires whatever became of the sender meanwhile. Delayed
+/// messages from one sender to one target with non-decreasing deadlines
+/// arrive in the order they were sent. Shutdown cancels a timer still
+/// pending once every process has ended.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use std::time::{Duration, Instant};
+///
+/// struct Waiter;
+/// impl Process for Waiter {
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             if let Event::Message(m) = event {
+///                 out.done(m.into_payload());
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let waiter = scheduler.spawn(Waiter)?;
+/// let sent = Instant::now();
+/// let _timer: TimerId = scheduler.send(After(Duration::from_millis(20), waiter.pid()), "late")?;
+/// assert_eq!(waiter.wait()?.downcast_ref::<&str>(), Some(&"late"));
+/// assert!(sent.elapsed() >= Duration::from_millis(20));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct After<T>(pub Duration, pub T);
+
+impl<T> crate::engine::routing::sealed::Sealed for After<T> {}
+
+impl<T> After<T> {
+    /// Sets the timer for a package built for `sender`.
+    fn set(self, sender: &Sender<'_>, package: Package) -> Result<TimerId, SendError> {
+        match sender.step {
+            Some((_, engine)) => engine.send_after(self.0, package),
+            None => sender.cx.shared().send_after(self.0, package),
+        }
+    }
+}
+
+/// Any message, to the process that has the PID now.
+impl<M: Any + Send> Target<M> for After<Pid> {
+    type Receipt = TimerId;
+
+    fn send_from(self, sender: Sender<'_>, message: M) -> Result<TimerId, SendError> {
+        let package = Package::new(sender.from(), self.1, message);
+        self.set(&sender, package)
+    }
+}
+
+/// Only the address's message type.
+impl<M: Any + Send> Target<M> for After<Addr<M>> {
+    type Receipt = TimerId;
+
+    fn send_from(self, sender: Sender<'_>, message: M) -> Result<TimerId, SendError> {
+        let package = self.1.package(sender.from(), message);
+        self.set(&sender, package)
+    }
 }

@@ -10,14 +10,10 @@ pub use builder::Builder;
 
 use std::time::Duration;
 
-use relay::{Package, Payload, Pid, SendError};
+use relay::{Package, SendError};
 
-use crate::contract::error::SubmitError;
-use crate::contract::process::Process;
 use crate::engine::shared::Shared;
 use crate::engine::{Context, ShutdownReport};
-use crate::record::completion::Completion;
-use crate::record::RecordRef;
 use crate::sync::Arc;
 
 /// The scheduler engine: worker threads running step-driven processes.
@@ -63,15 +59,20 @@ pub struct Engine {
     shared: Arc<Shared>,
 }
 
-impl std::ops::Deref for Engine {
-    type Target = Context;
-
-    fn deref(&self) -> &Context {
+impl Engine {
+    /// The handle every operation goes through: spawn, send, ask, names,
+    /// monitors, introspection.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let engine = sched::engine::Engine::builder().workers(2).build();
+    /// assert_eq!(engine.context().workers(), 2);
+    /// ```
+    pub fn context(&self) -> &Context {
         Context::of(&self.shared)
     }
-}
 
-impl Engine {
     /// A builder with the defaults.
     ///
     /// # Examples
@@ -92,30 +93,6 @@ impl Engine {
     /// See [`Engine`].
     pub fn start(&self) {
         self.shared.control.start(&self.shared);
-    }
-
-    /// Submits a process under `pid`: runs `init(method, input)` on this
-    /// thread, then queues the process. Before [`start`](Engine::start) the
-    /// process waits in the global queue.
-    ///
-    /// # Errors
-    ///
-    /// [`SubmitError`]: shutting down, too many live processes, a PID in
-    /// use, or `init` failed. Nothing is scheduled or registered then.
-    ///
-    /// # Examples
-    ///
-    /// See [`Engine`].
-    pub fn submit<P: Process>(
-        &self,
-        pid: Pid,
-        process: P,
-        method: &str,
-        input: Payload,
-    ) -> Result<Completion, SubmitError> {
-        // Stored in its record's allocation (a `Box<dyn Process>` too).
-        self.shared
-            .submit(RecordRef::new(pid, process), method, input)
     }
 }
 

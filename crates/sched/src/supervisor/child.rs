@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use relay::Pid;
 use sched_core::{
-    BoxError, Completion, Down, ExitError, ExitReason, MonitorId, NameError, Output, SubmitError,
+    BoxError, Completion, Down, ExitError, ExitReason, MonitorId, NameError, Output, Spawn,
+    SubmitError,
 };
 
 use super::in_place::InPlace;
@@ -96,7 +97,8 @@ impl Child {
             (self.spec.factory)()
         };
         let input = (self.spec.input)();
-        let completion = match out.spawn_with(process, &self.spec.method, input) {
+        let completion = match out.spawn(Spawn::new(process).method(&self.spec.method).input(input))
+        {
             Ok(completion) => completion,
             Err(SubmitError::ShuttingDown) => return Err(StartError::ShuttingDown),
             Err(e) => return Err(StartError::Failed(Box::new(e))),

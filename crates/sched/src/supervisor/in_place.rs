@@ -93,7 +93,7 @@ impl InPlace {
             old.close();
         }));
         tracing::debug!(%pid, reason = ?why.reason, message = %why.message, "restarted in place");
-        let _ = out.send(Package::new(pid, self.supervisor, why));
+        let _ = out.forward(Package::new(pid, self.supervisor, why));
         // Stepped again at once: the events the failed step left unread
         // are waiting, and no new event may come to wake it.
         out.continue_();

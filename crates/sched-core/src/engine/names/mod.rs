@@ -6,11 +6,11 @@
 //! end of the old one and the registration by the new one). A send that
 //! may wait parks there instead of failing:
 //!
-//! - from outside, [`Context::post_named_within`] blocks its thread on the
+//! - from outside, a send [`Within`] a name blocks its thread on the
 //!   name's shard's condition variable, which every registration in that
 //!   shard notifies; the holder is looked up under the shard's lock, so a
 //!   registration cannot slip between the look and the wait;
-//! - from a step, [`Output::send_named_within`] parks the package in the
+//! - from a step, a send [`Within`] a name parks the package in the
 //!   shard, in order, with its deadline. The registration of the name
 //!   delivers every parked package still in time, in parking order, under
 //!   the shard's lock: a later send, which finds the holder under the same
@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use relay::{Package, Pid, SendError, SendErrorKind};
 
+use super::routing::{Sender, Target};
 use super::shared::Shared;
 use super::stepping::Stepping;
 use super::Context;
@@ -249,62 +250,18 @@ impl Context {
         self.shared().names.lookup(name).map(|r| r.pid)
     }
 
-    /// [`post_named`](Context::post_named), waiting up to `wait` for a
-    /// process to hold `name` if none does now (a process restarting under
-    /// a new PID, which registers the name again): blocks this thread until
-    /// the name is registered, `wait` has passed, or shutdown begins. Not
-    /// for async code as it blocks (call it through `spawn_blocking`), and
-    /// not for a step, which has [`Output::send_named_within`]. A holder
-    /// that is ending (its mailbox already closed) counts as none: the wait
-    /// goes on for the next one.
-    ///
-    /// # Errors
-    ///
-    /// As for [`post_named`](Context::post_named), after the wait.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use std::time::Duration;
-    ///
-    /// /// Finishes with the first message it gets.
-    /// struct Service;
-    /// impl Process for Service {
-    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-    ///         if let Some(Event::Message(package)) = events.next() {
-    ///             out.done(package.into_payload());
-    ///         }
-    ///         Ok(())
-    ///     }
-    /// }
-    ///
-    /// let scheduler = Scheduler::builder().workers(1).build();
-    /// scheduler.start();
-    /// std::thread::scope(|s| {
-    ///     let sender = s.spawn(|| scheduler.post_named_within("late", 7u8, Duration::from_secs(5)));
-    ///     std::thread::sleep(Duration::from_millis(20));
-    ///     let service = scheduler.spawn(Service)?;
-    ///     scheduler.register_name("late", service.pid())?;
-    ///     sender.join().unwrap()?;
-    ///     assert_eq!(service.typed::<u8>().wait()?, 7);
-    ///     Ok::<(), Box<dyn std::error::Error>>(())
-    /// })?;
-    /// let nobody = scheduler.post_named_within("nobody", 1u8, Duration::from_millis(5));
-    /// assert!(nobody.is_err());
-    /// # scheduler.shutdown(Duration::from_secs(1));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn post_named_within(
+    /// A send from outside to `name`, waiting up to `wait` for a holder
+    /// (see [`Within`]): blocks this thread on the name's shard.
+    fn send_within_outside(
         &self,
         name: &str,
-        payload: impl std::any::Any + Send,
+        payload: relay::Payload,
         wait: Duration,
     ) -> Result<(), SendError> {
         let shared = self.shared();
         let deadline = Instant::now().checked_add(wait);
         shared.names.outside_waiters.fetch_add(1, SeqCst);
-        let mut payload = relay::into_payload(payload);
+        let mut payload = payload;
         // As for a send from a step: a holder that refuses because it is
         // ending counts as none, and the wait goes on for the next one.
         let mut refused: Option<RecordRef> = None;
@@ -354,28 +311,6 @@ impl Context {
             }
         }
     }
-
-    /// Sends `payload` from [`Pid::OUTSIDE`] to the process holding
-    /// `name`.
-    ///
-    /// # Errors
-    ///
-    /// No live process holds the name: the error (kind
-    /// [`UnknownTarget`](relay::SendErrorKind::UnknownTarget), target
-    /// [`Pid::OUTSIDE`]) hands the payload back; or the process refused it,
-    /// as for [`send`](Context::send).
-    ///
-    /// # Examples
-    ///
-    /// See [`register_name`](Context::register_name).
-    pub fn post_named(
-        &self,
-        name: &str,
-        payload: impl std::any::Any + Send,
-    ) -> Result<(), SendError> {
-        let shared = self.shared();
-        shared.post_to_holder(shared.names.lookup(name), payload)
-    }
 }
 
 impl Shared {
@@ -418,53 +353,104 @@ impl Output<'_> {
     pub fn register_name(&mut self, name: &str) -> Result<(), NameError> {
         self.engine.register_name(name)
     }
-
-    /// Sends `payload` from this process to the holder of `name`, or, if
-    /// nobody holds it now, parks it until a process registers the name
-    /// (a child restarting under a new PID) or `wait` has passed. Parked
-    /// sends reach the new holder in the order they were made, before any
-    /// later send to the name; one still parked at its deadline (or at
-    /// shutdown) is a dead letter. The step never waits.
-    ///
-    /// A holder that is ending (its mailbox already closed) counts as
-    /// none: the send parks rather than fail.
-    ///
-    /// # Errors
-    ///
-    /// The holder refused it with a full mailbox (as for
-    /// [`send`](Output::send)); or nobody holds the name and the scheduler
-    /// is shutting down (kind
-    /// [`UnknownTarget`](relay::SendErrorKind::UnknownTarget), target
-    /// [`Pid::OUTSIDE`]). A parked send is `Ok`: it is delivered or
-    /// dead-lettered later, exactly once.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use std::time::Duration;
-    ///
-    /// fn report(out: &mut Output<'_>, total: u64) -> Result<(), BoxError> {
-    ///     // The aggregator may be restarting: give it a second to come back.
-    ///     out.send_named_within("aggregator", total, Duration::from_secs(1))?;
-    ///     Ok(())
-    /// }
-    /// ```
-    pub fn send_named_within(
-        &mut self,
-        name: &str,
-        payload: impl std::any::Any + Send,
-        wait: Duration,
-    ) -> Result<(), SendError> {
-        let from = self.pid();
-        self.context()
-            .shared()
-            .send_named_within(from, name, relay::into_payload(payload), wait)
-    }
 }
 
 impl StepNames for Stepping<'_> {
     fn register_name(&self, name: &str) -> Result<(), NameError> {
         Context::of(self.shared).register_name(name, self.record.pid)
+    }
+}
+
+impl crate::engine::routing::sealed::Sealed for &str {}
+
+/// Any message, to the live process holding the name now.
+impl<M: std::any::Any + Send> Target<M> for &str {
+    type Receipt = ();
+
+    fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
+        let shared = sender.cx.shared();
+        match sender.step {
+            None => shared.post_to_holder(shared.names.lookup(self), message),
+            Some((from, engine)) => match shared.names.lookup(self) {
+                Some(record) => engine.send(Package::new(from, record.pid, message)),
+                None => Err(SendError::unknown_target(Package::new(
+                    from,
+                    Pid::OUTSIDE,
+                    message,
+                ))),
+            },
+        }
+    }
+}
+
+/// A name that may have no holder yet: a send to it waits up to the
+/// [`Duration`] for a process to register the name (a child restarting
+/// under a new PID registers it again).
+///
+/// - From outside ([`Context::send`]), the call blocks its thread until
+///   the name is registered, the wait has passed, or shutdown begins. Not
+///   for async code (call it through `spawn_blocking`).
+/// - From a step ([`Output::send`]), the step never waits: the message is
+///   parked, and reaches the next holder in the order the sends were
+///   made, before any later send to the name; one still parked at its
+///   deadline (or at shutdown) is a dead letter, so each is delivered or
+///   dead-lettered exactly once (`tests/waiting_for_a_name.rs`). A parked
+///   send is `Ok`.
+///
+/// A holder that is ending (its mailbox already closed) counts as none:
+/// the wait goes on for the next one.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use std::time::Duration;
+///
+/// /// Finishes with the first message it gets.
+/// struct Service;
+/// impl Process for Service {
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         if let Some(Event::Message(package)) = events.next() {
+///             out.done(package.into_payload());
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let cx = scheduler.context();
+/// std::thread::scope(|s| {
+///     let sender = s.spawn(|| cx.send(Within("late", Duration::from_secs(5)), 7u8));
+///     std::thread::sleep(Duration::from_millis(20));
+///     let service = cx.spawn(Service)?;
+///     cx.register_name("late", service.pid())?;
+///     sender.join().unwrap()?;
+///     assert_eq!(service.typed::<u8>().wait()?, 7);
+///     Ok::<(), Box<dyn std::error::Error>>(())
+/// })?;
+/// let nobody = cx.send(Within("nobody", Duration::from_millis(5)), 1u8);
+/// assert!(nobody.is_err());
+/// # scheduler.shutdown(Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Within<'a>(pub &'a str, pub Duration);
+
+impl crate::engine::routing::sealed::Sealed for Within<'_> {}
+
+impl<M: std::any::Any + Send> Target<M> for Within<'_> {
+    type Receipt = ();
+
+    fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
+        let Within(name, wait) = self;
+        let payload = relay::into_payload(message);
+        match sender.step {
+            None => sender.cx.send_within_outside(name, payload, wait),
+            Some((from, _)) => sender
+                .cx
+                .shared()
+                .send_named_within(from, name, payload, wait),
+        }
     }
 }

@@ -352,10 +352,17 @@ impl std::fmt::Debug for Simulation {
     }
 }
 
-impl std::ops::Deref for Simulation {
-    type Target = Context;
-
-    fn deref(&self) -> &Context {
+impl Simulation {
+    /// The first node's handle: spawn, send, ask, names, monitors,
+    /// introspection (see [`node`](Simulation::node) for the others).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sim = sched::sim::Simulation::builder(7).workers(2).build();
+    /// assert_eq!(sim.context().workers(), 2);
+    /// ```
+    pub fn context(&self) -> &Context {
         Context::of(&self.nodes[0].shared)
     }
 }
