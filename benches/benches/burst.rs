@@ -107,7 +107,7 @@ impl Process for Busy {
         work();
         self.left -= 1;
         if self.left == 0 {
-            out.done(Box::new(()));
+            out.finish(());
         } else {
             out.continue_();
         }
@@ -135,7 +135,7 @@ impl Process for Waiter {
                     out.set_timer(delay, CALL);
                     self.next += 1;
                 }
-                None => out.done(Box::new(())),
+                None => out.finish(()),
             }
         }
         Ok(())
@@ -188,7 +188,7 @@ impl Process for TimerProbe {
             }
         }
         if self.stop.load(Ordering::Relaxed) {
-            out.done(Box::new(()));
+            out.finish(());
         } else if fired {
             let set_at = Instant::now();
             out.set_timer(TIMER, PROBE);
@@ -213,7 +213,7 @@ impl Process for MessageProbe {
                         record(&self.samples.message, now.saturating_duration_since(*sent));
                     }
                 }
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }

@@ -65,7 +65,7 @@ impl Durable for Looper {
                 self.sum += result?.decode::<u64>()?;
                 self.left -= 1;
                 if self.left == 0 {
-                    out.done(&self.sum)?;
+                    out.finish(&self.sum)?;
                 } else {
                     out.command(ECHO, Tag(1), self.left)?;
                 }
@@ -90,7 +90,7 @@ impl Durable for Sleeper {
     fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
         match input {
             Input::Start => out.set_timer(Duration::from_secs(3_600), Tag(1)),
-            Input::Timer(_) => out.done(&())?,
+            Input::Timer(_) => out.finish(&())?,
             _ => {}
         }
         Ok(())

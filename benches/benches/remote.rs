@@ -83,7 +83,7 @@ impl Process for Player {
             if let Event::Message(package) = event {
                 let Pong(n) = package.downcast::<Pong>().map_err(|_| "not a pong")?;
                 if n == self.rounds {
-                    out.done(Box::new(()));
+                    out.finish(());
                     return Ok(());
                 }
                 out.send(Package::new(out.pid(), self.peer, ping(n + 1)))?;

@@ -150,7 +150,7 @@ impl Process for Idle {
             cancelled |= matches!(event, Event::Cancel);
         }
         if cancelled {
-            out.done(Box::new(()));
+            out.finish(());
         } else {
             self.started.fetch_add(1, Ordering::Release);
             out.idle();

@@ -137,7 +137,7 @@ impl Process for OneStep {
     }
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.latch.count_down();
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     }
     fn close(&mut self) {}
@@ -190,7 +190,7 @@ impl Process for Continuer {
         self.left -= 1;
         if self.left == 0 {
             self.latch.count_down();
-            out.done(Box::new(()));
+            out.finish(());
         } else {
             out.continue_();
         }
@@ -275,7 +275,7 @@ impl Process for Player {
             }
             if self.received == PING_PONG_ROUNDS {
                 self.latch.count_down();
-                out.done(Box::new(()));
+                out.finish(());
                 return Ok(());
             }
         }
@@ -370,7 +370,7 @@ impl Process for Link {
             let pid = out.allocate_pid()?;
             out.submit(pid, next, "run", ())?;
         }
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     }
     fn close(&mut self) {}

@@ -179,7 +179,7 @@ impl Process for Aggregator {
                         out.tell(reply_to, self.asked)?;
                     }
                 }
-                Event::Cancel => out.done(Box::new(self.asked)),
+                Event::Cancel => out.finish(self.asked),
                 _ => {}
             }
         }
@@ -231,7 +231,7 @@ impl Process for Workflow {
                 }
                 Event::Message(package) => {
                     if let Ok(value) = package.downcast::<u64>() {
-                        out.done(Box::new(value));
+                        out.finish(value);
                     }
                 }
                 _ => {}

@@ -4,11 +4,12 @@
 //!
 //! What it counts, over `sched-core` and `sched`'s library code (comments,
 //! strings and test modules skipped):
-//! - **spawn doors**: public inherent methods named `spawn*`, plus, for
+//! - **spawn doors**: public inherent methods named `spawn` or `spawn_*`, plus, for
 //!   each type that derefs to `Context`, `Context`'s again (callable
 //!   through the deref);
 //! - **send** and **ask definitions**: public inherent methods named
-//!   `send*`, `post*`, `tell*`, and `ask*`, `query*`;
+//!   `send`, `post`, `tell` (or `send_*`, ...), and `ask`, `query` (or
+//!   `ask_*`, ...);
 //! - **`Output` / `Context` methods**: public inherent methods of each,
 //!   and the files they are spread over;
 //! - **`impl Shared` files**: files holding an inherent `impl Shared`;
@@ -138,7 +139,7 @@ fn count(root: &Path) -> Result<Counts, String> {
     let named = |prefixes: &[&str]| -> Vec<&Method> {
         methods
             .iter()
-            .filter(|m| prefixes.iter().any(|p| m.name.starts_with(p)))
+            .filter(|m| prefixes.iter().any(|p| is_verb(&m.name, p)))
             .collect()
     };
     let spawns = named(&["spawn"]);
@@ -172,11 +173,20 @@ fn count(root: &Path) -> Result<Counts, String> {
                 matches!(m.ty.as_str(), "Output" | "Context" | "Scheduler" | "Shared")
                     || ["spawn", "send", "post", "tell", "ask", "query"]
                         .iter()
-                        .any(|p| m.name.starts_with(p))
+                        .any(|p| is_verb(&m.name, p))
             })
             .cloned()
             .collect(),
     })
+}
+
+/// Whether `name` is the verb `verb` or a variant of it (`send`,
+/// `send_after`), not a word that starts with it (`asker`).
+fn is_verb(name: &str, verb: &str) -> bool {
+    name == verb
+        || name
+            .strip_prefix(verb)
+            .is_some_and(|rest| rest.starts_with('_'))
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -534,6 +544,14 @@ mod tests {
                 ("Context", "ask")
             ]
         );
+    }
+
+    #[test]
+    fn a_verb_is_counted_with_its_variants_and_not_in_other_words() {
+        assert!(is_verb("ask", "ask"));
+        assert!(is_verb("send_after", "send"));
+        assert!(!is_verb("asker", "ask"));
+        assert!(!is_verb("spawned", "spawn"));
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl Process for FanOut {
         }
         if self.completed == YIELDS {
             self.latch.count_down();
-            out.done(Box::new(()));
+            out.finish(());
         } else {
             out.yield_command(REMOTE, Tag(self.completed as u64), Box::new(()));
         }

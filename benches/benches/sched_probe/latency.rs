@@ -37,7 +37,7 @@ impl Process for Echo {
                     let _ = self.samples.send(now - sent);
                 }
                 Event::Cancel => {
-                    out.done(Box::new(()));
+                    out.finish(());
                     return Ok(());
                 }
                 _ => {}

@@ -31,9 +31,9 @@ impl Skynet {
         match self.parent {
             Some(parent) => {
                 send(out, parent, sum)?;
-                out.done(Box::new(()));
+                out.finish(());
             }
-            None => out.done(Box::new(sum)),
+            None => out.finish(sum),
         }
         Ok(())
     }

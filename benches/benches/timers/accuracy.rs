@@ -20,7 +20,7 @@ impl Process for Sampler {
             if let Event::Timer { tag: Tag(1), .. } = event {
                 let deadline = self.deadline.expect("set in the first step");
                 let _ = self.samples.send(now.saturating_duration_since(deadline));
-                out.done(Box::new(()));
+                out.finish(());
             }
         }
         Ok(())
@@ -42,7 +42,7 @@ impl Process for Busy {
             self.started.fetch_add(1, Ordering::Release);
         }
         if self.stop.load(Ordering::Relaxed) {
-            out.done(Box::new(self.steps));
+            out.finish(self.steps);
             return Ok(());
         }
         self.steps += 1;

@@ -34,14 +34,14 @@ impl Process for Owner {
                         for id in self.ids.drain(..) {
                             assert!(out.cancel_timer(id), "pending until cancelled");
                         }
-                        out.done(Box::new(()));
+                        out.finish(());
                     }
                     Err(_) => {} // the warm-up message
                 },
                 Event::Timer { .. } => {
                     self.fired += 1;
                     if self.fired == self.ids.len() {
-                        out.done(Box::new(()));
+                        out.finish(());
                     }
                 }
                 _ => {}
@@ -62,12 +62,12 @@ impl Process for Sink {
         for event in events {
             match event {
                 Event::Message(_) => self.got += 1,
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }
         if self.got == self.expected {
-            out.done(Box::new(()));
+            out.finish(());
         }
         Ok(())
     }

@@ -65,7 +65,7 @@ struct Kind {
 ///     fn create(_: ()) -> Self { Tally::default() }
 ///     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
 ///         if let Input::Message { message, .. } = input {
-///             if message == 0 { out.done(&self.total)?; } else { self.total += message; }
+///             if message == 0 { out.finish(&self.total)?; } else { self.total += message; }
 ///         }
 ///         Ok(())
 ///     }

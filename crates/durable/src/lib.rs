@@ -46,9 +46,9 @@
 //!             Input::Message { message: cents, .. } => {
 //!                 self.paid = cents > 0;
 //!                 out.cancel_timer(Tag(1));
-//!                 out.done(&self.paid)?;
+//!                 out.finish(&self.paid)?;
 //!             }
-//!             Input::Timer(_) => out.done(&false)?,
+//!             Input::Timer(_) => out.finish(&false)?,
 //!             Input::Completion { .. } => {}
 //!         }
 //!         Ok(())

@@ -54,7 +54,7 @@ pub(crate) const JOURNAL_TAG: Tag = Tag(u64::MAX);
 ///
 ///     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
 ///         if let Input::Message { message, .. } = input {
-///             if message == 0 { out.done(&self.total)?; } else { self.total += message; }
+///             if message == 0 { out.finish(&self.total)?; } else { self.total += message; }
 ///         }
 ///         Ok(())
 ///     }
@@ -287,7 +287,7 @@ impl<'a> Effects<'a> {
     ///                 self.started = Some(out.now());
     ///                 out.set_timer(Duration::from_secs(3600), Tag(1));
     ///             }
-    ///             Input::Timer(_) => out.done(&())?,
+    ///             Input::Timer(_) => out.finish(&())?,
     ///             _ => {}
     ///         }
     ///         Ok(())

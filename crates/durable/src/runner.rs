@@ -308,7 +308,7 @@ impl Runner {
                 let now = unix_ms(SystemTime::now());
                 let at = Instant::now()
                     + std::time::Duration::from_millis(deadline_ms.saturating_sub(now));
-                let id = out.set_timer_at(at, Tag(tag));
+                let id = out.set_timer(at, Tag(tag));
                 self.live_timers.insert(tag, id);
             }
             RecordedEffect::CancelTimer(tag) => {
@@ -328,7 +328,7 @@ impl Runner {
             }
             RecordedEffect::Done(bytes) => {
                 self.finished = true;
-                out.done(Box::new(Ending::Done(bytes)));
+                out.finish(Ending::Done(bytes));
             }
             RecordedEffect::Failed(why) => {
                 self.finished = true;
@@ -393,7 +393,7 @@ impl Runner {
                 // The scheduler shuts down: the journal holds everything
                 // released, so the process resumes on recovery.
                 self.finished = true;
-                out.done(Box::new(Ending::Suspended));
+                out.finish(Ending::Suspended);
             }
             _ => {}
         }

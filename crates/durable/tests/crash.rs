@@ -74,7 +74,7 @@ impl Durable for Counter {
                 self.twice += 1;
             }
             if self.distinct == self.expected {
-                out.done(&(self.distinct, self.twice))?;
+                out.finish(&(self.distinct, self.twice))?;
             }
         }
         Ok(())
@@ -115,7 +115,7 @@ impl Durable for Workflow {
                     self.sum += answer.decode::<u64>()?;
                     out.send::<Counter>("counter", &self.round)?;
                     if self.round == self.rounds {
-                        out.done(&self.sum)?;
+                        out.finish(&self.sum)?;
                     } else {
                         self.wait(out);
                     }

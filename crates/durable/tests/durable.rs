@@ -97,8 +97,8 @@ impl Durable for Asker {
         match input {
             Input::Start => out.command(ECHO, Tag(1), 41)?,
             Input::Completion { result, .. } => match result {
-                Ok(answer) => out.done(&(answer.decode::<u64>()? + 1))?,
-                Err(Failure::Interrupted) => out.done(&u64::MAX)?,
+                Ok(answer) => out.finish(&(answer.decode::<u64>()? + 1))?,
+                Err(Failure::Interrupted) => out.finish(&u64::MAX)?,
                 Err(failure) => return Err(failure.into()),
             },
             _ => {}
@@ -233,7 +233,7 @@ impl Durable for Sender {
             Input::Start | Input::Completion { .. } => {
                 if self.sent == self.count {
                     out.send::<Tally>(&self.to, &0)?;
-                    out.done(&self.sent)?;
+                    out.finish(&self.sent)?;
                 } else {
                     self.sent += 1;
                     out.send::<Tally>(&self.to, &1)?;
@@ -305,7 +305,7 @@ impl Durable for Sleeper {
             Input::Start => out.set_timer(Duration::from_millis(self.millis), Tag(1)),
             Input::Timer(_) => {
                 let at = out.now().duration_since(UNIX_EPOCH)?.as_millis() as u64;
-                out.done(&at)?;
+                out.finish(&at)?;
             }
             _ => {}
         }
@@ -366,7 +366,7 @@ impl Durable for Stuck {
         match input {
             Input::Start => out.command(NEVER, Tag(5), 1)?,
             Input::Completion { tag, result } => {
-                out.done(&(tag.0, matches!(result, Err(Failure::Interrupted))))?;
+                out.finish(&(tag.0, matches!(result, Err(Failure::Interrupted))))?;
             }
             _ => {}
         }
@@ -579,7 +579,7 @@ impl Durable for Saved {
         if let Input::Message { message, .. } = input {
             self.seen += 1;
             if message == 0 {
-                out.done(&(self.total, self.seen))?;
+                out.finish(&(self.total, self.seen))?;
             } else {
                 self.total += message;
             }

@@ -47,7 +47,7 @@ fn an_exported_journal_replays_offline_and_a_changed_step_is_caught() {
         fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
             if let Input::Message { message, .. } = input {
                 if message == 0 {
-                    out.done(&(2 * self.0))?;
+                    out.finish(&(2 * self.0))?;
                 } else {
                     self.0 += message;
                 }

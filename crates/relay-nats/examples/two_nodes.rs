@@ -65,7 +65,7 @@ impl Process for Player {
                 println!("pong {n:>2} from {}: {round_trip:?}", self.peer);
                 self.round_trips.push(round_trip);
                 if n == ROUNDS {
-                    out.done(Box::new(std::mem::take(&mut self.round_trips)));
+                    out.finish(std::mem::take(&mut self.round_trips));
                     return Ok(());
                 }
                 self.sent_at = Instant::now();

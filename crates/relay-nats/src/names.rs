@@ -172,7 +172,7 @@ impl Process for Keeper {
                         self.transport.release(name, down.pid);
                     }
                 }
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }

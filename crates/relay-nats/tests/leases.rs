@@ -18,7 +18,7 @@ struct Idle;
 impl Process for Idle {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.any(|e| matches!(e, Event::Cancel)) {
-            out.done(Box::new(()));
+            out.finish(());
         }
         Ok(())
     }

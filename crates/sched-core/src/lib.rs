@@ -52,7 +52,7 @@
 //!         }
 //!         for event in events {
 //!             if let Event::Completion { tag: Tag(1), result } = event {
-//!                 out.done(result?);
+//!                 out.finish(result?);
 //!             }
 //!         }
 //!         Ok(())
@@ -106,7 +106,7 @@ pub use contract::priority::Priority;
 pub use contract::process::{InitContext, Process, DEFAULT_METHOD};
 pub use contract::reply::{AskError, AskId, Question, ReplyTo, Request, Responder};
 pub use contract::timer_id::TimerId;
-pub use contract::typed_command::{TypedCommand, Yielded};
+pub use contract::typed_command::{CommandRef, TypedCommand, Yielded};
 pub use contract::urgent::Urgent;
 pub use engine::commands::abandoned::Abandoned;
 pub use engine::commands::completer::{CompleteError, Completer, Rejected};
@@ -114,8 +114,8 @@ pub use engine::commands::handler::CommandHandler;
 pub use engine::commands::typed::TypedCompleter;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{
-    After, AsContext, AskTarget, Context, Histogram, Histograms, IntoSpawn, Monitor, PidStatus,
-    ProcessInfo, Reply, ReplyId, ShutdownReport, Spawn, Target, Within,
+    After, AsContext, AskTarget, Context, Deadline, Histogram, Histograms, IntoSpawn, Monitor,
+    PidStatus, ProcessInfo, Reply, ReplyId, ShutdownReport, Spawn, Target, Within,
 };
 pub use record::completion::Completion;
 pub use record::state::ProcessState;

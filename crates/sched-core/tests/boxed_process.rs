@@ -34,7 +34,7 @@ impl Process for Recorder {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         events.for_each(drop);
         self.note("step");
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     }
 

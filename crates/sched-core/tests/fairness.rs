@@ -32,7 +32,7 @@ fn hog(id: u64, how: Wake, stop: Arc<AtomicBool>) -> Box<dyn Process> {
         // Reading the events keeps the engine from re-delivering them.
         let seen = events.count();
         if stop.load(Ordering::Relaxed) {
-            out.done(Box::new(seen));
+            out.finish(seen);
             return Ok(());
         }
         match how {
@@ -64,7 +64,7 @@ fn hog(id: u64, how: Wake, stop: Arc<AtomicBool>) -> Box<dyn Process> {
 /// A process that finishes at its first step.
 fn victim() -> Box<dyn Process> {
     process(|_, out| {
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     })
 }
@@ -187,7 +187,7 @@ fn a_process_woken_by_a_long_step_is_taken_by_an_idle_worker() {
         let tx: Sender<Instant> = ran_tx.lock().unwrap().take().expect("one step");
         let child = process(move |_, out| {
             let _ = tx.send(Instant::now());
-            out.done(Box::new(()));
+            out.finish(());
             Ok(())
         });
         let pid = out.allocate_pid().expect("pids left");
@@ -197,7 +197,7 @@ fn a_process_woken_by_a_long_step_is_taken_by_an_idle_worker() {
         let rx = waiting.lock().unwrap().take().expect("one step");
         let ran_at = rx.recv_timeout(PATIENCE).ok();
         *measured.lock().unwrap() = ran_at.map(|t| t - woken_at);
-        out.done(Box::new(ran_at.is_some()));
+        out.finish(ran_at.is_some());
         Ok(())
     });
     let ran_elsewhere = wait(submit(&engine, 1 << 40, parent)).expect("done");

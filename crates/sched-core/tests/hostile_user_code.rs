@@ -24,7 +24,7 @@ impl Drop for Bomb {
 /// process to its end.
 fn worker_still_runs(engine: &Engine, id: u64) {
     let probe = process(|_, out| {
-        out.done(Box::new(7u64));
+        out.finish(7u64);
         Ok(())
     });
     assert_eq!(
@@ -40,7 +40,7 @@ fn a_panicking_drop_in_an_unread_message_does_not_kill_the_worker() {
     // Ends at its first step without reading the message waiting for it:
     // the message becomes a dead letter, dropped by the engine.
     let ignores = process(|_, out| {
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     });
     let handle = submit(&engine, 1, ignores);
@@ -183,7 +183,7 @@ fn events_a_step_does_not_read_are_its_next_step_s_first_events() {
                 let n = *p.payload::<u64>().expect("a u64");
                 log.lock().unwrap().push(n);
                 if n == 5 {
-                    out.done(Box::new(()));
+                    out.finish(());
                     return Ok(());
                 }
             }
@@ -220,7 +220,7 @@ fn events_left_unread_by_a_finished_process_are_dead_letters() {
         .build();
     let reads_one = process(|events, out| {
         let _first = events.next();
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     });
     let handle = submit(&engine, 1, reads_one);
@@ -253,7 +253,7 @@ fn on_complete_can_restart_a_process_at_the_process_limit() {
                 }
                 let engine = slot.get().and_then(Weak::upgrade).expect("engine alive");
                 let replacement = process(|_, out| {
-                    out.done(Box::new(2u64));
+                    out.finish(2u64);
                     Ok(())
                 });
                 let outcome = engine.submit(Pid::local(2), replacement, "run", Box::new(()));
@@ -264,7 +264,7 @@ fn on_complete_can_restart_a_process_at_the_process_limit() {
     engine_slot.set(Arc::downgrade(&engine)).unwrap();
     engine.start();
     let first = process(|_, out| {
-        out.done(Box::new(1u64));
+        out.finish(1u64);
         Ok(())
     });
     assert_eq!(done_u64(wait(submit(&engine, 1, first))), 1);

@@ -56,7 +56,7 @@ impl Process for YieldOnce {
             } = event
             {
                 let n = *result?.downcast::<u32>().expect("a u32");
-                out.done(Box::new(n + 1));
+                out.finish(n + 1);
             }
         }
         Ok(())
@@ -116,7 +116,7 @@ impl Process for YieldSync {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         events.for_each(drop);
         if self.left == 0 {
-            out.done(Box::new(()));
+            out.finish(());
         } else {
             self.left -= 1;
             out.yield_command(NOW, Tag(u64::from(self.left)), Box::new(()));
@@ -172,7 +172,7 @@ impl Process for ContinueOnce {
         if steps.len() == 1 {
             out.continue_();
         } else {
-            out.done(Box::new(()));
+            out.finish(());
         }
         Ok(())
     }

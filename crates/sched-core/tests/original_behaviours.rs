@@ -23,14 +23,14 @@ fn blocker(gate: Receiver<()>, entered: std::sync::mpsc::Sender<()>) -> Box<dyn 
             .unwrap()
             .recv_timeout(PATIENCE)
             .expect("released");
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     })
 }
 
 fn finishes_at_once() -> Box<dyn Process> {
     process(|_, out| {
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     })
 }
@@ -88,7 +88,7 @@ impl Process for Staggered {
                     out.yield_command(ASYNC, Tag(3), Box::new(Duration::from_millis(50)));
                 }
                 if order.len() == 3 {
-                    out.done(Box::new(()));
+                    out.finish(());
                 }
             }
         }
@@ -137,7 +137,7 @@ fn three_yields_at_once_and_re_yields_as_they_complete_all_arrive_on_one_worker(
                     out.yield_command(ASYNC, Tag(next_tag), Box::new(()));
                 }
                 if seen.len() == 6 {
-                    out.done(Box::new(()));
+                    out.finish(());
                 }
             }
         }

@@ -20,7 +20,7 @@ fn counting(count: Arc<AtomicUsize>) -> Box<dyn Process> {
                     count.fetch_add(1, Ordering::SeqCst);
                 }
                 Event::Cancel => {
-                    out.done(Box::new(()));
+                    out.finish(());
                     return Ok(());
                 }
                 _ => {}
@@ -33,7 +33,7 @@ fn counting(count: Arc<AtomicUsize>) -> Box<dyn Process> {
 
 fn quick() -> Box<dyn Process> {
     process(|_: &mut Events<'_>, out: &mut Output<'_>| {
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     })
 }

@@ -57,7 +57,7 @@ fn results_nobody_can_take_are_not_kept_by_an_idle_engine() {
     for id in 0..N {
         let big = process(|events, out| {
             if events.count() > 0 {
-                out.done(Box::new(vec![1u8; MIB as usize]));
+                out.finish(vec![1u8; MIB as usize]);
             }
             Ok(())
         });
@@ -68,7 +68,7 @@ fn results_nobody_can_take_are_not_kept_by_an_idle_engine() {
             out.send(Package::new(out.pid(), Pid::local(100 + id), ()))
                 .expect("live");
         }
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     });
     wait(submit(&engine, 1, sender)).expect("sent");
@@ -92,7 +92,7 @@ fn a_burst_of_events_does_not_leave_its_buffer_behind() {
     let before = live_bytes();
     // 200 000 messages queued before the first step, read in one step.
     let reads_all = process(|events, out| {
-        out.done(Box::new(events.count() as u64));
+        out.finish(events.count() as u64);
         Ok(())
     });
     let handle = submit(&engine, 1, reads_all);
@@ -119,7 +119,7 @@ fn a_burst_of_events_does_not_leave_its_buffer_behind() {
 /// leftovers have had a step to be trimmed after.
 fn worker_warm_up(engine: &Engine) {
     let small = process(|_, out| {
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     });
     wait(
@@ -218,7 +218,7 @@ fn bytes_per_timer_waiter(engine: &Engine, id_base: u64, n: u64, message: bool) 
             }
             if cancelled {
                 // Shutdown: end at once.
-                out.done(Box::new(()));
+                out.finish(());
             } else if got_message == message {
                 out.set_timer(std::time::Duration::from_secs(3600), Tag(1));
                 armed.fetch_add(1, Ordering::SeqCst);

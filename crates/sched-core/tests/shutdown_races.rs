@@ -135,7 +135,7 @@ fn concurrent_shutdowns_wait_for_the_first_and_return_its_report() {
             }
             if let Event::Completion { tag: Tag(1), .. } = event {
                 flag.store(true, Ordering::SeqCst);
-                out.done(Box::new(()));
+                out.finish(());
                 return Ok(());
             }
         }
@@ -171,7 +171,7 @@ fn a_shutdown_report_tells_processes_in_a_step_from_processes_queued_behind_it()
     let stuck = process(move |_, out| {
         // Blocks its only worker until the test is over.
         let _ = blocked.lock().unwrap().recv_timeout(PATIENCE);
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     });
     let _stuck = submit(&engine, 1, stuck);
@@ -197,7 +197,7 @@ fn a_shutdown_report_tells_processes_in_a_step_from_processes_queued_behind_it()
 /// live process when shutdown looks).
 fn quick() -> Box<dyn Process> {
     process(|_, out| {
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     })
 }

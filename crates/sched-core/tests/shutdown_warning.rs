@@ -100,7 +100,7 @@ fn processes_that_ignore_their_cancel_are_named_when_the_deadline_passes() {
             polite,
             process(|events, out| {
                 if events.any(|e| matches!(e, Event::Cancel)) {
-                    out.done(Box::new(()));
+                    out.finish(());
                 }
                 Ok(())
             }),

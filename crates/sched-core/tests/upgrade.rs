@@ -95,7 +95,7 @@ fn finishes_with(
     value: u64,
 ) -> impl FnMut(&mut Events<'_>, &mut Output<'_>) -> Result<(), BoxError> {
     move |_, out| {
-        out.done(Box::new(value));
+        out.finish(value);
         Ok(())
     }
 }
@@ -124,7 +124,7 @@ fn counts_until_stop(
             if let Event::Message(m) = event {
                 match m.payload::<&str>() {
                     Some(&"stop") => {
-                        out.done(Box::new(count));
+                        out.finish(count);
                         return Ok(());
                     }
                     _ => count += 1,
@@ -218,7 +218,7 @@ fn completions_of_commands_yielded_before_the_upgrade_reach_the_new_process() {
         for event in events {
             if let Event::Completion { tag, result } = event {
                 result?;
-                out.done(Box::new(tag.0));
+                out.finish(tag.0);
             }
         }
         Ok(())
@@ -358,7 +358,7 @@ fn the_last_of_upgrade_and_done_in_a_step_wins() {
     let mut v2 = Some(v2);
     let (v1, v1_tally) = instance(move |_, out| {
         out.upgrade(v2.take().expect("once"), "run", ());
-        out.done(Box::new(1u64));
+        out.finish(1u64);
         Ok(())
     });
     assert_eq!(done_u64(wait(submit(&engine, 1, Box::new(v1)))), 1);
@@ -369,7 +369,7 @@ fn the_last_of_upgrade_and_done_in_a_step_wins() {
     let (v2, v2_tally) = instance(finishes_with(2));
     let mut v2 = Some(v2);
     let (v1, v1_tally) = instance(move |_, out| {
-        out.done(Box::new(1u64));
+        out.finish(1u64);
         out.continue_();
         out.upgrade(v2.take().expect("once"), "run", ());
         Ok(())
@@ -491,7 +491,7 @@ fn a_process_can_upgrade_many_times_and_each_version_is_closed_once() {
         let inner = tallies.clone();
         let (me, tally) = instance(move |_, out| {
             if left == 0 {
-                out.done(Box::new(0u64));
+                out.finish(0u64);
             } else {
                 out.upgrade(generation(left - 1, inner.clone()), "run", ());
             }

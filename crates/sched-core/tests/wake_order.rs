@@ -24,7 +24,7 @@ fn blocker(running: Arc<AtomicBool>, release: Arc<AtomicBool>) -> Box<dyn Proces
         while !release.load(Ordering::SeqCst) && Instant::now() < deadline {
             std::hint::spin_loop();
         }
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     })
 }
@@ -58,7 +58,7 @@ fn processes_woken_by_timers_run_in_deadline_order() {
                 for event in events {
                     if let Event::Timer { tag, .. } = event {
                         order.lock().unwrap().push(tag.0 as usize);
-                        out.done(Box::new(()));
+                        out.finish(());
                     }
                 }
                 Ok(())
@@ -110,7 +110,7 @@ fn a_process_woken_from_outside_runs_before_earlier_submissions() {
             for event in events {
                 if let Event::Message(_) = event {
                     order.lock().unwrap().push(u64::MAX);
-                    out.done(Box::new(()));
+                    out.finish(());
                 }
             }
             Ok(())
@@ -129,7 +129,7 @@ fn a_process_woken_from_outside_runs_before_earlier_submissions() {
             let order = order.clone();
             let new = process(move |_, out| {
                 order.lock().unwrap().push(i);
-                out.done(Box::new(()));
+                out.finish(());
                 Ok(())
             });
             submit(&engine, 100 + i, new)
@@ -180,7 +180,7 @@ fn outside_wakeups_do_not_hold_submissions_back() {
                 for event in events {
                     if let Event::Message(_) = event {
                         order.lock().unwrap().push(("woken", i));
-                        out.done(Box::new(()));
+                        out.finish(());
                     }
                 }
                 Ok(())
@@ -204,7 +204,7 @@ fn outside_wakeups_do_not_hold_submissions_back() {
             let order = order.clone();
             let new = process(move |_, out| {
                 order.lock().unwrap().push(("new", i));
-                out.done(Box::new(()));
+                out.finish(());
                 Ok(())
             });
             submit(&engine, 100 + i, new)

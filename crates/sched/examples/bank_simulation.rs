@@ -147,7 +147,7 @@ impl Process for Transfer {
                         amount: self.amount,
                     };
                     out.send(Package::new(out.pid(), self.to, deposit))?;
-                    out.done(Box::new(()));
+                    out.finish(());
                     return Ok(());
                 }
                 _ => {}
@@ -190,7 +190,7 @@ impl Process for AskingTransfer {
                         amount: self.amount,
                     };
                     out.send(Package::new(out.pid(), self.to, deposit))?;
-                    out.done(Box::new(()));
+                    out.finish(());
                     return Ok(());
                 }
                 // No answer in time (or none at all): ask again.

@@ -57,7 +57,7 @@ impl Process for Gather {
             }
         }
         if self.pending == 0 {
-            out.done(Box::new(self.sum));
+            out.finish(self.sum);
         }
         Ok(())
     }

@@ -54,14 +54,14 @@ impl Process for Node {
                         for i in 1..RING {
                             out.send(Package::new(out.pid(), Node::pid(i), Msg::Stop))?;
                         }
-                        out.done(Box::new(self.seen));
+                        out.finish(self.seen);
                         return Ok(());
                     }
                     self.seen += 1;
                     out.send(Package::new(out.pid(), next, Msg::Token { hops: hops + 1 }))?;
                 }
                 Msg::Stop => {
-                    out.done(Box::new(self.seen));
+                    out.finish(self.seen);
                     return Ok(());
                 }
             }

@@ -56,7 +56,7 @@ impl Process for Player {
                     let n = ping.downcast::<u64>().map_err(|_| "a ping carries a u64")?;
                     out.send(Package::new(me, from, n))?;
                     if n == ROUND_TRIPS {
-                        out.done(Box::new(self.messages));
+                        out.finish(self.messages);
                         return Ok(());
                     }
                 }
@@ -64,7 +64,7 @@ impl Process for Player {
                     self.messages += 1;
                     let n = pong.downcast::<u64>().map_err(|_| "a pong carries a u64")?;
                     if n == ROUND_TRIPS {
-                        out.done(Box::new(self.messages));
+                        out.finish(self.messages);
                         return Ok(());
                     }
                     if n % 10 == 0 {
@@ -79,7 +79,7 @@ impl Process for Player {
                     out.send(Package::new(me, *peer, tag.0 + 1))?;
                 }
                 (_, Event::Cancel) => {
-                    out.done(Box::new(self.messages));
+                    out.finish(self.messages);
                     return Ok(());
                 }
                 _ => {}

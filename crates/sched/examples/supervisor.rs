@@ -30,7 +30,7 @@ impl Process for Worker {
                     }
                     out.set_timer(Duration::from_millis(1), Tag(0));
                 }
-                Event::Cancel => out.done(Box::new(self.ticks)),
+                Event::Cancel => out.finish(self.ticks),
                 _ => {}
             }
         }
@@ -46,7 +46,7 @@ impl Process for Cache {
         for event in events {
             match event {
                 Event::Request(request) => request.reply("cached value"),
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }

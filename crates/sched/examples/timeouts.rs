@@ -86,7 +86,7 @@ impl Process for Order {
                         order: self.id,
                         completed: STEPS[..self.next_step].to_vec(),
                     });
-                    out.done(Box::new(result));
+                    out.finish(result);
                     return Ok(());
                 }
                 Event::Completion { result, .. } => {
@@ -101,7 +101,7 @@ impl Process for Order {
                             order: self.id,
                             took,
                         });
-                        out.done(Box::new(result));
+                        out.finish(result);
                     }
                 }
                 _ => {}

@@ -36,7 +36,7 @@ impl Process for Napper {
             }
         }
         if self.naps == NAPS {
-            out.done(Box::new(self.naps));
+            out.finish(self.naps);
         } else {
             out.yield_command(SLEEP, Tag(self.naps), Box::new(NAP));
         }

@@ -88,7 +88,7 @@ impl Process for CounterV2 {
             match package.payload::<Msg>() {
                 Some(Msg::Add(n)) => self.added += n,
                 Some(Msg::Finish) => {
-                    out.done(Box::new((self.inherited, self.added)));
+                    out.finish((self.inherited, self.added));
                     return Ok(());
                 }
                 Some(Msg::Upgrade) | None => return Err("unexpected message".into()),

@@ -51,7 +51,7 @@ use sched_core::{CommandError, CommandId, Event, Output, Tag, TimerId};
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Ok(Some(result)) = self.call.on_event(event, out) {
-///                 out.done(result?);
+///                 out.finish(result?);
 ///             }
 ///         }
 ///         Ok(())

@@ -11,7 +11,7 @@
 //! | [`out.continue_()`](Output::continue_) | run me again (behind the others waiting) |
 //! | [`out.yield_command(id, tag, data)`](Output::yield_command) | dispatch this command to the handler of `id`; wake me with its completion, tagged `tag` |
 //! | [`out.idle()`](Output::idle) (the default) | wait for messages |
-//! | [`out.done(result)`](Output::done) | finished, with this result |
+//! | [`out.finish(result)`](Output::done) | finished, with this result |
 //! | [`out.upgrade(process, method, input)`](Output::upgrade) | replace me with this new process, under the same PID, keeping my pending messages |
 //!
 //! and it can [`send`](Output::send) messages to other processes and
@@ -68,7 +68,7 @@
 //!                 self.pending -= 1;
 //!             }
 //!         }
-//!         if self.pending == 0 { out.done(Box::new(self.total)) }
+//!         if self.pending == 0 { out.finish(self.total) }
 //!         Ok(())
 //!     }
 //!     fn close(&mut self) {}
@@ -135,8 +135,8 @@ pub use sched_core::sim;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             match event {
-///                 Event::Message(m) if m.payload::<&str>().is_some() => out.done(Box::new("hello")),
-///                 Event::Cancel => out.done(Box::new("cancelled")),
+///                 Event::Message(m) if m.payload::<&str>().is_some() => out.finish("hello"),
+///                 Event::Cancel => out.finish("cancelled"),
 ///                 _ => {}
 ///             }
 ///         }
@@ -174,7 +174,7 @@ pub mod prelude {
 /// struct Once;
 /// impl Process for Once {
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         out.done(Box::new(()));
+///         out.finish(());
 ///         Ok(())
 ///     }
 /// }
@@ -206,8 +206,8 @@ pub mod process {
 pub mod command {
     pub use crate::call::{Call, CallError};
     pub use sched_core::{
-        Abandoned, Command, CommandError, CommandHandler, CommandId, CompleteError, Completer,
-        Rejected, Tag, TypedCommand, TypedCompleter, Yielded,
+        Abandoned, Command, CommandError, CommandHandler, CommandId, CommandRef, CompleteError,
+        Completer, Rejected, Tag, TypedCommand, TypedCompleter, Yielded,
     };
 }
 
@@ -243,7 +243,7 @@ pub mod message {
 /// }
 /// ```
 pub mod timer {
-    pub use sched_core::TimerId;
+    pub use sched_core::{Deadline, TimerId};
 }
 
 /// Relations between processes, as in Erlang: monitors, links, names, and

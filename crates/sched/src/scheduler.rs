@@ -31,7 +31,7 @@ use sched_core::{
 ///         for event in events {
 ///             if let Event::Message(msg) = event {
 ///                 match msg.downcast::<u64>() {
-///                     Ok(0) => { out.done(Box::new(self.sum)); return Ok(()); }
+///                     Ok(0) => { out.finish(self.sum); return Ok(()); }
 ///                     Ok(n) => self.sum += n,
 ///                     Err(_) => return Err("expected a u64".into()),
 ///                 }

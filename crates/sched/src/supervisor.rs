@@ -106,7 +106,7 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 /// impl Process for Flaky {
 ///    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///        if events.any(|e| matches!(e, Event::Cancel)) {
-///            out.done(Box::new(()));
+///            out.finish(());
 ///            return Ok(());
 ///        }
 ///        if self.runs.fetch_add(1, Ordering::SeqCst) == 0 {
@@ -396,7 +396,7 @@ impl Supervisor {
         }
         match cause {
             Stop::Cancelled => {
-                out.done(Box::new(self.report()));
+                out.finish(self.report());
                 Ok(())
             }
             Stop::Failed(error) => Err(Box::new(error)),

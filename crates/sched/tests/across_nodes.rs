@@ -136,7 +136,7 @@ impl Process for Target {
             match event {
                 Event::Message(m) => match m.payload::<&'static str>().copied() {
                     Some("fail") => return Err("boom".into()),
-                    Some("finish") => out.done(Box::new(())),
+                    Some("finish") => out.finish(()),
                     Some("panic") => panic!("kaboom"),
                     _ => {}
                 },

@@ -33,17 +33,17 @@ impl Process for Echo {
 
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if let Some(n) = self.input {
-            out.done(Box::new(n));
+            out.finish(n);
             return Ok(());
         }
         for event in events {
             match event {
                 Event::Message(p) => {
-                    out.done(p.into_payload());
+                    out.finish(p.into_payload());
                     return Ok(());
                 }
                 Event::Cancel => {
-                    out.done(Box::new("cancelled"));
+                    out.finish("cancelled");
                     return Ok(());
                 }
                 _ => {}

@@ -109,7 +109,7 @@ impl Process for Asker {
                     let id = out.ask(self.squarer, n, Duration::from_millis(50))?;
                     self.pending = Some(id);
                 }
-                None => out.done(Box::new(std::mem::take(&mut self.answers))),
+                None => out.finish(std::mem::take(&mut self.answers)),
             }
         }
         Ok(())
@@ -168,7 +168,7 @@ impl Process for SelfAsk {
                     self.replies += 1;
                     assert_eq!(result.unwrap_err(), AskError::Timeout);
                     self.held.take().expect("held").reply(7u64);
-                    out.done(Box::new(self.replies));
+                    out.finish(self.replies);
                 }
                 _ => {}
             }

@@ -30,11 +30,11 @@ impl Process for Echo {
         for event in events {
             match event {
                 Event::Message(p) => {
-                    out.done(p.into_payload());
+                    out.finish(p.into_payload());
                     return Ok(());
                 }
                 Event::Cancel => {
-                    out.done(Box::new("cancelled"));
+                    out.finish("cancelled");
                     return Ok(());
                 }
                 _ => {}
@@ -64,7 +64,7 @@ impl Process for Yielder {
         }
         for event in events {
             if let Event::Completion { result, .. } = event {
-                out.done(result?);
+                out.finish(result?);
                 return Ok(());
             }
         }

@@ -58,7 +58,7 @@ impl Process for Caller {
                         self.call.attempts(),
                         std::mem::take(&mut self.foreign),
                     );
-                    out.done(Box::new(report));
+                    out.finish(report);
                 }
                 Err(other) => self.foreign.push(format!("{other:?}")),
             }

@@ -52,7 +52,7 @@ impl Process for Asks {
                             Err(e) => Err(e.to_string()),
                         })
                         .collect();
-                    out.done(Box::new(texts));
+                    out.finish(texts);
                 }
                 _ => {}
             }

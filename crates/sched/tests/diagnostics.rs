@@ -19,7 +19,7 @@ impl Process for Fails {
                 match *m.payload::<&str>().unwrap_or(&"") {
                     "panic" => panic!("the disk is on fire (code 42)"),
                     "error" => return Err("bad input at line 7".into()),
-                    _ => out.done(Box::new(())),
+                    _ => out.finish(()),
                 }
             }
         }
@@ -45,7 +45,7 @@ impl Process for TrapsExits {
         }
         for event in events {
             if let Event::Exit { reason, detail, .. } = event {
-                out.done(Box::new((reason, detail)));
+                out.finish((reason, detail));
             }
         }
         Ok(())
@@ -67,7 +67,7 @@ impl Process for Watches {
         }
         for event in events {
             if let Event::Down(down) = event {
-                out.done(Box::new(down));
+                out.finish(down);
             }
         }
         Ok(())

@@ -29,7 +29,7 @@ impl Process for Waiter {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {
-                out.done(package.into_payload());
+                out.finish(package.into_payload());
             }
         }
         Ok(())

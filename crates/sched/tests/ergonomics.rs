@@ -24,7 +24,7 @@ impl Process for Doubler {
         }
         for event in events {
             if let Event::Completion { result, .. } = event {
-                out.done(result?);
+                out.finish(result?);
             }
         }
         Ok(())
@@ -79,7 +79,7 @@ struct Quick;
 
 impl Process for Quick {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        out.done(Box::new(out.pid()));
+        out.finish(out.pid());
         Ok(())
     }
 }
@@ -117,7 +117,7 @@ struct Inbox;
 impl Process for Inbox {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.count() > 0 {
-            out.done(Box::new(()));
+            out.finish(());
         }
         Ok(())
     }
@@ -133,7 +133,7 @@ fn a_step_spawns_with_the_same_call_as_outside_code_and_sends_with_question_mark
                 let child = out.spawn(Inbox)?;
                 // `?` on a send: its error converts into the step's.
                 out.send(Package::new(out.pid(), child.pid(), "go"))?;
-                out.done(Box::new(child));
+                out.finish(child);
             }
             Ok(())
         }
@@ -196,7 +196,7 @@ impl Process for StartsInStart {
             return Err("cannot start".into());
         }
         if self.finish_in_start {
-            out.done(Box::new((self.starts, self.steps)));
+            out.finish((self.starts, self.steps));
             return Ok(());
         }
         out.yield_command(DOUBLE, Tag(1), Box::new(21u64));
@@ -208,7 +208,7 @@ impl Process for StartsInStart {
         for event in events {
             if let Event::Completion { result, .. } = event {
                 let doubled = *result?.downcast::<u64>().map_err(|_| "not a u64")?;
-                out.done(Box::new((self.starts, self.steps, doubled)));
+                out.finish((self.starts, self.steps, doubled));
             }
         }
         Ok(())

@@ -14,7 +14,7 @@ impl Process for Waits {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if matches!(event, Event::Message(_) | Event::Cancel) {
-                out.done(Box::new(()));
+                out.finish(());
             }
         }
         Ok(())

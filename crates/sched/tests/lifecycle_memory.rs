@@ -64,11 +64,11 @@ impl Process for Short {
         // Each path brings back exactly one event, which ends the process.
         match events.next() {
             Some(Event::Completion { result, .. }) => {
-                out.done(result?);
+                out.finish(result?);
                 return Ok(());
             }
             Some(Event::Message(package)) => {
-                out.done(package.into_payload());
+                out.finish(package.into_payload());
                 return Ok(());
             }
             Some(Event::Cancel) => return Err("cancelled before finishing".into()),
@@ -81,7 +81,7 @@ impl Process for Short {
         self.started = true;
         let n = self.n;
         match n % 3 {
-            0 => out.done(Box::new(n)),
+            0 => out.finish(n),
             1 => out.yield_command(ECHO, Tag(n), Box::new(n)),
             _ => {
                 let me = out.pid();

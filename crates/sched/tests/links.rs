@@ -13,7 +13,7 @@ impl Process for Obedient {
         for event in events {
             if let Event::Message(m) = event {
                 match *m.payload::<&str>().unwrap_or(&"") {
-                    "finish" => out.done(Box::new(())),
+                    "finish" => out.finish(()),
                     "fail" => return Err("asked to fail".into()),
                     _ => {}
                 }
@@ -70,12 +70,12 @@ impl Process for Linker {
                     }
                 }
                 Event::Message(m) if m.payload::<&str>() == Some(&"finish") => {
-                    out.done(Box::new(std::mem::take(&mut self.exits)))
+                    out.finish(std::mem::take(&mut self.exits))
                 }
                 Event::Message(m) if m.payload::<&str>() == Some(&"fail") => {
                     return Err("asked to fail".into())
                 }
-                Event::Timer { .. } => out.done(Box::new(std::mem::take(&mut self.exits))),
+                Event::Timer { .. } => out.finish(std::mem::take(&mut self.exits)),
                 _ => {}
             }
         }

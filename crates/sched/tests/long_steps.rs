@@ -19,7 +19,7 @@ impl Process for Blocks {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.started.send(()).unwrap();
         let _ = self.release.lock().unwrap().recv_timeout(WAIT);
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     }
 }
@@ -31,7 +31,7 @@ impl Process for Busy {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.0 -= 1;
         if self.0 == 0 {
-            out.done(Box::new(()));
+            out.finish(());
         } else {
             out.continue_();
         }

@@ -56,7 +56,7 @@ impl Process for Counter {
                         answer.answer(self.0);
                     }
                 }
-                Event::Cancel => out.done(Box::new(self.0)),
+                Event::Cancel => out.finish(self.0),
                 _ => {}
             }
         }
@@ -149,7 +149,7 @@ impl Process for WrongAsker {
         let asked = self.asked.expect("asked at start");
         for event in events {
             if let Ok(answer) = asked.answer(event) {
-                out.done(Box::new(answer));
+                out.finish(answer);
             }
         }
         Ok(())
@@ -187,7 +187,7 @@ fn a_request_dropped_without_a_take_is_still_no_reply() {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Cancel = event {
-                    out.done(Box::new(()));
+                    out.finish(());
                 }
             }
             Ok(())

@@ -16,12 +16,12 @@ impl Process for Obedient {
         for event in events {
             match event {
                 Event::Message(m) => match *m.payload::<&str>().unwrap_or(&"") {
-                    "finish" => out.done(Box::new(())),
+                    "finish" => out.finish(()),
                     "fail" => return Err("asked to fail".into()),
                     "panic" => panic!("asked to panic"),
                     _ => {}
                 },
-                Event::Cancel => out.done(Box::new("cancelled gracefully")),
+                Event::Cancel => out.finish("cancelled gracefully"),
                 _ => {}
             }
         }
@@ -107,7 +107,7 @@ impl Process for Parent {
                         out.set_timer(Duration::from_millis(50), Tag(0));
                     }
                 }
-                Event::Timer { .. } => out.done(Box::new(std::mem::take(&mut self.downs))),
+                Event::Timer { .. } => out.finish(std::mem::take(&mut self.downs)),
                 _ => {}
             }
         }
@@ -143,7 +143,7 @@ impl Process for Watcher {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.leave {
             out.monitor(self.target);
-            out.done(Box::new(()));
+            out.finish(());
             return Ok(());
         }
         for event in events {
@@ -151,7 +151,7 @@ impl Process for Watcher {
                 Event::Down(_) => {
                     self.downs.fetch_add(1, SeqCst);
                 }
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }
@@ -280,7 +280,7 @@ impl Process for Blocked {
         }
         for event in events {
             if let Event::Cancel = event {
-                out.done(Box::new("compensated"));
+                out.finish("compensated");
             }
         }
         Ok(())

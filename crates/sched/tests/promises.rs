@@ -46,10 +46,10 @@ impl Process for ReplyOrTimeout {
             match event {
                 Event::Message(reply) => {
                     self.cancelled = Some(out.cancel_timer(self.timeout.expect("armed")));
-                    out.done(Box::new((reply.downcast::<u64>().ok(), self.cancelled)));
+                    out.finish((reply.downcast::<u64>().ok(), self.cancelled));
                 }
                 Event::Timer { tag: Tag(1), .. } => {
-                    out.done(Box::new((None::<u64>, self.cancelled)));
+                    out.finish((None::<u64>, self.cancelled));
                 }
                 _ => {}
             }
@@ -85,7 +85,7 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
     impl Process for Hog {
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             spin(Duration::from_millis(1));
-            out.done(Box::new(()));
+            out.finish(());
             Ok(())
         }
     }
@@ -123,9 +123,9 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
                 match event {
                     Event::Message(reply) => {
                         out.cancel_timer(self.timeout.expect("armed"));
-                        out.done(Box::new(reply.downcast::<u64>().ok()));
+                        out.finish(reply.downcast::<u64>().ok());
                     }
-                    Event::Timer { tag: Tag(1), .. } => out.done(Box::new(None::<u64>)),
+                    Event::Timer { tag: Tag(1), .. } => out.finish(None::<u64>),
                     _ => {}
                 }
             }
@@ -155,7 +155,7 @@ fn a_monitor_removed_mid_batch_is_never_seen() {
     struct Ends;
     impl Process for Ends {
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-            out.done(Box::new(()));
+            out.finish(());
             Ok(())
         }
     }
@@ -186,7 +186,7 @@ fn a_monitor_removed_mid_batch_is_never_seen() {
                         .find(|&m| m != down.monitor)
                         .expect("two monitors");
                     assert!(out.demonitor(other), "its down was not handed out");
-                    out.done(Box::new(self.seen.clone()));
+                    out.finish(self.seen.clone());
                 }
             }
             Ok(())
@@ -254,7 +254,7 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
                     Event::Message(m) if m.payload::<&str>() == Some(&"marker") => {
                         self.marker_seen = true;
                     }
-                    Event::Message(_) => out.done(Box::new(())),
+                    Event::Message(_) => out.finish(()),
                     _ => {}
                 }
             }
@@ -292,7 +292,7 @@ fn a_delayed_message_outlives_its_sender() {
                 Duration::from_millis(20),
                 Package::new(out.pid(), self.to, "later"),
             )?;
-            out.done(Box::new(()));
+            out.finish(());
             Ok(())
         }
     }
@@ -301,7 +301,7 @@ fn a_delayed_message_outlives_its_sender() {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Message(m) = event {
-                    out.done(m.into_payload());
+                    out.finish(m.into_payload());
                 }
             }
             Ok(())
@@ -373,7 +373,7 @@ fn delayed_messages_from_one_sender_arrive_in_order() {
                 if let Event::Message(m) = event {
                     self.got.push(*m.payload::<u32>().expect("a u32"));
                     if self.got.len() == self.expect {
-                        out.done(Box::new(std::mem::take(&mut self.got)));
+                        out.finish(std::mem::take(&mut self.got));
                     }
                 }
             }
@@ -414,7 +414,7 @@ fn assert_alive(scheduler: &Scheduler, workers: usize) {
     struct Quick;
     impl Process for Quick {
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-            out.done(Box::new(1u8));
+            out.finish(1u8);
             Ok(())
         }
     }
@@ -465,7 +465,7 @@ fn a_late_reply_whose_drop_panics_is_contained() {
                         )?;
                     }
                     Event::Reply { result: Ok(_), .. } => return Err("a late answer".into()),
-                    Event::Message(_) => out.done(Box::new(())),
+                    Event::Message(_) => out.finish(()),
                     _ => {}
                 }
             }
@@ -492,7 +492,7 @@ fn a_hook_panic_whose_payload_panics_on_drop_is_contained() {
     struct Ends;
     impl Process for Ends {
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-            out.done(Box::new(()));
+            out.finish(());
             Ok(())
         }
     }
@@ -537,7 +537,7 @@ fn a_command_handler_panic_whose_payload_panics_on_drop_is_contained() {
             for event in events {
                 first = false;
                 if let Event::Completion { result, .. } = event {
-                    out.done(Box::new(result.is_err()));
+                    out.finish(result.is_err());
                 }
             }
             if first && out.yield_count() == 0 {
@@ -588,7 +588,7 @@ fn a_waker_that_panics_does_not_lose_the_outcome() {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Message(_) = event {
-                    out.done(Box::new(5u8));
+                    out.finish(5u8);
                 }
             }
             Ok(())

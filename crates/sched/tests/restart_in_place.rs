@@ -34,7 +34,7 @@ impl Process for Service {
                     }
                     request.reply((self.instance, n));
                 }
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }

@@ -111,7 +111,7 @@ impl Process for Busy {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let cancelled = events.any(|e| matches!(e, Event::Cancel));
         if cancelled && self.heeds_cancel {
-            out.done(Box::new(Heeded));
+            out.finish(Heeded);
             return Ok(());
         }
         let first = !self.stepped;

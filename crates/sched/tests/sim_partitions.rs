@@ -253,7 +253,7 @@ impl Process for Target {
                         }
                     }
                     Some(&"end") => {
-                        out.done(Box::new(()));
+                        out.finish(());
                         return Ok(());
                     }
                     Some(&"fail") => return Err("told to fail".into()),

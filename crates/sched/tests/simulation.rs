@@ -40,7 +40,7 @@ impl Process for Peer {
                 Event::Timer { .. } => {
                     self.ticks += 1;
                     if self.ticks >= self.rounds {
-                        out.done(Box::new(self.sent));
+                        out.finish(self.sent);
                         return Ok(());
                     }
                     let peers = self.peers.lock().unwrap().clone();
@@ -56,7 +56,7 @@ impl Process for Peer {
                 }
                 Event::Message(_) | Event::Completion { .. } => {}
                 Event::Cancel => {
-                    out.done(Box::new(self.sent));
+                    out.finish(self.sent);
                     return Ok(());
                 }
                 _ => {}
@@ -169,7 +169,7 @@ struct Ticker {
 impl Process for Ticker {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.left == 0 {
-            out.done(Box::new(()));
+            out.finish(());
         } else {
             self.left -= 1;
             out.continue_();
@@ -194,7 +194,7 @@ impl Process for Sleeper {
             }
             Some(started) => {
                 if events.any(|e| matches!(e, Event::Timer { .. })) {
-                    out.done(Box::new(out.now() - started));
+                    out.finish(out.now() - started);
                 }
             }
         }
@@ -283,7 +283,7 @@ impl Process for Counter {
         out.send(Package::new(out.pid(), self.to, self.next))?;
         self.next += 1;
         if self.next == self.count {
-            out.done(Box::new(()));
+            out.finish(());
         } else {
             out.continue_();
         }
@@ -402,7 +402,7 @@ impl Process for Yielder {
             }
         }
         if self.waiting == 0 {
-            out.done(Box::new(()));
+            out.finish(());
         }
         Ok(())
     }
@@ -477,7 +477,7 @@ impl Process for Child {
 
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.any(|e| matches!(e, Event::Cancel)) {
-            out.done(Box::new(()));
+            out.finish(());
         }
         Ok(())
     }
@@ -539,7 +539,7 @@ fn a_crash_at_a_chosen_step_is_a_panic_that_monitors_and_supervisors_see() {
             for event in events {
                 if let Event::Down(down) = event {
                     *self.down.lock().unwrap() = Some(down.reason);
-                    out.done(Box::new(()));
+                    out.finish(());
                 }
             }
             Ok(())
@@ -581,7 +581,7 @@ impl Process for Asker {
                         .to_owned(),
                     Err(error) => format!("no answer: {error}"),
                 };
-                out.done(Box::new(text));
+                out.finish(text);
             }
         }
         Ok(())
@@ -660,7 +660,7 @@ fn a_shutdown_a_step_asks_for_runs_on_the_simulation_thread() {
     impl Process for Stopper {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if events.any(|e| matches!(e, Event::Cancel)) {
-                out.done(Box::new(()));
+                out.finish(());
             } else {
                 assert!(out.context().request_shutdown(Duration::from_secs(5)));
             }
@@ -1000,7 +1000,7 @@ struct Ticking {
 impl Process for Ticking {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.next == self.count {
-            out.done(Box::new(()));
+            out.finish(());
             return Ok(());
         }
         out.send(Package::new(out.pid(), self.to, self.next))?;
@@ -1105,7 +1105,7 @@ impl Process for Quiet {
             match event {
                 Event::Request(request) => self.0.push(request.into_parts().1),
                 Event::Message(m) if m.payload::<&'static str>() == Some(&"end") => {
-                    out.done(Box::new(()));
+                    out.finish(());
                 }
                 _ => {}
             }

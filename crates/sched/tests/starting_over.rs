@@ -19,7 +19,7 @@ impl Process for Silent {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if matches!(event, Event::Message(_) | Event::Cancel) {
-                out.done(Box::new(()));
+                out.finish(());
             }
         }
         Ok(())
@@ -52,7 +52,7 @@ impl Process for StartsOver {
         for event in events {
             match event {
                 Event::Timer { tag: Tag(9), .. } => {
-                    out.done(Box::new(std::mem::take(&mut self.seen)));
+                    out.finish(std::mem::take(&mut self.seen));
                 }
                 other => self.seen.push(format!("{other:?}")),
             }

@@ -48,10 +48,10 @@ impl Process for Member {
                 Event::Message(m) => match *m.payload::<&str>().unwrap_or(&"") {
                     "crash" => return Err("asked to crash".into()),
                     "panic" => panic!("asked to panic"),
-                    "finish" => out.done(Box::new(())),
+                    "finish" => out.finish(()),
                     _ => {}
                 },
-                Event::Cancel if !self.stubborn => out.done(Box::new(())),
+                Event::Cancel if !self.stubborn => out.finish(()),
                 _ => {}
             }
         }
@@ -316,7 +316,7 @@ impl Process for Fragile {
         for event in events {
             match event {
                 Event::Message(_) => return Err("crash".into()),
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }

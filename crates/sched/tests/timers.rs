@@ -87,7 +87,7 @@ impl Process for Sleeper {
                 let mut seen = self.seen.lock().unwrap();
                 seen.push((tag.0, started.elapsed()));
                 if seen.len() == self.expect {
-                    out.done(Box::new(()));
+                    out.finish(());
                 }
             }
         }
@@ -159,10 +159,10 @@ impl Process for Inbox {
                     let text = m.downcast::<&str>().map_err(|_| "a &str")?;
                     self.got.lock().unwrap().push(text.to_owned());
                     if text == "stop" {
-                        out.done(Box::new(()));
+                        out.finish(());
                     }
                 }
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }
@@ -309,7 +309,7 @@ fn a_process_with_many_timers_cancels_and_receives_exactly_the_right_ones() {
             if self.fired.len() as u64 == N / 2 {
                 let mut fired = std::mem::take(&mut self.fired);
                 fired.sort_unstable();
-                out.done(Box::new((fired, self.second_cancels)));
+                out.finish((fired, self.second_cancels));
             }
             Ok(())
         }

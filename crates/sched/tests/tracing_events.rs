@@ -34,7 +34,7 @@ impl Process for Fragile {
         for event in events {
             match event {
                 Event::Message(_) => return Err("fragile broke".into()),
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }
@@ -48,7 +48,7 @@ struct Slow;
 impl Process for Slow {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         std::thread::sleep(Duration::from_millis(60));
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     }
 }
@@ -69,7 +69,7 @@ impl Process for Watcher {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Exit { .. } = event {
-                out.done(Box::new(()));
+                out.finish(());
             }
         }
         Ok(())

@@ -31,7 +31,7 @@ impl Process for Ponger {
                     let ping = package.downcast::<Ping>().map_err(|_| "not a Ping")?;
                     out.tell(ping.reply_to, ping.n + 1)?;
                 }
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }
@@ -67,7 +67,7 @@ impl Process for Pinger {
                 let n = package.downcast::<u64>().map_err(|_| "not a u64")?;
                 if n == self.rounds {
                     out.context().terminate(ponger.pid())?;
-                    out.done(Box::new(n));
+                    out.finish(n);
                     return Ok(());
                 }
                 out.tell(ponger, Ping { reply_to: me, n })?;
@@ -126,7 +126,7 @@ impl Process for Asker {
         let mut asked = false;
         for event in events {
             if let Event::Completion { result, .. } = event {
-                out.done(result?);
+                out.finish(result?);
                 return Ok(());
             }
             asked = true;
@@ -148,7 +148,7 @@ impl Process for Inbox {
                 Event::Message(_) => {
                     self.0.fetch_add(1, SeqCst);
                 }
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }
@@ -204,7 +204,7 @@ impl Process for Stopper {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
-                out.done(Box::new("cancelled"));
+                out.finish("cancelled");
                 return Ok(());
             }
         }

@@ -43,7 +43,7 @@ impl Process for Shop {
                         }
                     },
                 },
-                Event::Cancel => out.done(Box::new(())),
+                Event::Cancel => out.finish(()),
                 _ => {}
             }
         }
@@ -70,7 +70,7 @@ impl Process for Buyer {
         for event in events {
             if let Ok(price) = asked.answer(event) {
                 let price: u32 = price?;
-                out.done(Box::new(price));
+                out.finish(price);
             }
         }
         Ok(())
@@ -170,7 +170,7 @@ impl Process for NamedBuyer {
         }
         if self.got.len() == 3 {
             self.got.sort();
-            out.done(Box::new(std::mem::take(&mut self.got)));
+            out.finish(std::mem::take(&mut self.got));
         }
         Ok(())
     }

@@ -61,9 +61,9 @@ impl Process for Service {
                 Event::Message(m) if m.payload::<&str>() == Some(&"hold") => self.hold(),
                 Event::Message(m) if m.payload::<&str>() == Some(&"hold, then finish") => {
                     self.hold();
-                    out.done(Box::new(self.version));
+                    out.finish(self.version);
                 }
-                Event::Cancel => out.done(Box::new(self.version)),
+                Event::Cancel => out.finish(self.version),
                 _ => {}
             }
         }

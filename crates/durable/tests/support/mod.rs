@@ -50,7 +50,7 @@ impl Durable for Tally {
     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
         if let Input::Message { message, .. } = input {
             if message == 0 {
-                out.done(&self.total)?;
+                out.finish(&self.total)?;
             } else {
                 self.total += message;
             }

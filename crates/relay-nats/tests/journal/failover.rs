@@ -64,7 +64,7 @@ impl Durable for Counter {
                 self.at += 1;
                 self.sum = fold(self.sum, self.at);
                 if self.at == self.steps {
-                    out.done(&self.sum)?;
+                    out.finish(&self.sum)?;
                 } else {
                     out.set_timer(Duration::from_millis(10), Tag(1));
                 }

@@ -59,7 +59,7 @@ impl sched::Process for Paced {
                             Some(LinkError::NodeDown(_))
                         ) =>
                 {
-                    out.done(Box::new(self.next - 1));
+                    out.finish(self.next - 1);
                     return Ok(());
                 }
                 // Full, or refused while the two nodes reset their
@@ -71,7 +71,7 @@ impl sched::Process for Paced {
             }
         }
         if self.next > self.count {
-            out.done(Box::new(self.count));
+            out.finish(self.count);
         } else {
             out.set_timer(Duration::from_millis(1), Tag(0));
         }

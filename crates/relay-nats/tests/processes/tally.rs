@@ -141,7 +141,7 @@ impl sched::Process for CountingPlayer {
                 }
                 self.pongs.fetch_add(1, Relaxed);
                 if n == self.rounds {
-                    out.done(Box::new(n));
+                    out.finish(n);
                     return Ok(());
                 }
                 self.sent += 1;

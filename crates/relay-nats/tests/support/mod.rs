@@ -523,7 +523,7 @@ impl sched::Process for Player {
             if let Event::Message(package) = event {
                 let Pong(n) = package.downcast::<Pong>().map_err(|_| "not a pong")?;
                 if n == self.rounds {
-                    out.done(Box::new(n));
+                    out.finish(n);
                     return Ok(());
                 }
                 out.send(Package::new(out.pid(), self.peer, Ping(n + 1)))?;
@@ -561,7 +561,7 @@ impl sched::Process for Burst {
         for n in 1..=self.count {
             out.send(Package::new(out.pid(), self.to, Seq { from: self.from, n }))?;
         }
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     }
 }

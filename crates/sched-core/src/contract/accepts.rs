@@ -40,7 +40,7 @@ use crate::contract::process::Process;
 ///             let Event::Message(package) = event else { continue };
 ///             match package.downcast::<Count>() {
 ///                 Ok(Count::Add(n)) => self.total += n,
-///                 Ok(Count::Finish) => out.done(Box::new(self.total)),
+///                 Ok(Count::Finish) => out.finish(self.total),
 ///                 Err(other) => tracing::warn!(?other, "not a Count"),
 ///             }
 ///         }

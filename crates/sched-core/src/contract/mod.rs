@@ -25,3 +25,19 @@ pub(crate) mod timer_id;
 pub(crate) mod typed_command;
 pub(crate) mod upgrade;
 pub(crate) mod urgent;
+
+/// `payload` as an `A`, or the payload back. The untyped case, `A =
+/// Payload`, is the payload itself, as it came: that is how every typed
+/// handle (`Reply<A>`, `ReplyId<A>`, `Yielded<R>`) has its untyped form as
+/// its `Payload` case.
+pub(crate) fn downcast<A: std::any::Any>(payload: relay::Payload) -> Result<A, relay::Payload> {
+    if std::any::TypeId::of::<A>() == std::any::TypeId::of::<relay::Payload>() {
+        let mut slot = Some(payload);
+        let any: &mut dyn std::any::Any = &mut slot;
+        return Ok(any
+            .downcast_mut::<Option<A>>()
+            .and_then(Option::take)
+            .expect("`A` is `Payload`"));
+    }
+    payload.downcast::<A>().map(|value| *value)
+}

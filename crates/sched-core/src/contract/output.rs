@@ -8,7 +8,7 @@ use crate::contract::command::{CommandId, Tag};
 use crate::contract::event::Event;
 use crate::contract::pending::{extras, Extras, StepLists};
 use crate::contract::step_engine::StepEngine;
-use crate::contract::typed_command::{TypedCommand, Yielded};
+use crate::contract::typed_command::{CommandRef, Yielded};
 use crate::contract::upgrade::Upgrade;
 use crate::panic_guard::drop_user_value;
 
@@ -243,22 +243,10 @@ impl<'a> Output<'a> {
         self.status = Status::Idle;
     }
 
-    /// Finishes the process with `result`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::Output;
-    /// fn finish(out: &mut Output<'_>) { out.done(Box::new(42u64)) }
-    /// ```
-    pub fn done(&mut self, result: Payload) {
-        self.status = Status::Done(result);
-    }
-
-    /// Finishes the process with `value`, boxed here: `out.finish(42u64)`
-    /// is `out.done(Box::new(42u64))`. A value that is already a
-    /// [`Payload`] is not boxed twice. Read it typed with
-    /// [`Completion::typed`](crate::Completion::typed).
+    /// Finishes the process with `value`: the outcome is `Ok(value)`. A
+    /// value that is already a [`Payload`] is not boxed twice (pass a
+    /// `Box<T>` as `*boxed`, or it is the box that is the outcome). Read it
+    /// typed with [`Completion::typed`](crate::Completion::typed).
     ///
     /// # Examples
     ///
@@ -267,7 +255,7 @@ impl<'a> Output<'a> {
     /// fn finish(out: &mut Output<'_>, total: u64) { out.finish(total) }
     /// ```
     pub fn finish(&mut self, value: impl std::any::Any + Send) {
-        self.done(relay::into_payload(value));
+        self.status = Status::Done(relay::into_payload(value));
     }
 
     /// Yields `data` to the handler of `command`; its completion comes back
@@ -281,37 +269,18 @@ impl<'a> Output<'a> {
     ///     out.yield_command(CommandId(7), Tag(1), Box::new(std::time::Duration::from_millis(5)));
     /// }
     /// ```
-    pub fn yield_command(&mut self, command: CommandId, tag: Tag, data: Payload) {
-        self.yields.push(Yield { command, tag, data });
-    }
-
-    /// [`yield_command`](Output::yield_command) with the types of a
-    /// [`TypedCommand`]: `data` is boxed here, and the returned
-    /// [`Yielded`] reads the completion as an `R`.
-    ///
-    /// # Examples
-    ///
-    /// See [`TypedCommand`].
-    pub fn yield_typed<D: std::any::Any + Send, R: std::any::Any>(
+    pub fn yield_command<C: CommandRef>(
         &mut self,
-        command: TypedCommand<D, R>,
+        command: C,
         tag: Tag,
-        data: D,
-    ) -> Yielded<R> {
-        self.yield_command(command.id(), tag, relay::into_payload(data));
+        data: C::Data,
+    ) -> Yielded<C::Result> {
+        self.yields.push(Yield {
+            command: command.command_id(),
+            tag,
+            data: relay::into_payload(data),
+        });
         Yielded::new(tag)
-    }
-
-    /// How many commands this step has yielded so far.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::Output;
-    /// fn nothing_yielded(out: &Output<'_>) -> bool { out.yield_count() == 0 }
-    /// ```
-    pub fn yield_count(&self) -> usize {
-        self.yields.len()
     }
 
     /// Forgets what this step has asked for so far: the commands it
@@ -336,24 +305,6 @@ impl<'a> Output<'a> {
         for dropped in self.yields.drain(..) {
             drop_user_value(dropped.data, self.pid, "a command yielded before a reset");
         }
-    }
-
-    /// A fresh PID on this scheduler's node, for
-    /// [`submit`](Output::submit) (or to tell others about
-    /// before the process exists).
-    ///
-    /// # Errors
-    ///
-    /// The node's id space is exhausted.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use sched::Output;
-    /// fn fresh(out: &Output<'_>) -> sched::Pid { out.allocate_pid().unwrap() }
-    /// ```
-    pub fn allocate_pid(&self) -> Result<Pid, relay::PidsExhausted> {
-        self.engine.allocate_pid()
     }
 }
 

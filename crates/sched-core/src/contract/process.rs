@@ -40,7 +40,7 @@ use crate::panic_guard::{drop_payload, panic_message};
 ///     }
 ///     fn step(&mut self, _events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         self.left -= 1;
-///         if self.left == 0 { out.done(Box::new("finished")) } else { out.continue_() }
+///         if self.left == 0 { out.finish("finished") } else { out.continue_() }
 ///         Ok(())
 ///     }
 ///     fn close(&mut self) {}
@@ -59,7 +59,7 @@ use crate::panic_guard::{drop_payload, panic_message};
 ///
 /// impl Process for Hello {
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         out.done(Box::new("hello"));
+///         out.finish("hello");
 ///         Ok(())
 ///     }
 /// }
@@ -108,8 +108,8 @@ pub trait Process: Send + 'static {
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             match event {
-    ///                 Event::Completion { result, .. } => out.done(Box::new(Some(result?))),
-    ///                 Event::Timer { .. } => out.done(Box::new(None::<Payload>)),
+    ///                 Event::Completion { result, .. } => out.finish(Some(result?)),
+    ///                 Event::Timer { .. } => out.finish(None::<Payload>),
     ///                 _ => {}
     ///             }
     ///         }
@@ -144,7 +144,7 @@ pub trait Process: Send + 'static {
     ///
     /// impl Process for Ticker {
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-    ///         out.done(Box::new(()));
+    ///         out.finish(());
     ///         Ok(())
     ///     }
     /// }
@@ -171,7 +171,7 @@ pub trait Process: Send + 'static {
 /// struct Hello;
 /// impl Process for Hello {
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         out.done(Box::new("hello"));
+///         out.finish("hello");
 ///         Ok(())
 ///     }
 /// }
@@ -184,6 +184,17 @@ pub trait Process: Send + 'static {
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+/// `process` as a `Box<dyn Process>`, without boxing it again when it is
+/// one already (a type chosen at run time).
+pub(crate) fn boxed<P: Process>(process: P) -> Box<dyn Process> {
+    let mut slot = Some(process);
+    let any: &mut dyn std::any::Any = &mut slot;
+    match any.downcast_mut::<Option<Box<dyn Process>>>() {
+        Some(already) => already.take().expect("just filled"),
+        None => Box::new(slot.take().expect("just filled")),
+    }
+}
+
 impl<P: Process + ?Sized> Process for Box<P> {
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         (**self).init(cx, method, input)

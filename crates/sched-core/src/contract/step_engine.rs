@@ -15,7 +15,7 @@
 use std::any::Any;
 use std::time::{Duration, Instant};
 
-use relay::{Package, Payload, Pid, PidsExhausted, SendError};
+use relay::{Package, Payload, Pid, SendError};
 
 use crate::contract::command::Tag;
 use crate::contract::down::{MonitorId, NameError};
@@ -29,9 +29,6 @@ pub(crate) trait StepEngine:
 {
     /// Delivers `package` to its target process.
     fn send(&self, package: Package) -> Result<(), SendError>;
-
-    /// A fresh PID on the engine's node.
-    fn allocate_pid(&self) -> Result<Pid, PidsExhausted>;
 
     /// The stepped process's priority (`runqueue/order.rs`).
     fn priority(&self) -> crate::Priority;

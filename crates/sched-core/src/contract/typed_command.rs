@@ -6,6 +6,8 @@ use std::any::{type_name, Any};
 use std::fmt;
 use std::marker::PhantomData;
 
+use relay::Payload;
+
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::error::UnexpectedValue;
 use crate::contract::event::{CommandError, Event};
@@ -107,7 +109,56 @@ impl<D, R> fmt::Debug for TypedCommand<D, R> {
     }
 }
 
-/// A typed yield in flight: its tag, and the type of its result, for
+/// What a step yields to ([`Output::yield_command`](crate::Output::yield_command)):
+/// an untyped [`CommandId`], whose data and result are [`Payload`]s, or a
+/// [`TypedCommand<D, R>`], whose data is a `D` and result an `R`.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::command::{CommandRef, TypedCommand};
+///
+/// const SLEEP: CommandId = CommandId(1);
+/// const FETCH: TypedCommand<String, Vec<u8>> = TypedCommand::new(CommandId(2));
+///
+/// fn both(out: &mut Output<'_>) {
+///     out.yield_command(SLEEP, Tag(1), Box::new(5u64) as Payload);
+///     let fetching = out.yield_command(FETCH, Tag(2), "https://example.com".to_owned());
+///     # let _ = fetching;
+/// }
+/// # fn is_ref<C: CommandRef>(_: C) {}
+/// # is_ref(SLEEP);
+/// ```
+pub trait CommandRef: Copy {
+    /// What the step hands the handler.
+    type Data: Any + Send;
+    /// What the completion carries.
+    type Result: Any;
+
+    /// The command's id.
+    fn command_id(self) -> CommandId;
+}
+
+impl CommandRef for CommandId {
+    type Data = Payload;
+    type Result = Payload;
+
+    fn command_id(self) -> CommandId {
+        self
+    }
+}
+
+impl<D: Any + Send, R: Any> CommandRef for TypedCommand<D, R> {
+    type Data = D;
+    type Result = R;
+
+    fn command_id(self) -> CommandId {
+        self.id()
+    }
+}
+
+/// A yield in flight: its tag, and the type of its result, for
 /// reading the [`Event::Completion`] it gets.
 ///
 /// # Examples
@@ -147,7 +198,7 @@ impl<R: Any> Yielded<R> {
     pub fn result(&self, event: Event) -> Result<Result<R, CommandError>, Event> {
         match event {
             Event::Completion { tag, result } if tag == self.tag => Ok(result.and_then(|value| {
-                value.downcast::<R>().map(|value| *value).map_err(|value| {
+                crate::contract::downcast::<R>(value).map_err(|value| {
                     CommandError::UnexpectedType(UnexpectedValue::new(type_name::<R>(), value))
                 })
             })),

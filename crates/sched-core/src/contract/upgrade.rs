@@ -97,27 +97,10 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn upgrade<P: Process>(&mut self, process: P, method: &str, input: impl Any + Send) {
-        self.upgrade_boxed(Box::new(process), method, relay::into_payload(input));
-    }
-
-    /// [`upgrade`](Output::upgrade) to a process that is already boxed (a
-    /// type chosen at run time) with an input that is already a
-    /// [`Payload`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    ///
-    /// fn hand_over(out: &mut Output<'_>, next: Box<dyn Process>, state: u64) {
-    ///     out.upgrade_boxed(next, "resume", Box::new(state));
-    /// }
-    /// ```
-    pub fn upgrade_boxed(&mut self, process: Box<dyn Process>, method: &str, input: Payload) {
         self.status = Status::Upgrade(Box::new(Upgrade {
-            process,
+            process: crate::contract::process::boxed(process),
             method: method.to_owned(),
-            input,
+            input: relay::into_payload(input),
         }));
     }
 }

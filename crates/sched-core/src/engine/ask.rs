@@ -369,21 +369,9 @@ fn no_such_name(from: Pid, question: Payload) -> SendError {
     SendError::unknown_target(Package::from_payload(from, Pid::OUTSIDE, question))
 }
 
-/// Reads an answer as `A`. The untyped case, `A = Payload`, is the answer
-/// itself, as it came.
+/// Reads an answer as `A` (the untyped case, `A = Payload`, as it came).
 fn answer_as<A: Any>(payload: Payload) -> Result<A, AskError> {
-    if std::any::TypeId::of::<A>() == std::any::TypeId::of::<Payload>() {
-        let mut slot = Some(payload);
-        let slot: &mut dyn Any = &mut slot;
-        return Ok(slot
-            .downcast_mut::<Option<A>>()
-            .and_then(Option::take)
-            .expect("`A` is `Payload`"));
-    }
-    payload
-        .downcast::<A>()
-        .map(|answer| *answer)
-        .map_err(|_| AskError::UnexpectedType)
+    crate::contract::downcast::<A>(payload).map_err(|_| AskError::UnexpectedType)
 }
 
 /// Asks: one verb, from outside or from a step.
@@ -470,7 +458,7 @@ impl Output<'_> {
     ///         let Some(asked) = &self.asked else { return Ok(()) };
     ///         for event in events {
     ///             if let Ok(price) = asked.answer(event) {
-    ///                 out.done(Box::new(price?));
+    ///                 out.finish(price?);
     ///             }
     ///         }
     ///         Ok(())

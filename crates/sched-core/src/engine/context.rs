@@ -28,7 +28,7 @@ use crate::contract::output::Output;
 ///         let live = cx.stats().live_processes;
 ///         let helper = cx.spawn(Helper)?;
 ///         cx.send(helper.pid(), 21u64)?;
-///         out.done(Box::new(live));
+///         out.finish(live);
 ///         Ok(())
 ///     }
 /// }
@@ -38,7 +38,7 @@ use crate::contract::output::Output;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let sched::Event::Message(m) = event {
-///                 out.done(Box::new(m.payload::<u64>().copied().unwrap_or(0) * 2));
+///                 out.finish(m.payload::<u64>().copied().unwrap_or(0) * 2);
 ///             }
 ///         }
 ///         Ok(())

@@ -20,19 +20,8 @@ impl Context {
         self.shared().groups.find(name).map(Group::from_index)
     }
 
-    /// What the engine reports of `group`: its name, weight, step time so
-    /// far and processes ready now; `None` for a group it does not have.
-    /// Sums each worker's figures (a few loads per worker and lane).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let engine = sched::engine::Engine::builder().workers(1).group("web", 3).build();
-    /// let web = engine.group("web").expect("declared");
-    /// let info = engine.group_info(web).expect("a group of this engine");
-    /// assert_eq!(info.weight, 3);
-    /// ```
-    pub fn group_info(&self, group: Group) -> Option<GroupInfo> {
+    /// What the engine reports of `group` (see [`groups`](Context::groups)).
+    fn group_info(&self, group: Group) -> Option<GroupInfo> {
         let shared = self.shared();
         let index = group.index();
         let count = shared.groups.len();

@@ -170,7 +170,7 @@ impl Output<'_> {
     ///         }
     ///         for event in events {
     ///             if let Event::Exit { reason, .. } = event {
-    ///                 out.done(Box::new(reason));
+    ///                 out.finish(reason);
     ///             }
     ///         }
     ///         Ok(())

@@ -48,4 +48,4 @@ pub use monitors::Monitor;
 pub use names::Within;
 pub use routing::Target;
 pub use spawn::{IntoSpawn, Spawn};
-pub use timers::After;
+pub use timers::{After, Deadline};

@@ -439,7 +439,7 @@ impl Output<'_> {
     ///         }
     ///         for event in events {
     ///             if let Event::Down(Down { reason, .. }) = event {
-    ///                 out.done(Box::new(reason));
+    ///                 out.finish(reason);
     ///             }
     ///         }
     ///         Ok(())

@@ -199,7 +199,7 @@ impl Context {
     ///                 Event::Message(m) if m.payload::<&str>() == Some(&"stop") => {
     ///                     out.context().request_shutdown(Duration::from_secs(1));
     ///                 }
-    ///                 Event::Cancel => out.done(Box::new(())),
+    ///                 Event::Cancel => out.finish(()),
     ///                 _ => {}
     ///             }
     ///         }

@@ -10,7 +10,7 @@
 
 use std::any::Any;
 
-use relay::{Package, Pid, PidsExhausted, SendError};
+use relay::{Package, SendError};
 
 use super::shared::Shared;
 use super::Context;
@@ -34,10 +34,6 @@ pub(crate) struct Stepping<'a> {
 impl StepEngine for Stepping<'_> {
     fn send(&self, package: Package) -> Result<(), SendError> {
         self.shared.send(package)
-    }
-
-    fn allocate_pid(&self) -> Result<Pid, PidsExhausted> {
-        self.shared.allocate_pid()
     }
 
     fn priority(&self) -> crate::Priority {

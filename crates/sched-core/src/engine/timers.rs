@@ -383,7 +383,7 @@ impl Output<'_> {
     ///         });
     ///         for event in events {
     ///             if let Event::Timer { tag: Tag(1), .. } = event {
-    ///                 out.done(Box::new(since.elapsed()));
+    ///                 out.finish(since.elapsed());
     ///             }
     ///         }
     ///         Ok(())
@@ -396,25 +396,15 @@ impl Output<'_> {
     /// assert!(*slept.downcast_ref::<Duration>().unwrap() >= Duration::from_millis(20));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn set_timer(&mut self, delay: Duration, tag: Tag) -> TimerId {
-        let now = self.engine.now();
-        let at = now.checked_add(delay).unwrap_or_else(|| far_future(now));
-        self.set_timer_at(at, tag)
-    }
+    pub fn set_timer(&mut self, when: impl Into<Deadline>, tag: Tag) -> TimerId {
+        let at = match when.into() {
+            Deadline::After(delay) => {
+                let now = self.engine.now();
+                now.checked_add(delay).unwrap_or_else(|| far_future(now))
+            }
+            Deadline::At(at) => at,
+        };
 
-    /// [`set_timer`](Output::set_timer) at an instant rather than after a
-    /// delay (an instant in the past fires at once).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use std::time::Instant;
-    /// fn at(out: &mut Output<'_>, deadline: Instant) -> TimerId {
-    ///     out.set_timer_at(deadline, Tag(7))
-    /// }
-    /// ```
-    pub fn set_timer_at(&mut self, at: Instant, tag: Tag) -> TimerId {
         // The list the timer goes into exists before the timer, so that
         // the timer can carry where it is (see `What::Wake`).
         let list = self.with_extras(|x| std::ptr::from_ref(x).cast::<u8>());
@@ -551,7 +541,7 @@ fn far_future(now: Instant) -> Instant {
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Message(m) = event {
-///                 out.done(m.into_payload());
+///                 out.finish(m.into_payload());
 ///             }
 ///         }
 ///         Ok(())
@@ -599,5 +589,39 @@ impl<M: Any + Send> Target<M> for After<Addr<M>> {
     fn send_from(self, sender: Sender<'_>, message: M) -> Result<TimerId, SendError> {
         let package = self.1.package(sender.from(), message);
         self.set(&sender, package)
+    }
+}
+
+/// When a timer set with [`Output::set_timer`] fires: after a
+/// [`Duration`] from the step's [`now`](Output::now), or at an [`Instant`]
+/// (one in the past fires at once). Both convert into it, so a call takes
+/// either.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use std::time::{Duration, Instant};
+/// fn both(out: &mut Output<'_>, deadline: Instant) -> (TimerId, TimerId) {
+///     (out.set_timer(Duration::from_millis(5), Tag(1)), out.set_timer(deadline, Tag(2)))
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    /// After this long.
+    After(Duration),
+    /// At this instant.
+    At(Instant),
+}
+
+impl From<Duration> for Deadline {
+    fn from(delay: Duration) -> Self {
+        Deadline::After(delay)
+    }
+}
+
+impl From<Instant> for Deadline {
+    fn from(at: Instant) -> Self {
+        Deadline::At(at)
     }
 }

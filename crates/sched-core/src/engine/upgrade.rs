@@ -139,33 +139,8 @@ impl Context {
         method: &str,
         input: impl Any + Send,
     ) -> Result<(), UpgradeRequestError> {
-        self.upgrade_boxed(pid, Box::new(process), method, relay::into_payload(input))
-    }
-
-    /// [`upgrade`](Context::upgrade) with a process that is already boxed
-    /// and an input that is already a [`Payload`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`upgrade`](Context::upgrade).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    /// use sched::process::UpgradeRequestError;
-    ///
-    /// fn hot_fix(scheduler: &Scheduler, pid: Pid, fixed: Box<dyn Process>) -> Result<(), UpgradeRequestError> {
-    ///     scheduler.upgrade_boxed(pid, fixed, "run", Box::new(()))
-    /// }
-    /// ```
-    pub fn upgrade_boxed(
-        &self,
-        pid: Pid,
-        mut process: Box<dyn Process>,
-        method: &str,
-        input: Payload,
-    ) -> Result<(), UpgradeRequestError> {
+        let mut process = crate::contract::process::boxed(process);
+        let input = relay::into_payload(input);
         let shared = self.shared();
         let refuse = |process: Box<dyn Process>, input: Payload, error| {
             drop_user_value(process, pid, "a process an upgrade did not start");

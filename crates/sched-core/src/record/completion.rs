@@ -40,7 +40,7 @@ use crate::contract::outcome::{ExitError, Outcome};
 ///         Ok(())
 ///     }
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         out.done(Box::new(42u32));
+///         out.finish(42u32);
 ///         Ok(())
 ///     }
 ///     fn close(&mut self) {}
@@ -142,6 +142,47 @@ impl<T: Any + Send> Completion<T> {
     /// See [`Engine::submit`](crate::Engine::submit).
     pub fn pid(&self) -> Pid {
         self.record.pid
+    }
+
+    /// The typed address of the process, for a process `P` that
+    /// [`Accepts`](crate::Accepts) one message type: a send through it
+    /// takes only a `P::Message`. Name the process this completion is of:
+    /// the address is made from the PID, not checked against the process.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Counter(u64);
+    /// impl Accepts for Counter {
+    ///     type Message = u64;
+    /// }
+    /// impl Process for Counter {
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events {
+    ///             let Event::Message(package) = event else { continue };
+    ///             self.0 += *package.downcast::<u64>().map_err(|_| "not a u64")?;
+    ///             if self.0 >= 42 {
+    ///                 out.finish(self.0);
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let counter = scheduler.spawn(Counter(0))?;
+    /// let addr: Addr<u64> = counter.addr::<Counter>();
+    /// scheduler.send(addr, 40)?;
+    /// scheduler.send(addr, 2)?;
+    /// // scheduler.send(addr, "two")?; // does not compile: `addr` takes a `u64`
+    /// assert_eq!(counter.typed::<u64>().wait()?, 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn addr<P: crate::Accepts>(&self) -> relay::Addr<P::Message> {
+        relay::Addr::from_pid(self.pid())
     }
 
     /// Whether the process has ended and its outcome not yet been taken.
@@ -279,7 +320,7 @@ impl<T: Any + Send> Completion<T> {
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let sched::Event::Message(package) = event {
-///                 out.done(package.into_payload());
+///                 out.finish(package.into_payload());
 ///             }
 ///         }
 ///         Ok(())

@@ -32,7 +32,7 @@ use crate::sync::Arc;
 /// impl Process for Hello {
 ///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         out.done(Box::new("hello"));
+///         out.finish("hello");
 ///         Ok(())
 ///     }
 ///     fn close(&mut self) {}

@@ -122,7 +122,7 @@ impl Process for Counter {
             }
         }
         if self.seen == self.n {
-            out.done(Box::new(self.seen));
+            out.finish(self.seen);
         } else {
             out.yield_command(self.command, Tag(self.seen + 1), Box::new(()));
         }
@@ -163,13 +163,13 @@ impl Process for Inbox {
             match event {
                 Event::Message(p) => {
                     if p.payload::<&str>() == Some(&"stop") {
-                        out.done(Box::new(self.received));
+                        out.finish(self.received);
                         return Ok(());
                     }
                     self.received += 1;
                 }
                 Event::Cancel if !self.ignore_cancel => {
-                    out.done(Box::new("cancelled"));
+                    out.finish("cancelled");
                     return Ok(());
                 }
                 _ => {}

@@ -36,7 +36,7 @@ fn a_sleeping_yield_takes_at_least_its_duration() {
                 asked = true;
                 out.yield_command(ASYNC, Tag(1), Box::new(Duration::from_millis(50)));
             } else if events.next().is_some() {
-                out.done(Box::new(()));
+                out.finish(());
             }
             Ok(())
         }
@@ -296,7 +296,7 @@ impl Process for PanicsInClose {
         Ok(())
     }
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        out.done(Box::new(()));
+        out.finish(());
         Ok(())
     }
     fn close(&mut self) {

@@ -167,7 +167,7 @@ fn a_pid_taken_anew_gets_messages_sent_through_a_worker_s_route_cache() {
                     results_tx.send(sent.map_err(|e| e.kind())).unwrap();
                 }
                 Event::Cancel => {
-                    out.done(Box::new(()));
+                    out.finish(());
                     return Ok(());
                 }
                 _ => {}
@@ -183,7 +183,7 @@ fn a_pid_taken_anew_gets_messages_sent_through_a_worker_s_route_cache() {
             for event in events {
                 if let Event::Message(package) = event {
                     let n = *package.into_payload().downcast::<u32>().unwrap();
-                    out.done(Box::new(u64::from(n)));
+                    out.finish(u64::from(n));
                     return Ok(());
                 }
             }

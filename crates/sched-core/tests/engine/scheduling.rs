@@ -11,7 +11,7 @@ fn a_process_that_always_continues_does_not_starve_a_later_one() {
         let stop = stop.clone();
         move |_, out| {
             if stop.load(Ordering::SeqCst) {
-                out.done(Box::new(()));
+                out.finish(());
             } else {
                 out.continue_();
             }
@@ -45,7 +45,7 @@ fn continuing_processes_take_turns_on_one_worker() {
                     log.lock().unwrap().push(id);
                     left -= 1;
                     if left == 0 {
-                        out.done(Box::new(()));
+                        out.finish(());
                     } else {
                         out.continue_();
                     }
@@ -87,7 +87,7 @@ fn a_process_never_runs_on_two_workers_at_once() {
                     events.for_each(drop);
                     left -= 1;
                     if left == 0 {
-                        out.done(Box::new(()));
+                        out.finish(());
                     } else if left % 2 == 0 {
                         out.yield_command(ASYNC, Tag(left), Box::new(()));
                     } else {
@@ -140,13 +140,13 @@ fn a_process_spawned_by_a_short_step_runs_after_that_step_on_the_same_worker() {
         let child = process(move |_, out| {
             *seen.lock().unwrap() =
                 Some((std::thread::current().id(), in_step.load(Ordering::SeqCst)));
-            out.done(Box::new(()));
+            out.finish(());
             Ok(())
         });
         let pid = out.allocate_pid().expect("pids left");
         let child = out.submit(pid, child, "run", ()).expect("spawned");
         flag.store(false, Ordering::SeqCst);
-        out.done(Box::new(child));
+        out.finish(child);
         Ok(())
     });
     // An id the allocator will not hand out to the child.

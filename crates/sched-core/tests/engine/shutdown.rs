@@ -69,7 +69,7 @@ fn shutdown_waits_for_in_flight_completions_that_arrive_in_time() {
             }
             for e in events {
                 if e.tag() == Some(Tag(1)) {
-                    out.done(Box::new(7u64));
+                    out.finish(7u64);
                 }
             }
             Ok(())

@@ -92,7 +92,7 @@ fn completions_arrive_in_completion_order_with_their_tags() {
                 }
             }
             if order.len() == 3 {
-                out.done(Box::new(()));
+                out.finish(());
             }
             Ok(())
         }
@@ -161,7 +161,7 @@ fn yields_written_by_a_done_step_are_discarded_and_counted() {
     let engine = started(1);
     let p = process(|_, out| {
         out.yield_command(SYNC, Tag(1), Box::new(()));
-        out.done(Box::new(5u64));
+        out.finish(5u64);
         Ok(())
     });
     assert_eq!(done_u64(wait(submit(&engine, 1, p))), 5);

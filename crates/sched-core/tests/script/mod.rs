@@ -248,7 +248,7 @@ impl Process for Scripted {
                     out.continue_();
                 }
             }
-            Op::Done => out.done(Box::new(self.id)),
+            Op::Done => out.finish(self.id),
             Op::Fail => return Err(format!("script {} failed", self.id).into()),
             Op::Panic => panic!("script {} panicked", self.id),
         }

@@ -50,7 +50,7 @@ where
 fn cancellable() -> impl Process {
     Step(|events: &mut Events<'_>, out: &mut Output<'_>| {
         if events.any(|e| matches!(e, Event::Cancel)) {
-            out.done(Box::new("cancelled"));
+            out.finish("cancelled");
         }
         Ok(())
     })
@@ -128,7 +128,7 @@ fn self_waking_hogs(workers: usize) -> Result<(), String> {
             let hog = Step(move |events: &mut Events<'_>, out: &mut Output<'_>| {
                 events.for_each(drop);
                 if stop.load(SeqCst) {
-                    out.done(Box::new(()));
+                    out.finish(());
                 } else if i % 2 == 0 {
                     let me = out.pid();
                     out.send(Package::new(me, me, ()))?;
@@ -145,7 +145,7 @@ fn self_waking_hogs(workers: usize) -> Result<(), String> {
     let victims: Vec<_> = (0..8)
         .map(|_| {
             let victim = Step(|_: &mut Events<'_>, out: &mut Output<'_>| {
-                out.done(Box::new(()));
+                out.finish(());
                 Ok(())
             });
             scheduler.spawn(victim).expect("spawn a victim")
@@ -195,7 +195,7 @@ fn panicking_drops(workers: usize) -> Result<(), String> {
                 // Never reads; terminated from outside.
                 0 => out.idle(),
                 // Ends at once, leaving its messages unread.
-                1 => out.done(Box::new(())),
+                1 => out.finish(()),
                 // Yields a bomb, then fails: the yield is discarded.
                 _ => {
                     out.yield_command(SYNC, Tag(1), Box::new(Bomb));
@@ -238,7 +238,7 @@ fn panicking_drops(workers: usize) -> Result<(), String> {
     let probes: Vec<_> = (0..workers * 4)
         .map(|_| {
             let probe = Step(|_: &mut Events<'_>, out: &mut Output<'_>| {
-                out.done(Box::new(()));
+                out.finish(());
                 Ok(())
             });
             scheduler.spawn(probe).expect("spawn a probe")

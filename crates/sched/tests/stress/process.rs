@@ -166,7 +166,7 @@ impl Stress {
         loop {
             if self.peer.finishing {
                 self.log.peers.finished_on_cancel = true;
-                out.done(Box::new(self.pid.id()));
+                out.finish(self.pid.id());
                 return Ok(());
             }
             if !matches!(self.awaiting, Awaiting::Nothing) {
@@ -223,14 +223,14 @@ impl Stress {
                 }
                 Op::Spawn => self.spawn(out),
                 Op::Done => {
-                    out.done(Box::new(self.pid.id()));
+                    out.finish(self.pid.id());
                     return Ok(());
                 }
                 Op::DoneDiscarding => {
                     let tag = self.shared.next_tag();
                     out.yield_command(command(Kind::Sync), Tag(tag), self.yielded(tag, true));
                     self.log.discarded.push(tag);
-                    out.done(Box::new(self.pid.id()));
+                    out.finish(self.pid.id());
                     return Ok(());
                 }
                 Op::Upgrade => {

@@ -411,7 +411,7 @@ impl<M: std::any::Any + Send> Target<M> for &str {
 /// impl Process for Service {
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         if let Some(Event::Message(package)) = events.next() {
-///             out.done(package.into_payload());
+///             out.finish(package.into_payload());
 ///         }
 ///         Ok(())
 ///     }

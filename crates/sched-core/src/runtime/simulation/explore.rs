@@ -113,7 +113,7 @@ impl fmt::Display for Failure {
 ///     struct Note;
 ///     impl Process for Note {
 ///         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///             out.done(Box::new(()));
+///             out.finish(());
 ///             Ok(())
 ///         }
 ///     }

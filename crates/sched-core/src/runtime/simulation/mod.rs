@@ -299,7 +299,7 @@ pub enum Progress {
 /// impl Process for Sleeper {
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         if events.next().is_some() {
-///             out.done(Box::new("rested"));
+///             out.finish("rested");
 ///         } else {
 ///             out.set_timer(Duration::from_secs(3600), Tag(1));
 ///         }
@@ -957,7 +957,7 @@ impl Simulation {
     /// struct Once;
     /// impl Process for Once {
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-    ///         out.done(Box::new(()));
+    ///         out.finish(());
     ///         Ok(())
     ///     }
     /// }
