@@ -66,11 +66,21 @@ fn started(workers: usize) -> Scheduler {
 fn submit_takes_any_input_and_passes_boxed_payloads_through() {
     let s = started(1);
     let a = s
-        .submit(Pid::local(1), Echo { input: None }, "echo", 5u64)
+        .spawn(
+            Spawn::new(Echo { input: None })
+                .method("echo")
+                .input(5u64)
+                .at(Pid::local(1)),
+        )
         .unwrap();
     let boxed: Payload = Box::new(6u64);
     let b = s
-        .submit(Pid::local(2), Echo { input: None }, "echo", boxed)
+        .spawn(
+            Spawn::new(Echo { input: None })
+                .method("echo")
+                .input(boxed)
+                .at(Pid::local(2)),
+        )
         .unwrap();
     assert_eq!(a.wait().unwrap().downcast_ref::<u64>(), Some(&5));
     assert_eq!(b.wait().unwrap().downcast_ref::<u64>(), Some(&6));
@@ -80,7 +90,12 @@ fn submit_takes_any_input_and_passes_boxed_payloads_through() {
 fn init_errors_come_back_unchanged() {
     let s = started(1);
     let err = s
-        .submit(Pid::local(1), Echo { input: None }, "echo", "not a number")
+        .spawn(
+            Spawn::new(Echo { input: None })
+                .method("echo")
+                .input("not a number")
+                .at(Pid::local(1)),
+        )
         .unwrap_err();
     match err {
         SubmitError::Init { error, .. } => {
@@ -89,7 +104,11 @@ fn init_errors_come_back_unchanged() {
         other => panic!("unexpected {other}"),
     }
     let err = s
-        .submit(Pid::local(1), Echo { input: None }, "nope", ())
+        .spawn(
+            Spawn::new(Echo { input: None })
+                .method("nope")
+                .at(Pid::local(1)),
+        )
         .unwrap_err();
     assert!(matches!(
         err,
@@ -105,7 +124,10 @@ fn init_errors_come_back_unchanged() {
 fn spawn_allocates_distinct_pids() {
     let s = started(2);
     let handles: Vec<_> = (0..100u64)
-        .map(|i| s.spawn_with(Echo { input: None }, "echo", i).unwrap())
+        .map(|i| {
+            s.spawn(Spawn::new(Echo { input: None }).method("echo").input(i))
+                .unwrap()
+        })
         .collect();
     let mut pids: Vec<Pid> = handles.iter().map(Completion::pid).collect();
     pids.sort();
@@ -120,9 +142,14 @@ fn spawn_allocates_distinct_pids() {
 fn send_to_and_the_receiver_trait_deliver_messages() {
     let s = started(1);
     let a = s
-        .submit(Pid::local(1), Echo { input: None }, "wait", ())
+        .spawn(
+            Spawn::new(Echo { input: None })
+                .method("wait")
+                .at(Pid::local(1)),
+        )
         .unwrap();
-    s.send_to(Pid::local(0), Pid::local(1), "via send_to")
+    s.context()
+        .forward(Package::new(Pid::local(0), Pid::local(1), "via send_to"))
         .unwrap();
     assert_eq!(
         a.wait().unwrap().downcast_ref::<&str>(),
@@ -130,7 +157,11 @@ fn send_to_and_the_receiver_trait_deliver_messages() {
     );
 
     let b = s
-        .submit(Pid::local(2), Echo { input: None }, "wait", ())
+        .spawn(
+            Spawn::new(Echo { input: None })
+                .method("wait")
+                .at(Pid::local(2)),
+        )
         .unwrap();
     let receiver: &dyn Receiver = &s;
     receiver
@@ -138,7 +169,10 @@ fn send_to_and_the_receiver_trait_deliver_messages() {
         .unwrap();
     assert_eq!(b.wait().unwrap().downcast_ref::<u8>(), Some(&9));
 
-    let err = s.send_to(Pid::local(0), Pid::local(2), 1u8).unwrap_err();
+    let err = s
+        .context()
+        .forward(Package::new(Pid::local(0), Pid::local(2), 1u8))
+        .unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
 }
 
@@ -146,12 +180,18 @@ fn send_to_and_the_receiver_trait_deliver_messages() {
 fn wait_timeout_and_try_take_report_a_running_process() {
     let s = started(1);
     let mut h = s
-        .submit(Pid::local(1), Echo { input: None }, "wait", ())
+        .spawn(
+            Spawn::new(Echo { input: None })
+                .method("wait")
+                .at(Pid::local(1)),
+        )
         .unwrap();
     assert!(h.try_take().is_none());
     assert!(!h.is_finished());
     assert!(h.wait_timeout(Duration::from_millis(20)).is_none());
-    s.send_to(Pid::local(0), Pid::local(1), 1u32).unwrap();
+    s.context()
+        .forward(Package::new(Pid::local(0), Pid::local(1), 1u32))
+        .unwrap();
     let outcome = h.wait_timeout(PATIENCE).expect("finished");
     assert_eq!(outcome.unwrap().downcast_ref::<u32>(), Some(&1));
 }
@@ -168,7 +208,7 @@ fn a_submit_racing_shutdown_is_refused_or_reports_its_outcome() {
                 let mut accepted = Vec::new();
                 let mut refused = 0;
                 for _ in 0..200 {
-                    match s.spawn_with(Echo { input: None }, "wait", ()) {
+                    match s.spawn(Spawn::new(Echo { input: None }).method("wait")) {
                         Ok(h) => accepted.push(h),
                         Err(SubmitError::ShuttingDown) => refused += 1,
                         Err(e) => panic!("unexpected {e}"),

@@ -51,26 +51,32 @@ fn outside_asks_get_the_answer_or_a_typed_reason() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let pid = squarer(&scheduler);
-    let mut reply = scheduler.ask(pid, 9u64).unwrap();
+    let mut reply = scheduler.ask(pid, Box::new(9u64) as Payload).unwrap();
     assert_eq!(
         reply.wait_timeout(WAIT).unwrap().downcast_ref::<u64>(),
         Some(&81)
     );
     assert_eq!(reply.wait().unwrap_err(), AskError::AlreadyTaken);
 
-    let mut dropped = scheduler.ask(pid, 1u64).unwrap();
+    let mut dropped = scheduler.ask(pid, Box::new(1u64) as Payload).unwrap();
     assert_eq!(dropped.wait_timeout(WAIT).unwrap_err(), AskError::NoReply);
 
-    let mut kept = scheduler.ask(pid, 0u64).unwrap();
+    let mut kept = scheduler.ask(pid, Box::new(0u64) as Payload).unwrap();
     assert_eq!(
         kept.wait_timeout(Duration::from_millis(50)).unwrap_err(),
         AskError::Timeout
     );
     // The answer that comes later is still there for a later wait.
-    scheduler.ask(pid, 3u64).unwrap().wait().unwrap();
+    scheduler
+        .ask(pid, Box::new(3u64) as Payload)
+        .unwrap()
+        .wait()
+        .unwrap();
     assert_eq!(kept.wait().unwrap().downcast_ref::<u64>(), Some(&u64::MAX));
 
-    let err = scheduler.ask(Pid::local(888_888), 2u64).unwrap_err();
+    let err = scheduler
+        .ask(Pid::local(888_888), Box::new(2u64) as Payload)
+        .unwrap_err();
     assert_eq!(err.into_package().downcast::<u64>().ok(), Some(2));
 }
 
@@ -78,7 +84,7 @@ fn outside_asks_get_the_answer_or_a_typed_reason() {
 fn a_request_left_unread_by_an_ending_process_answers_unread() {
     let scheduler = Scheduler::builder().workers(1).build();
     let pid = squarer(&scheduler);
-    let mut reply = scheduler.ask(pid, 5u64).unwrap();
+    let mut reply = scheduler.ask(pid, Box::new(5u64) as Payload).unwrap();
     scheduler.terminate(pid).unwrap();
     scheduler.start();
     // Not `NoReply`: no step had it, so asking again is safe.
@@ -106,7 +112,13 @@ impl Process for Asker {
         if self.pending.is_none() {
             match self.questions.pop() {
                 Some(n) => {
-                    let id = out.ask(self.squarer, n, Duration::from_millis(50))?;
+                    let id = out
+                        .ask(
+                            self.squarer,
+                            Box::new(n) as Payload,
+                            Duration::from_millis(50),
+                        )?
+                        .id();
                     self.pending = Some(id);
                 }
                 None => out.finish(std::mem::take(&mut self.answers)),
@@ -158,7 +170,11 @@ impl Process for SelfAsk {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.asked {
             self.asked = true;
-            out.ask(out.pid(), 7u64, Duration::from_millis(1))?;
+            out.ask(
+                out.pid(),
+                Box::new(7u64) as Payload,
+                Duration::from_millis(1),
+            )?;
             return Ok(());
         }
         for event in events {

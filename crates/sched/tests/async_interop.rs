@@ -154,7 +154,7 @@ fn a_completion_is_awaited_on_a_current_thread_runtime() {
         let ((), outcome) = tokio::join!(
             async {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                s.post(pid, "hello").unwrap();
+                s.send(pid, "hello").unwrap();
             },
             within(&mut echo),
         );
@@ -177,7 +177,7 @@ fn completions_are_awaited_from_many_tasks_on_a_multi_thread_runtime() {
     // Give the tasks time to register their wakers before anything ends.
     std::thread::sleep(Duration::from_millis(20));
     for (n, pid) in pids.iter().enumerate() {
-        s.post(*pid, n as u64).unwrap();
+        s.send(*pid, n as u64).unwrap();
     }
     let sum: u64 = rt.block_on(async {
         let mut sum = 0;
@@ -197,7 +197,7 @@ fn a_second_take_by_any_means_is_a_typed_error() {
 
     // Await, then await again, then the blocking and non-blocking takes.
     let mut c = s.spawn(Echo).unwrap();
-    s.post(c.pid(), "once").unwrap();
+    s.send(c.pid(), "once").unwrap();
     rt.block_on(async {
         let first = within(&mut c).await;
         assert_eq!(text(first), "once");
@@ -212,7 +212,7 @@ fn a_second_take_by_any_means_is_a_typed_error() {
 
     // A blocking take first, then an await.
     let mut c = s.spawn(Echo).unwrap();
-    s.post(c.pid(), "blocking").unwrap();
+    s.send(c.pid(), "blocking").unwrap();
     assert_eq!(text(c.wait_timeout(PATIENCE).expect("ended")), "blocking");
     rt.block_on(async {
         assert!(matches!((&mut c).await, Err(ExitError::AlreadyTaken)));
@@ -255,7 +255,7 @@ fn a_dropped_await_leaves_the_handle_usable_and_holds_no_waker() {
     );
 
     // The end wakes the registered task, and the outcome is there to take.
-    s.post(c.pid(), "later").unwrap();
+    s.send(c.pid(), "later").unwrap();
     assert_eq!(text(c.wait_timeout(PATIENCE).expect("ended")), "later");
     eventually("the end woke the awaiting task", || {
         second.wakes.load(Ordering::SeqCst) == 1
@@ -277,7 +277,7 @@ fn a_dropped_await_leaves_the_handle_usable_and_holds_no_waker() {
         "the dropped handle let the waker go"
     );
     // The process still ends normally, with nobody to take its outcome.
-    s.post(pid, "unread").unwrap();
+    s.send(pid, "unread").unwrap();
     eventually("the process ended", || s.processes().is_empty());
     assert_eq!(first.wakes.load(Ordering::SeqCst), 0);
     s.shutdown(PATIENCE);
