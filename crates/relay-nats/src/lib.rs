@@ -45,7 +45,7 @@
 //!     .build();
 //! node.start();
 //! // Process 42 of node 2 gets it, if node 2 is up and has it.
-//! node.post(Pid::new(2, 42), Hello("from node 1".into()))?;
+//! node.send(Pid::new(2, 42), Hello("from node 1".into()))?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

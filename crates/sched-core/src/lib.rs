@@ -32,6 +32,7 @@
 //! A process that yields a command and finishes with its result:
 //!
 //! ```
+//! use sched::command::Rejected;
 //! use sched::engine::Engine;
 //! use sched::prelude::*;
 //! use std::time::Duration;
@@ -71,7 +72,8 @@
 //!     .build();
 //! engine.start();
 //! let done = engine
-//!     .submit(Pid::local(1), Box::new(Doubler { asked: false }), "run", Box::new(()))
+//!     .context()
+//!     .spawn(Spawn::new(Doubler { asked: false }).method("run"))
 //!     .unwrap();
 //! let value = done.wait().unwrap();
 //! assert_eq!(value.downcast_ref::<u64>(), Some(&42));

@@ -99,8 +99,8 @@ impl SchedulerBuilder {
     /// #     fn close(&mut self) {}
     /// # }
     /// let s = sched::Scheduler::builder().workers(1).max_processes(1).build();
-    /// let _first = s.submit(Pid::local(1), Idle, "run", ()).unwrap();
-    /// let second = s.submit(Pid::local(2), Idle, "run", ());
+    /// let _first = s.spawn(Spawn::new(Idle).method("run")).unwrap();
+    /// let second = s.spawn(Spawn::new(Idle).method("run"));
     /// assert!(matches!(second, Err(SubmitError::TooManyProcesses { max: 1 })));
     /// ```
     pub fn max_processes(self, max: usize) -> Self {
@@ -126,9 +126,9 @@ impl SchedulerBuilder {
     /// # }
     /// // Not started, so nothing drains the mailbox.
     /// let s = sched::Scheduler::builder().workers(1).mailbox_capacity(1).build();
-    /// let _p = s.submit(Pid::local(1), Idle, "run", ()).unwrap();
-    /// s.send_to(Pid::local(0), Pid::local(1), 1u8).unwrap();
-    /// let full = s.send_to(Pid::local(0), Pid::local(1), 2u8).unwrap_err();
+    /// let p = s.spawn(Spawn::new(Idle).method("run")).unwrap();
+    /// s.send(p.pid(), 1u8).unwrap();
+    /// let full = s.send(p.pid(), 2u8).unwrap_err();
     /// assert_eq!(full.kind(), SendErrorKind::Full);
     /// assert_eq!(full.into_package().downcast::<u8>().ok(), Some(2));
     /// ```
@@ -196,8 +196,8 @@ impl SchedulerBuilder {
     /// use sched::prelude::*;
     ///
     /// let scheduler = Scheduler::builder().group("batch", 1).group("web", 3).build();
-    /// let web: Group = scheduler.group("web").expect("declared");
-    /// assert_eq!(scheduler.group_info(web).map(|g| g.weight), Some(3));
+    /// let web: Group = scheduler.context().group("web").expect("declared");
+    /// assert_eq!(scheduler.context().groups().into_iter().find(|g| g.group == web).map(|g| g.weight), Some(3));
     /// ```
     pub fn group(self, name: impl Into<String>, weight: u32) -> Self {
         SchedulerBuilder {
@@ -474,9 +474,9 @@ impl SchedulerBuilder {
     /// }
     ///
     /// let mut sim = Scheduler::builder().simulation(Config::seed(7).workers(2));
-    /// let sink = sim.spawn(Sink)?;
+    /// let sink = sim.context().spawn(Sink)?;
     /// sim.run()?; // its first step
-    /// sim.post(sink.pid(), 3u32)?;
+    /// sim.context().send(sink.pid(), 3u32)?;
     /// sim.run()?; // the message
     /// assert_eq!(sim.trace().steps(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -86,7 +86,7 @@
 //!     })
 //!     .build();
 //! scheduler.start();
-//! let handle = scheduler.spawn_with(Fetcher { pending: 0, total: 0 }, "fetch", ()).unwrap();
+//! let handle = scheduler.spawn(Spawn::new(Fetcher { pending: 0, total: 0 }).method("fetch")).unwrap();
 //! let total = handle.wait().unwrap();
 //! assert_eq!(total.downcast_ref::<u64>(), Some(&63));
 //! scheduler.shutdown(Duration::from_secs(1));
@@ -147,7 +147,7 @@ pub use sched_core::sim;
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
 /// let mut greeter: Completion = scheduler.spawn(Greeter)?;
-/// scheduler.post(greeter.pid(), "hi")?;
+/// scheduler.send(greeter.pid(), "hi")?;
 /// let done = greeter.wait_timeout(std::time::Duration::from_secs(5)).expect("it answered");
 /// assert_eq!(done?.downcast_ref::<&str>(), Some(&"hello"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())

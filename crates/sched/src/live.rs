@@ -627,7 +627,7 @@ pub struct HistogramSummary {
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
 /// let waiter = scheduler.spawn(Waiter)?;
-/// scheduler.register_name("waiter", waiter.pid())?;
+/// scheduler.context().register_name("waiter", waiter.pid())?;
 /// let snapshot = sched::live::Sampler::new().sample(&scheduler, 10);
 /// let entry = &snapshot.top_by_steps[0];
 /// assert_eq!(entry.pid, waiter.pid().to_string());

@@ -45,9 +45,9 @@ use sched_core::{
 ///
 /// let scheduler = Scheduler::builder().workers(2).build();
 /// scheduler.start();
-/// let adder = scheduler.submit(Pid::local(1), Adder { sum: 0 }, "sum", ()).unwrap();
+/// let adder = scheduler.spawn(Spawn::new(Adder { sum: 0 }).method("sum")).unwrap();
 /// for n in [1u64, 2, 3, 0] {
-///     scheduler.send_to(Pid::local(99), Pid::local(1), n).unwrap();
+///     scheduler.send(adder.pid(), n).unwrap();
 /// }
 /// let sum = adder.wait().unwrap();
 /// assert_eq!(sum.downcast_ref::<u64>(), Some(&6));

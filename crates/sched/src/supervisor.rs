@@ -131,7 +131,7 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 /// while runs.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
 ///    std::thread::sleep(Duration::from_millis(1));
 /// }
-/// scheduler.cancel(handle.pid())?;
+/// scheduler.context().cancel(handle.pid())?;
 /// let report = handle.wait()?.downcast::<SupervisorReport>().unwrap();
 /// assert_eq!(report.child("flaky").unwrap().restarts, 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

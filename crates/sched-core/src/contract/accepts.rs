@@ -6,18 +6,17 @@ use crate::contract::process::Process;
 
 /// A [`Process`] that accepts messages of one type, [`Message`](Accepts::Message).
 ///
-/// Starting such a process with `spawn_typed` (on the
-/// [`Scheduler`](../sched/struct.Scheduler.html), a
-/// [`Context`](crate::Context) or an [`Output`](crate::Output)) returns its
-/// typed address, an [`Addr<Self::Message>`](relay::Addr), and `tell`
-/// through that address only compiles with a `Self::Message`. The message
-/// reaches the process as an ordinary [`Event::Message`](crate::Event::Message),
-/// stored inline when it is small (no heap allocation), and the process
-/// takes it out with `package.downcast::<Self::Message>()`.
+/// The [`Completion`](crate::Completion) of such a process hands out its
+/// typed address, [`addr::<Self>()`](crate::Completion::addr), an
+/// [`Addr<Self::Message>`](relay::Addr): a `send` through that address only
+/// compiles with a `Self::Message`. The message reaches the process as an
+/// ordinary [`Event::Message`](crate::Event::Message), stored inline when
+/// it is small (no heap allocation), and the process takes it out with
+/// `package.downcast::<Self::Message>()`.
 ///
 /// A process that needs to accept many unrelated types (an interpreter's
-/// mailbox, a router) simply does not implement `Accepts`, and uses the
-/// untyped `post`/`send`; both kinds share one scheduler.
+/// mailbox, a router) simply does not implement `Accepts`, and is sent to
+/// by [`Pid`](relay::Pid); both kinds share one scheduler.
 ///
 /// # Examples
 ///
@@ -50,11 +49,12 @@ use crate::contract::process::Process;
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let (counter, done) = scheduler.spawn_typed(Counter::default())?;
-/// scheduler.tell(counter, Count::Add(40))?;
-/// scheduler.tell(counter, Count::Add(2))?;
-/// // scheduler.tell(counter, 2u64)?; // does not compile: `counter` takes a `Count`
-/// scheduler.tell(counter, Count::Finish)?;
+/// let done = scheduler.spawn(Counter::default())?;
+/// let counter = done.addr::<Counter>();
+/// scheduler.send(counter, Count::Add(40))?;
+/// scheduler.send(counter, Count::Add(2))?;
+/// // scheduler.send(counter, 2u64)?; // does not compile: `counter` takes a `Count`
+/// scheduler.send(counter, Count::Finish)?;
 /// assert_eq!(done.wait()?.downcast_ref::<u64>(), Some(&42));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

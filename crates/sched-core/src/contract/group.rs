@@ -39,9 +39,9 @@ use std::time::Duration;
 ///     .group("checkout", 4)
 ///     .build();
 /// scheduler.start();
-/// let reports = scheduler.group("reports").expect("declared");
+/// let reports = scheduler.context().group("reports").expect("declared");
 /// let job = scheduler.spawn(Job { tenant: reports })?;
-/// assert!(scheduler.process_info(job.pid()).is_none_or(|info| info.group == reports));
+/// assert!(scheduler.context().process_info(job.pid()).is_none_or(|info| info.group == reports));
 /// job.wait()?;
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -69,7 +69,7 @@ impl Group {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).group("a", 1).group("b", 2).build();
-    /// assert_eq!(engine.group("b").map(|g| g.index()), Some(2));
+    /// assert_eq!(engine.context().group("b").map(|g| g.index()), Some(2));
     /// ```
     pub const fn index(self) -> usize {
         self.0 as usize
@@ -93,8 +93,8 @@ impl std::fmt::Display for Group {
 ///
 /// ```
 /// let engine = sched::engine::Engine::builder().workers(1).group("web", 3).build();
-/// let web = engine.group("web").expect("declared");
-/// let info = engine.group_info(web).expect("a group of this engine");
+/// let web = engine.context().group("web").expect("declared");
+/// let info = engine.context().groups().into_iter().find(|g| g.group == web).expect("a group of this engine");
 /// assert_eq!((info.name.as_str(), info.weight, info.ready), ("web", 3, 0));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -295,9 +295,8 @@ impl<'a> Output<'a> {
     /// use sched::command::CommandId;
     ///
     /// fn change_of_mind(out: &mut Output<'_>) {
-    ///     out.yield_command(CommandId(1), Tag(1), Box::new(()));
-    ///     out.reset();
-    ///     assert_eq!(out.yield_count(), 0);
+    ///     out.yield_command(CommandId(1), Tag(1), Box::new(()) as Payload);
+    ///     out.reset(); // nothing is dispatched
     /// }
     /// ```
     pub fn reset(&mut self) {

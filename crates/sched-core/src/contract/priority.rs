@@ -44,7 +44,7 @@
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
 /// let health = scheduler.spawn(Health)?;
-/// let info = scheduler.process_info(health.pid());
+/// let info = scheduler.context().process_info(health.pid());
 /// assert!(info.is_none_or(|info| info.priority == Priority::High));
 /// assert_eq!(health.typed::<&str>().wait()?, "healthy");
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));

@@ -316,7 +316,7 @@ impl InitContext {
     /// use sched::prelude::*;
     ///
     /// let engine = sched::engine::Engine::builder().workers(1).group("batch", 1).build();
-    /// let batch = engine.group("batch").expect("declared");
+    /// let batch = engine.context().group("batch").expect("declared");
     /// let cx = InitContext::new(Pid::local(1));
     /// assert_eq!(cx.group(), None);
     /// cx.set_group(batch);

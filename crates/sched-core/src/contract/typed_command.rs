@@ -33,7 +33,7 @@ use crate::contract::event::{CommandError, Event};
 ///
 /// impl Process for Measure {
 ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         self.0 = Some(out.yield_typed(LEN, Tag(1), String::from("hello")));
+///         self.0 = Some(out.yield_command(LEN, Tag(1), String::from("hello")));
 ///         Ok(())
 ///     }
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {

@@ -73,9 +73,9 @@ use super::event::Event;
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// let reader = scheduler.spawn(Reader { read: Vec::new() })?;
 /// for _ in 0..3 {
-///     scheduler.post(reader.pid(), "work")?;
+///     scheduler.send(reader.pid(), "work")?;
 /// }
-/// scheduler.post(reader.pid(), Urgent::new("stop"))?;
+/// scheduler.send(reader.pid(), Urgent::new("stop"))?;
 /// scheduler.start();
 /// // Read first, ahead of the backlog.
 /// assert_eq!(reader.typed::<Vec<String>>().wait()?, ["stop"]);

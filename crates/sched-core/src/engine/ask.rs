@@ -124,8 +124,9 @@ impl Drop for ReplySlot {
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Request(request) = event {
-///                 let (Square(n), answer) = request.take::<Square>()?;
-///                 answer.answer(n * n);
+///                 if let Ok((Square(n), answer)) = request.take::<Square>() {
+///                     answer.answer(n * n);
+///                 }
 ///             }
 ///         }
 ///         Ok(())
@@ -223,7 +224,7 @@ impl<A: Any + Send> Reply<A> {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// let quitter = scheduler.spawn(Quitter)?;
-    /// let mut reply = scheduler.ask(quitter.pid(), String::from("are you there?"))?;
+    /// let mut reply = scheduler.ask(quitter.pid(), Box::new(String::from("are you there?")) as Payload)?;
     /// scheduler.start();
     /// assert_eq!(reply.wait().unwrap_err(), AskError::Unread);
     /// let question = reply.take_question().expect("handed back");
@@ -335,8 +336,10 @@ impl Shared {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::actor::AskTarget;
+///
 /// fn are_you_there<T: AskTarget>(cx: &Context, to: T) -> bool {
-///     cx.ask(to, Payload::from(Box::new("ping") as Payload)).is_ok()
+///     cx.ask(to, Box::new("ping") as Payload).is_ok()
 /// }
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// assert!(!are_you_there(scheduler.context(), "nobody"));

@@ -75,7 +75,7 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(3).build();
-    /// assert_eq!(engine.workers(), 3);
+    /// assert_eq!(engine.context().workers(), 3);
     /// ```
     pub fn workers(&self) -> usize {
         self.shared.remotes.len()
@@ -95,7 +95,7 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// assert_ne!(engine.allocate_pid().unwrap(), engine.allocate_pid().unwrap());
+    /// assert_ne!(engine.context().allocate_pid().unwrap(), engine.context().allocate_pid().unwrap());
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, PidsExhausted> {
         self.shared.allocate_pid()

@@ -12,9 +12,9 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).group("web", 3).build();
-    /// assert!(engine.group("web").is_some());
-    /// assert_eq!(engine.group("default"), Some(sched::Group::DEFAULT));
-    /// assert_eq!(engine.group("mail"), None);
+    /// assert!(engine.context().group("web").is_some());
+    /// assert_eq!(engine.context().group("default"), Some(sched::Group::DEFAULT));
+    /// assert_eq!(engine.context().group("mail"), None);
     /// ```
     pub fn group(&self, name: &str) -> Option<Group> {
         self.shared().groups.find(name).map(Group::from_index)
@@ -59,7 +59,7 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).group("web", 3).build();
-    /// let names: Vec<String> = engine.groups().into_iter().map(|g| g.name).collect();
+    /// let names: Vec<String> = engine.context().groups().into_iter().map(|g| g.name).collect();
     /// assert_eq!(names, ["default", "web"]);
     /// ```
     pub fn groups(&self) -> Vec<GroupInfo> {
@@ -77,9 +77,9 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).group("web", 3).build();
-    /// let web = engine.group("web").expect("declared");
-    /// assert!(engine.set_group_weight(web, 5));
-    /// assert_eq!(engine.group_info(web).map(|g| g.weight), Some(5));
+    /// let web = engine.context().group("web").expect("declared");
+    /// assert!(engine.context().set_group_weight(web, 5));
+    /// assert_eq!(engine.context().groups().into_iter().find(|g| g.group == web).map(|g| g.weight), Some(5));
     /// ```
     pub fn set_group_weight(&self, group: Group, weight: u32) -> bool {
         let groups = &self.shared().groups;

@@ -205,7 +205,7 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// assert!(engine.processes().is_empty());
+    /// assert!(engine.context().processes().is_empty());
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {
         let shared = self.shared();
@@ -294,7 +294,7 @@ impl Context {
     /// let scheduler = Scheduler::builder().workers(1).histograms(true).build();
     /// scheduler.start();
     /// scheduler.spawn(Three(0))?.wait()?;
-    /// let steps = scheduler.histograms().expect("turned on").step;
+    /// let steps = scheduler.context().histograms().expect("turned on").step;
     /// assert_eq!(steps.count(), 3);
     /// assert!(steps.p50() <= steps.p99() && steps.p99() <= steps.max());
     /// # scheduler.shutdown(std::time::Duration::from_secs(1));
@@ -326,10 +326,10 @@ impl Context {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// let pid = scheduler.spawn(Idle)?.pid();
-    /// scheduler.register_name("idle", pid)?;
-    /// let info = scheduler.process_info(pid).expect("live");
+    /// scheduler.context().register_name("idle", pid)?;
+    /// let info = scheduler.context().process_info(pid).expect("live");
     /// assert_eq!(info.names, vec![std::sync::Arc::from("idle")]);
-    /// assert!(scheduler.process_info(Pid::local(999_999)).is_none());
+    /// assert!(scheduler.context().process_info(Pid::local(999_999)).is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn process_info(&self, pid: Pid) -> Option<ProcessInfo> {
@@ -370,11 +370,11 @@ impl Context {
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// let quick = scheduler.spawn(Quick)?;
     /// let pid = quick.pid();
-    /// assert_eq!(scheduler.pid_status(pid), PidStatus::Live);
+    /// assert_eq!(scheduler.context().pid_status(pid), PidStatus::Live);
     /// scheduler.start();
     /// quick.wait()?;
-    /// assert_eq!(scheduler.pid_status(pid), PidStatus::Ended);
-    /// assert_eq!(scheduler.pid_status(Pid::local(999_999)), PidStatus::Unknown);
+    /// assert_eq!(scheduler.context().pid_status(pid), PidStatus::Ended);
+    /// assert_eq!(scheduler.context().pid_status(Pid::local(999_999)), PidStatus::Unknown);
     /// # scheduler.shutdown(std::time::Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -443,10 +443,10 @@ impl Output<'_> {
     /// scheduler.start();
     /// let pid = scheduler.spawn(Counter(0))?.pid();
     /// for i in 0..3 {
-    ///     scheduler.post(pid, i)?;
+    ///     scheduler.send(pid, i)?;
     /// }
     /// let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    /// while scheduler.process_info(pid).unwrap().published != [("received", 3)] {
+    /// while scheduler.context().process_info(pid).unwrap().published != [("received", 3)] {
     ///     assert!(std::time::Instant::now() < deadline, "never published");
     ///     std::thread::sleep(std::time::Duration::from_millis(1));
     /// }

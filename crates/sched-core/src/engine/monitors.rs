@@ -36,7 +36,7 @@ use crate::record::{Record, RecordRef};
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// let pid = scheduler.spawn(Crashes)?.pid();
-/// let monitor = scheduler.monitor(pid);
+/// let monitor = scheduler.context().monitor(pid);
 /// scheduler.start();
 /// let down = monitor.wait_timeout(Duration::from_secs(5)).expect("it ended");
 /// assert_eq!((down.pid, down.reason), (pid, ExitReason::Error));
@@ -64,7 +64,7 @@ use crate::record::{Record, RecordRef};
 /// scheduler.start();
 /// let pid = scheduler.spawn(Crashes)?.pid();
 /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-/// let down = runtime.block_on(scheduler.monitor(pid));
+/// let down = runtime.block_on(scheduler.context().monitor(pid));
 /// assert_eq!(down.pid, pid);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -356,8 +356,8 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// let monitor = engine.monitor(sched::Pid::local(99));
-    /// assert!(!engine.demonitor(monitor.id()), "already fired: no such process");
+    /// let monitor = engine.context().monitor(sched::Pid::local(99));
+    /// assert!(!engine.context().demonitor(monitor.id()), "already fired: no such process");
     /// ```
     pub fn demonitor(&self, monitor: MonitorId) -> bool {
         self.shared().remove_monitor(monitor)
@@ -387,7 +387,7 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// assert!(engine.cancel(sched::Pid::local(404)).is_err());
+    /// assert!(engine.context().cancel(sched::Pid::local(404)).is_err());
     /// ```
     pub fn cancel(&self, pid: Pid) -> Result<(), TerminateError> {
         let shared = self.shared();

@@ -230,6 +230,7 @@ impl Shared {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::message::{SendError, Target};
 ///
 /// /// Any target, any message: the caller's `send` checks the pair.
 /// fn notify<T: Target<&'static str>>(cx: &Context, to: T) -> Result<T::Receipt, SendError> {

@@ -210,7 +210,7 @@ impl Context {
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
     /// let controller = scheduler.spawn(Controller)?;
-    /// scheduler.post(controller.pid(), "stop")?;
+    /// scheduler.send(controller.pid(), "stop")?;
     /// let report = scheduler.engine().wait_for_shutdown();
     /// assert_eq!(report.ended_gracefully, 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -24,20 +24,30 @@ use crate::record::RecordRef;
 /// ```
 /// use sched::prelude::*;
 ///
-/// /// Doubles its input.
-/// struct Double;
+/// /// Finishes with its input, doubled; `"half"` halves it instead.
+/// struct Double { n: u64, by: fn(u64) -> u64 }
 /// impl Process for Double {
-///     fn init(&mut self, cx: &mut InitContext<'_>) -> Result<(), BoxError> {
-///         let n = *cx.input::<u64>().ok_or("not a u64")?;
-///         cx.set_state(n * 2);
+///     fn init(&mut self, _: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
+///         self.n = *input.downcast::<u64>().map_err(|_| InitError::failed("not a u64"))?;
+///         if method == "half" {
+///             self.by = |n| n / 2;
+///         }
 ///         Ok(())
 ///     }
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         out.finish(());
+///         out.finish((self.by)(self.n));
 ///         Ok(())
 ///     }
 /// }
-/// # let _ = Double;
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// let double = Double { n: 0, by: |n| n * 2 };
+/// assert_eq!(scheduler.spawn(Spawn::new(double).input(21u64))?.typed::<u64>().wait()?, 42);
+/// let half = Double { n: 0, by: |n| n * 2 };
+/// let halved = scheduler.spawn(Spawn::new(half).method("half").input(84u64))?;
+/// assert_eq!(halved.typed::<u64>().wait()?, 42);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Spawn<'a, P> {
     process: P,
@@ -72,8 +82,8 @@ impl<P: Process> Spawn<'static, P> {
 }
 
 impl<'a, P: Process> Spawn<'a, P> {
-    /// Starts the process through its entry point `method` (what its
-    /// `init` reads with [`InitContext::method`](crate::InitContext::method)).
+    /// Starts the process through its entry point `method` (its `init`
+    /// gets it as its `method` argument).
     ///
     /// # Examples
     ///
@@ -92,8 +102,8 @@ impl<'a, P: Process> Spawn<'a, P> {
         }
     }
 
-    /// Hands `input` to the process's `init`
-    /// ([`InitContext::input`](crate::InitContext::input)).
+    /// Hands `input` to the process's `init` (as its `input` argument, a
+    /// [`Payload`]).
     ///
     /// # Examples
     ///
@@ -154,6 +164,8 @@ impl<P> std::fmt::Debug for Spawn<'_, P> {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::process::{IntoSpawn, SubmitError};
+///
 /// fn start_all<S: IntoSpawn<'static>>(cx: &Context, all: Vec<S>) -> Result<Vec<Completion>, SubmitError> {
 ///     all.into_iter().map(|s| cx.spawn(s)).collect()
 /// }
@@ -253,6 +265,7 @@ impl Output<'_> {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::process::SubmitError;
     ///
     /// struct Worker;
     /// impl Process for Worker {

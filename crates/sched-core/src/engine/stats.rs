@@ -140,7 +140,7 @@ pub struct WorkerStats {
 /// ```
 /// use sched::engine::Engine;
 /// let engine = Engine::builder().workers(2).build();
-/// let stats = engine.stats();
+/// let stats = engine.context().stats();
 /// assert_eq!(stats.workers.len(), 2);
 /// assert_eq!(stats.totals().steps, 0);
 /// ```

@@ -292,7 +292,7 @@ impl Context {
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).build();
     /// let before = std::time::Instant::now();
-    /// assert!(engine.now() >= before);
+    /// assert!(engine.context().now() >= before);
     /// ```
     pub fn now(&self) -> Instant {
         self.shared().clock.now()
@@ -318,9 +318,9 @@ impl Context {
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
     /// let idle = scheduler.spawn(Idle)?;
-    /// let timer = scheduler.post_after(Duration::from_secs(60), idle.pid(), "never")?;
-    /// assert!(scheduler.cancel_timer(timer));
-    /// assert!(!scheduler.cancel_timer(timer), "cancelled once");
+    /// let timer = scheduler.send(After(Duration::from_secs(60), idle.pid()), "never")?;
+    /// assert!(scheduler.context().cancel_timer(timer));
+    /// assert!(!scheduler.context().cancel_timer(timer), "cancelled once");
     /// assert_eq!(scheduler.stats().pending_timers, 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -343,7 +343,7 @@ impl Output<'_> {
     /// /// Sets a deadline a minute from now.
     /// fn deadline(out: &mut Output<'_>) -> Instant {
     ///     let at = out.now() + Duration::from_secs(60);
-    ///     out.set_timer_at(at, Tag(1));
+    ///     out.set_timer(at, Tag(1));
     ///     at
     /// }
     /// ```

@@ -110,13 +110,21 @@ impl Context {
     /// use sched::prelude::*;
     /// use std::time::Duration;
     ///
-    /// /// Answers every message with its version number.
+    /// /// Which version are you?
+    /// struct Version;
+    /// impl Question for Version {
+    ///     type Answer = u32;
+    /// }
+    ///
+    /// /// Answers with its version number.
     /// struct Versioned(u32);
     /// impl Process for Versioned {
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             if let Event::Request(request) = event {
-    ///                 request.reply(self.0);
+    ///                 if let Ok((Version, answer)) = request.take::<Version>() {
+    ///                     answer.answer(self.0);
+    ///                 }
     ///             }
     ///         }
     ///         Ok(())
@@ -126,9 +134,9 @@ impl Context {
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
     /// let pid = scheduler.spawn(Versioned(1))?.pid();
-    /// scheduler.upgrade(pid, Versioned(2), "run", ())?;
-    /// let answer = scheduler.ask(pid, ())?.wait_timeout(Duration::from_secs(5))?;
-    /// assert_eq!(answer.downcast_ref::<u32>(), Some(&2));
+    /// scheduler.context().upgrade(pid, Versioned(2), "run", ())?;
+    /// let answer = scheduler.ask(pid, Version)?.wait_timeout(Duration::from_secs(5))?;
+    /// assert_eq!(answer, 2);
     /// # scheduler.shutdown(Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

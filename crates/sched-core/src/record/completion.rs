@@ -162,7 +162,7 @@ impl<T: Any + Send> Completion<T> {
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             let Event::Message(package) = event else { continue };
-    ///             self.0 += *package.downcast::<u64>().map_err(|_| "not a u64")?;
+    ///             self.0 += package.downcast::<u64>().map_err(|_| "not a u64")?;
     ///             if self.0 >= 42 {
     ///                 out.finish(self.0);
     ///             }
@@ -338,7 +338,7 @@ impl<T: Any + Send> Completion<T> {
 ///     let early = tokio::time::timeout(Duration::from_millis(10), &mut echo).await;
 ///     assert!(early.is_err());
 ///
-///     scheduler.post(echo.pid(), "hello").unwrap();
+///     scheduler.send(echo.pid(), "hello").unwrap();
 ///     let outcome = (&mut echo).await.unwrap();
 ///     assert_eq!(*outcome.downcast::<&str>().unwrap(), "hello");
 ///

@@ -46,7 +46,7 @@ const DEFAULT_IDLE_LINGER: Duration = Duration::from_micros(300);
 ///         Ok(())
 ///     })
 ///     .build();
-/// assert_eq!(engine.workers(), 2);
+/// assert_eq!(engine.context().workers(), 2);
 /// ```
 pub struct Builder {
     workers: usize,
@@ -147,7 +147,7 @@ impl Builder {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).node(3).build();
-    /// assert_eq!(engine.allocate_pid().unwrap().node(), 3);
+    /// assert_eq!(engine.context().allocate_pid().unwrap().node(), 3);
     /// ```
     pub fn node(mut self, node: u32) -> Self {
         self.node = node;
@@ -272,9 +272,9 @@ impl Builder {
     /// let scheduler = Scheduler::builder().workers(1).count_mailboxes(true).build();
     /// // Not started: the messages wait in its mailbox.
     /// let pid = scheduler.spawn(Reader)?.pid();
-    /// scheduler.post(pid, 1u32)?;
-    /// scheduler.post(pid, 2u32)?;
-    /// assert_eq!(scheduler.process_info(pid).unwrap().mailbox_depth, Some(2));
+    /// scheduler.send(pid, 1u32)?;
+    /// scheduler.send(pid, 2u32)?;
+    /// assert_eq!(scheduler.context().process_info(pid).unwrap().mailbox_depth, Some(2));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn count_mailboxes(mut self, on: bool) -> Self {
@@ -311,8 +311,8 @@ impl Builder {
     ///     .group("batch", 1)
     ///     .group("interactive", 3)
     ///     .build();
-    /// let batch = engine.group("batch").expect("declared");
-    /// assert_eq!(engine.group_info(batch).map(|g| g.weight), Some(1));
+    /// let batch = engine.context().group("batch").expect("declared");
+    /// assert_eq!(engine.context().groups().into_iter().find(|g| g.group == batch).map(|g| g.weight), Some(1));
     /// ```
     pub fn group(mut self, name: impl Into<String>, weight: u32) -> Self {
         use crate::runqueue::shares::{MAX_GROUPS, MAX_WEIGHT};

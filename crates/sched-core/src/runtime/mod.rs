@@ -25,7 +25,6 @@ use crate::sync::Arc;
 ///
 /// ```
 /// use sched::prelude::*;
-/// use sched::prelude::*;
 /// use sched::engine::Engine;
 ///
 /// struct Hello;
@@ -40,20 +39,20 @@ use crate::sync::Arc;
 ///
 /// let engine = Engine::builder().workers(2).build();
 /// engine.start();
-/// let mut handle = engine.submit(Pid::local(1), Hello, "run", Box::new(())).unwrap();
-/// assert_eq!(handle.pid(), Pid::local(1));
+/// let pid = engine.context().allocate_pid()?;
+/// let mut handle = engine.context().spawn(Spawn::new(Hello).method("run").at(pid))?;
+/// assert_eq!(handle.pid(), pid);
 /// let result = handle.wait_timeout(std::time::Duration::from_secs(5)).expect("finished");
 /// assert_eq!(result.unwrap().downcast_ref::<&str>(), Some(&"hello"));
 /// assert!(!handle.is_finished()); // the outcome was taken
 /// assert!(matches!(handle.try_take(), Some(Err(sched::ExitError::AlreadyTaken))));
 /// engine.shutdown(std::time::Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// An `Engine` dereferences to its [`Context`], so every operation a step
-/// or a handler can reach (send, spawn, stats, terminate, ...) is also a
-/// method of the engine, with the same signature:
-/// [`spawn`](Context::spawn) takes the process by value, a
-/// `Box<dyn Process>` included.
+/// Every operation a step or a handler can reach (spawn, send, ask,
+/// stats, terminate, ...) is a method of its [`Context`]
+/// ([`context`](Engine::context)); the engine itself starts and stops.
 #[derive(Debug)]
 pub struct Engine {
     shared: Arc<Shared>,
@@ -143,7 +142,7 @@ impl Engine {
     /// ```
     /// use std::time::Duration;
     /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// engine.request_shutdown(Duration::from_millis(50));
+    /// engine.context().request_shutdown(Duration::from_millis(50));
     /// let report = engine.wait_for_shutdown();
     /// assert_eq!(report.forced, 0);
     /// ```

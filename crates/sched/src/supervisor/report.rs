@@ -21,7 +21,7 @@ use sched_core::ExitReason;
 /// use std::time::Duration;
 ///
 /// fn children(scheduler: &Scheduler, supervisor: Pid) -> Option<SupervisorReport> {
-///     let mut reply = scheduler.query(supervisor, WhichChildren).ok()?;
+///     let mut reply = scheduler.ask(supervisor, WhichChildren).ok()?;
 ///     reply.wait_timeout(Duration::from_secs(1)).ok()
 /// }
 /// ```

@@ -83,7 +83,7 @@ impl Completer {
     ///
     /// // A handler that tells a logger process about every command.
     /// fn logged(cmd: Command, done: Completer) -> Result<(), Rejected> {
-    ///     let _ = done.context().post(sched::Pid::local(1), format!("command {:?}", cmd.tag));
+    ///     let _ = done.context().send(sched::Pid::local(1), format!("command {:?}", cmd.tag));
     ///     let _ = done.complete(cmd.data);
     ///     Ok(())
     /// }

@@ -132,7 +132,7 @@ impl Shared {
 impl Context {
     /// Gives `pid` the name `name`, until it ends (or the name is
     /// unregistered): [`whereis`](Context::whereis) and
-    /// [`post_named`](Context::post_named) then find it. A process may
+    /// a [`send`](Context::send) to the name then finds it. A process may
     /// hold several names.
     ///
     /// # Errors
@@ -158,10 +158,10 @@ impl Context {
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// let a = scheduler.spawn(Service)?;
     /// let b = scheduler.spawn(Service)?;
-    /// scheduler.register_name("db", a.pid())?;
-    /// assert_eq!(scheduler.whereis("db"), Some(a.pid()));
-    /// assert!(matches!(scheduler.register_name("db", b.pid()), Err(NameError::Taken { .. })));
-    /// scheduler.post_named("db", "hello")?;
+    /// scheduler.context().register_name("db", a.pid())?;
+    /// assert_eq!(scheduler.context().whereis("db"), Some(a.pid()));
+    /// assert!(matches!(scheduler.context().register_name("db", b.pid()), Err(NameError::Taken { .. })));
+    /// scheduler.send("db", "hello")?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn register_name(&self, name: &str, pid: Pid) -> Result<(), NameError> {
@@ -227,7 +227,7 @@ impl Context {
     ///
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).build();
-    /// assert_eq!(engine.unregister_name("nobody"), None);
+    /// assert_eq!(engine.context().unregister_name("nobody"), None);
     /// ```
     pub fn unregister_name(&self, name: &str) -> Option<Pid> {
         let removed = self

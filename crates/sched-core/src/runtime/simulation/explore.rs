@@ -117,7 +117,7 @@ impl fmt::Display for Failure {
 ///             Ok(())
 ///         }
 ///     }
-///     sim.spawn(Note).unwrap();
+///     sim.context().spawn(Note).unwrap();
 ///     sim.run().unwrap();
 ///     let first = sim.trace().entries().iter().find_map(|e| match e {
 ///         sched::sim::Entry::Step { worker, .. } => Some(*worker),
@@ -182,9 +182,9 @@ const SHRINK_RUNS: usize = 2_000;
 /// let scenario = |source: Source| {
 ///     let faults = Faults::none().delay_messages(0.3, Duration::from_millis(5));
 ///     let mut sim = sched::engine::Engine::builder().simulation(Config::new(source).faults(faults));
-///     let pid = sim.spawn(Sink).unwrap().pid();
+///     let pid = sim.context().spawn(Sink).unwrap().pid();
 ///     for i in 0..20u32 {
-///         sim.post(pid, i).unwrap();
+///         sim.context().send(pid, i).unwrap();
 ///     }
 ///     sim.run().unwrap();
 ///     let delayed = sim.trace().faults();

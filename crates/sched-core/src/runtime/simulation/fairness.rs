@@ -91,7 +91,7 @@ impl std::fmt::Display for Wait {
 ///
 /// let mut sim = Scheduler::builder().simulation(Config::seed(3).workers(2));
 /// for _ in 0..50 {
-///     sim.spawn(Busy(0))?;
+///     sim.context().spawn(Busy(0))?;
 /// }
 /// sim.run()?;
 /// let fairness = sim.fairness();

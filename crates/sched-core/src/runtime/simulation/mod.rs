@@ -308,7 +308,7 @@ pub enum Progress {
 /// }
 ///
 /// let mut sim = sched::engine::Engine::builder().simulation(Config::seed(1));
-/// let mut sleeper = sim.spawn(Sleeper)?;
+/// let mut sleeper = sim.context().spawn(Sleeper)?;
 /// let wall = std::time::Instant::now();
 /// sim.run()?;
 /// assert!(wall.elapsed() < Duration::from_secs(1));
@@ -359,8 +359,9 @@ impl Simulation {
     /// # Examples
     ///
     /// ```
-    /// let sim = sched::sim::Simulation::builder(7).workers(2).build();
-    /// assert_eq!(sim.context().workers(), 2);
+    /// use sched::sim::Config;
+    /// let sim = sched::engine::Engine::builder().simulation(Config::seed(7).workers(2));
+    /// assert_eq!(sim.context().stats().live_processes, 0);
     /// ```
     pub fn context(&self) -> &Context {
         Context::of(&self.nodes[0].shared)
@@ -962,7 +963,7 @@ impl Simulation {
     ///     }
     /// }
     /// let mut sim = sched::engine::Engine::builder().simulation(sched::sim::Config::seed(3));
-    /// sim.spawn(Once)?;
+    /// sim.context().spawn(Once)?;
     /// sim.run()?;
     /// assert_eq!(sim.steps(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
