@@ -76,7 +76,7 @@ fn the_scraped_figures_parse_and_count_the_steps() {
             .build(),
     );
     scheduler.start();
-    let batch = scheduler.group("batch").expect("declared");
+    let batch = scheduler.context().group("batch").expect("declared");
     // Half in the default group, half in `batch`.
     let runs: Vec<Completion> = (0..100)
         .map(|i| {

@@ -2,8 +2,9 @@
 //! compile error or an error that names the types or the state involved.
 //!
 //! 1. **A message of the wrong type** to a typed address does not compile:
-//!    the `compile_fail,E0308` example of `Context::tell` is that test
-//!    (rustdoc fails if it ever compiles). The tests below check the
+//!    the `compile_fail,E0277` example of `Context::send` is that test
+//!    (rustdoc fails if it ever compiles: the trait `Target<X>` is not
+//!    implemented for `Addr<M>`). The tests below check the
 //!    run-time half: the address a typed spawn hands out carries the type,
 //!    and a message of that type arrives.
 //! 2. **A question the asked process does not take** comes back as
@@ -12,7 +13,7 @@
 //! 3. **A send to a process that has ended** fails with
 //!    `SendErrorKind::Ended`, and the error says "has ended" with the PID.
 
-use sched::actor::{AskError, QueryId};
+use sched::actor::AskError;
 use sched::message::SendErrorKind;
 use sched::prelude::*;
 use std::any::type_name;
@@ -73,15 +74,16 @@ fn started() -> Scheduler {
 #[test]
 fn a_typed_address_takes_its_type_and_it_arrives() {
     let scheduler = started();
-    let (counter, mut done) = scheduler.spawn_typed(Counter(0)).unwrap();
-    scheduler.tell(counter, Add(2)).unwrap();
-    scheduler.tell(counter, Add(3)).unwrap();
+    let mut done = scheduler.spawn(Counter(0)).unwrap();
+    let counter = done.addr::<Counter>();
+    scheduler.send(counter, Add(2)).unwrap();
+    scheduler.send(counter, Add(3)).unwrap();
     let total = scheduler
-        .query(counter.pid(), Total)
+        .ask(counter.pid(), Total)
         .unwrap()
         .wait_timeout(WAIT);
     assert_eq!(total, Ok(5));
-    scheduler.cancel(counter.pid()).unwrap();
+    scheduler.context().cancel(counter.pid()).unwrap();
     let end = done.wait_timeout(WAIT).expect("the counter ended");
     assert_eq!(end.unwrap().downcast_ref::<u64>(), Some(&5));
     scheduler.shutdown(Duration::from_secs(1));
@@ -92,7 +94,7 @@ fn a_question_of_the_wrong_type_names_both_types_from_outside() {
     let scheduler = started();
     let mut counter = scheduler.spawn(Counter(0)).unwrap();
     let error = scheduler
-        .query(counter.pid(), Colour)
+        .ask(counter.pid(), Colour)
         .unwrap()
         .wait_timeout(WAIT)
         .unwrap_err();
@@ -108,7 +110,7 @@ fn a_question_of_the_wrong_type_names_both_types_from_outside() {
     assert!(text.contains(type_name::<Total>()), "{text}");
     // The untyped ask of the same value is told the same.
     let untyped = scheduler
-        .ask(counter.pid(), 7u32)
+        .ask(counter.pid(), Box::new(7u32) as Payload)
         .unwrap()
         .wait_timeout(WAIT);
     assert_eq!(
@@ -120,11 +122,11 @@ fn a_question_of_the_wrong_type_names_both_types_from_outside() {
     );
     // The right question still works: the wrong one did not upset it.
     let total = scheduler
-        .query(counter.pid(), Total)
+        .ask(counter.pid(), Total)
         .unwrap()
         .wait_timeout(WAIT);
     assert_eq!(total, Ok(0));
-    scheduler.cancel(counter.pid()).unwrap();
+    scheduler.context().cancel(counter.pid()).unwrap();
     counter
         .wait_timeout(WAIT)
         .expect("the counter ended")
@@ -136,12 +138,12 @@ fn a_question_of_the_wrong_type_names_both_types_from_outside() {
 /// the reply carries.
 struct WrongAsker {
     target: Pid,
-    asked: Option<QueryId<String>>,
+    asked: Option<ReplyId<String>>,
 }
 
 impl Process for WrongAsker {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        self.asked = Some(out.query(self.target, Colour, WAIT)?);
+        self.asked = Some(out.ask(self.target, Colour, WAIT)?);
         Ok(())
     }
 
@@ -196,7 +198,7 @@ fn a_request_dropped_without_a_take_is_still_no_reply() {
     let scheduler = started();
     let silent = scheduler.spawn(Silent).unwrap();
     let error = scheduler
-        .query(silent.pid(), Total)
+        .ask(silent.pid(), Total)
         .unwrap()
         .wait_timeout(WAIT)
         .unwrap_err();
@@ -207,11 +209,12 @@ fn a_request_dropped_without_a_take_is_still_no_reply() {
 #[test]
 fn a_send_to_an_ended_process_says_it_has_ended() {
     let scheduler = started();
-    let (counter, mut done) = scheduler.spawn_typed(Counter(0)).unwrap();
-    scheduler.cancel(counter.pid()).unwrap();
+    let mut done = scheduler.spawn(Counter(0)).unwrap();
+    let counter = done.addr::<Counter>();
+    scheduler.context().cancel(counter.pid()).unwrap();
     done.wait_timeout(WAIT).expect("the counter ended").unwrap();
 
-    let error = scheduler.tell(counter, Add(1)).unwrap_err();
+    let error = scheduler.send(counter, Add(1)).unwrap_err();
     assert_eq!(error.kind(), SendErrorKind::Ended);
     assert_eq!(error.target(), counter.pid());
     assert_eq!(
@@ -221,12 +224,12 @@ fn a_send_to_an_ended_process_says_it_has_ended() {
     // The message comes back, as it was sent.
     assert_eq!(error.into_package().downcast::<Add>().unwrap().0, 1);
 
-    let untyped = scheduler.post(counter.pid(), 1u8).unwrap_err();
+    let untyped = scheduler.send(counter.pid(), 1u8).unwrap_err();
     assert_eq!(untyped.kind(), SendErrorKind::Ended);
-    let asked = scheduler.query(counter.pid(), Total).unwrap_err();
+    let asked = scheduler.ask(counter.pid(), Total).unwrap_err();
     assert_eq!(asked.kind(), SendErrorKind::Ended);
     assert_eq!(
-        scheduler.pid_status(counter.pid()),
+        scheduler.context().pid_status(counter.pid()),
         sched::actor::PidStatus::Ended
     );
     scheduler.shutdown(Duration::from_secs(1));

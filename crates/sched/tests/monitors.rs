@@ -44,9 +44,9 @@ fn an_outside_monitor_reports_how_the_process_ended() {
         ("panic", ExitReason::Panicked),
     ] {
         let pid = scheduler.spawn(Obedient).unwrap().pid();
-        let monitor = scheduler.monitor(pid);
+        let monitor = scheduler.context().monitor(pid);
         assert_eq!(monitor.try_take(), None);
-        scheduler.post(pid, order).unwrap();
+        scheduler.send(pid, order).unwrap();
         let down = monitor.wait_timeout(WAIT).expect("it ended");
         assert_eq!(
             (down.pid, down.reason, down.monitor),
@@ -54,13 +54,20 @@ fn an_outside_monitor_reports_how_the_process_ended() {
         );
     }
     let pid = scheduler.spawn(Obedient).unwrap().pid();
-    let monitor = scheduler.monitor(pid);
+    let monitor = scheduler.context().monitor(pid);
     scheduler.terminate(pid).unwrap();
     assert_eq!(monitor.wait().reason, ExitReason::Terminated);
     // Ended, then monitored: the PID is gone.
-    assert_eq!(scheduler.monitor(pid).wait().reason, ExitReason::NoProcess);
     assert_eq!(
-        scheduler.monitor(Pid::local(777_777)).wait().reason,
+        scheduler.context().monitor(pid).wait().reason,
+        ExitReason::NoProcess
+    );
+    assert_eq!(
+        scheduler
+            .context()
+            .monitor(Pid::local(777_777))
+            .wait()
+            .reason,
         ExitReason::NoProcess
     );
 }
@@ -69,10 +76,10 @@ fn an_outside_monitor_reports_how_the_process_ended() {
 fn a_demonitored_monitor_never_fires() {
     let scheduler = started(1);
     let pid = scheduler.spawn(Obedient).unwrap().pid();
-    let monitor = scheduler.monitor(pid);
-    assert!(scheduler.demonitor(monitor.id()));
-    assert!(!scheduler.demonitor(monitor.id()), "removed once");
-    scheduler.post(pid, "finish").unwrap();
+    let monitor = scheduler.context().monitor(pid);
+    assert!(scheduler.context().demonitor(monitor.id()));
+    assert!(!scheduler.context().demonitor(monitor.id()), "removed once");
+    scheduler.send(pid, "finish").unwrap();
     assert_eq!(monitor.wait_timeout(Duration::from_millis(100)), None);
 }
 
@@ -95,7 +102,7 @@ impl Process for Parent {
                 if i == 0 {
                     out.monitor(child.pid());
                 }
-                out.send(sched::Package::new(out.pid(), child.pid(), "fail"))?;
+                out.send(child.pid(), "fail")?;
             }
         }
         for event in events {
@@ -171,7 +178,7 @@ fn a_monitor_never_reaches_a_later_process_under_the_watchers_pid() {
         downs: downs.clone(),
     };
     scheduler
-        .submit(watcher_pid, first, "run", ())
+        .spawn(Spawn::new(first).method("run").input(()).at(watcher_pid))
         .unwrap()
         .wait()
         .unwrap();
@@ -180,13 +187,15 @@ fn a_monitor_never_reaches_a_later_process_under_the_watchers_pid() {
         leave: false,
         downs: downs.clone(),
     };
-    let second = scheduler.submit(watcher_pid, second, "run", ()).unwrap();
-    let monitor = scheduler.monitor(target);
-    scheduler.post(target, "finish").unwrap();
+    let second = scheduler
+        .spawn(Spawn::new(second).method("run").input(()).at(watcher_pid))
+        .unwrap();
+    let monitor = scheduler.context().monitor(target);
+    scheduler.send(target, "finish").unwrap();
     monitor.wait_timeout(WAIT).expect("the target ended");
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(downs.load(SeqCst), 0, "the later process was not told");
-    scheduler.cancel(second.pid()).unwrap();
+    scheduler.context().cancel(second.pid()).unwrap();
     second.wait().unwrap();
 }
 
@@ -196,11 +205,11 @@ fn monitors_racing_the_end_each_fire_exactly_once() {
     for _ in 0..200 {
         let pid = scheduler.spawn(Obedient).unwrap().pid();
         let racer = {
-            let posted = scheduler.post(pid, "finish");
+            let posted = scheduler.send(pid, "finish");
             posted.map(|_| ())
         };
         racer.unwrap();
-        let monitors: Vec<_> = (0..4).map(|_| scheduler.monitor(pid)).collect();
+        let monitors: Vec<_> = (0..4).map(|_| scheduler.context().monitor(pid)).collect();
         for monitor in monitors {
             let down = monitor.wait_timeout(WAIT).expect("fired");
             assert!(matches!(
@@ -224,16 +233,16 @@ impl Process for Stubborn {
 fn cancel_lets_the_process_finish_its_own_way_and_terminate_forces_it() {
     let scheduler = started(2);
     let graceful = scheduler.spawn(Obedient).unwrap();
-    scheduler.cancel(graceful.pid()).unwrap();
+    scheduler.context().cancel(graceful.pid()).unwrap();
     let result = graceful.wait().unwrap();
     assert_eq!(result.downcast_ref::<&str>(), Some(&"cancelled gracefully"));
 
     let mut stubborn = scheduler.spawn(Stubborn).unwrap();
-    scheduler.cancel(stubborn.pid()).unwrap();
+    scheduler.context().cancel(stubborn.pid()).unwrap();
     assert!(stubborn.wait_timeout(Duration::from_millis(100)).is_none());
     scheduler.terminate(stubborn.pid()).unwrap();
     assert!(matches!(stubborn.wait(), Err(sched::ExitError::Terminated)));
-    assert!(scheduler.cancel(Pid::local(123_456)).is_err());
+    assert!(scheduler.context().cancel(Pid::local(123_456)).is_err());
 }
 
 #[test]
@@ -241,29 +250,45 @@ fn names_are_registered_found_refused_and_released_at_the_end() {
     let scheduler = started(2);
     let first = scheduler.spawn(Obedient).unwrap();
     let second = scheduler.spawn(Obedient).unwrap();
-    scheduler.register_name("db", first.pid()).unwrap();
-    scheduler.register_name("primary", first.pid()).unwrap();
-    assert_eq!(scheduler.whereis("db"), Some(first.pid()));
-    match scheduler.register_name("db", second.pid()) {
+    scheduler
+        .context()
+        .register_name("db", first.pid())
+        .unwrap();
+    scheduler
+        .context()
+        .register_name("primary", first.pid())
+        .unwrap();
+    assert_eq!(scheduler.context().whereis("db"), Some(first.pid()));
+    match scheduler.context().register_name("db", second.pid()) {
         Err(NameError::Taken { by, .. }) => assert_eq!(by, first.pid()),
         other => panic!("expected Taken, got {other:?}"),
     }
     assert_eq!(
-        scheduler.register_name("x", Pid::local(999_999)),
+        scheduler.context().register_name("x", Pid::local(999_999)),
         Err(NameError::NoProcess(Pid::local(999_999)))
     );
-    scheduler.post_named("db", "finish").unwrap();
+    scheduler.send("db", "finish").unwrap();
     first.wait().unwrap();
     let deadline = Instant::now() + WAIT;
-    while scheduler.whereis("db").is_some() && Instant::now() < deadline {
+    while scheduler.context().whereis("db").is_some() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert_eq!(scheduler.whereis("db"), None, "released at the end");
-    assert_eq!(scheduler.whereis("primary"), None);
-    assert!(scheduler.post_named("db", "x").is_err());
-    scheduler.register_name("db", second.pid()).unwrap();
-    assert_eq!(scheduler.unregister_name("db"), Some(second.pid()));
-    assert_eq!(scheduler.whereis("db"), None);
+    assert_eq!(
+        scheduler.context().whereis("db"),
+        None,
+        "released at the end"
+    );
+    assert_eq!(scheduler.context().whereis("primary"), None);
+    assert!(scheduler.send("db", "x").is_err());
+    scheduler
+        .context()
+        .register_name("db", second.pid())
+        .unwrap();
+    assert_eq!(
+        scheduler.context().unregister_name("db"),
+        Some(second.pid())
+    );
+    assert_eq!(scheduler.context().whereis("db"), None);
 }
 
 /// Yields a command nobody completes, then waits; finishes on cancel.
@@ -305,7 +330,7 @@ fn cancel_reaches_a_process_blocked_on_a_yield() {
     while kept.lock().unwrap().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
-    scheduler.cancel(blocked.pid()).unwrap();
+    scheduler.context().cancel(blocked.pid()).unwrap();
     let result = blocked.wait().unwrap();
     assert_eq!(result.downcast_ref::<&str>(), Some(&"compensated"));
     // The yield's late completion finds the process gone.
@@ -340,7 +365,7 @@ impl Process for Refuses {
 #[test]
 fn a_monitor_set_while_init_runs_fires_when_init_fails() {
     let scheduler = Arc::new(started(1));
-    let pid = scheduler.allocate_pid().unwrap();
+    let pid = scheduler.context().allocate_pid().unwrap();
     let (ready, ready_rx) = std::sync::mpsc::channel();
     let (go_tx, go) = std::sync::mpsc::channel();
     let submitter = {
@@ -350,11 +375,13 @@ fn a_monitor_set_while_init_runs_fires_when_init_fails() {
                 ready,
                 go: std::sync::Mutex::new(go),
             };
-            scheduler.submit(pid, process, "run", ()).err()
+            scheduler
+                .spawn(Spawn::new(process).method("run").input(()).at(pid))
+                .err()
         })
     };
     ready_rx.recv().unwrap();
-    let monitor = scheduler.monitor(pid);
+    let monitor = scheduler.context().monitor(pid);
     go_tx.send(()).unwrap();
     assert!(submitter.join().unwrap().is_some(), "init failed");
     let down = monitor.wait_timeout(WAIT).expect("the monitor fired");
@@ -374,7 +401,7 @@ impl std::task::Wake for PanickingWaker {
 fn an_outside_monitor_is_a_future_of_its_down() {
     let scheduler = started(2);
     let pid = scheduler.spawn(Obedient).unwrap().pid();
-    let monitor = scheduler.monitor(pid);
+    let monitor = scheduler.context().monitor(pid);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -383,7 +410,7 @@ fn an_outside_monitor_is_a_future_of_its_down() {
         // Ends only once the task waits on the monitor.
         scope.spawn(|| {
             std::thread::sleep(Duration::from_millis(50));
-            scheduler.post(pid, "fail").unwrap();
+            scheduler.send(pid, "fail").unwrap();
         });
         runtime.block_on(async { tokio::time::timeout(WAIT, monitor).await.expect("it ended") })
     });
@@ -391,12 +418,12 @@ fn an_outside_monitor_is_a_future_of_its_down() {
 
     // A waker that panics when woken does not stop the down.
     let pid = scheduler.spawn(Obedient).unwrap().pid();
-    let mut monitor = scheduler.monitor(pid);
+    let mut monitor = scheduler.context().monitor(pid);
     let waker = std::task::Waker::from(Arc::new(PanickingWaker));
     let mut cx = std::task::Context::from_waker(&waker);
     use std::future::Future;
     assert!(std::pin::Pin::new(&mut monitor).poll(&mut cx).is_pending());
-    scheduler.post(pid, "finish").unwrap();
+    scheduler.send(pid, "finish").unwrap();
     assert_eq!(
         monitor.wait_timeout(WAIT).map(|d| d.reason),
         Some(ExitReason::Normal)

@@ -61,26 +61,32 @@ fn the_mailbox_depth_counts_what_no_step_took_yet() {
         })
         .unwrap()
         .pid();
-    scheduler.post(pid, 0u32).unwrap();
+    scheduler.send(pid, 0u32).unwrap();
     // A step took the first message and now waits on the gate.
     taken
         .recv_timeout(WAIT)
         .expect("a step took the first message");
     assert_eq!(
-        scheduler.process_info(pid).unwrap().state,
+        scheduler.context().process_info(pid).unwrap().state,
         ProcessState::Running
     );
     for i in 1..=5u32 {
-        scheduler.post(pid, i).unwrap();
+        scheduler.send(pid, i).unwrap();
     }
-    assert_eq!(scheduler.process_info(pid).unwrap().mailbox_depth, Some(5));
+    assert_eq!(
+        scheduler.context().process_info(pid).unwrap().mailbox_depth,
+        Some(5)
+    );
     let listed = scheduler.processes();
     assert_eq!(listed[0].mailbox_depth, Some(5));
     open.send(()).unwrap();
     eventually("the five were read", || {
-        scheduler.process_info(pid).unwrap().published == [("read", 6)]
+        scheduler.context().process_info(pid).unwrap().published == [("read", 6)]
     });
-    assert_eq!(scheduler.process_info(pid).unwrap().mailbox_depth, Some(0));
+    assert_eq!(
+        scheduler.context().process_info(pid).unwrap().mailbox_depth,
+        Some(0)
+    );
     scheduler.shutdown(Duration::from_millis(50));
 }
 
@@ -114,14 +120,19 @@ fn pending_timers_type_and_last_step_are_reported() {
         })
         .unwrap()
         .pid();
-    let before = scheduler.process_info(pid).unwrap();
+    let before = scheduler.context().process_info(pid).unwrap();
     assert_eq!(before.since_last_step, None, "not stepped yet");
     assert_eq!(before.type_name, None, "known from its first step");
     scheduler.start();
     eventually("its first step", || {
-        scheduler.process_info(pid).unwrap().pending_timers == 3
+        scheduler
+            .context()
+            .process_info(pid)
+            .unwrap()
+            .pending_timers
+            == 3
     });
-    let info = scheduler.process_info(pid).unwrap();
+    let info = scheduler.context().process_info(pid).unwrap();
     assert_eq!(info.mailbox_depth, None, "not counted unless asked");
     assert!(
         info.type_name.unwrap().ends_with("process_figures::Timers"),
@@ -131,17 +142,24 @@ fn pending_timers_type_and_last_step_are_reported() {
     // It stepped once and has waited since: the time grows while it idles.
     std::thread::sleep(Duration::from_millis(60));
     let idle = scheduler
+        .context()
         .process_info(pid)
         .unwrap()
         .since_last_step
         .unwrap();
     assert!(idle >= Duration::from_millis(40), "{idle:?}");
     assert!(idle < WAIT, "{idle:?}");
-    scheduler.post(pid, ()).unwrap();
+    scheduler.send(pid, ()).unwrap();
     eventually("one cancelled", || {
-        scheduler.process_info(pid).unwrap().pending_timers == 2
+        scheduler
+            .context()
+            .process_info(pid)
+            .unwrap()
+            .pending_timers
+            == 2
     });
     let after = scheduler
+        .context()
         .process_info(pid)
         .unwrap()
         .since_last_step
@@ -175,13 +193,16 @@ fn long_steps_are_counted_per_process() {
     scheduler.start();
     let slow = scheduler.spawn(Sleeper).unwrap().pid();
     let quick = scheduler.spawn(Sleeper).unwrap().pid();
-    scheduler.post(slow, 150u64).unwrap();
-    scheduler.post(quick, 0u64).unwrap();
+    scheduler.send(slow, 150u64).unwrap();
+    scheduler.send(quick, 0u64).unwrap();
     eventually("reported", || scheduler.stats().long_steps == 1);
     eventually("counted on the process", || {
-        scheduler.process_info(slow).unwrap().long_steps == 1
+        scheduler.context().process_info(slow).unwrap().long_steps == 1
     });
-    assert_eq!(scheduler.process_info(quick).unwrap().long_steps, 0);
+    assert_eq!(
+        scheduler.context().process_info(quick).unwrap().long_steps,
+        0
+    );
     let listed = scheduler.processes();
     let slow_info = listed.iter().find(|p| p.pid == slow).unwrap();
     assert_eq!(slow_info.long_steps, 1);
@@ -219,7 +240,12 @@ fn a_panicking_type_name_leaves_the_process_unnamed_and_its_worker_alive() {
         .unwrap()
         .pid();
     eventually("named", || {
-        scheduler.process_info(pid).unwrap().type_name.is_some()
+        scheduler
+            .context()
+            .process_info(pid)
+            .unwrap()
+            .type_name
+            .is_some()
     });
     scheduler.shutdown(Duration::from_millis(50));
 }

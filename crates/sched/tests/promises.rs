@@ -34,10 +34,7 @@ impl Process for ReplyOrTimeout {
             // The "reply" falls due 1 ms before the timeout; the step keeps
             // its worker busy past both, so one poll of the wheel delivers
             // both, reply first, into one batch.
-            out.send_after(
-                Duration::from_millis(1),
-                Package::new(out.pid(), out.pid(), 42u64),
-            )?;
+            out.send(After(Duration::from_millis(1), out.pid()), 42u64)?;
             self.timeout = Some(out.set_timer(Duration::from_millis(2), Tag(1)));
             spin(Duration::from_millis(20));
             return Ok(());
@@ -94,7 +91,7 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Message(question) = event {
-                    out.send(Package::new(out.pid(), question.source(), 42u64))?;
+                    out.send(question.source(), 42u64)?;
                     // The hogs run before the asker (the latest spawned
                     // first), past its timeout, and the worker fires the
                     // timeout between their steps: the reply and the
@@ -116,7 +113,7 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
     impl Process for Asker {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if self.timeout.is_none() {
-                out.send(Package::new(out.pid(), self.oracle, "question"))?;
+                out.send(self.oracle, "question")?;
                 self.timeout = Some(out.set_timer(Duration::from_millis(5), Tag(1)));
             }
             for event in events {
@@ -231,7 +228,7 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
                 self.started = true;
                 out.trap_exits(true);
                 out.link(self.peer);
-                out.send(Package::new(out.pid(), self.peer, "die"))?;
+                out.send(self.peer, "die")?;
                 // Wait until the peer's PID is gone (its end has begun),
                 // then unlink at once: the race the fix is about.
                 let until = Instant::now() + Duration::from_secs(2);
@@ -239,11 +236,8 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
                     std::hint::spin_loop();
                 }
                 out.unlink(self.peer);
-                out.send(Package::new(out.pid(), out.pid(), "marker"))?;
-                out.send_after(
-                    Duration::from_millis(5),
-                    Package::new(out.pid(), out.pid(), "finish"),
-                )?;
+                out.send(out.pid(), "marker")?;
+                out.send(After(Duration::from_millis(5), out.pid()), "finish")?;
                 return Ok(());
             }
             for event in events {
@@ -288,10 +282,7 @@ fn a_delayed_message_outlives_its_sender() {
     }
     impl Process for SendsAndEnds {
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-            out.send_after(
-                Duration::from_millis(20),
-                Package::new(out.pid(), self.to, "later"),
-            )?;
+            out.send(After(Duration::from_millis(20), self.to), "later")?;
             out.finish(());
             Ok(())
         }
@@ -347,7 +338,7 @@ fn delayed_messages_to_an_ended_process_go_at_its_end() {
         let target = scheduler.spawn(Idle).unwrap();
         for _ in 0..10 {
             scheduler
-                .post_after(Duration::from_secs(3600), target.pid(), 7u8)
+                .send(After(Duration::from_secs(3600), target.pid()), 7u8)
                 .unwrap();
         }
         scheduler.terminate(target.pid()).unwrap();
@@ -390,7 +381,7 @@ fn delayed_messages_from_one_sender_arrive_in_order() {
         .unwrap();
     for i in 0..1000u32 {
         scheduler
-            .post_after(Duration::from_millis(10), target.pid(), i)
+            .send(After(Duration::from_millis(10), target.pid()), i)
             .unwrap();
     }
     let got = target.wait().unwrap();
@@ -452,17 +443,14 @@ fn a_late_reply_whose_drop_panics_is_contained() {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if !self.asked {
                 self.asked = true;
-                out.ask(self.to, (), Duration::from_millis(1))?;
+                out.ask(self.to, Box::new(()) as Payload, Duration::from_millis(1))?;
             }
             for event in events {
                 match event {
                     Event::Reply { result: Err(_), .. } => {
                         // Stay a while: the late answer arrives and is
                         // dropped before a step could see it.
-                        out.send_after(
-                            Duration::from_millis(60),
-                            Package::new(out.pid(), out.pid(), "end"),
-                        )?;
+                        out.send(After(Duration::from_millis(60), out.pid()), "end")?;
                     }
                     Event::Reply { result: Ok(_), .. } => return Err("a late answer".into()),
                     Event::Message(_) => out.finish(()),
@@ -540,7 +528,9 @@ fn a_command_handler_panic_whose_payload_panics_on_drop_is_contained() {
                     out.finish(result.is_err());
                 }
             }
-            if first && out.yield_count() == 0 {
+            // Nothing is yielded above, so this step has yielded nothing
+            // yet (what `yield_count() == 0` checked).
+            if first {
                 out.yield_command(BOOM, Tag(1), Box::new(()));
             }
             Ok(())
@@ -602,7 +592,7 @@ fn a_waker_that_panics_does_not_lose_the_outcome() {
     let waker = unsafe { Waker::from_raw(raw()) };
     let mut cx = TaskContext::from_waker(&waker);
     assert!(Pin::new(&mut completion).poll(&mut cx).is_pending());
-    scheduler.post(pid, "go").unwrap();
+    scheduler.send(pid, "go").unwrap();
     let value = completion
         .wait_timeout(WAIT)
         .expect("stored despite the waker");
