@@ -41,7 +41,7 @@ impl Process for TrapsExits {
             out.trap_exits(true);
             out.link(self.peer);
             // Tell the test the link is in place.
-            out.send(Package::new(out.pid(), self.peer, "error"))?;
+            out.send(self.peer, "error")?;
         }
         for event in events {
             if let Event::Exit { reason, detail, .. } = event {
@@ -63,7 +63,7 @@ impl Process for Watches {
         if !self.started {
             self.started = true;
             out.monitor(self.target);
-            out.send(Package::new(out.pid(), self.target, "panic"))?;
+            out.send(self.target, "panic")?;
         }
         for event in events {
             if let Event::Down(down) = event {
@@ -84,8 +84,8 @@ fn scheduler() -> Scheduler {
 fn an_outside_monitor_gets_the_panic_message() {
     let scheduler = scheduler();
     let child = scheduler.spawn(Fails).unwrap();
-    let monitor = scheduler.monitor(child.pid());
-    scheduler.post(child.pid(), "panic").unwrap();
+    let monitor = scheduler.context().monitor(child.pid());
+    scheduler.send(child.pid(), "panic").unwrap();
     let down = monitor.wait_timeout(WAIT).expect("the child ended");
     assert_eq!(down.reason, ExitReason::Panicked);
     let detail = down.detail.expect("a panic has a message");
@@ -133,13 +133,14 @@ fn a_linked_process_that_traps_exits_gets_the_error_text() {
 fn a_normal_end_and_a_late_monitor_carry_no_detail() {
     let scheduler = scheduler();
     let child = scheduler.spawn(Fails).unwrap();
-    let monitor = scheduler.monitor(child.pid());
+    let monitor = scheduler.context().monitor(child.pid());
     let pid = child.pid();
-    scheduler.post(pid, "finish").unwrap();
+    scheduler.send(pid, "finish").unwrap();
     let down = monitor.wait_timeout(WAIT).expect("the child ended");
     assert_eq!((down.reason, down.detail), (ExitReason::Normal, None));
     // Set after the end: only the reason is known.
     let late = scheduler
+        .context()
         .monitor(pid)
         .wait_timeout(WAIT)
         .expect("fires at once");
@@ -151,7 +152,7 @@ fn a_normal_end_and_a_late_monitor_carry_no_detail() {
 fn errors_say_what_failed() {
     let scheduler = scheduler();
     let child = scheduler.spawn(Fails).unwrap();
-    scheduler.post(child.pid(), "error").unwrap();
+    scheduler.send(child.pid(), "error").unwrap();
     let error = child.wait().unwrap_err();
     assert_eq!(error.to_string(), "the step failed: bad input at line 7");
 

@@ -49,35 +49,38 @@ fn every_door_says(scheduler: &Scheduler, pid: Pid, ended: bool) {
     } else {
         (SendErrorKind::UnknownTarget, PidStatus::Unknown)
     };
-    assert_eq!(scheduler.pid_status(pid), status, "{pid}");
-    let refused = scheduler.post(pid, 1u8).unwrap_err();
+    assert_eq!(scheduler.context().pid_status(pid), status, "{pid}");
+    let refused = scheduler.send(pid, 1u8).unwrap_err();
     assert_eq!(refused.kind(), kind, "post to {pid}");
     assert_eq!(refused.into_package().downcast::<u8>().ok(), Some(1));
     assert_eq!(
-        scheduler.ask(pid, 2u8).unwrap_err().kind(),
+        scheduler
+            .ask(pid, Box::new(2u8) as Payload)
+            .unwrap_err()
+            .kind(),
         kind,
         "ask {pid}"
     );
     assert_eq!(
-        scheduler.query(pid, Ping).unwrap_err().kind(),
+        scheduler.ask(pid, Ping).unwrap_err().kind(),
         kind,
         "query {pid}"
     );
     assert_eq!(
         scheduler
-            .send_after(
-                Duration::from_millis(1),
-                Package::new(Pid::OUTSIDE, pid, 3u8)
-            )
+            .send(After(Duration::from_millis(1), pid), 3u8)
             .unwrap_err()
             .kind(),
         kind,
         "send_after to {pid}"
     );
     let terminated = scheduler.terminate(pid).unwrap_err();
-    let cancelled = scheduler.cancel(pid).unwrap_err();
-    let upgraded = scheduler.upgrade(pid, Quick, "run", ()).unwrap_err();
-    let named = scheduler.register_name("door", pid).unwrap_err();
+    let cancelled = scheduler.context().cancel(pid).unwrap_err();
+    let upgraded = scheduler
+        .context()
+        .upgrade(pid, Quick, "run", ())
+        .unwrap_err();
+    let named = scheduler.context().register_name("door", pid).unwrap_err();
     if ended {
         assert_eq!(terminated, TerminateError::Ended(pid));
         assert_eq!(cancelled, TerminateError::Ended(pid));
@@ -92,11 +95,15 @@ fn every_door_says(scheduler: &Scheduler, pid: Pid, ended: bool) {
     // A monitor and a link cannot tell: both say `NoProcess`, as a
     // reason for an end rather than an error (as Erlang's `noproc`).
     let down = scheduler
+        .context()
         .monitor(pid)
         .wait_timeout(WAIT)
         .expect("told at once");
     assert_eq!(down.reason, ExitReason::NoProcess, "monitor {pid}");
-    assert!(scheduler.process_info(pid).is_none(), "process_info {pid}");
+    assert!(
+        scheduler.context().process_info(pid).is_none(),
+        "process_info {pid}"
+    );
 }
 
 #[test]
@@ -121,8 +128,8 @@ fn an_ended_process_is_not_one_that_never_existed() {
     }
 
     // Reserved and not submitted yet: not ended.
-    let reserved = scheduler.allocate_pid().unwrap();
-    assert_eq!(scheduler.pid_status(reserved), PidStatus::Unknown);
+    let reserved = scheduler.context().allocate_pid().unwrap();
+    assert_eq!(scheduler.context().pid_status(reserved), PidStatus::Unknown);
     scheduler.shutdown(WAIT);
 }
 
@@ -138,19 +145,23 @@ fn a_reused_slot_keeps_its_old_pids_ended() {
         done.wait().unwrap();
     }
     let live = scheduler.spawn(Waiter).unwrap();
-    assert_eq!(scheduler.pid_status(live.pid()), PidStatus::Live);
+    assert_eq!(scheduler.context().pid_status(live.pid()), PidStatus::Live);
     assert!(
         ended.iter().any(|pid| pid.id() >> 32 != 0),
         "some slot was reused (a later generation was handed out)"
     );
     for &pid in &ended {
-        assert_eq!(scheduler.pid_status(pid), PidStatus::Ended, "{pid}");
         assert_eq!(
-            scheduler.post(pid, ()).unwrap_err().kind(),
+            scheduler.context().pid_status(pid),
+            PidStatus::Ended,
+            "{pid}"
+        );
+        assert_eq!(
+            scheduler.send(pid, ()).unwrap_err().kind(),
             SendErrorKind::Ended
         );
     }
-    scheduler.post(live.pid(), "still here").unwrap();
+    scheduler.send(live.pid(), "still here").unwrap();
     assert!(live.wait().is_ok());
     scheduler.shutdown(WAIT);
 }
@@ -160,12 +171,14 @@ fn a_pid_a_caller_chose_leaves_no_trace_when_its_process_ends() {
     let scheduler = Scheduler::builder().workers(1).build();
     scheduler.start();
     let chosen = Pid::local(1 << 40);
-    let done = scheduler.submit(chosen, Quick, "run", ()).unwrap();
+    let done = scheduler
+        .spawn(Spawn::new(Quick).method("run").at(chosen))
+        .unwrap();
     done.wait().unwrap();
     // What the documentation says: a chosen PID is not remembered.
-    assert_eq!(scheduler.pid_status(chosen), PidStatus::Unknown);
+    assert_eq!(scheduler.context().pid_status(chosen), PidStatus::Unknown);
     assert_eq!(
-        scheduler.post(chosen, ()).unwrap_err().kind(),
+        scheduler.send(chosen, ()).unwrap_err().kind(),
         SendErrorKind::UnknownTarget
     );
     scheduler.shutdown(WAIT);

@@ -63,7 +63,7 @@ fn a_process_with_only_a_step_runs_under_the_default_method() {
 #[test]
 fn the_default_init_refuses_any_other_method() {
     let scheduler = scheduler();
-    match scheduler.spawn_with(Doubler { asked: false }, "fly", ()) {
+    match scheduler.spawn(Spawn::new(Doubler { asked: false }).method("fly")) {
         Err(SubmitError::Init {
             error: InitError::UnknownMethod { method },
             ..
@@ -88,11 +88,13 @@ impl Process for Quick {
 fn spawn_skips_pids_that_callers_chose_for_their_own_processes() {
     let scheduler = Scheduler::builder().workers(1).build();
     // Callers take the allocator's next ids before it hands them out.
-    let next = scheduler.allocate_pid().unwrap();
+    let next = scheduler.context().allocate_pid().unwrap();
     let mine: Vec<_> = (1..=3)
         .map(|k| {
             let pid = Pid::new(next.node(), next.id() + k);
-            scheduler.submit(pid, Inbox, "run", ()).unwrap()
+            scheduler
+                .spawn(Spawn::new(Inbox).method("run").at(pid))
+                .unwrap()
         })
         .collect();
     let spawned: Vec<_> = (0..6)
@@ -106,7 +108,7 @@ fn spawn_skips_pids_that_callers_chose_for_their_own_processes() {
         assert_eq!(ran_as.downcast_ref::<Pid>(), Some(&pid));
     }
     for m in &mine {
-        scheduler.post(m.pid(), "stop").unwrap();
+        scheduler.send(m.pid(), "stop").unwrap();
     }
     scheduler.shutdown(PATIENCE);
 }
@@ -132,7 +134,7 @@ fn a_step_spawns_with_the_same_call_as_outside_code_and_sends_with_question_mark
                 // Generic spawn from a step: no Box, no PID, any input.
                 let child = out.spawn(Inbox)?;
                 // `?` on a send: its error converts into the step's.
-                out.send(Package::new(out.pid(), child.pid(), "go"))?;
+                out.send(child.pid(), "go")?;
                 out.finish(child);
             }
             Ok(())
@@ -156,7 +158,7 @@ fn a_handle_says_already_taken_instead_of_panicking_and_tells_it_from_not_yet() 
         "still running: not yet"
     );
     assert!(waiting.try_take().is_none(), "still running: not yet");
-    scheduler.post(waiting.pid(), "go").unwrap();
+    scheduler.send(waiting.pid(), "go").unwrap();
     assert!(waiting.wait_timeout(PATIENCE).expect("finished").is_ok());
     assert!(matches!(
         waiting.wait_timeout(PATIENCE),

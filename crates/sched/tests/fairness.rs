@@ -48,7 +48,7 @@ impl Process for Worker {
         self.rounds -= 1;
         self.left = 3;
         if let Some(peer) = self.peer {
-            let _ = out.send(Package::new(out.pid(), peer, self.rounds));
+            let _ = out.send(peer, self.rounds);
         }
         let ms = 1 + (self.index * 7 + u64::from(self.rounds) * 13) % 50;
         out.set_timer(Duration::from_millis(ms), Tag(1));
@@ -136,8 +136,8 @@ fn overload(seed: u64, workers: usize, keep_trace: bool) -> Simulation {
     let groups = match seed % 2 {
         1 => vec![
             Group::DEFAULT,
-            sim.group("a").expect("declared"),
-            sim.group("b").expect("declared"),
+            sim.context().group("a").expect("declared"),
+            sim.context().group("b").expect("declared"),
         ],
         _ => vec![Group::DEFAULT],
     };
@@ -145,6 +145,7 @@ fn overload(seed: u64, workers: usize, keep_trace: bool) -> Simulation {
     for index in 0..120u64 {
         let peer = (index % 3 == 0).then(|| pids.last().copied()).flatten();
         let done = sim
+            .context()
             .spawn(Worker {
                 index,
                 rounds: 4,
@@ -158,6 +159,7 @@ fn overload(seed: u64, workers: usize, keep_trace: bool) -> Simulation {
     let mut probes = Vec::new();
     for (i, priority) in Priority::ALL.into_iter().cycle().take(24).enumerate() {
         let done = sim
+            .context()
             .spawn(Probe {
                 priority,
                 count: 3 + i as u32 % 3,
@@ -172,15 +174,16 @@ fn overload(seed: u64, workers: usize, keep_trace: bool) -> Simulation {
         } else {
             (Priority::Low, Priority::High)
         };
-        sim.spawn(Flood {
-            steps: 60,
-            start,
-            then,
-        })
-        .expect("spawned");
+        sim.context()
+            .spawn(Flood {
+                steps: 60,
+                start,
+                then,
+            })
+            .expect("spawned");
     }
     for tick in 0..40 {
-        let _ = sim.post(probes[tick % probes.len()], "outside");
+        let _ = sim.context().send(probes[tick % probes.len()], "outside");
         sim.run_for(Duration::from_millis(2)).expect("runs");
     }
     sim.run().expect("goes quiet");
@@ -239,12 +242,13 @@ fn a_run_within_the_bound_has_no_unfair_entry() {
     // by the mutations named at the top of this file.)
     let mut sim = Scheduler::builder().simulation(Config::seed(9).workers(2));
     for i in 0..40 {
-        sim.spawn(Flood {
-            steps: 30,
-            start: Priority::ALL[i % 3],
-            then: Priority::ALL[(i + 1) % 3],
-        })
-        .expect("spawned");
+        sim.context()
+            .spawn(Flood {
+                steps: 30,
+                start: Priority::ALL[i % 3],
+                then: Priority::ALL[(i + 1) % 3],
+            })
+            .expect("spawned");
     }
     sim.run().expect("goes quiet");
     let fairness = sim.fairness();
@@ -289,6 +293,7 @@ fn shares(counts: [usize; 3]) -> [u64; 3] {
     for (level, &count) in Priority::ALL.iter().zip(&counts) {
         for _ in 0..count {
             let done = sim
+                .context()
                 .spawn(Counter {
                     priority: *level,
                     steps: 0,
@@ -301,7 +306,7 @@ fn shares(counts: [usize; 3]) -> [u64; 3] {
         sim.step();
     }
     for (_, done) in &all {
-        sim.post(done.pid(), "stop").expect("alive");
+        sim.context().send(done.pid(), "stop").expect("alive");
     }
     sim.run().expect("goes quiet");
     let mut steps = [0u64; 3];
@@ -357,7 +362,7 @@ impl Process for Ping {
                 }
                 self.rounds -= 1;
                 let peer = self.peer.expect("told its peer");
-                out.send(Package::new(out.pid(), peer, out.pid()))?;
+                out.send(peer, out.pid())?;
             }
         }
         Ok(())
@@ -373,26 +378,29 @@ fn the_next_slot_does_not_jump_ahead_of_higher_level_work() {
     // of running from the slot, and the turns give `High` the next pick.
     let mut sim = Scheduler::builder().simulation(Config::seed(4).workers(1));
     let high = sim
+        .context()
         .spawn(Counter {
             priority: Priority::High,
             steps: 0,
         })
         .expect("spawned");
     let a = sim
+        .context()
         .spawn(Ping {
             peer: None,
             rounds: 200,
         })
         .expect("spawned");
     let b = sim
+        .context()
         .spawn(Ping {
             peer: None,
             rounds: 200,
         })
         .expect("spawned");
     sim.run_until(|sim| sim.steps() >= 20).expect("runs");
-    sim.post(a.pid(), b.pid()).expect("alive");
-    sim.post(b.pid(), a.pid()).expect("alive");
+    sim.context().send(a.pid(), b.pid()).expect("alive");
+    sim.context().send(b.pid(), a.pid()).expect("alive");
     sim.run_until(|sim| sim.steps() >= 600).expect("runs");
     let pings = [a.pid(), b.pid()];
     let stepped: Vec<Pid> = sim
@@ -414,5 +422,5 @@ fn the_next_slot_does_not_jump_ahead_of_higher_level_work() {
         normal_pairs, 0,
         "a woken Normal process ran ahead of High work"
     );
-    sim.post(high.pid(), "stop").expect("alive");
+    sim.context().send(high.pid(), "stop").expect("alive");
 }

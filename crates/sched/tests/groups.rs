@@ -51,8 +51,8 @@ fn groups_share_step_time_by_weight_under_saturation() {
         .group("light", 1)
         .group("heavy", 3)
         .build();
-    let light = scheduler.group("light").expect("declared");
-    let heavy = scheduler.group("heavy").expect("declared");
+    let light = scheduler.context().group("light").expect("declared");
+    let heavy = scheduler.context().group("heavy").expect("declared");
     let counts = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
     let mut all = Vec::new();
     for _ in 0..40 {
@@ -68,14 +68,22 @@ fn groups_share_step_time_by_weight_under_saturation() {
     scheduler.start();
     // Let the work spread over both workers before measuring.
     std::thread::sleep(Duration::from_millis(200));
-    let busy = |g: Group| scheduler.group_info(g).expect("a group").busy;
+    let busy = |g: Group| {
+        scheduler
+            .context()
+            .groups()
+            .into_iter()
+            .find(|i| i.group == g)
+            .expect("a group")
+            .busy
+    };
     let (light0, heavy0) = (busy(light), busy(heavy));
     let steps0 = counts.each_ref().map(|c| c.load(Relaxed));
     std::thread::sleep(Duration::from_secs(1));
     let (light_busy, heavy_busy) = (busy(light) - light0, busy(heavy) - heavy0);
     let steps = [0, 1].map(|i| counts[i].load(Relaxed) - steps0[i]);
     for done in &all {
-        scheduler.post(done.pid(), "stop").expect("alive");
+        scheduler.send(done.pid(), "stop").expect("alive");
     }
     for done in all {
         done.wait().expect("finished");
@@ -188,19 +196,21 @@ fn probe_gaps(separate: bool) -> Vec<u64> {
     let mut sim = builder.simulation(Config::seed(11).workers(1));
     let (flood_group, probe_group) = match separate {
         true => (
-            sim.group("flood").expect("declared"),
-            sim.group("probe").expect("declared"),
+            sim.context().group("flood").expect("declared"),
+            sim.context().group("probe").expect("declared"),
         ),
         false => (Group::DEFAULT, Group::DEFAULT),
     };
     let flood = Arc::new(AtomicU64::new(0));
-    sim.spawn(Spawner {
-        group: flood_group,
-        count: 20_000,
-        flood: flood.clone(),
-    })
-    .expect("spawned");
+    sim.context()
+        .spawn(Spawner {
+            group: flood_group,
+            count: 20_000,
+            flood: flood.clone(),
+        })
+        .expect("spawned");
     let mut probe = sim
+        .context()
         .spawn(Probe {
             group: probe_group,
             flood: flood.clone(),
@@ -267,18 +277,23 @@ fn the_simulation_gives_groups_their_weights_in_steps() {
         .group("b", 3)
         .group("c", 4)
         .simulation(Config::seed(2).workers(2));
-    let groups = ["a", "b", "c"].map(|name| sim.group(name).expect("declared"));
+    let groups = ["a", "b", "c"].map(|name| sim.context().group(name).expect("declared"));
     let mut all = Vec::new();
     for (i, &group) in groups.iter().enumerate() {
         for _ in 0..10 {
-            all.push((i, sim.spawn(Counter { group, steps: 0 }).expect("spawned")));
+            all.push((
+                i,
+                sim.context()
+                    .spawn(Counter { group, steps: 0 })
+                    .expect("spawned"),
+            ));
         }
     }
     for _ in 0..40_000 {
         sim.step();
     }
     for (_, done) in &all {
-        sim.post(done.pid(), "stop").expect("alive");
+        sim.context().send(done.pid(), "stop").expect("alive");
     }
     sim.run().expect("goes quiet");
     let mut steps = [0u64; 3];
@@ -347,9 +362,9 @@ fn a_process_joins_its_spawner_s_group_unless_it_chooses() {
         .group("other", 1)
         .build();
     scheduler.start();
-    let tenant = scheduler.group("tenant").expect("declared");
-    let other = scheduler.group("other").expect("declared");
-    let group_of = |pid: Pid| scheduler.process_info(pid).expect("alive").group;
+    let tenant = scheduler.context().group("tenant").expect("declared");
+    let other = scheduler.context().group("other").expect("declared");
+    let group_of = |pid: Pid| scheduler.context().process_info(pid).expect("alive").group;
     let cases = [
         (Some(tenant), None, tenant),
         (Some(tenant), Some(other), other),
@@ -364,7 +379,7 @@ fn a_process_joins_its_spawner_s_group_unless_it_chooses() {
             .expect("spawned");
         let child_pid = done.typed::<Pid>().wait().expect("spawned its child");
         assert_eq!(group_of(child_pid), want, "{parent:?} spawning {child:?}");
-        scheduler.post(child_pid, ()).expect("alive");
+        scheduler.send(child_pid, ()).expect("alive");
     }
     // From outside: the default group, or the chosen one.
     let outside = scheduler.spawn(Parked { group: None }).expect("spawned");
@@ -373,8 +388,8 @@ fn a_process_joins_its_spawner_s_group_unless_it_chooses() {
         .spawn(Parked { group: Some(other) })
         .expect("spawned");
     assert_eq!(group_of(chosen.pid()), other);
-    scheduler.post(outside.pid(), ()).expect("alive");
-    scheduler.post(chosen.pid(), ()).expect("alive");
+    scheduler.send(outside.pid(), ()).expect("alive");
+    scheduler.send(chosen.pid(), ()).expect("alive");
     scheduler.shutdown(Duration::from_secs(5));
 }
 
@@ -385,21 +400,28 @@ fn a_group_the_scheduler_does_not_have_fails_the_spawn() {
         .group("a", 1)
         .group("b", 1)
         .build();
-    let b = with.group("b").expect("declared");
+    let b = with.context().group("b").expect("declared");
     let without = Scheduler::builder().workers(1).build();
     match without.spawn(Parked { group: Some(b) }) {
         Err(SubmitError::UnknownGroup { group, .. }) => assert_eq!(group, b),
         other => panic!("expected UnknownGroup, got {other:?}"),
     }
-    assert_eq!(without.group_info(b), None);
-    assert!(!without.set_group_weight(b, 2));
+    assert_eq!(
+        without
+            .context()
+            .groups()
+            .into_iter()
+            .find(|i| i.group == b),
+        None
+    );
+    assert!(!without.context().set_group_weight(b, 2));
     assert_eq!(without.stats().live_processes, 0);
 }
 
 #[test]
 fn groups_report_their_weight_ready_work_and_step_time() {
     let scheduler = Scheduler::builder().workers(1).group("web", 3).build();
-    let web = scheduler.group("web").expect("declared");
+    let web = scheduler.context().group("web").expect("declared");
     // Not started: both wait in the global queue.
     let steps = Arc::new(AtomicU64::new(0));
     let mut all = Vec::new();
@@ -411,22 +433,37 @@ fn groups_report_their_weight_ready_work_and_step_time() {
         };
         all.push(scheduler.spawn(busy).expect("spawned"));
     }
-    let info = scheduler.group_info(web).expect("a group");
+    let info = scheduler
+        .context()
+        .groups()
+        .into_iter()
+        .find(|i| i.group == web)
+        .expect("a group");
     assert_eq!((info.name.as_str(), info.weight, info.ready), ("web", 3, 2));
     assert_eq!(info.busy, Duration::ZERO);
-    assert!(scheduler.set_group_weight(web, 5));
+    assert!(scheduler.context().set_group_weight(web, 5));
     scheduler.start();
     while steps.load(Relaxed) < 100 {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let info = scheduler.group_info(web).expect("a group");
+    let info = scheduler
+        .context()
+        .groups()
+        .into_iter()
+        .find(|i| i.group == web)
+        .expect("a group");
     assert_eq!(info.weight, 5);
     // 100 steps of 100 µs each, at least.
     assert!(info.busy >= Duration::from_millis(10), "{info:?}");
-    let names: Vec<String> = scheduler.groups().into_iter().map(|g| g.name).collect();
+    let names: Vec<String> = scheduler
+        .context()
+        .groups()
+        .into_iter()
+        .map(|g| g.name)
+        .collect();
     assert_eq!(names, ["default", "web"]);
     for done in &all {
-        scheduler.post(done.pid(), "stop").expect("alive");
+        scheduler.send(done.pid(), "stop").expect("alive");
     }
     scheduler.shutdown(Duration::from_secs(5));
 }
