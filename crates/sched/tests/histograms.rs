@@ -54,13 +54,13 @@ fn the_step_histogram_counts_exactly_the_steps_taken() {
     for done in running {
         done.wait().unwrap();
     }
-    let steps = scheduler.histograms().expect("turned on").step;
+    let steps = scheduler.context().histograms().expect("turned on").step;
     assert_eq!(steps.count(), expected);
     assert_eq!(steps.count(), scheduler.stats().workers[0].steps);
     assert!(steps.max() >= Duration::from_millis(30), "{steps:?}");
     assert!(steps.p50() < Duration::from_millis(30), "{steps:?}");
     assert!(steps.p99() <= steps.max());
-    let histograms = scheduler.histograms().unwrap();
+    let histograms = scheduler.context().histograms().unwrap();
     assert_eq!(
         histograms.schedule_latency.count(),
         expected,
@@ -114,7 +114,7 @@ fn a_step_after_a_yield_is_a_yield_wait_and_every_other_a_schedule_latency() {
     for done in nappers {
         done.wait().unwrap();
     }
-    let histograms = scheduler.histograms().unwrap();
+    let histograms = scheduler.context().histograms().unwrap();
     // Each napper: a first step (made ready by its spawn), then one step
     // per completion.
     assert_eq!(histograms.step.count(), 40);
@@ -135,7 +135,7 @@ fn a_step_after_a_yield_is_a_yield_wait_and_every_other_a_schedule_latency() {
 #[test]
 fn without_the_option_there_is_no_histogram() {
     let scheduler = Scheduler::builder().workers(1).build();
-    assert!(scheduler.histograms().is_none());
+    assert!(scheduler.context().histograms().is_none());
 }
 
 /// Sets two timers, cancels one, and finishes when the other fires.
@@ -172,7 +172,11 @@ fn timer_lateness_counts_each_timer_that_fired() {
     for done in sleepers {
         done.wait().unwrap();
     }
-    let lateness = scheduler.histograms().expect("turned on").timer_lateness;
+    let lateness = scheduler
+        .context()
+        .histograms()
+        .expect("turned on")
+        .timer_lateness;
     assert_eq!(lateness.count(), 50, "the cancelled ones never fired");
     assert!(lateness.p50() <= lateness.max());
     scheduler.shutdown(WAIT);

@@ -36,7 +36,7 @@ fn parks_with(linger: Duration, until_parked: bool) -> u64 {
     let pid = scheduler.spawn(Count(Arc::clone(&seen))).unwrap().pid();
     let before = scheduler.stats().totals().parks;
     for n in 0..MESSAGES {
-        scheduler.post(pid, n).unwrap();
+        scheduler.send(pid, n).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while seen.load(Ordering::Acquire) <= n {
             assert!(Instant::now() < deadline, "message {n} not taken");

@@ -27,13 +27,19 @@ fn one_process_info_matches_the_list_and_ends_with_the_process() {
     scheduler.start();
     let handles: Vec<Completion> = (0..3).map(|_| scheduler.spawn(Waits).unwrap()).collect();
     let named = handles[1].pid();
-    scheduler.register_name("middle", named).unwrap();
-    scheduler.register_name("also-middle", named).unwrap();
+    scheduler.context().register_name("middle", named).unwrap();
+    scheduler
+        .context()
+        .register_name("also-middle", named)
+        .unwrap();
 
     let list = scheduler.processes();
     assert_eq!(list.len(), 3);
     for handle in &handles {
-        let one = scheduler.process_info(handle.pid()).expect("live");
+        let one = scheduler
+            .context()
+            .process_info(handle.pid())
+            .expect("live");
         let listed = list.iter().find(|p| p.pid == handle.pid()).expect("listed");
         assert_eq!(
             (one.pid, one.names.clone()),
@@ -41,6 +47,7 @@ fn one_process_info_matches_the_list_and_ends_with_the_process() {
         );
     }
     let mut names: Vec<String> = scheduler
+        .context()
         .process_info(named)
         .unwrap()
         .names
@@ -50,11 +57,11 @@ fn one_process_info_matches_the_list_and_ends_with_the_process() {
     names.sort();
     assert_eq!(names, ["also-middle", "middle"]);
 
-    scheduler.post(named, "finish").unwrap();
+    scheduler.send(named, "finish").unwrap();
     let mut handles = handles;
     handles.remove(1).wait().unwrap();
     assert!(
-        scheduler.process_info(named).is_none(),
+        scheduler.context().process_info(named).is_none(),
         "an ended process is gone"
     );
     assert_eq!(scheduler.processes().len(), 2);
@@ -83,7 +90,7 @@ fn the_list_is_exact_under_churn() {
                 let batch: Vec<Completion> =
                     (0..50).map(|_| scheduler.spawn(Waits).unwrap()).collect();
                 for done in batch {
-                    scheduler.post(done.pid(), ()).unwrap();
+                    scheduler.send(done.pid(), ()).unwrap();
                     let pid = done.pid();
                     done.wait().unwrap();
                     ended.lock().unwrap().push(pid);
@@ -104,7 +111,7 @@ fn the_list_is_exact_under_churn() {
     stop.store(true, SeqCst);
     churn.join().unwrap();
     for done in stable {
-        scheduler.post(done.pid(), ()).unwrap();
+        scheduler.send(done.pid(), ()).unwrap();
         done.wait().unwrap();
     }
     assert!(scheduler.processes().is_empty());
@@ -137,7 +144,7 @@ fn a_listing_never_holds_more_processes_than_the_limit() {
                 let mut replaced = 0u64;
                 while !stop.load(SeqCst) {
                     let oldest = live.lock().unwrap().pop_front().expect("one per slot");
-                    scheduler.post(oldest.pid(), ()).unwrap();
+                    scheduler.send(oldest.pid(), ()).unwrap();
                     let new = loop {
                         match scheduler.spawn(Waits) {
                             Ok(new) => break new,
@@ -172,7 +179,7 @@ fn a_listing_never_holds_more_processes_than_the_limit() {
     assert!(replaced > 50, "the churn ran ({replaced} replaced)");
     let live = std::mem::take(&mut *live.lock().unwrap());
     for done in live {
-        scheduler.post(done.pid(), ()).unwrap();
+        scheduler.send(done.pid(), ()).unwrap();
         done.wait().unwrap();
     }
     scheduler.shutdown(WAIT);
@@ -239,7 +246,7 @@ fn a_busy_process_is_never_reported_silent_for_longer_than_the_engine_ran() {
             }
         }
         let one = busy[read % busy.len()].pid();
-        let info = scheduler.process_info(one);
+        let info = scheduler.context().process_info(one);
         let bound = began.elapsed() + Duration::from_millis(1);
         if let Some(since) = info.and_then(|i| i.since_last_step) {
             assert!(since <= bound, "{one}: silent for {since:?}");
@@ -252,7 +259,7 @@ fn a_busy_process_is_never_reported_silent_for_longer_than_the_engine_ran() {
         "the processes stepped ({ever_stamped} stamps read)"
     );
     for done in &busy {
-        scheduler.cancel(done.pid()).unwrap();
+        scheduler.context().cancel(done.pid()).unwrap();
     }
     for done in busy {
         done.wait().unwrap();
@@ -287,12 +294,12 @@ fn process_info_counts_monitors_and_links() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
     let peer = scheduler.spawn(Waits).unwrap();
-    let first = scheduler.monitor(peer.pid());
-    let second = scheduler.monitor(peer.pid());
+    let first = scheduler.context().monitor(peer.pid());
+    let second = scheduler.context().monitor(peer.pid());
     let linker = scheduler.spawn(Linker { peer: peer.pid() }).unwrap();
     let deadline = std::time::Instant::now() + WAIT;
     let info = loop {
-        let info = scheduler.process_info(peer.pid()).unwrap();
+        let info = scheduler.context().process_info(peer.pid()).unwrap();
         if info.links > 0 {
             break info;
         }
@@ -305,21 +312,28 @@ fn process_info_counts_monitors_and_links() {
     assert_eq!(info.monitored_by, 2);
     assert_eq!(info.links, 1);
     assert!(!info.traps_exits);
-    let other = scheduler.process_info(linker.pid()).unwrap();
+    let other = scheduler.context().process_info(linker.pid()).unwrap();
     assert_eq!(other.links, 1);
     assert!(other.traps_exits);
     assert_eq!(other.monitored_by, 0);
     drop(first);
-    assert_eq!(scheduler.process_info(peer.pid()).unwrap().monitored_by, 1);
+    assert_eq!(
+        scheduler
+            .context()
+            .process_info(peer.pid())
+            .unwrap()
+            .monitored_by,
+        1
+    );
     drop(second);
     // The list says the same.
     let listed = scheduler.processes();
     let peer_info = listed.iter().find(|p| p.pid == peer.pid()).unwrap();
     assert_eq!(peer_info.monitored_by, 0);
     assert_eq!(peer_info.links, 1);
-    scheduler.post(linker.pid(), ()).unwrap();
+    scheduler.send(linker.pid(), ()).unwrap();
     linker.wait().unwrap();
-    scheduler.post(peer.pid(), ()).unwrap();
+    scheduler.send(peer.pid(), ()).unwrap();
     peer.wait().unwrap();
     scheduler.shutdown(WAIT);
 }

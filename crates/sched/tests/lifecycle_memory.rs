@@ -82,10 +82,12 @@ impl Process for Short {
         let n = self.n;
         match n % 3 {
             0 => out.finish(n),
-            1 => out.yield_command(ECHO, Tag(n), Box::new(n)),
+            1 => {
+                out.yield_command(ECHO, Tag(n), Box::new(n));
+            }
             _ => {
                 let me = out.pid();
-                out.send(Package::new(me, me, n))?;
+                out.send(me, n)?;
                 out.idle();
             }
         }
@@ -126,13 +128,13 @@ fn run_lifecycles(scheduler: &Scheduler, first: u64, count: u64) {
         let batch_end = end.min(next + BATCH);
         handles.extend((next..batch_end).map(|n| {
             let handle = scheduler
-                .spawn_with(
-                    Short {
+                .spawn(
+                    Spawn::new(Short {
                         n: 0,
                         started: false,
-                    },
-                    "run",
-                    n,
+                    })
+                    .method("run")
+                    .input(n),
                 )
                 .expect("spawn");
             (n, handle)

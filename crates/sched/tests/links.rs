@@ -59,7 +59,7 @@ impl Process for Linker {
             for peer in &self.unlink {
                 out.unlink(*peer);
             }
-            out.send(sched::Package::new(out.pid(), out.pid(), "linked"))?;
+            out.send(out.pid(), "linked")?;
         }
         for event in events {
             match event {
@@ -111,7 +111,7 @@ fn an_abnormal_end_ends_the_linked_process_and_a_normal_one_does_not() {
     let scheduler = started();
     let crasher = scheduler.spawn(Obedient).unwrap().pid();
     let partner = linked(&scheduler, Linker::new(&[crasher], false));
-    scheduler.post(crasher, "fail").unwrap();
+    scheduler.send(crasher, "fail").unwrap();
     match partner.wait() {
         Err(ExitError::Linked { pid, reason }) => {
             assert_eq!((pid, reason), (crasher, ExitReason::Error))
@@ -121,9 +121,9 @@ fn an_abnormal_end_ends_the_linked_process_and_a_normal_one_does_not() {
 
     let finisher = scheduler.spawn(Obedient).unwrap().pid();
     let partner = linked(&scheduler, Linker::new(&[finisher], false));
-    scheduler.post(finisher, "finish").unwrap();
+    scheduler.send(finisher, "finish").unwrap();
     std::thread::sleep(Duration::from_millis(30));
-    scheduler.post(partner.pid(), "finish").unwrap();
+    scheduler.send(partner.pid(), "finish").unwrap();
     let exits = partner.wait().expect("a normal end is ignored");
     assert!(exits
         .downcast_ref::<Vec<(Pid, ExitReason)>>()
@@ -140,8 +140,8 @@ fn a_process_that_traps_exits_gets_every_end_as_an_event() {
     let mut trapper = Linker::new(&[a, b, nobody], true);
     trapper.expect = 3;
     let trapper = linked(&scheduler, trapper);
-    scheduler.post(a, "finish").unwrap();
-    scheduler.post(b, "fail").unwrap();
+    scheduler.send(a, "finish").unwrap();
+    scheduler.send(b, "fail").unwrap();
     let exits = trapper.wait().unwrap();
     let mut exits = exits
         .downcast_ref::<Vec<(Pid, ExitReason)>>()
@@ -164,9 +164,9 @@ fn an_unlinked_process_is_not_told() {
     let mut linker = Linker::new(&[crasher], false);
     linker.unlink = vec![crasher];
     let linker = linked(&scheduler, linker);
-    scheduler.post(crasher, "fail").unwrap();
+    scheduler.send(crasher, "fail").unwrap();
     std::thread::sleep(Duration::from_millis(30));
-    scheduler.post(linker.pid(), "finish").unwrap();
+    scheduler.send(linker.pid(), "finish").unwrap();
     assert!(linker.wait().is_ok());
 }
 
@@ -176,7 +176,7 @@ fn an_abnormal_end_cascades_along_a_chain() {
     let c = scheduler.spawn(Obedient).unwrap().pid();
     let b = linked(&scheduler, Linker::new(&[c], false));
     let a = linked(&scheduler, Linker::new(&[b.pid()], false));
-    scheduler.post(c, "fail").unwrap();
+    scheduler.send(c, "fail").unwrap();
     assert!(matches!(
         b.wait(),
         Err(ExitError::Linked {
@@ -199,7 +199,7 @@ fn a_link_racing_the_peers_end_signals_exactly_once() {
     let scheduler = started();
     for _ in 0..100 {
         let peer = scheduler.spawn(Obedient).unwrap().pid();
-        scheduler.post(peer, "fail").unwrap();
+        scheduler.send(peer, "fail").unwrap();
         let mut trapper = Linker::new(&[peer], true);
         trapper.expect = 1;
         let exits = scheduler.spawn(trapper).unwrap().wait().unwrap();
@@ -219,7 +219,7 @@ fn linking_twice_then_the_peers_end_signals_once() {
     let mut trapper = Linker::new(&[peer, peer], true);
     trapper.expect = 1;
     let trapper = linked(&scheduler, trapper);
-    scheduler.post(peer, "fail").unwrap();
+    scheduler.send(peer, "fail").unwrap();
     let exits = trapper.wait().unwrap();
     let exits = exits.downcast_ref::<Vec<(Pid, ExitReason)>>().unwrap();
     assert_eq!(exits, &[(peer, ExitReason::Error)]);
@@ -230,7 +230,7 @@ fn a_repeated_link_racing_the_peers_end_tells_the_real_end_once() {
     let scheduler = started();
     for _ in 0..50 {
         let peer = scheduler.spawn(Obedient).unwrap().pid();
-        scheduler.post(peer, "fail").unwrap();
+        scheduler.send(peer, "fail").unwrap();
         // Two links in one step, racing the end: the end's reason reaches
         // the trapper at most once; a second signal, if any, is a later
         // link finding the end already told (`NoProcess`).
