@@ -250,7 +250,7 @@ fn probe(one: &Scheduler) -> (Pid, Rx<String>, Completion) {
 }
 
 fn tell(one: &Scheduler, probe: Pid, cmd: Cmd) {
-    one.post(probe, cmd).unwrap();
+    one.send(probe, cmd).unwrap();
 }
 
 /// The next line the probe reports.
@@ -277,7 +277,7 @@ fn a_monitor_of_a_live_remote_process_fires_once_when_it_ends_with_how() {
     let t = two.spawn(target()).unwrap().pid();
     let (p, lines, _h) = probe(&one);
     tell(&one, p, Cmd::Monitor(t));
-    let outside = one.monitor(t);
+    let outside = one.context().monitor(t);
     assert_eq!(
         settle(&one, p, &lines),
         Vec::<String>::new(),
@@ -287,7 +287,7 @@ fn a_monitor_of_a_live_remote_process_fires_once_when_it_ends_with_how() {
         outside.try_take().is_none(),
         "alive: no down outside either"
     );
-    two.post(t, "fail").unwrap();
+    two.send(t, "fail").unwrap();
     assert_eq!(next(&lines), format!("down {t} Error boom"));
     let down = outside
         .wait_timeout(WAIT)
@@ -308,7 +308,11 @@ fn a_monitor_of_a_remote_pid_without_a_process_says_no_process() {
     let nobody = Pid::new(2, 4242);
     tell(&one, p, Cmd::Monitor(nobody));
     assert_eq!(next(&lines), format!("down {nobody} NoProcess -"));
-    let outside = one.monitor(nobody).wait_timeout(WAIT).expect("at once");
+    let outside = one
+        .context()
+        .monitor(nobody)
+        .wait_timeout(WAIT)
+        .expect("at once");
     assert_eq!(outside.reason, ExitReason::NoProcess);
 }
 
@@ -316,8 +320,8 @@ fn a_monitor_of_a_remote_pid_without_a_process_says_no_process() {
 fn a_remote_panic_reaches_the_monitor_with_its_message() {
     let (_wire, one, two) = pair();
     let t = two.spawn(target()).unwrap().pid();
-    let monitor = one.monitor(t);
-    two.post(t, "panic").unwrap();
+    let monitor = one.context().monitor(t);
+    two.send(t, "panic").unwrap();
     let down = monitor.wait_timeout(WAIT).expect("fires");
     assert_eq!(down.reason, ExitReason::Panicked);
     assert!(down.detail.as_deref().unwrap_or("").contains("kaboom"));
@@ -332,9 +336,9 @@ fn a_remote_demonitor_means_no_down_ever() {
     tell(&one, p, Cmd::Demonitor);
     assert_eq!(next(&lines), "demonitor true");
     // An outside handle dropped removes its monitor too.
-    drop(one.monitor(t));
-    let kept = one.monitor(t);
-    two.post(t, "fail").unwrap();
+    drop(one.context().monitor(t));
+    let kept = one.context().monitor(t);
+    two.send(t, "fail").unwrap();
     assert_eq!(
         kept.wait_timeout(WAIT).map(|d| d.reason),
         Some(ExitReason::Error)
@@ -344,7 +348,7 @@ fn a_remote_demonitor_means_no_down_ever() {
         Vec::<String>::new(),
         "the removed monitor never fires"
     );
-    assert!(!one.demonitor(kept.id()), "fired already");
+    assert!(!one.context().demonitor(kept.id()), "fired already");
 }
 
 #[test]
@@ -354,7 +358,7 @@ fn a_link_across_nodes_carries_an_abnormal_end_and_ends_the_other() {
     let (p, lines, mut handle) = probe(&one);
     tell(&one, p, Cmd::Link(t));
     assert!(settle(&one, p, &lines).is_empty());
-    two.post(t, "fail").unwrap();
+    two.send(t, "fail").unwrap();
     let ended = handle.wait_timeout(WAIT).expect("the linked probe ends");
     assert!(
         ended.is_err(),
@@ -368,7 +372,7 @@ fn a_link_across_nodes_works_from_either_side_and_both_ways() {
     // The probe on node 1 traps; its end (abnormal) reaches node 2's
     // linked target, which does not trap and ends with it.
     let t = two.spawn(target()).unwrap().pid();
-    let watch_t = two.monitor(t);
+    let watch_t = two.context().monitor(t);
     let (p, lines, _h) = probe(&one);
     tell(&one, p, Cmd::Trap);
     tell(&one, p, Cmd::Link(t));
@@ -394,9 +398,9 @@ fn a_trapping_process_gets_the_remote_exit_as_an_event_normal_or_not() {
         next(&lines),
         format!("exit {} NoProcess -", Pid::new(2, 999_999))
     );
-    two.post(a, "finish").unwrap();
+    two.send(a, "finish").unwrap();
     assert_eq!(next(&lines), format!("exit {a} Normal -"));
-    two.post(b, "fail").unwrap();
+    two.send(b, "fail").unwrap();
     assert_eq!(next(&lines), format!("exit {b} Error boom"));
     assert!(settle(&one, p, &lines).is_empty(), "one signal per link");
 }
@@ -405,13 +409,13 @@ fn a_trapping_process_gets_the_remote_exit_as_an_event_normal_or_not() {
 fn after_an_unlink_across_nodes_no_exit_signal_comes() {
     let (_wire, one, two) = pair();
     let t = two.spawn(target()).unwrap().pid();
-    let watch_t = one.monitor(t);
+    let watch_t = one.context().monitor(t);
     let (p, lines, handle) = probe(&one);
     tell(&one, p, Cmd::Link(t));
     tell(&one, p, Cmd::Link(t));
     tell(&one, p, Cmd::Unlink(t));
     assert!(settle(&one, p, &lines).is_empty());
-    two.post(t, "fail").unwrap();
+    two.send(t, "fail").unwrap();
     assert_eq!(
         watch_t.wait_timeout(WAIT).map(|d| d.reason),
         Some(ExitReason::Error)
@@ -424,7 +428,7 @@ fn after_an_unlink_across_nodes_no_exit_signal_comes() {
 fn an_ask_across_nodes_is_answered_from_outside_and_from_a_step() {
     let (_wire, one, two) = pair();
     let t = two.spawn(target()).unwrap().pid();
-    let mut reply = one.ask(t, 21u64).unwrap();
+    let mut reply = one.ask(t, Box::new(21u64) as Payload).unwrap();
     let answer = reply.wait_timeout(WAIT).unwrap();
     assert_eq!(answer.downcast_ref::<u64>(), Some(&42));
     let (p, lines, _h) = probe(&one);
@@ -450,7 +454,9 @@ fn an_ask_across_nodes_keeps_the_local_errors() {
     // Nobody there: the question comes back, unread.
     tell(&one, p, Cmd::Ask(Pid::new(2, 777), Box::new(3u64), WAIT));
     assert_eq!(next(&lines), "reply Unread question back: true");
-    let mut outside = one.ask(Pid::new(2, 777), 3u64).unwrap();
+    let mut outside = one
+        .ask(Pid::new(2, 777), Box::new(3u64) as Payload)
+        .unwrap();
     assert_eq!(outside.wait_timeout(WAIT).unwrap_err(), AskError::Unread);
     assert_eq!(
         outside
@@ -471,14 +477,14 @@ fn a_lost_node_ends_every_relation_with_node_down_once() {
     // node 1 is lost, and fires there with node-down.
     let (p, lines, _h) = probe(&one);
     let (q, qlines, mut linked) = probe(&one);
-    let from_two = two.monitor(p);
+    let from_two = two.context().monitor(p);
     tell(&one, p, Cmd::Monitor(t));
     tell(&one, p, Cmd::Trap);
     tell(&one, p, Cmd::Link(u));
     tell(&one, p, Cmd::Ask(t, Box::new("hold"), WAIT));
     tell(&one, q, Cmd::Link(t));
-    let outside = one.monitor(u);
-    let mut asked = one.ask(t, "hold").unwrap();
+    let outside = one.context().monitor(u);
+    let mut asked = one.ask(t, Box::new("hold") as Payload).unwrap();
     assert!(settle(&one, p, &lines).is_empty());
     // `q` too has acted on its link before the cut: else the link may be
     // made after it, refused at once, and `t` never hear of it.
@@ -511,7 +517,11 @@ fn a_lost_node_ends_every_relation_with_node_down_once() {
     // Node 2 lost node 1 too: `t` and `u`, linked with `q` and `p`
     // there, ended with them.
     for pid in [t, u] {
-        let down = two.monitor(pid).wait_timeout(WAIT).map(|d| d.reason);
+        let down = two
+            .context()
+            .monitor(pid)
+            .wait_timeout(WAIT)
+            .map(|d| d.reason);
         assert!(
             matches!(down, Some(ExitReason::Linked | ExitReason::NoProcess)),
             "{down:?}"
@@ -522,7 +532,7 @@ fn a_lost_node_ends_every_relation_with_node_down_once() {
     assert_eq!(next(&lines), format!("down {t} NodeDown -"));
     tell(&one, p, Cmd::Link(t));
     assert_eq!(next(&lines), format!("exit {t} NodeDown -"));
-    let refused = one.ask(t, 1u64).unwrap_err();
+    let refused = one.ask(t, Box::new(1u64) as Payload).unwrap_err();
     assert_eq!(refused.kind(), SendErrorKind::Unreachable);
     assert_eq!(
         refused.into_package().downcast::<u64>().ok(),
@@ -542,7 +552,7 @@ fn after_a_false_alarm_the_real_end_is_not_told_twice() {
     tell(&one, p, Cmd::Monitor(t));
     tell(&one, p, Cmd::Trap);
     tell(&one, p, Cmd::Link(u));
-    let outside = one.monitor(t);
+    let outside = one.context().monitor(t);
     assert!(settle(&one, p, &lines).is_empty());
     wire.false_alarm(1, 2);
     let mut got = vec![next(&lines), next(&lines)];
@@ -560,9 +570,9 @@ fn after_a_false_alarm_the_real_end_is_not_told_twice() {
     );
     // Node 2 never lost node 1: its processes' ends are sent, and find
     // nothing left to tell.
-    let ends = (two.monitor(t), two.monitor(u));
-    two.post(t, "fail").unwrap();
-    two.post(u, "fail").unwrap();
+    let ends = (two.context().monitor(t), two.context().monitor(u));
+    two.send(t, "fail").unwrap();
+    two.send(u, "fail").unwrap();
     assert!(ends.0.wait_timeout(WAIT).is_some() && ends.1.wait_timeout(WAIT).is_some());
     assert!(
         settle(&one, p, &lines).is_empty(),
@@ -593,13 +603,13 @@ fn an_end_a_demonitor_and_a_lost_node_racing_tell_each_monitor_once() {
         tell(&one, p, Cmd::Monitor(t));
         assert!(settle(&one, p, &lines).is_empty());
         std::thread::scope(|scope| {
-            scope.spawn(|| two.post(t, "fail").unwrap());
+            scope.spawn(|| two.send(t, "fail").unwrap());
             if round % 2 == 0 {
                 scope.spawn(|| tell(&one, p, Cmd::Demonitor));
             }
             scope.spawn(|| wire.false_alarm(1, 2));
         });
-        assert!(two.monitor(t).wait_timeout(WAIT).is_some());
+        assert!(two.context().monitor(t).wait_timeout(WAIT).is_some());
         let mut seen = settle(&one, p, &lines);
         let removed = seen.contains(&"demonitor true".to_owned());
         let downs = |seen: &[String]| seen.iter().filter(|l| l.starts_with("down")).count();
@@ -663,18 +673,18 @@ fn terminate_and_cancel_reach_a_process_of_another_node() {
     // To an ended one, or a PID never used there: the request leaves, and
     // its node finds nothing to end.
     assert_eq!(one.terminate(t), Ok(()));
-    assert_eq!(one.cancel(Pid::new(2, 4242)), Ok(()));
+    assert_eq!(one.context().cancel(Pid::new(2, 4242)), Ok(()));
 
     // A cancel is handed to the process, which ends its own way.
     let mut c = two.spawn(EndsOnCancel).unwrap();
-    one.cancel(c.pid()).unwrap();
+    one.context().cancel(c.pid()).unwrap();
     let outcome = c.wait_timeout(WAIT).expect("it ends").unwrap();
     assert_eq!(outcome.downcast_ref::<&str>(), Some(&"cancelled from afar"));
 
     // A process that ignores its cancel keeps running.
     let stays = two.spawn(target()).unwrap().pid();
     tell(&one, p, Cmd::Monitor(stays));
-    one.cancel(stays).unwrap();
+    one.context().cancel(stays).unwrap();
     assert!(settle(&one, p, &lines).is_empty(), "still running");
 
     // Node 2 cut off: the request cannot leave, and says so.
@@ -685,7 +695,7 @@ fn terminate_and_cancel_reach_a_process_of_another_node() {
         Err(sched::process::TerminateError::Unreachable(stays))
     );
     assert_eq!(
-        one.cancel(stays),
+        one.context().cancel(stays),
         Err(sched::process::TerminateError::Unreachable(stays))
     );
 }
@@ -697,7 +707,7 @@ fn an_urgent_message_to_another_node_goes_as_its_message() {
     // target reads it as sent.
     let (wire, one, two) = pair();
     let mut done = two.spawn(target()).expect("spawned");
-    one.post(done.pid(), Urgent::new("finish")).expect("sent");
+    one.send(done.pid(), Urgent::new("finish")).expect("sent");
     done.wait_timeout(WAIT)
         .expect("finished in time")
         .expect("finished");

@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use sched::prelude::*;
+use sched::process::Group;
 use sched::sim::{Config, Entry, Simulation};
 
 /// Busy work under overload: each round, a few steps of work (continues),

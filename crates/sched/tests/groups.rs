@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sched::prelude::*;
-use sched::process::SubmitError;
+use sched::process::{Group, SubmitError};
 use sched::sim::Config;
 
 /// Spins for `spin` per step and continues until told to stop; counts its

@@ -10,6 +10,7 @@ use sched::live::{
     Client, Figure, Kind, Request, Sampler, Snapshot, Unit, MAX_CONNECTIONS, VERSION,
 };
 use sched::prelude::*;
+use sched::process::Group;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -58,7 +59,7 @@ fn a_snapshot_holds_the_counters_histograms_and_top_processes_by_steps() {
     let mut expected = 0;
     for (name, turns) in [("small", 10), ("big", 300), ("medium", 100)] {
         let pid = scheduler.spawn(Steps { turns }).unwrap().pid();
-        scheduler.register_name(name, pid).unwrap();
+        scheduler.context().register_name(name, pid).unwrap();
         expected += u64::from(turns) + 1;
     }
     wait_for_steps(&scheduler, expected);
@@ -161,7 +162,7 @@ impl Process for GroupSteps {
 fn declared_groups_are_reported_with_their_ready_processes_and_step_time() {
     let scheduler = Arc::new(Scheduler::builder().workers(1).group("batch", 4).build());
     scheduler.start();
-    let batch = scheduler.group("batch").expect("declared");
+    let batch = scheduler.context().group("batch").expect("declared");
     let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
     let mut client = Client::connect(endpoint.local_addr(), WAIT).unwrap();
 
@@ -217,7 +218,7 @@ fn declared_groups_are_reported_with_their_ready_processes_and_step_time() {
 
     // Without declared groups: the default group alone, unmeasured.
     let plain = Scheduler::builder().workers(1).build();
-    let alone = Sampler::new().sample(&plain, 1).groups;
+    let alone = Sampler::new().sample(plain.context(), 1).groups;
     assert_eq!(alone.len(), 1);
     assert_eq!(alone[0].name, "default");
     assert_eq!(alone[0].busy_ns, None);
@@ -285,12 +286,15 @@ fn a_growing_mailbox_and_long_steps_top_their_lists() {
         })
         .unwrap()
         .pid();
-    scheduler.register_name("hoarder", hoarder).unwrap();
+    scheduler
+        .context()
+        .register_name("hoarder", hoarder)
+        .unwrap();
     // Its first step runs and waits on the gate: what comes now waits in
     // its mailbox.
     has_started.recv_timeout(WAIT).unwrap();
     for n in 1..=500u32 {
-        scheduler.post(hoarder, n).unwrap();
+        scheduler.send(hoarder, n).unwrap();
     }
     let sleeper = scheduler
         .spawn(Napper {
@@ -299,12 +303,15 @@ fn a_growing_mailbox_and_long_steps_top_their_lists() {
         })
         .unwrap()
         .pid();
-    scheduler.register_name("sleeper", sleeper).unwrap();
+    scheduler
+        .context()
+        .register_name("sleeper", sleeper)
+        .unwrap();
 
     let mut sampler = Sampler::new();
     let deadline = Instant::now() + WAIT;
     let snapshot = loop {
-        let snapshot = sampler.sample(&scheduler, 10);
+        let snapshot = sampler.sample(scheduler.context(), 10);
         let sleeper_done = snapshot
             .top_by_long_steps
             .iter()
@@ -369,7 +376,7 @@ fn a_growing_mailbox_and_long_steps_top_their_lists() {
 #[test]
 fn without_histograms_they_are_null_on_the_wire() {
     let scheduler = Scheduler::builder().workers(1).build();
-    let snapshot = Sampler::new().sample(&scheduler, 10);
+    let snapshot = Sampler::new().sample(scheduler.context(), 10);
     assert!(snapshot.histograms.is_none());
     let line = snapshot.to_json_line();
     assert!(line.contains(r#""histograms":null"#), "{line}");
@@ -520,7 +527,7 @@ fn a_client_that_never_reads_holds_up_nobody() {
     }
     // The engine is not held up either.
     let mut done = scheduler.spawn(Steps { turns: 0 }).unwrap();
-    scheduler.cancel(done.pid()).unwrap();
+    scheduler.context().cancel(done.pid()).unwrap();
     done.wait_timeout(WAIT).expect("the engine runs").unwrap();
 
     let stopping = Instant::now();
@@ -744,7 +751,7 @@ fn a_panicking_figures_callback_costs_its_figures_not_the_endpoint() {
 
     // The engine was not touched.
     let mut done = scheduler.spawn(Steps { turns: 0 }).unwrap();
-    scheduler.cancel(done.pid()).unwrap();
+    scheduler.context().cancel(done.pid()).unwrap();
     done.wait_timeout(WAIT).expect("the engine runs").unwrap();
     drop((client, other, late));
     let stopping = Instant::now();
@@ -768,7 +775,7 @@ fn figures_on_the_wire_read_back_and_older_snapshots_have_none() {
             Figure::gauge("journal", "sync p99", f64::NAN, Unit::Seconds),
         ]
     });
-    let snapshot = sampler.sample(&scheduler, 1);
+    let snapshot = sampler.sample(scheduler.context(), 1);
     let line = snapshot.to_json_line();
     assert!(line.contains(r#""name":"sync p99","value":null"#), "{line}");
     let read = Snapshot::from_json_line(&line).unwrap();
@@ -792,13 +799,13 @@ fn figures_on_the_wire_read_back_and_older_snapshots_have_none() {
             .map(|i| Figure::gauge("flood", i.to_string(), 1.0, Unit::Count))
             .collect()
     });
-    let figures = flood.sample(&scheduler, 1).figures;
+    let figures = flood.sample(scheduler.context(), 1).figures;
     assert_eq!(figures.len(), sched::live::MAX_FIGURES);
     assert_eq!(figures[0].name, "0");
 
     // A sampler used directly survives a panicking callback too.
     let mut hostile = Sampler::new().with_figures(|| panic!("no figures today"));
-    let snapshot = hostile.sample(&scheduler, 1);
+    let snapshot = hostile.sample(scheduler.context(), 1);
     assert!(snapshot.figures.is_empty());
     assert_eq!(snapshot.workers.len(), 1);
 }
