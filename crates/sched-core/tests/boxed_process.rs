@@ -56,7 +56,10 @@ fn a_boxed_process_forwards_every_method() {
     });
     assert_eq!(boxed.type_name(), "the recorder", "type_name forwards");
     let pid = Pid::local(7);
-    let mut done = engine.submit(pid, boxed, "custom", Box::new(())).unwrap();
+    let mut done = engine
+        .context()
+        .spawn(Spawn::new(boxed).method("custom").at(pid))
+        .unwrap();
     done.wait_timeout(PATIENCE)
         .expect("finished")
         .expect("done");
@@ -85,10 +88,13 @@ fn a_boxed_process_is_listed_under_its_own_type_name() {
     let engine = started(1);
     let pid = Pid::local(8);
     let boxed: Box<dyn Process> = Box::new(Lingerer);
-    let _done = engine.submit(pid, boxed, "run", Box::new(())).unwrap();
+    let _done = engine
+        .context()
+        .spawn(Spawn::new(boxed).method("run").at(pid))
+        .unwrap();
     // Its type is recorded when its first step starts.
     let named = (0..1000).find_map(|_| {
-        let info = engine.process_info(pid)?;
+        let info = engine.context().process_info(pid)?;
         info.type_name.or_else(|| {
             std::thread::sleep(std::time::Duration::from_millis(5));
             None

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::*;
-use relay::{Package, Pid};
+use relay::Pid;
 use sched_core::*;
 
 /// How a hog makes itself runnable again after every step.
@@ -39,7 +39,7 @@ fn hog(id: u64, how: Wake, stop: Arc<AtomicBool>) -> Box<dyn Process> {
             Wake::Continue => out.continue_(),
             Wake::SelfMessage => {
                 let me = out.pid();
-                out.send(Package::new(me, me, ())).expect("to itself");
+                out.send(me, ()).expect("to itself");
                 out.idle();
             }
             Wake::SyncCompletion => {
@@ -52,8 +52,7 @@ fn hog(id: u64, how: Wake, stop: Arc<AtomicBool>) -> Box<dyn Process> {
             }
             Wake::Partner => {
                 // The partner may have finished already (after `stop`).
-                let me = out.pid();
-                let _ = out.send(Package::new(me, Pid::local(id ^ 1), ()));
+                let _ = out.send(Pid::local(id ^ 1), ());
                 out.idle();
             }
         }
@@ -175,7 +174,7 @@ fn a_process_woken_by_a_long_step_is_taken_by_an_idle_worker() {
     let engine = started(2);
     // Both workers asleep first: the one that runs the step is woken for
     // it, the other must still come for what the step wakes.
-    while engine.stats().parked_workers < 2 {
+    while engine.context().stats().parked_workers < 2 {
         std::thread::yield_now();
     }
     let (ran_tx, ran_rx) = channel::<Instant>();
@@ -190,9 +189,12 @@ fn a_process_woken_by_a_long_step_is_taken_by_an_idle_worker() {
             out.finish(());
             Ok(())
         });
-        let pid = out.allocate_pid().expect("pids left");
+        let pid = out.context().allocate_pid().expect("pids left");
         let woken_at = Instant::now();
-        drop(out.submit(pid, child, "run", ()).expect("spawned"));
+        drop(
+            out.spawn(Spawn::new(child).method("run").at(pid))
+                .expect("spawned"),
+        );
         // The long step: it ends when the child has run elsewhere.
         let rx = waiting.lock().unwrap().take().expect("one step");
         let ran_at = rx.recv_timeout(PATIENCE).ok();

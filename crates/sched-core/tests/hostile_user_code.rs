@@ -50,7 +50,7 @@ fn a_panicking_drop_in_an_unread_message_does_not_kill_the_worker() {
     engine.start();
     wait(handle).expect("done");
     worker_still_runs(&engine, 2);
-    assert_eq!(engine.stats().dead_letters, 1);
+    assert_eq!(engine.context().stats().dead_letters, 1);
 }
 
 #[test]
@@ -65,7 +65,7 @@ fn a_panicking_drop_in_a_terminated_process_queue_does_not_kill_the_worker() {
     engine
         .send(Package::new(Pid::local(99), Pid::local(1), Bomb))
         .expect("delivered");
-    engine.terminate(Pid::local(1)).expect("live");
+    engine.context().terminate(Pid::local(1)).expect("live");
     assert!(matches!(wait(handle), Err(ExitError::Terminated)));
     worker_still_runs(&engine, 2);
 }
@@ -110,11 +110,10 @@ fn a_process_whose_drop_panics_after_a_failed_init_frees_its_slot() {
     let engine = builder(1).max_processes(1).build();
     engine.start();
     for id in 1..=3 {
-        let result = engine.submit(
-            Pid::local(id),
-            Box::new(FailsAndExplodes),
-            "run",
-            Box::new(()),
+        let result = engine.context().spawn(
+            Spawn::new(Box::new(FailsAndExplodes))
+                .method("run")
+                .at(Pid::local(id)),
         );
         assert!(
             matches!(result, Err(SubmitError::Init { .. })),
@@ -156,17 +155,25 @@ fn a_process_refused_at_the_limit_whose_drop_panics_is_dropped_under_the_guard()
     // Refused (the limit is taken): the process is the user's value and is
     // dropped here, where its panic must not reach the caller.
     // Its input's `Drop` panics too.
-    let refused = engine.submit(Pid::local(2), ExplodesWhenDropped, "run", Box::new(Bomb));
+    let refused = engine.context().spawn(
+        Spawn::new(ExplodesWhenDropped)
+            .method("run")
+            .input(Bomb)
+            .at(Pid::local(2)),
+    );
     assert!(
         matches!(refused, Err(SubmitError::TooManyProcesses { max: 1 })),
         "{refused:?}"
     );
-    let spawned = engine.spawn(ExplodesWhenDropped);
+    let spawned = engine.context().spawn(ExplodesWhenDropped);
     assert!(
         matches!(spawned, Err(SubmitError::TooManyProcesses { max: 1 })),
         "{spawned:?}"
     );
-    engine.terminate(Pid::local(1)).expect("still live");
+    engine
+        .context()
+        .terminate(Pid::local(1))
+        .expect("still live");
     assert!(matches!(wait(live), Err(ExitError::Terminated)));
     worker_still_runs(&engine, 10);
 }
@@ -206,7 +213,7 @@ fn events_a_step_does_not_read_are_its_next_step_s_first_events() {
         vec![1, 2, 3, 4, 5],
         "in order, none lost"
     );
-    assert_eq!(engine.stats().dead_letters, 0);
+    assert_eq!(engine.context().stats().dead_letters, 0);
 }
 
 #[test]
@@ -236,7 +243,7 @@ fn events_left_unread_by_a_finished_process_are_dead_letters() {
         3,
         "the three unread messages"
     );
-    assert_eq!(engine.stats().dead_letters, 3);
+    assert_eq!(engine.context().stats().dead_letters, 3);
 }
 
 #[test]
@@ -256,7 +263,9 @@ fn on_complete_can_restart_a_process_at_the_process_limit() {
                     out.finish(2u64);
                     Ok(())
                 });
-                let outcome = engine.submit(Pid::local(2), replacement, "run", Box::new(()));
+                let outcome = engine
+                    .context()
+                    .spawn(Spawn::new(replacement).method("run").at(Pid::local(2)));
                 *result.lock().unwrap() = Some(outcome);
             })
             .build(),

@@ -86,18 +86,18 @@ fn a_completion_from_another_thread_reaches_a_one_worker_engine() {
             .build();
         engine.start();
         let done = engine
-            .submit(
-                Pid::local(1),
-                Box::new(YieldOnce { asked: false }),
-                "run",
-                Box::new(()),
+            .context()
+            .spawn(
+                Spawn::new(Box::new(YieldOnce { asked: false }))
+                    .method("run")
+                    .at(Pid::local(1)),
             )
             .expect("submit");
         let value = done.wait().expect("done");
         assert_eq!(value.downcast_ref::<u32>(), Some(&41));
         let report = engine.shutdown(std::time::Duration::from_secs(1));
         assert_eq!(report.still_running, 0);
-        assert_eq!(engine.stats().live_processes, 0);
+        assert_eq!(engine.context().stats().live_processes, 0);
     });
 }
 
@@ -141,11 +141,11 @@ fn a_requeued_process_stolen_by_the_other_worker() {
             .build();
         engine.start();
         let done = engine
-            .submit(
-                Pid::local(1),
-                Box::new(YieldSync { left: 1 }),
-                "run",
-                Box::new(()),
+            .context()
+            .spawn(
+                Spawn::new(Box::new(YieldSync { left: 1 }))
+                    .method("run")
+                    .at(Pid::local(1)),
             )
             .expect("submit");
         done.wait().expect("done");
@@ -193,13 +193,13 @@ fn a_continued_process_stolen_by_the_other_worker() {
         let engine = Engine::builder().workers(2).build();
         engine.start();
         let done = engine
-            .submit(
-                Pid::local(1),
-                Box::new(ContinueOnce {
+            .context()
+            .spawn(
+                Spawn::new(Box::new(ContinueOnce {
                     steps: steps.clone(),
-                }),
-                "run",
-                Box::new(()),
+                }))
+                .method("run")
+                .at(Pid::local(1)),
             )
             .expect("submit");
         done.wait().expect("done");

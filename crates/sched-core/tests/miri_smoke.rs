@@ -50,7 +50,7 @@ fn a_small_mixed_workload_runs_clean() {
         assert_eq!(done_u64(wait(c)), 3);
     }
     assert_eq!(done_u64(wait(inbox)), 3);
-    engine.terminate(Pid::local(11)).unwrap();
+    engine.context().terminate(Pid::local(11)).unwrap();
     assert!(matches!(wait(blocked), Err(ExitError::Terminated)));
     let idle = submit(&engine, 12, Inbox::new());
     // Miri's clock is virtual: it jumps to the next timeout whenever every
@@ -60,7 +60,7 @@ fn a_small_mixed_workload_runs_clean() {
     let report = engine.shutdown(Duration::from_secs(120));
     assert_eq!(report.still_running, 0, "{report:?}");
     assert!(wait(idle).is_ok(), "the idle process finished on cancel");
-    assert_eq!(engine.stats().live_processes, 0);
+    assert_eq!(engine.context().stats().live_processes, 0);
 }
 
 /// The simulation drives the same worker code on one thread, switching the
@@ -76,11 +76,18 @@ fn a_small_simulation_runs_clean() {
         .fail_handlers(0.1);
     let mut sim = builder(2).simulation(Config::seed(3).workers(2).faults(faults));
     let counters: Vec<_> = (0..3)
-        .map(|_| sim.spawn_with(Counter::new(2, SYNC), "run", ()).unwrap())
+        .map(|_| {
+            sim.context()
+                .spawn(Spawn::new(Counter::new(2, SYNC)).method("run"))
+                .unwrap()
+        })
         .collect();
-    let inbox = sim.spawn_with(Inbox::new(), "run", ()).unwrap();
+    let inbox = sim
+        .context()
+        .spawn(Spawn::new(Inbox::new()).method("run"))
+        .unwrap();
     for n in 0..3u64 {
-        sim.post(inbox.pid(), n).unwrap();
+        sim.context().send(inbox.pid(), n).unwrap();
     }
     sim.run().unwrap();
     for mut counter in counters {
@@ -89,5 +96,5 @@ fn a_small_simulation_runs_clean() {
     assert!(sim.trace().steps() > 5);
     let report = sim.shutdown(Duration::from_secs(1));
     assert_eq!(report.still_running, 0);
-    assert_eq!(sim.stats().live_processes, 0);
+    assert_eq!(sim.context().stats().live_processes, 0);
 }

@@ -44,14 +44,14 @@ fn a_worker_takes_one_process_plus_a_batch_of_sixteen_from_the_global_queue() {
     let rest: Vec<_> = (2..=40)
         .map(|id| submit(&engine, id, finishes_at_once()))
         .collect();
-    assert_eq!(engine.stats().global_queue_len, 40);
+    assert_eq!(engine.context().stats().global_queue_len, 40);
     engine.start();
     entered
         .recv_timeout(PATIENCE)
         .expect("the blocker runs first");
     // The worker popped the blocker and moved 16 more to its own deque;
     // the other 23 wait in the global queue.
-    let stats = engine.stats();
+    let stats = engine.context().stats();
     assert_eq!(stats.global_queue_len, 23, "{stats:?}");
     assert_eq!(stats.workers[0].local_queue_len, 16, "{stats:?}");
     go.send(()).unwrap();
@@ -161,7 +161,7 @@ fn ten_thousand_processes_complete_on_thirty_two_workers() {
     for handle in handles {
         assert_eq!(done_u64(wait(handle)), 5);
     }
-    assert_eq!(engine.stats().live_processes, 0);
+    assert_eq!(engine.context().stats().live_processes, 0);
 }
 
 #[test]

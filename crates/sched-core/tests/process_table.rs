@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
-use relay::{Package, Pid, SendErrorKind};
+use relay::{Pid, SendErrorKind};
 use sched_core::*;
 
 /// A process that counts the messages it gets until it is cancelled.
@@ -49,15 +49,19 @@ fn a_stale_pid_never_reaches_the_next_process_in_its_slot() {
     let rounds = if cfg!(miri) { 10 } else { 400 };
     let mut ended = Vec::new();
     for _ in 0..rounds {
-        let pid = engine.allocate_pid().unwrap();
-        let done = engine.submit(pid, quick(), "run", Box::new(())).unwrap();
+        let pid = engine.context().allocate_pid().unwrap();
+        let done = engine
+            .context()
+            .spawn(Spawn::new(quick()).method("run").at(pid))
+            .unwrap();
         wait(done).unwrap();
         ended.push(pid);
     }
     let count = Arc::new(AtomicUsize::new(0));
-    let live = engine.allocate_pid().unwrap();
+    let live = engine.context().allocate_pid().unwrap();
     let running = engine
-        .submit(live, counting(count.clone()), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(counting(count.clone())).method("run").at(live))
         .unwrap();
     if !cfg!(miri) {
         // Freed slots came back (through the worker's cache and the pool)
@@ -67,13 +71,11 @@ fn a_stale_pid_never_reaches_the_next_process_in_its_slot() {
     }
     for &old in &ended {
         assert_ne!(old, live);
-        let err = engine
-            .send(Package::new(Pid::OUTSIDE, old, ()))
-            .unwrap_err();
+        let err = engine.context().send(old, ()).unwrap_err();
         // Refused as ended: the slot remembers the generation that ended.
         assert_eq!(err.kind(), SendErrorKind::Ended, "{old} reached {live}");
     }
-    engine.send(Package::new(Pid::OUTSIDE, live, ())).unwrap();
+    engine.context().send(live, ()).unwrap();
     // Read before the shutdown's cancel comes: a cancel in the same batch
     // is handed to the step first (the system lane), and this process
     // stops at it.
@@ -95,35 +97,46 @@ fn a_stale_pid_never_reaches_the_next_process_in_its_slot() {
 fn pids_chosen_by_hand_and_allocated_ones_never_coincide() {
     let engine = started(2);
     // The first ids a thread outside the workers is handed are 1, 2, ...
-    let first = engine.allocate_pid().unwrap();
+    let first = engine.context().allocate_pid().unwrap();
     let guessed = Pid::local(first.id() + 1);
     let count = Arc::new(AtomicUsize::new(0));
     let mine = engine
-        .submit(guessed, counting(count.clone()), "run", Box::new(()))
+        .context()
+        .spawn(
+            Spawn::new(counting(count.clone()))
+                .method("run")
+                .at(guessed),
+        )
         .unwrap();
     // The table reaches the id the user took: it is skipped.
     let spawned: Vec<Completion> = (0..3)
-        .map(|_| engine.spawn_with(quick(), "run", ()).unwrap())
+        .map(|_| {
+            engine
+                .context()
+                .spawn(Spawn::new(quick()).method("run"))
+                .unwrap()
+        })
         .collect();
     assert!(spawned.iter().all(|c| c.pid() != guessed));
     // A live allocated PID submitted again by hand is a duplicate.
     let holder = engine
-        .submit(first, counting(count.clone()), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(counting(count.clone())).method("run").at(first))
         .unwrap();
     let err = engine
-        .submit(first, quick(), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(quick()).method("run").at(first))
         .unwrap_err();
     assert!(matches!(err, SubmitError::DuplicatePid(pid) if pid == first));
     let err = engine
-        .submit(guessed, quick(), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(quick()).method("run").at(guessed))
         .unwrap_err();
     assert!(matches!(err, SubmitError::DuplicatePid(pid) if pid == guessed));
     // Both get their own messages.
-    engine
-        .send(Package::new(Pid::OUTSIDE, guessed, ()))
-        .unwrap();
-    engine.send(Package::new(Pid::OUTSIDE, first, ())).unwrap();
-    let mut pids: Vec<Pid> = engine.processes().iter().map(|p| p.pid).collect();
+    engine.context().send(guessed, ()).unwrap();
+    engine.context().send(first, ()).unwrap();
+    let mut pids: Vec<Pid> = engine.context().processes().iter().map(|p| p.pid).collect();
     pids.sort();
     assert!(pids.contains(&first) && pids.contains(&guessed));
     for done in spawned {

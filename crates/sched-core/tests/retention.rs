@@ -65,14 +65,13 @@ fn results_nobody_can_take_are_not_kept_by_an_idle_engine() {
     }
     let sender = process(|_, out| {
         for id in 0..N {
-            out.send(Package::new(out.pid(), Pid::local(100 + id), ()))
-                .expect("live");
+            out.send(Pid::local(100 + id), ()).expect("live");
         }
         out.finish(());
         Ok(())
     });
     wait(submit(&engine, 1, sender)).expect("sent");
-    while engine.stats().live_processes > 0 {
+    while engine.context().stats().live_processes > 0 {
         std::thread::yield_now();
     }
     // One worker: once this has run, every earlier end has finished.
@@ -124,7 +123,12 @@ fn worker_warm_up(engine: &Engine) {
     });
     wait(
         engine
-            .submit(engine.allocate_pid().unwrap(), small, "run", Box::new(()))
+            .context()
+            .spawn(
+                Spawn::new(small)
+                    .method("run")
+                    .at(engine.context().allocate_pid().unwrap()),
+            )
             .unwrap(),
     )
     .expect("done");
@@ -134,7 +138,8 @@ fn worker_warm_up(engine: &Engine) {
 fn idle_process(engine: &Engine, id: u64) -> Pid {
     let pid = Pid::local(id);
     engine
-        .submit(pid, process(|_, _| Ok(())), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(process(|_, _| Ok(()))).method("run").at(pid))
         .unwrap();
     pid
 }
@@ -150,13 +155,13 @@ fn a_million_cancelled_timers_leave_nothing_behind() {
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         let delay = std::time::Duration::from_secs(3600 + (i % 1000) as u64);
-        ids.push(engine.post_after(delay, target, 1u8).unwrap());
+        ids.push(engine.context().send(After(delay, target), 1u8).unwrap());
     }
     for id in ids.drain(..) {
-        assert!(engine.cancel_timer(id));
+        assert!(engine.context().cancel_timer(id));
     }
     drop(ids);
-    assert_eq!(engine.stats().pending_timers, 0);
+    assert_eq!(engine.context().stats().pending_timers, 0);
     let kept = live_bytes() - before;
     assert!(
         kept <= MIB,
@@ -172,11 +177,11 @@ fn dropped_outside_monitors_leave_nothing_on_their_target() {
     worker_warm_up(&engine);
     let target = idle_process(&engine, 900_002);
     // The target's relations exist before the measure.
-    drop(engine.monitor(target));
+    drop(engine.context().monitor(target));
     let before = live_bytes();
     let n = if cfg!(miri) { 2_000 } else { 200_000 };
     for _ in 0..n {
-        drop(engine.monitor(target));
+        drop(engine.context().monitor(target));
     }
     let kept = live_bytes() - before;
     assert!(
@@ -185,7 +190,9 @@ fn dropped_outside_monitors_leave_nothing_on_their_target() {
     );
     // Kept together, then dropped together (fewer: each drop searches the
     // target's list).
-    let monitors: Vec<Monitor> = (0..n / 10).map(|_| engine.monitor(target)).collect();
+    let monitors: Vec<Monitor> = (0..n / 10)
+        .map(|_| engine.context().monitor(target))
+        .collect();
     drop(monitors);
     let kept = live_bytes() - before;
     assert!(

@@ -11,6 +11,7 @@ use std::sync::{mpsc, Arc};
 
 use proptest::prelude::*;
 use relay::Pid;
+use sched_core::Spawn;
 use script::*;
 
 fn handler() -> impl Strategy<Value = Handler> {
@@ -54,7 +55,8 @@ fn run(workers: usize, scripts: &[Vec<Op>]) -> Result<(), String> {
                 let observed = Arc::new(Observed::default());
                 let process = Scripted::new(id, ops, observed.clone(), ask.clone());
                 let handle = engine
-                    .submit(Pid::local(id), process, "run", Box::new(()))
+                    .context()
+                    .spawn(Spawn::new(process).method("run").at(Pid::local(id)))
                     .map_err(|e| e.to_string())?;
                 Ok((id, ops, handle, observed))
             })
@@ -77,8 +79,8 @@ fn run(workers: usize, scripts: &[Vec<Op>]) -> Result<(), String> {
                 "sent {sent} messages ({refused} refused), scripts want {wanted}"
             ));
         }
-        let stats = engine.stats();
-        if stats.live_processes != 0 || !engine.processes().is_empty() {
+        let stats = engine.context().stats();
+        if stats.live_processes != 0 || !engine.context().processes().is_empty() {
             failures.push(format!("{} processes still live", stats.live_processes));
         }
         if stats.totals().completed != scripts.len() as u64 {

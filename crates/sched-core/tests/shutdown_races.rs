@@ -21,7 +21,10 @@ fn submit_until_refused(
 ) -> Vec<Completion> {
     let mut accepted = Vec::new();
     for id in first_id.. {
-        match engine.submit(Pid::local(id), make(), "run", Box::new(())) {
+        match engine
+            .context()
+            .spawn(Spawn::new(make()).method("run").at(Pid::local(id)))
+        {
             Ok(handle) => {
                 accepted.push(handle);
                 started.fetch_add(1, Ordering::SeqCst);
@@ -179,6 +182,7 @@ fn a_shutdown_report_tells_processes_in_a_step_from_processes_queued_behind_it()
     engine.start();
     // The stuck step must have started before the shutdown begins.
     while engine
+        .context()
         .processes()
         .iter()
         .all(|p| p.state != ProcessState::Running)

@@ -91,21 +91,25 @@ fn processes_that_ignore_their_cancel_are_named_when_the_deadline_passes() {
     let engine = started(1);
     let deaf = Pid::local(71);
     engine
-        .submit(deaf, Box::new(Deaf), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(Box::new(Deaf)).method("run").at(deaf))
         .unwrap();
-    engine.register_name("the-deaf-one", deaf).unwrap();
+    engine
+        .context()
+        .register_name("the-deaf-one", deaf)
+        .unwrap();
     let polite = Pid::local(72);
     engine
-        .submit(
-            polite,
-            process(|events, out| {
+        .context()
+        .spawn(
+            Spawn::new(process(|events, out| {
                 if events.any(|e| matches!(e, Event::Cancel)) {
                     out.finish(());
                 }
                 Ok(())
-            }),
-            "run",
-            Box::new(()),
+            }))
+            .method("run")
+            .at(polite),
         )
         .unwrap();
     let report = engine.shutdown(Duration::from_millis(100));
@@ -144,7 +148,12 @@ fn the_forced_are_named_up_to_a_bound() {
     let engine = started(2);
     for n in 0..100 {
         engine
-            .submit(Pid::local(100 + n), Box::new(Deaf), "run", Box::new(()))
+            .context()
+            .spawn(
+                Spawn::new(Box::new(Deaf))
+                    .method("run")
+                    .at(Pid::local(100 + n)),
+            )
             .unwrap();
     }
     let report = engine.shutdown(Duration::from_millis(50));
@@ -170,7 +179,8 @@ fn a_panicking_type_name_is_contained_and_said() {
     let engine = started(1);
     let hostile = Pid::local(80);
     engine
-        .submit(hostile, Box::new(Hostile), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(Box::new(Hostile)).method("run").at(hostile))
         .unwrap();
     // A quiet panic hook: the default one (with a backtrace) can outlast
     // shutdown's grace period, and the report would count the worker as

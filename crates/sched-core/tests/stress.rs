@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use relay::Pid;
-use sched_core::{Engine, TerminateError};
+use sched_core::{Engine, Spawn, TerminateError};
 use script::*;
 
 /// xorshift64*: the test needs cheap, reproducible randomness only.
@@ -72,13 +72,17 @@ fn round(rng: &mut Rng, first_id: u64, count: u64, workers: usize) -> Result<(),
             let observed = Arc::new(Observed::default());
             let process = Scripted::new(id, ops, observed.clone(), ask.clone());
             let handle = engine
-                .submit(Pid::local(id), process, "run", Box::new(()))
+                .context()
+                .spawn(Spawn::new(process).method("run").at(Pid::local(id)))
                 .map_err(|e| e.to_string())?;
             handles.push((id, ops, handle, observed));
             // Terminate some earlier process while the later ones start.
             let victim = i / 2;
             if doomed[victim] && i % 2 == 1 {
-                match engine.terminate(Pid::local(first_id + victim as u64)) {
+                match engine
+                    .context()
+                    .terminate(Pid::local(first_id + victim as u64))
+                {
                     Ok(()) | Err(TerminateError::NotFound(_)) => {}
                     Err(e) => return Err(e.to_string()),
                 }
@@ -107,8 +111,8 @@ fn round(rng: &mut Rng, first_id: u64, count: u64, workers: usize) -> Result<(),
         if sent < wanted {
             failures.push(format!("sent {sent} messages, the survivors want {wanted}"));
         }
-        let stats = engine.stats();
-        if stats.live_processes != 0 || !engine.processes().is_empty() {
+        let stats = engine.context().stats();
+        if stats.live_processes != 0 || !engine.context().processes().is_empty() {
             failures.push(format!(
                 "{} processes still live after all ended",
                 stats.live_processes

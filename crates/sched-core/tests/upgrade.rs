@@ -167,8 +167,8 @@ fn the_new_process_gets_the_method_and_input_and_is_stepped_at_once() {
     assert_eq!(v2_tally.counts(), (1, 1, 1), "new: init, close, drop once");
     // Nothing was pending: the new process was stepped anyway.
     assert_eq!(v2_tally.steps.load(SeqCst), 1);
-    assert_eq!(engine.stats().totals().upgrades, 1);
-    assert_eq!(engine.stats().live_processes, 0);
+    assert_eq!(engine.context().stats().totals().upgrades, 1);
+    assert_eq!(engine.context().stats().live_processes, 0);
 }
 
 #[test]
@@ -208,7 +208,7 @@ fn pending_and_later_messages_reach_the_new_process_under_the_same_pid() {
     assert_eq!(done_u64(wait(handle)), 5, "a, b, c, d, e: none lost");
     assert_eq!(v1_tally.counts(), (1, 1, 1));
     assert_eq!(v2_tally.counts(), (1, 1, 1));
-    assert_eq!(engine.stats().dead_letters, 0);
+    assert_eq!(engine.context().stats().dead_letters, 0);
 }
 
 #[test]
@@ -271,8 +271,8 @@ fn a_failed_init_ends_with_an_upgrade_error_and_closes_only_the_old_process() {
     // The process is gone: its PID no longer routes, and the message it
     // never read is a dead letter.
     assert!(engine.send(message(1, "late")).is_err());
-    assert_eq!(engine.stats().dead_letters, 1);
-    assert_eq!(engine.stats().totals().upgrades, 0);
+    assert_eq!(engine.context().stats().dead_letters, 1);
+    assert_eq!(engine.context().stats().totals().upgrades, 0);
 }
 
 #[test]
@@ -344,7 +344,7 @@ fn an_upgrade_with_yields_in_the_same_step_is_refused_and_nothing_is_dispatched(
         "{error:?}"
     );
     assert_eq!(handled.load(SeqCst), 0, "the yields were never dispatched");
-    assert_eq!(engine.stats().totals().discarded_yields, 2);
+    assert_eq!(engine.context().stats().totals().discarded_yields, 2);
     assert_eq!(v1_tally.counts(), (1, 1, 1));
     assert_eq!(v2_tally.counts(), (0, 0, 1));
 }
@@ -420,12 +420,15 @@ fn an_upgrade_after_a_terminate_request_ends_the_process_terminated() {
     let (v1, v1_tally) = instance(upgrades_when_told(v2, running_tx, go_rx));
     let handle = submit(&engine, 1, Box::new(v1));
     running.recv().unwrap();
-    engine.terminate(Pid::local(1)).expect("still live");
+    engine
+        .context()
+        .terminate(Pid::local(1))
+        .expect("still live");
     go.send(()).unwrap();
     assert!(matches!(wait(handle), Err(ExitError::Terminated)));
     assert_eq!(v1_tally.counts(), (1, 1, 1));
     assert_eq!(v2_tally.counts(), (0, 0, 1), "never started");
-    assert_eq!(engine.stats().live_processes, 0);
+    assert_eq!(engine.context().stats().live_processes, 0);
 }
 
 #[test]
@@ -442,7 +445,10 @@ fn a_terminate_during_the_new_init_ends_the_new_process_and_closes_it() {
     let (v1, v1_tally) = instance(upgrades_to(v2));
     let handle = submit(&engine, 1, Box::new(v1));
     in_init.recv().unwrap();
-    engine.terminate(Pid::local(1)).expect("still live");
+    engine
+        .context()
+        .terminate(Pid::local(1))
+        .expect("still live");
     go.send(()).unwrap();
     assert!(matches!(wait(handle), Err(ExitError::Terminated)));
     assert_eq!(v1_tally.counts(), (1, 1, 1));
@@ -469,7 +475,9 @@ fn an_upgrade_during_shutdown_ends_the_process_cancelled() {
         eventually("shutdown began", || {
             let (probe, _) = instance(finishes_with(0));
             matches!(
-                engine.submit(Pid::local(2), Box::new(probe), "run", Box::new(())),
+                engine
+                    .context()
+                    .spawn(Spawn::new(Box::new(probe)).method("run").at(Pid::local(2))),
                 Err(SubmitError::ShuttingDown)
             )
         });
@@ -507,7 +515,7 @@ fn a_process_can_upgrade_many_times_and_each_version_is_closed_once() {
     for (i, tally) in tallies.iter().enumerate() {
         assert_eq!(tally.counts(), (1, 1, 1), "generation {i}");
     }
-    assert_eq!(engine.stats().totals().upgrades, 50);
+    assert_eq!(engine.context().stats().totals().upgrades, 50);
 }
 
 /// The original's guard against missed wakeups: 300 upgrades in a row on
@@ -527,7 +535,7 @@ fn three_hundred_sequential_upgrades_on_one_worker_each_finish_in_time() {
         assert_eq!(v1_tally.counts(), (1, 1, 1));
         assert_eq!(v2_tally.counts(), (1, 1, 1));
     }
-    assert_eq!(engine.stats().totals().upgrades, runs);
+    assert_eq!(engine.context().stats().totals().upgrades, runs);
 }
 
 #[test]

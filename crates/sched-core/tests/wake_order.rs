@@ -51,7 +51,7 @@ fn processes_woken_by_timers_run_in_deadline_order() {
             let probe = process(move |events, out| {
                 if !set {
                     set = true;
-                    out.set_timer_at(base + Duration::from_millis(i as u64), Tag(i as u64));
+                    out.set_timer(base + Duration::from_millis(i as u64), Tag(i as u64));
                     armed.fetch_add(1, Ordering::SeqCst);
                     return Ok(());
                 }
@@ -136,7 +136,8 @@ fn a_process_woken_from_outside_runs_before_earlier_submissions() {
         })
         .collect();
     engine
-        .post(Pid::local(1), "wake up")
+        .context()
+        .send(Pid::local(1), "wake up")
         .expect("the probe is alive");
     release.store(true, Ordering::SeqCst);
     wait(hold).expect("the blocker finishes");
@@ -212,7 +213,8 @@ fn outside_wakeups_do_not_hold_submissions_back() {
         .collect();
     for i in 0..WOKEN {
         engine
-            .post(Pid::local(1000 + i), ())
+            .context()
+            .send(Pid::local(1000 + i), ())
             .expect("the probe is alive");
     }
     release.store(true, Ordering::SeqCst);

@@ -220,7 +220,8 @@ where
 
 pub fn submit(engine: &Engine, id: u64, p: Box<dyn Process>) -> Completion {
     engine
-        .submit(Pid::local(id), p, "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(p).method("run").at(Pid::local(id)))
         .expect("submit")
 }
 

@@ -51,14 +51,15 @@ fn an_on_start_error_rejects_the_submission_and_closes_the_process() {
     let closes = p.closes.clone();
     p.closes = closes.clone();
     let err = engine
-        .submit(Pid::local(2), p, "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(p).method("run").at(Pid::local(2)))
         .unwrap_err();
     assert!(
         matches!(&err, SubmitError::Rejected { pid, error } if *pid == Pid::local(2) && error.to_string() == "rejected")
     );
     assert_eq!(closes.get(), 1, "an initialised process is closed");
-    assert!(engine.processes().is_empty());
-    assert_eq!(engine.stats().live_processes, 0);
+    assert!(engine.context().processes().is_empty());
+    assert_eq!(engine.context().stats().live_processes, 0);
     assert_eq!(done_u64(wait(submit(&engine, 3, Counter::new(1, SYNC)))), 1);
 }
 
@@ -76,7 +77,12 @@ fn panicking_hooks_are_contained() {
         .build();
     engine.start();
     let err = engine
-        .submit(Pid::local(1), Counter::new(1, SYNC), "run", Box::new(()))
+        .context()
+        .spawn(
+            Spawn::new(Counter::new(1, SYNC))
+                .method("run")
+                .at(Pid::local(1)),
+        )
         .unwrap_err();
     assert!(err.to_string().contains("start hook exploded"), "{err}");
     assert_eq!(done_u64(wait(submit(&engine, 2, Counter::new(2, SYNC)))), 2);

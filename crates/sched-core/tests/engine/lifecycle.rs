@@ -19,7 +19,7 @@ fn many_processes_on_many_workers_all_complete() {
     for h in handles {
         assert_eq!(done_u64(wait(h)), 50);
     }
-    let stats = engine.stats();
+    let stats = engine.context().stats();
     assert_eq!(stats.workers.len(), 4);
     assert_eq!(stats.totals().completed, 100);
     assert_eq!(stats.live_processes, 0);
@@ -49,7 +49,7 @@ fn a_sleeping_yield_takes_at_least_its_duration() {
 fn work_submitted_before_start_runs_after_start() {
     let engine = builder(2).build();
     let h = submit(&engine, 1, Counter::new(3, SYNC));
-    assert_eq!(engine.stats().global_queue_len, 1);
+    assert_eq!(engine.context().stats().global_queue_len, 1);
     engine.start();
     assert_eq!(done_u64(wait(h)), 3);
 }
@@ -62,7 +62,7 @@ fn one_worker_counts_exactly_the_steps_taken() {
         done_u64(wait(submit(&engine, 1, Counter::new(5, ASYNC)))),
         5
     );
-    let stats = engine.stats();
+    let stats = engine.context().stats();
     assert_eq!(stats.workers.len(), 1);
     assert_eq!(stats.totals().steps, 6);
 }
@@ -75,7 +75,7 @@ fn terminating_a_blocked_process_ends_it_with_terminated() {
     p.closes = closes.clone();
     let h = submit(&engine, 1, p);
     wait_for_state(&engine, Pid::local(1), ProcessState::Blocked);
-    engine.terminate(Pid::local(1)).unwrap();
+    engine.context().terminate(Pid::local(1)).unwrap();
     assert!(matches!(wait(h), Err(ExitError::Terminated)));
     assert_eq!(closes.get(), 1);
     assert_eq!(
@@ -86,7 +86,7 @@ fn terminating_a_blocked_process_ends_it_with_terminated() {
         SendErrorKind::UnknownTarget
     );
     assert_eq!(
-        engine.terminate(Pid::local(1)),
+        engine.context().terminate(Pid::local(1)),
         Err(TerminateError::NotFound(Pid::local(1)))
     );
 }
@@ -96,16 +96,16 @@ fn terminating_an_idle_process_ends_it() {
     let engine = started(1);
     let h = submit(&engine, 3, Inbox::new());
     wait_for_state(&engine, Pid::local(3), ProcessState::Idle);
-    engine.terminate(Pid::local(3)).unwrap();
+    engine.context().terminate(Pid::local(3)).unwrap();
     assert!(matches!(wait(h), Err(ExitError::Terminated)));
-    assert!(engine.processes().is_empty());
+    assert!(engine.context().processes().is_empty());
 }
 
 #[test]
 fn terminating_an_unknown_pid_is_not_found() {
     let engine = started(1);
     assert_eq!(
-        engine.terminate(Pid::local(9)),
+        engine.context().terminate(Pid::local(9)),
         Err(TerminateError::NotFound(Pid::local(9)))
     );
 }
@@ -115,7 +115,7 @@ fn a_send_right_after_terminate_is_delivered_or_refused_cleanly() {
     let engine = started(2);
     for i in 0..50 {
         let h = submit(&engine, i, Inbox::new());
-        engine.terminate(Pid::local(i)).unwrap();
+        engine.context().terminate(Pid::local(i)).unwrap();
         match engine.send(Package::new(Pid::local(0), Pid::local(i), ())) {
             Ok(()) => {}
             Err(e) => assert!(matches!(
@@ -142,8 +142,8 @@ fn close_runs_once_per_process_and_routes_are_released() {
         wait(h).unwrap();
     }
     assert_eq!(closes.get(), 1000);
-    assert!(engine.processes().is_empty());
-    assert_eq!(engine.stats().live_processes, 0);
+    assert!(engine.context().processes().is_empty());
+    assert_eq!(engine.context().stats().live_processes, 0);
 }
 
 #[test]
@@ -151,7 +151,8 @@ fn a_live_pid_cannot_be_submitted_twice_and_keeps_its_route() {
     let engine = started(1);
     let first = submit(&engine, 5, Inbox::new());
     let err = engine
-        .submit(Pid::local(5), Inbox::new(), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(Inbox::new()).method("run").at(Pid::local(5)))
         .unwrap_err();
     assert!(matches!(err, SubmitError::DuplicatePid(p) if p == Pid::local(5)));
     engine
@@ -169,7 +170,8 @@ fn max_processes_is_enforced() {
     let _a = submit(&engine, 1, Inbox::new());
     let _b = submit(&engine, 2, Inbox::new());
     let err = engine
-        .submit(Pid::local(3), Inbox::new(), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(Inbox::new()).method("run").at(Pid::local(3)))
         .unwrap_err();
     assert!(matches!(err, SubmitError::TooManyProcesses { max: 2 }));
 }
@@ -189,13 +191,16 @@ fn concurrent_submits_never_exceed_the_maximum() {
                 barrier.wait();
                 let mut accepted = Vec::new();
                 for i in 0..200 {
-                    match engine.submit(Pid::local(t * 1000 + i), Inbox::new(), "run", Box::new(()))
-                    {
+                    match engine.context().spawn(
+                        Spawn::new(Inbox::new())
+                            .method("run")
+                            .at(Pid::local(t * 1000 + i)),
+                    ) {
                         Ok(h) => accepted.push(h),
                         Err(SubmitError::TooManyProcesses { max: 50 }) => {}
                         Err(e) => panic!("unexpected {e}"),
                     }
-                    peak.fetch_max(engine.stats().live_processes, Ordering::SeqCst);
+                    peak.fetch_max(engine.context().stats().live_processes, Ordering::SeqCst);
                 }
                 accepted.len()
             })
@@ -204,7 +209,7 @@ fn concurrent_submits_never_exceed_the_maximum() {
     let accepted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert_eq!(accepted, 50);
     assert!(peak.load(Ordering::SeqCst) <= 50);
-    assert_eq!(engine.stats().live_processes, 50);
+    assert_eq!(engine.context().stats().live_processes, 50);
 }
 
 #[test]
@@ -212,7 +217,8 @@ fn submit_after_shutdown_is_refused() {
     let engine = started(1);
     engine.shutdown(Duration::from_millis(100));
     let err = engine
-        .submit(Pid::local(1), Inbox::new(), "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(Inbox::new()).method("run").at(Pid::local(1)))
         .unwrap_err();
     assert!(matches!(err, SubmitError::ShuttingDown));
 }
@@ -232,7 +238,12 @@ fn a_step_error_is_the_outcome() {
 fn init_errors_fail_the_submission_and_schedule_nothing() {
     let engine = started(1);
     let err = engine
-        .submit(Pid::local(1), Counter::new(1, SYNC), "fly", Box::new(()))
+        .context()
+        .spawn(
+            Spawn::new(Counter::new(1, SYNC))
+                .method("fly")
+                .at(Pid::local(1)),
+        )
         .unwrap_err();
     match err {
         SubmitError::Init {
@@ -244,10 +255,10 @@ fn init_errors_fail_the_submission_and_schedule_nothing() {
         }
         other => panic!("unexpected {other}"),
     }
-    assert!(engine.processes().is_empty());
-    assert_eq!(engine.stats().live_processes, 0);
+    assert!(engine.context().processes().is_empty());
+    assert_eq!(engine.context().stats().live_processes, 0);
     assert_eq!(
-        engine.terminate(Pid::local(1)),
+        engine.context().terminate(Pid::local(1)),
         Err(TerminateError::NotFound(Pid::local(1)))
     );
 }
@@ -270,7 +281,12 @@ impl Process for PanicsInInit {
 fn a_panic_in_init_is_an_init_error() {
     let engine = started(1);
     let err = engine
-        .submit(Pid::local(1), Box::new(PanicsInInit), "run", Box::new(()))
+        .context()
+        .spawn(
+            Spawn::new(Box::new(PanicsInInit))
+                .method("run")
+                .at(Pid::local(1)),
+        )
         .unwrap_err();
     assert!(
         matches!(err, SubmitError::Init { error: InitError::Panicked { message }, .. } if message == "init exploded")

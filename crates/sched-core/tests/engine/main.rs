@@ -24,6 +24,7 @@ fn wait_for_state(engine: &Engine, pid: Pid, state: ProcessState) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         if engine
+            .context()
             .processes()
             .iter()
             .any(|p| p.pid == pid && p.state == state)

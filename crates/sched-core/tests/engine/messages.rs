@@ -69,7 +69,7 @@ fn dead_letters_are_counted() {
     });
     let h = submit(&engine, 1, p);
     wait_for_state(&engine, Pid::local(1), ProcessState::Blocked);
-    engine.terminate(Pid::local(1)).unwrap();
+    engine.context().terminate(Pid::local(1)).unwrap();
     // Whatever was sent after the terminate and before the end is a dead
     // letter, never silently lost: it is either refused or counted.
     let mut refused = 0;
@@ -82,7 +82,7 @@ fn dead_letters_are_counted() {
     }
     wait(h).unwrap_err();
     assert_eq!(accepted + refused, 10);
-    assert_eq!(engine.stats().dead_letters, accepted);
+    assert_eq!(engine.context().stats().dead_letters, accepted);
 }
 
 #[test]
@@ -135,14 +135,14 @@ fn dead_letters_reach_the_hook() {
             .send(Package::new(Pid::local(0), Pid::local(1), i))
             .unwrap();
     }
-    engine.terminate(Pid::local(1)).unwrap();
+    engine.context().terminate(Pid::local(1)).unwrap();
     engine.start();
     assert!(matches!(wait(h), Err(ExitError::Terminated)));
     assert_eq!(
         *letters.lock().unwrap(),
         [(Pid::local(1), 0), (Pid::local(1), 1), (Pid::local(1), 2)]
     );
-    assert_eq!(engine.stats().dead_letters, 3);
+    assert_eq!(engine.context().stats().dead_letters, 3);
 }
 
 /// A step's sends go through its worker's cache of recently resolved
@@ -163,7 +163,7 @@ fn a_pid_taken_anew_gets_messages_sent_through_a_worker_s_route_cache() {
             match event {
                 Event::Message(package) => {
                     let n = *package.into_payload().downcast::<u32>().unwrap();
-                    let sent = out.send(Package::new(Pid::local(1), Pid::local(TARGET), n));
+                    let sent = out.send(Pid::local(TARGET), n);
                     results_tx.send(sent.map_err(|e| e.kind())).unwrap();
                 }
                 Event::Cancel => {

@@ -111,7 +111,7 @@ fn processes_lists_live_processes_with_their_state() {
     let engine = started(1);
     let _h = submit(&engine, 4, Inbox::new());
     wait_for_state(&engine, Pid::local(4), ProcessState::Idle);
-    let list = engine.processes();
+    let list = engine.context().processes();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].pid, Pid::local(4));
     assert_eq!(list[0].state.to_string(), "idle");
@@ -143,8 +143,10 @@ fn a_process_spawned_by_a_short_step_runs_after_that_step_on_the_same_worker() {
             out.finish(());
             Ok(())
         });
-        let pid = out.allocate_pid().expect("pids left");
-        let child = out.submit(pid, child, "run", ()).expect("spawned");
+        let pid = out.context().allocate_pid().expect("pids left");
+        let child = out
+            .spawn(Spawn::new(child).method("run").at(pid))
+            .expect("spawned");
         flag.store(false, Ordering::SeqCst);
         out.finish(child);
         Ok(())

@@ -121,7 +121,7 @@ fn a_completer_used_after_its_process_ended_reports_stale() {
     });
     let h = submit(&engine, 1, p);
     wait_for_state(&engine, Pid::local(1), ProcessState::Blocked);
-    engine.terminate(Pid::local(1)).unwrap();
+    engine.context().terminate(Pid::local(1)).unwrap();
     assert!(matches!(wait(h), Err(ExitError::Terminated)));
     let completer = stash.lock().unwrap().pop().expect("the handler kept it");
     assert_eq!(completer.pid(), Pid::local(1));
@@ -141,7 +141,7 @@ fn a_completer_used_after_its_process_ended_reports_stale() {
     });
     let h = submit(&engine, 1, p);
     wait_for_state(&engine, Pid::local(1), ProcessState::Blocked);
-    engine.terminate(Pid::local(1)).unwrap();
+    engine.context().terminate(Pid::local(1)).unwrap();
     wait(h).unwrap_err();
     let stale = stash.lock().unwrap().pop().unwrap();
     let p = process(|events, out| {
@@ -152,7 +152,7 @@ fn a_completer_used_after_its_process_ended_reports_stale() {
     let h = submit(&engine, 1, p);
     wait_for_state(&engine, Pid::local(1), ProcessState::Idle);
     assert!(stale.complete(Box::new(())).is_err());
-    engine.terminate(Pid::local(1)).unwrap();
+    engine.context().terminate(Pid::local(1)).unwrap();
     assert!(matches!(wait(h), Err(ExitError::Terminated)));
 }
 
@@ -165,5 +165,5 @@ fn yields_written_by_a_done_step_are_discarded_and_counted() {
         Ok(())
     });
     assert_eq!(done_u64(wait(submit(&engine, 1, p))), 5);
-    assert_eq!(engine.stats().totals().discarded_yields, 1);
+    assert_eq!(engine.context().stats().totals().discarded_yields, 1);
 }

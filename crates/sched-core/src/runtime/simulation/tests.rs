@@ -125,7 +125,7 @@ fn a_monitor_set_across_a_noticed_cut_ends_with_the_node_down() {
     )
     .expect("two nodes");
     let far = sim.node(2).unwrap().spawn(Idle).unwrap().pid();
-    let before = sim.monitor(far);
+    let before = sim.context().monitor(far);
     sim.run_for(Duration::from_millis(1)).unwrap();
     assert!(before.try_take().is_none(), "watching, nothing ended");
     sim.partition(&[1], &[2]);
@@ -135,7 +135,7 @@ fn a_monitor_set_across_a_noticed_cut_ends_with_the_node_down() {
         Some(ExitReason::NodeDown)
     );
     // Both sides were told; now a new monitor across the cut.
-    let during = sim.monitor(far);
+    let during = sim.context().monitor(far);
     sim.run_for(Duration::from_millis(1)).unwrap();
     assert_eq!(
         during.try_take().map(|down| down.reason),
@@ -144,7 +144,7 @@ fn a_monitor_set_across_a_noticed_cut_ends_with_the_node_down() {
     );
     // Healed: a monitor set now is not ended by the cut that was.
     sim.heal();
-    let after = sim.monitor(far);
+    let after = sim.context().monitor(far);
     sim.run_for(Duration::from_millis(1)).unwrap();
     assert!(after.try_take().is_none(), "watching again");
 }
