@@ -50,6 +50,11 @@ struct Withdrawn {
     id: u64,
 }
 
+/// Asked, a withdrawal is answered with its `Withdrawn`.
+impl Question for Withdraw {
+    type Answer = Withdrawn;
+}
+
 /// Credit `amount` to the account.
 struct Deposit {
     amount: i64,
@@ -99,7 +104,7 @@ impl Process for Account {
                 // answer reached it), and that is no reason for the
                 // account to fail. (The simulation found this one: with
                 // `?`, the fixed version lost money too.)
-                let _ = out.send(Package::new(out.pid(), message.source(), Withdrawn { id }));
+                let _ = out.send(message.source(), Withdrawn { id });
             } else if let Some(deposit) = message.payload::<Deposit>() {
                 self.ledger.lock().unwrap()[self.index] += deposit.amount;
             }
@@ -123,7 +128,7 @@ impl Transfer {
             id: self.id,
             amount: self.amount,
         };
-        out.send(Package::new(out.pid(), self.from, request))?;
+        out.send(self.from, request)?;
         self.timer = Some(out.set_timer(TIMEOUT, Tag(self.id)));
         Ok(())
     }
@@ -146,7 +151,7 @@ impl Process for Transfer {
                     let deposit = Deposit {
                         amount: self.amount,
                     };
-                    out.send(Package::new(out.pid(), self.to, deposit))?;
+                    out.send(self.to, deposit)?;
                     out.finish(());
                     return Ok(());
                 }
@@ -189,7 +194,7 @@ impl Process for AskingTransfer {
                     let deposit = Deposit {
                         amount: self.amount,
                     };
-                    out.send(Package::new(out.pid(), self.to, deposit))?;
+                    out.send(self.to, deposit)?;
                     out.finish(());
                     return Ok(());
                 }
@@ -237,20 +242,20 @@ pub(crate) fn simulate(source: Source, fixed: bool, bank: Bank) -> (Verdict, Tra
         ledger: Arc::clone(&ledger),
         applied: fixed.then(HashSet::new),
     };
-    let a = sim.spawn(account(0)).expect("spawned").pid();
-    let b = sim.spawn(account(1)).expect("spawned").pid();
+    let a = sim.context().spawn(account(0)).expect("spawned").pid();
+    let b = sim.context().spawn(account(1)).expect("spawned").pid();
     for id in 0..TRANSFERS {
         let (from, to) = if id % 2 == 0 { (a, b) } else { (b, a) };
         let amount = 10 * (id as i64 + 1);
         match bank {
-            Bank::Messages => sim.spawn(Transfer {
+            Bank::Messages => sim.context().spawn(Transfer {
                 id,
                 amount,
                 from,
                 to,
                 timer: None,
             }),
-            Bank::Asks => sim.spawn(AskingTransfer {
+            Bank::Asks => sim.context().spawn(AskingTransfer {
                 id,
                 amount,
                 from,

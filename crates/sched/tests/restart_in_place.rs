@@ -85,7 +85,7 @@ fn fixture_with(max_restarts: u32, in_place: bool) -> Fixture {
 fn service(scheduler: &Scheduler) -> Pid {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        if let Some(pid) = scheduler.whereis("service") {
+        if let Some(pid) = scheduler.context().whereis("service") {
             return pid;
         }
         assert!(
@@ -98,7 +98,7 @@ fn service(scheduler: &Scheduler) -> Pid {
 
 fn report(f: &Fixture) -> SupervisorReport {
     f.scheduler
-        .query(f.supervisor.pid(), WhichChildren)
+        .ask(f.supervisor.pid(), WhichChildren)
         .unwrap()
         .wait_timeout(WAIT)
         .unwrap()
@@ -129,7 +129,11 @@ fn the_first_report_comes_once_the_children_are_started_and_named() {
         let f = fixture(5);
         let first = report(&f);
         let pid = first.children[0].pid.expect("started before the answer");
-        assert_eq!(f.scheduler.whereis("service"), Some(pid), "and named");
+        assert_eq!(
+            f.scheduler.context().whereis("service"),
+            Some(pid),
+            "and named"
+        );
         assert_eq!(first.children[0].last_exit, None);
         f.scheduler.shutdown(WAIT);
     }
@@ -140,7 +144,11 @@ fn a_restart_reports_what_the_crash_said() {
     for in_place in [true, false] {
         let f = fixture_with(5, in_place);
         let pid = report(&f).children[0].pid.expect("started");
-        let _ = f.scheduler.ask(pid, POISON).unwrap().wait_timeout(WAIT);
+        let _ = f
+            .scheduler
+            .ask(pid, Box::new(POISON) as Payload)
+            .unwrap()
+            .wait_timeout(WAIT);
         let child = report_after(&f, 1).children[0].clone();
         assert_eq!(
             child.last_exit,
@@ -150,7 +158,11 @@ fn a_restart_reports_what_the_crash_said() {
         let said = child.last_error.expect("the panic's message");
         assert!(said.contains("poisoned request"), "{said}");
         let pid = child.pid.expect("running again");
-        let _ = f.scheduler.ask(pid, POISON - 1).unwrap().wait_timeout(WAIT);
+        let _ = f
+            .scheduler
+            .ask(pid, Box::new(POISON - 1) as Payload)
+            .unwrap()
+            .wait_timeout(WAIT);
         let child = report_after(&f, 2).children[0].clone();
         assert_eq!(
             child.last_exit,
@@ -168,12 +180,12 @@ fn of_the_queued_requests_only_the_crashing_one_is_lost() {
     const N: u64 = 2_000;
     let f = fixture(5);
     let pid = service(&f.scheduler);
-    let monitor = f.scheduler.monitor(pid);
+    let monitor = f.scheduler.context().monitor(pid);
     // Requests queued around the poisoned one, from two threads at once.
     let replies: Vec<_> = (0..N)
         .map(|n| {
             let question = if n == N / 2 { POISON } else { n };
-            f.scheduler.ask(pid, question).unwrap()
+            f.scheduler.ask(pid, Box::new(question) as Payload).unwrap()
         })
         .collect();
     let mut lost = Vec::new();
@@ -200,7 +212,7 @@ fn of_the_queued_requests_only_the_crashing_one_is_lost() {
     assert_eq!(f.instances.load(SeqCst), 2);
     assert_eq!(f.closes.load(SeqCst), 1, "the failed instance was closed");
     // Same PID, same name, still running: nobody saw it end.
-    assert_eq!(f.scheduler.whereis("service"), Some(pid));
+    assert_eq!(f.scheduler.context().whereis("service"), Some(pid));
     assert!(monitor.wait_timeout(Duration::from_millis(50)).is_none());
     let child = &report(&f).children[0];
     assert_eq!((child.pid, child.restarts), (Some(pid), 1));
@@ -212,7 +224,11 @@ fn restarts_in_place_count_against_the_intensity() {
     let f = fixture(2);
     let pid = service(&f.scheduler);
     for crash in [POISON, POISON - 1, POISON] {
-        let _ = f.scheduler.ask(pid, crash).unwrap().wait_timeout(WAIT);
+        let _ = f
+            .scheduler
+            .ask(pid, Box::new(crash) as Payload)
+            .unwrap()
+            .wait_timeout(WAIT);
     }
     // The third restart is one too many: the supervisor stops and fails.
     let outcome = f.supervisor.wait().unwrap_err();
@@ -224,7 +240,7 @@ fn restarts_in_place_count_against_the_intensity() {
         Some(SupervisorError::IntensityExceeded { restarts: 3, .. })
     ));
     assert_eq!(
-        f.scheduler.whereis("service"),
+        f.scheduler.context().whereis("service"),
         None,
         "the child was terminated"
     );
@@ -253,13 +269,15 @@ fn restarting_in_place_is_the_default_where_it_is_safe() {
             .build();
         let _supervisor = scheduler.spawn(supervisor).unwrap();
         let before = service(&scheduler);
-        let mut crash = scheduler.ask(before, POISON - 1).unwrap();
+        let mut crash = scheduler
+            .ask(before, Box::new(POISON - 1) as Payload)
+            .unwrap();
         let _ = crash.wait_timeout(WAIT);
         // A later request is answered by whoever holds the name then.
         let deadline = std::time::Instant::now() + WAIT;
         let after = loop {
-            if let Some(pid) = scheduler.whereis("service") {
-                if let Ok(mut reply) = scheduler.ask(pid, 1u64) {
+            if let Some(pid) = scheduler.context().whereis("service") {
+                if let Ok(mut reply) = scheduler.ask(pid, Box::new(1u64) as Payload) {
                     if reply.wait_timeout(WAIT).is_ok() {
                         break pid;
                     }
@@ -293,13 +311,20 @@ fn restarting_in_place_is_the_default_where_it_is_safe() {
         .spawn(Supervisor::builder().child(spec).build())
         .unwrap();
     let once = service(&scheduler);
-    let monitor = scheduler.monitor(once);
-    let _ = scheduler.ask(once, POISON - 1).unwrap().wait_timeout(WAIT);
+    let monitor = scheduler.context().monitor(once);
+    let _ = scheduler
+        .ask(once, Box::new(POISON - 1) as Payload)
+        .unwrap()
+        .wait_timeout(WAIT);
     assert_eq!(
         monitor.wait_timeout(WAIT).unwrap().reason,
         ExitReason::Error
     );
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(scheduler.whereis("service"), None, "not restarted");
+    assert_eq!(
+        scheduler.context().whereis("service"),
+        None,
+        "not restarted"
+    );
     scheduler.shutdown(WAIT);
 }

@@ -131,7 +131,9 @@ impl Process for Busy {
                 std::thread::sleep(SLOW_STEP);
                 out.continue_();
             }
-            Kind::Blocked if first => out.yield_command(HOLD, Tag(0), Box::new(())),
+            Kind::Blocked if first => {
+                out.yield_command(HOLD, Tag(0), Box::new(()));
+            }
             Kind::Blocked | Kind::Idle => out.idle(),
         }
         Ok(())
@@ -226,7 +228,12 @@ fn shutdown_under_load(workers: usize) {
                 ledger: ledger.clone(),
             };
             scheduler
-                .submit(Pid::local(index as u64), process, "run", ())
+                .spawn(
+                    Spawn::new(process)
+                        .method("run")
+                        .input(())
+                        .at(Pid::local(index as u64)),
+                )
                 .expect("submit")
         })
         .collect();

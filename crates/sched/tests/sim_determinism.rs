@@ -59,7 +59,11 @@ impl Member {
         for k in [2, 7] {
             let peer = peers[(self.index + k) % n];
             let question = (self.index * 10 + k) as u64;
-            out.ask(peer, question, Duration::from_millis(20))?;
+            out.ask(
+                peer,
+                Box::new(question) as Payload,
+                Duration::from_millis(20),
+            )?;
         }
         Ok(())
     }
@@ -91,7 +95,7 @@ impl Process for Member {
                     for k in [1, 4] {
                         let peer = peers[(self.index + k + self.ticks as usize) % peers.len()];
                         if peer != me {
-                            let _ = out.send(Package::new(me, peer, u64::from(self.ticks)));
+                            let _ = out.send(peer, u64::from(self.ticks));
                         }
                     }
                     out.yield_command(WORK, Tag(u64::from(self.ticks)), Box::new(self.ticks));
@@ -312,7 +316,7 @@ fn completed_from_outside(seed: u64) -> u64 {
     // Not a multiple of the workers: a per-thread rotation would start
     // the next run elsewhere.
     for _ in 0..15 {
-        sim.spawn(Waits).unwrap();
+        sim.context().spawn(Waits).unwrap();
     }
     sim.run_for(Duration::from_millis(1)).expect("runs");
     let held: Vec<Completer> = std::mem::take(&mut *held.lock().unwrap());

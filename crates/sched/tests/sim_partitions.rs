@@ -177,9 +177,9 @@ struct Asking {
 impl Process for Asking {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         for &(relation, target) in &self.targets {
-            match out.ask(target, relation as u64, ASK_TIMEOUT) {
+            match out.ask(target, Box::new(relation as u64) as Payload, ASK_TIMEOUT) {
                 Ok(id) => {
-                    self.asks.insert(id, relation);
+                    self.asks.insert(id.id(), relation);
                 }
                 Err(error) => note(
                     &self.log,
@@ -598,7 +598,7 @@ impl Run {
                 } else {
                     "fail"
                 };
-                self.node(pid.node()).post(pid, told).expect("posted");
+                self.node(pid.node()).send(pid, told).expect("posted");
             }
         }
         self.some_decisions();
@@ -647,7 +647,7 @@ impl Run {
         for &(pid, role) in &targets {
             match role {
                 Role::Quiet => {
-                    self.node(pid.node()).post(pid, "reply").expect("posted");
+                    self.node(pid.node()).send(pid, "reply").expect("posted");
                     self.live_targets.push(pid);
                 }
                 Role::Echo => self.live_targets.push(pid),
@@ -774,7 +774,7 @@ impl Run {
         self.log.lock().unwrap().round = FINAL;
         for pid in std::mem::take(&mut self.live_targets) {
             // It may have ended already (never, in this run's roles).
-            let _ = self.node(pid.node()).post(pid, "fail");
+            let _ = self.node(pid.node()).send(pid, "fail");
         }
         self.sim.run_for(SETTLE).expect("runs");
         self.sim.run_for(ASK_TIMEOUT * 2).expect("runs");

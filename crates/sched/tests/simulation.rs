@@ -47,7 +47,7 @@ impl Process for Peer {
                     let me = out.pid();
                     for (i, &peer) in peers.iter().enumerate() {
                         if peer != me && (i as u32 + self.ticks).is_multiple_of(3) {
-                            let _ = out.send(Package::new(me, peer, u64::from(self.ticks)));
+                            let _ = out.send(peer, u64::from(self.ticks));
                             self.sent += 1;
                         }
                     }
@@ -99,7 +99,7 @@ fn busy_system(source: Source) -> sched::sim::Simulation {
             ticks: 0,
             sent: 0,
         };
-        let pid = sim.spawn(peer).expect("spawned").pid();
+        let pid = sim.context().spawn(peer).expect("spawned").pid();
         peers.lock().unwrap().push(pid);
     }
     sim.run().expect("quiet before the step limit");
@@ -143,7 +143,7 @@ fn different_seeds_explore_different_orders() {
     let order = |seed| {
         let mut sim = Scheduler::builder().simulation(Config::seed(seed).workers(3));
         for _ in 0..8 {
-            sim.spawn(Ticker { left: 5 }).expect("spawned");
+            sim.context().spawn(Ticker { left: 5 }).expect("spawned");
         }
         sim.run().expect("quiet");
         let workers: Vec<usize> = sim
@@ -208,6 +208,7 @@ fn a_one_hour_timer_fires_in_under_a_second_of_wall_time() {
     let mut sim = Scheduler::builder().simulation(Config::seed(5));
     let hour = Duration::from_secs(3600);
     let mut sleeper = sim
+        .context()
         .spawn(Sleeper {
             delay: hour,
             started: None,
@@ -236,7 +237,7 @@ fn run_for_stops_at_its_virtual_deadline_in_a_system_that_never_goes_quiet() {
         }
     }
     let mut sim = Scheduler::builder().simulation(Config::seed(1).max_steps(1_000));
-    sim.spawn(Clock).expect("spawned");
+    sim.context().spawn(Clock).expect("spawned");
     sim.run_for(Duration::from_secs(100))
         .expect("within the limit");
     assert_eq!(sim.elapsed(), Duration::from_secs(100));
@@ -280,7 +281,7 @@ struct Counter {
 
 impl Process for Counter {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        out.send(Package::new(out.pid(), self.to, self.next))?;
+        out.send(self.to, self.next)?;
         self.next += 1;
         if self.next == self.count {
             out.finish(());
@@ -296,18 +297,20 @@ fn counted(seed: u64, faults: Faults) -> (sched::sim::Simulation, Vec<(Pid, u64)
     let mut sim = Scheduler::builder().simulation(Config::seed(seed).workers(3).faults(faults));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let to = sim
+        .context()
         .spawn(Recorder {
             seen: Arc::clone(&seen),
         })
         .expect("spawned")
         .pid();
     for _ in 0..3 {
-        sim.spawn(Counter {
-            to,
-            next: 0,
-            count: 100,
-        })
-        .expect("spawned");
+        sim.context()
+            .spawn(Counter {
+                to,
+                next: 0,
+                count: 100,
+            })
+            .expect("spawned");
     }
     sim.run().expect("quiet");
     let seen = seen.lock().unwrap().clone();
@@ -420,6 +423,7 @@ fn handler_faults_and_lost_completions_reach_the_process_as_command_errors() {
         .simulation(Config::seed(11).faults(faults));
     let results = Arc::new(Mutex::new(Vec::new()));
     let mut yielder = sim
+        .context()
         .spawn(Yielder {
             count: 200,
             results: Arc::clone(&results),
@@ -502,9 +506,9 @@ fn a_crash_at_a_chosen_step_is_a_panic_that_monitors_and_supervisors_see() {
                 .register_as("child"),
             )
             .build();
-        sim.spawn(supervisor).expect("spawned");
+        sim.context().spawn(supervisor).expect("spawned");
         sim.run().expect("quiet");
-        let child = sim.whereis("child").expect("registered");
+        let child = sim.context().whereis("child").expect("registered");
         (sim, child)
     };
     let (first, child) = run(Faults::none());
@@ -546,11 +550,12 @@ fn a_crash_at_a_chosen_step_is_a_panic_that_monitors_and_supervisors_see() {
         }
     }
     let down = Arc::new(Mutex::new(None));
-    sim.spawn(Watch {
-        target: child,
-        down: Arc::clone(&down),
-    })
-    .expect("spawned");
+    sim.context()
+        .spawn(Watch {
+            target: child,
+            down: Arc::clone(&down),
+        })
+        .expect("spawned");
     sim.run().expect("quiet");
     assert_eq!(*down.lock().unwrap(), Some(ExitReason::NoProcess));
     let report = sim.shutdown(Duration::from_secs(1));
@@ -566,7 +571,7 @@ struct Asker {
 
 impl Process for Asker {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        out.ask(self.to, "ping", self.timeout)?;
+        out.ask(self.to, Box::new("ping") as Payload, self.timeout)?;
         Ok(())
     }
 
@@ -618,6 +623,7 @@ impl Process for SlowAnswerer {
 fn asks_time_out_in_virtual_time() {
     let mut sim = Scheduler::builder().simulation(Config::seed(4));
     let slow = sim
+        .context()
         .spawn(SlowAnswerer {
             delay: Duration::from_secs(30),
             pending: Vec::new(),
@@ -625,12 +631,14 @@ fn asks_time_out_in_virtual_time() {
         .expect("spawned")
         .pid();
     let mut patient = sim
+        .context()
         .spawn(Asker {
             to: slow,
             timeout: Duration::from_secs(60),
         })
         .expect("spawned");
     let mut hasty = sim
+        .context()
         .spawn(Asker {
             to: slow,
             timeout: Duration::from_secs(10),
@@ -668,18 +676,19 @@ fn a_shutdown_a_step_asks_for_runs_on_the_simulation_thread() {
         }
     }
     let mut sim = Scheduler::builder().simulation(Config::seed(9));
-    let mut stopper = sim.spawn(Stopper).expect("spawned");
+    let mut stopper = sim.context().spawn(Stopper).expect("spawned");
     // Ignores its cancel: forced at the virtual deadline.
-    sim.spawn(Sleeper {
-        delay: Duration::from_secs(3600),
-        started: None,
-    })
-    .expect("spawned");
+    sim.context()
+        .spawn(Sleeper {
+            delay: Duration::from_secs(3600),
+            started: None,
+        })
+        .expect("spawned");
     sim.run().expect("quiet");
     assert!(stopper.try_take().expect("ended").is_ok());
     // The run carried the shutdown through: the sleeper was forced at the
     // virtual deadline, and nothing is live.
-    assert_eq!(sim.stats().live_processes, 0);
+    assert_eq!(sim.context().stats().live_processes, 0);
     let report = sim.shutdown(Duration::ZERO);
     assert_eq!(report.ended_gracefully, 1);
     assert_eq!(report.forced, 1, "the sleeper, at the deadline");
@@ -769,10 +778,12 @@ impl Process for Asking {
         if self.next < self.count {
             let n = self.next;
             if n.is_multiple_of(2) {
-                let id = out.ask(self.to, n, Duration::from_millis(10))?;
+                let id = out
+                    .ask(self.to, Box::new(n) as Payload, Duration::from_millis(10))?
+                    .id();
                 self.replies.lock().unwrap().entry(id).or_default();
             } else {
-                out.send(Package::new(out.pid(), self.to, n))?;
+                out.send(self.to, n)?;
             }
             self.next += 1;
             out.continue_();
@@ -826,6 +837,7 @@ fn requests_are_delayed_lost_and_duplicated_keeping_each_senders_order() {
             Scheduler::builder().simulation(Config::seed(seed).workers(2).faults(faults.clone()));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let to = sim
+            .context()
             .spawn(Answering {
                 seen: Arc::clone(&seen),
             })
@@ -833,13 +845,14 @@ fn requests_are_delayed_lost_and_duplicated_keeping_each_senders_order() {
             .pid();
         let replies = Arc::new(Mutex::new(HashMap::new()));
         for _ in 0..3 {
-            sim.spawn(Asking {
-                to,
-                next: 0,
-                count: 60,
-                replies: Arc::clone(&replies),
-            })
-            .unwrap();
+            sim.context()
+                .spawn(Asking {
+                    to,
+                    next: 0,
+                    count: 60,
+                    replies: Arc::clone(&replies),
+                })
+                .unwrap();
         }
         sim.run().expect("quiet");
         let trace = sim.trace();
@@ -968,7 +981,7 @@ mod property {
 fn step_numbers_count_each_process_across_workers() {
     let mut sim = Scheduler::builder().simulation(Config::seed(6).workers(4));
     for _ in 0..6 {
-        sim.spawn(Ticker { left: 30 }).expect("spawned");
+        sim.context().spawn(Ticker { left: 30 }).expect("spawned");
     }
     sim.run().expect("quiet");
     let mut last: HashMap<Pid, u64> = HashMap::new();
@@ -1003,7 +1016,7 @@ impl Process for Ticking {
             out.finish(());
             return Ok(());
         }
-        out.send(Package::new(out.pid(), self.to, self.next))?;
+        out.send(self.to, self.next)?;
         self.next += 1;
         out.set_timer(Duration::from_millis(1), Tag(0));
         Ok(())
@@ -1033,12 +1046,13 @@ fn two_nodes(seed: u64) -> (sched::sim::Simulation, Vec<(Pid, u64)>) {
         .pid();
     assert_eq!(recorder.node(), 2);
     for _ in 0..2 {
-        sim.spawn(Ticking {
-            to: recorder,
-            next: 0,
-            count: 100,
-        })
-        .expect("spawned");
+        sim.context()
+            .spawn(Ticking {
+                to: recorder,
+                next: 0,
+                count: 100,
+            })
+            .expect("spawned");
     }
     sim.partition_for(&[1], &[2], Duration::from_millis(30));
     sim.run().expect("quiet");
@@ -1124,7 +1138,11 @@ struct Watching {
 impl Process for Watching {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.monitor(self.peer);
-        out.ask(self.peer, 1u64, Duration::from_secs(3600))?;
+        out.ask(
+            self.peer,
+            Box::new(1u64) as Payload,
+            Duration::from_secs(3600),
+        )?;
         Ok(())
     }
 
@@ -1151,11 +1169,12 @@ fn watched_across_a_partition(seed: u64, cut: bool) -> (u64, Vec<String>) {
     .expect("two nodes");
     let peer = sim.node(2).unwrap().spawn(Quiet(Vec::new())).unwrap().pid();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    sim.spawn(Watching {
-        peer,
-        seen: Arc::clone(&seen),
-    })
-    .unwrap();
+    sim.context()
+        .spawn(Watching {
+            peer,
+            seen: Arc::clone(&seen),
+        })
+        .unwrap();
     // Not `run`: it would jump to the ask's timeout, an hour away.
     sim.run_for(Duration::from_secs(1)).expect("runs");
     assert_eq!(
@@ -1166,7 +1185,7 @@ fn watched_across_a_partition(seed: u64, cut: bool) -> (u64, Vec<String>) {
     if cut {
         sim.partition(&[1], &[2]);
     } else {
-        sim.node(2).unwrap().post(peer, "end").unwrap();
+        sim.node(2).unwrap().send(peer, "end").unwrap();
     }
     sim.run().expect("quiet");
     let mut seen = seen.lock().unwrap().clone();
