@@ -194,6 +194,7 @@ impl SchedulerBuilder {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::process::Group;
     ///
     /// let scheduler = Scheduler::builder().group("batch", 1).group("web", 3).build();
     /// let web: Group = scheduler.context().group("web").expect("declared");
@@ -226,7 +227,7 @@ impl SchedulerBuilder {
     ///
     /// ```
     /// let s = sched::Scheduler::builder().workers(1).node(7).build();
-    /// assert_eq!(s.allocate_pid().unwrap().node(), 7);
+    /// assert_eq!(s.context().allocate_pid().unwrap().node(), 7);
     /// ```
     pub fn node(self, node: u32) -> Self {
         SchedulerBuilder {

@@ -111,8 +111,8 @@ pub use scheduler::Scheduler;
 pub use relay::{Addr, Package, Payload, Pid};
 pub use sched_core::{
     Accepts, After, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event,
-    Events, ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority,
-    Process, Question, Reply, ReplyId, Spawn, Tag, TimerId, Urgent, Within,
+    Events, ExitError, ExitReason, InitContext, InitError, Monitor, Output, Priority, Process,
+    Question, Rejected, Reply, ReplyId, Spawn, Tag, TimerId, Urgent, Within,
 };
 pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 
@@ -157,8 +157,8 @@ pub mod prelude {
     pub use relay::{Addr, Package, Payload, Pid};
     pub use sched_core::{
         Accepts, After, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event,
-        Events, ExitError, ExitReason, Group, InitContext, InitError, Monitor, Output, Priority,
-        Process, Question, Reply, ReplyId, Spawn, Tag, TimerId, Urgent, Within,
+        Events, ExitError, ExitReason, InitContext, InitError, Monitor, Output, Priority, Process,
+        Question, Rejected, Reply, ReplyId, Spawn, Tag, TimerId, Urgent, Within,
     };
 }
 

@@ -109,7 +109,7 @@ impl Scheduler {
     ///
     /// ```
     /// let s = sched::Scheduler::builder().workers(3).build();
-    /// assert_eq!(s.engine().workers(), 3);
+    /// assert_eq!(s.engine().context().workers(), 3);
     /// ```
     pub fn engine(&self) -> &Engine {
         &self.engine

@@ -368,6 +368,12 @@ impl AskTarget for &str {
     }
 }
 
+impl AskTarget for &String {
+    fn resolve(&self, cx: &Context) -> Option<Pid> {
+        cx.whereis(self)
+    }
+}
+
 fn no_such_name(from: Pid, question: Payload) -> SendError {
     SendError::unknown_target(Package::from_payload(from, Pid::OUTSIDE, question))
 }

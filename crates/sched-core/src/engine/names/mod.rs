@@ -383,6 +383,17 @@ impl<M: std::any::Any + Send> Target<M> for &str {
     }
 }
 
+impl crate::engine::routing::sealed::Sealed for &String {}
+
+/// As `&str`.
+impl<M: std::any::Any + Send> Target<M> for &String {
+    type Receipt = ();
+
+    fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
+        self.as_str().send_from(sender, message)
+    }
+}
+
 /// A name that may have no holder yet: a send to it waits up to the
 /// [`Duration`] for a process to register the name (a child restarting
 /// under a new PID registers it again).
