@@ -38,12 +38,16 @@ impl Process for StartsOver {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.set_timer(Duration::ZERO, Tag(1));
         out.monitor(self.peer);
-        out.ask(self.peer, "anyone?", Duration::from_millis(1))?;
+        out.ask(
+            self.peer,
+            Box::new("anyone?") as Payload,
+            Duration::from_millis(1),
+        )?;
         out.yield_command(WORK, Tag(2), Box::new(()));
         out.cancel_pending();
         out.reset();
         // The peer ends now: a monitor still set would report it.
-        out.send(Package::new(out.pid(), self.peer, "end"))?;
+        out.send(self.peer, "end")?;
         out.set_timer(Duration::from_millis(100), Tag(9));
         Ok(())
     }

@@ -83,8 +83,7 @@ fn started(workers: usize) -> Scheduler {
 
 fn report(scheduler: &Scheduler, supervisor: Pid) -> SupervisorReport {
     let mut reply = scheduler.ask(supervisor, WhichChildren).unwrap();
-    let answer = reply.wait_timeout(WAIT).expect("the supervisor answers");
-    *answer.downcast::<SupervisorReport>().unwrap()
+    reply.wait_timeout(WAIT).expect("the supervisor answers")
 }
 
 fn pid_of(report: &SupervisorReport, name: &str) -> Option<Pid> {
@@ -130,7 +129,7 @@ fn supervisor_error(outcome: &Outcome) -> &SupervisorError {
 
 /// Cancels the supervisor and returns its done report.
 fn cancelled(scheduler: &Scheduler, handle: sched::Completion) -> SupervisorReport {
-    scheduler.cancel(handle.pid()).unwrap();
+    scheduler.context().cancel(handle.pid()).unwrap();
     *handle
         .wait()
         .expect("done")
@@ -152,7 +151,7 @@ fn one_for_one_restarts_only_the_crashing_child() {
         r.children.iter().all(|c| c.pid.is_some())
     });
     let old_b = pid_of(&before, "b").unwrap();
-    scheduler.post(old_b, "crash").unwrap();
+    scheduler.send(old_b, "crash").unwrap();
     let after = report_when(&scheduler, handle.pid(), "b restarted", |r| {
         pid_of(r, "b").is_some_and(|b| b != old_b)
     });
@@ -185,7 +184,7 @@ fn one_for_all_restarts_every_child_once_in_order() {
         r.children.iter().all(|c| c.pid.is_some())
     });
     scheduler
-        .post(pid_of(&before, "b").unwrap(), "crash")
+        .send(pid_of(&before, "b").unwrap(), "crash")
         .unwrap();
     let after = report_when(&scheduler, handle.pid(), "all restarted", |r| {
         r.children
@@ -229,7 +228,7 @@ fn restart_policies_decide_who_comes_back() {
         ("permanent", "finish"),
     ] {
         scheduler
-            .post(pid_of(&before, name).unwrap(), order)
+            .send(pid_of(&before, name).unwrap(), order)
             .unwrap();
     }
     let after = report_when(&scheduler, handle.pid(), "all four ended", |r| {
@@ -342,7 +341,7 @@ fn failed_restarts_count_toward_the_intensity() {
     });
     broken.store(1, SeqCst);
     scheduler
-        .post(pid_of(&first, "fragile").unwrap(), "crash")
+        .send(pid_of(&first, "fragile").unwrap(), "crash")
         .unwrap();
     let outcome = handle.wait();
     assert!(matches!(
@@ -459,19 +458,19 @@ fn a_registered_name_follows_the_restarted_child() {
         "db",
     )
     .unwrap();
-    assert_eq!(scheduler.whereis("db"), Some(current));
+    assert_eq!(scheduler.context().whereis("db"), Some(current));
     for restarts in 1..=3 {
-        scheduler.post_named("db", "crash").unwrap();
+        scheduler.send("db", "crash").unwrap();
         let now = report_when(&scheduler, handle.pid(), "db restarted", |r| {
             r.child("db").unwrap().restarts == restarts && pid_of(r, "db").is_some()
         });
         let new = pid_of(&now, "db").unwrap();
         assert_ne!(new, current);
-        assert_eq!(scheduler.whereis("db"), Some(new));
+        assert_eq!(scheduler.context().whereis("db"), Some(new));
         current = new;
     }
     cancelled(&scheduler, handle);
-    assert_eq!(scheduler.whereis("db"), None);
+    assert_eq!(scheduler.context().whereis("db"), None);
     scheduler.shutdown(WAIT);
 }
 

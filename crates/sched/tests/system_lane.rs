@@ -55,8 +55,9 @@ impl Process for Slow {
 #[test]
 fn a_down_is_read_before_the_backlog_that_came_first() {
     let mut sim = Scheduler::builder().simulation(Config::seed(1).workers(1));
-    let target = sim.spawn(Target).expect("spawned").pid();
+    let target = sim.context().spawn(Target).expect("spawned").pid();
     let mut slow = sim
+        .context()
         .spawn(Slow {
             target,
             backlog: 40,
@@ -66,9 +67,9 @@ fn a_down_is_read_before_the_backlog_that_came_first() {
     // The monitor is in place before the backlog arrives.
     sim.run().expect("quiet");
     for i in 0..40u32 {
-        sim.post(slow.pid(), i).expect("alive");
+        sim.context().send(slow.pid(), i).expect("alive");
     }
-    sim.post(target, "end").expect("alive");
+    sim.context().send(target, "end").expect("alive");
     sim.run().expect("quiet");
     let seen = slow.try_take().expect("ended").expect("finished");
     let seen = seen.downcast_ref::<Vec<&str>>().expect("its list");
@@ -105,9 +106,12 @@ impl Process for Backlogged {
 #[test]
 fn the_shutdown_cancel_is_read_before_a_backlog() {
     let mut sim = Scheduler::builder().simulation(Config::seed(2).workers(1));
-    let mut slow = sim.spawn(Backlogged { read: 0 }).expect("spawned");
+    let mut slow = sim
+        .context()
+        .spawn(Backlogged { read: 0 })
+        .expect("spawned");
     for i in 0..10_000u32 {
-        sim.post(slow.pid(), i).expect("alive");
+        sim.context().send(slow.pid(), i).expect("alive");
     }
     // Nothing has run yet: the whole backlog waits in the mailbox when
     // the cancel arrives.
@@ -151,12 +155,19 @@ impl Process for Reader {
 #[test]
 fn an_urgent_message_is_read_before_the_backlog() {
     let mut sim = Scheduler::builder().simulation(Config::seed(3).workers(1));
-    let mut reader = sim.spawn(Reader { read: Vec::new() }).expect("spawned");
+    let mut reader = sim
+        .context()
+        .spawn(Reader { read: Vec::new() })
+        .expect("spawned");
     for _ in 0..100 {
-        sim.post(reader.pid(), "work").expect("alive");
+        sim.context().send(reader.pid(), "work").expect("alive");
     }
-    sim.post(reader.pid(), Urgent::new("first")).expect("alive");
-    sim.post(reader.pid(), Urgent::new("stop")).expect("alive");
+    sim.context()
+        .send(reader.pid(), Urgent::new("first"))
+        .expect("alive");
+    sim.context()
+        .send(reader.pid(), Urgent::new("stop"))
+        .expect("alive");
     sim.run().expect("quiet");
     let read = reader.try_take().expect("ended").expect("finished");
     let read = read.downcast_ref::<Vec<String>>().expect("its list");
@@ -175,18 +186,18 @@ fn a_bounded_mailbox_keeps_a_reserve_for_urgent_messages() {
         .spawn(Reader { read: Vec::new() })
         .expect("spawned");
     for _ in 0..16 {
-        scheduler.post(reader.pid(), "work").expect("room");
+        scheduler.send(reader.pid(), "work").expect("room");
     }
-    let full = scheduler.post(reader.pid(), "work").expect_err("full");
+    let full = scheduler.send(reader.pid(), "work").expect_err("full");
     assert_eq!(full.kind(), SendErrorKind::Full);
     scheduler
-        .post(reader.pid(), Urgent::new("first"))
+        .send(reader.pid(), Urgent::new("first"))
         .expect("reserve");
     scheduler
-        .post(reader.pid(), Urgent::new("stop"))
+        .send(reader.pid(), Urgent::new("stop"))
         .expect("reserve");
     let refused = scheduler
-        .post(reader.pid(), Urgent::new("late"))
+        .send(reader.pid(), Urgent::new("late"))
         .expect_err("past the reserve");
     assert_eq!(refused.kind(), SendErrorKind::Full);
     let back = refused.into_package();

@@ -59,7 +59,7 @@ impl Process for Sleeper {
             let base = out.now();
             for &(delay, tag) in &self.timers {
                 let id = if self.one_base {
-                    out.set_timer_at(base + delay, Tag(tag))
+                    out.set_timer(base + delay, Tag(tag))
                 } else {
                     out.set_timer(delay, Tag(tag))
                 };
@@ -183,12 +183,12 @@ fn a_delayed_send_from_outside_arrives_after_its_delay_and_can_be_cancelled() {
     let handle = scheduler.spawn(process).unwrap();
     let sent = Instant::now();
     let never = scheduler
-        .post_after(Duration::from_millis(10), handle.pid(), "never")
+        .send(After(Duration::from_millis(10), handle.pid()), "never")
         .unwrap();
     scheduler
-        .post_after(Duration::from_millis(30), handle.pid(), "stop")
+        .send(After(Duration::from_millis(30), handle.pid()), "stop")
         .unwrap();
-    assert!(scheduler.cancel_timer(never));
+    assert!(scheduler.context().cancel_timer(never));
     handle.wait().unwrap();
     assert!(sent.elapsed() >= Duration::from_millis(30));
     assert_eq!(*got.lock().unwrap(), ["stop"]);
@@ -198,7 +198,7 @@ fn a_delayed_send_from_outside_arrives_after_its_delay_and_can_be_cancelled() {
 fn a_delayed_send_to_an_unknown_pid_is_refused_at_once() {
     let scheduler = Scheduler::builder().workers(1).build();
     let err = scheduler
-        .post_after(Duration::from_millis(1), Pid::local(4242), "x")
+        .send(After(Duration::from_millis(1), Pid::local(4242)), "x")
         .unwrap_err();
     assert_eq!(err.into_package().downcast::<&str>().ok(), Some("x"));
 }
@@ -209,14 +209,18 @@ fn a_delayed_send_never_reaches_a_later_process_under_the_same_pid() {
     scheduler.start();
     let pid = Pid::local(1_000_000);
     let (first, _) = inbox();
-    let handle = scheduler.submit(pid, first, "run", ()).unwrap();
+    let handle = scheduler
+        .spawn(Spawn::new(first).method("run").input(()).at(pid))
+        .unwrap();
     scheduler
-        .post_after(Duration::from_millis(30), pid, "for the first")
+        .send(After(Duration::from_millis(30), pid), "for the first")
         .unwrap();
     scheduler.terminate(pid).unwrap();
     assert!(handle.wait().is_err());
     let (second, got) = inbox();
-    let handle = scheduler.submit(pid, second, "run", ()).unwrap();
+    let handle = scheduler
+        .spawn(Spawn::new(second).method("run").input(()).at(pid))
+        .unwrap();
     let deadline = Instant::now() + WAIT;
     while scheduler.stats().dead_letters == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
@@ -226,7 +230,7 @@ fn a_delayed_send_never_reaches_a_later_process_under_the_same_pid() {
         1,
         "the message is a dead letter"
     );
-    scheduler.post(pid, "stop").unwrap();
+    scheduler.send(pid, "stop").unwrap();
     handle.wait().unwrap();
     assert_eq!(
         *got.lock().unwrap(),
@@ -243,7 +247,7 @@ fn delayed_messages_to_a_process_ended_by_shutdown_are_dead_letters() {
     let handle = scheduler.spawn(process).unwrap();
     for _ in 0..5 {
         scheduler
-            .post_after(Duration::from_secs(60), handle.pid(), "late")
+            .send(After(Duration::from_secs(60), handle.pid()), "late")
             .unwrap();
     }
     assert_eq!(scheduler.stats().pending_timers, 5);
@@ -289,7 +293,7 @@ fn a_process_with_many_timers_cancels_and_receives_exactly_the_right_ones() {
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if self.ids.is_empty() {
                 let at = Instant::now() + Duration::from_millis(20);
-                self.ids = (0..N).map(|n| out.set_timer_at(at, Tag(n))).collect();
+                self.ids = (0..N).map(|n| out.set_timer(at, Tag(n))).collect();
                 for id in self.ids.iter().step_by(2) {
                     assert!(out.cancel_timer(*id), "pending, so cancelled");
                 }
@@ -369,7 +373,7 @@ fn many_delayed_messages_due_together_arrive_in_the_order_sent() {
         .collect();
     for &text in &texts {
         scheduler
-            .post_after(Duration::from_millis(20), handle.pid(), text)
+            .send(After(Duration::from_millis(20), handle.pid()), text)
             .unwrap();
     }
     handle.wait().unwrap();
