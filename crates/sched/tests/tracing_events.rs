@@ -62,7 +62,7 @@ impl Process for Watcher {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.trap_exits(true);
         out.link(self.peer);
-        out.send(Package::new(out.pid(), self.peer, "break"))?;
+        out.send(self.peer, "break")?;
         Ok(())
     }
 
@@ -96,9 +96,10 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
     assert!(fragile.wait().is_err());
     let upgraded = scheduler.spawn(Fragile).unwrap();
     scheduler
+        .context()
         .upgrade(upgraded.pid(), Fragile, "run", ())
         .unwrap();
-    scheduler.post(upgraded.pid(), "break").unwrap();
+    scheduler.send(upgraded.pid(), "break").unwrap();
     assert!(upgraded.wait().is_err());
 
     // A step of 60 ms is reported while it runs (default threshold 10 ms).
@@ -110,7 +111,7 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
     let supervisor = Supervisor::builder().child(child).build();
     let supervisor = scheduler.spawn(supervisor).unwrap();
     let first = wait_for_child(&scheduler, supervisor.pid(), None);
-    scheduler.post(first, "break").unwrap();
+    scheduler.send(first, "break").unwrap();
     let second = wait_for_child(&scheduler, supervisor.pid(), Some(first));
     assert_ne!(first, second);
     scheduler.shutdown(WAIT);
@@ -153,7 +154,7 @@ fn steps_are_spans_and_lifecycle_events_are_logged() {
 
 /// The supervisor's current child, once it differs from `not`.
 fn wait_for_child(scheduler: &Scheduler, supervisor: Pid, not: Option<Pid>) -> Pid {
-    use sched::supervisor::{SupervisorReport, WhichChildren};
+    use sched::supervisor::WhichChildren;
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let report = scheduler
@@ -161,7 +162,6 @@ fn wait_for_child(scheduler: &Scheduler, supervisor: Pid, not: Option<Pid>) -> P
             .unwrap()
             .wait_timeout(WAIT)
             .unwrap();
-        let report = report.downcast::<SupervisorReport>().unwrap();
         if let Some(pid) = report.children.first().and_then(|c| c.pid) {
             if Some(pid) != not {
                 return pid;

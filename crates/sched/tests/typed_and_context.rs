@@ -29,7 +29,7 @@ impl Process for Ponger {
             match event {
                 Event::Message(package) => {
                     let ping = package.downcast::<Ping>().map_err(|_| "not a Ping")?;
-                    out.tell(ping.reply_to, ping.n + 1)?;
+                    out.send(ping.reply_to, ping.n + 1)?;
                 }
                 Event::Cancel => out.finish(()),
                 _ => {}
@@ -56,9 +56,9 @@ impl Process for Pinger {
         let ponger = match self.ponger {
             Some(ponger) => ponger,
             None => {
-                let (ponger, _) = out.spawn_typed(Ponger)?;
+                let ponger = out.spawn(Ponger)?.addr::<Ponger>();
                 self.ponger = Some(ponger);
-                out.tell(ponger, Ping { reply_to: me, n: 0 })?;
+                out.send(ponger, Ping { reply_to: me, n: 0 })?;
                 ponger
             }
         };
@@ -70,7 +70,7 @@ impl Process for Pinger {
                     out.finish(n);
                     return Ok(());
                 }
-                out.tell(ponger, Ping { reply_to: me, n })?;
+                out.send(ponger, Ping { reply_to: me, n })?;
             }
         }
         Ok(())
@@ -81,8 +81,8 @@ impl Process for Pinger {
 fn typed_addresses_carry_messages_between_processes() {
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
-    let (_, mut done) = scheduler
-        .spawn_typed(Pinger {
+    let mut done = scheduler
+        .spawn(Pinger {
             rounds: 1_000,
             ponger: None,
         })
@@ -97,10 +97,11 @@ fn typed_addresses_carry_messages_between_processes() {
 fn a_typed_message_from_outside_reaches_the_process_and_a_failed_one_comes_back() {
     let scheduler = Scheduler::builder().workers(1).build();
     scheduler.start();
-    let (ponger, _done) = scheduler.spawn_typed(Ponger).unwrap();
+    let done = scheduler.spawn(Ponger).unwrap();
+    let ponger = done.addr::<Ponger>();
     let nobody: Addr<u64> = Addr::from_pid(Pid::local(999_999));
     let err = scheduler
-        .tell(
+        .send(
             ponger,
             Ping {
                 reply_to: nobody,
@@ -110,7 +111,7 @@ fn a_typed_message_from_outside_reaches_the_process_and_a_failed_one_comes_back(
         .err();
     assert!(err.is_none(), "the ponger is alive");
     // Its reply goes nowhere and is refused; the ponger keeps running.
-    let err = scheduler.tell(nobody, 5).unwrap_err();
+    let err = scheduler.send(nobody, 5).unwrap_err();
     assert_eq!(err.into_package().downcast::<u64>().ok(), Some(5));
     assert_eq!(scheduler.stats().live_processes, 1);
     scheduler.shutdown(WAIT);
@@ -131,7 +132,9 @@ impl Process for Asker {
             }
             asked = true;
         }
-        if !asked && out.yield_count() == 0 {
+        // Nothing is yielded above, so this step has yielded nothing yet
+        // (what `yield_count() == 0` checked).
+        if !asked {
             out.yield_command(ECHO, Tag(1), Box::new(7_u32));
         }
         Ok(())
@@ -168,7 +171,7 @@ fn handlers_and_hooks_reach_the_scheduler_through_their_context() {
             ECHO,
             move |cmd: Command, mut done: Completer| -> Result<(), Rejected> {
                 let to = Pid::local(handler_inbox.load(SeqCst) as u64);
-                if let Err(e) = done.context().post(to, "from the handler") {
+                if let Err(e) = done.context().send(to, "from the handler") {
                     return Err(done.reject(e.to_string()));
                 }
                 let _ = done.complete(cmd.data);
@@ -178,7 +181,7 @@ fn handlers_and_hooks_reach_the_scheduler_through_their_context() {
         .on_complete(move |cx, pid, _outcome| {
             let inbox = Pid::local(hook_inbox.load(SeqCst) as u64);
             if pid != inbox {
-                let _ = cx.post(inbox, "from the hook");
+                let _ = cx.send(inbox, "from the hook");
             }
         })
         .build();

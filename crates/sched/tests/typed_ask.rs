@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sched::actor::{AskError, QueryId, Question};
+use sched::actor::{AskError, Question, ReplyId};
 use sched::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -54,12 +54,12 @@ impl Process for Shop {
 /// Asks the shop for the price of tea from a step and finishes with it.
 struct Buyer {
     shop: Pid,
-    asked: Option<QueryId<u32>>,
+    asked: Option<ReplyId<u32>>,
 }
 
 impl Process for Buyer {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        self.asked = Some(out.query(self.shop, Price("tea"), WAIT)?);
+        self.asked = Some(out.ask(self.shop, Price("tea"), WAIT)?);
         Ok(())
     }
 
@@ -88,14 +88,14 @@ fn scheduler_with_shop() -> (Scheduler, Pid) {
 fn a_thread_gets_the_answer_type() {
     let (scheduler, shop) = scheduler_with_shop();
     let price: u32 = scheduler
-        .query(shop, Price("tea"))
+        .ask(shop, Price("tea"))
         .unwrap()
         .wait_timeout(WAIT)
         .unwrap();
     assert_eq!(price, 300);
     // The untyped path still works beside it.
     let doubled = scheduler
-        .ask(shop, 21u8)
+        .ask(shop, Box::new(21u8) as Payload)
         .unwrap()
         .wait_timeout(WAIT)
         .unwrap();
@@ -110,7 +110,7 @@ fn a_tokio_task_awaits_the_answer_type() {
         .worker_threads(1)
         .build()
         .unwrap();
-    let pending = scheduler.query(shop, Price("coffee")).unwrap();
+    let pending = scheduler.ask(shop, Price("coffee")).unwrap();
     let price = runtime
         .block_on(async move { tokio::spawn(pending).await.unwrap() })
         .unwrap();
@@ -130,23 +130,25 @@ fn a_step_gets_the_answer_type() {
 #[test]
 fn an_answer_of_another_type_is_an_error_not_a_panic() {
     let (scheduler, shop) = scheduler_with_shop();
-    let answer = scheduler.query(shop, Broken).unwrap().wait_timeout(WAIT);
+    let answer = scheduler.ask(shop, Broken).unwrap().wait_timeout(WAIT);
     assert_eq!(answer, Err(AskError::UnexpectedType));
     scheduler.shutdown(WAIT);
 }
 
 /// Asks the process named "shop" from a step, typed and untyped.
 struct NamedBuyer {
-    asked: Option<QueryId<u32>>,
+    asked: Option<ReplyId<u32>>,
     untyped: Option<sched::actor::AskId>,
     got: Vec<String>,
 }
 
 impl Process for NamedBuyer {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        self.asked = Some(out.query_named("shop", Price("tea"), WAIT)?);
-        self.untyped = Some(out.ask_named("shop", 4u8, WAIT)?);
-        let missing = out.ask_named("no such shop", 1u8, WAIT).unwrap_err();
+        self.asked = Some(out.ask("shop", Price("tea"), WAIT)?);
+        self.untyped = Some(out.ask("shop", Box::new(4u8) as Payload, WAIT)?.id());
+        let missing = out
+            .ask("no such shop", Box::new(1u8) as Payload, WAIT)
+            .unwrap_err();
         self.got.push(format!("{:?}", missing.kind()));
         Ok(())
     }
@@ -179,14 +181,16 @@ impl Process for NamedBuyer {
 #[test]
 fn asking_by_name_from_outside_and_from_a_step() {
     let (scheduler, shop) = scheduler_with_shop();
-    scheduler.register_name("shop", shop).unwrap();
+    scheduler.context().register_name("shop", shop).unwrap();
     let price = scheduler
-        .query_named("shop", Price("tea"))
+        .ask("shop", Price("tea"))
         .unwrap()
         .wait_timeout(WAIT)
         .unwrap();
     assert_eq!(price, 300);
-    let missing = scheduler.ask_named("no such shop", 7u8).unwrap_err();
+    let missing = scheduler
+        .ask("no such shop", Box::new(7u8) as Payload)
+        .unwrap_err();
     assert_eq!(missing.kind(), sched::message::SendErrorKind::UnknownTarget);
     assert_eq!(
         missing.into_package().downcast::<u8>().ok(),

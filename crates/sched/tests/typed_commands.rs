@@ -49,7 +49,7 @@ struct Once<D: Send + 'static> {
 impl<D: Send + 'static> Process for Once<D> {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         let data = self.data.take().expect("started once");
-        self.yielded = Some(out.yield_typed(self.command, Tag(7), data));
+        self.yielded = Some(out.yield_command(self.command, Tag(7), data));
         Ok(())
     }
 
@@ -127,7 +127,7 @@ fn a_yield_reads_only_its_own_completion() {
         struct Capture(Option<Yielded<u64>>);
         impl Process for Capture {
             fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-                let y = out.yield_typed(PARSE, Tag(3), "1".to_string());
+                let y = out.yield_command(PARSE, Tag(3), "1".to_string());
                 self.0 = Some(y);
                 out.reset(); // nothing is dispatched
                 out.finish(self.0.take());
@@ -191,7 +191,7 @@ impl Process for Napper {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.started = Some(std::time::Instant::now());
         for (i, &ms) in self.delays.iter().enumerate() {
-            let _ = out.yield_typed(NAP, Tag(i as u64), ms);
+            let _ = out.yield_command(NAP, Tag(i as u64), ms);
         }
         Ok(())
     }

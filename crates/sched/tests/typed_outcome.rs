@@ -51,8 +51,8 @@ fn a_typed_handle_reads_the_done_value_by_every_means() {
         (deadline.pid(), 3),
         (awaited.pid(), 4),
     ] {
-        scheduler.post(pid, n as u64 * 10).unwrap();
-        scheduler.post(pid, 0u64).unwrap();
+        scheduler.send(pid, n as u64 * 10).unwrap();
+        scheduler.send(pid, 0u64).unwrap();
     }
 
     assert_eq!(blocking.wait().unwrap(), 10);
@@ -80,7 +80,7 @@ fn a_value_of_another_type_is_handed_back_and_errors_stay_errors() {
     let scheduler = scheduler();
 
     let wrong = scheduler.spawn(Sum(5)).unwrap().typed::<String>();
-    scheduler.post(wrong.pid(), 0u64).unwrap();
+    scheduler.send(wrong.pid(), 0u64).unwrap();
     match wrong.wait() {
         Err(ExitError::UnexpectedType(wrong)) => {
             assert!(wrong.expected().contains("String"), "{}", wrong.expected());
@@ -90,7 +90,7 @@ fn a_value_of_another_type_is_handed_back_and_errors_stay_errors() {
     }
 
     let failing = scheduler.spawn(Sum(0)).unwrap().typed::<u64>();
-    scheduler.post(failing.pid(), "seven").unwrap();
+    scheduler.send(failing.pid(), "seven").unwrap();
     match failing.wait() {
         Err(ExitError::Step(error)) => assert_eq!(error.to_string(), "not a number"),
         other => panic!("expected the step's error, got {other:?}"),
@@ -98,7 +98,7 @@ fn a_value_of_another_type_is_handed_back_and_errors_stay_errors() {
 
     // The untyped handle still gives the box itself, not a box in a box.
     let untyped = scheduler.spawn(Sum(7)).unwrap();
-    scheduler.post(untyped.pid(), 0u64).unwrap();
+    scheduler.send(untyped.pid(), 0u64).unwrap();
     assert_eq!(untyped.wait().unwrap().downcast_ref::<u64>(), Some(&7));
 
     // A typed handle dropped before its process ends leaks nothing and
@@ -106,6 +106,6 @@ fn a_value_of_another_type_is_handed_back_and_errors_stay_errors() {
     let dropped = scheduler.spawn(Sum(0)).unwrap().typed::<u64>();
     let pid = dropped.pid();
     drop(dropped);
-    scheduler.post(pid, 0u64).unwrap();
+    scheduler.send(pid, 0u64).unwrap();
     scheduler.shutdown(WAIT);
 }
