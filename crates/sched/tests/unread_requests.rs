@@ -33,7 +33,10 @@ struct Asker {
 
 impl Process for Asker {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        self.asked = Some(out.ask(self.target, String::from("ping"), WAIT)?);
+        self.asked = Some(
+            out.ask(self.target, Box::new(String::from("ping")) as Payload, WAIT)?
+                .id(),
+        );
         self.sent.send(())?;
         Ok(())
     }
@@ -61,8 +64,10 @@ type Returned = (Option<AskError>, Option<String>);
 fn an_outside_asker_gets_its_question_back() {
     let scheduler = Scheduler::builder().workers(1).build();
     let asleep = scheduler.spawn(Asleep).unwrap();
-    let mut first = scheduler.ask(asleep.pid(), 7u64).unwrap();
-    let mut second = scheduler.query(asleep.pid(), Square(9)).unwrap();
+    let mut first = scheduler
+        .ask(asleep.pid(), Box::new(7u64) as Payload)
+        .unwrap();
+    let mut second = scheduler.ask(asleep.pid(), Square(9)).unwrap();
     scheduler.terminate(asleep.pid()).unwrap();
     scheduler.start();
 
@@ -122,8 +127,12 @@ fn a_question_nobody_can_take_back_is_a_dead_letter() {
         })
         .build();
     let asleep = scheduler.spawn(Asleep).unwrap();
-    let kept = scheduler.ask(asleep.pid(), 1u64).unwrap();
-    let dropped = scheduler.ask(asleep.pid(), 2u64).unwrap();
+    let kept = scheduler
+        .ask(asleep.pid(), Box::new(1u64) as Payload)
+        .unwrap();
+    let dropped = scheduler
+        .ask(asleep.pid(), Box::new(2u64) as Payload)
+        .unwrap();
     drop(dropped);
     scheduler.terminate(asleep.pid()).unwrap();
     scheduler.start();
@@ -153,7 +162,9 @@ fn a_returned_question_with_a_panicking_drop_harms_no_worker() {
     let asleep = scheduler.spawn(Asleep).unwrap();
     // Handed back to a handle dropped after the answer arrived: the slot
     // drops it on whichever thread lets go last.
-    let mut reply = scheduler.ask(asleep.pid(), Bomb).unwrap();
+    let mut reply = scheduler
+        .ask(asleep.pid(), Box::new(Bomb) as Payload)
+        .unwrap();
     scheduler.terminate(asleep.pid()).unwrap();
     scheduler.start();
     assert_eq!(reply.wait_timeout(WAIT).unwrap_err(), AskError::Unread);
@@ -161,7 +172,11 @@ fn a_returned_question_with_a_panicking_drop_harms_no_worker() {
     std::mem::forget(back);
     // Dropped with the handle already gone: a dead letter, dropped safely.
     let second = scheduler.spawn(Asleep).unwrap();
-    drop(scheduler.ask(second.pid(), Bomb).unwrap());
+    drop(
+        scheduler
+            .ask(second.pid(), Box::new(Bomb) as Payload)
+            .unwrap(),
+    );
     scheduler.terminate(second.pid()).unwrap();
     // Its dead letters are dropped before its outcome is set.
     assert!(matches!(second.wait(), Err(ExitError::Terminated)));
@@ -182,7 +197,11 @@ struct Patient {
 
 impl Process for Patient {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        out.ask(self.target, 77u64, Duration::from_millis(5))?;
+        out.ask(
+            self.target,
+            Box::new(77u64) as Payload,
+            Duration::from_millis(5),
+        )?;
         Ok(())
     }
 
@@ -238,7 +257,7 @@ fn a_question_handed_back_after_its_ask_timed_out_is_a_dead_letter() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(*dead.lock().unwrap(), [77], "neither lost nor seen twice");
-    scheduler.post(patient.pid(), ()).unwrap();
+    scheduler.send(patient.pid(), ()).unwrap();
     assert!(patient.wait().is_ok());
     scheduler.shutdown(WAIT);
 }

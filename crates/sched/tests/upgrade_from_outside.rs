@@ -116,16 +116,17 @@ fn requests_queued_before_and_after_the_order_reach_the_new_version() {
     let (v1, go, is_holding) = Service::holding(1, &old_counts);
     let pid = scheduler.spawn(v1).unwrap().pid();
     // Keep v1 inside a step while requests and the order queue up behind it.
-    scheduler.post(pid, "hold").unwrap();
+    scheduler.send(pid, "hold").unwrap();
     is_holding.recv_timeout(WAIT).unwrap();
     let mut before: Vec<_> = (0..100u64)
-        .map(|n| scheduler.ask(pid, n).unwrap())
+        .map(|n| scheduler.ask(pid, Box::new(n) as Payload).unwrap())
         .collect();
     scheduler
+        .context()
         .upgrade(pid, Service::new(2, &new_counts), "run", ())
         .unwrap();
     let mut after: Vec<_> = (100..200u64)
-        .map(|n| scheduler.ask(pid, n).unwrap())
+        .map(|n| scheduler.ask(pid, Box::new(n) as Payload).unwrap())
         .collect();
     go.send(()).unwrap();
 
@@ -150,20 +151,27 @@ fn a_failed_init_leaves_the_old_process_running() {
     let pid = scheduler.spawn(Service::new(1, &counts)).unwrap().pid();
     let mut broken = Service::new(3, &counts);
     broken.fail_init = true;
-    match scheduler.upgrade(pid, broken, "run", ()) {
+    match scheduler.context().upgrade(pid, broken, "run", ()) {
         Err(UpgradeRequestError::Init { pid: at, error }) => {
             assert_eq!(at, pid);
             assert_eq!(error.to_string(), "init failed: v3 is broken");
         }
         other => panic!("expected an init error, got {other:?}"),
     }
-    assert_eq!(answer(&mut scheduler.ask(pid, 7u64).unwrap()), (1, 7));
+    assert_eq!(
+        answer(&mut scheduler.ask(pid, Box::new(7u64) as Payload).unwrap()),
+        (1, 7)
+    );
     assert_eq!(counts.closes.load(SeqCst), 0, "nothing was closed");
     // The flag was given back: the next order goes through.
     scheduler
+        .context()
         .upgrade(pid, Service::new(2, &counts), "run", ())
         .unwrap();
-    assert_eq!(answer(&mut scheduler.ask(pid, 8u64).unwrap()), (2, 8));
+    assert_eq!(
+        answer(&mut scheduler.ask(pid, Box::new(8u64) as Payload).unwrap()),
+        (2, 8)
+    );
     scheduler.shutdown(WAIT);
 }
 
@@ -172,29 +180,37 @@ fn an_unknown_pid_and_a_second_pending_order_are_refused() {
     let scheduler = scheduler();
     let counts = Arc::new(Counts::default());
     assert!(matches!(
-        scheduler.upgrade(Pid::local(999_999), Service::new(2, &counts), "run", ()),
+        scheduler.context().upgrade(Pid::local(999_999), Service::new(2, &counts), "run", ()),
         Err(UpgradeRequestError::NoProcess(pid)) if pid == Pid::local(999_999)
     ));
     assert_eq!(counts.inits.load(SeqCst), 0, "no init for a refused order");
 
     let (v1, go, is_holding) = Service::holding(1, &counts);
     let pid = scheduler.spawn(v1).unwrap().pid();
-    scheduler.post(pid, "hold").unwrap();
+    scheduler.send(pid, "hold").unwrap();
     is_holding.recv_timeout(WAIT).unwrap();
     scheduler
+        .context()
         .upgrade(pid, Service::new(2, &counts), "run", ())
         .unwrap();
     assert!(matches!(
-        scheduler.upgrade(pid, Service::new(3, &counts), "run", ()),
+        scheduler.context().upgrade(pid, Service::new(3, &counts), "run", ()),
         Err(UpgradeRequestError::Pending(p)) if p == pid
     ));
     go.send(()).unwrap();
-    assert_eq!(answer(&mut scheduler.ask(pid, 1u64).unwrap()), (2, 1));
+    assert_eq!(
+        answer(&mut scheduler.ask(pid, Box::new(1u64) as Payload).unwrap()),
+        (2, 1)
+    );
     // Carried out: another may be ordered.
     scheduler
+        .context()
         .upgrade(pid, Service::new(4, &counts), "run", ())
         .unwrap();
-    assert_eq!(answer(&mut scheduler.ask(pid, 2u64).unwrap()), (4, 2));
+    assert_eq!(
+        answer(&mut scheduler.ask(pid, Box::new(2u64) as Payload).unwrap()),
+        (4, 2)
+    );
     scheduler.shutdown(WAIT);
 }
 
@@ -206,9 +222,10 @@ fn an_order_that_arrives_after_the_end_only_closes_the_new_process() {
     let handle = scheduler.spawn(v1).unwrap();
     let pid = handle.pid();
     // v1 will finish in the step now holding; the order queues behind it.
-    scheduler.post(pid, "hold, then finish").unwrap();
+    scheduler.send(pid, "hold, then finish").unwrap();
     is_holding.recv_timeout(WAIT).unwrap();
     scheduler
+        .context()
         .upgrade(pid, Service::new(2, &new_counts), "run", ())
         .unwrap();
     go.send(()).unwrap();
@@ -243,7 +260,11 @@ fn no_request_is_lost_or_answered_twice_across_many_orders() {
             let scheduler = Arc::clone(&scheduler);
             std::thread::spawn(move || {
                 let replies: Vec<_> = (0..PER_SENDER)
-                    .map(|i| scheduler.ask(pid, s * PER_SENDER + i).unwrap())
+                    .map(|i| {
+                        scheduler
+                            .ask(pid, Box::new(s * PER_SENDER + i) as Payload)
+                            .unwrap()
+                    })
                     .collect();
                 replies
                     .into_iter()
@@ -255,7 +276,10 @@ fn no_request_is_lost_or_answered_twice_across_many_orders() {
     let mut ordered = 0;
     let mut version = 1;
     while ordered < ORDERS {
-        match scheduler.upgrade(pid, Service::new(version, &counts), "run", ()) {
+        match scheduler
+            .context()
+            .upgrade(pid, Service::new(version, &counts), "run", ())
+        {
             Ok(()) => {
                 ordered += 1;
                 version += 1;

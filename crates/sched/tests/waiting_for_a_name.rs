@@ -41,7 +41,7 @@ struct Sender {
 
 impl Process for Sender {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        out.send_named_within(self.name, self.next, self.wait)?;
+        out.send(Within(self.name, self.wait), self.next)?;
         if self.next == self.last {
             out.finish(());
         } else {
@@ -72,22 +72,25 @@ fn an_outside_send_waits_for_the_name_and_gives_up_in_time() {
     let scheduler = Scheduler::builder().workers(1).build();
     scheduler.start();
     std::thread::scope(|s| {
-        let sender = s.spawn(|| scheduler.post_named_within("later", 5u64, WAIT));
+        let sender = s.spawn(|| scheduler.send(Within("later", WAIT), 5u64));
         std::thread::sleep(Duration::from_millis(30));
         assert!(
             !sender.is_finished(),
             "it waits while nobody holds the name"
         );
         let collector = scheduler.spawn(Collector(Vec::new())).unwrap();
-        scheduler.register_name("later", collector.pid()).unwrap();
+        scheduler
+            .context()
+            .register_name("later", collector.pid())
+            .unwrap();
         sender.join().unwrap().unwrap();
-        scheduler.post(collector.pid(), 0u64).unwrap();
+        scheduler.send(collector.pid(), 0u64).unwrap();
         assert_eq!(collector.typed::<Vec<u64>>().wait().unwrap(), [5]);
     });
 
     let started = Instant::now();
     let refused = scheduler
-        .post_named_within("nobody", 9u64, Duration::from_millis(20))
+        .send(Within("nobody", Duration::from_millis(20)), 9u64)
         .unwrap_err();
     assert!(started.elapsed() >= Duration::from_millis(20));
     assert_eq!(refused.kind(), SendErrorKind::UnknownTarget);
@@ -103,7 +106,7 @@ fn shutdown_releases_an_outside_send_waiting_for_a_name() {
         let scheduler = Arc::clone(&scheduler);
         std::thread::spawn(move || {
             let started = Instant::now();
-            let result = scheduler.post_named_within("never", 1u64, Duration::from_secs(60));
+            let result = scheduler.send(Within("never", Duration::from_secs(60)), 1u64);
             (result.is_err(), started.elapsed())
         })
     };
@@ -129,7 +132,10 @@ fn parked_sends_reach_the_new_holder_in_order_before_later_ones() {
         .unwrap();
     early.wait().unwrap();
     let collector = scheduler.spawn(Collector(Vec::new())).unwrap();
-    scheduler.register_name("agg", collector.pid()).unwrap();
+    scheduler
+        .context()
+        .register_name("agg", collector.pid())
+        .unwrap();
     // 51..=100 find the holder and go straight to it, after the parked.
     let late = scheduler
         .spawn(Sender {
@@ -140,7 +146,7 @@ fn parked_sends_reach_the_new_holder_in_order_before_later_ones() {
         })
         .unwrap();
     late.wait().unwrap();
-    scheduler.post(collector.pid(), 0u64).unwrap();
+    scheduler.send(collector.pid(), 0u64).unwrap();
     let got = collector.typed::<Vec<u64>>().wait().unwrap();
     assert_eq!(got, (1..=100).collect::<Vec<_>>());
     scheduler.shutdown(WAIT);
@@ -169,8 +175,11 @@ fn a_parked_send_past_its_wait_is_a_dead_letter_once_and_never_delivered() {
     assert_eq!(*dead.lock().unwrap(), [1, 2, 3]);
     // A holder that comes later gets none of them.
     let collector = scheduler.spawn(Collector(Vec::new())).unwrap();
-    scheduler.register_name("slow", collector.pid()).unwrap();
-    scheduler.post(collector.pid(), 0u64).unwrap();
+    scheduler
+        .context()
+        .register_name("slow", collector.pid())
+        .unwrap();
+    scheduler.send(collector.pid(), 0u64).unwrap();
     assert!(collector.typed::<Vec<u64>>().wait().unwrap().is_empty());
     scheduler.shutdown(WAIT);
     assert_eq!(dead.lock().unwrap().len(), 3, "dead-lettered once");
@@ -242,14 +251,14 @@ fn a_child_restarted_under_a_new_pid_gets_what_was_sent_meanwhile() {
         .build();
     let _supervisor = scheduler.spawn(supervisor).unwrap();
     let deadline = Instant::now() + WAIT;
-    while scheduler.whereis("svc").is_none() && Instant::now() < deadline {
+    while scheduler.context().whereis("svc").is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let first = scheduler.whereis("svc").unwrap();
+    let first = scheduler.context().whereis("svc").unwrap();
     // Crash it, then send at once: each send lands in the crashed
     // incarnation's mailbox (lost with it: a new PID gets a new mailbox),
     // in the gap (parked), or with the new incarnation.
-    scheduler.post(first, 0u64).unwrap();
+    scheduler.send(first, 0u64).unwrap();
     let sender = scheduler
         .spawn(Sender {
             name: "svc",
@@ -278,7 +287,7 @@ fn a_child_restarted_under_a_new_pid_gets_what_was_sent_meanwhile() {
         (lost.len() as u64 + 1..=20).collect::<Vec<_>>(),
         "lost {lost:?}"
     );
-    assert_ne!(scheduler.whereis("svc"), Some(first));
+    assert_ne!(scheduler.context().whereis("svc"), Some(first));
     scheduler.shutdown(WAIT);
 }
 
@@ -303,9 +312,12 @@ fn a_registration_racing_the_sends_keeps_their_order() {
         let collector = scheduler.spawn(Collector(Vec::new())).unwrap();
         // Somewhere in the middle of the sends, varying with the round.
         std::thread::sleep(Duration::from_micros(50 * (round % 7)));
-        scheduler.register_name(name, collector.pid()).unwrap();
+        scheduler
+            .context()
+            .register_name(name, collector.pid())
+            .unwrap();
         sender.wait().unwrap();
-        scheduler.post(collector.pid(), 0u64).unwrap();
+        scheduler.send(collector.pid(), 0u64).unwrap();
         let got = collector.typed::<Vec<u64>>().wait().unwrap();
         assert_eq!(got, (1..=400).collect::<Vec<_>>(), "round {round}");
     }
@@ -351,7 +363,7 @@ fn a_holder_ending_under_racing_sends_never_makes_them_fail() {
     impl Process for Burst {
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for n in self.range.clone() {
-                if let Err(error) = out.send_named_within(self.name, n, Duration::ZERO) {
+                if let Err(error) = out.send(Within(self.name, Duration::ZERO), n) {
                     let kind = error.kind();
                     let n = error.into_package().downcast::<u64>().unwrap();
                     self.refused.lock().unwrap().push((kind, n));
@@ -376,7 +388,7 @@ fn a_holder_ending_under_racing_sends_never_makes_them_fail() {
             })
             .unwrap();
         let deadline = Instant::now() + WAIT;
-        while scheduler.whereis(name).is_none() && Instant::now() < deadline {
+        while scheduler.context().whereis(name).is_none() && Instant::now() < deadline {
             std::thread::yield_now();
         }
         let base = round * 2 * SENDS;
@@ -389,7 +401,7 @@ fn a_holder_ending_under_racing_sends_never_makes_them_fail() {
             .unwrap();
         // And from outside, at the same time.
         for n in base + SENDS..base + 2 * SENDS {
-            if let Err(error) = scheduler.post_named_within(name, n, Duration::ZERO) {
+            if let Err(error) = scheduler.send(Within(name, Duration::ZERO), n) {
                 let kind = error.kind();
                 let n = error.into_package().downcast::<u64>().unwrap();
                 refused.lock().unwrap().push((kind, n));
