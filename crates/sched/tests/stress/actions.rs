@@ -34,7 +34,7 @@ impl Stress {
     /// returns whether `send` accepted it.
     pub(crate) fn send_msg(&mut self, out: &mut Output<'_>, msg: Msg) -> bool {
         let (id, to, solicited) = (msg.id, msg.to, msg.solicited);
-        match out.send(Package::new(self.pid, to, msg)) {
+        match out.send(to, msg) {
             Ok(()) => {
                 self.log.sent.push(id);
                 self.log.sent_solicited += u64::from(solicited);
@@ -62,13 +62,18 @@ impl Stress {
     pub(crate) fn spawn(&mut self, out: &mut Output<'_>) {
         let depth = self.script.as_ref().map_or(0, |s| s.depth);
         let script = Script::random(&mut self.rng, depth + 1);
-        let pid = match out.allocate_pid() {
+        let pid = match out.context().allocate_pid() {
             Ok(pid) => pid,
             Err(e) => return self.violation(format!("allocate_pid failed: {e}")),
         };
         let observed = Arc::new(Observed::default());
         let child = Stress::new(observed.clone(), self.shared.clone());
-        match out.submit(pid, child, "run", script.clone()) {
+        match out.spawn(
+            Spawn::new(child)
+                .method("run")
+                .input(script.clone())
+                .at(pid),
+        ) {
             Ok(completion) => {
                 self.log.spawned += 1;
                 if completion.pid() != pid {

@@ -1,5 +1,5 @@
 //! Delayed messages and unlinks: a process sends messages with
-//! `send_after` to peers that may end before the deadline (and may itself
+//! `send(After(..))` to peers that may end before the deadline (and may itself
 //! end first), some carrying a payload whose `Drop` panics (`message.rs`),
 //! and cancels some at once; it unlinks peers that may be ending, then
 //! sends itself a marker. All of it is logged for the ledger (`ledger.rs`,
@@ -73,7 +73,7 @@ impl Stress {
             bomb: Bomb::new(armed),
         };
         let before = Instant::now();
-        let result = out.send_after(delay, Package::new(self.pid, to, msg));
+        let result = out.send(After(delay, to), msg);
         let after = Instant::now();
         let timer = match result {
             Ok(timer) => timer,

@@ -10,7 +10,7 @@ use sched::Pid;
 
 use crate::violations::Violations;
 
-/// A message `send_after` accepted.
+/// A message `send(After(..))` accepted.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DelayedSent {
     pub(crate) id: u64,

@@ -131,7 +131,7 @@ fn self_waking_hogs(workers: usize) -> Result<(), String> {
                     out.finish(());
                 } else if i % 2 == 0 {
                     let me = out.pid();
-                    out.send(Package::new(me, me, ()))?;
+                    out.send(me, ())?;
                     out.idle();
                 } else {
                     out.yield_command(SYNC, Tag(i), Box::new(()));
@@ -209,7 +209,11 @@ fn panicking_drops(workers: usize) -> Result<(), String> {
         for _ in 0..3 {
             // Refused once the process has ended: then the bomb comes back
             // to us and goes off here, on our thread, caught below.
-            if let Err(refused) = scheduler.send_to(Pid::local(0), pid, Bomb) {
+            if let Err(refused) =
+                scheduler
+                    .context()
+                    .forward(Package::new(Pid::local(0), pid, Bomb))
+            {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(refused)));
             }
         }

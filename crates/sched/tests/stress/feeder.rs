@@ -52,7 +52,7 @@ pub(crate) fn feed(scheduler: &Scheduler, shared: &Shared, mut rng: Rng) -> Feed
 fn send(scheduler: &Scheduler, shared: &Shared, log: &mut FeederLog, to: Pid, solicited: bool) {
     let id = shared.next_message_id();
     let msg = Msg::new(id, to, solicited);
-    match scheduler.send_to(FEEDER, to, msg) {
+    match scheduler.context().forward(Package::new(FEEDER, to, msg)) {
         Ok(()) => {
             log.sent.push(id);
             log.sent_solicited += u64::from(solicited);

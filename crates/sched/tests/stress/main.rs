@@ -10,7 +10,7 @@
 //! thread) send them; send stray messages to live, ended and unused PIDs;
 //! spawn children from their steps; upgrade to a new instance of
 //! themselves under the same PID (or to one whose `init` fails); fail;
-//! panic; send delayed messages (`send_after`, 0 to 5 ms) to peers that
+//! panic; send delayed messages (`send(After(..))`, 0 to 5 ms) to peers that
 //! may end before the deadline, often right before ending themselves, and
 //! cancel some at once; unlink peers that may be ending, then send
 //! themselves a marker that orders any later exit; remove monitors in the
@@ -27,7 +27,7 @@
 //! `init` and `close` ran once each per instance (and never `close` for an
 //! instance whose `init` failed); that no process was stepped on two
 //! workers at once (a per-process flag set while inside `step`); that every
-//! message accepted by `send` or `send_after` was received or
+//! message accepted by `send` or `send(After(..))` was received or
 //! dead-lettered exactly once (a delayed one whose `cancel_timer` returned
 //! true, neither), none refused at send was delivered, and delayed
 //! messages from one sender with certainly non-decreasing deadlines

@@ -13,7 +13,7 @@ pub(crate) struct Msg {
     pub(crate) to: Pid,
     /// It answers a token the receiver posted (so the receiver waits for it).
     pub(crate) solicited: bool,
-    /// Sent with `send_after`.
+    /// Sent with `send(After(..))`.
     pub(crate) delayed: bool,
     /// An unlink's marker, sent by a process to itself.
     pub(crate) marker: Option<Marker>,

@@ -37,9 +37,9 @@ pub(crate) struct Log {
     pub(crate) answered: u64,
     /// Children spawned from its steps.
     pub(crate) spawned: u64,
-    /// Messages `send_after` accepted (their ids are in `sent` too).
+    /// Messages `send(After(..))` accepted (their ids are in `sent` too).
     pub(crate) delayed: Vec<DelayedSent>,
-    /// How many `send_after` refused (their ids are in `refused` too).
+    /// How many `send(After(..))` refused (their ids are in `refused` too).
     pub(crate) delayed_refused: u64,
     /// Delayed messages whose timer `cancel_timer` cancelled (returned
     /// `true`): never to be delivered nor dead-lettered.

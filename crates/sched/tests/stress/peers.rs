@@ -320,9 +320,9 @@ impl Stress {
         let target = self.shared.random_peer(&mut self.rng);
         let serial = self.shared.next_serial();
         let timeout = Duration::from_millis(u64::from(timeout));
-        let accepted = match out.ask(target, serial, timeout) {
+        let accepted = match out.ask(target, Box::new(serial) as Payload, timeout) {
             Ok(id) => {
-                lock(&self.shared.ask_serials).insert(id, serial);
+                lock(&self.shared.ask_serials).insert(id.id(), serial);
                 true
             }
             Err(e) => {

@@ -144,8 +144,8 @@ pub(crate) fn run(number: u64, seed: u64, tally: &mut Tally) -> Result<(), Strin
     }
 }
 
-/// Submits one process from outside: mostly a good one (through `spawn`
-/// or `submit`), sometimes one `init` must refuse.
+/// Submits one process from outside: mostly a good one (through `spawn`,
+/// with or without a chosen PID), sometimes one `init` must refuse.
 fn submit(
     scheduler: &Scheduler,
     shared: &Arc<Shared>,
@@ -158,12 +158,18 @@ fn submit(
     let process = Stress::new(observed.clone(), shared.clone());
     let bad = rng.below(40);
     if bad < 2 {
-        let pid = scheduler.allocate_pid().expect("PIDs left");
+        let pid = scheduler.context().allocate_pid().expect("PIDs left");
         shared.saw_pid(pid);
         let (method, result) = if bad == 0 {
-            ("fly", scheduler.submit(pid, process, "fly", script))
+            (
+                "fly",
+                scheduler.spawn(Spawn::new(process).method("fly").input(script).at(pid)),
+            )
         } else {
-            ("run", scheduler.submit(pid, process, "run", 42u32))
+            (
+                "run",
+                scheduler.spawn(Spawn::new(process).method("run").input(42u32).at(pid)),
+            )
         };
         match result {
             Err(SubmitError::Init {
@@ -183,10 +189,15 @@ fn submit(
         return;
     }
     let result = if rng.chance(1, 2) {
-        scheduler.spawn_with(process, "run", script.clone())
+        scheduler.spawn(Spawn::new(process).method("run").input(script.clone()))
     } else {
-        let pid = scheduler.allocate_pid().expect("PIDs left");
-        scheduler.submit(pid, process, "run", script.clone())
+        let pid = scheduler.context().allocate_pid().expect("PIDs left");
+        scheduler.spawn(
+            Spawn::new(process)
+                .method("run")
+                .input(script.clone())
+                .at(pid),
+        )
     };
     let completion = match result {
         Ok(completion) => completion,
@@ -196,7 +207,7 @@ fn submit(
     // Some are watched from outside too: registered (`submit` returned),
     // certainly live if an instance is still open after the call.
     let outside = rng.chance(1, 4).then(|| {
-        let monitor = scheduler.monitor(pid);
+        let monitor = scheduler.context().monitor(pid);
         (monitor, observed.open.load(SeqCst) > 0)
     });
     if script.doomed && rng.chance(1, 4) {

@@ -110,7 +110,7 @@ pub(crate) enum Op {
     /// Ask a random process its request serial back, and wait for the
     /// reply, the timeout (in milliseconds) at the latest.
     AskPeer { timeout: u8 },
-    /// Send this many messages with `send_after` (a random delay of 0 to
+    /// Send this many messages with `send(After(..))` (a random delay of 0 to
     /// 5 ms each) to one target: a process that asked for them if any
     /// waits, otherwise a random peer (which may end before the deadline).
     /// Some carry a payload whose `Drop` panics; some are cancelled at once.

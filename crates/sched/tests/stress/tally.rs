@@ -50,7 +50,7 @@ pub(crate) struct Tally {
 /// panics.
 #[derive(Debug, Default)]
 pub(crate) struct DelayedTally {
-    /// Accepted by `send_after`, refused by it, and cancelled at once.
+    /// Accepted by `send(After(..))`, refused by it, and cancelled at once.
     pub(crate) sent: u64,
     pub(crate) refused: u64,
     pub(crate) cancelled: u64,
