@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use dashmap::DashMap;
 use parking_lot::RwLock;
 use sched::command::{Command, CommandId, Completer, Rejected};
+use sched::engine::AsContext;
 use sched::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -328,10 +329,11 @@ impl Durability {
     /// See [`Durability`].
     pub fn tell<D: Durable>(
         &self,
-        cx: &Context,
+        cx: &impl AsContext,
         key: &str,
         message: &D::Message,
     ) -> Result<Receipt, DurableError> {
+        let cx = cx.context();
         let body = postcard::to_stdvec(message).map_err(codec)?;
         let pid = self
             .pid(key)

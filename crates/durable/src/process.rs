@@ -438,7 +438,7 @@ impl<'a> Effects<'a> {
     /// # Examples
     ///
     /// See [`Durable`].
-    pub fn done<T: Serialize>(&mut self, outcome: &T) -> Result<(), DurableError> {
+    pub fn finish<T: Serialize>(&mut self, outcome: &T) -> Result<(), DurableError> {
         let bytes = postcard::to_stdvec(outcome).map_err(codec)?;
         self.push(RecordedEffect::Done(bytes));
         Ok(())

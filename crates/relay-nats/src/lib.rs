@@ -81,7 +81,7 @@
 //! let names = ClusterNames::new(&node, transport)?;
 //! if let Some(db) = names.whereis("db")? {
 //!     // A process of any node: watch it, ask it.
-//!     let monitor = node.monitor(db);
+//!     let monitor = node.context().monitor(db);
 //!     println!("{:?}", monitor.try_take());
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -243,9 +243,10 @@ impl ClusterNames {
     ///
     /// See [`ClusterNames`].
     pub fn new(
-        context: &sched::Context,
+        context: &impl sched::engine::AsContext,
         transport: Arc<NatsTransport>,
     ) -> Result<ClusterNames, ClusterNameError> {
+        let context = context.context();
         if transport.inner().names.get().is_none() {
             return Err(ClusterNameError::NotEnabled);
         }

@@ -897,7 +897,8 @@ impl Sampler {
     /// # Examples
     ///
     /// See [`Sampler`].
-    pub fn sample(&mut self, cx: &Context, top: usize) -> Snapshot {
+    pub fn sample(&mut self, cx: &impl AsContext, top: usize) -> Snapshot {
+        let cx = cx.context();
         let top = top.min(MAX_TOP);
         let stats = cx.stats();
         let groups = cx.groups();

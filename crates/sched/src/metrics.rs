@@ -41,8 +41,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use sched_core::Context;
-
 /// Publishes the scheduler's figures once through the installed `metrics`
 /// recorder (see the module's table).
 ///
@@ -53,7 +51,8 @@ use sched_core::Context;
 /// // With no recorder installed this does nothing, and costs little.
 /// sched::metrics::publish(&scheduler);
 /// ```
-pub fn publish(cx: &Context) {
+pub fn publish(cx: &impl sched_core::AsContext) {
+    let cx = cx.context();
     let stats = cx.stats();
     let histograms = cx.histograms();
     let histograms_on = histograms.is_some();
