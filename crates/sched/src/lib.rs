@@ -342,3 +342,7 @@ struct ProjectReadmeDoctests;
 #[cfg(all(doctest, feature = "live"))]
 #[doc = include_str!("../../../docs/guide/live-view.md")]
 struct LiveViewDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/migrating.md")]
+struct MigratingDoctests;
