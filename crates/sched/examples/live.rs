@@ -94,7 +94,7 @@ fn produce(scheduler: &Scheduler, to: Pid, per_second: u64, stop: &AtomicBool) {
         let due = (started.elapsed().as_secs_f64() * per_second as f64) as u64;
         while sent < due {
             sent += 1;
-            if scheduler.post(to, sent).is_err() {
+            if scheduler.send(to, sent).is_err() {
                 return;
             }
         }
@@ -219,7 +219,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             left: 200,
         };
         let pid = scheduler.spawn(hot)?.pid();
-        scheduler.register_name(&format!("hot-{i}"), pid)?;
+        scheduler
+            .context()
+            .register_name(&format!("hot-{i}"), pid)?;
     }
     for i in 0..16 {
         let ticker = Ticker {
@@ -227,11 +229,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             nap: Duration::ZERO,
         };
         let pid = scheduler.spawn(ticker)?.pid();
-        scheduler.register_name(&format!("ticker-{i}"), pid)?;
+        scheduler
+            .context()
+            .register_name(&format!("ticker-{i}"), pid)?;
     }
     for i in 0..2 {
         let pid = scheduler.spawn(Fetcher)?.pid();
-        scheduler.register_name(&format!("fetcher-{i}"), pid)?;
+        scheduler
+            .context()
+            .register_name(&format!("fetcher-{i}"), pid)?;
     }
     let backlog = Backlog {
         per_message: Duration::from_micros(240),
@@ -240,7 +246,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         shed: 0,
     };
     let backlog = scheduler.spawn(backlog)?.pid();
-    scheduler.register_name("backlog", backlog)?;
+    scheduler.context().register_name("backlog", backlog)?;
     let stop = Arc::new(AtomicBool::new(false));
     let producer = {
         let (scheduler, stop) = (Arc::clone(&scheduler), Arc::clone(&stop));
@@ -251,7 +257,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         nap: Duration::from_millis(40),
     };
     let pid = scheduler.spawn(slowpoke)?.pid();
-    scheduler.register_name("slowpoke", pid)?;
+    scheduler.context().register_name("slowpoke", pid)?;
 
     let endpoint = sched::live::serve(Arc::clone(&scheduler), addr.as_str())?;
     println!("live endpoint on {}", endpoint.local_addr());

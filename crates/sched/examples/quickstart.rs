@@ -52,13 +52,13 @@ impl Process for Node {
                     if self.me == 0 && hops == RING * LAPS {
                         // Three laps done: stop the ring, then stop.
                         for i in 1..RING {
-                            out.send(Package::new(out.pid(), Node::pid(i), Msg::Stop))?;
+                            out.send(Node::pid(i), Msg::Stop)?;
                         }
                         out.finish(self.seen);
                         return Ok(());
                     }
                     self.seen += 1;
-                    out.send(Package::new(out.pid(), next, Msg::Token { hops: hops + 1 }))?;
+                    out.send(next, Msg::Token { hops: hops + 1 })?;
                 }
                 Msg::Stop => {
                     out.finish(self.seen);
@@ -81,13 +81,19 @@ fn main() {
     let handles: Vec<_> = (0..RING)
         .map(|i| {
             scheduler
-                .submit(Node::pid(i), Node { me: i, seen: 0 }, "ring", ())
+                .spawn(
+                    Spawn::new(Node { me: i, seen: 0 })
+                        .method("ring")
+                        .input(())
+                        .at(Node::pid(i)),
+                )
                 .expect("submit")
         })
         .collect();
     // Kick off the token at process 0, as if it came from the last one.
     scheduler
-        .send(Package::new(
+        .context()
+        .forward(Package::new(
             Node::pid(RING - 1),
             Node::pid(0),
             Msg::Token { hops: 0 },

@@ -38,14 +38,13 @@ impl Process for Player {
     }
 
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        let me = out.pid();
         if let Role::Pinger {
             peer,
             started: started @ false,
         } = &mut self.role
         {
             *started = true;
-            out.send(Package::new(me, *peer, 1u64))?;
+            out.send(*peer, 1u64)?;
             return Ok(());
         }
         for event in events {
@@ -54,7 +53,7 @@ impl Process for Player {
                     self.messages += 1;
                     let from = ping.source();
                     let n = ping.downcast::<u64>().map_err(|_| "a ping carries a u64")?;
-                    out.send(Package::new(me, from, n))?;
+                    out.send(from, n)?;
                     if n == ROUND_TRIPS {
                         out.finish(self.messages);
                         return Ok(());
@@ -71,12 +70,12 @@ impl Process for Player {
                         // Every 10th answer: a command first, then go on.
                         out.yield_command(CHECKSUM, Tag(n), Box::new(n));
                     } else {
-                        out.send(Package::new(me, *peer, n + 1))?;
+                        out.send(*peer, n + 1)?;
                     }
                 }
                 (Role::Pinger { peer, .. }, Event::Completion { tag, result }) => {
                     result?;
-                    out.send(Package::new(me, *peer, tag.0 + 1))?;
+                    out.send(*peer, tag.0 + 1)?;
                 }
                 (_, Event::Cancel) => {
                     out.finish(self.messages);
@@ -111,13 +110,13 @@ fn main() {
     let mut handles = Vec::with_capacity(2 * PAIRS as usize);
     for _ in 0..PAIRS {
         let ponger = scheduler
-            .spawn_with(
-                Player {
+            .spawn(
+                Spawn::new(Player {
                     role: Role::Ponger,
                     messages: 0,
-                },
-                "play",
-                (),
+                })
+                .method("play")
+                .input(()),
             )
             .expect("spawn ponger");
         let peer = ponger.pid();
@@ -131,7 +130,7 @@ fn main() {
         handles.push(ponger);
         handles.push(
             scheduler
-                .spawn_with(pinger, "play", ())
+                .spawn(Spawn::new(pinger).method("play").input(()))
                 .expect("spawn pinger"),
         );
     }

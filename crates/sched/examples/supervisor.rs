@@ -79,29 +79,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Let the workers crash and come back for a while.
     std::thread::sleep(Duration::from_millis(300));
     let cache = scheduler
+        .context()
         .whereis("cache")
         .ok_or("the cache is registered")?;
     let answer = scheduler
-        .ask(cache, "key")?
+        .ask(cache, Box::new("key") as Payload)?
         .wait_timeout(Duration::from_secs(5))?;
     println!("cache answered: {:?}", answer.downcast_ref::<&str>());
 
     let pool_pid = {
         let mut reply = scheduler.ask(handle.pid(), WhichChildren)?;
-        let report = reply
-            .wait_timeout(Duration::from_secs(5))?
-            .downcast::<SupervisorReport>()
-            .map_err(|_| "a report")?;
+        let report: SupervisorReport = reply.wait_timeout(Duration::from_secs(5))?;
         report
             .child("pool")
             .and_then(|c| c.pid)
             .ok_or("the pool runs")?
     };
     let mut reply = scheduler.ask(pool_pid, WhichChildren)?;
-    let pool_report = reply
-        .wait_timeout(Duration::from_secs(5))?
-        .downcast::<SupervisorReport>()
-        .map_err(|_| "a report")?;
+    let pool_report: SupervisorReport = reply.wait_timeout(Duration::from_secs(5))?;
     println!(
         "the pool restarted its workers {} times in 300 ms",
         pool_report.total_restarts()

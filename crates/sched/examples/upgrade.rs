@@ -102,7 +102,12 @@ fn main() {
     let scheduler = Arc::new(Scheduler::builder().workers(2).build());
     scheduler.start();
     let handle = scheduler
-        .submit(COUNTER, CounterV1 { count: 0 }, "run", ())
+        .spawn(
+            Spawn::new(CounterV1 { count: 0 })
+                .method("run")
+                .input(())
+                .at(COUNTER),
+        )
         .expect("submit");
 
     let posted = Arc::new(AtomicU64::new(0));
@@ -111,7 +116,7 @@ fn main() {
         std::thread::spawn(move || {
             for i in 0..MESSAGES {
                 scheduler
-                    .post(COUNTER, Msg::Add(1))
+                    .send(COUNTER, Msg::Add(1))
                     .expect("the PID routes");
                 posted.store(i + 1, Relaxed);
                 if i % 64 == 0 {
@@ -126,11 +131,11 @@ fn main() {
         std::thread::yield_now();
     }
     scheduler
-        .post(COUNTER, Msg::Upgrade)
+        .send(COUNTER, Msg::Upgrade)
         .expect("the PID routes");
     feeder.join().expect("feeder");
     scheduler
-        .post(COUNTER, Msg::Finish)
+        .send(COUNTER, Msg::Finish)
         .expect("the PID still routes, now to version 2");
 
     let pid = handle.pid();

@@ -20,7 +20,7 @@ struct Sleeper {
     seen: Seen,
     ids: Vec<(u64, TimerId)>,
     /// Sets every timer at one base instant plus its delay
-    /// (`set_timer_at`), rather than each at `set_timer(delay)`, which
+    /// (`set_timer(instant)`), rather than each at `set_timer(delay)`, which
     /// reads the clock once per call: a loop that straddles a tick would
     /// otherwise give timers of one delay two different ticks.
     one_base: bool,

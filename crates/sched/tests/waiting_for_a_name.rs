@@ -1,6 +1,6 @@
-//! Sends that wait for a name: from outside (`post_named_within` blocks
+//! Sends that wait for a name: from outside (`send(Within(..))` blocks
 //! until the name is registered, the wait passes or shutdown begins) and
-//! from a step (`send_named_within` parks the message; the registration
+//! from a step (`out.send(Within(..))` parks the message; the registration
 //! delivers what is in time, in order, before later sends; the rest is
 //! dead-lettered exactly once).
 
@@ -30,7 +30,7 @@ impl Process for Collector {
     }
 }
 
-/// Sends `first..=last` to `name` with `send_named_within`, one per step,
+/// Sends `first..=last` to `name` with `send(Within(..))`, one per step,
 /// and finishes.
 struct Sender {
     name: &'static str,

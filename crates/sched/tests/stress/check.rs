@@ -24,7 +24,7 @@ pub(crate) enum Ended {
     /// The new instance of an upgrade refused to start.
     UpgradeFailed,
     Terminated,
-    /// `done` on seeing a cancel (its script says to).
+    /// `finish` on seeing a cancel (its script says to).
     OnCancel,
     /// Anything else (already a violation).
     Other,

@@ -69,7 +69,7 @@ pub(crate) struct PeerLog {
     pub(crate) exits: Vec<ExitRec>,
     pub(crate) cancels: Vec<CancelRec>,
     pub(crate) cancels_seen: u32,
-    /// It finished with `done` because it saw a cancel.
+    /// It finished with `finish` because it saw a cancel.
     pub(crate) finished_on_cancel: bool,
     pub(crate) asks: Vec<AskRec>,
     pub(crate) replies: Vec<ReplyRec>,

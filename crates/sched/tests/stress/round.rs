@@ -204,7 +204,7 @@ fn submit(
         Err(e) => return violations.push(format!("submitting {script:?} failed: {e}")),
     };
     let pid = completion.pid();
-    // Some are watched from outside too: registered (`submit` returned),
+    // Some are watched from outside too: registered (`spawn` returned),
     // certainly live if an instance is still open after the call.
     let outside = rng.chance(1, 4).then(|| {
         let monitor = scheduler.context().monitor(pid);
