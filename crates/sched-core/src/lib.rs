@@ -113,7 +113,6 @@ pub use contract::urgent::Urgent;
 pub use engine::commands::abandoned::Abandoned;
 pub use engine::commands::completer::{CompleteError, Completer, Rejected};
 pub use engine::commands::handler::CommandHandler;
-pub use engine::commands::typed::TypedCompleter;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{
     After, AsContext, AskTarget, Context, Deadline, Histogram, Histograms, IntoSpawn, Monitor,

@@ -320,7 +320,7 @@ impl SchedulerBuilder {
     where
         D: std::any::Any + Send,
         R: std::any::Any + Send,
-        F: Fn(D, sched_core::TypedCompleter<R>) -> Result<(), Rejected> + Send + Sync + 'static,
+        F: Fn(D, sched_core::Completer<R>) -> Result<(), Rejected> + Send + Sync + 'static,
     {
         SchedulerBuilder {
             inner: self.inner.typed_handler(command, handler),

@@ -207,7 +207,7 @@ pub mod command {
     pub use crate::call::{Call, CallError};
     pub use sched_core::{
         Abandoned, Command, CommandError, CommandHandler, CommandId, CommandRef, CompleteError,
-        Completer, Rejected, Tag, TypedCommand, TypedCompleter, Yielded,
+        Completer, Rejected, Tag, TypedCommand, Yielded,
     };
 }
 

@@ -1,6 +1,6 @@
 //! Typed commands: a command id that carries the types of its data and of
 //! its result, and the typed yield in flight that reads its completion.
-//! The handler side (`TypedCompleter`) is in `engine/commands/typed.rs`.
+//! The handler side (a `Completer<R>`) is in `engine/commands/typed.rs`.
 
 use std::any::{type_name, Any};
 use std::fmt;
@@ -13,12 +13,13 @@ use crate::contract::error::UnexpectedValue;
 use crate::contract::event::{CommandError, Event};
 
 /// A [`CommandId`] with the types of its data and of its result: the step
-/// yields a `D` with [`Output::yield_typed`](crate::Output::yield_typed)
+/// yields a `D` with [`Output::yield_command`](crate::Output::yield_command)
 /// and reads an `R` back through the returned [`Yielded`]; the handler,
 /// registered with the builder's `typed_handler`, receives the `D` itself
-/// and completes with an `R` (a [`TypedCompleter`](crate::TypedCompleter)).
-/// No box and no downcast in user code on either side; the untyped
-/// `yield_command` and `handler` stay for routers and interpreters.
+/// and completes with an `R` (a [`Completer<R>`](crate::Completer)).
+/// No box and no downcast in user code on either side; a plain
+/// [`CommandId`] with a `handler` (data and result `Payload`s) stays for
+/// routers and interpreters.
 ///
 /// # Examples
 ///

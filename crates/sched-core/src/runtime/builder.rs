@@ -12,7 +12,6 @@ use crate::contract::event::Event;
 use crate::contract::typed_command::TypedCommand;
 use crate::engine::commands::completer::{Completer, Rejected};
 use crate::engine::commands::handler::{CommandHandler, Handlers};
-use crate::engine::commands::typed::TypedCompleter;
 use crate::engine::control::Control;
 use crate::engine::hooks::Hooks;
 use crate::engine::live::Live;
@@ -214,7 +213,7 @@ impl Builder {
     where
         D: std::any::Any + Send,
         R: std::any::Any + Send,
-        F: Fn(D, TypedCompleter<R>) -> Result<(), Rejected> + Send + Sync + 'static,
+        F: Fn(D, Completer<R>) -> Result<(), Rejected> + Send + Sync + 'static,
     {
         self.handler_impl(
             command.id(),

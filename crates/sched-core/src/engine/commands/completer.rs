@@ -1,7 +1,9 @@
 //! Completing a yield from any thread, at most once.
 
+use std::any::Any;
 use std::error::Error;
 use std::fmt;
+use std::marker::PhantomData;
 
 use relay::{Payload, Pid};
 
@@ -15,7 +17,10 @@ use crate::sync::Arc;
 use crate::timer::{Action, What};
 use std::time::Duration;
 
-/// The right to complete one yield of one process.
+/// The right to complete one yield of one process, with an `R`: a plain
+/// command's handler gets a `Completer` (`R` is [`Payload`]), a
+/// [`TypedCommand<D, R>`](crate::TypedCommand)'s a `Completer<R>`, whose
+/// [`complete`](Completer::complete) takes only an `R`.
 ///
 /// A handler receives it with the command and may complete the yield
 /// inside the call, or later from any thread (a thread pool, a tokio task,
@@ -47,11 +52,13 @@ use std::time::Duration;
 ///     }
 /// }
 /// ```
-pub struct Completer {
+pub struct Completer<R = Payload> {
     inner: Option<Inner>,
     /// `reject` was called: the rejection delivers, this completer no
     /// longer does (its drop is silent, completing it is an error).
     rejected: bool,
+    /// What it completes with: an `R`, handed on as a `Payload`.
+    result: PhantomData<fn(R)>,
 }
 
 #[derive(Clone)]
@@ -63,6 +70,12 @@ struct Inner {
 
 impl Completer {
     pub(crate) fn new(record: RecordRef, shared: Arc<Shared>, tag: Tag) -> Self {
+        Completer::untyped(record, shared, tag)
+    }
+}
+
+impl<R: Any + Send> Completer<R> {
+    fn untyped(record: RecordRef, shared: Arc<Shared>, tag: Tag) -> Self {
         Completer {
             inner: Some(Inner {
                 record,
@@ -70,6 +83,7 @@ impl Completer {
                 tag,
             }),
             rejected: false,
+            result: PhantomData,
         }
     }
 
@@ -219,8 +233,8 @@ impl Completer {
     /// # Examples
     ///
     /// See [`Completer`].
-    pub fn complete(self, data: Payload) -> Result<(), CompleteError> {
-        self.finish(Ok(data))
+    pub fn complete(self, value: R) -> Result<(), CompleteError> {
+        self.finish(Ok(relay::into_payload(value)))
     }
 
     /// Completes the yield with an error, delivered to the process as
@@ -243,8 +257,8 @@ impl Completer {
     }
 
     /// Completes the yield with the outcome of some work: `Ok(value)` as
-    /// [`complete`](Completer::complete) (the value boxed once), `Err(e)`
-    /// as [`fail`](Completer::fail).
+    /// [`complete`](Completer::complete), `Err(e)` as
+    /// [`fail`](Completer::fail).
     ///
     /// # Errors
     ///
@@ -253,22 +267,18 @@ impl Completer {
     /// # Examples
     ///
     /// ```
-    /// use sched::command::{Command, Completer, Rejected};
+    /// use sched::command::{Completer, Rejected};
     ///
-    /// fn parse(cmd: Command, done: Completer) -> Result<(), Rejected> {
-    ///     let text = cmd.data::<String>().cloned().unwrap_or_default();
+    /// /// The handler of a `TypedCommand<String, u64>`.
+    /// fn parse(text: String, done: Completer<u64>) -> Result<(), Rejected> {
     ///     // Complete later, from another thread, with whatever the work gave.
     ///     std::thread::spawn(move || done.settle(text.trim().parse::<u64>()));
     ///     Ok(())
     /// }
     /// ```
-    pub fn settle<T, E>(self, result: Result<T, E>) -> Result<(), CompleteError>
-    where
-        T: std::any::Any + Send,
-        E: Into<BoxError>,
-    {
+    pub fn settle<E: Into<BoxError>>(self, result: Result<R, E>) -> Result<(), CompleteError> {
         match result {
-            Ok(value) => self.complete(relay::into_payload(value)),
+            Ok(value) => self.complete(value),
             Err(error) => self.fail(error),
         }
     }
@@ -331,7 +341,8 @@ impl Completer {
     /// let scheduler = sched::Scheduler::builder().handler(CommandId(1), sleep).build();
     /// # drop(scheduler);
     /// ```
-    pub fn complete_after(mut self, delay: Duration, data: Payload) -> Result<(), CompleteError> {
+    pub fn complete_after(mut self, delay: Duration, value: R) -> Result<(), CompleteError> {
+        let data = relay::into_payload(value);
         let inner = self.inner.take().expect("a completer completes once");
         if self.rejected {
             crate::panic_guard::drop_user_value(data, inner.record.pid, "a rejected completion");
@@ -387,7 +398,18 @@ impl Inner {
     }
 }
 
-impl Drop for Completer {
+impl<R> Completer<R> {
+    /// The same completer, completing with an `S`.
+    pub(crate) fn retype<S>(mut self) -> Completer<S> {
+        Completer {
+            inner: self.inner.take(),
+            rejected: self.rejected,
+            result: PhantomData,
+        }
+    }
+}
+
+impl<R> Drop for Completer<R> {
     fn drop(&mut self) {
         if self.rejected {
             return;
@@ -406,11 +428,12 @@ impl Drop for Completer {
     }
 }
 
-impl fmt::Debug for Completer {
+impl<R: Any + Send> fmt::Debug for Completer<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completer")
             .field("pid", &self.pid())
             .field("tag", &self.tag())
+            .field("result", &std::any::type_name::<R>())
             .finish()
     }
 }
