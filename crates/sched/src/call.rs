@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relay::Payload;
-use sched_core::{CommandError, CommandId, Event, Output, Tag, TimerId};
+use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCommand, Yielded};
 
 /// A command call with a timeout per attempt and a number of retries.
 ///
@@ -26,6 +26,11 @@ use sched_core::{CommandError, CommandId, Event, Output, Tag, TimerId};
 ///
 /// Each call needs its own [`Tag`]: the commands of all its attempts carry
 /// it.
+///
+/// The call is typed by its command: a [`TypedCommand<D, R>`] makes a
+/// `Call<R>`, whose answer is an `R` (an answer of another type fails the
+/// attempt with [`CommandError::UnexpectedType`]); a plain
+/// [`CommandId`](sched_core::CommandId) makes a `Call` (`Call<Payload>`).
 ///
 /// # Examples
 ///
@@ -72,8 +77,9 @@ use sched_core::{CommandError, CommandId, Event, Output, Tag, TimerId};
 /// # scheduler.shutdown(Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Call {
-    command: CommandId,
+pub struct Call<R = Payload> {
+    /// The command, with the type of its result.
+    command: TypedCommand<Payload, R>,
     tag: Tag,
     timeout: Duration,
     retries: u32,
@@ -86,18 +92,20 @@ pub struct Call {
     /// The call has ended (answered or given up): later completions are
     /// swallowed.
     ended: bool,
+    /// How its completions are read (every attempt has the same tag).
+    yielded: Option<Yielded<R>>,
 }
 
-impl Call {
+impl<R: Any> Call<R> {
     /// A call of `command` with completions tagged `tag`, `timeout` per
     /// attempt, and no retry.
     ///
     /// # Examples
     ///
     /// See [`Call`].
-    pub fn new(command: CommandId, tag: Tag, timeout: Duration) -> Self {
+    pub fn new<C: CommandRef<Result = R>>(command: C, tag: Tag, timeout: Duration) -> Self {
         Call {
-            command,
+            command: TypedCommand::new(command.command_id()),
             tag,
             timeout,
             retries: 0,
@@ -105,6 +113,7 @@ impl Call {
             attempts: 0,
             timer: None,
             ended: false,
+            yielded: None,
         }
     }
 
@@ -163,7 +172,7 @@ impl Call {
     fn attempt(&mut self, out: &mut Output<'_>) {
         let data = self.data.as_ref().expect("started");
         self.attempts += 1;
-        out.yield_command(self.command, self.tag, data());
+        self.yielded = Some(out.yield_command(self.command, self.tag, data()));
         self.timer = Some(out.set_timer(self.timeout, self.tag));
     }
 
@@ -187,22 +196,21 @@ impl Call {
         &mut self,
         event: Event,
         out: &mut Output<'_>,
-    ) -> Result<Option<Result<Payload, CallError>>, Event> {
-        match event {
-            Event::Completion { tag, result } if tag == self.tag => {
-                if self.ended {
-                    return Ok(None);
-                }
-                match result {
-                    Ok(value) => {
-                        self.finish(out);
-                        Ok(Some(Ok(value)))
-                    }
-                    Err(error) => Ok(self.retry_or_fail(out, Some(error))),
-                }
+    ) -> Result<Option<Result<R, CallError>>, Event> {
+        let Some(yielded) = self.yielded else {
+            return Err(event);
+        };
+        match yielded.result(event) {
+            Ok(_) if self.ended => Ok(None),
+            Ok(Ok(value)) => {
+                self.finish(out);
+                Ok(Some(Ok(value)))
             }
-            Event::Timer { id, .. } if Some(id) == self.timer => Ok(self.retry_or_fail(out, None)),
-            other => Err(other),
+            Ok(Err(error)) => Ok(self.retry_or_fail(out, Some(error))),
+            Err(Event::Timer { id, .. }) if Some(id) == self.timer => {
+                Ok(self.retry_or_fail(out, None))
+            }
+            Err(other) => Err(other),
         }
     }
 
@@ -217,7 +225,7 @@ impl Call {
         &mut self,
         out: &mut Output<'_>,
         failed: Option<CommandError>,
-    ) -> Option<Result<Payload, CallError>> {
+    ) -> Option<Result<R, CallError>> {
         if let Some(timer) = self.timer.take() {
             out.cancel_timer(timer);
         }
@@ -234,15 +242,15 @@ impl Call {
     }
 }
 
-impl fmt::Debug for Call {
+impl<R> fmt::Debug for Call<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Call")
-            .field("command", &self.command)
+            .field("command", &self.command.id())
             .field("tag", &self.tag)
             .field("timeout", &self.timeout)
             .field("retries", &self.retries)
             .field("attempts", &self.attempts)
-            .field("pending", &self.is_pending())
+            .field("pending", &self.timer.is_some())
             .finish()
     }
 }
