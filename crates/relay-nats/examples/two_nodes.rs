@@ -37,7 +37,7 @@ impl Process for Echo {
             if let Event::Message(package) = event {
                 let from = package.source();
                 let Ping(n) = package.downcast::<Ping>().map_err(|_| "not a ping")?;
-                out.send(Package::new(out.pid(), from, Pong(n)))?;
+                out.send(from, Pong(n))?;
             }
         }
         Ok(())
@@ -56,7 +56,7 @@ impl Process for Player {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.round_trips.is_empty() && events.is_empty() {
             self.sent_at = Instant::now();
-            out.send(Package::new(out.pid(), self.peer, Ping(1)))?;
+            out.send(self.peer, Ping(1))?;
         }
         for event in events {
             if let Event::Message(package) = event {
@@ -69,7 +69,7 @@ impl Process for Player {
                     return Ok(());
                 }
                 self.sent_at = Instant::now();
-                out.send(Package::new(out.pid(), self.peer, Ping(n + 1)))?;
+                out.send(self.peer, Ping(n + 1))?;
             }
         }
         Ok(())

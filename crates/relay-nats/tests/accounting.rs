@@ -67,7 +67,7 @@ impl sched::Process for Counter {
 fn post(node: &Scheduler, to: Pid, seq: Seq) -> u64 {
     let mut refused = 0;
     loop {
-        match node.post(to, seq) {
+        match node.send(to, seq) {
             Ok(()) => return refused,
             Err(error) => {
                 assert!(
@@ -114,7 +114,7 @@ fn a_flood_of_200_000_frames_is_delivered_dead_lettered_or_counted_lost_exactly(
     let mut probes = 0;
     wait_until("node 2 to answer", WAIT, || {
         probes += 1;
-        one.post(to, Seq { from: 0, n: probes }).unwrap();
+        one.send(to, Seq { from: 0, n: probes }).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         received.load(Relaxed) > 0
     });

@@ -81,7 +81,7 @@ fn only_a_nodes_own_credentials_speak_for_it() {
     // Node 1 reaches node 2: the permissions let the cluster work.
     let mut asked = one.ask(target.pid(), Ping(1)).unwrap();
     assert!(asked.wait_timeout(WAIT).is_ok(), "node 1 asks node 2");
-    one.post(recorder, Seq { from: 1, n: 1 }).unwrap();
+    one.send(recorder, Seq { from: 1, n: 1 }).unwrap();
     wait_until("node 1's message", WAIT, || seen.lock().unwrap().len() == 1);
 
     let config = NatsConfig::new(server.url());
@@ -149,7 +149,7 @@ fn only_a_nodes_own_credentials_speak_for_it() {
     let back = one
         .spawn(Recorder(Arc::new(Mutex::new(Vec::new()))))
         .unwrap();
-    two.post(back.pid(), Seq { from: 2, n: 1 })
+    two.send(back.pid(), Seq { from: 2, n: 1 })
         .expect("node 1 did not leave");
     assert_eq!(t2.stats().forged, 4, "{:?}", t2.stats());
     one.shutdown(Duration::from_millis(200));
@@ -219,8 +219,8 @@ fn a_forged_sequence_jump_and_a_forged_up_are_counted_and_change_nothing() {
     let on_one = one.spawn(Server { held: Vec::new() }).unwrap().pid();
     let on_two = two.spawn(Server { held: Vec::new() }).unwrap().pid();
     // A relation each way: each node monitors the other's process.
-    let watched_by_two = two.monitor(on_one);
-    let watched_by_one = one.monitor(on_two);
+    let watched_by_two = two.context().monitor(on_one);
+    let watched_by_one = one.context().monitor(on_two);
     let mut asked = one.ask(on_two, Ping(1)).unwrap();
     assert!(asked.wait_timeout(WAIT).is_ok(), "node 1 asks node 2");
     let mut asked = two.ask(on_one, Ping(1)).unwrap();
@@ -230,7 +230,7 @@ fn a_forged_sequence_jump_and_a_forged_up_are_counted_and_change_nothing() {
     let mut stream = |count: u64| {
         for _ in 0..count {
             n += 1;
-            one.post(recorder, Seq { from: 1, n })
+            one.send(recorder, Seq { from: 1, n })
                 .expect("node 2 is up");
         }
         n

@@ -34,7 +34,7 @@ fn traffic_resumes_after_a_server_restart_and_the_gap_is_counted() {
     let mut refused = 0u64;
     let mut send = |count: u64| {
         for _ in 0..count {
-            match one.post(
+            match one.send(
                 to,
                 Seq {
                     from: 0,
@@ -130,7 +130,7 @@ fn a_node_that_leaves_is_unreachable_until_it_comes_back() {
     drop((two, t2));
 
     wait_until("node 1 to learn that node 2 left", WAIT, || {
-        match one.post(Pid::new(2, 1), Ping(1)) {
+        match one.send(Pid::new(2, 1), Ping(1)) {
             Ok(()) => false,
             Err(err) => {
                 assert_eq!(err.kind(), SendErrorKind::Unreachable);
@@ -146,7 +146,7 @@ fn a_node_that_leaves_is_unreachable_until_it_comes_back() {
     let (two, _t2) = node(&server, 2);
     let echo = two.spawn(Echo).unwrap();
     wait_until("node 1 to learn that node 2 is back", WAIT, || {
-        one.post(Pid::new(2, 1), Ping(1)).is_ok()
+        one.send(Pid::new(2, 1), Ping(1)).is_ok()
     });
     let mut player = one
         .spawn(Player {
@@ -236,7 +236,7 @@ fn frames_to_a_node_that_dies_are_delivered_or_counted() {
             from: 1,
             n: accepted + 1,
         };
-        match one.post(to, seq) {
+        match one.send(to, seq) {
             Ok(()) => accepted += 1,
             // Declared down: nothing more leaves.
             Err(error) if killed => {

@@ -145,7 +145,7 @@ impl Pair {
             seen,
         })
         .unwrap();
-        let outside = one.monitor(end_two);
+        let outside = one.context().monitor(end_two);
         std::thread::sleep(Duration::from_millis(200));
         let mut held = one.ask(end_two, Ping(u64::MAX)).expect("node 2 reachable");
         // Node 1's watches and held ask are in place on node 2 once an ask
@@ -188,7 +188,11 @@ impl Pair {
             "node 1's linked process: {outcome:?}"
         );
         wait_until("node 2's watches to leave node 1", WAIT, || {
-            one.process_info(self.stay_one).expect("stays").monitored_by == 0
+            one.context()
+                .process_info(self.stay_one)
+                .expect("stays")
+                .monitored_by
+                == 0
         });
         let after = self.t1.stats();
         match fault {

@@ -257,7 +257,7 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
         Watch::TrapLink(echo),
     ];
     one.spawn(Watcher { watches, seen }).unwrap();
-    let outside = one.monitor(recorder);
+    let outside = one.context().monitor(recorder);
     let pongs = Arc::new(AtomicU64::new(0));
     let player = CountingPlayer::new(echo, u64::MAX, pongs.clone());
     let mut stuck = one.spawn(player).unwrap();
@@ -271,7 +271,7 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     let mut n = 0;
     wait_until("node 1 to declare node 2 down", WAIT, || {
         n += 1;
-        match one.post(recorder, Seq { from: 0, n }) {
+        match one.send(recorder, Seq { from: 0, n }) {
             Ok(()) => {
                 std::thread::sleep(Duration::from_millis(10));
                 false
@@ -345,7 +345,7 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
         "the new run took the name"
     );
     wait_until("node 1 to hear the new node 2", WAIT, || {
-        one.post(recorder, Seq { from: 0, n: 0 }).is_ok()
+        one.send(recorder, Seq { from: 0, n: 0 }).is_ok()
     });
     let player = CountingPlayer::new(echo, 100, Arc::default());
     let mut player = one.spawn(player).unwrap();
@@ -359,7 +359,7 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     child.expect("end", WAIT);
     assert!(child.wait(WAIT).success(), "node 2 left cleanly");
     wait_until("node 1 to learn that node 2 left", WAIT, || {
-        match one.post(recorder, Ping(1)) {
+        match one.send(recorder, Ping(1)) {
             Ok(()) => false,
             Err(err) => {
                 assert_eq!(err.kind(), SendErrorKind::Unreachable);

@@ -29,7 +29,7 @@ fn monitors_links_and_asks_cross_nodes() {
     // Ask from outside, and through a typed wait.
     let mut reply = one.ask(s, Ping(7)).unwrap();
     let answer = reply.wait_timeout(WAIT).expect("answered");
-    assert_eq!(answer.downcast_ref::<Pong>(), Some(&Pong(7)));
+    assert_eq!(answer, Pong(7));
 
     let (seen, lines) = channel();
     let watcher = Watcher {
@@ -43,14 +43,14 @@ fn monitors_links_and_asks_cross_nodes() {
             seen: channel().0,
         })
         .unwrap();
-    let outside = one.monitor(s);
+    let outside = one.context().monitor(s);
     // Everything is set up on node 2 once an ask sent after it is
     // answered (one sender, one order).
     std::thread::sleep(Duration::from_millis(200));
     assert!(one.ask(s, Ping(1)).unwrap().wait_timeout(WAIT).is_ok());
     assert!(lines.try_recv().is_err(), "nothing has ended");
 
-    two.post(s, Ping(0)).unwrap(); // s fails
+    two.send(s, Ping(0)).unwrap(); // s fails
     let mut got = vec![
         lines.recv_timeout(WAIT).unwrap(),
         lines.recv_timeout(WAIT).unwrap(),
@@ -101,7 +101,7 @@ fn a_node_that_leaves_ends_every_relation_with_node_down() {
         seen,
     })
     .unwrap();
-    let outside = one.monitor(s);
+    let outside = one.context().monitor(s);
     let mut held = one.ask(s, Ping(u64::MAX)).unwrap();
     assert!(one.ask(s, Ping(1)).unwrap().wait_timeout(WAIT).is_ok());
 
@@ -141,7 +141,7 @@ fn asks_across_nodes_survive_a_server_restart() {
         let answer = reply
             .wait_timeout(WAIT)
             .expect("answered before the restart");
-        assert_eq!(answer.downcast_ref::<Pong>(), Some(&Pong(n)));
+        assert_eq!(answer, Pong(n));
     }
     // Asks in flight while the server restarts: each is answered, or
     // fails with a typed error; none hangs.
@@ -155,10 +155,9 @@ fn asks_across_nodes_survive_a_server_restart() {
     let (mut answered, mut failed) = (0, 0);
     for mut reply in in_flight {
         match reply.wait_timeout(Duration::from_secs(10)) {
-            Ok(answer) => {
-                assert!(answer.downcast_ref::<Pong>().is_some());
-                answered += 1;
-            }
+            // A `Pong` (an answer of another type would be
+            // `AskError::UnexpectedType`, the failure below).
+            Ok(Pong(_)) => answered += 1,
             Err(AskError::NodeDown) => failed += 1,
             Err(other) => panic!("an ask across the restart failed with {other:?}"),
         }
@@ -180,7 +179,7 @@ fn asks_across_nodes_survive_a_server_restart() {
         let answer = reply
             .wait_timeout(WAIT)
             .expect("answered after the restart");
-        assert_eq!(answer.downcast_ref::<Pong>(), Some(&Pong(n)));
+        assert_eq!(answer, Pong(n));
     }
     eprintln!("across the restart: {answered} answered, {failed} failed with NodeDown");
     one.shutdown(Duration::from_millis(200));
@@ -254,13 +253,10 @@ fn names_hold_across_nodes_and_go_with_their_process() {
     // By name, then by PID, across nodes.
     let found = names2.whereis("db").unwrap().unwrap();
     let mut reply = two.ask(found, Ping(4)).unwrap();
-    assert_eq!(
-        reply.wait_timeout(WAIT).unwrap().downcast_ref::<Pong>(),
-        Some(&Pong(4))
-    );
+    assert_eq!(reply.wait_timeout(WAIT).unwrap(), Pong(4));
 
     // The process ends: its name is released, and node 2 may take it.
-    one.post(s, Ping(0)).unwrap();
+    one.send(s, Ping(0)).unwrap();
     wait_until("the name released", WAIT, || {
         names2.whereis("db").unwrap().is_none()
     });
@@ -342,7 +338,7 @@ fn names_work_from_async_code_on_any_runtime() {
     });
     // The keeper watches what `register_async` registered: the holder's
     // end releases the name.
-    two.post(other, Ping(0)).unwrap();
+    two.send(other, Ping(0)).unwrap();
     wait_until("the name released", WAIT, || {
         names1.whereis("queue").unwrap().is_none()
     });
@@ -379,14 +375,14 @@ fn terminate_and_cancel_cross_nodes() {
     let s = two.spawn(Server { held: Vec::new() }).unwrap().pid();
     let c = two.spawn(EndsOnCancel).unwrap().pid();
     assert!(one.ask(s, Ping(1)).unwrap().wait_timeout(WAIT).is_ok());
-    let (terminated, cancelled) = (one.monitor(s), one.monitor(c));
+    let (terminated, cancelled) = (one.context().monitor(s), one.context().monitor(c));
 
     one.terminate(s).unwrap();
     assert_eq!(
         terminated.wait_timeout(WAIT).map(|d| d.reason),
         Some(ExitReason::Terminated)
     );
-    one.cancel(c).unwrap();
+    one.context().cancel(c).unwrap();
     assert_eq!(
         cancelled.wait_timeout(WAIT).map(|d| d.reason),
         Some(ExitReason::Normal)
@@ -394,7 +390,7 @@ fn terminate_and_cancel_cross_nodes() {
 
     // Node 2 leaves: a request to it cannot leave, and says so.
     let kept = two.spawn(Server { held: Vec::new() }).unwrap().pid();
-    let lost = one.monitor(kept);
+    let lost = one.context().monitor(kept);
     t2.close();
     assert_eq!(
         lost.wait_timeout(WAIT).map(|d| d.reason),

@@ -71,7 +71,7 @@ fn each_senders_order_is_kept_from_steps_and_from_outside() {
         .unwrap();
     }
     for n in 1..=2_000 {
-        one.post(to, Seq { from: 0, n }).expect("sent from outside");
+        one.send(to, Seq { from: 0, n }).expect("sent from outside");
     }
     wait_until("8 000 messages", WAIT, || {
         seen.lock().unwrap().len() == 8_000
@@ -90,7 +90,7 @@ fn an_unregistered_type_is_refused_with_the_package_back() {
         return;
     };
     let (one, t1) = node(&server, 1);
-    let err = one.post(Pid::new(2, 1), 42_u32).unwrap_err();
+    let err = one.send(Pid::new(2, 1), 42_u32).unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::Unencodable);
     let cause = err.cause().and_then(|c| c.downcast_ref::<EncodeError>());
     assert!(matches!(cause, Some(EncodeError::NotRegistered)), "{err}");
@@ -147,7 +147,7 @@ fn a_message_for_a_missing_process_is_a_dead_letter_on_the_receiving_node() {
     };
     let (one, _t1) = node(&server, 1);
     let (two, t2) = node(&server, 2);
-    one.post(Pid::new(2, 999), Ping(1)).expect("published");
+    one.send(Pid::new(2, 999), Ping(1)).expect("published");
     wait_until("a dead letter", WAIT, || t2.stats().dead_letters == 1);
     one.shutdown(Duration::from_secs(5));
     two.shutdown(Duration::from_secs(5));
@@ -165,7 +165,7 @@ fn a_message_sent_right_after_the_receiver_attached_is_not_lost() {
     let proxy = SlowProxy::start(server.port, Duration::from_millis(300));
     let (one, _t1) = node(&server, 1);
     let (two, t2) = node_at(&proxy.url(), 2);
-    one.post(Pid::new(2, 999), Ping(1)).expect("published");
+    one.send(Pid::new(2, 999), Ping(1)).expect("published");
     wait_until("a dead letter", WAIT, || t2.stats().dead_letters == 1);
     one.shutdown(Duration::from_secs(5));
     two.shutdown(Duration::from_secs(5));
@@ -258,7 +258,7 @@ fn signals_that_cannot_be_acted_on_are_counted_and_a_silent_senders_watches_end(
     wait_until("the monitor acted on", WAIT, || t2.stats().delivered == 1);
     // Node 7 never beats: it is declared down, and its watch ends.
     wait_until("node 7 declared down", WAIT, || t2.stats().nodes_down == 1);
-    two.post(watched.pid(), Ping(0)).unwrap(); // the watched process fails
+    two.send(watched.pid(), Ping(0)).unwrap(); // the watched process fails
     assert!(watched.wait_timeout(WAIT).expect("ended").is_err());
     std::thread::sleep(Duration::from_millis(300));
     let s = t2.stats();

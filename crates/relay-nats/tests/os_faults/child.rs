@@ -10,7 +10,7 @@ use sched::actor::AskError;
 use sched::prelude::*;
 
 use crate::peer::{PREFIX, URL};
-use crate::support::{node_detecting, Ping, Server, Watch, Watcher, DOWN_AFTER};
+use crate::support::{node_detecting, Ping, Pong, Server, Watch, Watcher, DOWN_AFTER};
 use crate::{expect_lost, Fired, BEAT, QUIET, WAIT};
 
 fn say(line: &str) {
@@ -35,7 +35,7 @@ struct Round {
     /// What this side's watcher of node 1's processes sees.
     seen: Receiver<Fired>,
     /// An ask node 1's process holds without answering.
-    held: sched::actor::Reply,
+    held: sched::actor::Reply<Pong>,
     /// Node 1's processes this side watches: the linked one and the one
     /// that stays.
     end_one: Pid,
@@ -115,7 +115,13 @@ pub(crate) fn run(role: &str) {
                 );
                 // Node 1's watches of this node's processes are gone here.
                 let deadline = Instant::now() + WAIT;
-                while node.process_info(stay).expect("stays").monitored_by != 0 {
+                while node
+                    .context()
+                    .process_info(stay)
+                    .expect("stays")
+                    .monitored_by
+                    != 0
+                {
                     assert!(Instant::now() < deadline, "a watch of node 1 stranded");
                     std::thread::sleep(Duration::from_millis(10));
                 }

@@ -159,7 +159,7 @@ pub(crate) fn send_until(node: &Scheduler, to: Pid, stop: &AtomicBool) -> u64 {
             from: STREAM_FROM,
             n: n + 1,
         };
-        match node.post(to, seq) {
+        match node.send(to, seq) {
             Ok(()) => n += 1,
             // Refused (and counted) while the nodes reset their relations
             // after a loss, as across a server restart: sent again.

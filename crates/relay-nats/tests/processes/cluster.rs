@@ -50,7 +50,7 @@ impl sched::Process for Paced {
                 from: self.from,
                 n: self.next,
             };
-            match out.send(Package::new(out.pid(), self.to, seq)) {
+            match out.send(self.to, seq) {
                 Ok(()) => self.next += 1,
                 Err(e)
                     if self.gives_up

@@ -99,7 +99,7 @@ impl sched::Process for CheckedEcho {
                 }
                 *last = n;
                 self.pings.fetch_add(1, Relaxed);
-                out.send(Package::new(out.pid(), from, Pong(n)))?;
+                out.send(from, Pong(n))?;
             }
         }
         Ok(())
@@ -131,7 +131,7 @@ impl sched::Process for CountingPlayer {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.sent == 0 {
             self.sent = 1;
-            out.send(Package::new(out.pid(), self.peer, Ping(1)))?;
+            out.send(self.peer, Ping(1))?;
         }
         for event in events {
             if let Event::Message(package) = event {
@@ -145,7 +145,7 @@ impl sched::Process for CountingPlayer {
                     return Ok(());
                 }
                 self.sent += 1;
-                out.send(Package::new(out.pid(), self.peer, Ping(self.sent)))?;
+                out.send(self.peer, Ping(self.sent))?;
             }
         }
         Ok(())

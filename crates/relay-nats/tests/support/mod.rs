@@ -387,6 +387,11 @@ pub struct Ping(pub u64);
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pong(pub u64);
 
+/// Asked, a `Ping(n)` is answered with a `Pong(n)` (see [`Server`]).
+impl Question for Ping {
+    type Answer = Pong;
+}
+
 /// A numbered message from sender `from`.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seq {
@@ -499,7 +504,7 @@ impl sched::Process for Echo {
             if let Event::Message(package) = event {
                 let from = package.source();
                 let Ping(n) = package.downcast::<Ping>().map_err(|_| "not a ping")?;
-                out.send(Package::new(out.pid(), from, Pong(n)))?;
+                out.send(from, Pong(n))?;
             }
         }
         Ok(())
@@ -517,7 +522,7 @@ impl sched::Process for Player {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.started {
             self.started = true;
-            out.send(Package::new(out.pid(), self.peer, Ping(1)))?;
+            out.send(self.peer, Ping(1))?;
         }
         for event in events {
             if let Event::Message(package) = event {
@@ -526,7 +531,7 @@ impl sched::Process for Player {
                     out.finish(n);
                     return Ok(());
                 }
-                out.send(Package::new(out.pid(), self.peer, Ping(n + 1)))?;
+                out.send(self.peer, Ping(n + 1))?;
             }
         }
         Ok(())
@@ -559,7 +564,7 @@ pub struct Burst {
 impl sched::Process for Burst {
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for n in 1..=self.count {
-            out.send(Package::new(out.pid(), self.to, Seq { from: self.from, n }))?;
+            out.send(self.to, Seq { from: self.from, n })?;
         }
         out.finish(());
         Ok(())
