@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use sched::metrics::Publisher;
 use sched::prelude::*;
+use sched::process::Group;
 
 /// Takes `0` steps, then finishes; in group `1`.
 struct Steps(u32, Group);

@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use sched::command::{
-    CommandError, CommandId, Completer, Rejected, TypedCommand, TypedCompleter, Yielded,
-};
+use sched::command::{CommandError, CommandId, Completer, Rejected, TypedCommand, Yielded};
 use sched::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -17,7 +15,7 @@ const PARSE: TypedCommand<String, u64> = TypedCommand::new(CommandId(1));
 /// Registered untyped, and completing with a string whatever it is asked.
 const LIAR: TypedCommand<(), u64> = TypedCommand::new(CommandId(2));
 
-fn parse(text: String, mut done: TypedCompleter<u64>) -> Result<(), Rejected> {
+fn parse(text: String, mut done: Completer<u64>) -> Result<(), Rejected> {
     if text.is_empty() {
         return Err(done.reject("nothing to parse"));
     }
