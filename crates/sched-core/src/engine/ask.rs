@@ -378,6 +378,21 @@ fn no_such_name(from: Pid, question: Payload) -> SendError {
     SendError::unknown_target(Package::from_payload(from, Pid::OUTSIDE, question))
 }
 
+/// The name an [`AskError::UnexpectedQuestion`] gives the question: its
+/// type's, or, for the untyped question (a boxed value, whose type a
+/// `dyn Any` does not name), that it was untyped.
+fn question_name<Q: Question>() -> &'static str {
+    if std::any::TypeId::of::<Q>() == std::any::TypeId::of::<Payload>() {
+        UNTYPED_QUESTION
+    } else {
+        std::any::type_name::<Q>()
+    }
+}
+
+/// What [`AskError::UnexpectedQuestion`] names an untyped question (a
+/// [`Payload`]) as.
+pub(crate) const UNTYPED_QUESTION: &str = "an untyped question (a Payload)";
+
 /// Reads an answer as `A` (the untyped case, `A = Payload`, as it came).
 fn answer_as<A: Any>(payload: Payload) -> Result<A, AskError> {
     crate::contract::downcast::<A>(payload).map_err(|_| AskError::UnexpectedType)
@@ -418,7 +433,7 @@ impl Context {
             Pid::OUTSIDE,
             to,
             relay::into_payload(question),
-            std::any::type_name::<Q>(),
+            question_name::<Q>(),
             asker,
         )?;
         Ok(Reply {
@@ -490,7 +505,7 @@ impl Output<'_> {
         let (id, timer) = self.engine.ask(
             to,
             relay::into_payload(question),
-            std::any::type_name::<Q>(),
+            question_name::<Q>(),
             at,
         )?;
         self.with_extras(|extras| {
