@@ -88,20 +88,26 @@ const ENGINE_LADDER: &[&[&str]] = &[
     // 6. The actor features, introspection, the command handlers, the
     //    remote receiver, routing.
     &[
-        "ask",
         "commands::handler",
         "groups",
         "introspect",
         "links",
         "monitors",
-        "names",
         "remote",
         "routing",
-        "timers",
+        "spawn",
     ],
     // 7. What uses a file of floor 6: typed handlers (`commands::handler`),
-    //    remote monitors and links (`monitors`, `links`).
-    &["commands::typed", "remote::relations"],
+    //    remote monitors and links (`monitors`, `links`), and the targets
+    //    of a send or an ask beyond a PID (`routing`'s `Target`): names,
+    //    delayed sends, asks.
+    &[
+        "ask",
+        "commands::typed",
+        "names",
+        "remote::relations",
+        "timers",
+    ],
 ];
 
 /// An arrow inside `engine/` that the ladder allows although its target

@@ -132,18 +132,6 @@ impl AsContext for Context {
     }
 }
 
-impl AsContext for crate::Engine {
-    fn context(&self) -> &Context {
-        crate::Engine::context(self)
-    }
-}
-
-impl AsContext for crate::sim::Simulation {
-    fn context(&self) -> &Context {
-        crate::sim::Simulation::context(self)
-    }
-}
-
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")

@@ -95,6 +95,12 @@ impl Engine {
     }
 }
 
+impl crate::engine::AsContext for Engine {
+    fn context(&self) -> &Context {
+        Engine::context(self)
+    }
+}
+
 impl relay::Receiver for Engine {
     /// Delivers a message to its target process.
     fn send(&self, package: Package) -> Result<(), SendError> {

@@ -368,6 +368,12 @@ impl Simulation {
     }
 }
 
+impl crate::engine::AsContext for Simulation {
+    fn context(&self) -> &Context {
+        Simulation::context(self)
+    }
+}
+
 /// A worker's view for the simulation: its steps go to the trace, and
 /// faults are drawn for them.
 struct Observer {

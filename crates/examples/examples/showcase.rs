@@ -8,7 +8,7 @@
 //! example prints what ran, how many messages flowed, steps per second, and
 //! what each worker did.
 //!
-//! Run it with `cargo run --release -p sched --example showcase`.
+//! Run it with `cargo run --release -p sched-examples --example showcase`.
 
 use std::time::{Duration, Instant};
 
