@@ -126,7 +126,9 @@ fn settle_completes_with_a_result_from_another_thread() {
             PARSE,
             |cmd: Command, done: Completer| -> Result<(), Rejected> {
                 let text = cmd.data::<&str>().copied().unwrap_or_default();
-                std::thread::spawn(move || done.settle(text.parse::<u64>()));
+                // A plain completer settles with a `Payload`.
+                let parsed = text.parse::<u64>().map(|n| Box::new(n) as Payload);
+                std::thread::spawn(move || done.settle(parsed));
                 Ok(())
             },
         )
