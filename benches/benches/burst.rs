@@ -255,7 +255,7 @@ fn ours(load: Load, delays: &[[Duration; 3]]) -> Run {
     let posting = poster(
         POST_EVERY,
         move |now| {
-            let _ = outside.post(probe, now);
+            let _ = outside.send(probe, now);
         },
         stop.clone(),
     );

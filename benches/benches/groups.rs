@@ -5,7 +5,7 @@
 //!
 //! - **shares**: 2 workers saturated by 100 processes in each of two
 //!   groups of weights 1 and 3, each step ~20 µs of work, for 2 s: each
-//!   group's share of the step time (the engine's `group_info().busy`)
+//!   group's share of the step time (the engine's `groups()`, `busy`)
 //!   and of the steps taken (counted by the processes);
 //! - **flood**: the bench's thread spawns 1 000 000 processes (tasks) of
 //!   5 steps of ~2 µs each (continuing; tokio: yielding) as fast as it
@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sched::prelude::*;
+use sched::process::Group;
 
 const WORKERS: usize = 2;
 const FLOOD: usize = 1_000_000;
@@ -73,7 +74,7 @@ fn shares() -> (f64, f64) {
         .group("light", 1)
         .group("heavy", 3)
         .build();
-    let groups = ["light", "heavy"].map(|n| scheduler.group(n).expect("declared"));
+    let groups = ["light", "heavy"].map(|n| scheduler.context().group(n).expect("declared"));
     let steps = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
     let mut all = Vec::new();
     for _ in 0..100 {
@@ -87,14 +88,22 @@ fn shares() -> (f64, f64) {
     }
     scheduler.start();
     std::thread::sleep(Duration::from_millis(300));
-    let busy = |g: Group| scheduler.group_info(g).expect("a group").busy;
+    let busy = |g: Group| {
+        scheduler
+            .context()
+            .groups()
+            .into_iter()
+            .find(|i| i.group == g)
+            .expect("a group")
+            .busy
+    };
     let busy0 = groups.map(busy);
     let steps0 = steps.each_ref().map(|s| s.load(Relaxed));
     std::thread::sleep(Duration::from_secs(2));
     let busy1 = groups.map(busy);
     let steps1 = steps.each_ref().map(|s| s.load(Relaxed));
     for done in &all {
-        let _ = scheduler.post(done.pid(), ());
+        let _ = scheduler.send(done.pid(), ());
     }
     scheduler.shutdown(Duration::from_secs(10));
     let time = [0, 1].map(|i| (busy1[i] - busy0[i]).as_secs_f64());
@@ -194,8 +203,8 @@ fn ours(flood: usize, groups: bool) -> Run {
     scheduler.start();
     let (flood_group, probe_group) = match groups {
         true => (
-            scheduler.group("flood").expect("declared"),
-            scheduler.group("probes").expect("declared"),
+            scheduler.context().group("flood").expect("declared"),
+            scheduler.context().group("probes").expect("declared"),
         ),
         false => (Group::DEFAULT, Group::DEFAULT),
     };

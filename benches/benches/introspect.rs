@@ -34,6 +34,7 @@ fn introspect(c: &mut Criterion) {
             let pid = scheduler.spawn(Idle).expect("spawn").pid();
             if i % 10 == 0 {
                 scheduler
+                    .context()
                     .register_name(&format!("idle-{i}"), pid)
                     .expect("name");
             }
@@ -60,7 +61,7 @@ fn introspect(c: &mut Criterion) {
     group.bench_function("process_info", |b| {
         b.iter(|| {
             at = (at + 7_919) % PROCESSES;
-            scheduler.process_info(pids[at]).is_some()
+            scheduler.context().process_info(pids[at]).is_some()
         })
     });
     group.finish();

@@ -249,7 +249,7 @@ fn ours(delays: &[Vec<Duration>], probes_at: Priority) -> Run {
     let posting = poster(
         POST_EVERY,
         move |now| {
-            let _ = outside.post(probe0, now);
+            let _ = outside.send(probe0, now);
         },
         stop.clone(),
     );

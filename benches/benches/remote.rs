@@ -56,7 +56,7 @@ impl Process for Echo {
                 let from = package.source();
                 let ping = package.downcast::<Ping>().map_err(|_| "not a ping")?;
                 self.0.lock().unwrap().push(now_ns() - ping.sent_ns);
-                out.send(Package::new(out.pid(), from, Pong(ping.n)))?;
+                out.send(from, Pong(ping.n))?;
             }
         }
         Ok(())
@@ -77,7 +77,7 @@ impl Process for Player {
         };
         if !self.started {
             self.started = true;
-            out.send(Package::new(out.pid(), self.peer, ping(1)))?;
+            out.send(self.peer, ping(1))?;
         }
         for event in events {
             if let Event::Message(package) = event {
@@ -86,7 +86,7 @@ impl Process for Player {
                     out.finish(());
                     return Ok(());
                 }
-                out.send(Package::new(out.pid(), self.peer, ping(n + 1)))?;
+                out.send(self.peer, ping(n + 1))?;
             }
         }
         Ok(())

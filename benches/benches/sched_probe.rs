@@ -30,7 +30,7 @@ use std::thread;
 use std::time::Duration;
 
 use relay::{Package, Payload, Pid, Receiver};
-use sched_core::{BoxError, Engine, Event, Events, InitContext, InitError, Output, Process};
+use sched_core::{BoxError, Engine, Event, Events, InitContext, InitError, Output, Process, Spawn};
 
 const WORKERS: usize = 2;
 const IDLE_PROCESSES: usize = 100_000;
@@ -261,14 +261,15 @@ fn tokio_memory() -> f64 {
 /// Submits `n` idle processes and records their PIDs in `pids`.
 fn submit_idle(engine: &Engine, started: &Arc<AtomicUsize>, n: usize, pids: &mut Vec<Pid>) {
     for _ in 0..n {
-        let pid = engine.allocate_pid().expect("pids left");
+        let pid = engine.context().allocate_pid().expect("pids left");
         pids.push(pid);
         let process = Idle {
             started: started.clone(),
         };
         drop(
             engine
-                .submit(pid, process, "run", Box::new(()))
+                .context()
+                .spawn(Spawn::new(process).method("run").at(pid))
                 .expect("submitted"),
         );
     }

@@ -24,10 +24,10 @@ use std::thread;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use relay::{Package, Payload, Pid};
+use relay::{Payload, Pid};
 use sched_core::{
     BoxError, Command, CommandId, Completer, Engine, Event, Events, InitContext, InitError, Output,
-    Process, Rejected,
+    Process, Rejected, Spawn,
 };
 
 /// Worker threads on every side.
@@ -97,12 +97,13 @@ fn shut(engine: Engine) {
 }
 
 fn pid(engine: &Engine) -> Pid {
-    engine.allocate_pid().expect("pids left")
+    engine.context().allocate_pid().expect("pids left")
 }
 
 fn submit(engine: &Engine, pid: Pid, process: Box<dyn Process>) {
     engine
-        .submit(pid, process, "run", Box::new(()))
+        .context()
+        .spawn(Spawn::new(process).method("run").at(pid))
         .expect("submitted");
 }
 
@@ -112,8 +113,7 @@ fn send<T: std::any::Any + Send>(
     to: Pid,
     payload: T,
 ) -> Result<(), BoxError> {
-    let package = Package::new(out.pid(), to, payload);
-    out.send(package).map_err(|e| e.to_string().into())
+    out.send(to, payload).map_err(|e| e.to_string().into())
 }
 
 /// `init` for processes that take no input.
@@ -367,8 +367,8 @@ impl Process for Link {
                 left: self.left - 1,
                 latch: self.latch.clone(),
             });
-            let pid = out.allocate_pid()?;
-            out.submit(pid, next, "run", ())?;
+            let pid = out.context().allocate_pid()?;
+            out.spawn(Spawn::new(next).method("run").at(pid))?;
         }
         out.finish(());
         Ok(())

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use relay::{Payload, Pid};
-use sched_core::{BoxError, Engine, Events, InitContext, InitError, Output, Process};
+use sched_core::{BoxError, Engine, Events, InitContext, InitError, Output, Process, Spawn};
 
 const DEADLINE: Duration = Duration::from_millis(200);
 const SIZES: [usize; 3] = [10_000, 100_000, 300_000];
@@ -57,7 +57,12 @@ fn main() {
                 };
                 drop(
                     engine
-                        .submit(Pid::local(id), Box::new(process), "run", Box::new(()))
+                        .context()
+                        .spawn(
+                            Spawn::new(Box::new(process))
+                                .method("run")
+                                .at(Pid::local(id)),
+                        )
                         .expect("submit"),
                 );
             }

@@ -15,8 +15,8 @@
 //!   timer (a counting global allocator: live bytes with every timer
 //!   pending minus before, divided by the count). Ours is measured two
 //!   ways: from steps (1 000 processes set 1 000 timers each with
-//!   `set_timer_at`, which is how processes use timeouts) and from outside
-//!   (`post_after` / `cancel_timer` on the scheduler, delayed messages to
+//!   `set_timer` at an instant, which is how processes use timeouts) and
+//!   from outside (`send(After(..))` / `cancel_timer` on the scheduler, delayed messages to
 //!   one process). tokio: 1 000 tasks hold 1 000 boxed `sleep_until` each,
 //!   polled once to register them, then dropped (cancelled) or awaited
 //!   (fired).

@@ -120,7 +120,7 @@ fn ours_with(every: Duration, linger: Option<Duration>) -> Run {
     thread::sleep(Duration::from_millis(50));
     let before = cpu();
     let sent = post_for(every, |now| {
-        let _ = scheduler.post(pid, now);
+        let _ = scheduler.send(pid, now);
     });
     // The last message's step.
     thread::sleep(Duration::from_millis(5));

@@ -176,7 +176,7 @@ impl Process for Aggregator {
                     if let Ok(Ask { reply_to }) = package.downcast::<Ask>() {
                         self.asked += 1;
                         // The asker waits for this reply; it cannot have ended.
-                        out.tell(reply_to, self.asked)?;
+                        out.send(reply_to, self.asked)?;
                     }
                 }
                 Event::Cancel => out.finish(self.asked),
@@ -226,7 +226,7 @@ impl Process for Workflow {
                         out.set_timer(delay, CALL);
                     } else {
                         let reply_to = Addr::from_pid(out.pid());
-                        out.tell(self.aggregator, Ask { reply_to })?;
+                        out.send(self.aggregator, Ask { reply_to })?;
                     }
                 }
                 Event::Message(package) => {
@@ -246,9 +246,8 @@ fn ours(delays: &[[Duration; CALLS]]) -> Run {
     scheduler.start();
     let aggregators: Vec<Addr<Ask>> = (0..TENANTS)
         .map(|_| {
-            let (addr, done) = scheduler
-                .spawn_typed(Aggregator { asked: 0 })
-                .expect("spawned");
+            let done = scheduler.spawn(Aggregator { asked: 0 }).expect("spawned");
+            let addr = done.addr::<Aggregator>();
             drop(done);
             addr
         })
@@ -264,8 +263,7 @@ fn ours(delays: &[[Duration; CALLS]]) -> Run {
                     started: false,
                     aggregator: aggregators[i % TENANTS],
                 };
-                let (_, done) = scheduler.spawn_typed(workflow).expect("spawned");
-                done
+                scheduler.spawn(workflow).expect("spawned")
             })
             .collect();
         workflows

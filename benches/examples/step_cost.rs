@@ -70,7 +70,7 @@ impl Process for Player {
                     return Ok(());
                 }
                 self.rounds -= 1;
-                out.send(Package::new(Pid::OUTSIDE, self.peer.expect("a peer"), ()))?;
+                out.forward(Package::new(Pid::OUTSIDE, self.peer.expect("a peer"), ()))?;
             }
         }
         Ok(())
@@ -106,9 +106,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     peer: None,
                     rounds: each,
                 })?;
-                scheduler.post(a.pid(), b.pid())?;
-                scheduler.post(b.pid(), a.pid())?;
-                scheduler.post(a.pid(), ())?;
+                scheduler.send(a.pid(), b.pid())?;
+                scheduler.send(b.pid(), a.pid())?;
+                scheduler.send(a.pid(), ())?;
                 running.push(a);
                 running.push(b);
             }

@@ -9,8 +9,8 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use relay::{Package, Payload, Pid};
-use sched_core::{BoxError, Event, Events, InitContext, InitError, Output, Process};
+use relay::Payload;
+use sched_core::{BoxError, Event, Events, InitContext, InitError, Output, Process, Spawn};
 
 use super::{engine, runtime, WORKERS};
 
@@ -124,27 +124,32 @@ pub(crate) fn wake_latency() {
 fn ours() -> (Vec<Duration>, usize) {
     let engine = engine();
     let (tx, rx) = mpsc::channel();
-    let target = engine.allocate_pid().expect("pid");
+    let target = engine.context().allocate_pid().expect("pid");
     drop(
         engine
-            .submit(target, Box::new(Echo { samples: tx }), "run", Box::new(()))
+            .context()
+            .spawn(
+                Spawn::new(Box::new(Echo { samples: tx }))
+                    .method("run")
+                    .at(target),
+            )
             .expect("submitted"),
     );
-    let source = Pid::local(0);
     let mut samples = Vec::with_capacity(LATENCY_SAMPLES);
     let mut not_parked = 0;
     for _ in 0..LATENCY_SAMPLES {
         thread::sleep(LATENCY_PAUSE);
         let mut tries = 0;
-        while engine.stats().parked_workers < WORKERS && tries < 100 {
+        while engine.context().stats().parked_workers < WORKERS && tries < 100 {
             thread::sleep(Duration::from_micros(200));
             tries += 1;
         }
-        if engine.stats().parked_workers < WORKERS {
+        if engine.context().stats().parked_workers < WORKERS {
             not_parked += 1;
         }
         engine
-            .send(Package::new(source, target, Instant::now()))
+            .context()
+            .send(target, Instant::now())
             .expect("target alive");
         samples.push(rx.recv().expect("a sample"));
     }

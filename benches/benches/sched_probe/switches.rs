@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sched_core::{Command, Completer, Engine, Rejected};
+use sched_core::{Command, Completer, Engine, Rejected, Spawn};
 
 use super::fan_out::{FanOut, REMOTE, YIELDS};
 use super::latch::Latch;
@@ -90,16 +90,25 @@ fn ours() -> Measured {
         let latch = Latch::new(TASKS);
         for _ in 0..TASKS {
             let process = FanOut::new(latch.clone());
-            let pid = engine.allocate_pid().expect("pid");
+            let pid = engine.context().allocate_pid().expect("pid");
             drop(
                 engine
-                    .submit(pid, process, "run", Box::new(()))
+                    .context()
+                    .spawn(Spawn::new(process).method("run").at(pid))
                     .expect("submitted"),
             );
         }
         latch.wait();
     };
-    let parks = || -> u64 { engine.stats().workers.iter().map(|w| w.parks).sum() };
+    let parks = || -> u64 {
+        engine
+            .context()
+            .stats()
+            .workers
+            .iter()
+            .map(|w| w.parks)
+            .sum()
+    };
     let parks_before = parks();
     let mut measured = measure(round);
     measured.parks = Some((parks() - parks_before) as f64 / (ROUNDS * TASKS * YIELDS) as f64);

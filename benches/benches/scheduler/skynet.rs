@@ -53,8 +53,8 @@ impl Process for Skynet {
             let sub = self.size / SKYNET_DIV;
             for i in 0..SKYNET_DIV {
                 let child = Skynet::new(self.num + i * sub, sub, Some(me));
-                let pid = out.allocate_pid()?;
-                out.submit(pid, child, "run", ())?;
+                let pid = out.context().allocate_pid()?;
+                out.spawn(Spawn::new(child).method("run").at(pid))?;
             }
             self.waiting = SKYNET_DIV;
         }
@@ -130,11 +130,11 @@ pub(crate) fn skynet(c: &mut Criterion) {
     group.bench_function("ours", |b| {
         b.iter(|| {
             let root = engine
-                .submit(
-                    pid(&engine),
-                    Skynet::new(0, SKYNET_SIZE, None),
-                    "run",
-                    Box::new(()),
+                .context()
+                .spawn(
+                    Spawn::new(Skynet::new(0, SKYNET_SIZE, None))
+                        .method("run")
+                        .at(pid(&engine)),
                 )
                 .expect("submitted");
             let sum = root.wait().expect("the root finished");

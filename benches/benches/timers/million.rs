@@ -26,7 +26,7 @@ impl Process for Owner {
                 Event::Message(package) => match package.downcast::<Order>() {
                     Ok(Order::Set(n, at)) => {
                         for _ in 0..n {
-                            self.ids.push(out.set_timer_at(at, Tag(0)));
+                            self.ids.push(out.set_timer(at, Tag(0)));
                         }
                         self.set.fetch_add(1, Ordering::Release);
                     }
@@ -111,7 +111,7 @@ fn ours_from_steps(n: usize) -> PerTimer {
                 let done = scheduler.spawn(owner).expect("spawned");
                 // A first message, so each mailbox's first block is not
                 // counted as timer memory.
-                scheduler.post(done.pid(), ()).expect("alive");
+                scheduler.send(done.pid(), ()).expect("alive");
                 (done.pid(), done)
             })
             .collect();
@@ -127,7 +127,7 @@ fn ours_from_steps(n: usize) -> PerTimer {
         let before = live();
         let start = Instant::now();
         for (pid, _) in &owners {
-            scheduler.post(*pid, Order::Set(each, at)).expect("alive");
+            scheduler.send(*pid, Order::Set(each, at)).expect("alive");
         }
         wait_for(&set, OWNERS);
         let set_took = start.elapsed();
@@ -142,7 +142,7 @@ fn ours_from_steps(n: usize) -> PerTimer {
             result.bytes = live().saturating_sub(before) as f64 / n as f64;
             let start = Instant::now();
             for (pid, _) in &owners {
-                scheduler.post(*pid, Order::Cancel).expect("alive");
+                scheduler.send(*pid, Order::Cancel).expect("alive");
             }
             for (_, done) in owners {
                 done.wait().expect("cancelled every timer");
@@ -156,7 +156,7 @@ fn ours_from_steps(n: usize) -> PerTimer {
     result
 }
 
-/// Ours, from outside: `post_after` and `cancel_timer` on the scheduler.
+/// Ours, from outside: `send(After(..))` and `cancel_timer` on the scheduler.
 fn ours_from_outside(n: usize) -> PerTimer {
     let mut result = PerTimer::default();
     for fire in [false, true] {
@@ -178,7 +178,7 @@ fn ours_from_outside(n: usize) -> PerTimer {
         let start = Instant::now();
         for _ in 0..n {
             let delay = at.saturating_duration_since(Instant::now());
-            ids.push(scheduler.post_after(delay, target, ()).expect("alive"));
+            ids.push(scheduler.send(After(delay, target), ()).expect("alive"));
         }
         let set_took = start.elapsed();
         if fire {
@@ -190,7 +190,10 @@ fn ours_from_outside(n: usize) -> PerTimer {
             result.bytes = live().saturating_sub(before) as f64 / n as f64;
             let start = Instant::now();
             for id in ids.drain(..) {
-                assert!(scheduler.cancel_timer(id), "pending until cancelled");
+                assert!(
+                    scheduler.context().cancel_timer(id),
+                    "pending until cancelled"
+                );
             }
             result.cancel = per(start.elapsed(), n);
             assert_eq!(scheduler.stats().pending_timers, 0);
@@ -306,11 +309,11 @@ pub(crate) fn million(config: &Config) {
     type Measure = fn(usize) -> PerTimer;
     let runs: [(&str, Measure); 3] = [
         (
-            "ours, from steps (1 000 processes x set_timer_at / cancel_timer)",
+            "ours, from steps (1 000 processes x set_timer(instant) / cancel_timer)",
             ours_from_steps,
         ),
         (
-            "ours, from outside (scheduler.post_after / cancel_timer, one target)",
+            "ours, from outside (scheduler.send(After) / cancel_timer, one target)",
             ours_from_outside,
         ),
         (
