@@ -18,6 +18,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::process::Group;
 ///
 /// /// A tenant's job, in that tenant's group.
 /// struct Job { tenant: Group }
@@ -57,6 +58,7 @@ impl Group {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::process::Group;
     /// assert_eq!(Group::DEFAULT, Group::default());
     /// assert_eq!(Group::DEFAULT.index(), 0);
     /// ```

@@ -502,12 +502,9 @@ impl Output<'_> {
         let at = now
             .checked_add(timeout)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
-        let (id, timer) = self.engine.ask(
-            to,
-            relay::into_payload(question),
-            question_name::<Q>(),
-            at,
-        )?;
+        let (id, timer) =
+            self.engine
+                .ask(to, relay::into_payload(question), question_name::<Q>(), at)?;
         self.with_extras(|extras| {
             extras.timers.push(timer);
             extras.others().asks.push((id, timer));

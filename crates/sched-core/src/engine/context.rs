@@ -132,6 +132,19 @@ impl AsContext for Context {
     }
 }
 
+/// The engine an `Arc` holds (a scheduler shared with other threads).
+impl<S: AsContext + ?Sized> AsContext for std::sync::Arc<S> {
+    fn context(&self) -> &Context {
+        (**self).context()
+    }
+}
+
+impl<S: AsContext + ?Sized> AsContext for &S {
+    fn context(&self) -> &Context {
+        (**self).context()
+    }
+}
+
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")

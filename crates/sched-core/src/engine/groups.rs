@@ -13,7 +13,7 @@ impl Context {
     /// ```
     /// let engine = sched::engine::Engine::builder().workers(1).group("web", 3).build();
     /// assert!(engine.context().group("web").is_some());
-    /// assert_eq!(engine.context().group("default"), Some(sched::Group::DEFAULT));
+    /// assert_eq!(engine.context().group("default"), Some(sched::process::Group::DEFAULT));
     /// assert_eq!(engine.context().group("mail"), None);
     /// ```
     pub fn group(&self, name: &str) -> Option<Group> {

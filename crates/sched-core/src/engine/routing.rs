@@ -241,6 +241,12 @@ impl Shared {
 /// assert!(notify(scheduler.context(), nobody).is_err());
 /// assert!(notify(scheduler.context(), "nobody").is_err());
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not something a `{M}` can be sent to",
+    label = "not a target for a `{M}`",
+    note = "a send takes a target and a message: `send(pid, message)`, `send(addr, message)` (an `Addr<M>` takes only an `M`), `send(\"name\", message)`, `send(Within(name, wait), message)`, `send(After(delay, pid), message)`",
+    note = "to deliver a `Package` as it is, its source kept, use `forward(package)`"
+)]
 pub trait Target<M>: sealed::Sealed {
     /// What a send that went through returns.
     type Receipt;

@@ -103,7 +103,9 @@ impl<'a, P: Process> Spawn<'a, P> {
     }
 
     /// Hands `input` to the process's `init` (as its `input` argument, a
-    /// [`Payload`]).
+    /// [`Payload`]). The value is boxed here; a value that is already a
+    /// `Payload` is not boxed again (but a `Box<T>` is a value like any
+    /// other: pass the `T`).
     ///
     /// # Examples
     ///
