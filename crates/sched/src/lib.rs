@@ -11,7 +11,7 @@
 //! | [`out.continue_()`](Output::continue_) | run me again (behind the others waiting) |
 //! | [`out.yield_command(id, tag, data)`](Output::yield_command) | dispatch this command to the handler of `id`; wake me with its completion, tagged `tag` |
 //! | [`out.idle()`](Output::idle) (the default) | wait for messages |
-//! | [`out.finish(result)`](Output::done) | finished, with this result |
+//! | [`out.finish(result)`](Output::finish) | finished, with this result |
 //! | [`out.upgrade(process, method, input)`](Output::upgrade) | replace me with this new process, under the same PID, keeping my pending messages |
 //!
 //! and it can [`send`](Output::send) messages to other processes and

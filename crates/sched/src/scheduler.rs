@@ -11,7 +11,7 @@ use sched_core::{
     ShutdownReport, Stats, SubmitError, Target, TerminateError,
 };
 
-/// A work-stealing scheduler running step-driven [`Process`]es on a pool
+/// A work-stealing scheduler running step-driven [`Process`](sched_core::Process)es on a pool
 /// of worker threads.
 ///
 /// # Examples
@@ -132,7 +132,7 @@ impl Scheduler {
     }
 
     /// Starts a process (see [`Context::spawn`]): a process, or a
-    /// [`Spawn`] with its method, input or PID.
+    /// [`Spawn`](sched_core::Spawn) with its method, input or PID.
     ///
     /// # Errors
     ///

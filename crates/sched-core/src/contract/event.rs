@@ -34,8 +34,8 @@ pub enum Event {
     },
     /// A message from another process or from outside.
     Message(Package),
-    /// A timer this process set (with [`Output::set_timer`](crate::Output::set_timer)
-    /// or [`Output::set_timer_at`](crate::Output::set_timer_at)) fell due.
+    /// A timer this process set (with
+    /// [`Output::set_timer`](crate::Output::set_timer)) fell due.
     /// A timer the process cancelled before it fell due never arrives.
     Timer {
         /// The timer, as `set_timer` returned it.

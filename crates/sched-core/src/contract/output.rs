@@ -138,7 +138,7 @@ pub(crate) struct Yield {
 /// The scheduler-owned output buffer of one step.
 ///
 /// A step says what it wants next with [`continue_`](Output::continue_),
-/// [`idle`](Output::idle), [`done`](Output::done) or
+/// [`idle`](Output::idle), [`finish`](Output::finish) or
 /// [`upgrade`](Output::upgrade) (the last call wins; `idle` is the
 /// default), and yields commands with
 /// [`yield_command`](Output::yield_command). The rules:

@@ -82,7 +82,7 @@ pub trait Process: Send + 'static {
     /// the first timers, monitor or link to peers here, instead of keeping
     /// a "first step" flag. The first `step` follows in the same turn
     /// (with whatever events are pending, possibly none) unless `start`
-    /// finished the process ([`done`](Output::done)) or asked for an
+    /// finished the process ([`finish`](Output::finish)) or asked for an
     /// upgrade. An error or a panic here ends the process as one from
     /// `step` does. By default it does nothing.
     ///

@@ -235,8 +235,8 @@ impl Request {
 }
 
 /// A question type that says what it is answered with, so that asking it
-/// ([`Context::query`](crate::Context::query),
-/// [`Output::query`](crate::Output::query)) gets a `Self::Answer` back
+/// ([`Context::ask`](crate::Context::ask),
+/// [`Output::ask`](crate::Output::ask)) gets a `Self::Answer` back
 /// without a downcast, and the process that answers it
 /// ([`Request::take`]) can only answer with that type.
 ///

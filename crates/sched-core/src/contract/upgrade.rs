@@ -61,7 +61,7 @@ impl Output<'_> {
     /// If the new `init` fails or panics, the process ends with
     /// [`UpgradeError::Init`](crate::UpgradeError::Init) (the old process was closed; the new one is
     /// not). Like [`continue_`](Output::continue_), [`idle`](Output::idle)
-    /// and [`done`](Output::done), the last of these calls in a step wins:
+    /// and [`finish`](Output::finish), the last of these calls in a step wins:
     /// an upgrade followed by `done` finishes the process, and the unused
     /// new process is dropped in the step.
     ///

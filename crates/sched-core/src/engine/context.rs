@@ -82,7 +82,7 @@ impl Context {
     }
 
     /// A fresh PID on this scheduler's node, reserved in the engine's
-    /// process table for a later [`submit`](crate::Engine::submit): no PID is
+    /// process table for a later [`Spawn::at`](crate::Spawn::at): no PID is
     /// handed out twice, and a stale one never reaches a later process.
     /// (A PID that is never submitted keeps its table slot, a few bytes,
     /// for the engine's life.)

@@ -27,7 +27,7 @@ use crate::contract::outcome::{ExitError, Outcome};
 ///
 /// # Examples
 ///
-/// See [`Engine::submit`](crate::Engine::submit) for the blocking calls;
+/// See [`Engine`](crate::Engine) for the blocking calls;
 /// from async code:
 ///
 /// ```
@@ -139,7 +139,7 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// # Examples
     ///
-    /// See [`Engine::submit`](crate::Engine::submit).
+    /// See [`Engine`](crate::Engine).
     pub fn pid(&self) -> Pid {
         self.record.pid
     }
@@ -189,7 +189,7 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// # Examples
     ///
-    /// See [`Engine::submit`](crate::Engine::submit).
+    /// See [`Engine`](crate::Engine).
     pub fn is_finished(&self) -> bool {
         self.record.slot.is_ready(RecordRef::spare(&self.record))
     }
@@ -200,7 +200,7 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// # Examples
     ///
-    /// See [`Engine::submit`](crate::Engine::submit).
+    /// See [`Engine`](crate::Engine).
     pub fn wait(self) -> Result<T, ExitError> {
         if let Some(kept) = self.take_kept() {
             return kept;
@@ -226,7 +226,7 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// # Examples
     ///
-    /// See [`Engine::submit`](crate::Engine::submit).
+    /// See [`Engine`](crate::Engine).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Result<T, ExitError>> {
         if let Some(kept) = self.take_kept() {
             return Some(kept);
@@ -261,7 +261,7 @@ impl<T: Any + Send> Completion<T> {
     ///
     /// # Examples
     ///
-    /// See [`Engine::submit`](crate::Engine::submit).
+    /// See [`Engine`](crate::Engine).
     pub fn try_take(&mut self) -> Option<Result<T, ExitError>> {
         if let Some(kept) = self.take_kept() {
             return Some(kept);
