@@ -277,9 +277,10 @@ pub enum Progress {
 ///
 /// Build one with [`Builder::simulation`](crate::Builder::simulation) (or
 /// the facade's `SchedulerBuilder::simulation`): the same processes,
-/// handlers, hooks and supervisors as a running engine. It dereferences to
-/// the engine's [`Context`], so processes are spawned, messages posted
-/// and processes terminated as on a running engine; they run when the
+/// handlers, hooks and supervisors as a running engine. Its
+/// [`context`](Simulation::context) is the engine's [`Context`], so
+/// processes are spawned, messages sent and processes terminated as on a
+/// running engine; they run when the
 /// simulation runs ([`run`](Simulation::run), [`run_for`](Simulation::run_for),
 /// [`step`](Simulation::step)).
 ///
@@ -320,8 +321,8 @@ pub enum Progress {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Simulation {
-    /// The simulated nodes; the first is the one the simulation
-    /// dereferences to.
+    /// The simulated nodes; the first is the one
+    /// [`context`](Simulation::context) reaches.
     nodes: Vec<Node>,
     state: StdArc<Mutex<State>>,
     max_steps: u64,
@@ -463,7 +464,7 @@ impl Simulation {
     /// keeping per-sender order, or loses across a
     /// [`partition`](Simulation::partition). All nodes share the virtual
     /// clock and the source of decisions; each has `config`'s number of
-    /// workers. The simulation dereferences to the first node's
+    /// workers. [`context`](Simulation::context) is the first node's
     /// [`Context`]; [`node`](Simulation::node) reaches the others.
     ///
     /// # Errors
