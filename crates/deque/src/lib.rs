@@ -66,3 +66,7 @@ mod worker;
 pub use steal::Steal;
 pub use stealer::{Stealer, MAX_STEAL_BATCH};
 pub use worker::Worker;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

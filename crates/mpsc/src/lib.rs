@@ -86,3 +86,7 @@ mod sync;
 
 pub use error::PushError;
 pub use queue::{queue, Consumer, Producer, Queue};
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -118,3 +118,7 @@ pub use names::ClusterNames;
 pub use scheduler_ext::NatsSchedulerExt;
 pub use stats::TransportStats;
 pub use transport::NatsTransport;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/distributed.md")]
+struct DistributedDoctests;

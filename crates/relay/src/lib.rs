@@ -97,3 +97,7 @@ pub use register_error::RegisterError;
 pub use remote::{NodeDown, RemoteTransport, Signal};
 pub use router::Router;
 pub use send_error::{SendError, SendErrorKind};
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

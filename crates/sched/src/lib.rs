@@ -346,3 +346,11 @@ struct LiveViewDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/guide/migrating.md")]
 struct MigratingDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/observability.md")]
+struct ObservabilityDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/reference/process-contract.md")]
+struct ProcessContractDoctests;
