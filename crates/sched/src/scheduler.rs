@@ -58,9 +58,19 @@ pub struct Scheduler {
     engine: Engine,
 }
 
-impl Scheduler {
-    /// Wraps a built engine (for [`SchedulerBuilder::build`]).
-    pub(crate) fn from_engine(engine: Engine) -> Self {
+/// A built engine as a scheduler (what [`SchedulerBuilder::build`]
+/// makes).
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// let engine = sched::engine::Engine::builder().workers(1).build();
+/// let scheduler = Scheduler::from(engine);
+/// assert_eq!(scheduler.workers(), 1);
+/// ```
+impl From<Engine> for Scheduler {
+    fn from(engine: Engine) -> Self {
         Scheduler { engine }
     }
 }
@@ -100,7 +110,7 @@ impl Scheduler {
     /// assert_eq!(s.workers(), 1);
     /// ```
     pub fn builder() -> SchedulerBuilder {
-        SchedulerBuilder::new()
+        SchedulerBuilder::default()
     }
 
     /// The engine underneath, for what the facade does not wrap.

@@ -47,7 +47,7 @@ const DEFAULT_IDLE_LINGER: Duration = Duration::from_micros(300);
 ///     .build();
 /// assert_eq!(engine.context().workers(), 2);
 /// ```
-pub struct Builder {
+pub struct Builder<T = Engine> {
     workers: usize,
     max_processes: usize,
     thread_name: String,
@@ -63,9 +63,12 @@ pub struct Builder {
     /// Declared groups, by name, with their weights; `"default"` sets the
     /// default group's weight.
     groups: Vec<(String, u32)>,
+    /// What [`build`](Builder::build) makes: the [`Engine`], or a handle
+    /// that wraps one (the facade's `Scheduler`).
+    product: std::marker::PhantomData<fn() -> T>,
 }
 
-impl std::fmt::Debug for Builder {
+impl<T> std::fmt::Debug for Builder<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Builder")
             .field("workers", &self.workers)
@@ -85,7 +88,7 @@ impl std::fmt::Debug for Builder {
     }
 }
 
-impl Default for Builder {
+impl<T> Default for Builder<T> {
     fn default() -> Self {
         Builder {
             workers: std::thread::available_parallelism()
@@ -103,11 +106,12 @@ impl Default for Builder {
             count_mailboxes: false,
             idle_linger: DEFAULT_IDLE_LINGER,
             groups: Vec::new(),
+            product: std::marker::PhantomData,
         }
     }
 }
 
-impl Builder {
+impl<T> Builder<T> {
     /// Number of worker threads (default: available parallelism; at least 1).
     ///
     /// # Examples
@@ -512,16 +516,32 @@ impl Builder {
         self
     }
 
-    /// Builds the engine. Workers start with [`Engine::start`] (or at the
-    /// first `shutdown`); work submitted before that waits in the global
-    /// queue.
+    /// The same settings, building a `U` (the engine's own builder, from
+    /// the facade's, for [`Simulation::cluster`](crate::sim::Simulation::cluster)).
     ///
     /// # Examples
     ///
-    /// See [`Builder`].
-    pub fn build(self) -> Engine {
-        let (shared, _) = self.assemble(crate::engine::clock::Clock::real(), None);
-        Engine { shared }
+    /// ```
+    /// let engine = sched::Scheduler::builder().workers(2).product::<sched::engine::Engine>().build();
+    /// assert_eq!(engine.context().workers(), 2);
+    /// ```
+    pub fn product<U>(self) -> Builder<U> {
+        Builder {
+            workers: self.workers,
+            max_processes: self.max_processes,
+            thread_name: self.thread_name,
+            node: self.node,
+            handlers: self.handlers,
+            hooks: self.hooks,
+            mailbox_capacity: self.mailbox_capacity,
+            remote: self.remote,
+            long_step_threshold: self.long_step_threshold,
+            histograms: self.histograms,
+            count_mailboxes: self.count_mailboxes,
+            idle_linger: self.idle_linger,
+            groups: self.groups,
+            product: std::marker::PhantomData,
+        }
     }
 
     /// The engine's shared state on `clock`, with `intercept` in its
@@ -634,5 +654,20 @@ impl Builder {
         let shared = shared.into_arc();
         crate::engine::remote::attach(&shared);
         (shared, handlers)
+    }
+}
+
+impl<T: From<Engine>> Builder<T> {
+    /// Builds the engine (as a `T`: the [`Engine`] itself, or the facade's
+    /// `Scheduler` around it). Workers start with [`Engine::start`] (or at
+    /// the first `shutdown`); work submitted before that waits in the
+    /// global queue.
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder`].
+    pub fn build(self) -> T {
+        let (shared, _) = self.assemble(crate::engine::clock::Clock::real(), None);
+        T::from(Engine { shared })
     }
 }

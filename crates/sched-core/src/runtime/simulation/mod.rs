@@ -442,7 +442,7 @@ impl StepObserver for Observer {
     }
 }
 
-impl Builder {
+impl<T> Builder<T> {
     /// Builds the engine as a [`Simulation`]: no worker thread starts; the
     /// simulation runs `config`'s workers on the thread that calls it, on
     /// a virtual clock. A remote transport set on the builder is replaced
@@ -486,13 +486,13 @@ impl Simulation {
     /// assert!(sim.node(3).is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn cluster<B: Into<Builder>>(
+    pub fn cluster<T>(
         config: Config,
-        builders: impl IntoIterator<Item = B>,
+        builders: impl IntoIterator<Item = Builder<T>>,
     ) -> Result<Simulation, SimError> {
         let clock = Clock::virtual_from_now();
         let now = clock.now();
-        let builders: Vec<Builder> = builders.into_iter().map(Into::into).collect();
+        let builders: Vec<Builder> = builders.into_iter().map(Builder::product).collect();
         let mut seen = std::collections::BTreeSet::new();
         for builder in &builders {
             if !seen.insert(builder.node_number()) {
