@@ -1078,9 +1078,12 @@ impl Drop for LiveEndpoint {
 /// [`LiveEndpoint`] is stopped or dropped. Bind it to loopback: it has no
 /// authentication.
 ///
-/// `scheduler` is an `Arc` of anything that dereferences to a
-/// [`Context`]: a [`Scheduler`](crate::Scheduler) or an
-/// [`Engine`](crate::engine::Engine).
+/// `scheduler` is an `Arc` of anything that hands out its [`Context`]
+/// ([`AsContext`]): a [`Scheduler`](crate::Scheduler), an
+/// [`Engine`](crate::engine::Engine) or a simulation. An `Arc`, because
+/// the endpoint's thread outlives the call: it holds the engine, so the
+/// engine cannot be dropped while the thread reads it (a `Context` is
+/// only ever borrowed, and a borrow cannot cross into that thread).
 ///
 /// # Errors
 ///

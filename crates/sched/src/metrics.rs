@@ -127,6 +127,10 @@ pub struct Publisher {
 
 impl Publisher {
     /// Starts the thread, which publishes at once and then every `every`.
+    /// It holds `scheduler` (any [`AsContext`](sched_core::AsContext): a
+    /// `Scheduler`, an `Engine`) in an `Arc`, so the engine lives as long
+    /// as the thread publishes: a `Context` is only ever borrowed, and a
+    /// borrow cannot cross into that thread.
     ///
     /// # Examples
     ///
