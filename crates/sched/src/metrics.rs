@@ -16,6 +16,7 @@
 //! | `sched_steps_total` | counter | `worker` | steps run |
 //! | `sched_steals_total` | counter | `worker` | processes taken from other workers |
 //! | `sched_parks_total` | counter | `worker` | times the worker slept |
+//! | `sched_lingers_total` | counter | `worker` | idle spells in which the worker lingered before parking |
 //! | `sched_completed_total` | counter | `worker` | processes the worker ended |
 //! | `sched_local_queue_length` | gauge | `worker` | processes in its run queues |
 //! | `sched_busy_microseconds_total` | counter | `worker` | time spent in steps, when histograms are on |
@@ -67,6 +68,8 @@ pub fn publish(cx: &impl sched_core::AsContext) {
         metrics::counter!("sched_steps_total", "worker" => label.clone()).absolute(worker.steps);
         metrics::counter!("sched_steals_total", "worker" => label.clone()).absolute(worker.stolen);
         metrics::counter!("sched_parks_total", "worker" => label.clone()).absolute(worker.parks);
+        metrics::counter!("sched_lingers_total", "worker" => label.clone())
+            .absolute(worker.lingers);
         metrics::counter!("sched_completed_total", "worker" => label.clone())
             .absolute(worker.completed);
         metrics::gauge!("sched_local_queue_length", "worker" => label.clone())

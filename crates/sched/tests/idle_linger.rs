@@ -1,16 +1,25 @@
-//! An idle worker lingers before it parks when its idle spells are short
-//! (`SchedulerBuilder::idle_linger`): work that comes back within the
-//! linger finds it awake, so a steady trickle of messages costs no park
-//! per message; with no linger, each gap parks the worker.
+//! When an idle worker lingers before it parks (`Builder::idle_linger`):
+//! only when work is likely to come back soon. A worker whose step
+//! started something answered from outside the workers (here, a command
+//! completed by another thread) lingers through the short waits for the
+//! answers, so a steady exchange costs no park per answer. An otherwise
+//! idle engine fed unbidden from outside (a trickle of messages) parks at
+//! once in every gap, however high the limit: lingering there would spend
+//! CPU on every gap and buy only latency.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use sched::command::{Command, CommandId, Completer, Rejected};
 use sched::prelude::*;
 
 const MESSAGES: usize = 60;
 const GAP: Duration = Duration::from_millis(1);
+/// A limit far above the gaps, however slow the machine: after the first
+/// spell or two, a worker allowed to linger lingers through every gap.
+const LONG_LINGER: Duration = Duration::from_secs(1);
+const SERVICE: CommandId = CommandId(1);
 
 /// Counts the messages it gets.
 struct Count(Arc<AtomicUsize>);
@@ -23,18 +32,46 @@ impl Process for Count {
     }
 }
 
-/// The parks of a one-worker scheduler with `linger`, over `MESSAGES`
-/// messages sent from outside `GAP` apart, each taken before the next.
-/// With `until_parked`, each gap lasts (beyond `GAP`) until the worker
-/// has parked, or a second: on a loaded machine the worker's short spin
-/// before it parks (a few yields, each of which may cost a time slice)
-/// can outlast any fixed gap.
-fn parks_with(linger: Duration, until_parked: bool) -> u64 {
-    let scheduler = Scheduler::builder().workers(1).idle_linger(linger).build();
+/// Asks the service `MESSAGES` times in a row, each question once the
+/// last answer is in, then finishes.
+struct Exchange {
+    started: bool,
+    answered: usize,
+}
+
+impl Process for Exchange {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let mut ask = !std::mem::replace(&mut self.started, true);
+        for event in events {
+            if let Event::Completion { .. } = event {
+                self.answered += 1;
+                ask = true;
+            }
+        }
+        if self.answered == MESSAGES {
+            out.finish(self.answered);
+        } else if ask {
+            out.yield_command(SERVICE, Tag(0), Box::new(()));
+        }
+        Ok(())
+    }
+}
+
+/// The parks and lingers of a one-worker scheduler lingering up to
+/// `LONG_LINGER`, over `MESSAGES` messages sent from outside `GAP` apart,
+/// each taken before the next. Each gap lasts (beyond `GAP`) until the
+/// worker has parked, or a second: on a loaded machine the worker's short
+/// spin before it parks (a few yields, each of which may cost a time
+/// slice) can outlast any fixed gap.
+fn trickle() -> (u64, u64) {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .idle_linger(LONG_LINGER)
+        .build();
     scheduler.start();
     let seen = Arc::new(AtomicUsize::new(0));
     let pid = scheduler.spawn(Count(Arc::clone(&seen))).unwrap().pid();
-    let before = scheduler.stats().totals().parks;
+    let before = scheduler.stats().totals();
     for n in 0..MESSAGES {
         scheduler.send(pid, n).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -43,31 +80,76 @@ fn parks_with(linger: Duration, until_parked: bool) -> u64 {
             std::thread::yield_now();
         }
         std::thread::sleep(GAP);
-        if until_parked {
-            let deadline = Instant::now() + Duration::from_secs(1);
-            while scheduler.stats().parked_workers == 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_micros(200));
-            }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while scheduler.stats().parked_workers == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
         }
     }
-    let parks = scheduler.stats().totals().parks - before;
+    let after = scheduler.stats().totals();
     scheduler.shutdown(Duration::from_secs(1));
-    parks
+    (after.parks - before.parks, after.lingers - before.lingers)
+}
+
+/// The parks and lingers of a one-worker scheduler lingering up to
+/// `LONG_LINGER` while a process asks a service `MESSAGES` times, each
+/// answer completed by another thread `GAP` after the question.
+fn exchange() -> (u64, u64) {
+    let (questions, answers) = mpsc::channel::<Completer>();
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .idle_linger(LONG_LINGER)
+        .handler(
+            SERVICE,
+            move |_: Command, done: Completer| -> Result<(), Rejected> {
+                questions.send(done).expect("the service thread runs");
+                Ok(())
+            },
+        )
+        .build();
+    scheduler.start();
+    let service = std::thread::spawn(move || {
+        for done in answers {
+            std::thread::sleep(GAP);
+            let _ = done.complete(Box::new(()));
+        }
+    });
+    let before = scheduler.stats().totals();
+    let finished = scheduler
+        .spawn(Exchange {
+            started: false,
+            answered: 0,
+        })
+        .unwrap()
+        .wait();
+    let after = scheduler.stats().totals();
+    assert_eq!(*finished.unwrap().downcast::<usize>().unwrap(), MESSAGES);
+    scheduler.shutdown(Duration::from_secs(1));
+    drop(scheduler);
+    service.join().unwrap();
+    (after.parks - before.parks, after.lingers - before.lingers)
 }
 
 #[test]
-fn short_idle_spells_cost_no_park_once_the_worker_lingers() {
-    // A limit far above the gaps, however slow the machine: after the
-    // first spell or two the worker lingers through every gap.
-    let lingering = parks_with(Duration::from_secs(1), false);
-    let parking = parks_with(Duration::ZERO, true);
-    eprintln!("parks for {MESSAGES} messages: {lingering} lingering, {parking} without");
+fn a_worker_awaiting_answers_from_outside_lingers_through_the_waits() {
+    let (parks, lingers) = exchange();
+    eprintln!("exchange of {MESSAGES}: {parks} parks, {lingers} lingers");
     assert!(
-        lingering <= 10,
-        "{lingering} parks for {MESSAGES} messages while lingering"
+        parks <= 10,
+        "{parks} parks for {MESSAGES} answers awaited while lingering"
     );
     assert!(
-        parking >= MESSAGES as u64 / 2,
-        "{parking} parks for {MESSAGES} messages without lingering"
+        lingers >= MESSAGES as u64 / 2,
+        "{lingers} lingers for {MESSAGES} answers awaited"
+    );
+}
+
+#[test]
+fn an_idle_engine_fed_unbidden_from_outside_parks_at_once_in_every_gap() {
+    let (parks, lingers) = trickle();
+    eprintln!("trickle of {MESSAGES}: {parks} parks, {lingers} lingers");
+    assert_eq!(lingers, 0, "nothing was awaited, and no other worker");
+    assert!(
+        parks >= MESSAGES as u64 / 2,
+        "{parks} parks for {MESSAGES} messages"
     );
 }

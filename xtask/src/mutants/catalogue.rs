@@ -80,6 +80,13 @@ const SCHED_GROUPS: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// When an idle worker lingers.
+const SCHED_IDLE_LINGER: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "idle_linger"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The system lane's tests.
 const SCHED_SYSTEM_LANE: Catcher = Catcher {
     args: &["test", "-p", "sched", "--test", "system_lane"],
@@ -271,6 +278,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "if best.is_none_or(|(_, least)| *pass < least) {",
         replacement: "if best.is_none_or(|(_, least)| *pass >= least) {",
         catcher: &SCHED_GROUPS,
+    },
+    Mutation {
+        // Every idle spell may linger: an idle engine fed unbidden from
+        // outside spends CPU on every gap.
+        name: "linger-always",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "    expects_answer || others_busy\n",
+        replacement: "    let _ = (expects_answer, others_busy);\n    true\n",
+        catcher: &SCHED_IDLE_LINGER,
     },
     Mutation {
         // The `next` slot without its limit: two processes that wake each

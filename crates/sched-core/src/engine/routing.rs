@@ -66,6 +66,8 @@ impl Shared {
     pub(crate) fn send(&self, package: Package) -> Result<(), SendError> {
         if package.target().node() != self.processes.node() {
             if let Some(remote) = &self.remote {
+                // An answer over the network is likely: see `expect_answer`.
+                self.expect_answer();
                 // Urgency is this node's ordering: the message itself goes.
                 return remote.send(urgent::unwrap(package));
             }

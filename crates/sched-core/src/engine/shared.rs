@@ -1,6 +1,8 @@
 //! The state every worker, completer and handle shares, and how a
 //! runnable process reaches a run queue.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use crossbeam_utils::CachePadded;
 
 use super::hooks::Hooks;
@@ -210,6 +212,28 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Notes, on this thread's worker (if it is one), that a step started
+    /// something whose answer comes from outside the workers: the worker
+    /// may then linger when it goes idle instead of parking at once.
+    #[inline]
+    pub(crate) fn expect_answer(&self) {
+        local::with_local(self, |local| local.expects_answer.set(true));
+    }
+
+    /// Whether a worker other than `me` is running a step now (and may
+    /// hand work over: a message, a process to steal). One relaxed load
+    /// when every other worker is parked; otherwise the workers' step
+    /// marks, read until one is set. Read once per idle spell, to decide
+    /// whether to linger, never per step: a heuristic, not a wakeup.
+    pub(crate) fn others_busy(&self, me: usize) -> bool {
+        self.sleepers.others_awake()
+            && self
+                .remotes
+                .iter()
+                .enumerate()
+                .any(|(i, r)| i != me && r.counters.in_step.load(Relaxed) != 0)
     }
 
     /// Acts on the result of waking a process.

@@ -16,6 +16,7 @@ pub(crate) struct WorkerCounters {
     pub(crate) stolen: AtomicU64,
     pub(crate) steal_attempts: AtomicU64,
     pub(crate) parks: AtomicU64,
+    pub(crate) lingers: AtomicU64,
     pub(crate) global_pops: AtomicU64,
     pub(crate) discarded_yields: AtomicU64,
     pub(crate) completed: AtomicU64,
@@ -87,6 +88,7 @@ impl WorkerCounters {
             stolen: self.stolen.load(Relaxed),
             steal_attempts: self.steal_attempts.load(Relaxed),
             parks: self.parks.load(Relaxed),
+            lingers: self.lingers.load(Relaxed),
             global_pops: self.global_pops.load(Relaxed),
             discarded_yields: self.discarded_yields.load(Relaxed),
             completed: self.completed.load(Relaxed),
@@ -116,6 +118,10 @@ pub struct WorkerStats {
     pub steal_attempts: u64,
     /// Times the worker parked (slept on its condition variable).
     pub parks: u64,
+    /// Idle spells in which the worker lingered (kept looking, yielding
+    /// its thread, instead of parking at once: see
+    /// [`Builder::idle_linger`](crate::Builder::idle_linger)).
+    pub lingers: u64,
     /// Processes taken from the global queue (including batches).
     pub global_pops: u64,
     /// Yields written by a step that also said done or asked for an
@@ -182,6 +188,7 @@ impl Stats {
                 stolen: acc.stolen + w.stolen,
                 steal_attempts: acc.steal_attempts + w.steal_attempts,
                 parks: acc.parks + w.parks,
+                lingers: acc.lingers + w.lingers,
                 global_pops: acc.global_pops + w.global_pops,
                 discarded_yields: acc.discarded_yields + w.discarded_yields,
                 completed: acc.completed + w.completed,

@@ -46,6 +46,12 @@ pub(crate) struct Local {
     /// The group of the process being stepped here (with groups only): a
     /// process its step spawns joins it.
     pub(crate) current_group: Cell<usize>,
+    /// Whether a step here, since this worker last went idle, started
+    /// something whose answer comes from outside the workers (a send to
+    /// another node, a command): then the worker may linger when it goes
+    /// idle, since the answer is likely to come back soon (see the
+    /// worker's loop).
+    pub(crate) expects_answer: Cell<bool>,
 }
 
 impl std::fmt::Debug for Local {
@@ -69,6 +75,7 @@ impl Local {
                 .collect(),
             groups,
             current_group: Cell::new(0),
+            expects_answer: Cell::new(false),
         }
     }
 

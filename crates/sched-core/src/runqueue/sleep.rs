@@ -300,6 +300,13 @@ impl Sleepers {
         self.count.load(Relaxed) > 0
     }
 
+    /// Whether a worker other than the caller (a worker that is not
+    /// parked) is awake: running, searching or lingering. A relaxed load,
+    /// for a heuristic (whether to linger), never for a wakeup.
+    pub(crate) fn others_awake(&self) -> bool {
+        self.count.load(Relaxed) + 1 < self.parkers.len()
+    }
+
     /// Whether a process just put in a `next` slot should wake a parked
     /// worker to watch over it: some worker sleeps and none watches (they
     /// all parked while the engine was idle). Once one watches, this is

@@ -349,9 +349,22 @@ impl<T> Builder<T> {
     /// idle spells were short lingers a little longer than the last one,
     /// up to this; one whose spell outlasted it parks at once again, so an
     /// idle engine does not poll. A lingering worker does not keep others
-    /// from being woken. Default: 300 µs; `Duration::ZERO` parks as soon as
-    /// a short spin finds nothing (the least CPU when work comes in
-    /// sporadic bursts, at the price of a wake-up per burst).
+    /// from being woken.
+    ///
+    /// A worker lingers only when work is likely to come back: when a
+    /// step on it started something answered from outside the workers (a
+    /// send or an ask to another node, a command), or when another worker
+    /// is running a step and may hand it work. An otherwise idle engine fed
+    /// unbidden from outside (a trickle of messages from other threads)
+    /// parks at once in every gap, as if this were zero: lingering there
+    /// buys latency with CPU on every gap. [`WorkerStats::lingers`]
+    /// counts the idle spells that lingered.
+    ///
+    /// Default: 300 µs; `Duration::ZERO` parks as soon as a short spin
+    /// finds nothing (the least CPU when answers come in sporadic bursts,
+    /// at the price of a wake-up per burst).
+    ///
+    /// [`WorkerStats::lingers`]: crate::WorkerStats::lingers
     ///
     /// # Examples
     ///

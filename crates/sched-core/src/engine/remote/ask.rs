@@ -39,6 +39,7 @@ impl Shared {
             from
         };
         across.shard(&key).asks.insert(key, (to.node(), asker));
+        self.expect_answer();
         match across.signal(sender, to, &Op::Ask { key }, Some(question)) {
             Ok(()) => Ok(()),
             Err(mut error) => {
