@@ -268,25 +268,38 @@ fn render_workers(frame: &mut Frame, area: Rect, workers: &[WorkerRow]) {
 }
 
 fn render_groups(frame: &mut Frame, area: Rect, groups: &[GroupRow]) {
+    // The schedule latency's column only when the engine reports it
+    // (histograms on), so that a narrow panel spends no room on dashes.
+    let latency = groups.iter().any(|g| g.schedule_p99.is_some());
     let rows = groups.iter().map(|g| {
-        Row::new(vec![
+        let mut cells = vec![
             Cell::from(g.name.clone()),
             right(g.weight.to_string()),
             right(pct(g.busy_pct)),
             right(g.ready.to_string()),
-        ])
+        ];
+        if latency {
+            cells.push(right(
+                g.schedule_p99.map_or_else(|| "-".to_string(), duration),
+            ));
+        }
+        Row::new(cells)
     });
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Fill(1),
-            Constraint::Length(6),
-            Constraint::Length(10),
-            Constraint::Length(8),
-        ],
-    )
-    .header(header_row(["group", "weight", "busy share", "ready"], 1))
-    .block(Block::bordered().title(" groups "));
+    let mut widths = vec![
+        Constraint::Fill(1),
+        Constraint::Length(6),
+        Constraint::Length(10),
+        Constraint::Length(8),
+    ];
+    let header = if latency {
+        widths.push(Constraint::Length(10));
+        header_row(["group", "weight", "busy share", "ready", "sched p99"], 1)
+    } else {
+        header_row(["group", "weight", "busy share", "ready"], 1)
+    };
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(Block::bordered().title(" groups "));
     frame.render_widget(table, area);
 }
 
@@ -622,6 +635,42 @@ mod tests {
             assert!(screen.contains(panel), "{panel} in {screen}");
         }
         assert!(screen.lines().any(|l| l.contains("│1 ")), "{screen}");
+        // Histograms off: no schedule latency column.
+        assert!(!screen.contains("sched p99"), "{screen}");
+
+        // With histograms on, each group's schedule latency p99.
+        let mut app = App::new("127.0.0.1:7207".into(), Duration::from_millis(500));
+        let latency = |p99_ns: u64| {
+            let mut h = HistogramSummary::default();
+            h.name = "schedule_latency".into();
+            h.count = 10;
+            h.p99_ns = p99_ns;
+            Some(h)
+        };
+        let mut measured = snapshot(1_000, [1_000, 2_000]);
+        measured.groups = vec![
+            group("default", 1, 0, Some(0)),
+            group("tenant-a", 3, 0, Some(100_000_000)),
+        ];
+        measured.groups[0].schedule_latency = latency(12_300);
+        measured.groups[1].schedule_latency = latency(4_100_000);
+        app.update(Update::Snapshot(measured));
+        let screen = draw(&app);
+        let heading = screen
+            .lines()
+            .find(|l| l.contains("busy share"))
+            .expect(&screen);
+        assert!(heading.contains("sched p99"), "{heading}");
+        let default = screen
+            .lines()
+            .find(|l| l.contains("│default "))
+            .expect(&screen);
+        assert!(default.contains("12.3µs"), "{default}");
+        let tenant = screen
+            .lines()
+            .find(|l| l.contains("│tenant-a "))
+            .expect(&screen);
+        assert!(tenant.contains("4.10ms"), "{tenant}");
 
         // The default group alone: no panel.
         let mut app = App::new("127.0.0.1:7207".into(), Duration::from_millis(500));

@@ -179,6 +179,7 @@ pub struct WorkerRow {
 /// assert_eq!(view.groups[0].name, "web");
 /// assert_eq!(view.groups[0].weight, 3);
 /// assert_eq!(view.groups[0].busy_pct, Some(100.0)); // the only group that ran
+/// assert_eq!(view.groups[0].schedule_p99, None); // histograms off
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupRow {
@@ -194,6 +195,27 @@ pub struct GroupRow {
     /// has no group of this name, when no step time passed, or when the
     /// counters went backwards (another engine behind the address).
     pub busy_pct: Option<f64>,
+    /// The 99th percentile of its processes' schedule latency (from ready
+    /// to the start of their step) since the engine started; `None` unless
+    /// the engine records histograms and has declared groups.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sched::live::{GroupSnapshot, HistogramSummary, Snapshot};
+    ///
+    /// let mut latency = HistogramSummary::default();
+    /// latency.p99_ns = 2_000_000;
+    /// let mut group = GroupSnapshot::default();
+    /// group.name = "web".into();
+    /// group.schedule_latency = Some(latency);
+    /// let mut snapshot = Snapshot::default();
+    /// snapshot.groups.push(group);
+    /// let view = sched_top::view::view(None, &snapshot);
+    /// assert_eq!(view.groups[0].schedule_p99, Some(Duration::from_millis(2)));
+    /// ```
+    pub schedule_p99: Option<Duration>,
 }
 
 /// One histogram's row.
@@ -454,6 +476,10 @@ fn group_rows(previous: Option<&Snapshot>, current: &Snapshot) -> Vec<GroupRow> 
                 Some(Ok(d)) if !restarted && total > 0 => Some(*d as f64 / total as f64 * 100.0),
                 _ => None,
             },
+            schedule_p99: g
+                .schedule_latency
+                .as_ref()
+                .map(|h| Duration::from_nanos(h.p99_ns)),
         })
         .collect()
 }

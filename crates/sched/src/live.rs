@@ -567,6 +567,28 @@ pub struct GroupSnapshot {
     /// `None` when the engine does not measure it (it does only when the
     /// builder declared groups: not with the default group alone).
     pub busy_ns: Option<u64>,
+    /// The schedule latency of its processes (from ready to the start of
+    /// their step; named `schedule_latency`, as in
+    /// [`Snapshot::histograms`]): `None` unless the builder turned the
+    /// histograms on and declared groups, and from an endpoint that
+    /// predates it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::live::Sampler;
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).group("web", 3).histograms(true).build();
+    /// let snapshot = Sampler::new().sample(&scheduler, 0);
+    /// let web = snapshot.groups[1].schedule_latency.as_ref().expect("histograms and groups");
+    /// assert_eq!(web.count, 0); // nothing ran yet
+    ///
+    /// // Without declared groups, or without histograms, none.
+    /// let plain = Scheduler::builder().workers(1).histograms(true).build();
+    /// assert_eq!(Sampler::new().sample(&plain, 0).groups[0].schedule_latency, None);
+    /// ```
+    pub schedule_latency: Option<HistogramSummary>,
 }
 
 /// One histogram in a [`Snapshot`], in nanoseconds. Quantiles are within
@@ -926,6 +948,10 @@ impl Sampler {
         let groups = groups
             .into_iter()
             .map(|g| GroupSnapshot {
+                schedule_latency: histograms
+                    .as_ref()
+                    .and_then(|h| h.group_schedule_latency(g.group))
+                    .map(|latency| summary("schedule_latency", latency)),
                 name: g.name,
                 weight: g.weight,
                 ready: g.ready as u64,

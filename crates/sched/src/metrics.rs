@@ -31,6 +31,8 @@
 //! | `sched_schedule_latency_count` | counter | | steps in that histogram |
 //! | `sched_yield_wait_seconds` | gauge | `quantile` (0.5, 0.9, 0.99, 1) | from a yielding step to the step that sees a completion, when histograms are on |
 //! | `sched_yield_wait_count` | counter | | steps in that histogram |
+//! | `sched_group_schedule_latency_seconds` | gauge | `group`, `quantile` (0.5, 0.9, 0.99, 1) | the schedule latency of the group's processes, when histograms are on and groups are declared |
+//! | `sched_group_schedule_latency_count` | counter | `group` | steps in that group's histogram |
 //!
 //! Counters are set to the engine's totals (`absolute`), so publishing
 //! twice counts nothing twice. Call [`publish`] from a timer, or let a
@@ -92,6 +94,14 @@ pub fn publish(cx: &impl sched_core::AsContext) {
         summary("sched_timer_lateness", &histograms.timer_lateness);
         summary("sched_schedule_latency", &histograms.schedule_latency);
         summary("sched_yield_wait", &histograms.yield_wait);
+        // Empty unless the builder declared groups.
+        if !histograms.schedule_latency_by_group.is_empty() {
+            for group in cx.groups() {
+                if let Some(latency) = histograms.group_schedule_latency(group.group) {
+                    group_summary("sched_group_schedule_latency", group.name, latency);
+                }
+            }
+        }
     }
 }
 
@@ -107,6 +117,20 @@ fn summary(name: &'static str, histogram: &crate::stats::Histogram) {
         metrics::gauge!(format!("{name}_seconds"), "quantile" => quantile).set(value.as_secs_f64());
     }
     metrics::counter!(format!("{name}_count")).absolute(histogram.count());
+}
+
+/// [`summary`] of one group's histogram, labelled `group` as well.
+fn group_summary(name: &'static str, group: String, histogram: &crate::stats::Histogram) {
+    for (quantile, value) in [
+        ("0.5", histogram.p50()),
+        ("0.9", histogram.p90()),
+        ("0.99", histogram.p99()),
+        ("1", histogram.max()),
+    ] {
+        metrics::gauge!(format!("{name}_seconds"), "group" => group.clone(), "quantile" => quantile)
+            .set(value.as_secs_f64());
+    }
+    metrics::counter!(format!("{name}_count"), "group" => group).absolute(histogram.count());
 }
 
 /// A thread that [`publish`]es a scheduler's figures every `every`, until

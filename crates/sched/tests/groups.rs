@@ -467,3 +467,158 @@ fn groups_report_their_weight_ready_work_and_step_time() {
     }
     scheduler.shutdown(Duration::from_secs(5));
 }
+
+/// A command whose handler completes it at once.
+const ECHO: CommandId = CommandId(7);
+
+/// What the processes of one group counted of their own steps.
+#[derive(Default)]
+struct StepCounts {
+    /// Steps made ready by a spawn or a continue: one schedule latency
+    /// each.
+    scheduled: AtomicU64,
+    /// Steps that saw a completion, ending a wait on a yield: in the
+    /// yield-wait histogram instead.
+    after_yield: AtomicU64,
+}
+
+/// Joins `group`, takes `turns` steps, yielding an [`ECHO`] command every
+/// third one when `yields` (and continuing otherwise), and counts them.
+struct Counted {
+    group: Group,
+    turns: u32,
+    yields: bool,
+    counts: Arc<StepCounts>,
+}
+
+impl Process for Counted {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let completed = events
+            .filter(|e| matches!(e, Event::Completion { .. }))
+            .count();
+        let counter = match completed {
+            0 => &self.counts.scheduled,
+            _ => &self.counts.after_yield,
+        };
+        counter.fetch_add(1, Relaxed);
+        self.turns -= 1;
+        if self.turns == 0 {
+            out.finish(());
+        } else if self.yields && self.turns.is_multiple_of(3) {
+            out.yield_command(ECHO, Tag(1), Box::new(()));
+        } else {
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn each_group_s_schedule_latency_counts_the_steps_of_its_own_processes() {
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .group("web", 3)
+        .group("batch", 1)
+        .histograms(true)
+        .handler(
+            ECHO,
+            |_: Command, done: Completer| -> Result<(), Rejected> {
+                let _ = done.complete(Box::new(()));
+                Ok(())
+            },
+        )
+        .build();
+    scheduler.start();
+    let web = scheduler.context().group("web").expect("declared");
+    let batch = scheduler.context().group("batch").expect("declared");
+    let groups = [Group::DEFAULT, web, batch];
+    let counts: [Arc<StepCounts>; 3] = Default::default();
+    let mut all = Vec::new();
+    // Different numbers of processes and steps per group, half of them
+    // yielding, so that a count landing in the wrong group shows.
+    for (g, (&group, processes)) in groups.iter().zip([3u32, 8, 5]).enumerate() {
+        for i in 0..processes {
+            let counted = Counted {
+                group,
+                turns: 20 + 7 * i + 13 * g as u32,
+                yields: i % 2 == 0,
+                counts: counts[g].clone(),
+            };
+            all.push(scheduler.spawn(counted).expect("spawned"));
+        }
+    }
+    for done in all {
+        done.wait().expect("finished");
+    }
+    // Each step was recorded before it ran, and the completions were
+    // waited for after each process's last step.
+    let histograms = scheduler.context().histograms().expect("turned on");
+    let by_group: Vec<(Group, u64)> = histograms
+        .schedule_latency_by_group
+        .iter()
+        .map(|(group, latency)| (*group, latency.count()))
+        .collect();
+    let scheduled = counts.each_ref().map(|c| c.scheduled.load(Relaxed));
+    let after_yield: u64 = counts.iter().map(|c| c.after_yield.load(Relaxed)).sum();
+    assert_eq!(
+        by_group,
+        [
+            (Group::DEFAULT, scheduled[0]),
+            (web, scheduled[1]),
+            (batch, scheduled[2]),
+        ]
+    );
+    for (g, &group) in groups.iter().enumerate() {
+        let latency = histograms.group_schedule_latency(group).expect("declared");
+        assert_eq!(latency.count(), scheduled[g], "{group:?}");
+        assert!(latency.p50() <= latency.p99() && latency.p99() <= latency.max());
+    }
+    assert!(after_yield > 0, "some steps ended a wait on a yield");
+    assert_eq!(histograms.yield_wait.count(), after_yield);
+    assert_eq!(
+        histograms.schedule_latency.count(),
+        scheduled.iter().sum::<u64>(),
+        "the overall count is the groups' sum"
+    );
+    // The slowest group's worst wait is the overall worst.
+    let worst = histograms
+        .schedule_latency_by_group
+        .iter()
+        .map(|(_, latency)| latency.max())
+        .max();
+    assert_eq!(worst, Some(histograms.schedule_latency.max()));
+    scheduler.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn without_declared_groups_no_group_has_a_histogram_of_its_own() {
+    let scheduler = Scheduler::builder().workers(2).histograms(true).build();
+    scheduler.start();
+    let counts = Arc::new(StepCounts::default());
+    let counted = Counted {
+        group: Group::DEFAULT,
+        turns: 30,
+        yields: false,
+        counts: counts.clone(),
+    };
+    scheduler
+        .spawn(counted)
+        .expect("spawned")
+        .wait()
+        .expect("finished");
+    let histograms = scheduler.context().histograms().expect("turned on");
+    assert_eq!(histograms.schedule_latency.count(), 30);
+    assert_eq!(counts.scheduled.load(Relaxed), 30);
+    assert!(histograms.schedule_latency_by_group.is_empty());
+    assert!(histograms.group_schedule_latency(Group::DEFAULT).is_none());
+    scheduler.shutdown(Duration::from_secs(5));
+
+    // Groups declared but histograms off: no histograms at all.
+    let unmeasured = Scheduler::builder().workers(1).group("web", 3).build();
+    assert!(unmeasured.context().histograms().is_none());
+}

@@ -231,6 +231,85 @@ fn declared_groups_are_reported_with_their_ready_processes_and_step_time() {
     scheduler.shutdown(WAIT);
 }
 
+#[test]
+fn with_histograms_each_group_reports_the_schedule_latency_of_its_own_steps() {
+    let scheduler = Arc::new(
+        Scheduler::builder()
+            .workers(2)
+            .group("batch", 4)
+            .histograms(true)
+            .build(),
+    );
+    scheduler.start();
+    let batch = scheduler.context().group("batch").expect("declared");
+    // Each takes `turns + 1` steps (its first, then one per turn), every
+    // one made ready by a spawn or a continue: a schedule latency each.
+    let mut pids = Vec::new();
+    for (group, turns) in [(Group::DEFAULT, 10), (batch, 50), (batch, 30)] {
+        let steps = Steps { turns };
+        pids.push(scheduler.spawn(GroupSteps { group, steps }).unwrap().pid());
+    }
+    wait_for_steps(&scheduler, 11 + 51 + 31);
+    let endpoint = sched::live::serve(Arc::clone(&scheduler), "127.0.0.1:0").unwrap();
+    let mut client = Client::connect(endpoint.local_addr(), WAIT).unwrap();
+    let snapshot = client.snapshot(1).unwrap();
+    let counts: Vec<(&str, Option<u64>)> = snapshot
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.name.as_str(),
+                g.schedule_latency.as_ref().map(|h| h.count),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [("default", Some(11)), ("batch", Some(82))],
+        "{snapshot:#?}"
+    );
+    let latency = snapshot.groups[1].schedule_latency.as_ref().unwrap();
+    assert_eq!(latency.name, "schedule_latency");
+    assert!(latency.p50_ns <= latency.p99_ns && latency.p99_ns <= latency.max_ns);
+    let overall = snapshot.histograms.as_ref().expect("histograms are on");
+    let overall = overall
+        .iter()
+        .find(|h| h.name == "schedule_latency")
+        .unwrap();
+    assert_eq!(overall.count, 11 + 82);
+
+    // On the wire and back; and a group from an endpoint that predates
+    // the field reads with none.
+    let line = snapshot.to_json_line();
+    assert!(line.contains(r#""schedule_latency":{"#), "{line}");
+    assert_eq!(Snapshot::from_json_line(&line).unwrap(), snapshot);
+    let old = r#"{"version":1,"groups":[{"name":"default","weight":1,"ready":0,"busy_ns":null}]}"#;
+    assert_eq!(
+        Snapshot::from_json_line(old).unwrap().groups[0].schedule_latency,
+        None
+    );
+
+    // Histograms on but no groups declared, or groups without histograms:
+    // no group has one.
+    let plain = Scheduler::builder().workers(1).histograms(true).build();
+    let alone = Sampler::new().sample(plain.context(), 1).groups;
+    assert_eq!(alone.len(), 1);
+    assert_eq!(alone[0].schedule_latency, None);
+    let unmeasured = Scheduler::builder().workers(1).group("batch", 4).build();
+    let groups = Sampler::new().sample(unmeasured.context(), 1).groups;
+    assert!(
+        groups.iter().all(|g| g.schedule_latency.is_none()),
+        "{groups:?}"
+    );
+
+    for pid in pids {
+        scheduler.terminate(pid).unwrap();
+    }
+    drop(client);
+    endpoint.stop();
+    scheduler.shutdown(WAIT);
+}
+
 /// Says when its first step started and blocks it until told, so that
 /// messages pile up in its mailbox; then reads whatever comes.
 struct Gate {

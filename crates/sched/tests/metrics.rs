@@ -118,6 +118,8 @@ fn the_scraped_figures_parse_and_count_the_steps() {
                 ("sched_group_weight", 2),
                 ("sched_group_ready", 2),
                 ("sched_group_busy_microseconds_total", 2),
+                ("sched_group_schedule_latency_seconds", 8),
+                ("sched_group_schedule_latency_count", 2),
             ]
             .iter()
             .all(|(name, figures)| value(&scrape, name).len() == *figures);
@@ -166,6 +168,35 @@ fn the_scraped_figures_parse_and_count_the_steps() {
     assert_eq!(value(&scrape, "sched_group_ready"), [0.0, 0.0]);
     let group_busy = value(&scrape, "sched_group_busy_microseconds_total");
     assert!(group_busy.iter().all(|&b| b > 0.0), "{group_busy:?}");
+    // Each group's schedule latency, labelled with its name: every
+    // quantile of both groups, and the steps of each group's processes
+    // (50 processes of 50 steps each).
+    let by_group = |name: &str, group: &str| -> Vec<f64> {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == name && s.labels.get("group") == Some(group))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+            .collect()
+    };
+    for group in ["default", "batch"] {
+        assert_eq!(
+            by_group("sched_group_schedule_latency_count", group),
+            [2_500.0],
+            "{group}"
+        );
+        let quantiles = by_group("sched_group_schedule_latency_seconds", group);
+        assert_eq!(quantiles.len(), 4, "{group}: {quantiles:?}");
+        assert!(
+            quantiles.iter().all(|q| *q >= 0.0 && *q < 10.0),
+            "{group}: {quantiles:?}"
+        );
+    }
     for name in [
         "sched_dead_letters_total",
         "sched_parked_workers",

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::stats::bump;
+use crate::contract::group::Group;
 use crate::sync::AtomicU64;
 
 /// Buckets per histogram: 16 exact ones, then 8 per power of two from 2^4
@@ -88,16 +89,37 @@ pub(crate) struct WorkerHistograms {
     pub(crate) step: Recorder,
     pub(crate) timer_lateness: Recorder,
     pub(crate) schedule_latency: Recorder,
+    /// The schedule latency again, one recorder per group, by group index:
+    /// empty unless the builder declared groups (a recorder is about 4 KB,
+    /// and an engine without groups records nothing more per step).
+    pub(crate) schedule_latency_by_group: Box<[Recorder]>,
     pub(crate) yield_wait: Recorder,
 }
 
 impl WorkerHistograms {
-    pub(crate) fn new() -> Self {
+    /// A worker's histograms for an engine of `groups` groups (counting
+    /// the default one).
+    pub(crate) fn new(groups: usize) -> Self {
+        let by_group = if groups > 1 { groups } else { 0 };
         WorkerHistograms {
             step: Recorder::new(),
             timer_lateness: Recorder::new(),
             schedule_latency: Recorder::new(),
+            schedule_latency_by_group: (0..by_group).map(|_| Recorder::new()).collect(),
             yield_wait: Recorder::new(),
+        }
+    }
+
+    /// Records a schedule latency: in the overall histogram, and, when the
+    /// engine has groups, in that of the process's group (the index
+    /// `group` reads, which is not called without groups).
+    #[inline]
+    pub(crate) fn record_schedule_latency(&self, waited: Duration, group: impl FnOnce() -> usize) {
+        self.schedule_latency.record(waited);
+        if !self.schedule_latency_by_group.is_empty() {
+            if let Some(recorder) = self.schedule_latency_by_group.get(group()) {
+                recorder.record(waited);
+            }
         }
     }
 
@@ -133,6 +155,48 @@ pub struct Histograms {
     /// Resolution about 1 µs; a wait over about 73 minutes is not
     /// recorded correctly.
     pub schedule_latency: Histogram,
+    /// The schedule latency of each group's processes (as
+    /// [`schedule_latency`](Histograms::schedule_latency), counting the
+    /// steps of that group's processes only), in the order of
+    /// [`Context::groups`](crate::Context::groups): the default group
+    /// first, then the groups in the order the builder declared them. Empty
+    /// unless the builder declared groups; then their counts add up to
+    /// `schedule_latency`'s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::process::Group;
+    ///
+    /// /// Finishes at its first step, in its tenant's group.
+    /// struct Job { tenant: Group }
+    /// impl Process for Job {
+    ///     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+    ///         cx.set_group(self.tenant);
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(());
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).group("web", 3).histograms(true).build();
+    /// scheduler.start();
+    /// let web = scheduler.context().group("web").expect("declared");
+    /// scheduler.spawn(Job { tenant: web })?.wait()?;
+    /// let histograms = scheduler.context().histograms().expect("turned on");
+    /// let groups: Vec<(Group, u64)> = histograms
+    ///     .schedule_latency_by_group
+    ///     .iter()
+    ///     .map(|(group, latency)| (*group, latency.count()))
+    ///     .collect();
+    /// assert_eq!(groups, [(Group::DEFAULT, 0), (web, 1)]);
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub schedule_latency_by_group: Vec<(Group, Histogram)>,
     /// How long a process waited on its yields: from the end of a step
     /// that yielded commands to the start of the step that sees a
     /// completion (the command's own time plus the wait for a worker), one
@@ -146,19 +210,74 @@ impl Histograms {
         let mut step = Histogram::empty();
         let mut timer_lateness = Histogram::empty();
         let mut schedule_latency = Histogram::empty();
+        let mut schedule_latency_by_group: Vec<(Group, Histogram)> = Vec::new();
         let mut yield_wait = Histogram::empty();
         for worker in workers {
             worker.step.merge_into(&mut step);
             worker.timer_lateness.merge_into(&mut timer_lateness);
             worker.schedule_latency.merge_into(&mut schedule_latency);
+            let by_group = &worker.schedule_latency_by_group;
+            if schedule_latency_by_group.len() < by_group.len() {
+                schedule_latency_by_group = (0..by_group.len())
+                    .map(|index| (Group::from_index(index), Histogram::empty()))
+                    .collect();
+            }
+            for ((_, total), recorder) in schedule_latency_by_group.iter_mut().zip(by_group.iter())
+            {
+                recorder.merge_into(total);
+            }
             worker.yield_wait.merge_into(&mut yield_wait);
         }
         Histograms {
             step,
             timer_lateness,
             schedule_latency,
+            schedule_latency_by_group,
             yield_wait,
         }
+    }
+
+    /// The schedule latency of `group`'s processes (its entry in
+    /// [`schedule_latency_by_group`](Histograms::schedule_latency_by_group)):
+    /// `None` for an engine without declared groups, or a group it does
+    /// not have.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// /// Finishes at its first step.
+    /// struct Once;
+    /// impl Process for Once {
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(());
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).group("web", 3).histograms(true).build();
+    /// scheduler.start();
+    /// // Spawned from outside a step, it joins the default group.
+    /// scheduler.spawn(Once)?.wait()?;
+    /// let web = scheduler.context().group("web").expect("declared");
+    /// let histograms = scheduler.context().histograms().expect("turned on");
+    /// let default = sched::process::Group::DEFAULT;
+    /// assert_eq!(histograms.group_schedule_latency(default).map(|h| h.count()), Some(1));
+    /// assert_eq!(histograms.group_schedule_latency(web).map(|h| h.count()), Some(0));
+    ///
+    /// // Without declared groups, no group has a histogram of its own.
+    /// let plain = Scheduler::builder().workers(1).histograms(true).build();
+    /// let histograms = plain.context().histograms().expect("turned on");
+    /// assert!(histograms.group_schedule_latency(default).is_none());
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # plain.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn group_schedule_latency(&self, group: Group) -> Option<&Histogram> {
+        self.schedule_latency_by_group
+            .get(group.index())
+            .map(|(_, histogram)| histogram)
     }
 }
 
@@ -320,5 +439,37 @@ mod tests {
             );
         }
         assert_eq!(Histogram::empty().p99(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_group_s_schedule_latency_is_kept_only_when_there_are_groups() {
+        // The default group alone: no recorder per group, none reported.
+        let alone = WorkerHistograms::new(1);
+        assert!(alone.schedule_latency_by_group.is_empty());
+        alone.record_schedule_latency(Duration::from_micros(5), || unreachable!("not read"));
+        let merged = Histograms::merge([&alone].into_iter());
+        assert_eq!(merged.schedule_latency.count(), 1);
+        assert!(merged.schedule_latency_by_group.is_empty());
+        assert!(merged.group_schedule_latency(Group::DEFAULT).is_none());
+
+        // Three groups on two workers: each value in its group and in
+        // the overall histogram, merged per group.
+        let workers = [WorkerHistograms::new(3), WorkerHistograms::new(3)];
+        for (worker, group, micros) in [(0, 2, 7), (1, 2, 9), (1, 0, 3), (0, 2, 1)] {
+            workers[worker].record_schedule_latency(Duration::from_micros(micros), || group);
+        }
+        let merged = Histograms::merge(workers.iter());
+        let counts: Vec<(usize, u64)> = merged
+            .schedule_latency_by_group
+            .iter()
+            .map(|(group, h)| (group.index(), h.count()))
+            .collect();
+        assert_eq!(counts, [(0, 1), (1, 0), (2, 3)]);
+        assert_eq!(merged.schedule_latency.count(), 4);
+        let third = merged.group_schedule_latency(Group::from_index(2)).unwrap();
+        assert_eq!(third.max(), Duration::from_micros(9));
+        assert!(merged
+            .group_schedule_latency(Group::from_index(3))
+            .is_none());
     }
 }

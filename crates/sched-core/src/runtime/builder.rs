@@ -13,6 +13,7 @@ use crate::contract::typed_command::TypedCommand;
 use crate::engine::commands::completer::{Completer, Rejected};
 use crate::engine::commands::handler::{CommandHandler, Handlers};
 use crate::engine::control::Control;
+use crate::engine::histogram::WorkerHistograms;
 use crate::engine::hooks::Hooks;
 use crate::engine::live::Live;
 use crate::engine::shared::{Remote, Shared};
@@ -605,7 +606,7 @@ impl<T> Builder<T> {
                     counters: WorkerCounters::default(),
                     histograms: self
                         .histograms
-                        .then(|| Box::new(crate::engine::histogram::WorkerHistograms::new())),
+                        .then(|| Box::new(WorkerHistograms::new(group_count))),
                 })
             })
             .collect();

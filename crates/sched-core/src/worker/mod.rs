@@ -770,7 +770,7 @@ impl Worker {
             if was_blocked {
                 histograms.yield_wait.record(waited);
             } else {
-                histograms.schedule_latency.record(waited);
+                histograms.record_schedule_latency(waited, || record.group());
             }
             now
         });
