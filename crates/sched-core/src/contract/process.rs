@@ -376,3 +376,33 @@ where
         message
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Not zero-sized: its box is a real allocation.
+    struct Plain(#[allow(dead_code)] u64);
+
+    impl Process for Plain {
+        fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+            Ok(())
+        }
+    }
+
+    /// The address of the process a box holds.
+    fn address(process: &dyn Process) -> *const u8 {
+        (process as *const dyn Process).cast()
+    }
+
+    #[test]
+    fn a_process_boxed_already_is_not_boxed_again() {
+        // What `Output::upgrade` and the engine's upgrade take a
+        // `Box<dyn Process>` through: the same allocation comes out (boxed
+        // again, the outer box would hold the inner one at a new address).
+        let chosen_at_run_time: Box<dyn Process> = Box::new(Plain(7));
+        let before = address(&*chosen_at_run_time);
+        let boxed = boxed(chosen_at_run_time);
+        assert_eq!(address(&*boxed), before);
+    }
+}
