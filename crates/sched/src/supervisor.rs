@@ -11,6 +11,7 @@ mod in_place;
 mod intensity;
 mod report;
 mod spec;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,6 +22,7 @@ pub use builder::{Strategy, SupervisorBuilder};
 pub use error::SupervisorError;
 pub use report::{ChildReport, SupervisorReport, WhichChildren};
 pub use spec::{ChildSpec, Restart};
+pub use watch::{RestartedInPlace, WatchRestarts};
 
 use child::{Child, StartError};
 use intensity::Intensity;
@@ -78,8 +80,12 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 ///   failure, its error's text or panic message. The first answer comes
 ///   after the children's first start: waiting for it is how to wait for
 ///   the children to be started (and their names registered), with no
-///   polling. Other requests are dropped unanswered and messages are
-///   ignored.
+///   polling. Other requests are dropped unanswered.
+/// - **Restart notices.** A child restarted in place keeps its PID, so no
+///   monitor fires. Sent [`WatchRestarts::to(pid)`](WatchRestarts::to),
+///   the supervisor tells that process of each later restart in place
+///   with a [`RestartedInPlace`] message (the child, how it failed and
+///   what it said). Other messages are ignored.
 /// - **Links.** The supervisor links itself to each child and traps exits:
 ///   a child's end reaches it as an [`Event::Exit`] (ignored: the monitor's
 ///   down drives restarts), and if the supervisor itself is *terminated*
@@ -146,6 +152,8 @@ pub struct Supervisor {
     /// One-for-all: the child whose end (or failed start) calls for the
     /// next regrouping, named if that goes over the intensity.
     cause: Option<Arc<str>>,
+    /// Who is told of restarts in place (`WatchRestarts`).
+    watchers: watch::Watchers,
 }
 
 #[derive(Debug)]
@@ -199,6 +207,7 @@ impl Supervisor {
                 .collect(),
             phase: Phase::Init,
             cause: None,
+            watchers: watch::Watchers::default(),
         }
     }
 
@@ -268,6 +277,13 @@ impl Supervisor {
             return;
         };
         self.children[i].restarted_in_place(why.reason, why.message.clone());
+        let notice = RestartedInPlace {
+            child: self.children[i].spec.name.to_string(),
+            pid: from,
+            reason: why.reason,
+            message: why.message.clone(),
+        };
+        self.watchers.tell(&notice, out);
         if let Err(restarts) = self.intensity.record(Instant::now()) {
             let error = SupervisorError::IntensityExceeded {
                 restarts,
@@ -420,6 +436,8 @@ impl Process for Supervisor {
                 Event::Message(message) => {
                     if let Some(why) = message.payload::<in_place::Restarted>() {
                         self.on_restarted_in_place(message.source(), why, out);
+                    } else if let Some(watch) = message.payload::<WatchRestarts>() {
+                        self.watchers.add(watch);
                     }
                 }
                 // Other requests are dropped: their askers get no reply.

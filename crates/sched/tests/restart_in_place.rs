@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use sched::actor::AskError;
 use sched::prelude::*;
-use sched::supervisor::{SupervisorError, SupervisorReport, WhichChildren};
+use sched::supervisor::{
+    RestartedInPlace, SupervisorError, SupervisorReport, WatchRestarts, WhichChildren,
+};
 
 const WAIT: Duration = Duration::from_secs(10);
 /// The request that crashes the service.
@@ -173,6 +175,70 @@ fn a_restart_reports_what_the_crash_said() {
         assert!(said.contains("a request it cannot handle"), "{said}");
         f.scheduler.shutdown(WAIT);
     }
+}
+
+/// Hands each restart notice it gets to the test.
+struct Watcher(std::sync::mpsc::Sender<RestartedInPlace>);
+
+impl Process for Watcher {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(m) => {
+                    if let Some(notice) = m.payload::<RestartedInPlace>() {
+                        let _ = self.0.send(notice.clone());
+                    }
+                }
+                Event::Cancel => out.finish(()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_watcher_is_told_of_each_restart_in_place_with_what_the_crash_said() {
+    let f = fixture(5);
+    let (tx, notices) = std::sync::mpsc::channel();
+    let mut watcher = f.scheduler.spawn(Watcher(tx)).unwrap();
+    let sup = f.supervisor.pid();
+    // Asked twice: told once per restart all the same.
+    for _ in 0..2 {
+        f.scheduler
+            .send(sup, WatchRestarts::to(watcher.pid()))
+            .unwrap();
+    }
+    // Read by the supervisor before this question (one sender's messages
+    // and requests keep their order), so the watch is on before the crash.
+    let pid = report(&f).children[0].pid.expect("started");
+    for (poison, reason, said) in [
+        (POISON, ExitReason::Panicked, "poisoned request"),
+        (POISON - 1, ExitReason::Error, "a request it cannot handle"),
+    ] {
+        let _ = f
+            .scheduler
+            .ask(pid, Box::new(poison) as Payload)
+            .unwrap()
+            .wait_timeout(WAIT);
+        let notice = notices.recv_timeout(WAIT).expect("a restart notice");
+        assert_eq!((notice.child.as_str(), notice.pid), ("service", pid));
+        assert_eq!(notice.reason, reason);
+        assert!(notice.message.contains(said), "{notice:?}");
+    }
+    // The same PID throughout, and no notice beyond one per restart.
+    assert_eq!(report_after(&f, 2).children[0].pid, Some(pid));
+    assert!(notices.recv_timeout(Duration::from_millis(50)).is_err());
+    // A watcher that ended is dropped; the supervisor goes on.
+    f.scheduler.context().cancel(watcher.pid()).unwrap();
+    let _ended = watcher.wait_timeout(WAIT).unwrap();
+    let _ = f
+        .scheduler
+        .ask(pid, Box::new(POISON) as Payload)
+        .unwrap()
+        .wait_timeout(WAIT);
+    assert_eq!(report_after(&f, 3).children[0].restarts, 3);
+    f.scheduler.shutdown(WAIT);
 }
 
 #[test]
