@@ -280,12 +280,12 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_GROUPS,
     },
     Mutation {
-        // Every idle spell may linger: an idle engine fed unbidden from
-        // outside spends CPU on every gap.
+        // Every idle spell may linger up to the builder's limit: an idle
+        // engine fed unbidden from outside spends CPU on every gap.
         name: "linger-always",
         file: "crates/sched-core/src/worker/mod.rs",
-        original: "    expects_answer || others_busy\n",
-        replacement: "    let _ = (expects_answer, others_busy);\n    true\n",
+        original: "    if expects_answer || others_busy {\n",
+        replacement: "    if true || expects_answer || others_busy {\n",
         catcher: &SCHED_IDLE_LINGER,
     },
     Mutation {

@@ -46,11 +46,11 @@ pub(crate) struct Local {
     /// The group of the process being stepped here (with groups only): a
     /// process its step spawns joins it.
     pub(crate) current_group: Cell<usize>,
-    /// Whether a step here, since this worker last went idle, started
+    /// Whether a step here, since this worker last found work, started
     /// something whose answer comes from outside the workers (a send to
     /// another node, a command): then the worker may linger when it goes
     /// idle, since the answer is likely to come back soon (see the
-    /// worker's loop).
+    /// worker's loop). Cleared when the worker next finds work.
     pub(crate) expects_answer: Cell<bool>,
 }
 

@@ -352,14 +352,16 @@ impl<T> Builder<T> {
     /// idle engine does not poll. A lingering worker does not keep others
     /// from being woken.
     ///
-    /// A worker lingers only when work is likely to come back: when a
-    /// step on it started something answered from outside the workers (a
-    /// send or an ask to another node, a command), or when another worker
-    /// is running a step and may hand it work. An otherwise idle engine fed
-    /// unbidden from outside (a trickle of messages from other threads)
-    /// parks at once in every gap, as if this were zero: lingering there
-    /// buys latency with CPU on every gap. [`WorkerStats::lingers`]
-    /// counts the idle spells that lingered.
+    /// A worker lingers up to this only when work is likely to come back:
+    /// when a step on it started something answered from outside the
+    /// workers (a send or an ask to another node, a command), or when
+    /// another worker is running a step and may hand it work. For work
+    /// nothing awaits (messages or spawns from other threads) it lingers at
+    /// most 25 µs, about what a park and its wake-up cost: a producer
+    /// faster than that finds it awake, and a trickle slower than that
+    /// parks it at once in every gap, where lingering would buy latency
+    /// with CPU on every gap. [`WorkerStats::lingers`] counts the idle
+    /// spells that lingered.
     ///
     /// Default: 300 µs; `Duration::ZERO` parks as soon as a short spin
     /// finds nothing (the least CPU when answers come in sporadic bursts,

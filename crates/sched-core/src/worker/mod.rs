@@ -189,9 +189,9 @@ impl Worker {
         // its recent idle spells (see `linger_after`).
         let mut linger = std::time::Duration::ZERO;
         let mut idle_since: Option<std::time::Instant> = None;
-        // Whether this idle spell may linger, decided as it begins (see
-        // `may_linger`), and whether it has.
-        let mut may_linger = false;
+        // The most this idle spell may linger, decided as it begins (see
+        // `linger_cap`), and whether it has.
+        let mut cap = std::time::Duration::ZERO;
         let mut lingered = false;
         loop {
             match self.next_work() {
@@ -203,6 +203,9 @@ impl Worker {
                         }
                     }
                     idle_rounds = 0;
+                    // What the steps from here on start, the next idle
+                    // spells expect (see `Local::expects_answer`).
+                    self.local.expects_answer.set(false);
                     self.run_process(record);
                     continue;
                 }
@@ -217,12 +220,14 @@ impl Worker {
             }
             if idle_rounds == 0 {
                 // A new idle spell.
-                let expects_answer = self.local.expects_answer.replace(false);
+                // Read, not cleared: a spell that a spurious wake-up ends
+                // still awaits the same answer.
+                let expects_answer = self.local.expects_answer.get();
                 lingered = false;
-                may_linger = false;
+                cap = std::time::Duration::ZERO;
                 if !linger_max.is_zero() {
                     idle_since = Some(std::time::Instant::now());
-                    may_linger = may_linger_now(expects_answer, shared.others_busy(me));
+                    cap = linger_cap(expects_answer, shared.others_busy(me), linger_max);
                 }
             }
             if !searching && idle_rounds < YIELD_ROUNDS {
@@ -231,7 +236,7 @@ impl Worker {
                 } else {
                     // Enough workers search already: park at once.
                     idle_rounds = YIELD_ROUNDS;
-                    may_linger = false;
+                    cap = std::time::Duration::ZERO;
                 }
             }
             idle_rounds += 1;
@@ -241,9 +246,8 @@ impl Worker {
                 }
             } else if idle_rounds < YIELD_ROUNDS {
                 thread::yield_now();
-            } else if may_linger
-                && !linger.is_zero()
-                && idle_since.is_some_and(|since| since.elapsed() < linger)
+            } else if !linger.is_zero()
+                && idle_since.is_some_and(|since| since.elapsed() < linger.min(cap))
             {
                 if !lingered {
                     lingered = true;
@@ -292,7 +296,10 @@ impl Worker {
                     shared.introspect.tick();
                 }
                 if let Some(since) = idle_since.take() {
-                    linger = linger_after(since.elapsed(), linger_max);
+                    // Learnt against this spell's cap: a spell longer
+                    // than the cap ends lingering (for unbidden work, a
+                    // trickle slower than a park costs no linger at all).
+                    linger = linger_after(since.elapsed(), cap);
                 }
                 idle_rounds = 0;
             }
@@ -1124,23 +1131,40 @@ pub(crate) fn leave_the_searchers_to_linger(sleepers: &Sleepers) {
     fence(SeqCst);
 }
 
-/// Whether an idle spell that begins now may linger (for as long as
-/// `linger_after` allows) before the worker parks. Lingering costs CPU for
-/// as long as it lasts, parking a system call and a wake-up: it pays only
-/// when work is likely to come back within the linger. It is when a step
-/// here started something whose answer comes from outside the workers
-/// (`expects_answer`: a send to another node, a command), or when another
-/// worker is running a step and may hand work over (a message, a steal).
-/// It is not when the other workers are parked or idle themselves and
-/// nothing is awaited: work can then only come unbidden from outside (a
-/// trickle of outside messages), and an engine that lingered through each
-/// gap spent 4 to 7 times tokio's CPU per message (`trickle` bench) where
-/// parking at once spends the same. (Counting merely awake workers was not
-/// enough: two idle workers, each lingering because the other was awake,
-/// still spent 1.6 to 2.2 times tokio's.)
-fn may_linger_now(expects_answer: bool, others_busy: bool) -> bool {
-    expects_answer || others_busy
+/// The most an idle spell that begins now may linger before the worker
+/// parks (for as long as `linger_after` allows within it). Lingering costs
+/// CPU for as long as it lasts; parking costs a system call on the waker's
+/// side and a wake-up on this one. So a worker lingers up to `max` (the
+/// builder's `idle_linger`) only when work is likely to come back soon:
+/// when a step here started something whose answer comes from outside the
+/// workers (`expects_answer`: a send or an ask to another node, a command),
+/// or when another worker is running a step and may hand work over (a
+/// message, a steal). Otherwise work can only come unbidden from outside
+/// (messages or spawns from other threads), and the worker lingers at most
+/// [`UNBIDDEN_LINGER`], about what a park and its wake-up cost: a producer
+/// faster than that finds it awake, a trickle slower than that parks it at
+/// once in every gap. Lingering up to `max` for such a trickle spent 4 to
+/// 7 times tokio's CPU per message (`trickle` bench, gaps of 100 to 250
+/// µs). (Counting merely awake workers as a reason was not enough: two
+/// idle workers, each lingering because the other was awake, still spent
+/// 1.6 to 2.2 times tokio's.)
+fn linger_cap(
+    expects_answer: bool,
+    others_busy: bool,
+    max: std::time::Duration,
+) -> std::time::Duration {
+    if expects_answer || others_busy {
+        max
+    } else {
+        max.min(UNBIDDEN_LINGER)
+    }
 }
+
+/// The most an idle worker lingers for work that nothing on it awaits
+/// (see `linger_cap`): about the CPU a park and its wake-up cost on the
+/// machines measured (a trickle that parks the worker in every gap spends
+/// 30 to 45 µs of CPU per message, the step and the poster included).
+const UNBIDDEN_LINGER: std::time::Duration = std::time::Duration::from_micros(25);
 
 /// How long a worker lingers (keeps looking, yielding its thread between
 /// looks) before it parks next, after an idle spell of `waited` that ended
@@ -1207,10 +1231,30 @@ pub(super) fn kill_error(flags: u32) -> ExitError {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::linger_after;
+    use super::{linger_after, linger_cap, UNBIDDEN_LINGER};
     use std::time::Duration;
 
     const MAX: Duration = Duration::from_micros(300);
+
+    #[test]
+    fn only_awaited_work_or_a_busy_neighbour_earns_the_full_linger() {
+        assert_eq!(linger_cap(true, false, MAX), MAX);
+        assert_eq!(linger_cap(false, true, MAX), MAX);
+        assert_eq!(linger_cap(false, false, MAX), UNBIDDEN_LINGER);
+        // Never above the builder's limit, and none when it is zero.
+        let low = UNBIDDEN_LINGER / 2;
+        assert_eq!(linger_cap(false, false, low), low);
+        assert_eq!(linger_cap(true, true, Duration::ZERO), Duration::ZERO);
+        // A trickle slower than the unbidden cap stops lingering at the
+        // first park; a producer faster than it keeps the worker awake.
+        let slow = UNBIDDEN_LINGER * 4;
+        assert_eq!(
+            linger_after(slow, linger_cap(false, false, MAX)),
+            Duration::ZERO
+        );
+        let fast = UNBIDDEN_LINGER / 4;
+        assert!(linger_after(fast, linger_cap(false, false, MAX)) > fast);
+    }
 
     #[test]
     fn a_short_spell_lingers_half_again_as_long_up_to_the_limit() {
