@@ -280,7 +280,7 @@ impl Shared {
         asker: StdArc<dyn Answer>,
     ) -> Result<(), SendError> {
         if self.is_remote(to) {
-            return self.ask_remote(from, to, payload, asker);
+            return self.across().ask_remote(self, from, to, payload, asker);
         }
         let Some(record) = self.processes.get(to) else {
             return Err(self.missing(Package::from_payload(from, to, payload)));

@@ -72,7 +72,7 @@ impl Shared {
     /// which side sends the exit signal.
     fn link(&self, me: &RecordRef, other: Pid) {
         if self.is_remote(other) {
-            self.link_remote(me, other);
+            self.across().link_remote(self, me, other);
             return;
         }
         let Some(peer) = self.processes.get(other) else {
@@ -214,7 +214,8 @@ impl StepLinks for Stepping<'_> {
 
     fn unlink(&self, target: Pid) {
         if self.shared.is_remote(target) {
-            self.shared.unlink_remote(self.record, target);
+            self.shared.across().unlink_remote(self.record, target);
+
             return;
         }
         // From our own list, not through the process table (see

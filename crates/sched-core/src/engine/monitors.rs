@@ -185,7 +185,7 @@ impl Shared {
     /// `target` has ended or does not exist.
     pub(crate) fn add_monitor(&self, target: Pid, watcher: Watcher) -> MonitorId {
         if self.is_remote(target) {
-            return self.monitor_remote(target, watcher);
+            return self.across().monitor_remote(self, target, watcher);
         }
         self.attach_monitor(target, watcher).0
     }
@@ -254,7 +254,11 @@ impl Shared {
                 }
             }
             Watcher::Outside(slot) => slot.set(down),
-            Watcher::Remote { watcher, id } => self.down_to_remote(watcher, id, down),
+            Watcher::Remote { watcher, id } => {
+                if let Some(across) = self.across.as_deref() {
+                    across.down_to_remote(watcher, id, down);
+                }
+            }
         }
     }
 
@@ -299,7 +303,9 @@ impl Shared {
             self.delayed_to_ended(record.pid, related.delayed);
         }
         if !remote_links.is_empty() {
-            self.remote_links_end(record, remote_links, reason, detail.clone());
+            if let Some(across) = self.across.as_deref() {
+                across.remote_links_end(record, remote_links, reason, detail.clone());
+            }
         }
         self.links_end(record, related.links, reason, detail);
     }
@@ -331,7 +337,7 @@ impl Context {
         let shared = self.shared();
         let watcher = Watcher::Outside(StdArc::clone(&slot));
         if shared.is_remote(pid) {
-            let id = shared.monitor_remote(pid, watcher);
+            let id = shared.across().monitor_remote(shared, pid, watcher);
             let across = shared.across.as_ref().map(StdArc::downgrade);
             return Monitor {
                 id,
@@ -392,7 +398,7 @@ impl Context {
     pub fn cancel(&self, pid: Pid) -> Result<(), TerminateError> {
         let shared = self.shared();
         if shared.is_remote(pid) {
-            return shared.end_remote(pid, EndRequest::Cancel);
+            return shared.across().end_remote(pid, EndRequest::Cancel);
         }
         let Some(record) = shared.processes.get(pid) else {
             return Err(match shared.processes.handed_out(pid) {

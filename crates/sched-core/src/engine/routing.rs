@@ -431,7 +431,10 @@ impl Context {
     /// ```
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
         if self.shared().is_remote(pid) {
-            return self.shared().end_remote(pid, EndRequest::Terminate);
+            return self
+                .shared()
+                .across()
+                .end_remote(pid, EndRequest::Terminate);
         }
         if self.shared().kill(pid, TERMINATE) {
             Ok(())

@@ -236,7 +236,22 @@ impl Shared {
                 .any(|(i, r)| i != me && r.counters.in_step.load(Relaxed) != 0)
     }
 
+    /// Whether `pid` names a process of another node that a transport
+    /// reaches (then the remote feature, [`across`](Shared::across),
+    /// handles it).
+    #[inline]
+    pub(crate) fn is_remote(&self, pid: relay::Pid) -> bool {
+        self.across.is_some() && pid.node() != self.processes.node()
+    }
+
+    /// The relations with other nodes' processes, for a PID that
+    /// [`is_remote`](Shared::is_remote).
+    pub(crate) fn across(&self) -> &super::remote::table::Across {
+        self.across.as_deref().expect("checked by `is_remote`")
+    }
+
     /// Acts on the result of waking a process.
+
     pub(crate) fn after_wake(&self, record: &RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
             self.schedule(record.clone(), Runnable::Woken);
