@@ -684,7 +684,7 @@ impl StepAsk for Stepping<'_> {
         });
         self.shared
             .ask(self.record.pid, to, question, question_type, asker)?;
-        let timer = self.shared.set_timer_here(
+        let timer = self.shared.timers.set_timer_here(
             self.worker,
             timeout_at,
             Action {

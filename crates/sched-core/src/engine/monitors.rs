@@ -300,7 +300,8 @@ impl Shared {
             self.names.release(&name, record);
         }
         if !related.delayed.is_empty() {
-            self.delayed_to_ended(record.pid, related.delayed);
+            self.timers
+                .delayed_to_ended(self, record.pid, related.delayed);
         }
         if !remote_links.is_empty() {
             if let Some(across) = self.across.as_deref() {

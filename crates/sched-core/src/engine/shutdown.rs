@@ -132,7 +132,8 @@ impl Shared {
     fn clear_leftovers(&self) -> usize {
         let cancelled = self.timers.clear();
         let timers_cancelled = cancelled.len();
-        self.drop_timers(cancelled);
+        self.timers.drop_timers(cancelled);
+
         let parked = self.names.take_all_parked();
         if !parked.is_empty() {
             let letters = parked

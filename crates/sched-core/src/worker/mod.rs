@@ -331,7 +331,9 @@ impl Worker {
         };
         if fire {
             let all = self.local.len() > 0;
-            shared.fire_timers(me, &mut self.due_timers, all);
+            shared
+                .timers
+                .fire_timers(shared, me, &mut self.due_timers, all);
         }
         if let Some(record) = self.find_work() {
             return Found::Process(record);
@@ -339,7 +341,9 @@ impl Worker {
         // Out of work: due timers come first (they may make work).
         let shared = &*self.shared;
         if self.due_timers.any() || shared.timers.any_due(me, || shared.clock.now()) {
-            shared.fire_timers(me, &mut self.due_timers, false);
+            shared
+                .timers
+                .fire_timers(shared, me, &mut self.due_timers, false);
             return Found::Timers;
         }
         Found::Nothing
@@ -1055,7 +1059,7 @@ impl Worker {
                     .iter()
                     .filter_map(|id| self.shared.timers.cancel(id))
                     .collect();
-                self.shared.drop_timers(cancelled);
+                self.shared.timers.drop_timers(cancelled);
             }
         }
         self.shared.dead_letters(record.pid, dead);

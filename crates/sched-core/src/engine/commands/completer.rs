@@ -356,7 +356,8 @@ impl<R: Any + Send> Completer<R> {
             record: inner.record,
             what: What::Complete(Box::new((inner.tag, data))),
         };
-        inner.shared.set_timer(at, action);
+        inner.shared.timers.set_timer(&inner.shared, at, action);
+
         Ok(())
     }
 

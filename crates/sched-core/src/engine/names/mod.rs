@@ -109,7 +109,8 @@ impl Shared {
             record: sender,
             what: What::NameSweep(Box::new(name)),
         };
-        self.set_timer(deadline, sweep);
+        self.timers.set_timer(self, deadline, sweep);
+
         Ok(())
     }
 
