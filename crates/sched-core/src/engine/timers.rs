@@ -208,7 +208,8 @@ impl Timers {
                 }
             }
             What::NameSweep(name) => {
-                engine.sweep_parked(&name);
+                engine.names.sweep_parked(engine, &name);
+
                 None
             }
             What::Message(package) => {
