@@ -21,6 +21,8 @@ mod groups;
 pub(crate) mod histogram;
 pub(crate) mod hooks;
 pub(crate) mod ids;
+pub(crate) mod in_records;
+
 pub(crate) mod intercept;
 pub(crate) mod introspect;
 mod links;

@@ -75,6 +75,12 @@ pub(crate) struct Shared {
     pub(crate) control: super::control::Control<Shared>,
     pub(crate) timers: crate::timer::registry::Timers,
     pub(crate) names: super::names::table::Names,
+    /// Monitors, links and asks: their lists live in the records; these
+    /// are the homes of their operations (see `in_records.rs`).
+    pub(crate) monitors: super::in_records::Monitors,
+    pub(crate) links: super::in_records::Links,
+    pub(crate) asks: super::in_records::Asks,
+
     pub(crate) long_steps: super::stats::LongSteps,
     /// Where packages for PIDs of other nodes go (none: such a send is an
     /// unknown target, as any PID without a process).
@@ -267,7 +273,48 @@ impl Shared {
         }
     }
 
+    /// `record` has ended with `reason`: its PID leaves the table, its
+    /// monitors fire, its names are released, its delayed messages are
+    /// dead letters and its links are signalled, each by its feature. Runs
+    /// once per process, on the thread that ended it.
+    ///
+    /// The relations are closed before the PID leaves the table, so
+    /// whoever still finds the PID (a `demonitor`, a `monitor`, a `link`)
+    /// finds them ended and learns the real outcome; nobody can find the
+    /// PID gone while the relations still look live. The notifications go
+    /// out after: a watcher that reacts (a supervisor restarting the
+    /// process under the same PID or name) finds both free.
+    pub(crate) fn retire(
+        &self,
+        record: &RecordRef,
+        reason: crate::contract::down::ExitReason,
+        detail: Option<std::sync::Arc<str>>,
+    ) {
+        let related = record.relations.end(reason);
+        self.unregister(record);
+        let Some(mut related) = related else {
+            return;
+        };
+        let remote_links = std::mem::take(&mut related.remote_links);
+        self.monitors
+            .fire(self, record, related.monitors, reason, &detail);
+        for name in related.names {
+            self.names.release(&name, record);
+        }
+        if !related.delayed.is_empty() {
+            self.timers
+                .delayed_to_ended(self, record.pid, related.delayed);
+        }
+        if !remote_links.is_empty() {
+            if let Some(across) = self.across.as_deref() {
+                across.remote_links_end(record, remote_links, reason, detail.clone());
+            }
+        }
+        self.links.end(self, record, related.links, reason, detail);
+    }
+
     /// Whether any queue holds a runnable process (for the last check
+
     /// before parking: this scans every worker, but only when going idle).
     pub(crate) fn has_work(&self) -> bool {
         self.woken.iter().any(|q| !q.is_empty())

@@ -653,6 +653,10 @@ impl<T> Builder<T> {
             control,
             timers: Timers::new(self.workers, clock.now()),
             names: Default::default(),
+            monitors: Default::default(),
+            links: Default::default(),
+            asks: Default::default(),
+
             long_steps: crate::engine::stats::LongSteps::new(self.long_step_threshold),
             across: self.remote.clone().map(|remote| {
                 StdArc::new(crate::engine::remote::table::Across::new(self.node, remote))

@@ -1084,7 +1084,7 @@ impl Worker {
         // to this record they kept.
         let others = extras.as_ref().and_then(|x| x.others_ref());
         for monitor in others.iter().flat_map(|others| others.monitoring.iter()) {
-            self.shared.remove_monitor(*monitor);
+            self.shared.monitors.remove(&self.shared, *monitor);
         }
         drop(extras);
         // This worker's cache no longer keeps the ended record alive (other

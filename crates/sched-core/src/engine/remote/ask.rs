@@ -76,7 +76,10 @@ impl Across {
             key,
         });
         let asker: StdArc<dyn Answer> = answer.clone();
-        if let Err(error) = engine.ask(from, to, question, ON_ANOTHER_NODE, asker) {
+        if let Err(error) = engine
+            .asks
+            .ask(engine, from, to, question, ON_ANOTHER_NODE, asker)
+        {
             // Nobody read it: the question goes back, as `Unread`.
             tracing::debug!(%to, %error, "a request from another node was not delivered");
             let question = error.into_package().into_payload();

@@ -45,6 +45,8 @@ use super::protocol::Op;
 use super::table::{by_key, take_where, watcher_pid, Across};
 use crate::contract::down::{Down, ExitReason, MonitorId};
 use crate::contract::reply::AskError;
+use crate::engine::in_records::Monitors;
+
 use crate::engine::shared::Shared;
 use crate::record::relations::{Watch, Watcher};
 use crate::record::RecordRef;
@@ -94,7 +96,7 @@ impl Across {
                 reason,
                 detail,
             };
-            engine.tell_down(watcher, down);
+            engine.monitors.tell_down(engine, watcher, down);
         }
     }
 
@@ -155,7 +157,7 @@ impl Across {
         let key = (watcher.node(), id);
         let entry = self.shard(&key).watched.remove(&key);
         if let Some((record, local)) = entry {
-            crate::engine::monitors::detach(&record, local);
+            Monitors::detach(&record, local);
         }
     }
 
@@ -334,10 +336,10 @@ impl Across {
                 reason: ExitReason::NodeDown,
                 detail: None,
             };
-            engine.tell_down(watcher, down);
+            engine.monitors.tell_down(engine, watcher, down);
         }
         for (_, (record, local)) in watched {
-            crate::engine::monitors::detach(&record, local);
+            Monitors::detach(&record, local);
         }
         for ((remote, _), record) in links {
             self.remote_exit(engine, &record, remote, ExitReason::NodeDown, None);
