@@ -12,7 +12,7 @@ use crate::record::state::Wake;
 use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
 use crate::runqueue::next_slot::NextSlot;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
+use crate::sync::{Arc, AtomicU64, Fifo};
 
 /// What other threads may touch of a worker: stealers of its deques and
 /// its counters.
@@ -67,12 +67,14 @@ pub(crate) struct Shared {
     /// Process type names and the coarse clock introspection reads.
     pub(crate) introspect: super::figures::Introspect,
     /// Live-process count and the stopping flag, one atomic word.
+    /// Admission's state: its operations are in `admission.rs`.
     pub(crate) live: Live,
-    pub(crate) exit: AtomicBool,
     pub(crate) dead_letters: CachePadded<AtomicU64>,
-    pub(crate) all_ended: Mutex<()>,
-    pub(crate) all_ended_cv: Condvar,
+    /// The engine's threads and its lifecycle (the exit flag, the wait
+    /// for the last process, the shutdown report): shutdown's state, its
+    /// operations in `shutdown.rs`.
     pub(crate) control: super::control::Control<Shared>,
+
     pub(crate) timers: crate::timer::registry::Timers,
     pub(crate) names: super::names::table::Names,
     /// Monitors, links and asks: their lists live in the records; these
@@ -291,7 +293,8 @@ impl Shared {
         detail: Option<std::sync::Arc<str>>,
     ) {
         let related = record.relations.end(reason);
-        self.unregister(record);
+        self.processes.unregister_ended(self, record);
+
         let Some(mut related) = related else {
             return;
         };

@@ -209,7 +209,7 @@ impl Worker {
                 Found::Timers => continue,
                 Found::Nothing => self.shares.idle(),
             }
-            if shared.exit.load(Acquire) {
+            if shared.control.exit.load(Acquire) {
                 if searching {
                     shared.sleepers.stop_searching();
                 }
@@ -281,7 +281,7 @@ impl Worker {
                 };
                 shared.sleepers.park(
                     me,
-                    || shared.has_work() || shared.exit.load(Acquire),
+                    || shared.has_work() || shared.control.exit.load(Acquire),
                     || shared.timers.due_at(me),
                     recheck,
                 );
@@ -1019,7 +1019,7 @@ impl Worker {
                         drop_payload(panic);
                         "(its type_name panicked)"
                     });
-                self.shared.name_forced(record, type_name);
+                self.shared.control.name_forced(record, type_name);
             }
         }
         self.end(record, body, Err(kill_error(flags)));
@@ -1100,7 +1100,7 @@ impl Worker {
         // replacement even at the process limit. A shutdown that returns
         // has still seen every hook call: it joins the workers, and this
         // worker runs the hook before it looks for work (or exits) again.
-        self.shared.release_live();
+        self.shared.live.release_live(&self.shared);
         self.shared.hooks.completed(
             crate::engine::Context::of(&self.shared),
             record.pid,
