@@ -704,7 +704,6 @@ impl StepAsk for Stepping<'_> {
             question_type,
             asker,
         )?;
-
         let timer = self.shared.timers.set_timer_here(
             self.worker,
             timeout_at,

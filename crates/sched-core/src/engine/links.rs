@@ -224,7 +224,6 @@ impl StepLinks for Stepping<'_> {
     fn unlink(&self, target: Pid) {
         if self.shared.is_remote(target) {
             self.shared.across().unlink_remote(self.record, target);
-
             return;
         }
         // From our own list, not through the process table (see

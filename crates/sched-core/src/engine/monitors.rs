@@ -343,7 +343,6 @@ impl Context {
             };
         }
         let (id, target) = shared.monitors.attach(shared, pid, watcher);
-
         Monitor {
             id,
             slot,

@@ -75,7 +75,6 @@ impl Registry<Record> {
     /// generation.
     pub(crate) fn unregister_ended(&self, engine: &Shared, record: &RecordRef) {
         let removed = self.with_ids(engine, |ids| self.unregister(record.pid, record, ids));
-
         // Dropped outside the cache's borrow (it is not the last count: the
         // caller holds one).
         drop(removed);

@@ -74,7 +74,6 @@ pub(crate) struct Shared {
     /// for the last process, the shutdown report): shutdown's state, its
     /// operations in `shutdown.rs`.
     pub(crate) control: super::control::Control<Shared>,
-
     pub(crate) timers: crate::timer::registry::Timers,
     pub(crate) names: super::names::table::Names,
     /// Monitors, links and asks: their lists live in the records; these
@@ -82,7 +81,6 @@ pub(crate) struct Shared {
     pub(crate) monitors: super::in_records::Monitors,
     pub(crate) links: super::in_records::Links,
     pub(crate) asks: super::in_records::Asks,
-
     pub(crate) long_steps: super::stats::LongSteps,
     /// Where packages for PIDs of other nodes go (none: such a send is an
     /// unknown target, as any PID without a process).
@@ -259,7 +257,6 @@ impl Shared {
     }
 
     /// Acts on the result of waking a process.
-
     pub(crate) fn after_wake(&self, record: &RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
             self.schedule(record.clone(), Runnable::Woken);
@@ -294,7 +291,6 @@ impl Shared {
     ) {
         let related = record.relations.end(reason);
         self.processes.unregister_ended(self, record);
-
         let Some(mut related) = related else {
             return;
         };
@@ -317,7 +313,6 @@ impl Shared {
     }
 
     /// Whether any queue holds a runnable process (for the last check
-
     /// before parking: this scans every worker, but only when going idle).
     pub(crate) fn has_work(&self) -> bool {
         self.woken.iter().any(|q| !q.is_empty())

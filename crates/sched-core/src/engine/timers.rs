@@ -209,7 +209,6 @@ impl Timers {
             }
             What::NameSweep(name) => {
                 engine.names.sweep_parked(engine, &name);
-
                 None
             }
             What::Message(package) => {
@@ -285,7 +284,6 @@ impl Timers {
 
     /// Drops the actions of cancelled timers (the wheels' own, or taken
     /// out of them all at shutdown); a message's payload is the
-
     /// user's and its `Drop` may panic.
     pub(crate) fn drop_timers(&self, actions: Vec<Action>) {
         for action in actions {

@@ -653,7 +653,6 @@ impl<T> Builder<T> {
             monitors: Default::default(),
             links: Default::default(),
             asks: Default::default(),
-
             long_steps: crate::engine::stats::LongSteps::new(self.long_step_threshold),
             across: self.remote.clone().map(|remote| {
                 StdArc::new(crate::engine::remote::table::Across::new(self.node, remote))

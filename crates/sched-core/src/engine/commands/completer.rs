@@ -357,7 +357,6 @@ impl<R: Any + Send> Completer<R> {
             what: What::Complete(Box::new((inner.tag, data))),
         };
         inner.shared.timers.set_timer(&inner.shared, at, action);
-
         Ok(())
     }
 

@@ -62,7 +62,6 @@ impl Across {
         request: EndRequest,
     ) -> Result<(), SendErrorKind> {
         let context = Context::of(engine);
-
         let done = match request {
             EndRequest::Terminate => context.terminate(target),
             EndRequest::Cancel => context.cancel(target),

@@ -45,18 +45,18 @@ impl Receiver for Inbox {
             return Err(SendError::ended(package));
         };
         // An inbox is attached only with a transport, and the table of
-        // relations is built with it.
-        let across = shared.across();
+        // relations (`across`) is built with it.
         if package.is::<Signal>() {
             let (from, to) = (package.source(), package.target());
             // The signal is spent either way; a refusal names its kind,
             // for the transport's count, with an empty package.
-            return across
+            return shared
+                .across()
                 .on_signal(&shared, package)
                 .map_err(|kind| SendError::new(kind, Package::new(from, to, ())));
         }
         if let Some(notice) = package.payload::<NodeDown>() {
-            across.node_down(&shared, notice.node);
+            shared.across().node_down(&shared, notice.node);
             return Ok(());
         }
         shared.send_local(package)

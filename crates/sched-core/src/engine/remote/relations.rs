@@ -46,7 +46,6 @@ use super::table::{by_key, take_where, watcher_pid, Across};
 use crate::contract::down::{Down, ExitReason, MonitorId};
 use crate::contract::reply::AskError;
 use crate::engine::in_records::Monitors;
-
 use crate::engine::shared::Shared;
 use crate::record::relations::{Watch, Watcher};
 use crate::record::RecordRef;
