@@ -61,6 +61,7 @@ const ENGINE_LADDER: &[&[&str]] = &[
         "control",
         "figures",
         "ids",
+        "in_records",
         "intercept",
         "live",
         "names::table",

@@ -1,11 +1,19 @@
 //! Admission: submitting a process (PID, live-slot reservation, `init`,
 //! the start hook) and releasing its slot when it ends.
+//!
+//! The feature owns its state: the live count and the stopping flag
+//! ([`Live`], the shared state's `live`, sharded per worker without a
+//! maximum). Its operations are methods of `Live`; they take the engine
+//! (`&Shared`) for what other features do with a process being admitted:
+//! the process table and its free ids, the groups, the start hook,
+//! scheduling, and, for one refused after registering, its end (`retire`)
+//! and dead letters. The last release wakes shutdown (`Control`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use relay::Payload;
 
-use super::live::Refused;
+use super::live::{Live, Refused};
 use super::shared::{Runnable, Shared};
 use crate::contract::error::SubmitError;
 use crate::contract::process::init_guarded;
@@ -15,16 +23,17 @@ use crate::record::state::Wake;
 use crate::record::RecordRef;
 use crate::runqueue::local;
 
-impl Shared {
+impl Live {
     /// Submits `record`'s process under the PID the record was made with.
     pub(crate) fn submit(
         &self,
+        engine: &Shared,
         record: RecordRef,
         method: &str,
         input: Payload,
     ) -> Result<Completion, SubmitError> {
         let pid = record.pid;
-        self.submit_or_return(record, method, input)
+        self.submit_or_return(engine, record, method, input)
             .map_err(|refused| match refused {
                 Refusal::Duplicate(record, input) => {
                     drop_unstarted(record, input, "a process refused for a duplicate PID");
@@ -41,12 +50,13 @@ impl Shared {
     /// free one.
     pub(crate) fn spawn(
         &self,
+        engine: &Shared,
         mut record: RecordRef,
         method: &str,
         mut input: Payload,
     ) -> Result<Completion, SubmitError> {
         loop {
-            let pid = match self.allocate_pid() {
+            let pid = match engine.processes.allocate_pid(engine) {
                 Ok(pid) => pid,
                 Err(e) => {
                     drop_unstarted(record, input, "a process refused for want of PIDs");
@@ -56,7 +66,7 @@ impl Shared {
             RecordRef::get_mut(&mut record)
                 .expect("a record not yet submitted has one reference")
                 .pid = pid;
-            match self.submit_or_return(record, method, input) {
+            match self.submit_or_return(engine, record, method, input) {
                 Ok(completion) => return Ok(completion),
                 Err(Refusal::Duplicate(back, back_input)) => {
                     tracing::debug!(%pid, "spawn skipped a PID in use");
@@ -66,7 +76,8 @@ impl Shared {
                     // Refused before registering (shutting down, full): the
                     // slot is free again. After registering, ending the
                     // process freed it already and this does nothing.
-                    self.with_ids(|ids| self.processes.cancel(pid, ids));
+                    let processes = &engine.processes;
+                    processes.with_ids(engine, |ids| processes.cancel(pid, ids));
                     return Err(error);
                 }
             }
@@ -77,6 +88,7 @@ impl Shared {
     /// when the PID is taken (so `spawn` can try the next one).
     fn submit_or_return(
         &self,
+        engine: &Shared,
         record: RecordRef,
         method: &str,
         input: Payload,
@@ -84,17 +96,16 @@ impl Shared {
         let pid = record.pid;
         // One atomic decision against shutdown: refused, or counted live
         // before shutdown sets its flag (see `Live`).
-        if let Err(refused) = self.admit_live() {
+        if let Err(refused) = self.admit_live(engine) {
             drop_unstarted(record, input, "a process refused at admission");
             return Err(Refusal::Other(match refused {
                 Refused::Stopping => SubmitError::ShuttingDown,
-                Refused::Full => SubmitError::TooManyProcesses {
-                    max: self.live.max(),
-                },
+                Refused::Full => SubmitError::TooManyProcesses { max: self.max() },
             }));
         }
-        if !self.with_ids(|ids| self.processes.register(pid, &record, ids)) {
-            self.release_live();
+        let processes = &engine.processes;
+        if !processes.with_ids(engine, |ids| processes.register(pid, &record, ids)) {
+            self.release_live(engine);
             return Err(Refusal::Duplicate(record, input));
         }
         // SAFETY: the record is not queued anywhere yet, so no worker can
@@ -110,7 +121,7 @@ impl Shared {
         };
         let cx = match init {
             Err(error) => {
-                self.abandon(&record, false);
+                self.abandon(engine, &record, false);
                 return Err(Refusal::Other(SubmitError::Init { pid, error }));
             }
             Ok(cx) => cx,
@@ -120,24 +131,24 @@ impl Shared {
         if let Some(priority) = cx.priority() {
             record.set_priority(priority);
         }
-        if self.groups.len() > 1 {
+        if engine.groups.len() > 1 {
             // Spawned by a step: its spawner's group, unless `init` chose.
             let group = cx.group().map_or_else(
-                || local::with_local(self, |l| l.current_group.get()).unwrap_or(0),
+                || local::with_local(engine, |l| l.current_group.get()).unwrap_or(0),
                 crate::Group::index,
             );
-            if group >= self.groups.len() {
-                self.abandon(&record, true);
+            if group >= engine.groups.len() {
+                self.abandon(engine, &record, true);
                 let group = crate::Group::from_index(group);
                 return Err(Refusal::Other(SubmitError::UnknownGroup { pid, group }));
             }
             record.set_group(group);
         } else if let Some(group) = cx.group().filter(|g| g.index() > 0) {
-            self.abandon(&record, true);
+            self.abandon(engine, &record, true);
             return Err(Refusal::Other(SubmitError::UnknownGroup { pid, group }));
         }
-        if let Err(error) = self.hooks.started(super::Context::of(self), pid) {
-            self.abandon(&record, true);
+        if let Err(error) = engine.hooks.started(super::Context::of(engine), pid) {
+            self.abandon(engine, &record, true);
             return Err(Refusal::Other(SubmitError::Rejected { pid, error }));
         }
         // A shutdown that began after this process was admitted may have
@@ -148,14 +159,14 @@ impl Shared {
         // none is needed here. The sweep sees a table slot's record even if
         // another thread published the slot's segment: that publication
         // happens before the registration and so before the fence.)
-        if self.live.is_stopping() {
+        if self.is_stopping() {
             // The process is READY and not queued yet: this queues the
             // event and leaves the scheduling to the line below.
             let wake = record.deliver_cancel();
             debug_assert!(matches!(wake, None | Some(Wake::Nothing)));
         }
         tracing::debug!(%pid, method, "spawned");
-        self.schedule(record.clone(), Runnable::New);
+        engine.schedule(record.clone(), Runnable::New);
         Ok(Completion::new(record))
     }
 
@@ -165,7 +176,7 @@ impl Shared {
     /// the PID, release the live slot. User code (`close`, `Drop`, the dead
     /// letter hook) runs under `catch_unwind`, so a panic there cannot leave
     /// the slot counted.
-    fn abandon(&self, record: &RecordRef, close: bool) {
+    fn abandon(&self, engine: &Shared, record: &RecordRef, close: bool) {
         let pid = record.pid;
         record.state.complete();
         // SAFETY: still the only owner (never queued).
@@ -186,38 +197,33 @@ impl Shared {
         // Monitors, links or names attached while `init` or the start hook
         // ran (the PID was routable) resolve now: for them the process
         // never existed.
-        self.retire(record, crate::contract::down::ExitReason::NoProcess, None);
-        self.dead_letters(pid, dead);
-        self.release_live();
+        engine.retire(record, crate::contract::down::ExitReason::NoProcess, None);
+        engine.dead_letters(pid, dead);
+        self.release_live(engine);
     }
 
-    /// The live count's shard of this thread: its worker's own, or the one
-    /// outside threads share.
-    fn live_shard(&self) -> usize {
-        local::with_local(self, |local| local.index).unwrap_or(self.remotes.len())
+    /// The live count's shard of this thread: its worker's own (a worker
+    /// of `engine`), or the one outside threads share.
+    fn live_shard(&self, engine: &Shared) -> usize {
+        local::with_local(engine, |local| local.index).unwrap_or(engine.remotes.len())
     }
 
     /// Counts one more live process (see `Live`).
-    fn admit_live(&self) -> Result<(), Refused> {
-        let admitted = self.live.admit(self.live_shard());
-        if admitted == Err(Refused::Stopping) && self.live.count() == 0 {
+    fn admit_live(&self, engine: &Shared) -> Result<(), Refused> {
+        let admitted = self.admit(self.live_shard(engine));
+        if admitted == Err(Refused::Stopping) && self.count() == 0 {
             // The refusal undid a count that shutdown may have been
             // waiting on.
-            self.wake_all_ended();
+            engine.control.wake_all_ended();
         }
         admitted
     }
 
     /// One live process fewer; wakes `shutdown` when the last one ends.
-    pub(crate) fn release_live(&self) {
-        if self.live.release(self.live_shard()) {
-            self.wake_all_ended();
+    pub(crate) fn release_live(&self, engine: &Shared) {
+        if self.release(self.live_shard(engine)) {
+            engine.control.wake_all_ended();
         }
-    }
-
-    fn wake_all_ended(&self) {
-        let _guard = self.all_ended.lock();
-        self.all_ended_cv.notify_all();
     }
 }
 

@@ -1,6 +1,16 @@
 //! `ask`: send a request and get one answer, from outside the engine (a
 //! [`Reply`] handle) or from a step (an [`Event::Reply`], with a timeout
 //! from the engine's timers).
+//!
+//! An ask lives in records and in its request: the asker (a slot an
+//! outside [`Reply`] waits on, or the asking process) travels with the
+//! request, and a step's pending asks and their timeouts are in its own
+//! record. Its id comes from the engine's id source, which monitors share:
+//! the feature has no engine-wide state of its own. Its operations are
+//! methods of [`Asks`] (`in_records.rs`, the shared state's `asks`), the
+//! home of its operations on records; they take the engine (`&Shared`)
+//! for the process table, a remote target, a simulation's interceptor,
+//! waking the process asked and dead letters.
 
 use std::any::Any;
 use std::fmt;
@@ -13,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use relay::{Addr, Package, Payload, Pid, SendError};
 
+use super::in_records::Asks;
 use super::shared::Shared;
 use super::stepping::Stepping;
 use super::Context;
@@ -266,30 +277,31 @@ impl<A: Any + Send> Future for Reply<A> {
     }
 }
 
-impl Shared {
+impl Asks {
     /// Delivers a request to `to`, answered through `asker`. When it cannot
     /// be delivered the asker is never told (the caller gets the error).
     /// `question` names the payload's type, for
     /// [`AskError::UnexpectedQuestion`].
     pub(crate) fn ask(
         &self,
+        engine: &Shared,
         from: Pid,
         to: Pid,
         payload: Payload,
         question: &'static str,
         asker: StdArc<dyn Answer>,
     ) -> Result<(), SendError> {
-        if self.is_remote(to) {
-            return self.ask_remote(from, to, payload, asker);
+        if engine.is_remote(to) {
+            return engine.across().ask_remote(engine, from, to, payload, asker);
         }
-        let Some(record) = self.processes.get(to) else {
-            return Err(self.missing(Package::from_payload(from, to, payload)));
+        let Some(record) = engine.processes.get(to) else {
+            return Err(engine.missing(Package::from_payload(from, to, payload)));
         };
         let mut request = Request::new(
             Package::from_payload(from, to, payload),
             ReplyTo::new(asker, question),
         );
-        if let Some(intercept) = &self.intercept {
+        if let Some(intercept) = &engine.intercept {
             match intercept.request(&record, request) {
                 Some(now) => request = now,
                 // Held or lost: asked, as far as the asker knows.
@@ -298,7 +310,7 @@ impl Shared {
         }
         match record.deliver(Event::Request(request)) {
             Ok(wake) => {
-                self.after_wake_owned(record, wake);
+                engine.after_wake_owned(record, wake);
                 Ok(())
             }
             Err(Event::Request(request)) => {
@@ -314,13 +326,13 @@ impl Shared {
     /// has ended meanwhile, the question goes back to the asker as
     /// [`AskError::Unread`] (no step read it), or is a dead letter when
     /// the asker is gone too, as a request that arrives too late.
-    pub(crate) fn release_request(&self, record: &RecordRef, request: Request) {
+    pub(crate) fn release_request(&self, engine: &Shared, record: &RecordRef, request: Request) {
         match record.deliver(Event::Request(request)) {
-            Ok(wake) => self.after_wake(record, wake),
+            Ok(wake) => engine.after_wake(record, wake),
             Err(Event::Request(request)) => {
                 if let Err(request) = request.hand_back(record.pid) {
                     let source = request.package().source();
-                    self.dead_letters(source, vec![Event::Request(request)]);
+                    engine.dead_letters(source, vec![Event::Request(request)]);
                 }
             }
             Err(_) => unreachable!("a request comes back as a request"),
@@ -429,7 +441,9 @@ impl Context {
         };
         let slot = StdArc::new(ReplySlot::default());
         let asker: StdArc<dyn Answer> = slot.clone();
-        self.shared().ask(
+        let shared = self.shared();
+        shared.asks.ask(
+            shared,
             Pid::OUTSIDE,
             to,
             relay::into_payload(question),
@@ -682,9 +696,15 @@ impl StepAsk for Stepping<'_> {
             record: RecordRef::clone(self.record),
             id,
         });
-        self.shared
-            .ask(self.record.pid, to, question, question_type, asker)?;
-        let timer = self.shared.set_timer_here(
+        self.shared.asks.ask(
+            self.shared,
+            self.record.pid,
+            to,
+            question,
+            question_type,
+            asker,
+        )?;
+        let timer = self.shared.timers.set_timer_here(
             self.worker,
             timeout_at,
             Action {

@@ -98,7 +98,7 @@ impl Context {
     /// assert_ne!(engine.context().allocate_pid().unwrap(), engine.context().allocate_pid().unwrap());
     /// ```
     pub fn allocate_pid(&self) -> Result<Pid, PidsExhausted> {
-        self.shared.allocate_pid()
+        self.shared.processes.allocate_pid(&self.shared)
     }
 }
 

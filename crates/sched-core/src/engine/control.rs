@@ -3,6 +3,11 @@
 //! when it is done, kept in the shared state so that a step can ask for a
 //! shutdown through its [`Context`](super::Context).
 //!
+//! With them, the rest of the engine's lifecycle that shutdown owns: the
+//! flag that lets the workers leave, and where shutdown waits for the last
+//! live process to end. Its operations are methods of [`Control`], written
+//! in `shutdown.rs` (the live count it waits on is admission's `Live`).
+//!
 //! Generic over the shared state `S` the threads run on: this state is
 //! part of `S`, and names neither it nor the worker loop (which stands
 //! above it, in `worker/`); whoever builds the engine hands both in.
@@ -26,7 +31,8 @@ pub(super) struct Threads {
 /// it reads (the command handlers).
 pub(crate) type WorkerLoop<S> = StdArc<dyn Fn(Arc<S>, Local) + Send + Sync>;
 
-/// Thread handles, names and the shutdown report.
+/// Thread handles, names, the exit flag, the wait for the last process
+/// and the shutdown report.
 pub(crate) struct Control<S> {
     pub(super) thread_name: String,
     run_worker: WorkerLoop<S>,
@@ -43,8 +49,14 @@ pub(crate) struct Control<S> {
     /// runs it on its own thread rather than on a new one.
     pub(crate) requested_deadline: Mutex<Option<Duration>>,
     /// How many forced processes have been named in a warning so far (see
-    /// `Shared::name_forced`); only written when shutdown forces one.
+    /// `Control::name_forced`); only written when shutdown forces one.
     pub(super) forced_named: AtomicUsize,
+    /// Set when the workers may leave (once their queues are empty).
+    pub(crate) exit: AtomicBool,
+    /// Where shutdown waits for the live count to reach zero, and the
+    /// release of the last live process wakes it.
+    pub(super) all_ended: Mutex<()>,
+    pub(super) all_ended_cv: Condvar,
     /// The shared state itself, for a shutdown started from inside (which
     /// runs on a thread of its own and needs to own a reference). Weak, so
     /// the state does not keep itself alive. loom's `Arc` has no weak
@@ -72,6 +84,9 @@ impl<S: Send + Sync + 'static> Control<S> {
             shutdown_requested: AtomicBool::new(false),
             requested_deadline: Mutex::new(None),
             forced_named: AtomicUsize::new(0),
+            exit: AtomicBool::new(false),
+            all_ended: Mutex::new(()),
+            all_ended_cv: Condvar::new(),
             #[cfg(not(loom))]
             me: std::sync::Weak::new(),
         }

@@ -6,9 +6,9 @@
 //! A running engine has no interceptor: the check is one branch on a
 //! field that is always `None`. The simulation (`runtime/simulation/`)
 //! implements [`Intercept`]; what it holds it delivers later through
-//! `Shared::release_message` (`routing.rs`), `Shared::release_request`
-//! (`ask.rs`) and `Shared::release_completion` (`commands/completer.rs`),
-//! which skip the interceptor.
+//! `Shared::release_message` and `Shared::release_completion`
+//! (`routing.rs`) and `Asks::release_request` (`ask.rs`), which skip the
+//! interceptor.
 
 use relay::{Package, Payload};
 

@@ -7,9 +7,17 @@
 //! is ignored. Linking to a PID that has no live process sends the signal
 //! at once, with [`ExitReason::NoProcess`]. Which side sends a signal, so
 //! it goes exactly once, is `record/links.rs`'s protocol.
+//!
+//! A link lives in the records of its two ends (their link lists): the
+//! feature has no engine-wide state of its own. Its operations are
+//! methods of [`Links`] (`in_records.rs`, the shared state's `links`), the
+//! home of its operations on records; they take the records and the
+//! engine (`&Shared`) for the process table, a remote peer and waking the
+//! process signalled.
 
 use relay::Pid;
 
+use super::in_records::Links;
 use super::shared::Shared;
 use super::stepping::Stepping;
 use crate::contract::down::ExitReason;
@@ -67,30 +75,31 @@ pub(crate) fn act_on_exit(
     }
 }
 
-impl Shared {
+impl Links {
     /// Links `me` and `other` (both ways); see `record/links.rs` for
     /// which side sends the exit signal.
-    fn link(&self, me: &RecordRef, other: Pid) {
-        if self.is_remote(other) {
-            self.link_remote(me, other);
+    fn link(&self, engine: &Shared, me: &RecordRef, other: Pid) {
+        if engine.is_remote(other) {
+            engine.across().link_remote(engine, me, other);
             return;
         }
-        let Some(peer) = self.processes.get(other) else {
-            self.exit_signal(me, other, ExitReason::NoProcess);
+        let Some(peer) = engine.processes.get(other) else {
+            self.exit_signal(engine, me, other, ExitReason::NoProcess);
             return;
         };
         if RecordRef::ptr_eq(me, &peer) {
             return;
         }
         if let Some(reason) = links::link(me, &peer) {
-            self.exit_signal(me, peer.pid, reason);
+            self.exit_signal(engine, me, peer.pid, reason);
         }
     }
 
     /// `ended` has ended with `reason`: each process still linked to it
     /// gets the exit signal.
-    pub(crate) fn links_end(
+    pub(crate) fn end(
         &self,
+        engine: &Shared,
         ended: &RecordRef,
         links: Vec<RecordRef>,
         reason: ExitReason,
@@ -105,13 +114,13 @@ impl Shared {
                 act_on_exit(&linked, related, ended.pid, reason, detail.clone())
             });
             if let Some(Some(wake)) = acted {
-                self.after_wake(&linked, wake);
+                engine.after_wake(&linked, wake);
             }
         }
     }
 
     /// Sends `target` the exit signal of `from`.
-    fn exit_signal(&self, target: &RecordRef, from: Pid, reason: ExitReason) {
+    fn exit_signal(&self, engine: &Shared, target: &RecordRef, from: Pid, reason: ExitReason) {
         let signal = target
             .related()
             .with_live(|related| decide(related, from, reason));
@@ -123,12 +132,12 @@ impl Shared {
                     reason,
                     detail: None,
                 }) {
-                    self.after_wake(target, wake);
+                    engine.after_wake(target, wake);
                 }
             }
             Ok(Signal::Kill) => {
                 let wake = target.state.kill(TERMINATE);
-                self.after_wake(target, wake);
+                engine.after_wake(target, wake);
             }
             Ok(Signal::Ignore) | Err(_) => {}
         }
@@ -209,12 +218,12 @@ impl Output<'_> {
 /// A step's links: the stepped process is one end.
 impl StepLinks for Stepping<'_> {
     fn link(&self, target: Pid) {
-        self.shared.link(self.record, target);
+        self.shared.links.link(self.shared, self.record, target);
     }
 
     fn unlink(&self, target: Pid) {
         if self.shared.is_remote(target) {
-            self.shared.unlink_remote(self.record, target);
+            self.shared.across().unlink_remote(self.record, target);
             return;
         }
         // From our own list, not through the process table (see

@@ -91,7 +91,7 @@ impl Live {
             fence(SeqCst);
             if self.word.load(SeqCst) & STOPPING != 0 {
                 // Undone; the caller wakes shutdown if that made the count
-                // zero (see `Shared::admit_live`).
+                // zero (see `Live::admit_live`, in `admission.rs`).
                 counter.fetch_sub(1, SeqCst);
                 return Err(Refused::Stopping);
             }

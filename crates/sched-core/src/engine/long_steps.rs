@@ -59,8 +59,8 @@ pub(crate) fn watch(shared: Arc<Shared>) {
         .map_or(CLOCK_PERIOD, |t| (t / 2).min(CLOCK_PERIOD))
         .max(Duration::from_millis(1));
     let mut seen: Vec<Option<Seen>> = vec![None; shared.remotes.len()];
-    while !shared.exit.load(Acquire) {
-        if shared.sleepers.doze(|| shared.exit.load(SeqCst)) {
+    while !shared.control.exit.load(Acquire) {
+        if shared.sleepers.doze(|| shared.control.exit.load(SeqCst)) {
             // A worker left its park (or shutdown began): look again.
             shared.introspect.tick();
             continue;

@@ -9,6 +9,24 @@
 //! `shutdown`, `introspect` (stats and the process list), `figures` (its
 //! engine-wide clock and type names), `hooks` and
 //! `stats` (the counters behind introspection).
+//!
+//! Each feature owns its state, and its operations are methods of that
+//! state's type, written in the feature's file; `Shared` only composes
+//! them (a field per feature). A feature's method reads its own fields
+//! through `self` and takes the engine (`&Shared`), or the one piece it
+//! needs, only for what other features do. The owners: timers, the
+//! wheels ([`Timers`](crate::timer::registry::Timers), `timers.rs`);
+//! names, the name table (`names::table::Names`, `names/mod.rs`); remote,
+//! the table of relations with other nodes (`remote::table::Across`,
+//! `remote/`); admission, the live count (`live::Live`, `admission.rs`);
+//! shutdown, the threads and the lifecycle (`control::Control`,
+//! `shutdown.rs`); registration, the process table (`Registry<Record>`,
+//! `registration.rs`). Monitors, links and asks keep their lists in the
+//! records: their types (`in_records.rs`) hold no state and are the homes
+//! of their operations on records. Only `shared.rs` (scheduling, waking,
+//! and the entry points that dispatch to the features, such as `retire`)
+//! and `routing.rs` (delivery, which every feature calls) write methods of
+//! `Shared`.
 
 mod admission;
 pub(crate) mod ask;
@@ -21,6 +39,7 @@ mod groups;
 pub(crate) mod histogram;
 pub(crate) mod hooks;
 pub(crate) mod ids;
+pub(crate) mod in_records;
 pub(crate) mod intercept;
 pub(crate) mod introspect;
 mod links;

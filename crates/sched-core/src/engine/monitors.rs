@@ -1,11 +1,20 @@
 //! Monitors: one down notification when a watched process ends, and
 //! graceful cancellation of one process.
+//!
+//! A monitor lives in its target's record (its watchers, `Related::monitors`),
+//! and its id comes from the engine's id source, which asks share: the
+//! feature has no engine-wide state of its own. Its operations are methods
+//! of [`Monitors`] (`in_records.rs`, the shared state's `monitors`), the
+//! home of its operations on records; they take the engine (`&Shared`)
+//! for the id source, the process table, a remote target and waking the
+//! watcher.
 
 use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
 
 use relay::Pid;
 
+use super::in_records::Monitors;
 use super::remote::control::EndRequest;
 use super::shared::Shared;
 use super::stepping::Stepping;
@@ -91,7 +100,7 @@ impl std::fmt::Debug for Monitor {
 impl Drop for Monitor {
     fn drop(&mut self) {
         if let Some(target) = self.target.take() {
-            detach(&target, self.id.id);
+            Monitors::detach(&target, self.id.id);
         }
         if let Some(across) = self.across.take().and_then(|a| a.upgrade()) {
             across.demonitor(self.id);
@@ -180,24 +189,29 @@ impl std::future::Future for Monitor {
     }
 }
 
-impl Shared {
+impl Monitors {
     /// Attaches a monitor of `target` for `watcher`; tells it at once if
     /// `target` has ended or does not exist.
-    pub(crate) fn add_monitor(&self, target: Pid, watcher: Watcher) -> MonitorId {
-        if self.is_remote(target) {
-            return self.monitor_remote(target, watcher);
+    pub(crate) fn add(&self, engine: &Shared, target: Pid, watcher: Watcher) -> MonitorId {
+        if engine.is_remote(target) {
+            return engine.across().monitor_remote(engine, target, watcher);
         }
-        self.attach_monitor(target, watcher).0
+        self.attach(engine, target, watcher).0
     }
 
-    /// [`add_monitor`](Shared::add_monitor), also returning the watched
-    /// record when the monitor was attached to it.
-    fn attach_monitor(&self, target: Pid, watcher: Watcher) -> (MonitorId, Option<RecordRef>) {
+    /// [`add`](Monitors::add), also returning the watched record when the
+    /// monitor was attached to it.
+    fn attach(
+        &self,
+        engine: &Shared,
+        target: Pid,
+        watcher: Watcher,
+    ) -> (MonitorId, Option<RecordRef>) {
         let monitor = MonitorId {
             target,
-            id: self.ids.next(),
+            id: engine.ids.next(),
         };
-        let record = self.processes.get(target);
+        let record = engine.processes.get(target);
         let mut attached_to = None;
         let refused = match record {
             None => Some((ExitReason::NoProcess, watcher)),
@@ -220,6 +234,7 @@ impl Shared {
         };
         if let Some((reason, watcher)) = refused {
             self.tell_down(
+                engine,
                 watcher,
                 Down {
                     monitor,
@@ -236,51 +251,48 @@ impl Shared {
     /// ended has its relations closed before its PID leaves the table (see
     /// [`retire`](Shared::retire)), so `false` here means its down has been
     /// or is being sent.
-    pub(crate) fn remove_monitor(&self, monitor: MonitorId) -> bool {
-        if self.is_remote(monitor.target) {
-            return self.across.as_deref().is_some_and(|a| a.demonitor(monitor));
+    pub(crate) fn remove(&self, engine: &Shared, monitor: MonitorId) -> bool {
+        if engine.is_remote(monitor.target) {
+            return engine
+                .across
+                .as_deref()
+                .is_some_and(|a| a.demonitor(monitor));
         }
-        let Some(record) = self.processes.get(monitor.target) else {
+        let Some(record) = engine.processes.get(monitor.target) else {
             return false;
         };
-        detach(&record, monitor.id)
+        Monitors::detach(&record, monitor.id)
     }
 
-    pub(crate) fn tell_down(&self, watcher: Watcher, down: Down) {
+    /// Tells `watcher` its monitor fired.
+    pub(crate) fn tell_down(&self, engine: &Shared, watcher: Watcher, down: Down) {
         match watcher {
             Watcher::Process(record) => {
                 if let Ok(wake) = record.deliver(Event::Down(down)) {
-                    self.after_wake_owned(record, wake);
+                    engine.after_wake_owned(record, wake);
                 }
             }
             Watcher::Outside(slot) => slot.set(down),
-            Watcher::Remote { watcher, id } => self.down_to_remote(watcher, id, down),
+            Watcher::Remote { watcher, id } => {
+                if let Some(across) = engine.across.as_deref() {
+                    across.down_to_remote(watcher, id, down);
+                }
+            }
         }
     }
 
-    /// `record` has ended with `reason`: its PID leaves the table, its
-    /// monitors fire, its names are released and its links signalled. Runs
-    /// once per process, on the thread that ended it.
-    ///
-    /// The relations are closed before the PID leaves the table, so
-    /// whoever still finds the PID (a `demonitor`, a `monitor`, a `link`)
-    /// finds them ended and learns the real outcome; nobody can find the
-    /// PID gone while the relations still look live. The notifications go
-    /// out after: a watcher that reacts (a supervisor restarting the
-    /// process under the same PID or name) finds both free.
-    pub(crate) fn retire(
+    /// `record` has ended with `reason`: each of its watchers (`watches`,
+    /// taken from its closed relations) is told (see
+    /// [`retire`](Shared::retire)).
+    pub(crate) fn fire(
         &self,
+        engine: &Shared,
         record: &RecordRef,
+        watches: Vec<Watch>,
         reason: ExitReason,
-        detail: Option<StdArc<str>>,
+        detail: &Option<StdArc<str>>,
     ) {
-        let related = record.relations.end(reason);
-        self.unregister(record);
-        let Some(mut related) = related else {
-            return;
-        };
-        let remote_links = std::mem::take(&mut related.remote_links);
-        for watch in related.monitors {
+        for watch in watches {
             let down = Down {
                 monitor: MonitorId {
                     target: record.pid,
@@ -290,32 +302,22 @@ impl Shared {
                 reason,
                 detail: detail.clone(),
             };
-            self.tell_down(watch.watcher, down);
+            self.tell_down(engine, watch.watcher, down);
         }
-        for name in related.names {
-            self.names.release(&name, record);
-        }
-        if !related.delayed.is_empty() {
-            self.delayed_to_ended(record.pid, related.delayed);
-        }
-        if !remote_links.is_empty() {
-            self.remote_links_end(record, remote_links, reason, detail.clone());
-        }
-        self.links_end(record, related.links, reason, detail);
     }
-}
 
-/// Removes monitor `id` from `record`'s watchers; `true` if it was there
-/// (it had not fired).
-pub(crate) fn detach(record: &Record, id: u64) -> bool {
-    let removed = record.relations.with_existing(|related| {
-        let at = related.monitors.iter().position(|w| w.id == id)?;
-        let watch = related.monitors.swap_remove(at);
-        crate::contract::pending::give_back_spare(&mut related.monitors);
-        Some(watch)
-    });
-    // The watch holds its watcher's record: dropped outside the lock.
-    removed.flatten().is_some()
+    /// Removes monitor `id` from `record`'s watchers; `true` if it was
+    /// there (it had not fired).
+    pub(crate) fn detach(record: &Record, id: u64) -> bool {
+        let removed = record.relations.with_existing(|related| {
+            let at = related.monitors.iter().position(|w| w.id == id)?;
+            let watch = related.monitors.swap_remove(at);
+            crate::contract::pending::give_back_spare(&mut related.monitors);
+            Some(watch)
+        });
+        // The watch holds its watcher's record: dropped outside the lock.
+        removed.flatten().is_some()
+    }
 }
 
 impl Context {
@@ -331,7 +333,7 @@ impl Context {
         let shared = self.shared();
         let watcher = Watcher::Outside(StdArc::clone(&slot));
         if shared.is_remote(pid) {
-            let id = shared.monitor_remote(pid, watcher);
+            let id = shared.across().monitor_remote(shared, pid, watcher);
             let across = shared.across.as_ref().map(StdArc::downgrade);
             return Monitor {
                 id,
@@ -340,7 +342,7 @@ impl Context {
                 across,
             };
         }
-        let (id, target) = shared.attach_monitor(pid, watcher);
+        let (id, target) = shared.monitors.attach(shared, pid, watcher);
         Monitor {
             id,
             slot,
@@ -360,7 +362,8 @@ impl Context {
     /// assert!(!engine.context().demonitor(monitor.id()), "already fired: no such process");
     /// ```
     pub fn demonitor(&self, monitor: MonitorId) -> bool {
-        self.shared().remove_monitor(monitor)
+        let shared = self.shared();
+        shared.monitors.remove(shared, monitor)
     }
 
     /// Asks process `pid` to finish: it receives
@@ -392,7 +395,7 @@ impl Context {
     pub fn cancel(&self, pid: Pid) -> Result<(), TerminateError> {
         let shared = self.shared();
         if shared.is_remote(pid) {
-            return shared.end_remote(pid, EndRequest::Cancel);
+            return shared.across().end_remote(pid, EndRequest::Cancel);
         }
         let Some(record) = shared.processes.get(pid) else {
             return Err(match shared.processes.handed_out(pid) {
@@ -497,11 +500,14 @@ impl Output<'_> {
 /// A step's monitors: the stepped process is the watcher.
 impl StepMonitors for Stepping<'_> {
     fn monitor(&self, target: Pid) -> MonitorId {
-        self.shared
-            .add_monitor(target, Watcher::Process(RecordRef::clone(self.record)))
+        self.shared.monitors.add(
+            self.shared,
+            target,
+            Watcher::Process(RecordRef::clone(self.record)),
+        )
     }
 
     fn demonitor(&self, monitor: MonitorId) {
-        let _ = self.shared.remove_monitor(monitor);
+        let _ = self.shared.monitors.remove(self.shared, monitor);
     }
 }

@@ -1,13 +1,17 @@
 //! Routing: messages and kill requests from any handle (`send`, to any
 //! [`Target`], `forward`, `terminate`), delivered to a process by PID (or to the
-//! remote transport, for a PID of another node), and what happens to
-//! events no step will read.
+//! remote transport, for a PID of another node), completions through a
+//! simulation's interceptor, and what happens to events no step will read.
+//!
+//! With `shared.rs`, the one file that writes methods of `Shared`: the
+//! delivery every feature calls. Its state is the shared state's own
+//! fields: the transport, the mailbox bound, the dead-letter count.
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use std::any::Any;
 
-use relay::{Addr, Package, Pid, SendError, SendErrorKind};
+use relay::{Addr, Package, Payload, Pid, SendError, SendErrorKind};
 
 use crate::contract::output::Output;
 use crate::contract::step_engine::StepEngine;
@@ -15,8 +19,9 @@ use crate::contract::step_engine::StepEngine;
 use super::remote::control::EndRequest;
 use super::shared::Shared;
 use super::Context;
+use crate::contract::command::Tag;
 use crate::contract::error::TerminateError;
-use crate::contract::event::Event;
+use crate::contract::event::{CommandError, Event};
 use crate::contract::urgent;
 use crate::panic_guard::drop_user_value;
 use crate::record::state::TERMINATE;
@@ -203,6 +208,39 @@ impl Shared {
                     Event::Message(p) => Err(SendError::ended(p)),
                     _ => unreachable!("a message comes back as a message"),
                 }
+            }
+        }
+    }
+
+    /// A completion for `record`, through a simulation's interceptor if
+    /// there is one: `None` when the interceptor held it. Every completion
+    /// passes here, whether a completer delivers it or a timer
+    /// (`complete_after`).
+    #[inline]
+    pub(crate) fn intercept_completion(
+        &self,
+        record: &RecordRef,
+        tag: Tag,
+        result: Result<Payload, CommandError>,
+    ) -> Option<Result<Payload, CommandError>> {
+        match &self.intercept {
+            None => Some(result),
+            Some(intercept) => intercept.completion(record, tag, result),
+        }
+    }
+
+    /// Delivers a completion an interceptor held. If its process has ended
+    /// meanwhile, the completion is dropped (as a late completer's is).
+    pub(crate) fn release_completion(
+        &self,
+        record: &RecordRef,
+        tag: Tag,
+        result: Result<Payload, CommandError>,
+    ) {
+        match record.deliver(Event::Completion { tag, result }) {
+            Ok(wake) => self.after_wake(record, wake),
+            Err(event) => {
+                crate::panic_guard::drop_user_value(event, record.pid, "a late completion")
             }
         }
     }
@@ -431,7 +469,10 @@ impl Context {
     /// ```
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
         if self.shared().is_remote(pid) {
-            return self.shared().end_remote(pid, EndRequest::Terminate);
+            return self
+                .shared()
+                .across()
+                .end_remote(pid, EndRequest::Terminate);
         }
         if self.shared().kill(pid, TERMINATE) {
             Ok(())

@@ -12,7 +12,7 @@ use crate::record::state::Wake;
 use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
 use crate::runqueue::next_slot::NextSlot;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
+use crate::sync::{Arc, AtomicU64, Fifo};
 
 /// What other threads may touch of a worker: stealers of its deques and
 /// its counters.
@@ -67,14 +67,20 @@ pub(crate) struct Shared {
     /// Process type names and the coarse clock introspection reads.
     pub(crate) introspect: super::figures::Introspect,
     /// Live-process count and the stopping flag, one atomic word.
+    /// Admission's state: its operations are in `admission.rs`.
     pub(crate) live: Live,
-    pub(crate) exit: AtomicBool,
     pub(crate) dead_letters: CachePadded<AtomicU64>,
-    pub(crate) all_ended: Mutex<()>,
-    pub(crate) all_ended_cv: Condvar,
+    /// The engine's threads and its lifecycle (the exit flag, the wait
+    /// for the last process, the shutdown report): shutdown's state, its
+    /// operations in `shutdown.rs`.
     pub(crate) control: super::control::Control<Shared>,
     pub(crate) timers: crate::timer::registry::Timers,
     pub(crate) names: super::names::table::Names,
+    /// Monitors, links and asks: their lists live in the records; these
+    /// are the homes of their operations (see `in_records.rs`).
+    pub(crate) monitors: super::in_records::Monitors,
+    pub(crate) links: super::in_records::Links,
+    pub(crate) asks: super::in_records::Asks,
     pub(crate) long_steps: super::stats::LongSteps,
     /// Where packages for PIDs of other nodes go (none: such a send is an
     /// unknown target, as any PID without a process).
@@ -236,6 +242,20 @@ impl Shared {
                 .any(|(i, r)| i != me && r.counters.in_step.load(Relaxed) != 0)
     }
 
+    /// Whether `pid` names a process of another node that a transport
+    /// reaches (then the remote feature, [`across`](Shared::across),
+    /// handles it).
+    #[inline]
+    pub(crate) fn is_remote(&self, pid: relay::Pid) -> bool {
+        self.across.is_some() && pid.node() != self.processes.node()
+    }
+
+    /// The relations with other nodes' processes, for a PID that
+    /// [`is_remote`](Shared::is_remote).
+    pub(crate) fn across(&self) -> &super::remote::table::Across {
+        self.across.as_deref().expect("checked by `is_remote`")
+    }
+
     /// Acts on the result of waking a process.
     pub(crate) fn after_wake(&self, record: &RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
@@ -250,6 +270,46 @@ impl Shared {
         if wake == Wake::Schedule {
             self.schedule(record, Runnable::Woken);
         }
+    }
+
+    /// `record` has ended with `reason`: its PID leaves the table, its
+    /// monitors fire, its names are released, its delayed messages are
+    /// dead letters and its links are signalled, each by its feature. Runs
+    /// once per process, on the thread that ended it.
+    ///
+    /// The relations are closed before the PID leaves the table, so
+    /// whoever still finds the PID (a `demonitor`, a `monitor`, a `link`)
+    /// finds them ended and learns the real outcome; nobody can find the
+    /// PID gone while the relations still look live. The notifications go
+    /// out after: a watcher that reacts (a supervisor restarting the
+    /// process under the same PID or name) finds both free.
+    pub(crate) fn retire(
+        &self,
+        record: &RecordRef,
+        reason: crate::contract::down::ExitReason,
+        detail: Option<std::sync::Arc<str>>,
+    ) {
+        let related = record.relations.end(reason);
+        self.processes.unregister_ended(self, record);
+        let Some(mut related) = related else {
+            return;
+        };
+        let remote_links = std::mem::take(&mut related.remote_links);
+        self.monitors
+            .fire(self, record, related.monitors, reason, &detail);
+        for name in related.names {
+            self.names.release(&name, record);
+        }
+        if !related.delayed.is_empty() {
+            self.timers
+                .delayed_to_ended(self, record.pid, related.delayed);
+        }
+        if !remote_links.is_empty() {
+            if let Some(across) = self.across.as_deref() {
+                across.remote_links_end(record, remote_links, reason, detail.clone());
+            }
+        }
+        self.links.end(self, record, related.links, reason, detail);
     }
 
     /// Whether any queue holds a runnable process (for the last check

@@ -1,15 +1,28 @@
 //! Stopping the engine: cancel, wait, force, join, report.
+//!
+//! The feature owns its state: the engine's threads and lifecycle
+//! ([`Control`](super::control::Control), the shared state's `control`:
+//! thread handles, the exit flag, the wait for the last live process, the
+//! forced processes named so far, the published report). Its operations
+//! are methods of `Control`; they take the engine (`&Shared`) for what the
+//! sweeps reach (the process table, waking and killing processes, what
+//! timers and names leave over), or only the piece they read (the live
+//! count, the sleepers). [`shutdown`] and [`SimulatedShutdown`] run the
+//! stages in order.
 
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
 use super::context::Context;
 use super::control::spawn_named;
-use super::control::ShutdownReport;
-use super::shared::Shared;
+use super::control::{Control, ShutdownReport};
+use super::live::Live;
+use super::shared::{Remote, Shared};
 use crate::record::state::FORCE;
 use crate::record::Record;
+use crate::runqueue::sleep::Sleepers;
 use crate::sync::{fence, thread, Arc};
+use crossbeam_utils::CachePadded;
 
 /// How long past its deadline `shutdown` waits for the stragglers to be
 /// forced and the workers joined. The documented bound is 100 ms; the rest
@@ -23,18 +36,25 @@ const SWEEP_CHUNK: usize = 256;
 /// deadline's warning, then with their type as the workers force them).
 const NAMED_FORCED: usize = 16;
 
-impl Shared {
+impl Control<Shared> {
     /// Waits for a shutdown (started here or elsewhere) to finish, and
     /// returns its report.
     pub(crate) fn wait_for_shutdown(&self) -> ShutdownReport {
-        self.control.finished.wait()
+        self.finished.wait()
+    }
+
+    /// Wakes a shutdown waiting for the last live process (admission's
+    /// release of the last one).
+    pub(crate) fn wake_all_ended(&self) {
+        let _guard = self.all_ended.lock();
+        self.all_ended_cv.notify_all();
     }
 
     /// Waits until no process is live, or until `deadline`.
-    fn wait_all_ended(&self, deadline: Instant) -> bool {
+    fn wait_all_ended(&self, live: &Live, deadline: Instant) -> bool {
         let mut guard = self.all_ended.lock();
         loop {
-            if self.live.count() == 0 {
+            if live.count() == 0 {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -47,17 +67,17 @@ impl Shared {
 
     /// Sends [`Event::Cancel`](crate::Event::Cancel) to every registered process that has not
     /// had it yet, until `deadline`: past it, the rest are forced anyway.
-    fn cancel_all(&self, deadline: Instant) {
-        for chunk in self.processes.pids().chunks(SWEEP_CHUNK) {
+    fn cancel_all(&self, engine: &Shared, deadline: Instant) {
+        for chunk in engine.processes.pids().chunks(SWEEP_CHUNK) {
             if Instant::now() >= deadline {
                 return;
             }
             for &pid in chunk {
-                let Some(record) = self.processes.get(pid) else {
+                let Some(record) = engine.processes.get(pid) else {
                     continue;
                 };
                 if let Some(wake) = record.deliver_cancel() {
-                    self.after_wake(&record, wake);
+                    engine.after_wake(&record, wake);
                 }
             }
         }
@@ -65,24 +85,24 @@ impl Shared {
 
     /// Marks every registered process to be ended as cancelled, and wakes
     /// it so a worker does.
-    fn force_all(&self) {
-        for pid in self.processes.pids() {
-            self.kill(pid, FORCE);
+    fn force_all(&self, engine: &Shared) {
+        for pid in engine.processes.pids() {
+            engine.kill(pid, FORCE);
         }
     }
 
     /// The deadline passed with processes live: names some of them (they
     /// did not end after their cancel), so a user whose processes ignore
     /// `Event::Cancel` learns why shutdown took its whole deadline.
-    fn warn_stragglers(&self) {
-        let live = self.live.count();
-        let pids = self.processes.pids();
+    fn warn_stragglers(&self, engine: &Shared) {
+        let live = engine.live.count();
+        let pids = engine.processes.pids();
         let named: Vec<String> = pids
             .iter()
             .take(NAMED_FORCED)
             .map(|&pid| {
                 // Its registered names, if any, say which process it is.
-                let names = self
+                let names = engine
                     .processes
                     .get(pid)
                     .and_then(|r| r.relations.with_existing(|r| r.names.join("|")))
@@ -107,7 +127,7 @@ impl Shared {
     /// process kept shutdown waiting. Called by the worker that owns the
     /// process (only it can ask the process its type).
     pub(crate) fn name_forced(&self, record: &Record, type_name: &str) {
-        let nth = self.control.forced_named.fetch_add(1, Relaxed);
+        let nth = self.forced_named.fetch_add(1, Relaxed);
         if nth >= NAMED_FORCED {
             return;
         }
@@ -129,45 +149,45 @@ impl Shared {
     /// are cancelled (their number is returned), and sends that waited for
     /// a name nobody took, which are dead letters, as any message that
     /// could not be delivered.
-    fn clear_leftovers(&self) -> usize {
-        let cancelled = self.timers.clear();
+    fn clear_leftovers(&self, engine: &Shared) -> usize {
+        let cancelled = engine.timers.clear();
         let timers_cancelled = cancelled.len();
-        self.drop_timers(cancelled);
-        let parked = self.names.take_all_parked();
+        engine.timers.drop_timers(cancelled);
+        let parked = engine.names.take_all_parked();
         if !parked.is_empty() {
             let letters = parked
                 .into_iter()
                 .map(crate::contract::event::Event::Message);
-            self.dead_letters(relay::Pid::OUTSIDE, letters.collect());
+            engine.dead_letters(relay::Pid::OUTSIDE, letters.collect());
         }
         timers_cancelled
     }
 
     /// Lets the workers leave once their queues are empty.
-    fn begin_exit(&self) {
+    fn begin_exit(&self, sleepers: &Sleepers) {
         self.exit.store(true, SeqCst);
-        self.sleepers.notify_all();
+        sleepers.notify_all();
         // A dozing long-step watcher reads `exit` after setting its flag
         // (see `Sleepers::doze`).
-        self.sleepers.ring_dozer();
+        sleepers.ring_dozer();
     }
+}
 
-    /// Processes ended so far: the sum of the workers' own counters (no
-    /// engine-wide counter is written per process).
-    fn completed(&self) -> u64 {
-        self.remotes
-            .iter()
-            .map(|r| r.counters.completed.load(SeqCst))
-            .sum()
-    }
+/// Processes ended so far: the sum of the workers' own counters (no
+/// engine-wide counter is written per process).
+fn completed(workers: &[CachePadded<Remote>]) -> u64 {
+    workers
+        .iter()
+        .map(|r| r.counters.completed.load(SeqCst))
+        .sum()
+}
 
-    /// Processes inside a step now (one per worker at most).
-    fn in_steps(&self) -> usize {
-        self.remotes
-            .iter()
-            .filter(|r| r.counters.in_step.load(SeqCst) != 0)
-            .count()
-    }
+/// Processes inside a step now (one per worker at most).
+fn in_steps(workers: &[CachePadded<Remote>]) -> usize {
+    workers
+        .iter()
+        .filter(|r| r.counters.in_step.load(SeqCst) != 0)
+        .count()
 }
 
 impl Context {
@@ -245,21 +265,22 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownRepo
     if !shared.live.stop() {
         return shared.control.finished.wait();
     }
-    shared.control.start(shared);
+    let control = &shared.control;
+    control.start(shared);
     // Outside threads waiting for a name give up now.
     shared.names.wake_all();
-    let completed_before = shared.completed();
+    let completed_before = completed(&shared.remotes);
     // Pairs with the fence in `submit`: a registration this sweep
     // misses sees the stopping flag and delivers the cancel itself.
     fence(SeqCst);
-    shared.cancel_all(deadline_at);
+    control.cancel_all(shared, deadline_at);
     let bound = deadline_at + SHUTDOWN_GRACE;
     let mut forced_at = None;
-    if shared.wait_all_ended(deadline_at) {
-        shared.begin_exit();
+    if control.wait_all_ended(&shared.live, deadline_at) {
+        control.begin_exit(&shared.sleepers);
     } else {
-        forced_at = Some(shared.completed());
-        shared.warn_stragglers();
+        forced_at = Some(completed(&shared.remotes));
+        control.warn_stragglers(shared);
         // The force sweep costs time in proportion to the stragglers,
         // so it runs on a thread of its own and this call still returns
         // by `bound`. The workers may leave only once every straggler
@@ -268,13 +289,13 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownRepo
         let sweeper = shared.clone();
         let name = format!("{}-shutdown-sweep", shared.control.thread_name);
         drop(spawn_named(name, move || {
-            sweeper.force_all();
-            sweeper.begin_exit();
+            sweeper.control.force_all(&sweeper);
+            sweeper.control.begin_exit(&sweeper.sleepers);
         }));
-        shared.wait_all_ended(bound);
+        control.wait_all_ended(&shared.live, bound);
     }
 
-    let timers_cancelled = shared.clear_leftovers();
+    let timers_cancelled = control.clear_leftovers(shared);
 
     let handles = std::mem::take(&mut shared.control.threads.lock().handles);
     let mut detached = 0;
@@ -286,10 +307,10 @@ pub(crate) fn shutdown(shared: &Arc<Shared>, deadline: Duration) -> ShutdownRepo
     // Read after the join, like the stragglers below: a forced process
     // that ends while the workers wind down is then counted as forced,
     // not lost between the two figures.
-    let completed_after = shared.completed();
+    let completed_after = completed(&shared.remotes);
     let graceful_end = forced_at.unwrap_or(completed_after);
     let live = shared.live.count();
-    let still_running = shared.in_steps().min(live);
+    let still_running = in_steps(&shared.remotes).min(live);
     let still_queued = live - still_running;
     let report = ShutdownReport {
         ended_gracefully: graceful_end - completed_before,
@@ -345,9 +366,9 @@ impl SimulatedShutdown {
             return None;
         }
         shared.names.wake_all();
-        let completed_before = shared.completed();
+        let completed_before = completed(&shared.remotes);
         fence(SeqCst);
-        shared.cancel_all(far_future());
+        shared.control.cancel_all(shared, far_future());
         Some(SimulatedShutdown {
             completed_before,
             forced_at: None,
@@ -362,17 +383,17 @@ impl SimulatedShutdown {
     /// The deadline passed: every process still live is forced.
     pub(crate) fn force(&mut self, shared: &Shared) {
         if self.forced_at.is_none() {
-            self.forced_at = Some(shared.completed());
-            shared.warn_stragglers();
+            self.forced_at = Some(completed(&shared.remotes));
+            shared.control.warn_stragglers(shared);
         }
-        shared.force_all();
+        shared.control.force_all(shared);
     }
 
     /// Clears what is left and publishes the report.
     pub(crate) fn finish(self, shared: &Shared, elapsed: Duration) -> ShutdownReport {
-        shared.begin_exit();
-        let timers_cancelled = shared.clear_leftovers();
-        let completed_after = shared.completed();
+        shared.control.begin_exit(&shared.sleepers);
+        let timers_cancelled = shared.control.clear_leftovers(shared);
+        let completed_after = completed(&shared.remotes);
         let graceful_end = self.forced_at.unwrap_or(completed_after);
         let report = ShutdownReport {
             ended_gracefully: graceful_end - self.completed_before,

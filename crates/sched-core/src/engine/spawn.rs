@@ -243,14 +243,15 @@ impl Context {
             input,
             pid,
         } = spawn.into_spawn();
+        let shared = self.shared();
         match pid {
             // Stored in its record's allocation: one allocation per process.
-            None => self
-                .shared()
-                .spawn(RecordRef::new(Pid::OUTSIDE, process), method, input),
-            Some(pid) => self
-                .shared()
-                .submit(RecordRef::new(pid, process), method, input),
+            None => shared
+                .live
+                .spawn(shared, RecordRef::new(Pid::OUTSIDE, process), method, input),
+            Some(pid) => shared
+                .live
+                .submit(shared, RecordRef::new(pid, process), method, input),
         }
     }
 }

@@ -1,6 +1,14 @@
 //! The engine's side of timers: setting one in the right wheel (waking
 //! its worker when it is now the earliest), firing the due ones, cancelling,
 //! and the delayed sends of [`Context`].
+//!
+//! The feature owns its state: the wheels, one per worker
+//! ([`Timers`](crate::timer::registry::Timers), the shared state's
+//! `timers`). Its operations here are methods of that registry: each reads
+//! the wheels through `self`, and takes the engine (`&Shared`) only for
+//! what other features do when a timer is set or fires: the calling
+//! worker and waking another, the clock, the histograms, delivering an
+//! event or a message, scheduling the woken process, dead letters.
 
 use std::any::Any;
 use std::sync::atomic::Ordering::SeqCst;
@@ -23,6 +31,7 @@ use crate::record::state::Wake;
 use crate::record::{Record, RecordRef};
 use crate::runqueue::local;
 use crate::sync::fence;
+use crate::timer::registry::Timers;
 use crate::timer::{Action, What};
 
 /// How many due timers a worker fires at a time. It takes every due timer
@@ -48,27 +57,27 @@ impl DueTimers {
     }
 }
 
-impl Shared {
+impl Timers {
     /// Sets a timer due at `at`, in this worker's wheel when called on one
     /// of the engine's workers, in the wheel its process's PID selects
     /// otherwise (waking that wheel's worker if this timer is now its
     /// earliest).
-    pub(crate) fn set_timer(&self, at: Instant, action: Action) -> TimerId {
-        self.set_timer_on(None, at, action)
+    pub(crate) fn set_timer(&self, engine: &Shared, at: Instant, action: Action) -> TimerId {
+        self.set_timer_on(engine, None, at, action)
     }
 
     /// Sets a timer due at `at` in wheel `shard` (or, for `None`, as
-    /// [`set_timer`](Shared::set_timer) chooses), waking that wheel's
+    /// [`set_timer`](Timers::set_timer) chooses), waking that wheel's
     /// worker if it is not the calling one and this timer is now its
     /// earliest.
     pub(crate) fn set_timer_on(
         &self,
+        engine: &Shared,
         shard: Option<usize>,
         at: Instant,
         action: Action,
     ) -> TimerId {
-        let timers = &self.timers;
-        let own = local::with_local(self, |local| local.index);
+        let own = local::with_local(engine, |local| local.index);
         // Away from the engine's workers, the wheel the timer's process
         // selects, as for a delayed message: timers of many processes
         // spread over the wheels with no shared counter, and the choice
@@ -76,14 +85,14 @@ impl Shared {
         // made a simulation's second run of a seed choose other wheels).
         let shard_index = shard
             .or(own)
-            .unwrap_or_else(|| timers.shard_of_target(action.record.pid));
-        let (id, earlier) = timers.insert(shard_index, at, action);
-        if earlier && own != Some(shard_index) && shard_index < self.remotes.len() {
+            .unwrap_or_else(|| self.shard_of_target(action.record.pid));
+        let (id, earlier) = self.insert(shard_index, at, action);
+        if earlier && own != Some(shard_index) && shard_index < engine.remotes.len() {
             // Pairs with the fence in `Sleepers::park`: either that worker
             // reads the new `next` after announcing its sleep, or we find it
             // on the idle list here and wake it.
             fence(SeqCst);
-            self.sleepers.wake(shard_index);
+            engine.sleepers.wake(shard_index);
         }
         id
     }
@@ -92,7 +101,7 @@ impl Shared {
     /// on that worker: no other worker needs waking, since this one
     /// computes its next deadline again before it parks.
     pub(crate) fn set_timer_here(&self, worker: usize, at: Instant, action: Action) -> TimerId {
-        self.timers.insert(worker, at, action).0
+        self.insert(worker, at, action).0
     }
 
     /// Fires up to [`FIRE_CHUNK`] of worker `worker`'s due timers, taking
@@ -101,18 +110,24 @@ impl Shared {
     /// process that has ended makes it a dead letter).
     /// Fires due timers of wheel `worker`: the next chunk, or (`all`)
     /// every one due.
-    pub(crate) fn fire_timers(&self, worker: usize, due: &mut DueTimers, all: bool) {
+    pub(crate) fn fire_timers(
+        &self,
+        engine: &Shared,
+        worker: usize,
+        due: &mut DueTimers,
+        all: bool,
+    ) {
         if due.0.is_empty() {
             // A burst of due timers does not keep its buffer.
             if due.0.capacity() > 1024 {
                 due.0.shrink_to(64);
             }
-            self.timers.poll(worker, self.clock.now(), &mut due.0);
+            self.poll(worker, engine.clock.now(), &mut due.0);
             // Fired from the back, so in deadline order.
             due.0.reverse();
         }
         // Only this worker fires its wheel: the histogram's single writer.
-        let histograms = self.remotes[worker].histograms.as_deref();
+        let histograms = engine.remotes[worker].histograms.as_deref();
         let now = histograms.map(|_| Instant::now());
         let last = if all {
             0
@@ -144,21 +159,21 @@ impl Shared {
                 break;
             };
             if let (Some(histograms), Some(now)) = (histograms, now) {
-                let deadline = self.timers.instant_of(tick);
+                let deadline = self.instant_of(tick);
                 histograms
                     .timer_lateness
                     .record(now.saturating_duration_since(deadline));
             }
-            self.fire(id, action);
+            self.fire(engine, id, action);
         }
     }
 
-    fn fire(&self, id: TimerId, action: Action) {
+    fn fire(&self, engine: &Shared, id: TimerId, action: Action) {
         let Action { record, what } = action;
         let undelivered = match what {
             What::Wake { tag, .. } => match record.deliver(Event::Timer { id, tag }) {
                 Ok(wake) => {
-                    self.after_timer(&record, wake);
+                    after_timer(engine, &record, wake);
                     None
                 }
                 Err(event) => Some(event),
@@ -171,7 +186,7 @@ impl Shared {
                 };
                 match record.deliver(event) {
                     Ok(wake) => {
-                        self.after_timer(&record, wake);
+                        after_timer(engine, &record, wake);
                         None
                     }
                     // The asker has ended: nobody is waiting.
@@ -181,43 +196,40 @@ impl Shared {
             What::Complete(completion) => {
                 let (tag, data) = *completion;
                 // A delayed completion passes a simulation's faults too.
-                let Some(result) = self.intercept_completion(&record, tag, Ok(data)) else {
+                let Some(result) = engine.intercept_completion(&record, tag, Ok(data)) else {
                     return;
                 };
                 match record.deliver(Event::Completion { tag, result }) {
                     Ok(wake) => {
-                        self.after_timer(&record, wake);
+                        after_timer(engine, &record, wake);
                         None
                     }
                     Err(event) => Some(event),
                 }
             }
             What::NameSweep(name) => {
-                self.sweep_parked(&name);
+                engine.names.sweep_parked(engine, &name);
                 None
             }
             What::Message(package) => {
                 self.delayed_gone(&record);
-                self.deliver_message(&record, *package)
+                engine
+                    .deliver_message(&record, *package)
                     .err()
                     .map(|error| Event::Message(error.into_package()))
             }
         };
         if let Some(event) = undelivered {
-            self.dead_letters(record.pid, vec![event]);
+            engine.dead_letters(record.pid, vec![event]);
         }
     }
 
-    /// Queues a process its timer woke (see `Runnable::Timed`).
-    fn after_timer(&self, record: &RecordRef, wake: Wake) {
-        if wake == Wake::Schedule {
-            self.schedule(record.clone(), Runnable::Timed);
-        }
-    }
-
-    /// Cancels a timer; `true` if it was pending (it never fires).
-    pub(crate) fn cancel_timer(&self, id: TimerId) -> bool {
-        match self.timers.cancel(id) {
+    /// Cancels a timer; `true` if it was pending (it never fires). Its
+    /// action is dropped under the panic guard (a delayed message's
+    /// payload is the user's), where `CancelTimer::cancel_timer`, for an
+    /// ask's timeout, just drops it.
+    pub(crate) fn withdraw(&self, id: TimerId) -> bool {
+        match self.cancel(id) {
             Some(action) => {
                 if matches!(action.what, What::Message(_)) {
                     self.delayed_gone(&action.record);
@@ -231,8 +243,8 @@ impl Shared {
 
     /// Cancels a delayed message (see [`Timers::cancel_message`]); `true`
     /// if it was pending (it is never delivered).
-    pub(crate) fn cancel_message_timer(&self, id: TimerId) -> bool {
-        match self.timers.cancel_message(id) {
+    pub(crate) fn withdraw_message(&self, id: TimerId) -> bool {
+        match self.cancel_message(id) {
             Some(action) => {
                 self.delayed_gone(&action.record);
                 self.drop_timers(vec![action]);
@@ -245,21 +257,20 @@ impl Shared {
     /// A delayed message to `target` has fired or been cancelled: its
     /// entry in the target's list may be pruned.
     fn delayed_gone(&self, target: &Record) {
-        let timers = &self.timers;
         target
             .relations
-            .with_existing(|related| related.delayed_gone(|id| timers.is_pending(id)));
+            .with_existing(|related| related.delayed_gone(|id| self.is_pending(id)));
     }
 
     /// Delayed messages to an ended process that were still pending: each
     /// is a dead letter (counted, and passed to the dead-letter hook).
-    pub(crate) fn delayed_to_ended(&self, ended: relay::Pid, ids: Vec<TimerId>) {
+    pub(crate) fn delayed_to_ended(&self, engine: &Shared, ended: relay::Pid, ids: Vec<TimerId>) {
         let mut dead = Vec::new();
         for id in ids {
             if let Some(Action {
                 what: What::Message(package),
                 record,
-            }) = self.timers.cancel_message(id)
+            }) = self.cancel_message(id)
             {
                 // The record is the ended one; its last counts go here.
                 drop(record);
@@ -267,11 +278,12 @@ impl Shared {
             }
         }
         if !dead.is_empty() {
-            self.dead_letters(ended, dead);
+            engine.dead_letters(ended, dead);
         }
     }
 
-    /// Drops the actions of cancelled timers; a message's payload is the
+    /// Drops the actions of cancelled timers (the wheels' own, or taken
+    /// out of them all at shutdown); a message's payload is the
     /// user's and its `Drop` may panic.
     pub(crate) fn drop_timers(&self, actions: Vec<Action>) {
         for action in actions {
@@ -325,7 +337,7 @@ impl Context {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn cancel_timer(&self, id: TimerId) -> bool {
-        self.shared().cancel_timer(id)
+        self.shared().timers.withdraw(id)
     }
 }
 
@@ -444,37 +456,44 @@ impl Output<'_> {
     }
 }
 
-impl Shared {
+impl Timers {
     /// Sets a timer that delivers `package` to the process that has its
     /// target PID now. The timer belongs to the message: the target lists
     /// it, and cancels it (a dead letter) if it ends before the deadline.
     pub(crate) fn send_after(
         &self,
+        engine: &Shared,
         delay: Duration,
         package: Package,
     ) -> Result<TimerId, SendError> {
-        let Some(record) = self.processes.get(package.target()) else {
-            return Err(self.missing(package));
+        let Some(record) = engine.processes.get(package.target()) else {
+            return Err(engine.missing(package));
         };
-        let at = self.clock.after(delay);
-        let shard = self.timers.shard_of_target(record.pid);
+        let at = engine.clock.after(delay);
+        let shard = self.shard_of_target(record.pid);
         let target = RecordRef::clone(&record);
         let action = Action {
             record,
             what: What::Message(Box::new(package)),
         };
-        let id = self.set_timer_on(Some(shard), at, action);
-        let timers = &self.timers;
+        let id = self.set_timer_on(engine, Some(shard), at, action);
         let listed = target
             .related()
-            .with_live(|related| related.list_delayed(id, |id| timers.is_pending(id)));
+            .with_live(|related| related.list_delayed(id, |id| self.is_pending(id)));
         if listed.is_err() {
             // The target ended while this was set: its end did not see the
             // timer, so it is cancelled here (unless it fired already, and
             // the firing made it a dead letter).
-            self.delayed_to_ended(target.pid, vec![id]);
+            self.delayed_to_ended(engine, target.pid, vec![id]);
         }
         Ok(id)
+    }
+}
+
+/// Queues a process its timer woke (see `Runnable::Timed`).
+fn after_timer(engine: &Shared, record: &RecordRef, wake: Wake) {
+    if wake == Wake::Schedule {
+        engine.schedule(record.clone(), Runnable::Timed);
     }
 }
 
@@ -495,19 +514,19 @@ impl StepTimers for Stepping<'_> {
                 list_hi,
             },
         };
-        self.shared.set_timer_here(self.worker, at, action)
+        self.shared.timers.set_timer_here(self.worker, at, action)
     }
 
     fn cancel_timer(&self, id: TimerId) {
-        let _ = self.shared.cancel_timer(id);
+        let _ = self.shared.timers.withdraw(id);
     }
 
     fn cancel_message_timer(&self, id: TimerId) -> bool {
-        self.shared.cancel_message_timer(id)
+        self.shared.timers.withdraw_message(id)
     }
 
     fn send_after(&self, delay: Duration, package: Package) -> Result<TimerId, SendError> {
-        self.shared.send_after(delay, package)
+        self.shared.timers.send_after(self.shared, delay, package)
     }
 }
 
@@ -567,7 +586,10 @@ impl<T> After<T> {
     fn set(self, sender: &Sender<'_>, package: Package) -> Result<TimerId, SendError> {
         match sender.step {
             Some((_, engine)) => engine.send_after(self.0, package),
-            None => sender.cx.shared().send_after(self.0, package),
+            None => {
+                let shared = sender.cx.shared();
+                shared.timers.send_after(shared, self.0, package)
+            }
         }
     }
 }

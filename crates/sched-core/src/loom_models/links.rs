@@ -91,7 +91,7 @@ fn an_unlink_racing_the_end_signals_at_most_once() {
 }
 
 /// An unlink racing the peer's end, through the engine's own functions:
-/// the end closes the peer's relations, then (as `Shared::links_end` does)
+/// the end closes the peer's relations, then (as `Links::end` does)
 /// acts on each signal it owes inside `end_signal`; the unlinker calls
 /// `links::unlink`, which finds the peer in its own list (no table lookup:
 /// the ending peer may have left the table already). No signal may be

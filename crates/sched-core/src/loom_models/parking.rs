@@ -119,7 +119,7 @@ fn one_push_two_parking_workers() {
 /// worker while it goes to park with no timer pending: the worker either
 /// reads the timer's deadline after announcing its sleep (and does not
 /// sleep) or is found on the idle list and woken, exactly as
-/// `Shared::set_timer` and the worker loop do. Under loom a timed park
+/// `Timers::set_timer` and the worker loop do. Under loom a timed park
 /// waits for a notification only (there is no clock), so a lost wakeup is
 /// a deadlock loom reports.
 #[test]

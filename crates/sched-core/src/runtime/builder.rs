@@ -20,7 +20,7 @@ use crate::engine::shared::{Remote, Shared};
 use crate::engine::stats::WorkerCounters;
 use crate::engine::Context;
 use crate::runqueue::local::Local;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Fifo, Mutex};
+use crate::sync::{Arc, AtomicU64, Fifo};
 use crate::timer::registry::Timers;
 
 /// Initial capacity of each worker deque (it grows when needed).
@@ -648,13 +648,13 @@ impl<T> Builder<T> {
             histograms: self.histograms,
             introspect: crate::engine::figures::Introspect::new(),
             live: Live::new(self.max_processes, self.workers + 1),
-            exit: AtomicBool::new(false),
             dead_letters: CachePadded::new(AtomicU64::new(0)),
-            all_ended: Mutex::new(()),
-            all_ended_cv: Condvar::new(),
             control,
             timers: Timers::new(self.workers, clock.now()),
             names: Default::default(),
+            monitors: Default::default(),
+            links: Default::default(),
+            asks: Default::default(),
             long_steps: crate::engine::stats::LongSteps::new(self.long_step_threshold),
             across: self.remote.clone().map(|remote| {
                 StdArc::new(crate::engine::remote::table::Across::new(self.node, remote))

@@ -153,7 +153,7 @@ impl Engine {
     /// assert_eq!(report.forced, 0);
     /// ```
     pub fn wait_for_shutdown(&self) -> ShutdownReport {
-        self.shared.wait_for_shutdown()
+        self.shared.control.wait_for_shutdown()
     }
 }
 

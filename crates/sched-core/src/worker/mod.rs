@@ -212,7 +212,7 @@ impl Worker {
                 Found::Timers => continue,
                 Found::Nothing => self.shares.idle(),
             }
-            if shared.exit.load(Acquire) {
+            if shared.control.exit.load(Acquire) {
                 if searching {
                     shared.sleepers.stop_searching();
                 }
@@ -285,7 +285,7 @@ impl Worker {
                 };
                 shared.sleepers.park(
                     me,
-                    || shared.has_work() || shared.exit.load(Acquire),
+                    || shared.has_work() || shared.control.exit.load(Acquire),
                     || shared.timers.due_at(me),
                     recheck,
                 );
@@ -338,7 +338,9 @@ impl Worker {
         };
         if fire {
             let all = self.local.len() > 0;
-            shared.fire_timers(me, &mut self.due_timers, all);
+            shared
+                .timers
+                .fire_timers(shared, me, &mut self.due_timers, all);
         }
         if let Some(record) = self.find_work() {
             return Found::Process(record);
@@ -346,7 +348,9 @@ impl Worker {
         // Out of work: due timers come first (they may make work).
         let shared = &*self.shared;
         if self.due_timers.any() || shared.timers.any_due(me, || shared.clock.now()) {
-            shared.fire_timers(me, &mut self.due_timers, false);
+            shared
+                .timers
+                .fire_timers(shared, me, &mut self.due_timers, false);
             return Found::Timers;
         }
         Found::Nothing
@@ -1022,7 +1026,7 @@ impl Worker {
                         drop_payload(panic);
                         "(its type_name panicked)"
                     });
-                self.shared.name_forced(record, type_name);
+                self.shared.control.name_forced(record, type_name);
             }
         }
         self.end(record, body, Err(kill_error(flags)));
@@ -1062,7 +1066,7 @@ impl Worker {
                     .iter()
                     .filter_map(|id| self.shared.timers.cancel(id))
                     .collect();
-                self.shared.drop_timers(cancelled);
+                self.shared.timers.drop_timers(cancelled);
             }
         }
         self.shared.dead_letters(record.pid, dead);
@@ -1087,7 +1091,7 @@ impl Worker {
         // to this record they kept.
         let others = extras.as_ref().and_then(|x| x.others_ref());
         for monitor in others.iter().flat_map(|others| others.monitoring.iter()) {
-            self.shared.remove_monitor(*monitor);
+            self.shared.monitors.remove(&self.shared, *monitor);
         }
         drop(extras);
         // This worker's cache no longer keeps the ended record alive (other
@@ -1103,7 +1107,7 @@ impl Worker {
         // replacement even at the process limit. A shutdown that returns
         // has still seen every hook call: it joins the workers, and this
         // worker runs the hook before it looks for work (or exits) again.
-        self.shared.release_live();
+        self.shared.live.release_live(&self.shared);
         self.shared.hooks.completed(
             crate::engine::Context::of(&self.shared),
             record.pid,

@@ -356,7 +356,7 @@ impl<R: Any + Send> Completer<R> {
             record: inner.record,
             what: What::Complete(Box::new((inner.tag, data))),
         };
-        inner.shared.set_timer(at, action);
+        inner.shared.timers.set_timer(&inner.shared, at, action);
         Ok(())
     }
 
@@ -525,38 +525,3 @@ impl fmt::Display for CompleteError {
 }
 
 impl Error for CompleteError {}
-
-impl crate::engine::shared::Shared {
-    /// A completion for `record`, through a simulation's interceptor if
-    /// there is one: `None` when the interceptor held it. Every completion
-    /// passes here, whether a completer delivers it or a timer
-    /// (`complete_after`).
-    #[inline]
-    pub(crate) fn intercept_completion(
-        &self,
-        record: &RecordRef,
-        tag: Tag,
-        result: Result<Payload, CommandError>,
-    ) -> Option<Result<Payload, CommandError>> {
-        match &self.intercept {
-            None => Some(result),
-            Some(intercept) => intercept.completion(record, tag, result),
-        }
-    }
-
-    /// Delivers a completion an interceptor held. If its process has ended
-    /// meanwhile, the completion is dropped (as a late completer's is).
-    pub(crate) fn release_completion(
-        &self,
-        record: &RecordRef,
-        tag: Tag,
-        result: Result<Payload, CommandError>,
-    ) {
-        match record.deliver(Event::Completion { tag, result }) {
-            Ok(wake) => self.after_wake(record, wake),
-            Err(event) => {
-                crate::panic_guard::drop_user_value(event, record.pid, "a late completion")
-            }
-        }
-    }
-}

@@ -28,6 +28,15 @@
 //! next registration) instead of failing with `Closed`; the ending record
 //! is passed over until it is released
 //! (`a_holder_ending_under_racing_sends_never_makes_them_fail`).
+//!
+//! # State
+//!
+//! The feature owns its state: the name table
+//! ([`Names`](table::Names), the shared state's `names`: holders, parked
+//! sends, the outside waiters' count). Its operations on the engine's
+//! side are methods of that table, written here; they take the engine
+//! (`&Shared`) only for what other features do: delivering a message,
+//! the process table, the clock and the sweep's timer, dead letters.
 
 pub(crate) mod table;
 
@@ -49,20 +58,21 @@ use crate::record::RecordRef;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 
 use crate::timer::{Action, What};
-use table::{ended, live_holder, Parked};
+use table::{ended, live_holder, Names, Parked};
 
-impl Shared {
+impl Names {
     /// Sends `payload` from the process `from` to the holder of `name`; if
     /// nobody holds it, parks it there until `wait` has passed (see the
     /// module documentation).
     fn send_named_within(
         &self,
+        engine: &Shared,
         from: Pid,
         name: &str,
         payload: relay::Payload,
         wait: Duration,
     ) -> Result<(), SendError> {
-        let shard = self.names.shard(name);
+        let shard = self.shard(name);
         let mut payload = payload;
         // A holder whose mailbox closed (it is ending, its name not yet
         // released) counts as none: the send parks for the next holder
@@ -79,7 +89,7 @@ impl Shared {
             // the order.
             drop(maps);
             let package = Package::from_payload(from, record.pid, payload);
-            match self.deliver_message(&record, package) {
+            match engine.deliver_message(&record, package) {
                 Err(error) if error.kind() == SendErrorKind::Ended => {
                     payload = error.into_package().into_payload();
                     refused = Some(record);
@@ -88,20 +98,20 @@ impl Shared {
             }
         };
         let package = Package::from_payload(from, Pid::OUTSIDE, payload);
-        let sender = self.processes.get(from);
-        let (Some(sender), false) = (sender, self.is_stopping()) else {
+        let sender = engine.processes.get(from);
+        let (Some(sender), false) = (sender, engine.is_stopping()) else {
             drop(maps);
             return Err(SendError::unknown_target(package));
         };
-        let deadline = self.clock.after(wait);
+        let deadline = engine.clock.after(wait);
         let name: StdArc<str> = StdArc::from(name);
         maps.parked
             .entry(StdArc::clone(&name))
             .or_default()
             .push_back(Parked { package, deadline });
         drop(maps);
-        if !self.names.ever_parked.load(Relaxed) {
-            self.names.ever_parked.store(true, Release);
+        if !self.ever_parked.load(Relaxed) {
+            self.ever_parked.store(true, Release);
         }
         // Not one of the sender's own timers: it sweeps even after the
         // sender ended.
@@ -109,14 +119,14 @@ impl Shared {
             record: sender,
             what: What::NameSweep(Box::new(name)),
         };
-        self.set_timer(deadline, sweep);
+        engine.timers.set_timer(engine, deadline, sweep);
         Ok(())
     }
 
     /// Sweeps the packages parked for `name` that are past their deadline
     /// into the dead letters (a parking timer fell due).
-    pub(crate) fn sweep_parked(&self, name: &str) {
-        let late = self.names.take_late(name, self.clock.now());
+    pub(crate) fn sweep_parked(&self, engine: &Shared, name: &str) {
+        let late = self.take_late(name, engine.clock.now());
         if !late.is_empty() {
             tracing::debug!(
                 name,
@@ -124,7 +134,7 @@ impl Shared {
                 "sends that waited for a name timed out"
             );
             let letters = late.into_iter().map(Event::Message).collect();
-            self.dead_letters(Pid::OUTSIDE, letters);
+            engine.dead_letters(Pid::OUTSIDE, letters);
         }
     }
 }
@@ -268,9 +278,12 @@ impl Context {
         let sent = loop {
             let holder = self.wait_for_holder(name, deadline, refused.as_ref());
             let Some(record) = holder else {
-                break shared.post_to_holder(None, payload);
+                break shared.names.post_to_holder(shared, None, payload);
             };
-            match shared.post_to_holder(Some(RecordRef::clone(&record)), payload) {
+            match shared
+                .names
+                .post_to_holder(shared, Some(RecordRef::clone(&record)), payload)
+            {
                 Err(error) if error.kind() == SendErrorKind::Ended => {
                     payload = error.into_package().into_payload();
                     refused = Some(record);
@@ -313,17 +326,18 @@ impl Context {
     }
 }
 
-impl Shared {
+impl Names {
     /// Delivers `payload` from outside to the holder of a name, or refuses
     /// it (unknown target, [`Pid::OUTSIDE`]) when there is none.
     fn post_to_holder(
         &self,
+        engine: &Shared,
         holder: Option<RecordRef>,
         payload: impl std::any::Any + Send,
     ) -> Result<(), SendError> {
         match holder {
             Some(record) => {
-                self.deliver_message(&record, Package::new(Pid::OUTSIDE, record.pid, payload))
+                engine.deliver_message(&record, Package::new(Pid::OUTSIDE, record.pid, payload))
             }
             None => Err(SendError::unknown_target(Package::new(
                 Pid::OUTSIDE,
@@ -370,7 +384,9 @@ impl<M: std::any::Any + Send> Target<M> for &str {
     fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
         let shared = sender.cx.shared();
         match sender.step {
-            None => shared.post_to_holder(shared.names.lookup(self), message),
+            None => shared
+                .names
+                .post_to_holder(shared, shared.names.lookup(self), message),
             Some((from, engine)) => match shared.names.lookup(self) {
                 Some(record) => engine.send(Package::new(from, record.pid, message)),
                 None => Err(SendError::unknown_target(Package::new(
@@ -458,10 +474,12 @@ impl<M: std::any::Any + Send> Target<M> for Within<'_> {
         let payload = relay::into_payload(message);
         match sender.step {
             None => sender.cx.send_within_outside(name, payload, wait),
-            Some((from, _)) => sender
-                .cx
-                .shared()
-                .send_named_within(from, name, payload, wait),
+            Some((from, _)) => {
+                let shared = sender.cx.shared();
+                shared
+                    .names
+                    .send_named_within(shared, from, name, payload, wait)
+            }
         }
     }
 }

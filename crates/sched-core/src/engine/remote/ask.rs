@@ -16,34 +16,35 @@ use std::sync::Arc as StdArc;
 use relay::{Payload, Pid, RemoteTransport, SendError, SendErrorKind, Signal};
 
 use super::protocol::Op;
+use super::table::Across;
 use crate::contract::reply::{Answer, AskError, ON_ANOTHER_NODE};
 use crate::engine::shared::Shared;
 use crate::panic_guard::drop_user_value;
 
-impl Shared {
+impl Across {
     /// Asks the remote process `to`, answered through `asker`. When the
     /// question cannot leave, the asker is never told (the caller gets the
     /// error, with the question).
     pub(crate) fn ask_remote(
         &self,
+        engine: &Shared,
         from: Pid,
         to: Pid,
         question: Payload,
         asker: StdArc<dyn Answer>,
     ) -> Result<(), SendError> {
-        let across = self.across.as_deref().expect("checked by `is_remote`");
-        let key = self.ids.next();
+        let key = engine.ids.next();
         let sender = if from == Pid::OUTSIDE {
-            Pid::new(across.node, 0)
+            Pid::new(self.node, 0)
         } else {
             from
         };
-        across.shard(&key).asks.insert(key, (to.node(), asker));
-        self.expect_answer();
-        match across.signal(sender, to, &Op::Ask { key }, Some(question)) {
+        self.shard(&key).asks.insert(key, (to.node(), asker));
+        engine.expect_answer();
+        match self.signal(sender, to, &Op::Ask { key }, Some(question)) {
             Ok(()) => Ok(()),
             Err(mut error) => {
-                let asker = across.shard(&key).asks.remove(&key);
+                let asker = self.shard(&key).asks.remove(&key);
                 drop(asker);
                 // The question back in a package of its own, as a local
                 // ask's refusal has it.
@@ -60,19 +61,25 @@ impl Shared {
     }
 
     /// The remote process `from` asks `to`, here, under `key`.
-    pub(super) fn asked_by_remote(&self, from: Pid, to: Pid, key: u64, question: Payload) {
-        let across = self
-            .across
-            .as_deref()
-            .expect("signals come with a transport");
+    pub(super) fn asked_by_remote(
+        &self,
+        engine: &Shared,
+        from: Pid,
+        to: Pid,
+        key: u64,
+        question: Payload,
+    ) {
         let answer = StdArc::new(RemoteAnswer {
-            remote: StdArc::clone(&across.remote),
+            remote: StdArc::clone(&self.remote),
             asked: to,
             asker: from,
             key,
         });
         let asker: StdArc<dyn Answer> = answer.clone();
-        if let Err(error) = self.ask(from, to, question, ON_ANOTHER_NODE, asker) {
+        if let Err(error) = engine
+            .asks
+            .ask(engine, from, to, question, ON_ANOTHER_NODE, asker)
+        {
             // Nobody read it: the question goes back, as `Unread`.
             tracing::debug!(%to, %error, "a request from another node was not delivered");
             let question = error.into_package().into_payload();
@@ -90,11 +97,7 @@ impl Shared {
         result: Result<(), AskError>,
         payload: Option<Payload>,
     ) {
-        let across = self
-            .across
-            .as_deref()
-            .expect("signals come with a transport");
-        let mut table = across.shard(&key);
+        let mut table = self.shard(&key);
         let entry = match table.asks.get(&key) {
             Some((node, _)) if *node == from.node() => table.asks.remove(&key),
             _ => None,

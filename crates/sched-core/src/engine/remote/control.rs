@@ -14,6 +14,7 @@
 use relay::{Pid, SendErrorKind};
 
 use super::protocol::Op;
+use super::table::Across;
 use crate::contract::error::TerminateError;
 use crate::engine::shared::Shared;
 use crate::engine::Context;
@@ -36,15 +37,14 @@ impl EndRequest {
     }
 }
 
-impl Shared {
+impl Across {
     /// Sends `request` to `target`, a process of another node.
     pub(crate) fn end_remote(
         &self,
         target: Pid,
         request: EndRequest,
     ) -> Result<(), TerminateError> {
-        let across = self.across();
-        if across.tell(Pid::new(across.node, 0), target, &request.op()) {
+        if self.tell(Pid::new(self.node, 0), target, &request.op()) {
             Ok(())
         } else {
             Err(TerminateError::Unreachable(target))
@@ -56,11 +56,12 @@ impl Shared {
     /// be.
     pub(super) fn ended_by_remote(
         &self,
+        engine: &Shared,
         from: Pid,
         target: Pid,
         request: EndRequest,
     ) -> Result<(), SendErrorKind> {
-        let context = Context::of(self);
+        let context = Context::of(engine);
         let done = match request {
             EndRequest::Terminate => context.terminate(target),
             EndRequest::Cancel => context.cancel(target),

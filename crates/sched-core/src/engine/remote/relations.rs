@@ -45,30 +45,28 @@ use super::protocol::Op;
 use super::table::{by_key, take_where, watcher_pid, Across};
 use crate::contract::down::{Down, ExitReason, MonitorId};
 use crate::contract::reply::AskError;
+use crate::engine::in_records::Monitors;
 use crate::engine::shared::Shared;
 use crate::record::relations::{Watch, Watcher};
 use crate::record::RecordRef;
 
-impl Shared {
-    /// Whether `pid` names a process of another node that a transport
-    /// reaches.
-    #[inline]
-    pub(crate) fn is_remote(&self, pid: Pid) -> bool {
-        self.across.is_some() && pid.node() != self.processes.node()
-    }
-
-    pub(super) fn across(&self) -> &Across {
-        self.across.as_deref().expect("checked by `is_remote`")
-    }
-
+/// The relations with other nodes' processes are the table's operations:
+/// each reads the table through `self`, and takes the engine only for what
+/// another feature does (the id source, the process table, telling a
+/// watcher, waking a process).
+impl Across {
     /// Monitors the remote process `target` for `watcher`.
-    pub(crate) fn monitor_remote(&self, target: Pid, watcher: Watcher) -> MonitorId {
-        let across = self.across();
-        let id = self.ids.next();
-        let from = watcher_pid(&watcher, across.node);
-        across.shard(&id).watching.insert(id, (target, watcher));
-        if !across.tell(from, target, &Op::Monitor { id }) {
-            self.remote_down(target, id, ExitReason::NodeDown, None);
+    pub(crate) fn monitor_remote(
+        &self,
+        engine: &Shared,
+        target: Pid,
+        watcher: Watcher,
+    ) -> MonitorId {
+        let id = engine.ids.next();
+        let from = watcher_pid(&watcher, self.node);
+        self.shard(&id).watching.insert(id, (target, watcher));
+        if !self.tell(from, target, &Op::Monitor { id }) {
+            self.remote_down(engine, target, id, ExitReason::NodeDown, None);
         }
         MonitorId { target, id }
     }
@@ -78,12 +76,13 @@ impl Shared {
     /// been removed.
     pub(super) fn remote_down(
         &self,
+        engine: &Shared,
         from: Pid,
         id: u64,
         reason: ExitReason,
         detail: Option<StdArc<str>>,
     ) {
-        let mut table = self.across().shard(&id);
+        let mut table = self.shard(&id);
         let entry = match table.watching.get(&id) {
             Some((target, _)) if *target == from => table.watching.remove(&id),
             _ => None,
@@ -96,23 +95,22 @@ impl Shared {
                 reason,
                 detail,
             };
-            self.tell_down(watcher, down);
+            engine.monitors.tell_down(engine, watcher, down);
         }
     }
 
     /// A watcher on node `watcher.node()` monitors `target`, a process
     /// here, under its id `id`.
-    pub(super) fn watched_by_remote(&self, watcher: Pid, target: Pid, id: u64) {
-        let across = self.across();
-        let record = self.processes.get(target);
-        let local = self.ids.next();
+    pub(super) fn watched_by_remote(&self, engine: &Shared, watcher: Pid, target: Pid, id: u64) {
+        let record = engine.processes.get(target);
+        let local = engine.ids.next();
         let refused = match record {
             None => Some(ExitReason::NoProcess),
             Some(record) => {
                 // Listed under the entry's shard's lock, so the end's
                 // `down` (which removes the entry under it) comes after.
                 let key = (watcher.node(), id);
-                let mut table = across.shard(&key);
+                let mut table = self.shard(&key);
                 let attached = record.related().with_live(|related| {
                     related.monitors.push(Watch {
                         id: local,
@@ -136,37 +134,34 @@ impl Shared {
                 reason,
                 detail: None,
             };
-            across.tell(target, watcher, &down);
+            self.tell(target, watcher, &down);
         }
     }
 
     /// Tells a watcher on another node that the process it watched ended.
     pub(crate) fn down_to_remote(&self, watcher: Pid, id: u64, down: Down) {
-        let Some(across) = self.across.as_deref() else {
-            return;
-        };
         let key = (watcher.node(), id);
-        let gone = across.shard(&key).watched.remove(&key);
+        let gone = self.shard(&key).watched.remove(&key);
         drop(gone);
         let op = Op::Down {
             id,
             reason: down.reason,
             detail: down.detail,
         };
-        across.tell(down.pid, watcher, &op);
+        self.tell(down.pid, watcher, &op);
     }
 
     /// The remote watcher's monitor `id` of `target` is removed.
     pub(super) fn unwatched_by_remote(&self, watcher: Pid, id: u64) {
         let key = (watcher.node(), id);
-        let entry = self.across().shard(&key).watched.remove(&key);
+        let entry = self.shard(&key).watched.remove(&key);
         if let Some((record, local)) = entry {
-            crate::engine::monitors::detach(&record, local);
+            Monitors::detach(&record, local);
         }
     }
 
     /// Links `me` with the remote process `other`.
-    pub(crate) fn link_remote(&self, me: &RecordRef, other: Pid) {
+    pub(crate) fn link_remote(&self, engine: &Shared, me: &RecordRef, other: Pid) {
         let added = me.related().with_live(|related| {
             if related.remote_links.contains(&other) {
                 return false;
@@ -177,12 +172,11 @@ impl Shared {
         if added != Ok(true) {
             return;
         }
-        let across = self.across();
         let key = (other, me.pid);
-        let old = across.shard(&key).links.insert(key, RecordRef::clone(me));
+        let old = self.shard(&key).links.insert(key, RecordRef::clone(me));
         drop(old);
-        if !across.tell(me.pid, other, &Op::Link) {
-            self.remote_exit(me, other, ExitReason::NodeDown, None);
+        if !self.tell(me.pid, other, &Op::Link) {
+            self.remote_exit(engine, me, other, ExitReason::NodeDown, None);
         }
     }
 
@@ -194,19 +188,17 @@ impl Shared {
         if removed != Some(true) {
             return;
         }
-        let across = self.across();
-        across.forget_link(other, me);
-        across.tell(me.pid, other, &Op::Unlink);
+        self.forget_link(other, me);
+        self.tell(me.pid, other, &Op::Unlink);
     }
 
     /// The remote process `from` links itself with `target`, here.
-    pub(super) fn linked_by_remote(&self, from: Pid, target: Pid) {
-        let across = self.across();
-        let refused = match self.processes.get(target) {
+    pub(super) fn linked_by_remote(&self, engine: &Shared, from: Pid, target: Pid) {
+        let refused = match engine.processes.get(target) {
             None => Some(ExitReason::NoProcess),
             Some(record) => {
                 let key = (from, target);
-                let mut table = across.shard(&key);
+                let mut table = self.shard(&key);
                 let added = record.related().with_live(|related| {
                     if related.remote_links.contains(&from) {
                         return false;
@@ -231,20 +223,20 @@ impl Shared {
                 reason,
                 detail: None,
             };
-            across.tell(target, from, &exit);
+            self.tell(target, from, &exit);
         }
     }
 
     /// The remote process `from` unlinks itself from `target`, here.
     pub(super) fn unlinked_by_remote(&self, from: Pid, target: Pid) {
-        let Some(record) = self.across().listed_link(from, target) else {
+        let Some(record) = self.listed_link(from, target) else {
             return;
         };
         let removed = record
             .relations
             .with_existing(|related| related.remove_remote_link(from));
         if removed == Some(true) {
-            self.across().forget_link(from, &record);
+            self.forget_link(from, &record);
         }
     }
 
@@ -252,34 +244,34 @@ impl Shared {
     /// `target` still lists the link.
     fn remote_exit(
         &self,
+        engine: &Shared,
         target: &RecordRef,
         from: Pid,
         reason: ExitReason,
         detail: Option<StdArc<str>>,
     ) {
-        if let Some(across) = self.across.as_deref() {
-            across.forget_link(from, target);
-        }
+        self.forget_link(from, target);
         let acted = target.relations.with_existing(|related| {
             related
                 .remove_remote_link(from)
                 .then(|| crate::engine::links::act_on_exit(target, related, from, reason, detail))
         });
         if let Some(Some(Some(wake))) = acted {
-            self.after_wake(target, wake);
+            engine.after_wake(target, wake);
         }
     }
 
     /// An exit signal from the remote process `from` for `target`, here.
     pub(super) fn exit_from_remote(
         &self,
+        engine: &Shared,
         from: Pid,
         target: Pid,
         reason: ExitReason,
         detail: Option<StdArc<str>>,
     ) {
-        if let Some(record) = self.across().listed_link(from, target) {
-            self.remote_exit(&record, from, reason, detail);
+        if let Some(record) = self.listed_link(from, target) {
+            self.remote_exit(engine, &record, from, reason, detail);
         }
     }
 
@@ -292,32 +284,26 @@ impl Shared {
         reason: ExitReason,
         detail: Option<StdArc<str>>,
     ) {
-        let Some(across) = self.across.as_deref() else {
-            return;
-        };
         for other in links {
-            across.forget_link(other, record);
+            self.forget_link(other, record);
             let exit = Op::Exit {
                 reason,
                 detail: detail.clone(),
             };
-            across.tell(record.pid, other, &exit);
+            self.tell(record.pid, other, &exit);
         }
     }
 
     /// The transport can no longer vouch for `node`: every relation with
     /// its processes ends, with [`ExitReason::NodeDown`] (see the module's
     /// doc).
-    pub(crate) fn node_down(&self, node: u32) {
-        let Some(across) = self.across.as_deref() else {
-            return;
-        };
-        if node == across.node {
+    pub(crate) fn node_down(&self, engine: &Shared, node: u32) {
+        if node == self.node {
             return;
         }
         let (mut watching, mut watched, mut links, mut asks) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for shard in across.shards() {
+        for shard in self.shards() {
             let mut table = shard.lock();
             watching.extend(take_where(&mut table.watching, |_, (target, _)| {
                 target.node() == node
@@ -349,13 +335,13 @@ impl Shared {
                 reason: ExitReason::NodeDown,
                 detail: None,
             };
-            self.tell_down(watcher, down);
+            engine.monitors.tell_down(engine, watcher, down);
         }
         for (_, (record, local)) in watched {
-            crate::engine::monitors::detach(&record, local);
+            Monitors::detach(&record, local);
         }
         for ((remote, _), record) in links {
-            self.remote_exit(&record, remote, ExitReason::NodeDown, None);
+            self.remote_exit(engine, &record, remote, ExitReason::NodeDown, None);
         }
         for (_, (_, asker)) in asks {
             asker.answer(Err(AskError::NodeDown));

@@ -856,7 +856,7 @@ impl Simulation {
             }
             Held::Request(record, request) => {
                 let shared = &self.node_of(record.pid.node()).shared;
-                shared.release_request(&record, request);
+                shared.asks.release_request(shared, &record, request);
             }
             Held::Completion(record, tag, result) => {
                 let shared = &self.node_of(record.pid.node()).shared;
