@@ -130,7 +130,7 @@ fn count(root: &Path) -> Result<Counts, String> {
                     file: relative.clone(),
                 });
             }
-            if code.contains("impl Shared {") || code.contains("impl Shared\n{") {
+            if impls_shared(&code) {
                 shared_files.insert(relative.clone());
             }
             derefs_to_context.extend(deref_targets(&code, "Context"));
@@ -213,6 +213,28 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// `text` with comments, string and char literals blanked, and test
 /// modules (`#[cfg(test)]`, `#[cfg(all(test, ..))]` items) removed.
+/// Whether `code` holds an inherent `impl` of `Shared`, named plainly or
+/// by a path (`impl crate::engine::shared::Shared {`).
+fn impls_shared(code: &str) -> bool {
+    code.match_indices("impl").any(|(at, _)| {
+        let starts_word = code[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric() && c != '_');
+        let rest = &code[at + "impl".len()..];
+        let Some(rest) = rest.strip_prefix(char::is_whitespace) else {
+            return false;
+        };
+        let ty = rest
+            .trim_start()
+            .split(['{', '<'])
+            .next()
+            .unwrap_or("")
+            .trim();
+        starts_word && (ty == "Shared" || ty.ends_with("::Shared"))
+    })
+}
+
 fn strip(text: &str) -> String {
     let code = strip_comments_only(text);
     remove_test_items(&code)
@@ -514,6 +536,16 @@ fn top_level_parts(text: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_impl_of_shared_by_any_path_is_counted_and_a_trait_impl_is_not() {
+        assert!(impls_shared("impl Shared {\n}"));
+        assert!(impls_shared("impl Shared\n{\n}"));
+        assert!(impls_shared("impl crate::engine::shared::Shared {}"));
+        assert!(!impls_shared("impl Debug for Shared {}"));
+        assert!(!impls_shared("impl SharedState {}"));
+        assert!(!impls_shared("fn simpl Shared {}"));
+    }
 
     #[test]
     fn inherent_methods_are_counted_and_trait_impls_are_not() {
