@@ -309,8 +309,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-late-submission-skips-its-cancel",
         file: "crates/sched-core/src/engine/admission.rs",
-        original: "        if self.live.is_stopping() {",
-        replacement: "        if false && self.live.is_stopping() {",
+        original: "        if self.is_stopping() {",
+        replacement: "        if false && self.is_stopping() {",
         catcher: &SCHED_CORE_SHUTDOWN_RACES,
     },
     Mutation {
@@ -343,7 +343,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-delayed-messages-outlive-their-target",
-        file: "crates/sched-core/src/engine/monitors.rs",
+        file: "crates/sched-core/src/engine/shared.rs",
         original: "        if !related.delayed.is_empty() {",
         replacement: "        if false && !related.delayed.is_empty() {",
         catcher: &PROMISE_DELAYED_TO_ENDED,
