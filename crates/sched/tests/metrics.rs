@@ -53,13 +53,18 @@ fn value(scrape: &prometheus_parse::Scrape, name: &str) -> Vec<f64> {
         .samples
         .iter()
         .filter(|s| s.metric == name)
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            _ => f64::NAN,
-        })
+        .map(number)
         .collect()
+}
+
+/// A sample's value as a number (`NAN` for a histogram or a summary).
+fn number(sample: &prometheus_parse::Sample) -> f64 {
+    match sample.value {
+        prometheus_parse::Value::Counter(v)
+        | prometheus_parse::Value::Gauge(v)
+        | prometheus_parse::Value::Untyped(v) => v,
+        _ => f64::NAN,
+    }
 }
 
 #[test]
@@ -176,12 +181,7 @@ fn the_scraped_figures_parse_and_count_the_steps() {
             .samples
             .iter()
             .filter(|s| s.metric == name && s.labels.get("group") == Some(group))
-            .map(|s| match s.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                _ => f64::NAN,
-            })
+            .map(number)
             .collect()
     };
     for group in ["default", "batch"] {
