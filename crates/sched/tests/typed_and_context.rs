@@ -11,8 +11,13 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// Replies to every `Ping` with the number it carries plus one.
-struct Ponger;
+/// Replies to every `Ping` with the number it carries plus one; a reply
+/// the engine refuses (its addressee does not exist) is counted, and the
+/// ponger keeps running.
+#[derive(Default)]
+struct Ponger {
+    refused: Arc<AtomicUsize>,
+}
 
 struct Ping {
     reply_to: Addr<u64>,
@@ -29,7 +34,9 @@ impl Process for Ponger {
             match event {
                 Event::Message(package) => {
                     let ping = package.downcast::<Ping>().map_err(|_| "not a Ping")?;
-                    out.send(ping.reply_to, ping.n + 1)?;
+                    if out.send(ping.reply_to, ping.n + 1).is_err() {
+                        self.refused.fetch_add(1, SeqCst);
+                    }
                 }
                 Event::Cancel => out.finish(()),
                 _ => {}
@@ -56,7 +63,7 @@ impl Process for Pinger {
         let ponger = match self.ponger {
             Some(ponger) => ponger,
             None => {
-                let ponger = out.spawn(Ponger)?.addr::<Ponger>();
+                let ponger = out.spawn(Ponger::default())?.addr::<Ponger>();
                 self.ponger = Some(ponger);
                 out.send(ponger, Ping { reply_to: me, n: 0 })?;
                 ponger
@@ -97,7 +104,12 @@ fn typed_addresses_carry_messages_between_processes() {
 fn a_typed_message_from_outside_reaches_the_process_and_a_failed_one_comes_back() {
     let scheduler = Scheduler::builder().workers(1).build();
     scheduler.start();
-    let done = scheduler.spawn(Ponger).unwrap();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let done = scheduler
+        .spawn(Ponger {
+            refused: refused.clone(),
+        })
+        .unwrap();
     let ponger = done.addr::<Ponger>();
     let nobody: Addr<u64> = Addr::from_pid(Pid::local(999_999));
     let err = scheduler
@@ -110,9 +122,19 @@ fn a_typed_message_from_outside_reaches_the_process_and_a_failed_one_comes_back(
         )
         .err();
     assert!(err.is_none(), "the ponger is alive");
-    // Its reply goes nowhere and is refused; the ponger keeps running.
+    // A send from outside to nobody is refused with its package back.
     let err = scheduler.send(nobody, 5).unwrap_err();
     assert_eq!(err.into_package().downcast::<u64>().ok(), Some(5));
+    // The ponger's reply goes nowhere and is refused too; once the ponger
+    // has seen that refusal, it is still running.
+    let deadline = std::time::Instant::now() + WAIT;
+    while refused.load(SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ping never stepped"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert_eq!(scheduler.stats().live_processes, 1);
     scheduler.shutdown(WAIT);
 }
