@@ -16,6 +16,7 @@ use sched::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::channel;
 use crate::commit::{Latency, Writer};
 use crate::error::{codec, DurableError};
 use crate::inspect::Inspection;
@@ -25,9 +26,9 @@ use crate::process::{
 use crate::receipt::Receipt;
 use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
 use crate::recovery::{replay, Replayed};
-use crate::runner::{Ending, Envelope, Runner, Shared, Start, Tell};
+use crate::runner::{Ending, Runner, Shared, Start, Tell};
 use crate::state::{Snapshot, State};
-use crate::store::{Append, Created, Journal, Outgoing, Store};
+use crate::store::{Append, Created, Journal, Store};
 
 /// The command id the journal's writer answers, unless
 /// [`Durability::with_command`] chose another.
@@ -136,7 +137,7 @@ impl Durability {
         let store: Arc<dyn Store> = Arc::new(store);
         let (writer, thread) = Writer::start(store.clone());
         Durability {
-            store,
+            store: store.clone(),
             shared: Arc::new(Shared {
                 directory: DashMap::new(),
                 command,
@@ -144,6 +145,8 @@ impl Durability {
                 durable: Latency::default(),
                 duplicates: AtomicU64::new(0),
                 undelivered: AtomicU64::new(0),
+                held: AtomicU64::new(0),
+                store: store.clone(),
             }),
             kinds: RwLock::new(HashMap::new()),
             writer: Some(thread),
@@ -302,11 +305,27 @@ impl Durability {
             },
         );
         match scheduler.spawn(Spawn::new(runner).method(DEFAULT_METHOD_NAME).at(pid)) {
-            Ok(completion) => Ok(Spawned {
-                key,
-                completion,
-                receipt,
-            }),
+            Ok(completion) => {
+                // Sends made to this key before it ran (their senders'
+                // outbox keeps them), read now that the process is
+                // registered: any send released while it was not yet
+                // reachable is among them (`channel.rs`).
+                let waiting = self
+                    .store
+                    .outbox_to(&key)
+                    .and_then(|sends| channel::deliver(&self.shared, scheduler, sends));
+                if let Err(e) = waiting {
+                    tracing::error!(
+                        key = &*key,
+                        "the sends waiting for this process could not be read; a recovery delivers them: {e}"
+                    );
+                }
+                Ok(Spawned {
+                    key,
+                    completion,
+                    receipt,
+                })
+            }
             Err(e) => {
                 self.shared.directory.remove(&*key);
                 Err(DurableError::Submit(e.to_string()))
@@ -428,19 +447,11 @@ impl Durability {
                 }
             }
         }
-        // Sends their receivers had not journaled when the node stopped
-        // (the store's outbox), by receiver.
-        let mut outbox: HashMap<String, Vec<Outgoing>> = HashMap::new();
-        for send in self.store.outbox()? {
-            outbox.entry(send.to.clone()).or_default().push(send);
-        }
         // What each process must be handed again, decided from its rebuilt
-        // state before anyone runs: its first inputs are the commands that
-        // were in flight (interrupted), then the sends it had not taken, in
-        // each sender's order (so that no later send overtakes them).
+        // state: its pending timers, and as its first inputs the commands
+        // that were in flight (interrupted).
         let mut plans = Vec::with_capacity(replayed.len());
-        let mut discard = Vec::new();
-        for (r, _) in &mut replayed {
+        for (r, _) in &replayed {
             let mut resume = Vec::new();
             let mut timers: Vec<_> = r.state.timers.iter().collect();
             timers.sort();
@@ -450,7 +461,7 @@ impl Durability {
             }
             let mut commands: Vec<_> = r.state.commands.keys().copied().collect();
             commands.sort_unstable();
-            let mut queued: Vec<_> = commands
+            let queued: Vec<_> = commands
                 .into_iter()
                 .map(|tag| {
                     report.interrupted += 1;
@@ -463,39 +474,15 @@ impl Durability {
                     )
                 })
                 .collect();
-            let mut sends = outbox.remove(&*r.key).unwrap_or_default();
-            sends.sort_by(|a, b| (&a.from, a.seq).cmp(&(&b.from, b.seq)));
-            for send in sends {
-                if r.state.admit(&send.from, send.seq) {
-                    report.resent += 1;
-                    let from = Some((send.from, send.seq));
-                    queued.push((
-                        RecordedInput::Message {
-                            from,
-                            body: send.body,
-                        },
-                        None,
-                    ));
-                } else {
-                    // Taken already: its entry outlived the record that
-                    // took it.
-                    discard.push((r.key.to_string(), send.from, send.seq));
-                }
-            }
             plans.push((resume, queued));
         }
-        // Sends whose receiver does not run here: it ended, or never was.
-        let mut elsewhere = Vec::new();
-        for send in outbox.into_values().flatten() {
-            if self.shared.directory.contains_key(&send.to) {
-                elsewhere.push(send);
-            } else {
-                discard.push((send.to, send.from, send.seq));
-            }
-        }
-        if !discard.is_empty() {
-            self.store.discard(&discard)?;
-        }
+        // Marks of the rebuilt processes: outbox entries at or below them
+        // were taken already (an entry that outlived the record that took
+        // it) and are removed instead of sent.
+        let marks: HashMap<String, HashMap<String, u64>> = replayed
+            .iter()
+            .map(|(r, _)| (r.key.to_string(), r.state.marks.clone()))
+            .collect();
         // Every PID is known before any process runs, so that the first
         // sends find their receivers.
         let mut pids = Vec::with_capacity(replayed.len());
@@ -535,21 +522,29 @@ impl Durability {
                 }
             }
         }
-        // A receiver that was running before this recovery (resumed by an
-        // earlier one, or spawned) is sent its copies; it drops those it
-        // took.
-        for send in elsewhere {
-            let envelope = Envelope {
-                from: send.from.as_str().into(),
-                seq: send.seq,
-                body: send.body,
-            };
-            if let Some(pid) = self.pid(&send.to) {
-                if scheduler.send(pid, envelope).is_ok() {
-                    report.resent += 1;
-                }
+        // Only now, with every resumed process registered, the outbox: a
+        // send released while its receiver was not yet reachable was
+        // committed before that release, so it is in what is read here
+        // (`channel.rs`). Receivers take each sender's sends in order
+        // whatever path brings them first.
+        let mut sends = self.store.outbox()?;
+        let mut taken = Vec::new();
+        sends.retain(|send| {
+            let mark = marks.get(&send.to).and_then(|m| m.get(&send.from));
+            if mark.is_some_and(|&mark| send.seq <= mark) {
+                taken.push((send.to.clone(), send.from.clone(), send.seq));
+                false
+            } else {
+                true
             }
+        });
+        if !taken.is_empty() {
+            self.store.discard(&taken)?;
         }
+        sends.sort_by(|a, b| (&a.to, &a.from, a.seq).cmp(&(&b.to, &b.from, b.seq)));
+        let delivery = channel::deliver(&self.shared, scheduler, sends)?;
+        report.resent = delivery.sent;
+        report.waiting = delivery.waiting;
         self.recovered
             .fetch_add(report.resumed.len() as u64, Relaxed);
         report.took = started.elapsed();
@@ -596,8 +591,19 @@ impl Durability {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn forget(&self, key: &str) -> Result<bool, DurableError> {
-        if self.shared.directory.contains_key(key) {
+        if self.shared.directory.contains_key(key) || self.store.ended(key)? != Some(true) {
             return Ok(false);
+        }
+        // Sends the ended process never took are not for a later process
+        // of the same key (`channel.rs`, first contact).
+        let stale: Vec<_> = self
+            .store
+            .outbox_to(key)?
+            .into_iter()
+            .map(|send| (send.to, send.from, send.seq))
+            .collect();
+        if !stale.is_empty() {
+            self.store.discard(&stale)?;
         }
         self.store.forget(key)
     }
@@ -632,6 +638,7 @@ impl Durability {
             durable_max: self.shared.durable.max(),
             duplicates: self.shared.duplicates.load(Relaxed),
             undelivered: self.shared.undelivered.load(Relaxed),
+            held: self.shared.held.load(Relaxed),
             running: self.shared.directory.len() as u64,
             recovered: self.recovered.load(Relaxed),
             store_bytes: self.store.size().unwrap_or(0),
@@ -787,8 +794,14 @@ pub struct Recovery {
     pub resumed: Vec<Spawned>,
     /// The processes that could not be (left in the store).
     pub failed: Vec<DurableError>,
-    /// Sends made again (their receivers had not journaled them).
+    /// Sends from the outbox handed to their running receivers (their
+    /// receivers had not journaled them; a receiver drops a copy of what
+    /// it took).
     pub resent: u64,
+    /// Sends in the outbox whose receiver does not run here and has not
+    /// ended (not spawned yet, on another node, or not resumed): kept,
+    /// and handed over when it runs.
+    pub waiting: u64,
     /// Timers armed again.
     pub timers: u64,
     /// Commands handed back as interrupted.
@@ -832,8 +845,13 @@ pub struct DurableStats {
     pub durable_max: Duration,
     /// Copies of sends a receiver had already taken, dropped.
     pub duplicates: u64,
-    /// Sends no running durable process took.
+    /// Sends released while their receiver did not run here: the outbox
+    /// keeps each, and hands it over when the receiver is spawned or
+    /// recovered.
     pub undelivered: u64,
+    /// Sends a receiver holds now because an earlier send of the same
+    /// sender has not reached it yet (taken, in order, once it does).
+    pub held: u64,
     /// Durable processes running now.
     pub running: u64,
     /// Durable processes resumed by `recover`.

@@ -69,6 +69,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod channel;
 mod commit;
 mod durability;
 mod error;

@@ -9,6 +9,7 @@
 //! [`Effects::now`] is the batch's recorded time, the same on replay.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -224,7 +225,8 @@ pub struct Effects<'a> {
     key: &'a str,
     at_ms: u64,
     held: &'a mut Vec<Held>,
-    send_seq: &'a mut u64,
+    /// The number of the last send to each receiver.
+    sends: &'a mut HashMap<String, u64>,
 }
 
 impl std::fmt::Debug for Effects<'_> {
@@ -246,13 +248,13 @@ impl<'a> Effects<'a> {
         key: &'a str,
         at_ms: u64,
         held: &'a mut Vec<Held>,
-        send_seq: &'a mut u64,
+        sends: &'a mut HashMap<String, u64>,
     ) -> Self {
         Effects {
             key,
             at_ms,
             held,
-            send_seq,
+            sends,
         }
     }
 
@@ -339,8 +341,12 @@ impl<'a> Effects<'a> {
     /// ```
     pub fn send<R: Durable>(&mut self, to: &str, message: &R::Message) -> Result<(), DurableError> {
         let body = postcard::to_stdvec(message).map_err(codec)?;
-        *self.send_seq += 1;
-        let seq = *self.send_seq;
+        let last = match self.sends.get_mut(to) {
+            Some(last) => last,
+            None => self.sends.entry(to.to_owned()).or_insert(0),
+        };
+        *last += 1;
+        let seq = *last;
         self.push(RecordedEffect::Send {
             to: to.to_owned(),
             seq,

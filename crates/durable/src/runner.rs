@@ -30,13 +30,14 @@ use sched::command::{CommandError, CommandId};
 use sched::timer::TimerId;
 use sched::{BoxError, Event, Events, Output, Pid, Process, Tag};
 
+use crate::channel::Inbound;
 use crate::commit::{Latency, Writer};
 use crate::error::DurableError;
 use crate::process::{unix_ms, AnswerEncoder, Erased, Held, JOURNAL_TAG};
 use crate::receipt::Ack;
 use crate::record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
 use crate::state::{step_batch, Snapshot, State};
-use crate::store::{Append, Created, Outgoing};
+use crate::store::{Append, Created, Outgoing, Store};
 
 /// What every runner of one `Durability` shares.
 pub(crate) struct Shared {
@@ -50,6 +51,11 @@ pub(crate) struct Shared {
     pub(crate) durable: Latency,
     pub(crate) duplicates: AtomicU64,
     pub(crate) undelivered: AtomicU64,
+    /// Sends held by their receivers until an earlier one arrives.
+    pub(crate) held: AtomicU64,
+    /// The store, for a receiver's first-contact question
+    /// (`channel.rs`) and the outbox deliveries.
+    pub(crate) store: Arc<dyn Store>,
 }
 
 /// A message from a durable process.
@@ -88,6 +94,8 @@ pub(crate) struct Runner {
     state: State,
     shared: Arc<Shared>,
     queued: Vec<(RecordedInput, Option<Ack>)>,
+    /// Sends from other durable processes that wait for an earlier one.
+    inbound: Inbound,
     in_flight: Option<InFlight>,
     /// On recovery: the effects to release before anything else (timers
     /// to arm again).
@@ -129,6 +137,7 @@ impl Runner {
             state,
             shared,
             queued: start.queued,
+            inbound: Inbound::default(),
             in_flight: None,
             resume: start.resume,
             live_timers: HashMap::new(),
@@ -292,12 +301,14 @@ impl Runner {
                         out.send(pid, envelope).is_ok()
                     });
                 if !delivered {
+                    // The outbox keeps it: the receiver is handed it when
+                    // it starts (spawned or recovered), or by a recovery.
                     self.shared.undelivered.fetch_add(1, Relaxed);
                     tracing::debug!(
                         from = &*self.key,
                         to,
                         seq,
-                        "no running durable process took a send"
+                        "a send's receiver does not run here; the outbox keeps it"
                     );
                 }
             }
@@ -364,11 +375,18 @@ impl Runner {
             }
             Event::Message(package) => match package.downcast::<Envelope>() {
                 Ok(envelope) => {
-                    if self.state.admit(&envelope.from, envelope.seq) {
-                        let from = Some((envelope.from.to_string(), envelope.seq));
-                        self.queued.push((RecordedInput::Message { from, body: envelope.body }, None));
-                    } else {
-                        self.shared.duplicates.fetch_add(1, Relaxed);
+                    let admitted =
+                        self.inbound
+                            .receive(&mut self.state, &self.shared, &self.key, envelope);
+                    for send in admitted {
+                        let from = Some((send.from.to_string(), send.seq));
+                        self.queued.push((
+                            RecordedInput::Message {
+                                from,
+                                body: send.body,
+                            },
+                            None,
+                        ));
                     }
                 }
                 Err(package) => match package.downcast::<Tell>() {
@@ -429,6 +447,11 @@ impl Process for Runner {
     }
 
     fn close(&mut self) {
+        let held = self.inbound.len() as u64;
+        if held > 0 {
+            // Their senders' outbox entries keep them for the next run.
+            self.shared.held.fetch_sub(held, Relaxed);
+        }
         if let Some(pid) = self.pid {
             self.shared
                 .directory

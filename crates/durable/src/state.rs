@@ -19,9 +19,11 @@ use crate::record::{RecordedEffect, RecordedInput};
 pub(crate) struct State {
     /// The number of the next record.
     pub(crate) next_record: u64,
-    /// The number of the last send.
-    pub(crate) send_seq: u64,
-    /// Per sending durable process: the number of its last send taken.
+    /// Per receiver: the number of the last send to it (sends are
+    /// numbered per sender and receiver, from 1, without gaps).
+    pub(crate) sends: HashMap<String, u64>,
+    /// Per sending durable process: the number of its last send taken
+    /// (every number up to it was taken, in order).
     pub(crate) marks: HashMap<String, u64>,
     /// Pending timers: tag → deadline (ms since the epoch).
     pub(crate) timers: HashMap<u64, u64>,
@@ -31,16 +33,45 @@ pub(crate) struct State {
     pub(crate) ended: bool,
 }
 
+/// What a receiver does with a send from another durable process
+/// (`channel.rs` holds the protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// The sender's next number: take it.
+    Next,
+    /// At or below the sender's mark: a copy of a send taken already.
+    Copy,
+    /// Past the next number: an earlier send is still on its way.
+    Early {
+        /// Nothing was ever taken from this sender.
+        first_contact: bool,
+    },
+}
+
 impl State {
-    /// Whether a message from `from` numbered `seq` is new; if so, it is
-    /// marked seen.
-    pub(crate) fn admit(&mut self, from: &str, seq: u64) -> bool {
-        let mark = self.marks.entry(from.to_owned()).or_insert(0);
-        if seq <= *mark {
-            false
-        } else {
-            *mark = seq;
-            true
+    /// Where a send from `from` numbered `seq` stands against the
+    /// sender's mark.
+    pub(crate) fn admission(&self, from: &str, seq: u64) -> Admission {
+        match self.marks.get(from) {
+            Some(&mark) if seq <= mark => Admission::Copy,
+            Some(&mark) if seq == mark + 1 => Admission::Next,
+            Some(_) => Admission::Early {
+                first_contact: false,
+            },
+            None if seq == 1 => Admission::Next,
+            None => Admission::Early {
+                first_contact: true,
+            },
+        }
+    }
+
+    /// Marks the send from `from` numbered `seq` taken.
+    pub(crate) fn take(&mut self, from: &str, seq: u64) {
+        match self.marks.get_mut(from) {
+            Some(mark) => *mark = seq,
+            None => {
+                self.marks.insert(from.to_owned(), seq);
+            }
         }
     }
 
@@ -66,7 +97,12 @@ impl State {
     /// Accounts for an effect a step asked for.
     pub(crate) fn apply_effect(&mut self, effect: &RecordedEffect) {
         match effect {
-            RecordedEffect::Send { seq, .. } => self.send_seq = self.send_seq.max(*seq),
+            RecordedEffect::Send { to, seq, .. } => match self.sends.get_mut(to) {
+                Some(last) => *last = (*last).max(*seq),
+                None => {
+                    self.sends.insert(to.clone(), *seq);
+                }
+            },
             RecordedEffect::Timer { tag, deadline_ms } => {
                 self.timers.insert(*tag, *deadline_ms);
             }
@@ -118,10 +154,9 @@ pub(crate) fn step_batch(
             continue;
         }
         let before = held.len();
-        let mut send_seq = state.send_seq;
         process.step(
             input,
-            &mut Effects::new(key, at_ms, &mut held, &mut send_seq),
+            &mut Effects::new(key, at_ms, &mut held, &mut state.sends),
         );
         for h in &held[before..] {
             state.apply_effect(&h.effect);
@@ -135,20 +170,55 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_send_at_or_below_its_senders_mark_is_a_copy() {
+    fn a_receiver_takes_exactly_the_next_number_of_each_sender() {
         let mut state = State::default();
-        assert!(state.admit("a", 1));
-        assert!(state.admit("a", 2));
-        assert!(!state.admit("a", 2), "the same send again");
-        assert!(!state.admit("a", 1), "an older send");
-        assert!(state.admit("b", 1), "marks are per sender");
+        assert_eq!(state.admission("a", 1), Admission::Next);
+        assert_eq!(
+            state.admission("a", 2),
+            Admission::Early {
+                first_contact: true
+            }
+        );
+        state.take("a", 1);
+        assert_eq!(
+            state.admission("a", 1),
+            Admission::Copy,
+            "the same send again"
+        );
+        assert_eq!(state.admission("a", 2), Admission::Next);
+        assert_eq!(
+            state.admission("a", 3),
+            Admission::Early {
+                first_contact: false
+            },
+            "a later send waits for the gap to fill"
+        );
+        assert_eq!(
+            state.admission("b", 1),
+            Admission::Next,
+            "marks are per sender"
+        );
         // A replayed input raises the mark as the live admission did.
         let mut replayed = State::default();
         replayed.apply_input(&RecordedInput::Message {
             from: Some(("a".into(), 2)),
             body: vec![],
         });
-        assert!(!replayed.admit("a", 2));
-        assert!(replayed.admit("a", 3));
+        assert_eq!(replayed.admission("a", 2), Admission::Copy);
+        assert_eq!(replayed.admission("a", 3), Admission::Next);
+    }
+
+    #[test]
+    fn sends_are_numbered_per_receiver() {
+        let mut state = State::default();
+        for (to, seq) in [("x", 1), ("y", 1), ("x", 2)] {
+            state.apply_effect(&RecordedEffect::Send {
+                to: to.into(),
+                seq,
+                body: vec![],
+            });
+        }
+        assert_eq!(state.sends.get("x"), Some(&2));
+        assert_eq!(state.sends.get("y"), Some(&1));
     }
 }

@@ -37,6 +37,14 @@ const DEQUE_LOOM: Catcher = Catcher {
 };
 
 /// The deque's tests with items whose `Drop` panics.
+/// The durable processes' channel tests: sends between durable processes
+/// taken once, in order, on every path.
+const DURABLE_CHANNEL: Catcher = Catcher {
+    args: &["test", "-p", "sched-durable", "--test", "channel"],
+    env: &[],
+    target_subdir: None,
+};
+
 const DEQUE_PANICKING_DROP: Catcher = Catcher {
     args: &["test", "-p", "sched-deque", "--test", "panicking_drop"],
     env: &[],
@@ -438,5 +446,26 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "        let next = wheel.next_deadline().unwrap_or(deadline);\n",
         replacement: "        let next = wheel.next_deadline().unwrap_or(deadline);\n        drop(wheel);\n",
         catcher: &SCHED_CORE_TIMER_NEXT_MODEL,
+    },
+    Mutation {
+        name: "durable-admission-by-high-water-mark",
+        file: "crates/durable/src/state.rs",
+        original: "            Some(&mark) if seq == mark + 1 => Admission::Next,\n",
+        replacement: "            Some(_) | None => Admission::Next,\n",
+        catcher: &DURABLE_CHANNEL,
+    },
+    Mutation {
+        name: "durable-spawn-leaves-the-outbox-for-a-recovery",
+        file: "crates/durable/src/durability.rs",
+        original: "                    .and_then(|sends| channel::deliver(&self.shared, scheduler, sends));\n",
+        replacement: "                    .map(drop);\n",
+        catcher: &DURABLE_CHANNEL,
+    },
+    Mutation {
+        name: "durable-recover-delivers-before-every-process-runs",
+        file: "crates/durable/src/durability.rs",
+        original: "        let delivery = channel::deliver(&self.shared, scheduler, sends)?;\n",
+        replacement: "        let delivery = channel::Delivery::default();\n        drop(sends);\n",
+        catcher: &DURABLE_CHANNEL,
     },
 ];

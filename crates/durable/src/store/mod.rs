@@ -214,6 +214,51 @@ pub trait Store: Send + Sync + 'static {
     /// [`DurableError::Store`].
     fn outbox(&self) -> Result<Vec<Outgoing>, DurableError>;
 
+    /// The sends in the outbox addressed to `key` (those of
+    /// [`outbox`](Store::outbox) whose `to` is `key`). The default reads
+    /// the whole outbox; a store that can look them up by receiver should.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::{RedbStore, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+    /// assert!(store.outbox_to("nobody")?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
+        let mut sends = self.outbox()?;
+        sends.retain(|send| send.to == key);
+        Ok(sends)
+    }
+
+    /// Whether the journal of `key` has ended: `None` if the store holds
+    /// no journal under `key`. The default reads the journal.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::{RedbStore, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+    /// assert_eq!(store.ended("nobody")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
+        Ok(self.journal(key)?.map(|journal| journal.ended))
+    }
+
     /// Removes outbox entries, as (receiver, sender, number): sends whose
     /// receiver will never take them.
     ///

@@ -462,6 +462,38 @@ impl Store for RedbStore {
         Ok(out)
     }
 
+    fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
+        let txn = self.db.begin_read().map_err(store)?;
+        let outbox = txn.open_table(OUTBOX).map_err(store)?;
+        let mut out = Vec::new();
+        // Keys sort by receiver first: its entries are one range.
+        for entry in outbox.range((key, "", 0)..).map_err(store)? {
+            let (k, v) = entry.map_err(store)?;
+            let (to, from, seq) = k.value();
+            if to != key {
+                break;
+            }
+            out.push(Outgoing {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                seq,
+                body: v.value().to_vec(),
+            });
+        }
+        Ok(out)
+    }
+
+    fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
+        let txn = self.db.begin_read().map_err(store)?;
+        let processes = txn.open_table(PROCESSES).map_err(store)?;
+        let Some(meta) = processes.get(key).map_err(store)? else {
+            return Ok(None);
+        };
+        let meta: Meta = postcard::from_bytes(meta.value())
+            .map_err(|e| corrupt(format!("the entry of {key:?}: {e}")))?;
+        Ok(Some(meta.ended))
+    }
+
     fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {
         let txn = self.db.begin_write().map_err(store)?;
         {

@@ -74,6 +74,10 @@ pub struct Gate {
     fenced: Mutex<Option<String>>,
     panics: Mutex<u32>,
     pub appends: AtomicU64,
+    /// Every key whose record was appended, in order.
+    pub appended: Mutex<Vec<String>>,
+    outbox_closed: Mutex<bool>,
+    outbox_opened: Condvar,
 }
 
 impl Gate {
@@ -97,6 +101,15 @@ impl Gate {
     /// another node had taken the journal over).
     pub fn fence_key(&self, key: &str) {
         *self.fenced.lock() = Some(key.to_owned());
+    }
+    /// Holds reads of the whole outbox (`Store::outbox`, which a recovery
+    /// makes) until `open_outbox`.
+    pub fn close_outbox(&self) {
+        *self.outbox_closed.lock() = true;
+    }
+    pub fn open_outbox(&self) {
+        *self.outbox_closed.lock() = false;
+        self.outbox_opened.notify_all();
     }
     pub fn hold_key(&self, key: &str) {
         *self.held.lock() = Some(key.to_owned());
@@ -137,6 +150,10 @@ impl Store for Gated {
             ));
         }
         self.gate.appends.fetch_add(1, Relaxed);
+        self.gate
+            .appended
+            .lock()
+            .extend(batch.iter().map(|a| a.key.clone()));
         if let Some(fenced) = &*self.gate.fenced.lock() {
             let kept: Vec<Append> = batch.iter().filter(|a| &a.key != fenced).cloned().collect();
             self.inner.append(&kept)?;
@@ -168,7 +185,18 @@ impl Store for Gated {
         self.inner.forget(key)
     }
     fn outbox(&self) -> Result<Vec<Outgoing>, DurableError> {
+        let mut closed = self.gate.outbox_closed.lock();
+        while *closed {
+            self.gate.outbox_opened.wait(&mut closed);
+        }
+        drop(closed);
         self.inner.outbox()
+    }
+    fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
+        self.inner.outbox_to(key)
+    }
+    fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
+        self.inner.ended(key)
     }
     fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {
         self.inner.discard(entries)

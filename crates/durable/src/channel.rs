@@ -1,0 +1,221 @@
+//! Sends between durable processes: one reliable, ordered channel per
+//! (sender, receiver).
+//!
+//! Protocol:
+//! 1. **Numbering.** A sender numbers its sends to each receiver 1, 2, 3,
+//!    ... without gaps (`State::sends`, rebuilt by replay like the rest of
+//!    its bookkeeping).
+//! 2. **Outbox.** The sender's record carries its sends; the store keeps
+//!    each in the outbox, keyed by (receiver, sender, number), until a
+//!    record of the receiver takes it. A send is therefore durable before
+//!    anyone sees it, and stays durable until its receiver's journal has
+//!    it.
+//! 3. **Paths.** A send reaches its receiver by whichever of these comes
+//!    first, and possibly by several:
+//!    - live, when its record commits and the receiver runs on this node;
+//!    - from the outbox when the receiver starts: [`Durability::spawn`]
+//!      and [`Durability::recover`] read the outbox *after* the receiver's
+//!      process is registered, so a send released while it was not yet
+//!      reachable (committed before that release, hence before the read)
+//!      is in what they read;
+//!    - from the outbox at any later `recover` (sends to a receiver on
+//!      another node of a cluster store, or to one that could not be
+//!      resumed until its code was fixed).
+//! 4. **Admission** (`State::admission`, [`Inbound::receive`]): the
+//!    receiver takes exactly the sender's next number; a number at or
+//!    below its mark is a copy and is dropped (counted in `duplicates`);
+//!    a later number is held in memory until the gap fills (counted in
+//!    `held`), then taken in order. Held sends are not journaled: their
+//!    outbox entries keep them, so a crash loses nothing.
+//! 5. **First contact.** A receiver that has never taken anything from a
+//!    sender and sees its number `k > 1` asks the store whether that
+//!    sender's outbox holds an earlier send to it: if so, `k` is held
+//!    until it arrives; if not, the earlier numbers went to an incarnation
+//!    of the same key that was forgotten (`Durability::forget` discards
+//!    the outbox entries addressed to it), and `k` starts the channel.
+//! 6. **Discarding.** An outbox entry is removed when its receiver's
+//!    record takes it, or when its receiver's journal has ended (by a
+//!    recovery or `forget`). A send to a key that has no journal yet
+//!    stays in the outbox and is delivered when a process of that key is
+//!    spawned.
+//!
+//! So each send released by a committed record is taken exactly once, in
+//! its sender's order, by the receiver's journal, whatever crashes and
+//! restarts come between (tests: `crates/durable/tests/channel.rs`).
+//!
+//! [`Durability::spawn`]: crate::Durability::spawn
+//! [`Durability::recover`]: crate::Durability::recover
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use sched::engine::AsContext;
+
+use crate::error::DurableError;
+use crate::runner::{Envelope, Shared};
+use crate::state::{Admission, State};
+use crate::store::{Outgoing, Store};
+
+/// A receiver's sends that arrived before an earlier send of the same
+/// sender: per sender, by number.
+#[derive(Default)]
+pub(crate) struct Inbound {
+    held: HashMap<Arc<str>, BTreeMap<u64, Vec<u8>>>,
+}
+
+/// A send admitted by [`Inbound::receive`], in the order to take it.
+pub(crate) struct Admitted {
+    pub(crate) from: Arc<str>,
+    pub(crate) seq: u64,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Inbound {
+    /// Admits `envelope` to `receiver` (whose bookkeeping is `state`): the
+    /// sends to take now, in order (it, then any held ones it unblocks),
+    /// marked taken in `state`.
+    pub(crate) fn receive(
+        &mut self,
+        state: &mut State,
+        shared: &Shared,
+        receiver: &str,
+        envelope: Envelope,
+    ) -> Vec<Admitted> {
+        let Envelope { from, seq, body } = envelope;
+        match state.admission(&from, seq) {
+            Admission::Copy => {
+                shared.duplicates.fetch_add(1, Relaxed);
+                return Vec::new();
+            }
+            Admission::Early { first_contact } => {
+                if !first_contact || earlier_pending(&*shared.store, receiver, &from, seq) {
+                    let held = self.held.entry(from).or_default();
+                    if held.insert(seq, body).is_none() {
+                        shared.held.fetch_add(1, Relaxed);
+                    }
+                    return Vec::new();
+                }
+                tracing::debug!(
+                    receiver,
+                    from = &*from,
+                    seq,
+                    "a first send numbered past 1: its earlier ones went to a forgotten process of this key"
+                );
+            }
+            Admission::Next => {}
+        }
+        state.take(&from, seq);
+        let mut taken = vec![Admitted {
+            from: from.clone(),
+            seq,
+            body,
+        }];
+        if let Some(held) = self.held.get_mut(&from) {
+            let mut next = seq + 1;
+            // Copies of what was just taken are dropped with it.
+            while let Some((&first, _)) = held.first_key_value() {
+                if first > next {
+                    break;
+                }
+                let (number, body) = held.pop_first().expect("a first entry");
+                shared.held.fetch_sub(1, Relaxed);
+                if number == next {
+                    state.take(&from, number);
+                    taken.push(Admitted {
+                        from: from.clone(),
+                        seq: number,
+                        body,
+                    });
+                    next += 1;
+                } else {
+                    shared.duplicates.fetch_add(1, Relaxed);
+                }
+            }
+            if held.is_empty() {
+                self.held.remove(&from);
+            }
+        }
+        taken
+    }
+
+    /// How many sends are held, for the runner's end.
+    pub(crate) fn len(&self) -> usize {
+        self.held.values().map(BTreeMap::len).sum()
+    }
+}
+
+/// Whether the outbox holds a send from `from` to `receiver` numbered
+/// below `seq` (one still on its way). A store that cannot answer is taken
+/// to say yes: holding is safe, taking could drop the earlier send.
+fn earlier_pending(store: &dyn Store, receiver: &str, from: &str, seq: u64) -> bool {
+    match store.outbox_to(receiver) {
+        Ok(sends) => sends.iter().any(|s| s.from == from && s.seq < seq),
+        Err(e) => {
+            tracing::error!(
+                receiver,
+                from,
+                seq,
+                "the outbox could not be read; the send is held: {e}"
+            );
+            true
+        }
+    }
+}
+
+/// What [`deliver`] did with a list of outbox entries.
+#[derive(Debug, Default)]
+pub(crate) struct Delivery {
+    /// Sent to their running receivers.
+    pub(crate) sent: u64,
+    /// Their receiver does not run here and has not ended: kept.
+    pub(crate) waiting: u64,
+    /// Their receiver has ended: removed from the outbox.
+    pub(crate) discarded: u64,
+}
+
+/// Sends outbox entries to their receivers that run here; removes those
+/// whose receiver's journal has ended; keeps the rest.
+pub(crate) fn deliver(
+    shared: &Shared,
+    cx: &impl AsContext,
+    sends: Vec<Outgoing>,
+) -> Result<Delivery, DurableError> {
+    let cx = cx.context();
+    let mut delivery = Delivery::default();
+    let mut discard = Vec::new();
+    let mut ended: HashMap<String, bool> = HashMap::new();
+    for send in sends {
+        let pid = shared.directory.get(&send.to).map(|pid| *pid);
+        if let Some(pid) = pid {
+            let envelope = Envelope {
+                from: send.from.as_str().into(),
+                seq: send.seq,
+                body: send.body,
+            };
+            if cx.send(pid, envelope).is_ok() {
+                delivery.sent += 1;
+                continue;
+            }
+            // It ended meanwhile: its journal says whether for good.
+        }
+        let over = match ended.get(&send.to) {
+            Some(&over) => over,
+            None => {
+                let over = shared.store.ended(&send.to)? == Some(true);
+                ended.insert(send.to.clone(), over);
+                over
+            }
+        };
+        if over {
+            discard.push((send.to, send.from, send.seq));
+        } else {
+            delivery.waiting += 1;
+        }
+    }
+    if !discard.is_empty() {
+        delivery.discarded = discard.len() as u64;
+        shared.store.discard(&discard)?;
+    }
+    Ok(delivery)
+}
