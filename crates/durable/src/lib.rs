@@ -15,8 +15,10 @@
 //! After a restart, [`Durability::recover`] rebuilds every process that
 //! had not ended by replaying its journal through `step`, with the effects
 //! suppressed, then resumes it: sends the receiver had not journaled are
-//! made again (and a receiver drops copies it has seen, so each arrives
-//! once), timers fall due at their absolute deadlines, and commands that
+//! handed over again from the store's outbox (each (sender, receiver) pair
+//! is a reliable ordered channel: the receiver takes each send exactly
+//! once, in its sender's order), timers fall due at their absolute
+//! deadlines, and commands that
 //! were in flight come back as [`Failure::Interrupted`]. A replay whose
 //! effects differ from the journal's is reported as
 //! [`DurableError::NonDeterminism`].

@@ -312,10 +312,12 @@ impl<'a> Effects<'a> {
         self.key
     }
 
-    /// Sends `message` to the durable process `to`, of type `R`. It is
-    /// delivered once: a send the journal holds is sent again after a
-    /// restart only if `to` had not journaled it, and `to` drops a copy
-    /// it has seen.
+    /// Sends `message` to the durable process `to`, of type `R`. Once
+    /// this step's record is durable, `to` takes it exactly once, after
+    /// every earlier send of this process to `to`: live if `to` runs on
+    /// this node, else when a process of that key is spawned or
+    /// recovered (the store's outbox keeps it until then). A send to a
+    /// key whose journal has ended is dropped.
     ///
     /// # Errors
     ///

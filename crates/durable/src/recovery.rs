@@ -81,7 +81,9 @@ pub(crate) fn replay(
                 number - 1
             )));
         }
-        let record = Record::decode(bytes)?;
+        let record = Record::decode(bytes).map_err(|e| {
+            DurableError::Corrupt(format!("the journal of {key:?}, record {number}: {e}"))
+        })?;
         let (held, taken) = step_batch(
             &mut *process,
             &mut state,

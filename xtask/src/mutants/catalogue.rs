@@ -45,6 +45,14 @@ const DURABLE_CHANNEL: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The embedded store's damage tests: kills during creation, empty,
+/// foreign and damaged files.
+const DURABLE_STORE_DAMAGE: Catcher = Catcher {
+    args: &["test", "-p", "sched-durable", "--test", "store_damage"],
+    env: &[],
+    target_subdir: None,
+};
+
 const DEQUE_PANICKING_DROP: Catcher = Catcher {
     args: &["test", "-p", "sched-deque", "--test", "panicking_drop"],
     env: &[],
@@ -467,5 +475,19 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "        let delivery = channel::deliver(&self.shared, scheduler, sends)?;\n",
         replacement: "        let delivery = channel::Delivery::default();\n        drop(sends);\n",
         catcher: &DURABLE_CHANNEL,
+    },
+    Mutation {
+        name: "durable-store-created-in-place",
+        file: "crates/durable/src/store/redb.rs",
+        original: "            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_atomically(path)?,\n",
+        replacement: "            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {\n                initialise(&Database::create(path).map_err(store)?)?;\n            }\n",
+        catcher: &DURABLE_STORE_DAMAGE,
+    },
+    Mutation {
+        name: "durable-store-opens-without-its-checksums",
+        file: "crates/durable/src/store/redb.rs",
+        original: "                .set_check_integrity_on_open(true)\n",
+        replacement: "                .set_check_integrity_on_open(false)\n",
+        catcher: &DURABLE_STORE_DAMAGE,
     },
 ];

@@ -69,7 +69,7 @@ fn run(args: &[String]) -> Result<String, String> {
         [path, command, ..] => (path, command.as_str()),
         _ => return Err(USAGE.into()),
     };
-    let store = RedbStore::create(path).map_err(|e| e.to_string())?;
+    let store = RedbStore::open(path).map_err(|e| e.to_string())?;
     let journal = |key: Option<&String>| -> Result<Inspection, String> {
         let key = key.ok_or(USAGE)?;
         let journal = store

@@ -34,6 +34,11 @@ use serde::{Deserialize, Serialize};
 use super::{Append, Created, Journal, Outgoing, Store};
 use crate::error::DurableError;
 
+/// The mark of a journal store: "format" → its version. A redb file
+/// without it is not a journal store.
+const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("sched-durable");
+/// The version of the layout below (2: sends numbered per receiver).
+const FORMAT_VERSION: u64 = 2;
 /// Key → what the process was created from, and whether it ended.
 const PROCESSES: TableDefinition<&str, &[u8]> = TableDefinition::new("processes");
 /// Batch number → the batch's records (`Vec<Entry>`).
@@ -83,6 +88,116 @@ fn store(e: impl std::fmt::Display) -> DurableError {
     DurableError::Store(e.to_string())
 }
 
+/// Runs `f`, turning a panic inside redb (its answer to some damaged
+/// pages) into a `Corrupt` error naming the file.
+fn guarded<T>(file: &str, f: impl FnOnce() -> Result<T, DurableError>) -> Result<T, DurableError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(DurableError::Corrupt(format!(
+            "{file}: reading it failed ({})",
+            crate::error::panic_text(panic)
+        )))
+    })
+}
+
+/// An error of opening `file`: damage is `Corrupt`, the rest `Store`.
+fn opening(file: &str, e: redb::DatabaseError) -> DurableError {
+    match e {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
+            DurableError::Corrupt(format!("{file}: {why}"))
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if io.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            DurableError::Corrupt(format!("{file}: not a journal store ({io})"))
+        }
+        other => DurableError::Store(format!("{file}: {other}")),
+    }
+}
+
+/// Every table of a journal store, and its format mark, in one
+/// transaction.
+fn initialise(db: &Database) -> Result<(), DurableError> {
+    let txn = db.begin_write().map_err(store)?;
+    txn.open_table(PROCESSES).map_err(store)?;
+    txn.open_table(LOG).map_err(store)?;
+    txn.open_table(OUTBOX).map_err(store)?;
+    txn.open_table(SNAPSHOTS).map_err(store)?;
+    txn.open_table(FORMAT)
+        .map_err(store)?
+        .insert("format", FORMAT_VERSION)
+        .map_err(store)?;
+    txn.commit().map_err(store)
+}
+
+/// Checks the format mark of an opened store; returns the next batch's
+/// number.
+fn check_format(db: &Database, file: &str) -> Result<u64, DurableError> {
+    let txn = db.begin_read().map_err(store)?;
+    let version = match txn.open_table(FORMAT) {
+        Ok(table) => table.get("format").map_err(store)?.map(|v| v.value()),
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(DurableError::Corrupt(format!("{file}: {e}"))),
+    };
+    match version {
+        Some(FORMAT_VERSION) => {}
+        Some(other) => {
+            return Err(DurableError::Corrupt(format!(
+            "{file}: a journal store of format {other}; this version reads format {FORMAT_VERSION}"
+        )))
+        }
+        None => {
+            return Err(DurableError::Corrupt(format!(
+                "{file}: a redb file, but not a journal store"
+            )))
+        }
+    }
+    let log = txn
+        .open_table(LOG)
+        .map_err(|e| DurableError::Corrupt(format!("{file}: {e}")))?;
+    let last = log.last().map_err(store)?;
+    Ok(last.map_or(0, |(k, _)| k.value() + 1))
+}
+
+/// Creates an empty journal store at `path`, atomically: whole under a
+/// temporary name, synced, then linked to `path` (which fails if another
+/// creation got there first: then that one's store is used).
+fn create_atomically(path: &Path) -> Result<(), DurableError> {
+    let shown = path.display().to_string();
+    let failed = |e: std::io::Error| DurableError::Store(format!("{shown}: {e}"));
+    let name = path
+        .file_name()
+        .ok_or_else(|| DurableError::Store(format!("{shown}: not a file name")))?;
+    let temporary = path.with_file_name(format!(
+        ".{}.creating-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    // Left by a creation of an earlier process with the same id.
+    let _ = std::fs::remove_file(&temporary);
+    {
+        let db = Database::create(&temporary).map_err(|e| opening(&shown, e))?;
+        initialise(&db)?;
+    }
+    std::fs::File::open(&temporary)
+        .and_then(|file| file.sync_all())
+        .map_err(failed)?;
+    let linked = std::fs::hard_link(&temporary, path);
+    let _ = std::fs::remove_file(&temporary);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(failed(e)),
+    }
+    // The new name is durable once its directory is synced.
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(parent)
+        .and_then(|dir| dir.sync_all())
+        .map_err(failed)
+}
+
 /// Journals in one `redb` file: the embedded store, no server needed.
 ///
 /// # Examples
@@ -99,6 +214,8 @@ pub struct RedbStore {
     db: Database,
     /// The next batch's number (the writer is the only one to append).
     next_batch: AtomicU64,
+    /// The file, for errors.
+    path: String,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -108,40 +225,97 @@ impl std::fmt::Debug for RedbStore {
 }
 
 impl RedbStore {
-    /// Opens the store at `path`, creating the file if it does not exist.
+    /// Opens the store at `path`, creating it if no file is there.
+    ///
+    /// Creating is atomic: the store is made beside `path` under a
+    /// temporary name, synced, and linked to `path` only when whole, so a
+    /// crash during it leaves no file at `path` (only, at worst, a
+    /// `.<name>.creating-<pid>` file beside it, removed by the next
+    /// creation from the same process id) or a complete, empty store.
+    /// Opening an existing file checks every page's checksum (it reads the
+    /// whole file once); see [`open`](RedbStore::open) for what is refused.
     ///
     /// # Errors
     ///
-    /// [`DurableError::Store`] when the file cannot be opened (another
-    /// process holds it, it is not a redb file, or the disk refused).
+    /// As [`open`](RedbStore::open), and [`DurableError::Store`] when the
+    /// file cannot be created.
     ///
     /// # Examples
     ///
     /// See [`RedbStore`].
     pub fn create(path: impl AsRef<Path>) -> Result<RedbStore, DurableError> {
-        let db = Database::create(path).map_err(store)?;
-        // Both tables exist from the start, so that readers never meet a
-        // missing table.
-        let txn = db.begin_write().map_err(store)?;
-        txn.open_table(PROCESSES).map_err(store)?;
-        let next_batch = txn
-            .open_table(LOG)
-            .map_err(store)?
-            .last()
-            .map_err(store)?
-            .map_or(0, |(k, _)| k.value() + 1);
-        txn.open_table(OUTBOX).map_err(store)?;
-        txn.open_table(SNAPSHOTS).map_err(store)?;
-        txn.commit().map_err(store)?;
+        let path = path.as_ref();
+        match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_atomically(path)?,
+            Err(e) => return Err(DurableError::Store(format!("{}: {e}", path.display()))),
+            Ok(_) => {}
+        }
+        RedbStore::open(path)
+    }
+
+    /// Opens the existing store at `path`, checking every page's checksum
+    /// (it reads the whole file once).
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Corrupt`], naming the file, when it is empty, is
+    /// not a redb file, is a redb file that is not a journal store (or one
+    /// of another format version), or was altered since it was written
+    /// (a failed checksum); [`DurableError::Store`], naming the file, when
+    /// it does not exist, another process holds it, or the disk refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::RedbStore;
+    /// use sched_durable::DurableError;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("journal.redb");
+    /// assert!(matches!(RedbStore::open(&path), Err(DurableError::Store(_))));
+    /// std::fs::write(&path, b"")?;
+    /// assert!(matches!(RedbStore::open(&path), Err(DurableError::Corrupt(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open(path: impl AsRef<Path>) -> Result<RedbStore, DurableError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let len = std::fs::metadata(path)
+            .map_err(|e| DurableError::Store(format!("{shown}: {e}")))?
+            .len();
+        if len == 0 {
+            // redb would take an empty file for a new store: a store
+            // truncated by accident would silently come back empty.
+            return Err(DurableError::Corrupt(format!(
+                "{shown}: the file is empty, and a journal store never is \
+                 (restore it, or remove it to start with no journals)"
+            )));
+        }
+        let opened = guarded(&shown, || {
+            redb::Builder::new()
+                .set_check_integrity_on_open(true)
+                .open(path)
+                .map_err(|e| opening(&shown, e))
+        })?;
+        let next_batch = guarded(&shown, || check_format(&opened, &shown))?;
         Ok(RedbStore {
-            db,
+            db: opened,
             next_batch: AtomicU64::new(next_batch),
+            path: shown,
         })
     }
 
     /// Reads the journals of the processes `wanted` picks, scanning the
     /// log once.
     fn read(&self, wanted: impl Fn(&str, &Meta) -> bool) -> Result<Vec<Journal>, DurableError> {
+        guarded(&self.path, || self.read_unguarded(wanted))
+    }
+
+    fn read_unguarded(
+        &self,
+        wanted: impl Fn(&str, &Meta) -> bool,
+    ) -> Result<Vec<Journal>, DurableError> {
+        let file = &self.path;
         let txn = self.db.begin_read().map_err(store)?;
         let processes = txn.open_table(PROCESSES).map_err(store)?;
         let snapshots = txn.open_table(SNAPSHOTS).map_err(store)?;
@@ -151,7 +325,8 @@ impl RedbStore {
         let mut journals: HashMap<String, (u64, u64, Journal)> = HashMap::new();
         for entry in processes.iter().map_err(store)? {
             let (k, v) = entry.map_err(store)?;
-            let meta: Meta = postcard::from_bytes(v.value()).map_err(corrupt)?;
+            let meta: Meta = postcard::from_bytes(v.value())
+                .map_err(|e| corrupt(format!("{file}: the entry of {:?}: {e}", k.value())))?;
             if wanted(k.value(), &meta) {
                 let snapshot = snapshots.get(k.value()).map_err(store)?.map(|s| {
                     let (after, bytes) = s.value();
@@ -178,7 +353,8 @@ impl RedbStore {
         for row in log.iter().map_err(store)? {
             let (batch, bytes) = row.map_err(store)?;
             let batch = batch.value();
-            let entries: Vec<Entry<'_>> = postcard::from_bytes(bytes.value()).map_err(corrupt)?;
+            let entries: Vec<Entry<'_>> = postcard::from_bytes(bytes.value())
+                .map_err(|e| corrupt(format!("{file}: batch {batch} of the log: {e}")))?;
             for entry in entries {
                 let Some((since, next, journal)) = journals.get_mut(entry.key) else {
                     continue;
@@ -190,7 +366,7 @@ impl RedbStore {
                 // its snapshot once compacted; without gaps either way.
                 if *next != u64::MAX && entry.seq != *next {
                     return Err(DurableError::Corrupt(format!(
-                        "the journal of {:?} skips from record {next} to {}",
+                        "{file}: the journal of {:?} skips from record {next} to {}",
                         entry.key, entry.seq
                     )));
                 }
@@ -198,7 +374,7 @@ impl RedbStore {
                 if entry.seq >= journal.first {
                     if journal.records.is_empty() && entry.seq != journal.first {
                         return Err(DurableError::Corrupt(format!(
-                            "the journal of {:?} starts at record {} after its snapshot, not {}",
+                            "{file}: the journal of {:?} starts at record {} after its snapshot, not {}",
                             entry.key, entry.seq, journal.first
                         )));
                     }
@@ -446,6 +622,28 @@ impl Store for RedbStore {
     }
 
     fn outbox(&self) -> Result<Vec<Outgoing>, DurableError> {
+        guarded(&self.path, || self.outbox_unguarded())
+    }
+
+    fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
+        guarded(&self.path, || self.outbox_to_unguarded(key))
+    }
+
+    fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
+        guarded(&self.path, || self.ended_unguarded(key))
+    }
+
+    fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {
+        guarded(&self.path, || self.discard_unguarded(entries))
+    }
+
+    fn size(&self) -> Result<u64, DurableError> {
+        guarded(&self.path, || self.size_unguarded())
+    }
+}
+
+impl RedbStore {
+    fn outbox_unguarded(&self) -> Result<Vec<Outgoing>, DurableError> {
         let txn = self.db.begin_read().map_err(store)?;
         let outbox = txn.open_table(OUTBOX).map_err(store)?;
         let mut out = Vec::new();
@@ -462,7 +660,7 @@ impl Store for RedbStore {
         Ok(out)
     }
 
-    fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
+    fn outbox_to_unguarded(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
         let txn = self.db.begin_read().map_err(store)?;
         let outbox = txn.open_table(OUTBOX).map_err(store)?;
         let mut out = Vec::new();
@@ -483,7 +681,7 @@ impl Store for RedbStore {
         Ok(out)
     }
 
-    fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
+    fn ended_unguarded(&self, key: &str) -> Result<Option<bool>, DurableError> {
         let txn = self.db.begin_read().map_err(store)?;
         let processes = txn.open_table(PROCESSES).map_err(store)?;
         let Some(meta) = processes.get(key).map_err(store)? else {
@@ -494,7 +692,7 @@ impl Store for RedbStore {
         Ok(Some(meta.ended))
     }
 
-    fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {
+    fn discard_unguarded(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {
         let txn = self.db.begin_write().map_err(store)?;
         {
             let mut outbox = txn.open_table(OUTBOX).map_err(store)?;
@@ -507,7 +705,7 @@ impl Store for RedbStore {
         txn.commit().map_err(store)
     }
 
-    fn size(&self) -> Result<u64, DurableError> {
+    fn size_unguarded(&self) -> Result<u64, DurableError> {
         let txn = self.db.begin_write().map_err(store)?;
         let stats = txn.stats().map_err(store)?;
         txn.abort().map_err(store)?;
