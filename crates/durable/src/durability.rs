@@ -3,7 +3,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -146,6 +146,7 @@ impl Durability {
                 duplicates: AtomicU64::new(0),
                 undelivered: AtomicU64::new(0),
                 held: AtomicU64::new(0),
+                closed: AtomicU64::new(0),
                 store: store.clone(),
             }),
             kinds: RwLock::new(HashMap::new()),
@@ -421,29 +422,31 @@ impl Durability {
     pub fn recover(&self, scheduler: &Scheduler) -> Result<Recovery, DurableError> {
         let started = Instant::now();
         let mut report = Recovery::default();
-        let mut replayed: Vec<(Replayed, Option<u64>)> = Vec::new();
+        let mut replayed: Vec<(Replayed, Option<u64>, Pid)> = Vec::new();
         {
             let kinds = self.kinds.read();
-            for journal in self.store.running()? {
-                if self.shared.directory.contains_key(&journal.key) {
-                    continue;
-                }
-                let Some(kind) = kinds.get(journal.created.kind.as_str()) else {
-                    report.failed.push(DurableError::UnknownKind {
+            for (journal, pid) in self.claim(scheduler)? {
+                let rebuilt = match kinds.get(journal.created.kind.as_str()) {
+                    None => Err(DurableError::UnknownKind {
                         key: journal.key.clone(),
                         kind: journal.created.kind.clone(),
-                    });
-                    continue;
+                    }),
+                    Some(kind) => rebuild(kind, &journal)
+                        .and_then(|(p, state)| replay(&journal, p, state))
+                        .map(|r| (r, kind.snapshots.as_ref().map(|(_, every, _)| *every))),
                 };
-                let every = kind.snapshots.as_ref().map(|(_, every, _)| *every);
-                match rebuild(kind, &journal).and_then(|(p, state)| replay(&journal, p, state)) {
-                    Ok(r) => {
+                match rebuilt {
+                    Ok((r, every)) => {
                         if r.snapshotted {
                             report.from_snapshots += 1;
                         }
-                        replayed.push((r, every));
+                        replayed.push((r, every, pid));
                     }
-                    Err(e) => report.failed.push(e),
+                    Err(e) => {
+                        // Not resumed: the key is free for a later recovery.
+                        self.shared.directory.remove(&journal.key);
+                        report.failed.push(e);
+                    }
                 }
             }
         }
@@ -451,7 +454,7 @@ impl Durability {
         // state: its pending timers, and as its first inputs the commands
         // that were in flight (interrupted).
         let mut plans = Vec::with_capacity(replayed.len());
-        for (r, _) in &replayed {
+        for (r, _, _) in &replayed {
             let mut resume = Vec::new();
             let mut timers: Vec<_> = r.state.timers.iter().collect();
             timers.sort();
@@ -481,20 +484,9 @@ impl Durability {
         // it) and are removed instead of sent.
         let marks: HashMap<String, HashMap<String, u64>> = replayed
             .iter()
-            .map(|(r, _)| (r.key.to_string(), r.state.marks.clone()))
+            .map(|(r, _, _)| (r.key.to_string(), r.state.marks.clone()))
             .collect();
-        // Every PID is known before any process runs, so that the first
-        // sends find their receivers.
-        let mut pids = Vec::with_capacity(replayed.len());
-        for (r, _) in &replayed {
-            let pid = scheduler
-                .context()
-                .allocate_pid()
-                .map_err(|e| DurableError::Submit(e.to_string()))?;
-            self.shared.directory.insert(r.key.to_string(), pid);
-            pids.push(pid);
-        }
-        for (((r, every), (resume, queued)), pid) in replayed.into_iter().zip(plans).zip(pids) {
+        for ((r, every, pid), (resume, queued)) in replayed.into_iter().zip(plans) {
             let key = r.key.clone();
             let runner = Runner::new(
                 r.key,
@@ -549,6 +541,50 @@ impl Durability {
             .fetch_add(report.resumed.len() as u64, Relaxed);
         report.took = started.elapsed();
         Ok(report)
+    }
+
+    /// The journals a recovery is to resume, each claimed in the
+    /// directory under a fresh PID: those the store lists as running that
+    /// no process runs here. A process that ended after the store was
+    /// read and before its key was claimed would otherwise be resumed from
+    /// its journal as it was, and run twice: when any process ended
+    /// meanwhile (`Shared::closed` moved), the claimed journals are read
+    /// again and those that ended are let go. A process runs under its
+    /// key from its claim (or spawn) to its `close`, so a key claimed here
+    /// has no process writing its journal.
+    fn claim(&self, scheduler: &Scheduler) -> Result<Vec<(Journal, Pid)>, DurableError> {
+        let closed = self.shared.closed.load(SeqCst);
+        let mut claimed = Vec::new();
+        for journal in self.store.running()? {
+            if let dashmap::Entry::Vacant(vacant) = self.shared.directory.entry(journal.key.clone())
+            {
+                let pid = scheduler
+                    .context()
+                    .allocate_pid()
+                    .map_err(|e| DurableError::Submit(e.to_string()))?;
+                vacant.insert(pid);
+                claimed.push((journal, pid));
+            }
+        }
+        if claimed.is_empty() || self.shared.closed.load(SeqCst) == closed {
+            return Ok(claimed);
+        }
+        let mut fresh: HashMap<String, Journal> = self
+            .store
+            .running()?
+            .into_iter()
+            .map(|journal| (journal.key.clone(), journal))
+            .collect();
+        Ok(claimed
+            .into_iter()
+            .filter_map(|(journal, pid)| match fresh.remove(&journal.key) {
+                Some(journal) => Some((journal, pid)),
+                None => {
+                    self.shared.directory.remove(&journal.key);
+                    None
+                }
+            })
+            .collect())
     }
 
     /// The journal of `key`, decoded: what it was created from, and each

@@ -21,7 +21,7 @@
 //! inputs.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -53,6 +53,10 @@ pub(crate) struct Shared {
     pub(crate) undelivered: AtomicU64,
     /// Sends held by their receivers until an earlier one arrives.
     pub(crate) held: AtomicU64,
+    /// Runners closed so far: moved before a runner leaves the directory,
+    /// so that a recovery can tell whether one ended while it read the
+    /// store (`Durability::claim`).
+    pub(crate) closed: AtomicU64,
     /// The store, for a receiver's first-contact question
     /// (`channel.rs`) and the outbox deliveries.
     pub(crate) store: Arc<dyn Store>,
@@ -453,6 +457,7 @@ impl Process for Runner {
             self.shared.held.fetch_sub(held, Relaxed);
         }
         if let Some(pid) = self.pid {
+            self.shared.closed.fetch_add(1, SeqCst);
             self.shared
                 .directory
                 .remove_if(&*self.key, |_, p| *p == pid);

@@ -731,3 +731,54 @@ fn a_store_that_panics_fails_its_batch_and_the_journal_goes_on() {
     assert_eq!(durability.stats().failed_syncs, 1);
     scheduler.shutdown(Duration::from_secs(5));
 }
+
+/// A recovery reads the running journals, then a process among them
+/// finishes before the recovery claims it: it is not resumed from its old
+/// journal (it would run a second time, and its journal would fork).
+#[test]
+fn a_process_that_ends_while_a_recovery_reads_the_store_is_not_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, gate) = Gated::new(&dir.path().join("j.redb"));
+    let durability = Durability::open(store);
+    durability.register::<Tally>();
+    let scheduler = scheduler(&durability, Arc::default());
+    let mut tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
+    durability
+        .tell::<Tally>(&scheduler, "t", &5)
+        .unwrap()
+        .wait(WAIT)
+        .unwrap();
+    gate.close_running();
+    std::thread::scope(|s| {
+        let recovering = s.spawn(|| durability.recover(&scheduler).unwrap());
+        let deadline = Instant::now() + WAIT;
+        while gate.running_reads.load(Relaxed) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the recovery never read the store"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The read listed the tally as running; now it finishes.
+        durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+        assert_eq!(tally.wait_timeout::<u64>(WAIT).unwrap(), 5);
+        while durability.pid("t").is_some() {
+            assert!(Instant::now() < deadline, "the tally never left");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        gate.open_running();
+        let recovery = recovering.join().unwrap();
+        assert!(
+            recovery.resumed.is_empty(),
+            "resumed {:?} after it ended",
+            recovery
+                .resumed
+                .iter()
+                .map(sched_durable::Spawned::key)
+                .collect::<Vec<_>>()
+        );
+        assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
+    });
+    assert_eq!(durability.pid("t"), None);
+    scheduler.shutdown(Duration::from_secs(5));
+}

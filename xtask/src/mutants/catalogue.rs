@@ -53,6 +53,21 @@ const DURABLE_STORE_DAMAGE: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The durable test of a process ending while a recovery reads the store.
+const DURABLE_RECOVERY_CLAIM: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-durable",
+        "--test",
+        "durable",
+        "--",
+        "a_process_that_ends_while_a_recovery_reads_the_store_is_not_resumed",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 const DEQUE_PANICKING_DROP: Catcher = Catcher {
     args: &["test", "-p", "sched-deque", "--test", "panicking_drop"],
     env: &[],
@@ -489,5 +504,12 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "                .set_check_integrity_on_open(true)\n",
         replacement: "                .set_check_integrity_on_open(false)\n",
         catcher: &DURABLE_STORE_DAMAGE,
+    },
+    Mutation {
+        name: "durable-recover-trusts-its-first-read",
+        file: "crates/durable/src/durability.rs",
+        original: "        if claimed.is_empty() || self.shared.closed.load(SeqCst) == closed {\n",
+        replacement: "        if claimed.is_empty() || closed == closed {\n",
+        catcher: &DURABLE_RECOVERY_CLAIM,
     },
 ];

@@ -78,6 +78,10 @@ pub struct Gate {
     pub appended: Mutex<Vec<String>>,
     outbox_closed: Mutex<bool>,
     outbox_opened: Condvar,
+    /// Reads of the running journals (`Store::running`) finished.
+    pub running_reads: AtomicU64,
+    running_closed: Mutex<bool>,
+    running_opened: Condvar,
 }
 
 impl Gate {
@@ -110,6 +114,15 @@ impl Gate {
     pub fn open_outbox(&self) {
         *self.outbox_closed.lock() = false;
         self.outbox_opened.notify_all();
+    }
+    /// Holds the answer of the next reads of the running journals (read
+    /// from the store first) until `open_running`.
+    pub fn close_running(&self) {
+        *self.running_closed.lock() = true;
+    }
+    pub fn open_running(&self) {
+        *self.running_closed.lock() = false;
+        self.running_opened.notify_all();
     }
     pub fn hold_key(&self, key: &str) {
         *self.held.lock() = Some(key.to_owned());
@@ -173,7 +186,13 @@ impl Store for Gated {
         }
     }
     fn running(&self) -> Result<Vec<Journal>, DurableError> {
-        self.inner.running()
+        let read = self.inner.running();
+        self.gate.running_reads.fetch_add(1, Relaxed);
+        let mut closed = self.gate.running_closed.lock();
+        while *closed {
+            self.gate.running_opened.wait(&mut closed);
+        }
+        read
     }
     fn journal(&self, key: &str) -> Result<Option<Journal>, DurableError> {
         self.inner.journal(key)
