@@ -28,6 +28,7 @@ use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
 use crate::recovery::{replay, Replayed};
 use crate::runner::{Ending, Runner, Shared, Start, Tell};
 use crate::state::{Snapshot, State};
+use crate::status::{self, Status};
 use crate::store::{Append, Created, Journal, Store};
 
 /// The command id the journal's writer answers, unless
@@ -585,6 +586,77 @@ impl Durability {
                 }
             })
             .collect())
+    }
+
+    /// What became of the durable process `key`: running here, pending
+    /// (suspended, not resumed, or on another node), done with its
+    /// outcome, or failed; `None` if the store holds no journal under
+    /// `key` (never spawned, or forgotten). Works after a restart, before
+    /// or without a recovery. It reads the journal: with the embedded
+    /// store, a scan of the store's log.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::prelude::*;
+    /// use sched_durable::Status;
+    /// use std::time::Duration;
+    ///
+    /// struct Once;
+    /// impl Durable for Once {
+    ///     const KIND: &'static str = "once";
+    ///     type Args = ();
+    ///     type Message = ();
+    ///     fn create(_: ()) -> Self { Once }
+    ///     fn step(&mut self, _: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+    ///         out.finish(&"done")?;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("j.redb");
+    /// {
+    ///     let durability = Durability::open(RedbStore::create(&path)?);
+    ///     durability.register::<Once>();
+    ///     let scheduler = durability.install(Scheduler::builder().workers(1)).build();
+    ///     scheduler.start();
+    ///     durability.spawn::<Once>(&scheduler, "once-1", ())?.wait::<String>()?;
+    ///     scheduler.shutdown(Duration::from_secs(1));
+    /// }
+    /// // After a restart, without a scheduler:
+    /// let durability = Durability::open(RedbStore::create(&path)?);
+    /// let status = durability.status("once-1")?.expect("a journal");
+    /// assert_eq!(status.outcome::<String>().transpose()?.as_deref(), Some("done"));
+    /// assert_eq!(durability.keys()?, vec![("once-1".to_owned(), true)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn status(&self, key: &str) -> Result<Option<Status>, DurableError> {
+        if let Some(pid) = self.pid(key) {
+            return Ok(Some(Status::Running(pid)));
+        }
+        match self.store.journal(key)? {
+            None => Ok(None),
+            Some(journal) => status::of_journal(&journal).map(Some),
+        }
+    }
+
+    /// Every key the store holds a journal for (running or ended, not
+    /// forgotten), in order, each with whether it has ended.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    ///
+    /// # Examples
+    ///
+    /// See [`status`](Durability::status).
+    pub fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {
+        self.store.keys()
     }
 
     /// The journal of `key`, decoded: what it was created from, and each

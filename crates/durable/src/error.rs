@@ -67,6 +67,16 @@ pub enum DurableError {
     /// store) wrote its journal since this one last did: this one must
     /// stop, and its write was refused, so nothing of it is released.
     Fenced(String),
+    /// The process (this key) was suspended by a shutdown while the
+    /// record holding the input was being written: the input may or may
+    /// not be durable (a recovery applies it if it is). Sending it again
+    /// may deliver it twice.
+    InDoubt(String),
+    /// The input never reached the journal of the process (this key): the
+    /// process ended, or a shutdown suspended it, before it wrote the
+    /// input. It was not kept; after a shutdown, send it again once the
+    /// process is recovered.
+    NotKept(String),
 }
 
 impl fmt::Display for DurableError {
@@ -94,6 +104,14 @@ impl fmt::Display for DurableError {
             ),
             DurableError::Submit(e) => write!(f, "the scheduler refused the process: {e}"),
             DurableError::NoSuchKey(key) => write!(f, "no running durable process has key {key:?}"),
+            DurableError::InDoubt(key) => write!(
+                f,
+                "{key:?} was suspended while the input's record was being written: it may or may not be durable"
+            ),
+            DurableError::NotKept(key) => write!(
+                f,
+                "{key:?} ended or was suspended before it wrote the input: it was not kept"
+            ),
             DurableError::ReservedTag => {
                 write!(f, "tag u64::MAX is reserved for the journal's own command")
             }

@@ -86,6 +86,7 @@ mod record;
 mod recovery;
 mod runner;
 mod state;
+mod status;
 pub mod store;
 
 pub use commit::{MAX_BATCH_BYTES, MAX_BATCH_RECORDS};
@@ -95,6 +96,7 @@ pub use inspect::{Inspection, Replay};
 pub use process::{Answer, Durable, Effects, Failure, Input};
 pub use receipt::Receipt;
 pub use record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
+pub use status::Status;
 
 /// What a program with durable processes needs, with `sched`'s prelude.
 ///

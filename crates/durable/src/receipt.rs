@@ -6,7 +6,7 @@
 //! the input is durable, or with the reason it never will be. An `Ack`
 //! dropped unsettled (the process ended before the input was stepped, or
 //! the message was never taken) settles its receipt with
-//! [`DurableError::NoSuchKey`]: a receipt never waits forever for an input
+//! [`DurableError::NotKept`]: a receipt never waits forever for an input
 //! nobody holds.
 
 use std::sync::Arc;
@@ -39,7 +39,7 @@ impl Ack {
 impl Drop for Ack {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            *slot.result.lock() = Some(Err(DurableError::NoSuchKey(self.key.to_string())));
+            *slot.result.lock() = Some(Err(DurableError::NotKept(self.key.to_string())));
             slot.settled.notify_all();
         }
     }
@@ -92,9 +92,12 @@ impl Receipt {
     /// # Errors
     ///
     /// [`DurableError::Timeout`] if `timeout` passed first (the input may
-    /// still become durable); [`DurableError::NoSuchKey`] if the process
-    /// ended before stepping it; [`DurableError::Store`] if the write
-    /// failed.
+    /// still become durable); [`DurableError::Store`] if the write
+    /// failed; [`DurableError::InDoubt`] if a shutdown suspended the
+    /// process while the input's record was being written (it may be
+    /// durable: a recovery applies it if it is);
+    /// [`DurableError::NotKept`] if the process ended, or a shutdown
+    /// suspended it, before the input was written (it never will be).
     ///
     /// # Examples
     ///

@@ -413,7 +413,20 @@ impl Runner {
             }
             Event::Cancel => {
                 // The scheduler shuts down: the journal holds everything
-                // released, so the process resumes on recovery.
+                // released, so the process resumes on recovery. The
+                // receipts of what it had not written say so: the record
+                // in flight may still be written (the writer writes what
+                // is queued before it stops), the queued inputs never are.
+                if let Some(flight) = self.in_flight.take() {
+                    for ack in flight.acks {
+                        ack.settle(Err(DurableError::InDoubt(self.key.to_string())));
+                    }
+                }
+                for (_, ack) in self.queued.drain(..) {
+                    if let Some(ack) = ack {
+                        ack.settle(Err(DurableError::NotKept(self.key.to_string())));
+                    }
+                }
                 self.finished = true;
                 out.finish(Ending::Suspended);
             }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sched::command::{CommandId, TypedCommand};
 use sched_durable::prelude::*;
 use sched_durable::store::conformance;
-use sched_durable::{RecordedEffect, RecordedInput};
+use sched_durable::{RecordedEffect, RecordedInput, Status};
 use support::*;
 
 #[test]
@@ -781,4 +781,142 @@ fn a_process_that_ends_while_a_recovery_reads_the_store_is_not_resumed() {
     });
     assert_eq!(durability.pid("t"), None);
     scheduler.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn status_and_keys_tell_what_became_of_each_process_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    {
+        let (durability, scheduler) = node(&path, Arc::default());
+        let done = durability.spawn::<Tally>(&scheduler, "done", ()).unwrap();
+        durability.tell::<Tally>(&scheduler, "done", &7).unwrap();
+        durability.tell::<Tally>(&scheduler, "done", &0).unwrap();
+        assert_eq!(done.wait::<u64>().unwrap(), 7);
+        let waiting = durability
+            .spawn::<Tally>(&scheduler, "waiting", ())
+            .unwrap();
+        waiting.durable().wait(WAIT).unwrap();
+        assert!(matches!(
+            durability.status("waiting").unwrap(),
+            Some(Status::Running(pid)) if pid == waiting.pid()
+        ));
+        stop(durability, scheduler);
+    }
+    // Restarted, before any recovery.
+    let durability = Durability::open(RedbStore::create(&path).unwrap());
+    let done = durability.status("done").unwrap().expect("a journal");
+    assert_eq!(done.outcome::<u64>().transpose().unwrap(), Some(7));
+    assert_eq!(durability.status("waiting").unwrap(), Some(Status::Pending));
+    assert_eq!(durability.status("nobody").unwrap(), None);
+    assert_eq!(
+        durability.keys().unwrap(),
+        vec![("done".to_owned(), true), ("waiting".to_owned(), false)]
+    );
+    assert!(durability.forget("done").unwrap());
+    assert_eq!(durability.status("done").unwrap(), None);
+    assert_eq!(durability.keys().unwrap().len(), 1);
+}
+
+/// Fails on its first message.
+struct Fails;
+
+impl Durable for Fails {
+    const KIND: &'static str = "fails";
+    type Args = ();
+    type Message = ();
+    fn create((): ()) -> Self {
+        Fails
+    }
+    fn step(&mut self, input: Input<()>, _: &mut Effects<'_>) -> Result<(), BoxError> {
+        match input {
+            Input::Message { .. } => Err("no such account".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[test]
+fn the_status_of_a_failed_process_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let durability = Durability::open(RedbStore::create(dir.path().join("j.redb")).unwrap());
+    durability.register::<Fails>();
+    let scheduler = scheduler(&durability, Arc::default());
+    let failing = durability.spawn::<Fails>(&scheduler, "f", ()).unwrap();
+    durability.tell::<Fails>(&scheduler, "f", &()).unwrap();
+    assert!(matches!(failing.wait::<()>(), Err(DurableError::Failed(_))));
+    let deadline = Instant::now() + WAIT;
+    while durability.pid("f").is_some() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    match durability.status("f").unwrap() {
+        Some(Status::Failed(why)) => assert!(why.contains("no such account"), "{why}"),
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    scheduler.shutdown(Duration::from_secs(5));
+}
+
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
+/// A shutdown while a told message's record is being written: its
+/// receipt says it is in doubt (and a recovery applies it, for it was
+/// written); a message queued behind it says it was not kept (and it is
+/// not applied).
+#[test]
+fn receipts_of_a_shutdown_say_in_doubt_or_not_kept_and_recovery_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    {
+        let (store, gate) = Gated::new(&path);
+        let durability = Durability::open(store);
+        durability.register::<Tally>();
+        let scheduler = scheduler(&durability, Arc::default());
+        let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
+        tally.durable().wait(WAIT).unwrap();
+        gate.close();
+        // Opens the gate on the way out, a failed assertion's too: the
+        // writer must not hold the journal's drop forever.
+        let _opens = OpenOnDrop(gate.clone());
+        let entered = gate.entered.load(Relaxed);
+        let in_doubt = durability.tell::<Tally>(&scheduler, "t", &5).unwrap();
+        // The record with 5 is in the writer's hands (held at the gate);
+        // 7 arrives while it is in flight, and waits for the next record.
+        let deadline = Instant::now() + WAIT;
+        while gate.entered.load(Relaxed) == entered {
+            assert!(
+                Instant::now() < deadline,
+                "the record never reached the store"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let not_kept = durability.tell::<Tally>(&scheduler, "t", &7).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        scheduler.shutdown(Duration::from_secs(5));
+        assert_eq!(in_doubt.wait(WAIT), Err(DurableError::InDoubt("t".into())));
+        assert_eq!(not_kept.wait(WAIT), Err(DurableError::NotKept("t".into())));
+        // The writer writes what it holds before it stops.
+        gate.open();
+        drop(scheduler);
+        drop(durability);
+    }
+    let (durability, scheduler) = node(&path, Arc::default());
+    let mut recovery = durability.recover(&scheduler).unwrap();
+    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    assert_eq!(
+        recovery
+            .resumed
+            .remove(0)
+            .wait_timeout::<u64>(WAIT)
+            .unwrap(),
+        5,
+        "the message in doubt was written; the one not kept was not"
+    );
+    stop(durability, scheduler);
 }

@@ -681,6 +681,15 @@ impl Inner {
         Ok(out)
     }
 
+    async fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {
+        let scan = self.scan_journals().await?;
+        Ok(scan
+            .journals
+            .iter()
+            .map(|(key, journal)| (key.clone(), journal.ended))
+            .collect())
+    }
+
     async fn outbox(&self) -> Result<Vec<Outgoing>, DurableError> {
         let scan = self.scan(None).await?;
         let sends = scan
@@ -1299,6 +1308,11 @@ impl Store for JetStreamStore {
     fn outbox(&self) -> Result<Vec<Outgoing>, DurableError> {
         let inner = self.inner();
         self.block(async move { inner.outbox().await })
+    }
+
+    fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {
+        let inner = self.inner();
+        self.block(async move { inner.keys().await })
     }
 
     fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {

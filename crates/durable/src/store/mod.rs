@@ -187,6 +187,25 @@ pub trait Store: Send + Sync + 'static {
     /// [`DurableError::Store`] or [`DurableError::Corrupt`].
     fn journal(&self, key: &str) -> Result<Option<Journal>, DurableError>;
 
+    /// Every key the store holds a journal for (running or ended, not
+    /// forgotten), in order, each with whether its journal has ended.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::{RedbStore, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+    /// assert!(store.keys()?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn keys(&self) -> Result<Vec<(String, bool)>, DurableError>;
+
     /// Whether a process with this key has a journal (ended or not).
     ///
     /// # Errors

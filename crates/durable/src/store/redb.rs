@@ -625,6 +625,14 @@ impl Store for RedbStore {
         guarded(&self.path, || self.outbox_unguarded())
     }
 
+    fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {
+        let processes = guarded(&self.path, || self.processes())?;
+        Ok(processes
+            .into_iter()
+            .map(|(key, _, ended)| (key, ended))
+            .collect())
+    }
+
     fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
         guarded(&self.path, || self.outbox_to_unguarded(key))
     }

@@ -74,6 +74,9 @@ pub struct Gate {
     fenced: Mutex<Option<String>>,
     panics: Mutex<u32>,
     pub appends: AtomicU64,
+    /// Appends that reached the store (counted before the gate holds
+    /// them).
+    pub entered: AtomicU64,
     /// Every key whose record was appended, in order.
     pub appended: Mutex<Vec<String>>,
     outbox_closed: Mutex<bool>,
@@ -144,6 +147,7 @@ impl Gated {
 
 impl Store for Gated {
     fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError> {
+        self.gate.entered.fetch_add(1, Relaxed);
         let mut closed = self.gate.closed.lock();
         while *closed {
             self.gate.opened.wait(&mut closed);
@@ -196,6 +200,9 @@ impl Store for Gated {
     }
     fn journal(&self, key: &str) -> Result<Option<Journal>, DurableError> {
         self.inner.journal(key)
+    }
+    fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {
+        self.inner.keys()
     }
     fn contains(&self, key: &str) -> Result<bool, DurableError> {
         self.inner.contains(key)
