@@ -186,7 +186,7 @@ pub(crate) fn deliver(
     let mut discard = Vec::new();
     let mut ended: HashMap<String, bool> = HashMap::new();
     for send in sends {
-        let pid = shared.directory.get(&send.to).map(|pid| *pid);
+        let pid = shared.running_pid(&send.to);
         if let Some(pid) = pid {
             let envelope = Envelope {
                 from: send.from.as_str().into(),

@@ -26,7 +26,7 @@ use crate::process::{
 use crate::receipt::Receipt;
 use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
 use crate::recovery::{replay, Replayed};
-use crate::runner::{Ending, Runner, Shared, Start, Tell};
+use crate::runner::{Ending, Runner, Shared, Start, Tell, CLAIMED};
 use crate::state::{Snapshot, State};
 use crate::status::{self, Status};
 use crate::store::{Append, Created, Journal, Store};
@@ -397,7 +397,7 @@ impl Durability {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn pid(&self, key: &str) -> Option<Pid> {
-        self.shared.directory.get(key).map(|pid| *pid)
+        self.shared.running_pid(key)
     }
 
     /// Rebuilds every durable process the store holds that has not ended
@@ -426,7 +426,7 @@ impl Durability {
         let mut replayed: Vec<(Replayed, Option<u64>, Pid)> = Vec::new();
         {
             let kinds = self.kinds.read();
-            for (journal, pid) in self.claim(scheduler)? {
+            for journal in self.claim()? {
                 let rebuilt = match kinds.get(journal.created.kind.as_str()) {
                     None => Err(DurableError::UnknownKind {
                         key: journal.key.clone(),
@@ -441,6 +441,17 @@ impl Durability {
                         if r.snapshotted {
                             report.from_snapshots += 1;
                         }
+                        // Its PID only now: one reserved for a journal
+                        // that fails would stay reserved for good.
+                        let pid = match scheduler.context().allocate_pid() {
+                            Ok(pid) => pid,
+                            Err(e) => {
+                                self.shared.directory.remove(&journal.key);
+                                report.failed.push(DurableError::Submit(e.to_string()));
+                                continue;
+                            }
+                        };
+                        self.shared.directory.insert(journal.key.clone(), pid);
                         replayed.push((r, every, pid));
                     }
                     Err(e) => {
@@ -545,7 +556,7 @@ impl Durability {
     }
 
     /// The journals a recovery is to resume, each claimed in the
-    /// directory under a fresh PID: those the store lists as running that
+    /// directory (as `CLAIMED`): those the store lists as running that
     /// no process runs here. A process that ended after the store was
     /// read and before its key was claimed would otherwise be resumed from
     /// its journal as it was, and run twice: when any process ended
@@ -553,18 +564,14 @@ impl Durability {
     /// again and those that ended are let go. A process runs under its
     /// key from its claim (or spawn) to its `close`, so a key claimed here
     /// has no process writing its journal.
-    fn claim(&self, scheduler: &Scheduler) -> Result<Vec<(Journal, Pid)>, DurableError> {
+    fn claim(&self) -> Result<Vec<Journal>, DurableError> {
         let closed = self.shared.closed.load(SeqCst);
         let mut claimed = Vec::new();
         for journal in self.store.running()? {
             if let dashmap::Entry::Vacant(vacant) = self.shared.directory.entry(journal.key.clone())
             {
-                let pid = scheduler
-                    .context()
-                    .allocate_pid()
-                    .map_err(|e| DurableError::Submit(e.to_string()))?;
-                vacant.insert(pid);
-                claimed.push((journal, pid));
+                vacant.insert(CLAIMED);
+                claimed.push(journal);
             }
         }
         if claimed.is_empty() || self.shared.closed.load(SeqCst) == closed {
@@ -578,8 +585,8 @@ impl Durability {
             .collect();
         Ok(claimed
             .into_iter()
-            .filter_map(|(journal, pid)| match fresh.remove(&journal.key) {
-                Some(journal) => Some((journal, pid)),
+            .filter_map(|journal| match fresh.remove(&journal.key) {
+                Some(journal) => Some(journal),
                 None => {
                     self.shared.directory.remove(&journal.key);
                     None

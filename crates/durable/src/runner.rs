@@ -62,6 +62,21 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
 }
 
+impl Shared {
+    /// The PID of the durable process `key` running here; `None` also
+    /// while a recovery has claimed the key and not yet started it.
+    pub(crate) fn running_pid(&self, key: &str) -> Option<Pid> {
+        self.directory
+            .get(key)
+            .map(|pid| *pid)
+            .filter(|pid| *pid != CLAIMED)
+    }
+}
+
+/// What a recovery puts in the directory for a key it claimed, until the
+/// key's process is replayed and gets its PID (`Durability::claim`).
+pub(crate) const CLAIMED: Pid = Pid::OUTSIDE;
+
 /// A message from a durable process.
 pub(crate) struct Envelope {
     pub(crate) from: Arc<str>,
@@ -291,19 +306,14 @@ impl Runner {
     ) -> Result<(), BoxError> {
         match effect {
             RecordedEffect::Send { to, seq, body } => {
-                let delivered = self
-                    .shared
-                    .directory
-                    .get(&to)
-                    .map(|pid| *pid)
-                    .is_some_and(|pid| {
-                        let envelope = Envelope {
-                            from: self.key.clone(),
-                            seq,
-                            body,
-                        };
-                        out.send(pid, envelope).is_ok()
-                    });
+                let delivered = self.shared.running_pid(&to).is_some_and(|pid| {
+                    let envelope = Envelope {
+                        from: self.key.clone(),
+                        seq,
+                        body,
+                    };
+                    out.send(pid, envelope).is_ok()
+                });
                 if !delivered {
                     // The outbox keeps it: the receiver is handed it when
                     // it starts (spawned or recovered), or by a recovery.

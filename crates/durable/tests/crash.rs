@@ -339,7 +339,11 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
     let mut acked: Vec<u64> = Vec::new();
     while killed < kills {
         let mut run = start(&path, workflows, rounds);
-        if killed % 4 == 0 {
+        if killed == 0 {
+            // In the first milliseconds of the first start: the store is
+            // being created.
+            std::thread::sleep(Duration::from_millis(moments.next_millis(1, 10)));
+        } else if killed % 4 == 0 {
             std::thread::sleep(Duration::from_millis(moments.next_millis(1, 300)));
         } else {
             assert!(wait_running(&run), "the child did not start running");
@@ -442,6 +446,12 @@ fn crash_run(workflows: u64, rounds: u64, kills: u32, window: u64) {
 fn four_hundred_workflows_killed_twelve_times_end_as_an_uninterrupted_run_and_each_send_arrives_once(
 ) {
     crash_run(400, 100, 12, 300);
+}
+
+#[test]
+#[ignore = "a minute or more; run with --release"]
+fn two_thousand_workflows_killed_fifty_times() {
+    crash_run(2_000, 50, 50, 150);
 }
 
 #[test]
