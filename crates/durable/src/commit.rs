@@ -156,6 +156,10 @@ pub(crate) struct Writer {
     queue: Mutex<Queue>,
     ready: Condvar,
     pub(crate) counters: Counters,
+    /// Set when records are written on the thread that submits them
+    /// (`Durability::for_simulation`): no writer thread, one append per
+    /// record.
+    inline: Option<Arc<dyn Store>>,
 }
 
 impl Writer {
@@ -168,6 +172,7 @@ impl Writer {
             }),
             ready: Condvar::new(),
             counters: Counters::default(),
+            inline: None,
         });
         let thread = {
             let writer = writer.clone();
@@ -179,8 +184,32 @@ impl Writer {
         (writer, thread)
     }
 
+    /// A writer without a thread: each record is written when it is
+    /// submitted, on the submitting thread (in a simulation, the
+    /// simulation's own), so that the order of writes is the
+    /// simulation's.
+    pub(crate) fn inline(store: Arc<dyn Store>) -> Arc<Writer> {
+        Arc::new(Writer {
+            queue: Mutex::new(Queue {
+                items: Vec::new(),
+                stopped: false,
+            }),
+            ready: Condvar::new(),
+            counters: Counters::default(),
+            inline: Some(store),
+        })
+    }
+
     /// Queues a record; `done` completes once it is durable.
     pub(crate) fn submit(&self, append: Append, done: Completer) {
+        if let Some(store) = &self.inline {
+            if self.queue.lock().stopped {
+                let _ = done.fail(DurableError::Stopped);
+            } else {
+                self.write(&**store, vec![(append, done)]);
+            }
+            return;
+        }
         let mut queue = self.queue.lock();
         if queue.stopped {
             drop(queue);
@@ -223,6 +252,14 @@ impl Writer {
 
     fn run(&self, store: &dyn Store) {
         while let Some(batch) = self.take() {
+            self.write(store, batch);
+        }
+    }
+
+    /// Writes one batch with one append, and completes its records'
+    /// commands.
+    fn write(&self, store: &dyn Store, batch: Vec<(Append, Completer)>) {
+        {
             let (appends, waiters): (Vec<Append>, Vec<Completer>) = batch.into_iter().unzip();
             let bytes: usize = appends.iter().map(|a| a.record.len()).sum();
             let keys: Vec<String> = appends.iter().map(|a| a.key.clone()).collect();

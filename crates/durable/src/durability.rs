@@ -137,6 +137,61 @@ impl Durability {
     pub fn with_command(store: impl Store, command: CommandId) -> Durability {
         let store: Arc<dyn Store> = Arc::new(store);
         let (writer, thread) = Writer::start(store.clone());
+        Durability::with_writer(store, writer, Some(thread), command)
+    }
+
+    /// Opens durable processes on `store` for a deterministic simulation
+    /// (`sched::sim`): no writer thread; each record is written by the
+    /// journal's command handler itself, on the thread that runs the
+    /// step (the simulation's), with one append per record. Everything
+    /// else is as with [`open`](Durability::open): install it on the
+    /// builder the simulation is made from, and pass the simulation where
+    /// a scheduler is asked for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::prelude::*;
+    /// use sched_durable::store::MemoryStore;
+    /// use sched::sim::Config;
+    ///
+    /// struct Once;
+    /// impl Durable for Once {
+    ///     const KIND: &'static str = "once";
+    ///     type Args = ();
+    ///     type Message = ();
+    ///     fn create(_: ()) -> Self { Once }
+    ///     fn step(&mut self, _: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+    ///         out.finish(&7_u64)?;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let store = MemoryStore::new();
+    /// let durability = Durability::for_simulation(store.clone());
+    /// durability.register::<Once>();
+    /// let mut sim = durability
+    ///     .install(Scheduler::builder())
+    ///     .simulation(Config::seed(1).workers(2));
+    /// durability.recover(&sim)?;
+    /// durability.spawn::<Once>(&sim, "once", ())?;
+    /// sim.run()?;
+    /// let status = durability.status("once")?.expect("a journal");
+    /// assert_eq!(status.outcome::<u64>().transpose()?, Some(7));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn for_simulation(store: impl Store) -> Durability {
+        let store: Arc<dyn Store> = Arc::new(store);
+        let writer = Writer::inline(store.clone());
+        Durability::with_writer(store, writer, None, JOURNAL_COMMAND)
+    }
+
+    fn with_writer(
+        store: Arc<dyn Store>,
+        writer: Arc<Writer>,
+        thread: Option<JoinHandle<()>>,
+        command: CommandId,
+    ) -> Durability {
         Durability {
             store: store.clone(),
             shared: Arc::new(Shared {
@@ -148,10 +203,10 @@ impl Durability {
                 undelivered: AtomicU64::new(0),
                 held: AtomicU64::new(0),
                 closed: AtomicU64::new(0),
-                store: store.clone(),
+                store,
             }),
             kinds: RwLock::new(HashMap::new()),
-            writer: Some(thread),
+            writer: thread,
             recovered: AtomicU64::new(0),
         }
     }
@@ -259,10 +314,11 @@ impl Durability {
     /// See [`Durability`].
     pub fn spawn<D: Durable>(
         &self,
-        scheduler: &Scheduler,
+        cx: &impl AsContext,
         key: &str,
         args: D::Args,
     ) -> Result<Spawned, DurableError> {
+        let cx = cx.context();
         let bytes = postcard::to_stdvec(&args).map_err(codec)?;
         let (save, every) = match self.kinds.read().get(D::KIND) {
             Some(Kind {
@@ -283,8 +339,7 @@ impl Durability {
                 if self.store.contains(&key)? {
                     return Err(DurableError::KeyTaken(key.to_string()));
                 }
-                let pid = scheduler
-                    .context()
+                let pid = cx
                     .allocate_pid()
                     .map_err(|e| DurableError::Submit(e.to_string()))?;
                 vacant.insert(pid);
@@ -306,7 +361,7 @@ impl Durability {
                 snapshot_every: every,
             },
         );
-        match scheduler.spawn(Spawn::new(runner).method(DEFAULT_METHOD_NAME).at(pid)) {
+        match cx.spawn(Spawn::new(runner).method(DEFAULT_METHOD_NAME).at(pid)) {
             Ok(completion) => {
                 // Sends made to this key before it ran (their senders'
                 // outbox keeps them), read now that the process is
@@ -315,7 +370,7 @@ impl Durability {
                 let waiting = self
                     .store
                     .outbox_to(&key)
-                    .and_then(|sends| channel::deliver(&self.shared, scheduler, sends));
+                    .and_then(|sends| channel::deliver(&self.shared, cx, sends));
                 if let Err(e) = waiting {
                     tracing::error!(
                         key = &*key,
@@ -420,7 +475,8 @@ impl Durability {
     /// # Examples
     ///
     /// See [`Durability`].
-    pub fn recover(&self, scheduler: &Scheduler) -> Result<Recovery, DurableError> {
+    pub fn recover(&self, cx: &impl AsContext) -> Result<Recovery, DurableError> {
+        let cx = cx.context();
         let started = Instant::now();
         let mut report = Recovery::default();
         let mut replayed: Vec<(Replayed, Option<u64>, Pid)> = Vec::new();
@@ -443,7 +499,7 @@ impl Durability {
                         }
                         // Its PID only now: one reserved for a journal
                         // that fails would stay reserved for good.
-                        let pid = match scheduler.context().allocate_pid() {
+                        let pid = match cx.allocate_pid() {
                             Ok(pid) => pid,
                             Err(e) => {
                                 self.shared.directory.remove(&journal.key);
@@ -512,7 +568,7 @@ impl Durability {
                     snapshot_every: every,
                 },
             );
-            match scheduler.spawn(Spawn::new(runner).method(DEFAULT_METHOD_NAME).at(pid)) {
+            match cx.spawn(Spawn::new(runner).method(DEFAULT_METHOD_NAME).at(pid)) {
                 Ok(completion) => {
                     report.resumed.push(Spawned {
                         key: key.clone(),
@@ -546,7 +602,7 @@ impl Durability {
             self.store.discard(&taken)?;
         }
         sends.sort_by(|a, b| (&a.to, &a.from, a.seq).cmp(&(&b.to, &b.from, b.seq)));
-        let delivery = channel::deliver(&self.shared, scheduler, sends)?;
+        let delivery = channel::deliver(&self.shared, cx, sends)?;
         report.resent = delivery.sent;
         report.waiting = delivery.waiting;
         self.recovered

@@ -68,6 +68,14 @@ const DURABLE_RECOVERY_CLAIM: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The durable processes in the simulation, against the model, over the
+/// default seeds.
+const DURABLE_SIMULATION: Catcher = Catcher {
+    args: &["test", "-p", "sched-durable", "--test", "simulation"],
+    env: &[],
+    target_subdir: None,
+};
+
 const DEQUE_PANICKING_DROP: Catcher = Catcher {
     args: &["test", "-p", "sched-deque", "--test", "panicking_drop"],
     env: &[],
@@ -480,14 +488,14 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "durable-spawn-leaves-the-outbox-for-a-recovery",
         file: "crates/durable/src/durability.rs",
-        original: "                    .and_then(|sends| channel::deliver(&self.shared, scheduler, sends));\n",
+        original: "                    .and_then(|sends| channel::deliver(&self.shared, cx, sends));\n",
         replacement: "                    .map(drop);\n",
         catcher: &DURABLE_CHANNEL,
     },
     Mutation {
         name: "durable-recover-delivers-before-every-process-runs",
         file: "crates/durable/src/durability.rs",
-        original: "        let delivery = channel::deliver(&self.shared, scheduler, sends)?;\n",
+        original: "        let delivery = channel::deliver(&self.shared, cx, sends)?;\n",
         replacement: "        let delivery = channel::Delivery::default();\n        drop(sends);\n",
         catcher: &DURABLE_CHANNEL,
     },
@@ -511,5 +519,26 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "        if claimed.is_empty() || self.shared.closed.load(SeqCst) == closed {\n",
         replacement: "        if claimed.is_empty() || closed == closed {\n",
         catcher: &DURABLE_RECOVERY_CLAIM,
+    },
+    Mutation {
+        name: "durable-admission-by-high-water-mark-in-the-simulation",
+        file: "crates/durable/src/state.rs",
+        original: "            Some(&mark) if seq == mark + 1 => Admission::Next,\n",
+        replacement: "            Some(_) | None => Admission::Next,\n",
+        catcher: &DURABLE_SIMULATION,
+    },
+    Mutation {
+        name: "durable-spawn-leaves-the-outbox-in-the-simulation",
+        file: "crates/durable/src/durability.rs",
+        original: "                    .and_then(|sends| channel::deliver(&self.shared, cx, sends));\n",
+        replacement: "                    .map(drop);\n",
+        catcher: &DURABLE_SIMULATION,
+    },
+    Mutation {
+        name: "durable-recover-delivers-before-every-process-runs-in-the-simulation",
+        file: "crates/durable/src/durability.rs",
+        original: "        let delivery = channel::deliver(&self.shared, cx, sends)?;\n",
+        replacement: "        let delivery = channel::Delivery::default();\n        drop(sends);\n",
+        catcher: &DURABLE_SIMULATION,
     },
 ];

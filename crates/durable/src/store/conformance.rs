@@ -151,6 +151,19 @@ pub fn check<S: Store>(store: S, reopen: impl FnOnce() -> S) {
         .discard(&[("z".to_owned(), "a".to_owned(), 3)])
         .unwrap();
     assert_eq!(store.outbox().unwrap(), vec![send("a", "c", 2)]);
+    assert_eq!(store.outbox_to("c").unwrap(), vec![send("a", "c", 2)]);
+    assert!(store.outbox_to("a").unwrap().is_empty());
+    assert_eq!(store.ended("a").unwrap(), Some(false));
+    assert_eq!(store.ended("nobody").unwrap(), None);
+    assert_eq!(
+        store.keys().unwrap(),
+        vec![
+            ("a".to_owned(), false),
+            ("b".to_owned(), false),
+            ("c".to_owned(), false)
+        ],
+        "every key with a journal, in order"
+    );
 
     // Snapshots: the latest one is kept with the number of the record it
     // follows, and the records from `first` on follow it.

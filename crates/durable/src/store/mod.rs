@@ -11,8 +11,10 @@
 //! store passes the same suite, [`conformance::check`].
 
 pub mod conformance;
+mod memory;
 mod redb;
 
+pub use self::memory::MemoryStore;
 pub use self::redb::RedbStore;
 
 use crate::error::DurableError;
