@@ -10,7 +10,8 @@
 //! | `sched_durable_syncs_total` | counter | | batches written, one sync each |
 //! | `sched_durable_failed_syncs_total` | counter | | batches the store refused |
 //! | `sched_durable_duplicates_total` | counter | | copies of sends dropped by their receivers |
-//! | `sched_durable_undelivered_total` | counter | | sends no running durable process took |
+//! | `sched_durable_undelivered_total` | counter | | sends released while their receiver did not run here (the outbox keeps them) |
+//! | `sched_durable_held` | gauge | | sends receivers hold for an earlier send of the same sender |
 //! | `sched_durable_running` | gauge | | durable processes running |
 //! | `sched_durable_store_bytes` | gauge | | the store's size |
 //! | `sched_durable_sync_seconds` | gauge | `quantile` (0.5, 0.99, 1) | time of one batch's write and sync |
@@ -43,6 +44,7 @@ pub fn publish(durability: &Durability) {
     metrics::counter!("sched_durable_undelivered_total").absolute(stats.undelivered);
     #[allow(clippy::cast_precision_loss)]
     {
+        metrics::gauge!("sched_durable_held").set(stats.held as f64);
         metrics::gauge!("sched_durable_running").set(stats.running as f64);
         metrics::gauge!("sched_durable_store_bytes").set(stats.store_bytes as f64);
     }

@@ -42,6 +42,7 @@ fn the_journals_figures_reach_the_installed_recorder() {
     assert_eq!(value("sched_durable_bytes_total"), stats.bytes as f64);
     assert!(value("sched_durable_store_bytes") > 0.0);
     assert_eq!(value("sched_durable_running"), 0.0, "the tally ended");
+    assert_eq!(value("sched_durable_held"), 0.0, "nothing waits for a gap");
     assert!(
         text.contains("sched_durable_sync_seconds{quantile=\"0.99\"}"),
         "{text}"
