@@ -3,9 +3,9 @@
 //!
 //! Protocol, per batch:
 //! 1. Inputs (messages, timers, command answers, the start) are queued as
-//!    they arrive; a message from a durable process is admitted only if
-//!    its send number is above the sender's mark (a copy is dropped and
-//!    counted).
+//!    they arrive; a message from a durable process goes through the
+//!    channel's admission first (`channel.rs`: the sender's next number is
+//!    taken, a copy dropped, a later number held until the gap fills).
 //! 2. When no record is in flight, the queued inputs are stepped (through
 //!    `state::step_batch`) at one recorded time, and the effects the steps
 //!    ask for are *held*. The record (inputs, time, effects) is yielded as
