@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::channel;
+use crate::clock::Clock;
 use crate::commit::{Latency, Writer};
 use crate::error::{codec, DurableError};
 use crate::inspect::Inspection;
@@ -192,6 +193,7 @@ impl Durability {
         thread: Option<JoinHandle<()>>,
         command: CommandId,
     ) -> Durability {
+        let simulated = thread.is_none();
         Durability {
             store: store.clone(),
             shared: Arc::new(Shared {
@@ -204,6 +206,7 @@ impl Durability {
                 held: AtomicU64::new(0),
                 closed: AtomicU64::new(0),
                 store,
+                clock: Clock::new(simulated),
             }),
             kinds: RwLock::new(HashMap::new()),
             writer: thread,
@@ -319,6 +322,7 @@ impl Durability {
         args: D::Args,
     ) -> Result<Spawned, DurableError> {
         let cx = cx.context();
+        self.shared.clock.anchor(cx.now(), None);
         let bytes = postcard::to_stdvec(&args).map_err(codec)?;
         let (save, every) = match self.kinds.read().get(D::KIND) {
             Some(Kind {
@@ -518,6 +522,10 @@ impl Durability {
                 }
             }
         }
+        // The clock starts here (in a simulation, after the latest time the
+        // journals recorded), before any process steps.
+        let latest = replayed.iter().filter_map(|(r, _, _)| r.last_at_ms).max();
+        self.shared.clock.anchor(cx.now(), latest);
         // What each process must be handed again, decided from its rebuilt
         // state: its pending timers, and as its first inputs the commands
         // that were in flight (interrupted).

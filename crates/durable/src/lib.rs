@@ -72,6 +72,7 @@
 //! ```
 
 mod channel;
+mod clock;
 mod commit;
 mod durability;
 mod error;

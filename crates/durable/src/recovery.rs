@@ -30,6 +30,8 @@ pub(crate) struct Replayed {
     pub(crate) state: State,
     /// It started from a snapshot.
     pub(crate) snapshotted: bool,
+    /// The time its last replayed record was stepped at.
+    pub(crate) last_at_ms: Option<u64>,
 }
 
 /// A value's bytes, shortened for a message.
@@ -69,6 +71,7 @@ pub(crate) fn replay(
 ) -> Result<Replayed, DurableError> {
     let key: Arc<str> = journal.key.as_str().into();
     let snapshotted = state.next_record > 0;
+    let mut last_at_ms = None;
     for (i, bytes) in journal.records.iter().enumerate() {
         let number = journal.first + i as u64;
         if number < state.next_record {
@@ -115,11 +118,13 @@ pub(crate) fn replay(
             });
         }
         state.next_record = number + 1;
+        last_at_ms = Some(record.at_ms);
     }
     Ok(Replayed {
         key,
         process,
         state,
         snapshotted,
+        last_at_ms,
     })
 }

@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use dashmap::DashMap;
 use sched::command::{CommandError, CommandId};
@@ -31,9 +31,10 @@ use sched::timer::TimerId;
 use sched::{BoxError, Event, Events, Output, Pid, Process, Tag};
 
 use crate::channel::Inbound;
+use crate::clock::Clock;
 use crate::commit::{Latency, Writer};
 use crate::error::DurableError;
-use crate::process::{unix_ms, AnswerEncoder, Erased, Held, JOURNAL_TAG};
+use crate::process::{AnswerEncoder, Erased, Held, JOURNAL_TAG};
 use crate::receipt::Ack;
 use crate::record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
 use crate::state::{step_batch, Snapshot, State};
@@ -60,6 +61,8 @@ pub(crate) struct Shared {
     /// The store, for a receiver's first-contact question
     /// (`channel.rs`) and the outbox deliveries.
     pub(crate) store: Arc<dyn Store>,
+    /// The time records are stepped at and timers set by (`clock.rs`).
+    pub(crate) clock: Clock,
 }
 
 impl Shared {
@@ -198,7 +201,7 @@ impl Runner {
         if self.in_flight.is_some() || self.queued.is_empty() || self.finished {
             return;
         }
-        let at_ms = unix_ms(SystemTime::now());
+        let at_ms = self.shared.clock.ms_at(out.now());
         let (inputs, mut acks): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.queued).into_iter().unzip();
         let (held, taken) = step_batch(
@@ -330,9 +333,8 @@ impl Runner {
                 if let Some(old) = self.live_timers.remove(&tag) {
                     out.cancel_timer(old);
                 }
-                let now = unix_ms(SystemTime::now());
-                let at = Instant::now()
-                    + std::time::Duration::from_millis(deadline_ms.saturating_sub(now));
+                let now = out.now();
+                let at = Clock::instant_of(now, self.shared.clock.ms_at(now), deadline_ms);
                 let id = out.set_timer(at, Tag(tag));
                 self.live_timers.insert(tag, id);
             }

@@ -125,6 +125,10 @@ impl Store for MemoryStore {
                 kept.snapshot = Some((append.seq, snapshot.clone()));
             }
             for send in &append.sent {
+                // A send to a process whose journal has ended is dropped.
+                if inner.journals.get(&send.to).is_some_and(|k| k.ended) {
+                    continue;
+                }
                 inner.outbox.insert(
                     (send.to.clone(), send.from.clone(), send.seq),
                     send.body.clone(),
@@ -134,6 +138,11 @@ impl Store for MemoryStore {
                 inner
                     .outbox
                     .remove(&(append.key.clone(), from.clone(), *seq));
+            }
+            if append.ended {
+                // And so are those it never took.
+                let key = append.key.clone();
+                inner.outbox.retain(|(to, _, _), _| *to != key);
             }
         }
         Ok(Vec::new())

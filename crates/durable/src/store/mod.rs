@@ -51,7 +51,9 @@ pub struct Append {
     /// The process ended with this record.
     pub ended: bool,
     /// The sends this record released, for the outbox (their `from` is
-    /// `key`).
+    /// `key`). A store may drop those addressed to a process whose
+    /// journal has ended, and those an ending record leaves untaken (the
+    /// embedded and memory stores do; a recovery discards the rest).
     pub sent: Vec<Outgoing>,
     /// The sends this record took, as (sender, number): their outbox
     /// entries are removed.

@@ -106,11 +106,26 @@ fn opening(file: &str, e: redb::DatabaseError) -> DurableError {
             DurableError::Corrupt(format!("{file}: {why}"))
         }
         redb::DatabaseError::Storage(redb::StorageError::Io(io))
-            if io.kind() == std::io::ErrorKind::InvalidData =>
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
         {
             DurableError::Corrupt(format!("{file}: not a journal store ({io})"))
         }
         other => DurableError::Store(format!("{file}: {other}")),
+    }
+}
+
+/// Whether the journal of `key` has ended, as the processes table says.
+fn has_ended(processes: &redb::Table<'_, &str, &[u8]>, key: &str) -> Result<bool, DurableError> {
+    match processes.get(key).map_err(store)? {
+        None => Ok(false),
+        Some(meta) => {
+            let meta: Meta = postcard::from_bytes(meta.value())
+                .map_err(|e| corrupt(format!("the entry of {key:?}: {e}")))?;
+            Ok(meta.ended)
+        }
     }
 }
 
@@ -530,12 +545,34 @@ impl Store for RedbStore {
                         .map_err(store)?;
                 }
                 for send in &append.sent {
+                    // A send to a process whose journal has ended is
+                    // dropped: nothing will ever take it.
+                    if has_ended(&processes, &send.to)? {
+                        continue;
+                    }
                     outbox
                         .insert(
                             (send.to.as_str(), send.from.as_str(), send.seq),
                             send.body.as_slice(),
                         )
                         .map_err(store)?;
+                }
+                if append.ended {
+                    // And so are those it never took.
+                    let untaken: Vec<(String, u64)> = outbox
+                        .range((append.key.as_str(), "", 0)..)
+                        .map_err(store)?
+                        .map_while(|entry| {
+                            let (k, _) = entry.ok()?;
+                            let (to, from, seq) = k.value();
+                            (to == append.key).then(|| (from.to_owned(), seq))
+                        })
+                        .collect();
+                    for (from, seq) in untaken {
+                        outbox
+                            .remove((append.key.as_str(), from.as_str(), seq))
+                            .map_err(store)?;
+                    }
                 }
                 for (from, seq) in &append.taken {
                     outbox
