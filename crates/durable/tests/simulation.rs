@@ -5,7 +5,10 @@
 //! mid-run, wherever it is: before a record is written, between a commit
 //! and the release of its effects, in the middle of a recovery's
 //! deliveries), starts it again on the same store, with a recovery, and
-//! runs the last incarnation to the end. Messages are delayed at random
+//! runs the last incarnation to the end. Before the last run the disk
+//! refuses every n-th append in half the incarnations (the processes whose
+//! write failed end with the error and resume at the next recovery).
+//! Messages are delayed at random
 //! (so that sends overtake each other and the outbox's copies), and a
 //! second `recover` runs now and then beside the live processes. The
 //! model checks every seed:
@@ -25,7 +28,7 @@ use std::time::Duration;
 use sched::command::{CommandId, TypedCommand};
 use sched::sim::{Config, Faults};
 use sched_durable::prelude::*;
-use sched_durable::store::{MemoryStore, Store};
+use sched_durable::store::{Append, Journal, MemoryStore, Outgoing, Store};
 use sched_durable::Status;
 
 const SENDERS: u64 = 6;
@@ -122,11 +125,75 @@ impl Rng {
     }
 }
 
+/// A store whose disk refuses every `every`-th append (a storage fault:
+/// the write fails, nothing of it is kept), or none when `every` is 0.
+struct Refusing {
+    inner: MemoryStore,
+    every: u64,
+    appends: std::sync::atomic::AtomicU64,
+}
+
+impl Store for Refusing {
+    fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError> {
+        let n = self
+            .appends
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        if self.every > 0 && n.is_multiple_of(self.every) {
+            return Err(DurableError::Store(
+                "the disk refused (a test said so)".into(),
+            ));
+        }
+        self.inner.append(batch)
+    }
+    fn running(&self) -> Result<Vec<Journal>, DurableError> {
+        self.inner.running()
+    }
+    fn journal(&self, key: &str) -> Result<Option<Journal>, DurableError> {
+        self.inner.journal(key)
+    }
+    fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {
+        self.inner.keys()
+    }
+    fn contains(&self, key: &str) -> Result<bool, DurableError> {
+        self.inner.contains(key)
+    }
+    fn forget(&self, key: &str) -> Result<bool, DurableError> {
+        self.inner.forget(key)
+    }
+    fn outbox(&self) -> Result<Vec<Outgoing>, DurableError> {
+        self.inner.outbox()
+    }
+    fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
+        self.inner.outbox_to(key)
+    }
+    fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
+        self.inner.ended(key)
+    }
+    fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {
+        self.inner.discard(entries)
+    }
+    fn size(&self) -> Result<u64, DurableError> {
+        self.inner.size()
+    }
+}
+
 /// One node's life on `store`: recovers, spawns what the store does not
-/// hold yet, then runs `steps` steps (or to the end when `None`).
-/// Returns whether the simulation had nothing left to do.
+/// hold yet, then runs `steps` steps (or to the end when `None`). Before
+/// the last run, the disk refuses some appends: the processes whose write
+/// failed end with the error and resume at a later recovery. Returns
+/// whether the simulation had nothing left to do.
 fn incarnation(store: &MemoryStore, seed: u64, steps: Option<u64>, rng: &mut Rng) -> bool {
-    let durability = Durability::for_simulation(store.clone());
+    let every = if steps.is_some() && rng.next().is_multiple_of(2) {
+        5 + rng.next() % 30
+    } else {
+        0
+    };
+    let durability = Durability::for_simulation(Refusing {
+        inner: store.clone(),
+        every,
+        appends: std::sync::atomic::AtomicU64::new(0),
+    });
     durability.register::<Sender>().register::<Receiver>();
     let builder = durability.install(Scheduler::builder().typed_handler(ECHO, |n: u64, done| {
         let _ = done.complete(n);
@@ -176,11 +243,23 @@ fn incarnation(store: &MemoryStore, seed: u64, steps: Option<u64>, rng: &mut Rng
     let mut ran = 0;
     while ran < budget {
         if Some(ran) == second_recovery_at {
+            let running: Vec<String> = (0..SENDERS)
+                .map(sender)
+                .chain((0..RECEIVERS).map(receiver))
+                .filter(|key| durability.pid(key).is_some())
+                .collect();
             let again = durability.recover(&sim).expect("a second recovery");
+            // It may resume a process whose write the disk refused, never
+            // one that runs.
+            let twice: Vec<&str> = again
+                .resumed
+                .iter()
+                .map(|s| s.key())
+                .filter(|key| running.iter().any(|r| r == key))
+                .collect();
             assert!(
-                again.resumed.is_empty(),
-                "seed {seed}: a recovery beside running processes resumed {:?}",
-                again.resumed.iter().map(|s| s.key()).collect::<Vec<_>>()
+                twice.is_empty(),
+                "seed {seed}: a recovery beside running processes resumed {twice:?}"
             );
         }
         if matches!(sim.step(), sched::sim::Progress::Quiet) {
