@@ -10,7 +10,11 @@
 //! (`Simulation::fairness`); a violation names the process and is in the
 //! trace. `cargo xtask mutants ready-queue-newest-first` and
 //! `mutants turns-high-only` break the ready order and must make
-//! `the_bound_holds_for_every_wait_under_overload` fail.
+//! `the_bound_holds_for_every_wait_under_overload` fail; so must
+//! `mutants nursery-never-flushed` (what a step woke would wait in the
+//! worker's nursery for as long as its chains keep it busy).
+//! `mutants turns-low-before-high` and `thief-takes-lowest-level-first`
+//! are caught by the tests of the levels' shares and of stealing below.
 
 use std::time::Duration;
 
@@ -120,7 +124,8 @@ impl Process for Flood {
 
 /// One seed's overload: `workers` workers, 120 busy processes (a third
 /// waking peers), 8 probes at each level, 6 floods (High turning Low, Low
-/// turning High), and a message from outside to a probe every 2 ms of
+/// turning High), two pairs that keep waking each other, and a message
+/// from outside to a probe every 2 ms of
 /// virtual time; every step takes 20 µs. Odd seeds declare two groups of
 /// weights 1 and 3 and spread the busy processes over them and the
 /// default group.
@@ -182,6 +187,22 @@ fn overload(seed: u64, workers: usize, keep_trace: bool) -> Simulation {
                 then,
             })
             .expect("spawned");
+    }
+    // Two pairs that wake each other, one message a step, all along:
+    // chains that keep a worker's nursery busy on top of what waits there.
+    for _ in 0..2 {
+        let spawn = |sim: &mut Simulation| {
+            sim.context()
+                .spawn(Ping {
+                    peer: None,
+                    rounds: 500,
+                })
+                .expect("spawned")
+                .pid()
+        };
+        let (a, b) = (spawn(&mut sim), spawn(&mut sim));
+        sim.context().send(a, b).expect("alive");
+        sim.context().send(b, a).expect("alive");
     }
     for tick in 0..40 {
         let _ = sim.context().send(probes[tick % probes.len()], "outside");
@@ -334,9 +355,10 @@ fn each_level_gets_its_turns_under_saturation() {
     assert!((share(all, 0) - 0.75).abs() < 0.02, "{all:?}");
     assert!((share(all, 1) - 0.1875).abs() < 0.02, "{all:?}");
     assert!((share(all, 2) - 0.0625).abs() < 0.01, "{all:?}");
-    // A `High` flood: `Low` keeps its minimum, 1 step in 16.
+    // A `High` flood: `Low` keeps its minimum, 1 step in 16, and no
+    // more: `Normal`'s turns, with `Normal` empty, go to `High` first.
     let flood = shares([50, 0, 5]);
-    assert!(share(flood, 2) >= 1.0 / 16.0 - 0.005, "{flood:?}");
+    assert!((share(flood, 2) - 1.0 / 16.0).abs() < 0.005, "{flood:?}");
     // One level alone gets every turn.
     let low_only = shares([0, 0, 10]);
     assert!(share(low_only, 2) > 0.99, "{low_only:?}");
@@ -424,4 +446,151 @@ fn the_next_slot_does_not_jump_ahead_of_higher_level_work() {
         "a woken Normal process ran ahead of High work"
     );
     sim.context().send(high.pid(), "stop").expect("alive");
+}
+
+/// Spawns `count` `Low` and then `count` `High` counters in its first
+/// step, noting the `High` ones' PIDs, and finishes.
+struct Brood {
+    count: usize,
+    high: std::sync::Arc<std::sync::Mutex<Vec<Pid>>>,
+}
+
+impl Process for Brood {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for priority in [Priority::Low, Priority::High] {
+            for _ in 0..self.count {
+                let child = out.spawn(Counter { priority, steps: 0 })?;
+                if priority == Priority::High {
+                    self.high.lock().expect("not poisoned").push(child.pid());
+                }
+            }
+        }
+        out.finish(());
+        Ok(())
+    }
+}
+
+#[test]
+fn a_thief_takes_the_highest_level_first() {
+    // Two workers; one step on one of them spawns 20 `Low` then 20 `High`
+    // processes, all queued on that worker. The idle worker steals, and
+    // the first process it runs is a `High` one, whichever it took.
+    for seed in 0..20 {
+        let mut sim = Scheduler::builder().simulation(Config::seed(seed).workers(2));
+        let high = std::sync::Arc::default();
+        let brood = sim
+            .context()
+            .spawn(Brood {
+                count: 20,
+                high: std::sync::Arc::clone(&high),
+            })
+            .expect("spawned")
+            .pid();
+        sim.run_until(|sim| sim.steps() >= 400).expect("runs");
+        let trace = sim.trace();
+        let steps: Vec<(usize, Pid)> = trace
+            .entries()
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Step { worker, pid, .. } => Some((*worker, *pid)),
+                _ => None,
+            })
+            .collect();
+        let parent = steps
+            .iter()
+            .find(|(_, pid)| *pid == brood)
+            .expect("the brood stepped")
+            .0;
+        let (_, first_stolen) = steps
+            .iter()
+            .find(|(worker, pid)| *worker != parent && *pid != brood)
+            .expect("the other worker ran a child");
+        let high = high.lock().expect("not poisoned");
+        assert_eq!(high.len(), 20);
+        assert!(
+            high.contains(first_stolen),
+            "seed {seed}: the thief first ran {first_stolen}, a Low process"
+        );
+    }
+}
+
+/// Waits for messages, at the level its `init` chose if any.
+struct Child {
+    choose: Option<Priority>,
+}
+
+impl Process for Child {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        if let Some(level) = self.choose {
+            cx.set_priority(level);
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.next().is_some() {
+            out.finish(());
+        }
+        Ok(())
+    }
+}
+
+/// At `level`, spawns a child that does not choose its level and one that
+/// chooses `Normal`, noting their PIDs.
+struct Parent {
+    level: Priority,
+    children: std::sync::Arc<std::sync::Mutex<Vec<Pid>>>,
+}
+
+impl Process for Parent {
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_priority(self.level);
+        Ok(())
+    }
+
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for choose in [None, Some(Priority::Normal)] {
+            let child = out.spawn(Child { choose })?;
+            self.children
+                .lock()
+                .expect("not poisoned")
+                .push(child.pid());
+        }
+        out.finish(());
+        Ok(())
+    }
+}
+
+#[test]
+fn a_child_starts_at_its_parents_level_unless_it_chooses() {
+    let mut sim = Scheduler::builder().simulation(Config::seed(1).workers(2));
+    let mut families = Vec::new();
+    for level in Priority::ALL {
+        let children = std::sync::Arc::default();
+        sim.context()
+            .spawn(Parent {
+                level,
+                children: std::sync::Arc::clone(&children),
+            })
+            .expect("spawned");
+        families.push((level, children));
+    }
+    let outside = sim
+        .context()
+        .spawn(Child { choose: None })
+        .expect("spawned")
+        .pid();
+    sim.run().expect("goes quiet");
+    let level_of = |sim: &Simulation, pid: Pid| {
+        sim.context()
+            .process_info(pid)
+            .expect("still waiting")
+            .priority
+    };
+    for (level, children) in families {
+        let children = children.lock().expect("not poisoned");
+        assert_eq!(level_of(&sim, children[0]), level, "inherited");
+        assert_eq!(level_of(&sim, children[1]), Priority::Normal, "chosen");
+    }
+    assert_eq!(level_of(&sim, outside), Priority::Normal, "from outside");
 }

@@ -208,3 +208,51 @@ fn a_bounded_mailbox_keeps_a_reserve_for_urgent_messages() {
     assert_eq!(read, ["first", "stop"]);
     scheduler.shutdown(Duration::from_secs(5));
 }
+
+/// Reads one message per step and waits for the next arrival (it never
+/// continues on its own), noting its text, until it reads "stop".
+struct OnePerArrival {
+    read: Vec<String>,
+}
+
+impl Process for OnePerArrival {
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if let Some(Event::Message(m)) = events.next() {
+            let text = *m.payload::<&str>().ok_or("text")?;
+            self.read.push(text.to_owned());
+            if text == "stop" {
+                out.finish(std::mem::take(&mut self.read));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn an_urgent_message_left_unread_stays_ahead_of_later_ones_and_the_backlog() {
+    let mut sim = Scheduler::builder().simulation(Config::seed(3).workers(1));
+    let mut reader = sim
+        .context()
+        .spawn(OnePerArrival { read: Vec::new() })
+        .expect("spawned");
+    let pid = reader.pid();
+    sim.context().send(pid, "work").expect("alive");
+    sim.context().send(pid, Urgent::new("1")).expect("alive");
+    sim.context().send(pid, Urgent::new("2")).expect("alive");
+    // One step: it reads "1" and leaves "2" (urgent) and "work".
+    sim.run().expect("quiet");
+    sim.context().send(pid, Urgent::new("3")).expect("alive");
+    sim.run().expect("quiet");
+    for poke in ["poke", "poke"] {
+        sim.context().send(pid, poke).expect("alive");
+        sim.run().expect("quiet");
+    }
+    sim.context().send(pid, Urgent::new("stop")).expect("alive");
+    sim.run().expect("quiet");
+    let read = reader.try_take().expect("ended").expect("finished");
+    let read = read.downcast_ref::<Vec<String>>().expect("its list");
+    // "2" kept its urgency: read before "3", which came later, and both
+    // before "work", which came first; the urgent "stop" overtakes the
+    // pokes.
+    assert_eq!(read, &["1", "2", "3", "work", "stop"]);
+}

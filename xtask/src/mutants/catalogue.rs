@@ -270,8 +270,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-process-handed-on-inside-the-body-borrow",
         file: "crates/sched-core/src/worker/mod.rs",
-        original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
-        replacement: "        let desired = unsafe {\n            record.with_body(|body| {\n                if let Some(desired) = self.step_owned(&record, body, kill) {\n                    if let AfterStep::Requeue { woken } = record.state.finish_step(desired) {\n                        let how = if woken { Runnable::Woken } else { Runnable::Continued };\n                        self.shared.schedule(record.clone(), how);\n                    }\n                }\n                None::<u32>\n            })\n        };\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
+        original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        self.local.current_level.set(crate::Priority::Normal);\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
+        replacement: "        let desired = unsafe {\n            record.with_body(|body| {\n                if let Some(desired) = self.step_owned(&record, body, kill) {\n                    if let AfterStep::Requeue { woken } = record.state.finish_step(desired) {\n                        let how = if woken { Runnable::Woken } else { Runnable::Continued };\n                        self.shared.schedule(record.clone(), how);\n                    }\n                }\n                None::<u32>\n            })\n        };\n        self.local.current_level.set(crate::Priority::Normal);\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
         catcher: &SCHED_CORE_STEAL_MODEL,
     },
     Mutation {
@@ -298,6 +298,33 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         file: "crates/sched-core/src/worker/mod.rs",
         original: ".pop_first(order::order(self.turn), &mut self.shares)",
         replacement: ".pop_first(order::order(0), &mut self.shares)",
+        catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // `Normal`'s turn, with `Normal` empty, goes to `Low` before
+        // `High`: `Low` gets 4 picks in 16 under a `High` flood, not 1.
+        name: "turns-low-before-high",
+        file: "crates/sched-core/src/runqueue/order.rs",
+        original: "Priority::Normal => [Priority::Normal, Priority::High, Priority::Low],",
+        replacement: "Priority::Normal => [Priority::Normal, Priority::Low, Priority::High],",
+        catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // A thief takes the lowest level's work first.
+        name: "thief-takes-lowest-level-first",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "for (stealer, into) in lanes.chain(nurseries) {",
+        replacement: "for (stealer, into) in lanes.chain(nurseries).collect::<Vec<_>>().into_iter().rev() {",
+        catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // The nurseries are never moved to their levels' queues: what a
+        // step woke waits there for as long as chains keep the worker
+        // busy.
+        name: "nursery-never-flushed",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "            self.flush_nursery();\n",
+        replacement: "",
         catcher: &SCHED_FAIRNESS_BOUND,
     },
     Mutation {
@@ -341,8 +368,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // backlog.
         name: "no-system-lane",
         file: "crates/sched-core/src/contract/urgent.rs",
-        original: "        super::event::system_first(events);\n        return;",
-        replacement: "        let _ = super::event::system_first;\n        return;",
+        original: "        super::event::system_first(events);\n",
+        replacement: "        let _ = super::event::system_first;\n",
         catcher: &SCHED_SYSTEM_LANE,
     },
     Mutation {
@@ -355,9 +382,18 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-unread-events-dropped-after-the-step",
         file: "crates/sched-core/src/worker/mod.rs",
-        original: "                .extend(events.unchecked_rest());",
-        replacement: "                .extend(events.unchecked_rest().take(0));",
+        original: "                .keep(rest, taken, ranks);",
+        replacement: "                .keep(rest.take(0), taken, ranks);",
         catcher: &SCHED_CORE_HOSTILE,
+    },
+    Mutation {
+        // A backlog read in place is not put back: what the step left of
+        // it is lost.
+        name: "backlog-not-kept",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "                .unread = backlog;",
+        replacement: "                .unread = Default::default();\n            drop(backlog);",
+        catcher: &SCHED_SYSTEM_LANE,
     },
     Mutation {
         name: "sched-core-repeated-link-signals-beside-the-end",

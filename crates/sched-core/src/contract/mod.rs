@@ -9,6 +9,7 @@
 //! `step_engine::StepEngine` interface.
 
 pub(crate) mod accepts;
+pub(crate) mod backlog;
 pub(crate) mod command;
 pub(crate) mod down;
 pub(crate) mod error;

@@ -4,6 +4,7 @@ use std::fmt;
 
 use relay::{Payload, Pid};
 
+use crate::contract::backlog::Backlog;
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::event::Event;
 use crate::contract::pending::{extras, Extras, StepLists};
@@ -30,26 +31,61 @@ use crate::panic_guard::drop_user_value;
 /// }
 /// ```
 pub struct Events<'a> {
-    inner: std::vec::Drain<'a, Event>,
+    inner: Source<'a>,
     /// The process's pending timers, monitors and asks: each event is
     /// checked against them as it is handed out (`contract/pending.rs`).
     lists: Option<&'a StepLists<'a>>,
 }
 
+/// Where a step's events come from: the batch that just arrived, sorted
+/// into its lanes (the common case: nothing was left unread), or the
+/// process's backlog, read in place (`backlog.rs`).
+enum Source<'a> {
+    Batch(std::vec::Drain<'a, Event>),
+    Backlog(&'a mut Backlog),
+}
+
+impl Source<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Source::Batch(batch) => batch.len(),
+            Source::Backlog(backlog) => backlog.len(),
+        }
+    }
+
+    fn next(&mut self) -> Option<Event> {
+        match self {
+            Source::Batch(batch) => batch.next(),
+            Source::Backlog(backlog) => backlog.pop_front(),
+        }
+    }
+}
+
 impl<'a> Events<'a> {
     pub(crate) fn new(inner: std::vec::Drain<'a, Event>, lists: Option<&'a StepLists<'a>>) -> Self {
-        Events { inner, lists }
+        Events {
+            inner: Source::Batch(inner),
+            lists,
+        }
     }
 
-    /// How many events the step has not taken.
-    pub(crate) fn remaining(&self) -> usize {
-        self.inner.len()
+    /// A step's events read from `backlog` in place: what the step does
+    /// not read stays there.
+    pub(crate) fn from_backlog(backlog: &'a mut Backlog, lists: Option<&'a StepLists<'a>>) -> Self {
+        Events {
+            inner: Source::Backlog(backlog),
+            lists,
+        }
     }
 
-    /// The events the step has not taken, without the pending check: they
-    /// have not been handed out, and are kept for the next step.
-    pub(crate) fn unchecked_rest(&mut self) -> &mut std::vec::Drain<'a, Event> {
-        &mut self.inner
+    /// What the step has not taken of a batch (`None` for a backlog,
+    /// which keeps it in place), without the pending check: it has not
+    /// been handed out, and is kept for the next step.
+    pub(crate) fn unread_batch(&mut self) -> Option<&mut std::vec::Drain<'a, Event>> {
+        match &mut self.inner {
+            Source::Batch(batch) if batch.len() > 0 => Some(batch),
+            _ => None,
+        }
     }
 
     /// How many events are left in this batch: an upper bound of what the

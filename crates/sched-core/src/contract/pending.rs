@@ -58,9 +58,10 @@ pub(crate) struct Extras {
 /// The rarer lists of a process's [`Extras`].
 #[derive(Default)]
 pub(crate) struct Others {
-    /// Events a step returned without reading: they are the first events
-    /// of the next step (or dead letters if the process ends).
-    pub(crate) unread: Vec<Event>,
+    /// Events a step returned without reading, in their lanes: they are
+    /// the first events of the next step (or dead letters if the process
+    /// ends).
+    pub(crate) unread: super::backlog::Backlog,
     /// The monitors this process set that have not fired for it yet:
     /// removed when it ends. A down event whose monitor is not here was
     /// demonitored and is dropped before the step sees it.

@@ -15,7 +15,9 @@
 /// `Low` at least 1 in 16 on every worker where they have work ready; and
 /// with only one level ready, it gets every turn.
 ///
-/// A process starts at `Normal`; its `init` may choose another level
+/// A process spawned by a step starts at its spawner's level (as it
+/// joins its spawner's group); any other starts at `Normal`. Its `init`
+/// may choose another level
 /// ([`InitContext::set_priority`](crate::InitContext::set_priority)), and
 /// a step may change it ([`Output::set_priority`](crate::Output::set_priority)).
 /// Work stealing and the queues of work from outside the workers keep the

@@ -35,6 +35,7 @@ use std::any::Any;
 
 use relay::{Package, Payload};
 
+use super::backlog::Ranks;
 use super::event::Event;
 
 /// A message its receiver reads before its backlog of ordinary messages:
@@ -149,11 +150,13 @@ pub(crate) fn capacity_for(capacity: usize, urgent: bool) -> usize {
 /// (`event::system_first`), then, when the process has been sent urgent
 /// messages (`urgent`), those, unwrapped; each group in arrival order.
 /// Without urgent messages this is `system_first` alone; with them, one
-/// pass and a stable sort of the batch.
-pub(crate) fn order_events(events: &mut Vec<Event>, urgent: bool) {
+/// pass and a stable sort of the batch. Returns where the lanes end, for
+/// what the step leaves unread (`backlog.rs`).
+pub(crate) fn order_events(events: &mut Vec<Event>, urgent: bool) -> Ranks {
     if !urgent {
         super::event::system_first(events);
-        return;
+        let system = events.iter().take_while(|e| e.is_signal()).count();
+        return Ranks { system, urgent: 0 };
     }
     let mut ranked: Vec<(u8, Event)> = events
         .drain(..)
@@ -164,7 +167,13 @@ pub(crate) fn order_events(events: &mut Vec<Event>, urgent: bool) {
         })
         .collect();
     ranked.sort_by_key(|&(rank, _)| rank);
+    let count = |lane| ranked.iter().filter(|(rank, _)| *rank == lane).count();
+    let ranks = Ranks {
+        system: count(0),
+        urgent: count(1),
+    };
     events.extend(ranked.into_iter().map(|(_, event)| event));
+    ranks
 }
 
 #[cfg(test)]

@@ -127,8 +127,13 @@ impl Live {
             Ok(cx) => cx,
         };
         // Before it is queued: the queue it joins is its level's and its
-        // group's.
-        if let Some(priority) = cx.priority() {
+        // group's. Spawned by a step: its spawner's level, unless `init`
+        // chose (records start at `Normal`, which needs no write).
+        let inherited = || {
+            local::with_local(engine, |l| l.current_level.get())
+                .filter(|&level| level != crate::Priority::Normal)
+        };
+        if let Some(priority) = cx.priority().or_else(inherited) {
             record.set_priority(priority);
         }
         if engine.groups.len() > 1 {

@@ -37,7 +37,7 @@ impl Context {
             ready += shared
                 .remotes
                 .iter()
-                .map(|r| r.ready[lane].len())
+                .map(|r| r.ready[lane].len() + r.nursery[lane].len())
                 .sum::<usize>();
         }
         for remote in shared.remotes.iter() {

@@ -48,6 +48,12 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
         share: u64,
     );
 
+    /// `pid` moved to the nursery of `worker` (`runqueue/local.rs`): it
+    /// is stepped from there, or moved to the back of its level's queue,
+    /// within `order::NURSERY_FLUSH_INTERVAL` ticks of that worker. For the
+    /// same check as `ready`.
+    fn nursery(&self, pid: relay::Pid, level: crate::Priority, worker: usize, share: u64);
+
     /// A command's completion for `record`: `Some` delivers it now (the
     /// interceptor may have changed it), `None` means it was kept.
     fn completion(

@@ -162,7 +162,12 @@ impl Context {
             .map(|(i, r)| {
                 let queued = match &threads.locals {
                     Some(locals) => locals[i].len(),
-                    None => r.ready.iter().map(|q| q.len()).sum(),
+                    None => r
+                        .ready
+                        .iter()
+                        .chain(r.nursery.iter())
+                        .map(|q| q.len())
+                        .sum(),
                 };
                 let mut stats = r.counters.snapshot(queued);
                 if let Some(histograms) = &r.histograms {

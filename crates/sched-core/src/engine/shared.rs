@@ -20,6 +20,8 @@ use crate::sync::{Arc, AtomicU64, Fifo};
 pub(crate) struct Remote {
     /// Its ready queues, by lane (see `Local::ready`).
     pub(crate) ready: Box<[deque::Stealer<RecordRef>]>,
+    /// Its nurseries, by lane (see `Local::nursery`).
+    pub(crate) nursery: Box<[deque::Stealer<RecordRef>]>,
     /// Its step time per group (with groups only).
     pub(crate) group_clocks: crate::runqueue::shares::GroupClocks,
     /// Its `next` slot, which an idle worker may take from when its
@@ -164,7 +166,20 @@ impl Shared {
                 (i, record.pid, record.priority(), local.lane(&record), share)
             });
             let (taken, queued) = match how {
-                Runnable::Woken | Runnable::New => (local.put_next(record), false),
+                Runnable::Woken | Runnable::New => {
+                    let displaced = |previous: &RecordRef| {
+                        if let Some(intercept) = &self.intercept {
+                            let share = self.groups.factor(previous.group());
+                            intercept.nursery(
+                                previous.pid,
+                                previous.priority(),
+                                local.index,
+                                share,
+                            );
+                        }
+                    };
+                    (local.put_next(record, displaced), false)
+                }
                 Runnable::Timed => {
                     let queued = local.offer_next(record);
                     (queued, queued)
@@ -317,10 +332,12 @@ impl Shared {
     pub(crate) fn has_work(&self) -> bool {
         self.woken.iter().any(|q| !q.is_empty())
             || self.injector.iter().any(|q| !q.is_empty())
-            || self
-                .remotes
-                .iter()
-                .any(|r| r.ready.iter().any(|q| !q.is_empty()))
+            || self.remotes.iter().any(|r| {
+                r.ready
+                    .iter()
+                    .chain(r.nursery.iter())
+                    .any(|q| !q.is_empty())
+            })
     }
 }
 

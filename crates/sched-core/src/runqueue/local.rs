@@ -27,6 +27,15 @@ use crate::Priority;
 ///   that asked to continue, one woken by its timer, work taken from the
 ///   global queues or stolen). Work-stealing deques used from one end:
 ///   the owner pushes at the back and takes from the front, as thieves do.
+/// - `nursery`: per lane too, the processes a step woke or spawned that
+///   found the `next` slot taken (or whose runs from the slot were used
+///   up), in two generations: served newest first (while their data is
+///   still in cache: a tree of spawns is walked depth first), within the
+///   runs a pick's chain may take or once their level's `ready` queue is
+///   empty. Every [`NURSERY_FLUSH_INTERVAL`](super::order::NURSERY_FLUSH_INTERVAL)
+///   ticks the older generation moves to the back of `ready`, oldest
+///   first, and the younger one becomes the older (see `order.rs`).
+///   Thieves take the oldest entries.
 pub(crate) struct Local {
     pub(crate) index: usize,
     /// Shared with thieves (see `NextSlot`).
@@ -41,11 +50,23 @@ pub(crate) struct Local {
     pub(crate) ids: RefCell<IdCache>,
     /// By lane: `Priority::index * groups + group`.
     pub(crate) ready: Box<[deque::Worker<RecordRef>]>,
+    /// By generation, then lane (`generation * lanes + lane`): pushed
+    /// and popped at the back by the owner, stolen from the front.
+    pub(crate) nursery: Box<[deque::Worker<RecordRef>]>,
+    /// Which generation of `nursery` takes new entries (0 or 1).
+    young: Cell<usize>,
+    /// At least how many processes the nurseries hold (thieves take some
+    /// without telling; each flush counts again): zero spares every look
+    /// at them, which is most ticks of most workloads.
+    nursed: Cell<usize>,
     /// How many groups the engine has (1 without groups).
     pub(crate) groups: usize,
     /// The group of the process being stepped here (with groups only): a
     /// process its step spawns joins it.
     pub(crate) current_group: Cell<usize>,
+    /// The level of the process being stepped here (`Normal` between
+    /// steps): a process its step spawns starts at it.
+    pub(crate) current_level: Cell<Priority>,
     /// Whether a step here, since this worker last found work, started
     /// something whose answer comes from outside the workers (a send to
     /// another node, a command): then the worker may linger when it goes
@@ -73,8 +94,14 @@ impl Local {
             ready: (0..LEVELS * groups)
                 .map(|_| deque::Worker::with_capacity(capacity))
                 .collect(),
+            nursery: (0..2 * LEVELS * groups)
+                .map(|_| deque::Worker::with_capacity(capacity))
+                .collect(),
+            young: Cell::new(0),
+            nursed: Cell::new(0),
             groups,
             current_group: Cell::new(0),
+            current_level: Cell::new(Priority::Normal),
             expects_answer: Cell::new(false),
         }
     }
@@ -121,9 +148,10 @@ impl Local {
         oldest(queue)
     }
 
-    /// Takes the oldest ready process of the first level of `levels` that
-    /// has one; with groups, of the group `shares` picks among that
-    /// level's.
+    /// Takes the next process of the first level of `levels` that has
+    /// one: the oldest of its `ready` queue, or, when that is empty, the
+    /// newest of its nursery; with groups, of the group `shares` picks
+    /// among that level's.
     #[inline]
     pub(crate) fn pop_first(
         &self,
@@ -131,40 +159,141 @@ impl Local {
         shares: &mut Shares,
     ) -> Option<RecordRef> {
         if self.groups == 1 {
-            return levels
-                .into_iter()
-                .find_map(|level| self.pop_ready(level.index()));
+            return levels.into_iter().find_map(|level| {
+                let lane = level.index();
+                self.pop_ready(lane).or_else(|| self.pop_nursery(lane))
+            });
         }
         levels.into_iter().find_map(|level| {
             // A thief may empty the lane picked: then the next pick.
             loop {
                 let first = level.index() * self.groups;
-                let lanes = &self.ready[first..first + self.groups];
-                let group = shares.pick(level.index(), |g| !lanes[g].is_empty())?;
-                if let Some(r) = self.pop_ready(first + group) {
+                let group = shares.pick(level.index(), |g| self.has_work(first + g))?;
+                let lane = first + group;
+                if let Some(r) = self.pop_ready(lane).or_else(|| self.pop_nursery(lane)) {
                     return Some(r);
                 }
             }
         })
     }
 
+    /// Whether `lane` has a process here, in its queue or its nursery.
+    #[inline]
+    fn has_work(&self, lane: usize) -> bool {
+        let lanes = self.ready.len();
+        !self.ready[lane].is_empty()
+            || self.nursed.get() > 0
+                && (!self.nursery[lane].is_empty() || !self.nursery[lanes + lane].is_empty())
+    }
+
+    /// The newest process of the highest level's nurseries, unless a
+    /// process of a higher level waits in a queue (same-level work does
+    /// not stop it: the chain's runs are bounded as the `next` slot's
+    /// are): what a pick's chain runs after its `next` slot.
+    #[inline]
+    ///
+    /// With groups, only the nurseries of `group` (the group the chain's
+    /// steps are charged to, see `shares.rs`): another group's would run
+    /// on this one's share.
+    pub(crate) fn pop_nursery_first(&self, group: usize) -> Option<RecordRef> {
+        if self.nursed.get() == 0 {
+            return None;
+        }
+        for level in 0..LEVELS {
+            let lanes = level * self.groups..(level + 1) * self.groups;
+            if let Some(r) = self.pop_nursery(level * self.groups + group) {
+                return Some(r);
+            }
+            if lanes.into_iter().any(|lane| !self.ready[lane].is_empty()) {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Takes the newest process of `lane`'s nursery: of the younger
+    /// generation, then of the older.
+    #[inline]
+    fn pop_nursery(&self, lane: usize) -> Option<RecordRef> {
+        if self.nursed.get() == 0 {
+            return None;
+        }
+        let young = self.young.get();
+        let lanes = self.ready.len();
+        let popped = [young, young ^ 1].into_iter().find_map(|generation| {
+            let nursery = &self.nursery[generation * lanes + lane];
+            if nursery.is_empty() {
+                None
+            } else {
+                nursery.pop()
+            }
+        });
+        if popped.is_some() {
+            self.nursed.set(self.nursed.get() - 1);
+        }
+        popped
+    }
+
+    /// Queues `record` in its lane's younger nursery (newest first, see
+    /// the type's documentation).
+    #[inline]
+    pub(crate) fn push_nursery(&self, record: RecordRef) {
+        let lane = self.lane(&record);
+        self.nursery[self.young.get() * self.ready.len() + lane].push(record);
+        self.nursed.set(self.nursed.get() + 1);
+    }
+
+    /// Moves the older generation of the nurseries to the back of their
+    /// lanes' `ready` queues, oldest first, calling `moved` with each one
+    /// and its lane just before it joins the queue; the younger generation
+    /// becomes the older. Returns how many moved.
+    pub(crate) fn flush_nursery(&self, mut moved: impl FnMut(&RecordRef, usize)) -> usize {
+        if self.nursed.get() == 0 {
+            return 0;
+        }
+        let lanes = self.ready.len();
+        let old = self.young.get() ^ 1;
+        let mut count = 0;
+        for lane in 0..lanes {
+            let nursery = &self.nursery[old * lanes + lane];
+            if nursery.is_empty() {
+                continue;
+            }
+            while let Some(r) = oldest(nursery) {
+                moved(&r, lane);
+                self.ready[lane].push(r);
+                count += 1;
+            }
+        }
+        self.young.set(old);
+        // What is left is the generation that was younger (less what
+        // thieves took).
+        let left = self.nursery[(old ^ 1) * lanes..][..lanes]
+            .iter()
+            .map(|q| q.len())
+            .sum();
+        self.nursed.set(left);
+        count
+    }
+
     /// Whether a level above `level` has a process ready here.
     #[inline]
     pub(crate) fn higher_ready(&self, level: Priority) -> bool {
-        self.ready[..level.index() * self.groups]
-            .iter()
-            .any(|q| !q.is_empty())
+        let above = level.index() * self.groups;
+        (0..above).any(|lane| self.has_work(lane))
     }
 
     /// Makes `record` the process to run next. Returns whether the slot
-    /// was taken: its previous occupant then moved to the back of its
-    /// level's (stealable) queue, where an idle worker could help.
+    /// was taken: its previous occupant then moved to its lane's
+    /// (stealable) nursery, where an idle worker could help.
+    /// `displaced` sees the previous occupant just before it moves.
     #[inline]
-    pub(crate) fn put_next(&self, record: RecordRef) -> bool {
+    pub(crate) fn put_next(&self, record: RecordRef, displaced: impl FnOnce(&RecordRef)) -> bool {
         match self.next.put(record) {
             None => false,
             Some(previous) => {
-                self.push_ready(previous);
+                displaced(&previous);
+                self.push_nursery(previous);
                 true
             }
         }
@@ -219,7 +348,7 @@ impl Local {
     #[inline]
     pub(crate) fn offer_next(&self, record: RecordRef) -> bool {
         if self.next.is_empty() {
-            let displaced = self.put_next(record);
+            let displaced = self.put_next(record, |_| {});
             debug_assert!(!displaced, "only the owner fills the slot");
             false
         } else {
@@ -234,7 +363,13 @@ impl Local {
     }
 
     pub(crate) fn len(&self) -> usize {
-        usize::from(!self.next.is_empty()) + self.ready.iter().map(|q| q.len()).sum::<usize>()
+        usize::from(!self.next.is_empty())
+            + self
+                .ready
+                .iter()
+                .chain(self.nursery.iter())
+                .map(|q| q.len())
+                .sum::<usize>()
     }
 }
 

@@ -14,7 +14,13 @@ use crate::record::{Record, RecordRef};
 use crate::sync::AtomicPtr;
 
 /// Holds at most one `RecordRef` (as a raw pointer from `into_raw`).
+///
+/// Aligned to its own cache lines (two, as `CachePadded` does on x86-64):
+/// its owner writes it at every step, and a small allocation beside it
+/// (another worker's slot, made in the same loop) would make each of those
+/// writes miss.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct NextSlot {
     ptr: AtomicPtr<Record>,
 }

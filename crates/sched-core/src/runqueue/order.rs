@@ -4,14 +4,35 @@
 //! # The ready order
 //!
 //! Every source of ready work on a worker feeds one first-in-first-out
-//! queue per [`Priority`]: a process woken by a message, a completion, a
-//! reply or its timer, one that asked to continue, one spawned or stolen,
-//! all join the tail of their level's queue. There is one bounded
-//! exception, the `next` slot: the process a step woke last runs right
-//! after that step, in cache, at most [`NEXT_SLOT_RUNS`] times in a row,
-//! and never while a higher level has work ready on the worker
-//! (`the_next_slot_does_not_jump_ahead_of_higher_level_work` in
-//! `crates/sched/tests/fairness.rs`).
+//! queue per [`Priority`] (per level and group, with groups), with two
+//! bounded exceptions for what a step on the worker woke or spawned:
+//!
+//! | what made it ready | where it waits |
+//! |---|---|
+//! | asked to continue | the back of its level's queue |
+//! | woken or spawned by a step here | the `next` slot |
+//! | the `next` slot's occupant when another takes the slot, or when its runs are used up | the nursery of its level |
+//! | its timer, when the `next` slot is empty | the `next` slot |
+//! | its timer, otherwise | the back of its level's queue |
+//! | a message, completion or spawn from outside the workers | the global queues, then the back of its level's queue here |
+//! | stolen by this worker | the back of its level's queue here |
+//! | in a nursery at a flush | the back of its level's queue |
+//!
+//! - The `next` slot runs right after the step under way, in cache, at
+//!   most [`NEXT_SLOT_RUNS`] times after a pick, and never while a higher
+//!   level has work ready on the worker
+//!   (`the_next_slot_does_not_jump_ahead_of_higher_level_work` in
+//!   `crates/sched/tests/fairness.rs`).
+//! - The nursery (two generations per level, `local.rs`) is served newest
+//!   first: a pick's chain continues from it (the same runs as the slot,
+//!   shared with it, and not past higher-level work), and a level whose
+//!   queue is empty is served from it. Every [`NURSERY_FLUSH_INTERVAL`]
+//!   ticks its older generation moves to the back of its level's queue,
+//!   oldest first, and the younger becomes the older, so nothing waits
+//!   there longer than [`nursery_bound`]. Newest first keeps what a step
+//!   just touched in cache: pairs that wake each other keep running hot,
+//!   and a tree of spawns is walked depth first, so it does not hold its
+//!   whole breadth in memory at once; the flush keeps the order's bound.
 //!
 //! Each pick from the queues serves a level by turns ([`TURNS`]): out of
 //! every 16 picks, `High` 12, `Normal` 3, `Low` 1. A level with nothing
@@ -21,7 +42,8 @@
 //! and one for new processes; each worker takes from them every
 //! [`GLOBAL_QUEUE_INTERVAL`] ticks by the same turns, up to 16 at a time,
 //! into the tails of its own queues, and also whenever its own queues are
-//! empty.
+//! empty. A thief takes the oldest half of a victim's first non-empty
+//! queue, highest level first, queues before nurseries.
 //!
 //! # The bound
 //!
@@ -34,12 +56,17 @@
 //!   front, which only shortens the wait);
 //! - its level has at least `turns` of every 16 picks, so those come
 //!   within `16 * ceil((ahead + 1) / turns)` picks;
-//! - each pick is followed by at most `NEXT_SLOT_RUNS` steps of the `next`
-//!   slot, and one tick in `GLOBAL_QUEUE_INTERVAL` takes from the global
-//!   queues instead;
+//! - each pick is followed by at most `NEXT_SLOT_RUNS` steps of its chain
+//!   (the `next` slot and the nursery), and one tick in
+//!   `GLOBAL_QUEUE_INTERVAL` takes from the global queues instead;
 //! - one more step for the step under way, and one more place for the
 //!   process that step requeues itself ahead of it when it was displaced
 //!   from the `next` slot.
+//!
+//! A process in the `next` slot is judged by the same bound, with `ahead`
+//! the queue it would join; one that moves to the nursery is stepped, or
+//! moved to its level's queue (where the bound above starts), within
+//! [`nursery_bound`] steps.
 //!
 //! With groups (`shares.rs`), each level's queue is one queue per group,
 //! and a level's pick goes to one of its groups by their shares: the
@@ -54,10 +81,12 @@
 //! benchmark (`benches/benches/overload.rs`) reports the wait against.
 //!
 //! The bound is checked by the simulation for every step of every process
-//! (`Simulation::unfair`, test `crates/sched/tests/fairness.rs`, over
-//! 1 000 seeds); the mutations that serve the queues newest first or
-//! `High` strictly first (`cargo xtask mutants ready-queue-newest-first`,
-//! `turns-high-only`) make that check fail naming the process.
+//! (`Simulation::fairness`, test `crates/sched/tests/fairness.rs`, over
+//! 1 000 seeds), nursery waits included; the mutations that serve the
+//! queues newest first, `High` strictly first, or never flush the
+//! nurseries (`cargo xtask mutants ready-queue-newest-first`,
+//! `turns-high-only`, `nursery-never-flushed`) make that check fail
+//! naming the process.
 
 use crate::Priority;
 
@@ -84,6 +113,21 @@ pub(crate) const NEXT_SLOT_RUNS: u32 = 3;
 /// a global queue too: `runtime/simulation/fairness.rs`). (Prime, as in Go's scheduler, so it does not fall
 /// into step with other periodic patterns.)
 pub(crate) const GLOBAL_QUEUE_INTERVAL: u32 = 61;
+
+/// Every this many ticks the worker moves the older generation of its
+/// nurseries (the processes its steps woke or spawned that did not fit
+/// the `next` slot) to the back of their levels' queues, oldest first,
+/// and the younger generation becomes the older: what waits in a nursery
+/// waits there at most twice this long. (Prime, as
+/// `GLOBAL_QUEUE_INTERVAL`.)
+pub(crate) const NURSERY_FLUSH_INTERVAL: u32 = 127;
+
+/// The most steps a worker runs between a process joining one of its
+/// nurseries and that process's step or its move to its level's queue
+/// (where `bound` takes over): two flushes, and the step under way.
+pub(crate) fn nursery_bound() -> u64 {
+    2 * u64::from(NURSERY_FLUSH_INTERVAL) + 1
+}
 
 /// The levels to try for pick number `turn`, in order: the level whose
 /// turn it is, then the others, highest first.

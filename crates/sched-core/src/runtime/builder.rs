@@ -603,6 +603,7 @@ impl<T> Builder<T> {
             .map(|l| {
                 CachePadded::new(Remote {
                     ready: l.ready.iter().map(|q| q.stealer()).collect(),
+                    nursery: l.nursery.iter().map(|q| q.stealer()).collect(),
                     group_clocks: crate::runqueue::shares::GroupClocks::new(group_count),
                     next: l.next.clone(),
                     counters: WorkerCounters::default(),

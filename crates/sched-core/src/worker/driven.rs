@@ -62,7 +62,12 @@ pub(crate) enum CommandFault {
 pub(crate) trait StepObserver {
     /// A step of `pid` is about to run on `worker` with `events`. `true`
     /// crashes it: it panics instead of running.
-    fn before_step(&mut self, worker: usize, pid: relay::Pid, events: &[Event]) -> bool;
+    fn before_step(
+        &mut self,
+        worker: usize,
+        pid: relay::Pid,
+        events: &mut dyn Iterator<Item = &Event>,
+    ) -> bool;
     /// How that step ended.
     fn after_step(&mut self, pid: relay::Pid, end: StepEnd);
     /// A yielded command is about to reach its handler.

@@ -13,6 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 
+use crate::contract::backlog::Ranks;
 use crate::contract::command::Command;
 use crate::contract::event::{CommandError, Event};
 use crate::contract::outcome::{ExitError, Outcome};
@@ -30,7 +31,7 @@ use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, RecordRef};
 use crate::runqueue::local::{self, Local};
-use crate::runqueue::order::{self, GLOBAL_QUEUE_INTERVAL, NEXT_SLOT_RUNS};
+use crate::runqueue::order::{self, GLOBAL_QUEUE_INTERVAL, NEXT_SLOT_RUNS, NURSERY_FLUSH_INTERVAL};
 use crate::runqueue::shares::Shares;
 use crate::runqueue::sleep::Sleepers;
 use crate::sync::{fence, spin_hint, thread, Arc};
@@ -375,6 +376,9 @@ impl Worker {
     #[inline(always)] // See `next_work`.
     fn find_ready(&mut self) -> Option<(RecordRef, bool)> {
         self.tick = self.tick.wrapping_add(1);
+        if self.tick.is_multiple_of(NURSERY_FLUSH_INTERVAL) {
+            self.flush_nursery();
+        }
         if self.tick.is_multiple_of(GLOBAL_QUEUE_INTERVAL) {
             if let Some(r) = self.take_global() {
                 return Some((r, true));
@@ -386,9 +390,22 @@ impl Worker {
                 self.next_runs += 1;
                 return Some((r, false));
             }
-            // Its turn is over (or higher work waits): to the back of its
-            // queue, where it is also stealable.
-            self.push_ready_here(r);
+            // Its turn is over (or higher work waits): to its nursery,
+            // where it runs once its level's queue is empty (still in
+            // cache, most likely) or moves to the queue's back at the next
+            // flush, and where it is also stealable.
+            if let Some(intercept) = &self.shared.intercept {
+                let share = self.shared.groups.factor(r.group());
+                intercept.nursery(r.pid, r.priority(), self.local.index, share);
+            }
+            self.local.push_nursery(r);
+        } else if self.next_runs < NEXT_SLOT_RUNS {
+            // The chain goes on from the nursery, newest first (in cache):
+            // the same runs the `next` slot has, so the bound is the same.
+            if let Some(r) = self.local.pop_nursery_first(self.chain % self.local.groups) {
+                self.next_runs += 1;
+                return Some((r, false));
+            }
         }
         self.next_runs = 0;
         if let Some(r) = self
@@ -418,6 +435,20 @@ impl Worker {
             let ahead = self.local.ahead(lane, true);
             intercept.ready(pid, level, Some(self.local.index), ahead, share);
         }
+    }
+
+    /// Moves the nurseries to the back of their levels' queues (see
+    /// `Local::nursery`), telling a simulation where each now waits.
+    fn flush_nursery(&self) {
+        let shared = &*self.shared;
+        let local = &*self.local;
+        local.flush_nursery(|r, lane| {
+            if let Some(intercept) = &shared.intercept {
+                let share = shared.groups.factor(r.group());
+                let ahead = local.ahead(lane, false);
+                intercept.ready(r.pid, r.priority(), Some(local.index), ahead, share);
+            }
+        });
     }
 
     /// An idle worker's last resort: a process that has waited at least
@@ -588,8 +619,12 @@ impl Worker {
             let remote = &self.shared.remotes[victim];
             // Highest level first (lanes are by level, then group), each
             // into the same lane here (empty: a worker steals only when its
-            // own queues are), in their order.
-            for (stealer, into) in remote.ready.iter().zip(&self.local.ready) {
+            // own queues are), in their order; the queues before the
+            // nurseries, whose oldest entries a thief takes (in a tree of
+            // spawns, the largest subtrees).
+            let lanes = remote.ready.iter().zip(&self.local.ready);
+            let nurseries = remote.nursery.iter().zip(self.local.ready.iter().cycle());
+            for (stealer, into) in lanes.chain(nurseries) {
                 for _ in 0..4 {
                     let before = into.len();
                     match stealer.steal_half_into(into) {
@@ -630,6 +665,8 @@ impl Worker {
             group
         });
         let kill = record.state.start_step();
+        // A process its step spawns starts at its level.
+        self.local.current_level.set(record.priority());
         // SAFETY: `start_step` made this worker the process's owner (or the
         // run-queue entry we popped handed us its ownership), and it
         // stays the owner for the whole closure: the closure never hands the
@@ -638,6 +675,7 @@ impl Worker {
         // that takes the process next never overlaps with this borrow), and
         // nothing in it calls `with_body` on this record again.
         let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };
+        self.local.current_level.set(crate::Priority::Normal);
         if let Some(desired) = desired {
             self.after_step(&record, desired);
         }
@@ -719,20 +757,36 @@ impl Worker {
         // It waited on a yield: its stamp is when that wait began.
         let was_blocked = body.waiting && body.blocked;
         body.waiting = false;
-        if let Some(others) = body.extras.as_mut().and_then(|x| x.existing_others()) {
-            if !others.unread.is_empty() {
-                // What the last step left unread comes first, in order.
-                self.events.splice(0..0, others.unread.drain(..));
-            }
-        }
-        // The system lane, then urgent messages, ahead of the backlog.
+        // The system lane, then urgent messages, then the rest, each in
+        // arrival order. What the last step left unread comes first in
+        // its lane and is read in place, what just came joins the lanes'
+        // backs: a step pays for what it reads and what arrived, not for
+        // the backlog (`contract/backlog.rs`).
         let urgent = record.mailbox.urgent_seen();
-        crate::contract::urgent::order_events(&mut self.events, urgent);
+        let mut backlog = body
+            .extras
+            .as_mut()
+            .and_then(|x| x.existing_others())
+            .filter(|others| !others.unread.is_empty())
+            .map(|others| std::mem::take(&mut others.unread));
+        let ranks = match &mut backlog {
+            Some(backlog) => {
+                backlog.arrived(self.events.drain(..), urgent);
+                Ranks::default()
+            }
+            None => crate::contract::urgent::order_events(&mut self.events, urgent),
+        };
 
         // A simulation sees what the step is given, and may crash it.
         let crash = match &mut self.observer {
             None => false,
-            Some(observer) => observer.before_step(self.local.index, record.pid, &self.events),
+            Some(observer) => {
+                let mut given: Box<dyn Iterator<Item = &Event>> = match &backlog {
+                    Some(backlog) => Box::new(backlog.iter()),
+                    None => Box::new(self.events.iter()),
+                };
+                observer.before_step(self.local.index, record.pid, &mut given)
+            }
         };
         let fresh = std::mem::take(&mut body.fresh);
         let process = body
@@ -765,7 +819,11 @@ impl Worker {
             worker: self.local.index,
         };
         let mut output = Output::new(&mut self.yields, &stepping, record.pid, &lists);
-        let mut events = Events::new(self.events.drain(..), Some(&lists));
+        let batch = self.events.len();
+        let mut events = match &mut backlog {
+            Some(backlog) => Events::from_backlog(backlog, Some(&lists)),
+            None => Events::new(self.events.drain(..), Some(&lists)),
+        };
         // Only the user's step counts as "in a step" for shutdown's report:
         // a worker ending a process (its `close`, its outcome) is not stuck.
         let remote = &self.shared.remotes[self.local.index];
@@ -812,16 +870,23 @@ impl Worker {
         in_step.store(0, Relaxed);
         let status = std::mem::replace(&mut output.status, Status::Idle);
         drop(output);
-        // Whatever the step did not read is kept for the next step (moved,
-        // not dropped: no user `Drop` runs here). It has not been handed
-        // out, so its timers, monitors and asks are still listed.
-        if events.remaining() > 0 {
+        // Whatever the step did not read is kept for the next step, in
+        // its lane (moved, not dropped: no user `Drop` runs here). It has
+        // not been handed out, so its timers, monitors and asks are still
+        // listed. A backlog was read in place and goes back as it is.
+        if let Some(rest) = events.unread_batch() {
+            let taken = batch - rest.len();
             crate::contract::pending::extras(&mut extras.borrow_mut())
                 .others()
                 .unread
-                .extend(events.unchecked_rest());
+                .keep(rest, taken, ranks);
         }
         drop(events);
+        if let Some(backlog) = backlog.filter(|b| !b.is_empty()) {
+            crate::contract::pending::extras(&mut extras.borrow_mut())
+                .others()
+                .unread = backlog;
+        }
         body.extras = extras.into_inner();
         body.filters_events = filters.get();
         #[cfg(all(feature = "introspection", not(loom)))]
@@ -1046,7 +1111,7 @@ impl Worker {
             .extras
             .as_mut()
             .and_then(|x| x.existing_others())
-            .map(|others| std::mem::take(&mut others.unread))
+            .map(|others| others.unread.take_all())
             .unwrap_or_default();
         // SAFETY: `end` runs with the body borrowed, so we own the process.
         let closed = unsafe { record.close_events() };

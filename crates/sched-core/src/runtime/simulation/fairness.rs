@@ -40,6 +40,10 @@ pub struct Wait {
     /// Whether it waited in a global queue (work from outside the
     /// workers) rather than in the worker's own queue.
     pub global: bool,
+    /// Whether it waited in the worker's nursery (woken or spawned by a
+    /// step there while the `next` slot was taken), whose bound does not
+    /// depend on the work ahead.
+    pub nursery: bool,
     /// How many processes were ahead of it in its queue when it joined.
     pub ahead: usize,
     /// Steps the worker ran before the process was stepped (or, for a
@@ -61,6 +65,8 @@ impl std::fmt::Display for Wait {
             self.ahead,
             if self.global {
                 " in a global queue"
+            } else if self.nursery {
+                " in its nursery"
             } else {
                 ""
             },
@@ -120,6 +126,8 @@ struct Waiting {
     ahead: usize,
     /// Its group's factor on the bound (`Groups::factor`).
     share: u64,
+    /// In a worker's nursery rather than its level's queue.
+    nursery: bool,
     place: Place,
 }
 
@@ -130,6 +138,17 @@ enum Place {
     /// In a global queue since each worker of its node had run these
     /// many steps.
     Global { since: Vec<u64> },
+}
+
+impl Waiting {
+    /// The most steps of its worker this wait may take.
+    fn bound(&self) -> u64 {
+        if self.nursery {
+            order::nursery_bound()
+        } else {
+            order::bound(self.priority, self.ahead, self.share)
+        }
+    }
 }
 
 /// The check's state, kept in the simulation's state.
@@ -181,6 +200,7 @@ impl Check {
                 ahead,
                 share,
                 place: Place::Global { since },
+                ..
             }),
         ) = (worker, self.waiting.get(&pid))
         {
@@ -190,10 +210,16 @@ impl Check {
                 priority: *priority,
                 worker: taker,
                 global: true,
+                nursery: false,
                 ahead: *ahead,
                 waited,
                 bound: global_bound(*ahead) * share,
             });
+        }
+        if let (Some(mover), Some(previous)) = (worker, self.waiting.get(&pid)) {
+            if let Some(wait) = self.nursery_wait(pid, mover, previous) {
+                found = found.or(self.judge(wait));
+            }
         }
         let place = match worker {
             Some(worker) => Place::Worker {
@@ -210,29 +236,92 @@ impl Check {
                 priority,
                 ahead,
                 share,
+                nursery: false,
                 place,
             },
         );
         found
     }
 
+    /// `pid` moved from the `next` slot of `worker` to its nursery (see
+    /// `Intercept::nursery`): the wait so far is judged against the bound
+    /// it had, and a nursery wait begins.
+    pub(crate) fn nursery(
+        &mut self,
+        pid: Pid,
+        priority: Priority,
+        worker: usize,
+        share: u64,
+    ) -> Option<Wait> {
+        let node = pid.node();
+        let found = match self.waiting.get(&pid).cloned() {
+            Some(waiting) => match waiting.place {
+                Place::Worker { worker: w, since } if w == worker => self.judge(Wait {
+                    pid,
+                    priority: waiting.priority,
+                    worker,
+                    global: false,
+                    nursery: waiting.nursery,
+                    ahead: waiting.ahead,
+                    waited: self.steps_of(node, worker) - since,
+                    bound: waiting.bound(),
+                }),
+                _ => None,
+            },
+            None => None,
+        };
+        self.waiting.insert(
+            pid,
+            Waiting {
+                priority,
+                ahead: 0,
+                share,
+                nursery: true,
+                place: Place::Worker {
+                    worker,
+                    since: self.steps_of(node, worker),
+                },
+            },
+        );
+        found
+    }
+
+    /// The nursery wait that ends as `pid` moves to a queue of `mover`,
+    /// if `previous` is one there.
+    fn nursery_wait(&self, pid: Pid, mover: usize, previous: &Waiting) -> Option<Wait> {
+        match previous.place {
+            Place::Worker { worker, since } if previous.nursery && worker == mover => Some(Wait {
+                pid,
+                priority: previous.priority,
+                worker,
+                global: false,
+                nursery: true,
+                ahead: 0,
+                waited: self.steps_of(pid.node(), worker) - since,
+                bound: previous.bound(),
+            }),
+            _ => None,
+        }
+    }
+
     /// `pid` is about to be stepped by `worker`: its wait is checked.
     pub(crate) fn step(&mut self, pid: Pid, worker: usize) -> Option<Wait> {
         let node = pid.node();
         let found = match self.waiting.remove(&pid) {
-            Some(Waiting {
-                priority,
-                ahead,
-                share,
-                place: Place::Worker { worker: w, since },
-            }) if w == worker => self.judge(Wait {
+            Some(
+                waiting @ Waiting {
+                    place: Place::Worker { worker: w, since },
+                    ..
+                },
+            ) if w == worker => self.judge(Wait {
                 pid,
-                priority,
+                priority: waiting.priority,
                 worker,
                 global: false,
-                ahead,
+                nursery: waiting.nursery,
+                ahead: waiting.ahead,
                 waited: self.steps_of(node, worker) - since,
-                bound: order::bound(priority, ahead, share),
+                bound: waiting.bound(),
             }),
             Some(_) => {
                 self.report.moved += 1;

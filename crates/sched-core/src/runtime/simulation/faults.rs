@@ -555,6 +555,13 @@ impl Intercept for Interceptor {
         }
     }
 
+    fn nursery(&self, pid: Pid, level: crate::Priority, worker: usize, share: u64) {
+        let mut state = self.0.lock();
+        if let Some(wait) = state.fairness.nursery(pid, level, worker, share) {
+            state.trace.push(super::trace::Entry::Unfair(wait));
+        }
+    }
+
     fn message(&self, record: &RecordRef, package: Package) -> Option<Package> {
         let mut guard = self.0.lock();
         let state = &mut *guard;

@@ -384,7 +384,12 @@ struct Observer {
 }
 
 impl StepObserver for Observer {
-    fn before_step(&mut self, worker: usize, pid: Pid, events: &[Event]) -> bool {
+    fn before_step(
+        &mut self,
+        worker: usize,
+        pid: Pid,
+        events: &mut dyn Iterator<Item = &Event>,
+    ) -> bool {
         let mut state = self.state.lock();
         let state = &mut *state;
         // Counted for the simulation, not per worker: a process moves
@@ -395,7 +400,7 @@ impl StepObserver for Observer {
         if let Some(wait) = state.fairness.step(pid, worker) {
             state.trace.push(Entry::Unfair(wait));
         }
-        let delivered = events.iter().map(trace::Delivered::of).collect();
+        let delivered = events.map(trace::Delivered::of).collect();
         self.current = Some((worker, pid, step, delivered));
         let crash = state.faults.crashes(&mut state.choices, pid, step);
         if crash {
