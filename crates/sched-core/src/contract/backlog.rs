@@ -37,13 +37,12 @@ pub(crate) struct Backlog {
     lanes: [VecDeque<Event>; 3],
 }
 
-/// How a batch that `order_events` sorted starts: its first `system`
-/// events are the system lane's, the next `urgent` the urgent lane's, the
-/// rest ordinary.
+/// How a batch that `order_events` sorted starts: the system lane's
+/// signals (which tell themselves apart), then urgent messages, unwrapped,
+/// up to position `urgent_end`, then the rest.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Ranks {
-    pub(crate) system: usize,
-    pub(crate) urgent: usize,
+    pub(crate) urgent_end: usize,
 }
 
 impl Backlog {
@@ -87,9 +86,9 @@ impl Backlog {
     /// its events from position `taken` on, each back in its lane.
     pub(crate) fn keep(&mut self, rest: impl Iterator<Item = Event>, taken: usize, ranks: Ranks) {
         for (position, event) in (taken..).zip(rest) {
-            let lane = if position < ranks.system {
+            let lane = if event.is_signal() {
                 SYSTEM
-            } else if position < ranks.system + ranks.urgent {
+            } else if position < ranks.urgent_end {
                 URGENT
             } else {
                 REST
@@ -148,14 +147,7 @@ mod tests {
         // nothing; then urgent 3 arrives: 1 and 3 come before 2.
         let mut backlog = Backlog::default();
         let rest = [message(1), message(2)];
-        backlog.keep(
-            rest.into_iter(),
-            0,
-            Ranks {
-                system: 0,
-                urgent: 1,
-            },
-        );
+        backlog.keep(rest.into_iter(), 0, Ranks { urgent_end: 1 });
         backlog.arrived([urgent(3)].into_iter(), true);
         assert_eq!(read(&mut backlog), ["m1", "m3", "m2"]);
     }
@@ -167,10 +159,7 @@ mod tests {
         backlog.keep(
             [message(2), message(3)].into_iter(),
             2,
-            Ranks {
-                system: 1,
-                urgent: 1,
-            },
+            Ranks { urgent_end: 2 },
         );
         backlog.arrived([Event::Cancel].into_iter(), false);
         assert_eq!(read(&mut backlog), ["cancel", "m2", "m3"]);

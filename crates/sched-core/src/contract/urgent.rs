@@ -150,13 +150,13 @@ pub(crate) fn capacity_for(capacity: usize, urgent: bool) -> usize {
 /// (`event::system_first`), then, when the process has been sent urgent
 /// messages (`urgent`), those, unwrapped; each group in arrival order.
 /// Without urgent messages this is `system_first` alone; with them, one
-/// pass and a stable sort of the batch. Returns where the lanes end, for
-/// what the step leaves unread (`backlog.rs`).
+/// pass and a stable sort of the batch. Returns where the urgent lane
+/// ends, for what the step leaves unread (`backlog.rs`; the system lane's
+/// events tell themselves apart).
 pub(crate) fn order_events(events: &mut Vec<Event>, urgent: bool) -> Ranks {
     if !urgent {
         super::event::system_first(events);
-        let system = events.iter().take_while(|e| e.is_signal()).count();
-        return Ranks { system, urgent: 0 };
+        return Ranks::default();
     }
     let mut ranked: Vec<(u8, Event)> = events
         .drain(..)
@@ -167,10 +167,8 @@ pub(crate) fn order_events(events: &mut Vec<Event>, urgent: bool) -> Ranks {
         })
         .collect();
     ranked.sort_by_key(|&(rank, _)| rank);
-    let count = |lane| ranked.iter().filter(|(rank, _)| *rank == lane).count();
     let ranks = Ranks {
-        system: count(0),
-        urgent: count(1),
+        urgent_end: ranked.iter().filter(|(rank, _)| *rank < 2).count(),
     };
     events.extend(ranked.into_iter().map(|(_, event)| event));
     ranks

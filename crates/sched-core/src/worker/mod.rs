@@ -402,7 +402,12 @@ impl Worker {
         } else if self.next_runs < NEXT_SLOT_RUNS {
             // The chain goes on from the nursery, newest first (in cache):
             // the same runs the `next` slot has, so the bound is the same.
-            if let Some(r) = self.local.pop_nursery_first(self.chain % self.local.groups) {
+            let group = if self.local.groups > 1 {
+                self.chain % self.local.groups
+            } else {
+                0
+            };
+            if let Some(r) = self.local.pop_nursery_first(group) {
                 self.next_runs += 1;
                 return Some((r, false));
             }
@@ -821,7 +826,7 @@ impl Worker {
         let mut output = Output::new(&mut self.yields, &stepping, record.pid, &lists);
         let batch = self.events.len();
         let mut events = match &mut backlog {
-            Some(backlog) => Events::from_backlog(backlog, Some(&lists)),
+            Some(backlog) => Events::from_backlog(backlog, self.events.drain(..), Some(&lists)),
             None => Events::new(self.events.drain(..), Some(&lists)),
         };
         // Only the user's step counts as "in a step" for shutdown's report:
