@@ -7,12 +7,14 @@
 //! yield commands to [`CommandHandler`]s, wait for messages, or finish.
 //!
 //! Inside, each worker thread owns a `next` slot (the process its last step
-//! woke or spawned, run right after that step on the same core) and one
-//! first-in-first-out work-stealing queue per [`Priority`] level, which
-//! every other source of ready work feeds. It looks for work in this
-//! order: its `next` slot (at most 3 times in a row, and not past
-//! higher-level work), its queues by turns (of 16 picks, `High` 12,
-//! `Normal` 3, `Low` 1), the global queues (outside wakeups before new
+//! woke or spawned, run right after that step on the same core), one
+//! first-in-first-out work-stealing queue per [`Priority`] level, and
+//! beside each a nursery for what its steps woke that did not fit the
+//! slot (newest first; moved to the queue within 255 steps). It looks for
+//! work in this order: its `next` slot, then its nursery (together at
+//! most 3 steps after each pick, and not past higher-level work), its
+//! queues by turns (of 16 picks, `High` 12, `Normal` 3, `Low` 1; a level
+//! whose queue is empty is served from its nursery), the global queues (outside wakeups before new
 //! processes; one plus a batch of up to 16), then half (at most 32) of
 //! another worker's highest non-empty level (trying each worker once,
 //! from a random one), and last a process that has waited 200 µs in
