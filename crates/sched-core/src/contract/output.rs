@@ -91,17 +91,18 @@ impl<'a> Events<'a> {
     /// (or kept aside, if it carries what nobody else has).
     #[inline(always)]
     fn checked(&self, event: Event) -> Option<Event> {
-        match self.lists {
-            Some(lists) if !lists.hand_out(&event) => {
-                if crate::contract::pending::must_not_vanish(&event) {
-                    lists.returned.borrow_mut().push(event);
-                } else {
-                    drop_user_value(event, lists.pid, "an event cancelled during its step");
-                }
-                None
-            }
-            _ => Some(event),
+        let Some(lists) = self.lists else {
+            return Some(event);
+        };
+        if lists.hand_out(&event) {
+            return Some(event);
         }
+        if crate::contract::pending::must_not_vanish(&event) {
+            lists.returned.borrow_mut().push(event);
+        } else {
+            drop_user_value(event, lists.pid, "an event cancelled during its step");
+        }
+        None
     }
 
     fn left(&self) -> usize {
