@@ -37,7 +37,7 @@ impl Context {
             ready += shared
                 .remotes
                 .iter()
-                .map(|r| r.ready[lane].len() + r.nursery[lane].len())
+                .map(|r| r.ready[lane].len() + r.nursery.get(lane).map_or(0, |q| q.len()))
                 .sum::<usize>();
         }
         for remote in shared.remotes.iter() {

@@ -628,7 +628,11 @@ impl Worker {
             // nurseries, whose oldest entries a thief takes (in a tree of
             // spawns, the largest subtrees).
             let lanes = remote.ready.iter().zip(&self.local.ready);
-            let nurseries = remote.nursery.iter().zip(self.local.ready.iter().cycle());
+            // (Under loom nothing is ever nursed: `Local::push_nursery`.)
+            let nursed = if cfg!(loom) { 0 } else { remote.nursery.len() };
+            let nurseries = remote.nursery[..nursed]
+                .iter()
+                .zip(self.local.ready.iter().cycle());
             for (stealer, into) in lanes.chain(nurseries) {
                 for _ in 0..4 {
                     let before = into.len();
@@ -670,8 +674,13 @@ impl Worker {
             group
         });
         let kill = record.state.start_step();
-        // A process its step spawns starts at its level.
-        self.local.current_level.set(record.priority());
+        // A process its step spawns starts at its level. (Not under
+        // loom: the engine models of `tests/loom.rs` are at loom's branch
+        // limit, and this load would be one more branch per step for a
+        // rule they do not check.)
+        if !cfg!(loom) {
+            self.local.current_level.set(record.priority());
+        }
         // SAFETY: `start_step` made this worker the process's owner (or the
         // run-queue entry we popped handed us its ownership), and it
         // stays the owner for the whole closure: the closure never hands the
