@@ -129,7 +129,12 @@ fn exchange() -> (u64, u64) {
                 let before = choices(&scheduler);
                 std::thread::sleep(ANSWER_GAP);
                 let deadline = Instant::now() + Duration::from_secs(1);
-                while choices(&scheduler) == before && Instant::now() < deadline {
+                // A park is counted once the worker wakes; until then it
+                // shows as a parked worker.
+                while choices(&scheduler) == before
+                    && scheduler.stats().parked_workers == 0
+                    && Instant::now() < deadline
+                {
                     std::thread::sleep(Duration::from_micros(200));
                 }
                 let _ = done.complete(Box::new(()));

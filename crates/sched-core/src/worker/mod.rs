@@ -273,7 +273,6 @@ impl Worker {
                     searching = false;
                     shared.sleepers.stop_searching();
                 }
-                bump(&self.counters().parks, 1);
                 tracing::trace!("park");
                 // Work waiting in another worker's `next` slot wakes nobody
                 // (its owner runs it after its step). If we saw some, and we
@@ -284,12 +283,18 @@ impl Worker {
                 } else {
                     HIDDEN_RECHECK
                 };
-                shared.sleepers.park(
+                let slept = shared.sleepers.park(
                     me,
                     || shared.has_work() || shared.control.exit.load(Acquire),
                     || shared.timers.due_at(me),
                     recheck,
                 );
+                // Counted when the thread slept: a worker that the OS held
+                // off its CPU past its linger finds the work at the park's
+                // own look and never sleeps.
+                if slept {
+                    bump(&self.counters().parks, 1);
+                }
                 // The long-step watcher dozes while every worker is
                 // parked: wake it, with the coarse clock brought up to
                 // date for the steps this worker is about to stamp.
