@@ -105,7 +105,7 @@ pub use contract::error::{
 pub use contract::event::{CommandError, Event};
 pub use contract::group::{Group, GroupInfo};
 pub use contract::outcome::{ExitError, Outcome};
-pub use contract::output::{Events, Output};
+pub use contract::output::{Events, Output, Typed};
 pub use contract::priority::Priority;
 pub use contract::process::{InitContext, Process, DEFAULT_METHOD};
 pub use contract::reply::{AskError, AskId, Question, ReplyTo, Request, Responder};

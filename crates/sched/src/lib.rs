@@ -183,7 +183,7 @@ pub mod process {
     pub use sched_core::{
         Accepts, BoxError, Completion, Event, Events, ExitError, Group, GroupInfo, InitContext,
         InitError, IntoSpawn, Outcome, Output, Priority, Process, ProcessInfo, ProcessState, Spawn,
-        SubmitError, TerminateError, UnexpectedValue, UpgradeError, UpgradeRequestError,
+        SubmitError, TerminateError, Typed, UnexpectedValue, UpgradeError, UpgradeRequestError,
         DEFAULT_METHOD,
     };
 }

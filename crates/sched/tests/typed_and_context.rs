@@ -30,13 +30,10 @@ impl Accepts for Ponger {
 
 impl Process for Ponger {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        for event in events {
+        for event in events.typed::<Self>() {
             match event {
-                Event::Message(package) => {
-                    let ping = package.downcast::<Ping>().map_err(|_| "not a Ping")?;
-                    if out.send(ping.reply_to, ping.n + 1).is_err() {
-                        self.refused.fetch_add(1, SeqCst);
-                    }
+                Event::Message(ping) if out.send(ping.reply_to, ping.n + 1).is_err() => {
+                    self.refused.fetch_add(1, SeqCst);
                 }
                 Event::Cancel => out.finish(()),
                 _ => {}
@@ -69,9 +66,8 @@ impl Process for Pinger {
                 ponger
             }
         };
-        for event in events {
-            if let Event::Message(package) = event {
-                let n = package.downcast::<u64>().map_err(|_| "not a u64")?;
+        for event in events.typed::<Self>() {
+            if let Event::Message(n) = event {
                 if n == self.rounds {
                     out.context().terminate(ponger.pid())?;
                     out.finish(n);
@@ -259,4 +255,109 @@ fn a_step_can_shut_the_scheduler_down() {
     }
     // The owner's own shutdown returns the same report.
     assert_eq!(scheduler.shutdown(Duration::ZERO), report);
+}
+
+/// Counts its `Tally` messages and every other event it reads typed; ends
+/// at `Cancel` with (messages summed, other events seen).
+#[derive(Default)]
+struct Tallier {
+    sum: u64,
+    timers: u64,
+    answered: u64,
+}
+
+struct Tally(u64);
+
+/// What the tallier has summed so far, and the timers it has seen.
+struct Sum;
+impl Question for Sum {
+    type Answer = (u64, u64);
+}
+
+impl Accepts for Tallier {
+    type Message = Tally;
+}
+
+impl Process for Tallier {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.set_timer(Duration::from_millis(1), Tag(7));
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            match event {
+                Event::Message(Tally(n)) => self.sum += n,
+                Event::Timer { tag: Tag(7), .. } => self.timers += 1,
+                Event::Request(request) => {
+                    if let Ok((Sum, answer)) = request.take::<Sum>() {
+                        self.answered += 1;
+                        answer.answer((self.sum, self.timers));
+                    }
+                }
+                Event::Cancel => out.finish((self.sum, self.timers, self.answered)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A value whose drop is counted, and panics when asked to.
+struct Stranger {
+    drops: Arc<AtomicUsize>,
+    panics: bool,
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, SeqCst);
+        if self.panics {
+            panic!("a stranger's drop panics");
+        }
+    }
+}
+
+#[test]
+fn a_process_reading_typed_gets_its_messages_decoded_and_every_other_event_as_it_is() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let done = scheduler.spawn(Tallier::default()).unwrap();
+    let tallier = done.addr::<Tallier>();
+    let drops = Arc::new(AtomicUsize::new(0));
+    for n in 1..=100 {
+        scheduler.send(tallier, Tally(n)).unwrap();
+        if n % 25 == 0 {
+            // By bare PID, a type the process does not accept: dropped
+            // when read (its drop may even panic), and the rest arrive.
+            let stranger = Stranger {
+                drops: drops.clone(),
+                panics: n == 50,
+            };
+            scheduler.send(done.pid(), stranger).unwrap();
+        }
+    }
+    let ask = || {
+        scheduler
+            .ask(done.pid(), Sum)
+            .unwrap()
+            .wait_timeout(WAIT)
+            .expect("answered in time")
+    };
+    let (sum, _) = ask();
+    assert_eq!(sum, 5_050, "every typed message was summed before the ask");
+    assert_eq!(drops.load(SeqCst), 4, "each stranger was dropped once");
+    // The timer set at start comes through the typed read as it is.
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut asked = 1;
+    while ask().1 == 0 {
+        asked += 1;
+        assert!(std::time::Instant::now() < deadline, "the timer never came");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    asked += 1;
+    scheduler.context().cancel(done.pid()).unwrap();
+    let (sum, timers, answered) = done.typed::<(u64, u64, u64)>().wait().unwrap();
+    assert_eq!((sum, timers, answered), (5_050, 1, asked));
+    assert_eq!(scheduler.shutdown(WAIT).forced, 0);
 }

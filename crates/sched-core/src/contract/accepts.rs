@@ -11,8 +11,9 @@ use crate::contract::process::Process;
 /// [`Addr<Self::Message>`](relay::Addr): a `send` through that address only
 /// compiles with a `Self::Message`. The message reaches the process as an
 /// ordinary [`Event::Message`](crate::Event::Message), stored inline when
-/// it is small (no heap allocation), and the process takes it out with
-/// `package.downcast::<Self::Message>()`.
+/// it is small (no heap allocation), and the step reads it typed through
+/// [`Events::typed`](crate::Events::typed): each message is a
+/// `Self::Message`, with no downcast.
 ///
 /// A process that needs to accept many unrelated types (an interpreter's
 /// mailbox, a router) simply does not implement `Accepts`, and is sent to
@@ -35,12 +36,11 @@ use crate::contract::process::Process;
 ///
 /// impl Process for Counter {
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         for event in events {
-///             let Event::Message(package) = event else { continue };
-///             match package.downcast::<Count>() {
-///                 Ok(Count::Add(n)) => self.total += n,
-///                 Ok(Count::Finish) => out.finish(self.total),
-///                 Err(other) => tracing::warn!(?other, "not a Count"),
+///         for event in events.typed::<Self>() {
+///             match event {
+///                 Event::Message(Count::Add(n)) => self.total += n,
+///                 Event::Message(Count::Finish) => out.finish(self.total),
+///                 _ => {}
 ///             }
 ///         }
 ///         Ok(())
@@ -55,8 +55,44 @@ use crate::contract::process::Process;
 /// scheduler.send(counter, Count::Add(2))?;
 /// // scheduler.send(counter, 2u64)?; // does not compile: `counter` takes a `Count`
 /// scheduler.send(counter, Count::Finish)?;
-/// assert_eq!(done.wait()?.downcast_ref::<u64>(), Some(&42));
+/// assert_eq!(done.typed::<u64>().wait()?, 42);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// A send of another type through the typed address does not compile:
+///
+/// ```compile_fail,E0277
+/// use sched::prelude::*;
+///
+/// struct Counter;
+/// impl Accepts for Counter {
+///     type Message = u64;
+/// }
+/// impl Process for Counter {
+///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// let counter = scheduler.spawn(Counter)?.addr::<Counter>();
+/// scheduler.send(counter, "two")?; // `counter` takes a `u64`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Nor does reading typed events in a process that declares no message
+/// type:
+///
+/// ```compile_fail,E0277
+/// use sched::prelude::*;
+///
+/// struct Anything;
+/// impl Process for Anything {
+///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+///         for _ in events.typed::<Self>() {} // `Anything` does not implement `Accepts`
+///         Ok(())
+///     }
+/// }
 /// ```
 pub trait Accepts: Process {
     /// The type of the messages this process accepts.

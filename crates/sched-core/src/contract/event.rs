@@ -24,7 +24,7 @@ use crate::contract::timer_id::TimerId;
 /// assert!(matches!(e, Event::Completion { tag: Tag(1), .. }));
 /// ```
 #[non_exhaustive]
-pub enum Event {
+pub enum Event<M = Package> {
     /// A yielded command completed, successfully or not.
     Completion {
         /// The tag the process gave the yield.
@@ -32,8 +32,11 @@ pub enum Event {
         /// The handler's result data, or why the command failed.
         result: Result<Payload, CommandError>,
     },
-    /// A message from another process or from outside.
-    Message(Package),
+    /// A message from another process or from outside: a [`Package`]
+    /// to downcast, or, read through
+    /// [`Events::typed`](crate::Events::typed) by a process that
+    /// [`Accepts`](crate::Accepts) one type, that type's value.
+    Message(M),
     /// A timer this process set (with
     /// [`Output::set_timer`](crate::Output::set_timer)) fell due.
     /// A timer the process cancelled before it fell due never arrives.
@@ -93,14 +96,17 @@ impl Event {
             Event::Down(_) | Event::Exit { .. } | Event::Cancel | Event::Reply { .. }
         )
     }
+}
 
+impl<M> Event<M> {
     /// The tag, for a completion or a timer.
     ///
     /// # Examples
     ///
     /// ```
     /// use sched::prelude::*;
-    /// assert_eq!(Event::Cancel.tag(), None);
+    /// let cancel: Event = Event::Cancel;
+    /// assert_eq!(cancel.tag(), None);
     /// ```
     pub fn tag(&self) -> Option<Tag> {
         match self {
@@ -115,7 +121,40 @@ impl Event {
     }
 }
 
-impl fmt::Debug for Event {
+impl Event {
+    /// This event with its message read as an `M`: `Err` hands back a
+    /// message of another type; every other event converts as it is.
+    pub(crate) fn decode<M: std::any::Any>(self) -> Result<Event<M>, Package> {
+        Ok(match self {
+            Event::Message(package) => Event::Message(package.downcast::<M>()?),
+            Event::Completion { tag, result } => Event::Completion { tag, result },
+            Event::Timer { id, tag } => Event::Timer { id, tag },
+            Event::Down(down) => Event::Down(down),
+            Event::Exit {
+                pid,
+                reason,
+                detail,
+            } => Event::Exit {
+                pid,
+                reason,
+                detail,
+            },
+            Event::Request(request) => Event::Request(request),
+            Event::Reply {
+                id,
+                result,
+                question,
+            } => Event::Reply {
+                id,
+                result,
+                question,
+            },
+            Event::Cancel => Event::Cancel,
+        })
+    }
+}
+
+impl<M: fmt::Debug> fmt::Debug for Event<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Event::Completion { tag, result } => f

@@ -1,9 +1,12 @@
 //! What a step receives and writes: its events and its output buffer.
 
+use std::any::Any;
 use std::fmt;
+use std::marker::PhantomData;
 
 use relay::{Payload, Pid};
 
+use crate::contract::accepts::Accepts;
 use crate::contract::backlog::Backlog;
 use crate::contract::command::{CommandId, Tag};
 use crate::contract::event::Event;
@@ -136,6 +139,129 @@ impl<'a> Events<'a> {
     /// ```
     pub fn is_empty(&self) -> bool {
         self.left() == 0
+    }
+
+    /// These events as a process `P` that [`Accepts`] one message type
+    /// reads them: each message is a `P::Message`, taken out for you, and
+    /// every other event is as it is.
+    ///
+    /// A message of another type (which only a send by bare PID can
+    /// deliver: a typed address takes only `P::Message`) is dropped with a
+    /// warning naming the process: read the events untyped, without this
+    /// call, to see such messages.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// enum Count { Add(u64), Finish }
+    ///
+    /// #[derive(Default)]
+    /// struct Counter { total: u64 }
+    ///
+    /// impl Accepts for Counter {
+    ///     type Message = Count;
+    /// }
+    ///
+    /// impl Process for Counter {
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events.typed::<Self>() {
+    ///             match event {
+    ///                 Event::Message(Count::Add(n)) => self.total += n,
+    ///                 Event::Message(Count::Finish) => out.finish(self.total),
+    ///                 _ => {}
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let done = scheduler.spawn(Counter::default())?;
+    /// let counter = done.addr::<Counter>();
+    /// scheduler.send(counter, Count::Add(40))?;
+    /// scheduler.send(counter, Count::Add(2))?;
+    /// scheduler.send(counter, Count::Finish)?;
+    /// assert_eq!(done.typed::<u64>().wait()?, 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn typed<P: Accepts>(&mut self) -> Typed<'_, 'a, P::Message> {
+        Typed {
+            events: self,
+            message: PhantomData,
+        }
+    }
+}
+
+/// A step's [`Events`] with each message read as an `M`: see
+/// [`Events::typed`].
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::process::Typed;
+///
+/// struct Adder(u64);
+/// impl Accepts for Adder {
+///     type Message = u64;
+/// }
+///
+/// fn add_all(adder: &mut Adder, messages: Typed<'_, '_, u64>) {
+///     for event in messages {
+///         if let Event::Message(n) = event {
+///             adder.0 += n;
+///         }
+///     }
+/// }
+/// # impl Process for Adder {
+/// #     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+/// #         add_all(self, events.typed::<Self>());
+/// #         Ok(())
+/// #     }
+/// # }
+/// ```
+pub struct Typed<'e, 'a, M> {
+    events: &'e mut Events<'a>,
+    // `fn() -> M`: the iterator hands `M`s out, it does not hold one.
+    message: PhantomData<fn() -> M>,
+}
+
+impl<M: Any + Send> Iterator for Typed<'_, '_, M> {
+    type Item = Event<M>;
+
+    fn next(&mut self) -> Option<Event<M>> {
+        loop {
+            match self.events.next()?.decode::<M>() {
+                Ok(event) => return Some(event),
+                Err(stranger) => {
+                    // A step always reads with its lists; `OUTSIDE` only
+                    // names the process in a unit test's events.
+                    let pid = self.events.lists.map_or(Pid::OUTSIDE, |lists| lists.pid);
+                    tracing::warn!(
+                        %pid,
+                        expected = std::any::type_name::<M>(),
+                        "a message of another type was dropped: the process reads its events typed"
+                    );
+                    drop_user_value(stranger, pid, "a message of another type");
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, self.events.size_hint().1)
+    }
+}
+
+impl<M> fmt::Debug for Typed<'_, '_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Typed")
+            .field("message", &std::any::type_name::<M>())
+            .field("left", &self.events.len())
+            .finish()
     }
 }
 

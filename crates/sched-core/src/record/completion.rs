@@ -160,9 +160,9 @@ impl<T: Any + Send> Completion<T> {
     /// }
     /// impl Process for Counter {
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-    ///         for event in events {
-    ///             let Event::Message(package) = event else { continue };
-    ///             self.0 += package.downcast::<u64>().map_err(|_| "not a u64")?;
+    ///         for event in events.typed::<Self>() {
+    ///             let Event::Message(n) = event else { continue };
+    ///             self.0 += n;
     ///             if self.0 >= 42 {
     ///                 out.finish(self.0);
     ///             }
