@@ -58,6 +58,21 @@ pub(crate) async fn run(
             } => {
                 let seq = {
                     let mut numbers = lock(&inner.numbers);
+                    // Checked under the numbers' lock, which the failure
+                    // detector takes after declaring a node down to read
+                    // what was numbered for it: a frame is numbered before
+                    // that read (and counted `unconfirmed` if the node
+                    // never confirmed it) or sees the node lost and is
+                    // not published. Queued before the loss, it would
+                    // otherwise be published after the count, into no
+                    // counter at all.
+                    if let Some(gone) = inner.members.unreachable(to) {
+                        drop(numbers);
+                        Counters::add(&inner.counters.abandoned, 1);
+                        tracing::debug!(node = to, %gone, "a message queued for a node lost meanwhile was not published");
+                        inner.pending.fetch_sub(1, AcqRel);
+                        continue;
+                    }
                     let seq = numbers.peek(to);
                     // The number is used up even if the publish fails: the
                     // receiver then sees the gap, and knows what it lost.
@@ -402,6 +417,8 @@ async fn detect(inner: Arc<Inner>) {
         let now = tokio::time::Instant::now().into_std();
         for node in inner.members.sweep(now, inner.down_after) {
             Counters::add(&inner.counters.nodes_down, 1);
+            // After the sweep marked it down: from here on, nothing more
+            // is numbered for it (see `Command::Publish`).
             let sent = lock(&inner.numbers).sent(node);
             let unconfirmed = inner.members.unconfirmed(node, sent);
             if unconfirmed > 0 {

@@ -71,6 +71,12 @@ pub struct TransportStats {
     /// before it went silent. So a frame to a node that dies is delivered
     /// there, counted lost there, or counted here, never nothing.
     pub unconfirmed: u64,
+    /// Messages accepted for another node (the send returned `Ok`) that
+    /// this transport lost before it published them: the node was declared
+    /// down, left, or is being reset (this node lost the server, or the
+    /// node). Not published, so never delivered. Every accepted message is
+    /// counted once, in `published`, `publish_failed` or here.
+    pub abandoned: u64,
 }
 
 #[derive(Debug, Default)]
@@ -92,6 +98,7 @@ pub(crate) struct Counters {
     pub(crate) names_lost: AtomicU64,
     pub(crate) slow_consumer: AtomicU64,
     pub(crate) unconfirmed: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
 }
 
 impl Counters {
@@ -118,6 +125,7 @@ impl Counters {
             names_lost: self.names_lost.load(Relaxed),
             slow_consumer: self.slow_consumer.load(Relaxed),
             unconfirmed: self.unconfirmed.load(Relaxed),
+            abandoned: self.abandoned.load(Relaxed),
         }
     }
 }

@@ -280,3 +280,81 @@ fn frames_to_a_node_that_dies_are_delivered_or_counted() {
     one.shutdown(Duration::from_millis(200));
     two.shutdown(Duration::from_millis(200));
 }
+
+/// A node that dies while the sender has a backlog for it: node 1's bytes
+/// to the server are held up (its publishes wait, so what it accepts
+/// queues on its transport) while node 2 dies. Every message node 1
+/// accepted is counted once, exactly: published, failed to publish, or
+/// abandoned (queued when node 2 was declared down, never published). And
+/// none of the published ones vanishes: node 2 saw it, counted it lost, or
+/// node 1 counted it `unconfirmed`.
+#[test]
+fn a_backlog_for_a_node_that_dies_is_counted_exactly() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let beat = Duration::from_millis(100);
+    let (proxy1, proxy2) = (
+        FaultyProxy::start(server.port),
+        FaultyProxy::start(server.port),
+    );
+    let (one, t1) = node_detecting(&proxy1.url(), 1, beat, Duration::from_millis(600));
+    let (two, t2) = node_detecting(&proxy2.url(), 2, beat, DOWN_AFTER);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let to = two.spawn(Recorder(seen.clone())).unwrap().pid();
+    let (mut accepted, mut full, mut killed) = (0u64, 0u64, false);
+    loop {
+        let seq = Seq {
+            from: 1,
+            n: accepted + 1,
+        };
+        match one.send(to, seq) {
+            Ok(()) => accepted += 1,
+            Err(error) if error.kind() == SendErrorKind::Full => {
+                // The backlog is at its bound: the sender gets it back.
+                full += 1;
+                std::thread::yield_now();
+            }
+            // Declared down (or being reset): nothing more is accepted.
+            Err(error) if killed => {
+                assert_eq!(error.kind(), SendErrorKind::Unreachable, "{error}");
+                break;
+            }
+            Err(error) => panic!("refused before the death: {error}"),
+        }
+        if !killed && seen.lock().unwrap().len() >= 500 {
+            // Node 1's publishes wait from here on, past node 2's death
+            // and its detection: what it accepts meanwhile queues.
+            proxy1.stall(Duration::from_secs(3));
+            proxy2.kill();
+            killed = true;
+        }
+        if !killed {
+            std::thread::sleep(Duration::from_micros(300));
+        }
+    }
+    wait_until("node 1 to account for every accepted message", WAIT, || {
+        let s = t1.stats();
+        s.published + s.publish_failed + s.abandoned >= accepted
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let (s1, s2) = (t1.stats(), t2.stats());
+    let received = seen.lock().unwrap().len() as u64;
+    eprintln!(
+        "a node died with a backlog: {accepted} accepted ({full} refused full), {} published, \
+         {} abandoned, {received} received, {} unconfirmed",
+        s1.published, s1.abandoned, s1.unconfirmed
+    );
+    assert_eq!(
+        s1.published + s1.publish_failed + s1.abandoned,
+        accepted,
+        "each accepted message counted once: {s1:?}"
+    );
+    assert!(s1.abandoned > 0, "a backlog was left at the death: {s1:?}");
+    assert!(
+        received + s2.lost + s1.unconfirmed >= s1.published,
+        "vanished uncounted: {s1:?} {s2:?} received {received}"
+    );
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}

@@ -162,15 +162,22 @@ fn a_worker_awaiting_answers_from_outside_lingers_through_the_waits() {
     let (parks, lingers) = exchange();
     eprintln!("exchange of {ANSWERS}: {parks} parks, {lingers} lingers");
     // Each gap ends in a linger or a park (the service waits for one).
-    // Lingering, the worker finds the answer awake; capped as for work
-    // nothing awaits (25 µs), it would park in nearly every gap.
-    assert!(
-        parks <= 8,
-        "{parks} parks for {ANSWERS} answers awaited ({lingers} lingers)"
-    );
+    // Awaiting an answer, the worker chooses to linger in (nearly) every
+    // gap; capped as for work nothing awaits (25 µs), it would park in
+    // every gap without lingering.
     assert!(
         lingers >= ANSWERS as u64 / 2,
         "{lingers} lingers for {ANSWERS} answers awaited ({parks} parks)"
+    );
+    // And it parks only after lingering, but in the first spells, which
+    // learn how long the answers take. How many lingers end in a park
+    // depends on the machine: on an idle one, none past the first few;
+    // where the OS holds the service's thread off its CPU for longer than
+    // the gaps so far (a loaded CI machine), a linger can run out before
+    // the answer comes, and the worker sleeps until it does.
+    assert!(
+        parks <= lingers + 2,
+        "{parks} parks for {ANSWERS} answers awaited ({lingers} lingers)"
     );
 }
 
