@@ -141,3 +141,91 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+    use std::time::{Duration, Instant};
+
+    use relay::{NodeDown, Package, Receiver, SendError};
+
+    use crate::error::LinkError;
+    use crate::membership::{Kind, Members};
+    use crate::stats::Counters;
+    use crate::transport::{Attached, Inner};
+
+    /// The engine, as far as the order matters: when it hears that a node
+    /// is lost (the moment it would start ending relations, and its
+    /// processes answering held asks of that node with "no reply"), it
+    /// notes what a send to that node would meet.
+    struct Probe {
+        inner: OnceLock<Weak<Inner>>,
+        met: Mutex<Vec<Option<LinkError>>>,
+    }
+
+    impl Receiver for Probe {
+        fn send(&self, package: Package) -> Result<(), SendError> {
+            if let Some(down) = package.payload::<NodeDown>() {
+                let inner = self.inner.get().and_then(Weak::upgrade).expect("attached");
+                let met = inner.members.unreachable(down.node);
+                self.met.lock().unwrap().push(met);
+            }
+            Ok(())
+        }
+    }
+
+    fn detached(probe: Arc<Probe>) -> Arc<Inner> {
+        let inner = Arc::new(Inner {
+            codec: crate::Codec::new(),
+            prefix: "test".into(),
+            counters: Counters::default(),
+            members: Members::default(),
+            heartbeat: Duration::from_millis(100),
+            down_after: Duration::from_secs(1),
+            connected: AtomicBool::new(true),
+            pending: AtomicUsize::new(0),
+            max_pending: 16,
+            incarnation: 7,
+            engine: OnceLock::new(),
+            names: OnceLock::new(),
+            names_bucket: None,
+            name_lease: Duration::from_secs(1),
+            held: Mutex::default(),
+            numbers: Mutex::default(),
+            gaps: Mutex::default(),
+            commands: OnceLock::new(),
+        });
+        assert!(probe.inner.set(Arc::downgrade(&inner)).is_ok(), "set once");
+        let engine: Arc<dyn Receiver + Send + Sync> = probe;
+        assert!(inner.engine.set(Attached(1, engine)).is_ok(), "set once");
+        inner
+    }
+
+    /// Whatever the engine's sweep sends to a lost node is refused: the
+    /// fence goes up before the engine hears of the loss (deterministic:
+    /// the probe engine looks at once, from inside the telling).
+    #[test]
+    fn a_lost_node_is_fenced_before_the_engine_hears_of_the_loss() {
+        let probe = Arc::new(Probe {
+            inner: OnceLock::new(),
+            met: Mutex::default(),
+        });
+        let inner = detached(probe.clone());
+        let now = Instant::now();
+        inner.members.hear(2, Kind::Up, 42, now);
+        inner.members.hear(3, Kind::Up, 43, now);
+        // This node lost the server: every node it knows, at once.
+        inner.lose_all();
+        // The failure detector's path: one node, still up to the members.
+        inner.lose(2);
+        let met = probe.met.lock().unwrap().clone();
+        assert_eq!(met.len(), 3, "{met:?}");
+        for met in met {
+            assert!(
+                matches!(met, Some(LinkError::Resetting(_))),
+                "a send from the engine's sweep would be accepted: {met:?}"
+            );
+        }
+    }
+}

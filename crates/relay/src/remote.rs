@@ -211,6 +211,26 @@ impl fmt::Debug for Signal {
 /// Erlang does on a lost connection: monitors of them fire, links to them
 /// signal, and asks to them fail, each with the node-down reason.
 ///
+/// # What a transport must do around it
+///
+/// A loss must be symmetric, and the engine cannot make it so: it only
+/// ends the relations on its own side. A transport that sends `NodeDown`
+/// must also:
+///
+/// 1. **Refuse traffic to the node before it tells the engine**, and
+///    until step 2 is done. Ending the relations makes processes send
+///    (a held request dropped answers "no reply", a supervisor restarts a
+///    child); if those sends reached the lost node before it heard of the
+///    loss, it would act on them (an ask answered by the reply, not ended
+///    by the loss) while this side counts the relation ended.
+/// 2. **Make the other node end its relations with this one too** (tell
+///    it, and wait for its answer), and drop what arrives from it until it
+///    has: otherwise a monitor or link of the other side's processes on
+///    this one stays set with nothing left to fire it.
+///
+/// The NATS transport does both (a *fence* per lost node, and a reset
+/// exchange); its unit test of step 1's order needs no server.
+///
 /// # Examples
 ///
 /// ```

@@ -53,6 +53,14 @@ const DURABLE_STORE_DAMAGE: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The NATS transport's order of fencing and telling the engine of a
+/// loss (a unit test: no server, no timing).
+const NATS_RESET_ORDER: Catcher = Catcher {
+    args: &["test", "-p", "relay-nats", "--lib", "reset::tests"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The NATS transport's count of a backlog for a node that dies (needs
 /// `nats-server`).
 const NATS_BACKLOG_ACCOUNTING: Catcher = Catcher {
@@ -608,5 +616,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "                    if let Some(gone) = inner.members.unreachable(to) {\n",
         replacement: "                    if let Some(gone) = inner.members.unreachable(to).filter(|_| false) {\n",
         catcher: &NATS_BACKLOG_ACCOUNTING,
+    },
+    Mutation {
+        // The engine hears of a lost node before the fence goes up: what
+        // its sweep sends to the node (a held ask answered "no reply") can
+        // reach it ahead of the Reset.
+        name: "relay-nats-sweep-before-the-fence",
+        file: "crates/relay-nats/src/reset.rs",
+        original: "        let episode = self.members.fence(node);\n        self.tell_lost(node);\n",
+        replacement: "        self.tell_lost(node);\n        let episode = self.members.fence(node);\n",
+        catcher: &NATS_RESET_ORDER,
     },
 ];
