@@ -36,6 +36,7 @@ pub(crate) fn probe(program: &str, args: &[&str]) -> bool {
 }
 
 /// Runs one named CI step, printing its name before and its time after.
+/// Each step's time is kept for [`step_times`].
 pub(crate) fn step(name: &str, body: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
     eprintln!("\n==> {name}");
     let start = Instant::now();
@@ -45,5 +46,30 @@ pub(crate) fn step(name: &str, body: impl FnOnce() -> Result<(), String>) -> Res
         Ok(()) => eprintln!("<== {name}: ok in {secs:.1}s"),
         Err(e) => eprintln!("<== {name}: FAILED in {secs:.1}s: {e}"),
     }
+    TIMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push((name.to_owned(), secs, result.is_ok()));
     result
+}
+
+/// The steps run so far: name, seconds, whether it passed.
+static TIMES: std::sync::Mutex<Vec<(String, f64, bool)>> = std::sync::Mutex::new(Vec::new());
+
+/// The steps run so far as a table, slowest first, with their total: what
+/// a CI run prints at its end, passed or failed.
+pub(crate) fn step_times() -> String {
+    let mut times = TIMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    times.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = times.iter().map(|(_, secs, _)| secs).sum();
+    let mut table = String::from("step times, slowest first:\n");
+    for (name, secs, ok) in &times {
+        let mark = if *ok { "" } else { "  FAILED" };
+        table.push_str(&format!("  {secs:>7.1}s  {name}{mark}\n"));
+    }
+    table.push_str(&format!("  {total:>7.1}s  in all\n"));
+    table
 }

@@ -125,19 +125,38 @@ fn extra_miri_flags(crate_name: &str) -> &'static str {
 /// interpreted; its unit tests plus a small whole-engine run
 /// (`tests/miri_smoke.rs`) cover its unsafe code instead. The router
 /// crate's unit tests cover its one unsafe module.
-fn miri_test_targets(crate_name: &str) -> &'static [&'static str] {
-    match crate_name {
-        "sched-core" => &["--lib", "--test", "miri_smoke"],
+fn miri_test_targets(crate_name: &str, depth: Depth) -> &'static [&'static str] {
+    match (crate_name, depth) {
+        ("sched-core", Depth::Full) => &["--lib", "--test", "miri_smoke"],
+        // The whole engine run covers the step path's unsafe code (the
+        // record's body, the mailbox, the deques, the table) in one test
+        // binary; the library's unit tests, which take most of the full
+        // run, go to `ci --full`.
+        ("sched-core", Depth::Quick) => &["--test", "miri_smoke"],
         // The inline payload storage, its only unsafe code, is covered by
         // the unit tests; the proptest suites add nothing for miri.
-        "sched-relay" => &["--lib"],
+        ("sched-relay", _) => &["--lib"],
         _ => &[],
     }
+}
+
+/// How much of the tests selected for miri run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Depth {
+    /// What a landing's CI runs (`cargo xtask ci`).
+    Quick,
+    /// Everything selected (`cargo xtask miri`, `cargo xtask ci --full`).
+    Full,
 }
 
 /// Runs one crate's tests under miri, or those of every crate with unsafe
 /// code. The data-race detector and miri's default preemption rate stay on.
 pub(crate) fn miri(named: Option<&str>) -> Result<(), MiriError> {
+    miri_at(named, Depth::Full)
+}
+
+/// [`miri`] on the tests `depth` selects.
+fn miri_at(named: Option<&str>, depth: Depth) -> Result<(), MiriError> {
     let crates = select(named, |m| m.has_unsafe_code()).map_err(MiriError::Failed)?;
     ensure_miri()?;
     run("cargo", &["+nightly", "miri", "setup"], &[]).map_err(MiriError::Unavailable)?;
@@ -153,7 +172,7 @@ pub(crate) fn miri(named: Option<&str>) -> Result<(), MiriError> {
             extra => format!("{flags} {extra}"),
         };
         let mut args = vec!["+nightly", "miri", "test", "--package", &member.name];
-        args.extend_from_slice(miri_test_targets(&member.name));
+        args.extend_from_slice(miri_test_targets(&member.name, depth));
         run(
             "cargo",
             &args,
@@ -293,7 +312,10 @@ pub(crate) const CI_MUTANTS: &[&str] = &[
     "sched-core-timer-next-stored-outside-the-lock",
 ];
 
-pub(crate) fn ci() -> Result<(), String> {
+/// The whole CI sequence. `full` adds the heavy runs a landing does not
+/// wait for: the mutations whose catchers are quick loom models, and
+/// miri on every test selected for it rather than the quick selection.
+pub(crate) fn ci(full: bool) -> Result<(), String> {
     let started = std::time::Instant::now();
     step("fmt", || {
         run("cargo", &["fmt", "--all", "--", "--check"], &[])
@@ -358,14 +380,17 @@ pub(crate) fn ci() -> Result<(), String> {
     // The whole mutation table takes over 20 minutes on 2 cores: CI runs
     // the entries whose catchers are quick loom models (a few minutes in
     // all, most of it their builds); `cargo xtask mutants` runs them all.
-    step("mutants (quick catchers)", || {
-        CI_MUTANTS
-            .iter()
-            .try_for_each(|name| crate::mutants::mutants(Some(name)))
-    })?;
+    if full {
+        step("mutants (quick catchers)", || {
+            CI_MUTANTS
+                .iter()
+                .try_for_each(|name| crate::mutants::mutants(Some(name)))
+        })?;
+    }
     free_build_dir("loom");
     let mut skipped = None;
-    step("miri", || match miri(None) {
+    let depth = if full { Depth::Full } else { Depth::Quick };
+    step("miri", || match miri_at(None, depth) {
         Ok(()) => Ok(()),
         Err(MiriError::Unavailable(why)) => {
             eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");

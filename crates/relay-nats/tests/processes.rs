@@ -192,7 +192,7 @@ fn a_server_restart_in_the_middle_loses_only_what_the_receivers_count() {
     // be after node 2 got the frame and reported.
     wait_until("node 1 to count what it published", WAIT, || {
         let s = t1.stats();
-        s.published + s.publish_failed >= sent
+        s.published + s.publish_failed + s.abandoned >= sent
     });
     let (s1, s2) = (t1.stats(), report.stats);
     assert!(s1.reconnects >= 1 && s2.reconnects >= 1, "{s1:?} {s2:?}");
@@ -205,10 +205,14 @@ fn a_server_restart_in_the_middle_loses_only_what_the_receivers_count() {
     assert_eq!(got.count + got.skipped, sent, "{got:?}");
     assert_eq!(
         got.skipped,
-        s2.lost + s2.fenced + s1.publish_failed,
+        s2.lost + s2.fenced + s1.publish_failed + s1.abandoned,
         "{got:?} {s1:?} {s2:?}"
     );
-    assert_eq!(s1.published + s1.publish_failed, sent, "{s1:?}");
+    assert_eq!(
+        s1.published + s1.publish_failed + s1.abandoned,
+        sent,
+        "{s1:?}"
+    );
     assert_eq!(s2.delivered, got.count, "{s2:?}");
     // Node 2 to node 1: the same.
     let got = stream(&tally, STREAM_FROM);
@@ -216,10 +220,14 @@ fn a_server_restart_in_the_middle_loses_only_what_the_receivers_count() {
     assert_eq!(got.count + got.skipped, child_sent, "{got:?}");
     assert_eq!(
         got.skipped,
-        s1.lost + s1.fenced + s2.publish_failed,
+        s1.lost + s1.fenced + s2.publish_failed + s2.abandoned,
         "{got:?} {s1:?} {s2:?}"
     );
-    assert_eq!(s2.published + s2.publish_failed, child_sent, "{s2:?}");
+    assert_eq!(
+        s2.published + s2.publish_failed + s2.abandoned,
+        child_sent,
+        "{s2:?}"
+    );
     assert_eq!(s1.delivered, got.count, "{s1:?}");
     // Refused sends (while the nodes reset their relations) were sent
     // again by the streams: refused, never skipped.
@@ -511,7 +519,7 @@ fn four_nodes_one_killed_every_frame_delivered_dead_lettered_or_counted_lost() {
     let sent_by_1: u64 = sent.iter().map(|(_, n)| n).sum();
     wait_until("node 1 to count its publishes", WAIT, || {
         let s = t1.stats();
-        s.published + s.publish_failed >= sent_by_1
+        s.published + s.publish_failed + s.abandoned >= sent_by_1
     });
     let received = total(&tally);
     wait_until("node 1 to count its deliveries", WAIT, || {
@@ -532,10 +540,12 @@ fn four_nodes_one_killed_every_frame_delivered_dead_lettered_or_counted_lost() {
     let mut lost = 0;
     for (node, report) in &reports {
         let (node, s) = (*node, report.stats);
-        // It published exactly what its senders sent (to node 4 too).
+        // Each message its senders had accepted (to node 4 too) it
+        // published, failed to publish, or abandoned (queued for node 4
+        // when node 4 was declared down): exactly.
         let own_sent: u64 = report.sent_to.values().sum();
         assert_eq!(
-            s.published + s.publish_failed,
+            s.published + s.publish_failed + s.abandoned,
             own_sent,
             "node {node}: {s:?}"
         );
@@ -610,6 +620,7 @@ fn own_report(tally: &Tally, transport: &relay_nats::NatsTransport) -> peer::Rep
             lost: s.lost,
             reconnects: s.reconnects,
             fenced: s.fenced,
+            abandoned: s.abandoned,
         },
         ..Default::default()
     }

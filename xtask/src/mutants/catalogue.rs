@@ -379,6 +379,16 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_IDLE_LINGER,
     },
     Mutation {
+        // Busy workers never even out their lanes: a group's or a level's
+        // processes stay on the worker they landed on, and its share holds
+        // only there.
+        name: "sched-core-busy-workers-never-balance",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "        if others < 2 || cfg!(loom) {\n",
+        replacement: "        if true || others < 2 || cfg!(loom) {\n",
+        catcher: &SCHED_GROUPS,
+    },
+    Mutation {
         // A worker awaiting an answer lingers no longer than for work
         // nothing awaits: it parks in every gap of an exchange.
         name: "linger-capped-while-an-answer-is-awaited",

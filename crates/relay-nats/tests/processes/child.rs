@@ -90,7 +90,7 @@ pub(crate) fn run(role: &str) {
             // transport's thread, which can be after it arrived.
             wait_for(|| {
                 let s = transport.stats();
-                s.published + s.publish_failed >= sent
+                s.published + s.publish_failed + s.abandoned >= sent
             });
         }
         // An echo and a recorder; leaves properly when told to quit, or is
@@ -138,7 +138,7 @@ pub(crate) fn run(role: &str) {
             let total: u64 = sent.iter().map(|(_, n)| n).sum();
             wait_for(|| {
                 let s = transport.stats();
-                s.published + s.publish_failed >= total
+                s.published + s.publish_failed + s.abandoned >= total
             });
             for (to, n) in sent {
                 say(&format!("sent_to {to} {n}"));
@@ -201,7 +201,7 @@ fn report(tally: &Tally, pings: &AtomicU64, disorder: &AtomicU64, transport: &Na
         }
     }
     say(&format!(
-        "stats {} {} {} {} {} {} {} {} {}",
+        "stats {} {} {} {} {} {} {} {} {} {}",
         s.published,
         s.publish_failed,
         s.refused,
@@ -210,7 +210,8 @@ fn report(tally: &Tally, pings: &AtomicU64, disorder: &AtomicU64, transport: &Na
         s.rejected,
         s.lost,
         s.reconnects,
-        s.fenced
+        s.fenced,
+        s.abandoned
     ));
     say("end");
 }

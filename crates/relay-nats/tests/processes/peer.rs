@@ -126,7 +126,7 @@ impl Peer {
                 }
                 (
                     "stats",
-                    [published, publish_failed, refused, delivered, dead_letters, rejected, lost, reconnects, fenced],
+                    [published, publish_failed, refused, delivered, dead_letters, rejected, lost, reconnects, fenced, abandoned],
                 ) => {
                     report.stats = Counts {
                         published: *published,
@@ -138,6 +138,7 @@ impl Peer {
                         lost: *lost,
                         reconnects: *reconnects,
                         fenced: *fenced,
+                        abandoned: *abandoned,
                     }
                 }
                 _ => panic!("the child said {line:?}"),
@@ -195,6 +196,7 @@ pub(crate) struct Counts {
     pub(crate) lost: u64,
     pub(crate) reconnects: u64,
     pub(crate) fenced: u64,
+    pub(crate) abandoned: u64,
 }
 
 /// What a child reported.

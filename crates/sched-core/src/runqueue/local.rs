@@ -289,6 +289,18 @@ impl Local {
         count
     }
 
+    /// How many processes of `lane` wait here, in its queue and its
+    /// nurseries (not the `next` slot's).
+    pub(crate) fn waiting(&self, lane: usize) -> usize {
+        let lanes = self.ready.len();
+        let nursed = if self.nursed.get() > 0 {
+            self.nursery[lane].len() + self.nursery[lanes + lane].len()
+        } else {
+            0
+        };
+        self.ready[lane].len() + nursed
+    }
+
     /// Whether a level above `level` has a process ready here.
     #[inline]
     pub(crate) fn higher_ready(&self, level: Priority) -> bool {

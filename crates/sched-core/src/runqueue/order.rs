@@ -122,6 +122,15 @@ pub(crate) const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// `GLOBAL_QUEUE_INTERVAL`.)
 pub(crate) const NURSERY_FLUSH_INTERVAL: u32 = 127;
 
+/// Every this many ticks a busy worker evens out one lane (level and
+/// group) with one other worker, taken in turn: when the other holds at
+/// least two more of the lane's processes waiting than this one does, it
+/// takes the oldest (see the worker's `balance`). Idle workers steal;
+/// this is for workers that never are, so that a level's or a group's
+/// share holds across the pool and not only on the worker its processes
+/// happened to land on. (Prime, as `GLOBAL_QUEUE_INTERVAL`.)
+pub(crate) const BALANCE_INTERVAL: u32 = 131;
+
 /// The most steps a worker runs between a process joining one of its
 /// nurseries and that process's step or its move to its level's queue
 /// (where `bound` takes over): two flushes, and the step under way.

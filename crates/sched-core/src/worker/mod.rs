@@ -31,7 +31,9 @@ use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, FORCE, IDLE, READY};
 use crate::record::{Body, RecordRef};
 use crate::runqueue::local::{self, Local};
-use crate::runqueue::order::{self, GLOBAL_QUEUE_INTERVAL, NEXT_SLOT_RUNS, NURSERY_FLUSH_INTERVAL};
+use crate::runqueue::order::{
+    self, BALANCE_INTERVAL, GLOBAL_QUEUE_INTERVAL, NEXT_SLOT_RUNS, NURSERY_FLUSH_INTERVAL,
+};
 use crate::runqueue::shares::Shares;
 use crate::runqueue::sleep::Sleepers;
 use crate::sync::{fence, spin_hint, thread, Arc};
@@ -384,6 +386,9 @@ impl Worker {
         if self.tick.is_multiple_of(NURSERY_FLUSH_INTERVAL) {
             self.flush_nursery();
         }
+        if self.tick.is_multiple_of(BALANCE_INTERVAL) {
+            self.balance();
+        }
         if self.tick.is_multiple_of(GLOBAL_QUEUE_INTERVAL) {
             if let Some(r) = self.take_global() {
                 return Some((r, true));
@@ -459,6 +464,53 @@ impl Worker {
                 intercept.ready(r.pid, r.priority(), Some(local.index), ahead, share);
             }
         });
+    }
+
+    /// Evens out one lane with one other worker (`BALANCE_INTERVAL`):
+    /// the other workers in turn, and on each the lanes highest level
+    /// first; the first lane where the other holds at least two more
+    /// processes waiting than this worker gives one here (the first of
+    /// its queue, else one of its nurseries), to the back of this
+    /// worker's queue. Reads a few queue lengths of one
+    /// other worker; writes only when it moves a process.
+    ///
+    /// Why: a worker that is never idle never steals, so processes stay
+    /// on the worker they landed on, and a group's or a level's share,
+    /// which each worker gives by its own turns, holds only on the
+    /// workers that have some of them: four processes of a group on one
+    /// of two workers got a quarter of the pool, not the half their
+    /// weight asked. A difference of two moves one (one leaves the
+    /// difference at zero): a lone process is never moved back and forth.
+    fn balance(&mut self) {
+        let others = self.shared.remotes.len();
+        if others < 2 || cfg!(loom) {
+            return;
+        }
+        let me = self.local.index;
+        let turn = (self.tick / BALANCE_INTERVAL) as usize % (others - 1);
+        let victim = (me + 1 + turn) % others;
+        let remote = &self.shared.remotes[victim];
+        let lanes = self.local.ready.len();
+        for lane in 0..lanes {
+            let theirs = remote.ready[lane].len()
+                + remote.nursery[lane].len()
+                + remote.nursery[lanes + lane].len();
+            if theirs < self.local.waiting(lane) + 2 {
+                continue;
+            }
+            let older = [
+                &remote.ready[lane],
+                &remote.nursery[lanes + lane],
+                &remote.nursery[lane],
+            ];
+            for stealer in older {
+                if let deque::Steal::Success(r) = stealer.steal() {
+                    bump(&self.counters().stolen, 1);
+                    self.push_ready_here(r);
+                    return;
+                }
+            }
+        }
     }
 
     /// An idle worker's last resort: a process that has waited at least
