@@ -765,3 +765,100 @@ fn a_few_low_processes_get_low_s_share_of_the_whole_pool_under_a_high_flood() {
         share * 100.0
     );
 }
+
+#[test]
+fn uneven_groups_get_their_weights_of_the_whole_pool() {
+    // Two workers; 3 spinning processes in a group of weight 1 and 3 000
+    // in a group of weight 3: a quarter of the pool's step time and three
+    // quarters, whatever the counts.
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .group("light", 1)
+        .group("heavy", 3)
+        .build();
+    let light = scheduler.context().group("light").expect("declared");
+    let heavy = scheduler.context().group("heavy").expect("declared");
+    let steps = Arc::new(AtomicU64::new(0));
+    let mut all = Vec::new();
+    for (group, n) in [(heavy, 3_000), (light, 3)] {
+        for _ in 0..n {
+            let busy = Busy {
+                group,
+                spin: Duration::from_micros(20),
+                steps: steps.clone(),
+            };
+            all.push(scheduler.spawn(busy).expect("spawned"));
+        }
+    }
+    scheduler.start();
+    let share = pool_share(
+        &scheduler,
+        light,
+        Duration::from_millis(300),
+        Duration::from_secs(1),
+    );
+    eprintln!(
+        "3 processes of weight 1 against 3 000 of weight 3: {:.1} % of the pool",
+        share * 100.0
+    );
+    for done in &all {
+        let _ = scheduler.send(done.pid(), ());
+    }
+    for done in all {
+        done.wait().unwrap();
+    }
+    assert!(
+        (0.18..=0.32).contains(&share),
+        "the light group got {:.1} % of the pool, not about a quarter",
+        share * 100.0
+    );
+}
+
+/// Spins 100 µs once, notes the thread it ran on, and finishes.
+struct OneStep(Arc<std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>>);
+
+impl Process for OneStep {
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_micros(100) {
+            std::hint::spin_loop();
+        }
+        self.0.lock().unwrap().insert(std::thread::current().id());
+        out.finish(());
+        Ok(())
+    }
+}
+
+#[test]
+fn processes_spawned_from_outside_are_stepped_on_both_busy_workers() {
+    // Two workers busy with 2 000 spinning processes; 200 one-step
+    // processes spawned from outside meanwhile are stepped on both.
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let steps = Arc::new(AtomicU64::new(0));
+    let flood: Vec<_> = (0..2_000)
+        .map(|_| {
+            let busy = Busy {
+                group: Group::DEFAULT,
+                spin: Duration::from_micros(20),
+                steps: steps.clone(),
+            };
+            scheduler.spawn(busy).expect("spawned")
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let threads = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+    let ones: Vec<_> = (0..200)
+        .map(|_| scheduler.spawn(OneStep(threads.clone())).expect("spawned"))
+        .collect();
+    for done in ones {
+        done.wait().unwrap();
+    }
+    for done in &flood {
+        let _ = scheduler.send(done.pid(), ());
+    }
+    for done in flood {
+        done.wait().unwrap();
+    }
+    assert_eq!(threads.lock().unwrap().len(), 2, "stepped on both workers");
+}
