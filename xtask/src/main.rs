@@ -28,6 +28,7 @@
 
 mod bench_report;
 mod cmd;
+mod docnames;
 mod doors;
 mod layers;
 mod leak;
@@ -70,6 +71,8 @@ commands:
   mutants [NAME] apply each mutation of the table (or the one named), run
                  the command that must catch it, restore; fails if any
                  mutation survives
+  docnames       the tests, files and members of our types the docs quote
+                 exist in the code
   doors [--list] count the public surface (spawn/send/ask doors, Output
                  and Context methods, root names) against its targets
   help           this text
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Some("tsan") => tsan::tsan(args.get(1).map(String::as_str)),
         Some("leak") => leak::leak(true),
         Some("layers") => layers::layers(),
+        Some("docnames") => docnames::docnames(),
         Some("doors") => doors::doors(args.iter().any(|a| a == "--list")),
         Some("mutants") => mutants::mutants(args.get(1).map(String::as_str)),
         Some("bench") => match args.get(1).map(String::as_str) {

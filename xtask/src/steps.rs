@@ -336,6 +336,7 @@ pub(crate) fn ci(full: bool) -> Result<(), String> {
         )
     })?;
     step("layers", crate::layers::layers)?;
+    step("docnames", crate::docnames::docnames)?;
     // A progress report, not a gate: the counts only print.
     step("doors", || crate::doors::doors(false))?;
     step("nats-server", ensure_nats_server)?;
