@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use relay::{Package, Payload, Pid, Receiver};
+use relay::{Package, Payload, Pid};
 use sched_core::{BoxError, Engine, Event, Events, InitContext, InitError, Output, Process, Spawn};
 
 const WORKERS: usize = 2;
@@ -231,7 +231,8 @@ fn ours_memory(messaged: bool) -> f64 {
         let from = Pid::local(0);
         for &pid in &pids[1_000..] {
             engine
-                .send(Package::new(from, pid, ()))
+                .context()
+                .forward(Package::new(from, pid, ()))
                 .expect("the idle process is alive");
         }
         wait_for(&started, 1_000 + 2 * IDLE_PROCESSES);

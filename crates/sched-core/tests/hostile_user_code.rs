@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use common::*;
-use relay::{Package, Payload, Pid, Receiver};
+use relay::{Package, Payload, Pid};
 use sched_core::*;
 
 /// A payload whose `Drop` panics.
@@ -45,7 +45,8 @@ fn a_panicking_drop_in_an_unread_message_does_not_kill_the_worker() {
     });
     let handle = submit(&engine, 1, ignores);
     engine
-        .send(Package::new(Pid::local(99), Pid::local(1), Bomb))
+        .context()
+        .forward(Package::new(Pid::local(99), Pid::local(1), Bomb))
         .expect("queued before the first step");
     engine.start();
     wait(handle).expect("done");
@@ -63,7 +64,8 @@ fn a_panicking_drop_in_a_terminated_process_queue_does_not_kill_the_worker() {
     });
     let handle = submit(&engine, 1, deaf);
     engine
-        .send(Package::new(Pid::local(99), Pid::local(1), Bomb))
+        .context()
+        .forward(Package::new(Pid::local(99), Pid::local(1), Bomb))
         .expect("delivered");
     engine.context().terminate(Pid::local(1)).expect("live");
     assert!(matches!(wait(handle), Err(ExitError::Terminated)));
@@ -203,7 +205,8 @@ fn events_a_step_does_not_read_are_its_next_step_s_first_events() {
     let handle = submit(&engine, 1, one_at_a_time);
     for n in 1..=5u64 {
         engine
-            .send(Package::new(Pid::local(99), Pid::local(1), n))
+            .context()
+            .forward(Package::new(Pid::local(99), Pid::local(1), n))
             .unwrap();
     }
     engine.start();
@@ -233,7 +236,8 @@ fn events_left_unread_by_a_finished_process_are_dead_letters() {
     let handle = submit(&engine, 1, reads_one);
     for n in 0..4u64 {
         engine
-            .send(Package::new(Pid::local(99), Pid::local(1), n))
+            .context()
+            .forward(Package::new(Pid::local(99), Pid::local(1), n))
             .unwrap();
     }
     engine.start();

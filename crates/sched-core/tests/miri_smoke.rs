@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use relay::{Package, Pid, Receiver};
+use relay::{Package, Pid};
 use sched_core::*;
 
 #[test]
@@ -27,11 +27,13 @@ fn a_small_mixed_workload_runs_clean() {
     let inbox = submit(&engine, 10, Inbox::new());
     for n in 0..3u64 {
         engine
-            .send(Package::new(Pid::local(0), Pid::local(10), n))
+            .context()
+            .forward(Package::new(Pid::local(0), Pid::local(10), n))
             .unwrap();
     }
     engine
-        .send(Package::new(Pid::local(0), Pid::local(10), "stop"))
+        .context()
+        .forward(Package::new(Pid::local(0), Pid::local(10), "stop"))
         .unwrap();
     let blocked = submit(&engine, 11, Counter::new(1, NEVER));
     let mut counters = counters.into_iter();

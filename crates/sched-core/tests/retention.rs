@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Mutex;
 
 use common::*;
-use relay::{Package, Pid, Receiver};
+use relay::{Package, Pid};
 use sched_core::*;
 
 /// Counts the bytes currently allocated through it.
@@ -97,7 +97,8 @@ fn a_burst_of_events_does_not_leave_its_buffer_behind() {
     let handle = submit(&engine, 1, reads_all);
     for n in 0..200_000u64 {
         engine
-            .send(Package::new(Pid::local(9), Pid::local(1), n))
+            .context()
+            .forward(Package::new(Pid::local(9), Pid::local(1), n))
             .unwrap();
     }
     engine.start();
@@ -239,7 +240,8 @@ fn bytes_per_timer_waiter(engine: &Engine, id_base: u64, n: u64, message: bool) 
         // stay behind.
         for id in id_base..id_base + n {
             engine
-                .send(Package::new(Pid::local(9), Pid::local(id), 1u8))
+                .context()
+                .forward(Package::new(Pid::local(9), Pid::local(id), 1u8))
                 .unwrap();
         }
     }

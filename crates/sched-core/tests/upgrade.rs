@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use relay::{Package, Payload, Pid, Receiver};
+use relay::{Package, Payload, Pid};
 use sched_core::*;
 
 /// What happened to one process instance.
@@ -196,14 +196,18 @@ fn pending_and_later_messages_reach_the_new_process_under_the_same_pid() {
     let handle = submit(&engine, 1, Box::new(v1));
     // Before the first step: all of these wait in the queue together.
     for text in ["a", "b", "upgrade", "c", "d"] {
-        engine.send(message(1, text)).expect("queued");
+        engine.context().forward(message(1, text)).expect("queued");
     }
     engine.start();
     eventually("the new process ran", || v2_tally.steps.load(SeqCst) > 0);
     // After the upgrade, the route is the same.
-    engine.send(message(1, "e")).expect("the PID still routes");
     engine
-        .send(message(1, "stop"))
+        .context()
+        .forward(message(1, "e"))
+        .expect("the PID still routes");
+    engine
+        .context()
+        .forward(message(1, "stop"))
         .expect("the PID still routes");
     assert_eq!(done_u64(wait(handle)), 5, "a, b, c, d, e: none lost");
     assert_eq!(v1_tally.counts(), (1, 1, 1));
@@ -241,7 +245,10 @@ fn completions_of_commands_yielded_before_the_upgrade_reach_the_new_process() {
     });
     let handle = submit(&engine, 1, Box::new(v1));
     eventually("the first step ran", || v1_tally.steps.load(SeqCst) > 0);
-    engine.send(message(1, "upgrade")).expect("queued");
+    engine
+        .context()
+        .forward(message(1, "upgrade"))
+        .expect("queued");
     assert_eq!(done_u64(wait(handle)), 7);
     assert_eq!(v1_tally.counts(), (1, 1, 1));
     assert_eq!(v2_tally.counts(), (1, 1, 1));
@@ -255,7 +262,10 @@ fn a_failed_init_ends_with_an_upgrade_error_and_closes_only_the_old_process() {
     });
     let (v1, v1_tally) = instance(upgrades_to(v2));
     let handle = submit(&engine, 1, Box::new(v1));
-    engine.send(message(1, "pending")).expect("queued");
+    engine
+        .context()
+        .forward(message(1, "pending"))
+        .expect("queued");
     engine.start();
     let error = wait(handle).expect_err("the upgrade failed");
     assert!(
@@ -270,7 +280,7 @@ fn a_failed_init_ends_with_an_upgrade_error_and_closes_only_the_old_process() {
     assert_eq!(v2_tally.counts(), (1, 0, 1), "no close after a failed init");
     // The process is gone: its PID no longer routes, and the message it
     // never read is a dead letter.
-    assert!(engine.send(message(1, "late")).is_err());
+    assert!(engine.context().forward(message(1, "late")).is_err());
     assert_eq!(engine.context().stats().dead_letters, 1);
     assert_eq!(engine.context().stats().totals().upgrades, 0);
 }

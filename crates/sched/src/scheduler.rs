@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use relay::{Package, Pid, Receiver, SendError};
+use relay::{Pid, SendError};
 
 use crate::builder::SchedulerBuilder;
 use sched_core::{
@@ -332,11 +332,5 @@ impl Scheduler {
     /// ```
     pub fn processes(&self) -> Vec<ProcessInfo> {
         self.engine.context().processes()
-    }
-}
-
-impl Receiver for Scheduler {
-    fn send(&self, package: Package) -> Result<(), SendError> {
-        self.engine.send(package)
     }
 }

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sched::message::{into_payload, Receiver, SendErrorKind};
+use sched::message::{into_payload, SendErrorKind};
 use sched::prelude::*;
 use sched::process::SubmitError;
 
@@ -163,9 +163,8 @@ fn send_to_and_the_receiver_trait_deliver_messages() {
                 .at(Pid::local(2)),
         )
         .unwrap();
-    let receiver: &dyn Receiver = &s;
-    receiver
-        .send(Package::new(Pid::local(0), Pid::local(2), 9u8))
+    s.context()
+        .forward(Package::new(Pid::local(0), Pid::local(2), 9u8))
         .unwrap();
     assert_eq!(b.wait().unwrap().downcast_ref::<u8>(), Some(&9));
 
@@ -239,4 +238,20 @@ fn a_submit_racing_shutdown_is_refused_or_reports_its_outcome() {
 fn into_payload_does_not_box_twice() {
     let p = into_payload(into_payload(3i16));
     assert_eq!(p.downcast_ref::<i16>(), Some(&3));
+}
+
+/// With every message name imported by glob, a send through an
+/// `Arc<Scheduler>` is the scheduler's own `send` (a target and a
+/// message), not a trait's that takes a package.
+mod glob_imported {
+    use sched::message::*;
+    use sched::prelude::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_send_through_an_arc_is_the_scheduler_s() {
+        let scheduler = Arc::new(Scheduler::builder().workers(1).build());
+        let err = scheduler.send(Pid::local(9), "hello").unwrap_err();
+        assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
+    }
 }

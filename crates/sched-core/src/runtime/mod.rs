@@ -10,8 +10,6 @@ pub use builder::Builder;
 
 use std::time::Duration;
 
-use relay::{Package, SendError};
-
 use crate::engine::shared::Shared;
 use crate::engine::{Context, ShutdownReport};
 use crate::sync::Arc;
@@ -98,13 +96,6 @@ impl Engine {
 impl crate::engine::AsContext for Engine {
     fn context(&self) -> &Context {
         Engine::context(self)
-    }
-}
-
-impl relay::Receiver for Engine {
-    /// Delivers a message to its target process.
-    fn send(&self, package: Package) -> Result<(), SendError> {
-        self.shared.send(package)
     }
 }
 

@@ -80,7 +80,8 @@ fn terminating_a_blocked_process_ends_it_with_terminated() {
     assert_eq!(closes.get(), 1);
     assert_eq!(
         engine
-            .send(Package::new(Pid::local(0), Pid::local(1), ()))
+            .context()
+            .forward(Package::new(Pid::local(0), Pid::local(1), ()))
             .unwrap_err()
             .kind(),
         SendErrorKind::UnknownTarget
@@ -116,7 +117,10 @@ fn a_send_right_after_terminate_is_delivered_or_refused_cleanly() {
     for i in 0..50 {
         let h = submit(&engine, i, Inbox::new());
         engine.context().terminate(Pid::local(i)).unwrap();
-        match engine.send(Package::new(Pid::local(0), Pid::local(i), ())) {
+        match engine
+            .context()
+            .forward(Package::new(Pid::local(0), Pid::local(i), ()))
+        {
             Ok(()) => {}
             Err(e) => assert!(matches!(
                 e.kind(),
@@ -156,7 +160,8 @@ fn a_live_pid_cannot_be_submitted_twice_and_keeps_its_route() {
         .unwrap_err();
     assert!(matches!(err, SubmitError::DuplicatePid(p) if p == Pid::local(5)));
     engine
-        .send(Package::new(Pid::local(0), Pid::local(5), "stop"))
+        .context()
+        .forward(Package::new(Pid::local(0), Pid::local(5), "stop"))
         .unwrap();
     assert_eq!(done_u64(wait(first)), 0);
     // Once it has ended the PID is free again.

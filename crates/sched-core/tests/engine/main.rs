@@ -9,7 +9,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use common::*;
-use relay::{Package, Pid, Receiver, SendErrorKind};
+use relay::{Package, Pid, SendErrorKind};
 use sched_core::*;
 
 mod hooks;

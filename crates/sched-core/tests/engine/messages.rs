@@ -9,15 +9,18 @@ fn messages_reach_a_process_by_pid_and_finished_pids_are_unknown() {
     let h = submit(&engine, 7, Inbox::new());
     for i in 0..3 {
         engine
-            .send(Package::new(Pid::local(0), Pid::local(7), i as u64))
+            .context()
+            .forward(Package::new(Pid::local(0), Pid::local(7), i as u64))
             .unwrap();
     }
     engine
-        .send(Package::new(Pid::local(0), Pid::local(7), "stop"))
+        .context()
+        .forward(Package::new(Pid::local(0), Pid::local(7), "stop"))
         .unwrap();
     assert_eq!(done_u64(wait(h)), 3);
     let err = engine
-        .send(Package::new(Pid::local(0), Pid::local(7), 1u8))
+        .context()
+        .forward(Package::new(Pid::local(0), Pid::local(7), 1u8))
         .unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
     assert_eq!(err.target(), Pid::local(7));
@@ -32,7 +35,8 @@ fn messages_reach_a_process_by_pid_and_finished_pids_are_unknown() {
 fn sending_to_an_unknown_pid_fails_naming_it() {
     let engine = started(1);
     let err = engine
-        .send(Package::new(Pid::local(1), Pid::local(404), ()))
+        .context()
+        .forward(Package::new(Pid::local(1), Pid::local(404), ()))
         .unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::UnknownTarget);
     assert!(err.to_string().contains("<0.404>"), "{err}");
@@ -48,7 +52,8 @@ fn a_message_sent_right_after_submit_is_never_lost() {
             let engine = &engine;
             move || {
                 engine
-                    .send(Package::new(Pid::local(0), pid, "stop"))
+                    .context()
+                    .forward(Package::new(Pid::local(0), pid, "stop"))
                     .unwrap()
             }
         };
@@ -75,7 +80,10 @@ fn dead_letters_are_counted() {
     let mut refused = 0;
     let mut accepted = 0;
     for _ in 0..10 {
-        match engine.send(Package::new(Pid::local(0), Pid::local(1), ())) {
+        match engine
+            .context()
+            .forward(Package::new(Pid::local(0), Pid::local(1), ()))
+        {
             Ok(()) => accepted += 1,
             Err(_) => refused += 1,
         }
@@ -92,11 +100,13 @@ fn a_full_mailbox_refuses_and_hands_the_message_back() {
     let _h = submit(&engine, 1, Inbox::new());
     for i in 0..2u32 {
         engine
-            .send(Package::new(Pid::local(0), Pid::local(1), i))
+            .context()
+            .forward(Package::new(Pid::local(0), Pid::local(1), i))
             .unwrap();
     }
     let err = engine
-        .send(Package::new(Pid::local(0), Pid::local(1), 2u32))
+        .context()
+        .forward(Package::new(Pid::local(0), Pid::local(1), 2u32))
         .unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::Full);
     assert_eq!(err.into_package().downcast::<u32>().ok(), Some(2));
@@ -104,7 +114,8 @@ fn a_full_mailbox_refuses_and_hands_the_message_back() {
     // Once drained, there is room again.
     let deadline = Instant::now() + PATIENCE;
     while engine
-        .send(Package::new(Pid::local(0), Pid::local(1), 3u32))
+        .context()
+        .forward(Package::new(Pid::local(0), Pid::local(1), 3u32))
         .is_err()
     {
         assert!(Instant::now() < deadline, "the mailbox never drained");
@@ -132,7 +143,8 @@ fn dead_letters_reach_the_hook() {
     let h = submit(&engine, 1, Inbox::new());
     for i in 0..3u32 {
         engine
-            .send(Package::new(Pid::local(0), Pid::local(1), i))
+            .context()
+            .forward(Package::new(Pid::local(0), Pid::local(1), i))
             .unwrap();
     }
     engine.context().terminate(Pid::local(1)).unwrap();
@@ -193,7 +205,8 @@ fn a_pid_taken_anew_gets_messages_sent_through_a_worker_s_route_cache() {
     };
     let forward = |n: u32| {
         engine
-            .send(Package::new(Pid::local(0), Pid::local(1), n))
+            .context()
+            .forward(Package::new(Pid::local(0), Pid::local(1), n))
             .unwrap();
         results
             .recv_timeout(PATIENCE)

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use relay::{Package, Payload, Pid, Receiver as _};
+use relay::{Package, Payload, Pid};
 use sched_core::*;
 
 /// Completes inside the handler call.
@@ -346,7 +346,10 @@ pub fn serve_messages(engine: &Engine, asks: mpsc::Receiver<(Pid, u8)>) -> (u64,
     let (mut sent, mut refused) = (0, 0);
     for (pid, n) in asks {
         for _ in 0..n {
-            match engine.send(Package::new(Pid::local(0), pid, pid.id())) {
+            match engine
+                .context()
+                .forward(Package::new(Pid::local(0), pid, pid.id()))
+            {
                 Ok(()) => sent += 1,
                 Err(_) => refused += 1,
             }
