@@ -62,7 +62,7 @@ use std::sync::Arc;
 /// let one = Engine::builder().workers(1).node(1).remote(wire.clone()).build();
 /// let _two = Engine::builder().workers(1).node(2).remote(wire.clone()).build();
 /// // Node 2 has no process 9: the refusal comes back through the transport.
-/// let err = one.send(Package::new(Pid::OUTSIDE, Pid::new(2, 9), "hi")).unwrap_err();
+/// let err = one.context().forward(Package::new(Pid::OUTSIDE, Pid::new(2, 9), "hi")).unwrap_err();
 /// assert_eq!(err.target(), Pid::new(2, 9));
 /// ```
 pub trait RemoteTransport: Send + Sync + fmt::Debug {

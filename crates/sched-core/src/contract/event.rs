@@ -20,7 +20,7 @@ use crate::contract::timer_id::TimerId;
 ///
 /// ```
 /// use sched::prelude::*;
-/// let e = Event::Completion { tag: Tag(1), result: Ok(Box::new(42u32)) };
+/// let e: Event = Event::Completion { tag: Tag(1), result: Ok(Box::new(42u32)) };
 /// assert!(matches!(e, Event::Completion { tag: Tag(1), .. }));
 /// ```
 #[non_exhaustive]
