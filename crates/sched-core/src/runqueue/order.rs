@@ -43,7 +43,10 @@
 //! [`GLOBAL_QUEUE_INTERVAL`] ticks by the same turns, up to 16 at a time,
 //! into the tails of its own queues, and also whenever its own queues are
 //! empty. A thief takes the oldest half of a victim's first non-empty
-//! queue, highest level first, queues before nurseries.
+//! queue, highest level first, queues before nurseries. Every
+//! [`BALANCE_INTERVAL`] ticks a busy worker may take the first process of
+//! a lane where another worker has at least two more waiting than it has,
+//! and run it at once (its wait there only ends sooner).
 //!
 //! # The bound
 //!
@@ -57,8 +60,9 @@
 //! - its level has at least `turns` of every 16 picks, so those come
 //!   within `16 * ceil((ahead + 1) / turns)` picks;
 //! - each pick is followed by at most `NEXT_SLOT_RUNS` steps of its chain
-//!   (the `next` slot and the nursery), and one tick in
-//!   `GLOBAL_QUEUE_INTERVAL` takes from the global queues instead;
+//!   (the `next` slot and the nursery), one tick in
+//!   `GLOBAL_QUEUE_INTERVAL` takes from the global queues instead, and one
+//!   in `BALANCE_INTERVAL` may run a process taken from another worker;
 //! - one more step for the step under way, and one more place for the
 //!   process that step requeues itself ahead of it when it was displaced
 //!   from the `next` slot.
@@ -125,7 +129,7 @@ pub(crate) const NURSERY_FLUSH_INTERVAL: u32 = 127;
 /// Every this many ticks a busy worker evens out one lane (level and
 /// group) with one other worker, taken in turn: when the other holds at
 /// least two more of the lane's processes waiting than this one does, it
-/// takes the oldest (see the worker's `balance`). Idle workers steal;
+/// takes the first one and runs it at once (see the worker's `balance`). Idle workers steal;
 /// this is for workers that never are, so that a level's or a group's
 /// share holds across the pool and not only on the worker its processes
 /// happened to land on. (Prime, as `GLOBAL_QUEUE_INTERVAL`.)
@@ -163,7 +167,10 @@ pub(crate) fn bound(level: Priority, ahead: usize, share: u64) -> u64 {
     let turns = turns(level);
     let picks = TURNS.len() as u64 * needed.div_ceil(turns);
     let ticks = picks * (1 + u64::from(NEXT_SLOT_RUNS));
-    ticks + ticks.div_ceil(u64::from(GLOBAL_QUEUE_INTERVAL) - 1) + 1
+    ticks
+        + ticks.div_ceil(u64::from(GLOBAL_QUEUE_INTERVAL) - 1)
+        + ticks.div_ceil(u64::from(BALANCE_INTERVAL) - 1)
+        + 1
 }
 
 #[cfg(test)]
@@ -203,7 +210,9 @@ mod tests {
         assert!(bound(Priority::Normal, 100, 1) < bound(Priority::Low, 100, 1));
         // A `Low` process behind one other: two of its turns, each of
         // which may be 16 picks away, each pick followed by 3 `next` runs.
-        assert_eq!(bound(Priority::Low, 0, 1), 16 * 2 * 4 + 3 + 1);
+        // 128 ticks, 3 taken by the global queues, 1 by a balance, and
+        // the step under way.
+        assert_eq!(bound(Priority::Low, 0, 1), 16 * 2 * 4 + 3 + 1 + 1);
         assert!(bound(Priority::Low, 0, 3) > bound(Priority::Low, 0, 1));
     }
 }

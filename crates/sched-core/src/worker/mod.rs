@@ -48,6 +48,10 @@ const NEXT_SLOT_PATIENCE: std::time::Duration = std::time::Duration::from_micros
 /// How often the one parked worker that watches (while others are busy)
 /// looks for a process waiting in a busy worker's `next` slot.
 const HIDDEN_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
+/// The most lanes one `balance` look reads of another worker (three
+/// queue lengths each): with many groups, a look costs the same as with
+/// few, and the lanes are covered over successive looks.
+const BALANCE_LANES: usize = 8;
 /// How many processes a worker moves from the global queue to its deque in
 /// one go, besides the one it runs.
 const GLOBAL_BATCH: usize = 16;
@@ -78,6 +82,8 @@ struct Worker {
     turn: u32,
     /// Takes from the global queues so far (their turns, the same way).
     global_turn: u32,
+    /// The lane `balance` looks at first next time.
+    balance_lane: usize,
     /// Consecutive runs from the `next` slot.
     next_runs: u32,
     /// Its passes per lane (see `shares.rs`); unused without groups.
@@ -163,6 +169,7 @@ impl Worker {
             tick: 0,
             turn: 0,
             global_turn: 0,
+            balance_lane: 0,
             next_runs: 0,
             shares,
             chain: 0,
@@ -386,11 +393,13 @@ impl Worker {
         if self.tick.is_multiple_of(NURSERY_FLUSH_INTERVAL) {
             self.flush_nursery();
         }
-        if self.tick.is_multiple_of(BALANCE_INTERVAL) {
-            self.balance();
-        }
         if self.tick.is_multiple_of(GLOBAL_QUEUE_INTERVAL) {
             if let Some(r) = self.take_global() {
+                return Some((r, true));
+            }
+        }
+        if self.tick.is_multiple_of(BALANCE_INTERVAL) {
+            if let Some(r) = self.balance() {
                 return Some((r, true));
             }
         }
@@ -467,12 +476,14 @@ impl Worker {
     }
 
     /// Evens out one lane with one other worker (`BALANCE_INTERVAL`):
-    /// the other workers in turn, and on each the lanes highest level
-    /// first; the first lane where the other holds at least two more
-    /// processes waiting than this worker gives one here (the first of
-    /// its queue, else one of its nurseries), to the back of this
-    /// worker's queue. Reads a few queue lengths of one
-    /// other worker; writes only when it moves a process.
+    /// the other workers in turn, and on each up to `BALANCE_LANES`
+    /// lanes, from where the last look stopped. The first lane where the
+    /// other holds at least two more processes waiting than this worker
+    /// gives one (the first of its queue, else one of its nurseries),
+    /// which this worker runs at once: it was next or nearly next there,
+    /// so its wait only ends sooner (the steal costs this worker's own
+    /// queues one step, which `order::bound` counts). Reads a few queue
+    /// lengths of one other worker; writes only when it takes a process.
     ///
     /// Why: a worker that is never idle never steals, so processes stay
     /// on the worker they landed on, and a group's or a level's share,
@@ -481,36 +492,37 @@ impl Worker {
     /// of two workers got a quarter of the pool, not the half their
     /// weight asked. A difference of two moves one (one leaves the
     /// difference at zero): a lone process is never moved back and forth.
-    fn balance(&mut self) {
+    fn balance(&mut self) -> Option<RecordRef> {
         let others = self.shared.remotes.len();
         if others < 2 || cfg!(loom) {
-            return;
+            return None;
         }
         let me = self.local.index;
         let turn = (self.tick / BALANCE_INTERVAL) as usize % (others - 1);
-        let victim = (me + 1 + turn) % others;
-        let remote = &self.shared.remotes[victim];
+        let remote = &self.shared.remotes[(me + 1 + turn) % others];
         let lanes = self.local.ready.len();
-        for lane in 0..lanes {
+        for _ in 0..lanes.min(BALANCE_LANES) {
+            let lane = self.balance_lane % lanes;
+            self.balance_lane = self.balance_lane.wrapping_add(1);
             let theirs = remote.ready[lane].len()
                 + remote.nursery[lane].len()
                 + remote.nursery[lanes + lane].len();
             if theirs < self.local.waiting(lane) + 2 {
                 continue;
             }
-            let older = [
+            let queues = [
                 &remote.ready[lane],
-                &remote.nursery[lanes + lane],
                 &remote.nursery[lane],
+                &remote.nursery[lanes + lane],
             ];
-            for stealer in older {
+            for stealer in queues {
                 if let deque::Steal::Success(r) = stealer.steal() {
                     bump(&self.counters().stolen, 1);
-                    self.push_ready_here(r);
-                    return;
+                    return Some(r);
                 }
             }
         }
+        None
     }
 
     /// An idle worker's last resort: a process that has waited at least

@@ -8,9 +8,10 @@
 //! ahead of it); the observer counts each worker's steps and checks the
 //! wait at the process's step. A wait is checked when the process is
 //! stepped by the worker it last queued on. One stepped elsewhere was
-//! moved by a worker whose own queues were empty (a thief, or one taking
-//! from another's `next` slot): its wait ended sooner than it would have,
-//! and is counted as moved, not checked. A wait in a global queue is
+//! moved (by a thief, a busy worker balancing, or one taking from
+//! another's `next` slot): its wait ended sooner than it would have, is
+//! counted as moved, and what it waited on the worker it left is checked
+//! against that worker's bound. A wait in a global queue is
 //! checked when a worker takes the process in, against the global bound:
 //! every worker takes from the global queues every
 //! `GLOBAL_QUEUE_INTERVAL` ticks, by turns, at least one process of the
@@ -323,6 +324,28 @@ impl Check {
                 waited: self.steps_of(node, worker) - since,
                 bound: waiting.bound(),
             }),
+            // Moved (a thief, a balancing worker, or one taking from
+            // another's `next` slot): the wait ended sooner than it would
+            // have, and what it waited on the worker it left must still be
+            // within that worker's bound.
+            Some(
+                waiting @ Waiting {
+                    place: Place::Worker { worker: w, since },
+                    ..
+                },
+            ) => {
+                self.report.moved += 1;
+                self.judge(Wait {
+                    pid,
+                    priority: waiting.priority,
+                    worker: w,
+                    global: false,
+                    nursery: waiting.nursery,
+                    ahead: waiting.ahead,
+                    waited: self.steps_of(node, w) - since,
+                    bound: waiting.bound(),
+                })
+            }
             Some(_) => {
                 self.report.moved += 1;
                 None
