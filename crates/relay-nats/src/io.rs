@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::codec::Content;
 use crate::config::{announce_subject, frame_subject, inbox_subject, members_subject, sender_of};
+use crate::error::LinkError;
 use crate::membership::{announcement, beat, read_announcement, read_confirmations, Change, Kind};
 use crate::sequence::Seen;
 use crate::stats::Counters;
@@ -66,7 +67,16 @@ pub(crate) async fn run(
                     // not published. Queued before the loss, it would
                     // otherwise be published after the count, into no
                     // counter at all.
-                    if let Some(gone) = inner.members.unreachable(to) {
+                    // Declared down or gone, not merely being reset: a
+                    // node this one is resetting with may not have lost
+                    // this one (only this node's connection dropped), and
+                    // delivers what is published to it before the reset
+                    // (or, if it did lose this one, drops it counting it
+                    // `fenced`).
+                    let lost = inner.members.unreachable(to).filter(|gone| {
+                        matches!(gone, LinkError::NodeDown(_) | LinkError::NodeLeft(_))
+                    });
+                    if let Some(gone) = lost {
                         drop(numbers);
                         Counters::add(&inner.counters.abandoned, 1);
                         tracing::debug!(node = to, %gone, "a message queued for a node lost meanwhile was not published");
@@ -123,6 +133,15 @@ pub(crate) async fn run(
                 tokio::spawn(work);
             }
             Command::Close => break,
+        }
+    }
+    // A send that checked `closed` just before the transport closed may
+    // have queued its frame behind `Close`: not published, so counted.
+    commands.close();
+    while let Ok(command) = commands.try_recv() {
+        if let Command::Publish { .. } = command {
+            Counters::add(&inner.counters.abandoned, 1);
+            inner.pending.fetch_sub(1, AcqRel);
         }
     }
     if let (Some(me), Some(store)) = (node, inner.names.get()) {

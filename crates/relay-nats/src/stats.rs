@@ -72,10 +72,10 @@ pub struct TransportStats {
     /// there, counted lost there, or counted here, never nothing.
     pub unconfirmed: u64,
     /// Messages accepted for another node (the send returned `Ok`) that
-    /// this transport lost before it published them: the node was declared
-    /// down, left, or is being reset (this node lost the server, or the
-    /// node). Not published, so never delivered. Every accepted message is
-    /// counted once, in `published`, `publish_failed` or here.
+    /// this transport did not publish: the node was declared down or had
+    /// left by the time their turn came, or the transport closed. Never
+    /// delivered. Every accepted message is counted once, in `published`,
+    /// `publish_failed` or here.
     pub abandoned: u64,
 }
 
