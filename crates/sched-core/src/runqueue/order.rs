@@ -128,12 +128,16 @@ pub(crate) const NURSERY_FLUSH_INTERVAL: u32 = 127;
 
 /// Every this many ticks a busy worker evens out one lane (level and
 /// group) with one other worker, taken in turn: when the other holds at
-/// least two more of the lane's processes waiting than this one does, it
-/// takes the first one and runs it at once (see the worker's `balance`). Idle workers steal;
-/// this is for workers that never are, so that a level's or a group's
-/// share holds across the pool and not only on the worker its processes
-/// happened to land on. (Prime, as `GLOBAL_QUEUE_INTERVAL`.)
-pub(crate) const BALANCE_INTERVAL: u32 = 131;
+/// least twice as many of the lane's processes waiting as this one does,
+/// and two more, it takes the first one and runs it at once (see the
+/// worker's `balance`). Idle workers steal; this is for workers that never
+/// are, so that a level's or a group's share holds across the pool and not
+/// only on the worker its processes happened to land on. Rare, because a
+/// look reads lines the other worker writes at every step: every 131
+/// ticks, the looks alone cost a 200-process `yield-many` a tenth of its
+/// speed; every 1 021, nothing measurable. (Prime, as
+/// `GLOBAL_QUEUE_INTERVAL`.)
+pub(crate) const BALANCE_INTERVAL: u32 = 1021;
 
 /// The most steps a worker runs between a process joining one of its
 /// nurseries and that process's step or its move to its level's queue
