@@ -480,8 +480,8 @@ impl Worker {
     /// lanes, from where the last look stopped. The first lane where the
     /// other holds at least twice as many processes waiting as this
     /// worker, and two more, gives one (the first of its queue, else one
-    /// of its nurseries),
-    /// which this worker runs at once: it was next or nearly next there,
+    /// of its nurseries), which this worker runs at once: it was next or
+    /// nearly next there,
     /// so its wait only ends sooner (the steal costs this worker's own
     /// queues one step, which `order::bound` counts). Reads a few queue
     /// lengths of one other worker; writes only when it takes a process.
@@ -494,9 +494,9 @@ impl Worker {
     /// weight asked. Only a lane that is far out of balance moves: a
     /// lane evenly spread (as every lane of 200 processes continuing on
     /// two workers is, give or take a few) moves nothing, where "two
-    /// more" alone moved one in ten looks and cost that workload 40 % of
-    /// its speed (cold records on the thief, and the victim's queue line
-    /// pulled away). Four on one worker and none on the other move one,
+    /// more", looked for every 131 ticks, cost that workload 40 % of its
+    /// speed (the looks alone, at that rate, about 15 %: see
+    /// `BALANCE_INTERVAL`). Four on one worker and none on the other move one,
     /// then a second look finds three against one and stops: each worker
     /// has some of the lane, which is all its share needs.
     fn balance(&mut self) -> Option<RecordRef> {
