@@ -623,8 +623,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "relay-nats-backlog-published-after-the-node-is-down",
         file: "crates/relay-nats/src/io.rs",
-        original: "                    if let Some(gone) = inner.members.unreachable(to) {\n",
-        replacement: "                    if let Some(gone) = inner.members.unreachable(to).filter(|_| false) {\n",
+        original: "                    if let Some(gone) = lost {\n",
+        replacement: "                    if let Some(gone) = lost.filter(|_| false) {\n",
         catcher: &NATS_BACKLOG_ACCOUNTING,
     },
     Mutation {
