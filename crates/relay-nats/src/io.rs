@@ -24,8 +24,13 @@ const CLOSE_FLUSH: Duration = Duration::from_secs(2);
 
 /// Work for the transport's thread, in the order it was queued.
 pub(crate) enum Command {
-    /// Publish a frame (not yet stamped) to `node`.
-    Publish { node: u32, frame: Vec<u8> },
+    /// Publish a frame (not yet stamped) to `node`'s run `addressed` (the
+    /// one known when the send was accepted; 0: none heard of yet).
+    Publish {
+        node: u32,
+        frame: Vec<u8>,
+        addressed: u64,
+    },
     /// Publish a control frame (not yet stamped) to `node`'s transport
     /// (`reset.rs`): in order with the frames queued before it, but not
     /// numbered (a lost one is repeated, not a lost message) nor counted
@@ -56,8 +61,9 @@ pub(crate) async fn run(
             Command::Publish {
                 node: to,
                 mut frame,
+                addressed,
             } => {
-                let seq = {
+                let (seq, current) = {
                     let mut numbers = lock(&inner.numbers);
                     // Checked under the numbers' lock, which the failure
                     // detector takes after declaring a node down to read
@@ -73,9 +79,19 @@ pub(crate) async fn run(
                     // delivers what is published to it before the reset
                     // (or, if it did lose this one, drops it counting it
                     // `fenced`).
-                    let lost = inner.members.unreachable(to).filter(|gone| {
-                        matches!(gone, LinkError::NodeDown(_) | LinkError::NodeLeft(_))
-                    });
+                    // And a frame accepted for a run of the node that has
+                    // since restarted is not for the new run: its PIDs may
+                    // be in use by other processes there.
+                    let (current, gone) = inner.members.route(to);
+                    let lost = gone
+                        .filter(|gone| {
+                            matches!(gone, LinkError::NodeDown(_) | LinkError::NodeLeft(_))
+                        })
+                        .map(|gone| gone.to_string())
+                        .or_else(|| {
+                            (addressed != 0 && current != addressed)
+                                .then(|| format!("node {to} restarted since"))
+                        });
                     if let Some(gone) = lost {
                         drop(numbers);
                         Counters::add(&inner.counters.abandoned, 1);
@@ -87,10 +103,9 @@ pub(crate) async fn run(
                     // The number is used up even if the publish fails: the
                     // receiver then sees the gap, and knows what it lost.
                     numbers.advance(to);
-                    seq
+                    (seq, current)
                 };
-                let addressed = inner.members.incarnation_of(to);
-                wire::stamp(&mut frame, addressed, inner.incarnation, seq);
+                wire::stamp(&mut frame, current, inner.incarnation, seq);
                 let subject = frame_subject(&inner.prefix, to, inner.node());
                 match client.publish(subject, frame.into()).await {
                     Ok(()) => {

@@ -169,14 +169,24 @@ pub(crate) struct Members {
 impl Members {
     /// Why a send to `node` is refused, if it is.
     pub(crate) fn unreachable(&self, node: u32) -> Option<LinkError> {
+        self.route(node).1
+    }
+
+    /// In one look: the incarnation of `node`'s run this transport knows
+    /// (0 if it has not heard of the node), and why a send to it is
+    /// refused, if it is (see [`unreachable`](Members::unreachable)).
+    pub(crate) fn route(&self, node: u32) -> (u64, Option<LinkError>) {
         let members = self.lock();
-        let member = members.get(&node)?;
-        match member.state {
+        let Some(member) = members.get(&node) else {
+            return (0, None);
+        };
+        let gone = match member.state {
             State::Up if member.fence.is_some() => Some(LinkError::Resetting(node)),
             State::Up => None,
             State::Left => Some(LinkError::NodeLeft(node)),
             State::Down => Some(LinkError::NodeDown(node)),
-        }
+        };
+        (member.incarnation, gone)
     }
 
     /// Whether a frame that came on node `sender`'s subject may claim

@@ -73,8 +73,8 @@ pub struct TransportStats {
     pub unconfirmed: u64,
     /// Messages accepted for another node (the send returned `Ok`) that
     /// this transport did not publish: the node was declared down or had
-    /// left by the time their turn came, or the transport closed. Never
-    /// delivered. Every accepted message is counted once, in `published`,
+    /// left by the time their turn came, or had restarted since (they were
+    /// for its earlier run), or the transport closed. Never delivered. Every accepted message is counted once, in `published`,
     /// `publish_failed` or here.
     pub abandoned: u64,
 }

@@ -347,7 +347,8 @@ impl RemoteTransport for NatsTransport {
         if self.closed.load(Acquire) {
             return Err(self.refuse(SendErrorKind::Unreachable, package, LinkError::Closed));
         }
-        if let Some(gone) = self.inner.members.unreachable(node) {
+        let (addressed, gone) = self.inner.members.route(node);
+        if let Some(gone) = gone {
             return Err(self.refuse(SendErrorKind::Unreachable, package, gone));
         }
         let frame = match self.inner.codec.encode(&package) {
@@ -364,7 +365,11 @@ impl RemoteTransport for NatsTransport {
         }
         if self
             .commands
-            .send(Command::Publish { node, frame })
+            .send(Command::Publish {
+                node,
+                frame,
+                addressed,
+            })
             .is_err()
         {
             self.inner.pending.fetch_sub(1, AcqRel);

@@ -360,3 +360,98 @@ fn a_backlog_for_a_node_that_dies_is_counted_exactly() {
     one.shutdown(Duration::from_millis(200));
     two.shutdown(Duration::from_millis(200));
 }
+
+/// Frames node 1 accepted for a run of node 2 that is gone, still queued
+/// when node 2 comes back as a new run, are not the new run's: the new
+/// run's processes reuse the old one's PIDs, and must not receive them.
+/// Node 1's publishes are held up (its queue fills) while node 2 vanishes
+/// without a goodbye and a new node 2 starts; every such frame is counted
+/// `abandoned`, and the new run's process at the same PID gets none.
+#[test]
+fn frames_queued_for_a_run_that_restarted_do_not_reach_the_new_run() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let beat = Duration::from_millis(100);
+    // Patient detectors on both sides: the old run is replaced, not
+    // declared down, and node 1 is not declared down while held up.
+    let patient = Duration::from_secs(20);
+    let (proxy1, proxy2) = (
+        FaultyProxy::start(server.port),
+        FaultyProxy::start(server.port),
+    );
+    let (one, t1) = node_detecting(&proxy1.url(), 1, beat, patient);
+    let (old, _old_t) = node_detecting(&proxy2.url(), 2, beat, patient);
+    let seen_old = Arc::new(Mutex::new(Vec::new()));
+    let to = old.spawn(Recorder(seen_old.clone())).unwrap().pid();
+    let mut accepted = 0u64;
+    // Sends `n` (retrying while the backlog is full, for up to a second
+    // when `fill`): returns how many were accepted so far.
+    let mut send = |n: u64, fill: bool| {
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        let mut left = n;
+        while left > 0 && (!fill || std::time::Instant::now() < until) {
+            let seq = Seq {
+                from: 1,
+                n: accepted + 1,
+            };
+            match one.send(to, seq) {
+                Ok(()) => {
+                    accepted += 1;
+                    left -= 1;
+                }
+                Err(error) if fill && error.kind() == SendErrorKind::Full => {
+                    std::thread::yield_now()
+                }
+                Err(error) => panic!("refused: {error}"),
+            }
+        }
+        accepted
+    };
+    send(10, false);
+    wait_until("the old run to hear node 1", WAIT, || {
+        seen_old.lock().unwrap().len() == 10
+    });
+    // Node 1's bytes wait from here on; what it accepts queues, past what
+    // the NATS client buffers, up to the transport's backlog.
+    proxy1.stall(Duration::from_secs(4));
+    let queued_from = send(0, false);
+    let queued_to = send(u64::MAX, true);
+    // The old run vanishes without a goodbye; a new run starts at once.
+    proxy2.kill();
+    let (new, _new_t) = node_detecting(&server.url(), 2, beat, patient);
+    let seen_new = Arc::new(Mutex::new(Vec::new()));
+    let again = new.spawn(Recorder(seen_new.clone())).unwrap().pid();
+    assert_eq!(again, to, "the new run's first process reuses the PID");
+    wait_until("node 1 to account for every accepted message", WAIT, || {
+        let s = t1.stats();
+        s.published + s.publish_failed + s.abandoned == accepted
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let s1 = t1.stats();
+    let stray: Vec<u64> = seen_new
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|seq| seq.n)
+        .filter(|n| (queued_from + 1..=queued_to).contains(n))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "{} frames sent to the old run reached the new one: {s1:?}",
+        stray.len()
+    );
+    assert!(
+        s1.abandoned > 0,
+        "frames were still queued when the new run was heard: {s1:?}"
+    );
+    eprintln!(
+        "{} accepted while held up: {} published, {} abandoned",
+        queued_to - queued_from,
+        s1.published,
+        s1.abandoned
+    );
+    one.shutdown(Duration::from_millis(200));
+    old.shutdown(Duration::from_millis(200));
+    new.shutdown(Duration::from_millis(200));
+}

@@ -53,6 +53,22 @@ const DURABLE_STORE_DAMAGE: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The NATS transport's frames queued for a run of a node that restarted
+/// (needs `nats-server`).
+const NATS_RESTARTED_RUN: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "failures",
+        "--",
+        "frames_queued_for_a_run_that_restarted_do_not_reach_the_new_run",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The NATS transport's order of fencing and telling the engine of a
 /// loss (a unit test: no server, no timing).
 const NATS_RESET_ORDER: Catcher = Catcher {
@@ -636,5 +652,14 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "        let episode = self.members.fence(node);\n        self.tell_lost(node);\n",
         replacement: "        self.tell_lost(node);\n        let episode = self.members.fence(node);\n",
         catcher: &NATS_RESET_ORDER,
+    },
+    Mutation {
+        // Frames accepted for a run of a node that has since restarted go
+        // to the new run, whose processes reuse the old one's PIDs.
+        name: "relay-nats-frames-for-an-old-run-reach-the-new-one",
+        file: "crates/relay-nats/src/io.rs",
+        original: "                            (addressed != 0 && current != addressed)\n",
+        replacement: "                            (false && addressed != 0 && current != addressed)\n",
+        catcher: &NATS_RESTARTED_RUN,
     },
 ];
