@@ -623,6 +623,16 @@ fn without_declared_groups_no_group_has_a_histogram_of_its_own() {
     assert!(unmeasured.context().histograms().is_none());
 }
 
+/// Tells each spinning process to stop (a message), and waits for each.
+fn stop_all(scheduler: &Scheduler, all: Vec<Completion>) {
+    for done in &all {
+        let _ = scheduler.send(done.pid(), ());
+    }
+    for done in all {
+        done.wait().unwrap();
+    }
+}
+
 /// The share of step time `group` got while `run` ran, out of all groups'.
 fn pool_share(scheduler: &Scheduler, group: Group, settle: Duration, run: Duration) -> f64 {
     let busy = || {
@@ -680,12 +690,7 @@ fn a_few_processes_get_their_group_s_share_of_the_whole_pool() {
         "4 processes against 4 000 at equal weights: {:.1} % of the pool",
         share * 100.0
     );
-    for done in &all {
-        let _ = scheduler.send(done.pid(), ());
-    }
-    for done in all {
-        done.wait().unwrap();
-    }
+    stop_all(&scheduler, all);
     // About half (50.0-50.2 % on a calm machine). A loaded machine
     // stretches steps the OS interrupts, which each worker's accounting
     // charges (46-48 % beside two busy loops, once 38 %): the bound only
@@ -748,12 +753,7 @@ fn a_few_low_processes_get_low_s_share_of_the_whole_pool_under_a_high_flood() {
     let (high0, low0) = (high.load(Relaxed), low.load(Relaxed));
     std::thread::sleep(Duration::from_secs(1));
     let (high1, low1) = (high.load(Relaxed), low.load(Relaxed));
-    for done in &all {
-        let _ = scheduler.send(done.pid(), ());
-    }
-    for done in all {
-        done.wait().unwrap();
-    }
+    stop_all(&scheduler, all);
     let share = (low1 - low0) as f64 / ((low1 - low0) + (high1 - high0)) as f64;
     eprintln!(
         "4 Low processes under 4 000 High: {:.2} % of the pool's steps",
@@ -801,12 +801,7 @@ fn uneven_groups_get_their_weights_of_the_whole_pool() {
         "3 processes of weight 1 against 3 000 of weight 3: {:.1} % of the pool",
         share * 100.0
     );
-    for done in &all {
-        let _ = scheduler.send(done.pid(), ());
-    }
-    for done in all {
-        done.wait().unwrap();
-    }
+    stop_all(&scheduler, all);
     assert!(
         (0.18..=0.32).contains(&share),
         "the light group got {:.1} % of the pool, not about a quarter",
