@@ -193,7 +193,7 @@ fn read(path: &Path) -> Result<String, String> {
     fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -241,7 +241,7 @@ fn strip(text: &str) -> String {
 }
 
 /// `text` with comments and string literals blanked (newlines kept).
-fn strip_comments_only(text: &str) -> String {
+pub(crate) fn strip_comments_only(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -293,27 +293,60 @@ fn is_char_literal(rest: &str) -> bool {
 /// `code` without the items under a test-only `#[cfg(..)]`.
 fn remove_test_items(code: &str) -> String {
     let mut out = String::with_capacity(code.len());
-    let mut rest = code;
+    let mut done = 0;
+    for range in test_items(code) {
+        out.push_str(&code[done..range.start]);
+        done = range.end;
+    }
+    out.push_str(&code[done..]);
+    out
+}
+
+/// Where the items under a test-only `#[cfg(..)]` are in `code`, in
+/// order: each from its attribute to its `;` or the brace closing its
+/// first `{`.
+fn test_items(code: &str) -> Vec<std::ops::Range<usize>> {
+    let mut found = Vec::new();
+    let mut from = 0;
     loop {
+        let rest = &code[from..];
         let next = ["#[cfg(test)]", "#[cfg(all(test"]
             .iter()
             .filter_map(|m| rest.find(m))
             .min();
         let Some(at) = next else {
-            out.push_str(rest);
-            return out;
+            return found;
         };
-        out.push_str(&rest[..at]);
         let after = &rest[at..];
-        // The item ends at its `;` or at the brace closing its first `{`.
         let end = match (after.find('{'), after.find(';')) {
             (Some(open), Some(semi)) if semi < open => semi + 1,
             (Some(open), _) => matching_brace(after, open).map_or(after.len(), |c| c + 1),
             (None, Some(semi)) => semi + 1,
             (None, None) => after.len(),
         };
-        rest = &after[end..];
+        found.push(from + at..from + at + end);
+        from += at + end;
     }
+}
+
+/// `code` with each line of a test-only item (as [`remove_test_items`]
+/// finds them) replaced by [`TEST_MARK`](crate::sizes::TEST_MARK), every
+/// newline kept: line numbers stay those of the file.
+pub(crate) fn remove_test_items_keeping_lines(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut done = 0;
+    for range in test_items(code) {
+        out.push_str(&code[done..range.start]);
+        let lines = code[range.clone()].matches('\n').count();
+        out.push_str(crate::sizes::TEST_MARK);
+        for _ in 0..lines {
+            out.push('\n');
+            out.push_str(crate::sizes::TEST_MARK);
+        }
+        done = range.end;
+    }
+    out.push_str(&code[done..]);
+    out
 }
 
 /// The index of the brace closing the one at `open`.

@@ -33,6 +33,7 @@ mod doors;
 mod layers;
 mod leak;
 mod mutants;
+mod sizes;
 mod steps;
 mod stress;
 mod tsan;
@@ -94,6 +95,7 @@ fn main() -> ExitCode {
         Some("leak") => leak::leak(true),
         Some("layers") => layers::layers(),
         Some("docnames") => docnames::docnames(),
+        Some("sizes") => sizes::sizes(),
         Some("doors") => doors::doors(args.iter().any(|a| a == "--list")),
         Some("mutants") => mutants::mutants(args.get(1).map(String::as_str)),
         Some("bench") => match args.get(1).map(String::as_str) {
