@@ -22,6 +22,18 @@
 //! the time from a record's queueing to its sync. The saturated run above
 //! is the overloaded case: its max is the worst any process waited.
 //!
+//! Workflows: a durable workflow of 3 steps, run one at a time (300 of
+//! them) and 100 at a time (20 rounds), from its spawn to its outcome:
+//! by commands (each step a command through the facade's command path,
+//! answered at once by a handler: 4 records in a row) and by durable sends
+//! (each step a send to a durable service process, which replies with a
+//! send: 7 records in a row, the workflow's and the service's in turn).
+//! Beside them, the same 3-step workflow as a plain (non-durable) process
+//! with commands, and a raw loop of the journal's own record and batch
+//! sizes: one `write` and one `fdatasync` per batch, as many batches as
+//! the workflow run's syncs, each of the run's mean bytes per sync (its
+//! records' total bytes over its syncs), one after the other.
+//!
 //! Recovery: 100 000 durable processes, each waiting on a timer an hour
 //! away, suspended by a shutdown; the time `recover` takes to read,
 //! rebuild and resume them all on a new scheduler: from their journals,
@@ -34,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use sched::command::{CommandId, TypedCommand};
 use sched_durable::prelude::*;
+use sched_durable::DurableStats;
 
 const PROCESSES: u64 = 10_000;
 const ROUNDS: u64 = 30;
@@ -104,7 +117,11 @@ fn durability(path: &std::path::Path) -> (Durability, Scheduler) {
 /// With `snapshots`, sleepers snapshot after every record.
 fn durability_with(path: &std::path::Path, snapshots: bool) -> (Durability, Scheduler) {
     let durability = Durability::open(RedbStore::create(path).unwrap());
-    durability.register::<Looper>().register::<Sink>();
+    durability
+        .register::<Looper>()
+        .register::<Sink>()
+        .register::<Flow>()
+        .register::<Service>();
     if snapshots {
         durability.register_with_snapshots::<Sleeper>(1);
     } else {
@@ -130,7 +147,7 @@ struct Side {
     note: String,
 }
 
-fn ours(dir: &std::path::Path) -> (Side, u64) {
+fn ours(dir: &std::path::Path) -> (Side, u64, DurableStats) {
     let path = dir.join("ours.redb");
     let _ = std::fs::remove_file(&path);
     let (durability, scheduler) = durability(&path);
@@ -167,6 +184,39 @@ fn ours(dir: &std::path::Path) -> (Side, u64) {
             ),
         },
         mean,
+        stats,
+    )
+}
+
+/// The raw loop of a run's own record and batch sizes: `syncs` batches,
+/// each of the run's mean bytes per sync, one `write` + `fdatasync` each,
+/// one after the other. Returns (bytes/s, p50, p99 of one batch).
+fn raw_same(dir: &std::path::Path, stats: &DurableStats) -> (f64, Duration, Duration) {
+    let path = dir.join("raw-same.log");
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let syncs = stats.syncs.max(1);
+    let per_batch = (stats.bytes / syncs).max(1);
+    let batch: Vec<u8> = (0..per_batch).map(|i| i as u8).collect();
+    let mut latencies = Vec::with_capacity(syncs as usize);
+    let started = Instant::now();
+    for _ in 0..syncs {
+        let submitted = Instant::now();
+        file.write_all(&batch).unwrap();
+        file.sync_data().unwrap();
+        latencies.push(submitted.elapsed());
+    }
+    let took = started.elapsed();
+    latencies.sort();
+    let at = |q: usize| latencies[(latencies.len() - 1) * q / 100];
+    (
+        (syncs * per_batch) as f64 / took.as_secs_f64(),
+        at(50),
+        at(99),
     )
 }
 
@@ -359,6 +409,241 @@ fn recovery(dir: &std::path::Path, snapshots: bool) -> (Duration, Duration, u64)
     (recovered, running, from_snapshots)
 }
 
+/// The 3-step workflow's steps.
+const STEPS: u64 = 3;
+
+/// A durable workflow of `STEPS` steps, each waiting for the one before:
+/// by commands (`Args = None`), or by sends to the durable service of
+/// that key, which replies with a send. Finishes with the sum of the
+/// answers.
+struct Flow {
+    service: Option<String>,
+    done: u64,
+    sum: u64,
+}
+
+impl Flow {
+    fn ask(&self, out: &mut Effects<'_>) -> Result<(), DurableError> {
+        match &self.service {
+            None => out.command(ECHO, Tag(1), self.done + 1),
+            Some(service) => out.send::<Service>(service, &(self.done + 1)),
+        }
+    }
+}
+
+impl Durable for Flow {
+    const KIND: &'static str = "flow";
+    type Args = Option<String>;
+    type Message = u64;
+
+    fn create(service: Option<String>) -> Self {
+        Flow {
+            service,
+            done: 0,
+            sum: 0,
+        }
+    }
+
+    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        let answer = match input {
+            Input::Start => return Ok(self.ask(out)?),
+            Input::Completion { result, .. } => result?.decode::<u64>()?,
+            Input::Message { message, .. } => message,
+            Input::Timer(_) => return Ok(()),
+        };
+        self.sum += answer;
+        self.done += 1;
+        if self.done == STEPS {
+            out.finish(&self.sum)?;
+        } else {
+            self.ask(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// A durable service: answers each workflow's send with a send back.
+struct Service;
+
+impl Durable for Service {
+    const KIND: &'static str = "service";
+    type Args = ();
+    type Message = u64;
+    fn create(_: ()) -> Self {
+        Service
+    }
+    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        if let Input::Message {
+            from: Some(from),
+            message,
+        } = input
+        {
+            out.send::<Flow>(&from, &message)?;
+        }
+        Ok(())
+    }
+}
+
+/// The same 3-step workflow as a plain process, by commands.
+struct PlainFlow {
+    done: u64,
+    sum: u64,
+}
+
+impl Process for PlainFlow {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.yield_command(ECHO, Tag(1), 1);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Completion { result, .. } = event {
+                let answer = *result?.downcast::<u64>().map_err(|_| "not a u64")?;
+                self.sum += answer;
+                self.done += 1;
+                if self.done == STEPS {
+                    out.finish(self.sum);
+                } else {
+                    out.yield_command(ECHO, Tag(1), self.done + 1);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How the 3-step workflow's steps are made.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum By {
+    Commands,
+    Sends,
+    Plain,
+}
+
+impl By {
+    fn name(self) -> &'static str {
+        match self {
+            By::Commands => "durable, by commands",
+            By::Sends => "durable, by sends",
+            By::Plain => "plain process, by commands",
+        }
+    }
+}
+
+const ONE_AT_A_TIME: usize = 300;
+const CONCURRENT: usize = 100;
+const CONCURRENT_ROUNDS: usize = 20;
+const SERVICES: usize = 10;
+
+/// Latencies in order, and the quantile `q` (percent) of them.
+fn quantile(sorted: &[Duration], q: usize) -> Duration {
+    sorted[(sorted.len() - 1) * q / 100]
+}
+
+/// Runs workflows `by`, `at_once` at a time for `rounds` rounds, each
+/// from its spawn to its outcome. Returns the latencies (sorted), each
+/// round's slowest, and the journal's figures.
+fn workflows(
+    dir: &std::path::Path,
+    by: By,
+    at_once: usize,
+    rounds: usize,
+) -> (Vec<Duration>, Vec<Duration>, DurableStats) {
+    let path = dir.join("flows.redb");
+    let _ = std::fs::remove_file(&path);
+    let (durability, scheduler) = durability(&path);
+    for s in 0..SERVICES {
+        durability
+            .spawn::<Service>(&scheduler, &format!("svc-{s}"), ())
+            .unwrap()
+            .durable()
+            .wait(Duration::from_secs(60))
+            .unwrap();
+    }
+    let expected: u64 = (1..=STEPS).sum();
+    // One unmeasured round: the store's first pages, the workers' first
+    // steps.
+    let mut latencies = Vec::with_capacity(at_once * rounds);
+    let mut slowest = Vec::with_capacity(rounds);
+    for round in 0..=rounds {
+        let started: Vec<(Instant, Box<dyn FnOnce() -> u64>)> = (0..at_once)
+            .map(|i| {
+                let at = Instant::now();
+                let key = format!("f{round}-{i}");
+                let wait: Box<dyn FnOnce() -> u64> = match by {
+                    By::Plain => {
+                        let done = scheduler.spawn(PlainFlow { done: 0, sum: 0 }).unwrap();
+                        Box::new(move || *done.wait().unwrap().downcast::<u64>().unwrap())
+                    }
+                    By::Commands | By::Sends => {
+                        let service = (by == By::Sends).then(|| format!("svc-{}", i % SERVICES));
+                        let spawned = durability.spawn::<Flow>(&scheduler, &key, service).unwrap();
+                        Box::new(move || spawned.wait::<u64>().unwrap())
+                    }
+                };
+                (at, wait)
+            })
+            .collect();
+        let mut worst = Duration::ZERO;
+        for (at, wait) in started {
+            assert_eq!(wait(), expected);
+            let took = at.elapsed();
+            worst = worst.max(took);
+            if round > 0 {
+                latencies.push(took);
+            }
+        }
+        if round > 0 {
+            slowest.push(worst);
+        }
+    }
+    let stats = durability.stats();
+    scheduler.shutdown(Duration::from_secs(5));
+    latencies.sort();
+    slowest.sort();
+    (latencies, slowest, stats)
+}
+
+/// The one-at-a-time and 100-concurrent workflow figures of one run.
+fn workflow_run(dir: &std::path::Path, run: usize) {
+    for by in [By::Commands, By::Sends, By::Plain] {
+        let (one, _, stats) = workflows(dir, by, 1, ONE_AT_A_TIME);
+        let mut line = format!(
+            "run {run} workflow one at a time, {:<26}: p50 {:>9.3?} p99 {:>9.3?} max {:>9.3?}",
+            by.name(),
+            quantile(&one, 50),
+            quantile(&one, 99),
+            quantile(&one, 100),
+        );
+        if by != By::Plain {
+            let (raw_bps, raw_p50, raw_p99) = raw_same(dir, &stats);
+            line += &format!(
+                "  ({} records in {} syncs, sync p50 {:?}; raw loop of the same {} B per sync: p50 {:?} p99 {:?}, {:.1} MB/s)",
+                stats.records,
+                stats.syncs,
+                stats.sync_p50,
+                stats.bytes / stats.syncs.max(1),
+                raw_p50,
+                raw_p99,
+                raw_bps / 1e6
+            );
+        }
+        println!("{line} (load {})", load());
+        let (all, slowest, _) = workflows(dir, by, CONCURRENT, CONCURRENT_ROUNDS);
+        println!(
+            "run {run} workflow {CONCURRENT} at a time, {:<26}: p50 {:>9.3?} p99 {:>9.3?} max {:>9.3?}; slowest of each round: median {:>9.3?}, worst {:>9.3?} (load {})",
+            by.name(),
+            quantile(&all, 50),
+            quantile(&all, 99),
+            quantile(&all, 100),
+            quantile(&slowest, 50),
+            quantile(&slowest, 100),
+            load()
+        );
+    }
+}
+
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -379,9 +664,17 @@ fn main() {
         dir.path().display(),
         load()
     );
-    for run in 1..=runs {
-        let (ours, record) = ours(dir.path());
+    // `DURABLE_ONLY=workflows` (or throughput, steady, recovery) runs one
+    // part, for profiling it.
+    let only = std::env::var("DURABLE_ONLY").ok();
+    let part = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    for run in (1..=runs).filter(|_| part("workflows")) {
+        workflow_run(dir.path(), run);
+    }
+    for run in (1..=runs).filter(|_| part("throughput")) {
+        let (ours, record, stats) = ours(dir.path());
         let raw = raw(dir.path(), record);
+        let (same_bps, same_p50, same_p99) = raw_same(dir.path(), &stats);
         for (name, side) in [("ours", &ours), ("raw loop", &raw)] {
             println!(
                 "run {run} {name:>8}: {:>9.0} events/s {:>7.1} MB/s  submit->durable p50 {:?} p99 {:?} max {:?}  ({})",
@@ -394,13 +687,22 @@ fn main() {
             );
         }
         println!(
-            "run {run}   ratios: bytes/s {:.3} of raw, p99 {:.2}x raw (load {})",
+            "run {run} raw loop of our own sizes: {:>7.1} MB/s ({} syncs of {} B, our mean bytes per sync; sync p50 {:?} p99 {:?})",
+            same_bps / 1e6,
+            stats.syncs,
+            stats.bytes / stats.syncs.max(1),
+            same_p50,
+            same_p99
+        );
+        println!(
+            "run {run}   ratios: bytes/s {:.3} of the raw loop of our own sizes, {:.3} of the raw loop of {PROCESSES} records per sync; p99 {:.2}x raw (load {})",
+            ours.bytes_per_s / same_bps,
             ours.bytes_per_s / raw.bytes_per_s,
             ours.p99.as_secs_f64() / raw.p99.as_secs_f64(),
             load()
         );
     }
-    for run in 1..=runs {
+    for run in (1..=runs).filter(|_| part("steady")) {
         let ours = steady_ours(dir.path());
         let raw = steady_raw(dir.path());
         println!(
@@ -410,7 +712,7 @@ fn main() {
             load()
         );
     }
-    for snapshots in [false, true] {
+    for snapshots in [false, true].into_iter().filter(|_| part("recovery")) {
         let (recovered, running, restored) = recovery(dir.path(), snapshots);
         println!(
             "recovery ({}): {RECOVERED} suspended processes read, rebuilt and resumed in {recovered:?} ({restored} from snapshots); all running after {running:?}",
