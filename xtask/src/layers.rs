@@ -1,15 +1,18 @@
-//! `cargo xtask layers`: holds `sched-core`'s folders, and the files of
-//! its `engine/`, to their ladders.
+//! `cargo xtask layers`: holds each crate of [`CRATES`] to its ladders.
 //!
-//! Each top-level module of `sched-core` stands on a floor, and code may
-//! use only what stands on its own floor or below (`docs/internals/sched-core.md`
-//! draws the ladder). Inside `engine/` each sub-module (one file, or one
-//! folder's `mod.rs` or file) stands on a floor of a second ladder, and may
-//! use only what stands strictly below it, unless the arrow is one of the
-//! named exceptions listed here with its reason (the same list is in the
-//! doc). A floor of the engine's ladder thus never holds two files that
-//! use each other, and the only circles among the engine's files are the
-//! ones the exceptions close.
+//! A crate declares its ladder: each top-level module (a file, or a
+//! folder taken as one) stands on a floor, ground floor first, and code
+//! may use only what stands below its own floor, unless the arrow is one
+//! of the ladder's named exceptions, each with its reason (the crate's
+//! page in `docs/internals/` draws the same ladder). A floor of such a
+//! ladder never holds two modules that use each other, and the only
+//! circles among the modules are the ones the exceptions close.
+//!
+//! A crate may hold a folder to a ladder of its own too: inside
+//! `sched-core`'s `engine/`, each sub-module (one file, or one folder's
+//! `mod.rs` or file) stands on a floor of a second ladder, by the same
+//! rule. `sched-core`'s own ladder, of its folders, is the one ladder that
+//! lets a folder use another on its own floor ([`Ladder::along`]).
 //!
 //! The check reads every path into the crate (`crate::..`, `super::..`,
 //! `self::..`, and a module's own child modules, grouped `{..}` imports
@@ -19,12 +22,92 @@
 //! runs, and are skipped: files that hold only tests or loom models, and
 //! any item under a test-only `#[cfg(..)]` (`test`, or `all(.., test, ..)`),
 //! such as an inline `mod tests { .. }`. Code after such an item is read.
+//! A method called on a value is no path, and draws no arrow: `impl`
+//! blocks of one type may stand on several floors.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
 use crate::workspace::root;
+
+/// Every crate the check holds to its ladders.
+const CRATES: &[Crate<'static>] = &[SCHED_CORE, RELAY_NATS, DURABLE];
+
+/// A crate and the ladders its code keeps.
+#[derive(Debug, Clone, Copy)]
+struct Crate<'a> {
+    /// Its package, as messages name it.
+    name: &'a str,
+    /// Its folder under `crates/`.
+    dir: &'a str,
+    /// The internals page that draws its ladders.
+    doc: &'a str,
+    /// Top-level modules outside every ladder: the crate root (`lib`, it
+    /// re-exports), test code that drives every floor.
+    outside: &'a [&'a str],
+    /// The crate's own ladder first (its [`Ladder::folder`] empty), then
+    /// any folder's.
+    ladders: &'a [Ladder<'a>],
+}
+
+/// Floors of modules, ground floor first, and the named exceptions.
+#[derive(Debug, Clone, Copy)]
+struct Ladder<'a> {
+    /// The constant that holds the floors, for messages.
+    name: &'a str,
+    /// What stands on it: empty for the crate's top-level modules (a
+    /// folder is one module), or a top-level folder (`engine`) whose
+    /// sub-modules each stand on a floor: a file (`hooks` is
+    /// `engine/hooks.rs`), a folder's `mod.rs` (`names` is
+    /// `engine/names/mod.rs`) or a folder's file (`names::table`). The
+    /// folder's own `mod.rs` stands on no floor: a path through one of its
+    /// re-exports counts as an arrow to the file that defines the name.
+    folder: &'a str,
+    floors: &'a [&'a [&'a str]],
+    /// Whether a module may use another on its own floor, not only below.
+    along: bool,
+    exceptions: &'a [Exception],
+}
+
+/// An arrow that the ladder allows although its target does not stand
+/// below its source: it closes a circle among the crate's files, and
+/// says which names tie it and why it stays.
+#[derive(Debug)]
+struct Exception {
+    /// As the ladder names it (`hooks`, not `engine::hooks`).
+    from: &'static str,
+    to: &'static str,
+    /// The names `from` may take from `to` (`self`: the module itself);
+    /// any other name is an arrow like any other.
+    names: &'static [&'static str],
+    why: &'static str,
+}
+
+// ---------------------------------------------------------------- sched-core
+
+const SCHED_CORE: Crate<'static> = Crate {
+    name: "sched-core",
+    dir: "sched-core",
+    doc: "docs/internals/sched-core.md",
+    outside: &["lib", "loom_models"],
+    ladders: &[
+        Ladder {
+            name: "LADDER",
+            folder: "",
+            floors: LADDER,
+            along: true,
+            exceptions: &[],
+        },
+        Ladder {
+            name: "ENGINE_LADDER",
+            folder: "engine",
+            floors: ENGINE_LADDER,
+            along: false,
+            exceptions: ENGINE_EXCEPTIONS,
+        },
+    ],
+};
 
 /// `sched-core`'s folders (and root files), ground floor first. A folder
 /// may use its own floor and the ones below.
@@ -39,18 +122,10 @@ const LADDER: &[&[&str]] = &[
     &["runtime"],
 ];
 
-/// Modules outside the ladder: the crate root (it re-exports), and the
-/// loom models (test code that drives every floor).
-const OUTSIDE: &[&str] = &["lib", "loom_models"];
-
-/// The sub-modules of `engine/`, ground floor first: a file (`hooks` is
-/// `engine/hooks.rs`), a folder's `mod.rs` (`names` is `engine/names/mod.rs`)
-/// or a folder's file (`names::table`). Each may use only what stands on a
-/// LOWER floor; an arrow to its own floor or above is allowed only as an
-/// [`Exception`] below. `engine/mod.rs` declares the sub-modules and
-/// re-exports their public types; it stands on no floor, and a path
-/// through one of its re-exports counts as an arrow to the file that
-/// defines the name.
+/// The sub-modules of `engine/`, ground floor first. Each may use only
+/// what stands on a LOWER floor; an arrow to its own floor or above is
+/// allowed only as an [`Exception`] below. `engine/mod.rs` declares the
+/// sub-modules and re-exports their public types; it stands on no floor.
 const ENGINE_LADDER: &[&[&str]] = &[
     // 1. Leaves: they name nothing of the engine. `commands` only declares
     //    its files.
@@ -111,19 +186,6 @@ const ENGINE_LADDER: &[&[&str]] = &[
     ],
 ];
 
-/// An arrow inside `engine/` that the ladder allows although its target
-/// does not stand below its source: it closes a circle among the
-/// engine's files, and says which names tie it and why it stays.
-#[derive(Debug)]
-struct Exception {
-    from: &'static str,
-    to: &'static str,
-    /// The names `from` may take from `to` (`self`: the module itself);
-    /// any other name is an arrow like any other.
-    names: &'static [&'static str],
-    why: &'static str,
-}
-
 /// The named exceptions of the engine's ladder, as few as the code
 /// allows (`docs/internals/sched-core.md` lists the same). An exception
 /// that no arrow takes any more fails the check, so the list cannot keep
@@ -139,29 +201,121 @@ const ENGINE_EXCEPTIONS: &[Exception] = &[Exception {
           out (as `control.rs` is over the state it is part of) would make `hooks` a leaf",
 }];
 
-/// What a ladder check holds a tree to.
-#[derive(Debug, Clone, Copy)]
-struct Rules<'a> {
-    ladder: &'a [&'a [&'a str]],
-    outside: &'a [&'a str],
-    engine_ladder: &'a [&'a [&'a str]],
-    exceptions: &'a [Exception],
-}
+// ---------------------------------------------------------------- relay-nats
 
-const RULES: Rules<'static> = Rules {
-    ladder: LADDER,
-    outside: OUTSIDE,
-    engine_ladder: ENGINE_LADDER,
-    exceptions: ENGINE_EXCEPTIONS,
+const RELAY_NATS: Crate<'static> = Crate {
+    name: "relay-nats",
+    dir: "relay-nats",
+    doc: "docs/internals/relay-nats.md",
+    outside: &["lib"],
+    ladders: &[Ladder {
+        name: "RELAY_NATS_LADDER",
+        folder: "",
+        floors: RELAY_NATS_LADDER,
+        along: false,
+        exceptions: &[],
+    }],
 };
 
+/// `relay-nats`'s files, ground floor first; each uses only files on
+/// lower floors, with no exception.
+const RELAY_NATS_LADDER: &[&[&str]] = &[
+    // 1. Leaves: the errors, the counters, the frame numbers, and the
+    //    JetStream journal store (feature `durable`), which names nothing
+    //    of the crate.
+    &["error", "journal", "sequence", "stats"],
+    // 2. What names only the errors: the frame's bytes, who is up, the
+    //    key-value bucket.
+    &["kv", "membership", "wire"],
+    // 3. Payloads to frames and back.
+    &["codec"],
+    // 4. What the user configures.
+    &["config"],
+    // 5. What the sending side and the transport's thread share, and the
+    //    commands queued to the thread.
+    &["shared"],
+    // 6. What the shared state does beside the thread: renewing the names
+    //    this node holds, symmetric loss.
+    &["leases", "reset"],
+    // 7. The transport's thread.
+    &["io"],
+    // 8. The handle the engine sends through.
+    &["transport"],
+    // 9. Cluster names, over the handle.
+    &["names"],
+    // 10. `Scheduler::builder().nats(..)`.
+    &["scheduler_ext"],
+];
+
+// ------------------------------------------------------------------- durable
+
+const DURABLE: Crate<'static> = Crate {
+    name: "sched-durable",
+    dir: "durable",
+    doc: "docs/internals/durable.md",
+    // `src/bin/` holds the `sched-journal` tool: a crate of its own, which
+    // reaches the library by its name, never by `crate::`.
+    outside: &["lib", "bin"],
+    ladders: &[Ladder {
+        name: "DURABLE_LADDER",
+        folder: "",
+        floors: DURABLE_LADDER,
+        along: false,
+        exceptions: DURABLE_EXCEPTIONS,
+    }],
+};
+
+/// `sched-durable`'s modules (`store/` one of them), ground floor first.
+const DURABLE_LADDER: &[&[&str]] = &[
+    // 1. One error type.
+    &["error"],
+    // 2. A journal record, a receipt, the stores.
+    &["receipt", "record", "store"],
+    // 3. The user's side (`Durable`, `Effects`), group commit, what became
+    //    of a process.
+    &["commit", "process", "status"],
+    // 4. The journal's clock; the bookkeeping beside the user's state.
+    &["clock", "state"],
+    // 5. Replay; the channel between durable processes (beside the
+    //    runner: the exception below).
+    &["channel", "recovery"],
+    // 6. The engine process that runs one durable process; inspection.
+    &["inspect", "runner"],
+    // 7. The handle.
+    &["durability"],
+    // 8. Figures of the handle (features `live`, `metrics`).
+    &["live", "metrics"],
+];
+
+/// The named exceptions of `sched-durable`'s ladder.
+const DURABLE_EXCEPTIONS: &[Exception] = &[Exception {
+    from: "channel",
+    to: "runner",
+    names: &["Envelope", "Shared"],
+    why: "the channel and the runner are the two halves of one protocol: the runner \
+          holds each receiver's `Inbound` and admits every `Envelope` through it \
+          (`Inbound::receive` asks the store through the runners' `Shared` on first \
+          contact), and the outbox deliveries (`channel::deliver`) find a receiver's \
+          runner in `Shared`'s directory and send it an `Envelope`; both types live in \
+          `runner.rs`",
+}];
+
 pub(crate) fn layers() -> Result<(), String> {
-    let src = root().join("crates").join("sched-core").join("src");
-    let mut files = BTreeMap::new();
-    read_tree(&src, &src, &mut files)?;
-    let summary = check(&files, &RULES)?;
-    eprintln!("{summary}");
-    Ok(())
+    let mut broken = Vec::new();
+    for krate in CRATES {
+        let src = root().join("crates").join(krate.dir).join("src");
+        let mut files = BTreeMap::new();
+        read_tree(&src, &src, &mut files)?;
+        match check(&files, krate) {
+            Ok(summary) => eprintln!("{summary}"),
+            Err(problems) => broken.push(problems),
+        }
+    }
+    if broken.is_empty() {
+        Ok(())
+    } else {
+        Err(broken.join("\n"))
+    }
 }
 
 /// Every `.rs` file under `dir`, by its path under `src` (with `/`).
@@ -184,9 +338,52 @@ fn read_tree(src: &Path, dir: &Path, out: &mut BTreeMap<String, String>) -> Resu
     Ok(())
 }
 
-/// Holds the source tree `files` (path under `src` -> text) to `rules`:
-/// a summary, or every broken rung.
-fn check(files: &BTreeMap<String, String>, rules: &Rules<'_>) -> Result<String, String> {
+impl Ladder<'_> {
+    /// The rung a module stands on in this ladder, if the ladder holds it:
+    /// its top-level module, or its path under [`Ladder::folder`].
+    fn unit(&self, module: &[String]) -> Option<String> {
+        if self.folder.is_empty() {
+            module.first().cloned()
+        } else if module.len() > 1 && module[0] == self.folder {
+            Some(module[1..].join("::"))
+        } else {
+            None
+        }
+    }
+
+    /// A rung as messages name it (`engine::hooks`, `io`).
+    fn shown(&self, unit: &str) -> String {
+        if self.folder.is_empty() {
+            unit.to_string()
+        } else {
+            format!("{}::{unit}", self.folder)
+        }
+    }
+
+    /// The ladder as messages name it.
+    fn title(&self, krate: &Crate<'_>) -> String {
+        if self.folder.is_empty() {
+            format!("{}'s ladder", krate.name)
+        } else {
+            format!("the {}'s ladder", self.folder)
+        }
+    }
+}
+
+/// What one ladder saw over a tree.
+#[derive(Default)]
+struct Tally {
+    /// The arrows between two of its rungs.
+    arrows: BTreeSet<(String, String)>,
+    /// Those an exception allows.
+    excepted: BTreeSet<(String, String)>,
+    /// How many arrows each exception allowed.
+    used: Vec<usize>,
+}
+
+/// Holds the source tree `files` (path under `src` -> text) to the
+/// ladders of `krate`: a summary, or every broken rung.
+fn check(files: &BTreeMap<String, String>, krate: &Crate<'_>) -> Result<String, String> {
     let mut modules = BTreeSet::new();
     let mut aliases = BTreeMap::new();
     let mut scans = Vec::new();
@@ -200,41 +397,47 @@ fn check(files: &BTreeMap<String, String>, rules: &Rules<'_>) -> Result<String, 
     let tree = Tree { modules, aliases };
 
     let mut problems = Vec::new();
-    let mut used = vec![0usize; rules.exceptions.len()];
-    let mut engine_arrows = BTreeSet::new();
-    let mut excepted_arrows = BTreeSet::new();
-    let mut engine_files = 0;
+    let mut tallies: Vec<Tally> = krate
+        .ladders
+        .iter()
+        .map(|ladder| Tally {
+            used: vec![0; ladder.exceptions.len()],
+            ..Tally::default()
+        })
+        .collect();
     for (rel, module, scan) in &scans {
         let top = module.first().map(String::as_str).unwrap_or("lib");
-        if rules.outside.contains(&top) || is_test_file(rel) {
+        if krate.outside.contains(&top) || is_test_file(rel) {
             continue;
         }
-        let Some(from) = floor(rules.ladder, top) else {
-            problems.push(format!(
-                "`{top}` (src/{rel}) stands on no floor: add it to LADDER in xtask/src/layers.rs"
-            ));
-            continue;
-        };
-        let engine_from = (top == "engine" && module.len() > 1).then(|| module[1..].join("::"));
-        let engine_floor = match &engine_from {
-            Some(unit) => {
-                engine_files += 1;
-                let found = floor(rules.engine_ladder, unit);
-                if found.is_none() {
-                    problems.push(format!(
-                        "`engine::{unit}` (src/{rel}) stands on no floor of the engine's \
-                         ladder: add it to ENGINE_LADDER in xtask/src/layers.rs and to \
-                         docs/internals/sched-core.md"
-                    ));
-                }
-                found
+        // The file's rung and floor on each ladder that holds it.
+        let mut rungs = Vec::new();
+        for (at, ladder) in krate.ladders.iter().enumerate() {
+            let Some(unit) = ladder.unit(module) else {
+                continue;
+            };
+            match floor(ladder.floors, &unit) {
+                Some(floor) => rungs.push((at, unit, floor)),
+                None => problems.push(format!(
+                    "`{}` (src/{rel}) stands on no floor of {}: add it to {} in \
+                     xtask/src/layers.rs and to {}",
+                    ladder.shown(&unit),
+                    ladder.title(krate),
+                    ladder.name,
+                    krate.doc
+                )),
             }
-            None => None,
-        };
+        }
+        // Off the crate's own ladder: its arrows are not read.
+        if krate.ladders.first().is_some_and(|l| l.folder.is_empty())
+            && rungs.first().is_none_or(|(at, ..)| *at != 0)
+        {
+            continue;
+        }
         for (line, path) in &scan.paths {
             // The file the path reaches, and the name it takes there.
-            let (unit, item) = tree.resolve(path);
-            let Some(target) = unit.first() else {
+            let (target, item) = tree.resolve(path);
+            if target.is_empty() {
                 problems.push(format!(
                     "src/{rel}:{line}: `{}` names no module of the crate (name the \
                      module, not a name at the root; give a new module a floor in \
@@ -242,120 +445,182 @@ fn check(files: &BTreeMap<String, String>, rules: &Rules<'_>) -> Result<String, 
                     path.join("::")
                 ));
                 continue;
+            }
+            let arrow = Arrow {
+                rel,
+                line: *line,
+                path,
+                target: &target,
+                item: &item,
             };
-            if target != top && !rules.outside.contains(&target.as_str()) {
-                match floor(rules.ladder, target) {
-                    None => problems.push(format!(
-                        "src/{rel}:{line}: `crate::{target}` stands on no floor (give a new \
-                         module a floor in xtask/src/layers.rs)"
-                    )),
-                    Some(to) if to > from => problems.push(format!(
-                        "src/{rel}:{line}: `{top}` reaches up to `{target}` (`{}`)",
-                        path.join("::")
-                    )),
-                    Some(_) => {}
+            for (at, from, from_floor) in &rungs {
+                let ladder = &krate.ladders[*at];
+                if let Some(problem) =
+                    arrow.against(krate, ladder, from, *from_floor, &mut tallies[*at])
+                {
+                    problems.push(problem);
                 }
             }
-            let (Some(from_unit), Some(from_floor)) = (&engine_from, engine_floor) else {
-                continue;
-            };
-            if target != "engine" {
-                continue;
-            }
-            if unit.len() == 1 {
+        }
+    }
+    for (ladder, tally) in krate.ladders.iter().zip(&tallies) {
+        for (exception, count) in ladder.exceptions.iter().zip(&tally.used) {
+            if *count == 0 {
                 problems.push(format!(
-                    "src/{rel}:{line}: `{}` names `engine/mod.rs`, which stands on no \
-                     floor: name the file that defines `{}`, or re-export it there",
-                    path.join("::"),
-                    item
+                    "the exception `{}` -> `{}` ({}) is no longer taken: remove it from \
+                     the exceptions of {} in xtask/src/layers.rs and from {}",
+                    ladder.shown(exception.from),
+                    ladder.shown(exception.to),
+                    exception.names.join(", "),
+                    ladder.title(krate),
+                    krate.doc
                 ));
-                continue;
             }
-            let to_unit = unit[1..].join("::");
-            if &to_unit == from_unit {
-                continue;
-            }
-            engine_arrows.insert((from_unit.clone(), to_unit.clone()));
-            let Some(to_floor) = floor(rules.engine_ladder, &to_unit) else {
+        }
+    }
+    let mut summary = Vec::new();
+    for (ladder, tally) in krate.ladders.iter().zip(&tallies) {
+        let units: BTreeSet<String> = scans
+            .iter()
+            .filter(|(rel, module, _)| {
+                let top = module.first().map(String::as_str).unwrap_or("lib");
+                !is_test_file(rel) && !krate.outside.contains(&top)
+            })
+            .filter_map(|(_, module, _)| ladder.unit(module))
+            .collect();
+        for name in ladder.floors.iter().flat_map(|f| f.iter()) {
+            if !units.contains(*name) {
                 problems.push(format!(
-                    "src/{rel}:{line}: `engine::{to_unit}` stands on no floor of the \
-                     engine's ladder: add it to ENGINE_LADDER in xtask/src/layers.rs"
+                    "`{}` stands on {} but no file holds it: remove or rename it in {} \
+                     and {}",
+                    ladder.shown(name),
+                    ladder.title(krate),
+                    ladder.name,
+                    krate.doc
                 ));
-                continue;
-            };
-            if to_floor < from_floor {
-                continue;
-            }
-            let excepted = rules.exceptions.iter().position(|e| {
-                e.from == from_unit && e.to == to_unit && e.names.contains(&item.as_str())
-            });
-            match excepted {
-                Some(at) => {
-                    used[at] += 1;
-                    excepted_arrows.insert((from_unit.clone(), to_unit.clone()));
-                }
-                None => problems.push(format!(
-                    "src/{rel}:{line}: `engine::{from_unit}` (floor {}) uses `{item}` of \
-                     `engine::{to_unit}` (floor {}), which does not stand below it: give \
-                     `engine::{from_unit}` a floor above `engine::{to_unit}` in ENGINE_LADDER \
-                     (xtask/src/layers.rs and docs/internals/sched-core.md), or, where that \
-                     closes a circle, break the circle",
-                    from_floor + 1,
-                    to_floor + 1
-                )),
             }
         }
-    }
-    for (exception, count) in rules.exceptions.iter().zip(&used) {
-        if *count == 0 {
-            problems.push(format!(
-                "the exception `engine::{}` -> `engine::{}` ({}) is no longer taken: \
-                 remove it from ENGINE_EXCEPTIONS in xtask/src/layers.rs and from \
-                 docs/internals/sched-core.md",
-                exception.from,
-                exception.to,
-                exception.names.join(", ")
-            ));
-        }
-    }
-    let units: BTreeSet<String> = scans
-        .iter()
-        .filter(|(rel, module, _)| {
-            module.first().is_some_and(|m| m == "engine") && module.len() > 1 && !is_test_file(rel)
-        })
-        .map(|(_, module, _)| module[1..].join("::"))
-        .collect();
-    for name in rules.engine_ladder.iter().flat_map(|f| f.iter()) {
-        if !units.contains(*name) {
-            problems.push(format!(
-                "`engine::{name}` stands on the engine's ladder but no file holds it: \
-                 remove or rename it in ENGINE_LADDER and docs/internals/sched-core.md"
-            ));
-        }
-    }
-    if problems.is_empty() {
-        let mut summary = format!(
-            "sched-core ladder: no folder uses a higher one\nengine ladder: {engine_files} \
-             files on {} floors, {} arrows between them, {} of them by a named exception:",
-            rules.engine_ladder.len(),
-            engine_arrows.len(),
-            excepted_arrows.len()
+        let mut line = format!(
+            "{}: {} {} on {} floors, {} arrows between them, {} of them by a named \
+             exception{}",
+            ladder.title(krate),
+            units.len(),
+            if ladder.folder.is_empty() {
+                "modules"
+            } else {
+                "files"
+            },
+            ladder.floors.len(),
+            tally.arrows.len(),
+            tally.excepted.len(),
+            if ladder.along {
+                " (a module may use its own floor)"
+            } else {
+                ""
+            }
         );
-        for exception in rules.exceptions {
-            summary.push_str(&format!(
-                "\n  engine::{} -> engine::{} ({}): {}",
-                exception.from,
-                exception.to,
+        for exception in ladder.exceptions {
+            line.push_str(&format!(
+                "\n  {} -> {} ({}): {}",
+                ladder.shown(exception.from),
+                ladder.shown(exception.to),
                 exception.names.join(", "),
                 exception.why
             ));
         }
-        Ok(summary)
+        summary.push(line);
+    }
+    if problems.is_empty() {
+        Ok(summary.join("\n"))
     } else {
         Err(format!(
-            "the ladder of sched-core is broken:\n  {}",
+            "the ladders of {} are broken:\n  {}",
+            krate.name,
             problems.join("\n  ")
         ))
+    }
+}
+
+/// One path of a file's code, to the module `target` (not the root),
+/// where it takes `item`.
+struct Arrow<'s> {
+    rel: &'s str,
+    line: usize,
+    path: &'s [String],
+    target: &'s [String],
+    item: &'s str,
+}
+
+impl Arrow<'_> {
+    /// Holds the arrow against `ladder`, on which its file stands at
+    /// rung `from` on floor `from_floor`: what is wrong, if anything.
+    fn against(
+        &self,
+        krate: &Crate<'_>,
+        ladder: &Ladder<'_>,
+        from: &str,
+        from_floor: usize,
+        tally: &mut Tally,
+    ) -> Option<String> {
+        let (rel, line, item) = (self.rel, self.line, self.item);
+        if ladder.folder.is_empty() {
+            if krate.outside.contains(&self.target[0].as_str()) {
+                return None;
+            }
+        } else if self.target[0] != ladder.folder {
+            return None;
+        } else if self.target.len() == 1 {
+            return Some(format!(
+                "src/{rel}:{line}: `{}` names `{}/mod.rs`, which stands on no floor: \
+                 name the file that defines `{item}`, or re-export it there",
+                self.path.join("::"),
+                ladder.folder,
+            ));
+        }
+        let to = ladder.unit(self.target).expect("a target the ladder holds");
+        if to == from {
+            return None;
+        }
+        tally.arrows.insert((from.to_string(), to.clone()));
+        let Some(to_floor) = floor(ladder.floors, &to) else {
+            return Some(format!(
+                "src/{rel}:{line}: `{}` stands on no floor of {}: add it to {} in \
+                 xtask/src/layers.rs",
+                ladder.shown(&to),
+                ladder.title(krate),
+                ladder.name
+            ));
+        };
+        if to_floor < from_floor || (ladder.along && to_floor == from_floor) {
+            return None;
+        }
+        let excepted = ladder
+            .exceptions
+            .iter()
+            .position(|e| e.from == from && e.to == to && e.names.contains(&item));
+        if let Some(at) = excepted {
+            tally.used[at] += 1;
+            tally.excepted.insert((from.to_string(), to));
+            return None;
+        }
+        let (from, to) = (ladder.shown(from), ladder.shown(&to));
+        Some(if ladder.along {
+            format!(
+                "src/{rel}:{line}: `{from}` reaches up to `{to}` (`{}`)",
+                self.path.join("::")
+            )
+        } else {
+            format!(
+                "src/{rel}:{line}: `{from}` (floor {}) uses `{item}` of `{to}` (floor {}), \
+                 which does not stand below it: give `{from}` a floor above `{to}` in {} \
+                 (xtask/src/layers.rs and {}), or, where that closes a circle, break the \
+                 circle",
+                from_floor + 1,
+                to_floor + 1,
+                ladder.name,
+                krate.doc
+            )
+        })
     }
 }
 
@@ -907,18 +1172,39 @@ fn use_tree(
 mod tests {
     use super::*;
 
-    /// A small ladder for synthetic trees: `engine/{a,b,c}.rs` on three
+    /// The engine's ladder of the small crate: `engine/{a,b,c}.rs` on three
     /// floors, where `a` may take `C` from `c` (the one exception).
-    const SMALL: Rules<'static> = Rules {
-        ladder: &[&["sync"], &["engine"], &["worker"]],
-        outside: &["lib"],
-        engine_ladder: &[&["a"], &["b"], &["c"]],
+    const SMALL_ENGINE: Ladder<'static> = Ladder {
+        name: "ENGINE_LADDER",
+        folder: "engine",
+        floors: &[&["a"], &["b"], &["c"]],
+        along: false,
         exceptions: &[Exception {
             from: "a",
             to: "c",
             names: &["C"],
             why: "a test",
         }],
+    };
+
+    /// A small crate for synthetic trees: its folders on three floors (a
+    /// folder may use its own floor, as in `sched-core`), and the engine's
+    /// ladder.
+    const SMALL: Crate<'static> = Crate {
+        name: "small",
+        dir: "small",
+        doc: "docs/internals/small.md",
+        outside: &["lib"],
+        ladders: &[
+            Ladder {
+                name: "LADDER",
+                folder: "",
+                floors: &[&["sync"], &["engine"], &["worker"]],
+                along: true,
+                exceptions: &[],
+            },
+            SMALL_ENGINE,
+        ],
     };
 
     /// A tree of the small ladder that keeps it (the exception taken), with
@@ -983,8 +1269,17 @@ mod tests {
 
     #[test]
     fn an_arrow_along_one_floor_of_the_engine_fails() {
-        let mut rules = SMALL;
-        rules.engine_ladder = &[&["a"], &["b", "c"]];
+        let ladders = [
+            SMALL.ladders[0],
+            Ladder {
+                floors: &[&["a"], &["b", "c"]],
+                ..SMALL_ENGINE
+            },
+        ];
+        let rules = Crate {
+            ladders: &ladders,
+            ..SMALL
+        };
         let broken = check(&tree("engine/c.rs", ""), &rules).unwrap_err();
         assert!(
             broken.contains("`engine::c` (floor 2) uses `B` of `engine::b` (floor 2)"),
@@ -1073,7 +1368,7 @@ mod tests {
             .get_mut("engine/stats.rs")
             .expect("engine/stats.rs")
             .push_str("\nfn forbidden(_: &crate::engine::shared::Shared) {}\n");
-        let broken = check(&files, &RULES).unwrap_err();
+        let broken = check(&files, &SCHED_CORE).unwrap_err();
         assert!(
             broken.contains("uses `Shared` of `engine::shared`")
                 && broken.contains("src/engine/stats.rs:"),
@@ -1146,11 +1441,13 @@ mod tests {
 
     #[test]
     fn every_module_stands_on_one_floor() {
-        for ladder in [LADDER, ENGINE_LADDER] {
-            let mut seen = BTreeSet::new();
-            for floor in ladder {
-                for module in *floor {
-                    assert!(seen.insert(*module), "{module} stands on two floors");
+        for krate in CRATES {
+            for ladder in krate.ladders {
+                let mut seen = BTreeSet::new();
+                for floor in ladder.floors {
+                    for module in *floor {
+                        assert!(seen.insert(*module), "{module} stands on two floors");
+                    }
                 }
             }
         }
@@ -1158,16 +1455,124 @@ mod tests {
 
     #[test]
     fn every_exception_joins_two_rungs_and_does_not_point_down() {
-        for e in ENGINE_EXCEPTIONS {
-            let from = floor(ENGINE_LADDER, e.from).expect("its source stands on the ladder");
-            let to = floor(ENGINE_LADDER, e.to).expect("its target stands on the ladder");
-            assert!(
-                to >= from,
-                "{} -> {} points down: it needs no exception",
-                e.from,
-                e.to
-            );
-            assert!(!e.names.is_empty() && !e.why.is_empty());
+        for krate in CRATES {
+            for ladder in krate.ladders {
+                for e in ladder.exceptions {
+                    let from =
+                        floor(ladder.floors, e.from).expect("its source stands on the ladder");
+                    let to = floor(ladder.floors, e.to).expect("its target stands on the ladder");
+                    assert!(
+                        to > from || (to == from && !ladder.along),
+                        "{} -> {} points down: it needs no exception",
+                        e.from,
+                        e.to
+                    );
+                    assert!(!e.names.is_empty() && !e.why.is_empty());
+                }
+            }
         }
+    }
+
+    /// A crate whose top-level modules stand on a strict ladder, as
+    /// `relay-nats`'s and `sched-durable`'s do: `a` below `b` and `c`, one
+    /// floor; `c` may take `B` from `b`.
+    const STRICT: Crate<'static> = Crate {
+        name: "strict",
+        dir: "strict",
+        doc: "docs/internals/strict.md",
+        outside: &["lib"],
+        ladders: &[Ladder {
+            name: "STRICT_LADDER",
+            folder: "",
+            floors: &[&["a"], &["b", "c"]],
+            along: false,
+            exceptions: &[Exception {
+                from: "c",
+                to: "b",
+                names: &["B"],
+                why: "a test",
+            }],
+        }],
+    };
+
+    fn strict_tree(file: &str, extra: &str) -> BTreeMap<String, String> {
+        let mut files: BTreeMap<String, String> = [
+            ("lib.rs", "mod a;\nmod b;\nmod c;\npub use c::C;\n"),
+            ("a.rs", "pub struct A;\n"),
+            ("b.rs", "use crate::a::A;\npub struct B;\n"),
+            ("c.rs", "use crate::b::B;\npub struct C;\n"),
+        ]
+        .into_iter()
+        .map(|(path, text)| (path.to_string(), text.to_string()))
+        .collect();
+        files
+            .get_mut(file)
+            .expect("a file of the tree")
+            .push_str(extra);
+        files
+    }
+
+    #[test]
+    fn a_strict_crate_ladder_holds_its_top_level_modules() {
+        let summary = check(&strict_tree("a.rs", ""), &STRICT).expect("it keeps the ladder");
+        assert!(
+            summary.contains("strict's ladder: 3 modules on 2 floors, 2 arrows between them, 1 of them by a named exception"),
+            "{summary}"
+        );
+        // Along one floor, without the exception.
+        let broken = check(&strict_tree("b.rs", "use crate::c::C;\n"), &STRICT).unwrap_err();
+        assert!(
+            broken.contains("src/b.rs:3: `b` (floor 2) uses `C` of `c` (floor 2)"),
+            "{broken}"
+        );
+        // Up, through the crate root's re-export.
+        let broken = check(&strict_tree("a.rs", "fn f(_: crate::C) {}\n"), &STRICT).unwrap_err();
+        assert!(
+            broken.contains("src/a.rs:2: `a` (floor 1) uses `C` of `c` (floor 2)"),
+            "{broken}"
+        );
+        // A module the ladder does not hold.
+        let mut files = strict_tree("a.rs", "");
+        files.insert("d.rs".to_string(), "pub struct D;\n".to_string());
+        let broken = check(&files, &STRICT).unwrap_err();
+        assert!(
+            broken.contains("`d` (src/d.rs) stands on no floor of strict's ladder"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn an_arrow_up_relay_nats_s_ladder_fails() {
+        let src = root().join("crates").join("relay-nats").join("src");
+        let mut files = BTreeMap::new();
+        read_tree(&src, &src, &mut files).expect("relay-nats's sources");
+        check(&files, &RELAY_NATS).expect("relay-nats keeps its ladder");
+        // The circle the ladder broke: the thread reaching up to the names.
+        files
+            .get_mut("io.rs")
+            .expect("io.rs")
+            .push_str("\nfn forbidden(_: &crate::names::ClusterNames) {}\n");
+        let broken = check(&files, &RELAY_NATS).unwrap_err();
+        assert!(
+            broken.contains("`io` (floor 7) uses `ClusterNames` of `names` (floor 9)")
+                && broken.contains("src/io.rs:"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn the_real_durable_ladder_fails_on_an_arrow_its_exception_does_not_name() {
+        let src = root().join("crates").join("durable").join("src");
+        let mut files = BTreeMap::new();
+        read_tree(&src, &src, &mut files).expect("sched-durable's sources");
+        files
+            .get_mut("channel.rs")
+            .expect("channel.rs")
+            .push_str("\nfn forbidden(_: crate::runner::Tell) {}\n");
+        let broken = check(&files, &DURABLE).unwrap_err();
+        assert!(
+            broken.contains("`channel` (floor 5) uses `Tell` of `runner` (floor 6)"),
+            "{broken}"
+        );
     }
 }

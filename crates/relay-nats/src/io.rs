@@ -10,43 +10,17 @@ use futures_util::StreamExt;
 use relay::Receiver;
 use tokio::sync::mpsc;
 
-use crate::codec::Content;
+use crate::codec::{Content, Decoded};
 use crate::config::{announce_subject, frame_subject, inbox_subject, members_subject, sender_of};
 use crate::error::LinkError;
 use crate::membership::{announcement, beat, read_announcement, read_confirmations, Change, Kind};
 use crate::sequence::Seen;
+use crate::shared::{Attached, Command, Inner};
 use crate::stats::Counters;
-use crate::transport::Inner;
 use crate::wire;
 
 /// How long closing waits for the goodbye and queued frames to flush.
 const CLOSE_FLUSH: Duration = Duration::from_secs(2);
-
-/// Work for the transport's thread, in the order it was queued.
-pub(crate) enum Command {
-    /// Publish a frame (not yet stamped) to `node`'s run `addressed` (the
-    /// one known when the send was accepted; 0: none heard of yet).
-    Publish {
-        node: u32,
-        frame: Vec<u8>,
-        addressed: u64,
-    },
-    /// Publish a control frame (not yet stamped) to `node`'s transport
-    /// (`reset.rs`): in order with the frames queued before it, but not
-    /// numbered (a lost one is repeated, not a lost message) nor counted
-    /// as a message.
-    Control { node: u32, frame: Vec<u8> },
-    /// Subscribe for `node` and deliver to `local`; reply when subscribed.
-    Attach {
-        node: u32,
-        local: Arc<dyn Receiver + Send + Sync>,
-        done: std::sync::mpsc::Sender<Result<(), String>>,
-    },
-    /// Run a piece of work on the transport's runtime (cluster names).
-    Run(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
-    /// Say goodbye, flush, and stop.
-    Close,
-}
 
 /// Runs the command loop until [`Command::Close`] or until every sender is
 /// gone.
@@ -60,7 +34,7 @@ pub(crate) async fn run(
         match command {
             Command::Publish {
                 node: to,
-                mut frame,
+                frame,
                 addressed,
             } => {
                 let (seq, current) = {
@@ -105,39 +79,17 @@ pub(crate) async fn run(
                     numbers.advance(to);
                     (seq, current)
                 };
-                wire::stamp(&mut frame, current, inner.incarnation, seq);
-                let subject = frame_subject(&inner.prefix, to, inner.node());
-                match client.publish(subject, frame.into()).await {
-                    Ok(()) => {
-                        Counters::add(&inner.counters.published, 1);
-                    }
-                    Err(error) => {
-                        Counters::add(&inner.counters.publish_failed, 1);
-                        tracing::warn!(node = to, %error, "a message to another node was not published");
-                    }
-                }
-                inner.pending.fetch_sub(1, AcqRel);
+                publish(&client, &inner, to, frame, current, seq).await;
             }
-            Command::Control {
-                node: to,
-                mut frame,
-            } => {
-                let addressed = inner.members.incarnation_of(to);
-                wire::stamp(&mut frame, addressed, inner.incarnation, 0);
-                let subject = frame_subject(&inner.prefix, to, inner.node());
-                if let Err(error) = client.publish(subject, frame.into()).await {
-                    // Repeated every heartbeat while it matters.
-                    tracing::debug!(node = to, %error, "a control frame was not published");
-                }
+            Command::Control { node: to, frame } => {
+                publish_control(&client, &inner, to, frame).await
             }
             Command::Attach {
                 node: me,
                 local,
                 done,
             } => {
-                let _ = inner
-                    .engine
-                    .set(crate::transport::Attached(me, Arc::clone(&local)));
+                let _ = inner.engine.set(Attached(me, Arc::clone(&local)));
                 let result = attach(&client, &inner, me, local).await;
                 if result.is_ok() {
                     node = Some(me);
@@ -150,6 +102,54 @@ pub(crate) async fn run(
             Command::Close => break,
         }
     }
+    close(&client, &inner, commands, node).await;
+}
+
+/// Stamps a numbered frame (`seq`, for `to`'s run `current`) and
+/// publishes it; counts it published or failed.
+async fn publish(
+    client: &async_nats::Client,
+    inner: &Inner,
+    to: u32,
+    mut frame: Vec<u8>,
+    current: u64,
+    seq: u64,
+) {
+    wire::stamp(&mut frame, current, inner.incarnation, seq);
+    let subject = frame_subject(&inner.prefix, to, inner.node());
+    match client.publish(subject, frame.into()).await {
+        Ok(()) => {
+            Counters::add(&inner.counters.published, 1);
+        }
+        Err(error) => {
+            Counters::add(&inner.counters.publish_failed, 1);
+            tracing::warn!(node = to, %error, "a message to another node was not published");
+        }
+    }
+    inner.pending.fetch_sub(1, AcqRel);
+}
+
+/// Stamps a control frame (not numbered) for `to`'s run as known now,
+/// and publishes it.
+async fn publish_control(client: &async_nats::Client, inner: &Inner, to: u32, mut frame: Vec<u8>) {
+    let addressed = inner.members.incarnation_of(to);
+    wire::stamp(&mut frame, addressed, inner.incarnation, 0);
+    let subject = frame_subject(&inner.prefix, to, inner.node());
+    if let Err(error) = client.publish(subject, frame.into()).await {
+        // Repeated every heartbeat while it matters.
+        tracing::debug!(node = to, %error, "a control frame was not published");
+    }
+}
+
+/// After [`Command::Close`]: counts the frames queued behind it, releases
+/// this run's names, says goodbye (if the node was attached, as `node`)
+/// and flushes.
+async fn close(
+    client: &async_nats::Client,
+    inner: &Inner,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    node: Option<u32>,
+) {
     // A send that checked `closed` just before the transport closed may
     // have queued its frame behind `Close`: not published, so counted.
     commands.close();
@@ -212,7 +212,10 @@ async fn attach(
     if let Some(bucket) = &inner.names_bucket {
         match crate::kv::open(client, bucket, inner.name_lease).await {
             Ok(store) => {
-                tokio::spawn(crate::names::renew_leases(store.clone(), Arc::clone(inner)));
+                tokio::spawn(crate::leases::renew_leases(
+                    store.clone(),
+                    Arc::clone(inner),
+                ));
                 let _ = inner.names.set(store);
             }
             Err(error) => {
@@ -272,46 +275,10 @@ async fn receive(
     local: Arc<dyn Receiver + Send + Sync>,
 ) {
     while let Some(message) = messages.next().await {
-        // Who sent it: the subject says, and only that node's credentials
-        // may publish there (see `NatsConfig::permissions`).
-        let Some(sender) = sender_of(&message.subject) else {
-            Counters::add(&inner.counters.forged, 1);
-            tracing::warn!(node, subject = %message.subject, "rejected a frame on a subject that names no sender");
+        let Some((sender, source, decoded)) = vet(&inner, node, &message) else {
             continue;
-        };
-        let decoded = match inner.codec.decode_frame(&message.payload, node) {
-            Ok(decoded) => decoded,
-            Err(error) => {
-                Counters::add(&inner.counters.rejected, 1);
-                tracing::warn!(node, %error, bytes = message.payload.len(), "rejected a message from NATS");
-                continue;
-            }
         };
         let (incarnation, seq) = (decoded.incarnation, decoded.seq);
-        let source = match &decoded.content {
-            Content::Package(package) => package.source(),
-            Content::Control { from, .. } => relay::Pid::new(*from, 0),
-        };
-        let now = tokio::time::Instant::now().into_std();
-        if let Err(claim) = inner.members.vouch(sender, source, incarnation, now) {
-            Counters::add(&inner.counters.forged, 1);
-            tracing::warn!(node, sender, %source, claim, "rejected a frame that claims another node's identity");
-            continue;
-        }
-        if decoded.addressed != 0 && decoded.addressed != inner.incarnation {
-            // Addressed to an earlier run of this node: its PIDs are not
-            // this run's processes.
-            Counters::add(&inner.counters.stale, 1);
-            tracing::warn!(node, %source, "ignored a message addressed to this node's earlier run");
-            continue;
-        }
-        if inner.members.is_stale(source.node(), incarnation) {
-            // A run of that node before its restart: nothing of it may
-            // reach the processes of the new run's time.
-            Counters::add(&inner.counters.stale, 1);
-            tracing::warn!(node, %source, "ignored a message from a node's earlier run");
-            continue;
-        }
         let package = match decoded.content {
             Content::Package(package) => package,
             // Not numbered: in order with the frames before it all the same
@@ -321,51 +288,132 @@ async fn receive(
                 continue;
             }
         };
-        let seen = {
-            let mut gaps = lock(&inner.gaps);
-            let seen = gaps.observe(sender, incarnation, seq);
-            if seen == Seen::First {
-                gaps.retire(sender, incarnation);
-            }
-            seen
-        };
-        match seen {
-            Seen::First => {}
-            Seen::Next(0) => {}
-            Seen::Next(missing) => {
-                Counters::add(&inner.counters.lost, missing);
-                tracing::warn!(node, %source, missing, "messages from another node were lost in transit");
-                // Some may have been signals (a down, an exit, an answer):
-                // the relations with that node can no longer be vouched for.
-                inner.lose(sender);
-            }
-            Seen::Again => {
-                Counters::add(&inner.counters.duplicates, 1);
-                tracing::warn!(node, %source, seq, "dropped a frame sent again (a replay)");
-                continue;
-            }
-        }
-        // Sent by a node this one lost, before it ended its relations with
-        // this one: what it says may belong to relations already ended.
-        if inner.members.is_fenced(sender) {
-            Counters::add(&inner.counters.fenced, 1);
-            tracing::debug!(node, %source, "dropped a message from a node being reset");
-            continue;
-        }
-        match local.send(package) {
-            Ok(()) => Counters::add(&inner.counters.delivered, 1),
-            Err(error) if error.kind() == relay::SendErrorKind::Unencodable => {
-                // A signal the engine could not read.
-                Counters::add(&inner.counters.rejected, 1);
-                tracing::warn!(node, %source, %error, "rejected a signal from another node");
-            }
-            Err(error) => {
-                Counters::add(&inner.counters.dead_letters, 1);
-                tracing::warn!(node, %source, %error, "dead letter: a message from another node was not delivered");
-            }
+        if admit_numbered(&inner, node, sender, source, incarnation, seq) {
+            deliver(&inner, node, &*local, source, package);
         }
     }
     tracing::debug!(node, "subscription ended");
+}
+
+/// A frame that arrived for this node, decoded, with its sender (the node
+/// its subject names) and its source; `None`, counted, when it names no
+/// sender, cannot be decoded, claims another node's identity, or belongs
+/// to an earlier run of this node or of its sender.
+fn vet(
+    inner: &Inner,
+    node: u32,
+    message: &async_nats::Message,
+) -> Option<(u32, relay::Pid, Decoded)> {
+    // Who sent it: the subject says, and only that node's credentials
+    // may publish there (see `NatsConfig::permissions`).
+    let Some(sender) = sender_of(&message.subject) else {
+        Counters::add(&inner.counters.forged, 1);
+        tracing::warn!(node, subject = %message.subject, "rejected a frame on a subject that names no sender");
+        return None;
+    };
+    let decoded = match inner.codec.decode_frame(&message.payload, node) {
+        Ok(decoded) => decoded,
+        Err(error) => {
+            Counters::add(&inner.counters.rejected, 1);
+            tracing::warn!(node, %error, bytes = message.payload.len(), "rejected a message from NATS");
+            return None;
+        }
+    };
+    let incarnation = decoded.incarnation;
+    let source = match &decoded.content {
+        Content::Package(package) => package.source(),
+        Content::Control { from, .. } => relay::Pid::new(*from, 0),
+    };
+    let now = tokio::time::Instant::now().into_std();
+    if let Err(claim) = inner.members.vouch(sender, source, incarnation, now) {
+        Counters::add(&inner.counters.forged, 1);
+        tracing::warn!(node, sender, %source, claim, "rejected a frame that claims another node's identity");
+        return None;
+    }
+    if decoded.addressed != 0 && decoded.addressed != inner.incarnation {
+        // Addressed to an earlier run of this node: its PIDs are not
+        // this run's processes.
+        Counters::add(&inner.counters.stale, 1);
+        tracing::warn!(node, %source, "ignored a message addressed to this node's earlier run");
+        return None;
+    }
+    if inner.members.is_stale(source.node(), incarnation) {
+        // A run of that node before its restart: nothing of it may
+        // reach the processes of the new run's time.
+        Counters::add(&inner.counters.stale, 1);
+        tracing::warn!(node, %source, "ignored a message from a node's earlier run");
+        return None;
+    }
+    Some((sender, source, decoded))
+}
+
+/// Whether the numbered frame `seq` of `sender`'s run `incarnation` is
+/// taken: not a replay, and not from a node being reset. A gap before it
+/// is counted lost, and loses the sender (see `reset.rs`).
+fn admit_numbered(
+    inner: &Inner,
+    node: u32,
+    sender: u32,
+    source: relay::Pid,
+    incarnation: u64,
+    seq: u64,
+) -> bool {
+    let seen = {
+        let mut gaps = lock(&inner.gaps);
+        let seen = gaps.observe(sender, incarnation, seq);
+        if seen == Seen::First {
+            gaps.retire(sender, incarnation);
+        }
+        seen
+    };
+    match seen {
+        Seen::First => {}
+        Seen::Next(0) => {}
+        Seen::Next(missing) => {
+            Counters::add(&inner.counters.lost, missing);
+            tracing::warn!(node, %source, missing, "messages from another node were lost in transit");
+            // Some may have been signals (a down, an exit, an answer):
+            // the relations with that node can no longer be vouched for.
+            inner.lose(sender);
+        }
+        Seen::Again => {
+            Counters::add(&inner.counters.duplicates, 1);
+            tracing::warn!(node, %source, seq, "dropped a frame sent again (a replay)");
+            return false;
+        }
+    }
+    // Sent by a node this one lost, before it ended its relations with
+    // this one: what it says may belong to relations already ended.
+    if inner.members.is_fenced(sender) {
+        Counters::add(&inner.counters.fenced, 1);
+        tracing::debug!(node, %source, "dropped a message from a node being reset");
+        return false;
+    }
+    true
+}
+
+/// Hands `package` to the local engine, as any local send; counts it
+/// delivered, rejected (a signal the engine could not read) or a dead
+/// letter.
+fn deliver(
+    inner: &Inner,
+    node: u32,
+    local: &(dyn Receiver + Send + Sync),
+    source: relay::Pid,
+    package: relay::Package,
+) {
+    match local.send(package) {
+        Ok(()) => Counters::add(&inner.counters.delivered, 1),
+        Err(error) if error.kind() == relay::SendErrorKind::Unencodable => {
+            // A signal the engine could not read.
+            Counters::add(&inner.counters.rejected, 1);
+            tracing::warn!(node, %source, %error, "rejected a signal from another node");
+        }
+        Err(error) => {
+            Counters::add(&inner.counters.dead_letters, 1);
+            tracing::warn!(node, %source, %error, "dead letter: a message from another node was not delivered");
+        }
+    }
 }
 
 /// Keeps what this node knows of the others up to date: who is up, who

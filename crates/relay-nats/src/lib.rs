@@ -94,11 +94,13 @@ mod io;
 #[cfg(feature = "durable")]
 pub mod journal;
 mod kv;
+mod leases;
 mod membership;
 mod names;
 mod reset;
 mod scheduler_ext;
 mod sequence;
+mod shared;
 mod stats;
 mod transport;
 mod wire;

@@ -56,9 +56,8 @@
 //! counted on the receiving side; the fence lasts one round trip after
 //! the two hear each other again.
 
-use crate::io::Command;
+use crate::shared::{Command, Inner};
 use crate::stats::Counters;
-use crate::transport::Inner;
 use crate::wire::Control;
 
 impl Inner {
@@ -152,8 +151,8 @@ mod tests {
 
     use crate::error::LinkError;
     use crate::membership::{Kind, Members};
+    use crate::shared::{Attached, Inner};
     use crate::stats::Counters;
-    use crate::transport::{Attached, Inner};
 
     /// The engine, as far as the order matters: when it hears that a node
     /// is lost (the moment it would start ending relations, and its
