@@ -13,9 +13,10 @@
 //! - `tsan [CRATE]`: the concurrency tests under ThreadSanitizer;
 //! - `leak`: resident memory over a million process lifecycles, and a
 //!   shorter run under valgrind for definite leaks;
-//! - `layers`: check that `sched-core`'s folders use only the ones below
-//!   them, and the files of its `engine/` only the ones below them on the
-//!   engine's ladder (with its named exceptions);
+//! - `layers`: check that each crate's modules use only the ones below
+//!   them on the crate's ladders (with their named exceptions);
+//! - `sizes`: check that no function is over 100 lines and no file over
+//!   800 (outside tests), except the listed ones;
 //! - `mutants [NAME]`: apply each known bug in turn and check that its
 //!   test catches it;
 //! - `doors`: count the public surface (spawn, send and ask doors, the
@@ -67,8 +68,10 @@ commands:
   stress [--seconds N]
                  the randomised whole-scheduler stress run with its checker,
                  in release, for N seconds (default 60)
-  layers         check that sched-core's folders use only lower ones, and
-                 its engine/ files only lower ones on the engine's ladder
+  layers         check that each crate's modules (sched-core, relay-nats,
+                 sched-durable) use only lower ones on their ladders
+  sizes          functions over 100 lines and files over 800 (outside
+                 tests) are split, or listed with their reason
   mutants [NAME] apply each mutation of the table (or the one named), run
                  the command that must catch it, restore; fails if any
                  mutation survives

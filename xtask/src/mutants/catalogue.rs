@@ -309,7 +309,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-process-handed-on-inside-the-body-borrow",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/step.rs",
         original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        self.local.current_level.set(crate::Priority::Normal);\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
         replacement: "        let desired = unsafe {\n            record.with_body(|body| {\n                if let Some(desired) = self.step_owned(&record, body, kill) {\n                    if let AfterStep::Requeue { woken } = record.state.finish_step(desired) {\n                        let how = if woken { Runnable::Woken } else { Runnable::Continued };\n                        self.shared.schedule(record.clone(), how);\n                    }\n                }\n                None::<u32>\n            })\n        };\n        self.local.current_level.set(crate::Priority::Normal);\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
         catcher: &SCHED_CORE_STEAL_MODEL,
@@ -335,7 +335,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // `High` served strictly first: `Normal` and `Low` starve under a
         // `High` flood.
         name: "turns-high-only",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/find.rs",
         original: ".pop_first(order::order(self.turn), &mut self.shares)",
         replacement: ".pop_first(order::order(0), &mut self.shares)",
         catcher: &SCHED_FAIRNESS_BOUND,
@@ -352,7 +352,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         // A thief takes the lowest level's work first.
         name: "thief-takes-lowest-level-first",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/find.rs",
         original: "for (stealer, into) in lanes.chain(nurseries) {",
         replacement: "for (stealer, into) in lanes.chain(nurseries).collect::<Vec<_>>().into_iter().rev() {",
         catcher: &SCHED_FAIRNESS_BOUND,
@@ -362,7 +362,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // step woke waits there for as long as chains keep the worker
         // busy.
         name: "nursery-never-flushed",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/find.rs",
         original: "            self.flush_nursery();\n",
         replacement: "",
         catcher: &SCHED_FAIRNESS_BOUND,
@@ -389,7 +389,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // Every idle spell may linger up to the builder's limit: an idle
         // engine fed unbidden from outside spends CPU on every gap.
         name: "linger-always",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/idle.rs",
         original: "    if expects_answer || others_busy {\n",
         replacement: "    if true || expects_answer || others_busy {\n",
         catcher: &SCHED_IDLE_LINGER,
@@ -399,7 +399,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // processes stay on the worker they landed on, and its share holds
         // only there.
         name: "sched-core-busy-workers-never-balance",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/find.rs",
         original: "        if others < 2 || cfg!(loom) {\n",
         replacement: "        if true || others < 2 || cfg!(loom) {\n",
         catcher: &SCHED_GROUPS,
@@ -408,7 +408,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // A worker awaiting an answer lingers no longer than for work
         // nothing awaits: it parks in every gap of an exchange.
         name: "linger-capped-while-an-answer-is-awaited",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/idle.rs",
         original: "    if expects_answer || others_busy {\n",
         replacement: "    if others_busy {\n",
         catcher: &SCHED_IDLE_LINGER,
@@ -417,7 +417,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // The `next` slot without its limit: two processes that wake each
         // other keep it, and what waits in the queue never runs.
         name: "next-slot-without-limit",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/find.rs",
         original: "if self.next_runs < NEXT_SLOT_RUNS && !self.local.higher_ready(level) {",
         replacement: "if self.next_runs < u32::MAX && !self.local.higher_ready(level) {",
         catcher: &SCHED_CORE_FAIRNESS,
@@ -440,7 +440,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-unread-events-dropped-after-the-step",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/step.rs",
         original: "                .keep(rest, taken, ranks);",
         replacement: "                .keep(rest.take(0), taken, ranks);",
         catcher: &SCHED_CORE_HOSTILE,
@@ -449,7 +449,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // A backlog read in place is not put back: what the step left of
         // it is lost.
         name: "backlog-not-kept",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/step.rs",
         original: "                .unread = backlog;",
         replacement: "                .unread = Default::default();\n            drop(backlog);",
         catcher: &SCHED_SYSTEM_LANE,
@@ -561,7 +561,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-lingering-look-without-its-fence",
-        file: "crates/sched-core/src/worker/mod.rs",
+        file: "crates/sched-core/src/worker/idle.rs",
         original: "    sleepers.stop_searching();\n    fence(SeqCst);\n",
         replacement: "    sleepers.stop_searching();\n",
         catcher: &SCHED_CORE_LINGERING_LOOK_MODEL,

@@ -18,7 +18,7 @@ use crate::panic_guard::drop_user_value;
 use crate::record::state::{KILL, READY};
 use crate::record::{Body, RecordRef};
 
-use super::kill_error;
+use super::end::kill_error;
 use super::Worker;
 
 impl Worker {
