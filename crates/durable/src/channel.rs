@@ -61,14 +61,23 @@ use crate::store::{Outgoing, Store};
 /// sender: per sender, by number.
 #[derive(Default)]
 pub(crate) struct Inbound {
-    held: HashMap<Arc<str>, BTreeMap<u64, Vec<u8>>>,
+    /// Per sender, by number: the body, and the sender's record it came
+    /// early from, if it did.
+    held: HashMap<Arc<str>, BTreeMap<u64, HeldSend>>,
 }
+
+/// A send held for an earlier one: its body, and the sender's (incarnation,
+/// record) it came early from, if it did.
+type HeldSend = (Vec<u8>, Option<(u64, u64)>);
 
 /// A send admitted by [`Inbound::receive`], in the order to take it.
 pub(crate) struct Admitted {
     pub(crate) from: Arc<str>,
     pub(crate) seq: u64,
     pub(crate) body: Vec<u8>,
+    /// The sender's (incarnation, record) it came early from: the record
+    /// that takes it must not be written unless that one is.
+    pub(crate) after: Option<(u64, u64)>,
 }
 
 impl Inbound {
@@ -82,16 +91,28 @@ impl Inbound {
         receiver: &str,
         envelope: Envelope,
     ) -> Vec<Admitted> {
-        let Envelope { from, seq, body } = envelope;
+        let Envelope {
+            from,
+            seq,
+            body,
+            after,
+            prior_settled,
+        } = envelope;
         match state.admission(&from, seq) {
             Admission::Copy => {
                 shared.duplicates.fetch_add(1, Relaxed);
                 return Vec::new();
             }
             Admission::Early { first_contact } => {
-                if !first_contact || earlier_pending(&*shared.store, receiver, &from, seq) {
+                // A send whose earlier one went early to this process is
+                // not asked about: that one is on its way, and not in the
+                // outbox until its record is durable.
+                if !first_contact
+                    || !prior_settled
+                    || earlier_pending(&*shared.store, receiver, &from, seq)
+                {
                     let held = self.held.entry(from).or_default();
-                    if held.insert(seq, body).is_none() {
+                    if held.insert(seq, (body, after)).is_none() {
                         shared.held.fetch_add(1, Relaxed);
                     }
                     return Vec::new();
@@ -110,6 +131,7 @@ impl Inbound {
             from: from.clone(),
             seq,
             body,
+            after,
         }];
         if let Some(held) = self.held.get_mut(&from) {
             let mut next = seq + 1;
@@ -118,7 +140,7 @@ impl Inbound {
                 if first > next {
                     break;
                 }
-                let (number, body) = held.pop_first().expect("a first entry");
+                let (number, (body, after)) = held.pop_first().expect("a first entry");
                 shared.held.fetch_sub(1, Relaxed);
                 if number == next {
                     state.take(&from, number);
@@ -126,6 +148,7 @@ impl Inbound {
                         from: from.clone(),
                         seq: number,
                         body,
+                        after,
                     });
                     next += 1;
                 } else {
@@ -188,11 +211,7 @@ pub(crate) fn deliver(
     for send in sends {
         let pid = shared.running_pid(&send.to);
         if let Some(pid) = pid {
-            let envelope = Envelope {
-                from: send.from.as_str().into(),
-                seq: send.seq,
-                body: send.body,
-            };
+            let envelope = Envelope::durable(send.from.as_str().into(), send.seq, send.body);
             if cx.send(pid, envelope).is_ok() {
                 delivery.sent += 1;
                 continue;

@@ -2,8 +2,8 @@
 //! batches, each written with one sync.
 //!
 //! Protocol: a durable process yields the journal's command with its
-//! record ([`crate::store::Append`]); the command's handler, on the
-//! worker, only queues it. The writer takes everything queued (up to
+//! record ([`Submission`]); the command's handler, on the worker, only
+//! queues it. The writer takes everything queued (up to
 //! [`MAX_BATCH_RECORDS`] records or [`MAX_BATCH_BYTES`] bytes), appends
 //! it in one `Store::append` call, then completes each command: `Ok` once
 //! the whole batch is durable, the store's error otherwise. While one
@@ -14,7 +14,28 @@
 //! writing, as an error would; one that blocks holds every durable
 //! process of its `Durability` (as a command handler that blocks holds
 //! its commands).
+//!
+//! Sends that go ahead of their record (`runner.rs`, "early sends"): a
+//! submission may carry sends to durable processes running here, which
+//! the writer hands over *while it queues the record*, under the queue's
+//! lock. So any record a receiver writes after stepping on such a send is
+//! queued after the sender's record: it is written in the same batch or a
+//! later one. Each record names the records whose early sends it stepped
+//! on (`after`), and the writer keeps the rule that makes this safe:
+//! - a record is written only if every record it stepped on was written
+//!   (in an earlier batch, or earlier in the same batch of a store whose
+//!   batches are all or nothing, [`Store::atomic_batches`]); for any other
+//!   store a batch is cut before a record that depends on one in it;
+//! - once a record of a runner (an incarnation) fails, the runner's later
+//!   records, and every record that stepped on one of them, fail unwritten
+//!   (`poisoned`): no journal gets a hole, and no receiver's journal takes
+//!   a send its sender's journal does not have.
+//!
+//! So after a crash at any point, every durable record that took a send
+//! has the sender's record of that send durable too (batches are durable
+//! in order, each whole or not at all per process).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use sched::command::Completer;
+use sched::engine::Context;
 
 use crate::error::{panic_text, DurableError};
 use crate::store::{Append, Store};
@@ -31,8 +53,53 @@ pub const MAX_BATCH_RECORDS: usize = 8192;
 /// The most bytes one sync writes (a batch holds at least one record).
 pub const MAX_BATCH_BYTES: usize = 8 << 20;
 
+/// A record as a runner hands it to the journal's command.
+pub(crate) struct Submission {
+    pub(crate) append: Append,
+    /// The runner that wrote it (a number no other runner has).
+    pub(crate) incarnation: u64,
+    /// The records whose early sends it stepped on: (incarnation, record
+    /// number), the latest of each.
+    pub(crate) after: Vec<(u64, u64)>,
+    /// Hands the record's early sends over, as it is queued.
+    pub(crate) early: Option<HandOver>,
+}
+
+/// What hands a record's early sends to their receivers, given the
+/// scheduler's context.
+pub(crate) type HandOver = Box<dyn FnOnce(&Context) + Send>;
+
+/// Why a record was not written, with its number: what the writer fails a
+/// record's command with, so that a runner with several records in flight
+/// knows which one.
+#[derive(Debug)]
+pub(crate) struct Unwritten {
+    pub(crate) seq: u64,
+    pub(crate) error: DurableError,
+}
+
+impl std::fmt::Display for Unwritten {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "record {} was not written: {}", self.seq, self.error)
+    }
+}
+
+impl std::error::Error for Unwritten {}
+
+/// Fails a record's command with why it was not written.
+fn fail(done: Completer, seq: u64, error: DurableError) {
+    let _ = done.fail(Unwritten { seq, error });
+}
+
+struct Item {
+    append: Append,
+    incarnation: u64,
+    after: Vec<(u64, u64)>,
+    done: Completer,
+}
+
 struct Queue {
-    items: Vec<(Append, Completer)>,
+    items: Vec<Item>,
     stopped: bool,
 }
 
@@ -155,6 +222,12 @@ pub(crate) struct Counters {
 pub(crate) struct Writer {
     queue: Mutex<Queue>,
     ready: Condvar,
+    /// Per runner (incarnation): the number of its first record that was
+    /// not written; that record, every later one of the runner, and every
+    /// record that stepped on one of them fail unwritten.
+    poisoned: Mutex<HashMap<u64, u64>>,
+    /// The store's batches are all or nothing ([`Store::atomic_batches`]).
+    atomic: bool,
     pub(crate) counters: Counters,
     /// Set when records are written on the thread that submits them
     /// (`Durability::for_simulation`): no writer thread, one append per
@@ -171,6 +244,8 @@ impl Writer {
                 stopped: false,
             }),
             ready: Condvar::new(),
+            poisoned: Mutex::new(HashMap::new()),
+            atomic: store.atomic_batches(),
             counters: Counters::default(),
             inline: None,
         });
@@ -195,30 +270,79 @@ impl Writer {
                 stopped: false,
             }),
             ready: Condvar::new(),
+            poisoned: Mutex::new(HashMap::new()),
+            atomic: store.atomic_batches(),
             counters: Counters::default(),
             inline: Some(store),
         })
     }
 
-    /// Queues a record; `done` completes once it is durable.
-    pub(crate) fn submit(&self, append: Append, done: Completer) {
+    /// Queues a record; `done` completes once it is durable. Its early
+    /// sends are handed over under the queue's lock, before it is queued:
+    /// a record a receiver writes after stepping on one is queued after
+    /// this one.
+    pub(crate) fn submit(&self, submission: Submission, done: Completer) {
+        let Submission {
+            append,
+            incarnation,
+            after,
+            early,
+        } = submission;
+        let item = Item {
+            append,
+            incarnation,
+            after,
+            done,
+        };
         if let Some(store) = &self.inline {
             if self.queue.lock().stopped {
-                let _ = done.fail(DurableError::Stopped);
-            } else {
-                self.write(&**store, vec![(append, done)]);
+                fail(item.done, item.append.seq, DurableError::Stopped);
+                return;
             }
+            // On the submitting thread, the record is written before
+            // anything else happens: its sends go once it is.
+            self.write(&**store, vec![item], early);
             return;
         }
         let mut queue = self.queue.lock();
         if queue.stopped {
             drop(queue);
-            let _ = done.fail(DurableError::Stopped);
+            fail(item.done, item.append.seq, DurableError::Stopped);
             return;
         }
-        queue.items.push((append, done));
+        hand_over(&item.done, early);
+        queue.items.push(item);
         drop(queue);
         self.ready.notify_one();
+    }
+
+    /// Fails, unwritten, every record of the runner `incarnation` from
+    /// `from` on that the writer has not taken yet (a runner that stops
+    /// with records in flight), and those that stepped on their early
+    /// sends. Returns the first record that is surely not written (every
+    /// later one is not either); those before it may have been.
+    pub(crate) fn abandon(&self, incarnation: u64, from: u64) -> Option<u64> {
+        let mut removed = Vec::new();
+        {
+            let mut queue = self.queue.lock();
+            let mut poisoned = self.poisoned.lock();
+            poison(&mut poisoned, incarnation, from);
+            let mut kept = Vec::with_capacity(queue.items.len());
+            for item in queue.items.drain(..) {
+                if item.incarnation == incarnation && item.append.seq >= from {
+                    removed.push(item);
+                } else {
+                    kept.push(item);
+                }
+            }
+            queue.items = kept;
+        }
+        let first = removed.iter().map(|item| item.append.seq).min();
+        for item in removed {
+            let key = item.append.key.clone();
+            fail(item.done, item.append.seq, DurableError::NotKept(key));
+        }
+        first
     }
 
     /// Stops taking records; the writer writes what is queued and ends.
@@ -227,7 +351,7 @@ impl Writer {
         self.ready.notify_one();
     }
 
-    fn take(&self) -> Option<Vec<(Append, Completer)>> {
+    fn take(&self) -> Option<Vec<Item>> {
         let mut queue = self.queue.lock();
         while queue.items.is_empty() {
             if queue.stopped {
@@ -237,13 +361,25 @@ impl Writer {
         }
         let mut bytes = 0;
         let mut count = 0;
-        for (append, _) in &queue.items {
-            if count > 0
-                && (count == MAX_BATCH_RECORDS || bytes + append.record.len() > MAX_BATCH_BYTES)
-            {
+        // For a store whose batches are not all or nothing: the runners
+        // with a record in this batch. A record that stepped on one of
+        // theirs, or a second record of one of them, waits for the next
+        // batch, when the first one's fate is known.
+        let mut runners: HashSet<u64> = HashSet::new();
+        for item in &queue.items {
+            let len = item.append.record.len();
+            if count > 0 && (count == MAX_BATCH_RECORDS || bytes + len > MAX_BATCH_BYTES) {
                 break;
             }
-            bytes += append.record.len();
+            if !self.atomic {
+                if runners.contains(&item.incarnation)
+                    || item.after.iter().any(|(i, _)| runners.contains(i))
+                {
+                    break;
+                }
+                runners.insert(item.incarnation);
+            }
+            bytes += len;
             count += 1;
         }
         let rest = queue.items.split_off(count);
@@ -252,54 +388,127 @@ impl Writer {
 
     fn run(&self, store: &dyn Store) {
         while let Some(batch) = self.take() {
-            self.write(store, batch);
+            self.write(store, batch, None);
         }
     }
 
     /// Writes one batch with one append, and completes its records'
-    /// commands.
-    fn write(&self, store: &dyn Store, batch: Vec<(Append, Completer)>) {
-        {
-            let (appends, waiters): (Vec<Append>, Vec<Completer>) = batch.into_iter().unzip();
-            let bytes: usize = appends.iter().map(|a| a.record.len()).sum();
-            let keys: Vec<String> = appends.iter().map(|a| a.key.clone()).collect();
-            let started = Instant::now();
-            // The store is user code: a panic fails this batch's records
-            // (their effects are never released) and the writer goes on.
-            let result =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.append(&appends)))
-                    .unwrap_or_else(|panic| {
-                        Err(DurableError::Store(format!(
-                            "the store panicked: {}",
-                            panic_text(panic)
-                        )))
-                    });
-            self.counters.sync.record(started.elapsed());
-            let c = &self.counters;
-            match &result {
-                Ok(_) => {
-                    c.syncs.fetch_add(1, Relaxed);
-                    c.records.fetch_add(appends.len() as u64, Relaxed);
-                    c.bytes.fetch_add(bytes as u64, Relaxed);
-                    c.largest_batch.fetch_max(appends.len() as u64, Relaxed);
+    /// commands; then hands `early` over (the inline writer's sends, once
+    /// their one record is written). Records that follow one that was not
+    /// written fail unwritten.
+    fn write(&self, store: &dyn Store, batch: Vec<Item>, early: Option<HandOver>) {
+        let mut poisoned = self.poisoned.lock();
+        let mut written = Vec::with_capacity(batch.len());
+        for item in batch {
+            let refused = poisoned
+                .get(&item.incarnation)
+                .is_some_and(|&first| item.append.seq >= first)
+                .then(|| item.append.key.clone())
+                .or_else(|| {
+                    item.after.iter().find_map(|&(incarnation, seq)| {
+                        poisoned
+                            .get(&incarnation)
+                            .is_some_and(|&first| seq >= first)
+                            .then(|| {
+                                format!(
+                                    "a send of a record that was not written ({incarnation}/{seq})"
+                                )
+                            })
+                    })
+                });
+            match refused {
+                Some(why) => {
+                    poison(&mut poisoned, item.incarnation, item.append.seq);
+                    let error = DurableError::Store(format!(
+                        "record {} of {:?} was not written: it follows {why}",
+                        item.append.seq, item.append.key
+                    ));
+                    fail(item.done, item.append.seq, error);
                 }
-                Err(e) => {
-                    c.failed_syncs.fetch_add(1, Relaxed);
-                    tracing::error!(
-                        "a journal batch of {} records was not written: {e}",
-                        appends.len()
-                    );
-                }
-            }
-            for (key, done) in keys.into_iter().zip(waiters) {
-                // A process that ended meanwhile no longer waits: nothing
-                // to tell it.
-                let _ = match &result {
-                    Ok(fenced) if fenced.contains(&key) => done.fail(DurableError::Fenced(key)),
-                    Ok(_) => done.complete(Box::new(())),
-                    Err(e) => done.fail(e.clone()),
-                };
+                None => written.push(item),
             }
         }
+        // Not held while the store writes: a runner that stops must not
+        // wait for a sync to abandon its records.
+        drop(poisoned);
+        if written.is_empty() {
+            return;
+        }
+        let (appends, rest): (Vec<Append>, Vec<(u64, Completer)>) = written
+            .into_iter()
+            .map(|item| (item.append, (item.incarnation, item.done)))
+            .unzip();
+        let bytes: usize = appends.iter().map(|a| a.record.len()).sum();
+        let started = Instant::now();
+        // The store is user code: a panic fails this batch's records
+        // (their effects are never released) and the writer goes on.
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.append(&appends)))
+                .unwrap_or_else(|panic| {
+                    Err(DurableError::Store(format!(
+                        "the store panicked: {}",
+                        panic_text(panic)
+                    )))
+                });
+        self.counters.sync.record(started.elapsed());
+        let c = &self.counters;
+        match &result {
+            Ok(_) => {
+                c.syncs.fetch_add(1, Relaxed);
+                c.records.fetch_add(appends.len() as u64, Relaxed);
+                c.bytes.fetch_add(bytes as u64, Relaxed);
+                c.largest_batch.fetch_max(appends.len() as u64, Relaxed);
+            }
+            Err(e) => {
+                c.failed_syncs.fetch_add(1, Relaxed);
+                tracing::error!(
+                    "a journal batch of {} records was not written: {e}",
+                    appends.len()
+                );
+            }
+        }
+        let mut last_done = None;
+        let mut poisoned = self.poisoned.lock();
+        for (append, (incarnation, done)) in appends.iter().zip(rest) {
+            let failed = match &result {
+                Ok(fenced) => fenced.contains(&append.key),
+                Err(_) => true,
+            };
+            if failed {
+                poison(&mut poisoned, incarnation, append.seq);
+            }
+            // A process that ended meanwhile no longer waits: nothing to
+            // tell it.
+            match &result {
+                Ok(_) if failed => fail(done, append.seq, DurableError::Fenced(append.key.clone())),
+                Ok(_) if early.is_none() => {
+                    let _ = done.complete(Box::new(append.seq));
+                }
+                Ok(_) => last_done = Some((append.seq, done)),
+                Err(e) => fail(done, append.seq, e.clone()),
+            }
+        }
+        drop(poisoned);
+        if let Some((seq, done)) = last_done {
+            hand_over(&done, early);
+            let _ = done.complete(Box::new(seq));
+        }
+    }
+}
+
+/// Marks `seq` of the runner `incarnation` not written (and so every
+/// later record of it).
+fn poison(poisoned: &mut HashMap<u64, u64>, incarnation: u64, seq: u64) {
+    let first = poisoned.entry(incarnation).or_insert(seq);
+    *first = (*first).min(seq);
+}
+
+/// Hands early sends to their receivers. One whose receiver has ended is
+/// not lost: its sender sends it again once its record is durable, to
+/// whatever process has the key then, and the outbox keeps it
+/// (`runner.rs`).
+fn hand_over(done: &Completer, early: Option<HandOver>) {
+    if let Some(early) = early {
+        early(done.context());
     }
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::channel;
 use crate::clock::Clock;
-use crate::commit::{Latency, Writer};
+use crate::commit::{Latency, Submission, Writer};
 use crate::error::{codec, DurableError};
 use crate::inspect::Inspection;
 use crate::process::{
@@ -30,7 +30,7 @@ use crate::recovery::{replay, Replayed};
 use crate::runner::{Ending, Runner, Shared, Start, Tell, CLAIMED};
 use crate::state::{Snapshot, State};
 use crate::status::{self, Status};
-use crate::store::{Append, Created, Journal, Store};
+use crate::store::{Created, Journal, Store};
 
 /// The command id the journal's writer answers, unless
 /// [`Durability::with_command`] chose another.
@@ -207,6 +207,7 @@ impl Durability {
                 closed: AtomicU64::new(0),
                 store,
                 clock: Clock::new(simulated),
+                incarnations: AtomicU64::new(0),
             }),
             kinds: RwLock::new(HashMap::new()),
             writer: thread,
@@ -291,8 +292,8 @@ impl Durability {
         builder.handler(
             self.shared.command,
             move |cmd: Command, done: Completer| -> Result<(), Rejected> {
-                match cmd.data.downcast::<Append>() {
-                    Ok(append) => writer.submit(*append, done),
+                match cmd.data.downcast::<Submission>() {
+                    Ok(submission) => writer.submit(*submission, done),
                     Err(_) => {
                         let _ = done.fail("the journal's command takes only journal records");
                     }

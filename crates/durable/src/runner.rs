@@ -1,38 +1,54 @@
 //! The engine process that runs one durable process: write-ahead, then
 //! release.
 //!
-//! Protocol, per batch:
+//! Protocol, per record:
 //! 1. Inputs (messages, timers, command answers, the start) are queued as
 //!    they arrive; a message from a durable process goes through the
 //!    channel's admission first (`channel.rs`: the sender's next number is
 //!    taken, a copy dropped, a later number held until the gap fills).
-//! 2. When no record is in flight, the queued inputs are stepped (through
-//!    `state::step_batch`) at one recorded time, and the effects the steps
-//!    ask for are *held*. The record (inputs, time, effects) is yielded as
-//!    the journal's command (`commit.rs`), and the process waits.
-//! 3. When the command completes (the record is durable), the held effects
-//!    are released in order: sends, timers, commands, the outcome; and the
-//!    receipts of the messages from outside in that record are signalled.
-//!    If the write failed, nothing is released and the process ends with
-//!    the error: its last durable record is where a recovery resumes.
+//! 2. The queued inputs are stepped (through `state::step_batch`) at one
+//!    recorded time, and the effects the steps ask for are *held*. The
+//!    record (inputs, time, effects) is yielded as the journal's command
+//!    (`commit.rs`). Up to [`MAX_IN_FLIGHT`] records of one process may be
+//!    in flight: the next one is stepped without waiting for the sync of
+//!    the one before (they are written in order).
+//! 3. Sends to durable processes running here go *early*: with the record,
+//!    as the writer queues it, before it is durable (`commit.rs`). Their
+//!    receiver steps on them at once, and holds its own effects until its
+//!    own record is durable, which is never before the sender's (the
+//!    writer's rule). So a chain of durable sends on one node shares syncs
+//!    instead of paying one per hop in a row. A send goes early only if
+//!    every earlier send to the same receiver went early to the same
+//!    running process or is durable already (`prior_settled` says which);
+//!    otherwise it waits for its record's sync, as do the sends after it.
+//! 4. When the command completes (the record is durable), the held effects
+//!    are released in order: sends that did not go early (live to a
+//!    running receiver, else left to the outbox), or went early to a
+//!    process that no longer has the key (sent again to the one that has
+//!    it now), timers, commands, the outcome; and the receipts of the
+//!    messages from outside in that record are signalled. If the write
+//!    failed, nothing is released and the process ends with the error
+//!    (and the records after it, and those that stepped on their early
+//!    sends, fail unwritten): its last durable record is where a recovery
+//!    resumes.
 //!
-//! Inputs that arrive while a record is in flight wait for the next one;
-//! under load a record holds many inputs, so there are fewer records than
+//! Under load a record holds many inputs, so there are fewer records than
 //! inputs.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Instant;
 
 use dashmap::DashMap;
 use sched::command::{CommandError, CommandId};
+use sched::engine::Context;
 use sched::timer::TimerId;
 use sched::{BoxError, Event, Events, Output, Pid, Process, Tag};
 
 use crate::channel::Inbound;
 use crate::clock::Clock;
-use crate::commit::{Latency, Writer};
+use crate::commit::{HandOver, Latency, Submission, Unwritten, Writer};
 use crate::error::DurableError;
 use crate::process::{AnswerEncoder, Erased, Held, JOURNAL_TAG};
 use crate::receipt::Ack;
@@ -63,6 +79,8 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     /// The time records are stepped at and timers set by (`clock.rs`).
     pub(crate) clock: Clock,
+    /// The number the next runner is told apart by (its incarnation).
+    pub(crate) incarnations: AtomicU64,
 }
 
 impl Shared {
@@ -80,11 +98,37 @@ impl Shared {
 /// key's process is replayed and gets its PID (`Durability::claim`).
 pub(crate) const CLAIMED: Pid = Pid::OUTSIDE;
 
+/// The most records one durable process has in flight (stepped, not yet
+/// durable).
+pub(crate) const MAX_IN_FLIGHT: usize = 8;
+
 /// A message from a durable process.
 pub(crate) struct Envelope {
     pub(crate) from: Arc<str>,
     pub(crate) seq: u64,
     pub(crate) body: Vec<u8>,
+    /// Sent early: the sender's (incarnation, record) that holds it, not
+    /// yet durable when it was sent. `None`: durable.
+    pub(crate) after: Option<(u64, u64)>,
+    /// Every earlier send of this sender to this receiver was durable when
+    /// this one left (or this is the first): if the receiver has taken
+    /// nothing from the sender, the store's outbox tells whether an
+    /// earlier one is on its way. `false`: the one before went early to
+    /// the same process, and is on its way.
+    pub(crate) prior_settled: bool,
+}
+
+impl Envelope {
+    /// A send that is durable (its record committed), for any path.
+    pub(crate) fn durable(from: Arc<str>, seq: u64, body: Vec<u8>) -> Envelope {
+        Envelope {
+            from,
+            seq,
+            body,
+            after: None,
+            prior_settled: true,
+        }
+    }
 }
 
 /// A message from outside, with the receipt to signal once it is durable.
@@ -102,9 +146,18 @@ pub(crate) enum Ending {
 }
 
 struct InFlight {
-    held: Vec<Held>,
+    /// The record's number.
+    seq: u64,
+    /// The effects to release once it is durable, each send with the
+    /// process it went to early, if it did.
+    held: Vec<(Held, Option<Pid>)>,
+    /// Set when an early send of it was refused by the engine: its early
+    /// sends are sent again once it is durable.
+    missed: Arc<AtomicBool>,
     acks: Vec<Ack>,
     since: Instant,
+    /// Its completion, once it came (completions are taken in order).
+    result: Option<Result<(), DurableError>>,
 }
 
 pub(crate) struct Runner {
@@ -118,7 +171,19 @@ pub(crate) struct Runner {
     queued: Vec<(RecordedInput, Option<Ack>)>,
     /// Sends from other durable processes that wait for an earlier one.
     inbound: Inbound,
-    in_flight: Option<InFlight>,
+    /// Records stepped and not yet durable, in order.
+    in_flight: VecDeque<InFlight>,
+    /// This runner's number among every runner of its `Durability`.
+    incarnation: u64,
+    /// The records whose early sends the queued inputs came from: per
+    /// incarnation, the latest record.
+    after: HashMap<u64, u64>,
+    /// Per receiver with early sends not yet durable: the process they
+    /// went to, and the record of the latest.
+    tentative: HashMap<String, (Pid, u64)>,
+    /// Per receiver: how many sends wait for their record's sync (while
+    /// any does, the later ones wait too).
+    deferred: HashMap<String, usize>,
     /// On recovery: the effects to release before anything else (timers
     /// to arm again).
     resume: Vec<RecordedEffect>,
@@ -152,6 +217,7 @@ impl Runner {
         shared: Arc<Shared>,
         start: Start,
     ) -> Runner {
+        let incarnation = shared.incarnations.fetch_add(1, Relaxed);
         Runner {
             key,
             created: start.created,
@@ -160,7 +226,11 @@ impl Runner {
             shared,
             queued: start.queued,
             inbound: Inbound::default(),
-            in_flight: None,
+            in_flight: VecDeque::new(),
+            incarnation,
+            after: HashMap::new(),
+            tentative: HashMap::new(),
+            deferred: HashMap::new(),
             resume: start.resume,
             live_timers: HashMap::new(),
             answers: HashMap::new(),
@@ -195,10 +265,14 @@ impl Runner {
         }
     }
 
-    /// Steps the queued inputs into a record and yields it, if none is in
-    /// flight.
+    /// Steps the queued inputs into a record and yields it, unless
+    /// [`MAX_IN_FLIGHT`] are in flight.
     fn pump(&mut self, out: &mut Output<'_>) {
-        if self.in_flight.is_some() || self.queued.is_empty() || self.finished {
+        if self.in_flight.len() >= MAX_IN_FLIGHT
+            || self.queued.is_empty()
+            || self.finished
+            || self.state.ended
+        {
             return;
         }
         let at_ms = self.shared.clock.ms_at(out.now());
@@ -254,40 +328,144 @@ impl Runner {
             taken,
             snapshot: self.snapshot(),
         };
-        out.yield_command(self.shared.command, JOURNAL_TAG, Box::new(append));
-        self.in_flight = Some(InFlight {
+        let mut early = Vec::new();
+        let held = held
+            .into_iter()
+            .map(|h| {
+                let went = match &h.effect {
+                    RecordedEffect::Send { to, seq: n, body } => {
+                        self.go_early(to, *n, body, seq, &mut early)
+                    }
+                    _ => None,
+                };
+                (h, went)
+            })
+            .collect();
+        let missed = Arc::new(AtomicBool::new(false));
+        let early = (!early.is_empty()).then(|| {
+            let missed = missed.clone();
+            Box::new(move |cx: &Context| {
+                for (pid, envelope) in early {
+                    // One the engine refused (its receiver ended, or is
+                    // not started yet) is sent again once the record is
+                    // durable (`release`).
+                    if cx.send(pid, envelope).is_err() {
+                        missed.store(true, Relaxed);
+                    }
+                }
+            }) as HandOver
+        });
+        let submission = Submission {
+            append,
+            incarnation: self.incarnation,
+            after: self.after.drain().collect(),
+            early,
+        };
+        out.yield_command(self.shared.command, JOURNAL_TAG, Box::new(submission));
+        self.in_flight.push_back(InFlight {
+            seq,
             held,
+            missed,
             acks: acks.into_iter().flatten().collect(),
             since: Instant::now(),
+            result: None,
         });
     }
 
+    /// Decides whether the send numbered `n` to `to`, of record `record`,
+    /// goes early (added to `early`: the PID it goes to) or waits for the
+    /// record's sync (`None`).
+    fn go_early(
+        &mut self,
+        to: &str,
+        n: u64,
+        body: &[u8],
+        record: u64,
+        early: &mut Vec<(Pid, Envelope)>,
+    ) -> Option<Pid> {
+        let pid = self
+            .shared
+            .running_pid(to)
+            .filter(|_| !self.deferred.contains_key(to));
+        let prior_settled = match (pid, self.tentative.get(to)) {
+            (Some(pid), Some(&(earlier, _))) if earlier == pid => Some(false),
+            (Some(_), None) => Some(true),
+            _ => None,
+        };
+        let (Some(pid), Some(prior_settled)) = (pid, prior_settled) else {
+            *self.deferred.entry(to.to_owned()).or_insert(0) += 1;
+            return None;
+        };
+        self.tentative.insert(to.to_owned(), (pid, record));
+        early.push((
+            pid,
+            Envelope {
+                from: self.key.clone(),
+                seq: n,
+                body: body.to_vec(),
+                after: Some((self.incarnation, record)),
+                prior_settled,
+            },
+        ));
+        Some(pid)
+    }
+
+    /// The completion of record `seq`: records are released in order, each
+    /// once it and those before it are durable.
     fn committed(
         &mut self,
+        seq: Option<u64>,
         result: Result<(), DurableError>,
         out: &mut Output<'_>,
     ) -> Result<(), BoxError> {
-        let Some(flight) = self.in_flight.take() else {
+        let flight = match seq {
+            Some(seq) => self.in_flight.iter_mut().find(|f| f.seq == seq),
+            None => self.in_flight.iter_mut().find(|f| f.result.is_none()),
+        };
+        let Some(flight) = flight else {
             return Ok(());
         };
-        if let Err(e) = result {
-            self.finished = true;
-            for ack in flight.acks {
-                ack.settle(Err(e.clone()));
+        flight.result = Some(result);
+        while self.in_flight.front().is_some_and(|f| f.result.is_some()) {
+            let flight = self.in_flight.pop_front().expect("a front record");
+            if let Some(Err(e)) = flight.result {
+                // The records after it are not written either (`commit.rs`).
+                self.shared.writer.abandon(self.incarnation, flight.seq);
+                self.finished = true;
+                for ack in flight.acks {
+                    ack.settle(Err(e.clone()));
+                }
+                for later in self.in_flight.drain(..) {
+                    for ack in later.acks {
+                        ack.settle(Err(e.clone()));
+                    }
+                }
+                return Err(format!(
+                    "the journal write failed, nothing of the step was released: {e}"
+                )
+                .into());
             }
-            return Err(
-                format!("the journal write failed, nothing of the step was released: {e}").into(),
-            );
+            self.shared.durable.record(flight.since.elapsed());
+            for ack in flight.acks {
+                ack.settle(Ok(()));
+            }
+            let missed = flight.missed.load(Relaxed);
+            self.release(flight.seq, flight.held, missed, out)?;
+            if self.finished {
+                break;
+            }
         }
-        self.shared.durable.record(flight.since.elapsed());
-        for ack in flight.acks {
-            ack.settle(Ok(()));
-        }
-        self.release(flight.held, out)
+        Ok(())
     }
 
-    fn release(&mut self, held: Vec<Held>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        for mut h in held {
+    fn release(
+        &mut self,
+        record: u64,
+        held: Vec<(Held, Option<Pid>)>,
+        missed: bool,
+        out: &mut Output<'_>,
+    ) -> Result<(), BoxError> {
+        for (mut h, went) in held {
             match h.effect {
                 RecordedEffect::Command { id, tag, .. } => {
                     if let Some(encode) = h.answer {
@@ -296,10 +474,55 @@ impl Runner {
                     let data = h.data.take().unwrap_or_else(|| Box::new(()));
                     out.yield_command(CommandId(id), Tag(tag), data);
                 }
+                RecordedEffect::Send { to, seq, body } => {
+                    match went {
+                        Some(pid) => {
+                            if self.tentative.get(&to).is_some_and(|&(_, r)| r == record) {
+                                self.tentative.remove(&to);
+                            }
+                            // The process it went to still has the key and
+                            // took it: it has it (or its journal has).
+                            // (It reached a running receiver: not counted
+                            // undelivered if none runs now.)
+                            if missed || self.shared.running_pid(&to) != Some(pid) {
+                                self.send_durable(to, seq, body, missed, out);
+                            }
+                        }
+                        None => {
+                            if let Some(waiting) = self.deferred.get_mut(&to) {
+                                *waiting -= 1;
+                                if *waiting == 0 {
+                                    self.deferred.remove(&to);
+                                }
+                            }
+                            self.send_durable(to, seq, body, true, out);
+                        }
+                    }
+                }
                 effect => self.release_effect(effect, out)?,
             }
         }
         Ok(())
+    }
+
+    /// Sends a durable send to its receiver if it runs here; else the
+    /// outbox keeps it (counted `undelivered` if `count`).
+    fn send_durable(&self, to: String, seq: u64, body: Vec<u8>, count: bool, out: &mut Output<'_>) {
+        let delivered = self.shared.running_pid(&to).is_some_and(|pid| {
+            out.send(pid, Envelope::durable(self.key.clone(), seq, body))
+                .is_ok()
+        });
+        if !delivered && count {
+            // The outbox keeps it: the receiver is handed it when it
+            // starts (spawned or recovered), or by a recovery.
+            self.shared.undelivered.fetch_add(1, Relaxed);
+            tracing::debug!(
+                from = &*self.key,
+                to,
+                seq,
+                "a send's receiver does not run here; the outbox keeps it"
+            );
+        }
     }
 
     fn release_effect(
@@ -309,25 +532,7 @@ impl Runner {
     ) -> Result<(), BoxError> {
         match effect {
             RecordedEffect::Send { to, seq, body } => {
-                let delivered = self.shared.running_pid(&to).is_some_and(|pid| {
-                    let envelope = Envelope {
-                        from: self.key.clone(),
-                        seq,
-                        body,
-                    };
-                    out.send(pid, envelope).is_ok()
-                });
-                if !delivered {
-                    // The outbox keeps it: the receiver is handed it when
-                    // it starts (spawned or recovered), or by a recovery.
-                    self.shared.undelivered.fetch_add(1, Relaxed);
-                    tracing::debug!(
-                        from = &*self.key,
-                        to,
-                        seq,
-                        "a send's receiver does not run here; the outbox keeps it"
-                    );
-                }
+                self.send_durable(to, seq, body, true, out);
             }
             RecordedEffect::Timer { tag, deadline_ms } => {
                 if let Some(old) = self.live_timers.remove(&tag) {
@@ -368,16 +573,18 @@ impl Runner {
     fn take_event(&mut self, event: Event, out: &mut Output<'_>) -> Result<(), BoxError> {
         match event {
             Event::Completion { tag, result } if tag == JOURNAL_TAG => {
-                let result = result.map(drop).map_err(|e| match e {
-                    // The writer fails a record with the store's typed
-                    // error; anything else is the engine's.
-                    CommandError::Failed(e) => match e.downcast::<DurableError>() {
-                        Ok(e) => *e,
-                        Err(e) => DurableError::Store(e.to_string()),
+                // The writer completes a record with its number, and fails
+                // it with its number and the store's typed error; anything
+                // else is the engine's (for the oldest record waiting).
+                let (seq, result) = match result {
+                    Ok(payload) => (payload.downcast::<u64>().ok().map(|s| *s), Ok(())),
+                    Err(CommandError::Failed(e)) => match e.downcast::<Unwritten>() {
+                        Ok(e) => (Some(e.seq), Err(e.error)),
+                        Err(e) => (None, Err(DurableError::Store(e.to_string()))),
                     },
-                    other => DurableError::Store(other.to_string()),
-                });
-                self.committed(result, out)?;
+                    Err(other) => (None, Err(DurableError::Store(other.to_string()))),
+                };
+                self.committed(seq, result, out)?;
             }
             Event::Completion { tag, result } => {
                 let Some(encode) = self.answers.remove(&tag.0) else {
@@ -395,6 +602,10 @@ impl Runner {
                         self.inbound
                             .receive(&mut self.state, &self.shared, &self.key, envelope);
                     for send in admitted {
+                        if let Some((incarnation, record)) = send.after {
+                            let latest = self.after.entry(incarnation).or_insert(record);
+                            *latest = (*latest).max(record);
+                        }
                         let from = Some((send.from.to_string(), send.seq));
                         self.queued.push((
                             RecordedInput::Message {
@@ -424,14 +635,27 @@ impl Runner {
                 self.queued.push((RecordedInput::Timer(tag.0), None));
             }
             Event::Cancel => {
+                // Records in flight the writer has not taken yet are not
+                // written (nor those that stepped on their early sends):
+                // a recovery resumes from what is durable, and nothing
+                // writes this journal behind it.
+                let not_written = self.in_flight.front().and_then(|first| {
+                    self.shared.writer.abandon(self.incarnation, first.seq)
+                });
                 // The scheduler shuts down: the journal holds everything
                 // released, so the process resumes on recovery. The
                 // receipts of what it had not written say so: the record
                 // in flight may still be written (the writer writes what
                 // is queued before it stops), the queued inputs never are.
-                if let Some(flight) = self.in_flight.take() {
+                for flight in self.in_flight.drain(..) {
+                    let key = self.key.to_string();
+                    let error = if not_written.is_some_and(|first| flight.seq >= first) {
+                        DurableError::NotKept(key)
+                    } else {
+                        DurableError::InDoubt(key)
+                    };
                     for ack in flight.acks {
-                        ack.settle(Err(DurableError::InDoubt(self.key.to_string())));
+                        ack.settle(Err(error.clone()));
                     }
                 }
                 for (_, ack) in self.queued.drain(..) {
@@ -476,6 +700,10 @@ impl Process for Runner {
     }
 
     fn close(&mut self) {
+        // Records still in flight (the process failed) are not written.
+        if let Some(first) = self.in_flight.front() {
+            self.shared.writer.abandon(self.incarnation, first.seq);
+        }
         let held = self.inbound.len() as u64;
         if held > 0 {
             // Their senders' outbox entries keep them for the next run.

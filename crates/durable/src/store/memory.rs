@@ -238,4 +238,9 @@ impl Store for MemoryStore {
     fn size(&self) -> Result<u64, DurableError> {
         Ok(self.inner.lock().bytes)
     }
+
+    /// An append is checked whole, then applied under one lock.
+    fn atomic_batches(&self) -> bool {
+        true
+    }
 }

@@ -290,6 +290,29 @@ pub trait Store: Send + Sync + 'static {
     /// [`DurableError::Store`].
     fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError>;
 
+    /// Whether every [`append`](Store::append) is all or nothing across
+    /// the whole batch: after it returns `Ok`, every record of it is
+    /// durable (none fenced); after a crash or an error, either every
+    /// record of it is or none is. Then the journal's writer may put a
+    /// record in the same batch as a record of another process whose send
+    /// it stepped on before that one was durable (a chain of durable sends
+    /// on one node shares one sync). The default, `false`, is always safe:
+    /// such a record then waits for the next batch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::{MemoryStore, RedbStore, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// assert!(RedbStore::create(dir.path().join("journal.redb"))?.atomic_batches());
+    /// assert!(MemoryStore::new().atomic_batches());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn atomic_batches(&self) -> bool {
+        false
+    }
+
     /// How many bytes the store holds on disk (or in use), for the
     /// metrics.
     ///

@@ -685,6 +685,11 @@ impl Store for RedbStore {
     fn size(&self) -> Result<u64, DurableError> {
         guarded(&self.path, || self.size_unguarded())
     }
+
+    /// One batch is one write transaction: all of it or none of it.
+    fn atomic_batches(&self) -> bool {
+        true
+    }
 }
 
 impl RedbStore {
