@@ -11,13 +11,17 @@
 //! record of what ran (`trace.rs`). `docs/guide/simulation.md` lists where a
 //! simulation differs from a running engine.
 
+mod config;
 mod explore;
 mod fairness;
 mod faults;
 mod network;
+mod observer;
+mod shutdown;
 mod source;
 mod trace;
 
+pub use config::{Config, Progress, SimError};
 #[cfg(feature = "proptest")]
 pub use explore::sources;
 pub use explore::{explore, shrink, Failure, Verdict};
@@ -29,249 +33,16 @@ pub use trace::{Delivered, Entry, Fault, Trace};
 use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
 
-use relay::Pid;
-
 use self::faults::{Held, Interceptor, State};
+use self::observer::Observer;
 use self::source::Choices;
-use self::trace::end_name;
 use super::builder::Builder;
-use crate::contract::command::{CommandId, Tag};
-use crate::contract::down::ExitReason;
-use crate::contract::event::Event;
 use crate::engine::clock::Clock;
 use crate::engine::shared::Shared;
 use crate::engine::shutdown::SimulatedShutdown;
 use crate::engine::{Context, ShutdownReport};
 use crate::sync::{Arc, Mutex};
-use crate::worker::{CommandFault, Driven, StepEnd, StepObserver, Turn};
-
-/// How a simulation runs: where its decisions come from, how many workers
-/// it simulates, the faults it injects.
-///
-/// # Examples
-///
-/// ```
-/// use sched::sim::{Config, Faults};
-/// use std::time::Duration;
-///
-/// let config = Config::seed(7)
-///     .workers(3)
-///     .faults(Faults::none().delay_messages(0.2, Duration::from_millis(10)))
-///     .max_steps(100_000);
-/// assert_eq!(config.worker_count(), 3);
-/// ```
-#[derive(Debug, Clone)]
-pub struct Config {
-    source: Source,
-    workers: usize,
-    faults: Faults,
-    keep_trace: bool,
-    max_steps: u64,
-    step_time: Duration,
-    network_latency: Duration,
-}
-
-impl Config {
-    /// A simulation whose decisions come from `source`, with 4 workers, no
-    /// faults, its whole trace kept, at most 10 000 000 steps.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let config = sched::sim::Config::new(sched::sim::Source::Seed(1));
-    /// assert_eq!(config.worker_count(), 4);
-    /// ```
-    pub fn new(source: impl Into<Source>) -> Config {
-        Config {
-            source: source.into(),
-            workers: 4,
-            faults: Faults::none(),
-            keep_trace: true,
-            max_steps: 10_000_000,
-            step_time: Duration::ZERO,
-            network_latency: Duration::ZERO,
-        }
-    }
-
-    /// [`Config::new`] with decisions drawn from `seed`.
-    ///
-    /// # Examples
-    ///
-    /// See [`Config`].
-    pub fn seed(seed: u64) -> Config {
-        Config::new(Source::Seed(seed))
-    }
-
-    /// [`Config::new`] replaying `script`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let config = sched::sim::Config::script("0 1 0".parse().unwrap());
-    /// # drop(config);
-    /// ```
-    pub fn script(script: Script) -> Config {
-        Config::new(Source::Script(script))
-    }
-
-    /// How many workers to simulate (at least 1). The simulation's count,
-    /// not the builder's (whose default is the machine's core count), so
-    /// that a run replays the same on any machine.
-    ///
-    /// # Examples
-    ///
-    /// See [`Config`].
-    pub fn workers(mut self, workers: usize) -> Config {
-        self.workers = workers.max(1);
-        self
-    }
-
-    /// The faults to inject.
-    ///
-    /// # Examples
-    ///
-    /// See [`Config`].
-    pub fn faults(mut self, faults: Faults) -> Config {
-        self.faults = faults;
-        self
-    }
-
-    /// Whether to keep every trace entry (default) or only the trace's
-    /// hash and counts, for long runs.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let config = sched::sim::Config::seed(1).keep_trace(false);
-    /// # drop(config);
-    /// ```
-    pub fn keep_trace(mut self, keep: bool) -> Config {
-        self.keep_trace = keep;
-        self
-    }
-
-    /// Most steps the simulation runs in all; past them a run returns
-    /// [`SimError::StepLimit`] (a system that never goes quiet, such as
-    /// one with a periodic timer, should use
-    /// [`Simulation::run_for`]).
-    ///
-    /// # Examples
-    ///
-    /// See [`Config`].
-    pub fn max_steps(mut self, steps: u64) -> Config {
-        self.max_steps = steps;
-        self
-    }
-
-    /// Virtual time each step takes (default: none, and time moves only
-    /// when nothing can run). With some, timeouts fire in a system that
-    /// never goes idle.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let config = sched::sim::Config::seed(1).step_time(Duration::from_micros(10));
-    /// # drop(config);
-    /// ```
-    pub fn step_time(mut self, time: Duration) -> Config {
-        self.step_time = time;
-        self
-    }
-
-    /// Most latency of the simulated network between nodes (see
-    /// [`Simulation::cluster`]): each package is delivered after a delay
-    /// drawn up to this (default: none; a package still waits for the
-    /// simulation to deliver it, in an order it draws).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let config = sched::sim::Config::seed(1).network_latency(Duration::from_millis(2));
-    /// # drop(config);
-    /// ```
-    pub fn network_latency(mut self, latency: Duration) -> Config {
-        self.network_latency = latency;
-        self
-    }
-
-    /// The number of workers it simulates.
-    ///
-    /// # Examples
-    ///
-    /// See [`Config`].
-    pub fn worker_count(&self) -> usize {
-        self.workers
-    }
-}
-
-/// Why a simulated run stopped short.
-///
-/// # Examples
-///
-/// ```
-/// use sched::sim::SimError;
-/// assert!(SimError::StepLimit { steps: 10 }.to_string().contains("10"));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SimError {
-    /// The simulation reached its [`max_steps`](Config::max_steps).
-    StepLimit {
-        /// The steps it ran.
-        steps: u64,
-    },
-    /// This many decisions in a row ran no step, delivered nothing and
-    /// did not move the clock: the simulation is stuck (a bug of the
-    /// simulation, not of the system under test).
-    NoProgress {
-        /// The decisions it made without progress.
-        decisions: u64,
-    },
-    /// Two nodes of a [`Simulation::cluster`] have the same number.
-    DuplicateNode {
-        /// The number.
-        node: u32,
-    },
-}
-
-impl std::fmt::Display for SimError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SimError::StepLimit { steps } => write!(
-                f,
-                "the simulation ran its {steps} steps without going quiet \
-                 (a system that never does should run for a virtual duration instead)"
-            ),
-            SimError::NoProgress { decisions } => write!(
-                f,
-                "the simulation made {decisions} decisions in a row without running a step, \
-                 delivering anything or moving its clock"
-            ),
-            SimError::DuplicateNode { node } => {
-                write!(f, "two nodes of the simulation are numbered {node}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for SimError {}
-
-/// What one decision of the simulation did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Progress {
-    /// A worker took a round (it ran a process, fired timers, or found
-    /// nothing, having lost a race for work to another).
-    Worker(usize),
-    /// A held message or completion was delivered.
-    Released,
-    /// Nothing could run: the clock moved to the next deadline.
-    ClockMoved,
-    /// Nothing can run and nothing is pending: the system is quiet.
-    Quiet,
-}
+use crate::worker::{Driven, Turn};
 
 /// The whole engine, run deterministically on the calling thread.
 ///
@@ -372,78 +143,6 @@ impl Simulation {
 impl crate::engine::AsContext for Simulation {
     fn context(&self) -> &Context {
         Simulation::context(self)
-    }
-}
-
-/// A worker's view for the simulation: its steps go to the trace, and
-/// faults are drawn for them.
-struct Observer {
-    state: StdArc<Mutex<State>>,
-    /// The step in progress: what `after_step` completes.
-    current: Option<(usize, Pid, u64, Vec<trace::Delivered>)>,
-}
-
-impl StepObserver for Observer {
-    fn before_step(
-        &mut self,
-        worker: usize,
-        pid: Pid,
-        events: &mut dyn Iterator<Item = &Event>,
-    ) -> bool {
-        let mut state = self.state.lock();
-        let state = &mut *state;
-        // Counted for the simulation, not per worker: a process moves
-        // between workers.
-        let step = state.steps_of.entry(pid).or_insert(0);
-        *step += 1;
-        let step = *step;
-        if let Some(wait) = state.fairness.step(pid, worker) {
-            state.trace.push(Entry::Unfair(wait));
-        }
-        let delivered = events.map(trace::Delivered::of).collect();
-        self.current = Some((worker, pid, step, delivered));
-        let crash = state.faults.crashes(&mut state.choices, pid, step);
-        if crash {
-            state.trace.push(Entry::Fault(Fault::Crash { pid }));
-        }
-        crash
-    }
-
-    fn after_step(&mut self, pid: Pid, end: StepEnd) {
-        if let Some((worker, current, step, events)) = self.current.take() {
-            debug_assert_eq!(current, pid);
-            self.state.lock().trace.push(Entry::Step {
-                worker,
-                pid,
-                step,
-                events,
-                end: end_name(end),
-            });
-        }
-    }
-
-    fn command(&mut self, pid: Pid, _command: CommandId, tag: Tag) -> CommandFault {
-        let mut state = self.state.lock();
-        let state = &mut *state;
-        let fault = state.faults.command(&mut state.choices);
-        if fault != CommandFault::None {
-            state.handler_fault = Some((pid, tag));
-        }
-        match fault {
-            CommandFault::None => {}
-            CommandFault::Fail => state.trace.push(Entry::Fault(Fault::HandlerFailed { pid })),
-            CommandFault::Panic => state
-                .trace
-                .push(Entry::Fault(Fault::HandlerPanicked { pid })),
-        }
-        fault
-    }
-
-    fn ended(&mut self, pid: Pid, reason: ExitReason) {
-        let mut state = self.state.lock();
-        state.steps_of.remove(&pid);
-        state.fairness.ended(pid);
-        state.trace.push(Entry::Ended { pid, reason });
     }
 }
 
@@ -890,53 +589,6 @@ impl Simulation {
             .unwrap_or(&self.nodes[0])
     }
 
-    /// A shutdown a step asked for (`Context::request_shutdown`) starts
-    /// here, on the simulation's thread.
-    fn serve_requested_shutdown(&mut self, node: usize) {
-        let requested = self.nodes[node]
-            .shared
-            .control
-            .requested_deadline
-            .lock()
-            .take();
-        if let Some(deadline) = requested {
-            self.begin_shutdown(node, deadline);
-        }
-    }
-
-    fn begin_shutdown(&mut self, node: usize, deadline: Duration) {
-        let at = self.clock().after(deadline);
-        let node = &mut self.nodes[node];
-        if node.stopping.is_none() && node.report.is_none() {
-            if let Some(stages) = SimulatedShutdown::begin(&node.shared) {
-                node.stopping = Some((stages, Some(at)));
-            }
-        }
-    }
-
-    /// The shutdowns under way move on: forced at their deadline, finished
-    /// once every process of the node has ended. Returns whether one
-    /// forced its processes (which makes work).
-    fn advance_shutdowns(&mut self) -> bool {
-        let mut forced = false;
-        let now = self.clock().now();
-        let elapsed = self.elapsed();
-        for node in &mut self.nodes {
-            let Some((stages, deadline)) = &mut node.stopping else {
-                continue;
-            };
-            if SimulatedShutdown::all_ended(&node.shared) {
-                let (stages, _) = node.stopping.take().expect("under way");
-                node.report = Some(stages.finish(&node.shared, elapsed));
-            } else if deadline.is_some_and(|at| now >= at) {
-                stages.force(&node.shared);
-                *deadline = None;
-                forced = true;
-            }
-        }
-        forced
-    }
-
     /// Makes one decision (see [`Progress`]).
     ///
     /// # Examples
@@ -1058,82 +710,6 @@ impl Simulation {
                 return Ok(());
             }
         }
-    }
-
-    /// Shuts every simulated node down as [`Engine::shutdown`](crate::Engine::shutdown)
-    /// does, in virtual time: every process gets
-    /// [`Event::Cancel`](crate::Event::Cancel), the simulation runs until
-    /// they have all ended or `deadline` has passed, then forces the rest.
-    /// The report adds up the nodes' reports. Later calls return the same.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let mut sim = sched::engine::Engine::builder().simulation(sched::sim::Config::seed(3));
-    /// let report = sim.shutdown(std::time::Duration::from_secs(1));
-    /// assert_eq!(report.forced, 0);
-    /// ```
-    pub fn shutdown(&mut self, deadline: Duration) -> ShutdownReport {
-        for node in 0..self.nodes.len() {
-            self.serve_requested_shutdown(node);
-            self.begin_shutdown(node, deadline);
-        }
-        // Bounded: every process ends by its deadline's force at the
-        // latest, unless a step never returns (which would hang a running
-        // engine's worker too).
-        let mut left = self.max_steps.saturating_sub(self.steps).max(1_000_000);
-        while self.nodes.iter().any(|n| n.report.is_none()) && left > 0 {
-            left -= 1;
-            let progress = self.decide(None);
-            self.advance_shutdowns();
-            if progress == Progress::Quiet {
-                // Nothing left to run and processes still live: they wait
-                // for nothing that will come; force them now.
-                for node in &mut self.nodes {
-                    if let Some((stages, _)) = &mut node.stopping {
-                        stages.force(&node.shared);
-                    }
-                }
-            }
-        }
-        let elapsed = self.elapsed();
-        let mut total = ShutdownReport::default();
-        for node in &mut self.nodes {
-            if node.report.is_none() {
-                if let Some((stages, _)) = node.stopping.take() {
-                    node.report = Some(stages.finish(&node.shared, elapsed));
-                }
-            }
-            let report = node.report.clone().unwrap_or_default();
-            total.ended_gracefully += report.ended_gracefully;
-            total.forced += report.forced;
-            total.still_running += report.still_running;
-            total.still_queued += report.still_queued;
-            total.workers_detached += report.workers_detached;
-            total.timers_cancelled += report.timers_cancelled;
-            total.elapsed = total.elapsed.max(report.elapsed);
-        }
-        // What is still held will never be delivered.
-        let held = self.state.lock().take_all();
-        for item in held {
-            match item {
-                Held::Message(record, package) => {
-                    crate::panic_guard::drop_user_value(package, record.pid, "a held message")
-                }
-                Held::Request(record, request) => {
-                    crate::panic_guard::drop_user_value(request, record.pid, "a held request")
-                }
-                Held::Completion(record, _, result) => {
-                    crate::panic_guard::drop_user_value(result, record.pid, "a held completion")
-                }
-                Held::Remote(package) => {
-                    let target = package.target();
-                    crate::panic_guard::drop_user_value(package, target, "a held package")
-                }
-                Held::Heal(_) => {}
-            }
-        }
-        total
     }
 }
 
