@@ -32,7 +32,7 @@ use std::path::Path;
 use crate::workspace::root;
 
 /// Every crate the check holds to its ladders.
-const CRATES: &[Crate<'static>] = &[SCHED_CORE, RELAY_NATS, DURABLE];
+const CRATES: &[Crate<'static>] = &[SCHED_CORE, RELAY_NATS, DURABLE, DURABLE_JETSTREAM];
 
 /// A crate and the ladders its code keeps.
 #[derive(Debug, Clone, Copy)]
@@ -220,10 +220,8 @@ const RELAY_NATS: Crate<'static> = Crate {
 /// `relay-nats`'s files, ground floor first; each uses only files on
 /// lower floors, with no exception.
 const RELAY_NATS_LADDER: &[&[&str]] = &[
-    // 1. Leaves: the errors, the counters, the frame numbers, and the
-    //    JetStream journal store (feature `durable`), which names nothing
-    //    of the crate.
-    &["error", "journal", "sequence", "stats"],
+    // 1. Leaves: the errors, the counters, the frame numbers.
+    &["error", "sequence", "stats"],
     // 2. What names only the errors: the frame's bytes, who is up, the
     //    key-value bucket.
     &["kv", "membership", "wire"],
@@ -299,6 +297,42 @@ const DURABLE_EXCEPTIONS: &[Exception] = &[Exception {
           runner in `Shared`'s directory and send it an `Envelope`; both types live in \
           `runner.rs`",
 }];
+
+// --------------------------------------------------------- durable-jetstream
+
+const DURABLE_JETSTREAM: Crate<'static> = Crate {
+    name: "sched-durable-jetstream",
+    dir: "durable-jetstream",
+    doc: "docs/internals/durable-jetstream.md",
+    outside: &["lib"],
+    ladders: &[Ladder {
+        name: "DURABLE_JETSTREAM_LADDER",
+        folder: "",
+        floors: DURABLE_JETSTREAM_LADDER,
+        along: false,
+        exceptions: &[],
+    }],
+};
+
+/// `sched-durable-jetstream`'s files, ground floor first; each uses only
+/// files on lower floors, with no exception.
+const DURABLE_JETSTREAM_LADDER: &[&[&str]] = &[
+    // 1. Leaves: the two errors; what a stream message holds.
+    &["error", "message"],
+    // 2. A read of the stream, assembled into journals and an outbox.
+    &["scan"],
+    // 3. This incarnation: its connection, what it owns, publishing and
+    //    reading.
+    &["incarnation"],
+    // 4. What it does: a fenced append; leases; recovery (takeovers, the
+    //    outbox, forget, discard). Methods of the incarnation, each file
+    //    apart.
+    &["append", "lease", "recovery"],
+    // 5. The handle: its thread, and `sched-durable`'s `Store`.
+    &["store"],
+    // 6. Opening one.
+    &["builder"],
+];
 
 pub(crate) fn layers() -> Result<(), String> {
     let mut broken = Vec::new();

@@ -52,12 +52,11 @@
 //! Delivery is at most once, per-sender order is kept, and what is lost is
 //! counted: see [`TransportStats`] and `docs/guide/distributed.md`.
 //!
-//! # Durable processes across nodes (feature `durable`)
+//! # Durable processes across nodes
 //!
-//! `JetStreamStore` keeps `sched-durable`'s journals in a JetStream stream
-//! that the nodes share: the durable processes of a node that died are
-//! resumed by another, with at most one running incarnation (see the
-//! `journal` module).
+//! `JetStreamStore`, which keeps `sched-durable`'s journals in a JetStream
+//! stream that the nodes share, is in its own crate,
+//! `sched-durable-jetstream`: it names nothing of the transport.
 //!
 //! # Relations and names across nodes
 //!
@@ -91,8 +90,6 @@ mod codec;
 mod config;
 mod error;
 mod io;
-#[cfg(feature = "durable")]
-pub mod journal;
 mod kv;
 mod leases;
 mod membership;
@@ -112,10 +109,6 @@ pub use config::{
     DEFAULT_NAME_LEASE,
 };
 pub use error::{ClusterNameError, ConnectError, DecodeError, EncodeError, LinkError};
-#[cfg(feature = "durable")]
-pub use journal::{
-    JetStreamStore, JetStreamStoreBuilder, JournalWriter, Written, DEFAULT_JOURNAL_LEASE,
-};
 pub use names::ClusterNames;
 pub use scheduler_ext::NatsSchedulerExt;
 pub use stats::TransportStats;

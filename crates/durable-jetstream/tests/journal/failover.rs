@@ -12,16 +12,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use relay_nats::{JetStreamStore, Written};
 use sched_durable::prelude::*;
 use sched_durable::store::Store;
 use sched_durable::{Record, RecordedEffect};
+use sched_durable_jetstream::{JetStreamStore, Written};
 
 use crate::support::NatsServer;
 
-const ROLE: &str = "RELAY_NATS_JOURNAL_NODE";
-const URL: &str = "RELAY_NATS_JOURNAL_URL";
-const SPAWN: &str = "RELAY_NATS_JOURNAL_SPAWN";
+const ROLE: &str = "DURABLE_JETSTREAM_NODE";
+const URL: &str = "DURABLE_JETSTREAM_URL";
+const SPAWN: &str = "DURABLE_JETSTREAM_SPAWN";
 
 const PREFIX: &str = "failover";
 const LEASE: Duration = Duration::from_millis(1_000);

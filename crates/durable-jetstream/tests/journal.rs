@@ -12,8 +12,8 @@ mod failover;
 
 use std::time::{Duration, Instant};
 
-use relay_nats::JetStreamStore;
 use sched_durable::store::{conformance, Append, Created, Outgoing, Store};
+use sched_durable_jetstream::JetStreamStore;
 use support::NatsServer;
 
 /// The server syncs every message before acknowledging it.
