@@ -22,6 +22,7 @@ impl Inner {
             .and_then(|e| std::str::from_utf8(&e.value).ok().map(str::to_owned))
             .and_then(|text| u64::from_str_radix(&text, 16).ok()))
     }
+
     /// Renews this incarnation's lease: the revision it last wrote, or, if
     /// it lapsed, made again (unless another incarnation of this node
     /// holds it: then it stops). Returns whether to go on.
