@@ -12,7 +12,11 @@
 //!    it.
 //! 3. **Paths.** A send reaches its receiver by whichever of these comes
 //!    first, and possibly by several:
-//!    - live, when its record commits and the receiver runs on this node;
+//!    - live, when the receiver runs on this node: early, as its record
+//!      is queued (before it is durable: the receiver's own record, which
+//!      takes it, is never written unless the sender's is, `commit.rs`),
+//!      or when its record commits (a send that could not go early, or
+//!      went early to a process that no longer has the key);
 //!    - from the outbox when the receiver starts: [`Durability::spawn`]
 //!      and [`Durability::recover`] read the outbox *after* the receiver's
 //!      process is registered, so a send released while it was not yet
@@ -33,6 +37,10 @@
 //!    until it arrives; if not, the earlier numbers went to an incarnation
 //!    of the same key that was forgotten (`Durability::forget` discards
 //!    the outbox entries addressed to it), and `k` starts the channel.
+//!    The store is asked only when every earlier send was durable as `k`
+//!    left (`Envelope::prior_settled`); if `k - 1` went early to this
+//!    same process, it is on its way and not yet in the outbox, so `k` is
+//!    held without asking.
 //! 6. **Discarding.** An outbox entry is removed when its receiver's
 //!    record takes it, or when its receiver's journal has ended (by a
 //!    recovery or `forget`). A send to a key that has no journal yet
