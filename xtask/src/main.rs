@@ -69,7 +69,8 @@ commands:
                  the randomised whole-scheduler stress run with its checker,
                  in release, for N seconds (default 60)
   layers         check that each crate's modules (sched-core, relay-nats,
-                 sched-durable) use only lower ones on their ladders
+                 sched-durable, sched-durable-jetstream) use only lower
+                 ones on their ladders
   sizes          functions over 100 lines and files over 800 (outside
                  tests) are split, or listed with their reason
   mutants [NAME] apply each mutation of the table (or the one named), run

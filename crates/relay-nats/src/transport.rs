@@ -16,7 +16,7 @@ use crate::stats::{Counters, TransportStats};
 
 /// A [`RemoteTransport`] over NATS: each node subscribes to one subject of
 /// its own (`<prefix>.node.<n>`), and a package for a PID of node `n` is
-/// encoded by the [`Codec`] and published there.
+/// encoded by the [`Codec`](crate::Codec) and published there.
 ///
 /// The NATS client runs on a single-threaded tokio runtime on a thread of
 /// the transport's own, so the scheduler stays free of any async runtime.
