@@ -173,6 +173,13 @@ const SCHED_SYSTEM_LANE: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The tests of a terminate that does not wait for the process's turn.
+const SCHED_TERMINATE_QUEUED: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "terminate_queued"],
+    env: &[],
+    target_subdir: None,
+};
+
 const SCHED_CORE_FAIRNESS: Catcher = Catcher {
     args: &["test", "-p", "sched-core", "--test", "fairness"],
     env: &[],
@@ -661,5 +668,24 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "                            (addressed != 0 && current != addressed)\n",
         replacement: "                            (false && addressed != 0 && current != addressed)\n",
         catcher: &NATS_RESTARTED_RUN,
+    },
+    Mutation {
+        // A terminate sets the flag and waits for the process's turn, as
+        // before kill tickets: behind 2 000 busy processes, thousands of
+        // steps.
+        name: "terminate-waits-its-turn",
+        file: "crates/sched-core/src/engine/routing.rs",
+        original: "        if flag != TERMINATE || self.histograms || cfg!(loom) {",
+        replacement: "        if true || flag != TERMINATE || self.histograms || cfg!(loom) {",
+        catcher: &SCHED_TERMINATE_QUEUED,
+    },
+    Mutation {
+        // A continuing process is never made READY in its queue: a ticket
+        // cannot take it, and its terminate waits a whole turn.
+        name: "continue-never-published-for-tickets",
+        file: "crates/sched-core/src/worker/step.rs",
+        original: "pub(crate) const KILL_TICKET_BACKLOG: usize = 256;",
+        replacement: "pub(crate) const KILL_TICKET_BACKLOG: usize = usize::MAX;",
+        catcher: &SCHED_TERMINATE_QUEUED,
     },
 ];

@@ -135,10 +135,7 @@ impl Links {
                     engine.after_wake(target, wake);
                 }
             }
-            Ok(Signal::Kill) => {
-                let wake = target.state.kill(TERMINATE);
-                engine.after_wake(target, wake);
-            }
+            Ok(Signal::Kill) => engine.end_soon(target.clone(), TERMINATE),
             Ok(Signal::Ignore) | Err(_) => {}
         }
     }

@@ -23,8 +23,9 @@ use crate::contract::command::Tag;
 use crate::contract::error::TerminateError;
 use crate::contract::event::{CommandError, Event};
 use crate::contract::urgent;
+use crate::engine::shared::Runnable;
 use crate::panic_guard::drop_user_value;
-use crate::record::state::TERMINATE;
+use crate::record::state::{Killed, TERMINATE};
 use crate::record::RecordRef;
 use crate::runqueue::local::{self};
 
@@ -249,9 +250,37 @@ impl Shared {
         let Some(record) = self.processes.get(pid) else {
             return false;
         };
-        let wake = record.state.kill(flag);
-        self.after_wake_owned(record, wake);
+        self.end_soon(record, flag);
         true
+    }
+
+    /// Sets `flag` on `record` so that it ends. A terminated process that
+    /// waits in a run queue behind others is handed to the workers as a
+    /// kill ticket, which the next worker to pick work ends before
+    /// anything else (`reap_killed`); one that waits for events is woken
+    /// as by a message; a running one ends after its step.
+    ///
+    /// Not with histograms on, where whoever queues a process stamps its
+    /// body after making it ready, which a ticket's taker could then
+    /// borrow at the same time; nor under loom, whose engine models are
+    /// at their branch limit (the ticket's protocol has models of its own
+    /// in `loom_models/events.rs`). Then the process ends at its turn.
+    pub(crate) fn end_soon(&self, record: RecordRef, flag: u32) {
+        if flag != TERMINATE || self.histograms || cfg!(loom) {
+            let wake = record.state.kill(flag);
+            self.after_wake_owned(record, wake);
+            return;
+        }
+        match record.state.kill_queued(flag) {
+            Killed::Nothing => {}
+            // It waited for events: queued now as any woken process (on a
+            // worker, to run right after the step under way).
+            Killed::Schedule => self.schedule(record, Runnable::Woken),
+            Killed::Queued => {
+                self.kills.push(record);
+                self.sleepers.notify_one();
+            }
+        }
     }
 }
 
@@ -427,9 +456,11 @@ impl Context {
     }
 
     /// Ends the process `pid` with
-    /// [`ExitError::Terminated`](crate::ExitError::Terminated) the next time
-    /// a worker holds it (at once if it is waiting; after its current step
-    /// if it is running). Its `close` runs as usual.
+    /// [`ExitError::Terminated`](crate::ExitError::Terminated): after its
+    /// current step if it is running; at the next pick of any worker if it
+    /// waits, for events or in a run queue behind others (it does not wait
+    /// for its turn, except with latency histograms on). Its `close` runs
+    /// as usual.
     ///
     /// A PID of another node (with a remote transport) is sent the request:
     /// `Ok` means it left, and its node ends the process if it is still

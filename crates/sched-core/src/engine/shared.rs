@@ -47,6 +47,12 @@ pub(crate) struct Shared {
     /// posted from another thread reached its step 47 ms late (p99,
     /// `burst` bench) with one queue for both.
     pub(crate) woken: Box<[Fifo<RecordRef>]>,
+    /// Kill tickets: processes terminated while they waited in a run
+    /// queue, for the next worker to end out of their turn (see
+    /// `Shared::end_soon`, and `reap_killed` in `worker/end.rs`). Written
+    /// only by a terminate; each worker reads whether it is empty once
+    /// per pick.
+    pub(crate) kills: Fifo<RecordRef>,
     /// The groups processes are spawned into (just the default one
     /// unless the builder declared some).
     pub(crate) groups: crate::runqueue::shares::Groups,
@@ -330,7 +336,8 @@ impl Shared {
     /// Whether any queue holds a runnable process (for the last check
     /// before parking: this scans every worker, but only when going idle).
     pub(crate) fn has_work(&self) -> bool {
-        self.woken.iter().any(|q| !q.is_empty())
+        (!cfg!(loom) && !self.kills.is_empty())
+            || self.woken.iter().any(|q| !q.is_empty())
             || self.injector.iter().any(|q| !q.is_empty())
             || self.remotes.iter().any(|r| {
                 // Under loom nothing is ever nursed (`Local::push_nursery`).

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use loom::thread;
 
 use super::harness::{completion, message, Harness};
-use crate::record::state::{state_of, Wake, BLOCKED, COMPLETE, IDLE, READY, RUNNING};
+use crate::record::state::{state_of, Wake, BLOCKED, COMPLETE, IDLE, READY, RUNNING, STALE};
 use crate::sync::{Arc, AtomicUsize};
 
 /// A completion arrives while the worker finishes the step that yielded
@@ -231,6 +231,58 @@ fn terminate_races_a_continuing_step() {
         for _ in 0..2 {
             h.run_queued(READY);
         }
+        terminator.join().unwrap();
+        h.settle(READY, 0);
+        assert_eq!(state_of(h.record.state.load()), COMPLETE);
+        assert_eq!(h.ended.load(SeqCst), 1, "ended exactly once");
+    });
+}
+
+/// A kill ticket races the worker that pops the queued process: exactly
+/// one of them owns it, it ends exactly once, and the entry the ticket
+/// made stale is dropped without touching the body (the ticket's claim is
+/// `READY -> RUNNING | STALE`, the pop's `start_step` clears the mark).
+#[test]
+fn a_kill_ticket_races_the_worker_taking_the_queued_process() {
+    loom::model(|| {
+        let h = Harness::queued();
+        let terminator = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.terminate_with_ticket();
+                h.reap();
+            })
+        };
+        h.run_queued(IDLE);
+        terminator.join().unwrap();
+        h.settle(IDLE, 0);
+        assert_eq!(state_of(h.record.state.load()), COMPLETE);
+        assert_eq!(h.ended.load(SeqCst), 1, "ended exactly once");
+        assert_eq!(
+            h.record.state.load() & STALE,
+            0,
+            "the stale mark was consumed"
+        );
+    });
+}
+
+/// A kill ticket races a step that continues under a backlog (made
+/// `READY` in its queue, `finish_step`'s `publish`): the kill flag wins
+/// over the requeue, the ticket takes the queued process, or the worker
+/// that pops it ends it; once in every case.
+#[test]
+fn a_kill_ticket_races_a_published_continue() {
+    loom::model(|| {
+        let h = Harness::running();
+        let terminator = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.terminate_with_ticket();
+                h.reap();
+            })
+        };
+        h.finish_publishing(READY, true);
+        h.run_queued(READY);
         terminator.join().unwrap();
         h.settle(READY, 0);
         assert_eq!(state_of(h.record.state.load()), COMPLETE);

@@ -12,7 +12,9 @@ use crate::contract::error::InitError;
 use crate::contract::event::Event;
 use crate::contract::output::{Events, Output};
 use crate::contract::process::{InitContext, Process};
-use crate::record::state::{state_of, AfterStep, Wake, COMPLETE, READY, RUNNING, TERMINATE};
+use crate::record::state::{
+    state_of, AfterStep, Killed, Wake, COMPLETE, READY, RUNNING, TERMINATE,
+};
 use crate::record::RecordRef;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
 
@@ -44,6 +46,8 @@ pub(super) fn message() -> Event {
 pub(super) struct Harness {
     pub(super) record: RecordRef,
     pub(super) run_queue: Mutex<VecDeque<RecordRef>>,
+    /// Kill tickets (`Shared::kills`).
+    pub(super) tickets: Mutex<VecDeque<RecordRef>>,
     /// Times the process was pushed onto the run queue.
     pub(super) queued: AtomicUsize,
     /// Times a worker took it off the run queue and ran it.
@@ -66,6 +70,7 @@ impl Harness {
         Arc::new(Harness {
             record: RecordRef::new(Pid::local(1), Inert),
             run_queue: Mutex::new(VecDeque::new()),
+            tickets: Mutex::new(VecDeque::new()),
             queued: AtomicUsize::new(0),
             runs: AtomicUsize::new(0),
             seen: AtomicUsize::new(0),
@@ -127,15 +132,49 @@ impl Harness {
         }
     }
 
+    /// What `Shared::end_soon` does for a terminate: a queued process gets
+    /// a kill ticket, a waiting one is queued.
+    pub(super) fn terminate_with_ticket(&self) {
+        match self.record.state.kill_queued(TERMINATE) {
+            Killed::Schedule => self.schedule(),
+            Killed::Queued => self.tickets.lock().push_back(self.record.clone()),
+            Killed::Nothing => {}
+        }
+    }
+
+    /// What `reap_killed` does: each ticket's process taken out of its
+    /// turn and ended, if no worker took it first.
+    pub(super) fn reap(&self) {
+        loop {
+            let Some(record) = self.tickets.lock().pop_front() else {
+                return;
+            };
+            if record.state.claim_killed().is_some() {
+                assert!(
+                    !self.owned.swap(true, SeqCst),
+                    "a ticket took a process another thread owns"
+                );
+                self.end();
+            }
+        }
+    }
+
     /// `READY -> RUNNING` (or still `RUNNING` when it was queued to
     /// continue), as a worker that dequeued the process.
     pub(super) fn take(&self) -> u32 {
-        let kill = self.record.state.start_step();
+        self.take_entry()
+            .expect("a stale entry in a model without kill tickets")
+    }
+
+    /// [`take`](Harness::take), or `None` for an entry a kill ticket made
+    /// stale (dropped without touching the process).
+    pub(super) fn take_entry(&self) -> Option<u32> {
+        let kill = self.record.state.start_step()?;
         assert!(
             !self.owned.swap(true, SeqCst),
             "the process is owned by two threads at once"
         );
-        kill
+        Some(kill)
     }
 
     /// Drains the events, as a worker does before `step`.
@@ -153,10 +192,16 @@ impl Harness {
 
     /// `worker/mod.rs`'s `after_step`: the step wanted `desired`.
     pub(super) fn finish(&self, desired: u32) {
+        self.finish_publishing(desired, false);
+    }
+
+    /// [`finish`](Harness::finish), with `finish_step`'s `publish` (a
+    /// continue made `READY` in its queue).
+    pub(super) fn finish_publishing(&self, desired: u32, publish: bool) {
         // Ownership is handed on by the CAS inside `finish_step`; clear the
         // flag first, as the body is not touched after it.
         self.owned.store(false, SeqCst);
-        match self.record.state.finish_step(desired) {
+        match self.record.state.finish_step(desired, publish) {
             AfterStep::Parked => {}
             AfterStep::Requeue { .. } => self.schedule(),
             AfterStep::Kill(_) => {
@@ -192,11 +237,13 @@ impl Harness {
         };
         assert!(RecordRef::ptr_eq(&record, &self.record));
         self.runs.fetch_add(1, SeqCst);
-        if self.take() != 0 {
-            self.end();
-        } else {
-            self.drain();
-            self.finish(want(self));
+        match self.take_entry() {
+            None => {}
+            Some(0) => {
+                self.drain();
+                self.finish(want(self));
+            }
+            Some(_) => self.end(),
         }
         true
     }
@@ -204,6 +251,7 @@ impl Harness {
     /// After joining every other thread: runs what is still queued, then
     /// checks the invariants with `events` pushed in all.
     pub(super) fn settle(&self, desired: u32, events: usize) {
+        self.reap();
         while self.run_queued(desired) {}
         let word = self.record.state.load();
         assert!(

@@ -28,6 +28,10 @@ pub(crate) const TERMINATE: u32 = 1 << 4;
 pub(crate) const FORCE: u32 = 1 << 5;
 /// Flags that end the process the next time a worker holds it.
 pub(crate) const KILL: u32 = TERMINATE | FORCE;
+/// A kill ticket took the process while a run-queue entry of it was still
+/// queued (see [`StateWord::claim_killed`]): whoever pops that entry drops
+/// it. Cleared by that pop.
+pub(crate) const STALE: u32 = 1 << 6;
 
 /// The state part of a word.
 #[inline]
@@ -107,6 +111,21 @@ pub(crate) enum Wake {
     Nothing,
 }
 
+/// What [`StateWord::kill_queued`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Killed {
+    /// The process was waiting: now READY, and the caller queues it (as
+    /// for [`Wake::Schedule`]).
+    Schedule,
+    /// The process was READY with no kill flag before: it sits in a run
+    /// queue (or is about to), and whoever holds a ticket for it may take
+    /// it out of its turn with [`StateWord::claim_killed`].
+    Queued,
+    /// Nothing to do: it is running (its worker sees the flag), was killed
+    /// already, or has ended.
+    Nothing,
+}
+
 /// What a worker does after a step, decided by [`StateWord::finish_step`].
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum AfterStep {
@@ -168,16 +187,68 @@ impl StateWord {
         self.wake()
     }
 
+    /// [`kill`](StateWord::kill), also telling whether the process is
+    /// queued: then a ticket may end it before its turn.
+    pub(crate) fn kill_queued(&self, flag: u32) -> Killed {
+        debug_assert!(flag & !KILL == 0);
+        let previous = self.0.fetch_or(flag, AcqRel);
+        match state_of(previous) {
+            COMPLETE => Killed::Nothing,
+            // The fetch-or is a read-modify-write in the word's chain: the
+            // `start_step` or `claim_killed` that takes the process
+            // acquires it. No wake is needed.
+            READY if previous & KILL == 0 => Killed::Queued,
+            READY => Killed::Nothing,
+            _ => match self.wake() {
+                Wake::Schedule => Killed::Schedule,
+                Wake::Nothing => Killed::Nothing,
+            },
+        }
+    }
+
+    /// A kill ticket's holder takes the process out of its turn:
+    /// `READY` (with a kill flag) `-> RUNNING | STALE`. On success it owns
+    /// the process, as a worker that dequeued it would, and returns the
+    /// kill flags; the run-queue entry that still holds the process is now
+    /// stale, and the [`start_step`](StateWord::start_step) that pops it
+    /// clears `STALE` and drops it. `None` if the process is not ready (a
+    /// worker took it first, or it ended): then that worker ends it.
+    pub(crate) fn claim_killed(&self) -> Option<u32> {
+        let mut word = self.0.load(Acquire);
+        loop {
+            if state_of(word) != READY || word & KILL == 0 || word & STALE != 0 {
+                return None;
+            }
+            let next = (word & KILL) | RUNNING | STALE;
+            // AcqRel: the acquire takes the body from the previous owner's
+            // release (as `start_step`'s does); the release orders the
+            // claim before the pop that finds `STALE`.
+            match self.0.compare_exchange_weak(word, next, AcqRel, Acquire) {
+                Ok(_) => return Some(word & KILL),
+                Err(current) => word = current,
+            }
+        }
+    }
+
     /// A worker that dequeued the process takes it: `READY -> RUNNING`.
     /// A process its owner queued to continue is still `RUNNING` (see
     /// [`finish_step`](StateWord::finish_step)), and then nothing is
     /// written unless a wakeup flag is set, which the drain that follows
     /// makes stale. Returns the kill flags that were set, if any.
-    pub(crate) fn start_step(&self) -> u32 {
+    ///
+    /// `None` if the entry was stale: a kill ticket took the process out
+    /// of its turn (`claim_killed`); the caller drops the entry.
+    pub(crate) fn start_step(&self) -> Option<u32> {
         let mut word = self.0.load(Acquire);
         loop {
+            if word & STALE != 0 {
+                // The only other entry: the claim ended (or is ending) the
+                // process, which is never queued again.
+                self.0.fetch_and(!STALE, AcqRel);
+                return None;
+            }
             let next = match state_of(word) {
-                RUNNING if word & WAKE == 0 => return word & KILL,
+                RUNNING if word & WAKE == 0 => return Some(word & KILL),
                 RUNNING => word & !WAKE,
                 _ => {
                     debug_assert_eq!(
@@ -189,7 +260,7 @@ impl StateWord {
                 }
             };
             match self.0.compare_exchange_weak(word, next, AcqRel, Acquire) {
-                Ok(_) => return word & KILL,
+                Ok(_) => return Some(word & KILL),
                 Err(current) => word = current,
             }
         }
@@ -198,7 +269,12 @@ impl StateWord {
     /// A worker finished a step wanting `desired` (`READY`, `BLOCKED` or
     /// `IDLE`). Events that arrived during the step (the wakeup flag) turn a
     /// wait into a requeue; a kill flag wins over everything.
-    pub(crate) fn finish_step(&self, desired: u32) -> AfterStep {
+    ///
+    /// With `publish`, a step that continues makes the process `READY`
+    /// (one read-modify-write here and one in the next `start_step`), so
+    /// that a kill ticket can take it out of its turn; its worker passes
+    /// it when it has a long queue, where a turn is long to wait.
+    pub(crate) fn finish_step(&self, desired: u32, publish: bool) -> AfterStep {
         let mut word = self.0.load(Acquire);
         loop {
             debug_assert_eq!(state_of(word), RUNNING);
@@ -206,7 +282,7 @@ impl StateWord {
                 return AfterStep::Kill(word & KILL);
             }
             let woken = word & WAKE != 0;
-            if desired == READY && !woken {
+            if desired == READY && !woken && !publish {
                 // Continuing, and nothing arrived: the process stays
                 // `RUNNING`, owned by the run-queue entry the caller pushes
                 // next (the queue hands it and the body on to whoever pops
@@ -227,8 +303,17 @@ impl StateWord {
     }
 
     /// The worker ends the process: no transition happens after this.
+    /// A stale run-queue entry's mark (`STALE`) is kept for the pop that
+    /// drops it.
     pub(crate) fn complete(&self) {
-        self.0.swap(COMPLETE, AcqRel);
+        let mut word = self.0.load(Acquire);
+        loop {
+            let next = COMPLETE | (word & STALE);
+            match self.0.compare_exchange_weak(word, next, AcqRel, Acquire) {
+                Ok(_) => return,
+                Err(current) => word = current,
+            }
+        }
     }
 }
 
@@ -250,11 +335,14 @@ mod tests {
     #[test]
     fn a_wake_while_running_sets_the_flag_and_requeues_after_the_step() {
         let s = StateWord::new();
-        assert_eq!(s.start_step(), 0);
+        assert_eq!(s.start_step(), Some(0));
         assert_eq!(s.wake(), Wake::Nothing);
         assert_eq!(s.load(), RUNNING | WAKE);
         assert_eq!(s.wake(), Wake::Nothing, "a second wake changes nothing");
-        assert_eq!(s.finish_step(IDLE), AfterStep::Requeue { woken: true });
+        assert_eq!(
+            s.finish_step(IDLE, false),
+            AfterStep::Requeue { woken: true }
+        );
         assert_eq!(s.load(), READY);
     }
 
@@ -262,7 +350,7 @@ mod tests {
     fn a_wake_of_a_waiting_process_schedules_it_once() {
         let s = StateWord::new();
         s.start_step();
-        assert_eq!(s.finish_step(BLOCKED), AfterStep::Parked);
+        assert_eq!(s.finish_step(BLOCKED, false), AfterStep::Parked);
         assert_eq!(s.wake(), Wake::Schedule);
         assert_eq!(s.wake(), Wake::Nothing, "already ready");
         assert_eq!(ProcessState::from_word(s.load()), ProcessState::Ready);
@@ -272,10 +360,10 @@ mod tests {
     fn kill_flags_survive_and_win() {
         let s = StateWord::new();
         s.start_step();
-        assert_eq!(s.finish_step(IDLE), AfterStep::Parked);
+        assert_eq!(s.finish_step(IDLE, false), AfterStep::Parked);
         assert_eq!(s.kill(TERMINATE), Wake::Schedule);
-        assert_eq!(s.start_step(), TERMINATE);
-        assert_eq!(s.finish_step(READY), AfterStep::Kill(TERMINATE));
+        assert_eq!(s.start_step(), Some(TERMINATE));
+        assert_eq!(s.finish_step(READY, false), AfterStep::Kill(TERMINATE));
         s.complete();
         assert_eq!(s.kill(FORCE), Wake::Nothing);
         assert_eq!(s.wake(), Wake::Nothing);
@@ -285,31 +373,92 @@ mod tests {
     fn continue_requeues_without_the_woken_mark() {
         let s = StateWord::new();
         s.start_step();
-        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+        assert_eq!(
+            s.finish_step(READY, false),
+            AfterStep::Requeue { woken: false }
+        );
     }
 
     #[test]
     fn a_continuing_process_stays_running_while_queued() {
         let s = StateWord::new();
         s.start_step();
-        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+        assert_eq!(
+            s.finish_step(READY, false),
+            AfterStep::Requeue { woken: false }
+        );
         assert_eq!(s.load(), RUNNING, "no transition, no write");
-        assert_eq!(s.start_step(), 0);
+        assert_eq!(s.start_step(), Some(0));
         assert_eq!(s.load(), RUNNING);
 
         // Woken while queued: the flag is set (no second queueing) and the
         // next start clears it, as its drain will take what arrived.
-        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+        assert_eq!(
+            s.finish_step(READY, false),
+            AfterStep::Requeue { woken: false }
+        );
         assert_eq!(s.wake(), Wake::Nothing, "queued already");
         assert_eq!(s.load(), RUNNING | WAKE);
-        assert_eq!(s.start_step(), 0);
+        assert_eq!(s.start_step(), Some(0));
         assert_eq!(s.load(), RUNNING);
 
         // Killed while queued: the next start reports it.
-        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: false });
+        assert_eq!(
+            s.finish_step(READY, false),
+            AfterStep::Requeue { woken: false }
+        );
         assert_eq!(s.kill(TERMINATE), Wake::Nothing, "queued already");
-        assert_eq!(s.start_step(), TERMINATE);
-        assert_eq!(s.finish_step(IDLE), AfterStep::Kill(TERMINATE));
+        assert_eq!(s.start_step(), Some(TERMINATE));
+        assert_eq!(s.finish_step(IDLE, false), AfterStep::Kill(TERMINATE));
+    }
+
+    #[test]
+    fn a_ticket_takes_a_queued_process_and_its_entry_is_dropped() {
+        let s = StateWord::new();
+        assert_eq!(s.kill_queued(TERMINATE), Killed::Queued);
+        assert_eq!(s.kill_queued(TERMINATE), Killed::Nothing, "one ticket");
+        assert_eq!(s.claim_killed(), Some(TERMINATE));
+        assert_eq!(s.claim_killed(), None, "claimed once");
+        s.complete();
+        assert_eq!(s.load(), COMPLETE | STALE, "the mark outlives the end");
+        assert_eq!(s.start_step(), None, "the entry is stale");
+        assert_eq!(s.load(), COMPLETE);
+    }
+
+    #[test]
+    fn a_worker_that_takes_the_process_first_leaves_the_ticket_nothing() {
+        let s = StateWord::new();
+        assert_eq!(s.kill_queued(TERMINATE), Killed::Queued);
+        assert_eq!(s.start_step(), Some(TERMINATE));
+        assert_eq!(s.claim_killed(), None);
+        assert_eq!(s.load() & STALE, 0);
+    }
+
+    #[test]
+    fn a_published_continue_is_ready_and_can_be_claimed() {
+        let s = StateWord::new();
+        s.start_step();
+        assert_eq!(
+            s.finish_step(READY, true),
+            AfterStep::Requeue { woken: false }
+        );
+        assert_eq!(s.load(), READY);
+        assert_eq!(s.kill_queued(TERMINATE), Killed::Queued);
+        assert_eq!(s.claim_killed(), Some(TERMINATE));
+        // Unpublished, the queued process stays RUNNING: no ticket.
+        let s = StateWord::new();
+        s.start_step();
+        assert_eq!(
+            s.finish_step(READY, false),
+            AfterStep::Requeue { woken: false }
+        );
+        assert_eq!(s.kill_queued(TERMINATE), Killed::Nothing);
+        assert_eq!(s.claim_killed(), None);
+        // A waiting process is scheduled by the kill, as by `kill`.
+        let s = StateWord::new();
+        s.start_step();
+        assert_eq!(s.finish_step(IDLE, false), AfterStep::Parked);
+        assert_eq!(s.kill_queued(TERMINATE), Killed::Schedule);
     }
 
     #[test]
@@ -317,9 +466,12 @@ mod tests {
         let s = StateWord::new();
         s.start_step();
         s.wake();
-        assert_eq!(s.finish_step(READY), AfterStep::Requeue { woken: true });
+        assert_eq!(
+            s.finish_step(READY, false),
+            AfterStep::Requeue { woken: true }
+        );
         assert_eq!(s.load(), READY);
-        assert_eq!(s.start_step(), 0);
+        assert_eq!(s.start_step(), Some(0));
         assert_eq!(s.load(), RUNNING);
     }
 }

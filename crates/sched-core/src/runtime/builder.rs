@@ -629,6 +629,7 @@ impl<T> Builder<T> {
         let control = Control::new(self.thread_name, locals, run_worker, watcher);
         let shared = Shared {
             injector: (0..group_count).map(|_| Fifo::new()).collect(),
+            kills: Fifo::new(),
             woken: (0..crate::runqueue::order::LEVELS * group_count)
                 .map(|_| Fifo::new())
                 .collect(),

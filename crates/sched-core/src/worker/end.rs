@@ -14,6 +14,26 @@ use crate::record::{Body, RecordRef};
 use super::Worker;
 
 impl Worker {
+    /// Ends the processes whose kill tickets are waiting (see
+    /// `Shared::end_soon`): each one this worker can take out of its turn
+    /// (`claim_killed`), at once. A ticket whose process a worker took
+    /// first is dropped: that worker ends it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn reap_killed(&mut self) {
+        while let Some(record) = self.shared.kills.pop() {
+            if let Some(flags) = record.state.claim_killed() {
+                // SAFETY: `claim_killed` made this worker the process's
+                // owner (`READY -> RUNNING`, as `start_step` does); the
+                // queue entry still holding it is stale and its pop only
+                // clears the mark, never touching the body.
+                unsafe {
+                    record.with_body(|body| self.end_killed(&record, body, flags));
+                }
+            }
+        }
+    }
+
     /// Ends a process that was terminated, or forced at shutdown (which
     /// names it, with its type, in a warning).
     pub(super) fn end_killed(&mut self, record: &RecordRef, body: &mut Body, flags: u32) {

@@ -24,7 +24,7 @@ mod step;
 mod upgrade;
 
 pub(crate) use driven::{CommandFault, Driven, StepEnd, StepObserver, Turn};
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 pub(crate) use idle::leave_the_searchers_to_linger;
 
 use idle::Idle;

@@ -26,6 +26,12 @@ use crate::sync::Arc;
 
 use super::{driven, CommandFault, StepEnd, Worker};
 
+/// How many processes must be queued ahead of a process that continues,
+/// in its lane on its worker, for it to wait as `READY` (see
+/// `Worker::publish_continue`): below, a terminate waits at most these
+/// steps for its turn; from there on it ends at the next pick.
+pub(crate) const KILL_TICKET_BACKLOG: usize = 256;
+
 /// What `take_events` found for a step.
 enum Taken {
     /// The process ended (an upgrade ordered from outside failed).
@@ -110,6 +116,11 @@ impl Worker {
     /// moves it on.
     #[inline(always)]
     pub(super) fn run_process(&mut self, record: RecordRef) {
+        let Some(kill) = record.state.start_step() else {
+            // A kill ticket ended the process while this entry waited
+            // (`reap_killed`): the entry is dropped.
+            return;
+        };
         // With groups: the group its step's time is counted to, and which
         // a process the step spawns joins.
         let group = (self.local.groups > 1).then(|| {
@@ -117,7 +128,6 @@ impl Worker {
             self.local.current_group.set(group);
             group
         });
-        let kill = record.state.start_step();
         // A process its step spawns starts at its level. (Not under
         // loom: the engine models of `tests/loom.rs` are at loom's branch
         // limit, and this load would be one more branch per step for a
@@ -583,11 +593,25 @@ impl Worker {
         }
     }
 
+    /// Whether a process that continues is made `READY` in its queue (two
+    /// read-modify-writes on its state word, see `finish_step`) rather
+    /// than left `RUNNING`: when its lane here holds at least
+    /// [`KILL_TICKET_BACKLOG`] processes, where a terminate would
+    /// otherwise wait that many steps for its turn. Never with
+    /// histograms on or under loom (see `Shared::end_soon`).
+    #[inline(always)] // On the step path: see `step_owned`.
+    fn publish_continue(&self, record: &RecordRef) -> bool {
+        !cfg!(loom)
+            && !self.shared.histograms
+            && self.local.ahead(self.local.lane(record), false) >= KILL_TICKET_BACKLOG
+    }
+
     /// Moves the process on after a step (or a skipped step). Runs outside
     /// `with_body`: once `finish_step` has parked the process, a waker may
     /// queue it and another worker take it and borrow its body at once.
     pub(super) fn after_step(&mut self, record: &RecordRef, desired: u32) {
-        match record.state.finish_step(desired) {
+        let publish = desired == READY && self.publish_continue(record);
+        match record.state.finish_step(desired, publish) {
             AfterStep::Parked => {}
             AfterStep::Requeue { woken } => {
                 let how = if woken {
