@@ -358,7 +358,7 @@ impl Bucket {
         let subject = self.subject(token, holder.pid.node());
         match self.publish(subject, headers, holder.encode()).await {
             Ok(seq) => Ok(Some(seq)),
-            Err(e) if e == PublishErrorKind::WrongLastSequence => Ok(None),
+            Err(PublishErrorKind::WrongLastSequence) => Ok(None),
             Err(e) => Err(unavailable(e)),
         }
     }

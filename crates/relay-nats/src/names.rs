@@ -335,8 +335,10 @@ impl ClusterNames {
     /// Registers `pid`, a process of this node, under `name` in the whole
     /// cluster, until the process ends, its node is lost, or
     /// [`unregister`](ClusterNames::unregister). Registering a name the
-    /// same process holds succeeds. A name held by a run of a node known
-    /// to be gone is taken over. Blocks until the bucket answers; async
+    /// same process holds succeeds. A name whose holder's lease has lapsed
+    /// is taken over; one just withdrawn is claimed once its markers have
+    /// expired (about a second: the call waits, within its time limit).
+    /// Blocks until the bucket answers; async
     /// code has [`register_async`](ClusterNames::register_async).
     ///
     /// # Errors
