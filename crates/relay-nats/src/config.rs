@@ -264,7 +264,7 @@ impl NatsConfig {
     /// assert!(allowed.publish.contains(&"orders.node.*.3".to_string()));
     /// assert!(allowed.subscribe.contains(&"orders.node.3.*".to_string()));
     /// assert!(allowed.publish.contains(&"$KV.names.*.n3".to_string()));
-    /// assert!(!allowed.publish.iter().any(|s| s.ends_with(">")));
+    /// assert!(!allowed.publish.iter().any(|s| s.starts_with("$JS.API.>") || s.starts_with("$KV.names.>")));
     /// ```
     pub fn permissions(&self, node: u32) -> Permissions {
         let prefix = &self.prefix;
