@@ -127,9 +127,13 @@ impl NatsConfig {
 
     /// Turns on names across the cluster
     /// ([`ClusterNames`](crate::ClusterNames)), kept in the JetStream
-    /// key-value bucket `bucket` (made if missing; every node of a cluster
-    /// names the same one). The server must run with JetStream
-    /// (`nats-server -js`).
+    /// bucket `bucket` (its stream is `KV_<bucket>`; every node of a
+    /// cluster names the same one). The server must run with JetStream
+    /// (`nats-server -js`), version 2.11 or later (per-message time to
+    /// live). A node makes the bucket if it is missing and its credentials
+    /// allow; under [`permissions`](NatsConfig::permissions) they do not,
+    /// and an administrator makes it once with
+    /// [`ClusterNames::create_bucket`](crate::ClusterNames::create_bucket).
     ///
     /// # Examples
     ///
@@ -146,9 +150,8 @@ impl NatsConfig {
     /// [`DEFAULT_NAME_LEASE`], 6 s). The node renews each of its names
     /// every third of the lease; a name whose node stopped (killed, hung,
     /// cut off from the server) lapses within the lease, whoever else is
-    /// alive. The lease is the bucket's: the node that makes the bucket
-    /// sets it (as the bucket's maximum age), and every node should use
-    /// the same.
+    /// alive. Each node's lease entries carry the lease as their time to
+    /// live, rounded up to whole seconds; every node should use the same.
     ///
     /// # Panics
     ///
@@ -238,16 +241,30 @@ impl NatsConfig {
     /// nothing more: its frames carry its own number in their subject, its
     /// announcements too, so credentials limited to these subjects cannot
     /// speak for another node (see the distributed guide's Security
-    /// section). With cluster names on, the bucket's JetStream subjects are
-    /// included.
+    /// section).
+    ///
+    /// With cluster names on, add the bucket's: publish on the node's own
+    /// claims and leases (`$KV.<bucket>.*.n<node>` and
+    /// `$KV.<bucket>.*.n<node>.l`: no other node's), and two JetStream
+    /// API subjects, both for the bucket's stream only and both read-only:
+    /// `$JS.API.STREAM.INFO.KV_<bucket>` (opening it) and
+    /// `$JS.API.STREAM.MSG.GET.KV_<bucket>` (reading a name's entries).
+    /// No stream create, update, delete or purge, no message delete, no
+    /// consumer: the bucket is made once with
+    /// [`admin_permissions`](NatsConfig::admin_permissions) (see
+    /// [`ClusterNames::create_bucket`](crate::ClusterNames::create_bucket)).
     ///
     /// # Examples
     ///
     /// ```
-    /// let config = relay_nats::NatsConfig::new("nats://127.0.0.1:4222").subject_prefix("orders");
+    /// let config = relay_nats::NatsConfig::new("nats://127.0.0.1:4222")
+    ///     .subject_prefix("orders")
+    ///     .cluster_names("names");
     /// let allowed = config.permissions(3);
     /// assert!(allowed.publish.contains(&"orders.node.*.3".to_string()));
     /// assert!(allowed.subscribe.contains(&"orders.node.3.*".to_string()));
+    /// assert!(allowed.publish.contains(&"$KV.names.*.n3".to_string()));
+    /// assert!(!allowed.publish.iter().any(|s| s.starts_with("$JS.API.>") || s.starts_with("$KV.names.>")));
     /// ```
     pub fn permissions(&self, node: u32) -> Permissions {
         let prefix = &self.prefix;
@@ -256,18 +273,50 @@ impl NatsConfig {
             announce_subject(prefix, node),
             format!("{prefix}.probe.{node}.>"),
         ];
-        let mut subscribe = vec![
+        let subscribe = vec![
             format!("{prefix}.node.{node}.*"),
             members_subject(prefix),
             // The client's replies (the attach probe, JetStream's answers).
             "_INBOX.>".to_string(),
         ];
         if let Some(bucket) = &self.names_bucket {
-            publish.push("$JS.API.>".to_string());
-            publish.push(format!("$KV.{bucket}.>"));
-            subscribe.push(format!("$KV.{bucket}.>"));
+            publish.push(format!("$KV.{bucket}.*.n{node}"));
+            publish.push(format!("$KV.{bucket}.*.n{node}.l"));
+            publish.push(format!("$JS.API.STREAM.INFO.KV_{bucket}"));
+            publish.push(format!("$JS.API.STREAM.MSG.GET.KV_{bucket}"));
         }
         Permissions { publish, subscribe }
+    }
+
+    /// What the administrator that makes the names bucket once
+    /// ([`ClusterNames::create_bucket`](crate::ClusterNames::create_bucket))
+    /// must be allowed: create and read the bucket's stream
+    /// (`$JS.API.STREAM.CREATE.KV_<bucket>`,
+    /// `$JS.API.STREAM.INFO.KV_<bucket>`) and its replies. Give these to a
+    /// user no node runs as. Empty without
+    /// [`cluster_names`](NatsConfig::cluster_names).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = relay_nats::NatsConfig::new("nats://127.0.0.1:4222").cluster_names("names");
+    /// let admin = config.admin_permissions();
+    /// assert!(admin.publish.contains(&"$JS.API.STREAM.CREATE.KV_names".to_string()));
+    /// ```
+    pub fn admin_permissions(&self) -> Permissions {
+        match &self.names_bucket {
+            Some(bucket) => Permissions {
+                publish: vec![
+                    format!("$JS.API.STREAM.CREATE.KV_{bucket}"),
+                    format!("$JS.API.STREAM.INFO.KV_{bucket}"),
+                ],
+                subscribe: vec!["_INBOX.>".to_string()],
+            },
+            None => Permissions {
+                publish: Vec::new(),
+                subscribe: Vec::new(),
+            },
+        }
     }
 }
 

@@ -159,11 +159,9 @@ async fn close(
             inner.pending.fetch_sub(1, AcqRel);
         }
     }
-    if let (Some(me), Some(store)) = (node, inner.names.get()) {
+    if let (Some(me), Some(bucket)) = (node, inner.names.get()) {
         // This run's names go with it.
-        let own = crate::kv::sweep(store, |h| {
-            h.pid.node() == me && h.incarnation == inner.incarnation
-        });
+        let own = bucket.sweep(me, |h| h.incarnation == inner.incarnation);
         if let Ok(released) = tokio::time::timeout(CLOSE_FLUSH, own).await {
             tracing::debug!(node = me, released, "released this node's names");
         }
@@ -211,12 +209,23 @@ async fn attach(
         .map_err(|e| format!("cannot announce node {node}: {e}"))?;
     if let Some(bucket) = &inner.names_bucket {
         match crate::kv::open(client, bucket, inner.name_lease).await {
-            Ok(store) => {
+            Ok(bucket) => {
+                // An earlier run's names go: only this node may withdraw
+                // them, and that run is over.
+                let earlier = bucket.sweep(node, |h| h.incarnation != inner.incarnation);
+                let released = earlier.await;
+                if released > 0 {
+                    tracing::info!(
+                        node,
+                        released,
+                        "released the names of this node's earlier run"
+                    );
+                }
                 tokio::spawn(crate::leases::renew_leases(
-                    store.clone(),
+                    bucket.clone(),
                     Arc::clone(inner),
                 ));
-                let _ = inner.names.set(store);
+                let _ = inner.names.set(bucket);
             }
             Err(error) => {
                 tracing::error!(node, %error, "cluster names are off")
@@ -452,12 +461,10 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
                     Change::Restarted => {
                         tracing::info!(node, "a node restarted: its earlier run is gone");
                         inner.tell_lost(node);
-                        sweep_lost(&inner, node);
                     }
                     Change::Left => {
                         tracing::info!(node, "a node left");
                         inner.tell_lost(node);
-                        sweep_lost(&inner, node);
                     }
                     Change::Stale => {
                         Counters::add(&inner.counters.stale, 1);
@@ -517,27 +524,11 @@ async fn detect(inner: Arc<Inner>) {
                 "a node is down: not heard from within the failure detector's bound"
             );
             // Its names stay: a silent node may still run (a false alarm),
-            // and a name is taken over only from a run known to be over.
-            // Its leases lapse if it is really gone.
+            // and only it may withdraw them. Its leases lapse if it is
+            // really gone.
             inner.lose(node);
         }
     }
-}
-
-/// Deletes, in the background, the names held by a run of `node` known
-/// to be over (it said goodbye, or a later run was heard).
-fn sweep_lost(inner: &Arc<Inner>, node: u32) {
-    let Some(store) = inner.names.get().cloned() else {
-        return;
-    };
-    let inner = Arc::clone(inner);
-    tokio::spawn(async move {
-        let deleted =
-            crate::kv::sweep(&store, |h| h.pid.node() == node && inner.holder_dead(h)).await;
-        if deleted > 0 {
-            tracing::info!(node, deleted, "released the names of a lost node");
-        }
-    });
 }
 
 /// Locks one of the transport's shared tables (a panic elsewhere leaves

@@ -1,18 +1,47 @@
-//! The bucket the cluster names live in: who holds a name (the value of
-//! its key), and the reads and conditional deletes every node makes. It
-//! knows nothing of transports or engines; `names.rs` and the transport's
-//! thread use it.
+//! The bucket the cluster names live in, laid out so that a node's
+//! credentials can write only its own entries (`names.rs` says why that
+//! makes a name only its owner's). It knows nothing of transports or
+//! engines; `names.rs`, `leases.rs` and the transport's thread use it.
+//!
+//! The bucket is a JetStream stream `KV_<bucket>` on the subjects
+//! `$KV.<bucket>.>`, one message kept per subject. A name `n` (encoded
+//! into one subject token, [`token`]) has, for every node `m` that claims
+//! it, two entries:
+//!
+//! - its **claim**, `$KV.<bucket>.<token>.n<m>`: the holder
+//!   (`<node>.<id>@<incarnation>`), written once per registration, with no
+//!   age limit, and **proven**: published with the headers
+//!   `Nats-Expected-Last-Subject-Sequence: 0` and
+//!   `Nats-Expected-Last-Subject-Sequence-Subject:
+//!   $KV.<bucket>.<token>.*.l`, which the server checks (it refuses the
+//!   write if any node has a lease entry for the name) and stores with the
+//!   message, so every reader sees the check was made;
+//! - its **lease**, `$KV.<bucket>.<token>.n<m>.l`: the sequence of the
+//!   claim it keeps alive, with a per-message time to live (`Nats-TTL`,
+//!   the lease rounded up to whole seconds), written again every third of
+//!   the lease, each write naming the sequence of the last.
+//!
+//! The holder of a name is the **latest proven claim**, if its node's
+//! lease entry names it. A proof is made only while no lease entry of the
+//! name exists, so it makes every earlier claim void for good: an old
+//! claim whose lease comes back (a run cut off past its lease, or an
+//! intruder) is not the latest proven one any more.
 
-use async_nats::jetstream::kv::{self, Operation, Store};
-use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, context::PublishErrorKind, stream};
+use async_nats::HeaderMap;
 use sched::Pid;
 
 use crate::error::ClusterNameError;
 
-/// A name this node holds: its holder, and the revision it last wrote.
+/// A name this node holds: its holder, the sequence of its claim, and the
+/// sequence of the lease entry it last wrote (the fence).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Held {
     pub(crate) holder: Holder,
+    pub(crate) claim: u64,
     pub(crate) revision: u64,
 }
 
@@ -24,7 +53,7 @@ pub(crate) struct Holder {
 }
 
 impl Holder {
-    /// `<node>.<id>@<incarnation in hex>`: readable with `nats kv get`.
+    /// `<node>.<id>@<incarnation in hex>`: readable with `nats stream get`.
     pub(crate) fn encode(self) -> Vec<u8> {
         format!(
             "{}.{}@{:x}",
@@ -61,96 +90,379 @@ pub(crate) fn check(name: &str) -> Result<(), ClusterNameError> {
     }
 }
 
+/// A valid name as one subject token: `=` becomes `=3D` and `.` becomes
+/// `=2E` (so `jobs.a` is `jobs=2Ea`); nothing else changes.
+pub(crate) fn token(name: &str) -> String {
+    name.replace('=', "=3D").replace('.', "=2E")
+}
+
 pub(crate) fn unavailable(error: impl std::fmt::Display) -> ClusterNameError {
     ClusterNameError::Unavailable(error.to_string())
 }
 
-/// Opens (or makes, with `lease` as the age at which an entry lapses) the
-/// bucket.
+/// The stream behind bucket `bucket`.
+pub(crate) fn stream_name(bucket: &str) -> String {
+    format!("KV_{bucket}")
+}
+
+/// The stream's configuration: one message per subject, no age limit
+/// (claims stay until withdrawn; leases carry their own time to live), no
+/// message delete, no purge and no roll-up (a `Nats-Rollup: all` header
+/// would otherwise let any writer wipe the stream).
+pub(crate) fn stream_config(bucket: &str) -> stream::Config {
+    stream::Config {
+        name: stream_name(bucket),
+        description: Some("sched: process names across the cluster (claims and leases)".into()),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        discard: stream::DiscardPolicy::Old,
+        allow_message_ttl: true,
+        deny_delete: true,
+        deny_purge: true,
+        allow_rollup: false,
+        allow_direct: false,
+        ..Default::default()
+    }
+}
+
+/// Whether an existing stream is laid out as this version needs.
+fn laid_out(config: &stream::Config) -> bool {
+    config.max_messages_per_subject == 1
+        && config.allow_message_ttl
+        && config.deny_delete
+        && config.deny_purge
+        && !config.allow_rollup
+        && config.max_age.is_zero()
+}
+
+/// The bucket of cluster names, opened.
+#[derive(Debug, Clone)]
+pub(crate) struct Bucket {
+    jetstream: jetstream::Context,
+    stream: stream::Stream,
+    bucket: String,
+    /// The lease entries' time to live, in whole seconds.
+    ttl: u64,
+}
+
+/// Opens the bucket (making it if missing, where the credentials allow).
+/// An existing stream laid out otherwise (a bucket of an older version)
+/// is refused: the names stay off until an operator replaces it.
 pub(crate) async fn open(
     client: &async_nats::Client,
     bucket: &str,
-    lease: std::time::Duration,
-) -> Result<Store, String> {
+    lease: Duration,
+) -> Result<Bucket, String> {
     let jetstream = async_nats::jetstream::new(client.clone());
-    if let Ok(store) = jetstream.get_key_value(bucket).await {
-        return Ok(store);
+    let name = stream_name(bucket);
+    let stream = match jetstream.get_stream(&name).await {
+        Ok(stream) => stream,
+        Err(missing) => jetstream
+            .create_stream(stream_config(bucket))
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot open the names bucket {bucket:?} ({missing}) nor make it ({e}): \
+                 with least-privilege credentials an administrator makes it once, \
+                 with ClusterNames::create_bucket"
+                )
+            })?,
+    };
+    if !laid_out(&stream.cached_info().config) {
+        return Err(format!(
+            "the names bucket {bucket:?} was made by an older version (one key per name, \
+             which any node could overwrite): delete its stream {name} and make it again \
+             with ClusterNames::create_bucket"
+        ));
     }
-    jetstream
-        .create_key_value(kv::Config {
-            bucket: bucket.to_owned(),
-            history: 1,
-            max_age: lease,
-            description: "sched: process names across the cluster".to_owned(),
-            ..Default::default()
-        })
+    Ok(Bucket {
+        jetstream,
+        stream,
+        bucket: bucket.to_owned(),
+        ttl: lease.as_millis().div_ceil(1000).max(1) as u64,
+    })
+}
+
+/// Makes the bucket (an administrator's one-time setup): `Ok` if it
+/// exists already with this layout.
+pub(crate) async fn create(client: &async_nats::Client, bucket: &str) -> Result<(), String> {
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let stream = jetstream
+        .get_or_create_stream(stream_config(bucket))
         .await
-        .map_err(|e| format!("cannot open the key-value bucket {bucket:?}: {e}"))
+        .map_err(|e| format!("cannot make the names bucket {bucket:?}: {e}"))?;
+    if laid_out(&stream.cached_info().config) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the names bucket {bucket:?} exists with an older layout: delete its stream {} first",
+            stream_name(bucket)
+        ))
+    }
+}
+
+const EXPECTED_SEQ: &str = "Nats-Expected-Last-Subject-Sequence";
+const EXPECTED_SUBJECT: &str = "Nats-Expected-Last-Subject-Sequence-Subject";
+const OPERATION: &str = "KV-Operation";
+const TTL: &str = "Nats-TTL";
+
+/// A claim read from the bucket: valid (its PID is of the node in its
+/// key) and proven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Claim {
+    pub(crate) holder: Holder,
+    pub(crate) seq: u64,
+    /// The node's lease entry naming this claim: its sequence.
+    pub(crate) lease: Option<u64>,
+}
+
+/// What a name's entries say.
+#[derive(Debug, Default)]
+pub(crate) struct Reading {
+    /// The latest proven claim; it holds the name if it has a lease.
+    pub(crate) latest: Option<Claim>,
+    /// Every node's claim, proven or not, with a PID of its node.
+    pub(crate) claims: HashMap<u32, (Holder, u64)>,
+    /// Lease entries present (deletion markers too): while any is, no
+    /// claim can be proven.
+    pub(crate) blockers: usize,
+    /// Claims whose PID is not of the node in their key, or that were
+    /// written without the proof: never an honest node's. Ignored.
+    pub(crate) forged: u64,
+}
+
+impl Reading {
+    /// The holder, if its claim is the latest proven one and is leased.
+    pub(crate) fn holder(&self) -> Option<Claim> {
+        self.latest.filter(|c| c.lease.is_some())
+    }
+}
+
+/// The single value of header `name`, if exactly one.
+fn only<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name);
+    let first = values.next()?;
+    values.next().is_none().then(|| first.as_str())
+}
+
+impl Bucket {
+    fn subject(&self, token: &str, node: u32) -> String {
+        format!("$KV.{}.{token}.n{node}", self.bucket)
+    }
+
+    fn lease_subject(&self, token: &str, node: u32) -> String {
+        format!("$KV.{}.{token}.n{node}.l", self.bucket)
+    }
+
+    /// The subject a proof is checked on: every node's lease of the name.
+    fn leases_of(&self, token: &str) -> String {
+        format!("$KV.{}.{token}.*.l", self.bucket)
+    }
+
+    /// Every message on `filter`, in stream order (a bounded number: one
+    /// per subject, and each node has at most two per name).
+    async fn scan(
+        &self,
+        filter: &str,
+    ) -> Result<Vec<async_nats::jetstream::message::StreamMessage>, ClusterNameError> {
+        let mut out = Vec::new();
+        let mut from = 1;
+        loop {
+            match self
+                .stream
+                .get_first_raw_message_by_subject(filter, from)
+                .await
+            {
+                Ok(message) => {
+                    from = message.sequence + 1;
+                    out.push(message);
+                }
+                Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+                    return Ok(out)
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
+    }
+
+    /// Reads name `token`'s entries.
+    pub(crate) async fn read(&self, token: &str) -> Result<Reading, ClusterNameError> {
+        let prefix = format!("$KV.{}.{token}.n", self.bucket);
+        let proof = self.leases_of(token);
+        let mut reading = Reading::default();
+        let mut leases: HashMap<u32, (u64, u64)> = HashMap::new();
+        for message in self.scan(&format!("$KV.{}.{token}.>", self.bucket)).await? {
+            let Some(rest) = message.subject.as_str().strip_prefix(&prefix) else {
+                continue;
+            };
+            let deleted = only(&message.headers, OPERATION).is_some();
+            let (node, is_lease) = match rest.strip_suffix(".l") {
+                Some(node) => (node, true),
+                None => (rest, false),
+            };
+            let Ok(node) = node.parse::<u32>() else {
+                continue;
+            };
+            if is_lease {
+                reading.blockers += 1;
+                let claim = std::str::from_utf8(&message.payload)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok());
+                if let (false, Some(claim)) = (deleted, claim) {
+                    leases.insert(node, (claim, message.sequence));
+                }
+                continue;
+            }
+            if deleted {
+                continue;
+            }
+            let holder = Holder::decode(&message.payload).filter(|h| h.pid.node() == node);
+            let Some(holder) = holder else {
+                reading.forged += 1;
+                continue;
+            };
+            reading.claims.insert(node, (holder, message.sequence));
+            let proven = only(&message.headers, EXPECTED_SEQ) == Some("0")
+                && only(&message.headers, EXPECTED_SUBJECT) == Some(proof.as_str());
+            if !proven {
+                reading.forged += 1;
+                continue;
+            }
+            if reading.latest.is_none_or(|c| c.seq < message.sequence) {
+                reading.latest = Some(Claim {
+                    holder,
+                    seq: message.sequence,
+                    lease: None,
+                });
+            }
+        }
+        if let Some(latest) = &mut reading.latest {
+            latest.lease = leases
+                .get(&latest.holder.pid.node())
+                .filter(|(claim, _)| *claim == latest.seq)
+                .map(|(_, seq)| *seq);
+        }
+        Ok(reading)
+    }
+
+    /// Writes `holder`'s proven claim of name `token`: its sequence, or
+    /// `None` if a lease entry of the name exists (the server refused).
+    pub(crate) async fn claim(
+        &self,
+        token: &str,
+        holder: Holder,
+    ) -> Result<Option<u64>, ClusterNameError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(EXPECTED_SEQ, "0");
+        headers.insert(EXPECTED_SUBJECT, self.leases_of(token).as_str());
+        let subject = self.subject(token, holder.pid.node());
+        match self.publish(subject, headers, holder.encode()).await {
+            Ok(seq) => Ok(Some(seq)),
+            Err(PublishErrorKind::WrongLastSequence) => Ok(None),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// Writes node `node`'s lease of its claim `claim` of name `token`;
+    /// `after`, the sequence of the lease entry it last wrote, if any
+    /// (the write fails if the entry is not that one any more).
+    pub(crate) async fn lease(
+        &self,
+        token: &str,
+        node: u32,
+        claim: u64,
+        after: Option<u64>,
+    ) -> Result<u64, PublishErrorKind> {
+        let mut headers = HeaderMap::new();
+        headers.insert(TTL, format!("{}s", self.ttl).as_str());
+        if let Some(after) = after {
+            headers.insert(EXPECTED_SEQ, after.to_string().as_str());
+        }
+        let subject = self.lease_subject(token, node);
+        self.publish(subject, headers, claim.to_string().into_bytes())
+            .await
+    }
+
+    /// Withdraws node `node`'s claim of name `token` and its lease: a
+    /// deletion marker on each, itself gone after a second.
+    pub(crate) async fn withdraw(&self, token: &str, node: u32) -> Result<(), ClusterNameError> {
+        for subject in [self.lease_subject(token, node), self.subject(token, node)] {
+            let mut headers = HeaderMap::new();
+            headers.insert(OPERATION, "DEL");
+            headers.insert(TTL, "1s");
+            self.publish(subject, headers, Vec::new())
+                .await
+                .map_err(unavailable)?;
+        }
+        Ok(())
+    }
+
+    async fn publish(
+        &self,
+        subject: String,
+        headers: HeaderMap,
+        payload: Vec<u8>,
+    ) -> Result<u64, PublishErrorKind> {
+        let ack = self
+            .jetstream
+            .publish_with_headers(subject, headers, payload.into())
+            .await
+            .map_err(|e| e.kind())?;
+        ack.await.map(|ack| ack.sequence).map_err(|e| e.kind())
+    }
+
+    /// Withdraws every claim of node `node` whose holder `gone` picks;
+    /// returns how many.
+    pub(crate) async fn sweep(&self, node: u32, gone: impl Fn(Holder) -> bool) -> usize {
+        let filter = format!("$KV.{}.*.n{node}", self.bucket);
+        let Ok(messages) = self.scan(&filter).await else {
+            return 0;
+        };
+        let mut withdrawn = 0;
+        for message in messages {
+            if only(&message.headers, OPERATION).is_some() {
+                continue;
+            }
+            let token = message
+                .subject
+                .as_str()
+                .strip_prefix(&format!("$KV.{}.", self.bucket))
+                .and_then(|rest| rest.strip_suffix(&format!(".n{node}")));
+            let holder = Holder::decode(&message.payload);
+            if let (Some(token), Some(holder)) = (token, holder) {
+                if gone(holder) && self.withdraw(token, node).await.is_ok() {
+                    withdrawn += 1;
+                }
+            }
+        }
+        withdrawn
+    }
 }
 
 /// What renewing a name found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Renewal {
-    /// Renewed: the new revision.
+    /// Renewed: the new lease entry's sequence.
     Renewed(u64),
-    /// Someone else wrote or deleted the name since (or it lapsed): this
-    /// node no longer holds it.
+    /// The lease entry is not the one this node last wrote (it lapsed, or
+    /// was withdrawn): this node no longer holds the name.
     Lost,
     /// The bucket did not answer: try again at the next renewal.
     Unknown,
 }
 
-/// Writes `held` again, if the name is still at the revision this node
-/// last wrote (the revision is the fence: a later holder's write, or the
-/// name's lapse, makes it fail).
-pub(crate) async fn renew(store: &Store, key: &str, held: Held) -> Renewal {
-    match store
-        .update(key, held.holder.encode().into(), held.revision)
+/// Writes the lease of `held` again, if its entry is still the one this
+/// node last wrote.
+pub(crate) async fn renew(bucket: &Bucket, name: &str, held: Held) -> Renewal {
+    let node = held.holder.pid.node();
+    match bucket
+        .lease(&token(name), node, held.claim, Some(held.revision))
         .await
     {
         Ok(revision) => Renewal::Renewed(revision),
-        Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Renewal::Lost,
+        Err(PublishErrorKind::WrongLastSequence) => Renewal::Lost,
         Err(_) => Renewal::Unknown,
     }
-}
-
-/// The current holder of `key` and the revision it was read at.
-pub(crate) async fn holder(
-    store: &Store,
-    key: &str,
-) -> Result<Option<(Holder, u64)>, ClusterNameError> {
-    let entry = store.entry(key).await.map_err(unavailable)?;
-    Ok(entry
-        .filter(|e| e.operation == Operation::Put)
-        .and_then(|e| Holder::decode(&e.value).map(|h| (h, e.revision))))
-}
-
-/// Deletes `key` if `gone` says its holder is gone, naming the revision
-/// read so that a newer registration is kept.
-pub(crate) async fn delete_if(store: &Store, key: &str, gone: impl Fn(Holder) -> bool) -> bool {
-    match holder(store, key).await {
-        Ok(Some((holder, revision))) if gone(holder) => store
-            .delete_expect_revision(key, Some(revision))
-            .await
-            .is_ok(),
-        _ => false,
-    }
-}
-
-/// Deletes every name whose holder `gone` picks; returns how many.
-pub(crate) async fn sweep(store: &Store, gone: impl Fn(Holder) -> bool) -> usize {
-    let Ok(mut keys) = store.keys().await else {
-        return 0;
-    };
-    let mut deleted = 0;
-    while let Some(key) = keys.next().await {
-        if let Ok(key) = key {
-            if delete_if(store, &key, &gone).await {
-                deleted += 1;
-            }
-        }
-    }
-    deleted
 }
 
 #[cfg(test)]
@@ -181,5 +493,16 @@ mod tests {
         for bad in ["", ".db", "db.", "has space", "ünï", &"x".repeat(256)] {
             assert!(matches!(check(bad), Err(ClusterNameError::InvalidName(_))));
         }
+    }
+
+    #[test]
+    fn a_name_is_one_token_and_no_two_names_share_one() {
+        assert_eq!(token("jobs/queue-1"), "jobs/queue-1");
+        assert_eq!(token("a.b"), "a=2Eb");
+        assert_eq!(token("a=2Eb"), "a=3D2Eb");
+        let names = ["a.b", "a=2Eb", "a=b", "a=3Db", "a..b", "a=2E=2Eb"];
+        let tokens: std::collections::HashSet<String> = names.iter().map(|n| token(n)).collect();
+        assert_eq!(tokens.len(), names.len());
+        assert!(tokens.iter().all(|t| !t.contains('.')));
     }
 }

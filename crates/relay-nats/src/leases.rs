@@ -1,6 +1,7 @@
 //! The names this node holds ([`Inner::held`]), and their leases: each
-//! is written again every third of the lease, naming the revision this
-//! node last wrote (`names.rs` says why).
+//! name's lease entry is written again every third of the lease, naming
+//! the sequence of the entry this node last wrote (`names.rs` and `kv.rs`
+//! say why).
 //!
 //! It stands below both the transport's thread, which runs
 //! [`renew_leases`], and the cluster names, which record what they
@@ -9,17 +10,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_nats::jetstream::kv::Store;
 use sched::Pid;
 
-use crate::kv::{renew, Held, Holder, Renewal};
+use crate::kv::{renew, Bucket, Held, Renewal};
 use crate::shared::Inner;
 use crate::stats::Counters;
 
-/// Records that this node holds `key` as `holder`, written at `revision`:
-/// renewed from now on.
-pub(crate) fn hold(inner: &Inner, key: &str, holder: Holder, revision: u64) {
-    lock_held(inner).insert(key.to_owned(), Held { holder, revision });
+/// Records that this node holds `key` as `held`: renewed from now on.
+pub(crate) fn hold(inner: &Inner, key: &str, held: Held) {
+    lock_held(inner).insert(key.to_owned(), held);
 }
 
 /// Stops renewing `key` if `pid` holds it here.
@@ -38,10 +37,11 @@ fn lock_held(inner: &Inner) -> std::sync::MutexGuard<'_, HashMap<String, Held>> 
 }
 
 /// Renews every name this node holds, every third of the lease, until the
-/// transport's thread ends. A renewal names the revision this node last
-/// wrote: one that finds the name rewritten or lapsed means the name was
-/// lost, and it is not renewed again.
-pub(crate) async fn renew_leases(store: Store, inner: Arc<Inner>) {
+/// transport's thread ends. A renewal names the lease entry this node
+/// last wrote: one that finds it lapsed or withdrawn means the name was
+/// lost (another node may have claimed it since), and it is not renewed
+/// again.
+pub(crate) async fn renew_leases(bucket: Bucket, inner: Arc<Inner>) {
     let mut ticks = tokio::time::interval(inner.name_lease / 3);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -51,7 +51,7 @@ pub(crate) async fn renew_leases(store: Store, inner: Arc<Inner>) {
             .map(|(name, held)| (name.clone(), *held))
             .collect();
         for (name, held) in names {
-            let renewal = renew(&store, &name, held).await;
+            let renewal = renew(&bucket, &name, held).await;
             let mut now = lock_held(&inner);
             // Released or registered again while the renewal was on its
             // way: the newer record stands.
@@ -69,7 +69,7 @@ pub(crate) async fn renew_leases(store: Store, inner: Arc<Inner>) {
                     tracing::warn!(
                         %name,
                         pid = %held.holder.pid,
-                        "lost a cluster name: it lapsed or was taken while this node could not renew it"
+                        "lost a cluster name: its lease lapsed while this node could not renew it"
                     );
                 }
                 Renewal::Unknown => {}

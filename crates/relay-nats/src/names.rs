@@ -1,40 +1,56 @@
 //! Names that hold across the cluster: a process registered under a name
 //! on one node is found by it from every node.
 //!
-//! The names live in a NATS JetStream key-value bucket (one key per name,
-//! its value the holder's PID and the incarnation of its node's run), so
-//! they survive any one node and need no store of ours. Registration is
-//! the bucket's atomic create: of two nodes registering one name at once,
-//! exactly one wins and the other gets [`ClusterNameError::Taken`].
+//! The names live in a NATS JetStream stream laid out as a key-value
+//! bucket (`kv.rs` has the layout), so they survive any one node and need
+//! no store of ours. They are only their owner's to write: a node claims
+//! a name under a key that carries its own number, and the server's
+//! permissions
+//! ([`NatsConfig::permissions`](crate::NatsConfig::permissions)) let node
+//! `m`'s credentials publish only keys of node `m`. So no node can
+//! overwrite, delete or forge another node's claim, and none can delete
+//! or purge the bucket (no node may use those APIs, and the stream denies
+//! them).
+//!
+//! **Who holds a name.** A claim is written with a proof the server
+//! checks: that no node holds a lease on the name at that moment. The
+//! holder is the latest proven claim, while its node's lease entry names
+//! it. Since a proof needs every lease of the name gone, a later proven
+//! claim exists only once the earlier holder's lease has lapsed or was
+//! withdrawn, and it voids every earlier claim for good. A claim whose
+//! PID is not of the node in its key, or that carries no proof, is never
+//! an honest node's: readers ignore it and count it in
+//! [`TransportStats::names_forged`](crate::TransportStats::names_forged).
+//! A registration writes its claim, then its lease, then reads the name
+//! again: if a later proven claim came in between (two nodes registering
+//! at once), it withdraws its own and reports the name
+//! [`Taken`](ClusterNameError::Taken).
 //!
 //! Every name has a **lease**
 //! ([`NatsConfig::name_lease`](crate::NatsConfig::name_lease), 6 s by
-//! default): its node writes it again every third of the lease, each
-//! write naming the revision it last wrote, and the bucket drops an entry
-//! not written for a whole lease. So a name is released when:
+//! default, rounded up to whole seconds): its node writes the lease entry
+//! again every third of the lease, each write naming the entry it last
+//! wrote, and the server drops an entry not written for a whole lease (a
+//! per-message time to live). So a name is released when:
 //! - its process ends: a small keeper process on the holder's node
-//!   monitors every process it registered, and deletes the name when the
-//!   process's down arrives;
-//! - its node's run is known to be over: every node's transport, when it
-//!   hears the node say goodbye or sees it restarted, deletes the names
-//!   held by the old run (each delete names the revision it read, so a
-//!   name registered again meanwhile is kept);
-//! - its node's transport closes: it deletes its own names first;
+//!   monitors every process it registered, and withdraws the name when
+//!   the process's down arrives;
+//! - its node's transport closes: it withdraws its own names first;
+//! - its node restarts: the new run withdraws the old run's names when it
+//!   attaches;
 //! - its node stops renewing (killed, hung, cut off from the server): the
 //!   lease lapses, whether or not any other node is alive to notice.
 //!
-//! A node only declared *down* by another's failure detector keeps its
-//! names: the silence may be a false alarm. Another node's
-//! [`register`](ClusterNames::register) takes a name over only from a run
-//! known to be over, and only through the revision it read, so a false
-//! alarm never makes two holders. A holder whose renewal finds the name
-//! rewritten or lapsed (it was cut off for longer than the lease, and
-//! someone took the name) has lost it: it stops renewing it, logs it, and
-//! counts it in
+//! No node withdraws another's names: it cannot. A name whose node is
+//! known to be down, or whose run is over, is not reported by
+//! [`whereis`](ClusterNames::whereis); [`register`](ClusterNames::register)
+//! takes it over once its lease has lapsed. A withdrawn name can be
+//! claimed again about a second later (the markers of its withdrawal
+//! carry a one-second time to live); `register` waits for that. A holder
+//! whose renewal finds its lease entry gone (it was cut off for longer
+//! than the lease) has lost the name, whether or not someone claimed it
+//! since: it stops renewing it, logs it, and counts it in
 //! [`TransportStats::names_lost`](crate::TransportStats::names_lost).
-//!
-//! A name whose node is down is not reported by
-//! [`whereis`](ClusterNames::whereis) meanwhile.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -43,12 +59,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::kv::{CreateErrorKind, Store};
 use sched::actor::MonitorId;
 use sched::prelude::*;
 
 use crate::error::ClusterNameError;
-use crate::kv::{check, delete_if, holder, unavailable, Holder};
+use crate::kv::{check, token, unavailable, Bucket, Held, Holder, Reading};
 use crate::leases::{forget_held, hold};
 use crate::shared::Inner;
 use crate::transport::NatsTransport;
@@ -59,7 +74,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// An operation on the bucket, run on the transport's thread.
 type NamesOp<T> = Box<
     dyn FnOnce(
-            Store,
+            Bucket,
             Arc<Inner>,
         ) -> Pin<Box<dyn Future<Output = Result<T, ClusterNameError>> + Send>>
         + Send,
@@ -74,12 +89,12 @@ impl NatsTransport {
         answer: impl FnOnce(Result<T, ClusterNameError>) + Send + 'static,
     ) -> Result<(), ClusterNameError> {
         let inner = self.inner();
-        let store = inner
+        let bucket = inner
             .names
             .get()
             .cloned()
             .ok_or(ClusterNameError::NotEnabled)?;
-        let work = op(store, Arc::clone(inner));
+        let work = op(bucket, Arc::clone(inner));
         let task: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
             let outcome = match tokio::time::timeout(TIMEOUT, work).await {
                 Ok(outcome) => outcome,
@@ -119,16 +134,16 @@ impl NatsTransport {
             .map_err(|_| ClusterNameError::Unavailable("the transport is closed".into()))?
     }
 
-    /// Deletes `name` in the background if `holder` still holds it.
+    /// Withdraws this node's claim of `name` in the background if it is
+    /// `holder`'s.
     pub(crate) fn release(&self, name: String, holder: Pid) {
         let inner = self.inner();
-        let Some(store) = inner.names.get().cloned() else {
+        let Some(bucket) = inner.names.get().cloned() else {
             return;
         };
         let inner = Arc::clone(inner);
         let task: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
-            forget_held(&inner, &name, holder);
-            if delete_if(&store, &name, |h| h.pid == holder).await {
+            if let Ok(true) = withdraw_if(&bucket, &inner, &name, holder).await {
                 tracing::debug!(%name, %holder, "released a cluster name");
             }
         });
@@ -260,11 +275,70 @@ impl ClusterNames {
         Ok(ClusterNames { transport, keeper })
     }
 
+    /// Makes the names bucket of `config`
+    /// ([`NatsConfig::cluster_names`](crate::NatsConfig::cluster_names)),
+    /// connecting with `config`'s options: an administrator's one-time
+    /// setup, with credentials allowed
+    /// [`NatsConfig::admin_permissions`](crate::NatsConfig::admin_permissions)
+    /// (nodes run with [`NatsConfig::permissions`](crate::NatsConfig::permissions),
+    /// which cannot make, change or delete the bucket). `Ok` if the bucket
+    /// exists already, laid out as this version needs. Blocks until the
+    /// server answers (ten seconds at most).
+    ///
+    /// # Errors
+    ///
+    /// [`ClusterNameError::NotEnabled`] if `config` names no bucket;
+    /// [`ClusterNameError::Unavailable`] if the server cannot be reached
+    /// or refuses (no JetStream, a server older than 2.11, credentials
+    /// without the permissions, or a bucket of an older version under
+    /// that name: delete its stream `KV_<bucket>` first).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use relay_nats::{async_nats::ConnectOptions, ClusterNames, NatsConfig};
+    ///
+    /// let admin = NatsConfig::new("nats://127.0.0.1:4222")
+    ///     .cluster_names("names")
+    ///     .options(ConnectOptions::with_user_and_password("admin".into(), "secret".into()));
+    /// ClusterNames::create_bucket(admin)?;
+    /// # Ok::<(), relay_nats::ClusterNameError>(())
+    /// ```
+    pub fn create_bucket(config: crate::NatsConfig) -> Result<(), ClusterNameError> {
+        let bucket = config
+            .names_bucket
+            .clone()
+            .ok_or(ClusterNameError::NotEnabled)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(unavailable)?;
+        runtime.block_on(async move {
+            let made = async {
+                let client = async_nats::connect_with_options(config.url.as_str(), config.options)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                crate::kv::create(&client, &bucket).await?;
+                client.flush().await.map_err(|e| e.to_string())
+            };
+            match tokio::time::timeout(2 * TIMEOUT, made).await {
+                Ok(Ok(())) => {
+                    tracing::info!(%bucket, "the cluster names bucket is ready");
+                    Ok(())
+                }
+                Ok(Err(e)) => Err(ClusterNameError::Unavailable(e)),
+                Err(_) => Err(ClusterNameError::Unavailable("timed out".into())),
+            }
+        })
+    }
+
     /// Registers `pid`, a process of this node, under `name` in the whole
     /// cluster, until the process ends, its node is lost, or
     /// [`unregister`](ClusterNames::unregister). Registering a name the
-    /// same process holds succeeds. A name held by a run of a node known
-    /// to be gone is taken over. Blocks until the bucket answers; async
+    /// same process holds succeeds. A name whose holder's lease has lapsed
+    /// is taken over; one just withdrawn is claimed once its markers have
+    /// expired (about a second: the call waits, within its time limit).
+    /// Blocks until the bucket answers; async
     /// code has [`register_async`](ClusterNames::register_async).
     ///
     /// # Errors
@@ -419,80 +493,171 @@ impl ClusterNames {
     }
 }
 
-/// Creates `key` for `pid`; takes it over from a holder known gone.
-fn register_op(key: String, pid: Pid) -> NamesOp<()> {
-    Box::new(move |store, inner| {
+/// How long a registration waits between reads while the name is
+/// blocked by entries that have not yet expired (a withdrawal's markers, a
+/// lapsing lease).
+const RETRY: Duration = Duration::from_millis(200);
+
+/// Reads `name`, counting the forged claims met.
+async fn read(bucket: &Bucket, inner: &Inner, name: &str) -> Result<Reading, ClusterNameError> {
+    let reading = bucket.read(&token(name)).await?;
+    if reading.forged > 0 {
+        crate::stats::Counters::add(&inner.counters.names_forged, reading.forged);
+        tracing::warn!(
+            %name,
+            forged = reading.forged,
+            "ignored claims of a cluster name that no honest node writes (another node's PID, or no proof)"
+        );
+    }
+    Ok(reading)
+}
+
+/// Withdraws this node's claim of `name` if it is `pid`'s; whether `pid`
+/// held the name.
+async fn withdraw_if(
+    bucket: &Bucket,
+    inner: &Inner,
+    name: &str,
+    pid: Pid,
+) -> Result<bool, ClusterNameError> {
+    forget_held(inner, name, pid);
+    let reading = read(bucket, inner, name).await?;
+    let held = reading.holder().is_some_and(|c| c.holder.pid == pid);
+    let mine = reading
+        .claims
+        .get(&pid.node())
+        .is_some_and(|(h, _)| h.pid == pid);
+    if mine {
+        bucket.withdraw(&token(name), pid.node()).await?;
+    }
+    Ok(held)
+}
+
+/// Claims `name` for `pid`; takes it over once the holder's lease is gone.
+fn register_op(name: String, pid: Pid) -> NamesOp<()> {
+    Box::new(move |bucket, inner| {
         Box::pin(async move {
             let mine = Holder {
                 pid,
                 incarnation: inner.incarnation,
             };
-            // Twice at most: a holder found gone is deleted, then the
-            // name is created again (or someone else won it).
-            for _ in 0..2 {
-                match store.create(&key, mine.encode().into()).await {
-                    Ok(revision) => {
-                        hold(&inner, &key, mine, revision);
+            let key = token(&name);
+            let deadline = tokio::time::Instant::now() + TIMEOUT - Duration::from_secs(1);
+            loop {
+                let reading = read(&bucket, &inner, &name).await?;
+                let holder = reading.holder();
+                match holder {
+                    Some(held) if held.holder == mine => {
+                        let (claim, revision) = (held.seq, held.lease.unwrap_or(0));
+                        hold(
+                            &inner,
+                            &name,
+                            Held {
+                                holder: mine,
+                                claim,
+                                revision,
+                            },
+                        );
                         return Ok(());
                     }
-                    Err(e) if e.kind() == CreateErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(unavailable(e)),
-                }
-                match holder(&store, &key).await? {
-                    Some((held, revision)) if held == mine => {
-                        hold(&inner, &key, mine, revision);
-                        return Ok(());
-                    }
-                    // Only a run known to be over: a node merely silent may
-                    // still hold it (its lease will tell).
-                    Some((held, revision)) if inner.holder_dead(held) => {
-                        let _ = store.delete_expect_revision(&key, Some(revision)).await;
-                    }
-                    Some((held, _)) => {
+                    // A live holder: a node merely silent may still hold
+                    // it (its lease will tell), and a run known to be over
+                    // keeps it until its lease lapses (nobody else may
+                    // withdraw it).
+                    Some(held) if !inner.holder_dead(held.holder) => {
                         return Err(ClusterNameError::Taken {
-                            name: key,
-                            by: held.pid,
+                            name,
+                            by: held.holder.pid,
                         })
                     }
-                    // Deleted between the two calls: try again.
-                    None => {}
+                    _ => {}
                 }
-            }
-            match holder(&store, &key).await? {
-                Some((held, revision)) if held == mine => {
-                    hold(&inner, &key, mine, revision);
-                    Ok(())
+                if reading.blockers == 0 {
+                    if let Some(claim) = bucket.claim(&key, mine).await? {
+                        return settle(&bucket, &inner, &name, mine, claim).await;
+                    }
+                    // A lease came in meanwhile: read again.
+                    continue;
                 }
-                Some((held, _)) => Err(ClusterNameError::Taken {
-                    name: key,
-                    by: held.pid,
-                }),
-                None => Err(ClusterNameError::Unavailable(
-                    "the name kept changing".into(),
-                )),
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(match holder {
+                        Some(held) => ClusterNameError::Taken {
+                            name,
+                            by: held.holder.pid,
+                        },
+                        None => ClusterNameError::Unavailable(
+                            "the name's last entries have not expired yet".into(),
+                        ),
+                    });
+                }
+                tokio::time::sleep(RETRY).await;
             }
         })
     })
 }
 
-/// The live holder of `key`.
-fn whereis_op(key: String) -> NamesOp<Option<Pid>> {
-    Box::new(move |store, inner| {
+/// After this node's claim `claim` of `name` was written: leases it, and
+/// holds the name if the claim is still the latest proven one; otherwise
+/// withdraws it (another node's claim came in before the lease).
+async fn settle(
+    bucket: &Bucket,
+    inner: &Inner,
+    name: &str,
+    mine: Holder,
+    claim: u64,
+) -> Result<(), ClusterNameError> {
+    let key = token(name);
+    let node = mine.pid.node();
+    let revision = match bucket.lease(&key, node, claim, None).await {
+        Ok(revision) => revision,
+        Err(e) => {
+            let _ = bucket.withdraw(&key, node).await;
+            return Err(unavailable(e));
+        }
+    };
+    let reading = read(bucket, inner, name).await?;
+    match reading.latest {
+        Some(latest) if latest.seq == claim => {
+            hold(
+                inner,
+                name,
+                Held {
+                    holder: mine,
+                    claim,
+                    revision,
+                },
+            );
+            Ok(())
+        }
+        other => {
+            bucket.withdraw(&key, node).await?;
+            Err(match other {
+                Some(latest) => ClusterNameError::Taken {
+                    name: name.to_owned(),
+                    by: latest.holder.pid,
+                },
+                None => ClusterNameError::Unavailable("the claim was not kept".into()),
+            })
+        }
+    }
+}
+
+/// The live holder of `name`.
+fn whereis_op(name: String) -> NamesOp<Option<Pid>> {
+    Box::new(move |bucket, inner| {
         Box::pin(async move {
-            Ok(holder(&store, &key)
+            Ok(read(&bucket, &inner, &name)
                 .await?
-                .filter(|(h, _)| !inner.holder_gone(*h))
-                .map(|(h, _)| h.pid))
+                .holder()
+                .filter(|c| !inner.holder_gone(c.holder))
+                .map(|c| c.holder.pid))
         })
     })
 }
 
-/// Deletes `key` if `pid` holds it.
-fn unregister_op(key: String, pid: Pid) -> NamesOp<bool> {
-    Box::new(move |store, inner| {
-        Box::pin(async move {
-            forget_held(&inner, &key, pid);
-            Ok(delete_if(&store, &key, |h| h.pid == pid).await)
-        })
+/// Withdraws `name` if `pid` holds it.
+fn unregister_op(name: String, pid: Pid) -> NamesOp<bool> {
+    Box::new(move |bucket, inner| {
+        Box::pin(async move { withdraw_if(&bucket, &inner, &name, pid).await })
     })
 }

@@ -41,7 +41,7 @@ pub(crate) struct Inner {
     /// receiver it delivers to.
     pub(crate) engine: OnceLock<Attached>,
     /// The bucket of cluster names, when they are on and it opened.
-    pub(crate) names: OnceLock<async_nats::jetstream::kv::Store>,
+    pub(crate) names: OnceLock<crate::kv::Bucket>,
     pub(crate) names_bucket: Option<String>,
     /// How long a name outlives its last renewal (`names.rs`, `leases.rs`).
     pub(crate) name_lease: std::time::Duration,

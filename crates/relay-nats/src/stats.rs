@@ -61,6 +61,12 @@ pub struct TransportStats {
     /// lapsed or rewritten (this node could not renew it for a whole
     /// lease, and another took it).
     pub names_lost: u64,
+    /// Claims of a cluster name that no honest node writes, met by this
+    /// node's reads and ignored: a claim whose PID is not of the node in
+    /// its key, or written without the server-checked proof (see
+    /// [`ClusterNames`](crate::ClusterNames)). Counted at every read that
+    /// meets one.
+    pub names_forged: u64,
     /// Times the NATS client reported this node's subscription too slow:
     /// it dropped frames its buffer could not hold. Those frames show as
     /// gaps (`lost`) once a later frame from the same sender arrives.
@@ -96,6 +102,7 @@ pub(crate) struct Counters {
     pub(crate) forged: AtomicU64,
     pub(crate) duplicates: AtomicU64,
     pub(crate) names_lost: AtomicU64,
+    pub(crate) names_forged: AtomicU64,
     pub(crate) slow_consumer: AtomicU64,
     pub(crate) unconfirmed: AtomicU64,
     pub(crate) abandoned: AtomicU64,
@@ -123,6 +130,7 @@ impl Counters {
             forged: self.forged.load(Relaxed),
             duplicates: self.duplicates.load(Relaxed),
             names_lost: self.names_lost.load(Relaxed),
+            names_forged: self.names_forged.load(Relaxed),
             slow_consumer: self.slow_consumer.load(Relaxed),
             unconfirmed: self.unconfirmed.load(Relaxed),
             abandoned: self.abandoned.load(Relaxed),

@@ -43,11 +43,25 @@ fn authorization() -> String {
             quoted(&allowed.subscribe)
         ));
     }
+    let admin = config.admin_permissions();
+    users.push(format!(
+        "{{ user: admin, password: a, permissions: {{ publish: [{}], subscribe: [{}] }} }}",
+        quoted(&admin.publish),
+        quoted(&admin.subscribe)
+    ));
     users.push(
         "{ user: guest, password: g, permissions: { publish: { deny: [\">\"] }, subscribe: { deny: [\">\"] } } }"
             .to_string(),
     );
     format!("authorization {{ users: [ {} ] }}\n", users.join(",\n"))
+}
+
+/// The administrator makes the names bucket (nodes may not).
+fn make_bucket(server: &NatsServer) {
+    let admin = NatsConfig::new(server.url()).cluster_names(NAMES).options(
+        relay_nats::async_nats::ConnectOptions::with_user_and_password("admin".into(), "a".into()),
+    );
+    relay_nats::ClusterNames::create_bucket(admin).expect("the bucket is made");
 }
 
 /// A frame as `from`'s transport would stamp it: for node 2's run
@@ -73,6 +87,7 @@ fn only_a_nodes_own_credentials_speak_for_it() {
     let Some(server) = NatsServer::start_with_config(&authorization()) else {
         return;
     };
+    make_bucket(&server);
     let (one, _t1) = server.node_as(1, "node1", "p1");
     let (two, t2) = server.node_as(2, "node2", "p2");
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -212,6 +227,7 @@ fn a_forged_sequence_jump_and_a_forged_up_are_counted_and_change_nothing() {
     let Some(server) = NatsServer::start_with_config(&authorization()) else {
         return;
     };
+    make_bucket(&server);
     let (one, t1) = server.node_as(1, "node1", "p1");
     let (two, t2) = server.node_as(2, "node2", "p2");
     let seen = Arc::new(Mutex::new(Vec::new()));
