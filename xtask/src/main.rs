@@ -50,7 +50,7 @@ commands:
                  LOOM_MAX_PREEMPTIONS defaults to 2
   miri [CRATE]   run tests under miri with the race detector
                  (all crates with unsafe code when none is named)
-  ci [--full]    fmt, clippy, layers, tests, doc tests, stress (30 s), leak, loom,
+  ci [--full]    fmt, clippy, layers, sizes, tests, doc tests, stress (30 s), leak, loom,
                  miri on the quick selection of each crate's tests, cargo-deny;
                  prints each step's time at the end. --full also runs the
                  mutations that quick loom models catch, and miri on every

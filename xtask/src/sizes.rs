@@ -1,4 +1,4 @@
-//! `cargo xtask sizes`: no function longer than a screen and a half, no
+//! `cargo xtask sizes` (a CI step): no function longer than a screen and a half, no
 //! source file longer than one concept needs, outside a listed exception.
 //!
 //! What it measures, over every crate's library code (`crates/*/src`):

@@ -337,6 +337,7 @@ pub(crate) fn ci(full: bool) -> Result<(), String> {
     })?;
     step("layers", crate::layers::layers)?;
     step("docnames", crate::docnames::docnames)?;
+    step("sizes", crate::sizes::sizes)?;
     // A progress report, not a gate: the counts only print.
     step("doors", || crate::doors::doors(false))?;
     step("nats-server", ensure_nats_server)?;

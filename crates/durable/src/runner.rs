@@ -295,27 +295,7 @@ impl Runner {
             inputs,
             effects: held.iter().map(|h| h.effect.clone()).collect(),
         };
-        let sent = record
-            .effects
-            .iter()
-            .filter_map(|effect| match effect {
-                RecordedEffect::Send { to, seq, body } => Some(Outgoing {
-                    from: self.key.to_string(),
-                    to: to.clone(),
-                    seq: *seq,
-                    body: body.clone(),
-                }),
-                _ => None,
-            })
-            .collect();
-        let taken = record
-            .inputs
-            .iter()
-            .filter_map(|input| match input {
-                RecordedInput::Message { from, .. } => from.clone(),
-                _ => None,
-            })
-            .collect();
+        let (sent, taken) = outbox_of(&self.key, &record);
         let seq = self.state.next_record;
         self.state.next_record += 1;
         let append = Append {
@@ -716,4 +696,31 @@ impl Process for Runner {
                 .remove_if(&*self.key, |_, p| *p == pid);
         }
     }
+}
+
+/// What a record changes in the outbox: the sends it makes (entries in),
+/// and the senders of the messages it takes (their entries out).
+fn outbox_of(key: &str, record: &Record) -> (Vec<Outgoing>, Vec<(String, u64)>) {
+    let sent = record
+        .effects
+        .iter()
+        .filter_map(|effect| match effect {
+            RecordedEffect::Send { to, seq, body } => Some(Outgoing {
+                from: key.to_string(),
+                to: to.clone(),
+                seq: *seq,
+                body: body.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    let taken = record
+        .inputs
+        .iter()
+        .filter_map(|input| match input {
+            RecordedInput::Message { from, .. } => from.clone(),
+            _ => None,
+        })
+        .collect();
+    (sent, taken)
 }

@@ -589,16 +589,16 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "durable-spawn-leaves-the-outbox-for-a-recovery",
-        file: "crates/durable/src/durability.rs",
+        file: "crates/durable/src/durability/mod.rs",
         original: "                    .and_then(|sends| channel::deliver(&self.shared, cx, sends));\n",
         replacement: "                    .map(drop);\n",
         catcher: &DURABLE_CHANNEL,
     },
     Mutation {
         name: "durable-recover-delivers-before-every-process-runs",
-        file: "crates/durable/src/durability.rs",
-        original: "        let delivery = channel::deliver(&self.shared, cx, sends)?;\n",
-        replacement: "        let delivery = channel::Delivery::default();\n        drop(sends);\n",
+        file: "crates/durable/src/durability/recover.rs",
+        original: "        channel::deliver(&self.shared, cx, sends)\n",
+        replacement: "        drop(sends);\n        Ok(channel::Delivery::default())\n",
         catcher: &DURABLE_CHANNEL,
     },
     Mutation {
@@ -617,7 +617,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "durable-recover-trusts-its-first-read",
-        file: "crates/durable/src/durability.rs",
+        file: "crates/durable/src/durability/recover.rs",
         original: "        if claimed.is_empty() || self.shared.closed.load(SeqCst) == closed {\n",
         replacement: "        if claimed.is_empty() || closed == closed {\n",
         catcher: &DURABLE_RECOVERY_CLAIM,
@@ -631,16 +631,16 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "durable-spawn-leaves-the-outbox-in-the-simulation",
-        file: "crates/durable/src/durability.rs",
+        file: "crates/durable/src/durability/mod.rs",
         original: "                    .and_then(|sends| channel::deliver(&self.shared, cx, sends));\n",
         replacement: "                    .map(drop);\n",
         catcher: &DURABLE_SIMULATION,
     },
     Mutation {
         name: "durable-recover-delivers-before-every-process-runs-in-the-simulation",
-        file: "crates/durable/src/durability.rs",
-        original: "        let delivery = channel::deliver(&self.shared, cx, sends)?;\n",
-        replacement: "        let delivery = channel::Delivery::default();\n        drop(sends);\n",
+        file: "crates/durable/src/durability/recover.rs",
+        original: "        channel::deliver(&self.shared, cx, sends)\n",
+        replacement: "        drop(sends);\n        Ok(channel::Delivery::default())\n",
         catcher: &DURABLE_SIMULATION,
     },
     Mutation {

@@ -60,6 +60,16 @@ fn send(from: &str, to: &str, seq: u64) -> Outgoing {
 ///
 /// See the [module](self).
 pub fn check<S: Store>(store: S, reopen: impl FnOnce() -> S) {
+    check_journals(&store);
+    check_outbox(&store);
+    check_snapshots(&store);
+    drop(store);
+    check_reopened(&reopen());
+}
+
+/// Batches across processes, ended journals, `running`, `forget`, a
+/// forgotten key used again.
+fn check_journals<S: Store>(store: &S) {
     assert!(
         store.running().unwrap().is_empty(),
         "the store must start empty"
@@ -124,7 +134,11 @@ pub fn check<S: Store>(store: S, reopen: impl FnOnce() -> S) {
         vec![b"new".to_vec()]
     );
     assert!(store.size().unwrap() > 0);
+}
 
+/// The outbox: a record's sends go in, a receiver's record that takes
+/// them takes them out, `discard` drops the rest; `ended` and `keys`.
+fn check_outbox<S: Store>(store: &S) {
     // The outbox: a record's sends go in, a receiver's record that takes
     // them takes them out, `discard` drops the rest.
     assert!(store.outbox().unwrap().is_empty());
@@ -164,9 +178,11 @@ pub fn check<S: Store>(store: S, reopen: impl FnOnce() -> S) {
         ],
         "every key with a journal, in order"
     );
+}
 
-    // Snapshots: the latest one is kept with the number of the record it
-    // follows, and the records from `first` on follow it.
+/// Snapshots: the latest one is kept with the number of the record it
+/// follows, and the records from `first` on follow it.
+fn check_snapshots<S: Store>(store: &S) {
     let mut k0 = append("k", 0, b"k0", false);
     k0.snapshot = Some(b"after k0".to_vec());
     store.append(&[k0]).unwrap();
@@ -175,22 +191,25 @@ pub fn check<S: Store>(store: S, reopen: impl FnOnce() -> S) {
     k2.snapshot = Some(b"after k2".to_vec());
     store.append(&[k2]).unwrap();
     store.append(&[append("k", 3, b"k3", false)]).unwrap();
-    let check_k = |store: &S| {
-        let k = store.journal("k").unwrap().unwrap();
-        assert_eq!(
-            k.snapshot,
-            Some((2, b"after k2".to_vec())),
-            "the latest snapshot"
-        );
-        assert!(k.first <= 3, "the records after the snapshot are kept");
-        let from_3: Vec<_> = k.records[(3 - k.first) as usize..].to_vec();
-        assert_eq!(from_3, vec![b"k3".to_vec()]);
-    };
-    check_k(&store);
+    check_snapshot_kept(store);
+}
 
-    drop(store);
-    let store = reopen();
-    check_k(&store);
+/// The latest snapshot of `k` and the records after it.
+fn check_snapshot_kept<S: Store>(store: &S) {
+    let k = store.journal("k").unwrap().unwrap();
+    assert_eq!(
+        k.snapshot,
+        Some((2, b"after k2".to_vec())),
+        "the latest snapshot"
+    );
+    assert!(k.first <= 3, "the records after the snapshot are kept");
+    let from_3: Vec<_> = k.records[(3 - k.first) as usize..].to_vec();
+    assert_eq!(from_3, vec![b"k3".to_vec()]);
+}
+
+/// What survives a reopen: journals, snapshots, the outbox.
+fn check_reopened<S: Store>(store: &S) {
+    check_snapshot_kept(store);
     let c = store.journal("c").unwrap().expect("c survives a reopen");
     assert_eq!(
         c.records,
