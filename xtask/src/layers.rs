@@ -1,4 +1,8 @@
-//! `cargo xtask layers`: holds each crate of [`CRATES`] to its ladders.
+//! `cargo xtask layers`: holds each crate of [`CRATES`] to its ladders:
+//! every crate under `crates/` (`sched-deque`, `sched-mpsc`,
+//! `sched-relay`, `sched-core`, `sched`, `relay-nats`, `sched-durable`,
+//! `sched-durable-jetstream`, `sched-top`, and `sched-examples`, whose
+//! library is its root alone); a test fails on a crate folder left out.
 //!
 //! A crate declares its ladder: each top-level module (a file, or a
 //! folder taken as one) stands on a floor, ground floor first, and code
@@ -17,7 +21,10 @@
 //! The check reads every path into the crate (`crate::..`, `super::..`,
 //! `self::..`, and a module's own child modules, grouped `{..}` imports
 //! expanded) in the library's code, follows `use` re-exports to the file
-//! that defines the name, and reports each arrow against a ladder.
+//! that defines the name, and reports each arrow against a ladder. An
+//! inline module (`mod name { .. }`) stands in the file that declares it;
+//! a name that one of the root's takes from another crate (`sched`'s
+//! `stats`, re-exporting `sched-core`'s) draws no arrow.
 //! Comments, doc links, strings and test code are not code the library
 //! runs, and are skipped: files that hold only tests or loom models, and
 //! any item under a test-only `#[cfg(..)]` (`test`, or `all(.., test, ..)`),
@@ -32,7 +39,18 @@ use std::path::Path;
 use crate::workspace::root;
 
 /// Every crate the check holds to its ladders.
-const CRATES: &[Crate<'static>] = &[SCHED_CORE, RELAY_NATS, DURABLE, DURABLE_JETSTREAM];
+const CRATES: &[Crate<'static>] = &[
+    SCHED_CORE,
+    RELAY_NATS,
+    DURABLE,
+    DURABLE_JETSTREAM,
+    DEQUE,
+    MPSC,
+    RELAY,
+    SCHED,
+    SCHED_TOP,
+    EXAMPLES,
+];
 
 /// A crate and the ladders its code keeps.
 #[derive(Debug, Clone, Copy)]
@@ -334,6 +352,209 @@ const DURABLE_JETSTREAM_LADDER: &[&[&str]] = &[
     &["builder"],
 ];
 
+// --------------------------------------------------------------------- deque
+
+const DEQUE: Crate<'static> = Crate {
+    name: "sched-deque",
+    dir: "deque",
+    doc: "docs/internals/deque.md",
+    outside: &["lib"],
+    ladders: &[Ladder {
+        name: "DEQUE_LADDER",
+        folder: "",
+        floors: DEQUE_LADDER,
+        along: false,
+        exceptions: DEQUE_EXCEPTIONS,
+    }],
+};
+
+/// `sched-deque`'s files, ground floor first.
+const DEQUE_LADDER: &[&[&str]] = &[
+    // 1. Leaves: positions and the packed word, a steal's outcome, the
+    //    atomics (loom's under `cfg(loom)`).
+    &["position", "steal", "sync"],
+    // 2. The ring of slots.
+    &["buffer"],
+    // 3. The state the owner and its stealers share.
+    &["inner"],
+    // 4. The owner's handle (beside the stealers': the exception below).
+    &["worker"],
+    // 5. The stealers' handle.
+    &["stealer"],
+];
+
+/// The named exceptions of `sched-deque`'s ladder.
+const DEQUE_EXCEPTIONS: &[Exception] = &[Exception {
+    from: "worker",
+    to: "stealer",
+    names: &["Stealer"],
+    why: "the two handles of one deque: the owner hands out its stealers \
+          (`Worker::stealer`), and a stealer steals half into the thief's own `Worker` \
+          (`Stealer::steal_half_into` pushes onto it), so `worker` -> `stealer` -> \
+          `worker` is a circle",
+}];
+
+// ---------------------------------------------------------------------- mpsc
+
+const MPSC: Crate<'static> = Crate {
+    name: "sched-mpsc",
+    dir: "mpsc",
+    doc: "docs/internals/mpsc.md",
+    outside: &["lib"],
+    ladders: &[Ladder {
+        name: "MPSC_LADDER",
+        folder: "",
+        floors: MPSC_LADDER,
+        along: false,
+        exceptions: &[],
+    }],
+};
+
+/// `sched-mpsc`'s modules (`queue/` one of them), ground floor first;
+/// each uses only modules on lower floors, with no exception.
+const MPSC_LADDER: &[&[&str]] = &[
+    // 1. Leaves: the error a push returns, the atomics (loom's under
+    //    `cfg(loom)`).
+    &["error", "sync"],
+    // 2. The queue: blocks, cursors, the producer and consumer handles.
+    &["queue"],
+];
+
+// --------------------------------------------------------------------- relay
+
+const RELAY: Crate<'static> = Crate {
+    name: "sched-relay",
+    dir: "relay",
+    doc: "docs/internals/relay.md",
+    outside: &["lib"],
+    ladders: &[Ladder {
+        name: "RELAY_LADDER",
+        folder: "",
+        floors: RELAY_LADDER,
+        along: false,
+        exceptions: RELAY_EXCEPTIONS,
+    }],
+};
+
+/// `sched-relay`'s files, ground floor first.
+const RELAY_LADDER: &[&[&str]] = &[
+    // 1. The process identifier.
+    &["pid"],
+    // 2. What names only PIDs: the shim (its map is keyed by PID), a
+    //    refused registration; the inline body (beside the package: the
+    //    exception below).
+    &["inline", "register_error", "sync"],
+    // 3. Handing out PIDs; the message package.
+    &["allocator", "package"],
+    // 4. What names packages: a typed address, a failed send.
+    &["addr", "send_error"],
+    // 5. What packages are sent to.
+    &["receiver"],
+    // 6. Where packages go: other nodes, the routing table.
+    &["remote", "router"],
+];
+
+/// The named exceptions of `sched-relay`'s ladder.
+const RELAY_EXCEPTIONS: &[Exception] = &[Exception {
+    from: "inline",
+    to: "package",
+    names: &["Payload"],
+    why: "the two bodies of one package: a package holds a small value inline \
+          (`Body::Inline`) or boxed as a `Payload` (`Box<dyn Any + Send>`, defined in \
+          `package.rs`), and an inline value moves out into a `Payload` \
+          (`Inline::into_box`) and borrows its `Send + !Sync` marker, so `package` -> \
+          `inline` -> `package` is a circle; `Payload` defined in `inline.rs` would \
+          make `inline` a leaf",
+}];
+
+// --------------------------------------------------------------------- sched
+
+const SCHED: Crate<'static> = Crate {
+    name: "sched",
+    dir: "sched",
+    doc: "docs/internals/development.md",
+    outside: &["lib"],
+    ladders: &[Ladder {
+        name: "SCHED_LADDER",
+        folder: "",
+        floors: SCHED_LADDER,
+        along: false,
+        exceptions: SCHED_EXCEPTIONS,
+    }],
+};
+
+/// `sched`'s modules (`live/` and `supervisor/` each one), ground floor
+/// first. The facade's root re-exports `sched-core`'s names in inline
+/// modules (`stats`, `engine`, ..), outside the ladder.
+const SCHED_LADDER: &[&[&str]] = &[
+    // 1. What builds on the engine alone: a command call with retries,
+    //    the live endpoint, the metrics publisher, supervision.
+    &["call", "live", "metrics", "supervisor"],
+    // 2. The scheduler users hold (beside its builder: the exception
+    //    below).
+    &["scheduler"],
+    // 3. Its builder.
+    &["builder"],
+];
+
+/// The named exceptions of `sched`'s ladder.
+const SCHED_EXCEPTIONS: &[Exception] = &[Exception {
+    from: "scheduler",
+    to: "builder",
+    names: &["SchedulerBuilder"],
+    why: "the two names of one handle: `Scheduler::builder()` returns a \
+          `SchedulerBuilder`, which is `sched_core::Builder<Scheduler>`, the engine's \
+          builder that builds a `Scheduler`, so `scheduler` -> `builder` -> \
+          `scheduler` is a circle; the alias declared in `scheduler.rs` would leave \
+          `builder.rs` nothing",
+}];
+
+// ----------------------------------------------------------------- sched-top
+
+const SCHED_TOP: Crate<'static> = Crate {
+    name: "sched-top",
+    dir: "sched-top",
+    doc: "docs/internals/development.md",
+    // `src/main.rs` is the `sched-top` program: a crate of its own, which
+    // reaches the library by its name, never by `crate::`.
+    outside: &["lib", "main"],
+    ladders: &[Ladder {
+        name: "SCHED_TOP_LADDER",
+        folder: "",
+        floors: SCHED_TOP_LADDER,
+        along: false,
+        exceptions: &[],
+    }],
+};
+
+/// `sched-top`'s files, ground floor first; each uses only files on lower
+/// floors, with no exception.
+const SCHED_TOP_LADDER: &[&[&str]] = &[
+    // 1. Leaves: the command line, the fetching thread, snapshots to rows.
+    &["cli", "fetch", "view"],
+    // 2. The program's state.
+    &["app"],
+    // 3. Drawing it, and the keys.
+    &["ui"],
+];
+
+// ------------------------------------------------------------ sched-examples
+
+const EXAMPLES: Crate<'static> = Crate {
+    name: "sched-examples",
+    dir: "examples",
+    doc: "docs/internals/development.md",
+    // Its library is the root alone (the examples are under `examples/`).
+    outside: &["lib"],
+    ladders: &[Ladder {
+        name: "EXAMPLES_LADDER",
+        folder: "",
+        floors: &[],
+        along: false,
+        exceptions: &[],
+    }],
+};
+
 pub(crate) fn layers() -> Result<(), String> {
     let mut broken = Vec::new();
     for krate in CRATES {
@@ -420,15 +641,22 @@ struct Tally {
 fn check(files: &BTreeMap<String, String>, krate: &Crate<'_>) -> Result<String, String> {
     let mut modules = BTreeSet::new();
     let mut aliases = BTreeMap::new();
+    let mut inline = BTreeSet::new();
     let mut scans = Vec::new();
     for (rel, text) in files {
         let module = file_module(rel);
         let scan = scan(text, &module);
         modules.insert(module.clone());
+        inline.extend(scan.inline.iter().cloned());
         aliases.extend(scan.aliases.iter().cloned());
         scans.push((rel, module, scan));
     }
-    let tree = Tree { modules, aliases };
+    modules.extend(inline.iter().cloned());
+    let tree = Tree {
+        modules,
+        inline,
+        aliases,
+    };
 
     let mut problems = Vec::new();
     let mut tallies: Vec<Tally> = krate
@@ -470,7 +698,18 @@ fn check(files: &BTreeMap<String, String>, krate: &Crate<'_>) -> Result<String, 
         }
         for (line, path) in &scan.paths {
             // The file the path reaches, and the name it takes there.
-            let (target, item) = tree.resolve(path);
+            let (mut target, item) = tree.resolve(path);
+            // An inline module stands in the file that declares it. One of
+            // the root's (`sched`'s `pub mod stats { pub use sched_core::..; }`)
+            // holds a name the root takes from another crate (its own names
+            // are followed through its `use`s): the root stands outside.
+            let inline = tree.inline.contains(&target);
+            while tree.inline.contains(&target) {
+                target.pop();
+            }
+            if inline && target.is_empty() && krate.outside.contains(&"lib") {
+                continue;
+            }
             if target.is_empty() {
                 problems.push(format!(
                     "src/{rel}:{line}: `{}` names no module of the crate (name the \
@@ -680,10 +919,13 @@ fn file_module(rel: &str) -> Vec<String> {
     parts
 }
 
-/// The crate's modules (one per file) and the names its `use` items
-/// bring into a module, to follow a path to the file that defines it.
+/// The crate's modules (one per file, and the inline ones) and the names
+/// its `use` items bring into a module, to follow a path to the file that
+/// defines it.
 struct Tree {
     modules: BTreeSet<Vec<String>>,
+    /// The inline modules (`mod name { .. }`), which stand in their file.
+    inline: BTreeSet<Vec<String>>,
     /// `module::name` -> the absolute path it stands for.
     aliases: BTreeMap<Vec<String>, Vec<String>>,
 }
@@ -729,6 +971,8 @@ struct Scan {
     paths: Vec<(usize, Vec<String>)>,
     /// Names its `use` items bring in: `module::name` -> absolute path.
     aliases: Vec<(Vec<String>, Vec<String>)>,
+    /// Its inline modules (`mod name { .. }` outside test code), absolute.
+    inline: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1066,6 +1310,12 @@ fn scan(text: &str, module: &[String]) -> Scan {
                     ) if m.is("mod") => Some(name.clone()),
                     _ => None,
                 };
+                if let Some(name) = &name {
+                    let mut inline = module.to_vec();
+                    inline.extend(braces.iter().flatten().cloned());
+                    inline.push(name.clone());
+                    scan.inline.push(inline);
+                }
                 braces.push(name);
                 i += 1;
                 continue;
@@ -1606,6 +1856,73 @@ mod tests {
         let broken = check(&files, &DURABLE).unwrap_err();
         assert!(
             broken.contains("`channel` (floor 5) uses `Tell` of `runner` (floor 6)"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn an_arrow_up_relay_s_ladder_fails() {
+        let src = root().join("crates").join("relay").join("src");
+        let mut files = BTreeMap::new();
+        read_tree(&src, &src, &mut files).expect("sched-relay's sources");
+        check(&files, &RELAY).expect("sched-relay keeps its ladder");
+        // The identifier reaching up to the table that routes by it.
+        files
+            .get_mut("pid.rs")
+            .expect("pid.rs")
+            .push_str("\nfn forbidden(_: &crate::router::Router) {}\n");
+        let broken = check(&files, &RELAY).unwrap_err();
+        assert!(
+            broken.contains("`pid` (floor 1) uses `Router` of `router` (floor 6)")
+                && broken.contains("src/pid.rs:"),
+            "{broken}"
+        );
+        // The inline body may take only `Payload` from the package.
+        let src = files.get_mut("inline.rs").expect("inline.rs");
+        src.truncate(src.rfind("\nfn forbidden").unwrap_or(src.len()));
+        src.push_str("\nfn forbidden(_: crate::package::Package) {}\n");
+        let broken = check(&files, &RELAY).unwrap_err();
+        assert!(
+            broken.contains("`inline` (floor 2) uses `Package` of `package` (floor 3)"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn every_crate_under_crates_is_checked() {
+        let dirs = fs::read_dir(root().join("crates")).expect("crates/");
+        for dir in dirs.flatten() {
+            if !dir.path().join("src").is_dir() {
+                continue;
+            }
+            let name = dir.file_name().to_string_lossy().into_owned();
+            assert!(
+                CRATES.iter().any(|krate| krate.dir == name),
+                "crates/{name} has no ladder in CRATES (xtask/src/layers.rs)"
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_the_root_takes_from_another_crate_in_an_inline_module_draws_no_arrow() {
+        // The root re-exports in inline modules, as `sched`'s does.
+        let root = "pub mod stats {\n    pub use other::Histogram;\n}\n\
+                    pub mod prelude {\n    pub use crate::b::B;\n}\n";
+        let mut files = strict_tree("lib.rs", root);
+        files
+            .get_mut("a.rs")
+            .expect("a.rs")
+            .push_str("fn f(_: &crate::stats::Histogram) {}\n");
+        check(&files, &STRICT).expect("`stats::Histogram` is no module of ours");
+        // A name one of them takes from a module of ours is followed to the
+        // file that defines it.
+        files
+            .get_mut("a.rs")
+            .expect("a.rs")
+            .push_str("fn g(_: crate::prelude::B) {}\n");
+        let broken = check(&files, &STRICT).unwrap_err();
+        assert!(
+            broken.contains("`a` (floor 1) uses `B` of `b` (floor 2)"),
             "{broken}"
         );
     }

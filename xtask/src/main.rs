@@ -68,9 +68,11 @@ commands:
   stress [--seconds N]
                  the randomised whole-scheduler stress run with its checker,
                  in release, for N seconds (default 60)
-  layers         check that each crate's modules (sched-core, relay-nats,
-                 sched-durable, sched-durable-jetstream) use only lower
-                 ones on their ladders
+  layers         check that each crate's modules (every crate under
+                 crates/: sched-deque, sched-mpsc, sched-relay, sched-core,
+                 sched, relay-nats, sched-durable, sched-durable-jetstream,
+                 sched-top, sched-examples) use only lower ones on their
+                 ladders, but for their named exceptions
   sizes          functions over 100 lines and files over 800 (outside
                  tests) are split, or listed with their reason
   mutants [NAME] apply each mutation of the table (or the one named), run
