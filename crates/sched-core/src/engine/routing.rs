@@ -23,7 +23,6 @@ use crate::contract::command::Tag;
 use crate::contract::error::TerminateError;
 use crate::contract::event::{CommandError, Event};
 use crate::contract::urgent;
-use crate::engine::shared::Runnable;
 use crate::panic_guard::drop_user_value;
 use crate::record::state::{Killed, TERMINATE};
 use crate::record::RecordRef;
@@ -255,10 +254,10 @@ impl Shared {
     }
 
     /// Sets `flag` on `record` so that it ends. A terminated process that
-    /// waits in a run queue behind others is handed to the workers as a
-    /// kill ticket, which the next worker to pick work ends before
-    /// anything else (`reap_killed`); one that waits for events is woken
-    /// as by a message; a running one ends after its step.
+    /// waits, in a run queue behind others or for events, is handed to the
+    /// workers as a kill ticket, which the next worker to pick work ends
+    /// before anything else (`reap_killed`); a running one ends after its
+    /// step.
     ///
     /// Not with histograms on, where whoever queues a process stamps its
     /// body after making it ready, which a ticket's taker could then
@@ -271,13 +270,15 @@ impl Shared {
             self.after_wake_owned(record, wake);
             return;
         }
-        match record.state.kill_queued(flag) {
+        let killed = record.state.kill_queued(flag);
+        match killed {
             Killed::Nothing => {}
-            // It waited for events: queued now as any woken process (on a
-            // worker, to run right after the step under way).
-            Killed::Schedule => self.schedule(record, Runnable::Woken),
-            Killed::Queued => {
-                self.kills.push(record);
+            Killed::Schedule | Killed::Queued => {
+                // `Queued`: an entry of it waits in a run queue, which the
+                // ticket's claim makes stale. `Schedule`: it waited for
+                // events, and no entry holds it.
+                let queued = matches!(killed, Killed::Queued);
+                self.kills.push((record, queued));
                 self.sleepers.notify_one();
             }
         }
@@ -456,11 +457,16 @@ impl Context {
     }
 
     /// Ends the process `pid` with
-    /// [`ExitError::Terminated`](crate::ExitError::Terminated): after its
-    /// current step if it is running; at the next pick of any worker if it
-    /// waits, for events or in a run queue behind others (it does not wait
-    /// for its turn, except with latency histograms on). Its `close` runs
-    /// as usual.
+    /// [`ExitError::Terminated`](crate::ExitError::Terminated), without
+    /// another step, and its `close` runs as usual:
+    ///
+    /// - if it waits, for events or in a run queue behind others, at the
+    ///   next pick of any worker, not at its turn; except a process that
+    ///   continues while fewer than 256 processes are queued in its lane
+    ///   on its worker (it waits at most for those), and any queued
+    ///   process with latency histograms on (it ends at its turn);
+    /// - if it is running, after its current step; a step that ends the
+    ///   process itself (`finish`, an error, a panic) keeps that outcome.
     ///
     /// A PID of another node (with a remote transport) is sent the request:
     /// `Ok` means it left, and its node ends the process if it is still

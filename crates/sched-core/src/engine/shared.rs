@@ -47,12 +47,13 @@ pub(crate) struct Shared {
     /// posted from another thread reached its step 47 ms late (p99,
     /// `burst` bench) with one queue for both.
     pub(crate) woken: Box<[Fifo<RecordRef>]>,
-    /// Kill tickets: processes terminated while they waited in a run
-    /// queue, for the next worker to end out of their turn (see
+    /// Kill tickets: processes terminated while they waited (in a run
+    /// queue, with `true`: an entry of it is still queued; or for events,
+    /// `false`), for the next worker to end out of their turn (see
     /// `Shared::end_soon`, and `reap_killed` in `worker/end.rs`). Written
     /// only by a terminate; each worker reads whether it is empty once
     /// per pick.
-    pub(crate) kills: Fifo<RecordRef>,
+    pub(crate) kills: Fifo<(RecordRef, bool)>,
     /// The groups processes are spawned into (just the default one
     /// unless the builder declared some).
     pub(crate) groups: crate::runqueue::shares::Groups,

@@ -289,3 +289,31 @@ fn a_kill_ticket_races_a_published_continue() {
         assert_eq!(h.ended.load(SeqCst), 1, "ended exactly once");
     });
 }
+
+/// A kill ticket for a waiting process races a message that wakes it: the
+/// message's wake queues it and the ticket finds it taken, or the ticket
+/// (which made it ready) takes it and the message is dead-lettered or
+/// refused; it ends once, and the message is never stranded.
+#[test]
+fn a_kill_ticket_for_a_waiting_process_races_a_message() {
+    loom::model(|| {
+        let h = Harness::parked(IDLE);
+        let terminator = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.terminate_with_ticket();
+                h.reap();
+            })
+        };
+        let sender = {
+            let h = h.clone();
+            thread::spawn(move || h.deliver(message()))
+        };
+        h.run_queued(IDLE);
+        terminator.join().unwrap();
+        sender.join().unwrap();
+        h.settle(IDLE, 1);
+        assert_eq!(state_of(h.record.state.load()), COMPLETE);
+        assert_eq!(h.ended.load(SeqCst), 1, "ended exactly once");
+    });
+}

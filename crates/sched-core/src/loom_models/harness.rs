@@ -47,7 +47,7 @@ pub(super) struct Harness {
     pub(super) record: RecordRef,
     pub(super) run_queue: Mutex<VecDeque<RecordRef>>,
     /// Kill tickets (`Shared::kills`).
-    pub(super) tickets: Mutex<VecDeque<RecordRef>>,
+    pub(super) tickets: Mutex<VecDeque<(RecordRef, bool)>>,
     /// Times the process was pushed onto the run queue.
     pub(super) queued: AtomicUsize,
     /// Times a worker took it off the run queue and ran it.
@@ -132,12 +132,12 @@ impl Harness {
         }
     }
 
-    /// What `Shared::end_soon` does for a terminate: a queued process gets
-    /// a kill ticket, a waiting one is queued.
+    /// What `Shared::end_soon` does for a terminate: a queued or waiting
+    /// process gets a kill ticket.
     pub(super) fn terminate_with_ticket(&self) {
         match self.record.state.kill_queued(TERMINATE) {
-            Killed::Schedule => self.schedule(),
-            Killed::Queued => self.tickets.lock().push_back(self.record.clone()),
+            Killed::Schedule => self.tickets.lock().push_back((self.record.clone(), false)),
+            Killed::Queued => self.tickets.lock().push_back((self.record.clone(), true)),
             Killed::Nothing => {}
         }
     }
@@ -146,10 +146,10 @@ impl Harness {
     /// turn and ended, if no worker took it first.
     pub(super) fn reap(&self) {
         loop {
-            let Some(record) = self.tickets.lock().pop_front() else {
+            let Some((record, queued)) = self.tickets.lock().pop_front() else {
                 return;
             };
-            if record.state.claim_killed().is_some() {
+            if record.state.claim_killed(queued).is_some() {
                 assert!(
                     !self.owned.swap(true, SeqCst),
                     "a ticket took a process another thread owns"

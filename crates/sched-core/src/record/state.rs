@@ -213,13 +213,18 @@ impl StateWord {
     /// stale, and the [`start_step`](StateWord::start_step) that pops it
     /// clears `STALE` and drops it. `None` if the process is not ready (a
     /// worker took it first, or it ended): then that worker ends it.
-    pub(crate) fn claim_killed(&self) -> Option<u32> {
+    ///
+    /// `queued` says whether a run-queue entry holds the process (a ticket
+    /// of [`Killed::Queued`]); for one of [`Killed::Schedule`] no entry
+    /// does, and nothing is marked.
+    pub(crate) fn claim_killed(&self, queued: bool) -> Option<u32> {
         let mut word = self.0.load(Acquire);
         loop {
             if state_of(word) != READY || word & KILL == 0 || word & STALE != 0 {
                 return None;
             }
-            let next = (word & KILL) | RUNNING | STALE;
+            let stale = if queued { STALE } else { 0 };
+            let next = (word & KILL) | RUNNING | stale;
             // AcqRel: the acquire takes the body from the previous owner's
             // release (as `start_step`'s does); the release orders the
             // claim before the pop that finds `STALE`.
@@ -417,8 +422,8 @@ mod tests {
         let s = StateWord::new();
         assert_eq!(s.kill_queued(TERMINATE), Killed::Queued);
         assert_eq!(s.kill_queued(TERMINATE), Killed::Nothing, "one ticket");
-        assert_eq!(s.claim_killed(), Some(TERMINATE));
-        assert_eq!(s.claim_killed(), None, "claimed once");
+        assert_eq!(s.claim_killed(true), Some(TERMINATE));
+        assert_eq!(s.claim_killed(true), None, "claimed once");
         s.complete();
         assert_eq!(s.load(), COMPLETE | STALE, "the mark outlives the end");
         assert_eq!(s.start_step(), None, "the entry is stale");
@@ -430,7 +435,7 @@ mod tests {
         let s = StateWord::new();
         assert_eq!(s.kill_queued(TERMINATE), Killed::Queued);
         assert_eq!(s.start_step(), Some(TERMINATE));
-        assert_eq!(s.claim_killed(), None);
+        assert_eq!(s.claim_killed(true), None);
         assert_eq!(s.load() & STALE, 0);
     }
 
@@ -444,7 +449,7 @@ mod tests {
         );
         assert_eq!(s.load(), READY);
         assert_eq!(s.kill_queued(TERMINATE), Killed::Queued);
-        assert_eq!(s.claim_killed(), Some(TERMINATE));
+        assert_eq!(s.claim_killed(true), Some(TERMINATE));
         // Unpublished, the queued process stays RUNNING: no ticket.
         let s = StateWord::new();
         s.start_step();
@@ -453,12 +458,14 @@ mod tests {
             AfterStep::Requeue { woken: false }
         );
         assert_eq!(s.kill_queued(TERMINATE), Killed::Nothing);
-        assert_eq!(s.claim_killed(), None);
+        assert_eq!(s.claim_killed(true), None);
         // A waiting process is scheduled by the kill, as by `kill`.
         let s = StateWord::new();
         s.start_step();
         assert_eq!(s.finish_step(IDLE, false), AfterStep::Parked);
         assert_eq!(s.kill_queued(TERMINATE), Killed::Schedule);
+        assert_eq!(s.claim_killed(false), Some(TERMINATE));
+        assert_eq!(s.load() & STALE, 0, "no entry to mark stale");
     }
 
     #[test]

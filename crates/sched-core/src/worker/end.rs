@@ -21,8 +21,8 @@ impl Worker {
     #[cold]
     #[inline(never)]
     pub(super) fn reap_killed(&mut self) {
-        while let Some(record) = self.shared.kills.pop() {
-            if let Some(flags) = record.state.claim_killed() {
+        while let Some((record, queued)) = self.shared.kills.pop() {
+            if let Some(flags) = record.state.claim_killed(queued) {
                 // SAFETY: `claim_killed` made this worker the process's
                 // owner (`READY -> RUNNING`, as `start_step` does); the
                 // queue entry still holding it is stale and its pop only

@@ -113,7 +113,7 @@ impl Config {
     /// Most steps the simulation runs in all; past them a run returns
     /// [`SimError::StepLimit`] (a system that never goes quiet, such as
     /// one with a periodic timer, should use
-    /// [`Simulation::run_for`]).
+    /// [`Simulation::run_for`](super::Simulation::run_for)).
     ///
     /// # Examples
     ///
@@ -140,7 +140,7 @@ impl Config {
     }
 
     /// Most latency of the simulated network between nodes (see
-    /// [`Simulation::cluster`]): each package is delivered after a delay
+    /// [`Simulation::cluster`](super::Simulation::cluster)): each package is delivered after a delay
     /// drawn up to this (default: none; a package still waits for the
     /// simulation to deliver it, in an order it draws).
     ///
@@ -189,7 +189,7 @@ pub enum SimError {
         /// The decisions it made without progress.
         decisions: u64,
     },
-    /// Two nodes of a [`Simulation::cluster`] have the same number.
+    /// Two nodes of a [`Simulation::cluster`](super::Simulation::cluster) have the same number.
     DuplicateNode {
         /// The number.
         node: u32,
