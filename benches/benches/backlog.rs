@@ -27,6 +27,7 @@ struct Reader {
 }
 
 impl Process for Reader {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.started.is_none() {
             while !self.gate.load(Ordering::Acquire) {

@@ -103,6 +103,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         work();
         self.left -= 1;
@@ -124,6 +125,7 @@ struct Waiter {
 }
 
 impl Process for Waiter {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         work();
         let fired = events
@@ -176,6 +178,7 @@ struct TimerProbe {
 }
 
 impl Process for TimerProbe {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let now = Instant::now();
         let mut fired = self.deadline.is_none();
@@ -204,6 +207,7 @@ struct MessageProbe {
 }
 
 impl Process for MessageProbe {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let now = Instant::now();
         for event in events {

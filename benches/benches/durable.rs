@@ -491,6 +491,7 @@ struct PlainFlow {
 }
 
 impl Process for PlainFlow {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.yield_command(ECHO, Tag(1), 1);
         Ok(())

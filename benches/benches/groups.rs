@@ -50,6 +50,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -120,6 +121,7 @@ struct Flooder {
 }
 
 impl Process for Flooder {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -148,6 +150,7 @@ struct Probe {
 }
 
 impl Process for Probe {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())

@@ -15,6 +15,7 @@ const PROCESSES: usize = 100_000;
 struct Idle;
 
 impl Process for Idle {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.next().is_some() {
             out.finish(());

@@ -143,6 +143,7 @@ struct Bulk {
 }
 
 impl Process for Bulk {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let now = Instant::now();
         let fired = events
@@ -182,6 +183,7 @@ struct Probe {
 }
 
 impl Process for Probe {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_priority(self.priority);
         Ok(())

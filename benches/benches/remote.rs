@@ -50,6 +50,7 @@ type Latencies = Arc<Mutex<Vec<u64>>>;
 struct Echo(Latencies);
 
 impl Process for Echo {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {
@@ -70,6 +71,7 @@ struct Player {
 }
 
 impl Process for Player {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let ping = |n| Ping {
             n,

@@ -141,6 +141,7 @@ struct Idle {
 }
 
 impl Process for Idle {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

@@ -100,7 +100,7 @@ fn pid(engine: &Engine) -> Pid {
     engine.context().allocate_pid().expect("pids left")
 }
 
-fn submit(engine: &Engine, pid: Pid, process: Box<dyn Process>) {
+fn submit(engine: &Engine, pid: Pid, process: Box<dyn Process<Done = Payload>>) {
     engine
         .context()
         .spawn(Spawn::new(process).method("run").at(pid))
@@ -132,6 +132,7 @@ struct OneStep {
 }
 
 impl Process for OneStep {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         init_run(method)
     }
@@ -183,6 +184,7 @@ struct Continuer {
 }
 
 impl Process for Continuer {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         init_run(method)
     }
@@ -254,6 +256,7 @@ struct Player {
 }
 
 impl Process for Player {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         init_run(method)
     }
@@ -356,6 +359,7 @@ struct Link {
 }
 
 impl Process for Link {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         init_run(method)
     }

@@ -26,6 +26,7 @@ struct Stubborn {
 }
 
 impl Process for Stubborn {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

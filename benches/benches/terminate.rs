@@ -39,6 +39,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         std::hint::black_box(busy::work(STEP));
         self.steps.fetch_add(1, Relaxed);

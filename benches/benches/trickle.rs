@@ -75,6 +75,7 @@ struct Reader {
 }
 
 impl Process for Reader {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let now = Instant::now();
         for event in events {

@@ -169,6 +169,7 @@ impl Accepts for Aggregator {
 }
 
 impl Process for Aggregator {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -212,6 +213,7 @@ impl Accepts for Workflow {
 }
 
 impl Process for Workflow {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.started {
             self.started = true;

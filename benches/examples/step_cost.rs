@@ -24,6 +24,7 @@ use sched::prelude::*;
 struct Yielder(u32);
 
 impl Process for Yielder {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.0 == 0 {
             out.finish(());
@@ -40,6 +41,7 @@ impl Process for Yielder {
 struct Link(u32, Arc<AtomicUsize>);
 
 impl Process for Link {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.0 > 0 {
             drop(out.spawn(Link(self.0 - 1, self.1.clone()))?);
@@ -58,6 +60,7 @@ struct Player {
 }
 
 impl Process for Player {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(m) = event {

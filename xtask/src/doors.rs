@@ -591,6 +591,7 @@ mod tests {
                 pub fn spawn_with(&self) {}
             }
             impl Process for Output<'_> { pub fn not_inherent() {} }
+                type Done = Payload;
             impl Context { pub fn ask(&self) {} }
             #[cfg(test)]
             mod tests { impl Context { pub fn in_a_test() {} } }

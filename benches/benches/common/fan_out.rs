@@ -32,6 +32,7 @@ impl FanOut {
 }
 
 impl Process for FanOut {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

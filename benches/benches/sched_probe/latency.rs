@@ -25,6 +25,7 @@ struct Echo {
 }
 
 impl Process for Echo {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

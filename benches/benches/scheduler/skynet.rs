@@ -40,6 +40,7 @@ impl Skynet {
 }
 
 impl Process for Skynet {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         init_run(method)
     }

@@ -10,6 +10,7 @@ struct Sampler {
 }
 
 impl Process for Sampler {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let now = Instant::now();
         if self.deadline.is_none() {
@@ -37,6 +38,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.steps == 0 {
             self.started.fetch_add(1, Ordering::Release);

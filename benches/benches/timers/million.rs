@@ -20,6 +20,7 @@ struct Owner {
 }
 
 impl Process for Owner {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -58,6 +59,7 @@ struct Sink {
 }
 
 impl Process for Sink {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {

@@ -653,6 +653,7 @@ impl Runner {
 }
 
 impl Process for Runner {
+    type Done = Ending;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.pid = Some(out.pid());
         for effect in std::mem::take(&mut self.resume) {

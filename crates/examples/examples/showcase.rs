@@ -30,6 +30,7 @@ struct Player {
 }
 
 impl Process for Player {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         match method {
             "play" => Ok(()),

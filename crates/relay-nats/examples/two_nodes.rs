@@ -32,6 +32,7 @@ struct Pong(u32);
 struct Echo;
 
 impl Process for Echo {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {
@@ -53,6 +54,7 @@ struct Player {
 }
 
 impl Process for Player {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.round_trips.is_empty() && events.is_empty() {
             self.sent_at = Instant::now();

@@ -167,6 +167,7 @@ struct Keeper {
 }
 
 impl Process for Keeper {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -215,6 +216,7 @@ impl Process for Keeper {
 ///
 /// struct Db;
 /// impl Process for Db {
+///     type Done = Payload;
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Ok(())
 ///     }

@@ -42,6 +42,7 @@ impl Counter {
 }
 
 impl sched::Process for Counter {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {

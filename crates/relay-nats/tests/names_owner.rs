@@ -23,6 +23,7 @@ const WAIT: Duration = Duration::from_secs(30);
 /// Waits for cancel.
 struct Idle;
 impl Process for Idle {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.any(|e| matches!(e, Event::Cancel)) {
             out.finish(());

@@ -357,6 +357,7 @@ fn names_work_from_async_code_on_any_runtime() {
 struct EndsOnCancel;
 
 impl Process for EndsOnCancel {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.any(|event| matches!(event, Event::Cancel)) {
             out.finish(());

@@ -44,6 +44,7 @@
 //! struct Doubler { asked: bool }
 //!
 //! impl Process for Doubler {
+//!     type Done = Payload;
 //!     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
 //!         if method == "run" { Ok(()) } else { Err(InitError::unknown_method(method)) }
 //!     }
@@ -107,7 +108,7 @@ pub use contract::group::{Group, GroupInfo};
 pub use contract::outcome::{ExitError, Outcome};
 pub use contract::output::{Events, Output, Typed};
 pub use contract::priority::Priority;
-pub use contract::process::{InitContext, Process, DEFAULT_METHOD};
+pub use contract::process::{AnyProcess, InitContext, Process, DEFAULT_METHOD};
 pub use contract::reply::{AskError, AskId, Question, ReplyTo, Request, Responder};
 pub use contract::timer_id::TimerId;
 pub use contract::typed_command::{CommandRef, TypedCommand, Yielded};

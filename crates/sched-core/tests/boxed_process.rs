@@ -1,4 +1,4 @@
-//! A boxed process is a process: the engine stores a `Box<dyn Process>`
+//! A boxed process is a process: the engine stores a `Box<dyn Process<Done = relay::Payload>>`
 //! where it stores any process, and every method reaches the boxed one.
 
 mod common;
@@ -21,6 +21,7 @@ impl Recorder {
 }
 
 impl Process for Recorder {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         self.note(format!("init {method}"));
         Ok(())
@@ -51,7 +52,7 @@ impl Process for Recorder {
 fn a_boxed_process_forwards_every_method() {
     let engine = started(1);
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let boxed: Box<dyn Process> = Box::new(Recorder {
+    let boxed: Box<dyn Process<Done = relay::Payload>> = Box::new(Recorder {
         calls: calls.clone(),
     });
     assert_eq!(boxed.type_name(), "the recorder", "type_name forwards");
@@ -72,6 +73,7 @@ fn a_boxed_process_forwards_every_method() {
 struct Lingerer;
 
 impl Process for Lingerer {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         events.for_each(drop);
         Ok(())
@@ -87,7 +89,7 @@ impl Process for Lingerer {
 fn a_boxed_process_is_listed_under_its_own_type_name() {
     let engine = started(1);
     let pid = Pid::local(8);
-    let boxed: Box<dyn Process> = Box::new(Lingerer);
+    let boxed: Box<dyn Process<Done = relay::Payload>> = Box::new(Lingerer);
     let _done = engine
         .context()
         .spawn(Spawn::new(boxed).method("run").at(pid))

@@ -27,7 +27,7 @@ enum Wake {
 }
 
 /// A process that keeps itself (or its partner) runnable until `stop`.
-fn hog(id: u64, how: Wake, stop: Arc<AtomicBool>) -> Box<dyn Process> {
+fn hog(id: u64, how: Wake, stop: Arc<AtomicBool>) -> Box<dyn Process<Done = relay::Payload>> {
     process(move |events, out| {
         // Reading the events keeps the engine from re-delivering them.
         let seen = events.count();
@@ -61,7 +61,7 @@ fn hog(id: u64, how: Wake, stop: Arc<AtomicBool>) -> Box<dyn Process> {
 }
 
 /// A process that finishes at its first step.
-fn victim() -> Box<dyn Process> {
+fn victim() -> Box<dyn Process<Done = relay::Payload>> {
     process(|_, out| {
         out.finish(());
         Ok(())

@@ -92,6 +92,7 @@ fn a_panicking_drop_in_a_discarded_yield_does_not_kill_the_worker() {
 struct FailsAndExplodes;
 
 impl Process for FailsAndExplodes {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Err(InitError::failed("no"))
     }
@@ -130,6 +131,7 @@ fn a_process_whose_drop_panics_after_a_failed_init_frees_its_slot() {
 struct ExplodesWhenDropped;
 
 impl Process for ExplodesWhenDropped {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         events.for_each(drop);
         Ok(())

@@ -40,6 +40,7 @@ struct YieldOnce {
 }
 
 impl Process for YieldOnce {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }
@@ -110,6 +111,7 @@ struct YieldSync {
 }
 
 impl Process for YieldSync {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }
@@ -162,6 +164,7 @@ struct ContinueOnce {
 }
 
 impl Process for ContinueOnce {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

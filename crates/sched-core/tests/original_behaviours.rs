@@ -15,7 +15,7 @@ use relay::Payload;
 use sched_core::*;
 
 /// A process that blocks its worker inside its step until told to go on.
-fn blocker(gate: Receiver<()>, entered: std::sync::mpsc::Sender<()>) -> Box<dyn Process> {
+fn blocker(gate: Receiver<()>, entered: std::sync::mpsc::Sender<()>) -> Box<dyn Process<Done = relay::Payload>> {
     let gate = Mutex::new(gate);
     process(move |_, out| {
         entered.send(()).unwrap();
@@ -28,7 +28,7 @@ fn blocker(gate: Receiver<()>, entered: std::sync::mpsc::Sender<()>) -> Box<dyn 
     })
 }
 
-fn finishes_at_once() -> Box<dyn Process> {
+fn finishes_at_once() -> Box<dyn Process<Done = relay::Payload>> {
     process(|_, out| {
         out.finish(());
         Ok(())
@@ -69,6 +69,7 @@ struct Staggered {
 }
 
 impl Process for Staggered {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

@@ -12,7 +12,7 @@ use relay::{Pid, SendErrorKind};
 use sched_core::*;
 
 /// A process that counts the messages it gets until it is cancelled.
-fn counting(count: Arc<AtomicUsize>) -> Box<dyn Process> {
+fn counting(count: Arc<AtomicUsize>) -> Box<dyn Process<Done = relay::Payload>> {
     process(move |events: &mut Events<'_>, out: &mut Output<'_>| {
         for event in events {
             match event {
@@ -31,7 +31,7 @@ fn counting(count: Arc<AtomicUsize>) -> Box<dyn Process> {
     })
 }
 
-fn quick() -> Box<dyn Process> {
+fn quick() -> Box<dyn Process<Done = relay::Payload>> {
     process(|_: &mut Events<'_>, out: &mut Output<'_>| {
         out.finish(());
         Ok(())

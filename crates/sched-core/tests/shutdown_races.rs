@@ -17,7 +17,7 @@ fn submit_until_refused(
     engine: &Engine,
     first_id: u64,
     started: &AtomicUsize,
-    make: impl Fn() -> Box<dyn Process>,
+    make: impl Fn() -> Box<dyn Process<Done = relay::Payload>>,
 ) -> Vec<Completion> {
     let mut accepted = Vec::new();
     for id in first_id.. {
@@ -50,7 +50,7 @@ fn race_submissions_with_shutdown(
             let submitter = {
                 let (engine, count) = (engine.clone(), count.clone());
                 std::thread::spawn(move || {
-                    submit_until_refused(&engine, 1 << 32, &count, || -> Box<dyn Process> {
+                    submit_until_refused(&engine, 1 << 32, &count, || -> Box<dyn Process<Done = relay::Payload>> {
                         Inbox::new()
                     })
                 })
@@ -199,7 +199,7 @@ fn a_shutdown_report_tells_processes_in_a_step_from_processes_queued_behind_it()
 
 /// A process that finishes at its first step (so the engine often has no
 /// live process when shutdown looks).
-fn quick() -> Box<dyn Process> {
+fn quick() -> Box<dyn Process<Done = relay::Payload>> {
     process(|_, out| {
         out.finish(());
         Ok(())

@@ -66,6 +66,7 @@ fn warnings() -> (MutexGuard<'static, ()>, Warnings) {
 struct Deaf;
 
 impl Process for Deaf {
+    type Done = relay::Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         events.for_each(drop);
         Ok(())
@@ -76,6 +77,7 @@ impl Process for Deaf {
 struct Hostile;
 
 impl Process for Hostile {
+    type Done = relay::Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         events.for_each(drop);
         Ok(())

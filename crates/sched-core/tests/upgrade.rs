@@ -68,6 +68,7 @@ fn with_init(
 }
 
 impl Process for Instance {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         self.tally.inits.fetch_add(1, SeqCst);
         (self.init)(cx, method, input)

@@ -84,6 +84,7 @@ impl Account {
 }
 
 impl Process for Account {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             let message = match event {
@@ -135,6 +136,7 @@ impl Transfer {
 }
 
 impl Process for Transfer {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.ask_withdrawal(out)
     }
@@ -183,6 +185,7 @@ impl AskingTransfer {
 }
 
 impl Process for AskingTransfer {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.ask_withdrawal(out)
     }

@@ -36,6 +36,7 @@ struct Gather {
 }
 
 impl Process for Gather {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

@@ -41,6 +41,7 @@ struct Hot {
 }
 
 impl Process for Hot {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
@@ -71,6 +72,7 @@ struct Ticker {
 }
 
 impl Process for Ticker {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
@@ -109,6 +111,7 @@ struct Fetcher;
 const FETCH: CommandId = CommandId(1);
 
 impl Process for Fetcher {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
@@ -153,6 +156,7 @@ struct Backlog {
 }
 
 impl Process for Backlog {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let mut batch = 0u32;
         for event in events {

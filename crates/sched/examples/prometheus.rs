@@ -16,6 +16,7 @@ use sched::prelude::*;
 struct Busy(u32);
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.0 += 1;
         if self.0 == 1_000 {

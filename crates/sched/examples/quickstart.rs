@@ -31,6 +31,7 @@ impl Node {
 }
 
 impl Process for Node {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         match method {
             "ring" => Ok(()),

@@ -17,6 +17,7 @@ struct Worker {
 }
 
 impl Process for Worker {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.ticks == 0 {
             out.set_timer(Duration::from_millis(1), Tag(0));
@@ -42,6 +43,7 @@ impl Process for Worker {
 struct Cache;
 
 impl Process for Cache {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -113,9 +115,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(report.forced, 0);
     let top_report = handle.wait()?;
-    let top_report = top_report
-        .downcast_ref::<SupervisorReport>()
-        .ok_or("a report")?;
     println!("top supervisor restarts: {}", top_report.total_restarts());
     assert_eq!(scheduler.stats().live_processes, 0);
     Ok(())

@@ -70,6 +70,7 @@ impl Order {
 }
 
 impl Process for Order {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.started.is_none() {
             self.started = Some(Instant::now());

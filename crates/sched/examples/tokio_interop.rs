@@ -24,6 +24,7 @@ struct Napper {
 }
 
 impl Process for Napper {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

@@ -32,6 +32,7 @@ struct CounterV1 {
 }
 
 impl Process for CounterV1 {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             let Event::Message(package) = event else {
@@ -65,6 +66,7 @@ struct CounterV2 {
 }
 
 impl Process for CounterV2 {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         if method != "resume" {
             return Err(InitError::unknown_method(method));

@@ -48,6 +48,7 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 /// }
 ///
 /// impl Process for Fetch {
+///     type Done = Payload;
 ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         self.call.start(out, "/index.html");
 ///         Ok(())

@@ -51,6 +51,7 @@
 //! struct Fetcher { pending: usize, total: u64 }
 //!
 //! impl Process for Fetcher {
+//!     type Done = Payload;
 //!     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
 //!         match method { "fetch" => Ok(()), m => Err(InitError::unknown_method(m)) }
 //!     }
@@ -132,6 +133,7 @@ pub use sched_core::sim;
 /// struct Greeter;
 ///
 /// impl Process for Greeter {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             match event {
@@ -173,6 +175,7 @@ pub mod prelude {
 ///
 /// struct Once;
 /// impl Process for Once {
+///     type Done = Payload;
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         out.finish(());
 ///         Ok(())

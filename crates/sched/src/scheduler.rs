@@ -7,7 +7,7 @@ use relay::{Pid, SendError};
 
 use crate::builder::SchedulerBuilder;
 use sched_core::{
-    AskTarget, Completion, Context, Engine, IntoSpawn, ProcessInfo, Question, Reply,
+    AskTarget, Completion, Context, Engine, IntoSpawn, Process, ProcessInfo, Question, Reply,
     ShutdownReport, Stats, SubmitError, Target, TerminateError,
 };
 
@@ -24,6 +24,7 @@ use sched_core::{
 /// struct Adder { sum: u64 }
 ///
 /// impl Process for Adder {
+///     type Done = Payload;
 ///     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
 ///         if method == "sum" { Ok(()) } else { Err(InitError::unknown_method(method)) }
 ///     }
@@ -155,6 +156,7 @@ impl Scheduler {
     ///
     /// struct Hello;
     /// impl Process for Hello {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish("hello");
     ///         Ok(())
@@ -166,7 +168,10 @@ impl Scheduler {
     /// assert_eq!(scheduler.spawn(Hello)?.typed::<&str>().wait()?, "hello");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn spawn<'a>(&self, spawn: impl IntoSpawn<'a>) -> Result<Completion, SubmitError> {
+    pub fn spawn<'a, S: IntoSpawn<'a>>(
+        &self,
+        spawn: S,
+    ) -> Result<Completion<<S::Process as Process>::Done>, SubmitError> {
         self.context().spawn(spawn)
     }
 

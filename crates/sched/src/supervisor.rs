@@ -110,6 +110,7 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 /// /// Crashes the first time it runs, then waits.
 /// struct Flaky { runs: Arc<AtomicUsize> }
 /// impl Process for Flaky {
+///    type Done = Payload;
 ///    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///        if events.any(|e| matches!(e, Event::Cancel)) {
 ///            out.finish(());
@@ -421,6 +422,9 @@ impl Supervisor {
 }
 
 impl Process for Supervisor {
+    /// What the supervisor finishes with when it is cancelled: the
+    /// report of its children.
+    type Done = SupervisorReport;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let mut questions = Vec::new();
         for event in events {

@@ -131,6 +131,7 @@ struct Target {
 }
 
 impl Process for Target {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -179,6 +180,7 @@ struct Probe {
 }
 
 impl Process for Probe {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             let line = match event {
@@ -650,6 +652,7 @@ fn an_end_a_demonitor_and_a_lost_node_racing_tell_each_monitor_once() {
 struct EndsOnCancel;
 
 impl Process for EndsOnCancel {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {

@@ -17,6 +17,7 @@ struct Echo {
 }
 
 impl Process for Echo {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         match method {
             "echo" => {

@@ -16,6 +16,7 @@ struct Squarer {
 }
 
 impl Process for Squarer {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -101,6 +102,7 @@ struct Asker {
 }
 
 impl Process for Asker {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Reply { id, result, .. } = event {
@@ -167,6 +169,7 @@ struct SelfAsk {
 }
 
 impl Process for SelfAsk {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.asked {
             self.asked = true;

@@ -22,6 +22,7 @@ const QUICK: CommandId = CommandId(2);
 struct Echo;
 
 impl Process for Echo {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }
@@ -54,6 +55,7 @@ struct Yielder {
 }
 
 impl Process for Yielder {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

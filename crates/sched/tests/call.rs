@@ -34,6 +34,7 @@ struct Caller {
 }
 
 impl Process for Caller {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.call.start(out, "job");
         Ok(())

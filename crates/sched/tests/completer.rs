@@ -30,6 +30,7 @@ impl Asks {
 }
 
 impl Process for Asks {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if let Some(input) = self.input.take() {
             out.yield_command(self.command, Tag(1), input);

@@ -13,6 +13,7 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Fails;
 
 impl Process for Fails {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(m) = event {
@@ -35,6 +36,7 @@ struct TrapsExits {
 }
 
 impl Process for TrapsExits {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.linked {
             self.linked = true;
@@ -59,6 +61,7 @@ struct Watches {
 }
 
 impl Process for Watches {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.started {
             self.started = true;
@@ -158,6 +161,7 @@ fn errors_say_what_failed() {
 
     struct Picky;
     impl Process for Picky {
+        type Done = Payload;
         fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
             Err(InitError::failed("needs a config file"))
         }

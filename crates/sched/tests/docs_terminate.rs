@@ -175,6 +175,7 @@ impl Target {
 }
 
 impl Process for Target {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.probe
             .last_entry_others
@@ -224,6 +225,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.others.fetch_add(1, SeqCst);
         self.steps += 1;
@@ -353,6 +355,7 @@ impl Observer {
 }
 
 impl Process for Observer {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.trap_exits(self.trap);
         for &pid in &self.watch {
@@ -630,6 +633,7 @@ struct Holder {
 }
 
 impl Process for Holder {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.probe.steps.fetch_add(1, SeqCst);
         if self.probe.killed.load(SeqCst) {
@@ -1202,6 +1206,7 @@ struct Killer {
 }
 
 impl Process for Killer {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(m) = event {
@@ -1295,6 +1300,7 @@ struct SlotKiller {
 }
 
 impl Process for SlotKiller {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for _ in events {}
         let child = out.spawn(Target::new(&self.child, &self.others, Then::Continue))?;

@@ -113,6 +113,7 @@ impl Accepts for InOrder {
 }
 
 impl Process for InOrder {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.steps += 1;
         for event in events.typed::<Self>() {
@@ -148,6 +149,7 @@ struct StepSender {
 }
 
 impl Process for StepSender {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let end = (self.next + self.per_step).min(self.count);
         while self.next < end {
@@ -240,6 +242,7 @@ impl Accepts for OneAtATime {
 }
 
 impl Process for OneAtATime {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.steps += 1;
         if self.steps.is_multiple_of(3) {
@@ -375,6 +378,7 @@ impl Accepts for UntilLast {
 }
 
 impl Process for UntilLast {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events.typed::<Self>() {
             if let Event::Message(word) = event {
@@ -407,6 +411,7 @@ impl Accepts for Gather {
 }
 
 impl Process for Gather {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events.typed::<Self>() {
             match event {
@@ -518,6 +523,7 @@ impl Accepts for Words {
 }
 
 impl Process for Words {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events.typed::<Self>() {
             match event {
@@ -591,6 +597,7 @@ const DOUBLE: CommandId = CommandId(11);
 struct EndsOnMessage;
 
 impl Process for EndsOnMessage {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.any(|e| matches!(e, Event::Message(_))) {
             out.finish(());
@@ -603,6 +610,7 @@ impl Process for EndsOnMessage {
 struct FailsOnMessage;
 
 impl Process for FailsOnMessage {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         if events.any(|e| matches!(e, Event::Message(_))) {
             return Err("asked to fail".into());
@@ -615,6 +623,7 @@ impl Process for FailsOnMessage {
 struct Squarer;
 
 impl Process for Squarer {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -647,6 +656,7 @@ impl Accepts for Everything {
 }
 
 impl Process for Everything {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let mut log = Vec::new();
         if !self.started {
@@ -797,6 +807,7 @@ impl Accepts for ReplyOrTimeout {
 }
 
 impl Process for ReplyOrTimeout {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let Some(timeout) = self.timeout else {
             out.send(After(Duration::from_millis(1), out.pid()), 42u64)?;
@@ -848,6 +859,7 @@ impl Accepts for UrgentReader {
 }
 
 impl Process for UrgentReader {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if let Some(Event::Message(text)) = events.typed::<Self>().next() {
             let text: &str = text; // the value sent, not the `Urgent` wrapper
@@ -929,6 +941,7 @@ impl Accepts for OnePerStep {
 }
 
 impl Process for OnePerStep {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         match events.typed::<Self>().next() {
             Some(Event::Cancel) => {
@@ -959,6 +972,7 @@ impl<M: Send + 'static> Accepts for Collect<M> {
 }
 
 impl<M: Send + 'static> Process for Collect<M> {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events.typed::<Self>() {
             if let Event::Message(m) = event {
@@ -1066,6 +1080,7 @@ impl<const N: usize> Accepts for Ids<N> {
 }
 
 impl<const N: usize> Process for Ids<N> {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events.typed::<Self>() {
             if let Event::Message(m) = event {
@@ -1163,6 +1178,7 @@ impl Accepts for Tally {
 }
 
 impl Process for Tally {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events.typed::<Self>() {
             match event {
@@ -1266,6 +1282,7 @@ struct Alarm {
 }
 
 impl Process for Alarm {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.armed.load(SeqCst) {
             out.set_timer(Duration::from_secs(3600), Tag(1));
@@ -1287,6 +1304,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.steps.fetch_add(1, SeqCst);
         if self.stop.load(SeqCst) {

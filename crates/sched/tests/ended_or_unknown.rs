@@ -16,6 +16,7 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Quick;
 
 impl Process for Quick {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.finish(());
         Ok(())
@@ -26,6 +27,7 @@ impl Process for Quick {
 struct Waiter;
 
 impl Process for Waiter {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {

@@ -16,6 +16,7 @@ struct Doubler {
 }
 
 impl Process for Doubler {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.asked {
             self.asked = true;
@@ -78,6 +79,7 @@ fn the_default_init_refuses_any_other_method() {
 struct Quick;
 
 impl Process for Quick {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.finish(out.pid());
         Ok(())
@@ -117,6 +119,7 @@ fn spawn_skips_pids_that_callers_chose_for_their_own_processes() {
 struct Inbox;
 
 impl Process for Inbox {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.count() > 0 {
             out.finish(());
@@ -129,6 +132,7 @@ impl Process for Inbox {
 fn a_step_spawns_with_the_same_call_as_outside_code_and_sends_with_question_mark() {
     struct Parent;
     impl Process for Parent {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if events.count() == 0 {
                 // Generic spawn from a step: no Box, no PID, any input.
@@ -192,6 +196,7 @@ impl StartsInStart {
 }
 
 impl Process for StartsInStart {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.starts += 1;
         if self.fail_in_start {
@@ -254,6 +259,7 @@ fn a_start_that_finishes_or_fails_ends_the_process_without_a_step() {
 struct UpgradesToStarter;
 
 impl Process for UpgradesToStarter {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.upgrade(StartsInStart::new(), DEFAULT_METHOD, ());
         Ok(())

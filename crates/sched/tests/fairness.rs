@@ -34,6 +34,7 @@ struct Worker {
 }
 
 impl Process for Worker {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -70,6 +71,7 @@ struct Probe {
 }
 
 impl Process for Probe {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_priority(self.priority);
         Ok(())
@@ -102,6 +104,7 @@ struct Flood {
 }
 
 impl Process for Flood {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_priority(self.start);
         Ok(())
@@ -291,6 +294,7 @@ struct Counter {
 }
 
 impl Process for Counter {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_priority(self.priority);
         Ok(())
@@ -373,6 +377,7 @@ struct Ping {
 }
 
 impl Process for Ping {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(m) = event {
@@ -456,6 +461,7 @@ struct Brood {
 }
 
 impl Process for Brood {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for priority in [Priority::Low, Priority::High] {
             for _ in 0..self.count {
@@ -520,6 +526,7 @@ struct Child {
 }
 
 impl Process for Child {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         if let Some(level) = self.choose {
             cx.set_priority(level);
@@ -543,6 +550,7 @@ struct Parent {
 }
 
 impl Process for Parent {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_priority(self.level);
         Ok(())

@@ -20,6 +20,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -113,6 +114,7 @@ struct Flooder {
 }
 
 impl Process for Flooder {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.flood.fetch_add(1, Relaxed);
         if self.left == 0 {
@@ -133,6 +135,7 @@ struct Spawner {
 }
 
 impl Process for Spawner {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -161,6 +164,7 @@ struct Probe {
 }
 
 impl Process for Probe {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -252,6 +256,7 @@ struct Counter {
 }
 
 impl Process for Counter {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -317,6 +322,7 @@ struct Parent {
 }
 
 impl Process for Parent {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         if let Some(group) = self.group {
             cx.set_group(group);
@@ -339,6 +345,7 @@ struct Parked {
 }
 
 impl Process for Parked {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         if let Some(group) = self.group {
             cx.set_group(group);
@@ -492,6 +499,7 @@ struct Counted {
 }
 
 impl Process for Counted {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -710,6 +718,7 @@ struct AtLevel {
 }
 
 impl Process for AtLevel {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_priority(self.level);
         Ok(())
@@ -813,6 +822,7 @@ fn uneven_groups_get_their_weights_of_the_whole_pool() {
 struct OneStep(Arc<std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>>);
 
 impl Process for OneStep {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let start = Instant::now();
         while start.elapsed() < Duration::from_micros(100) {

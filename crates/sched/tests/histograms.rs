@@ -18,6 +18,7 @@ struct Script {
 }
 
 impl Process for Script {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.turns -= 1;
         if self.turns == 0 {
@@ -80,6 +81,7 @@ struct Napper {
 }
 
 impl Process for Napper {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Completion { result, .. } = event {
@@ -144,6 +146,7 @@ struct Sleeper {
 }
 
 impl Process for Sleeper {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.started {
             self.started = true;

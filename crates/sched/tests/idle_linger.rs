@@ -29,6 +29,7 @@ const ANSWER_GAP: Duration = Duration::from_millis(1);
 struct Count(Arc<AtomicUsize>);
 
 impl Process for Count {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         let n = events.count();
         self.0.fetch_add(n, Ordering::Release);
@@ -44,6 +45,7 @@ struct Exchange {
 }
 
 impl Process for Exchange {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let mut ask = !std::mem::replace(&mut self.started, true);
         for event in events {

@@ -11,6 +11,7 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Waits;
 
 impl Process for Waits {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if matches!(event, Event::Message(_) | Event::Cancel) {
@@ -191,6 +192,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if matches!(event, Event::Cancel) {
@@ -273,6 +275,7 @@ struct Linker {
 }
 
 impl Process for Linker {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.trap_exits(true);
         out.link(self.peer);

@@ -49,6 +49,7 @@ struct Short {
 }
 
 impl Process for Short {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         if method != "run" {
             return Err(InitError::unknown_method(method));

@@ -9,6 +9,7 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Obedient;
 
 impl Process for Obedient {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(m) = event {
@@ -49,6 +50,7 @@ impl Linker {
 }
 
 impl Process for Linker {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.started {
             self.started = true;

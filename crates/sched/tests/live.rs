@@ -24,6 +24,7 @@ struct Steps {
 }
 
 impl Process for Steps {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
@@ -131,6 +132,7 @@ struct Tenant {
 }
 
 impl Process for Tenant {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -148,6 +150,7 @@ struct GroupSteps {
 }
 
 impl Process for GroupSteps {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.group);
         Ok(())
@@ -318,6 +321,7 @@ struct Gate {
 }
 
 impl Process for Gate {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         if let Some(open) = self.open.take() {
             self.started.send(())?;
@@ -335,6 +339,7 @@ struct Napper {
 }
 
 impl Process for Napper {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.naps > 0 {
             self.naps -= 1;

@@ -16,6 +16,7 @@ struct Blocks {
 }
 
 impl Process for Blocks {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.started.send(()).unwrap();
         let _ = self.release.lock().unwrap().recv_timeout(WAIT);
@@ -28,6 +29,7 @@ impl Process for Blocks {
 struct Busy(u32);
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.0 -= 1;
         if self.0 == 0 {

@@ -16,6 +16,7 @@ use sched::process::Group;
 struct Steps(u32, Group);
 
 impl Process for Steps {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_group(self.1);
         Ok(())

@@ -46,6 +46,7 @@ impl Accepts for Counter {
 }
 
 impl Process for Counter {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -143,6 +144,7 @@ struct WrongAsker {
 }
 
 impl Process for WrongAsker {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.asked = Some(out.ask(self.target, Colour, WAIT)?);
         Ok(())
@@ -187,6 +189,7 @@ fn a_request_dropped_without_a_take_is_still_no_reply() {
     // chose not to answer: that stays `NoReply`.
     struct Silent;
     impl Process for Silent {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Cancel = event {

@@ -12,6 +12,7 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Obedient;
 
 impl Process for Obedient {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -93,6 +94,7 @@ struct Parent {
 }
 
 impl Process for Parent {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.started {
             self.started = true;
@@ -147,6 +149,7 @@ struct Watcher {
 }
 
 impl Process for Watcher {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.leave {
             out.monitor(self.target);
@@ -224,6 +227,7 @@ fn monitors_racing_the_end_each_fire_exactly_once() {
 struct Stubborn;
 
 impl Process for Stubborn {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Ok(())
     }
@@ -297,6 +301,7 @@ struct Blocked {
 }
 
 impl Process for Blocked {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.yielded {
             self.yielded = true;
@@ -347,6 +352,7 @@ struct Refuses {
 }
 
 impl Process for Refuses {
+    type Done = Payload;
     fn init(
         &mut self,
         _: &sched::InitContext,

@@ -30,6 +30,7 @@ struct Gate {
 }
 
 impl Process for Gate {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.read += events.count();
         if self.read > 0 {
@@ -97,6 +98,7 @@ struct Timers {
 }
 
 impl Process for Timers {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.ids.is_empty() {
             for i in 0..self.n {
@@ -172,6 +174,7 @@ fn pending_timers_type_and_last_step_are_reported() {
 struct Sleeper;
 
 impl Process for Sleeper {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(m) = event {
@@ -213,6 +216,7 @@ fn long_steps_are_counted_per_process() {
 struct Nameless;
 
 impl Process for Nameless {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.finish(7u32);
         Ok(())

@@ -29,6 +29,7 @@ struct ReplyOrTimeout {
 }
 
 impl Process for ReplyOrTimeout {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.timeout.is_none() {
             // The "reply" falls due 1 ms before the timeout; the step keeps
@@ -80,6 +81,7 @@ fn a_timer_cancelled_while_its_event_is_in_the_batch_is_never_seen() {
 fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
     struct Hog;
     impl Process for Hog {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             spin(Duration::from_millis(1));
             out.finish(());
@@ -88,6 +90,7 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
     }
     struct Oracle;
     impl Process for Oracle {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Message(question) = event {
@@ -111,6 +114,7 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
         timeout: Option<TimerId>,
     }
     impl Process for Asker {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if self.timeout.is_none() {
                 out.send(self.oracle, "question")?;
@@ -151,6 +155,7 @@ fn the_cookbook_timeout_pattern_answers_right_with_a_busy_worker() {
 fn a_monitor_removed_mid_batch_is_never_seen() {
     struct Ends;
     impl Process for Ends {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             out.finish(());
             Ok(())
@@ -162,6 +167,7 @@ fn a_monitor_removed_mid_batch_is_never_seen() {
         seen: Vec<&'static str>,
     }
     impl Process for Watcher {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if self.monitors.is_empty() {
                 for _ in 0..2 {
@@ -208,6 +214,7 @@ fn a_monitor_removed_mid_batch_is_never_seen() {
 fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
     struct DiesOnCue;
     impl Process for DiesOnCue {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Message(_) = event {
@@ -223,6 +230,7 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
         marker_seen: bool,
     }
     impl Process for Unlinker {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if !self.started {
                 self.started = true;
@@ -281,6 +289,7 @@ fn a_delayed_message_outlives_its_sender() {
         to: Pid,
     }
     impl Process for SendsAndEnds {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             out.send(After(Duration::from_millis(20), self.to), "later")?;
             out.finish(());
@@ -289,6 +298,7 @@ fn a_delayed_message_outlives_its_sender() {
     }
     struct Receiver;
     impl Process for Receiver {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Message(m) = event {
@@ -319,6 +329,7 @@ fn a_delayed_message_outlives_its_sender() {
 fn delayed_messages_to_an_ended_process_go_at_its_end() {
     struct Idle;
     impl Process for Idle {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
             Ok(())
         }
@@ -359,6 +370,7 @@ fn delayed_messages_from_one_sender_arrive_in_order() {
         expect: usize,
     }
     impl Process for Collects {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Message(m) = event {
@@ -404,6 +416,7 @@ impl Drop for Bomb {
 fn assert_alive(scheduler: &Scheduler, workers: usize) {
     struct Quick;
     impl Process for Quick {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             out.finish(1u8);
             Ok(())
@@ -421,6 +434,7 @@ fn assert_alive(scheduler: &Scheduler, workers: usize) {
 fn a_late_reply_whose_drop_panics_is_contained() {
     struct SlowResponder;
     impl Process for SlowResponder {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Request(request) = event {
@@ -440,6 +454,7 @@ fn a_late_reply_whose_drop_panics_is_contained() {
         asked: bool,
     }
     impl Process for Asks {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if !self.asked {
                 self.asked = true;
@@ -479,6 +494,7 @@ fn a_late_reply_whose_drop_panics_is_contained() {
 fn a_hook_panic_whose_payload_panics_on_drop_is_contained() {
     struct Ends;
     impl Process for Ends {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             out.finish(());
             Ok(())
@@ -520,6 +536,7 @@ fn a_command_handler_panic_whose_payload_panics_on_drop_is_contained() {
     const BOOM: sched::command::CommandId = sched::command::CommandId(3);
     struct Yields;
     impl Process for Yields {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             let mut first = true;
             for event in events {
@@ -575,6 +592,7 @@ fn a_waker_that_panics_does_not_lose_the_outcome() {
     );
     struct Later;
     impl Process for Later {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
                 if let Event::Message(_) = event {
@@ -608,6 +626,7 @@ fn a_process_that_ignores_cancel_is_forced_and_counted_exactly() {
     /// stuck step.
     struct Deaf;
     impl Process for Deaf {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
             Ok(())
         }

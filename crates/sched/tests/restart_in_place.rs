@@ -23,6 +23,7 @@ struct Service {
 }
 
 impl Process for Service {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -50,7 +51,7 @@ impl Process for Service {
 
 struct Fixture {
     scheduler: Scheduler,
-    supervisor: Completion,
+    supervisor: Completion<SupervisorReport>,
     instances: Arc<AtomicUsize>,
     closes: Arc<AtomicUsize>,
 }
@@ -181,6 +182,7 @@ fn a_restart_reports_what_the_crash_said() {
 struct Watcher(std::sync::mpsc::Sender<RestartedInPlace>);
 
 impl Process for Watcher {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {

@@ -101,6 +101,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         match method {
             "run" => Ok(()),

@@ -70,6 +70,7 @@ impl Member {
 }
 
 impl Process for Member {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.set_timer(Duration::from_millis(1), Tag(0));
         Ok(())
@@ -284,6 +285,7 @@ fn a_cluster_with_partitions_relations_and_faults_runs_the_same_for_the_same_see
 struct Waits;
 
 impl Process for Waits {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.yield_command(HELD, Tag(1), Box::new(()));
         Ok(())

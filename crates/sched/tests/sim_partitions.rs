@@ -102,6 +102,7 @@ struct Monitoring {
 }
 
 impl Process for Monitoring {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         for &(relation, target) in &self.targets {
             self.monitors.insert(out.monitor(target), relation);
@@ -129,6 +130,7 @@ struct TrapLinking {
 }
 
 impl Process for TrapLinking {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.trap_exits(true);
         for &(_, target) in &self.targets {
@@ -157,6 +159,7 @@ struct Linking {
 }
 
 impl Process for Linking {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.link(self.target);
         Ok(())
@@ -175,6 +178,7 @@ struct Asking {
 }
 
 impl Process for Asking {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         for &(relation, target) in &self.targets {
             match out.ask(target, Box::new(relation as u64) as Payload, ASK_TIMEOUT) {
@@ -227,6 +231,7 @@ struct Target {
 }
 
 impl Process for Target {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.trap_exits(true);
         Ok(())

@@ -29,6 +29,7 @@ struct Peer {
 }
 
 impl Process for Peer {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.set_timer(Duration::from_millis(1), Tag(0));
         Ok(())
@@ -167,6 +168,7 @@ struct Ticker {
 }
 
 impl Process for Ticker {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.left == 0 {
             out.finish(());
@@ -186,6 +188,7 @@ struct Sleeper {
 }
 
 impl Process for Sleeper {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         match self.started {
             None => {
@@ -231,6 +234,7 @@ fn run_for_stops_at_its_virtual_deadline_in_a_system_that_never_goes_quiet() {
     /// Ticks every second, forever.
     struct Clock;
     impl Process for Clock {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             out.set_timer(Duration::from_secs(1), Tag(0));
             Ok(())
@@ -261,6 +265,7 @@ struct Recorder {
 }
 
 impl Process for Recorder {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(message) = event {
@@ -280,6 +285,7 @@ struct Counter {
 }
 
 impl Process for Counter {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.send(self.to, self.next)?;
         self.next += 1;
@@ -380,6 +386,7 @@ struct Yielder {
 }
 
 impl Process for Yielder {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         for i in 0..self.count {
             out.yield_command(WORK, Tag(i), Box::new(1u32));
@@ -474,6 +481,7 @@ struct Child {
 }
 
 impl Process for Child {
+    type Done = Payload;
     fn start(&mut self, _: &mut Output<'_>) -> Result<(), BoxError> {
         self.starts.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -535,6 +543,7 @@ fn a_crash_at_a_chosen_step_is_a_panic_that_monitors_and_supervisors_see() {
         down: Arc<Mutex<Option<ExitReason>>>,
     }
     impl Process for Watch {
+        type Done = Payload;
         fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
             out.monitor(self.target);
             Ok(())
@@ -570,6 +579,7 @@ struct Asker {
 }
 
 impl Process for Asker {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.ask(self.to, Box::new("ping") as Payload, self.timeout)?;
         Ok(())
@@ -600,6 +610,7 @@ struct SlowAnswerer {
 }
 
 impl Process for SlowAnswerer {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -666,6 +677,7 @@ fn a_shutdown_a_step_asks_for_runs_on_the_simulation_thread() {
     /// Asks for a shutdown on its first step, finishes on its cancel.
     struct Stopper;
     impl Process for Stopper {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if events.any(|e| matches!(e, Event::Cancel)) {
                 out.finish(());
@@ -760,6 +772,7 @@ struct Asking {
 }
 
 impl Process for Asking {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Reply { id, result, .. } = event {
@@ -799,6 +812,7 @@ struct Answering {
 }
 
 impl Process for Answering {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -1011,6 +1025,7 @@ struct Ticking {
 }
 
 impl Process for Ticking {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.next == self.count {
             out.finish(());
@@ -1114,6 +1129,7 @@ fn nodes_of_a_cluster_have_numbers_of_their_own() {
 struct Quiet(Vec<sched::actor::ReplyTo>);
 
 impl Process for Quiet {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -1136,6 +1152,7 @@ struct Watching {
 }
 
 impl Process for Watching {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.monitor(self.peer);
         out.ask(

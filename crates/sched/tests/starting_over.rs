@@ -16,6 +16,7 @@ const WORK: CommandId = CommandId(1);
 struct Silent;
 
 impl Process for Silent {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if matches!(event, Event::Message(_) | Event::Cancel) {
@@ -35,6 +36,7 @@ struct StartsOver {
 }
 
 impl Process for StartsOver {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.set_timer(Duration::ZERO, Tag(1));
         out.monitor(self.peer);

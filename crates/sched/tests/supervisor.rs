@@ -2,7 +2,6 @@
 //! shutdown of a supervision tree, and names that follow restarts.
 
 use sched::prelude::*;
-use sched::process::Outcome;
 use sched::supervisor::{SupervisorError, SupervisorReport, WhichChildren};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -37,6 +36,7 @@ struct Member {
 }
 
 impl Process for Member {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         self.log.starts.lock().unwrap().push(self.name);
         Ok(())
@@ -120,7 +120,7 @@ fn wait_until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-fn supervisor_error(outcome: &Outcome) -> &SupervisorError {
+fn supervisor_error(outcome: &Result<SupervisorReport, ExitError>) -> &SupervisorError {
     match outcome {
         Err(ExitError::Step(e)) => e.downcast_ref::<SupervisorError>().expect("typed"),
         other => panic!("expected a supervisor error, got {other:?}"),
@@ -128,13 +128,9 @@ fn supervisor_error(outcome: &Outcome) -> &SupervisorError {
 }
 
 /// Cancels the supervisor and returns its done report.
-fn cancelled(scheduler: &Scheduler, handle: sched::Completion) -> SupervisorReport {
+fn cancelled(scheduler: &Scheduler, handle: sched::Completion<SupervisorReport>) -> SupervisorReport {
     scheduler.context().cancel(handle.pid()).unwrap();
-    *handle
-        .wait()
-        .expect("done")
-        .downcast::<SupervisorReport>()
-        .unwrap()
+    handle.wait().expect("done")
 }
 
 #[test]
@@ -256,6 +252,7 @@ fn restart_policies_decide_who_comes_back() {
 struct Crasher;
 
 impl Process for Crasher {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Err("crashed at once".into())
     }
@@ -303,6 +300,7 @@ struct Fragile {
 }
 
 impl Process for Fragile {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         if self.broken.load(SeqCst) > 0 {
             Err(InitError::failed("cannot start"))
@@ -403,7 +401,6 @@ fn shutdown_ends_a_supervision_tree_gracefully() {
     let shutdown = scheduler.shutdown(WAIT);
     assert_eq!(shutdown.forced, 0, "{shutdown:?}");
     let done = handle.wait().expect("the root finished done");
-    let done = done.downcast_ref::<SupervisorReport>().unwrap();
     assert!(done.children.iter().all(|c| c.pid.is_none()));
     assert_eq!(log.closed.lock().unwrap().len(), 4);
 }
@@ -504,6 +501,7 @@ fn a_terminated_supervisor_takes_its_children_with_it() {
 struct Idle;
 
 impl Process for Idle {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Ok(())
     }

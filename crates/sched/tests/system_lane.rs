@@ -12,6 +12,7 @@ use sched::sim::Config;
 struct Target;
 
 impl Process for Target {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if events.any(|e| matches!(e, Event::Message(_))) {
             out.finish(());
@@ -30,6 +31,7 @@ struct Slow {
 }
 
 impl Process for Slow {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.monitor(self.target);
         Ok(())
@@ -88,6 +90,7 @@ struct Backlogged {
 }
 
 impl Process for Backlogged {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         match events.next() {
             Some(Event::Cancel) => out.finish(self.read),
@@ -136,6 +139,7 @@ struct Reader {
 }
 
 impl Process for Reader {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if let Some(Event::Message(m)) = events.next() {
             let text = *m.payload::<&str>().ok_or("text")?;
@@ -216,6 +220,7 @@ struct OnePerArrival {
 }
 
 impl Process for OnePerArrival {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if let Some(Event::Message(m)) = events.next() {
             let text = *m.payload::<&str>().ok_or("text")?;

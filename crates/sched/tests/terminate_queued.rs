@@ -27,6 +27,7 @@ struct Busy {
 }
 
 impl Process for Busy {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.steps.fetch_add(1, SeqCst);
         // A little work, so that a turn of the queue is long.
@@ -51,6 +52,7 @@ struct Victim {
 }
 
 impl Process for Victim {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.own_steps.fetch_add(1, SeqCst);
         self.busy.step(events, out)

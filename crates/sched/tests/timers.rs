@@ -53,6 +53,7 @@ impl Sleeper {
 }
 
 impl Process for Sleeper {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.started.is_none() {
             self.started = Some(Instant::now());
@@ -152,6 +153,7 @@ struct Inbox {
 }
 
 impl Process for Inbox {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -290,6 +292,7 @@ fn a_process_with_many_timers_cancels_and_receives_exactly_the_right_ones() {
         second_cancels: usize,
     }
     impl Process for Many {
+        type Done = Payload;
         fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             if self.ids.is_empty() {
                 let at = Instant::now() + Duration::from_millis(20);

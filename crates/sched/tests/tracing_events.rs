@@ -30,6 +30,7 @@ impl Write for Captured {
 struct Fragile;
 
 impl Process for Fragile {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -46,6 +47,7 @@ impl Process for Fragile {
 struct Slow;
 
 impl Process for Slow {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         std::thread::sleep(Duration::from_millis(60));
         out.finish(());
@@ -59,6 +61,7 @@ struct Watcher {
 }
 
 impl Process for Watcher {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.trap_exits(true);
         out.link(self.peer);

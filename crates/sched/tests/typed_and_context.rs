@@ -29,6 +29,7 @@ impl Accepts for Ponger {
 }
 
 impl Process for Ponger {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events.typed::<Self>() {
             match event {
@@ -55,6 +56,7 @@ impl Accepts for Pinger {
 }
 
 impl Process for Pinger {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let me: Addr<u64> = Addr::from_pid(out.pid());
         let ponger = match self.ponger {
@@ -141,6 +143,7 @@ const ECHO: CommandId = CommandId(1);
 struct Asker;
 
 impl Process for Asker {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let mut asked = false;
         for event in events {
@@ -163,6 +166,7 @@ impl Process for Asker {
 struct Inbox(Arc<AtomicUsize>);
 
 impl Process for Inbox {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -222,6 +226,7 @@ fn handlers_and_hooks_reach_the_scheduler_through_their_context() {
 struct Stopper;
 
 impl Process for Stopper {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
@@ -279,6 +284,7 @@ impl Accepts for Tallier {
 }
 
 impl Process for Tallier {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.set_timer(Duration::from_millis(1), Tag(7));
         Ok(())

@@ -28,6 +28,7 @@ impl Question for Broken {
 struct Shop;
 
 impl Process for Shop {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -58,6 +59,7 @@ struct Buyer {
 }
 
 impl Process for Buyer {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.asked = Some(out.ask(self.shop, Price("tea"), WAIT)?);
         Ok(())
@@ -143,6 +145,7 @@ struct NamedBuyer {
 }
 
 impl Process for NamedBuyer {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.asked = Some(out.ask("shop", Price("tea"), WAIT)?);
         self.untyped = Some(out.ask("shop", Box::new(4u8) as Payload, WAIT)?.id());

@@ -45,6 +45,7 @@ struct Once<D: Send + 'static> {
 }
 
 impl<D: Send + 'static> Process for Once<D> {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         let data = self.data.take().expect("started once");
         self.yielded = Some(out.yield_command(self.command, Tag(7), data));
@@ -124,6 +125,7 @@ fn a_yield_reads_only_its_own_completion() {
         // A `Yielded` is made by a yield; make one the way a step does.
         struct Capture(Option<Yielded<u64>>);
         impl Process for Capture {
+            type Done = Payload;
             fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
                 let y = out.yield_command(PARSE, Tag(3), "1".to_string());
                 self.0 = Some(y);
@@ -186,6 +188,7 @@ struct Napper {
 }
 
 impl Process for Napper {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.started = Some(std::time::Instant::now());
         for (i, &ms) in self.delays.iter().enumerate() {

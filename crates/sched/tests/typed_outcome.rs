@@ -13,6 +13,7 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Sum(u64);
 
 impl Process for Sum {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             let Event::Message(package) = event else {

@@ -17,6 +17,7 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Asleep;
 
 impl Process for Asleep {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Ok(())
     }
@@ -32,6 +33,7 @@ struct Asker {
 }
 
 impl Process for Asker {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.asked = Some(
             out.ask(self.target, Box::new(String::from("ping")) as Payload, WAIT)?
@@ -196,6 +198,7 @@ struct Patient {
 }
 
 impl Process for Patient {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.ask(
             self.target,

@@ -43,6 +43,7 @@ impl Service {
 }
 
 impl Process for Service {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         if self.fail_init {
             return Err(InitError::failed("v3 is broken"));

@@ -16,6 +16,7 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Collector(Vec<u64>);
 
 impl Process for Collector {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {
@@ -40,6 +41,7 @@ struct Sender {
 }
 
 impl Process for Sender {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.send(Within(self.name, self.wait), self.next)?;
         if self.next == self.last {
@@ -212,6 +214,7 @@ fn a_child_restarted_under_a_new_pid_gets_what_was_sent_meanwhile() {
         report: Arc<Mutex<Vec<u64>>>,
     }
     impl Process for Named {
+        type Done = Payload;
         fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
             out.register_name("svc")?;
             Ok(())
@@ -338,6 +341,7 @@ fn a_holder_ending_under_racing_sends_never_makes_them_fail() {
         got: Arc<Mutex<Vec<u64>>>,
     }
     impl Process for Ends {
+        type Done = Payload;
         fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
             out.register_name(self.name)?;
             Ok(())
@@ -361,6 +365,7 @@ fn a_holder_ending_under_racing_sends_never_makes_them_fail() {
         refused: Arc<Mutex<Vec<(SendErrorKind, u64)>>>,
     }
     impl Process for Burst {
+        type Done = Payload;
         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
             for n in self.range.clone() {
                 if let Err(error) = out.send(Within(self.name, Duration::ZERO), n) {

@@ -12,7 +12,7 @@ use super::*;
 #[derive(Debug)]
 pub struct Spawned {
     pub(super) key: Arc<str>,
-    pub(super) completion: Completion,
+    pub(super) completion: Completion<Ending>,
     pub(super) receipt: Receipt,
 }
 
@@ -89,16 +89,11 @@ impl Spawned {
 }
 
 fn decode_ending<T: DeserializeOwned>(
-    result: Result<Payload, ExitError>,
+    result: Result<Ending, ExitError>,
 ) -> Result<T, DurableError> {
     match result {
-        Ok(payload) => match payload.downcast::<Ending>() {
-            Ok(ending) => match *ending {
-                Ending::Done(bytes) => postcard::from_bytes(&bytes).map_err(codec),
-                Ending::Suspended => Err(DurableError::Suspended),
-            },
-            Err(_) => Err(DurableError::Codec("not a durable outcome".into())),
-        },
+        Ok(Ending::Done(bytes)) => postcard::from_bytes(&bytes).map_err(codec),
+        Ok(Ending::Suspended) => Err(DurableError::Suspended),
         Err(ExitError::Cancelled) => Err(DurableError::Suspended),
         Err(e) => Err(DurableError::Failed(e.to_string())),
     }

@@ -38,6 +38,7 @@ pub(crate) const KILL_PER_PAIR: u64 = 20_000;
 pub(crate) const KILL_BATCH: u64 = 10;
 
 impl sched::Process for Paced {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         out.set_timer(Duration::from_millis(1), Tag(0));
         Ok(())

@@ -67,6 +67,7 @@ pub(crate) fn total(tally: &Tally) -> u64 {
 pub(crate) struct TallyRecorder(pub Tally);
 
 impl sched::Process for TallyRecorder {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         let mut tally = self.0.lock().unwrap();
         for event in events {
@@ -88,6 +89,7 @@ pub(crate) struct CheckedEcho {
 }
 
 impl sched::Process for CheckedEcho {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {
@@ -128,6 +130,7 @@ impl CountingPlayer {
 }
 
 impl sched::Process for CountingPlayer {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.sent == 0 {
             self.sent = 1;

@@ -499,6 +499,7 @@ pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool)
 pub struct Echo;
 
 impl sched::Process for Echo {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {
@@ -519,6 +520,7 @@ pub struct Player {
 }
 
 impl sched::Process for Player {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.started {
             self.started = true;
@@ -542,6 +544,7 @@ impl sched::Process for Player {
 pub struct Recorder(pub Arc<Mutex<Vec<Seq>>>);
 
 impl sched::Process for Recorder {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         let mut seen = self.0.lock().unwrap();
         for event in events {
@@ -562,6 +565,7 @@ pub struct Burst {
 }
 
 impl sched::Process for Burst {
+    type Done = Payload;
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for n in 1..=self.count {
             out.send(self.to, Seq { from: self.from, n })?;
@@ -587,6 +591,7 @@ pub struct Server {
 }
 
 impl sched::Process for Server {
+    type Done = Payload;
     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
@@ -623,6 +628,7 @@ pub struct Watcher {
 }
 
 impl sched::Process for Watcher {
+    type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         for watch in &self.watches {
             match *watch {

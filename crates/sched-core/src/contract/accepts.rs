@@ -35,6 +35,7 @@ use crate::contract::process::Process;
 /// }
 ///
 /// impl Process for Counter {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events.typed::<Self>() {
 ///             match event {
@@ -69,6 +70,7 @@ use crate::contract::process::Process;
 ///     type Message = u64;
 /// }
 /// impl Process for Counter {
+///     type Done = Payload;
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Ok(())
 ///     }
@@ -88,6 +90,7 @@ use crate::contract::process::Process;
 ///
 /// struct Anything;
 /// impl Process for Anything {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for _ in events.typed::<Self>() {} // `Anything` does not implement `Accepts`
 ///         Ok(())

@@ -165,6 +165,7 @@ impl<'a> Events<'a> {
     /// }
     ///
     /// impl Process for Counter {
+    ///     type Done = Payload;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events.typed::<Self>() {
     ///             match event {

@@ -33,6 +33,7 @@
 /// struct Health;
 ///
 /// impl Process for Health {
+///     type Done = Payload;
 ///     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
 ///         cx.set_priority(Priority::High);
 ///         Ok(())
@@ -129,6 +130,7 @@ impl crate::Output<'_> {
     /// struct Indexer { backlog: u32 }
     ///
     /// impl Process for Indexer {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         if self.backlog > 0 {
     ///             out.set_priority(Priority::Low);

@@ -1,5 +1,6 @@
 //! The process contract: `init`, `step`, `close`.
 
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use relay::{Payload, Pid};
@@ -32,6 +33,7 @@ use crate::panic_guard::{drop_payload, panic_message};
 /// struct Counter { left: u32 }
 ///
 /// impl Process for Counter {
+///     type Done = Payload;
 ///     fn init(&mut self, _cx: &InitContext, method: &str, _input: Payload) -> Result<(), InitError> {
 ///         match method {
 ///             "run" => Ok(()),
@@ -58,6 +60,7 @@ use crate::panic_guard::{drop_payload, panic_message};
 /// struct Hello;
 ///
 /// impl Process for Hello {
+///     type Done = Payload;
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         out.finish("hello");
 ///         Ok(())
@@ -65,6 +68,61 @@ use crate::panic_guard::{drop_payload, panic_message};
 /// }
 /// ```
 pub trait Process: Send + 'static {
+    /// What the process finishes with: the value it hands
+    /// [`finish`](Output::finish), which its [`Completion`](crate::Completion)
+    /// gives the waiter as a `Done` (the engine spawns it as a
+    /// `Completion<Self::Done>`, so waiting for another type does not
+    /// compile). A process that finishes with `()` or does not care says
+    /// `type Done = ();`. A process whose done value's type is chosen at
+    /// run time says [`Payload`] and its waiter downcasts.
+    ///
+    /// `finish` itself takes any value: one of another type than `Done`
+    /// reaches the waiter as [`ExitError::UnexpectedType`](crate::ExitError::UnexpectedType),
+    /// which hands it back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Answer;
+    ///
+    /// impl Process for Answer {
+    ///     type Done = u32;
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(42u32);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let answer: Completion<u32> = scheduler.spawn(Answer)?;
+    /// assert_eq!(answer.wait()?, 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// Waiting for another type does not compile:
+    ///
+    /// ```compile_fail,E0308
+    /// use sched::prelude::*;
+    ///
+    /// struct Answer;
+    ///
+    /// impl Process for Answer {
+    ///     type Done = u32;
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(42u32);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let answer: String = scheduler.spawn(Answer)?.wait()?; // `Answer` finishes with a `u32`
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    type Done: Any + Send;
+
     /// Prepares the entry point `method` with `input`. By default: accepts
     /// [`DEFAULT_METHOD`] and nothing else, and ignores the input.
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
@@ -99,6 +157,7 @@ pub trait Process: Send + 'static {
     /// struct FetchOnce;
     ///
     /// impl Process for FetchOnce {
+    ///     type Done = Payload;
     ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.yield_command(FETCH, Tag(1), Box::new("/status"));
     ///         out.set_timer(Duration::from_millis(50), Tag(2));
@@ -143,13 +202,14 @@ pub trait Process: Send + 'static {
     /// struct Ticker;
     ///
     /// impl Process for Ticker {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())
     ///     }
     /// }
     ///
-    /// let boxed: Box<dyn Process> = Box::new(Ticker);
+    /// let boxed: Box<dyn Process<Done = relay::Payload>> = Box::new(Ticker);
     /// assert!(boxed.type_name().ends_with("Ticker"));
     /// ```
     fn type_name(&self) -> &'static str {
@@ -157,11 +217,11 @@ pub trait Process: Send + 'static {
     }
 }
 
-/// A boxed process is a process: the engine stores the box where it would
-/// store the process (a type chosen at run time costs one allocation more).
-/// Every method forwards to the boxed one, including those with a default
-/// (a method added to [`Process`] must be forwarded here too; the test
-/// `a_boxed_process_forwards_every_method` checks each).
+/// A boxed process is a process, with the boxed one's [`Done`](Process::Done)
+/// (a `Box<dyn Process<Done = u64>>` holds any process that finishes
+/// with a `u64`). Every method forwards to the boxed one, including those
+/// with a default (a method added to [`Process`] must be forwarded here
+/// too; the test `a_boxed_process_forwards_every_method` checks each).
 ///
 /// # Examples
 ///
@@ -170,6 +230,7 @@ pub trait Process: Send + 'static {
 ///
 /// struct Hello;
 /// impl Process for Hello {
+///     type Done = &'static str;
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         out.finish("hello");
 ///         Ok(())
@@ -178,24 +239,15 @@ pub trait Process: Send + 'static {
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let chosen: Box<dyn Process> = Box::new(Hello);
+/// let chosen: Box<dyn Process<Done = &str>> = Box::new(Hello);
 /// let done = scheduler.spawn(chosen)?;
-/// assert_eq!(done.typed::<&str>().wait()?, "hello");
+/// assert_eq!(done.wait()?, "hello");
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-/// `process` as a `Box<dyn Process>`, without boxing it again when it is
-/// one already (a type chosen at run time).
-pub(crate) fn boxed<P: Process>(process: P) -> Box<dyn Process> {
-    let mut slot = Some(process);
-    let any: &mut dyn std::any::Any = &mut slot;
-    match any.downcast_mut::<Option<Box<dyn Process>>>() {
-        Some(already) => already.take().expect("just filled"),
-        None => Box::new(slot.take().expect("just filled")),
-    }
-}
-
 impl<P: Process + ?Sized> Process for Box<P> {
+    type Done = P::Done;
+
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         (**self).init(cx, method, input)
     }
@@ -214,6 +266,133 @@ impl<P: Process + ?Sized> Process for Box<P> {
 
     fn type_name(&self) -> &'static str {
         (**self).type_name()
+    }
+}
+
+/// A process whose type, and whose done value's type, are chosen at run
+/// time: any [`Process`], with its [`Done`](Process::Done) forgotten (its
+/// waiter reads a [`Payload`] and downcasts). What a supervisor's child
+/// factory, a plugin loader or an interpreter that picks the process to
+/// start holds; a process whose type is known is spawned as itself.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::process::AnyProcess;
+///
+/// struct Hello;
+/// impl Process for Hello {
+///     type Done = &'static str;
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         out.finish("hello");
+///         Ok(())
+///     }
+/// }
+///
+/// struct Count;
+/// impl Process for Count {
+///     type Done = u32;
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         out.finish(3u32);
+///         Ok(())
+///     }
+/// }
+///
+/// let scheduler = Scheduler::builder().workers(1).build();
+/// scheduler.start();
+/// for chosen in [AnyProcess::new(Hello), AnyProcess::new(Count)] {
+///     let done: Payload = scheduler.spawn(chosen)?.wait()?;
+///     assert!(done.is::<&str>() || done.is::<u32>());
+/// }
+/// # scheduler.shutdown(std::time::Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct AnyProcess(Box<dyn Run>);
+
+impl AnyProcess {
+    /// `process`, with its done type forgotten (an `AnyProcess` is not
+    /// boxed again).
+    ///
+    /// # Examples
+    ///
+    /// See [`AnyProcess`].
+    pub fn new<P: Process>(process: P) -> AnyProcess {
+        AnyProcess(boxed(process))
+    }
+}
+
+impl std::fmt::Debug for AnyProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AnyProcess").field(&self.0.type_name()).finish()
+    }
+}
+
+impl Process for AnyProcess {
+    type Done = Payload;
+
+    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
+        self.0.init(cx, method, input)
+    }
+
+    fn start(&mut self, output: &mut Output<'_>) -> Result<(), BoxError> {
+        self.0.start(output)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, output: &mut Output<'_>) -> Result<(), BoxError> {
+        self.0.step(events, output)
+    }
+
+    fn close(&mut self) {
+        self.0.close()
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.0.type_name()
+    }
+}
+
+/// A process as the engine holds it: [`Process`] without its `Done`
+/// type, so processes of every done type share one record layout and
+/// one vtable shape. Every process is one (the blanket impl forwards).
+pub(crate) trait Run: Send + 'static {
+    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError>;
+    fn start(&mut self, output: &mut Output<'_>) -> Result<(), BoxError>;
+    fn step(&mut self, events: &mut Events<'_>, output: &mut Output<'_>) -> Result<(), BoxError>;
+    fn close(&mut self);
+    fn type_name(&self) -> &'static str;
+}
+
+impl<P: Process> Run for P {
+    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
+        Process::init(self, cx, method, input)
+    }
+
+    fn start(&mut self, output: &mut Output<'_>) -> Result<(), BoxError> {
+        Process::start(self, output)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, output: &mut Output<'_>) -> Result<(), BoxError> {
+        Process::step(self, events, output)
+    }
+
+    fn close(&mut self) {
+        Process::close(self)
+    }
+
+    fn type_name(&self) -> &'static str {
+        Process::type_name(self)
+    }
+}
+
+/// `process` as the engine's `Box<dyn Run>`, without boxing it again when
+/// it is an [`AnyProcess`] already (a type chosen at run time).
+pub(crate) fn boxed<P: Process>(process: P) -> Box<dyn Run> {
+    let mut slot = Some(process);
+    let any: &mut dyn Any = &mut slot;
+    match any.downcast_mut::<Option<AnyProcess>>() {
+        Some(already) => already.take().expect("just filled").0,
+        None => Box::new(slot.take().expect("just filled")),
     }
 }
 
@@ -342,7 +521,7 @@ impl InitContext {
 /// the context, with the priority and group `init` chose, if any (which
 /// only a submission applies).
 pub(crate) fn init_guarded(
-    process: &mut dyn Process,
+    process: &mut dyn Run,
     pid: Pid,
     method: &str,
     input: Payload,
@@ -363,7 +542,7 @@ pub(crate) fn init_guarded(
 /// initialised instance goes through here, so `close` runs once.
 pub(crate) fn close_guarded<P>(process: P) -> Result<(), String>
 where
-    P: std::ops::DerefMut<Target = dyn Process>,
+    P: std::ops::DerefMut<Target = dyn Run>,
 {
     let closed = catch_unwind(AssertUnwindSafe(move || {
         let mut process = process;
@@ -385,23 +564,24 @@ mod tests {
     struct Plain(#[allow(dead_code)] u64);
 
     impl Process for Plain {
+        type Done = ();
         fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
             Ok(())
         }
     }
 
     /// The address of the process a box holds.
-    fn address(process: &dyn Process) -> *const u8 {
-        (process as *const dyn Process).cast()
+    fn address(process: &dyn Run) -> *const u8 {
+        (process as *const dyn Run).cast()
     }
 
     #[test]
     fn a_process_boxed_already_is_not_boxed_again() {
-        // What `Output::upgrade` and the engine's upgrade take a
-        // `Box<dyn Process>` through: the same allocation comes out (boxed
+        // What `Output::upgrade` and the engine's upgrade take an
+        // `AnyProcess` through: the same allocation comes out (boxed
         // again, the outer box would hold the inner one at a new address).
-        let chosen_at_run_time: Box<dyn Process> = Box::new(Plain(7));
-        let before = address(&*chosen_at_run_time);
+        let chosen_at_run_time = AnyProcess::new(Plain(7));
+        let before = address(&*chosen_at_run_time.0);
         let boxed = boxed(chosen_at_run_time);
         assert_eq!(address(&*boxed), before);
     }

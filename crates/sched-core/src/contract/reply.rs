@@ -115,6 +115,7 @@ impl Error for AskError {}
 /// /// Answers every request with the square of the number asked.
 /// struct Squarer;
 /// impl Process for Squarer {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Request(request) = event {
@@ -202,6 +203,7 @@ impl Request {
     ///
     /// struct Shop;
     /// impl Process for Shop {
+    ///     type Done = Payload;
     ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             if let Event::Request(request) = event {
@@ -333,6 +335,7 @@ impl<A> fmt::Debug for Responder<A> {
 /// /// Answers every request with the square of the number asked.
 /// struct Squarer;
 /// impl Process for Squarer {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Request(request) = event {

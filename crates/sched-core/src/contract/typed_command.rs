@@ -33,6 +33,7 @@ use crate::contract::event::{CommandError, Event};
 /// struct Measure(Option<Yielded<usize>>);
 ///
 /// impl Process for Measure {
+///     type Done = Payload;
 ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         self.0 = Some(out.yield_command(LEN, Tag(1), String::from("hello")));
 ///         Ok(())

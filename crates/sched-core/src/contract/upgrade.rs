@@ -12,12 +12,12 @@ use std::fmt;
 use relay::Payload;
 
 use crate::contract::output::{Output, Status};
-use crate::contract::process::Process;
+use crate::contract::process::{Process, Run};
 
 /// A step's request to be replaced: the new process, its entry method and
 /// input. Boxed inside the status so the common statuses stay small.
 pub(crate) struct Upgrade {
-    pub(crate) process: Box<dyn Process>,
+    pub(crate) process: Box<dyn Run>,
     pub(crate) method: String,
     pub(crate) input: Payload,
 }
@@ -74,6 +74,7 @@ impl Output<'_> {
     ///
     /// struct V2 { count: u64 }
     /// impl Process for V2 {
+    ///     type Done = Payload;
     ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         self.count += events.count() as u64;
     ///         Ok(())
@@ -82,6 +83,7 @@ impl Output<'_> {
     ///
     /// struct V1 { count: u64 }
     /// impl Process for V1 {
+    ///     type Done = Payload;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             if let Event::Message(m) = event {

@@ -55,6 +55,7 @@ use super::event::Event;
 /// struct Reader { read: Vec<String> }
 ///
 /// impl Process for Reader {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         if let Some(Event::Message(m)) = events.next() {
 ///             let text = *m.payload::<&str>().ok_or("text")?;

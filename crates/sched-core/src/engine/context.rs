@@ -23,6 +23,7 @@ use crate::contract::output::Output;
 /// /// Starts a helper, tells it its job, and reports how busy the scheduler is.
 /// struct Boss;
 /// impl Process for Boss {
+///     type Done = Payload;
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         let cx = out.context();
 ///         let live = cx.stats().live_processes;
@@ -35,6 +36,7 @@ use crate::contract::output::Output;
 ///
 /// struct Helper;
 /// impl Process for Helper {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let sched::Event::Message(m) = event {

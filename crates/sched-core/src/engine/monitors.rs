@@ -38,6 +38,7 @@ use crate::record::{Record, RecordRef};
 ///
 /// struct Crashes;
 /// impl Process for Crashes {
+///     type Done = Payload;
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Err("boom".into())
 ///     }
@@ -426,6 +427,7 @@ impl Output<'_> {
     ///
     /// struct Child;
     /// impl Process for Child {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Err("crashed".into())
     ///     }
@@ -434,6 +436,7 @@ impl Output<'_> {
     /// /// Starts a child and reports how it ended.
     /// struct Parent { started: bool }
     /// impl Process for Parent {
+    ///     type Done = Payload;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         if !self.started {
     ///             self.started = true;

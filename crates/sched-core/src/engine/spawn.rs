@@ -27,6 +27,7 @@ use crate::record::RecordRef;
 /// /// Finishes with its input, doubled; `"half"` halves it instead.
 /// struct Double { n: u64, by: fn(u64) -> u64 }
 /// impl Process for Double {
+///     type Done = Payload;
 ///     fn init(&mut self, _: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
 ///         self.n = *input.downcast::<u64>().map_err(|_| InitError::failed("not a u64"))?;
 ///         if method == "half" {
@@ -66,6 +67,7 @@ impl<P: Process> Spawn<'static, P> {
     /// use sched::prelude::*;
     /// struct Idle;
     /// impl Process for Idle {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
     /// }
     /// let options = Spawn::new(Idle).input(5u8);
@@ -130,6 +132,7 @@ impl<'a, P: Process> Spawn<'a, P> {
     /// use sched::prelude::*;
     /// struct Idle;
     /// impl Process for Idle {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())
@@ -223,6 +226,7 @@ impl Context {
     /// struct Hello;
     ///
     /// impl Process for Hello {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish("hello");
     ///         Ok(())
@@ -236,7 +240,10 @@ impl Context {
     /// # scheduler.shutdown(std::time::Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn spawn<'a>(&self, spawn: impl IntoSpawn<'a>) -> Result<Completion, SubmitError> {
+    pub fn spawn<'a, S: IntoSpawn<'a>>(
+        &self,
+        spawn: S,
+    ) -> Result<Completion<<S::Process as Process>::Done>, SubmitError> {
         let Spawn {
             process,
             method,
@@ -244,7 +251,7 @@ impl Context {
             pid,
         } = spawn.into_spawn();
         let shared = self.shared();
-        match pid {
+        let spawned = match pid {
             // Stored in its record's allocation: one allocation per process.
             None => shared
                 .live
@@ -252,7 +259,8 @@ impl Context {
             Some(pid) => shared
                 .live
                 .submit(shared, RecordRef::new(pid, process), method, input),
-        }
+        };
+        spawned.map(Completion::retype)
     }
 }
 
@@ -272,6 +280,7 @@ impl Output<'_> {
     ///
     /// struct Worker;
     /// impl Process for Worker {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())
@@ -282,7 +291,10 @@ impl Output<'_> {
     ///     Ok(out.spawn(Spawn::new(Worker).input(job))?.pid())
     /// }
     /// ```
-    pub fn spawn<'a>(&mut self, spawn: impl IntoSpawn<'a>) -> Result<Completion, SubmitError> {
+    pub fn spawn<'a, S: IntoSpawn<'a>>(
+        &mut self,
+        spawn: S,
+    ) -> Result<Completion<<S::Process as Process>::Done>, SubmitError> {
         self.context().spawn(spawn)
     }
 }

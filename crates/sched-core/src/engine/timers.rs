@@ -322,6 +322,7 @@ impl Context {
     ///
     /// struct Idle;
     /// impl Process for Idle {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
@@ -388,6 +389,7 @@ impl Output<'_> {
     /// /// Sleeps 20 ms, then finishes with how long it slept.
     /// struct Nap { since: Option<Instant> }
     /// impl Process for Nap {
+    ///     type Done = Payload;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         let since = *self.since.get_or_insert_with(|| {
     ///             out.set_timer(Duration::from_millis(20), Tag(1));
@@ -557,6 +559,7 @@ fn far_future(now: Instant) -> Instant {
 ///
 /// struct Waiter;
 /// impl Process for Waiter {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Message(m) = event {

@@ -26,20 +26,20 @@ use relay::{Package, Payload, Pid};
 use super::Context;
 use crate::contract::error::UpgradeRequestError;
 use crate::contract::event::Event;
-use crate::contract::process::{close_guarded, init_guarded, Process};
+use crate::contract::process::{close_guarded, init_guarded, Process, Run};
 use crate::panic_guard::drop_user_value;
 
 /// An initialised process on its way to replace the one under `pid`.
 pub(crate) struct UpgradeOrder {
     pid: Pid,
     /// `None` once taken over.
-    process: Option<Box<dyn Process>>,
+    process: Option<Box<dyn Run>>,
     method: String,
 }
 
 impl UpgradeOrder {
     /// The new process and the method it started at.
-    pub(crate) fn into_parts(mut self) -> (Box<dyn Process>, String) {
+    pub(crate) fn into_parts(mut self) -> (Box<dyn Run>, String) {
         let process = self.process.take().expect("an order is taken once");
         (process, std::mem::take(&mut self.method))
     }
@@ -119,6 +119,7 @@ impl Context {
     /// /// Answers with its version number.
     /// struct Versioned(u32);
     /// impl Process for Versioned {
+    ///     type Done = Payload;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             if let Event::Request(request) = event {
@@ -150,7 +151,7 @@ impl Context {
         let mut process = crate::contract::process::boxed(process);
         let input = relay::into_payload(input);
         let shared = self.shared();
-        let refuse = |process: Box<dyn Process>, input: Payload, error| {
+        let refuse = |process: Box<dyn Run>, input: Payload, error| {
             drop_user_value(process, pid, "a process an upgrade did not start");
             drop_user_value(input, pid, "the input of an upgrade that did not start");
             Err(error)

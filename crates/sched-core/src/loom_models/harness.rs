@@ -22,6 +22,7 @@ use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
 pub(crate) struct Inert;
 
 impl Process for Inert {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! ([`RecordRef`]) that the table, the run queues, links and completion
 //! handles hold it by.
 //!
-//! Why not `Arc<Record>` and a `Box<dyn Process>` beside it: that is two
+//! Why not `Arc<Record>` and a `Box<dyn Run>` beside it: that is two
 //! allocations per process, made by the submitting thread and freed by a
 //! worker, and two heap chunks that neighbouring processes share cache
 //! lines with. Here the process is stored right after the record's fields
@@ -23,7 +23,7 @@
 //! reference frees it without knowing `P`, and whether the process is
 //! boxed. A process stored inline stays in place until the record is
 //! freed: ending it runs its `Drop` in place ([`Taken`]), and an upgrade's
-//! new instance (a `Box<dyn Process>` made by the user) is held boxed. A
+//! new instance (a `Box<dyn Run>` made by the user) is held boxed. A
 //! process whose alignment is stricter than the record's is boxed too,
 //! which keeps the allocation's alignment fixed.
 //!
@@ -58,7 +58,7 @@ use relay::Pid;
 use super::slot::Spare;
 use super::Record;
 use crate::contract::outcome::Outcome;
-use crate::contract::process::Process;
+use crate::contract::process::{Process, Run};
 use crate::sync::fence;
 
 /// The most references one record may have; past it the process aborts,
@@ -105,7 +105,7 @@ impl RecordRef {
         // the allocation's life, and the record now owns the value: it is
         // dropped through this pointer, once (see `Body::take_process`).
         unsafe {
-            let process: *mut dyn Process = ptr::addr_of_mut!((*cell).process);
+            let process: *mut dyn Run = ptr::addr_of_mut!((*cell).process);
             (*cell)
                 .record
                 .set_process(NonNull::new_unchecked(process), false);
@@ -117,7 +117,7 @@ impl RecordRef {
 
     /// Allocates a record for `pid` holding a boxed process (one aligned
     /// more strictly than the record).
-    fn boxed(pid: Pid, process: Box<dyn Process>) -> RecordRef {
+    fn boxed(pid: Pid, process: Box<dyn Run>) -> RecordRef {
         let cell = Box::into_raw(Box::new(Cell {
             record: Record::new(pid, size_of::<Cell<()>>() as u32),
             process: (),
@@ -312,7 +312,7 @@ impl std::fmt::Debug for RecordRef {
 /// drops it (through `close_guarded` or `drop_user_value`) while holding a
 /// reference to that record.
 pub(crate) struct Taken {
-    ptr: NonNull<dyn Process>,
+    ptr: NonNull<dyn Run>,
     boxed: bool,
 }
 
@@ -321,22 +321,22 @@ impl Taken {
     ///
     /// `ptr` points to a live process that nothing else will drop: a box's
     /// (`boxed`) or one stored inline in a record that outlives this value.
-    pub(super) unsafe fn new(ptr: NonNull<dyn Process>, boxed: bool) -> Taken {
+    pub(super) unsafe fn new(ptr: NonNull<dyn Run>, boxed: bool) -> Taken {
         Taken { ptr, boxed }
     }
 }
 
 impl Deref for Taken {
-    type Target = dyn Process;
+    type Target = dyn Run;
 
-    fn deref(&self) -> &(dyn Process + 'static) {
+    fn deref(&self) -> &(dyn Run + 'static) {
         // SAFETY: the process is live and ours until we drop it.
         unsafe { self.ptr.as_ref() }
     }
 }
 
 impl DerefMut for Taken {
-    fn deref_mut(&mut self) -> &mut (dyn Process + 'static) {
+    fn deref_mut(&mut self) -> &mut (dyn Run + 'static) {
         // SAFETY: as above, and we are its only owner.
         unsafe { self.ptr.as_mut() }
     }
@@ -377,6 +377,7 @@ mod tests {
     }
 
     impl<A: Send + 'static> Process for Counted<A> {
+        type Done = relay::Payload;
         fn step(
             &mut self,
             _: &mut Events<'_>,
@@ -506,6 +507,7 @@ mod loom_tests {
     }
 
     impl Process for Owned {
+        type Done = relay::Payload;
         fn step(
             &mut self,
             _: &mut Events<'_>,
@@ -529,7 +531,7 @@ mod loom_tests {
         // SAFETY: called before the record is shared.
         let process = unsafe {
             record.with_body(|body| {
-                body.process.get().expect("live") as *const dyn Process as *const Owned
+                body.process.get().expect("live") as *const dyn Run as *const Owned
             })
         };
         process as usize

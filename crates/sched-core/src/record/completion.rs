@@ -36,6 +36,7 @@ use crate::contract::outcome::{ExitError, Outcome};
 /// struct Answer;
 ///
 /// impl Process for Answer {
+///     type Done = Payload;
 ///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
 ///         Ok(())
 ///     }
@@ -84,6 +85,7 @@ impl Completion {
     /// struct Answer;
     ///
     /// impl Process for Answer {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(42u32);
     ///         Ok(())
@@ -104,6 +106,14 @@ impl Completion {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn typed<T: Any + Send>(self) -> Completion<T> {
+        self.retype()
+    }
+}
+
+impl<T> Completion<T> {
+    /// This handle, reading the done value as a `U` (the engine's spawn
+    /// makes every handle untyped, then gives it its process's `Done`).
+    pub(crate) fn retype<U>(self) -> Completion<U> {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so the record's reference count
         // moves from it into the new handle exactly once.
@@ -159,6 +169,7 @@ impl<T: Any + Send> Completion<T> {
     ///     type Message = u64;
     /// }
     /// impl Process for Counter {
+    ///     type Done = Payload;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events.typed::<Self>() {
     ///             let Event::Message(n) = event else { continue };
@@ -314,6 +325,7 @@ impl<T: Any + Send> Completion<T> {
 /// struct Echo;
 ///
 /// impl Process for Echo {
+///     type Done = Payload;
 ///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
 ///         Ok(())
 ///     }

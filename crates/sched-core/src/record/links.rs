@@ -91,6 +91,7 @@ mod tests {
     struct Idle;
 
     impl Process for Idle {
+        type Done = relay::Payload;
         fn step(
             &mut self,
             _: &mut Events<'_>,

@@ -21,7 +21,7 @@ use relay::Pid;
 
 use crate::contract::event::Event;
 use crate::contract::pending::Extras;
-use crate::contract::process::Process;
+use crate::contract::process::Run;
 #[cfg(any(debug_assertions, loom))]
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU32, AtomicU64, UnsafeCell};
@@ -183,7 +183,7 @@ impl Record {
     ///
     /// `process` points to a live process this record now owns: a box's
     /// (`boxed`), or the one stored right after the record.
-    unsafe fn set_process(&mut self, process: NonNull<dyn Process>, boxed: bool) {
+    unsafe fn set_process(&mut self, process: NonNull<dyn Run>, boxed: bool) {
         if boxed {
             self.layout.fetch_or(BOXED, Relaxed);
         }
@@ -255,7 +255,7 @@ impl Record {
 
     /// Installs an upgrade's new instance in `body`; returns the old one,
     /// to be closed by the caller as [`take_process`](Record::take_process)'s.
-    pub(crate) fn replace_process(&self, body: &mut Body, new: Box<dyn Process>) -> Option<Taken> {
+    pub(crate) fn replace_process(&self, body: &mut Body, new: Box<dyn Run>) -> Option<Taken> {
         let old = self.take_process(body);
         // SAFETY: `Box::into_raw` never returns null.
         body.process = Instance(Some(unsafe { NonNull::new_unchecked(Box::into_raw(new)) }));
@@ -405,17 +405,17 @@ impl Drop for OwnerToken<'_> {
 
 /// Where a body's process is (see `cell.rs`): a pointer the body owns,
 /// into the record's allocation or to a box.
-pub(crate) struct Instance(Option<NonNull<dyn Process>>);
+pub(crate) struct Instance(Option<NonNull<dyn Run>>);
 
 impl Instance {
     /// The process, if it has not ended.
-    pub(crate) fn get(&self) -> Option<&(dyn Process + 'static)> {
+    pub(crate) fn get(&self) -> Option<&(dyn Run + 'static)> {
         // SAFETY: the body owns the process; `&self` borrows it.
         self.0.map(|p| unsafe { &*p.as_ptr() })
     }
 
     /// The process, mutably, if it has not ended.
-    pub(crate) fn get_mut(&mut self) -> Option<&mut (dyn Process + 'static)> {
+    pub(crate) fn get_mut(&mut self) -> Option<&mut (dyn Run + 'static)> {
         // SAFETY: the body owns the process; `&mut self` borrows it alone.
         self.0.map(|p| unsafe { &mut *p.as_ptr() })
     }

@@ -27,6 +27,7 @@ use crate::sync::Arc;
 ///
 /// struct Hello;
 /// impl Process for Hello {
+///     type Done = Payload;
 ///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         out.finish("hello");

@@ -506,7 +506,7 @@ impl Worker {
     fn step_starts(
         &mut self,
         record: &RecordRef,
-        process: &dyn crate::contract::process::Process,
+        process: &dyn crate::contract::process::Run,
         fresh: bool,
     ) {
         if fresh {
@@ -521,7 +521,7 @@ impl Worker {
     #[cfg(all(feature = "introspection", not(loom)))]
     #[cold]
     #[inline(never)]
-    fn name_type(&mut self, record: &RecordRef, process: &dyn crate::contract::process::Process) {
+    fn name_type(&mut self, record: &RecordRef, process: &dyn crate::contract::process::Run) {
         // `type_name` is the user's and may panic: then the process goes
         // unnamed, and its worker lives on.
         match catch_unwind(AssertUnwindSafe(|| process.type_name())) {

@@ -106,6 +106,7 @@ impl Counter {
 }
 
 impl Process for Counter {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         match method {
             "run" => Ok(()),
@@ -154,6 +155,7 @@ impl Inbox {
 }
 
 impl Process for Inbox {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }
@@ -207,6 +209,7 @@ impl<S> Process for FnProcess<S>
 where
     S: FnMut(&mut Events<'_>, &mut Output<'_>) -> Result<(), BoxError> + Send + 'static,
 {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }
@@ -218,7 +221,7 @@ where
     }
 }
 
-pub fn submit(engine: &Engine, id: u64, p: Box<dyn Process>) -> Completion {
+pub fn submit(engine: &Engine, id: u64, p: Box<dyn Process<Done = relay::Payload>>) -> Completion {
     engine
         .context()
         .spawn(Spawn::new(p).method("run").at(Pid::local(id)))

@@ -271,6 +271,7 @@ fn init_errors_fail_the_submission_and_schedule_nothing() {
 struct PanicsInInit;
 
 impl Process for PanicsInInit {
+    type Done = relay::Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: relay::Payload) -> Result<(), InitError> {
         panic!("init exploded")
     }
@@ -313,6 +314,7 @@ fn a_panic_in_step_ends_the_process_and_the_worker_goes_on() {
 struct PanicsInClose;
 
 impl Process for PanicsInClose {
+    type Done = relay::Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: relay::Payload) -> Result<(), InitError> {
         Ok(())
     }

@@ -210,6 +210,7 @@ impl Scripted {
 }
 
 impl Process for Scripted {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }

@@ -46,6 +46,7 @@ pub enum Strategy {
 ///
 /// struct Worker;
 /// impl Process for Worker {
+///     type Done = Payload;
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Ok(())
 ///     }

@@ -86,8 +86,8 @@ impl Child {
     /// from the supervisor's step, registered under its name if asked,
     /// then monitored.
     pub(super) fn start(&mut self, out: &mut Output<'_>) -> Result<(), StartError> {
-        let process: Box<dyn sched_core::Process> = if self.spec.in_place == Some(true) {
-            Box::new(InPlace::new(
+        let process = if self.spec.in_place == Some(true) {
+            sched_core::AnyProcess::new(InPlace::new(
                 self.spec.factory.clone(),
                 self.spec.method.clone(),
                 self.spec.input.clone(),

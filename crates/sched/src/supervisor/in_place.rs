@@ -30,10 +30,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use relay::{Package, Payload, Pid};
-use sched_core::{BoxError, Events, InitContext, InitError, Output, Process};
+use sched_core::{AnyProcess, BoxError, Events, InitContext, InitError, Output, Process};
 
 /// What makes a child: the spec's factory, method and input.
-pub(super) type Factory = Arc<dyn Fn() -> Box<dyn Process> + Send + Sync>;
+pub(super) type Factory = Arc<dyn Fn() -> AnyProcess + Send + Sync>;
 pub(super) type Input = Arc<dyn Fn() -> Payload + Send + Sync>;
 
 /// The message a child restarted in place sends its supervisor: how the
@@ -52,7 +52,7 @@ pub(super) struct InPlace {
     method: Arc<str>,
     input: Input,
     supervisor: Pid,
-    current: Box<dyn Process>,
+    current: AnyProcess,
 }
 
 impl InPlace {
@@ -116,6 +116,7 @@ fn message_of(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl Process for InPlace {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         self.current.init(cx, method, input)
     }

@@ -5,10 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use relay::Payload;
-use sched_core::{Process, DEFAULT_METHOD};
+use sched_core::{AnyProcess, Process, DEFAULT_METHOD};
 
 /// Makes a fresh instance of a child process, for each start.
-type Factory = Arc<dyn Fn() -> Box<dyn Process> + Send + Sync>;
+type Factory = Arc<dyn Fn() -> AnyProcess + Send + Sync>;
 /// Makes a fresh input for each start (a payload is moved into `init`).
 type InputFactory = Arc<dyn Fn() -> Payload + Send + Sync>;
 
@@ -73,6 +73,7 @@ impl Restart {
 ///
 /// struct Worker { id: u32 }
 /// impl Process for Worker {
+///     type Done = Payload;
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Ok(())
 ///     }
@@ -109,6 +110,7 @@ impl ChildSpec {
     ///
     /// struct Cache;
     /// impl Process for Cache {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
@@ -116,43 +118,38 @@ impl ChildSpec {
     /// let spec = ChildSpec::new("cache", || Cache);
     /// assert_eq!(spec.method_name(), "run");
     /// ```
+    ///
+    /// A factory that chooses the process's type at run time returns an
+    /// [`AnyProcess`](sched_core::AnyProcess):
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::process::AnyProcess;
+    ///
+    /// struct Fast;
+    /// struct Safe;
+    /// impl Process for Fast {
+    ///     type Done = ();
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
+    /// }
+    /// impl Process for Safe {
+    ///     type Done = ();
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
+    /// }
+    /// let fast = std::env::var("FAST").is_ok();
+    /// let spec = ChildSpec::new("engine", move || {
+    ///     if fast { AnyProcess::new(Fast) } else { AnyProcess::new(Safe) }
+    /// });
+    /// assert_eq!(spec.name(), "engine");
+    /// ```
     pub fn new<P, F>(name: impl Into<Arc<str>>, factory: F) -> Self
     where
         P: Process,
         F: Fn() -> P + Send + Sync + 'static,
     {
-        ChildSpec::boxed(name, move || Box::new(factory()) as Box<dyn Process>)
-    }
-
-    /// [`new`](ChildSpec::new) for a factory that returns boxed processes
-    /// (a process type chosen at run time).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use sched::prelude::*;
-    ///
-    /// struct Fast;
-    /// struct Safe;
-    /// impl Process for Fast {
-    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
-    /// }
-    /// impl Process for Safe {
-    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
-    /// }
-    /// let fast = std::env::var("FAST").is_ok();
-    /// let spec = ChildSpec::boxed("engine", move || -> Box<dyn Process> {
-    ///     if fast { Box::new(Fast) } else { Box::new(Safe) }
-    /// });
-    /// assert_eq!(spec.name(), "engine");
-    /// ```
-    pub fn boxed<F>(name: impl Into<Arc<str>>, factory: F) -> Self
-    where
-        F: Fn() -> Box<dyn Process> + Send + Sync + 'static,
-    {
         ChildSpec {
             name: name.into(),
-            factory: Arc::new(factory),
+            factory: Arc::new(move || AnyProcess::new(factory())),
             method: Arc::from(DEFAULT_METHOD),
             input: Arc::new(|| Box::new(())),
             restart: Restart::default(),
@@ -244,6 +241,7 @@ impl ChildSpec {
     ///
     /// struct Parser;
     /// impl Process for Parser {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }

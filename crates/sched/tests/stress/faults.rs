@@ -37,6 +37,7 @@ impl<F> Process for Step<F>
 where
     F: FnMut(&mut Events<'_>, &mut Output<'_>) -> Result<(), BoxError> + Send + 'static,
 {
+    type Done = Payload;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }
@@ -47,7 +48,7 @@ where
 }
 
 /// Ends on its cancel (or on a message), with "cancelled".
-fn cancellable() -> impl Process {
+fn cancellable() -> impl Process<Done = Payload> {
     Step(|events: &mut Events<'_>, out: &mut Output<'_>| {
         if events.any(|e| matches!(e, Event::Cancel)) {
             out.finish("cancelled");

@@ -308,6 +308,7 @@ impl Stress {
 }
 
 impl Process for Stress {
+    type Done = Payload;
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         self.observed.inits.fetch_add(1, SeqCst);
         match method {

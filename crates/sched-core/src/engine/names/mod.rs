@@ -160,6 +160,7 @@ impl Context {
     ///
     /// struct Service;
     /// impl Process for Service {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
@@ -436,6 +437,7 @@ impl<M: std::any::Any + Send> Target<M> for &String {
 /// /// Finishes with the first message it gets.
 /// struct Service;
 /// impl Process for Service {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         if let Some(Event::Message(package)) = events.next() {
 ///             out.finish(package.into_payload());

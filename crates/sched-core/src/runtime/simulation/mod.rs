@@ -69,6 +69,7 @@ use crate::worker::{Driven, Turn};
 /// /// Sleeps an hour, then finishes.
 /// struct Sleeper;
 /// impl Process for Sleeper {
+///     type Done = Payload;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         if events.next().is_some() {
 ///             out.finish("rested");
@@ -621,6 +622,7 @@ impl Simulation {
     /// use sched::prelude::*;
     /// struct Once;
     /// impl Process for Once {
+    ///     type Done = Payload;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())

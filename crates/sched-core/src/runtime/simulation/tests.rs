@@ -101,6 +101,7 @@ struct Idle;
 
 #[cfg(not(loom))]
 impl crate::Process for Idle {
+    type Done = relay::Payload;
     fn step(
         &mut self,
         _: &mut crate::Events<'_>,
