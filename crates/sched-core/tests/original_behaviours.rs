@@ -15,7 +15,10 @@ use relay::Payload;
 use sched_core::*;
 
 /// A process that blocks its worker inside its step until told to go on.
-fn blocker(gate: Receiver<()>, entered: std::sync::mpsc::Sender<()>) -> Box<dyn Process<Done = relay::Payload>> {
+fn blocker(
+    gate: Receiver<()>,
+    entered: std::sync::mpsc::Sender<()>,
+) -> Box<dyn Process<Done = relay::Payload>> {
     let gate = Mutex::new(gate);
     process(move |_, out| {
         entered.send(()).unwrap();

@@ -50,9 +50,12 @@ fn race_submissions_with_shutdown(
             let submitter = {
                 let (engine, count) = (engine.clone(), count.clone());
                 std::thread::spawn(move || {
-                    submit_until_refused(&engine, 1 << 32, &count, || -> Box<dyn Process<Done = relay::Payload>> {
-                        Inbox::new()
-                    })
+                    submit_until_refused(
+                        &engine,
+                        1 << 32,
+                        &count,
+                        || -> Box<dyn Process<Done = relay::Payload>> { Inbox::new() },
+                    )
                 })
             };
             // Let a few in first, so that shutdown has something to cancel

@@ -17,7 +17,10 @@ use sched_core::*;
 
 /// A process whose first step signals `running` and spins until `release`,
 /// holding the worker.
-fn blocker(running: Arc<AtomicBool>, release: Arc<AtomicBool>) -> Box<dyn Process<Done = relay::Payload>> {
+fn blocker(
+    running: Arc<AtomicBool>,
+    release: Arc<AtomicBool>,
+) -> Box<dyn Process<Done = relay::Payload>> {
     process(move |_, out| {
         running.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + PATIENCE;

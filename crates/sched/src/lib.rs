@@ -175,7 +175,7 @@ pub mod prelude {
 ///
 /// struct Once;
 /// impl Process for Once {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         out.finish(());
 ///         Ok(())
@@ -184,10 +184,10 @@ pub mod prelude {
 /// ```
 pub mod process {
     pub use sched_core::{
-        Accepts, BoxError, Completion, Event, Events, ExitError, Group, GroupInfo, InitContext,
-        InitError, IntoSpawn, Outcome, Output, Priority, Process, ProcessInfo, ProcessState, Spawn,
-        SubmitError, TerminateError, Typed, UnexpectedValue, UpgradeError, UpgradeRequestError,
-        DEFAULT_METHOD,
+        Accepts, AnyProcess, BoxError, Completion, Event, Events, ExitError, Group, GroupInfo,
+        InitContext, InitError, IntoSpawn, Outcome, Output, Priority, Process, ProcessInfo,
+        ProcessState, Spawn, SubmitError, TerminateError, Typed, UnexpectedValue, UpgradeError,
+        UpgradeRequestError, DEFAULT_METHOD,
     };
 }
 

@@ -7,7 +7,7 @@ use relay::{Pid, SendError};
 
 use crate::builder::SchedulerBuilder;
 use sched_core::{
-    AskTarget, Completion, Context, Engine, IntoSpawn, Process, ProcessInfo, Question, Reply,
+    AskTarget, Completion, Context, Engine, IntoSpawn, ProcessInfo, Question, Reply,
     ShutdownReport, Stats, SubmitError, Target, TerminateError,
 };
 
@@ -171,7 +171,7 @@ impl Scheduler {
     pub fn spawn<'a, S: IntoSpawn<'a>>(
         &self,
         spawn: S,
-    ) -> Result<Completion<<S::Process as Process>::Done>, SubmitError> {
+    ) -> Result<Completion<S::Done>, SubmitError> {
         self.context().spawn(spawn)
     }
 

@@ -139,7 +139,7 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 ///    std::thread::sleep(Duration::from_millis(1));
 /// }
 /// scheduler.context().cancel(handle.pid())?;
-/// let report = handle.wait()?.downcast::<SupervisorReport>().unwrap();
+/// let report: SupervisorReport = handle.wait()?;
 /// assert_eq!(report.child("flaky").unwrap().restarts, 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

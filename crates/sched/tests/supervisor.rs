@@ -128,7 +128,10 @@ fn supervisor_error(outcome: &Result<SupervisorReport, ExitError>) -> &Superviso
 }
 
 /// Cancels the supervisor and returns its done report.
-fn cancelled(scheduler: &Scheduler, handle: sched::Completion<SupervisorReport>) -> SupervisorReport {
+fn cancelled(
+    scheduler: &Scheduler,
+    handle: sched::Completion<SupervisorReport>,
+) -> SupervisorReport {
     scheduler.context().cancel(handle.pid()).unwrap();
     handle.wait().expect("done")
 }

@@ -218,6 +218,7 @@ impl<'a> Events<'a> {
 ///     }
 /// }
 /// # impl Process for Adder {
+/// #     type Done = ();
 /// #     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 /// #         add_all(self, events.typed::<Self>());
 /// #         Ok(())

@@ -324,7 +324,9 @@ impl AnyProcess {
 
 impl std::fmt::Debug for AnyProcess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("AnyProcess").field(&self.0.type_name()).finish()
+        f.debug_tuple("AnyProcess")
+            .field(&self.0.type_name())
+            .finish()
     }
 }
 

@@ -66,6 +66,7 @@ use crate::record::{Record, RecordRef};
 ///
 /// # struct Crashes;
 /// # impl Process for Crashes {
+/// #     type Done = ();
 /// #     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 /// #         Err("boom".into())
 /// #     }

@@ -171,19 +171,25 @@ impl<P> std::fmt::Debug for Spawn<'_, P> {
 /// use sched::prelude::*;
 /// use sched::process::{IntoSpawn, SubmitError};
 ///
-/// fn start_all<S: IntoSpawn<'static>>(cx: &Context, all: Vec<S>) -> Result<Vec<Completion>, SubmitError> {
+/// fn start_all<S: IntoSpawn<'static>>(
+///     cx: &Context,
+///     all: Vec<S>,
+/// ) -> Result<Vec<Completion<S::Done>>, SubmitError> {
 ///     all.into_iter().map(|s| cx.spawn(s)).collect()
 /// }
 /// ```
 pub trait IntoSpawn<'a> {
+    /// What the process finishes with (its [`Process::Done`]).
+    type Done: Any + Send;
     /// The process started.
-    type Process: Process;
+    type Process: Process<Done = Self::Done>;
 
     /// The options.
     fn into_spawn(self) -> Spawn<'a, Self::Process>;
 }
 
 impl<'a, P: Process> IntoSpawn<'a> for P {
+    type Done = P::Done;
     type Process = P;
 
     fn into_spawn(self) -> Spawn<'a, P> {
@@ -197,6 +203,7 @@ impl<'a, P: Process> IntoSpawn<'a> for P {
 }
 
 impl<'a, P: Process> IntoSpawn<'a> for Spawn<'a, P> {
+    type Done = P::Done;
     type Process = P;
 
     fn into_spawn(self) -> Spawn<'a, P> {
@@ -243,7 +250,7 @@ impl Context {
     pub fn spawn<'a, S: IntoSpawn<'a>>(
         &self,
         spawn: S,
-    ) -> Result<Completion<<S::Process as Process>::Done>, SubmitError> {
+    ) -> Result<Completion<S::Done>, SubmitError> {
         let Spawn {
             process,
             method,
@@ -294,7 +301,7 @@ impl Output<'_> {
     pub fn spawn<'a, S: IntoSpawn<'a>>(
         &mut self,
         spawn: S,
-    ) -> Result<Completion<<S::Process as Process>::Done>, SubmitError> {
+    ) -> Result<Completion<S::Done>, SubmitError> {
         self.context().spawn(spawn)
     }
 }

@@ -139,6 +139,7 @@ impl SupervisorBuilder {
     /// # use sched::{BoxError, ChildSpec, Events, Output, Process, Supervisor};
     /// # struct Shard(u32);
     /// # impl Process for Shard {
+    /// #     type Done = ();
     /// #     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
     /// # }
     /// let shards = (0..4).map(|i| ChildSpec::new(format!("shard-{i}"), move || Shard(i)));

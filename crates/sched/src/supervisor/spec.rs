@@ -166,6 +166,7 @@ impl ChildSpec {
     /// # use sched::{BoxError, ChildSpec, Events, Output, Process};
     /// # struct Db;
     /// # impl Process for Db {
+    /// #     type Done = ();
     /// #     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
     /// # }
     /// let spec = ChildSpec::new("db", || Db).method("serve");
@@ -185,6 +186,7 @@ impl ChildSpec {
     /// # use sched::{BoxError, ChildSpec, Events, Output, Process};
     /// # struct Listener;
     /// # impl Process for Listener {
+    /// #     type Done = ();
     /// #     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
     /// # }
     /// let spec = ChildSpec::new("listener", || Listener).input(String::from("0.0.0.0:8080"));
