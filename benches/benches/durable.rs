@@ -129,7 +129,7 @@ fn durability_with(path: &std::path::Path, snapshots: bool) -> (Durability, Sche
     }
     let builder = Scheduler::builder()
         .workers(2)
-        .typed_handler(ECHO, |n: u64, done| {
+        .handler(ECHO, |n: u64, done| {
             let _ = done.complete(n);
             Ok(())
         });

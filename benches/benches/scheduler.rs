@@ -74,10 +74,13 @@ fn engine_recording(histograms: bool) -> Engine {
     engine
 }
 
-fn engine_with(id: CommandId, handler: impl sched_core::CommandHandler) -> Engine {
+fn engine_with(
+    id: CommandId,
+    handler: impl Fn(Command, Completer) -> Result<(), Rejected> + Send + Sync + 'static,
+) -> Engine {
     let engine = Engine::builder()
         .workers(WORKERS)
-        .handler_impl(id, handler)
+        .handler(id, handler)
         .build();
     engine.start();
     engine

@@ -77,7 +77,7 @@ fn ours() -> Measured {
     });
     let engine = Engine::builder()
         .workers(WORKERS)
-        .handler_impl(
+        .handler(
             REMOTE,
             move |_: Command, c: Completer| -> Result<(), Rejected> {
                 to_completer.send(c).expect("completer thread alive");

@@ -170,7 +170,7 @@ fn child(path: &str, workflows: u64, rounds: u64) {
     register(&durability);
     let builder = Scheduler::builder()
         .workers(2)
-        .typed_handler(SLOW_ECHO, |n: u64, done| {
+        .handler(SLOW_ECHO, |n: u64, done| {
             let _ = done.complete_after(Duration::from_millis(1), n);
             Ok(())
         });

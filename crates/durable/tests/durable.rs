@@ -385,7 +385,7 @@ fn a_command_in_flight_when_the_node_stops_comes_back_interrupted() {
         let keep = held.clone();
         let builder = Scheduler::builder()
             .workers(2)
-            .typed_handler(NEVER, move |_: u64, done| {
+            .handler(NEVER, move |_: u64, done| {
                 keep.lock().push(done);
                 Ok(())
             });

@@ -195,7 +195,7 @@ fn incarnation(store: &MemoryStore, seed: u64, steps: Option<u64>, rng: &mut Rng
         appends: std::sync::atomic::AtomicU64::new(0),
     });
     durability.register::<Sender>().register::<Receiver>();
-    let builder = durability.install(Scheduler::builder().typed_handler(ECHO, |n: u64, done| {
+    let builder = durability.install(Scheduler::builder().handler(ECHO, |n: u64, done| {
         let _ = done.complete(n);
         Ok(())
     }));

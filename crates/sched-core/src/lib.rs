@@ -4,7 +4,7 @@
 //! [`step`](Process::step) with the [`Event`]s that arrived since the last
 //! step (completions of yielded commands, messages, cancel), and the process
 //! writes into the reused [`Output`] buffer what it wants next: continue,
-//! yield commands to [`CommandHandler`]s, wait for messages, or finish.
+//! yield commands to their handlers, wait for messages, or finish.
 //!
 //! Inside, each worker thread owns a `next` slot (the process its last step
 //! woke or spawned, run right after that step on the same core), one
@@ -115,7 +115,6 @@ pub use contract::typed_command::{CommandRef, TypedCommand, Yielded};
 pub use contract::urgent::Urgent;
 pub use engine::commands::abandoned::Abandoned;
 pub use engine::commands::completer::{CompleteError, Completer, Rejected};
-pub use engine::commands::handler::CommandHandler;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{
     After, AsContext, AskTarget, Context, Deadline, Histogram, Histograms, IntoSpawn, Monitor,

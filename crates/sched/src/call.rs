@@ -5,7 +5,6 @@
 use std::any::Any;
 use std::error::Error;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use relay::Payload;
@@ -16,39 +15,44 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 /// [`start`](Call::start) yields the command and sets the attempt's timer;
 /// hand every event to [`on_event`](Call::on_event), which takes the ones
 /// that are this call's: a completion ends the call (the timer is
-/// cancelled), a timeout or a failed completion starts the next attempt
-/// with the same data, until the retries are spent. The first completion
-/// of any attempt wins: a retry is another try of the same command, so a
-/// late answer to an earlier attempt is as good as the last one's, and the
-/// ones after it are swallowed. Keep the `Call` until the process ends (or
-/// let its step ignore completions it does not know) so that late
-/// completions of a finished call are swallowed too.
+/// cancelled), a timeout or a failed completion starts the next attempt,
+/// until the retries are spent. The first completion of any attempt wins:
+/// a retry is another try of the same command, so a late answer to an
+/// earlier attempt is as good as the last one's, and the ones after it are
+/// swallowed. Keep the `Call` until the process ends (or let its step
+/// ignore completions it does not know) so that late completions of a
+/// finished call are swallowed too.
 ///
 /// Each call needs its own [`Tag`]: the commands of all its attempts carry
 /// it.
 ///
 /// The call is typed by its command: a [`TypedCommand<D, R>`] makes a
-/// `Call<R>`, whose answer is an `R` (an answer of another type fails the
-/// attempt with [`CommandError::UnexpectedType`]); a plain
-/// [`CommandId`](sched_core::CommandId) makes a `Call` (`Call<Payload>`).
+/// `Call<D, R>`, which only starts with a `D` and is answered with an `R`
+/// (an answer of another type fails the attempt with
+/// [`CommandError::UnexpectedType`]); a plain
+/// [`CommandId`](sched_core::CommandId) makes a `Call` (`Call<Payload,
+/// Payload>`). Every attempt sends the same data
+/// ([`start`](Call::start)), or data made for that attempt
+/// ([`start_with`](Call::start_with)).
 ///
 /// # Examples
 ///
 /// ```
-/// use sched::command::{Call, CommandId};
+/// use sched::command::{Call, CallError, CommandId, TypedCommand};
 /// use sched::prelude::*;
 /// use std::time::Duration;
 ///
-/// const FETCH: CommandId = CommandId(1);
+/// const FETCH: TypedCommand<&str, String> = TypedCommand::new(CommandId(1));
 ///
 /// /// Fetches a page with a 15 ms timeout and one retry; finishes with the
 /// /// page or the error.
 /// struct Fetch {
-///     call: Call,
+///     call: Call<&'static str, String>,
 /// }
 ///
 /// impl Process for Fetch {
-///     type Done = Payload;
+///     type Done = Result<String, CallError>;
+///
 ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         self.call.start(out, "/index.html");
 ///         Ok(())
@@ -57,7 +61,7 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Ok(Some(result)) = self.call.on_event(event, out) {
-///                 out.finish(result?);
+///                 out.finish(result);
 ///             }
 ///         }
 ///         Ok(())
@@ -66,26 +70,43 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 ///
 /// let scheduler = Scheduler::builder()
 ///     .workers(1)
-///     .handler(FETCH, |cmd: sched::command::Command, done: sched::command::Completer| {
-///         let _ = done.complete(Box::new(format!("page {}", cmd.data::<&str>().unwrap())));
+///     .handler(FETCH, |path: &str, done| {
+///         let _ = done.complete(format!("page {path}"));
 ///         Ok(())
 ///     })
 ///     .build();
 /// scheduler.start();
 /// let fetch = Fetch { call: Call::new(FETCH, Tag(1), Duration::from_millis(15)).retries(1) };
-/// let page = scheduler.spawn(fetch)?.wait()?;
-/// assert_eq!(page.downcast_ref::<String>().map(String::as_str), Some("page /index.html"));
+/// let page = scheduler.spawn(fetch)?.wait()??;
+/// assert_eq!(page, "page /index.html");
 /// # scheduler.shutdown(Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Call<R = Payload> {
-    /// The command, with the type of its result.
-    command: TypedCommand<Payload, R>,
+///
+/// A call only starts with its command's data type:
+///
+/// ```compile_fail,E0308
+/// use sched::command::{Call, CommandId, TypedCommand};
+/// use sched::prelude::*;
+/// use std::time::Duration;
+///
+/// const DOUBLE: TypedCommand<u64, u64> = TypedCommand::new(CommandId(1));
+///
+/// fn begin(out: &mut Output<'_>) -> Call<u64, u64> {
+///     let mut call = Call::new(DOUBLE, Tag(1), Duration::from_millis(15));
+///     call.start(out, "twelve"); // `DOUBLE` takes a `u64`
+///     call
+/// }
+/// ```
+pub struct Call<D = Payload, R = Payload> {
+    /// The command, with the types of its data and result.
+    command: TypedCommand<D, R>,
     tag: Tag,
     timeout: Duration,
     retries: u32,
-    /// Makes each attempt's data.
-    data: Option<Arc<dyn Fn() -> Payload + Send + Sync>>,
+    /// Makes each attempt's data, from the attempt's number (1 for the
+    /// first).
+    data: Option<Box<dyn FnMut(u32) -> D + Send>>,
     /// Attempts made so far.
     attempts: u32,
     /// The running attempt's timer; `None` once the call has ended.
@@ -97,14 +118,14 @@ pub struct Call<R = Payload> {
     yielded: Option<Yielded<R>>,
 }
 
-impl<R: Any> Call<R> {
+impl<D: Any + Send, R: Any + Send> Call<D, R> {
     /// A call of `command` with completions tagged `tag`, `timeout` per
     /// attempt, and no retry.
     ///
     /// # Examples
     ///
     /// See [`Call`].
-    pub fn new<C: CommandRef<Result = R>>(command: C, tag: Tag, timeout: Duration) -> Self {
+    pub fn new<C: CommandRef<Data = D, Result = R>>(command: C, tag: Tag, timeout: Duration) -> Self {
         Call {
             command: TypedCommand::new(command.command_id()),
             tag,
@@ -130,13 +151,73 @@ impl<R: Any> Call<R> {
     }
 
     /// Starts the call (again, if it had ended): yields the command with
-    /// `data` (cloned for each attempt) and sets the attempt's timer.
+    /// `data` (a clone of it for each attempt) and sets the attempt's
+    /// timer.
     ///
     /// # Examples
     ///
     /// See [`Call`].
-    pub fn start<T: Any + Clone + Send + Sync>(&mut self, out: &mut Output<'_>, data: T) {
-        self.data = Some(Arc::new(move || Box::new(data.clone()) as Payload));
+    pub fn start(&mut self, out: &mut Output<'_>, data: D)
+    where
+        D: Clone + 'static,
+    {
+        self.start_with(out, move |_| data.clone());
+    }
+
+    /// Starts the call (again, if it had ended) with data made for each
+    /// attempt: `data(n)` for the `n`th attempt (1 for the first). For a
+    /// retry that asks differently (another replica, a smaller page), and
+    /// for an untyped command, whose data (a [`Payload`]) is not `Clone`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::command::{Call, CommandId, TypedCommand};
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// /// Reads a key from replica `n`.
+    /// const READ: TypedCommand<u32, String> = TypedCommand::new(CommandId(1));
+    ///
+    /// struct Read(Call<u32, String>);
+    ///
+    /// impl Process for Read {
+    ///     type Done = String;
+    ///
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         // Attempt 1 asks replica 1, a retry asks replica 2, and so on.
+    ///         self.0.start_with(out, |attempt| attempt);
+    ///         Ok(())
+    ///     }
+    ///
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events {
+    ///             if let Ok(Some(result)) = self.0.on_event(event, out) {
+    ///                 out.finish(result?);
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder()
+    ///     .workers(1)
+    ///     .handler(READ, |replica: u32, done| {
+    ///         // Replica 1 is down: it never answers.
+    ///         if replica > 1 {
+    ///             let _ = done.complete(format!("from replica {replica}"));
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .build();
+    /// scheduler.start();
+    /// let read = Read(Call::new(READ, Tag(1), Duration::from_millis(10)).retries(2));
+    /// assert_eq!(scheduler.spawn(read)?.wait()?, "from replica 2");
+    /// # scheduler.shutdown(Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn start_with(&mut self, out: &mut Output<'_>, data: impl FnMut(u32) -> D + Send + 'static) {
+        self.data = Some(Box::new(data));
         self.attempts = 0;
         self.ended = false;
         self.attempt(out);
@@ -171,9 +252,10 @@ impl<R: Any> Call<R> {
     }
 
     fn attempt(&mut self, out: &mut Output<'_>) {
-        let data = self.data.as_ref().expect("started");
+        let data = self.data.as_mut().expect("started");
         self.attempts += 1;
-        self.yielded = Some(out.yield_command(self.command, self.tag, data()));
+        let data = data(self.attempts);
+        self.yielded = Some(out.yield_command(self.command, self.tag, data));
         self.timer = Some(out.set_timer(self.timeout, self.tag));
     }
 
@@ -243,7 +325,7 @@ impl<R: Any> Call<R> {
     }
 }
 
-impl<R> fmt::Debug for Call<R> {
+impl<D, R> fmt::Debug for Call<D, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Call")
             .field("command", &self.command.id())

@@ -17,8 +17,10 @@
 //! and it can [`send`](Output::send) messages to other processes and
 //! [`spawn`](Output::spawn) new ones from inside a step.
 //!
-//! Command handlers ([`CommandHandler`](command::CommandHandler)) receive each yielded command with
-//! a [`Completer`]: a `Send + Sync + 'static` handle that completes the yield
+//! Command handlers (closures registered with the builder's
+//! [`handler`](SchedulerBuilder::handler)) receive each yielded command (for
+//! a [`TypedCommand`](command::TypedCommand), its data itself) with a
+//! [`Completer`]: a `Send + Sync + 'static` handle that completes the yield
 //! from any thread, at any later time, at most once.
 //!
 //! # The contract, in short
@@ -209,7 +211,7 @@ pub mod process {
 pub mod command {
     pub use crate::call::{Call, CallError};
     pub use sched_core::{
-        Abandoned, Command, CommandError, CommandHandler, CommandId, CommandRef, CompleteError,
+        Abandoned, Command, CommandError, CommandId, CommandRef, CompleteError,
         Completer, Rejected, Tag, TypedCommand, Yielded,
     };
 }

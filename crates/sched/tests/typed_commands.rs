@@ -26,7 +26,7 @@ fn parse(text: String, mut done: Completer<u64>) -> Result<(), Rejected> {
 fn scheduler() -> Scheduler {
     let scheduler = Scheduler::builder()
         .workers(2)
-        .typed_handler(PARSE, parse)
+        .handler(PARSE, parse)
         .handler(LIAR.id(), |_cmd, done: Completer| {
             let _ = done.complete(Box::new("not a number"));
             Ok(())
@@ -216,7 +216,7 @@ impl Process for Napper {
 fn a_completion_after_a_delay_arrives_after_it_in_deadline_order() {
     let scheduler = Scheduler::builder()
         .workers(2)
-        .typed_handler(NAP, |ms: u64, done| {
+        .handler(NAP, |ms: u64, done| {
             let _ = done.complete_after(Duration::from_millis(ms), Duration::from_millis(ms));
             Ok(())
         })
@@ -246,7 +246,7 @@ fn a_delayed_completion_for_a_process_that_ended_is_a_dead_letter() {
     let handled = std::sync::Mutex::new(handled);
     let scheduler = Scheduler::builder()
         .workers(1)
-        .typed_handler(NAP, move |ms: u64, done| {
+        .handler(NAP, move |ms: u64, done| {
             let _ = done.complete_after(Duration::from_millis(ms), Duration::from_millis(ms));
             let _ = handled.lock().unwrap().send(());
             Ok(())

@@ -22,7 +22,7 @@ pub const WAIT: Duration = Duration::from_secs(30);
 pub fn scheduler(durability: &Durability, echoes: Arc<AtomicU64>) -> Scheduler {
     let builder = Scheduler::builder()
         .workers(2)
-        .typed_handler(ECHO, move |n: u64, done| {
+        .handler(ECHO, move |n: u64, done| {
             echoes.fetch_add(1, Relaxed);
             let _ = done.complete(n);
             Ok(())

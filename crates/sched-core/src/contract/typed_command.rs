@@ -8,18 +8,18 @@ use std::marker::PhantomData;
 
 use relay::Payload;
 
-use crate::contract::command::{CommandId, Tag};
+use crate::contract::command::{Command, CommandId, Tag};
 use crate::contract::error::UnexpectedValue;
 use crate::contract::event::{CommandError, Event};
 
 /// A [`CommandId`] with the types of its data and of its result: the step
 /// yields a `D` with [`Output::yield_command`](crate::Output::yield_command)
 /// and reads an `R` back through the returned [`Yielded`]; the handler,
-/// registered with the builder's `typed_handler`, receives the `D` itself
+/// registered with the builder's `handler`, receives the `D` itself
 /// and completes with an `R` (a [`Completer<R>`](crate::Completer)).
 /// No box and no downcast in user code on either side; a plain
-/// [`CommandId`] with a `handler` (data and result `Payload`s) stays for
-/// routers and interpreters.
+/// [`CommandId`] (its handler gets the whole [`Command`], data and result
+/// `Payload`s) stays for routers and interpreters.
 ///
 /// # Examples
 ///
@@ -51,7 +51,7 @@ use crate::contract::event::{CommandError, Event};
 ///
 /// let scheduler = Scheduler::builder()
 ///     .workers(1)
-///     .typed_handler(LEN, |text: String, done| {
+///     .handler(LEN, |text: String, done| {
 ///         let _ = done.complete(text.len());
 ///         Ok(())
 ///     })
@@ -132,31 +132,71 @@ impl<D, R> fmt::Debug for TypedCommand<D, R> {
 /// # fn is_ref<C: CommandRef>(_: C) {}
 /// # is_ref(SLEEP);
 /// ```
-pub trait CommandRef: Copy {
+pub trait CommandRef: Copy + Send + Sync + 'static {
     /// What the step hands the handler.
     type Data: Any + Send;
     /// What the completion carries.
-    type Result: Any;
+    type Result: Any + Send;
+    /// What the handler registered for it receives: the whole
+    /// [`Command`] (id, tag and untyped data) for a [`CommandId`], the
+    /// data itself for a [`TypedCommand`].
+    type Input: Send + 'static;
 
     /// The command's id.
     fn command_id(self) -> CommandId;
+
+    /// Reads a dispatched command as its handler's input; `Err` gives the
+    /// command back when its data is not a [`Data`](CommandRef::Data)
+    /// (then the engine rejects the yield).
+    ///
+    /// # Errors
+    ///
+    /// The command, when its data is of another type.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::command::{CommandRef, TypedCommand};
+    ///
+    /// const LEN: TypedCommand<String, usize> = TypedCommand::new(CommandId(1));
+    ///
+    /// let command = Command::new(CommandId(1), Tag(1), Box::new(String::from("hi")));
+    /// assert_eq!(LEN.input(command).ok(), Some(String::from("hi")));
+    /// let wrong = Command::new(CommandId(1), Tag(1), Box::new(7u8));
+    /// assert!(LEN.input(wrong).is_err());
+    /// ```
+    fn input(self, command: Command) -> Result<Self::Input, Command>;
 }
 
 impl CommandRef for CommandId {
     type Data = Payload;
     type Result = Payload;
+    type Input = Command;
 
     fn command_id(self) -> CommandId {
         self
     }
+
+    fn input(self, command: Command) -> Result<Command, Command> {
+        Ok(command)
+    }
 }
 
-impl<D: Any + Send, R: Any> CommandRef for TypedCommand<D, R> {
+impl<D: Any + Send, R: Any + Send> CommandRef for TypedCommand<D, R> {
     type Data = D;
     type Result = R;
+    type Input = D;
 
     fn command_id(self) -> CommandId {
         self.id()
+    }
+
+    fn input(self, command: Command) -> Result<D, Command> {
+        let Command { id, tag, data } = command;
+        data.downcast::<D>()
+            .map(|data| *data)
+            .map_err(|data| Command { id, tag, data })
     }
 }
 

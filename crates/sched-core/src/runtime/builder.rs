@@ -7,11 +7,10 @@ use crossbeam_utils::CachePadded;
 use relay::{Pid, RemoteTransport};
 
 use super::Engine;
-use crate::contract::command::{Command, CommandId};
 use crate::contract::event::Event;
-use crate::contract::typed_command::TypedCommand;
+use crate::contract::typed_command::CommandRef;
 use crate::engine::commands::completer::{Completer, Rejected};
-use crate::engine::commands::handler::{CommandHandler, Handlers};
+use crate::engine::commands::handler::Handlers;
 use crate::engine::control::Control;
 use crate::engine::histogram::WorkerHistograms;
 use crate::engine::hooks::Hooks;
@@ -175,17 +174,36 @@ impl<T> Builder<T> {
         self
     }
 
-    /// Registers a closure as the handler of `id` (a later registration of
-    /// the same id replaces the earlier one). The closure's parameter types
-    /// are inferred.
+    /// Registers `handler` for `command` (a later registration of the
+    /// same id replaces the earlier one). For a
+    /// [`TypedCommand<D, R>`](crate::TypedCommand) the
+    /// handler receives the yield's data as a `D` and completes with an
+    /// `R`; a yield to the same id whose data is not a `D` (made through
+    /// the untyped `yield_command`) is rejected with
+    /// [`CommandError::Rejected`](crate::CommandError::Rejected). For a
+    /// plain [`CommandId`](crate::CommandId) it receives the whole
+    /// [`Command`](crate::Command) (id, tag and
+    /// untyped data) and completes with a [`Payload`](relay::Payload). The
+    /// closure's parameter types are inferred from the command.
+    ///
+    /// A handler of a type of your own is registered through a closure
+    /// that calls it: `.handler(ID, move |cmd, done| mine.handle(cmd, done))`.
     ///
     /// # Examples
     ///
     /// ```
-    /// use sched::command::CommandId;
+    /// use sched::command::{CommandId, TypedCommand};
     /// use sched::engine::Engine;
     ///
+    /// const NEXT: TypedCommand<u32, u32> = TypedCommand::new(CommandId(6));
+    ///
     /// let engine = Engine::builder()
+    ///     // Typed: the data is a `u32`, the result a `u32`.
+    ///     .handler(NEXT, |n, done| {
+    ///         let _ = done.complete(n + 1);
+    ///         Ok(())
+    ///     })
+    ///     // Untyped: the whole command, any data, any result.
     ///     .handler(CommandId(7), |cmd, mut done| {
     ///         match cmd.data::<u32>() {
     ///             Some(n) => {
@@ -198,43 +216,14 @@ impl<T> Builder<T> {
     ///     .build();
     /// # drop(engine);
     /// ```
-    pub fn handler<F>(self, id: CommandId, handler: F) -> Self
+    pub fn handler<C, F>(mut self, command: C, handler: F) -> Self
     where
-        F: Fn(Command, Completer) -> Result<(), Rejected> + Send + Sync + 'static,
+        C: CommandRef,
+        F: Fn(C::Input, Completer<C::Result>) -> Result<(), Rejected> + Send + Sync + 'static,
     {
-        self.handler_impl(id, handler)
-    }
-
-    /// Registers the handler of a [`TypedCommand`]: it receives the
-    /// yield's data as a `D` and completes with an `R`. A yield to the same
-    /// id whose data is not a `D` (made through the untyped
-    /// `yield_command`) is rejected with
-    /// [`CommandError::Rejected`](crate::CommandError::Rejected).
-    ///
-    /// # Examples
-    ///
-    /// See [`TypedCommand`].
-    pub fn typed_handler<D, R, F>(self, command: TypedCommand<D, R>, handler: F) -> Self
-    where
-        D: std::any::Any + Send,
-        R: std::any::Any + Send,
-        F: Fn(D, Completer<R>) -> Result<(), Rejected> + Send + Sync + 'static,
-    {
-        self.handler_impl(
-            command.id(),
-            crate::engine::commands::typed::TypedHandler::new(command, handler),
-        )
-    }
-
-    /// Registers a value implementing [`CommandHandler`] as the handler of
-    /// `id` (for handlers that are types of their own rather than
-    /// closures).
-    ///
-    /// # Examples
-    ///
-    /// See [`CommandHandler`].
-    pub fn handler_impl(mut self, id: CommandId, handler: impl CommandHandler) -> Self {
-        self.handlers.insert(id, StdArc::new(handler));
+        let registered = crate::engine::commands::typed::Registered::new(command, handler);
+        self.handlers
+            .insert(command.command_id(), StdArc::new(registered));
         self
     }
 

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use sched::command::{
-    Command, CommandError, CommandHandler, CommandId, CompleteError, Completer, Rejected,
+    Command, CommandError, CommandId, CompleteError, Completer, Rejected,
 };
 use sched::prelude::*;
 use sched::SchedulerBuilder;
@@ -47,7 +47,7 @@ pub(crate) fn register(mut builder: SchedulerBuilder, shared: &Arc<Shared>) -> S
                 kind,
                 shared: shared.clone(),
             };
-            builder = builder.handler_impl(command(kind), handler);
+            builder = builder.handler(command(kind), move |cmd, done| handler.handle(cmd, done));
         }
     }
     builder
@@ -59,7 +59,7 @@ struct Handler {
     shared: Arc<Shared>,
 }
 
-impl CommandHandler for Handler {
+impl Handler {
     fn handle(&self, cmd: Command, mut completer: Completer) -> Result<(), Rejected> {
         let Some(&Yielded {
             tag,

@@ -6,7 +6,9 @@ use std::sync::Arc as StdArc;
 use crate::contract::command::{Command, CommandId};
 use crate::engine::commands::completer::{Completer, Rejected};
 
-/// Handles the commands yielded to one [`CommandId`].
+/// Handles the commands yielded to one [`CommandId`]: what dispatch calls.
+/// A registration (the builder's `handler`) makes one from a closure (see
+/// `typed.rs`).
 ///
 /// `handle` receives the command and a [`Completer`]. It may complete the
 /// yield before returning, hand the completer to another thread that
@@ -14,39 +16,7 @@ use crate::engine::commands::completer::{Completer, Rejected};
 /// panic inside `handle` is caught: the yield completes with
 /// [`CommandError::HandlerPanicked`](crate::CommandError::HandlerPanicked)
 /// and the worker goes on.
-///
-/// Closures `Fn(Command, Completer) -> Result<(), Rejected>` are handlers.
-///
-/// # Examples
-///
-/// ```
-/// use sched::command::{Command, CommandHandler, Completer, Rejected};
-///
-/// struct Echo;
-///
-/// impl CommandHandler for Echo {
-///     fn handle(&self, cmd: Command, completer: Completer) -> Result<(), Rejected> {
-///         let _ = completer.complete(cmd.data);
-///         Ok(())
-///     }
-/// }
-///
-/// let by_closure = |cmd: Command, c: Completer| -> Result<(), Rejected> {
-///     let _ = c.complete(cmd.data);
-///     Ok(())
-/// };
-/// fn is_handler(_: &impl CommandHandler) {}
-/// is_handler(&Echo);
-/// is_handler(&by_closure);
-///
-/// // A type is registered with `handler_impl`, a closure with `handler`.
-/// let engine = sched::engine::Engine::builder()
-///     .handler_impl(sched::command::CommandId(1), Echo)
-///     .handler(sched::command::CommandId(2), by_closure)
-///     .build();
-/// # drop(engine);
-/// ```
-pub trait CommandHandler: Send + Sync + 'static {
+pub(crate) trait CommandHandler: Send + Sync + 'static {
     /// Handles one command.
     fn handle(&self, command: Command, completer: Completer) -> Result<(), Rejected>;
 }

@@ -1,41 +1,41 @@
-//! Typed handlers: a [`TypedCommand`]'s handler receives its data as a `D`
-//! and completes with an `R`, through an adapter over the untyped
-//! [`CommandHandler`] protocol (so dispatch is unchanged).
+//! The handler a registration makes: a closure taking its command's
+//! input (the whole [`Command`] for an untyped id, the data itself for a
+//! typed command) and a completer of its result, behind the one untyped
+//! [`CommandHandler`] protocol dispatch uses.
 
-use std::any::{type_name, Any};
+use std::any::type_name;
 
 use crate::contract::command::Command;
-use crate::contract::typed_command::TypedCommand;
+use crate::contract::typed_command::CommandRef;
 use crate::engine::commands::completer::{Completer, Rejected};
 use crate::engine::commands::handler::CommandHandler;
 
-/// The untyped handler a typed one is registered as: unboxes the data, or
-/// rejects a yield whose data is not a `D` (one made through the untyped
-/// `yield_command`).
-pub(crate) struct TypedHandler<D, R, F> {
-    command: TypedCommand<D, R>,
+/// A registered closure: reads each command as the closure's input, or
+/// rejects a yield whose data is not the command's data type (one made
+/// through the untyped `yield_command`).
+pub(crate) struct Registered<C, F> {
+    command: C,
     handle: F,
 }
 
-impl<D, R, F> TypedHandler<D, R, F> {
-    pub(crate) fn new(command: TypedCommand<D, R>, handle: F) -> Self {
-        TypedHandler { command, handle }
+impl<C, F> Registered<C, F> {
+    pub(crate) fn new(command: C, handle: F) -> Self {
+        Registered { command, handle }
     }
 }
 
-impl<D, R, F> CommandHandler for TypedHandler<D, R, F>
+impl<C, F> CommandHandler for Registered<C, F>
 where
-    D: Any + Send,
-    R: Any + Send,
-    F: Fn(D, Completer<R>) -> Result<(), Rejected> + Send + Sync + 'static,
+    C: CommandRef,
+    F: Fn(C::Input, Completer<C::Result>) -> Result<(), Rejected> + Send + Sync + 'static,
 {
     fn handle(&self, command: Command, mut completer: Completer) -> Result<(), Rejected> {
-        match command.data.downcast::<D>() {
-            Ok(data) => (self.handle)(*data, completer.retype()),
-            Err(_) => Err(completer.reject(format!(
+        match self.command.input(command) {
+            Ok(input) => (self.handle)(input, completer.retype()),
+            Err(command) => Err(completer.reject(format!(
                 "the data of {} is not a {}",
-                self.command.id(),
-                type_name::<D>()
+                command.id,
+                type_name::<C::Data>()
             ))),
         }
     }
