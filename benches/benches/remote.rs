@@ -159,7 +159,7 @@ fn ours(url: &str, rounds: usize) -> Run {
         };
         let mut player = one.spawn(player).unwrap();
         let outcome = player.wait_timeout(Duration::from_secs(120));
-        outcome.expect("the rounds finished").expect("no error");
+        outcome.expect("the rounds finished");
     };
     play(WARM_UP);
     latencies.lock().unwrap().clear();

@@ -97,7 +97,7 @@ fn ours() -> Vec<Duration> {
         scheduler.terminate(completion.pid()).expect("running");
         let outcome = completion.wait_timeout(Duration::from_secs(60));
         samples.push(started.elapsed());
-        assert!(matches!(outcome, Some(Err(ExitError::Terminated))));
+        assert!(matches!(outcome, Err(ExitError::Terminated)));
     }
     stop.store(true, Relaxed);
     scheduler.shutdown(Duration::from_secs(60));

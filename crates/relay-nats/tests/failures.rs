@@ -158,7 +158,7 @@ fn a_node_that_leaves_is_unreachable_until_it_comes_back() {
         })
         .unwrap();
     assert!(
-        player.wait_timeout(WAIT).is_some(),
+        !player.wait_timeout(WAIT).is_err_and(|e| e.is_timeout()),
         "ping-pong with the new node 2"
     );
     one.shutdown(Duration::from_secs(5));

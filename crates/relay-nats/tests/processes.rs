@@ -92,7 +92,7 @@ fn two_processes_exchange_100_000_messages_each_once_and_in_order() {
     }
     for mut player in players {
         let result = player.wait_timeout(WAIT).expect("the rounds finished");
-        assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&ROUNDS));
+        assert_eq!(result.downcast_ref::<u64>(), Some(&ROUNDS));
     }
     wait_until("node 2's fan-in", WAIT, || total(&tally) >= SENDERS * COUNT);
     child.tell(&format!("report {}", SENDERS * COUNT));
@@ -337,13 +337,18 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     // The player, which monitors nothing, waits for an answer that never
     // comes.
     assert_eq!(pongs.load(Relaxed), at_down);
-    assert!(stuck.wait_timeout(Duration::from_millis(100)).is_none());
+    assert!(stuck
+        .wait_timeout(Duration::from_millis(100))
+        .is_err_and(|e| e.is_timeout()));
 
     // Node 1 keeps working: locally, and with a new node 2.
     let local_echo = one.spawn(Echo).unwrap().pid();
     let local = CountingPlayer::new(local_echo, 100, Arc::default());
     let mut local = one.spawn(local).unwrap();
-    assert!(local.wait_timeout(WAIT).is_some(), "local ping-pong");
+    assert!(
+        !local.wait_timeout(WAIT).is_err_and(|e| e.is_timeout()),
+        "local ping-pong"
+    );
     // A new run of node 2 is up again for node 1 (its attach says so).
     let mut child = Peer::spawn("echo", &server.url(), 0);
     let echo = Pid::new(2, child.expect("ready", WAIT)[1]);
@@ -360,7 +365,7 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     let result = player
         .wait_timeout(WAIT)
         .expect("ping-pong with the new node 2");
-    assert_eq!(result.unwrap().downcast_ref::<u64>(), Some(&100));
+    assert_eq!(result.downcast_ref::<u64>(), Some(&100));
 
     // A node that leaves properly is refused at once, with the package.
     child.tell("quit");
@@ -383,7 +388,10 @@ fn a_node_killed_in_the_middle_leaves_the_other_running() {
     let report = one.shutdown(Duration::from_secs(2));
     assert!(shutdown.elapsed() < Duration::from_secs(10), "{report:?}");
     assert_eq!((report.still_running, report.workers_detached), (0, 0));
-    assert!(stuck.wait_timeout(WAIT).is_some(), "the stuck player ended");
+    assert!(
+        !stuck.wait_timeout(WAIT).is_err_and(|e| e.is_timeout()),
+        "the stuck player ended"
+    );
 }
 
 #[test]

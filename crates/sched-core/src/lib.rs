@@ -100,7 +100,7 @@ pub use contract::accepts::Accepts;
 pub use contract::command::{Command, CommandId, Tag};
 pub use contract::down::{Down, ExitReason, MonitorId, NameError};
 pub use contract::error::{
-    BoxError, InitError, SubmitError, TerminateError, UnexpectedValue, UpgradeError,
+    BoxError, InitError, SubmitError, TerminateError, TimedOut, UnexpectedValue, UpgradeError,
     UpgradeRequestError,
 };
 pub use contract::event::{CommandError, Event};

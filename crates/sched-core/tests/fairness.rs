@@ -108,7 +108,7 @@ fn victims_run_beside(workers: usize, how: Wake, hogs: u64) {
 
 /// Whether the process finished within the tests' patience.
 fn wait_or_none(mut handle: Completion) -> bool {
-    handle.wait_timeout(PATIENCE).is_some()
+    !handle.wait_timeout(PATIENCE).is_err_and(|e| e.is_timeout())
 }
 
 #[test]

@@ -40,7 +40,7 @@ fn a_small_mixed_workload_runs_clean() {
     // A typed handle (its `typed` moves the record's count without a drop).
     let mut typed = counters.next().unwrap().typed::<u64>();
     let typed_outcome = typed.wait_timeout(PATIENCE).expect("finished in time");
-    assert_eq!(typed_outcome.unwrap(), 3);
+    assert_eq!(typed_outcome, 3);
     // One read as the wrong type hands its value back.
     match counters.next().unwrap().typed::<String>().wait() {
         Err(ExitError::UnexpectedType(wrong)) => {

@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc};
 
 use proptest::prelude::*;
 use relay::Pid;
-use sched_core::Spawn;
+use sched_core::{ExitError, Spawn};
 use script::*;
 
 fn handler() -> impl Strategy<Value = Handler> {
@@ -64,9 +64,12 @@ fn run(workers: usize, scripts: &[Vec<Op>]) -> Result<(), String> {
         drop(ask);
         let mut failures = Vec::new();
         for (id, ops, mut handle, observed) in handles {
-            let Some(outcome) = handle.wait_timeout(PATIENCE) else {
-                failures.push(format!("process {id} {ops:?} never ended"));
-                continue;
+            let outcome = match handle.wait_timeout(PATIENCE) {
+                Err(ExitError::TimedOut) => {
+                    failures.push(format!("process {id} {ops:?} never ended"));
+                    continue;
+                }
+                outcome => outcome,
             };
             if let Err(e) = check(id, ops, outcome, &observed, false) {
                 failures.push(e);

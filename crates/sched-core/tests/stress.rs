@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use relay::Pid;
-use sched_core::{Engine, Spawn, TerminateError};
+use sched_core::{Engine, ExitError, Spawn, TerminateError};
 use script::*;
 
 /// xorshift64*: the test needs cheap, reproducible randomness only.
@@ -91,9 +91,12 @@ fn round(rng: &mut Rng, first_id: u64, count: u64, workers: usize) -> Result<(),
         drop(ask);
         let mut failures = Vec::new();
         for (i, (id, ops, mut handle, observed)) in handles.into_iter().enumerate() {
-            let Some(outcome) = handle.wait_timeout(PATIENCE) else {
-                failures.push(format!("process {id} {ops:?} never ended"));
-                continue;
+            let outcome = match handle.wait_timeout(PATIENCE) {
+                Err(ExitError::TimedOut) => {
+                    failures.push(format!("process {id} {ops:?} never ended"));
+                    continue;
+                }
+                outcome => outcome,
             };
             if let Err(e) = check(id, ops, outcome, &observed, doomed[i]) {
                 failures.push(e);

@@ -211,8 +211,8 @@ pub mod process {
 pub mod command {
     pub use crate::call::{Call, CallError};
     pub use sched_core::{
-        Abandoned, Command, CommandError, CommandId, CommandRef, CompleteError,
-        Completer, Rejected, Tag, TypedCommand, Yielded,
+        Abandoned, Command, CommandError, CommandId, CommandRef, CompleteError, Completer,
+        Rejected, Tag, TypedCommand, Yielded,
     };
 }
 
@@ -266,7 +266,7 @@ pub mod timer {
 pub mod actor {
     pub use sched_core::{
         AskError, AskId, AskTarget, Down, ExitReason, Monitor, MonitorId, NameError, PidStatus,
-        Question, Reply, ReplyId, ReplyTo, Request, Responder,
+        Question, Reply, ReplyId, ReplyTo, Request, Responder, TimedOut,
     };
 }
 

@@ -343,7 +343,7 @@ fn a_remote_demonitor_means_no_down_ever() {
     two.send(t, "fail").unwrap();
     assert_eq!(
         kept.wait_timeout(WAIT).map(|d| d.reason),
-        Some(ExitReason::Error)
+        Ok(ExitReason::Error)
     );
     assert_eq!(
         settle(&one, p, &lines),
@@ -361,9 +361,9 @@ fn a_link_across_nodes_carries_an_abnormal_end_and_ends_the_other() {
     tell(&one, p, Cmd::Link(t));
     assert!(settle(&one, p, &lines).is_empty());
     two.send(t, "fail").unwrap();
-    let ended = handle.wait_timeout(WAIT).expect("the linked probe ends");
+    let ended = handle.wait_timeout(WAIT);
     assert!(
-        ended.is_err(),
+        ended.as_ref().is_err_and(|e| !e.is_timeout()),
         "an abnormal end ends the linked process: {ended:?}"
     );
 }
@@ -420,7 +420,7 @@ fn after_an_unlink_across_nodes_no_exit_signal_comes() {
     two.send(t, "fail").unwrap();
     assert_eq!(
         watch_t.wait_timeout(WAIT).map(|d| d.reason),
-        Some(ExitReason::Error)
+        Ok(ExitReason::Error)
     );
     assert!(settle(&one, p, &lines).is_empty());
     assert!(!handle.is_finished(), "the unlinked probe lives on");
@@ -505,16 +505,13 @@ fn a_lost_node_ends_every_relation_with_node_down_once() {
     assert_eq!(got, want);
     assert_eq!(
         outside.wait_timeout(WAIT).map(|d| d.reason),
-        Some(ExitReason::NodeDown)
+        Ok(ExitReason::NodeDown)
     );
     assert_eq!(asked.wait_timeout(WAIT).unwrap_err(), AskError::NodeDown);
-    assert!(linked
-        .wait_timeout(WAIT)
-        .expect("the linked probe ends")
-        .is_err());
+    assert!(linked.wait_timeout(WAIT).is_err_and(|e| !e.is_timeout()));
     assert_eq!(
         from_two.wait_timeout(WAIT).map(|d| d.reason),
-        Some(ExitReason::NodeDown)
+        Ok(ExitReason::NodeDown)
     );
     // Node 2 lost node 1 too: `t` and `u`, linked with `q` and `p`
     // there, ended with them.
@@ -525,7 +522,7 @@ fn a_lost_node_ends_every_relation_with_node_down_once() {
             .wait_timeout(WAIT)
             .map(|d| d.reason);
         assert!(
-            matches!(down, Some(ExitReason::Linked | ExitReason::NoProcess)),
+            matches!(down, Ok(ExitReason::Linked | ExitReason::NoProcess)),
             "{down:?}"
         );
     }
@@ -568,14 +565,17 @@ fn after_a_false_alarm_the_real_end_is_not_told_twice() {
     );
     assert_eq!(
         outside.wait_timeout(WAIT).map(|d| d.reason),
-        Some(ExitReason::NodeDown)
+        Ok(ExitReason::NodeDown)
     );
     // Node 2 never lost node 1: its processes' ends are sent, and find
     // nothing left to tell.
     let ends = (two.context().monitor(t), two.context().monitor(u));
     two.send(t, "fail").unwrap();
     two.send(u, "fail").unwrap();
-    assert!(ends.0.wait_timeout(WAIT).is_some() && ends.1.wait_timeout(WAIT).is_some());
+    assert!(
+        !ends.0.wait_timeout(WAIT).is_err_and(|e| e.is_timeout())
+            && !ends.1.wait_timeout(WAIT).is_err_and(|e| e.is_timeout())
+    );
     assert!(
         settle(&one, p, &lines).is_empty(),
         "each relation fired once"
@@ -611,7 +611,11 @@ fn an_end_a_demonitor_and_a_lost_node_racing_tell_each_monitor_once() {
             }
             scope.spawn(|| wire.false_alarm(1, 2));
         });
-        assert!(two.context().monitor(t).wait_timeout(WAIT).is_some());
+        assert!(!two
+            .context()
+            .monitor(t)
+            .wait_timeout(WAIT)
+            .is_err_and(|e| e.is_timeout()));
         let mut seen = settle(&one, p, &lines);
         let removed = seen.contains(&"demonitor true".to_owned());
         let downs = |seen: &[String]| seen.iter().filter(|l| l.starts_with("down")).count();
@@ -681,7 +685,7 @@ fn terminate_and_cancel_reach_a_process_of_another_node() {
     // A cancel is handed to the process, which ends its own way.
     let mut c = two.spawn(EndsOnCancel).unwrap();
     one.context().cancel(c.pid()).unwrap();
-    let outcome = c.wait_timeout(WAIT).expect("it ends").unwrap();
+    let outcome = c.wait_timeout(WAIT).expect("it ends");
     assert_eq!(outcome.downcast_ref::<&str>(), Some(&"cancelled from afar"));
 
     // A process that ignores its cancel keeps running.
@@ -711,9 +715,7 @@ fn an_urgent_message_to_another_node_goes_as_its_message() {
     let (wire, one, two) = pair();
     let mut done = two.spawn(target()).expect("spawned");
     one.send(done.pid(), Urgent::new("finish")).expect("sent");
-    done.wait_timeout(WAIT)
-        .expect("finished in time")
-        .expect("finished");
+    done.wait_timeout(WAIT).expect("finished");
     assert_eq!(
         wire.urgent_on_the_wire
             .load(std::sync::atomic::Ordering::Relaxed),

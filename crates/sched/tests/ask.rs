@@ -65,7 +65,7 @@ fn outside_asks_get_the_answer_or_a_typed_reason() {
     let mut kept = scheduler.ask(pid, Box::new(0u64) as Payload).unwrap();
     assert_eq!(
         kept.wait_timeout(Duration::from_millis(50)).unwrap_err(),
-        AskError::Timeout
+        AskError::TimedOut
     );
     // The answer that comes later is still there for a later wait.
     scheduler
@@ -151,7 +151,7 @@ fn a_step_gets_exactly_one_reply_per_ask() {
         *answers,
         [
             Ok(16),
-            Err(AskError::Timeout),
+            Err(AskError::TimedOut),
             Err(AskError::NoReply),
             Ok(25)
         ]
@@ -185,7 +185,7 @@ impl Process for SelfAsk {
                 Event::Request(request) => self.held = Some(request.into_parts().1),
                 Event::Reply { result, .. } => {
                     self.replies += 1;
-                    assert_eq!(result.unwrap_err(), AskError::Timeout);
+                    assert_eq!(result.unwrap_err(), AskError::TimedOut);
                     self.held.take().expect("held").reply(7u64);
                     out.finish(self.replies);
                 }

@@ -82,8 +82,10 @@ fn spin_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 fn outcome(c: &mut Completion) -> Result<Payload, ExitError> {
-    c.wait_timeout(GUARD)
-        .unwrap_or_else(|| panic!("hang: {} never ended", c.pid()))
+    match c.wait_timeout(GUARD) {
+        Err(ExitError::TimedOut) => panic!("hang: {} never ended", c.pid()),
+        outcome => outcome,
+    }
 }
 
 /// Checks that no step of `probe` began after a `terminate` returned `Ok`,

@@ -213,9 +213,9 @@ fn typed_reads_keep_each_senders_order_across_many_steps() {
         }
     });
     for mut sender in senders {
-        sender.wait_timeout(WAIT).expect("sent").expect("no error");
+        sender.wait_timeout(WAIT).expect("no error");
     }
-    let outcome = done.wait_timeout(WAIT).expect("all received").unwrap();
+    let outcome = done.wait_timeout(WAIT).expect("all received");
     let (steps, wrong) = outcome
         .downcast_ref::<(u64, Vec<String>)>()
         .expect("its report");
@@ -321,7 +321,7 @@ fn a_step_that_reads_part_of_the_typed_events_gets_the_rest_later_in_order() {
         });
         sent_strangers += sent.join().unwrap();
     });
-    let read = done.wait_timeout(WAIT).expect("all read").unwrap();
+    let read = done.wait_timeout(WAIT).expect("all read");
     let read = read.downcast_ref::<Vec<(u8, u32)>>().expect("its list");
     for sender in 0..2u8 {
         let from: Vec<u32> = read
@@ -358,7 +358,7 @@ fn a_step_that_reads_part_of_the_typed_events_gets_the_rest_later_in_order() {
         .unwrap();
     scheduler.send(to, "c").unwrap();
     scheduler.start();
-    let read = done.wait_timeout(WAIT).expect("ended").unwrap();
+    let read = done.wait_timeout(WAIT).expect("ended");
     assert_eq!(read.downcast_ref::<Vec<&str>>(), Some(&vec!["a", "last"]));
     wait_until("three dead letters", || scheduler.stats().dead_letters >= 3);
     assert_eq!(scheduler.stats().dead_letters, 3, "b, the stranger and c");
@@ -472,7 +472,7 @@ fn strangers_from_many_threads_are_dropped_once_and_every_typed_message_arrives_
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).sum()
     });
-    let got = done.wait_timeout(WAIT).expect("all read").unwrap();
+    let got = done.wait_timeout(WAIT).expect("all read");
     let mut got = got.downcast::<Vec<u64>>().expect("its list");
     got.sort_unstable();
     let mut expected: Vec<u64> = (0..THREADS)
@@ -566,7 +566,6 @@ fn a_stranger_whose_drop_panics_takes_nothing_down() {
     scheduler.send(words, "last").unwrap();
     let read = done
         .wait_timeout(WAIT)
-        .expect("ended")
         .expect("finished, not taken down by a stranger's drop");
     assert_eq!(
         read.downcast_ref::<Vec<&str>>().expect("its list"),
@@ -584,7 +583,7 @@ fn a_stranger_whose_drop_panics_takes_nothing_down() {
     // The worker is still there and serves the next process.
     let mut next = scheduler.spawn(Words(Vec::new())).unwrap();
     scheduler.send(next.addr::<Words>(), "last").unwrap();
-    next.wait_timeout(WAIT).expect("served").expect("finished");
+    next.wait_timeout(WAIT).expect("finished");
     assert_eq!(scheduler.shutdown(WAIT).forced, 0);
 }
 
@@ -775,7 +774,7 @@ fn every_event_but_messages_comes_through_typed_reading_as_it_is() {
     ];
     wait_until("every kind of event", || expected.iter().all(|e| has(e)));
     scheduler.context().cancel(done.pid()).unwrap();
-    done.wait_timeout(WAIT).expect("ended").expect("finished");
+    done.wait_timeout(WAIT).expect("finished");
     expected.push("cancel");
     let mut seen = log.lock().unwrap().clone();
     assert_eq!(seen.last().map(String::as_str), Some("cancel"));
@@ -840,7 +839,7 @@ fn a_timer_cancelled_while_reading_typed_is_never_handed_out() {
             .spawn(ReplyOrTimeout { timeout: None })
             .unwrap()
             .typed::<Option<u64>>();
-        let got = done.wait_timeout(WAIT).expect("ended").expect("finished");
+        let got = done.wait_timeout(WAIT).expect("finished");
         assert_eq!(got, Some(42), "round {round}: the cancelled timer was seen");
     }
     assert_eq!(scheduler.stats().pending_timers, 0);
@@ -1010,8 +1009,7 @@ where
     let name = std::any::type_name::<M>();
     let got = done
         .wait_timeout(WAIT)
-        .unwrap_or_else(|| panic!("{name}: not all read"))
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{name}: not all read: {e}"));
     let got = got.downcast::<Vec<M>>().expect("its list");
     let expected: Vec<M> = (0..n).map(&make).collect();
     assert!(
@@ -1035,8 +1033,7 @@ where
     }
     let got = done
         .wait_timeout(WAIT)
-        .unwrap_or_else(|| panic!("{name}: not all urgent ones read"))
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{name}: not all urgent ones read: {e}"));
     let got = got.downcast::<Vec<M>>().expect("its list");
     assert!(
         *got == expected,
@@ -1122,7 +1119,7 @@ fn tracked_round_trip<const N: usize, const M: usize>(scheduler: &Scheduler) {
         };
         scheduler.send(to, message).unwrap();
     }
-    let ids = done.wait_timeout(WAIT).expect("all read").unwrap();
+    let ids = done.wait_timeout(WAIT).expect("all read");
     let ids = ids.downcast::<Vec<u64>>().expect("its list");
     assert_eq!(
         *ids,
@@ -1269,10 +1266,7 @@ fn parks_do_not_grow_while_workers_sleep_and_grow_once_per_sleep_they_wake_from(
         "parks grew while both workers slept until an hour-away timer"
     );
     scheduler.context().cancel(sleeper.pid()).unwrap();
-    sleeper
-        .wait_timeout(WAIT)
-        .expect("ended")
-        .expect("finished");
+    sleeper.wait_timeout(WAIT).expect("finished");
     assert_eq!(scheduler.shutdown(WAIT).forced, 0);
 }
 
@@ -1337,7 +1331,7 @@ fn a_worker_that_always_has_work_does_not_count_parks() {
     wait_until("many more steps", || steps.load(SeqCst) >= from + 10_000);
     let after = parks(&scheduler);
     stop.store(true, SeqCst);
-    busy.wait_timeout(WAIT).expect("ended").expect("finished");
+    busy.wait_timeout(WAIT).expect("finished");
     assert_eq!(
         after,
         before,

@@ -612,7 +612,7 @@ fn a_client_that_never_reads_holds_up_nobody() {
     // The engine is not held up either.
     let mut done = scheduler.spawn(Steps { turns: 0 }).unwrap();
     scheduler.context().cancel(done.pid()).unwrap();
-    done.wait_timeout(WAIT).expect("the engine runs").unwrap();
+    done.wait_timeout(WAIT).expect("the engine runs");
 
     let stopping = Instant::now();
     endpoint.stop();
@@ -836,7 +836,7 @@ fn a_panicking_figures_callback_costs_its_figures_not_the_endpoint() {
     // The engine was not touched.
     let mut done = scheduler.spawn(Steps { turns: 0 }).unwrap();
     scheduler.context().cancel(done.pid()).unwrap();
-    done.wait_timeout(WAIT).expect("the engine runs").unwrap();
+    done.wait_timeout(WAIT).expect("the engine runs");
     drop((client, other, late));
     let stopping = Instant::now();
     endpoint.stop();

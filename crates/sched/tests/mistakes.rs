@@ -86,7 +86,7 @@ fn a_typed_address_takes_its_type_and_it_arrives() {
     assert_eq!(total, Ok(5));
     scheduler.context().cancel(counter.pid()).unwrap();
     let end = done.wait_timeout(WAIT).expect("the counter ended");
-    assert_eq!(end.unwrap().downcast_ref::<u64>(), Some(&5));
+    assert_eq!(end.downcast_ref::<u64>(), Some(&5));
     scheduler.shutdown(Duration::from_secs(1));
 }
 
@@ -129,10 +129,7 @@ fn a_question_of_the_wrong_type_names_both_types_from_outside() {
         .wait_timeout(WAIT);
     assert_eq!(total, Ok(0));
     scheduler.context().cancel(counter.pid()).unwrap();
-    counter
-        .wait_timeout(WAIT)
-        .expect("the counter ended")
-        .unwrap();
+    counter.wait_timeout(WAIT).expect("the counter ended");
     scheduler.shutdown(Duration::from_secs(1));
 }
 
@@ -172,7 +169,7 @@ fn a_question_of_the_wrong_type_names_both_types_from_a_step() {
         })
         .unwrap()
         .typed::<Result<String, AskError>>();
-    let answer = asker.wait_timeout(WAIT).expect("the asker ended").unwrap();
+    let answer = asker.wait_timeout(WAIT).expect("the asker ended");
     assert_eq!(
         answer,
         Err(AskError::UnexpectedQuestion {
@@ -216,7 +213,7 @@ fn a_send_to_an_ended_process_says_it_has_ended() {
     let mut done = scheduler.spawn(Counter(0)).unwrap();
     let counter = done.addr::<Counter>();
     scheduler.context().cancel(counter.pid()).unwrap();
-    done.wait_timeout(WAIT).expect("the counter ended").unwrap();
+    done.wait_timeout(WAIT).expect("the counter ended");
 
     let error = scheduler.send(counter, Add(1)).unwrap_err();
     assert_eq!(error.kind(), SendErrorKind::Ended);

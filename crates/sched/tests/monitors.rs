@@ -1,6 +1,6 @@
 //! Monitors, graceful cancel of one process, and registered names.
 
-use sched::actor::NameError;
+use sched::actor::{NameError, TimedOut};
 use sched::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
@@ -81,7 +81,10 @@ fn a_demonitored_monitor_never_fires() {
     assert!(scheduler.context().demonitor(monitor.id()));
     assert!(!scheduler.context().demonitor(monitor.id()), "removed once");
     scheduler.send(pid, "finish").unwrap();
-    assert_eq!(monitor.wait_timeout(Duration::from_millis(100)), None);
+    assert_eq!(
+        monitor.wait_timeout(Duration::from_millis(100)),
+        Err(TimedOut)
+    );
 }
 
 /// Spawns `children` children, monitors each (twice for the first), tells
@@ -243,7 +246,9 @@ fn cancel_lets_the_process_finish_its_own_way_and_terminate_forces_it() {
 
     let mut stubborn = scheduler.spawn(Stubborn).unwrap();
     scheduler.context().cancel(stubborn.pid()).unwrap();
-    assert!(stubborn.wait_timeout(Duration::from_millis(100)).is_none());
+    assert!(stubborn
+        .wait_timeout(Duration::from_millis(100))
+        .is_err_and(|e| e.is_timeout()));
     scheduler.terminate(stubborn.pid()).unwrap();
     assert!(matches!(stubborn.wait(), Err(sched::ExitError::Terminated)));
     assert!(scheduler.context().cancel(Pid::local(123_456)).is_err());
@@ -432,7 +437,7 @@ fn an_outside_monitor_is_a_future_of_its_down() {
     scheduler.send(pid, "finish").unwrap();
     assert_eq!(
         monitor.wait_timeout(WAIT).map(|d| d.reason),
-        Some(ExitReason::Normal)
+        Ok(ExitReason::Normal)
     );
     match std::pin::Pin::new(&mut monitor).poll(&mut cx) {
         std::task::Poll::Ready(down) => assert_eq!(down.pid, pid),

@@ -274,7 +274,7 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
         };
         let mut me = scheduler.spawn(unlinker).unwrap();
         assert!(peer.wait().is_err());
-        if let Err(error) = me.wait_timeout(WAIT).expect("ends") {
+        if let Err(error) = me.wait_timeout(WAIT) {
             panic!("round {round}: {error:?}");
         }
     }
@@ -317,7 +317,7 @@ fn a_delayed_message_outlives_its_sender() {
         .unwrap()
         .wait()
         .unwrap();
-    let got = receiver.wait_timeout(WAIT).expect("delivered").unwrap();
+    let got = receiver.wait_timeout(WAIT).expect("delivered");
     assert_eq!(got.downcast_ref::<&str>(), Some(&"later"));
     assert_eq!(scheduler.stats().dead_letters, 0);
     scheduler.shutdown(WAIT);
@@ -426,7 +426,7 @@ fn assert_alive(scheduler: &Scheduler, workers: usize) {
         .map(|_| scheduler.spawn(Quick).unwrap())
         .collect();
     for mut handle in handles {
-        assert!(handle.wait_timeout(WAIT).expect("a worker ran it").is_ok());
+        assert!(handle.wait_timeout(WAIT).is_ok(), "a worker ran it");
     }
 }
 
@@ -507,10 +507,7 @@ fn a_hook_panic_whose_payload_panics_on_drop_is_contained() {
     scheduler.start();
     for _ in 0..10 {
         let mut done = scheduler.spawn(Ends).unwrap();
-        assert!(done
-            .wait_timeout(WAIT)
-            .expect("the outcome arrives")
-            .is_ok());
+        assert!(done.wait_timeout(WAIT).is_ok(), "the outcome arrives");
     }
     assert_alive(&scheduler, 2);
     scheduler.shutdown(WAIT);
@@ -614,7 +611,7 @@ fn a_waker_that_panics_does_not_lose_the_outcome() {
     let value = completion
         .wait_timeout(WAIT)
         .expect("stored despite the waker");
-    assert_eq!(value.unwrap().downcast_ref::<u8>(), Some(&5));
+    assert_eq!(value.downcast_ref::<u8>(), Some(&5));
     assert_alive(&scheduler, 1);
     scheduler.shutdown(WAIT);
 }
@@ -646,7 +643,7 @@ fn a_process_that_ignores_cancel_is_forced_and_counted_exactly() {
     );
     for mut handle in handles {
         assert!(matches!(
-            handle.wait_timeout(WAIT).expect("an outcome"),
+            handle.wait_timeout(WAIT),
             Err(ExitError::Cancelled)
         ));
     }

@@ -265,7 +265,7 @@ fn of_the_queued_requests_only_the_crashing_one_is_lost() {
                 assert_eq!(m, n as u64);
                 by_instance[instance] += 1;
             }
-            Err(AskError::Timeout) => panic!("request {n} was never answered"),
+            Err(AskError::TimedOut) => panic!("request {n} was never answered"),
             Err(error) => lost.push((n, error)),
         }
     }
@@ -281,7 +281,9 @@ fn of_the_queued_requests_only_the_crashing_one_is_lost() {
     assert_eq!(f.closes.load(SeqCst), 1, "the failed instance was closed");
     // Same PID, same name, still running: nobody saw it end.
     assert_eq!(f.scheduler.context().whereis("service"), Some(pid));
-    assert!(monitor.wait_timeout(Duration::from_millis(50)).is_none());
+    assert!(monitor
+        .wait_timeout(Duration::from_millis(50))
+        .is_err_and(|e| e.is_timeout()));
     let child = &report(&f).children[0];
     assert_eq!((child.pid, child.restarts), (Some(pid), 1));
     f.scheduler.shutdown(WAIT);

@@ -289,9 +289,12 @@ fn shutdown_under_load(workers: usize) {
             );
             handle.wait()
         } else {
-            handle.wait_timeout(PATIENCE).unwrap_or_else(|| {
-                panic!("{workers} workers: process {index} ({kind:?}) never got an outcome")
-            })
+            match handle.wait_timeout(PATIENCE) {
+                Err(ExitError::TimedOut) => {
+                    panic!("{workers} workers: process {index} ({kind:?}) never got an outcome")
+                }
+                outcome => outcome,
+            }
         };
         match outcome {
             Ok(value) if heeds_cancel && value.downcast_ref::<Heeded>().is_some() => heeded += 1,

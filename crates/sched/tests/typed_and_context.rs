@@ -92,7 +92,7 @@ fn typed_addresses_carry_messages_between_processes() {
             ponger: None,
         })
         .unwrap();
-    let result = done.wait_timeout(WAIT).expect("finished").unwrap();
+    let result = done.wait_timeout(WAIT).expect("finished");
     assert_eq!(result.downcast_ref::<u64>(), Some(&1_000));
     let report = scheduler.shutdown(WAIT);
     assert_eq!(report.forced, 0);
@@ -211,7 +211,7 @@ fn handlers_and_hooks_reach_the_scheduler_through_their_context() {
     let inbox = scheduler.spawn(Inbox(received.clone())).unwrap();
     inbox_pid.store(inbox.pid().id() as usize, SeqCst);
     let mut asked = scheduler.spawn(Asker).unwrap();
-    let result = asked.wait_timeout(WAIT).expect("finished").unwrap();
+    let result = asked.wait_timeout(WAIT).expect("finished");
     assert_eq!(result.downcast_ref::<u32>(), Some(&7));
     // One message from the handler, one from the hook for the asker.
     let deadline = std::time::Instant::now() + WAIT;

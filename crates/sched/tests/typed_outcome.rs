@@ -45,7 +45,9 @@ fn a_typed_handle_reads_the_done_value_by_every_means() {
     let awaited = scheduler.spawn(Sum(0)).unwrap().typed::<u64>();
 
     assert!(polling.try_take().is_none(), "nothing yet");
-    assert!(deadline.wait_timeout(Duration::from_millis(5)).is_none());
+    assert!(deadline
+        .wait_timeout(Duration::from_millis(5))
+        .is_err_and(|e| e.is_timeout()));
     for (pid, n) in [
         (blocking.pid(), 1),
         (polling.pid(), 2),
@@ -57,7 +59,7 @@ fn a_typed_handle_reads_the_done_value_by_every_means() {
     }
 
     assert_eq!(blocking.wait().unwrap(), 10);
-    assert_eq!(deadline.wait_timeout(WAIT).unwrap().unwrap(), 30);
+    assert_eq!(deadline.wait_timeout(WAIT).unwrap(), 30);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

@@ -212,7 +212,7 @@ impl Process for Patient {
         for event in events {
             match event {
                 Event::Reply { result, .. } => {
-                    assert_eq!(result.unwrap_err(), AskError::Timeout, "one reply per ask");
+                    assert_eq!(result.unwrap_err(), AskError::TimedOut, "one reply per ask");
                     self.timed_out.send(())?;
                 }
                 Event::Message(_) => out.finish(()),

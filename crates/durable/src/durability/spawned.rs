@@ -82,8 +82,8 @@ impl Spawned {
         timeout: Duration,
     ) -> Result<T, DurableError> {
         match self.completion.wait_timeout(timeout) {
-            None => Err(DurableError::Timeout),
-            Some(result) => decode_ending(result),
+            Err(ExitError::TimedOut) => Err(DurableError::Timeout),
+            result => decode_ending(result),
         }
     }
 }

@@ -154,10 +154,9 @@ pub(crate) fn sent(senders: Vec<(u32, Completion)>) -> Vec<(u32, u64)> {
     senders
         .into_iter()
         .map(|(to, mut sender)| {
-            let result = sender
+            let sent = sender
                 .wait_timeout(Duration::from_secs(60))
-                .expect("the sender finished");
-            let sent = result.expect("the sender ran");
+                .expect("the sender ran");
             (to, *sent.downcast_ref::<u64>().expect("a count"))
         })
         .collect()

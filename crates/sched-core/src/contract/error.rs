@@ -409,3 +409,38 @@ impl fmt::Display for UnexpectedValue {
 }
 
 impl Error for UnexpectedValue {}
+
+/// A wait that gave up: what a [`Monitor`](crate::Monitor)'s
+/// `wait_timeout` gives when the process is still running. The handle can
+/// wait again. (A process's outcome says the same with
+/// `ExitError::TimedOut`, a reply with `AskError::TimedOut`; each has
+/// `is_timeout`.)
+///
+/// # Examples
+///
+/// ```
+/// use sched::actor::TimedOut;
+/// assert!(TimedOut.is_timeout());
+/// assert_eq!(TimedOut.to_string(), "the wait gave up before the process ended");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimedOut;
+
+impl TimedOut {
+    /// Always `true`: the same test as the other handles' errors.
+    ///
+    /// # Examples
+    ///
+    /// See [`TimedOut`].
+    pub fn is_timeout(&self) -> bool {
+        true
+    }
+}
+
+impl fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the wait gave up before the process ended")
+    }
+}
+
+impl std::error::Error for TimedOut {}

@@ -51,9 +51,50 @@ pub enum ExitError {
     /// `try_take` returned it before).
     AlreadyTaken,
     /// Not how the process ended, but that it finished with a value of
-    /// another type than a typed handle ([`Completion::typed`](crate::Completion::typed))
-    /// reads: the process finished, and this is its done value.
+    /// another type than its handle reads (it called `finish` with another
+    /// type than its [`Done`](crate::Process::Done), or an upgrade
+    /// replaced it with a process of another `Done`): the process
+    /// finished, and this is its done value.
     UnexpectedType(UnexpectedValue),
+    /// Not how the process ended, but that it had not ended when
+    /// [`wait_timeout`](crate::Completion::wait_timeout) gave up: the
+    /// process runs on, and the handle can wait again.
+    TimedOut,
+}
+
+impl ExitError {
+    /// Whether this is [`ExitError::TimedOut`]: the wait gave up, the
+    /// process runs on. Every handle's error has this test
+    /// (`AskError::is_timeout` for a reply, `TimedOut` for a monitor), so
+    /// a wait reads the same way whatever it waits for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// struct Forever;
+    /// impl Process for Forever {
+    ///     type Done = ();
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let mut forever = scheduler.spawn(Forever)?;
+    /// match forever.wait_timeout(Duration::from_millis(5)) {
+    ///     Ok(()) => unreachable!("it never finishes"),
+    ///     Err(e) if e.is_timeout() => {} // still running: wait again later
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ExitError::TimedOut)
+    }
 }
 
 impl fmt::Display for ExitError {
@@ -73,6 +114,7 @@ impl fmt::Display for ExitError {
             ExitError::UnexpectedType(value) => {
                 write!(f, "the process finished with {value}")
             }
+            ExitError::TimedOut => f.write_str("the process had not ended when the wait gave up"),
         }
     }
 }

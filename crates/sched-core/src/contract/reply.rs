@@ -31,13 +31,15 @@ pub struct AskId(pub(crate) u64);
 ///
 /// ```
 /// use sched::actor::AskError;
-/// assert_eq!(AskError::Timeout.to_string(), "no reply before the timeout");
+/// assert_eq!(AskError::TimedOut.to_string(), "no reply before the timeout");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AskError {
-    /// The timeout passed first.
-    Timeout,
+    /// The timeout passed first (the asked process may still answer:
+    /// [`Reply::wait_timeout`](crate::Reply::wait_timeout) can be called
+    /// again).
+    TimedOut,
     /// The asked process had the request and dropped it without replying
     /// (it chose not to answer, or ended while holding it).
     NoReply,
@@ -79,10 +81,26 @@ pub enum AskError {
 /// lives on another node (type names do not travel between nodes).
 pub(crate) const ON_ANOTHER_NODE: &str = "(on another node)";
 
+impl AskError {
+    /// Whether this is [`AskError::TimedOut`]: the wait gave up before an
+    /// answer (as `ExitError::is_timeout` for a process's outcome).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::actor::AskError;
+    /// assert!(AskError::TimedOut.is_timeout());
+    /// assert!(!AskError::NoReply.is_timeout());
+    /// ```
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, AskError::TimedOut)
+    }
+}
+
 impl fmt::Display for AskError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            AskError::Timeout => "no reply before the timeout",
+            AskError::TimedOut => "no reply before the timeout",
             AskError::NoReply => "the request was dropped without a reply",
             AskError::AlreadyTaken => "the reply was already taken",
             AskError::UnexpectedType => "the answer was not of the type the question expects",
@@ -115,7 +133,7 @@ impl Error for AskError {}
 /// /// Answers every request with the square of the number asked.
 /// struct Squarer;
 /// impl Process for Squarer {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Request(request) = event {
@@ -203,7 +221,7 @@ impl Request {
     ///
     /// struct Shop;
     /// impl Process for Shop {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             if let Event::Request(request) = event {
@@ -335,7 +353,7 @@ impl<A> fmt::Debug for Responder<A> {
 /// /// Answers every request with the square of the number asked.
 /// struct Squarer;
 /// impl Process for Squarer {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Request(request) = event {

@@ -20,7 +20,7 @@ use super::shared::Shared;
 use super::stepping::Stepping;
 use super::Context;
 use crate::contract::down::{Down, ExitReason, MonitorId};
-use crate::contract::error::TerminateError;
+use crate::contract::error::{TerminateError, TimedOut};
 use crate::contract::event::Event;
 use crate::contract::output::Output;
 use crate::contract::step_engine::StepMonitors;
@@ -136,21 +136,44 @@ impl Monitor {
         }
     }
 
-    /// As [`wait`](Monitor::wait), giving up after `timeout`: `None` if
-    /// the process is still running.
+    /// As [`wait`](Monitor::wait), giving up after `timeout`:
+    /// `Err(TimedOut)` if the process is still running then (the monitor
+    /// can wait again).
     ///
     /// # Examples
     ///
-    /// See [`Monitor`].
-    pub fn wait_timeout(&self, timeout: Duration) -> Option<Down> {
+    /// ```
+    /// use sched::prelude::*;
+    /// use sched::actor::TimedOut;
+    /// use std::time::Duration;
+    ///
+    /// struct Forever;
+    /// impl Process for Forever {
+    ///     type Done = ();
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let pid = scheduler.spawn(Forever)?.pid();
+    /// let monitor = scheduler.context().monitor(pid);
+    /// assert_eq!(monitor.wait_timeout(Duration::from_millis(5)), Err(TimedOut));
+    /// scheduler.terminate(pid)?;
+    /// let down = monitor.wait_timeout(Duration::from_secs(5))?;
+    /// assert_eq!(down.reason, ExitReason::Terminated);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<Down, TimedOut> {
         let deadline = Instant::now() + timeout;
         let mut down = self.slot.down.lock();
         loop {
             if let Some(down) = &*down {
-                return Some(down.clone());
+                return Ok(down.clone());
             }
             if Instant::now() >= deadline {
-                return None;
+                return Err(TimedOut);
             }
             down = self.slot.ready.wait_until(down, deadline).0;
         }

@@ -230,17 +230,42 @@ impl<T: Any + Send> Completion<T> {
         }
     }
 
-    /// Waits up to `timeout` for the outcome; `None` if the process is still
-    /// running then (the handle can wait again), and
-    /// `Some(Err(ExitError::AlreadyTaken))` if the outcome was already taken
-    /// through this handle.
+    /// Waits up to `timeout` for the outcome: as [`wait`](Completion::wait),
+    /// or `Err(ExitError::TimedOut)` if the process is still running then
+    /// (the handle can wait again; see [`ExitError::is_timeout`]).
     ///
     /// # Examples
     ///
-    /// See [`Engine`](crate::Engine).
-    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Result<T, ExitError>> {
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// /// Finishes with the first message it gets.
+    /// struct First;
+    /// impl Accepts for First {
+    ///     type Message = u32;
+    /// }
+    /// impl Process for First {
+    ///     type Done = u32;
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         if let Some(Event::Message(n)) = events.typed::<Self>().next() {
+    ///             out.finish(n);
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// let mut first = scheduler.spawn(First)?;
+    /// assert!(matches!(first.wait_timeout(Duration::from_millis(5)), Err(ExitError::TimedOut)));
+    /// scheduler.send(first.addr::<First>(), 7)?;
+    /// assert_eq!(first.wait_timeout(Duration::from_secs(5))?, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<T, ExitError> {
         if let Some(kept) = self.take_kept() {
-            return Some(kept);
+            return kept;
         }
         let deadline = Instant::now() + timeout;
         let slot = self.record.slot.locked(RecordRef::spare(&self.record));
@@ -248,20 +273,20 @@ impl<T: Any + Send> Completion<T> {
         loop {
             if let Some(outcome) = ResultSlot::take(&mut inner.state) {
                 drop(inner);
-                return Some(cast_outcome(outcome));
+                return cast_outcome(outcome);
             }
             if matches!(inner.state, SlotState::Taken) {
-                return Some(Err(ExitError::AlreadyTaken));
+                return Err(ExitError::AlreadyTaken);
             }
             if Instant::now() >= deadline {
-                return None;
+                return Err(ExitError::TimedOut);
             }
             let (guard, timed_out) = slot.ready.wait_until(inner, deadline);
             inner = guard;
             if timed_out {
                 let outcome = ResultSlot::take(&mut inner.state);
                 drop(inner);
-                return outcome.map(cast_outcome);
+                return outcome.map_or(Err(ExitError::TimedOut), cast_outcome);
             }
         }
     }

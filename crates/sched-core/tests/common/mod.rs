@@ -229,8 +229,10 @@ pub fn submit(engine: &Engine, id: u64, p: Box<dyn Process<Done = relay::Payload
 }
 
 pub fn wait(mut c: Completion) -> Outcome {
-    c.wait_timeout(PATIENCE)
-        .expect("the process did not finish in time")
+    match c.wait_timeout(PATIENCE) {
+        Err(sched_core::ExitError::TimedOut) => panic!("the process did not finish in time"),
+        outcome => outcome,
+    }
 }
 
 pub fn done_u64(outcome: Outcome) -> u64 {

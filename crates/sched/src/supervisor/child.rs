@@ -153,7 +153,7 @@ impl Child {
                 // The engine fires monitors just before it stores the
                 // outcome, so the wait is at most that short gap.
                 let outcome = current.completion.wait_timeout(OUTCOME_GAP);
-                reason = outcome.as_ref().map_or(ExitReason::Error, reason_of);
+                reason = reason_of(&outcome);
                 self.last_error = failure_text(outcome);
             } else if matches!(reason, ExitReason::Error | ExitReason::Panicked) {
                 // What it said is in its outcome, stored just after this
@@ -172,7 +172,7 @@ impl Child {
     pub(super) fn refresh(&mut self) {
         if let Some(completion) = &mut self.last_failure {
             if let Some(outcome) = completion.try_take() {
-                self.last_error = failure_text(Some(outcome));
+                self.last_error = failure_text(outcome);
                 self.last_failure = None;
             }
         }
@@ -208,17 +208,19 @@ impl Child {
     }
 }
 
-/// The text of a failed outcome.
-fn failure_text(outcome: Option<sched_core::Outcome>) -> Option<String> {
+/// The text of a failed outcome (none for a wait that gave up).
+fn failure_text(outcome: sched_core::Outcome) -> Option<String> {
     match outcome {
-        Some(Err(error)) => Some(error.to_string()),
-        _ => None,
+        Err(ExitError::TimedOut) | Ok(_) => None,
+        Err(error) => Some(error.to_string()),
     }
 }
 
 fn reason_of(outcome: &sched_core::Outcome) -> ExitReason {
     match outcome {
         Ok(_) => ExitReason::Normal,
+        // Its outcome was not stored within the gap: how it ended is unknown.
+        Err(ExitError::TimedOut) => ExitReason::Error,
         Err(ExitError::Terminated) => ExitReason::Terminated,
         Err(ExitError::Cancelled) => ExitReason::Cancelled,
         Err(ExitError::Panicked { .. }) => ExitReason::Panicked,

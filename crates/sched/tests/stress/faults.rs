@@ -108,9 +108,11 @@ fn submit_racing_shutdown(workers: usize, rng: &mut Rng) -> Result<(), String> {
         for mut handle in submitter.join().map_err(|_| "a submitter panicked")?? {
             let pid = handle.pid();
             match handle.wait_timeout(PATIENCE) {
-                Some(Ok(value)) if value.downcast_ref::<&str>() == Some(&"cancelled") => {}
-                Some(other) => return Err(format!("{pid} ended with {other:?}, not its cancel")),
-                None => return Err(format!("{pid} was accepted but never ended")),
+                Ok(value) if value.downcast_ref::<&str>() == Some(&"cancelled") => {}
+                Err(ExitError::TimedOut) => {
+                    return Err(format!("{pid} was accepted but never ended"))
+                }
+                other => return Err(format!("{pid} ended with {other:?}, not its cancel")),
             }
         }
     }
@@ -155,13 +157,13 @@ fn self_waking_hogs(workers: usize) -> Result<(), String> {
     scheduler.start();
     let mut starved = Vec::new();
     for mut victim in victims {
-        if victim.wait_timeout(PATIENCE).is_none() {
+        if victim.wait_timeout(PATIENCE).is_err_and(|e| e.is_timeout()) {
             starved.push(victim.pid());
         }
     }
     stop.store(true, SeqCst);
     for mut hog in hogs {
-        if hog.wait_timeout(PATIENCE).is_none() {
+        if hog.wait_timeout(PATIENCE).is_err_and(|e| e.is_timeout()) {
             return Err(format!("hog {} did not stop", hog.pid()));
         }
     }
@@ -227,9 +229,10 @@ fn panicking_drops(workers: usize) -> Result<(), String> {
     }
     for (kind, mut handle) in handles {
         let pid = handle.pid();
-        let outcome = handle
-            .wait_timeout(PATIENCE)
-            .ok_or(format!("{pid} never ended"))?;
+        let outcome = match handle.wait_timeout(PATIENCE) {
+            Err(ExitError::TimedOut) => return Err(format!("{pid} never ended")),
+            outcome => outcome,
+        };
         let expected = match kind {
             0 => matches!(outcome, Err(ExitError::Terminated)),
             1 => outcome.is_ok(),
@@ -250,7 +253,7 @@ fn panicking_drops(workers: usize) -> Result<(), String> {
         })
         .collect();
     for mut probe in probes {
-        if probe.wait_timeout(PATIENCE).is_none() {
+        if probe.wait_timeout(PATIENCE).is_err_and(|e| e.is_timeout()) {
             return Err("a worker died dropping a panicking payload".into());
         }
     }

@@ -6,9 +6,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use sched::command::{
-    Command, CommandError, CommandId, CompleteError, Completer, Rejected,
-};
+use sched::command::{Command, CommandError, CommandId, CompleteError, Completer, Rejected};
 use sched::prelude::*;
 use sched::SchedulerBuilder;
 

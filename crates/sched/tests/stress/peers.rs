@@ -353,7 +353,7 @@ pub(crate) fn answer(result: Result<Payload, AskError>, question: Option<Payload
             Some(&x) => Answer::Value(x),
             None => Answer::Odd("a value that is not a u64".into()),
         },
-        Err(AskError::Timeout) => Answer::Timeout,
+        Err(AskError::TimedOut) => Answer::Timeout,
         Err(AskError::NoReply) => Answer::NoReply,
         Err(AskError::Unread) => {
             Answer::Unread(question.and_then(|q| q.downcast_ref::<u64>().copied()))

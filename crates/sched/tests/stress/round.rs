@@ -241,7 +241,10 @@ fn wait_all(shared: &Shared, ended: &mut Vec<(Tracked, Option<Outcome>)>) -> boo
             return hung;
         }
         for mut tracked in batch {
-            let outcome = tracked.completion.wait_timeout(patience);
+            let outcome = match tracked.completion.wait_timeout(patience) {
+                Err(ExitError::TimedOut) => None,
+                outcome => Some(outcome),
+            };
             if outcome.is_none() {
                 hung = true;
                 patience = Duration::from_millis(10);
