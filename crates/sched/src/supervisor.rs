@@ -7,6 +7,7 @@
 mod builder;
 mod child;
 mod error;
+mod feed;
 mod in_place;
 mod intensity;
 mod report;
@@ -20,6 +21,7 @@ use sched_core::{BoxError, Down, Event, Events, Output, Process, Tag, TimerId};
 
 pub use builder::{Strategy, SupervisorBuilder};
 pub use error::SupervisorError;
+pub use feed::{RestartNotice, Restarts};
 pub use report::{ChildReport, SupervisorReport, WhichChildren};
 pub use spec::{ChildSpec, Restart};
 pub use watch::{RestartedInPlace, WatchRestarts};
@@ -155,6 +157,8 @@ pub struct Supervisor {
     cause: Option<Arc<str>>,
     /// Who is told of restarts in place (`WatchRestarts`).
     watchers: watch::Watchers,
+    /// Where restart notices go, read from outside (none: not asked).
+    feed: Option<Restarts>,
 }
 
 #[derive(Debug)]
@@ -209,6 +213,7 @@ impl Supervisor {
             phase: Phase::Init,
             cause: None,
             watchers: watch::Watchers::default(),
+            feed: config.restarts,
         }
     }
 
@@ -285,6 +290,15 @@ impl Supervisor {
             message: why.message.clone(),
         };
         self.watchers.tell(&notice, out);
+        if let Some(feed) = &self.feed {
+            feed.push(RestartNotice {
+                child: notice.child,
+                previous: from,
+                pid: from,
+                reason: why.reason,
+                message: Some(why.message.clone()),
+            });
+        }
         if let Err(restarts) = self.intensity.record(Instant::now()) {
             let error = SupervisorError::IntensityExceeded {
                 restarts,
@@ -339,7 +353,11 @@ impl Supervisor {
                 counted = true;
             }
             match self.children[i].start(out) {
-                Ok(()) => {}
+                Ok(notice) => {
+                    if let (Some(feed), Some(notice)) = (&self.feed, notice) {
+                        feed.push(notice);
+                    }
+                }
                 Err(StartError::ShuttingDown) => {
                     if count {
                         self.intensity.forget_last();

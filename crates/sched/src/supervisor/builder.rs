@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::feed::Restarts;
 use super::spec::ChildSpec;
 use super::Supervisor;
 
@@ -71,6 +72,7 @@ pub struct SupervisorBuilder {
     pub(super) within: Duration,
     pub(super) shutdown_timeout: Duration,
     pub(super) children: Vec<ChildSpec>,
+    pub(super) restarts: Option<Restarts>,
 }
 
 impl Default for SupervisorBuilder {
@@ -81,6 +83,7 @@ impl Default for SupervisorBuilder {
             within: Duration::from_secs(5),
             shutdown_timeout: Duration::from_secs(5),
             children: Vec::new(),
+            restarts: None,
         }
     }
 }
@@ -148,6 +151,19 @@ impl SupervisorBuilder {
     /// ```
     pub fn children(mut self, specs: impl IntoIterator<Item = ChildSpec>) -> Self {
         self.children.extend(specs);
+        self
+    }
+
+    /// Tells `feed` of every restart of a child (in place or under a new
+    /// PID), as a typed [`RestartNotice`](crate::supervisor::RestartNotice)
+    /// read from outside any process. A later call replaces the feed;
+    /// every supervisor this builder builds tells the same one.
+    ///
+    /// # Examples
+    ///
+    /// See [`Restarts`].
+    pub fn restarts_to(mut self, feed: &Restarts) -> Self {
+        self.restarts = Some(feed.clone());
         self
     }
 

@@ -8,6 +8,7 @@ use sched_core::{
     SubmitError,
 };
 
+use super::feed::RestartNotice;
 use super::in_place::InPlace;
 use super::report::ChildReport;
 use super::spec::{ChildSpec, Restart};
@@ -46,6 +47,8 @@ pub(super) struct Child {
     /// restart): never started again.
     pub(super) removed: bool,
     started_once: bool,
+    /// The PID of the last incarnation that ended.
+    last_pid: Option<Pid>,
     restarts: u32,
     last_exit: Option<ExitReason>,
     /// What its last failure said (an error's text, a panic's message).
@@ -63,6 +66,7 @@ impl Child {
             pending: false,
             removed: false,
             started_once: false,
+            last_pid: None,
             restarts: 0,
             last_exit: None,
             last_error: None,
@@ -84,8 +88,12 @@ impl Child {
 
     /// Starts a new incarnation: a fresh process from the factory, spawned
     /// from the supervisor's step, registered under its name if asked,
-    /// then monitored.
-    pub(super) fn start(&mut self, out: &mut Output<'_>) -> Result<(), StartError> {
+    /// then monitored. A restart (any start after the first) gives its
+    /// notice.
+    pub(super) fn start(
+        &mut self,
+        out: &mut Output<'_>,
+    ) -> Result<Option<RestartNotice>, StartError> {
         let process = if self.spec.in_place == Some(true) {
             sched_core::AnyProcess::new(InPlace::new(
                 self.spec.factory.clone(),
@@ -125,12 +133,20 @@ impl Child {
             completion,
         });
         self.pending = false;
+        let mut notice = None;
         if self.started_once {
             self.restarts += 1;
             tracing::debug!(child = %pid, restarts = self.restarts, "restarted");
+            notice = Some(RestartNotice {
+                child: self.spec.name.to_string(),
+                previous: self.last_pid.unwrap_or(pid),
+                pid,
+                reason: self.last_exit.unwrap_or(ExitReason::Error),
+                message: self.last_error.clone(),
+            });
         }
         self.started_once = true;
-        Ok(())
+        Ok(notice)
     }
 
     /// Counts a restart in place of the current incarnation, which ended
@@ -148,6 +164,7 @@ impl Child {
         self.last_error = None;
         self.last_failure = None;
         if let Some(mut current) = self.current.take() {
+            self.last_pid = Some(current.pid);
             if reason == ExitReason::NoProcess {
                 // It ended before the monitor was set: its outcome says how.
                 // The engine fires monitors just before it stores the
