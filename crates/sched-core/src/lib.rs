@@ -44,7 +44,7 @@
 //! struct Doubler { asked: bool }
 //!
 //! impl Process for Doubler {
-//!     type Done = Payload;
+//!     type Done = u64;
 //!     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
 //!         if method == "run" { Ok(()) } else { Err(InitError::unknown_method(method)) }
 //!     }
@@ -56,7 +56,7 @@
 //!         }
 //!         for event in events {
 //!             if let Event::Completion { tag: Tag(1), result } = event {
-//!                 out.finish(result?);
+//!                 out.finish(result?); // the handler's `u64`, not boxed again
 //!             }
 //!         }
 //!         Ok(())
@@ -78,8 +78,8 @@
 //!     .context()
 //!     .spawn(Spawn::new(Doubler { asked: false }).method("run"))
 //!     .unwrap();
-//! let value = done.wait().unwrap();
-//! assert_eq!(value.downcast_ref::<u64>(), Some(&42));
+//! let value: u64 = done.wait().unwrap();
+//! assert_eq!(value, 42);
 //! engine.shutdown(Duration::from_secs(1));
 //! ```
 

@@ -35,7 +35,7 @@ use crate::contract::process::Process;
 /// }
 ///
 /// impl Process for Counter {
-///     type Done = Payload;
+///     type Done = u64;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events.typed::<Self>() {
 ///             match event {
@@ -56,7 +56,7 @@ use crate::contract::process::Process;
 /// scheduler.send(counter, Count::Add(2))?;
 /// // scheduler.send(counter, 2u64)?; // does not compile: `counter` takes a `Count`
 /// scheduler.send(counter, Count::Finish)?;
-/// assert_eq!(done.typed::<u64>().wait()?, 42);
+/// assert_eq!(done.wait()?, 42);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -70,7 +70,7 @@ use crate::contract::process::Process;
 ///     type Message = u64;
 /// }
 /// impl Process for Counter {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Ok(())
 ///     }
@@ -90,7 +90,7 @@ use crate::contract::process::Process;
 ///
 /// struct Anything;
 /// impl Process for Anything {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for _ in events.typed::<Self>() {} // `Anything` does not implement `Accepts`
 ///         Ok(())

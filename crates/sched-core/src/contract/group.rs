@@ -24,7 +24,7 @@ use std::time::Duration;
 /// struct Job { tenant: Group }
 ///
 /// impl Process for Job {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
 ///         cx.set_group(self.tenant);
 ///         Ok(())

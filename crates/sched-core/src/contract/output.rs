@@ -165,7 +165,7 @@ impl<'a> Events<'a> {
     /// }
     ///
     /// impl Process for Counter {
-    ///     type Done = Payload;
+    ///     type Done = u64;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events.typed::<Self>() {
     ///             match event {
@@ -185,7 +185,7 @@ impl<'a> Events<'a> {
     /// scheduler.send(counter, Count::Add(40))?;
     /// scheduler.send(counter, Count::Add(2))?;
     /// scheduler.send(counter, Count::Finish)?;
-    /// assert_eq!(done.typed::<u64>().wait()?, 42);
+    /// assert_eq!(done.wait()?, 42);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn typed<P: Accepts>(&mut self) -> Typed<'_, 'a, P::Message> {
@@ -434,10 +434,13 @@ impl<'a> Output<'a> {
         self.status = Status::Idle;
     }
 
-    /// Finishes the process with `value`: the outcome is `Ok(value)`. A
+    /// Finishes the process with `value`: the outcome is `Ok(value)`.
+    /// `value` should be the process's [`Done`](crate::Process::Done): its
+    /// [`Completion`](crate::Completion) gives the waiter a `Done`, and a
+    /// value of another type reaches the waiter as
+    /// [`ExitError::UnexpectedType`](crate::ExitError::UnexpectedType). A
     /// value that is already a [`Payload`] is not boxed twice (pass a
-    /// `Box<T>` as `*boxed`, or it is the box that is the outcome). Read it
-    /// typed with [`Completion::typed`](crate::Completion::typed).
+    /// `Box<T>` as `*boxed`, or it is the box that is the outcome).
     ///
     /// # Examples
     ///

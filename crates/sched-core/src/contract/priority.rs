@@ -33,7 +33,7 @@
 /// struct Health;
 ///
 /// impl Process for Health {
-///     type Done = Payload;
+///     type Done = &'static str;
 ///     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
 ///         cx.set_priority(Priority::High);
 ///         Ok(())
@@ -49,7 +49,7 @@
 /// let health = scheduler.spawn(Health)?;
 /// let info = scheduler.context().process_info(health.pid());
 /// assert!(info.is_none_or(|info| info.priority == Priority::High));
-/// assert_eq!(health.typed::<&str>().wait()?, "healthy");
+/// assert_eq!(health.wait()?, "healthy");
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -130,7 +130,7 @@ impl crate::Output<'_> {
     /// struct Indexer { backlog: u32 }
     ///
     /// impl Process for Indexer {
-    ///     type Done = Payload;
+    ///     type Done = Priority;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         if self.backlog > 0 {
     ///             out.set_priority(Priority::Low);
@@ -147,7 +147,7 @@ impl crate::Output<'_> {
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
     /// let done = scheduler.spawn(Indexer { backlog: 3 })?;
-    /// assert_eq!(done.typed::<Priority>().wait()?, Priority::Normal);
+    /// assert_eq!(done.wait()?, Priority::Normal);
     /// # scheduler.shutdown(std::time::Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

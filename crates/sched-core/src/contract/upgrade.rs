@@ -74,7 +74,7 @@ impl Output<'_> {
     ///
     /// struct V2 { count: u64 }
     /// impl Process for V2 {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         self.count += events.count() as u64;
     ///         Ok(())
@@ -83,7 +83,7 @@ impl Output<'_> {
     ///
     /// struct V1 { count: u64 }
     /// impl Process for V1 {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             if let Event::Message(m) = event {

@@ -55,7 +55,7 @@ use super::event::Event;
 /// struct Reader { read: Vec<String> }
 ///
 /// impl Process for Reader {
-///     type Done = Payload;
+///     type Done = Vec<String>;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         if let Some(Event::Message(m)) = events.next() {
 ///             let text = *m.payload::<&str>().ok_or("text")?;
@@ -80,7 +80,7 @@ use super::event::Event;
 /// scheduler.send(reader.pid(), Urgent::new("stop"))?;
 /// scheduler.start();
 /// // Read first, ahead of the backlog.
-/// assert_eq!(reader.typed::<Vec<String>>().wait()?, ["stop"]);
+/// assert_eq!(reader.wait()?, ["stop"]);
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -23,7 +23,7 @@ use crate::contract::output::Output;
 /// /// Starts a helper, tells it its job, and reports how busy the scheduler is.
 /// struct Boss;
 /// impl Process for Boss {
-///     type Done = Payload;
+///     type Done = usize;
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         let cx = out.context();
 ///         let live = cx.stats().live_processes;
@@ -36,7 +36,7 @@ use crate::contract::output::Output;
 ///
 /// struct Helper;
 /// impl Process for Helper {
-///     type Done = Payload;
+///     type Done = u64;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let sched::Event::Message(m) = event {
@@ -50,7 +50,7 @@ use crate::contract::output::Output;
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
 /// let live = scheduler.spawn(Boss)?.wait()?;
-/// assert_eq!(live.downcast_ref::<usize>(), Some(&1)); // the boss itself
+/// assert_eq!(live, 1); // the boss itself
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[repr(transparent)]

@@ -172,7 +172,7 @@ pub struct Histograms {
     /// /// Finishes at its first step, in its tenant's group.
     /// struct Job { tenant: Group }
     /// impl Process for Job {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
     ///         cx.set_group(self.tenant);
     ///         Ok(())
@@ -251,7 +251,7 @@ impl Histograms {
     /// /// Finishes at its first step.
     /// struct Once;
     /// impl Process for Once {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())

@@ -289,7 +289,7 @@ impl Context {
     /// /// Takes three steps, then finishes.
     /// struct Three(u32);
     /// impl Process for Three {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         self.0 += 1;
     ///         if self.0 == 3 { out.finish(()) } else { out.continue_() }
@@ -325,7 +325,7 @@ impl Context {
     ///
     /// struct Idle;
     /// impl Process for Idle {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
@@ -368,7 +368,7 @@ impl Context {
     ///
     /// struct Quick;
     /// impl Process for Quick {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())
@@ -438,7 +438,7 @@ impl Output<'_> {
     /// /// Counts the messages it received and publishes the count.
     /// struct Counter(i64);
     /// impl Process for Counter {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for _ in events.by_ref() {
     ///             self.0 += 1;

@@ -168,7 +168,7 @@ impl Output<'_> {
     /// /// reports it rather than dying with it.
     /// struct Careful { partner: Pid, linked: bool }
     /// impl Process for Careful {
-    ///     type Done = Payload;
+    ///     type Done = ExitReason;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         if !self.linked {
     ///             self.linked = true;

@@ -487,7 +487,7 @@ impl Context {
     ///
     /// struct Quick;
     /// impl Process for Quick {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())

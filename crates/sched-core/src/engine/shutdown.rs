@@ -213,7 +213,7 @@ impl Context {
     /// /// Stops the whole scheduler when it receives "stop".
     /// struct Controller;
     /// impl Process for Controller {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             match event {

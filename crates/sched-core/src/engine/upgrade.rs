@@ -119,7 +119,7 @@ impl Context {
     /// /// Answers with its version number.
     /// struct Versioned(u32);
     /// impl Process for Versioned {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
     ///             if let Event::Request(request) = event {

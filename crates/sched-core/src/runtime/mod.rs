@@ -27,7 +27,7 @@ use crate::sync::Arc;
 ///
 /// struct Hello;
 /// impl Process for Hello {
-///     type Done = Payload;
+///     type Done = &'static str;
 ///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> { Ok(()) }
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         out.finish("hello");
@@ -41,8 +41,8 @@ use crate::sync::Arc;
 /// let pid = engine.context().allocate_pid()?;
 /// let mut handle = engine.context().spawn(Spawn::new(Hello).method("run").at(pid))?;
 /// assert_eq!(handle.pid(), pid);
-/// let result = handle.wait_timeout(std::time::Duration::from_secs(5)).expect("finished");
-/// assert_eq!(result.unwrap().downcast_ref::<&str>(), Some(&"hello"));
+/// let result = handle.wait_timeout(std::time::Duration::from_secs(5));
+/// assert_eq!(result?, "hello");
 /// assert!(!handle.is_finished()); // the outcome was taken
 /// assert!(matches!(handle.try_take(), Some(Err(sched::ExitError::AlreadyTaken))));
 /// engine.shutdown(std::time::Duration::from_secs(1));

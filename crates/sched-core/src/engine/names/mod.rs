@@ -160,7 +160,7 @@ impl Context {
     ///
     /// struct Service;
     /// impl Process for Service {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
@@ -437,10 +437,10 @@ impl<M: std::any::Any + Send> Target<M> for &String {
 /// /// Finishes with the first message it gets.
 /// struct Service;
 /// impl Process for Service {
-///     type Done = Payload;
+///     type Done = u8;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         if let Some(Event::Message(package)) = events.next() {
-///             out.finish(package.into_payload());
+///             out.finish(package.into_payload()); // the `u8` sent, not boxed again
 ///         }
 ///         Ok(())
 ///     }
@@ -455,7 +455,7 @@ impl<M: std::any::Any + Send> Target<M> for &String {
 ///     let service = cx.spawn(Service)?;
 ///     cx.register_name("late", service.pid())?;
 ///     sender.join().unwrap()?;
-///     assert_eq!(service.typed::<u8>().wait()?, 7);
+///     assert_eq!(service.wait()?, 7);
 ///     Ok::<(), Box<dyn std::error::Error>>(())
 /// })?;
 /// let nobody = cx.send(Within("nobody", Duration::from_millis(5)), 1u8);

@@ -112,7 +112,7 @@ impl fmt::Display for Failure {
 ///     let mut sim = sched::engine::Engine::builder().simulation(Config::new(source).workers(2));
 ///     struct Note;
 ///     impl Process for Note {
-///         type Done = Payload;
+///         type Done = ();
 ///         fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///             out.finish(());
 ///             Ok(())
@@ -173,7 +173,7 @@ const SHRINK_RUNS: usize = 2_000;
 ///
 /// struct Sink;
 /// impl Process for Sink {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for _ in events {}
 ///         Ok(())

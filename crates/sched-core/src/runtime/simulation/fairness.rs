@@ -89,7 +89,7 @@ impl std::fmt::Display for Wait {
 /// /// Runs ten steps.
 /// struct Busy(u32);
 /// impl Process for Busy {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         self.0 += 1;
 ///         if self.0 < 10 { out.continue_() } else { out.finish(()) }

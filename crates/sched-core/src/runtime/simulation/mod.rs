@@ -69,7 +69,7 @@ use crate::worker::{Driven, Turn};
 /// /// Sleeps an hour, then finishes.
 /// struct Sleeper;
 /// impl Process for Sleeper {
-///     type Done = Payload;
+///     type Done = &'static str;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         if events.next().is_some() {
 ///             out.finish("rested");
@@ -87,7 +87,7 @@ use crate::worker::{Driven, Turn};
 /// assert!(wall.elapsed() < Duration::from_secs(1));
 /// assert_eq!(sim.elapsed(), Duration::from_secs(3600));
 /// let outcome = sleeper.try_take().expect("ended")?;
-/// assert_eq!(outcome.downcast_ref::<&str>(), Some(&"rested"));
+/// assert_eq!(outcome, "rested");
 /// assert_eq!(sim.trace().steps(), 2);
 /// assert!(matches!(sim.trace().entries()[0], Entry::Step { .. }));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -622,7 +622,7 @@ impl Simulation {
     /// use sched::prelude::*;
     /// struct Once;
     /// impl Process for Once {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())
