@@ -216,7 +216,7 @@ impl Process for Keeper {
 ///
 /// struct Db;
 /// impl Process for Db {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Ok(())
 ///     }

@@ -53,7 +53,7 @@
 //! struct Fetcher { pending: usize, total: u64 }
 //!
 //! impl Process for Fetcher {
-//!     type Done = Payload;
+//!     type Done = u64;
 //!     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
 //!         match method { "fetch" => Ok(()), m => Err(InitError::unknown_method(m)) }
 //!     }
@@ -90,8 +90,8 @@
 //!     .build();
 //! scheduler.start();
 //! let handle = scheduler.spawn(Spawn::new(Fetcher { pending: 0, total: 0 }).method("fetch")).unwrap();
-//! let total = handle.wait().unwrap();
-//! assert_eq!(total.downcast_ref::<u64>(), Some(&63));
+//! let total: u64 = handle.wait().unwrap();
+//! assert_eq!(total, 63);
 //! scheduler.shutdown(Duration::from_secs(1));
 //! ```
 //!
@@ -135,7 +135,7 @@ pub use sched_core::sim;
 /// struct Greeter;
 ///
 /// impl Process for Greeter {
-///     type Done = Payload;
+///     type Done = &'static str;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             match event {
@@ -150,10 +150,10 @@ pub use sched_core::sim;
 ///
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
-/// let mut greeter: Completion = scheduler.spawn(Greeter)?;
+/// let mut greeter: Completion<&str> = scheduler.spawn(Greeter)?;
 /// scheduler.send(greeter.pid(), "hi")?;
 /// let done = greeter.wait_timeout(std::time::Duration::from_secs(5)).expect("it answered");
-/// assert_eq!(done?.downcast_ref::<&str>(), Some(&"hello"));
+/// assert_eq!(done, "hello");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub mod prelude {

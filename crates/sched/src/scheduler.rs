@@ -24,7 +24,7 @@ use sched_core::{
 /// struct Adder { sum: u64 }
 ///
 /// impl Process for Adder {
-///     type Done = Payload;
+///     type Done = u64;
 ///     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
 ///         if method == "sum" { Ok(()) } else { Err(InitError::unknown_method(method)) }
 ///     }
@@ -50,8 +50,8 @@ use sched_core::{
 /// for n in [1u64, 2, 3, 0] {
 ///     scheduler.send(adder.pid(), n).unwrap();
 /// }
-/// let sum = adder.wait().unwrap();
-/// assert_eq!(sum.downcast_ref::<u64>(), Some(&6));
+/// let sum: u64 = adder.wait().unwrap();
+/// assert_eq!(sum, 6);
 /// let report = scheduler.shutdown(Duration::from_secs(1));
 /// assert_eq!(report.forced, 0);
 /// ```
@@ -156,7 +156,7 @@ impl Scheduler {
     ///
     /// struct Hello;
     /// impl Process for Hello {
-    ///     type Done = Payload;
+    ///     type Done = &'static str;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish("hello");
     ///         Ok(())
@@ -165,7 +165,7 @@ impl Scheduler {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
-    /// assert_eq!(scheduler.spawn(Hello)?.typed::<&str>().wait()?, "hello");
+    /// assert_eq!(scheduler.spawn(Hello)?.wait()?, "hello");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn spawn<'a, S: IntoSpawn<'a>>(

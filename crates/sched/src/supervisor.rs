@@ -112,7 +112,7 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 /// /// Crashes the first time it runs, then waits.
 /// struct Flaky { runs: Arc<AtomicUsize> }
 /// impl Process for Flaky {
-///    type Done = Payload;
+///    type Done = ();
 ///    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///        if events.any(|e| matches!(e, Event::Cancel)) {
 ///            out.finish(());

@@ -231,7 +231,7 @@ pub struct HistogramSummary {
 /// /// Waits for messages until cancelled.
 /// struct Waiter;
 /// impl Process for Waiter {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Cancel = event { out.finish(()) }
