@@ -30,7 +30,7 @@ struct Player {
 }
 
 impl Process for Player {
-    type Done = Payload;
+    type Done = u64;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         match method {
             "play" => Ok(()),
@@ -137,7 +137,7 @@ fn main() {
     }
     let mut received = 0u64;
     for h in handles {
-        received += *h.wait().expect("done").downcast::<u64>().expect("a count");
+        received += h.wait().expect("done");
     }
     let elapsed = started.elapsed();
     let stats = scheduler.stats();
