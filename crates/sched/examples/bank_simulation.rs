@@ -203,7 +203,7 @@ impl Process for AskingTransfer {
                 }
                 // No answer in time (or none at all): ask again.
                 Event::Reply {
-                    result: Err(AskError::Timeout | AskError::NoReply),
+                    result: Err(AskError::TimedOut | AskError::NoReply),
                     ..
                 } => self.ask_withdrawal(out)?,
                 _ => {}

@@ -125,7 +125,11 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
     /// # Examples
     ///
     /// See [`Call`].
-    pub fn new<C: CommandRef<Data = D, Result = R>>(command: C, tag: Tag, timeout: Duration) -> Self {
+    pub fn new<C: CommandRef<Data = D, Result = R>>(
+        command: C,
+        tag: Tag,
+        timeout: Duration,
+    ) -> Self {
         Call {
             command: TypedCommand::new(command.command_id()),
             tag,
@@ -216,7 +220,11 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
     /// # scheduler.shutdown(Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn start_with(&mut self, out: &mut Output<'_>, data: impl FnMut(u32) -> D + Send + 'static) {
+    pub fn start_with(
+        &mut self,
+        out: &mut Output<'_>,
+        data: impl FnMut(u32) -> D + Send + 'static,
+    ) {
         self.data = Some(Box::new(data));
         self.attempts = 0;
         self.ended = false;

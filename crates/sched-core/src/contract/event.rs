@@ -72,7 +72,7 @@ pub enum Event<M = Package> {
     Reply {
         /// The ask, as `Output::ask` returned it.
         id: AskId,
-        /// The answer, or [`AskError::Timeout`] / [`AskError::NoReply`] /
+        /// The answer, or [`AskError::TimedOut`] / [`AskError::NoReply`] /
         /// [`AskError::Unread`].
         result: Result<Payload, AskError>,
         /// The question, handed back with [`AskError::Unread`]: the asked

@@ -95,7 +95,7 @@ pub(crate) trait StepNames {
 /// Request-reply from a step (`engine/ask.rs`).
 pub(crate) trait StepAsk {
     /// Sends a request to `to` on behalf of the stepped process, whose
-    /// answer (or `AskError::Timeout` at `timeout_at`) comes back as
+    /// answer (or `AskError::TimedOut` at `timeout_at`) comes back as
     /// `Event::Reply`; returns the ask's id and its timeout's timer.
     /// `question_type` names the question's type, for
     /// `AskError::UnexpectedQuestion`.

@@ -192,7 +192,7 @@ impl<A: Any + Send> Reply<A> {
     ///
     /// # Errors
     ///
-    /// [`AskError::Timeout`] if no answer came in time (a later one is
+    /// [`AskError::TimedOut`] if no answer came in time (a later one is
     /// still taken by a later wait); otherwise as for
     /// [`wait`](Reply::wait).
     ///
@@ -207,7 +207,7 @@ impl<A: Any + Send> Reply<A> {
                 return answer.and_then(answer_as);
             }
             if Instant::now() >= deadline {
-                return Err(AskError::Timeout);
+                return Err(AskError::TimedOut);
             }
             state = self.slot.ready.wait_until(state, deadline).0;
         }
@@ -463,7 +463,7 @@ impl Output<'_> {
     /// Asks `to` a [`Question`] from this step and returns its
     /// [`ReplyId`]: the answer arrives as
     /// [`Event::Reply`](crate::Event::Reply) with that id, read with
-    /// [`ReplyId::answer`]: `Ok(answer)`, or `Err(AskError::Timeout)` if
+    /// [`ReplyId::answer`]: `Ok(answer)`, or `Err(AskError::TimedOut)` if
     /// `timeout` passes first, or `Err(AskError::NoReply)` if the process
     /// drops the request. Exactly one `Reply` event per ask; an answer
     /// after the timeout is dropped. A PID of another node is asked

@@ -181,7 +181,7 @@ impl Timers {
             What::AskTimeout(id) => {
                 let event = Event::Reply {
                     id,
-                    result: Err(AskError::Timeout),
+                    result: Err(AskError::TimedOut),
                     question: None,
                 };
                 match record.deliver(event) {
@@ -322,7 +322,7 @@ impl Context {
     ///
     /// struct Idle;
     /// impl Process for Idle {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
@@ -389,7 +389,7 @@ impl Output<'_> {
     /// /// Sleeps 20 ms, then finishes with how long it slept.
     /// struct Nap { since: Option<Instant> }
     /// impl Process for Nap {
-    ///     type Done = Payload;
+    ///     type Done = Duration;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         let since = *self.since.get_or_insert_with(|| {
     ///             out.set_timer(Duration::from_millis(20), Tag(1));
@@ -407,7 +407,7 @@ impl Output<'_> {
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
     /// let slept = scheduler.spawn(Nap { since: None })?.wait()?;
-    /// assert!(*slept.downcast_ref::<Duration>().unwrap() >= Duration::from_millis(20));
+    /// assert!(slept >= Duration::from_millis(20));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_timer(&mut self, when: impl Into<Deadline>, tag: Tag) -> TimerId {
@@ -559,11 +559,11 @@ fn far_future(now: Instant) -> Instant {
 ///
 /// struct Waiter;
 /// impl Process for Waiter {
-///     type Done = Payload;
+///     type Done = &'static str;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Message(m) = event {
-///                 out.finish(m.into_payload());
+///                 out.finish(m.into_payload()); // the `&str` sent, not boxed again
 ///             }
 ///         }
 ///         Ok(())
@@ -575,7 +575,7 @@ fn far_future(now: Instant) -> Instant {
 /// let waiter = scheduler.spawn(Waiter)?;
 /// let sent = Instant::now();
 /// let _timer: TimerId = scheduler.send(After(Duration::from_millis(20), waiter.pid()), "late")?;
-/// assert_eq!(waiter.wait()?.downcast_ref::<&str>(), Some(&"late"));
+/// assert_eq!(waiter.wait()?, "late");
 /// assert!(sent.elapsed() >= Duration::from_millis(20));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -231,7 +231,7 @@ fn reason_of(code: u8) -> ExitReason {
 
 fn ask_error_code(error: AskError) -> u8 {
     match error {
-        AskError::Timeout => 1,
+        AskError::TimedOut => 1,
         AskError::NoReply => 2,
         AskError::AlreadyTaken => 3,
         AskError::UnexpectedType => 4,
@@ -247,7 +247,7 @@ fn ask_error_code(error: AskError) -> u8 {
 /// An error this version does not know reads as no reply.
 fn ask_error_of(code: u8) -> AskError {
     match code {
-        1 => AskError::Timeout,
+        1 => AskError::TimedOut,
         3 => AskError::AlreadyTaken,
         4 => AskError::UnexpectedType,
         5 => AskError::Unread,
@@ -322,7 +322,7 @@ mod tests {
             assert_eq!(reason_of(reason_code(reason)), reason);
         }
         for error in [
-            AskError::Timeout,
+            AskError::TimedOut,
             AskError::NoReply,
             AskError::AlreadyTaken,
             AskError::UnexpectedType,
