@@ -32,7 +32,7 @@ struct Pong(u32);
 struct Echo;
 
 impl Process for Echo {
-    type Done = Payload;
+    type Done = ();
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Message(package) = event {
@@ -54,7 +54,7 @@ struct Player {
 }
 
 impl Process for Player {
-    type Done = Payload;
+    type Done = Vec<Duration>;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.round_trips.is_empty() && events.is_empty() {
             self.sent_at = Instant::now();
@@ -146,10 +146,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut player = one.spawn(player)?;
     println!("player runs on node 1 as {}", player.pid());
     // An error says why: no answer within 10 s, or how the player failed.
-    let outcome = player.wait_timeout(Duration::from_secs(10))?;
-    let mut round_trips = *outcome
-        .downcast::<Vec<Duration>>()
-        .map_err(|_| "the player finishes with its round trips")?;
+    let mut round_trips = player.wait_timeout(Duration::from_secs(10))?;
     round_trips.sort();
     println!(
         "{} round trips over NATS: fastest {:?}, median {:?}, slowest {:?}",

@@ -84,7 +84,7 @@ impl Account {
 }
 
 impl Process for Account {
-    type Done = Payload;
+    type Done = ();
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             let message = match event {
@@ -136,7 +136,7 @@ impl Transfer {
 }
 
 impl Process for Transfer {
-    type Done = Payload;
+    type Done = ();
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.ask_withdrawal(out)
     }
@@ -185,7 +185,7 @@ impl AskingTransfer {
 }
 
 impl Process for AskingTransfer {
-    type Done = Payload;
+    type Done = ();
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.ask_withdrawal(out)
     }

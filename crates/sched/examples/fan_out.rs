@@ -36,7 +36,7 @@ struct Gather {
 }
 
 impl Process for Gather {
-    type Done = Payload;
+    type Done = u64;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }
@@ -119,7 +119,7 @@ fn main() {
         .collect();
     let mut all = 0u64;
     for h in handles {
-        all = all.wrapping_add(*h.wait().expect("done").downcast::<u64>().unwrap());
+        all = all.wrapping_add(h.wait().expect("done"));
     }
     let elapsed = started.elapsed();
     let report = scheduler.shutdown(Duration::from_secs(1));

@@ -41,7 +41,7 @@ struct Hot {
 }
 
 impl Process for Hot {
-    type Done = Payload;
+    type Done = ();
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
@@ -72,7 +72,7 @@ struct Ticker {
 }
 
 impl Process for Ticker {
-    type Done = Payload;
+    type Done = ();
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
@@ -111,7 +111,7 @@ struct Fetcher;
 const FETCH: CommandId = CommandId(1);
 
 impl Process for Fetcher {
-    type Done = Payload;
+    type Done = ();
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             if let Event::Cancel = event {
@@ -156,7 +156,7 @@ struct Backlog {
 }
 
 impl Process for Backlog {
-    type Done = Payload;
+    type Done = u64;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let mut batch = 0u32;
         for event in events {

@@ -16,7 +16,7 @@ use sched::prelude::*;
 struct Busy(u32);
 
 impl Process for Busy {
-    type Done = Payload;
+    type Done = ();
     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.0 += 1;
         if self.0 == 1_000 {
@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     scheduler.start();
     let _publisher = Publisher::start(Arc::clone(&scheduler), Duration::from_millis(200));
     for _ in 0..20 {
-        let load: Vec<Completion> = (0..100)
+        let load: Vec<Completion<()>> = (0..100)
             .map(|_| scheduler.spawn(Busy(0)))
             .collect::<Result<_, _>>()?;
         for done in load {

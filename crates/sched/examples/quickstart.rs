@@ -10,6 +10,7 @@
 use std::time::{Duration, Instant};
 
 use sched::prelude::*;
+use sched::Package;
 
 const RING: u64 = 5;
 const LAPS: u64 = 3;
@@ -31,7 +32,7 @@ impl Node {
 }
 
 impl Process for Node {
-    type Done = Payload;
+    type Done = u64;
     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
         match method {
             "ring" => Ok(()),
@@ -105,11 +106,7 @@ fn main() {
     let mut total = 0;
     for h in handles {
         let pid = h.pid();
-        let hops = *h
-            .wait()
-            .expect("done")
-            .downcast::<u64>()
-            .expect("hop count");
+        let hops = h.wait().expect("done");
         total += hops;
         println!("  {pid} forwarded the token {hops} times");
     }

@@ -7,6 +7,7 @@
 
 use sched::prelude::*;
 use sched::supervisor::{SupervisorReport, WhichChildren};
+use sched::Strategy;
 use std::time::Duration;
 
 /// Does a little work every millisecond and crashes after `lifetime`
@@ -17,7 +18,7 @@ struct Worker {
 }
 
 impl Process for Worker {
-    type Done = Payload;
+    type Done = u32;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.ticks == 0 {
             out.set_timer(Duration::from_millis(1), Tag(0));
@@ -43,7 +44,7 @@ impl Process for Worker {
 struct Cache;
 
 impl Process for Cache {
-    type Done = Payload;
+    type Done = ();
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {

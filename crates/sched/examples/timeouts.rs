@@ -70,7 +70,7 @@ impl Order {
 }
 
 impl Process for Order {
-    type Done = Payload;
+    type Done = OrderResult;
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.started.is_none() {
             self.started = Some(Instant::now());
@@ -177,7 +177,7 @@ fn main() {
         .build();
     scheduler.start();
 
-    let orders: Vec<Completion> = (0..ORDERS)
+    let orders: Vec<Completion<OrderResult>> = (0..ORDERS)
         .map(|id| {
             let order = Order {
                 id,
@@ -191,8 +191,7 @@ fn main() {
 
     let (mut finished, mut timed_out) = (Vec::new(), Vec::new());
     for done in orders {
-        let result = done.wait().expect("every order ends");
-        match *result.downcast::<OrderResult>().expect("an OrderResult") {
+        match done.wait().expect("every order ends") {
             Ok(receipt) => finished.push(receipt),
             Err(timeout) => timed_out.push(timeout),
         }

@@ -24,7 +24,7 @@ struct Napper {
 }
 
 impl Process for Napper {
-    type Done = Payload;
+    type Done = u64;
     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         Ok(())
     }
@@ -80,7 +80,7 @@ fn main() {
     let naps: u64 = runtime.block_on(async {
         let mut naps = 0;
         for handle in handles {
-            naps += *handle.await.unwrap().downcast::<u64>().unwrap();
+            naps += handle.await.unwrap();
         }
         naps
     });

@@ -32,7 +32,9 @@ struct CounterV1 {
 }
 
 impl Process for CounterV1 {
-    type Done = Payload;
+    /// Never finishes itself: its PID finishes as version 2, which takes
+    /// it over, does.
+    type Done = (u64, u64);
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             let Event::Message(package) = event else {
@@ -66,7 +68,7 @@ struct CounterV2 {
 }
 
 impl Process for CounterV2 {
-    type Done = Payload;
+    type Done = (u64, u64);
     fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
         if method != "resume" {
             return Err(InitError::unknown_method(method));
@@ -141,8 +143,7 @@ fn main() {
         .expect("the PID still routes, now to version 2");
 
     let pid = handle.pid();
-    let result = handle.wait().expect("version 2 finished");
-    let (inherited, added) = *result.downcast::<(u64, u64)>().expect("two counts");
+    let (inherited, added) = handle.wait().expect("version 2 finished");
     let upgrades = scheduler.stats().totals().upgrades;
     scheduler.shutdown(Duration::from_secs(1));
     println!(
