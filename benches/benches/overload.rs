@@ -32,6 +32,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sched::prelude::*;
+use sched::Priority;
 
 const WORKERS: usize = 2;
 const PROCESSES: usize = 50_000;

@@ -22,6 +22,7 @@ use futures_util::StreamExt;
 use relay_nats::async_nats;
 use relay_nats::{Codec, Format, NatsConfig, NatsSchedulerExt};
 use sched::prelude::*;
+use sched::Package;
 use serde::{Deserialize, Serialize};
 
 #[path = "common/filter.rs"]

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sched::prelude::*;
+use sched::Package;
 
 struct Yielder(u32);
 

@@ -2,6 +2,7 @@
 //! the heap bytes per pending timer.
 
 use super::*;
+use sched::After;
 
 /// What the main thread tells a timer owner.
 enum Order {

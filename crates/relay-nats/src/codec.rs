@@ -104,6 +104,7 @@ fn decode<T: DeserializeOwned + Any + Send>(
 /// ```
 /// use relay_nats::Codec;
 /// use sched::prelude::*;
+/// use sched::Package;
 ///
 /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
 /// struct Ping(u64);
@@ -184,6 +185,7 @@ impl Codec {
     /// ```
     /// use relay_nats::{Codec, Format};
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
     /// struct Tick { n: u64, at: u32 }
@@ -231,6 +233,7 @@ impl Codec {
     /// ```
     /// use relay_nats::{Codec, EncodeError};
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let codec = Codec::new().register::<String>("text").max_message_bytes(64);
     /// let big = Package::new(Pid::new(1, 1), Pid::new(2, 1), "x".repeat(100));

@@ -16,6 +16,7 @@ use relay::Pid;
 /// ```
 /// use relay_nats::{Codec, EncodeError};
 /// use sched::prelude::*;
+/// use sched::Package;
 ///
 /// let codec = Codec::new();
 /// let package = Package::new(Pid::new(1, 1), Pid::new(2, 1), 5_u32);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use relay_nats::{NatsConfig, NatsTransport, TransportStats};
 use sched::message::SendErrorKind;
 use sched::prelude::*;
+use sched::Package;
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(60);

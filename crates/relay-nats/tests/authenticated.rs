@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use relay_nats::NatsConfig;
 use sched::prelude::*;
 use sched::remote::Signal;
+use sched::Package;
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(30);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use relay_nats::{EncodeError, NatsConfig, NatsTransport};
 use sched::message::SendErrorKind;
 use sched::prelude::*;
+use sched::Package;
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(20);

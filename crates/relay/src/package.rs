@@ -34,6 +34,7 @@ pub type Payload = Box<dyn Any + Send>;
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Package;
 ///
 /// let package = Package::new(Pid::local(1), Pid::local(2), String::from("ping"));
 /// assert_eq!(package.source(), Pid::local(1));
@@ -147,6 +148,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), 7_u32);
     /// assert_eq!(package.payload::<u32>(), Some(&7));
@@ -168,6 +170,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let payload: Payload = Box::new([1_u8, 2, 3]);
     /// let package = Package::from_payload(Pid::local(1), Pid::local(2), payload);
@@ -186,6 +189,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// assert_eq!(Package::new(Pid::local(1), Pid::local(2), ()).source(), Pid::local(1));
     /// ```
@@ -199,6 +203,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// assert_eq!(Package::new(Pid::local(1), Pid::local(2), ()).target(), Pid::local(2));
     /// ```
@@ -213,6 +218,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), ()).with_target(Pid::local(3));
     /// assert_eq!(package.target(), Pid::local(3));
@@ -230,6 +236,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), 1.5_f64);
     /// assert!(package.is::<f64>());
@@ -245,6 +252,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), vec![1, 2]);
     /// assert_eq!(package.payload::<Vec<i32>>(), Some(&vec![1, 2]));
@@ -263,6 +271,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let mut package = Package::new(Pid::local(1), Pid::local(2), 1_u64);
     /// if let Some(hops) = package.payload_mut::<u64>() {
@@ -288,6 +297,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let package = Package::new(Pid::local(1), Pid::local(2), 5_i32);
     /// let package = package.downcast::<String>().unwrap_err();
@@ -315,6 +325,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let payload = Package::new(Pid::local(1), Pid::local(2), 'x').into_payload();
     /// assert_eq!(payload.downcast_ref::<char>(), Some(&'x'));
@@ -330,6 +341,7 @@ impl Package {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     ///
     /// let (source, target, payload) = Package::new(Pid::local(1), Pid::local(2), 3_u8).into_parts();
     /// assert_eq!((source, target), (Pid::local(1), Pid::local(2)));

@@ -22,6 +22,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Package;
 /// use sched::message::{Receiver, SendError, SendErrorKind};
 /// use std::sync::Mutex;
 ///
@@ -62,6 +63,7 @@ pub trait Receiver {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{Receiver, SendError, SendErrorKind};
     ///
     /// /// A receiver that refuses everything, as a finished process would.

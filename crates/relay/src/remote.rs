@@ -30,6 +30,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Package;
 /// use sched::engine::Engine;
 /// use sched::message::{Receiver, SendError};
 /// use sched::remote::RemoteTransport;
@@ -121,6 +122,7 @@ impl<T: RemoteTransport + ?Sized> RemoteTransport for Arc<T> {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Package;
 /// use sched::remote::Signal;
 ///
 /// fn describe(package: &Package) -> String {
@@ -235,6 +237,7 @@ impl fmt::Debug for Signal {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Package;
 /// use sched::remote::NodeDown;
 ///
 /// let own = 1;

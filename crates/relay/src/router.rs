@@ -40,6 +40,7 @@ use std::fmt;
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Package;
 /// use sched::message::{Receiver, Router, SendError, SendErrorKind};
 /// use std::sync::{mpsc, Arc, Mutex};
 ///
@@ -231,6 +232,7 @@ impl<R> Router<R> {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{Receiver, Router, SendError, SendErrorKind};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// use std::sync::Arc;
@@ -344,7 +346,7 @@ impl<R> fmt::Debug for Router<R> {
 ///
 /// ```
 /// use sched::prelude::*;
-/// use sched::message::{Receiver, Router, SendError, SendErrorKind};
+/// use sched::message::{Package, Receiver, Router, SendError, SendErrorKind};
 /// use std::sync::Arc;
 ///
 /// struct Refuse;

@@ -62,6 +62,7 @@ impl fmt::Display for SendErrorKind {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Package;
 /// use sched::message::{Router, SendErrorKind};
 /// use std::sync::Arc;
 ///
@@ -104,6 +105,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::new(SendErrorKind::Full, Package::new(Pid::local(1), Pid::local(2), ()));
@@ -127,6 +129,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let package = Package::new(Pid::local(1), Pid::new(2, 7), 5_u8);
@@ -147,6 +150,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::SendError;
     ///
     /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
@@ -162,6 +166,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::unknown_target(Package::new(Pid::local(1), Pid::local(2), ()));
@@ -177,6 +182,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
@@ -192,6 +198,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), ()));
@@ -207,6 +214,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
@@ -222,6 +230,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::SendError;
     ///
     /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
@@ -237,6 +246,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::SendError;
     ///
     /// let err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), ()));
@@ -254,6 +264,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::SendError;
     ///
     /// let mut err = SendError::ended(Package::new(Pid::local(1), Pid::local(2), 8_u8));
@@ -271,6 +282,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::SendError;
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), 8_u8));
@@ -288,6 +300,7 @@ impl SendError {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::{SendError, SendErrorKind};
     ///
     /// let err = SendError::full(Package::new(Pid::local(1), Pid::local(2), ()));

@@ -109,8 +109,9 @@ pub mod supervisor;
 pub use builder::SchedulerBuilder;
 pub use scheduler::Scheduler;
 
-// The root shows what a first program needs (the names of the prelude);
-// every other name lives in its concept's module, and only there.
+// The root shows what most programs need (the prelude's names, and a few
+// more a program names often: send options, monitors, replies); every
+// other name lives in its concept's module, and only there.
 pub use relay::{Addr, Package, Payload, Pid};
 pub use sched_core::{
     Accepts, After, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event,
@@ -122,10 +123,13 @@ pub use supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 pub use deque;
 pub use sched_core::sim;
 
-/// The names most programs use, for `use sched::prelude::*;`: the
-/// scheduler, the process contract, PIDs, messages and typed addresses,
-/// typed questions, commands and their handlers, timers, monitors and
-/// supervision.
+/// The names a first program uses, for `use sched::prelude::*;`: the
+/// scheduler, the process contract and its typed outcome, PIDs and typed
+/// addresses, typed questions, commands and their handlers, timers, and
+/// supervision. The rest is at the crate root and in its concept's module
+/// (send options such as `Urgent` in [`message`], monitors and replies in
+/// [`actor`], priorities in [`process`], strategies in [`supervisor`]), so
+/// a glob import of the prelude shadows few of a program's own names.
 ///
 /// # Examples
 ///
@@ -157,12 +161,12 @@ pub use sched_core::sim;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub mod prelude {
-    pub use crate::{ChildSpec, Restart, Scheduler, Strategy, Supervisor};
-    pub use relay::{Addr, Package, Payload, Pid};
+    pub use crate::{ChildSpec, Restart, Scheduler, Supervisor};
+    pub use relay::{Addr, Payload, Pid};
     pub use sched_core::{
-        Accepts, After, BoxError, Command, CommandId, Completer, Completion, Context, Down, Event,
-        Events, ExitError, ExitReason, InitContext, InitError, Monitor, Output, Priority, Process,
-        Question, Rejected, Reply, ReplyId, Spawn, Tag, TimerId, Urgent, Within,
+        Accepts, BoxError, Command, CommandId, Completer, Completion, Down, Event, Events,
+        ExitError, ExitReason, InitContext, InitError, Output, Process, Question, Rejected, Spawn,
+        Tag, TimerId,
     };
 }
 

@@ -134,6 +134,7 @@ impl Scheduler {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Context;
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// let cx: &Context = scheduler.context();
     /// assert_eq!(cx.whereis("nobody"), None);

@@ -104,6 +104,7 @@ const SHUTDOWN_TIMER: Tag = Tag(u64::MAX);
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Strategy;
 /// use sched::supervisor::SupervisorReport;
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::sync::Arc;

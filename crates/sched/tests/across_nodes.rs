@@ -14,6 +14,7 @@ use sched::actor::{AskError, MonitorId, ReplyTo};
 use sched::message::{Receiver, SendError, SendErrorKind};
 use sched::prelude::*;
 use sched::remote::{NodeDown, RemoteTransport};
+use sched::{Package, Urgent};
 
 const WAIT: Duration = Duration::from_secs(10);
 

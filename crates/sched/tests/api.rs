@@ -7,6 +7,7 @@ use std::time::Duration;
 use sched::message::{into_payload, SendErrorKind};
 use sched::prelude::*;
 use sched::process::SubmitError;
+use sched::Package;
 
 const PATIENCE: Duration = Duration::from_secs(10);
 

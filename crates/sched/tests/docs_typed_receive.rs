@@ -25,6 +25,7 @@ use sched::command::{Command, CommandId, Completer, Rejected};
 use sched::prelude::*;
 use sched::process::Accepts;
 use sched::sim::Config;
+use sched::{After, Urgent};
 
 /// Generous: every wait in this file is for something that takes
 /// microseconds on an idle machine.

@@ -9,6 +9,7 @@ use sched::actor::{NameError, PidStatus, Question};
 use sched::message::SendErrorKind;
 use sched::prelude::*;
 use sched::process::{TerminateError, UpgradeRequestError};
+use sched::After;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -21,6 +21,7 @@ use std::time::Duration;
 use sched::prelude::*;
 use sched::process::Group;
 use sched::sim::{Config, Entry, Simulation};
+use sched::Priority;
 
 /// Busy work under overload: each round, a few steps of work (continues),
 /// then a timer of 1-50 ms (by its index), for `rounds` rounds. Every

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use sched::prelude::*;
 use sched::process::{Group, SubmitError};
 use sched::sim::Config;
+use sched::Priority;
 
 /// Spins for `spin` per step and continues until told to stop; counts its
 /// steps in `steps`.

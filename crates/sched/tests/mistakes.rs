@@ -16,6 +16,7 @@
 use sched::actor::AskError;
 use sched::message::SendErrorKind;
 use sched::prelude::*;
+use sched::ReplyId;
 use std::any::type_name;
 use std::time::Duration;
 

@@ -7,6 +7,7 @@
 
 use sched::actor::MonitorId;
 use sched::prelude::*;
+use sched::After;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -23,6 +23,7 @@ use std::time::Duration;
 use sched::actor::{AskError, AskId, MonitorId, ReplyTo};
 use sched::prelude::*;
 use sched::sim::{Config, Simulation};
+use sched::Context;
 
 /// Settles what a round set in motion: far more than the network's
 /// latency (3 ms at most) times the hops of any exchange.

@@ -12,6 +12,7 @@ use sched::command::CommandError;
 use sched::command::{Command, CommandId, Completer, Rejected};
 use sched::prelude::*;
 use sched::sim::{explore, shrink, Config, Entry, Fault, Faults, Progress, SimError, Source};
+use sched::Strategy;
 
 #[path = "../examples/bank_simulation.rs"]
 mod bank;
@@ -895,7 +896,7 @@ fn requests_are_delayed_lost_and_duplicated_keeping_each_senders_order() {
         let mut timeouts = 0;
         for (id, told) in replies.iter() {
             assert_eq!(told.len(), 1, "seed {seed}: ask {id:?} told {told:?}");
-            if told[0] == "Timeout" {
+            if told[0] == "TimedOut" {
                 timeouts += 1;
             } else {
                 assert!(told[0].starts_with("answer Some("), "{told:?}");

@@ -3,6 +3,7 @@
 
 use sched::prelude::*;
 use sched::supervisor::{SupervisorError, SupervisorReport, WhichChildren};
+use sched::Strategy;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

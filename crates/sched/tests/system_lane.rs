@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sched::prelude::*;
 use sched::sim::Config;
+use sched::Urgent;
 
 /// Waits for one message, then finishes.
 struct Target;

@@ -2,6 +2,7 @@
 //! by the process, dead letters, shutdown.
 
 use sched::prelude::*;
+use sched::After;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use sched::message::SendErrorKind;
 use sched::prelude::*;
+use sched::Within;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::receipt::Ack;
+use sched::Context;
 
 impl Durability {
     /// Rebuilds every durable process the store holds that has not ended

@@ -28,6 +28,7 @@
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Priority;
 ///
 /// /// Answers health checks: put ahead of the bulk work.
 /// struct Health;
@@ -73,6 +74,7 @@ impl Priority {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Priority;
     /// assert_eq!(Priority::ALL[0], Priority::High);
     /// assert_eq!(Priority::ALL.len(), 3);
     /// ```
@@ -98,7 +100,7 @@ impl Priority {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(sched::prelude::Priority::Low.name(), "low");
+    /// assert_eq!(sched::process::Priority::Low.name(), "low");
     /// ```
     pub const fn name(self) -> &'static str {
         match self {
@@ -125,6 +127,7 @@ impl crate::Output<'_> {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Priority;
     ///
     /// /// Catches up at `Low` priority, then serves at `Normal`.
     /// struct Indexer { backlog: u32 }

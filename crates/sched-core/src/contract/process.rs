@@ -465,6 +465,7 @@ impl InitContext {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Priority;
     ///
     /// let cx = InitContext::new(Pid::local(1));
     /// assert_eq!(cx.priority(), None);

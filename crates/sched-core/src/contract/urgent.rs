@@ -49,6 +49,7 @@ use super::event::Event;
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Urgent;
 ///
 /// /// Reads one message per step, leaving the rest for later; finishes
 /// /// with what it read once it reads "stop".
@@ -92,7 +93,7 @@ impl Urgent {
     /// # Examples
     ///
     /// ```
-    /// let urgent = sched::prelude::Urgent::new(42u32);
+    /// let urgent = sched::message::Urgent::new(42u32);
     /// assert_eq!(urgent.into_inner().downcast_ref::<u32>(), Some(&42));
     /// ```
     pub fn new(message: impl Any + Send) -> Urgent {

@@ -123,6 +123,7 @@ impl Drop for ReplySlot {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Reply;
 /// use std::time::Duration;
 ///
 /// struct Square(u64);
@@ -350,6 +351,7 @@ impl Asks {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Context;
 /// use sched::actor::AskTarget;
 ///
 /// fn are_you_there<T: AskTarget>(cx: &Context, to: T) -> bool {
@@ -480,6 +482,7 @@ impl Output<'_> {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::ReplyId;
     /// use std::time::Duration;
     ///
     /// struct Price(&'static str);
@@ -552,6 +555,7 @@ impl<A: Any + Send> ReplyId<A> {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::ReplyId;
     /// fn is_mine(asked: ReplyId<u32>, event: &Event) -> bool {
     ///     matches!(event, Event::Reply { id, .. } if *id == asked.id())
     /// }

@@ -300,6 +300,7 @@ impl Shared {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Context;
 /// use sched::message::{SendError, Target};
 ///
 /// /// Any target, any message: the caller's `send` checks the pair.
@@ -446,6 +447,7 @@ impl Context {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// use sched::message::SendErrorKind;
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// let package = Package::new(Pid::local(3), Pid::local(9), 1u8);
@@ -540,6 +542,7 @@ impl Output<'_> {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::{After, Within};
     /// use std::time::Duration;
     ///
     /// fn report(out: &mut Output<'_>, parent: Pid, total: Addr<u64>) -> Result<(), BoxError> {
@@ -574,6 +577,7 @@ impl Output<'_> {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::Package;
     /// /// Passes a package on, its source kept, so the target answers the
     /// /// original sender.
     /// fn relay_on(out: &mut Output<'_>, package: Package, to: Pid) {

@@ -169,6 +169,7 @@ impl<P> std::fmt::Debug for Spawn<'_, P> {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Context;
 /// use sched::process::{IntoSpawn, SubmitError};
 ///
 /// fn start_all<S: IntoSpawn<'static>>(

@@ -318,6 +318,7 @@ impl Context {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::After;
     /// use std::time::Duration;
     ///
     /// struct Idle;
@@ -555,6 +556,7 @@ fn far_future(now: Instant) -> Instant {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::After;
 /// use std::time::{Duration, Instant};
 ///
 /// struct Waiter;

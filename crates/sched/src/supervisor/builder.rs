@@ -13,6 +13,7 @@ use super::Supervisor;
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Strategy;
 /// let builder = Supervisor::builder().strategy(Strategy::OneForAll);
 /// # let _ = builder;
 /// assert_eq!(Strategy::default(), Strategy::OneForOne);
@@ -43,6 +44,7 @@ pub enum Strategy {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Strategy;
 /// use std::time::Duration;
 ///
 /// struct Worker;

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
 use sched::prelude::*;
+use sched::After;
 
 use crate::delayed_order::DelayedSent;
 use crate::message::{defuse, Bomb, Marker, Msg};

@@ -11,6 +11,7 @@ use std::time::Duration;
 use sched::command::{CommandId, Completer, Rejected};
 use sched::prelude::*;
 use sched::process::SubmitError;
+use sched::Package;
 
 use crate::rng::Rng;
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use sched::message::SendErrorKind;
 use sched::prelude::*;
+use sched::Package;
 
 use crate::process::Msg;
 use crate::rng::Rng;

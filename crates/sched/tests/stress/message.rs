@@ -3,6 +3,7 @@
 //! when the scheduler drops it.
 
 use sched::prelude::*;
+use sched::Package;
 
 /// A message between processes, or from the feeder thread.
 #[derive(Debug)]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use sched::actor::{AskId, MonitorId};
 use sched::command::Completer;
 use sched::prelude::*;
+use sched::Monitor;
 
 use crate::notices::{DownRec, ExitRec, ReplyRec, RequestRec};
 

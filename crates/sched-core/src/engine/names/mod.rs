@@ -432,6 +432,7 @@ impl<M: std::any::Any + Send> Target<M> for &String {
 ///
 /// ```
 /// use sched::prelude::*;
+/// use sched::Within;
 /// use std::time::Duration;
 ///
 /// /// Finishes with the first message it gets.
