@@ -15,7 +15,11 @@
 //! - **`impl Shared` files**: files holding an inherent `impl Shared`;
 //! - **flat root names**: names `sched`'s crate root re-exports with
 //!   `pub use` outside its modules, and how many of them are hidden
-//!   (`#[doc(hidden)]`).
+//!   (`#[doc(hidden)]`);
+//! - **prelude names**: names `sched::prelude` re-exports (what a glob
+//!   import brings into a program's scope);
+//! - **handler registrations**: public builder methods that register a
+//!   command handler (`handler`, `*_handler`, `handler_*`).
 //!
 //! Like `layers`, it reads the sources with a small scanner instead of a
 //! parser, so that `cargo xtask` keeps building in seconds with no
@@ -49,6 +53,8 @@ pub(crate) struct Counts {
     shared_files: usize,
     root_names: usize,
     hidden_root_names: usize,
+    prelude_names: usize,
+    handler_registrations: usize,
     /// Every public inherent method counted, for `--list`.
     methods: Vec<Method>,
 }
@@ -61,7 +67,7 @@ pub(crate) fn doors(list: bool) -> Result<(), String> {
             println!("{}::{}  {}", m.ty, m.name, m.file);
         }
     }
-    let rows: [(&str, String, &str); 9] = [
+    let rows: [(&str, String, &str); 11] = [
         (
             "spawn doors (definitions)",
             format!("{} ({})", counts.spawn_doors, counts.spawn_definitions),
@@ -93,6 +99,12 @@ pub(crate) fn doors(list: bool) -> Result<(), String> {
             "hidden root names",
             counts.hidden_root_names.to_string(),
             "0",
+        ),
+        ("prelude names", counts.prelude_names.to_string(), "<= 28"),
+        (
+            "handler registrations",
+            counts.handler_registrations.to_string(),
+            "1",
         ),
         ("", String::new(), ""),
     ];
@@ -152,9 +164,15 @@ fn count(root: &Path) -> Result<Counts, String> {
     };
     let (output_methods, output_files) = of("Output");
     let (context_methods, context_files) = of("Context");
-    let (root_names, hidden_root_names) = root_reexports(&strip_comments_only(&read(
-        &root.join("crates/sched/src/lib.rs"),
-    )?));
+    let facade = strip_comments_only(&read(&root.join("crates/sched/src/lib.rs"))?);
+    let (root_names, hidden_root_names) = root_reexports(&facade);
+    let handler_registrations = methods
+        .iter()
+        .filter(|m| m.ty.starts_with("Builder"))
+        .filter(|m| {
+            m.name == "handler" || m.name.ends_with("_handler") || is_verb(&m.name, "handler")
+        })
+        .count();
     Ok(Counts {
         spawn_definitions: spawns.len(),
         spawn_doors: spawns.len() + context_spawns * derefs_to_context.len(),
@@ -167,6 +185,8 @@ fn count(root: &Path) -> Result<Counts, String> {
         shared_files: shared_files.len(),
         root_names,
         hidden_root_names,
+        prelude_names: prelude_names(&facade),
+        handler_registrations,
         methods: methods
             .iter()
             .filter(|m| {
@@ -178,6 +198,38 @@ fn count(root: &Path) -> Result<Counts, String> {
             .cloned()
             .collect(),
     })
+}
+
+/// How many names the `pub mod prelude { .. }` of `code` re-exports: one
+/// per `pub use path::Name;`, one per name in a `pub use path::{A, B};`.
+fn prelude_names(code: &str) -> usize {
+    let Some(start) = code.find("pub mod prelude {") else {
+        return 0;
+    };
+    let body = &code[start + "pub mod prelude {".len()..];
+    let body = &body[..body.find('}').map_or(body.len(), |at| {
+        // The block ends at the first `}` not closing a `{A, B}` group.
+        let mut depth = 0usize;
+        for (i, c) in body.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => return i,
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        at
+    })];
+    body.split(';')
+        .filter_map(|statement| statement.trim().strip_prefix("pub use"))
+        .map(|path| match (path.find('{'), path.rfind('}')) {
+            (Some(open), Some(close)) => path[open + 1..close]
+                .split(',')
+                .filter(|name| !name.trim().is_empty())
+                .count(),
+            _ => 1,
+        })
+        .sum()
 }
 
 /// Whether `name` is the verb `verb` or a variant of it (`send`,
@@ -591,7 +643,6 @@ mod tests {
                 pub fn spawn_with(&self) {}
             }
             impl Process for Output<'_> { pub fn not_inherent() {} }
-                type Done = Payload;
             impl Context { pub fn ask(&self) {} }
             #[cfg(test)]
             mod tests { impl Context { pub fn in_a_test() {} } }
@@ -610,6 +661,13 @@ mod tests {
                 ("Context", "ask")
             ]
         );
+    }
+
+    #[test]
+    fn the_prelude_counts_each_name_of_each_use() {
+        let code = "pub mod prelude {\n    pub use crate::{A, B};\n    pub use relay::C;\n    pub use core::{D, E, F,};\n}\npub mod other { pub use x::{G, H}; }";
+        assert_eq!(prelude_names(code), 6);
+        assert_eq!(prelude_names("pub mod elsewhere {}"), 0);
     }
 
     #[test]
