@@ -304,7 +304,7 @@ fn steady_ours(dir: &std::path::Path) -> (Duration, Duration, Duration, u64, Dur
     steady(|i| {
         last = Some(
             durability
-                .tell::<Sink>(&scheduler, &keys[(i % SINKS) as usize], &i)
+                .send::<Sink>(&scheduler, &keys[(i % SINKS) as usize], &i)
                 .unwrap(),
         );
     });

@@ -65,7 +65,7 @@
 //! durability.recover(&scheduler)?; // nothing to resume the first time
 //!
 //! let order = durability.spawn::<Order>(&scheduler, "order-1", ())?;
-//! durability.tell::<Order>(&scheduler, "order-1", &1_999)?;
+//! durability.send::<Order>(&scheduler, "order-1", &1_999)?;
 //! assert!(order.wait::<bool>()?);
 //! scheduler.shutdown(Duration::from_secs(1));
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -51,7 +51,7 @@ impl Drop for Ack {
 ///
 /// # Examples
 ///
-/// See [`Durability::tell`](crate::Durability::tell).
+/// See [`Durability::send`](crate::Durability::send).
 pub struct Receipt {
     slot: Arc<Slot>,
 }
@@ -101,7 +101,7 @@ impl Receipt {
     ///
     /// # Examples
     ///
-    /// See [`Durability::tell`](crate::Durability::tell).
+    /// See [`Durability::send`](crate::Durability::send).
     pub fn wait(&self, timeout: Duration) -> Result<(), DurableError> {
         let deadline = Instant::now() + timeout;
         let mut result = self.slot.result.lock();
@@ -123,7 +123,7 @@ impl Receipt {
     ///
     /// # Examples
     ///
-    /// See [`Durability::tell`](crate::Durability::tell).
+    /// See [`Durability::send`](crate::Durability::send).
     pub fn try_result(&self) -> Option<Result<(), DurableError>> {
         self.slot.result.lock().clone()
     }

@@ -108,7 +108,7 @@ fn a_send_made_before_its_receiver_runs_is_taken_first_once_it_is_spawned() {
         .spawn::<Relay>(&scheduler, "relay", "log".into())
         .unwrap();
     durability
-        .tell::<Relay>(&scheduler, "relay", &1)
+        .send::<Relay>(&scheduler, "relay", &1)
         .unwrap()
         .wait(WAIT)
         .unwrap();
@@ -120,7 +120,7 @@ fn a_send_made_before_its_receiver_runs_is_taken_first_once_it_is_spawned() {
     // The next sends reach the log live; the first one still comes first.
     for n in [2, 3, 0] {
         durability
-            .tell::<Relay>(&scheduler, "relay", &n)
+            .send::<Relay>(&scheduler, "relay", &n)
             .unwrap()
             .wait(WAIT)
             .unwrap();
@@ -250,7 +250,7 @@ fn a_process_that_could_not_be_resumed_keeps_the_sends_made_to_it() {
             .unwrap();
         for n in [5, 6, 0] {
             durability
-                .tell::<Relay>(&scheduler, "relay", &n)
+                .send::<Relay>(&scheduler, "relay", &n)
                 .unwrap()
                 .wait(WAIT)
                 .unwrap();
@@ -290,7 +290,7 @@ fn a_key_forgotten_and_spawned_again_takes_the_sends_made_to_it_afterwards() {
     let mut first = durability.spawn::<Log>(&scheduler, "log", 2).unwrap();
     for n in [1, 2] {
         durability
-            .tell::<Relay>(&scheduler, "relay", &n)
+            .send::<Relay>(&scheduler, "relay", &n)
             .unwrap()
             .wait(WAIT)
             .unwrap();
@@ -302,7 +302,7 @@ fn a_key_forgotten_and_spawned_again_takes_the_sends_made_to_it_afterwards() {
     // Sent to the ended log: never taken, and dropped when it is
     // forgotten.
     durability
-        .tell::<Relay>(&scheduler, "relay", &3)
+        .send::<Relay>(&scheduler, "relay", &3)
         .unwrap()
         .wait(WAIT)
         .unwrap();
@@ -312,7 +312,7 @@ fn a_key_forgotten_and_spawned_again_takes_the_sends_made_to_it_afterwards() {
     assert!(durability.forget("log").unwrap());
     // Sent while the key has no journal: kept for the next log.
     durability
-        .tell::<Relay>(&scheduler, "relay", &4)
+        .send::<Relay>(&scheduler, "relay", &4)
         .unwrap()
         .wait(WAIT)
         .unwrap();
@@ -320,7 +320,7 @@ fn a_key_forgotten_and_spawned_again_takes_the_sends_made_to_it_afterwards() {
     let mut second = durability.spawn::<Log>(&scheduler, "log", 0).unwrap();
     for n in [5, 0] {
         durability
-            .tell::<Relay>(&scheduler, "relay", &n)
+            .send::<Relay>(&scheduler, "relay", &n)
             .unwrap()
             .wait(WAIT)
             .unwrap();
@@ -354,7 +354,7 @@ fn many_senders_racing_one_receivers_spawn_lose_and_repeat_nothing() {
                 let told = counter;
                 for round in 1..=ROUNDS {
                     for key in &relays {
-                        durability.tell::<Relay>(&cx, key, &round).unwrap();
+                        durability.send::<Relay>(&cx, key, &round).unwrap();
                         told.fetch_add(1, Relaxed);
                     }
                 }

@@ -222,7 +222,7 @@ fn child(path: &str, workflows: u64, rounds: u64) {
                     break;
                 }
                 let n = run + i;
-                let told = durability.tell::<Inbox>(&scheduler, "inbox", &n);
+                let told = durability.send::<Inbox>(&scheduler, "inbox", &n);
                 if told.and_then(|r| r.wait(Duration::from_secs(10))).is_ok() {
                     println!("acked {n}");
                 }

@@ -491,7 +491,7 @@ fn a_key_spawned_again_after_forget_takes_a_new_channel_from_a_sender_that_kept_
         .unwrap();
     let mut r = d.spawn::<Collect>(cx, "r", 3).unwrap();
     for n in 1..=3 {
-        d.tell::<Relay>(cx, "relay", &("r".to_owned(), n))
+        d.send::<Relay>(cx, "relay", &("r".to_owned(), n))
             .unwrap()
             .wait(LONG)
             .unwrap();
@@ -506,7 +506,7 @@ fn a_key_spawned_again_after_forget_takes_a_new_channel_from_a_sender_that_kept_
         ]
     );
     // A send to the ended r: dropped.
-    d.tell::<Relay>(cx, "relay", &("r".to_owned(), 99))
+    d.send::<Relay>(cx, "relay", &("r".to_owned(), 99))
         .unwrap()
         .wait(LONG)
         .unwrap();
@@ -522,7 +522,7 @@ fn a_key_spawned_again_after_forget_takes_a_new_channel_from_a_sender_that_kept_
     assert_eq!(d.status("r").unwrap(), None);
     // Sends while no r exists: kept.
     for n in [4, 5] {
-        d.tell::<Relay>(cx, "relay", &("r".to_owned(), n))
+        d.send::<Relay>(cx, "relay", &("r".to_owned(), n))
             .unwrap()
             .wait(LONG)
             .unwrap();
@@ -547,7 +547,7 @@ fn a_key_spawned_again_after_forget_takes_a_new_channel_from_a_sender_that_kept_
     let d = &node.durability;
     let cx = &node.scheduler;
     let mut r = d.spawn::<Collect>(cx, "r", 3).unwrap();
-    d.tell::<Relay>(cx, "relay", &("r".to_owned(), 6))
+    d.send::<Relay>(cx, "relay", &("r".to_owned(), 6))
         .unwrap()
         .wait(LONG)
         .unwrap();
@@ -582,7 +582,7 @@ fn forget_and_respawn_of_a_live_receiver_starts_a_new_channel() {
     for generation in 0..5u64 {
         let mut r = d.spawn::<Collect>(cx, "r", 4).unwrap();
         for n in 1..=4 {
-            d.tell::<Relay>(cx, "relay", &("r".to_owned(), generation * 10 + n))
+            d.send::<Relay>(cx, "relay", &("r".to_owned(), generation * 10 + n))
                 .unwrap()
                 .wait(LONG)
                 .unwrap();
@@ -819,7 +819,7 @@ fn receipts_racing_a_shutdown_agree_with_what_the_recovered_processes_hold() {
     for n in 1..=100u64 {
         let key = &keys[(n % keys.len() as u64) as usize];
         node.durability
-            .tell::<Collect>(&node.scheduler, key, &n)
+            .send::<Collect>(&node.scheduler, key, &n)
             .unwrap()
             .wait(LONG)
             .unwrap();
@@ -834,7 +834,7 @@ fn receipts_racing_a_shutdown_agree_with_what_the_recovered_processes_hold() {
             while !stop_telling.load(Ordering::Relaxed) && n < 20_000 {
                 n += 1;
                 let key = &keys[(n % keys.len() as u64) as usize];
-                let receipt = node.durability.tell::<Collect>(&node.scheduler, key, &n);
+                let receipt = node.durability.send::<Collect>(&node.scheduler, key, &n);
                 receipts.push((key.clone(), n, receipt));
                 told.store(n, Ordering::Relaxed);
             }
@@ -886,7 +886,7 @@ fn receipts_racing_a_shutdown_agree_with_what_the_recovered_processes_hold() {
     let mut held = BTreeSet::new();
     for key in &keys {
         node.durability
-            .tell::<Collect>(&node.scheduler, key, &STOP)
+            .send::<Collect>(&node.scheduler, key, &STOP)
             .unwrap()
             .wait(LONG)
             .unwrap();
@@ -911,7 +911,7 @@ fn receipts_racing_a_shutdown_agree_with_what_the_recovered_processes_hold() {
     stop(node);
 }
 
-/// Promise: `tell` to a process that does not run is refused with
+/// Promise: `send` to a process that does not run is refused with
 /// `NoSuchKey`; a tell racing the process's end settles (Ok, `NotKept`) or
 /// is refused, and never hangs.
 #[test]
@@ -921,7 +921,7 @@ fn tells_to_a_missing_or_ending_process_are_refused_or_settle() {
     let d = &node.durability;
     let cx = &node.scheduler;
     assert!(matches!(
-        d.tell::<Collect>(cx, "nobody", &1),
+        d.send::<Collect>(cx, "nobody", &1),
         Err(DurableError::NoSuchKey(_))
     ));
     for round in 0..20 {
@@ -929,7 +929,7 @@ fn tells_to_a_missing_or_ending_process_are_refused_or_settle() {
         let mut h = d.spawn::<Collect>(cx, &key, 1).unwrap();
         let mut receipts = Vec::new();
         for n in 0..20 {
-            receipts.push(d.tell::<Collect>(cx, &key, &n));
+            receipts.push(d.send::<Collect>(cx, &key, &n));
         }
         let got: Vec<(String, u64)> = h.wait_timeout(LONG).unwrap();
         assert_eq!(got, vec![("outside".to_owned(), 0)]);
@@ -945,7 +945,7 @@ fn tells_to_a_missing_or_ending_process_are_refused_or_settle() {
         }
         until("the ended process no longer takes tells", || {
             matches!(
-                d.tell::<Collect>(cx, &key, &1),
+                d.send::<Collect>(cx, &key, &1),
                 Err(DurableError::NoSuchKey(_))
             )
         });
@@ -1103,12 +1103,12 @@ fn recover_called_again_beside_running_processes_resumes_none() {
         for i in 0..60 {
             let key = format!("new-{i}");
             handles.push((key.clone(), d.spawn::<Collect>(cx, &key, 2).unwrap()));
-            d.tell::<Collect>(cx, &key, &1).unwrap();
-            d.tell::<Collect>(cx, &key, &2).unwrap();
+            d.send::<Collect>(cx, &key, &1).unwrap();
+            d.send::<Collect>(cx, &key, &2).unwrap();
             let old = format!("old-{}", i % 20);
             if i < 20 {
-                d.tell::<Collect>(cx, &old, &1).unwrap();
-                d.tell::<Collect>(cx, &old, &2).unwrap();
+                d.send::<Collect>(cx, &old, &1).unwrap();
+                d.send::<Collect>(cx, &old, &2).unwrap();
             }
         }
         for (key, mut h) in handles {
@@ -1293,7 +1293,7 @@ fn a_send_to_an_ended_process_is_dropped_from_the_outbox() {
         .wait(LONG)
         .unwrap();
     let mut r = d.spawn::<Collect>(cx, "r", 1).unwrap();
-    d.tell::<Relay>(cx, "relay", &("r".to_owned(), 1))
+    d.send::<Relay>(cx, "relay", &("r".to_owned(), 1))
         .unwrap()
         .wait(LONG)
         .unwrap();
@@ -1301,7 +1301,7 @@ fn a_send_to_an_ended_process_is_dropped_from_the_outbox() {
     until("r ended", || {
         d.keys().unwrap().contains(&("r".to_owned(), true))
     });
-    d.tell::<Relay>(cx, "relay", &("r".to_owned(), 2))
+    d.send::<Relay>(cx, "relay", &("r".to_owned(), 2))
         .unwrap()
         .wait(LONG)
         .unwrap();

@@ -35,12 +35,12 @@ fn a_durable_process_runs_to_its_outcome_and_its_journal_says_what_it_did() {
     tally.durable().wait(WAIT).unwrap();
     for n in 1..=4u64 {
         durability
-            .tell::<Tally>(&scheduler, "t", &n)
+            .send::<Tally>(&scheduler, "t", &n)
             .unwrap()
             .wait(WAIT)
             .unwrap();
     }
-    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    durability.send::<Tally>(&scheduler, "t", &0).unwrap();
     assert_eq!(tally.wait::<u64>().unwrap(), 10);
     assert_eq!(
         durability.pid("t"),
@@ -188,7 +188,7 @@ fn a_suspended_process_resumes_where_it_was() {
     let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
     for n in [1u64, 2, 3] {
         durability
-            .tell::<Tally>(&scheduler, "t", &n)
+            .send::<Tally>(&scheduler, "t", &n)
             .unwrap()
             .wait(WAIT)
             .unwrap();
@@ -201,11 +201,11 @@ fn a_suspended_process_resumes_where_it_was() {
     assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
     assert_eq!(recovery.resumed.len(), 1);
     durability
-        .tell::<Tally>(&scheduler, "t", &4)
+        .send::<Tally>(&scheduler, "t", &4)
         .unwrap()
         .wait(WAIT)
         .unwrap();
-    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    durability.send::<Tally>(&scheduler, "t", &0).unwrap();
     assert_eq!(recovery.resumed.remove(0).wait::<u64>().unwrap(), 10);
     stop(durability, scheduler);
 }
@@ -602,7 +602,7 @@ fn a_snapshotted_process_resumes_from_its_latest_snapshot_and_compaction_drops_w
     durability.spawn::<Saved>(&scheduler, "s", ()).unwrap();
     for n in 1..=10u64 {
         durability
-            .tell::<Saved>(&scheduler, "s", &n)
+            .send::<Saved>(&scheduler, "s", &n)
             .unwrap()
             .wait(WAIT)
             .unwrap();
@@ -628,7 +628,7 @@ fn a_snapshotted_process_resumes_from_its_latest_snapshot_and_compaction_drops_w
     let mut recovery = durability.recover(&scheduler).unwrap();
     assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
     assert_eq!(recovery.from_snapshots, 1);
-    durability.tell::<Saved>(&scheduler, "s", &0).unwrap();
+    durability.send::<Saved>(&scheduler, "s", &0).unwrap();
     assert_eq!(
         recovery.resumed.remove(0).wait::<(u64, u64)>().unwrap(),
         (55, 11)
@@ -645,7 +645,7 @@ fn a_snapshotted_process_resumes_from_its_latest_snapshot_and_compaction_drops_w
         durability.spawn::<Saved>(&scheduler, "s", ()).unwrap();
         for n in 1..=3u64 {
             durability
-                .tell::<Saved>(&scheduler, "s", &n)
+                .send::<Saved>(&scheduler, "s", &n)
                 .unwrap()
                 .wait(WAIT)
                 .unwrap();
@@ -678,7 +678,7 @@ fn a_fenced_process_stops_without_releasing_and_the_others_of_its_batch_go_on() 
 
     gate.fence_key("a");
     let refused = durability
-        .tell::<Tally>(&scheduler, "a", &0)
+        .send::<Tally>(&scheduler, "a", &0)
         .unwrap()
         .wait(WAIT);
     assert_eq!(refused, Err(DurableError::Fenced("a".into())));
@@ -687,11 +687,11 @@ fn a_fenced_process_stops_without_releasing_and_the_others_of_its_batch_go_on() 
         other => panic!("expected the fence, got {other:?}"),
     }
     durability
-        .tell::<Tally>(&scheduler, "b", &3)
+        .send::<Tally>(&scheduler, "b", &3)
         .unwrap()
         .wait(WAIT)
         .unwrap();
-    durability.tell::<Tally>(&scheduler, "b", &0).unwrap();
+    durability.send::<Tally>(&scheduler, "b", &0).unwrap();
     assert_eq!(b.wait::<u64>().unwrap(), 3);
     scheduler.shutdown(Duration::from_secs(5));
 }
@@ -722,11 +722,11 @@ fn a_store_that_panics_fails_its_batch_and_the_journal_goes_on() {
     // The writer survived: the next process is journaled as usual.
     let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
     durability
-        .tell::<Tally>(&scheduler, "t", &4)
+        .send::<Tally>(&scheduler, "t", &4)
         .unwrap()
         .wait(WAIT)
         .unwrap();
-    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    durability.send::<Tally>(&scheduler, "t", &0).unwrap();
     assert_eq!(tally.wait::<u64>().unwrap(), 4);
     assert_eq!(durability.stats().failed_syncs, 1);
     scheduler.shutdown(Duration::from_secs(5));
@@ -744,7 +744,7 @@ fn a_process_that_ends_while_a_recovery_reads_the_store_is_not_resumed() {
     let scheduler = scheduler(&durability, Arc::default());
     let mut tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
     durability
-        .tell::<Tally>(&scheduler, "t", &5)
+        .send::<Tally>(&scheduler, "t", &5)
         .unwrap()
         .wait(WAIT)
         .unwrap();
@@ -760,7 +760,7 @@ fn a_process_that_ends_while_a_recovery_reads_the_store_is_not_resumed() {
             std::thread::sleep(Duration::from_millis(1));
         }
         // The read listed the tally as running; now it finishes.
-        durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+        durability.send::<Tally>(&scheduler, "t", &0).unwrap();
         assert_eq!(tally.wait_timeout::<u64>(WAIT).unwrap(), 5);
         while durability.pid("t").is_some() {
             assert!(Instant::now() < deadline, "the tally never left");
@@ -790,8 +790,8 @@ fn status_and_keys_tell_what_became_of_each_process_after_a_restart() {
     {
         let (durability, scheduler) = node(&path, Arc::default());
         let done = durability.spawn::<Tally>(&scheduler, "done", ()).unwrap();
-        durability.tell::<Tally>(&scheduler, "done", &7).unwrap();
-        durability.tell::<Tally>(&scheduler, "done", &0).unwrap();
+        durability.send::<Tally>(&scheduler, "done", &7).unwrap();
+        durability.send::<Tally>(&scheduler, "done", &0).unwrap();
         assert_eq!(done.wait::<u64>().unwrap(), 7);
         let waiting = durability
             .spawn::<Tally>(&scheduler, "waiting", ())
@@ -843,7 +843,7 @@ fn the_status_of_a_failed_process_says_why() {
     durability.register::<Fails>();
     let scheduler = scheduler(&durability, Arc::default());
     let failing = durability.spawn::<Fails>(&scheduler, "f", ()).unwrap();
-    durability.tell::<Fails>(&scheduler, "f", &()).unwrap();
+    durability.send::<Fails>(&scheduler, "f", &()).unwrap();
     assert!(matches!(failing.wait::<()>(), Err(DurableError::Failed(_))));
     let deadline = Instant::now() + WAIT;
     while durability.pid("f").is_some() {
@@ -885,7 +885,7 @@ fn receipts_of_a_shutdown_say_in_doubt_or_not_kept_and_recovery_agrees() {
         // writer must not hold the journal's drop forever.
         let _opens = OpenOnDrop(gate.clone());
         let entered = gate.entered.load(Relaxed);
-        let in_doubt = durability.tell::<Tally>(&scheduler, "t", &5).unwrap();
+        let in_doubt = durability.send::<Tally>(&scheduler, "t", &5).unwrap();
         // The record with 5 is in the writer's hands (held at the gate);
         // 7 arrives while it is in flight, and waits for the next record.
         let deadline = Instant::now() + WAIT;
@@ -896,7 +896,7 @@ fn receipts_of_a_shutdown_say_in_doubt_or_not_kept_and_recovery_agrees() {
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        let not_kept = durability.tell::<Tally>(&scheduler, "t", &7).unwrap();
+        let not_kept = durability.send::<Tally>(&scheduler, "t", &7).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         scheduler.shutdown(Duration::from_secs(5));
         assert_eq!(in_doubt.wait(WAIT), Err(DurableError::InDoubt("t".into())));
@@ -908,7 +908,7 @@ fn receipts_of_a_shutdown_say_in_doubt_or_not_kept_and_recovery_agrees() {
     }
     let (durability, scheduler) = node(&path, Arc::default());
     let mut recovery = durability.recover(&scheduler).unwrap();
-    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    durability.send::<Tally>(&scheduler, "t", &0).unwrap();
     assert_eq!(
         recovery
             .resumed

@@ -25,7 +25,7 @@ fn the_journals_figures_are_served_beside_the_engines() {
     .unwrap();
     let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
     durability
-        .tell::<Tally>(&*scheduler, "t", &2)
+        .send::<Tally>(&*scheduler, "t", &2)
         .unwrap()
         .wait(WAIT)
         .unwrap();
@@ -48,7 +48,7 @@ fn the_journals_figures_are_served_beside_the_engines() {
     assert_eq!(figure("store size").unit, Unit::Bytes);
     assert!(figure("step to durable p99").value > 0.0);
 
-    durability.tell::<Tally>(&*scheduler, "t", &0).unwrap();
+    durability.send::<Tally>(&*scheduler, "t", &0).unwrap();
     assert_eq!(tally.wait::<u64>().unwrap(), 2);
     scheduler.shutdown(Duration::from_secs(5));
     endpoint.stop();

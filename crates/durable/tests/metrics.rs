@@ -17,11 +17,11 @@ fn the_journals_figures_reach_the_installed_recorder() {
     let scheduler = scheduler(&durability, Arc::default());
     let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
     durability
-        .tell::<Tally>(&scheduler, "t", &5)
+        .send::<Tally>(&scheduler, "t", &5)
         .unwrap()
         .wait(WAIT)
         .unwrap();
-    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    durability.send::<Tally>(&scheduler, "t", &0).unwrap();
     assert_eq!(tally.wait::<u64>().unwrap(), 5);
     let stats = durability.stats();
 

@@ -23,7 +23,7 @@ fn store_with_journals(path: &std::path::Path, count: u64) {
         durability.spawn::<Tally>(&scheduler, &key, ()).unwrap();
         for n in 1..=3u64 {
             durability
-                .tell::<Tally>(&scheduler, &key, &n)
+                .send::<Tally>(&scheduler, &key, &n)
                 .unwrap()
                 .wait(WAIT)
                 .unwrap();
@@ -127,7 +127,7 @@ fn flipped_bytes_are_an_error_or_harmless_never_a_panic() {
                 // different.
                 for mut tally in recovery.resumed {
                     let key = tally.key().to_owned();
-                    durability.tell::<Tally>(&scheduler, &key, &0).unwrap();
+                    durability.send::<Tally>(&scheduler, &key, &0).unwrap();
                     assert_eq!(
                         tally.wait_timeout::<u64>(WAIT).unwrap(),
                         6,

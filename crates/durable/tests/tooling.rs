@@ -20,12 +20,12 @@ fn an_exported_journal_replays_offline_and_a_changed_step_is_caught() {
     let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
     for n in [3u64, 4] {
         durability
-            .tell::<Tally>(&scheduler, "t", &n)
+            .send::<Tally>(&scheduler, "t", &n)
             .unwrap()
             .wait(WAIT)
             .unwrap();
     }
-    durability.tell::<Tally>(&scheduler, "t", &0).unwrap();
+    durability.send::<Tally>(&scheduler, "t", &0).unwrap();
     assert_eq!(tally.wait::<u64>().unwrap(), 7);
     let json = durability.inspect("t").unwrap().unwrap().to_json();
     scheduler.shutdown(Duration::from_secs(5));
@@ -84,11 +84,11 @@ fn sched_journal_lists_shows_exports_and_compacts_a_store() {
         let scheduler = scheduler(&durability, Arc::default());
         let a = durability.spawn::<Tally>(&scheduler, "a", ()).unwrap();
         durability
-            .tell::<Tally>(&scheduler, "a", &5)
+            .send::<Tally>(&scheduler, "a", &5)
             .unwrap()
             .wait(WAIT)
             .unwrap();
-        durability.tell::<Tally>(&scheduler, "a", &0).unwrap();
+        durability.send::<Tally>(&scheduler, "a", &0).unwrap();
         assert_eq!(a.wait::<u64>().unwrap(), 5);
         let b = durability.spawn::<Tally>(&scheduler, "b", ()).unwrap();
         b.durable().wait(WAIT).unwrap();

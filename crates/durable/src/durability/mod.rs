@@ -89,9 +89,9 @@ struct Kind {
 ///
 /// let tally = durability.spawn::<Tally>(&scheduler, "tally-1", ())?;
 /// for n in [1, 2, 3] {
-///     durability.tell::<Tally>(&scheduler, "tally-1", &n)?.wait(Duration::from_secs(5))?;
+///     durability.send::<Tally>(&scheduler, "tally-1", &n)?.wait(Duration::from_secs(5))?;
 /// }
-/// durability.tell::<Tally>(&scheduler, "tally-1", &0)?;
+/// durability.send::<Tally>(&scheduler, "tally-1", &0)?;
 /// assert_eq!(tally.wait::<u64>()?, 6);
 /// scheduler.shutdown(Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -413,7 +413,7 @@ impl Durability {
     /// # Examples
     ///
     /// See [`Durability`].
-    pub fn tell<D: Durable>(
+    pub fn send<D: Durable>(
         &self,
         cx: &impl AsContext,
         key: &str,
