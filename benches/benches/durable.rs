@@ -63,6 +63,7 @@ impl Durable for Looper {
     const KIND: &'static str = "looper";
     type Args = u64;
     type Message = ();
+    type Done = u64;
 
     fn create(rounds: u64) -> Self {
         Looper {
@@ -97,6 +98,7 @@ impl Durable for Sleeper {
     const KIND: &'static str = "sleeper";
     type Args = ();
     type Message = ();
+    type Done = ();
     fn create(_: ()) -> Self {
         Sleeper
     }
@@ -161,7 +163,7 @@ fn ours(dir: &std::path::Path) -> (Side, u64, DurableStats) {
         .collect();
     let expected: u64 = (1..=ROUNDS).sum();
     for s in spawned {
-        assert_eq!(s.wait::<u64>().unwrap(), expected);
+        assert_eq!(s.wait().unwrap(), expected);
     }
     let took = started.elapsed();
     let stats = durability.stats();
@@ -258,6 +260,7 @@ impl Durable for Sink {
     const KIND: &'static str = "sink";
     type Args = ();
     type Message = u64;
+    type Done = ();
     fn create(_: ()) -> Self {
         Sink
     }
@@ -297,7 +300,7 @@ fn steady_ours(dir: &std::path::Path) -> (Duration, Duration, Duration, u64, Dur
             .spawn::<Sink>(&scheduler, key, ())
             .unwrap()
             .durable()
-            .wait(Duration::from_secs(60))
+            .wait_timeout(Duration::from_secs(60))
             .unwrap();
     }
     let mut last = None;
@@ -308,7 +311,7 @@ fn steady_ours(dir: &std::path::Path) -> (Duration, Duration, Duration, u64, Dur
                 .unwrap(),
         );
     });
-    last.unwrap().wait(Duration::from_secs(60)).unwrap();
+    last.unwrap().wait_timeout(Duration::from_secs(60)).unwrap();
     let stats = durability.stats();
     scheduler.shutdown(Duration::from_secs(5));
     (
@@ -388,7 +391,7 @@ fn recovery(dir: &std::path::Path, snapshots: bool) -> (Duration, Duration, u64)
             })
             .collect();
         for s in &spawned {
-            s.durable().wait(Duration::from_secs(120)).unwrap();
+            s.durable().wait_timeout(Duration::from_secs(120)).unwrap();
         }
         scheduler.shutdown(Duration::from_secs(30));
     }
@@ -435,6 +438,7 @@ impl Durable for Flow {
     const KIND: &'static str = "flow";
     type Args = Option<String>;
     type Message = u64;
+    type Done = u64;
 
     fn create(service: Option<String>) -> Self {
         Flow {
@@ -469,6 +473,7 @@ impl Durable for Service {
     const KIND: &'static str = "service";
     type Args = ();
     type Message = u64;
+    type Done = ();
     fn create(_: ()) -> Self {
         Service
     }
@@ -559,7 +564,7 @@ fn workflows(
             .spawn::<Service>(&scheduler, &format!("svc-{s}"), ())
             .unwrap()
             .durable()
-            .wait(Duration::from_secs(60))
+            .wait_timeout(Duration::from_secs(60))
             .unwrap();
     }
     let expected: u64 = (1..=STEPS).sum();
@@ -580,7 +585,7 @@ fn workflows(
                     By::Commands | By::Sends => {
                         let service = (by == By::Sends).then(|| format!("svc-{}", i % SERVICES));
                         let spawned = durability.spawn::<Flow>(&scheduler, &key, service).unwrap();
-                        Box::new(move || spawned.wait::<u64>().unwrap())
+                        Box::new(move || spawned.wait().unwrap())
                     }
                 };
                 (at, wait)

@@ -55,8 +55,9 @@ pub enum DurableError {
     ReservedTag,
     /// The journal's writer has stopped (its `Durability` was dropped).
     Stopped,
-    /// Waited for longer than the given time.
-    Timeout,
+    /// Waited for longer than the given time (the wait can be made
+    /// again; see [`DurableError::is_timeout`]).
+    TimedOut,
     /// The process failed: a step returned this error or panicked, or its
     /// journal could not be written.
     Failed(String),
@@ -77,6 +78,33 @@ pub enum DurableError {
     /// input. It was not kept; after a shutdown, send it again once the
     /// process is recovered.
     NotKept(String),
+    /// A resumed handle was typed ([`Spawned::of`](crate::Spawned::of))
+    /// as another kind than its process's.
+    WrongKind {
+        /// The process's key.
+        key: String,
+        /// Its kind.
+        kind: String,
+        /// The kind it was asked to be.
+        asked: &'static str,
+    },
+}
+
+impl DurableError {
+    /// Whether this is [`DurableError::TimedOut`]: the wait gave up, the
+    /// process or the input goes on (as `ExitError::is_timeout` for a
+    /// plain process).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::DurableError;
+    /// assert!(DurableError::TimedOut.is_timeout());
+    /// assert!(!DurableError::Suspended.is_timeout());
+    /// ```
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, DurableError::TimedOut)
+    }
 }
 
 impl fmt::Display for DurableError {
@@ -116,7 +144,7 @@ impl fmt::Display for DurableError {
                 write!(f, "tag u64::MAX is reserved for the journal's own command")
             }
             DurableError::Stopped => write!(f, "the journal's writer has stopped"),
-            DurableError::Timeout => write!(f, "timed out"),
+            DurableError::TimedOut => write!(f, "timed out"),
             DurableError::Failed(e) => write!(f, "the durable process failed: {e}"),
             DurableError::Fenced(key) => write!(
                 f,
@@ -125,6 +153,10 @@ impl fmt::Display for DurableError {
             DurableError::Suspended => write!(
                 f,
                 "the scheduler shut down before the durable process finished; it resumes on recovery"
+            ),
+            DurableError::WrongKind { key, kind, asked } => write!(
+                f,
+                "durable process {key:?} is a {kind:?}, not a {asked:?}"
             ),
         }
     }

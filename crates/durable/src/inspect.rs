@@ -147,6 +147,7 @@ impl Inspection {
     ///     const KIND: &'static str = "idle";
     ///     type Args = ();
     ///     type Message = ();
+    ///     type Done = ();
     ///     fn create(_: ()) -> Self { Idle }
     ///     fn step(&mut self, _: Input<()>, _: &mut Effects<'_>) -> Result<(), BoxError> { Ok(()) }
     /// }

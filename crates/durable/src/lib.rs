@@ -39,6 +39,7 @@
 //!     const KIND: &'static str = "order";
 //!     type Args = ();
 //!     type Message = u64; // cents paid
+//!     type Done = bool;
 //!
 //!     fn create(_: ()) -> Self { Order { paid: false } }
 //!
@@ -66,7 +67,7 @@
 //!
 //! let order = durability.spawn::<Order>(&scheduler, "order-1", ())?;
 //! durability.send::<Order>(&scheduler, "order-1", &1_999)?;
-//! assert!(order.wait::<bool>()?);
+//! assert!(order.wait()?);
 //! scheduler.shutdown(Duration::from_secs(1));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -91,7 +92,7 @@ mod status;
 pub mod store;
 
 pub use commit::{MAX_BATCH_BYTES, MAX_BATCH_RECORDS};
-pub use durability::{Durability, DurableStats, Recovery, Spawned, JOURNAL_COMMAND};
+pub use durability::{AnyKind, Durability, DurableStats, Recovery, Spawned, JOURNAL_COMMAND};
 pub use error::DurableError;
 pub use inspect::{Inspection, Replay};
 pub use process::{Answer, Durable, Effects, Failure, Input};

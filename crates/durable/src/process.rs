@@ -50,6 +50,7 @@ pub(crate) const JOURNAL_TAG: Tag = Tag(u64::MAX);
 ///     const KIND: &'static str = "tally";
 ///     type Args = ();
 ///     type Message = u64;
+///     type Done = u64;
 ///
 ///     fn create(_: ()) -> Self { Tally::default() }
 ///
@@ -69,6 +70,36 @@ pub trait Durable: Send + 'static {
     type Args: Serialize + DeserializeOwned;
     /// The messages it receives (journaled as postcard bytes).
     type Message: Serialize + DeserializeOwned + Send + 'static;
+    /// What it finishes with ([`Effects::finish`]): its handle is a
+    /// [`Spawned<Self::Done>`](crate::Spawned), whose `wait` gives a
+    /// `Done`, so waiting for another type does not compile. `()` for a
+    /// process that finishes with nothing or never. (`finish` takes any
+    /// serializable value: one that does not decode as a `Done` reaches
+    /// the waiter as [`DurableError::Codec`].)
+    ///
+    /// Waiting for another type does not compile:
+    ///
+    /// ```compile_fail,E0308
+    /// use sched_durable::prelude::*;
+    ///
+    /// struct Tally(u64);
+    /// impl Durable for Tally {
+    ///     const KIND: &'static str = "tally";
+    ///     type Args = ();
+    ///     type Message = u64;
+    ///     type Done = u64;
+    ///     fn create(_: ()) -> Self { Tally(0) }
+    ///     fn step(&mut self, _: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+    ///         out.finish(&self.0)?;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// fn total(durability: &Durability, scheduler: &Scheduler) -> Result<String, DurableError> {
+    ///     durability.spawn::<Tally>(scheduler, "t", ())?.wait() // a `Tally` finishes with a `u64`
+    /// }
+    /// ```
+    type Done: Serialize + DeserializeOwned + Send + 'static;
 
     /// Builds the process from its arguments: on spawn, and again before
     /// its journal is replayed.
@@ -282,6 +313,7 @@ impl<'a> Effects<'a> {
     ///     const KIND: &'static str = "hour";
     ///     type Args = ();
     ///     type Message = ();
+    ///     type Done = ();
     ///     fn create(_: ()) -> Self { Hour { started: None } }
     ///     fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
     ///         match input {
@@ -333,6 +365,7 @@ impl<'a> Effects<'a> {
     ///     const KIND: &'static str = "sink";
     ///     type Args = ();
     ///     type Message = String;
+    ///     type Done = ();
     ///     fn create(_: ()) -> Self { Sink }
     ///     fn step(&mut self, _: Input<String>, _: &mut Effects<'_>) -> Result<(), BoxError> { Ok(()) }
     /// }

@@ -91,7 +91,7 @@ impl Receipt {
     ///
     /// # Errors
     ///
-    /// [`DurableError::Timeout`] if `timeout` passed first (the input may
+    /// [`DurableError::TimedOut`] if `timeout` passed first (the input may
     /// still become durable); [`DurableError::Store`] if the write
     /// failed; [`DurableError::InDoubt`] if a shutdown suspended the
     /// process while the input's record was being written (it may be
@@ -102,20 +102,26 @@ impl Receipt {
     /// # Examples
     ///
     /// See [`Durability::send`](crate::Durability::send).
-    pub fn wait(&self, timeout: Duration) -> Result<(), DurableError> {
-        let deadline = Instant::now() + timeout;
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<(), DurableError> {
+        // A timeout too long to add waits as long as it takes.
+        let deadline = Instant::now().checked_add(timeout);
         let mut result = self.slot.result.lock();
         while result.is_none() {
-            if self
-                .slot
-                .settled
-                .wait_until(&mut result, deadline)
-                .timed_out()
-            {
-                break;
+            match deadline {
+                Some(deadline) => {
+                    if self
+                        .slot
+                        .settled
+                        .wait_until(&mut result, deadline)
+                        .timed_out()
+                    {
+                        break;
+                    }
+                }
+                None => self.slot.settled.wait(&mut result),
             }
         }
-        result.clone().unwrap_or(Err(DurableError::Timeout))
+        result.clone().unwrap_or(Err(DurableError::TimedOut))
     }
 
     /// Whether the input is durable already (`Some(Ok)`), will never be

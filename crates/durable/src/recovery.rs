@@ -26,6 +26,8 @@ use crate::store::Journal;
 /// A durable process rebuilt from its journal, not yet running.
 pub(crate) struct Replayed {
     pub(crate) key: Arc<str>,
+    /// Its kind, as its journal was created.
+    pub(crate) kind: Arc<str>,
     pub(crate) process: Box<dyn Erased>,
     pub(crate) state: State,
     /// It started from a snapshot.
@@ -122,6 +124,7 @@ pub(crate) fn replay(
     }
     Ok(Replayed {
         key,
+        kind: journal.created.kind.as_str().into(),
         process,
         state,
         snapshotted,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use sched_durable::prelude::*;
 use sched_durable::store::{Journal, Store};
-use sched_durable::{Record, RecordedEffect, RecordedInput};
+use sched_durable::{Record, RecordedEffect, RecordedInput, Spawned};
 
 const ROLE: &str = "SCHED_DURABLE_CHAIN_CRASH_CHILD";
 const PAIRS: u64 = 40;
@@ -33,6 +33,7 @@ impl Durable for Ping {
     const KIND: &'static str = "ping";
     type Args = String;
     type Message = u64;
+    type Done = u64;
     fn create(pong: String) -> Self {
         Ping { pong, last: 0 }
     }
@@ -66,6 +67,7 @@ impl Durable for Pong {
     const KIND: &'static str = "pong";
     type Args = ();
     type Message = u64;
+    type Done = u64;
     fn create(_: ()) -> Self {
         Pong { last: 0 }
     }
@@ -96,19 +98,34 @@ fn child(path: &str) {
     let recovery = durability.recover(&scheduler).unwrap();
     assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
     let mut running = recovery.resumed;
+    // Pings and pongs both finish with the last number they saw.
+    let wait = |process: Spawned| match process.kind() {
+        "ping" => process.of::<Ping>().and_then(Spawned::wait),
+        _ => process.of::<Pong>().and_then(Spawned::wait),
+    };
     for pair in 0..PAIRS {
         let pong = format!("pong-{pair}");
         if !durability.contains(&pong).unwrap() {
-            running.push(durability.spawn::<Pong>(&scheduler, &pong, ()).unwrap());
+            running.push(
+                durability
+                    .spawn::<Pong>(&scheduler, &pong, ())
+                    .unwrap()
+                    .into_any(),
+            );
         }
         let ping = format!("ping-{pair}");
         if !durability.contains(&ping).unwrap() {
-            running.push(durability.spawn::<Ping>(&scheduler, &ping, pong).unwrap());
+            running.push(
+                durability
+                    .spawn::<Ping>(&scheduler, &ping, pong)
+                    .unwrap()
+                    .into_any(),
+            );
         }
     }
     println!("running");
     for process in running {
-        if let Err(e) = process.wait::<u64>() {
+        if let Err(e) = wait(process) {
             panic!("a process failed: {e}");
         }
     }

@@ -29,6 +29,7 @@ impl Durable for Log {
     const KIND: &'static str = "log";
     type Args = u64;
     type Message = u64;
+    type Done = Vec<u64>;
 
     fn create(expect: u64) -> Self {
         Log {
@@ -68,6 +69,7 @@ impl Durable for Relay {
     const KIND: &'static str = "relay";
     type Args = String;
     type Message = u64;
+    type Done = ();
 
     fn create(to: String) -> Self {
         Relay { to }
@@ -110,7 +112,7 @@ fn a_send_made_before_its_receiver_runs_is_taken_first_once_it_is_spawned() {
     durability
         .send::<Relay>(&scheduler, "relay", &1)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     // The relay's send of 1 finds no log running: the outbox keeps it.
     until("the first send to be released", || {
@@ -122,10 +124,10 @@ fn a_send_made_before_its_receiver_runs_is_taken_first_once_it_is_spawned() {
         durability
             .send::<Relay>(&scheduler, "relay", &n)
             .unwrap()
-            .wait(WAIT)
+            .wait_timeout(WAIT)
             .unwrap();
     }
-    assert_eq!(log.wait_timeout::<Vec<u64>>(WAIT).unwrap(), vec![1, 2, 3]);
+    assert_eq!(log.wait_timeout(WAIT).unwrap(), vec![1, 2, 3]);
     assert_eq!(durability.stats().held, 0);
     scheduler.shutdown(Duration::from_secs(5));
 }
@@ -143,6 +145,7 @@ impl Durable for Waiter {
     const KIND: &'static str = "waiter";
     type Args = u64;
     type Message = ();
+    type Done = ();
 
     fn create(n: u64) -> Self {
         Waiter { n }
@@ -194,7 +197,7 @@ fn sends_between_processes_resumed_by_one_recovery_arrive_without_another() {
         let log = durability
             .spawn::<Log>(&scheduler, "zz-log", WAITERS)
             .unwrap();
-        log.durable().wait(WAIT).unwrap();
+        log.durable().wait_timeout(WAIT).unwrap();
         for n in 1..=WAITERS {
             durability
                 .spawn::<Waiter>(&scheduler, &format!("waiter-{n:04}"), n)
@@ -220,7 +223,9 @@ fn sends_between_processes_resumed_by_one_recovery_arrive_without_another() {
     let mut seen = recovery
         .resumed
         .remove(log)
-        .wait_timeout::<Vec<u64>>(WAIT)
+        .of::<Log>()
+        .unwrap()
+        .wait_timeout(WAIT)
         .expect("every waiter's send reached the log in this recovery");
     seen.sort_unstable();
     assert_eq!(seen, (1..=WAITERS).collect::<Vec<_>>());
@@ -234,7 +239,7 @@ fn a_process_that_could_not_be_resumed_keeps_the_sends_made_to_it() {
     {
         let (durability, scheduler) = open(&path);
         let log = durability.spawn::<Log>(&scheduler, "log", 0).unwrap();
-        log.durable().wait(WAIT).unwrap();
+        log.durable().wait_timeout(WAIT).unwrap();
         scheduler.shutdown(Duration::from_secs(5));
     }
     // The log's type is missing on this start (its code is being fixed):
@@ -252,10 +257,10 @@ fn a_process_that_could_not_be_resumed_keeps_the_sends_made_to_it() {
             durability
                 .send::<Relay>(&scheduler, "relay", &n)
                 .unwrap()
-                .wait(WAIT)
+                .wait_timeout(WAIT)
                 .unwrap();
         }
-        relay.wait_timeout::<()>(WAIT).unwrap();
+        relay.wait_timeout(WAIT).unwrap();
         scheduler.shutdown(Duration::from_secs(5));
         drop(scheduler);
         // A second recovery without the type still keeps them.
@@ -273,7 +278,9 @@ fn a_process_that_could_not_be_resumed_keeps_the_sends_made_to_it() {
         recovery
             .resumed
             .remove(0)
-            .wait_timeout::<Vec<u64>>(WAIT)
+            .of::<Log>()
+            .unwrap()
+            .wait_timeout(WAIT)
             .unwrap(),
         vec![5, 6]
     );
@@ -292,10 +299,10 @@ fn a_key_forgotten_and_spawned_again_takes_the_sends_made_to_it_afterwards() {
         durability
             .send::<Relay>(&scheduler, "relay", &n)
             .unwrap()
-            .wait(WAIT)
+            .wait_timeout(WAIT)
             .unwrap();
     }
-    assert_eq!(first.wait_timeout::<Vec<u64>>(WAIT).unwrap(), vec![1, 2]);
+    assert_eq!(first.wait_timeout(WAIT).unwrap(), vec![1, 2]);
     until("the first log to be gone", || {
         durability.pid("log").is_none()
     });
@@ -304,7 +311,7 @@ fn a_key_forgotten_and_spawned_again_takes_the_sends_made_to_it_afterwards() {
     durability
         .send::<Relay>(&scheduler, "relay", &3)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     until("the send to the ended log", || {
         durability.stats().undelivered == 1
@@ -314,7 +321,7 @@ fn a_key_forgotten_and_spawned_again_takes_the_sends_made_to_it_afterwards() {
     durability
         .send::<Relay>(&scheduler, "relay", &4)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     until("the send to no log", || durability.stats().undelivered == 2);
     let mut second = durability.spawn::<Log>(&scheduler, "log", 0).unwrap();
@@ -322,12 +329,12 @@ fn a_key_forgotten_and_spawned_again_takes_the_sends_made_to_it_afterwards() {
         durability
             .send::<Relay>(&scheduler, "relay", &n)
             .unwrap()
-            .wait(WAIT)
+            .wait_timeout(WAIT)
             .unwrap();
     }
     // The relay's numbering to "log" went on (4, 5, 6 after 1, 2, 3): the
     // new log starts its channel at the first send it can find.
-    assert_eq!(second.wait_timeout::<Vec<u64>>(WAIT).unwrap(), vec![4, 5]);
+    assert_eq!(second.wait_timeout(WAIT).unwrap(), vec![4, 5]);
     scheduler.shutdown(Duration::from_secs(5));
 }
 
@@ -369,7 +376,7 @@ fn many_senders_racing_one_receivers_spawn_lose_and_repeat_nothing() {
         })
     };
     let mut teller = teller;
-    let seen = teller.wait_timeout::<Vec<u64>>(WAIT).unwrap();
+    let seen = teller.wait_timeout(WAIT).unwrap();
     assert_eq!(seen.len() as u64, RELAYS * ROUNDS);
     let mut counts = vec![0u64; ROUNDS as usize + 1];
     for n in seen {
@@ -391,6 +398,7 @@ impl Durable for Burst {
     const KIND: &'static str = "burst";
     type Args = ();
     type Message = ();
+    type Done = ();
 
     fn create((): ()) -> Self {
         Burst
@@ -443,7 +451,7 @@ fn a_resumed_senders_new_send_that_overtakes_its_copies_waits_for_them() {
         let parked = Arc::new(Mutex::new(Vec::new()));
         let (durability, scheduler, gate) = gated_node(&path, parked.clone());
         let log = durability.spawn::<Log>(&scheduler, "log", 3).unwrap();
-        log.durable().wait(WAIT).unwrap();
+        log.durable().wait_timeout(WAIT).unwrap();
         // The log takes 1 and 2, but none of its records after this point
         // reaches the disk: only the sender's outbox keeps them.
         gate.hold_key("log");
@@ -479,7 +487,9 @@ fn a_resumed_senders_new_send_that_overtakes_its_copies_waits_for_them() {
             recovery
                 .resumed
                 .remove(log)
-                .wait_timeout::<Vec<u64>>(WAIT)
+                .of::<Log>()
+                .unwrap()
+                .wait_timeout(WAIT)
                 .expect("the log took all three"),
             vec![1, 2, 3]
         );

@@ -48,6 +48,7 @@ impl Durable for Counter {
     const KIND: &'static str = "counter";
     type Args = (u64, u64);
     type Message = u64;
+    type Done = (u64, u64);
     fn create((workflows, rounds): (u64, u64)) -> Self {
         let expected = workflows * rounds;
         Counter {
@@ -95,6 +96,7 @@ impl Durable for Workflow {
     const KIND: &'static str = "workflow";
     type Args = (u64, u64);
     type Message = ();
+    type Done = u64;
 
     fn create((number, rounds): (u64, u64)) -> Self {
         Workflow {
@@ -146,6 +148,7 @@ impl Durable for Inbox {
     const KIND: &'static str = "inbox";
     type Args = ();
     type Message = u64;
+    type Done = ();
     fn create(_: ()) -> Self {
         Inbox
     }
@@ -184,16 +187,27 @@ fn child(path: &str, workflows: u64, rounds: u64) {
         recovery.took
     );
     // The inbox never ends: nothing waits for it.
-    let (mut counter, mut running): (Vec<Spawned>, Vec<Spawned>) = recovery
+    let (counter, running): (Vec<Spawned>, Vec<Spawned>) = recovery
         .resumed
         .into_iter()
         .filter(|s| s.key() != "inbox")
         .partition(|s| s.key() == "counter");
+    let mut counter: Vec<Spawned<(u64, u64)>> = counter
+        .into_iter()
+        .map(|s| s.of::<Counter>().unwrap())
+        .collect();
+    let mut running: Vec<Spawned<u64>> = running
+        .into_iter()
+        .map(|s| s.of::<Workflow>().unwrap())
+        .collect();
     if !durability.contains("counter").unwrap() {
         let spawned = durability
             .spawn::<Counter>(&scheduler, "counter", (workflows, rounds))
             .unwrap();
-        spawned.durable().wait(Duration::from_secs(60)).unwrap();
+        spawned
+            .durable()
+            .wait_timeout(Duration::from_secs(60))
+            .unwrap();
         counter.push(spawned);
     }
     for number in 0..workflows {
@@ -208,7 +222,10 @@ fn child(path: &str, workflows: u64, rounds: u64) {
     }
     if !durability.contains("inbox").unwrap() {
         let inbox = durability.spawn::<Inbox>(&scheduler, "inbox", ()).unwrap();
-        inbox.durable().wait(Duration::from_secs(60)).unwrap();
+        inbox
+            .durable()
+            .wait_timeout(Duration::from_secs(60))
+            .unwrap();
     }
     println!("running");
     // Beside the load, code outside tells the inbox numbers unique to this
@@ -223,7 +240,10 @@ fn child(path: &str, workflows: u64, rounds: u64) {
                 }
                 let n = run + i;
                 let told = durability.send::<Inbox>(&scheduler, "inbox", &n);
-                if told.and_then(|r| r.wait(Duration::from_secs(10))).is_ok() {
+                if told
+                    .and_then(|r| r.wait_timeout(Duration::from_secs(10)))
+                    .is_ok()
+                {
                     println!("acked {n}");
                 }
                 std::thread::sleep(Duration::from_millis(2));
@@ -239,16 +259,13 @@ fn child(path: &str, workflows: u64, rounds: u64) {
         }
         let _stop = Stop(&stop);
         for workflow in running {
-            if let Err(e) = workflow.wait::<u64>() {
+            if let Err(e) = workflow.wait() {
                 panic!("a workflow failed: {e}");
             }
         }
     });
     for counter in counter {
-        assert_eq!(
-            counter.wait::<(u64, u64)>().unwrap(),
-            (workflows * rounds, 0)
-        );
+        assert_eq!(counter.wait().unwrap(), (workflows * rounds, 0));
     }
     println!("finished");
     scheduler.shutdown(Duration::from_secs(5));

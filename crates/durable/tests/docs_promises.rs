@@ -30,6 +30,7 @@ impl Durable for Pump {
     const KIND: &'static str = "pump";
     type Args = (Vec<String>, u64, u64);
     type Message = ();
+    type Done = u64;
 
     fn create((targets, rounds, burst): Self::Args) -> Self {
         Pump {
@@ -68,6 +69,7 @@ impl Durable for Relay {
     const KIND: &'static str = "relay";
     type Args = ();
     type Message = (String, u64);
+    type Done = ();
 
     fn create(_: ()) -> Self {
         Relay
@@ -99,6 +101,7 @@ impl Durable for Collect {
     const KIND: &'static str = "collect";
     type Args = u64;
     type Message = u64;
+    type Done = Vec<(String, u64)>;
 
     fn create(expected: u64) -> Self {
         Collect {
@@ -131,6 +134,7 @@ impl Durable for Once {
     const KIND: &'static str = "once";
     type Args = String;
     type Message = ();
+    type Done = ();
 
     fn create(_: String) -> Self {
         Once
@@ -151,6 +155,7 @@ impl Durable for Quick {
     const KIND: &'static str = "quick";
     type Args = String;
     type Message = ();
+    type Done = String;
 
     fn create(word: String) -> Self {
         Quick { word }
@@ -312,7 +317,7 @@ fn sends_made_before_the_receiver_is_spawned_are_taken_once_in_order() {
         );
     }
     for mut h in handles {
-        assert_eq!(h.wait_timeout::<u64>(LONG).unwrap(), rounds * burst);
+        assert_eq!(h.wait_timeout(LONG).unwrap(), rounds * burst);
     }
     let mut late = d
         .spawn::<Collect>(&node.scheduler, "late", expected)
@@ -370,7 +375,7 @@ fn forty_senders_racing_their_receivers_spawn_are_taken_once_in_order() {
                 .unwrap(),
         );
         for mut h in hs {
-            h.wait_timeout::<u64>(LONG).unwrap();
+            h.wait_timeout(LONG).unwrap();
         }
     });
     for (mut h, name) in collected.into_iter().zip(receivers) {
@@ -487,13 +492,13 @@ fn a_key_spawned_again_after_forget_takes_a_new_channel_from_a_sender_that_kept_
     d.spawn::<Relay>(cx, "relay", ())
         .unwrap()
         .durable()
-        .wait(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     let mut r = d.spawn::<Collect>(cx, "r", 3).unwrap();
     for n in 1..=3 {
         d.send::<Relay>(cx, "relay", &("r".to_owned(), n))
             .unwrap()
-            .wait(LONG)
+            .wait_timeout(LONG)
             .unwrap();
     }
     let got: Vec<(String, u64)> = r.wait_timeout(LONG).unwrap();
@@ -508,7 +513,7 @@ fn a_key_spawned_again_after_forget_takes_a_new_channel_from_a_sender_that_kept_
     // A send to the ended r: dropped.
     d.send::<Relay>(cx, "relay", &("r".to_owned(), 99))
         .unwrap()
-        .wait(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     let deadline = Instant::now() + LONG;
     while !d.forget("r").unwrap() {
@@ -524,7 +529,7 @@ fn a_key_spawned_again_after_forget_takes_a_new_channel_from_a_sender_that_kept_
     for n in [4, 5] {
         d.send::<Relay>(cx, "relay", &("r".to_owned(), n))
             .unwrap()
-            .wait(LONG)
+            .wait_timeout(LONG)
             .unwrap();
     }
     until(
@@ -549,7 +554,7 @@ fn a_key_spawned_again_after_forget_takes_a_new_channel_from_a_sender_that_kept_
     let mut r = d.spawn::<Collect>(cx, "r", 3).unwrap();
     d.send::<Relay>(cx, "relay", &("r".to_owned(), 6))
         .unwrap()
-        .wait(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     let got: Vec<(String, u64)> = r.wait_timeout(LONG).unwrap();
     assert_eq!(
@@ -577,14 +582,14 @@ fn forget_and_respawn_of_a_live_receiver_starts_a_new_channel() {
     d.spawn::<Relay>(cx, "relay", ())
         .unwrap()
         .durable()
-        .wait(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     for generation in 0..5u64 {
         let mut r = d.spawn::<Collect>(cx, "r", 4).unwrap();
         for n in 1..=4 {
             d.send::<Relay>(cx, "relay", &("r".to_owned(), generation * 10 + n))
                 .unwrap()
-                .wait(LONG)
+                .wait_timeout(LONG)
                 .unwrap();
         }
         let got: Vec<(String, u64)> = r.wait_timeout(LONG).unwrap();
@@ -700,7 +705,7 @@ fn a_damaged_store_is_refused_with_corrupt_never_a_panic_nor_wrong_data() {
             d.spawn::<Once>(&node.scheduler, &format!("o{i}"), String::new())
                 .unwrap()
                 .durable()
-                .wait(LONG)
+                .wait_timeout(LONG)
                 .unwrap();
         }
         for i in 0..5 {
@@ -770,7 +775,7 @@ fn a_truncated_store_is_refused_with_corrupt() {
             .spawn::<Once>(&node.scheduler, "o", String::new())
             .unwrap()
             .durable()
-            .wait(LONG)
+            .wait_timeout(LONG)
             .unwrap();
         stop(node);
     }
@@ -811,7 +816,7 @@ fn receipts_racing_a_shutdown_agree_with_what_the_recovered_processes_hold() {
             .spawn::<Collect>(&node.scheduler, key, u64::MAX - 1)
             .unwrap()
             .durable()
-            .wait(LONG)
+            .wait_timeout(LONG)
             .unwrap();
     }
     // Acknowledged before the shutdown: these must survive.
@@ -821,7 +826,7 @@ fn receipts_racing_a_shutdown_agree_with_what_the_recovered_processes_hold() {
         node.durability
             .send::<Collect>(&node.scheduler, key, &n)
             .unwrap()
-            .wait(LONG)
+            .wait_timeout(LONG)
             .unwrap();
         ok.insert((key.clone(), n));
     }
@@ -850,7 +855,7 @@ fn receipts_racing_a_shutdown_agree_with_what_the_recovered_processes_hold() {
     for (key, n, receipt) in &receipts {
         match receipt {
             Err(_) => refused += 1,
-            Ok(receipt) => match receipt.wait(LONG) {
+            Ok(receipt) => match receipt.wait_timeout(LONG) {
                 Ok(()) => {
                     ok.insert((key.clone(), *n));
                 }
@@ -888,7 +893,7 @@ fn receipts_racing_a_shutdown_agree_with_what_the_recovered_processes_hold() {
         node.durability
             .send::<Collect>(&node.scheduler, key, &STOP)
             .unwrap()
-            .wait(LONG)
+            .wait_timeout(LONG)
             .unwrap();
         let got: Vec<(String, u64)> = outcome(&node.durability, key);
         for (from, n) in got {
@@ -937,7 +942,7 @@ fn tells_to_a_missing_or_ending_process_are_refused_or_settle() {
             match r {
                 Err(DurableError::NoSuchKey(_)) => {}
                 Err(other) => panic!("tell {n}: {other:?}"),
-                Ok(receipt) => match receipt.wait(LONG) {
+                Ok(receipt) => match receipt.wait_timeout(LONG) {
                     Ok(()) | Err(DurableError::NotKept(_)) => {}
                     Err(other) => panic!("{key}, receipt of {n}: {other:?}"),
                 },
@@ -970,14 +975,14 @@ fn status_and_keys_after_a_restart_before_and_after_recovery() {
     assert_eq!(
         d.spawn::<Quick>(cx, "b-done", "yes".into())
             .unwrap()
-            .wait_timeout::<String>(LONG)
+            .wait_timeout(LONG)
             .unwrap(),
         "yes"
     );
     let failed = d
         .spawn::<Quick>(cx, "c-failed", "fail: no".into())
         .unwrap()
-        .wait_timeout::<String>(LONG);
+        .wait_timeout(LONG);
     assert!(
         matches!(failed, Err(DurableError::Failed(ref e)) if e.contains("fail: no")),
         "{failed:?}"
@@ -985,11 +990,11 @@ fn status_and_keys_after_a_restart_before_and_after_recovery() {
     d.spawn::<Once>(cx, "a-pending", String::new())
         .unwrap()
         .durable()
-        .wait(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     d.spawn::<Quick>(cx, "d-forgotten", "x".into())
         .unwrap()
-        .wait_timeout::<String>(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     until("forget", || d.forget("d-forgotten").unwrap());
     assert!(
@@ -1039,7 +1044,7 @@ fn status_and_keys_after_a_restart_before_and_after_recovery() {
     assert_eq!(
         d.spawn::<Quick>(&node.scheduler, "d-forgotten", "z".into())
             .unwrap()
-            .wait_timeout::<String>(LONG)
+            .wait_timeout(LONG)
             .unwrap(),
         "z"
     );
@@ -1064,7 +1069,7 @@ fn recover_called_again_beside_running_processes_resumes_none() {
                 .spawn::<Collect>(&node.scheduler, &format!("old-{i}"), 2)
                 .unwrap()
                 .durable()
-                .wait(LONG)
+                .wait_timeout(LONG)
                 .unwrap();
         }
         stop(node);
@@ -1290,12 +1295,12 @@ fn a_send_to_an_ended_process_is_dropped_from_the_outbox() {
     d.spawn::<Relay>(cx, "relay", ())
         .unwrap()
         .durable()
-        .wait(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     let mut r = d.spawn::<Collect>(cx, "r", 1).unwrap();
     d.send::<Relay>(cx, "relay", &("r".to_owned(), 1))
         .unwrap()
-        .wait(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     let _: Vec<(String, u64)> = r.wait_timeout(LONG).unwrap();
     until("r ended", || {
@@ -1303,7 +1308,7 @@ fn a_send_to_an_ended_process_is_dropped_from_the_outbox() {
     });
     d.send::<Relay>(cx, "relay", &("r".to_owned(), 2))
         .unwrap()
-        .wait(LONG)
+        .wait_timeout(LONG)
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {

@@ -32,16 +32,16 @@ fn a_durable_process_runs_to_its_outcome_and_its_journal_says_what_it_did() {
     assert_eq!(durability.recover(&scheduler).unwrap().resumed.len(), 0);
 
     let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
-    tally.durable().wait(WAIT).unwrap();
+    tally.durable().wait_timeout(WAIT).unwrap();
     for n in 1..=4u64 {
         durability
             .send::<Tally>(&scheduler, "t", &n)
             .unwrap()
-            .wait(WAIT)
+            .wait_timeout(WAIT)
             .unwrap();
     }
     durability.send::<Tally>(&scheduler, "t", &0).unwrap();
-    assert_eq!(tally.wait::<u64>().unwrap(), 10);
+    assert_eq!(tally.wait().unwrap(), 10);
     assert_eq!(
         durability.pid("t"),
         None,
@@ -75,7 +75,7 @@ fn a_durable_process_runs_to_its_outcome_and_its_journal_says_what_it_did() {
     ));
     assert!(durability.forget("t").unwrap());
     let again = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
-    again.durable().wait(WAIT).unwrap();
+    again.durable().wait_timeout(WAIT).unwrap();
     let stats = durability.stats();
     assert!(stats.records >= 7 && stats.syncs >= 1 && stats.syncs <= stats.records);
     scheduler.shutdown(Duration::from_secs(5));
@@ -88,6 +88,7 @@ impl Durable for Asker {
     const KIND: &'static str = "asker";
     type Args = ();
     type Message = ();
+    type Done = u64;
 
     fn create(_: ()) -> Self {
         Asker
@@ -127,8 +128,8 @@ fn no_effect_is_released_before_the_input_that_caused_it_is_durable() {
     assert!(asker.durable().try_result().is_none());
 
     gate.open();
-    asker.durable().wait(WAIT).unwrap();
-    assert_eq!(asker.wait::<u64>().unwrap(), 42);
+    asker.durable().wait_timeout(WAIT).unwrap();
+    assert_eq!(asker.wait().unwrap(), 42);
     assert_eq!(echoes.load(Relaxed), 1);
     scheduler.shutdown(Duration::from_secs(5));
 }
@@ -144,12 +145,12 @@ fn a_write_the_store_refuses_releases_nothing_and_fails_the_process() {
 
     gate.fail(true);
     let asker = durability.spawn::<Asker>(&scheduler, "asker", ()).unwrap();
-    let receipt = asker.durable().wait(WAIT);
+    let receipt = asker.durable().wait_timeout(WAIT);
     assert!(
         matches!(receipt, Err(DurableError::Store(ref e)) if e.contains("disk is full")),
         "{receipt:?}"
     );
-    match asker.wait::<u64>() {
+    match asker.wait() {
         Err(DurableError::Failed(e)) => assert!(e.contains("disk is full"), "{e}"),
         other => panic!("expected a failure, got {other:?}"),
     }
@@ -190,11 +191,11 @@ fn a_suspended_process_resumes_where_it_was() {
         durability
             .send::<Tally>(&scheduler, "t", &n)
             .unwrap()
-            .wait(WAIT)
+            .wait_timeout(WAIT)
             .unwrap();
     }
     stop(durability, scheduler);
-    assert!(matches!(tally.wait::<u64>(), Err(DurableError::Suspended)));
+    assert!(matches!(tally.wait(), Err(DurableError::Suspended)));
 
     let (durability, scheduler) = node(&path, Arc::default());
     let mut recovery = durability.recover(&scheduler).unwrap();
@@ -203,10 +204,19 @@ fn a_suspended_process_resumes_where_it_was() {
     durability
         .send::<Tally>(&scheduler, "t", &4)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     durability.send::<Tally>(&scheduler, "t", &0).unwrap();
-    assert_eq!(recovery.resumed.remove(0).wait::<u64>().unwrap(), 10);
+    assert_eq!(
+        recovery
+            .resumed
+            .remove(0)
+            .of::<Tally>()
+            .unwrap()
+            .wait()
+            .unwrap(),
+        10
+    );
     stop(durability, scheduler);
 }
 
@@ -223,6 +233,7 @@ impl Durable for Sender {
     const KIND: &'static str = "sender";
     type Args = (String, u64);
     type Message = ();
+    type Done = u64;
 
     fn create((to, count): (String, u64)) -> Self {
         Sender { to, count, sent: 0 }
@@ -259,23 +270,32 @@ fn a_send_the_receiver_had_not_journaled_is_delivered_once_after_a_restart() {
         durability.register::<Tally>().register::<Sender>();
         let scheduler = scheduler(&durability, Arc::default());
         let tally = durability.spawn::<Tally>(&scheduler, "tally", ()).unwrap();
-        tally.durable().wait(WAIT).unwrap();
+        tally.durable().wait_timeout(WAIT).unwrap();
         gate.hold_key("tally");
         let sender = durability
             .spawn::<Sender>(&scheduler, "sender", ("tally".into(), 50))
             .unwrap();
-        assert_eq!(sender.wait::<u64>().unwrap(), 50);
+        assert_eq!(sender.wait().unwrap(), 50);
         // Nothing the tally took after the hold is durable: the node
         // stops with the sends only in the sender's journal.
         scheduler.shutdown(Duration::from_secs(5));
-        let _ = tally.wait::<u64>();
+        let _ = tally.wait();
     }
     let (durability, scheduler) = node(&path, Arc::default());
     let mut recovery = durability.recover(&scheduler).unwrap();
     assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
     assert_eq!(recovery.resumed.len(), 1, "only the tally is left to run");
     assert_eq!(recovery.resent, 51, "50 ones and the zero");
-    assert_eq!(recovery.resumed.remove(0).wait::<u64>().unwrap(), 50);
+    assert_eq!(
+        recovery
+            .resumed
+            .remove(0)
+            .of::<Tally>()
+            .unwrap()
+            .wait()
+            .unwrap(),
+        50
+    );
     stop(durability, scheduler);
 
     // A third start finds nothing to resume, and nothing left to deliver.
@@ -295,6 +315,7 @@ impl Durable for Sleeper {
     const KIND: &'static str = "sleeper";
     type Args = u64;
     type Message = ();
+    type Done = u64;
 
     fn create(millis: u64) -> Self {
         Sleeper { millis }
@@ -327,7 +348,7 @@ fn a_timer_falls_due_at_its_absolute_deadline_across_a_restart() {
     let (durability, scheduler) = node(&path, Arc::default());
     let spawned_at = now_ms();
     let sleeper = durability.spawn::<Sleeper>(&scheduler, "s", 3_000).unwrap();
-    sleeper.durable().wait(WAIT).unwrap();
+    sleeper.durable().wait_timeout(WAIT).unwrap();
     stop(durability, scheduler);
     std::thread::sleep(Duration::from_millis(1_500));
 
@@ -335,7 +356,13 @@ fn a_timer_falls_due_at_its_absolute_deadline_across_a_restart() {
     let (durability, scheduler) = node(&path, Arc::default());
     let mut recovery = durability.recover(&scheduler).unwrap();
     assert_eq!(recovery.timers, 1);
-    let fell_due = recovery.resumed.remove(0).wait::<u64>().unwrap();
+    let fell_due = recovery
+        .resumed
+        .remove(0)
+        .of::<Sleeper>()
+        .unwrap()
+        .wait()
+        .unwrap();
     let waited = restarted.elapsed();
     assert!(fell_due >= spawned_at + 3_000, "the timer fell due early");
     // Had the timer started over at the restart, it would have waited 3 s
@@ -357,6 +384,7 @@ impl Durable for Stuck {
     const KIND: &'static str = "stuck";
     type Args = ();
     type Message = ();
+    type Done = (u64, bool);
 
     fn create(_: ()) -> Self {
         Stuck
@@ -392,7 +420,7 @@ fn a_command_in_flight_when_the_node_stops_comes_back_interrupted() {
         let scheduler = durability.install(builder).build();
         scheduler.start();
         let stuck = durability.spawn::<Stuck>(&scheduler, "stuck", ()).unwrap();
-        stuck.durable().wait(WAIT).unwrap();
+        stuck.durable().wait_timeout(WAIT).unwrap();
         let deadline = Instant::now() + WAIT;
         while held.lock().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
@@ -406,7 +434,13 @@ fn a_command_in_flight_when_the_node_stops_comes_back_interrupted() {
     let mut recovery = durability.recover(&scheduler).unwrap();
     assert_eq!(recovery.interrupted, 1);
     assert_eq!(
-        recovery.resumed.remove(0).wait::<(u64, bool)>().unwrap(),
+        recovery
+            .resumed
+            .remove(0)
+            .of::<Stuck>()
+            .unwrap()
+            .wait()
+            .unwrap(),
         (5, true)
     );
     stop(durability, scheduler);
@@ -423,6 +457,7 @@ impl Durable for Clocked {
     const KIND: &'static str = "clocked";
     type Args = u64;
     type Message = ();
+    type Done = ();
 
     fn create(switch_ms: u64) -> Self {
         Clocked { switch_ms }
@@ -446,7 +481,7 @@ fn a_step_that_branches_on_the_wall_clock_is_reported_on_replay() {
     let clocked = durability
         .spawn::<Clocked>(&scheduler, "clocked", switch_ms)
         .unwrap();
-    clocked.durable().wait(WAIT).unwrap();
+    clocked.durable().wait_timeout(WAIT).unwrap();
     // The test needs the first step to have run before the switch.
     let journal = durability.inspect("clocked").unwrap().unwrap();
     let first = &journal.records[0];
@@ -491,7 +526,7 @@ fn a_journal_of_an_unregistered_type_is_reported_and_kept() {
         .spawn::<Tally>(&scheduler, "t", ())
         .unwrap()
         .durable()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     stop(durability, scheduler);
 
@@ -570,6 +605,7 @@ impl Durable for Saved {
     const KIND: &'static str = "saved";
     type Args = ();
     type Message = u64;
+    type Done = (u64, u64);
 
     fn create(_: ()) -> Self {
         Saved::default()
@@ -604,7 +640,7 @@ fn a_snapshotted_process_resumes_from_its_latest_snapshot_and_compaction_drops_w
         durability
             .send::<Saved>(&scheduler, "s", &n)
             .unwrap()
-            .wait(WAIT)
+            .wait_timeout(WAIT)
             .unwrap();
     }
     // One record per message here (each waits for the last): records 0
@@ -630,7 +666,13 @@ fn a_snapshotted_process_resumes_from_its_latest_snapshot_and_compaction_drops_w
     assert_eq!(recovery.from_snapshots, 1);
     durability.send::<Saved>(&scheduler, "s", &0).unwrap();
     assert_eq!(
-        recovery.resumed.remove(0).wait::<(u64, u64)>().unwrap(),
+        recovery
+            .resumed
+            .remove(0)
+            .of::<Saved>()
+            .unwrap()
+            .wait()
+            .unwrap(),
         (55, 11)
     );
     stop(durability, scheduler);
@@ -647,7 +689,7 @@ fn a_snapshotted_process_resumes_from_its_latest_snapshot_and_compaction_drops_w
             durability
                 .send::<Saved>(&scheduler, "s", &n)
                 .unwrap()
-                .wait(WAIT)
+                .wait_timeout(WAIT)
                 .unwrap();
         }
         stop(durability, scheduler);
@@ -673,26 +715,26 @@ fn a_fenced_process_stops_without_releasing_and_the_others_of_its_batch_go_on() 
     let scheduler = scheduler(&durability, Arc::default());
     let a = durability.spawn::<Tally>(&scheduler, "a", ()).unwrap();
     let b = durability.spawn::<Tally>(&scheduler, "b", ()).unwrap();
-    a.durable().wait(WAIT).unwrap();
-    b.durable().wait(WAIT).unwrap();
+    a.durable().wait_timeout(WAIT).unwrap();
+    b.durable().wait_timeout(WAIT).unwrap();
 
     gate.fence_key("a");
     let refused = durability
         .send::<Tally>(&scheduler, "a", &0)
         .unwrap()
-        .wait(WAIT);
+        .wait_timeout(WAIT);
     assert_eq!(refused, Err(DurableError::Fenced("a".into())));
-    match a.wait::<u64>() {
+    match a.wait() {
         Err(DurableError::Failed(e)) => assert!(e.contains("fenced off"), "{e}"),
         other => panic!("expected the fence, got {other:?}"),
     }
     durability
         .send::<Tally>(&scheduler, "b", &3)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     durability.send::<Tally>(&scheduler, "b", &0).unwrap();
-    assert_eq!(b.wait::<u64>().unwrap(), 3);
+    assert_eq!(b.wait().unwrap(), 3);
     scheduler.shutdown(Duration::from_secs(5));
 }
 
@@ -707,12 +749,12 @@ fn a_store_that_panics_fails_its_batch_and_the_journal_goes_on() {
 
     gate.panic_next(1);
     let asker = durability.spawn::<Asker>(&scheduler, "asker", ()).unwrap();
-    let receipt = asker.durable().wait(WAIT);
+    let receipt = asker.durable().wait_timeout(WAIT);
     assert!(
         matches!(receipt, Err(DurableError::Store(ref e)) if e.contains("the store panicked: the store fell over")),
         "{receipt:?}"
     );
-    assert!(matches!(asker.wait::<u64>(), Err(DurableError::Failed(_))));
+    assert!(matches!(asker.wait(), Err(DurableError::Failed(_))));
     assert_eq!(
         echoes.load(Relaxed),
         0,
@@ -724,10 +766,10 @@ fn a_store_that_panics_fails_its_batch_and_the_journal_goes_on() {
     durability
         .send::<Tally>(&scheduler, "t", &4)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     durability.send::<Tally>(&scheduler, "t", &0).unwrap();
-    assert_eq!(tally.wait::<u64>().unwrap(), 4);
+    assert_eq!(tally.wait().unwrap(), 4);
     assert_eq!(durability.stats().failed_syncs, 1);
     scheduler.shutdown(Duration::from_secs(5));
 }
@@ -746,7 +788,7 @@ fn a_process_that_ends_while_a_recovery_reads_the_store_is_not_resumed() {
     durability
         .send::<Tally>(&scheduler, "t", &5)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     gate.close_running();
     std::thread::scope(|s| {
@@ -761,7 +803,7 @@ fn a_process_that_ends_while_a_recovery_reads_the_store_is_not_resumed() {
         }
         // The read listed the tally as running; now it finishes.
         durability.send::<Tally>(&scheduler, "t", &0).unwrap();
-        assert_eq!(tally.wait_timeout::<u64>(WAIT).unwrap(), 5);
+        assert_eq!(tally.wait_timeout(WAIT).unwrap(), 5);
         while durability.pid("t").is_some() {
             assert!(Instant::now() < deadline, "the tally never left");
             std::thread::sleep(Duration::from_millis(1));
@@ -792,11 +834,11 @@ fn status_and_keys_tell_what_became_of_each_process_after_a_restart() {
         let done = durability.spawn::<Tally>(&scheduler, "done", ()).unwrap();
         durability.send::<Tally>(&scheduler, "done", &7).unwrap();
         durability.send::<Tally>(&scheduler, "done", &0).unwrap();
-        assert_eq!(done.wait::<u64>().unwrap(), 7);
+        assert_eq!(done.wait().unwrap(), 7);
         let waiting = durability
             .spawn::<Tally>(&scheduler, "waiting", ())
             .unwrap();
-        waiting.durable().wait(WAIT).unwrap();
+        waiting.durable().wait_timeout(WAIT).unwrap();
         assert!(matches!(
             durability.status("waiting").unwrap(),
             Some(Status::Running(pid)) if pid == waiting.pid()
@@ -825,6 +867,7 @@ impl Durable for Fails {
     const KIND: &'static str = "fails";
     type Args = ();
     type Message = ();
+    type Done = ();
     fn create((): ()) -> Self {
         Fails
     }
@@ -844,7 +887,7 @@ fn the_status_of_a_failed_process_says_why() {
     let scheduler = scheduler(&durability, Arc::default());
     let failing = durability.spawn::<Fails>(&scheduler, "f", ()).unwrap();
     durability.send::<Fails>(&scheduler, "f", &()).unwrap();
-    assert!(matches!(failing.wait::<()>(), Err(DurableError::Failed(_))));
+    assert!(matches!(failing.wait(), Err(DurableError::Failed(_))));
     let deadline = Instant::now() + WAIT;
     while durability.pid("f").is_some() {
         assert!(Instant::now() < deadline);
@@ -879,7 +922,7 @@ fn receipts_of_a_shutdown_say_in_doubt_or_not_kept_and_recovery_agrees() {
         durability.register::<Tally>();
         let scheduler = scheduler(&durability, Arc::default());
         let tally = durability.spawn::<Tally>(&scheduler, "t", ()).unwrap();
-        tally.durable().wait(WAIT).unwrap();
+        tally.durable().wait_timeout(WAIT).unwrap();
         gate.close();
         // Opens the gate on the way out, a failed assertion's too: the
         // writer must not hold the journal's drop forever.
@@ -899,8 +942,14 @@ fn receipts_of_a_shutdown_say_in_doubt_or_not_kept_and_recovery_agrees() {
         let not_kept = durability.send::<Tally>(&scheduler, "t", &7).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         scheduler.shutdown(Duration::from_secs(5));
-        assert_eq!(in_doubt.wait(WAIT), Err(DurableError::InDoubt("t".into())));
-        assert_eq!(not_kept.wait(WAIT), Err(DurableError::NotKept("t".into())));
+        assert_eq!(
+            in_doubt.wait_timeout(WAIT),
+            Err(DurableError::InDoubt("t".into()))
+        );
+        assert_eq!(
+            not_kept.wait_timeout(WAIT),
+            Err(DurableError::NotKept("t".into()))
+        );
         // The writer writes what it holds before it stops.
         gate.open();
         drop(scheduler);
@@ -913,7 +962,9 @@ fn receipts_of_a_shutdown_say_in_doubt_or_not_kept_and_recovery_agrees() {
         recovery
             .resumed
             .remove(0)
-            .wait_timeout::<u64>(WAIT)
+            .of::<Tally>()
+            .unwrap()
+            .wait_timeout(WAIT)
             .unwrap(),
         5,
         "the message in doubt was written; the one not kept was not"

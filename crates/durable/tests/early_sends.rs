@@ -59,6 +59,7 @@ impl Durable for Ping {
     const KIND: &'static str = "ping";
     type Args = ();
     type Message = u64;
+    type Done = u64;
     fn create(_: ()) -> Self {
         Ping
     }
@@ -86,6 +87,7 @@ impl Durable for Pong {
     const KIND: &'static str = "pong";
     type Args = ();
     type Message = u64;
+    type Done = Vec<u64>;
     fn create(_: ()) -> Self {
         Pong::default()
     }
@@ -173,16 +175,13 @@ fn a_record_that_stepped_on_an_early_send_is_not_written_when_the_senders_record
         durability.register::<Ping>().register::<Pong>();
         let scheduler = scheduler(&durability, Arc::default());
         let pong = durability.spawn::<Pong>(&scheduler, "pong", ()).unwrap();
-        pong.durable().wait(WAIT).unwrap();
+        pong.durable().wait_timeout(WAIT).unwrap();
         let ping = durability.spawn::<Ping>(&scheduler, "ping", ()).unwrap();
         // Both end on the refused batch: the ping's record was not
         // written, nor was the pong's that stepped on its send (queued
         // behind it: the pong stepped while the store held the ping's).
-        assert!(matches!(ping.wait::<u64>(), Err(DurableError::Failed(_))));
-        assert!(matches!(
-            pong.wait::<Vec<u64>>(),
-            Err(DurableError::Failed(_))
-        ));
+        assert!(matches!(ping.wait(), Err(DurableError::Failed(_))));
+        assert!(matches!(pong.wait(), Err(DurableError::Failed(_))));
         scheduler.shutdown(WAIT);
     }
     assert!(REFUSED_ONCE.load(SeqCst));
@@ -201,13 +200,10 @@ fn a_record_that_stepped_on_an_early_send_is_not_written_when_the_senders_record
     let mut recovery = durability.recover(&scheduler).unwrap();
     assert!(recovery.failed.is_empty(), "{:?}", recovery.failed);
     assert_eq!(recovery.resumed.len(), 1);
-    let pong = recovery.resumed.remove(0);
+    let pong = recovery.resumed.remove(0).of::<Pong>().unwrap();
     let ping = durability.spawn::<Ping>(&scheduler, "ping", ()).unwrap();
-    assert_eq!(ping.wait::<u64>().unwrap(), HOPS);
-    assert_eq!(
-        pong.wait::<Vec<u64>>().unwrap(),
-        (1..=HOPS).collect::<Vec<_>>()
-    );
+    assert_eq!(ping.wait().unwrap(), HOPS);
+    assert_eq!(pong.wait().unwrap(), (1..=HOPS).collect::<Vec<_>>());
     scheduler.shutdown(WAIT);
     let pong = store.journal("pong").unwrap().unwrap();
     let numbers: Vec<u64> = taken(&pong).into_iter().map(|(_, n)| n).collect();

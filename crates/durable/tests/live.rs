@@ -27,7 +27,7 @@ fn the_journals_figures_are_served_beside_the_engines() {
     durability
         .send::<Tally>(&*scheduler, "t", &2)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
 
     let mut client = Client::connect(endpoint.local_addr(), WAIT).unwrap();
@@ -49,7 +49,7 @@ fn the_journals_figures_are_served_beside_the_engines() {
     assert!(figure("step to durable p99").value > 0.0);
 
     durability.send::<Tally>(&*scheduler, "t", &0).unwrap();
-    assert_eq!(tally.wait::<u64>().unwrap(), 2);
+    assert_eq!(tally.wait().unwrap(), 2);
     scheduler.shutdown(Duration::from_secs(5));
     endpoint.stop();
 }

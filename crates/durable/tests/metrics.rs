@@ -19,10 +19,10 @@ fn the_journals_figures_reach_the_installed_recorder() {
     durability
         .send::<Tally>(&scheduler, "t", &5)
         .unwrap()
-        .wait(WAIT)
+        .wait_timeout(WAIT)
         .unwrap();
     durability.send::<Tally>(&scheduler, "t", &0).unwrap();
-    assert_eq!(tally.wait::<u64>().unwrap(), 5);
+    assert_eq!(tally.wait().unwrap(), 5);
     let stats = durability.stats();
 
     let recorder = PrometheusBuilder::new().build_recorder();

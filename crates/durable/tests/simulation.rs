@@ -50,6 +50,7 @@ impl Durable for Sender {
     const KIND: &'static str = "sender";
     type Args = ();
     type Message = ();
+    type Done = u64;
 
     fn create((): ()) -> Self {
         Sender { sent: 0 }
@@ -93,6 +94,7 @@ impl Durable for Receiver {
     const KIND: &'static str = "receiver";
     type Args = u64;
     type Message = u64;
+    type Done = Vec<(String, u64)>;
 
     fn create(expect: u64) -> Self {
         Receiver {

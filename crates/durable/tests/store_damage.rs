@@ -25,7 +25,7 @@ fn store_with_journals(path: &std::path::Path, count: u64) {
             durability
                 .send::<Tally>(&scheduler, &key, &n)
                 .unwrap()
-                .wait(WAIT)
+                .wait_timeout(WAIT)
                 .unwrap();
         }
     }
@@ -125,11 +125,12 @@ fn flipped_bytes_are_an_error_or_harmless_never_a_panic() {
                 );
                 // What resumed is what was written: never silently
                 // different.
-                for mut tally in recovery.resumed {
+                for tally in recovery.resumed {
+                    let mut tally = tally.of::<Tally>().unwrap();
                     let key = tally.key().to_owned();
                     durability.send::<Tally>(&scheduler, &key, &0).unwrap();
                     assert_eq!(
-                        tally.wait_timeout::<u64>(WAIT).unwrap(),
+                        tally.wait_timeout(WAIT).unwrap(),
                         6,
                         "seed {seed}: {key} resumed with another total"
                     );

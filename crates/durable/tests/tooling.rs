@@ -22,11 +22,11 @@ fn an_exported_journal_replays_offline_and_a_changed_step_is_caught() {
         durability
             .send::<Tally>(&scheduler, "t", &n)
             .unwrap()
-            .wait(WAIT)
+            .wait_timeout(WAIT)
             .unwrap();
     }
     durability.send::<Tally>(&scheduler, "t", &0).unwrap();
-    assert_eq!(tally.wait::<u64>().unwrap(), 7);
+    assert_eq!(tally.wait().unwrap(), 7);
     let json = durability.inspect("t").unwrap().unwrap().to_json();
     scheduler.shutdown(Duration::from_secs(5));
 
@@ -41,6 +41,7 @@ fn an_exported_journal_replays_offline_and_a_changed_step_is_caught() {
         const KIND: &'static str = "tally";
         type Args = ();
         type Message = u64;
+        type Done = u64;
         fn create(_: ()) -> Self {
             Doubled(0)
         }
@@ -86,12 +87,12 @@ fn sched_journal_lists_shows_exports_and_compacts_a_store() {
         durability
             .send::<Tally>(&scheduler, "a", &5)
             .unwrap()
-            .wait(WAIT)
+            .wait_timeout(WAIT)
             .unwrap();
         durability.send::<Tally>(&scheduler, "a", &0).unwrap();
-        assert_eq!(a.wait::<u64>().unwrap(), 5);
+        assert_eq!(a.wait().unwrap(), 5);
         let b = durability.spawn::<Tally>(&scheduler, "b", ()).unwrap();
-        b.durable().wait(WAIT).unwrap();
+        b.durable().wait_timeout(WAIT).unwrap();
         scheduler.shutdown(Duration::from_secs(5));
     }
     let run = |args: &[&str]| {

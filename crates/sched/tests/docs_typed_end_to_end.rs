@@ -608,7 +608,6 @@ fn a_wait_of_zero_takes_what_is_already_there() {
 // `wait`, or `Err(ExitError::TimedOut)` if the process is still running
 // then". The longest timeout is `Duration::MAX`; the outcome is there.
 #[test]
-#[ignore = "broken: Completion::wait_timeout(Duration::MAX) panics (overflow when adding duration to instant) though the outcome is there"]
 fn a_completion_waits_up_to_the_longest_timeout() {
     let scheduler = started(2);
     let mut done = scheduler.spawn(Finish(Some(8u16))).unwrap();
@@ -618,7 +617,6 @@ fn a_completion_waits_up_to_the_longest_timeout() {
 }
 
 #[test]
-#[ignore = "broken: Monitor::wait_timeout(Duration::MAX) panics (overflow when adding duration to instant) though the down is there"]
 fn a_monitor_waits_up_to_the_longest_timeout() {
     // `Monitor::wait_timeout`: "As `wait`, giving up after `timeout`:
     // `Err(TimedOut)` if the process is still running then".
@@ -635,7 +633,6 @@ fn a_monitor_waits_up_to_the_longest_timeout() {
 }
 
 #[test]
-#[ignore = "broken: Restarts::wait_timeout(Duration::MAX) panics (overflow when adding duration to instant) though a notice is there"]
 fn a_feed_waits_up_to_the_longest_timeout() {
     // `Restarts::wait_timeout`: "Waits up to `timeout` for the next
     // notice: `Err(TimedOut)` if none came".
@@ -648,7 +645,6 @@ fn a_feed_waits_up_to_the_longest_timeout() {
 }
 
 #[test]
-#[ignore = "broken: Reply::wait_timeout(Duration::MAX) panics (overflow when adding duration to instant)"]
 fn a_reply_waits_up_to_the_longest_timeout() {
     // `Reply::wait_timeout`: "As `wait`, giving up after `timeout`."
     let scheduler = started(2);
@@ -1866,7 +1862,6 @@ fn a_notice_in_place_says_the_errors_text_and_the_panics_message() {
 }
 
 #[test]
-#[ignore = "broken: a restart under a new PID tells `the step failed: x` / `the process panicked: kaboom`, not the error's text or the panic's message"]
 fn a_notice_under_a_new_pid_says_the_errors_text_and_the_panics_message() {
     // `RestartNotice::message`: "What it said (an error's text, a panic's
     // message), when the supervisor knew it at the restart."

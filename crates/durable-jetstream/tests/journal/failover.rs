@@ -48,6 +48,7 @@ impl Durable for Counter {
     const KIND: &'static str = "counter";
     type Args = u64;
     type Message = ();
+    type Done = u64;
 
     fn create(steps: u64) -> Self {
         Counter {
@@ -123,15 +124,20 @@ pub(crate) fn child_if_asked() {
                 if !recovery.resumed.is_empty() {
                     eprintln!("node {node}: resumed {}", recovery.resumed.len());
                 }
-                resumed.extend(recovery.resumed);
+                resumed.extend(
+                    recovery
+                        .resumed
+                        .into_iter()
+                        .map(|s| s.of::<Counter>().expect("only counters run")),
+                );
             }
             Err(e) => eprintln!("node {node}: recovery failed: {e}"),
         }
         // Say how each process this incarnation ran ended.
         resumed.retain_mut(|spawned| {
             let key = spawned.key().to_owned();
-            match spawned.wait_timeout::<u64>(Duration::ZERO) {
-                Err(DurableError::Timeout) => true,
+            match spawned.wait_timeout(Duration::ZERO) {
+                Err(DurableError::TimedOut) => true,
                 Ok(outcome) => {
                     eprintln!("node {node}: {key} finished: {outcome}");
                     false

@@ -35,7 +35,7 @@ use crate::store::{Created, Journal, Store};
 mod recover;
 mod spawned;
 
-pub use spawned::Spawned;
+pub use spawned::{AnyKind, Spawned};
 
 /// The command id the journal's writer answers, unless
 /// [`Durability::with_command`] chose another.
@@ -71,6 +71,7 @@ struct Kind {
 ///     const KIND: &'static str = "tally";
 ///     type Args = ();
 ///     type Message = u64;
+///     type Done = u64;
 ///     fn create(_: ()) -> Self { Tally::default() }
 ///     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
 ///         if let Input::Message { message, .. } = input {
@@ -89,10 +90,10 @@ struct Kind {
 ///
 /// let tally = durability.spawn::<Tally>(&scheduler, "tally-1", ())?;
 /// for n in [1, 2, 3] {
-///     durability.send::<Tally>(&scheduler, "tally-1", &n)?.wait(Duration::from_secs(5))?;
+///     durability.send::<Tally>(&scheduler, "tally-1", &n)?.wait_timeout(Duration::from_secs(5))?;
 /// }
 /// durability.send::<Tally>(&scheduler, "tally-1", &0)?;
-/// assert_eq!(tally.wait::<u64>()?, 6);
+/// assert_eq!(tally.wait()?, 6);
 /// scheduler.shutdown(Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -166,6 +167,7 @@ impl Durability {
     ///     const KIND: &'static str = "once";
     ///     type Args = ();
     ///     type Message = ();
+    ///     type Done = u64;
     ///     fn create(_: ()) -> Self { Once }
     ///     fn step(&mut self, _: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
     ///         out.finish(&7_u64)?;
@@ -259,6 +261,7 @@ impl Durability {
     ///     const KIND: &'static str = "tally";
     ///     type Args = ();
     ///     type Message = u64;
+    ///     type Done = ();
     ///     fn create(_: ()) -> Self { Tally::default() }
     ///     fn step(&mut self, input: Input<u64>, _: &mut Effects<'_>) -> Result<(), BoxError> {
     ///         if let Input::Message { message, .. } = input { self.total += message; }
@@ -326,7 +329,7 @@ impl Durability {
         cx: &impl AsContext,
         key: &str,
         args: D::Args,
-    ) -> Result<Spawned, DurableError> {
+    ) -> Result<Spawned<D::Done>, DurableError> {
         let cx = cx.context();
         self.shared.clock.anchor(cx.now(), None);
         let bytes = postcard::to_stdvec(&args).map_err(codec)?;
@@ -387,11 +390,7 @@ impl Durability {
                         "the sends waiting for this process could not be read; a recovery delivers them: {e}"
                     );
                 }
-                Ok(Spawned {
-                    key,
-                    completion,
-                    receipt,
-                })
+                Ok(Spawned::new(key, D::KIND, completion, receipt))
             }
             Err(e) => {
                 self.shared.directory.remove(&*key);
@@ -488,6 +487,7 @@ impl Durability {
     ///     const KIND: &'static str = "once";
     ///     type Args = ();
     ///     type Message = ();
+    ///     type Done = String;
     ///     fn create(_: ()) -> Self { Once }
     ///     fn step(&mut self, _: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
     ///         out.finish(&"done")?;
@@ -502,7 +502,7 @@ impl Durability {
     ///     durability.register::<Once>();
     ///     let scheduler = durability.install(Scheduler::builder().workers(1)).build();
     ///     scheduler.start();
-    ///     durability.spawn::<Once>(&scheduler, "once-1", ())?.wait::<String>()?;
+    ///     durability.spawn::<Once>(&scheduler, "once-1", ())?.wait()?;
     ///     scheduler.shutdown(Duration::from_secs(1));
     /// }
     /// // After a restart, without a scheduler:
@@ -675,7 +675,7 @@ fn rebuild(kind: &Kind, journal: &Journal) -> Result<(Box<dyn Erased>, State), D
 #[derive(Debug, Default)]
 pub struct Recovery {
     /// The processes resumed.
-    pub resumed: Vec<Spawned>,
+    pub resumed: Vec<Spawned<AnyKind>>,
     /// The processes that could not be (left in the store).
     pub failed: Vec<DurableError>,
     /// Sends from the outbox handed to their running receivers (their

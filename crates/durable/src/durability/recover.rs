@@ -114,6 +114,7 @@ impl Durability {
     ) {
         for ((r, every, pid), (resume, queued)) in replayed.into_iter().zip(plans) {
             let key = r.key.clone();
+            let kind = r.kind.clone();
             let runner = Runner::new(
                 r.key,
                 r.process,
@@ -128,11 +129,10 @@ impl Durability {
             );
             match cx.spawn(Spawn::new(runner).method(DEFAULT_METHOD_NAME).at(pid)) {
                 Ok(completion) => {
-                    report.resumed.push(Spawned {
-                        key: key.clone(),
-                        completion,
-                        receipt: Receipt::settled(key),
-                    });
+                    let receipt = Receipt::settled(key.clone());
+                    report
+                        .resumed
+                        .push(Spawned::new(key, &kind, completion, receipt));
                 }
                 Err(e) => {
                     self.shared.directory.remove(&*key);

@@ -1,22 +1,58 @@
 //! [`Spawned`]: a durable process started or resumed, its receipt and
-//! its outcome.
+//! its outcome, typed by what the process finishes with.
+
+use std::marker::PhantomData;
 
 use super::*;
 
-/// A durable process started by [`Durability::spawn`] or resumed by
-/// [`Durability::recover`].
+/// A durable process started by [`Durability::spawn`] (a
+/// `Spawned<D::Done>`: its `wait` gives what the process finishes with)
+/// or resumed by [`Durability::recover`] (a `Spawned<AnyKind>`, of a kind
+/// known at run time: [`of`](Spawned::of) types it).
 ///
 /// # Examples
 ///
 /// See [`Durability`].
 #[derive(Debug)]
-pub struct Spawned {
+pub struct Spawned<T = AnyKind> {
     pub(super) key: Arc<str>,
+    pub(super) kind: Arc<str>,
     pub(super) completion: Completion<Ending>,
     pub(super) receipt: Receipt,
+    pub(super) done: PhantomData<fn() -> T>,
 }
 
-impl Spawned {
+/// The done type of a resumed process's handle before it is typed: its
+/// kind is known at run time only (see [`Spawned::of`]). No value has
+/// this type.
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::{AnyKind, Spawned};
+/// fn keys(resumed: &[Spawned<AnyKind>]) -> Vec<&str> {
+///     resumed.iter().map(|s| s.key()).collect()
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnyKind {}
+
+impl<T> Spawned<T> {
+    pub(super) fn new(
+        key: Arc<str>,
+        kind: &str,
+        completion: Completion<Ending>,
+        receipt: Receipt,
+    ) -> Self {
+        Spawned {
+            key,
+            kind: kind.into(),
+            completion,
+            receipt,
+            done: PhantomData,
+        }
+    }
+
     /// The process's key.
     ///
     /// # Examples
@@ -24,6 +60,20 @@ impl Spawned {
     /// See [`Durability`].
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// The process's kind ([`Durable::KIND`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::{AnyKind, Spawned};
+    /// fn orders(resumed: &[Spawned<AnyKind>]) -> usize {
+    ///     resumed.iter().filter(|s| s.kind() == "order").count()
+    /// }
+    /// ```
+    pub fn kind(&self) -> &str {
+        &self.kind
     }
 
     /// Its PID in this run.
@@ -46,45 +96,113 @@ impl Spawned {
         &self.receipt
     }
 
-    /// Waits for the process to finish, and decodes its outcome as a `T`.
+    /// This handle with its done type forgotten, to keep it beside
+    /// resumed ones of other kinds ([`of`](Spawned::of) types it again).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::{AnyKind, Spawned};
+    /// fn keep(all: &mut Vec<Spawned<AnyKind>>, started: Spawned<u64>) {
+    ///     all.push(started.into_any());
+    /// }
+    /// ```
+    pub fn into_any(self) -> Spawned<AnyKind> {
+        Spawned::new(self.key, &self.kind, self.completion, self.receipt)
+    }
+}
+
+impl<T: DeserializeOwned> Spawned<T> {
+    /// Waits for the process to finish, and gives what it finished with.
     ///
     /// # Errors
     ///
     /// [`DurableError::Failed`] if a step failed or panicked;
     /// [`DurableError::Suspended`] if the scheduler shut down first (it
-    /// resumes on recovery); [`DurableError::Codec`] if the outcome is not
-    /// a `T`.
+    /// resumes on recovery); [`DurableError::Codec`] if it finished with
+    /// a value that does not decode as a `T`.
     ///
     /// # Examples
     ///
     /// See [`Durability`].
-    pub fn wait<T: DeserializeOwned>(self) -> Result<T, DurableError> {
+    pub fn wait(self) -> Result<T, DurableError> {
         decode_ending(self.completion.wait())
     }
 
-    /// As [`wait`](Spawned::wait), for at most `timeout`.
+    /// As [`wait`](Spawned::wait), for at most `timeout`:
+    /// `Err(DurableError::TimedOut)` if the process still runs then (the
+    /// handle can wait again; see [`DurableError::is_timeout`]).
     ///
     /// # Errors
     ///
-    /// As [`wait`](Spawned::wait), and [`DurableError::Timeout`].
+    /// As [`wait`](Spawned::wait), and [`DurableError::TimedOut`].
     ///
     /// # Examples
     ///
     /// ```
     /// # use sched_durable::Spawned;
     /// # use std::time::Duration;
-    /// fn within_a_second(mut spawned: Spawned) -> Option<u64> {
-    ///     spawned.wait_timeout::<u64>(Duration::from_secs(1)).ok()
+    /// fn within_a_second(mut spawned: Spawned<u64>) -> Option<u64> {
+    ///     spawned.wait_timeout(Duration::from_secs(1)).ok()
     /// }
     /// ```
-    pub fn wait_timeout<T: DeserializeOwned>(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<T, DurableError> {
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<T, DurableError> {
         match self.completion.wait_timeout(timeout) {
-            Err(ExitError::TimedOut) => Err(DurableError::Timeout),
+            Err(ExitError::TimedOut) => Err(DurableError::TimedOut),
             result => decode_ending(result),
         }
+    }
+}
+
+impl Spawned<AnyKind> {
+    /// This resumed handle, typed as a `D`'s: its `wait` then gives a
+    /// `D::Done`.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::WrongKind`] (with the handle's key and kind) when
+    /// the process is not a `D`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::prelude::*;
+    /// use sched_durable::{AnyKind, Spawned};
+    ///
+    /// struct Tally(u64);
+    /// impl Durable for Tally {
+    ///     const KIND: &'static str = "tally";
+    ///     type Args = ();
+    ///     type Message = u64;
+    ///     type Done = u64;
+    ///     fn create(_: ()) -> Self { Tally(0) }
+    ///     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+    ///         if let Input::Message { message, .. } = input {
+    ///             self.0 += message;
+    ///             out.finish(&self.0)?;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// fn totals(resumed: Vec<Spawned<AnyKind>>) -> Result<Vec<u64>, DurableError> {
+    ///     resumed.into_iter().map(|s| s.of::<Tally>()?.wait()).collect()
+    /// }
+    /// ```
+    pub fn of<D: Durable>(self) -> Result<Spawned<D::Done>, DurableError> {
+        if &*self.kind != D::KIND {
+            return Err(DurableError::WrongKind {
+                key: self.key.to_string(),
+                kind: self.kind.to_string(),
+                asked: D::KIND,
+            });
+        }
+        Ok(Spawned::new(
+            self.key,
+            &self.kind,
+            self.completion,
+            self.receipt,
+        ))
     }
 }
 

@@ -42,6 +42,7 @@ impl Durable for Tally {
     const KIND: &'static str = "tally";
     type Args = ();
     type Message = u64;
+    type Done = u64;
 
     fn create(_: ()) -> Self {
         Tally::default()

@@ -225,10 +225,14 @@ impl Child {
     }
 }
 
-/// The text of a failed outcome (none for a wait that gave up).
+/// What a failed incarnation said: its step error's text, its panic's
+/// message, or how else it ended (none for a wait that gave up), as a
+/// restart in place reports it.
 fn failure_text(outcome: sched_core::Outcome) -> Option<String> {
     match outcome {
         Err(ExitError::TimedOut) | Ok(_) => None,
+        Err(ExitError::Step(error)) => Some(error.to_string()),
+        Err(ExitError::Panicked { message }) => Some(message),
         Err(error) => Some(error.to_string()),
     }
 }

@@ -149,13 +149,16 @@ impl Restarts {
     ///
     /// See [`Restarts`].
     pub fn wait_timeout(&self, timeout: Duration) -> Result<RestartNotice, TimedOut> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to add waits as long as it takes.
+        let deadline = Instant::now().checked_add(timeout);
         let mut queue = self.feed.lock();
         loop {
             if let Some(notice) = queue.pop_front() {
                 return Ok(notice);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 return Err(TimedOut);
             }
