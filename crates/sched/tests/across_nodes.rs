@@ -450,7 +450,7 @@ fn an_ask_across_nodes_keeps_the_local_errors() {
         p,
         Cmd::Ask(t, Box::new("hold"), Duration::from_millis(50)),
     );
-    assert_eq!(next(&lines), "reply Timeout question back: false");
+    assert_eq!(next(&lines), "reply TimedOut question back: false");
     // Dropped unanswered.
     tell(&one, p, Cmd::Ask(t, Box::new("drop"), WAIT));
     assert_eq!(next(&lines), "reply NoReply question back: false");
