@@ -46,7 +46,7 @@ impl Drop for Ack {
 }
 
 /// Says when an input handed to a durable process is durable: after
-/// [`wait`](Receipt::wait) returns `Ok`, a crash of the node no longer
+/// [`wait_timeout`](Receipt::wait_timeout) returns `Ok`, a crash of the node no longer
 /// loses it.
 ///
 /// # Examples

@@ -215,3 +215,15 @@ pub(crate) fn prefetch<T: ?Sized>(ptr: *const T, bytes: usize) {
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     let _ = (ptr, bytes);
 }
+
+/// The instant `timeout` from now, for the `wait_until` of a handle's
+/// `wait_timeout` (on the machine's clock: a waiting thread is outside any
+/// simulation). A timeout too long to add (`Duration::MAX`) waits a
+/// century: as long as `wait`, without the overflow.
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
+    use std::time::{Duration, Instant};
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+    let now = Instant::now();
+    now.checked_add(timeout.min(CENTURY))
+        .unwrap_or_else(|| now + Duration::from_secs(24 * 60 * 60))
+}

@@ -201,7 +201,7 @@ impl<A: Any + Send> Reply<A> {
     ///
     /// See [`Reply`].
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<A, AskError> {
-        let deadline = super::clock::deadline_after(timeout);
+        let deadline = crate::sync::deadline_after(timeout);
         let mut state = self.slot.state.lock();
         loop {
             if let Some(answer) = ReplySlot::take(&mut state) {

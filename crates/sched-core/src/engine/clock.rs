@@ -138,14 +138,3 @@ mod tests {
         assert!(clock.after(Duration::MAX) > start);
     }
 }
-
-/// The instant `timeout` from now, for a handle's `wait_timeout` (on the
-/// machine's clock: a waiting thread is outside any simulation). A
-/// timeout too long to add (`Duration::MAX`) waits a century: as long as
-/// `wait`, without the overflow.
-pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
-    let now = Instant::now();
-    now.checked_add(timeout.min(CENTURY))
-        .unwrap_or_else(|| now + Duration::from_secs(24 * 60 * 60))
-}

@@ -166,7 +166,7 @@ impl Monitor {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Down, TimedOut> {
-        let deadline = super::clock::deadline_after(timeout);
+        let deadline = crate::sync::deadline_after(timeout);
         let mut down = self.slot.down.lock();
         loop {
             if let Some(down) = &*down {

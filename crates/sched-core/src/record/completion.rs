@@ -267,7 +267,7 @@ impl<T: Any + Send> Completion<T> {
         if let Some(kept) = self.take_kept() {
             return kept;
         }
-        let deadline = crate::engine::clock::deadline_after(timeout);
+        let deadline = crate::sync::deadline_after(timeout);
         let slot = self.record.slot.locked(RecordRef::spare(&self.record));
         let mut inner = slot.inner.lock();
         loop {
