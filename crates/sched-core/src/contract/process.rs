@@ -33,7 +33,7 @@ use crate::panic_guard::{drop_payload, panic_message};
 /// struct Counter { left: u32 }
 ///
 /// impl Process for Counter {
-///     type Done = Payload;
+///     type Done = &'static str;
 ///     fn init(&mut self, _cx: &InitContext, method: &str, _input: Payload) -> Result<(), InitError> {
 ///         match method {
 ///             "run" => Ok(()),
@@ -60,7 +60,7 @@ use crate::panic_guard::{drop_payload, panic_message};
 /// struct Hello;
 ///
 /// impl Process for Hello {
-///     type Done = Payload;
+///     type Done = &'static str;
 ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         out.finish("hello");
 ///         Ok(())
@@ -157,7 +157,7 @@ pub trait Process: Send + 'static {
     /// struct FetchOnce;
     ///
     /// impl Process for FetchOnce {
-    ///     type Done = Payload;
+    ///     type Done = Option<Payload>;
     ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.yield_command(FETCH, Tag(1), Box::new("/status"));
     ///         out.set_timer(Duration::from_millis(50), Tag(2));
@@ -202,14 +202,14 @@ pub trait Process: Send + 'static {
     /// struct Ticker;
     ///
     /// impl Process for Ticker {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())
     ///     }
     /// }
     ///
-    /// let boxed: Box<dyn Process<Done = relay::Payload>> = Box::new(Ticker);
+    /// let boxed: Box<dyn Process<Done = ()>> = Box::new(Ticker);
     /// assert!(boxed.type_name().ends_with("Ticker"));
     /// ```
     fn type_name(&self) -> &'static str {

@@ -33,7 +33,7 @@ use crate::contract::event::{CommandError, Event};
 /// struct Measure(Option<Yielded<usize>>);
 ///
 /// impl Process for Measure {
-///     type Done = Payload;
+///     type Done = usize;
 ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         self.0 = Some(out.yield_command(LEN, Tag(1), String::from("hello")));
 ///         Ok(())
@@ -57,7 +57,7 @@ use crate::contract::event::{CommandError, Event};
 ///     })
 ///     .build();
 /// scheduler.start();
-/// assert_eq!(scheduler.spawn(Measure(None))?.typed::<usize>().wait()?, 5);
+/// assert_eq!(scheduler.spawn(Measure(None))?.wait()?, 5);
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -133,7 +133,7 @@ impl Drop for ReplySlot {
 ///
 /// struct Squarer;
 /// impl Process for Squarer {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Request(request) = event {
@@ -229,7 +229,7 @@ impl<A: Any + Send> Reply<A> {
     /// /// Ends at its first step, before reading anything.
     /// struct Quitter;
     /// impl Process for Quitter {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())
@@ -493,7 +493,7 @@ impl Output<'_> {
     /// /// Asks the shop for the price of tea and finishes with it.
     /// struct Buyer { asked: Option<ReplyId<u32>> }
     /// impl Process for Buyer {
-    ///     type Done = Payload;
+    ///     type Done = u32;
     ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         self.asked = Some(out.ask("shop", Price("tea"), Duration::from_millis(100))?);
     ///         Ok(())

@@ -38,7 +38,7 @@ use crate::record::{Record, RecordRef};
 ///
 /// struct Crashes;
 /// impl Process for Crashes {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Err("boom".into())
 ///     }
@@ -451,7 +451,7 @@ impl Output<'_> {
     ///
     /// struct Child;
     /// impl Process for Child {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Err("crashed".into())
     ///     }
@@ -460,7 +460,7 @@ impl Output<'_> {
     /// /// Starts a child and reports how it ended.
     /// struct Parent { started: bool }
     /// impl Process for Parent {
-    ///     type Done = Payload;
+    ///     type Done = ExitReason;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         if !self.started {
     ///             self.started = true;
@@ -479,7 +479,7 @@ impl Output<'_> {
     /// let scheduler = Scheduler::builder().workers(2).build();
     /// scheduler.start();
     /// let reason = scheduler.spawn(Parent { started: false })?.wait()?;
-    /// assert_eq!(reason.downcast_ref::<ExitReason>(), Some(&ExitReason::Error));
+    /// assert_eq!(reason, ExitReason::Error);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn monitor(&mut self, pid: Pid) -> MonitorId {

@@ -27,7 +27,7 @@ use crate::record::RecordRef;
 /// /// Finishes with its input, doubled; `"half"` halves it instead.
 /// struct Double { n: u64, by: fn(u64) -> u64 }
 /// impl Process for Double {
-///     type Done = Payload;
+///     type Done = u64;
 ///     fn init(&mut self, _: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
 ///         self.n = *input.downcast::<u64>().map_err(|_| InitError::failed("not a u64"))?;
 ///         if method == "half" {
@@ -44,10 +44,10 @@ use crate::record::RecordRef;
 /// let scheduler = Scheduler::builder().workers(1).build();
 /// scheduler.start();
 /// let double = Double { n: 0, by: |n| n * 2 };
-/// assert_eq!(scheduler.spawn(Spawn::new(double).input(21u64))?.typed::<u64>().wait()?, 42);
+/// assert_eq!(scheduler.spawn(Spawn::new(double).input(21u64))?.wait()?, 42);
 /// let half = Double { n: 0, by: |n| n * 2 };
 /// let halved = scheduler.spawn(Spawn::new(half).method("half").input(84u64))?;
-/// assert_eq!(halved.typed::<u64>().wait()?, 42);
+/// assert_eq!(halved.wait()?, 42);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Spawn<'a, P> {
@@ -67,7 +67,7 @@ impl<P: Process> Spawn<'static, P> {
     /// use sched::prelude::*;
     /// struct Idle;
     /// impl Process for Idle {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
     /// }
     /// let options = Spawn::new(Idle).input(5u8);
@@ -132,7 +132,7 @@ impl<'a, P: Process> Spawn<'a, P> {
     /// use sched::prelude::*;
     /// struct Idle;
     /// impl Process for Idle {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())
@@ -234,7 +234,7 @@ impl Context {
     /// struct Hello;
     ///
     /// impl Process for Hello {
-    ///     type Done = Payload;
+    ///     type Done = &'static str;
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish("hello");
     ///         Ok(())
@@ -243,7 +243,7 @@ impl Context {
     ///
     /// let scheduler = Scheduler::builder().workers(1).build();
     /// scheduler.start();
-    /// let hello = scheduler.spawn(Hello)?.typed::<&str>();
+    /// let hello: Completion<&str> = scheduler.spawn(Hello)?;
     /// assert_eq!(hello.wait()?, "hello");
     /// # scheduler.shutdown(std::time::Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -288,7 +288,7 @@ impl Output<'_> {
     ///
     /// struct Worker;
     /// impl Process for Worker {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         out.finish(());
     ///         Ok(())

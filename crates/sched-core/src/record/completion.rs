@@ -36,7 +36,7 @@ use crate::contract::outcome::{ExitError, Outcome};
 /// struct Answer;
 ///
 /// impl Process for Answer {
-///     type Done = Payload;
+///     type Done = u32;
 ///     fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
 ///         Ok(())
 ///     }
@@ -53,7 +53,7 @@ use crate::contract::outcome::{ExitError, Outcome};
 ///
 /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// let outcome = runtime.block_on(completion);
-/// assert_eq!(*outcome.unwrap().downcast::<u32>().unwrap(), 42);
+/// assert_eq!(outcome.unwrap(), 42);
 /// # scheduler.shutdown(std::time::Duration::from_secs(1));
 /// ```
 pub struct Completion<T = Payload> {
@@ -169,7 +169,7 @@ impl<T: Any + Send> Completion<T> {
     ///     type Message = u64;
     /// }
     /// impl Process for Counter {
-    ///     type Done = Payload;
+    ///     type Done = u64;
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events.typed::<Self>() {
     ///             let Event::Message(n) = event else { continue };
@@ -189,7 +189,7 @@ impl<T: Any + Send> Completion<T> {
     /// scheduler.send(addr, 40)?;
     /// scheduler.send(addr, 2)?;
     /// // scheduler.send(addr, "two")?; // does not compile: `addr` takes a `u64`
-    /// assert_eq!(counter.typed::<u64>().wait()?, 42);
+    /// assert_eq!(counter.wait()?, 42);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn addr<P: crate::Accepts>(&self) -> relay::Addr<P::Message> {

@@ -256,7 +256,7 @@ impl<T> Builder<T> {
     ///
     /// struct Reader;
     /// impl Process for Reader {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         events.for_each(drop);
     ///         Ok(())

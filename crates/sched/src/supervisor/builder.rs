@@ -49,7 +49,7 @@ pub enum Strategy {
 ///
 /// struct Worker;
 /// impl Process for Worker {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Ok(())
 ///     }

@@ -73,7 +73,7 @@ impl Restart {
 ///
 /// struct Worker { id: u32 }
 /// impl Process for Worker {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         Ok(())
 ///     }
@@ -110,7 +110,7 @@ impl ChildSpec {
     ///
     /// struct Cache;
     /// impl Process for Cache {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
@@ -243,7 +243,7 @@ impl ChildSpec {
     ///
     /// struct Parser;
     /// impl Process for Parser {
-    ///     type Done = Payload;
+    ///     type Done = ();
     ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }

@@ -26,7 +26,7 @@ use sched_core::{ExitReason, Output};
 /// /// Prints each restart in place it is told of.
 /// struct Watcher;
 /// impl Process for Watcher {
-///     type Done = Payload;
+///     type Done = ();
 ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
 ///             if let Event::Message(m) = event {
