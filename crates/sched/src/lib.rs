@@ -44,55 +44,59 @@
 //! # Example
 //!
 //! ```
+//! use sched::command::{TypedCommand, Yielded};
 //! use sched::prelude::*;
 //! use std::time::Duration;
 //!
-//! const FETCH: CommandId = CommandId(1);
+//! /// A fetch: its data is a `u64` key, its result a `u64` value.
+//! const FETCH: TypedCommand<u64, u64> = TypedCommand::new(CommandId(1));
 //!
 //! /// Fetches three things concurrently and finishes with their total.
-//! struct Fetcher { pending: usize, total: u64 }
+//! #[derive(Default)]
+//! struct Fetcher { fetches: Option<Yielded<u64>>, pending: usize, total: u64 }
 //!
 //! impl Process for Fetcher {
 //!     type Done = u64;
-//!     fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
-//!         match method { "fetch" => Ok(()), m => Err(InitError::unknown_method(m)) }
-//!     }
-//!     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-//!         if self.pending == 0 {
-//!             for i in 1..=3u64 {
-//!                 out.yield_command(FETCH, Tag(i), Box::new(i * 10));
-//!             }
-//!             self.pending = 3;
-//!             return Ok(()); // waits for the completions
+//!
+//!     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+//!         for key in 1..=3 {
+//!             // One tag for the three: their completions are read alike.
+//!             self.fetches = Some(out.yield_command(FETCH, Tag(1), key * 10));
 //!         }
+//!         self.pending = 3;
+//!         Ok(()) // waits for the completions
+//!     }
+//!
+//!     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+//!         let Some(fetches) = self.fetches else { return Ok(()) };
 //!         for event in events {
-//!             if let Event::Completion { result, .. } = event {
-//!                 self.total += *result?.downcast::<u64>().map_err(|_| "not a u64")?;
+//!             if let Ok(fetched) = fetches.result(event) {
+//!                 self.total += fetched?;
 //!                 self.pending -= 1;
 //!             }
 //!         }
-//!         if self.pending == 0 { out.finish(self.total) }
+//!         if self.pending == 0 {
+//!             out.finish(self.total);
+//!         }
 //!         Ok(())
 //!     }
-//!     fn close(&mut self) {}
 //! }
 //!
 //! let scheduler = Scheduler::builder()
 //!     .workers(2)
-//!     .handler(FETCH, |cmd: Command, done: Completer| -> Result<(), Rejected> {
+//!     .handler(FETCH, |key, done| {
 //!         // Complete later, on another thread.
 //!         std::thread::spawn(move || {
-//!             let n = *cmd.data::<u64>().unwrap();
-//!             let _ = done.complete(Box::new(n + 1));
+//!             let _ = done.complete(key + 1);
 //!         });
 //!         Ok(())
 //!     })
 //!     .build();
 //! scheduler.start();
-//! let handle = scheduler.spawn(Spawn::new(Fetcher { pending: 0, total: 0 }).method("fetch")).unwrap();
-//! let total: u64 = handle.wait().unwrap();
-//! assert_eq!(total, 63);
+//! let fetcher = scheduler.spawn(Fetcher::default())?;
+//! assert_eq!(fetcher.wait()?, 63);
 //! scheduler.shutdown(Duration::from_secs(1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! The `deque` crate (re-exported as [`deque`]) is usable on its own.
