@@ -116,6 +116,20 @@ const DURABLE_SIMULATION: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The restart feed's tests.
+const SCHED_RESTART_FEED: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "restart_feed"],
+    env: &[],
+    target_subdir: None,
+};
+
+/// The typed API's promises, tested from the docs only.
+const SCHED_DOCS_TYPED: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "docs_typed_end_to_end"],
+    env: &[],
+    target_subdir: None,
+};
+
 const DEQUE_PANICKING_DROP: Catcher = Catcher {
     args: &["test", "-p", "sched-deque", "--test", "panicking_drop"],
     env: &[],
@@ -300,6 +314,33 @@ const SCHED_CORE_TIMER_NEXT_MODEL: Catcher = sched_core_loom_lib!("loom_models::
 
 /// The table. Keep the original text short but unique in its file.
 pub(crate) const MUTATIONS: &[Mutation] = &[
+    Mutation {
+        // A restart under a new PID goes untold: the feed hears only of
+        // restarts in place.
+        name: "restart-feed-misses-new-pid-restarts",
+        file: "crates/sched/src/supervisor.rs",
+        original: "                        feed.push(notice);\n",
+        replacement: "                        drop(notice);\n",
+        catcher: &SCHED_RESTART_FEED,
+    },
+    Mutation {
+        // A restart under a new PID reports the outcome's wrapper
+        // ("the step failed: x") instead of what the child said.
+        name: "new-pid-restart-says-the-wrapper",
+        file: "crates/sched/src/supervisor/child.rs",
+        original: "        Err(ExitError::Step(error)) => Some(error.to_string()),\n",
+        replacement: "        Err(ExitError::Step(error)) => Some(ExitError::Step(error).to_string()),\n",
+        catcher: &SCHED_DOCS_TYPED,
+    },
+    Mutation {
+        // A handle's wait_timeout adds its timeout to now unchecked:
+        // `Duration::MAX` panics with an overflow.
+        name: "wait-timeout-overflows",
+        file: "crates/sched-core/src/sync.rs",
+        original: "    now.checked_add(timeout.min(CENTURY))\n",
+        replacement: "    Some(now + timeout)\n",
+        catcher: &SCHED_DOCS_TYPED,
+    },
     Mutation {
         name: "deque-grow-copies-from-claimed-head",
         file: "crates/deque/src/worker.rs",
