@@ -468,7 +468,7 @@ fn four_hundred_workflows_killed_twelve_times_end_as_an_uninterrupted_run_and_ea
 #[test]
 #[ignore = "a minute or more; run with --release"]
 fn two_thousand_workflows_killed_fifty_times() {
-    crash_run(2_000, 50, 50, 150);
+    crash_run(2_000, 200, 50, 150);
 }
 
 #[test]
