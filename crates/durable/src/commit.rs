@@ -37,13 +37,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use sched::command::Completer;
 use sched::engine::Context;
+use sched::prelude::*;
 
 use crate::error::{panic_text, DurableError};
 use crate::store::{Append, Store};
@@ -229,10 +230,40 @@ pub(crate) struct Writer {
     /// The store's batches are all or nothing ([`Store::atomic_batches`]).
     atomic: bool,
     pub(crate) counters: Counters,
-    /// Set when records are written on the thread that submits them
-    /// (`Durability::for_simulation`): no writer thread, one append per
-    /// record.
-    inline: Option<Arc<dyn Store>>,
+    /// Set in a simulation (`Durability::for_simulation`): no writer
+    /// thread, a process of the simulation writes instead.
+    simulated: Option<Simulated>,
+}
+
+/// The simulation's writer: records queue as they do on a running node
+/// (early sends handed over as they are queued), and a process of the
+/// simulation, woken by each record, writes everything queued when it
+/// steps, in the batches the writer thread would cut. So the order of
+/// writes is the simulation's, batches hold several records, and a kill
+/// can fall between a record's queueing and its write.
+struct Simulated {
+    store: Arc<dyn Store>,
+    /// The writer itself, for its process.
+    writer: Weak<Writer>,
+    /// The writing process, spawned with the first record.
+    process: OnceLock<Pid>,
+}
+
+/// The process that writes a simulation's journal (see [`Simulated`]).
+struct Flusher {
+    writer: Arc<Writer>,
+}
+
+impl Process for Flusher {
+    type Done = ();
+
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        events.for_each(drop);
+        if let Some(sim) = &self.writer.simulated {
+            self.writer.write_queued(&*sim.store);
+        }
+        Ok(())
+    }
 }
 
 impl Writer {
@@ -247,7 +278,7 @@ impl Writer {
             poisoned: Mutex::new(HashMap::new()),
             atomic: store.atomic_batches(),
             counters: Counters::default(),
-            inline: None,
+            simulated: None,
         });
         let thread = {
             let writer = writer.clone();
@@ -259,12 +290,10 @@ impl Writer {
         (writer, thread)
     }
 
-    /// A writer without a thread: each record is written when it is
-    /// submitted, on the submitting thread (in a simulation, the
-    /// simulation's own), so that the order of writes is the
-    /// simulation's.
-    pub(crate) fn inline(store: Arc<dyn Store>) -> Arc<Writer> {
-        Arc::new(Writer {
+    /// A writer without a thread, for a simulation: a process of the
+    /// simulation writes the records (see [`Simulated`]).
+    pub(crate) fn simulated(store: Arc<dyn Store>) -> Arc<Writer> {
+        Arc::new_cyclic(|writer| Writer {
             queue: Mutex::new(Queue {
                 items: Vec::new(),
                 stopped: false,
@@ -273,8 +302,48 @@ impl Writer {
             poisoned: Mutex::new(HashMap::new()),
             atomic: store.atomic_batches(),
             counters: Counters::default(),
-            inline: Some(store),
+            simulated: Some(Simulated {
+                store,
+                writer: writer.clone(),
+                process: OnceLock::new(),
+            }),
         })
+    }
+
+    /// Wakes the simulation's writing process (spawning it with the first
+    /// record). `false` if it could not be reached.
+    fn wake(&self, sim: &Simulated, cx: &Context) -> bool {
+        let pid = match sim.process.get() {
+            Some(pid) => *pid,
+            None => {
+                let Some(writer) = sim.writer.upgrade() else {
+                    return false;
+                };
+                let Ok(pid) = cx.allocate_pid() else {
+                    return false;
+                };
+                if cx.spawn(Spawn::new(Flusher { writer }).at(pid)).is_err() {
+                    return false;
+                }
+                *sim.process.get_or_init(|| pid)
+            }
+        };
+        cx.send(pid, ()).is_ok()
+    }
+
+    /// Writes everything queued, in the batches the writer thread would
+    /// cut (the simulation's writing process).
+    fn write_queued(&self, store: &dyn Store) {
+        loop {
+            let batch = {
+                let mut queue = self.queue.lock();
+                if queue.items.is_empty() {
+                    return;
+                }
+                self.cut(&mut queue)
+            };
+            self.write(store, batch);
+        }
     }
 
     /// Queues a record; `done` completes once it is durable. Its early
@@ -294,15 +363,11 @@ impl Writer {
             after,
             done,
         };
-        if let Some(store) = &self.inline {
-            if self.queue.lock().stopped {
+        if let Some(sim) = &self.simulated {
+            if !self.wake(sim, item.done.context()) {
                 fail(item.done, item.append.seq, DurableError::Stopped);
                 return;
             }
-            // On the submitting thread, the record is written before
-            // anything else happens: its sends go once it is.
-            self.write(&**store, vec![item], early);
-            return;
         }
         let mut queue = self.queue.lock();
         if queue.stopped {
@@ -359,6 +424,11 @@ impl Writer {
             }
             self.ready.wait(&mut queue);
         }
+        Some(self.cut(&mut queue))
+    }
+
+    /// Takes the next batch off a queue that holds records.
+    fn cut(&self, queue: &mut Queue) -> Vec<Item> {
         let mut bytes = 0;
         let mut count = 0;
         // For a store whose batches are not all or nothing: the runners
@@ -383,20 +453,19 @@ impl Writer {
             count += 1;
         }
         let rest = queue.items.split_off(count);
-        Some(std::mem::replace(&mut queue.items, rest))
+        std::mem::replace(&mut queue.items, rest)
     }
 
     fn run(&self, store: &dyn Store) {
         while let Some(batch) = self.take() {
-            self.write(store, batch, None);
+            self.write(store, batch);
         }
     }
 
     /// Writes one batch with one append, and completes its records'
-    /// commands; then hands `early` over (the inline writer's sends, once
-    /// their one record is written). Records that follow one that was not
-    /// written fail unwritten.
-    fn write(&self, store: &dyn Store, batch: Vec<Item>, early: Option<HandOver>) {
+    /// commands. Records that follow one that was not written fail
+    /// unwritten.
+    fn write(&self, store: &dyn Store, batch: Vec<Item>) {
         let mut poisoned = self.poisoned.lock();
         let mut written = Vec::with_capacity(batch.len());
         for item in batch {
@@ -467,7 +536,6 @@ impl Writer {
                 );
             }
         }
-        let mut last_done = None;
         let mut poisoned = self.poisoned.lock();
         for (append, (incarnation, done)) in appends.iter().zip(rest) {
             let failed = match &result {
@@ -481,17 +549,11 @@ impl Writer {
             // tell it.
             match &result {
                 Ok(_) if failed => fail(done, append.seq, DurableError::Fenced(append.key.clone())),
-                Ok(_) if early.is_none() => {
+                Ok(_) => {
                     let _ = done.complete(Box::new(append.seq));
                 }
-                Ok(_) => last_done = Some((append.seq, done)),
                 Err(e) => fail(done, append.seq, e.clone()),
             }
-        }
-        drop(poisoned);
-        if let Some((seq, done)) = last_done {
-            hand_over(&done, early);
-            let _ = done.complete(Box::new(seq));
         }
     }
 }

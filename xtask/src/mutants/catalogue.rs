@@ -685,6 +685,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &DURABLE_SIMULATION,
     },
     Mutation {
+        // A receiver's record that stepped on an early send is written
+        // although the sender's record holding that send was not.
+        name: "durable-writes-a-record-whose-send-was-not-written-in-the-simulation",
+        file: "crates/durable/src/commit.rs",
+        original: "                    item.after.iter().find_map(|&(incarnation, seq)| {\n",
+        replacement: "                    item.after.iter().filter(|_| false).find_map(|&(incarnation, seq)| {\n",
+        catcher: &DURABLE_SIMULATION,
+    },
+    Mutation {
         name: "relay-nats-backlog-published-after-the-node-is-down",
         file: "crates/relay-nats/src/io.rs",
         original: "                    if let Some(gone) = lost {\n",

@@ -148,12 +148,14 @@ impl Durability {
     }
 
     /// Opens durable processes on `store` for a deterministic simulation
-    /// (`sched::sim`): no writer thread; each record is written by the
-    /// journal's command handler itself, on the thread that runs the
-    /// step (the simulation's), with one append per record. Everything
-    /// else is as with [`open`](Durability::open): install it on the
-    /// builder the simulation is made from, and pass the simulation where
-    /// a scheduler is asked for.
+    /// (`sched::sim`): no writer thread; records queue as on a running
+    /// node, and a process of the simulation writes everything queued
+    /// when it steps, in the batches the writer thread would make. So the
+    /// simulation decides when each record is written, and a node stopped
+    /// between two steps can leave records queued and never written.
+    /// Everything else is as with [`open`](Durability::open): install it
+    /// on the builder the simulation is made from, and pass the
+    /// simulation where a scheduler is asked for.
     ///
     /// # Examples
     ///
@@ -190,7 +192,7 @@ impl Durability {
     /// ```
     pub fn for_simulation(store: impl Store) -> Durability {
         let store: Arc<dyn Store> = Arc::new(store);
-        let writer = Writer::inline(store.clone());
+        let writer = Writer::simulated(store.clone());
         Durability::with_writer(store, writer, None, JOURNAL_COMMAND)
     }
 
