@@ -345,7 +345,8 @@ const DURABLE_JETSTREAM_LADDER: &[&[&str]] = &[
     // 4. What it does: a fenced append; leases; recovery (takeovers, the
     //    outbox, forget, discard). Methods of the incarnation, each file
     //    apart.
-    &["append", "lease", "recovery"],
+    //    Watching the stream for other writers' sends.
+    &["append", "lease", "recovery", "watch"],
     // 5. The handle: its thread, and `sched-durable`'s `Store`.
     &["store"],
     // 6. Opening one.

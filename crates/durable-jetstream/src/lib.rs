@@ -52,6 +52,14 @@
 //!   whose receiver it owns, or which no running process will take (they
 //!   are the ones `Durability::recover` may discard): never those of a
 //!   receiver another node runs.
+//! - **Live sends between nodes.** [`Store::watch_sends`](sched_durable::store::Store::watch_sends)
+//!   (what `Durability::listen` calls) makes an ordered consumer of the
+//!   journal subjects from the stream's end, before it returns, and hands
+//!   over the sends of every message another incarnation writes, in
+//!   stream order; a consumer that fails is made again from the sequence
+//!   after the last one read. A receiver running on the listening node
+//!   takes them at once; a send stored before the watch began waits in
+//!   the outbox for its receiver's `spawn` or `recover`.
 //! - **Leases.** Each store handle is an *incarnation* of its node (a
 //!   `u32`, like the scheduler's node number, unique among live nodes;
 //!   the incarnation is new on every [`open`](JetStreamStoreBuilder::open)).
@@ -167,6 +175,7 @@ mod message;
 mod recovery;
 mod scan;
 mod store;
+mod watch;
 
 pub use async_nats;
 pub use builder::{JetStreamStoreBuilder, DEFAULT_JOURNAL_LEASE};

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
-use sched_durable::store::{Append, Journal, Outgoing, Store};
+use sched_durable::store::{Append, Journal, Outgoing, SendWatcher, Store};
 use sched_durable::DurableError;
 
 use crate::error::store_error;
@@ -173,6 +173,12 @@ impl Store for JetStreamStore {
         let inner = self.inner();
         let batch = batch.to_vec();
         self.block(async move { inner.append(&batch).await })
+    }
+
+    fn watch_sends(&self, sends: SendWatcher) -> Result<bool, DurableError> {
+        let inner = self.inner();
+        self.block(async move { inner.watch_sends(sends).await })?;
+        Ok(true)
     }
 
     fn running(&self) -> Result<Vec<Journal>, DurableError> {

@@ -9,6 +9,8 @@ mod support;
 
 #[path = "journal/failover.rs"]
 mod failover;
+#[path = "journal/live.rs"]
+mod live;
 
 use std::time::{Duration, Instant};
 

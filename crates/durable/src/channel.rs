@@ -22,9 +22,14 @@
 //!      process is registered, so a send released while it was not yet
 //!      reachable (committed before that release, hence before the read)
 //!      is in what they read;
+//!    - live from another node of a store a cluster shares, once
+//!      [`Durability::listen`] runs: the store hands over every send
+//!      another writer's record releases as it is written
+//!      (`Store::watch_sends`), and those whose receiver runs here go to
+//!      it ([`deliver_running`]);
 //!    - from the outbox at any later `recover` (sends to a receiver on
-//!      another node of a cluster store, or to one that could not be
-//!      resumed until its code was fixed).
+//!      another node of a cluster store that does not listen, or to one
+//!      that could not be resumed until its code was fixed).
 //! 4. **Admission** (`State::admission`, [`Inbound::receive`]): the
 //!    receiver takes exactly the sender's next number; a number at or
 //!    below its mark is a copy and is dropped (counted in `duplicates`);
@@ -52,13 +57,14 @@
 //! restarts come between (tests: `crates/durable/tests/channel.rs`).
 //!
 //! [`Durability::spawn`]: crate::Durability::spawn
+//! [`Durability::listen`]: crate::Durability::listen
 //! [`Durability::recover`]: crate::Durability::recover
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use sched::engine::AsContext;
+use sched::engine::{AsContext, Context};
 
 use crate::error::DurableError;
 use crate::runner::{Envelope, Shared};
@@ -207,6 +213,24 @@ pub(crate) struct Delivery {
 
 /// Sends outbox entries to their receivers that run here; removes those
 /// whose receiver's journal has ended; keeps the rest.
+/// Hands each of `sends` whose receiver runs here to it, and leaves the
+/// others to the outbox (a `spawn` or `recover` of their receiver reads
+/// them there). Touches no store: it runs on a store's own thread
+/// ([`Store::watch_sends`](crate::store::Store::watch_sends)). Returns
+/// how many it handed over.
+pub(crate) fn deliver_running(shared: &Shared, cx: &Context, sends: Vec<Outgoing>) -> u64 {
+    let mut sent = 0;
+    for send in sends {
+        if let Some(pid) = shared.running_pid(&send.to) {
+            let envelope = Envelope::durable(send.from.as_str().into(), send.seq, send.body);
+            if cx.send(pid, envelope).is_ok() {
+                sent += 1;
+            }
+        }
+    }
+    sent
+}
+
 pub(crate) fn deliver(
     shared: &Shared,
     cx: &impl AsContext,

@@ -116,6 +116,20 @@ const DURABLE_SIMULATION: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The JetStream store's live cross-node sends.
+const DURABLE_JETSTREAM_LIVE: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-durable-jetstream",
+        "--test",
+        "journal",
+        "live::",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The restart feed's tests.
 const SCHED_RESTART_FEED: Catcher = Catcher {
     args: &["test", "-p", "sched", "--test", "restart_feed"],
@@ -692,6 +706,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "                    item.after.iter().find_map(|&(incarnation, seq)| {\n",
         replacement: "                    item.after.iter().filter(|_| false).find_map(|&(incarnation, seq)| {\n",
         catcher: &DURABLE_SIMULATION,
+    },
+    Mutation {
+        // The watch of the journal stream hands nothing over: a send from
+        // another node waits for a recovery.
+        name: "durable-jetstream-watch-hands-nothing-over",
+        file: "crates/durable-jetstream/src/watch.rs",
+        original: "        if writer == self.me {\n",
+        replacement: "        if writer == self.me || writer != self.me {\n",
+        catcher: &DURABLE_JETSTREAM_LIVE,
     },
     Mutation {
         name: "relay-nats-backlog-published-after-the-node-is-down",

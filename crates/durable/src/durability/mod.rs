@@ -451,6 +451,49 @@ impl Durability {
         Ok(self.shared.directory.contains_key(key) || self.store.contains(key)?)
     }
 
+    /// Delivers at once the sends that durable processes on other nodes
+    /// make to the processes running here, for as long as this
+    /// `Durability` lives: for a store the nodes of a cluster share (the
+    /// JetStream store). Without it, such a send waits in the outbox
+    /// until its receiver's node runs `recover` (or spawns the receiver).
+    /// Either way it is taken exactly once, in its sender's order. Call
+    /// it once per node, with the scheduler the durable processes run on
+    /// (an `Arc` of it: the deliveries come from the store's own thread;
+    /// they stop when the scheduler is dropped). Returns `Ok(false)` for
+    /// a store of one node, where there is nothing to listen to.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] if the store could not start watching.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use sched_durable::prelude::*;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
+    /// let scheduler = Arc::new(durability.install(Scheduler::builder()).build());
+    /// // One node's store: every send is delivered by this node already.
+    /// assert!(!durability.listen(&scheduler)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn listen<C: AsContext + Send + Sync + 'static>(
+        &self,
+        cx: &Arc<C>,
+    ) -> Result<bool, DurableError> {
+        // Weak both: the store holds the watcher, and the shared state
+        // holds the store; the scheduler is the caller's to drop.
+        let shared = Arc::downgrade(&self.shared);
+        let cx = Arc::downgrade(cx);
+        self.store.watch_sends(Box::new(move |sends| {
+            if let (Some(shared), Some(cx)) = (shared.upgrade(), cx.upgrade()) {
+                channel::deliver_running(&shared, cx.context(), sends);
+            }
+        }))
+    }
+
     /// The PID of the running durable process `key`.
     ///
     /// # Examples

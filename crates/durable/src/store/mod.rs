@@ -64,6 +64,22 @@ pub struct Append {
     pub snapshot: Option<Vec<u8>>,
 }
 
+/// What [`Store::watch_sends`] hands the sends of other writers to.
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::store::{Outgoing, SendWatcher};
+///
+/// let watcher: SendWatcher = Box::new(|sends: Vec<Outgoing>| {
+///     for send in sends {
+///         tracing::debug!(from = %send.from, to = %send.to, "a send from another node");
+///     }
+/// });
+/// # drop(watcher);
+/// ```
+pub type SendWatcher = Box<dyn Fn(Vec<Outgoing>) + Send + Sync>;
+
 /// A send between durable processes that its receiver has not journaled
 /// yet: the outbox keeps it, so that a recovery can deliver it again even
 /// when its sender has ended.
@@ -311,6 +327,36 @@ pub trait Store: Send + Sync + 'static {
     /// ```
     fn atomic_batches(&self) -> bool {
         false
+    }
+
+    /// Starts handing `sends` the sends that records of *other writers*
+    /// release (the other nodes of a store a cluster shares), in the
+    /// order they were written, as the store learns of them, for as long
+    /// as the store lives. A node's own sends are not handed over (its
+    /// own processes deliver them). `Durability::listen` uses it to
+    /// deliver a send from another node to a receiver running here at
+    /// once, instead of at the receiver's next `recover`. `sends` may run
+    /// on a thread of the store's: it must not call the store.
+    ///
+    /// Returns `Ok(false)` when nobody else writes to the store (the
+    /// default, for a store of one node): there is nothing to hand over.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] if the watch could not start.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::{MemoryStore, Store};
+    ///
+    /// // One node's store: nobody else writes to it.
+    /// assert!(!MemoryStore::new().watch_sends(Box::new(|_sends| {}))?);
+    /// # Ok::<(), sched_durable::DurableError>(())
+    /// ```
+    fn watch_sends(&self, sends: SendWatcher) -> Result<bool, DurableError> {
+        drop(sends);
+        Ok(false)
     }
 
     /// How many bytes the store holds on disk (or in use), for the

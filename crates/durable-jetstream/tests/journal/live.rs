@@ -1,0 +1,166 @@
+//! Sends between durable processes on two nodes of one JetStream store:
+//! once the receiving node listens (`Durability::listen`), a send from
+//! the other node reaches its receiver at once, in order and exactly
+//! once, with no `recover` anywhere; without listening, it waits in the
+//! outbox for the receiver's node to recover.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sched_durable::prelude::*;
+use sched_durable_jetstream::JetStreamStore;
+
+use crate::support::NatsServer;
+
+/// Sends per sender.
+const SENDS: u64 = 50;
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Sends 1..=SENDS to `to` in its first step, then waits for the
+/// receiver's answer (a send back) and finishes with it.
+struct Sender;
+
+impl Durable for Sender {
+    const KIND: &'static str = "live-sender";
+    type Args = String;
+    type Message = u64;
+    type Done = u64;
+
+    fn create(_: String) -> Self {
+        Sender
+    }
+
+    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        match input {
+            Input::Start => {
+                for n in 1..=SENDS {
+                    out.send::<Receiver>("receiver", &n)?;
+                }
+            }
+            Input::Message { message, .. } => out.finish(&message)?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Takes SENDS sends, answers their sender with how many it took, and
+/// finishes with what it took, in order.
+struct Receiver {
+    taken: Vec<u64>,
+}
+
+impl Durable for Receiver {
+    const KIND: &'static str = "live-receiver";
+    type Args = ();
+    type Message = u64;
+    type Done = Vec<u64>;
+
+    fn create((): ()) -> Self {
+        Receiver { taken: Vec::new() }
+    }
+
+    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
+        if let Input::Message { message, from } = input {
+            self.taken.push(message);
+            if self.taken.len() as u64 == SENDS {
+                let from = from.ok_or("a send from outside")?;
+                out.send::<Sender>(&from, &(self.taken.len() as u64))?;
+                out.finish(&self.taken)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Node {
+    durability: Durability,
+    scheduler: Arc<Scheduler>,
+}
+
+fn node(server: &NatsServer, prefix: &str, number: u32, listen: bool) -> Node {
+    let store = JetStreamStore::builder(server.url(), number)
+        .prefix(prefix)
+        .lease(Duration::from_secs(30))
+        .open()
+        .expect("the store opens");
+    let durability = Durability::open(store);
+    durability.register::<Sender>().register::<Receiver>();
+    let scheduler = Arc::new(
+        durability
+            .install(Scheduler::builder().workers(1).node(number))
+            .build(),
+    );
+    scheduler.start();
+    durability.recover(&*scheduler).expect("the first recovery");
+    if listen {
+        assert!(
+            durability.listen(&scheduler).expect("it listens"),
+            "a shared store has other writers to listen to"
+        );
+    }
+    Node {
+        durability,
+        scheduler,
+    }
+}
+
+#[test]
+fn a_send_from_another_node_reaches_a_listening_receiver_at_once_in_order() {
+    let Some(server) = crate::server() else {
+        return;
+    };
+    let a = node(&server, "live", 1, true);
+    let b = node(&server, "live", 2, true);
+    let mut receiver = b
+        .durability
+        .spawn::<Receiver>(&*b.scheduler, "receiver", ())
+        .expect("the receiver starts on node 2");
+    let mut sender = a
+        .durability
+        .spawn::<Sender>(&*a.scheduler, "sender", "receiver".into())
+        .expect("the sender starts on node 1");
+    // No `recover` from here on: both ways go live.
+    assert_eq!(
+        receiver.wait_timeout(WAIT).expect("node 2 took every send"),
+        (1..=SENDS).collect::<Vec<u64>>(),
+        "each send once, in order"
+    );
+    assert_eq!(
+        sender.wait_timeout(WAIT).expect("node 1 took the answer"),
+        SENDS
+    );
+    let stats = b.durability.stats();
+    assert_eq!(stats.duplicates, 0, "{stats:?}");
+}
+
+#[test]
+fn without_listening_a_send_from_another_node_waits_for_a_recovery() {
+    let Some(server) = crate::server() else {
+        return;
+    };
+    let a = node(&server, "quiet", 1, true);
+    let b = node(&server, "quiet", 2, false);
+    let mut receiver = b
+        .durability
+        .spawn::<Receiver>(&*b.scheduler, "receiver", ())
+        .expect("the receiver starts on node 2");
+    let mut sender = a
+        .durability
+        .spawn::<Sender>(&*a.scheduler, "sender", "receiver".into())
+        .expect("the sender starts on node 1");
+    let early = receiver.wait_timeout(Duration::from_millis(500));
+    assert!(
+        early.as_ref().is_err_and(DurableError::is_timeout),
+        "node 2 does not listen, yet its receiver ended: {early:?}"
+    );
+    // Node 2's recovery hands over what waits in the outbox; node 1
+    // listens, so the answer needs nothing more.
+    let recovery = b.durability.recover(&*b.scheduler).expect("recovery");
+    assert_eq!(recovery.resent, SENDS, "{recovery:?}");
+    assert_eq!(
+        receiver.wait_timeout(WAIT).expect("taken after the recovery"),
+        (1..=SENDS).collect::<Vec<u64>>()
+    );
+    assert_eq!(sender.wait_timeout(WAIT).expect("the answer"), SENDS);
+}
