@@ -118,7 +118,7 @@ pub use engine::commands::completer::{CompleteError, Completer, Rejected};
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{
     After, AsContext, AskTarget, Context, Deadline, Histogram, Histograms, IntoSpawn, Monitor,
-    PidStatus, ProcessInfo, Reply, ReplyId, ShutdownReport, Spawn, Target, Within,
+    PidStatus, ProcessInfo, Replied, Reply, ReplyId, ShutdownReport, Spawn, Target, Within,
 };
 pub use record::completion::Completion;
 pub use record::state::ProcessState;

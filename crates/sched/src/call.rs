@@ -60,8 +60,9 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 ///
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
 ///         for event in events {
-///             if let Ok(Some(result)) = self.call.on_event(event, out) {
-///                 out.finish(result);
+///             // The page or why there is none, once the call ended.
+///             if let Some(page) = self.call.on_event(event, out).ended() {
+///                 out.finish(page);
 ///             }
 ///         }
 ///         Ok(())
@@ -176,7 +177,7 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
     /// # Examples
     ///
     /// ```
-    /// use sched::command::{Call, CommandId, TypedCommand};
+    /// use sched::command::{Call, CallEvent, CommandId, TypedCommand};
     /// use sched::prelude::*;
     /// use std::time::Duration;
     ///
@@ -196,8 +197,10 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
     ///
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         for event in events {
-    ///             if let Ok(Some(result)) = self.0.on_event(event, out) {
-    ///                 out.finish(result?);
+    ///             match self.0.on_event(event, out) {
+    ///                 CallEvent::Answered(value) => out.finish(value),
+    ///                 CallEvent::Failed(why) => return Err(why.into()),
+    ///                 _ => {}
     ///             }
     ///         }
     ///         Ok(())
@@ -268,40 +271,29 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
     }
 
     /// Takes `event` if it is this call's, and says what became of the
-    /// call:
-    /// - `Ok(Some(result))`: it ended with the command's result, or
-    ///   [`CallError`] once the retries are spent;
-    /// - `Ok(None)`: this call's, nothing to do (a retry started, or a
-    ///   late completion of an ended call was swallowed);
-    /// - `Err(event)`: not this call's; handle it yourself.
-    ///
-    /// # Errors
-    ///
-    /// The event back when it is not this call's.
+    /// call, in one flat [`CallEvent`]: it ended with the command's
+    /// answer ([`Answered`](CallEvent::Answered)), or without one once
+    /// the retries are spent ([`Failed`](CallEvent::Failed)); the event
+    /// was this call's and there is nothing to do
+    /// ([`Taken`](CallEvent::Taken)); or it is not this call's
+    /// ([`Other`](CallEvent::Other)), to handle yourself.
     ///
     /// # Examples
     ///
     /// See [`Call`].
-    #[allow(clippy::type_complexity)]
-    pub fn on_event(
-        &mut self,
-        event: Event,
-        out: &mut Output<'_>,
-    ) -> Result<Option<Result<R, CallError>>, Event> {
+    pub fn on_event(&mut self, event: Event, out: &mut Output<'_>) -> CallEvent<R> {
         let Some(yielded) = self.yielded else {
-            return Err(event);
+            return CallEvent::Other(event);
         };
         match yielded.result(event) {
-            Ok(_) if self.ended => Ok(None),
+            Ok(_) if self.ended => CallEvent::Taken,
             Ok(Ok(value)) => {
                 self.finish(out);
-                Ok(Some(Ok(value)))
+                CallEvent::Answered(value)
             }
-            Ok(Err(error)) => Ok(self.retry_or_fail(out, Some(error))),
-            Err(Event::Timer { id, .. }) if Some(id) == self.timer => {
-                Ok(self.retry_or_fail(out, None))
-            }
-            Err(other) => Err(other),
+            Ok(Err(error)) => self.retry_or_fail(out, Some(error)),
+            Err(Event::Timer { id, .. }) if Some(id) == self.timer => self.retry_or_fail(out, None),
+            Err(other) => CallEvent::Other(other),
         }
     }
 
@@ -316,20 +308,81 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
         &mut self,
         out: &mut Output<'_>,
         failed: Option<CommandError>,
-    ) -> Option<Result<R, CallError>> {
+    ) -> CallEvent<R> {
         if let Some(timer) = self.timer.take() {
             out.cancel_timer(timer);
         }
         if self.attempts <= self.retries {
             self.attempt(out);
-            return None;
+            return CallEvent::Taken;
         }
         self.ended = true;
         let attempts = self.attempts;
-        Some(Err(match failed {
+        CallEvent::Failed(match failed {
             Some(error) => CallError::Failed { attempts, error },
             None => CallError::TimedOut { attempts },
-        }))
+        })
+    }
+}
+
+/// What became of an event handed to [`Call::on_event`]: one flat enum,
+/// so that a step matches the call's end and the events that are not the
+/// call's in one `match`.
+///
+/// # Examples
+///
+/// ```
+/// use sched::command::{Call, CallError, CallEvent};
+/// use sched::prelude::*;
+///
+/// /// Finishes with the call's answer, or with why there is none.
+/// fn on_event(call: &mut Call<u32, u32>, event: Event, out: &mut Output<'_>) -> Option<Event> {
+///     match call.on_event(event, out) {
+///         CallEvent::Answered(n) => out.finish(Ok::<u32, CallError>(n)),
+///         CallEvent::Failed(why) => out.finish(Err::<u32, CallError>(why)),
+///         CallEvent::Taken => {}
+///         CallEvent::Other(event) => return Some(event),
+///     }
+///     None
+/// }
+/// ```
+#[derive(Debug)]
+#[must_use = "an event that is not the call's comes back in `CallEvent::Other`"]
+pub enum CallEvent<R> {
+    /// The call ended with the command's answer.
+    Answered(R),
+    /// The call ended without an answer: every attempt timed out, or the
+    /// last one failed.
+    Failed(CallError),
+    /// The event was this call's, and there is nothing to do: a retry
+    /// started, or a late completion of an ended call was swallowed.
+    Taken,
+    /// The event is not this call's: handle it yourself.
+    Other(Event),
+}
+
+impl<R> CallEvent<R> {
+    /// How the call ended, if this event ended it: its answer or why
+    /// there is none; `None` for [`Taken`](CallEvent::Taken) and
+    /// [`Other`](CallEvent::Other) (whose event is dropped).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::command::{CallError, CallEvent};
+    ///
+    /// let ended: CallEvent<u32> = CallEvent::Answered(7);
+    /// assert_eq!(ended.ended().map(|r| r.ok()), Some(Some(7)));
+    /// let failed: CallEvent<u32> = CallEvent::Failed(CallError::TimedOut { attempts: 2 });
+    /// assert!(matches!(failed.ended(), Some(Err(CallError::TimedOut { attempts: 2 }))));
+    /// assert!(CallEvent::<u32>::Taken.ended().is_none());
+    /// ```
+    pub fn ended(self) -> Option<Result<R, CallError>> {
+        match self {
+            CallEvent::Answered(answer) => Some(Ok(answer)),
+            CallEvent::Failed(why) => Some(Err(why)),
+            CallEvent::Taken | CallEvent::Other(_) => None,
+        }
     }
 }
 

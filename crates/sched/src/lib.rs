@@ -217,7 +217,7 @@ pub mod process {
 /// # drop(scheduler);
 /// ```
 pub mod command {
-    pub use crate::call::{Call, CallError};
+    pub use crate::call::{Call, CallError, CallEvent};
     pub use sched_core::{
         Abandoned, Command, CommandError, CommandId, CommandRef, CompleteError, Completer,
         Rejected, Tag, TypedCommand, Yielded,
@@ -274,7 +274,7 @@ pub mod timer {
 pub mod actor {
     pub use sched_core::{
         AskError, AskId, AskTarget, Down, ExitReason, Monitor, MonitorId, NameError, PidStatus,
-        Question, Reply, ReplyId, ReplyTo, Request, Responder, TimedOut,
+        Question, Replied, Reply, ReplyId, ReplyTo, Request, Responder, TimedOut,
     };
 }
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sched::command::{Call, CallError, Command, CommandId, Completer, Rejected};
+use sched::command::{Call, CallError, CallEvent, Command, CommandId, Completer, Rejected};
 use sched::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -43,7 +43,18 @@ impl Process for Caller {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match self.call.on_event(event, out) {
-                Ok(Some(result)) => {
+                CallEvent::Taken => {}
+                CallEvent::Other(Event::Timer { tag: Tag(99), .. }) => {
+                    let report = (
+                        self.result.take(),
+                        self.call.attempts(),
+                        std::mem::take(&mut self.foreign),
+                    );
+                    out.finish(report);
+                }
+                CallEvent::Other(other) => self.foreign.push(format!("{other:?}")),
+                ended => {
+                    let result = ended.ended().expect("answered or failed");
                     self.result = Some(
                         result
                             .map(|v| *v.downcast::<u32>().unwrap())
@@ -52,16 +63,6 @@ impl Process for Caller {
                     self.ended.store(true, SeqCst);
                     out.set_timer(Duration::from_millis(100), Tag(99));
                 }
-                Ok(None) => {}
-                Err(Event::Timer { tag: Tag(99), .. }) => {
-                    let report = (
-                        self.result.take(),
-                        self.call.attempts(),
-                        std::mem::take(&mut self.foreign),
-                    );
-                    out.finish(report);
-                }
-                Err(other) => self.foreign.push(format!("{other:?}")),
             }
         }
         Ok(())

@@ -10,7 +10,7 @@
 
 use sched::actor::{AskError, Question, ReplyId, Responder, TimedOut};
 use sched::command::{
-    Call, CallError, Command, CommandError, CommandId, CommandRef, Completer, Rejected,
+    Call, CallError, CallEvent, Command, CommandError, CommandId, CommandRef, Completer, Rejected,
     TypedCommand, Yielded,
 };
 use sched::prelude::*;
@@ -765,7 +765,7 @@ impl Process for Asker {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let id = self.id.expect("started");
         for event in events {
-            if let Ok(answer) = id.answer(event) {
+            if let Some(answer) = id.answer(event).answered() {
                 out.finish(answer);
             }
         }
@@ -1234,7 +1234,7 @@ impl<D: Any + Send, R: Any + Send> Process for Drive<D, R> {
     }
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
-            if let Ok(Some(result)) = self.call.on_event(event, out) {
+            if let Some(result) = self.call.on_event(event, out).ended() {
                 assert!(!self.call.is_pending());
                 out.finish((result, self.call.attempts()));
             }
@@ -1450,7 +1450,18 @@ impl Process for FirstWins {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match self.call.on_event(event, out) {
-                Ok(Some(result)) => {
+                CallEvent::Taken if self.result.is_some() => {
+                    self.swallowed += 1;
+                    let _ = self.tx.send(Note::Swallowed);
+                }
+                CallEvent::Taken => {} // a retry started
+                // Not the call's: the test's "report" message.
+                CallEvent::Other(Event::Message(_)) => {
+                    out.finish((self.result.take(), self.swallowed, self.call.attempts()));
+                }
+                CallEvent::Other(_) => {}
+                ended => {
+                    let result = ended.ended().expect("answered or failed");
                     let told = match &result {
                         Ok(text) => Ok(text.clone()),
                         Err(e) => Err(e.to_string()),
@@ -1458,16 +1469,6 @@ impl Process for FirstWins {
                     let _ = self.tx.send(Note::Result(told, self.call.attempts()));
                     assert!(self.result.replace(result).is_none(), "a call ends once");
                 }
-                Ok(None) if self.result.is_some() => {
-                    self.swallowed += 1;
-                    let _ = self.tx.send(Note::Swallowed);
-                }
-                Ok(None) => {} // a retry started
-                // Not the call's: the test's "report" message.
-                Err(Event::Message(_)) => {
-                    out.finish((self.result.take(), self.swallowed, self.call.attempts()));
-                }
-                Err(_) => {}
             }
         }
         Ok(())
@@ -1570,21 +1571,23 @@ impl Process for TwoCalls {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             let event = match self.first.on_event(event, out) {
-                Ok(Some(result)) => {
-                    self.results[0] = Some(result?);
+                CallEvent::Answered(answer) => {
+                    self.results[0] = Some(answer);
                     continue;
                 }
-                Ok(None) => continue,
-                Err(event) => event,
+                CallEvent::Failed(why) => return Err(why.into()),
+                CallEvent::Taken => continue,
+                CallEvent::Other(event) => event,
             };
             self.handed_back += 1;
             let event = match self.second.on_event(event, out) {
-                Ok(Some(result)) => {
-                    self.results[1] = Some(result?);
+                CallEvent::Answered(answer) => {
+                    self.results[1] = Some(answer);
                     continue;
                 }
-                Ok(None) => continue,
-                Err(event) => event,
+                CallEvent::Failed(why) => return Err(why.into()),
+                CallEvent::Taken => continue,
+                CallEvent::Other(event) => event,
             };
             if let Event::Timer { tag: Tag(3), .. } = event {
                 self.timer_seen = true;
@@ -1640,7 +1643,7 @@ impl Process for Twice {
     }
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
-            if let Ok(Some(result)) = self.call.on_event(event, out) {
+            if let Some(result) = self.call.on_event(event, out).ended() {
                 self.results.push(result?);
                 if self.results.len() == 1 {
                     self.call.start(out, String::from("two"));

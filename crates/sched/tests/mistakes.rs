@@ -151,7 +151,7 @@ impl Process for WrongAsker {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let asked = self.asked.expect("asked at start");
         for event in events {
-            if let Ok(answer) = asked.answer(event) {
+            if let Some(answer) = asked.answer(event).answered() {
                 out.finish(answer);
             }
         }

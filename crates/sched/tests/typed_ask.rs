@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sched::actor::{AskError, Question, ReplyId};
+use sched::actor::{AskError, Question, Replied, ReplyId};
 use sched::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -70,7 +70,7 @@ impl Process for Buyer {
             return Ok(());
         };
         for event in events {
-            if let Ok(price) = asked.answer(event) {
+            if let Some(price) = asked.answer(event).answered() {
                 let price: u32 = price?;
                 out.finish(price);
             }
@@ -159,11 +159,12 @@ impl Process for NamedBuyer {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             let event = match self.asked.map(|q| q.answer(event)) {
-                Some(Ok(price)) => {
-                    self.got.push(format!("price {}", price?));
+                Some(Replied::Answered(price)) => {
+                    self.got.push(format!("price {price}"));
                     continue;
                 }
-                Some(Err(other)) => other,
+                Some(Replied::Failed(why)) => return Err(why.into()),
+                Some(Replied::Other(other)) => other,
                 None => continue,
             };
             if let Event::Reply { id, result, .. } = event {

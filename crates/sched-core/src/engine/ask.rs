@@ -482,6 +482,7 @@ impl Output<'_> {
     ///
     /// ```
     /// use sched::prelude::*;
+    /// use sched::actor::Replied;
     /// use sched::ReplyId;
     /// use std::time::Duration;
     ///
@@ -501,8 +502,10 @@ impl Output<'_> {
     ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         let Some(asked) = &self.asked else { return Ok(()) };
     ///         for event in events {
-    ///             if let Ok(price) = asked.answer(event) {
-    ///                 out.finish(price?);
+    ///             match asked.answer(event) {
+    ///                 Replied::Answered(price) => out.finish(price),
+    ///                 Replied::Failed(why) => return Err(why.into()),
+    ///                 Replied::Other(_) => {}
     ///             }
     ///         }
     ///         Ok(())
@@ -564,22 +567,63 @@ impl<A: Any + Send> ReplyId<A> {
         self.id
     }
 
-    /// The answer, if `event` is this question's
-    /// [`Event::Reply`](crate::Event::Reply); the event back otherwise.
-    ///
-    /// # Errors
-    ///
-    /// The outer `Err` hands back an event that is not this reply. The
-    /// inner one is the ask's [`AskError`], or
-    /// [`AskError::UnexpectedType`] for an answer of another type.
+    /// What `event` is to this question, in one flat [`Replied`]: its
+    /// answer, why there is none (the ask's [`AskError`], or
+    /// [`AskError::UnexpectedType`] for an answer of another type), or
+    /// another event, handed back.
     ///
     /// # Examples
     ///
     /// See [`Output::ask`].
-    pub fn answer(&self, event: Event) -> Result<Result<A, AskError>, Event> {
+    pub fn answer(&self, event: Event) -> Replied<A> {
         match event {
-            Event::Reply { id, result, .. } if id == self.id => Ok(result.and_then(answer_as)),
-            other => Err(other),
+            Event::Reply { id, result, .. } if id == self.id => match result.and_then(answer_as) {
+                Ok(answer) => Replied::Answered(answer),
+                Err(why) => Replied::Failed(why),
+            },
+            other => Replied::Other(other),
+        }
+    }
+}
+
+/// What an event is to a question a step asked ([`ReplyId::answer`]):
+/// one flat enum, so that a step matches the answer, its absence and the
+/// other events in one `match`.
+///
+/// # Examples
+///
+/// ```
+/// use sched::actor::{AskError, Replied};
+///
+/// let answered: Replied<u32> = Replied::Answered(3);
+/// assert_eq!(answered.answered().map(|r| r.ok()), Some(Some(3)));
+/// let lost: Replied<u32> = Replied::Failed(AskError::NoReply);
+/// assert!(matches!(lost.answered(), Some(Err(AskError::NoReply))));
+/// ```
+#[derive(Debug)]
+#[must_use = "an event that is not the answer comes back in `Replied::Other`"]
+pub enum Replied<A> {
+    /// The question's answer.
+    Answered(A),
+    /// The question's reply, without an answer: why.
+    Failed(AskError),
+    /// Not this question's reply: handle it yourself.
+    Other(Event),
+}
+
+impl<A> Replied<A> {
+    /// The answer or why there is none, if the event was this question's
+    /// reply; `None` for [`Other`](Replied::Other) (whose event is
+    /// dropped).
+    ///
+    /// # Examples
+    ///
+    /// See [`Replied`].
+    pub fn answered(self) -> Option<Result<A, AskError>> {
+        match self {
+            Replied::Answered(answer) => Some(Ok(answer)),
+            Replied::Failed(why) => Some(Err(why)),
+            Replied::Other(_) => None,
         }
     }
 }

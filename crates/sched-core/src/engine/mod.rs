@@ -58,7 +58,7 @@ pub(crate) mod stepping;
 pub(crate) mod timers;
 pub(crate) mod upgrade;
 
-pub use ask::{AskTarget, Reply, ReplyId};
+pub use ask::{AskTarget, Replied, Reply, ReplyId};
 pub use context::{AsContext, Context};
 pub use control::ShutdownReport;
 pub use histogram::{Histogram, Histograms};
