@@ -72,19 +72,22 @@ impl Durable for Looper {
         }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.command(ECHO, Tag(1), self.left)?,
-            Input::Completion { result, .. } => {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.command(ECHO, Tag(1), self.left)?;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Completion { result, .. } = event {
                 self.sum += result?.decode::<u64>()?;
                 self.left -= 1;
                 if self.left == 0 {
-                    out.finish(&self.sum)?;
+                    out.finish(self.sum);
                 } else {
                     out.command(ECHO, Tag(1), self.left)?;
                 }
             }
-            _ => {}
         }
         Ok(())
     }
@@ -102,11 +105,15 @@ impl Durable for Sleeper {
     fn create(_: ()) -> Self {
         Sleeper
     }
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.set_timer(Duration::from_secs(3_600), Tag(1)),
-            Input::Timer(_) => out.finish(&())?,
-            _ => {}
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.set_timer(Duration::from_secs(3_600), Tag(1));
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Timer { .. } = event {
+                out.finish(());
+            }
         }
         Ok(())
     }
@@ -264,7 +271,7 @@ impl Durable for Sink {
     fn create(_: ()) -> Self {
         Sink
     }
-    fn step(&mut self, _: Input<u64>, _: &mut Effects<'_>) -> Result<(), BoxError> {
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Ok(())
     }
 }
@@ -426,10 +433,10 @@ struct Flow {
 }
 
 impl Flow {
-    fn ask(&self, out: &mut Effects<'_>) -> Result<(), DurableError> {
+    fn ask(&self, out: &mut Output<'_>) -> Result<(), DurableError> {
         match &self.service {
             None => out.command(ECHO, Tag(1), self.done + 1),
-            Some(service) => out.send::<Service>(service, &(self.done + 1)),
+            Some(service) => out.send(Key::<Service>::new(service.as_str()), self.done + 1),
         }
     }
 }
@@ -448,19 +455,24 @@ impl Durable for Flow {
         }
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        let answer = match input {
-            Input::Start => return Ok(self.ask(out)?),
-            Input::Completion { result, .. } => result?.decode::<u64>()?,
-            Input::Message { message, .. } => message,
-            Input::Timer(_) => return Ok(()),
-        };
-        self.sum += answer;
-        self.done += 1;
-        if self.done == STEPS {
-            out.finish(&self.sum)?;
-        } else {
-            self.ask(out)?;
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        Ok(self.ask(out)?)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            let answer = match event {
+                Event::Completion { result, .. } => result?.decode::<u64>()?,
+                Event::Message(message) => message,
+                _ => continue,
+            };
+            self.sum += answer;
+            self.done += 1;
+            if self.done == STEPS {
+                out.finish(self.sum);
+            } else {
+                self.ask(out)?;
+            }
         }
         Ok(())
     }
@@ -477,13 +489,12 @@ impl Durable for Service {
     fn create(_: ()) -> Self {
         Service
     }
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message {
-            from: Some(from),
-            message,
-        } = input
-        {
-            out.send::<Flow>(&from, &message)?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let from = events.sender().map(str::to_owned);
+        for event in events.typed::<Self>() {
+            if let (Event::Message(message), Some(from)) = (event, &from) {
+                out.send(Key::<Flow>::new(from.as_str()), message)?;
+            }
         }
         Ok(())
     }
@@ -497,14 +508,18 @@ struct PlainFlow {
 
 impl Process for PlainFlow {
     type Done = Payload;
-    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    fn start(&mut self, out: &mut sched::Output<'_>) -> Result<(), BoxError> {
         out.yield_command(ECHO, Tag(1), 1);
         Ok(())
     }
 
-    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    fn step(
+        &mut self,
+        events: &mut sched::Events<'_>,
+        out: &mut sched::Output<'_>,
+    ) -> Result<(), BoxError> {
         for event in events {
-            if let Event::Completion { result, .. } = event {
+            if let sched::Event::Completion { result, .. } = event {
                 let answer = *result?.downcast::<u64>().map_err(|_| "not a u64")?;
                 self.sum += answer;
                 self.done += 1;

@@ -287,7 +287,9 @@ const DURABLE_LADDER: &[&[&str]] = &[
     &["error"],
     // 2. A journal record, a receipt, the stores.
     &["receipt", "record", "store"],
-    // 3. The user's side (`Durable`, `Effects`), group commit, what became
+    // 3. What a step is handed (`Events`), read from a record.
+    &["event"],
+    // 3. The user's side (`Durable`, `Output`), group commit, what became
     //    of a process.
     &["commit", "process", "status"],
     // 4. The journal's clock; the bookkeeping beside the user's state.

@@ -149,7 +149,7 @@ impl Inspection {
     ///     type Message = ();
     ///     type Done = ();
     ///     fn create(_: ()) -> Self { Idle }
-    ///     fn step(&mut self, _: Input<()>, _: &mut Effects<'_>) -> Result<(), BoxError> { Ok(()) }
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
     /// }
     ///
     /// let journal = Inspection {

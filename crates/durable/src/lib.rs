@@ -2,10 +2,12 @@
 //! journaled before its effects are released, so that it survives the end
 //! of its node and resumes where it was.
 //!
-//! A durable process is a [`Durable`] state machine: it is given one
-//! [`Input`] at a time (its start, a message, a timer, a command's
-//! answer) and asks for effects through [`Effects`] (send to another
-//! durable process, set or cancel a timer, yield a command, finish). Each
+//! A durable process is a [`Durable`] state machine, written as a plain
+//! `sched::Process` is: [`start`](Durable::start) begins its work, and
+//! each [`step`](Durable::step) is handed its [`Events`] (one input at a
+//! time: a message, a timer, a command's answer) and asks for effects
+//! through its [`Output`] (send to another durable process, set or cancel
+//! a timer, yield a command, finish). Each
 //! batch of inputs is written to the journal with the effects it caused,
 //! and the effects are released only once that record is durable
 //! (write-ahead): nothing a step did is visible unless the inputs that
@@ -43,16 +45,22 @@
 //!
 //!     fn create(_: ()) -> Self { Order { paid: false } }
 //!
-//!     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-//!         match input {
-//!             Input::Start => out.set_timer(Duration::from_secs(86_400), Tag(1)),
-//!             Input::Message { message: cents, .. } => {
-//!                 self.paid = cents > 0;
-//!                 out.cancel_timer(Tag(1));
-//!                 out.finish(&self.paid)?;
+//!     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+//!         out.set_timer(Duration::from_secs(86_400), Tag(1));
+//!         Ok(())
+//!     }
+//!
+//!     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+//!         for event in events.typed::<Self>() {
+//!             match event {
+//!                 Event::Message(cents) => {
+//!                     self.paid = cents > 0;
+//!                     out.cancel_timer(TimerId::of(Tag(1)));
+//!                     out.finish(self.paid);
+//!                 }
+//!                 Event::Timer { .. } => out.finish(false),
+//!                 _ => {}
 //!             }
-//!             Input::Timer(_) => out.finish(&false)?,
-//!             Input::Completion { .. } => {}
 //!         }
 //!         Ok(())
 //!     }
@@ -77,6 +85,7 @@ mod clock;
 mod commit;
 mod durability;
 mod error;
+mod event;
 mod inspect;
 #[cfg(feature = "live")]
 pub mod live;
@@ -94,8 +103,9 @@ pub mod store;
 pub use commit::{MAX_BATCH_BYTES, MAX_BATCH_RECORDS};
 pub use durability::{AnyKind, Durability, DurableStats, Recovery, Spawned, JOURNAL_COMMAND};
 pub use error::DurableError;
+pub use event::{Answer, Body, Event, Events, Failure, TimerId, Typed};
 pub use inspect::{Inspection, Replay};
-pub use process::{Answer, Durable, Effects, Failure, Input};
+pub use process::{Durable, Key, Output};
 pub use receipt::Receipt;
 pub use record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
 pub use status::Status;
@@ -113,7 +123,10 @@ pub use status::Status;
 /// ```
 pub mod prelude {
     pub use crate::store::RedbStore;
-    pub use crate::{Answer, Durability, Durable, DurableError, Effects, Failure, Input, Receipt};
+    pub use crate::{
+        Answer, Durability, Durable, DurableError, Event, Events, Failure, Key, Output, Receipt,
+        TimerId,
+    };
     pub use sched::prelude::*;
 }
 

@@ -1,15 +1,18 @@
-//! The durable process contract: what a durable process is given
-//! ([`Input`]) and what it may do ([`Effects`]).
+//! The durable process contract: what a durable process is handed
+//! ([`Events`](crate::Events)) and what it may do ([`Output`]), in the
+//! words of a plain process (`sched::Process`, `sched::Events`,
+//! `sched::Output`): a body moves from one to the other unchanged.
 //!
 //! A durable process is a deterministic state machine: given the same
 //! inputs in the same order, its steps ask for the same effects. That is
 //! what lets the journal keep only the inputs (and, for checking, the
 //! effects) and rebuild the state by replaying them. Everything a step may
-//! read that is not its state and its input comes through [`Effects`]:
-//! [`Effects::now`] is the batch's recorded time, the same on replay.
+//! read that is not its state and its events comes through [`Output`]:
+//! [`Output::now`] is the batch's recorded time, the same on replay.
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,7 +22,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::{codec, panic_text, DurableError};
-use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
+use crate::event::{Events, TimerId, Typed};
+use crate::record::{RecordedEffect, RecordedInput};
 
 /// The tag of the journal's own command; no command of a durable process
 /// may use it.
@@ -31,10 +35,18 @@ pub(crate) const JOURNAL_TAG: Tag = Tag(u64::MAX);
 ///
 /// Rules a step must keep (each broken one is reported as
 /// [`DurableError::NonDeterminism`] when a replay notices it):
-/// - decide only from the state, the input, and [`Effects::now`]: never
+/// - decide only from the state, the events, and [`Output::now`]: never
 ///   from the wall clock, a random number, a global, or a file;
-/// - act only through [`Effects`]: a message sent, a file written or a
+/// - act only through [`Output`]: a message sent, a file written or a
 ///   request made directly would be repeated by every replay.
+///
+/// Its body is written as a plain process's (`sched::Process`): `start`
+/// and `step` take the same parameters, read events with
+/// `events.typed::<Self>()` and `Event::Message`/`Event::Timer`, and act
+/// with `out.send`, `out.set_timer`, `out.cancel_timer` and
+/// `out.finish`. Moving a process from plain to durable changes its
+/// declaration (`KIND`, `Args`, `Message`, `create`, the serde derives of
+/// its messages and outcome), not its body.
 ///
 /// # Examples
 ///
@@ -54,9 +66,13 @@ pub(crate) const JOURNAL_TAG: Tag = Tag(u64::MAX);
 ///
 ///     fn create(_: ()) -> Self { Tally::default() }
 ///
-///     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-///         if let Input::Message { message, .. } = input {
-///             if message == 0 { out.finish(&self.total)?; } else { self.total += message; }
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events.typed::<Self>() {
+///             match event {
+///                 Event::Message(0) => out.finish(self.total),
+///                 Event::Message(n) => self.total += n,
+///                 _ => {}
+///             }
 ///         }
 ///         Ok(())
 ///     }
@@ -70,7 +86,7 @@ pub trait Durable: Send + 'static {
     type Args: Serialize + DeserializeOwned;
     /// The messages it receives (journaled as postcard bytes).
     type Message: Serialize + DeserializeOwned + Send + 'static;
-    /// What it finishes with ([`Effects::finish`]): its handle is a
+    /// What it finishes with ([`Output::finish`]): its handle is a
     /// [`Spawned<Self::Done>`](crate::Spawned), whose `wait` gives a
     /// `Done`, so waiting for another type does not compile. `()` for a
     /// process that finishes with nothing or never. (`finish` takes any
@@ -89,8 +105,8 @@ pub trait Durable: Send + 'static {
     ///     type Message = u64;
     ///     type Done = u64;
     ///     fn create(_: ()) -> Self { Tally(0) }
-    ///     fn step(&mut self, _: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-    ///         out.finish(&self.0)?;
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(self.0);
     ///         Ok(())
     ///     }
     /// }
@@ -105,121 +121,146 @@ pub trait Durable: Send + 'static {
     /// its journal is replayed.
     fn create(args: Self::Args) -> Self;
 
-    /// Advances the state machine by one input, asking for effects
-    /// through `out`. They are released once the input is durable.
+    /// Starts the work, with the first step's output: called once in the
+    /// process's life, when it is spawned (and again, with the same
+    /// output compared, by each replay of its journal). Send the first
+    /// messages, set the first timers and yield the first commands here.
+    /// By default it does nothing.
+    ///
+    /// # Errors
+    ///
+    /// An error (or a panic) ends the process, as one from `step` does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// /// Finishes an hour after it started.
+    /// struct Hour;
+    /// impl Durable for Hour {
+    ///     const KIND: &'static str = "hour";
+    ///     type Args = ();
+    ///     type Message = ();
+    ///     type Done = ();
+    ///     fn create(_: ()) -> Self { Hour }
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.set_timer(Duration::from_secs(3600), Tag(1));
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events.typed::<Self>() {
+    ///             if let Event::Timer { .. } = event {
+    ///                 out.finish(());
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let _ = out;
+        Ok(())
+    }
+
+    /// Advances the state machine by the events it is handed (one input
+    /// of its journal), asking for effects through `out`. They are
+    /// released once the input is durable.
     ///
     /// # Errors
     ///
     /// An error (or a panic) ends the process, once the input that caused
     /// it is durable: a replay ends it the same way.
-    fn step(&mut self, input: Input<Self::Message>, out: &mut Effects<'_>) -> Result<(), BoxError>;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError>;
 }
 
-/// What a durable step is given.
-///
-/// # Examples
-///
-/// ```
-/// use sched_durable::Input;
-///
-/// let input: Input<u32> = Input::Message { from: None, message: 7 };
-/// assert!(matches!(input, Input::Message { message: 7, .. }));
-/// ```
-#[derive(Debug)]
-pub enum Input<M> {
-    /// The first step of the process's life (not repeated on recovery).
-    Start,
-    /// A message: from the durable process with this key, or from outside
-    /// (`None`). Each message is handed over once, even across restarts.
-    Message {
-        /// The sending durable process's key, if it was one.
-        from: Option<String>,
-        /// The message.
-        message: M,
-    },
-    /// A timer set with [`Effects::set_timer`] fell due (its tag).
-    Timer(Tag),
-    /// A command yielded with [`Effects::command`] completed.
-    Completion {
-        /// The tag given to the command.
-        tag: Tag,
-        /// Its answer, or why there is none.
-        result: Result<Answer, Failure>,
-    },
-}
-
-/// A command's answer, as journaled: decode it with the command's answer
-/// type.
-///
-/// # Examples
-///
-/// ```
-/// use sched_durable::Answer;
-///
-/// let answer = Answer::encode(&42u32)?;
-/// assert_eq!(answer.decode::<u32>()?, 42);
-/// # Ok::<(), sched_durable::DurableError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer(Vec<u8>);
-
-impl Answer {
-    /// An answer holding `value`.
-    ///
-    /// # Errors
-    ///
-    /// [`DurableError::Codec`] if the value does not serialize.
+impl<'a> Events<'a> {
+    /// These events with each message read as a `P::Message` (decoded
+    /// from the journal's bytes), as a plain process reads its
+    /// `sched::Events` with `typed::<Self>()`. A message that does not
+    /// decode is skipped with a warning naming the process.
     ///
     /// # Examples
     ///
-    /// See [`Answer`].
-    pub fn encode<R: Serialize>(value: &R) -> Result<Answer, DurableError> {
-        postcard::to_stdvec(value).map(Answer).map_err(codec)
-    }
-
-    /// The answer as an `R`.
-    ///
-    /// # Errors
-    ///
-    /// [`DurableError::Codec`] if the bytes are not an `R`.
-    ///
-    /// # Examples
-    ///
-    /// See [`Answer`].
-    pub fn decode<R: DeserializeOwned>(&self) -> Result<R, DurableError> {
-        postcard::from_bytes(&self.0).map_err(codec)
-    }
-}
-
-/// Why a command brought no answer.
-///
-/// # Examples
-///
-/// ```
-/// use sched_durable::Failure;
-///
-/// let failure = Failure::Interrupted;
-/// assert_eq!(failure.to_string(), "the command was in flight when its node stopped");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// The handler failed the command (its error's text).
-    Failed(String),
-    /// The command was in flight when the node stopped: it may or may not
-    /// have taken effect. The process decides whether to issue it again.
-    Interrupted,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Failed(e) => write!(f, "the command failed: {e}"),
-            Failure::Interrupted => write!(f, "the command was in flight when its node stopped"),
+    /// See [`Events`].
+    pub fn typed<P: Durable>(&mut self) -> Typed<'_, 'a, P::Message> {
+        Typed {
+            events: self,
+            message: PhantomData,
         }
     }
 }
 
-impl std::error::Error for Failure {}
+/// The address of the durable process with a key, typed by its kind, so
+/// that [`Output::send`] only takes its message type (as a plain
+/// process's `Addr<M>` does).
+///
+/// # Examples
+///
+/// ```
+/// use sched_durable::prelude::*;
+///
+/// struct Counter;
+/// impl Durable for Counter {
+///     const KIND: &'static str = "counter";
+///     type Args = ();
+///     type Message = u64;
+///     type Done = ();
+///     fn create(_: ()) -> Self { Counter }
+///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
+/// }
+///
+/// let counter = Key::<Counter>::new("counter-1");
+/// assert_eq!(counter.as_str(), "counter-1");
+/// ```
+pub struct Key<R> {
+    key: String,
+    kind: PhantomData<fn() -> R>,
+}
+
+impl<R> Key<R> {
+    /// The process with `key`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Key`].
+    pub fn new(key: impl Into<String>) -> Self {
+        Key {
+            key: key.into(),
+            kind: PhantomData,
+        }
+    }
+
+    /// Its key.
+    ///
+    /// # Examples
+    ///
+    /// See [`Key`].
+    pub fn as_str(&self) -> &str {
+        &self.key
+    }
+}
+
+impl<R> Clone for Key<R> {
+    fn clone(&self) -> Self {
+        Key::new(self.key.clone())
+    }
+}
+
+impl<R> std::fmt::Debug for Key<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Key").field(&self.key).finish()
+    }
+}
+
+impl<R> PartialEq for Key<R> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl<R> Eq for Key<R> {}
 
 /// Turns a command's answer payload into journal bytes.
 pub(crate) type AnswerEncoder = fn(&Payload) -> Result<Vec<u8>, String>;
@@ -245,14 +286,15 @@ pub(crate) struct Held {
     pub(crate) answer: Option<AnswerEncoder>,
 }
 
-/// What a durable step may do. Every effect is held until the input that
-/// caused it is durable, then released: nothing a step did is visible
-/// before that.
+/// What a durable step may do: the same methods, by the same names, as a
+/// plain process's `sched::Output` (of those a durable process has).
+/// Every effect is held until the input that caused it is durable, then
+/// released: nothing a step did is visible before that.
 ///
 /// # Examples
 ///
 /// See [`Durable`].
-pub struct Effects<'a> {
+pub struct Output<'a> {
     key: &'a str,
     at_ms: u64,
     held: &'a mut Vec<Held>,
@@ -260,9 +302,9 @@ pub struct Effects<'a> {
     sends: &'a mut HashMap<String, u64>,
 }
 
-impl std::fmt::Debug for Effects<'_> {
+impl std::fmt::Debug for Output<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Effects")
+        f.debug_struct("Output")
             .field("key", &self.key)
             .field("held", &self.held.len())
             .finish()
@@ -274,14 +316,14 @@ pub(crate) fn unix_ms(time: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-impl<'a> Effects<'a> {
+impl<'a> Output<'a> {
     pub(crate) fn new(
         key: &'a str,
         at_ms: u64,
         held: &'a mut Vec<Held>,
         sends: &'a mut HashMap<String, u64>,
     ) -> Self {
-        Effects {
+        Output {
             key,
             at_ms,
             held,
@@ -305,24 +347,24 @@ impl<'a> Effects<'a> {
     ///
     /// ```
     /// use sched_durable::prelude::*;
-    /// use std::time::Duration;
+    /// use std::time::{Duration, SystemTime};
     ///
     /// /// Remembers when it started, and finishes after an hour.
-    /// struct Hour { started: Option<std::time::SystemTime> }
+    /// struct Hour { started: Option<SystemTime> }
     /// impl Durable for Hour {
     ///     const KIND: &'static str = "hour";
     ///     type Args = ();
     ///     type Message = ();
     ///     type Done = ();
     ///     fn create(_: ()) -> Self { Hour { started: None } }
-    ///     fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-    ///         match input {
-    ///             Input::Start => {
-    ///                 self.started = Some(out.now());
-    ///                 out.set_timer(Duration::from_secs(3600), Tag(1));
-    ///             }
-    ///             Input::Timer(_) => out.finish(&())?,
-    ///             _ => {}
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         self.started = Some(out.now());
+    ///         out.set_timer(Duration::from_secs(3600), Tag(1));
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         if events.typed::<Self>().any(|e| matches!(e, Event::Timer { .. })) {
+    ///             out.finish(());
     ///         }
     ///         Ok(())
     ///     }
@@ -337,19 +379,20 @@ impl<'a> Effects<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use sched_durable::Effects;
-    /// fn who(out: &Effects<'_>) -> String { out.key().to_owned() }
+    /// # use sched_durable::Output;
+    /// fn who(out: &Output<'_>) -> String { out.key().to_owned() }
     /// ```
     pub fn key(&self) -> &str {
         self.key
     }
 
-    /// Sends `message` to the durable process `to`, of type `R`. Once
-    /// this step's record is durable, `to` takes it exactly once, after
-    /// every earlier send of this process to `to`: live if `to` runs on
-    /// this node, else when a process of that key is spawned or
-    /// recovered (the store's outbox keeps it until then). A send to a
-    /// key whose journal has ended is dropped.
+    /// Sends `message` to the durable process `to`. Once this step's
+    /// record is durable, `to` takes it exactly once, after every earlier
+    /// send of this process to `to`: live if `to` runs on this node (or
+    /// on a node that [listens](crate::Durability::listen)), else when a
+    /// process of that key is spawned or recovered (the store's outbox
+    /// keeps it until then). A send to a key whose journal has ended is
+    /// dropped.
     ///
     /// # Errors
     ///
@@ -367,64 +410,82 @@ impl<'a> Effects<'a> {
     ///     type Message = String;
     ///     type Done = ();
     ///     fn create(_: ()) -> Self { Sink }
-    ///     fn step(&mut self, _: Input<String>, _: &mut Effects<'_>) -> Result<(), BoxError> { Ok(()) }
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
     /// }
     ///
-    /// fn greet(out: &mut Effects<'_>) -> Result<(), DurableError> {
-    ///     out.send::<Sink>("sink-1", &"hello".to_owned())
+    /// fn greet(out: &mut Output<'_>) -> Result<(), DurableError> {
+    ///     out.send(Key::<Sink>::new("sink-1"), "hello".to_owned())
     /// }
     /// ```
-    pub fn send<R: Durable>(&mut self, to: &str, message: &R::Message) -> Result<(), DurableError> {
-        let body = postcard::to_stdvec(message).map_err(codec)?;
-        let last = match self.sends.get_mut(to) {
-            Some(last) => last,
-            None => self.sends.entry(to.to_owned()).or_insert(0),
-        };
+    ///
+    /// A message of another type than the receiver's does not compile:
+    ///
+    /// ```compile_fail,E0308
+    /// # use sched_durable::prelude::*;
+    /// # struct Sink;
+    /// # impl Durable for Sink {
+    /// #     const KIND: &'static str = "sink";
+    /// #     type Args = ();
+    /// #     type Message = String;
+    /// #     type Done = ();
+    /// #     fn create(_: ()) -> Self { Sink }
+    /// #     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> { Ok(()) }
+    /// # }
+    /// fn greet(out: &mut Output<'_>) -> Result<(), DurableError> {
+    ///     out.send(Key::<Sink>::new("sink-1"), 42_u64) // a `Sink` takes a `String`
+    /// }
+    /// ```
+    pub fn send<R: Durable>(
+        &mut self,
+        to: Key<R>,
+        message: R::Message,
+    ) -> Result<(), DurableError> {
+        let body = postcard::to_stdvec(&message).map_err(codec)?;
+        let to = to.key;
+        let last = self.sends.entry(to.clone()).or_insert(0);
         *last += 1;
         let seq = *last;
-        self.push(RecordedEffect::Send {
-            to: to.to_owned(),
-            seq,
-            body,
-        });
+        self.push(RecordedEffect::Send { to, seq, body });
         Ok(())
     }
 
-    /// Sets a timer that falls due `after` from [`now`](Effects::now),
-    /// tagged `tag`: [`Input::Timer`] comes then, after a restart too (at
-    /// the same absolute time, or at once if that has passed). A timer
-    /// set again with a tag that is pending replaces it.
+    /// Sets a timer that falls due `after` from [`now`](Output::now),
+    /// tagged `tag`: [`Event::Timer`](crate::Event::Timer) comes then,
+    /// after a restart too (at the same absolute time, or at once if that
+    /// has passed). A durable timer is known by its tag: one set again
+    /// with a tag that is pending replaces it, and the returned id is the
+    /// same.
     ///
     /// # Examples
     ///
-    /// See [`now`](Effects::now).
-    pub fn set_timer(&mut self, after: Duration, tag: Tag) {
+    /// See [`now`](Output::now).
+    pub fn set_timer(&mut self, after: Duration, tag: Tag) -> TimerId {
         let after = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
         self.push(RecordedEffect::Timer {
             tag: tag.0,
             deadline_ms: self.at_ms.saturating_add(after),
         });
+        TimerId::of(tag)
     }
 
-    /// Cancels the pending timer tagged `tag`, if any: its
-    /// [`Input::Timer`] never comes.
+    /// Cancels the pending timer `id`, if any: its
+    /// [`Event::Timer`](crate::Event::Timer) never comes.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use sched_durable::Effects;
-    /// # use sched::Tag;
-    /// fn calm(out: &mut Effects<'_>) { out.cancel_timer(Tag(1)) }
+    /// # use sched_durable::prelude::*;
+    /// fn calm(out: &mut Output<'_>, timeout: TimerId) { out.cancel_timer(timeout); }
     /// ```
-    pub fn cancel_timer(&mut self, tag: Tag) {
-        self.push(RecordedEffect::CancelTimer(tag.0));
+    pub fn cancel_timer(&mut self, id: TimerId) {
+        self.push(RecordedEffect::CancelTimer(id.tag().0));
     }
 
     /// Yields `command` with `data`, tagged `tag`, to its handler (a
     /// typed handler registered on the scheduler's builder). Its answer
-    /// comes as [`Input::Completion`]; decode it as an `R`. If the node
-    /// stops while it is in flight, the completion after the restart is
-    /// [`Failure::Interrupted`].
+    /// comes as [`Event::Completion`](crate::Event::Completion); decode it
+    /// as an `R`. If the node stops while it is in flight, the completion
+    /// after the restart is [`Failure::Interrupted`](crate::Failure::Interrupted).
     ///
     /// # Errors
     ///
@@ -439,7 +500,7 @@ impl<'a> Effects<'a> {
     ///
     /// const CHARGE: TypedCommand<u64, String> = TypedCommand::new(CommandId(7));
     ///
-    /// fn charge(out: &mut Effects<'_>, cents: u64) -> Result<(), DurableError> {
+    /// fn charge(out: &mut Output<'_>, cents: u64) -> Result<(), DurableError> {
     ///     out.command(CHARGE, Tag(1), cents)
     /// }
     /// ```
@@ -470,19 +531,17 @@ impl<'a> Effects<'a> {
     }
 
     /// Finishes the process with `outcome`, once this input is durable.
-    /// Inputs after it are not stepped.
-    ///
-    /// # Errors
-    ///
-    /// [`DurableError::Codec`] if the outcome does not serialize.
+    /// Inputs after it are not stepped. An outcome that does not
+    /// serialize fails the process instead, with the codec's error.
     ///
     /// # Examples
     ///
     /// See [`Durable`].
-    pub fn finish<T: Serialize>(&mut self, outcome: &T) -> Result<(), DurableError> {
-        let bytes = postcard::to_stdvec(outcome).map_err(codec)?;
-        self.push(RecordedEffect::Done(bytes));
-        Ok(())
+    pub fn finish<T: Serialize>(&mut self, outcome: T) {
+        match postcard::to_stdvec(&outcome) {
+            Ok(bytes) => self.push(RecordedEffect::Done(bytes)),
+            Err(e) => self.fail(format!("its outcome does not serialize: {e}")),
+        }
     }
 
     pub(crate) fn fail(&mut self, why: String) {
@@ -493,13 +552,12 @@ impl<'a> Effects<'a> {
 /// A durable process with its message type erased: what the runner and
 /// the replay drive.
 pub(crate) trait Erased: Send {
-    /// Steps one recorded input. Returns `false` when the input could not
-    /// be read as this process's (a message of another type): it is then
-    /// skipped, on replay as live.
-    fn step(&mut self, input: &RecordedInput, out: &mut Effects<'_>) -> bool;
+    /// Steps one recorded input: `start` for the process's first, `step`
+    /// with it as its events for any other.
+    fn step(&mut self, input: &RecordedInput, out: &mut Output<'_>);
 
-    /// The process's state for a snapshot, if its type was registered
-    /// with snapshots.
+    /// The process's state, serialized for a snapshot (`None` when its
+    /// type was registered without snapshots).
     fn save(&self) -> Option<Result<Vec<u8>, String>>;
 }
 
@@ -512,12 +570,13 @@ pub(crate) fn save_serde<D: Serialize>(process: &D) -> Result<Vec<u8>, String> {
     postcard::to_stdvec(process).map_err(|e| e.to_string())
 }
 
-pub(crate) struct Typed<D> {
+/// A `D` as the runner holds it.
+pub(crate) struct Instance<D> {
     pub(crate) process: D,
     pub(crate) save: Option<Save<D>>,
 }
 
-impl<D: Durable> Erased for Typed<D> {
+impl<D: Durable> Erased for Instance<D> {
     fn save(&self) -> Option<Result<Vec<u8>, String>> {
         let save = self.save?;
         let process = &self.process;
@@ -528,45 +587,20 @@ impl<D: Durable> Erased for Typed<D> {
         )
     }
 
-    fn step(&mut self, input: &RecordedInput, out: &mut Effects<'_>) -> bool {
-        let input = match input {
-            RecordedInput::Start => Input::Start,
-            RecordedInput::Message { from, body } => {
-                match postcard::from_bytes::<D::Message>(body) {
-                    Ok(message) => Input::Message {
-                        from: from.as_ref().map(|(key, _)| key.clone()),
-                        message,
-                    },
-                    Err(e) => {
-                        tracing::warn!(
-                            key = out.key(),
-                            kind = D::KIND,
-                            "a message that is not a {} was skipped: {e}",
-                            std::any::type_name::<D::Message>()
-                        );
-                        return false;
-                    }
-                }
-            }
-            RecordedInput::Timer(tag) => Input::Timer(Tag(*tag)),
-            RecordedInput::Completion { tag, result } => Input::Completion {
-                tag: Tag(*tag),
-                result: match result {
-                    Ok(bytes) => Ok(Answer(bytes.clone())),
-                    Err(RecordedFailure::Failed(e)) => Err(Failure::Failed(e.clone())),
-                    Err(RecordedFailure::Interrupted) => Err(Failure::Interrupted),
-                },
-            },
-        };
+    fn step(&mut self, input: &RecordedInput, out: &mut Output<'_>) {
         let process = &mut self.process;
-        match catch_unwind(AssertUnwindSafe(|| process.step(input, out))) {
+        let key = out.key;
+        let stepped = catch_unwind(AssertUnwindSafe(|| match input {
+            RecordedInput::Start => process.start(out),
+            _ => process.step(&mut Events::new(input, key), out),
+        }));
+        match stepped {
             Ok(Ok(())) => {}
             Ok(Err(e)) => out.fail(e.to_string()),
             Err(panic) => {
                 out.fail(format!("the step panicked: {}", panic_text(panic)));
             }
         }
-        true
     }
 }
 
@@ -577,7 +611,7 @@ pub(crate) type Factory = fn(&[u8]) -> Result<Box<dyn Erased>, DurableError>;
 /// Builds a `D` from its arguments' bytes (no snapshots).
 pub(crate) fn factory<D: Durable>(args: &[u8]) -> Result<Box<dyn Erased>, DurableError> {
     let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
-    Ok(Box::new(Typed {
+    Ok(Box::new(Instance {
         process: D::create(args),
         save: None,
     }))
@@ -589,7 +623,7 @@ where
     D: Durable + Serialize + DeserializeOwned,
 {
     let args: D::Args = postcard::from_bytes(args).map_err(codec)?;
-    Ok(Box::new(Typed {
+    Ok(Box::new(Instance {
         process: D::create(args),
         save: Some(save_serde::<D> as Save<D>),
     }))
@@ -600,7 +634,7 @@ pub(crate) fn restore<D>(state: &[u8]) -> Result<Box<dyn Erased>, DurableError>
 where
     D: Durable + Serialize + DeserializeOwned,
 {
-    Ok(Box::new(Typed {
+    Ok(Box::new(Instance {
         process: postcard::from_bytes::<D>(state).map_err(codec)?,
         save: Some(save_serde::<D> as Save<D>),
     }))

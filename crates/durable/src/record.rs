@@ -29,7 +29,7 @@ use crate::error::DurableError;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     /// When the batch was stepped, in milliseconds since the Unix epoch:
-    /// what [`Effects::now`](crate::Effects::now) returned to its steps.
+    /// what [`Output::now`](crate::Output::now) returned to its steps.
     pub at_ms: u64,
     /// The inputs, in the order the steps received them.
     pub inputs: Vec<RecordedInput>,

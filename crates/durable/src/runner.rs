@@ -606,7 +606,7 @@ impl Runner {
                     )),
                     Err(_) => tracing::warn!(
                         key = &*self.key,
-                        "a durable process takes messages only through Durability::send or Effects::send; one was dropped"
+                        "a durable process takes messages only through Durability::send or Output::send; one was dropped"
                     ),
                 },
             },

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::process::{Effects, Erased, Held};
+use crate::process::{Erased, Held, Output};
 use crate::record::{RecordedEffect, RecordedInput};
 
 /// A durable process's bookkeeping.
@@ -156,7 +156,7 @@ pub(crate) fn step_batch(
         let before = held.len();
         process.step(
             input,
-            &mut Effects::new(key, at_ms, &mut held, &mut state.sends),
+            &mut Output::new(key, at_ms, &mut held, &mut state.sends),
         );
         for h in &held[before..] {
             state.apply_effect(&h.effect);

@@ -37,21 +37,23 @@ impl Durable for Ping {
     fn create(pong: String) -> Self {
         Ping { pong, last: 0 }
     }
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.send::<Pong>(&self.pong, &1)?,
-            Input::Message { message, .. } => {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.send(Key::<Pong>::new(self.pong.as_str()), 1)?;
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
                 if message != self.last + 1 {
                     return Err(format!("reply {message} after {}", self.last).into());
                 }
                 self.last = message;
                 if message == HOPS {
-                    out.finish(&message)?;
+                    out.finish(message);
                 } else {
-                    out.send::<Pong>(&self.pong, &(message + 1))?;
+                    out.send(Key::<Pong>::new(self.pong.as_str()), message + 1)?;
                 }
             }
-            _ => {}
         }
         Ok(())
     }
@@ -71,19 +73,20 @@ impl Durable for Pong {
     fn create(_: ()) -> Self {
         Pong { last: 0 }
     }
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message {
-            from: Some(from),
-            message,
-        } = input
-        {
-            if message != self.last + 1 {
-                return Err(format!("{message} after {}", self.last).into());
-            }
-            self.last = message;
-            out.send::<Ping>(&from, &message)?;
-            if message == HOPS {
-                out.finish(&message)?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let Some(from) = events.sender().map(str::to_owned) else {
+            return Ok(());
+        };
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                if message != self.last + 1 {
+                    return Err(format!("{message} after {}", self.last).into());
+                }
+                self.last = message;
+                out.send(Key::<Ping>::new(from.as_str()), message)?;
+                if message == HOPS {
+                    out.finish(message);
+                }
             }
         }
         Ok(())

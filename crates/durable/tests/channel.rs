@@ -38,22 +38,25 @@ impl Durable for Log {
         }
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { message, from } = input {
-            if message == 0 {
-                out.finish(&self.seen)?;
-                return Ok(());
-            }
-            if let Some(from) = from {
-                let last = self.last.entry(from.clone()).or_insert(0);
-                if message <= *last {
-                    return Err(format!("{message} from {from} after {last}").into());
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let from = events.sender().map(str::to_owned);
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                if message == 0 {
+                    out.finish(&self.seen);
+                    return Ok(());
                 }
-                *last = message;
-            }
-            self.seen.push(message);
-            if self.expect > 0 && self.seen.len() as u64 == self.expect {
-                out.finish(&self.seen)?;
+                if let Some(from) = &from {
+                    let last = self.last.entry(from.clone()).or_insert(0);
+                    if message <= *last {
+                        return Err(format!("{message} from {from} after {last}").into());
+                    }
+                    *last = message;
+                }
+                self.seen.push(message);
+                if self.expect > 0 && self.seen.len() as u64 == self.expect {
+                    out.finish(&self.seen);
+                }
             }
         }
         Ok(())
@@ -75,11 +78,13 @@ impl Durable for Relay {
         Relay { to }
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { message, .. } = input {
-            out.send::<Log>(&self.to, &message)?;
-            if message == 0 {
-                out.finish(&())?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                out.send(Key::<Log>::new(self.to.as_str()), message)?;
+                if message == 0 {
+                    out.finish(());
+                }
             }
         }
         Ok(())
@@ -151,14 +156,17 @@ impl Durable for Waiter {
         Waiter { n }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.command(PARK, Tag(1), self.n)?,
-            Input::Completion { .. } => {
-                out.send::<Log>("zz-log", &self.n)?;
-                out.finish(&())?;
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.command(PARK, Tag(1), self.n)?;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Completion { .. } = event {
+                out.send(Key::<Log>::new("zz-log"), self.n)?;
+                out.finish(());
             }
-            Input::Message { .. } | Input::Timer(_) => {}
         }
         Ok(())
     }
@@ -404,18 +412,19 @@ impl Durable for Burst {
         Burst
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => {
-                out.send::<Log>("log", &1)?;
-                out.send::<Log>("log", &2)?;
-                out.command(PARK, Tag(1), 0)?;
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.send(Key::<Log>::new("log"), 1)?;
+        out.send(Key::<Log>::new("log"), 2)?;
+        out.command(PARK, Tag(1), 0)?;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Completion { .. } = event {
+                out.send(Key::<Log>::new("log"), 3)?;
+                out.finish(());
             }
-            Input::Completion { .. } => {
-                out.send::<Log>("log", &3)?;
-                out.finish(&())?;
-            }
-            Input::Message { .. } | Input::Timer(_) => {}
         }
         Ok(())
     }

@@ -59,23 +59,24 @@ impl Durable for Counter {
             seen: vec![0; expected.div_ceil(64) as usize],
         }
     }
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message {
-            from: Some(from),
-            message: round,
-        } = input
-        {
-            let number: u64 = from.trim_start_matches('w').parse()?;
-            let bit = number * self.rounds + (round - 1);
-            let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
-            if self.seen[word] & mask == 0 {
-                self.seen[word] |= mask;
-                self.distinct += 1;
-            } else {
-                self.twice += 1;
-            }
-            if self.distinct == self.expected {
-                out.finish(&(self.distinct, self.twice))?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let Some(from) = events.sender().map(str::to_owned) else {
+            return Ok(());
+        };
+        for event in events.typed::<Self>() {
+            if let Event::Message(round) = event {
+                let number: u64 = from.trim_start_matches('w').parse()?;
+                let bit = number * self.rounds + (round - 1);
+                let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
+                if self.seen[word] & mask == 0 {
+                    self.seen[word] |= mask;
+                    self.distinct += 1;
+                } else {
+                    self.twice += 1;
+                }
+                if self.distinct == self.expected {
+                    out.finish((self.distinct, self.twice));
+                }
             }
         }
         Ok(())
@@ -107,32 +108,40 @@ impl Durable for Workflow {
         }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => self.wait(out),
-            Input::Timer(_) => out.command(SLOW_ECHO, Tag(self.round + 1), self.round + 1)?,
-            Input::Completion { tag, result } => match result {
-                Ok(answer) => {
-                    self.round += 1;
-                    self.sum += answer.decode::<u64>()?;
-                    out.send::<Counter>("counter", &self.round)?;
-                    if self.round == self.rounds {
-                        out.finish(&self.sum)?;
-                    } else {
-                        self.wait(out);
-                    }
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.wait(out);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            match event {
+                Event::Timer { .. } => {
+                    out.command(SLOW_ECHO, Tag(self.round + 1), self.round + 1)?;
                 }
-                Err(Failure::Interrupted) => out.command(SLOW_ECHO, tag, tag.0)?,
-                Err(failure) => return Err(failure.into()),
-            },
-            Input::Message { .. } => {}
+                Event::Completion { tag, result } => match result {
+                    Ok(answer) => {
+                        self.round += 1;
+                        self.sum += answer.decode::<u64>()?;
+                        out.send(Key::<Counter>::new("counter"), self.round)?;
+                        if self.round == self.rounds {
+                            out.finish(self.sum);
+                        } else {
+                            self.wait(out);
+                        }
+                    }
+                    Err(Failure::Interrupted) => out.command(SLOW_ECHO, tag, tag.0)?,
+                    Err(failure) => return Err(failure.into()),
+                },
+                _ => {}
+            }
         }
         Ok(())
     }
 }
 
 impl Workflow {
-    fn wait(&self, out: &mut Effects<'_>) {
+    fn wait(&self, out: &mut Output<'_>) {
         out.set_timer(
             Duration::from_millis(20 + (self.number * 7 + self.round * 13) % 100),
             Tag(0),
@@ -152,7 +161,7 @@ impl Durable for Inbox {
     fn create(_: ()) -> Self {
         Inbox
     }
-    fn step(&mut self, _: Input<u64>, _: &mut Effects<'_>) -> Result<(), BoxError> {
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Ok(())
     }
 }

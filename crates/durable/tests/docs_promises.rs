@@ -42,20 +42,34 @@ impl Durable for Pump {
         }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Start | Input::Timer(_) = input {
-            self.round += 1;
-            for _ in 0..self.burst {
-                self.sent += 1;
-                for target in &self.targets {
-                    out.send::<Collect>(target, &self.sent)?;
-                }
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.next_round(out)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Timer { .. } = event {
+                self.next_round(out)?;
             }
-            if self.round >= self.rounds {
-                out.finish(&self.sent)?;
-            } else {
-                out.set_timer(Duration::from_millis(1), Tag(1));
+        }
+        Ok(())
+    }
+}
+
+impl Pump {
+    /// One round: a burst to every target, then the next timer or the end.
+    fn next_round(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.round += 1;
+        for _ in 0..self.burst {
+            self.sent += 1;
+            for target in &self.targets {
+                out.send(Key::<Collect>::new(target.as_str()), self.sent)?;
             }
+        }
+        if self.round >= self.rounds {
+            out.finish(self.sent);
+        } else {
+            out.set_timer(Duration::from_millis(1), Tag(1));
         }
         Ok(())
     }
@@ -75,12 +89,11 @@ impl Durable for Relay {
         Relay
     }
 
-    fn step(&mut self, input: Input<(String, u64)>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message {
-            message: (to, n), ..
-        } = input
-        {
-            out.send::<Collect>(&to, &n)?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Message((to, n)) = event {
+                out.send(Key::<Collect>::new(to), n)?;
+            }
         }
         Ok(())
     }
@@ -110,16 +123,21 @@ impl Durable for Collect {
         }
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { from, message } = input {
-            if from.is_none() && message == STOP {
-                out.finish(&self.got)?;
-                return Ok(());
-            }
-            self.got
-                .push((from.unwrap_or_else(|| "outside".to_owned()), message));
-            if self.got.len() as u64 == self.expected {
-                out.finish(&self.got)?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let from = events.sender().map(str::to_owned);
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                if from.is_none() && message == STOP {
+                    out.finish(&self.got);
+                    return Ok(());
+                }
+                self.got.push((
+                    from.clone().unwrap_or_else(|| "outside".to_owned()),
+                    message,
+                ));
+                if self.got.len() as u64 == self.expected {
+                    out.finish(&self.got);
+                }
             }
         }
         Ok(())
@@ -140,7 +158,7 @@ impl Durable for Once {
         Once
     }
 
-    fn step(&mut self, _: Input<()>, _: &mut Effects<'_>) -> Result<(), BoxError> {
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Ok(())
     }
 }
@@ -161,13 +179,15 @@ impl Durable for Quick {
         Quick { word }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Start = input {
-            if self.word.starts_with("fail") {
-                return Err(self.word.clone().into());
-            }
-            out.finish(&self.word)?;
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.word.starts_with("fail") {
+            return Err(self.word.clone().into());
         }
+        out.finish(&self.word);
+        Ok(())
+    }
+
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Ok(())
     }
 }
@@ -1268,7 +1288,7 @@ fn kills_of(seed: u64) -> Vec<u64> {
 
 /// Promise: in `sched::sim`, "a seed decides every order" and "a seed
 /// replays the same run". Four senders each send 2 numbers per step, one
-/// step per 1 ms durable timer (`Effects::set_timer`), to two receivers;
+/// step per 1 ms durable timer (`Output::set_timer`), to two receivers;
 /// the same seed, with no kill at all, must give the same interleaving.
 #[test]
 fn a_seed_decides_every_order_with_durable_timers() {
@@ -1282,7 +1302,7 @@ fn a_seed_decides_every_order_with_durable_timers() {
     }
 }
 
-/// Promise (Effects::send): "A send to a key whose journal has ended is
+/// Promise (Output::send): "A send to a key whose journal has ended is
 /// dropped" (guide: "Sends to a process whose journal has ended are
 /// dropped"). A live node, the receiver ended: the send must not stay in
 /// the store's outbox.

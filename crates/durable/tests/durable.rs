@@ -94,15 +94,20 @@ impl Durable for Asker {
         Asker
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.command(ECHO, Tag(1), 41)?,
-            Input::Completion { result, .. } => match result {
-                Ok(answer) => out.finish(&(answer.decode::<u64>()? + 1))?,
-                Err(Failure::Interrupted) => out.finish(&u64::MAX)?,
-                Err(failure) => return Err(failure.into()),
-            },
-            _ => {}
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.command(ECHO, Tag(1), 41)?;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Completion { result, .. } = event {
+                match result {
+                    Ok(answer) => out.finish(answer.decode::<u64>()? + 1),
+                    Err(Failure::Interrupted) => out.finish(u64::MAX),
+                    Err(failure) => return Err(failure.into()),
+                }
+            }
         }
         Ok(())
     }
@@ -229,6 +234,23 @@ struct Sender {
     sent: u64,
 }
 
+impl Sender {
+    /// Sends the next one (and yields an echo to be woken), or the zero
+    /// and finishes.
+    fn next(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let to = Key::<Tally>::new(self.to.clone());
+        if self.sent == self.count {
+            out.send(to, 0)?;
+            out.finish(self.sent);
+        } else {
+            self.sent += 1;
+            out.send(to, 1)?;
+            out.command(ECHO, Tag(self.sent), self.sent)?;
+        }
+        Ok(())
+    }
+}
+
 impl Durable for Sender {
     const KIND: &'static str = "sender";
     type Args = (String, u64);
@@ -239,19 +261,15 @@ impl Durable for Sender {
         Sender { to, count, sent: 0 }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start | Input::Completion { .. } => {
-                if self.sent == self.count {
-                    out.send::<Tally>(&self.to, &0)?;
-                    out.finish(&self.sent)?;
-                } else {
-                    self.sent += 1;
-                    out.send::<Tally>(&self.to, &1)?;
-                    out.command(ECHO, Tag(self.sent), self.sent)?;
-                }
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.next(out)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Completion { .. } = event {
+                self.next(out)?;
             }
-            _ => {}
         }
         Ok(())
     }
@@ -321,14 +339,17 @@ impl Durable for Sleeper {
         Sleeper { millis }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.set_timer(Duration::from_millis(self.millis), Tag(1)),
-            Input::Timer(_) => {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.set_timer(Duration::from_millis(self.millis), Tag(1));
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Timer { .. } = event {
                 let at = out.now().duration_since(UNIX_EPOCH)?.as_millis() as u64;
-                out.finish(&at)?;
+                out.finish(at);
             }
-            _ => {}
         }
         Ok(())
     }
@@ -390,13 +411,16 @@ impl Durable for Stuck {
         Stuck
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.command(NEVER, Tag(5), 1)?,
-            Input::Completion { tag, result } => {
-                out.finish(&(tag.0, matches!(result, Err(Failure::Interrupted))))?;
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.command(NEVER, Tag(5), 1)?;
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Completion { tag, result } = event {
+                out.finish((tag.0, matches!(result, Err(Failure::Interrupted))));
             }
-            _ => {}
         }
         Ok(())
     }
@@ -463,11 +487,13 @@ impl Durable for Clocked {
         Clocked { switch_ms }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Start = input {
-            let tag = if now_ms() < self.switch_ms { 1 } else { 2 };
-            out.set_timer(Duration::from_secs(3_600), Tag(tag));
-        }
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let tag = if now_ms() < self.switch_ms { 1 } else { 2 };
+        out.set_timer(Duration::from_secs(3_600), Tag(tag));
+        Ok(())
+    }
+
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
         Ok(())
     }
 }
@@ -611,13 +637,15 @@ impl Durable for Saved {
         Saved::default()
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { message, .. } = input {
-            self.seen += 1;
-            if message == 0 {
-                out.finish(&(self.total, self.seen))?;
-            } else {
-                self.total += message;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                self.seen += 1;
+                if message == 0 {
+                    out.finish((self.total, self.seen));
+                } else {
+                    self.total += message;
+                }
             }
         }
         Ok(())
@@ -871,11 +899,13 @@ impl Durable for Fails {
     fn create((): ()) -> Self {
         Fails
     }
-    fn step(&mut self, input: Input<()>, _: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Message { .. } => Err("no such account".into()),
-            _ => Ok(()),
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Message(()) = event {
+                return Err("no such account".into());
+            }
         }
+        Ok(())
     }
 }
 

@@ -63,12 +63,17 @@ impl Durable for Ping {
     fn create(_: ()) -> Self {
         Ping
     }
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.send::<Pong>("pong", &1)?,
-            Input::Message { message, .. } if message == HOPS => out.finish(&message)?,
-            Input::Message { message, .. } => out.send::<Pong>("pong", &(message + 1))?,
-            _ => {}
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.send(Key::<Pong>::new("pong"), 1)?;
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            match event {
+                Event::Message(message) if message == HOPS => out.finish(message),
+                Event::Message(message) => out.send(Key::<Pong>::new("pong"), message + 1)?,
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -91,19 +96,21 @@ impl Durable for Pong {
     fn create(_: ()) -> Self {
         Pong::default()
     }
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { message, .. } = input {
-            if message != self.seen.len() as u64 + 1 {
-                return Err(format!("{message} after {:?}", self.seen).into());
-            }
-            if message == REFUSED + 1 && !REFUSED_ONCE.load(SeqCst) {
-                wait_for(&ENTERED, "the writer to hold the ping's record");
-                set(&STEPPED);
-            }
-            self.seen.push(message);
-            out.send::<Ping>("ping", &message)?;
-            if message == HOPS {
-                out.finish(&self.seen)?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                if message != self.seen.len() as u64 + 1 {
+                    return Err(format!("{message} after {:?}", self.seen).into());
+                }
+                if message == REFUSED + 1 && !REFUSED_ONCE.load(SeqCst) {
+                    wait_for(&ENTERED, "the writer to hold the ping's record");
+                    set(&STEPPED);
+                }
+                self.seen.push(message);
+                out.send(Key::<Ping>::new("ping"), message)?;
+                if message == HOPS {
+                    out.finish(&self.seen);
+                }
             }
         }
         Ok(())

@@ -167,51 +167,61 @@ impl Durable for Workflow {
         }
     }
 
-    fn step(&mut self, input: Input<(u64, u64)>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            // The first request goes in the first step: at once, before
-            // any receiver runs.
-            Input::Start | Input::Timer(_) => {
-                if self.round == 0 {
-                    // The record's time (replayed alike): not the clock.
-                    self.started_ms = out
-                        .now()
-                        .duration_since(std::time::UNIX_EPOCH)?
-                        .as_millis()
-                        .try_into()?;
+    // The first request goes in the first step: at once, before any
+    // receiver runs.
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.ask(out)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let from = events.sender().map(str::to_owned);
+        for event in events.typed::<Self>() {
+            match (event, &from) {
+                (Event::Timer { .. }, _) => self.ask(out)?,
+                (Event::Message((round, value)), Some(from)) => {
+                    // One request is out at a time: a reply to another round,
+                    // or from another service, is a send taken twice or lost.
+                    let service = service_of(self.number, self.round, self.services);
+                    if round != self.round || *from != format!("s{service}") {
+                        return Err(format!(
+                            "w{}: reply to round {round} from {from}, awaiting round {} from s{service}",
+                            self.number, self.round
+                        )
+                        .into());
+                    }
+                    self.sum += value;
+                    if self.round == self.rounds {
+                        out.finish((self.sum, self.started_ms));
+                    } else {
+                        out.set_timer(
+                            Duration::from_millis(20 + (self.number * 7 + self.round * 13) % 100),
+                            Tag(0),
+                        );
+                    }
                 }
-                self.round += 1;
-                let service = service_of(self.number, self.round, self.services);
-                out.send::<Service>(&format!("s{service}"), &self.round)?;
-                let ledger = ledger_of(self.number, self.ledgers);
-                out.send::<Ledger>(&format!("l{ledger}"), &self.round)?;
+                _ => {}
             }
-            Input::Message {
-                from: Some(from),
-                message: (round, value),
-            } => {
-                // One request is out at a time: a reply to another round,
-                // or from another service, is a send taken twice or lost.
-                let service = service_of(self.number, self.round, self.services);
-                if round != self.round || from != format!("s{service}") {
-                    return Err(format!(
-                        "w{}: reply to round {round} from {from}, awaiting round {} from s{service}",
-                        self.number, self.round
-                    )
-                    .into());
-                }
-                self.sum += value;
-                if self.round == self.rounds {
-                    out.finish(&(self.sum, self.started_ms))?;
-                } else {
-                    out.set_timer(
-                        Duration::from_millis(20 + (self.number * 7 + self.round * 13) % 100),
-                        Tag(0),
-                    );
-                }
-            }
-            Input::Message { from: None, .. } | Input::Completion { .. } => {}
         }
+        Ok(())
+    }
+}
+
+impl Workflow {
+    /// Asks the next round's service, and notes the round to the ledger.
+    fn ask(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.round == 0 {
+            // The record's time (replayed alike): not the clock.
+            self.started_ms = out
+                .now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_millis()
+                .try_into()?;
+        }
+        self.round += 1;
+        let service = service_of(self.number, self.round, self.services);
+        out.send(Key::<Service>::new(format!("s{service}")), self.round)?;
+        let ledger = ledger_of(self.number, self.ledgers);
+        out.send(Key::<Ledger>::new(format!("l{ledger}")), self.round)?;
         Ok(())
     }
 }
@@ -267,26 +277,27 @@ impl Durable for Service {
         }
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message {
-            from: Some(from),
-            message: round,
-        } = input
-        {
-            let number = number_of(&from)?;
-            let last = &mut self.taken.last[usize::try_from(number)?];
-            if round > *last && service_of(number, round, self.services) == self.service {
-                *last = round;
-                self.taken.in_turn += 1;
-                let value = value_of(number, round, self.service);
-                out.send::<Workflow>(&from, &(round, value))?;
-            } else {
-                // Not answered: the workflow then fails on no reply, or on
-                // a second one, and the outcome says so too.
-                self.taken.out_of_turn += 1;
-            }
-            if self.taken.in_turn == self.expected {
-                out.finish(&(self.taken.in_turn, self.taken.out_of_turn))?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let Some(from) = events.sender().map(str::to_owned) else {
+            return Ok(());
+        };
+        for event in events.typed::<Self>() {
+            if let Event::Message(round) = event {
+                let number = number_of(&from)?;
+                let last = &mut self.taken.last[usize::try_from(number)?];
+                if round > *last && service_of(number, round, self.services) == self.service {
+                    *last = round;
+                    self.taken.in_turn += 1;
+                    let value = value_of(number, round, self.service);
+                    out.send(Key::<Workflow>::new(from.as_str()), (round, value))?;
+                } else {
+                    // Not answered: the workflow then fails on no reply, or on
+                    // a second one, and the outcome says so too.
+                    self.taken.out_of_turn += 1;
+                }
+                if self.taken.in_turn == self.expected {
+                    out.finish((self.taken.in_turn, self.taken.out_of_turn));
+                }
             }
         }
         Ok(())
@@ -319,21 +330,22 @@ impl Durable for Ledger {
         }
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message {
-            from: Some(from),
-            message: round,
-        } = input
-        {
-            let last = &mut self.taken.last[usize::try_from(number_of(&from)?)?];
-            if round == *last + 1 {
-                *last = round;
-                self.taken.in_turn += 1;
-            } else {
-                self.taken.out_of_turn += 1;
-            }
-            if self.taken.in_turn == self.expected {
-                out.finish(&(self.taken.in_turn, self.taken.out_of_turn))?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let Some(from) = events.sender().map(str::to_owned) else {
+            return Ok(());
+        };
+        for event in events.typed::<Self>() {
+            if let Event::Message(round) = event {
+                let last = &mut self.taken.last[usize::try_from(number_of(&from)?)?];
+                if round == *last + 1 {
+                    *last = round;
+                    self.taken.in_turn += 1;
+                } else {
+                    self.taken.out_of_turn += 1;
+                }
+                if self.taken.in_turn == self.expected {
+                    out.finish((self.taken.in_turn, self.taken.out_of_turn));
+                }
             }
         }
         Ok(())

@@ -66,16 +66,30 @@ impl Durable for Sender {
         Sender { sent: 0 }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Start | Input::Completion { .. } = input {
-            if self.sent == SENDS {
-                out.finish(&self.sent)?;
-            } else {
-                self.sent += 1;
-                let to = receiver(self.sent % RECEIVERS);
-                out.send::<Receiver>(&to, &self.sent)?;
-                out.command(ECHO, Tag(self.sent), self.sent)?;
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.next(out)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Completion { .. } = event {
+                self.next(out)?;
             }
+        }
+        Ok(())
+    }
+}
+
+impl Sender {
+    /// Sends the next number (and yields an echo to be woken), or ends.
+    fn next(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.sent == SENDS {
+            out.finish(self.sent);
+        } else {
+            self.sent += 1;
+            let to = receiver(self.sent % RECEIVERS);
+            out.send(Key::<Receiver>::new(to), self.sent)?;
+            out.command(ECHO, Tag(self.sent), self.sent)?;
         }
         Ok(())
     }
@@ -113,12 +127,15 @@ impl Durable for Receiver {
         }
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { message, from } = input {
-            let from = from.ok_or("a message from outside")?;
-            self.taken.push((from, message));
-            if self.taken.len() as u64 == self.expect {
-                out.finish(&self.taken)?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let from = events.sender().map(str::to_owned);
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                let from = from.clone().ok_or("a message from outside")?;
+                self.taken.push((from, message));
+                if self.taken.len() as u64 == self.expect {
+                    out.finish(&self.taken);
+                }
             }
         }
         Ok(())

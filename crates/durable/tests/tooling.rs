@@ -45,12 +45,14 @@ fn an_exported_journal_replays_offline_and_a_changed_step_is_caught() {
         fn create(_: ()) -> Self {
             Doubled(0)
         }
-        fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-            if let Input::Message { message, .. } = input {
-                if message == 0 {
-                    out.finish(&(2 * self.0))?;
-                } else {
-                    self.0 += message;
+        fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+            for event in events.typed::<Self>() {
+                if let Event::Message(message) = event {
+                    if message == 0 {
+                        out.finish(2 * self.0);
+                    } else {
+                        self.0 += message;
+                    }
                 }
             }
             Ok(())

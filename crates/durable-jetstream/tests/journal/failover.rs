@@ -58,19 +58,22 @@ impl Durable for Counter {
         }
     }
 
-    fn step(&mut self, input: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => out.set_timer(Duration::from_millis(10), Tag(1)),
-            Input::Timer(_) => {
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.set_timer(Duration::from_millis(10), Tag(1));
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Timer { .. } = event {
                 self.at += 1;
                 self.sum = fold(self.sum, self.at);
                 if self.at == self.steps {
-                    out.finish(&self.sum)?;
+                    out.finish(self.sum);
                 } else {
                     out.set_timer(Duration::from_millis(10), Tag(1));
                 }
             }
-            _ => {}
         }
         Ok(())
     }

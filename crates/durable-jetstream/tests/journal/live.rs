@@ -30,15 +30,18 @@ impl Durable for Sender {
         Sender
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        match input {
-            Input::Start => {
-                for n in 1..=SENDS {
-                    out.send::<Receiver>("receiver", &n)?;
-                }
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for n in 1..=SENDS {
+            out.send(Key::<Receiver>::new("receiver"), n)?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                out.finish(message);
             }
-            Input::Message { message, .. } => out.finish(&message)?,
-            _ => {}
         }
         Ok(())
     }
@@ -60,13 +63,16 @@ impl Durable for Receiver {
         Receiver { taken: Vec::new() }
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { message, from } = input {
-            self.taken.push(message);
-            if self.taken.len() as u64 == SENDS {
-                let from = from.ok_or("a send from outside")?;
-                out.send::<Sender>(&from, &(self.taken.len() as u64))?;
-                out.finish(&self.taken)?;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let from = events.sender().map(str::to_owned);
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                self.taken.push(message);
+                if self.taken.len() as u64 == SENDS {
+                    let from = from.clone().ok_or("a send from outside")?;
+                    out.send(Key::<Sender>::new(from), self.taken.len() as u64)?;
+                    out.finish(&self.taken);
+                }
             }
         }
         Ok(())
@@ -159,7 +165,9 @@ fn without_listening_a_send_from_another_node_waits_for_a_recovery() {
     let recovery = b.durability.recover(&*b.scheduler).expect("recovery");
     assert_eq!(recovery.resent, SENDS, "{recovery:?}");
     assert_eq!(
-        receiver.wait_timeout(WAIT).expect("taken after the recovery"),
+        receiver
+            .wait_timeout(WAIT)
+            .expect("taken after the recovery"),
         (1..=SENDS).collect::<Vec<u64>>()
     );
     assert_eq!(sender.wait_timeout(WAIT).expect("the answer"), SENDS);

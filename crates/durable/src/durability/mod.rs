@@ -22,7 +22,7 @@ use crate::commit::{Latency, Submission, Writer};
 use crate::error::{codec, DurableError};
 use crate::inspect::Inspection;
 use crate::process::{
-    factory, factory_saving, restore, save_serde, Durable, Erased, Factory, Save, Typed,
+    factory, factory_saving, restore, save_serde, Durable, Erased, Factory, Instance, Save,
 };
 use crate::receipt::Receipt;
 use crate::record::{RecordedEffect, RecordedFailure, RecordedInput};
@@ -73,9 +73,13 @@ struct Kind {
 ///     type Message = u64;
 ///     type Done = u64;
 ///     fn create(_: ()) -> Self { Tally::default() }
-///     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-///         if let Input::Message { message, .. } = input {
-///             if message == 0 { out.finish(&self.total)?; } else { self.total += message; }
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events.typed::<Self>() {
+///             match event {
+///                 Event::Message(0) => out.finish(self.total),
+///                 Event::Message(n) => self.total += n,
+///                 _ => {}
+///             }
 ///         }
 ///         Ok(())
 ///     }
@@ -171,8 +175,11 @@ impl Durability {
     ///     type Message = ();
     ///     type Done = u64;
     ///     fn create(_: ()) -> Self { Once }
-    ///     fn step(&mut self, _: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-    ///         out.finish(&7_u64)?;
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(7_u64);
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
     /// }
@@ -265,8 +272,10 @@ impl Durability {
     ///     type Message = u64;
     ///     type Done = ();
     ///     fn create(_: ()) -> Self { Tally::default() }
-    ///     fn step(&mut self, input: Input<u64>, _: &mut Effects<'_>) -> Result<(), BoxError> {
-    ///         if let Input::Message { message, .. } = input { self.total += message; }
+    ///     fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events.typed::<Self>() {
+    ///             if let Event::Message(n) = event { self.total += n; }
+    ///         }
     ///         Ok(())
     ///     }
     /// }
@@ -342,7 +351,7 @@ impl Durability {
             }) => (save.downcast_ref::<Save<D>>().copied(), Some(*every)),
             _ => (None, None),
         };
-        let process = Box::new(Typed {
+        let process = Box::new(Instance {
             process: D::create(args),
             save,
         });
@@ -534,8 +543,11 @@ impl Durability {
     ///     type Message = ();
     ///     type Done = String;
     ///     fn create(_: ()) -> Self { Once }
-    ///     fn step(&mut self, _: Input<()>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-    ///         out.finish(&"done")?;
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish("done");
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
     ///         Ok(())
     ///     }
     /// }

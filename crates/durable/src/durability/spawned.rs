@@ -176,10 +176,12 @@ impl Spawned<AnyKind> {
     ///     type Message = u64;
     ///     type Done = u64;
     ///     fn create(_: ()) -> Self { Tally(0) }
-    ///     fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-    ///         if let Input::Message { message, .. } = input {
-    ///             self.0 += message;
-    ///             out.finish(&self.0)?;
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events.typed::<Self>() {
+    ///             if let Event::Message(n) = event {
+    ///                 self.0 += n;
+    ///                 out.finish(self.0);
+    ///             }
     ///         }
     ///         Ok(())
     ///     }

@@ -48,12 +48,14 @@ impl Durable for Tally {
         Tally::default()
     }
 
-    fn step(&mut self, input: Input<u64>, out: &mut Effects<'_>) -> Result<(), BoxError> {
-        if let Input::Message { message, .. } = input {
-            if message == 0 {
-                out.finish(&self.total)?;
-            } else {
-                self.total += message;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            if let Event::Message(message) = event {
+                if message == 0 {
+                    out.finish(self.total);
+                } else {
+                    self.total += message;
+                }
             }
         }
         Ok(())
