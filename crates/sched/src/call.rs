@@ -12,7 +12,7 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 
 /// A command call with a timeout per attempt and a number of retries.
 ///
-/// [`start`](Call::start) yields the command and sets the attempt's timer;
+/// [`issue`](Call::issue) yields the command and sets the attempt's timer;
 /// hand every event to [`on_event`](Call::on_event), which takes the ones
 /// that are this call's: a completion ends the call (the timer is
 /// cancelled), a timeout or a failed completion starts the next attempt,
@@ -32,8 +32,8 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 /// [`CommandError::UnexpectedType`]); a plain
 /// [`CommandId`](sched_core::CommandId) makes a `Call` (`Call<Payload,
 /// Payload>`). Every attempt sends the same data
-/// ([`start`](Call::start)), or data made for that attempt
-/// ([`start_with`](Call::start_with)).
+/// ([`issue`](Call::issue)), or data made for that attempt
+/// ([`issue_with`](Call::issue_with)).
 ///
 /// # Examples
 ///
@@ -54,7 +54,7 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 ///     type Done = Result<String, CallError>;
 ///
 ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-///         self.call.start(out, "/index.html");
+///         self.call.issue(out, "/index.html");
 ///         Ok(())
 ///     }
 ///
@@ -95,7 +95,7 @@ use sched_core::{CommandError, CommandRef, Event, Output, Tag, TimerId, TypedCom
 ///
 /// fn begin(out: &mut Output<'_>) -> Call<u64, u64> {
 ///     let mut call = Call::new(DOUBLE, Tag(1), Duration::from_millis(15));
-///     call.start(out, "twelve"); // `DOUBLE` takes a `u64`
+///     call.issue(out, "twelve"); // `DOUBLE` takes a `u64`
 ///     call
 /// }
 /// ```
@@ -155,21 +155,21 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
         self
     }
 
-    /// Starts the call (again, if it had ended): yields the command with
+    /// Issues the call (again, if it had ended): yields the command with
     /// `data` (a clone of it for each attempt) and sets the attempt's
     /// timer.
     ///
     /// # Examples
     ///
     /// See [`Call`].
-    pub fn start(&mut self, out: &mut Output<'_>, data: D)
+    pub fn issue(&mut self, out: &mut Output<'_>, data: D)
     where
         D: Clone + 'static,
     {
-        self.start_with(out, move |_| data.clone());
+        self.issue_with(out, move |_| data.clone());
     }
 
-    /// Starts the call (again, if it had ended) with data made for each
+    /// Issues the call (again, if it had ended) with data made for each
     /// attempt: `data(n)` for the `n`th attempt (1 for the first). For a
     /// retry that asks differently (another replica, a smaller page), and
     /// for an untyped command, whose data (a [`Payload`]) is not `Clone`.
@@ -191,7 +191,7 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
     ///
     ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
     ///         // Attempt 1 asks replica 1, a retry asks replica 2, and so on.
-    ///         self.0.start_with(out, |attempt| attempt);
+    ///         self.0.issue_with(out, |attempt| attempt);
     ///         Ok(())
     ///     }
     ///
@@ -223,7 +223,7 @@ impl<D: Any + Send, R: Any + Send> Call<D, R> {
     /// # scheduler.shutdown(Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn start_with(
+    pub fn issue_with(
         &mut self,
         out: &mut Output<'_>,
         data: impl FnMut(u32) -> D + Send + 'static,

@@ -36,7 +36,7 @@ struct Caller {
 impl Process for Caller {
     type Done = Payload;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        self.call.start_with(out, |_| Box::new("job") as Payload);
+        self.call.issue_with(out, |_| Box::new("job") as Payload);
         Ok(())
     }
 

@@ -1247,7 +1247,7 @@ impl<D: Any + Send, R: Any + Send> Process for Drive<D, R> {
 type Stash<R> = Arc<Mutex<Vec<(u32, Completer<R>)>>>;
 
 #[test]
-fn start_with_numbers_attempts_from_one_and_a_timed_out_attempt_is_retried() {
+fn issue_with_numbers_attempts_from_one_and_a_timed_out_attempt_is_retried() {
     const READ: TypedCommand<u32, String> = TypedCommand::new(CommandId(301));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let stash: Stash<String> = Arc::default();
@@ -1267,7 +1267,7 @@ fn start_with_numbers_attempts_from_one_and_a_timed_out_attempt_is_retried() {
         .build();
     scheduler.start();
     let call = Call::new(READ, Tag(1), Duration::from_millis(30)).retries(20);
-    let drive = Drive::new(call, |call, out| call.start_with(out, |attempt| attempt));
+    let drive = Drive::new(call, |call, out| call.issue_with(out, |attempt| attempt));
     let (result, attempts) = scheduler.spawn(drive).unwrap().wait().unwrap();
     assert_eq!(result.unwrap(), "from replica 2");
     assert!(attempts >= 2, "{attempts}");
@@ -1303,7 +1303,7 @@ fn start_sends_a_clone_of_the_same_data_and_a_failed_attempt_is_retried_at_once(
     scheduler.start();
     // A 10 s timeout per attempt: only failures make retries here.
     let call = Call::new(ECHO, Tag(2), LONG).retries(5);
-    let drive = Drive::new(call, |call, out| call.start(out, String::from("same")));
+    let drive = Drive::new(call, |call, out| call.issue(out, String::from("same")));
     let (result, attempts) = scheduler.spawn(drive).unwrap().wait().unwrap();
     assert_eq!(result.unwrap(), "same #3");
     assert_eq!(attempts, 3);
@@ -1325,7 +1325,7 @@ fn a_call_whose_every_attempt_times_out_ends_timed_out_with_its_attempts() {
         .build();
     scheduler.start();
     let call = Call::new(SILENT, Tag(3), Duration::from_millis(5)).retries(2);
-    let drive = Drive::new(call, |call, out| call.start_with(out, |n| n));
+    let drive = Drive::new(call, |call, out| call.issue_with(out, |n| n));
     let (result, attempts) = scheduler.spawn(drive).unwrap().wait().unwrap();
     match result {
         Err(CallError::TimedOut { attempts: 3 }) => {}
@@ -1353,7 +1353,7 @@ fn a_call_whose_every_attempt_fails_ends_failed_with_the_last_error() {
         .build();
     scheduler.start();
     let call = Call::new(FAILS, Tag(4), LONG).retries(2);
-    let drive = Drive::new(call, |call, out| call.start_with(out, |n| n));
+    let drive = Drive::new(call, |call, out| call.issue_with(out, |n| n));
     let (result, attempts) = scheduler.spawn(drive).unwrap().wait().unwrap();
     match result {
         Err(CallError::Failed {
@@ -1381,7 +1381,7 @@ fn a_call_answered_with_another_type_fails_the_attempt_with_unexpected_type() {
         .build();
     scheduler.start();
     let call = Call::new(WIDE, Tag(5), LONG).retries(1);
-    let drive = Drive::new(call, |call, out| call.start(out, 1));
+    let drive = Drive::new(call, |call, out| call.issue(out, 1));
     let (result, attempts) = scheduler.spawn(drive).unwrap().wait().unwrap();
     match result {
         Err(CallError::Failed {
@@ -1415,7 +1415,7 @@ fn an_untyped_call_starts_with_data_made_per_attempt() {
     scheduler.start();
     let call: Call = Call::new(RAW, Tag(6), LONG);
     let drive = Drive::new(call, |call, out| {
-        call.start_with(out, |n| Box::new(n * 10) as Payload)
+        call.issue_with(out, |n| Box::new(n * 10) as Payload)
     });
     let (result, attempts) = scheduler.spawn(drive).unwrap().wait().unwrap();
     assert_eq!(*result.unwrap().downcast::<u32>().unwrap(), 10);
@@ -1444,7 +1444,7 @@ struct FirstWins {
 impl Process for FirstWins {
     type Done = (Option<Result<String, CallError>>, u32, u32);
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        self.call.start_with(out, |n| n);
+        self.call.issue_with(out, |n| n);
         Ok(())
     }
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
@@ -1563,8 +1563,8 @@ struct TwoCalls {
 impl Process for TwoCalls {
     type Done = (String, String, bool, u32);
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        self.first.start(out, String::from("one"));
-        self.second.start(out, String::from("two"));
+        self.first.issue(out, String::from("one"));
+        self.second.issue(out, String::from("two"));
         out.set_timer(Duration::from_millis(1), Tag(3));
         Ok(())
     }
@@ -1638,7 +1638,7 @@ struct Twice {
 impl Process for Twice {
     type Done = Vec<String>;
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
-        self.call.start(out, String::from("one"));
+        self.call.issue(out, String::from("one"));
         Ok(())
     }
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
@@ -1646,7 +1646,7 @@ impl Process for Twice {
             if let Some(result) = self.call.on_event(event, out).ended() {
                 self.results.push(result?);
                 if self.results.len() == 1 {
-                    self.call.start(out, String::from("two"));
+                    self.call.issue(out, String::from("two"));
                 } else {
                     out.finish(std::mem::take(&mut self.results));
                 }
