@@ -27,7 +27,7 @@ impl Inner {
     /// the store's runtime until the store stops.
     pub(crate) async fn watch_sends(self: Arc<Self>, sends: SendWatcher) -> Result<(), DurableError> {
         let messages = self.follow(DeliverPolicy::New).await?;
-        tokio::spawn(self.watch(messages, sends));
+        tokio::spawn(self.watch(messages, Arc::new(sends)));
         Ok(())
     }
 
@@ -49,7 +49,7 @@ impl Inner {
     /// Hands over the sends of each message, in stream order; a consumer
     /// that fails is made again from the message after the last one read,
     /// so none is skipped.
-    async fn watch(self: Arc<Self>, mut messages: Messages, sends: SendWatcher) {
+    async fn watch(self: Arc<Self>, mut messages: Messages, sends: Arc<SendWatcher>) {
         let mut next = None;
         loop {
             while let Some(message) = messages.next().await {
@@ -64,7 +64,14 @@ impl Inner {
                     next = Some(info.stream_sequence + 1);
                 }
                 if let Some(out) = self.others_sends(&message.payload) {
-                    sends(out);
+                    // Off the store's thread: whatever the watcher waits
+                    // for (a lock a caller of the store holds) must not
+                    // hold up the store's other calls. Awaited, so the
+                    // sends are handed over in stream order.
+                    let sends = Arc::clone(&sends);
+                    if let Err(e) = tokio::task::spawn_blocking(move || sends(out)).await {
+                        tracing::warn!("handing other nodes' sends over failed: {e}");
+                    }
                 }
             }
             // The consumer ended or failed: follow on from where it was.

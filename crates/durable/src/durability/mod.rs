@@ -357,12 +357,18 @@ impl Durability {
         });
         let key: Arc<str> = key.into();
         let (ack, receipt) = Receipt::pair(key.clone());
+        // The store is asked before the directory's entry is taken: the
+        // entry locks its shard, and a store call may wait for the store's
+        // own thread, which may be handing a send to a key of that shard
+        // (`listen`): asking under the lock deadlocked. A key the store
+        // does not hold yet and that a concurrent spawn or recovery takes
+        // first is `Occupied` below.
+        if self.store.contains(&key)? {
+            return Err(DurableError::KeyTaken(key.to_string()));
+        }
         let pid = match self.shared.directory.entry(key.to_string()) {
             dashmap::Entry::Occupied(_) => return Err(DurableError::KeyTaken(key.to_string())),
             dashmap::Entry::Vacant(vacant) => {
-                if self.store.contains(&key)? {
-                    return Err(DurableError::KeyTaken(key.to_string()));
-                }
                 let pid = cx
                     .allocate_pid()
                     .map_err(|e| DurableError::Submit(e.to_string()))?;
