@@ -98,13 +98,13 @@ fn node(server: &NatsServer, prefix: &str, number: u32, listen: bool) -> Node {
             .build(),
     );
     scheduler.start();
-    durability.recover(&*scheduler).expect("the first recovery");
     if listen {
         assert!(
             durability.listen(&scheduler).expect("it listens"),
             "a shared store has other writers to listen to"
         );
     }
+    durability.recover(&*scheduler).expect("the first recovery");
     Node {
         durability,
         scheduler,

@@ -471,10 +471,18 @@ impl Durability {
     /// `Durability` lives: for a store the nodes of a cluster share (the
     /// JetStream store). Without it, such a send waits in the outbox
     /// until its receiver's node runs `recover` (or spawns the receiver).
-    /// Either way it is taken exactly once, in its sender's order. Call
-    /// it once per node, with the scheduler the durable processes run on
-    /// (an `Arc` of it: the deliveries come from the store's own thread;
-    /// they stop when the scheduler is dropped). Returns `Ok(false)` for
+    /// Either way it is taken exactly once, in its sender's order.
+    ///
+    /// Call it once per node, before its first `recover` and `spawn`,
+    /// with the scheduler the durable processes run on (an `Arc` of it:
+    /// the deliveries come from a thread of the store's; they stop when
+    /// the scheduler is dropped). The watch sees every send stored after
+    /// `listen` returns; a send stored before waits in the outbox for its
+    /// receiver's `spawn` or `recover`, so a node that listens after
+    /// recovering leaves the sends of that gap to its next `recover`. A
+    /// second call starts a second watch: each send then comes twice,
+    /// and the receiver drops the copy. Returns `Ok(true)` for a store
+    /// the nodes of a cluster share (the JetStream store), `Ok(false)` for
     /// a store of one node, where there is nothing to listen to.
     ///
     /// # Errors
@@ -490,8 +498,11 @@ impl Durability {
     /// let dir = tempfile::tempdir()?;
     /// let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
     /// let scheduler = Arc::new(durability.install(Scheduler::builder()).build());
-    /// // One node's store: every send is delivered by this node already.
+    /// scheduler.start();
+    /// // Before the first recovery. One node's store: every send is
+    /// // delivered by this node already.
     /// assert!(!durability.listen(&scheduler)?);
+    /// durability.recover(&*scheduler)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn listen<C: AsContext + Send + Sync + 'static>(

@@ -335,8 +335,11 @@ pub trait Store: Send + Sync + 'static {
     /// as the store lives. A node's own sends are not handed over (its
     /// own processes deliver them). `Durability::listen` uses it to
     /// deliver a send from another node to a receiver running here at
-    /// once, instead of at the receiver's next `recover`. `sends` may run
-    /// on a thread of the store's: it must not call the store.
+    /// once, instead of at the receiver's next `recover`. Every send
+    /// stored after this returns is handed over. `sends` may run on a
+    /// thread of the store's: the store must not wait for it (a caller of
+    /// the store may hold a lock `sends` waits for), and it must not call
+    /// the store.
     ///
     /// Returns `Ok(false)` when nobody else writes to the store (the
     /// default, for a store of one node): there is nothing to hand over.
