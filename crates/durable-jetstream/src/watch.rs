@@ -25,7 +25,10 @@ impl Inner {
     /// message stored after it is handed over (a receiver spawned later
     /// reads the earlier ones from the outbox). The watch then runs on
     /// the store's runtime until the store stops.
-    pub(crate) async fn watch_sends(self: Arc<Self>, sends: SendWatcher) -> Result<(), DurableError> {
+    pub(crate) async fn watch_sends(
+        self: Arc<Self>,
+        sends: SendWatcher,
+    ) -> Result<(), DurableError> {
         let messages = self.follow(DeliverPolicy::New).await?;
         tokio::spawn(self.watch(messages, Arc::new(sends)));
         Ok(())
