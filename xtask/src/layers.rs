@@ -1858,7 +1858,7 @@ mod tests {
             .push_str("\nfn forbidden(_: crate::runner::Tell) {}\n");
         let broken = check(&files, &DURABLE).unwrap_err();
         assert!(
-            broken.contains("`channel` (floor 5) uses `Tell` of `runner` (floor 6)"),
+            broken.contains("`channel` (floor 6) uses `Tell` of `runner` (floor 7)"),
             "{broken}"
         );
     }
