@@ -503,8 +503,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-unread-events-dropped-after-the-step",
         file: "crates/sched-core/src/worker/step.rs",
-        original: "                .keep(rest, taken, ranks);",
-        replacement: "                .keep(rest.take(0), taken, ranks);",
+        original: "            .keep(rest, taken, ranks);",
+        replacement: "            .keep(rest.take(0), taken, ranks);",
         catcher: &SCHED_CORE_HOSTILE,
     },
     Mutation {
@@ -526,8 +526,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-cancelled-events-checked-only-before-the-step",
         file: "crates/sched-core/src/contract/output.rs",
-        original: "Some(lists) if !lists.hand_out(&event) => {",
-        replacement: "Some(lists) if false && !lists.hand_out(&event) => {",
+        original: "Some(lists) if !lists.hand_out(&event) => set_aside(lists, event),",
+        replacement: "Some(lists) if false && !lists.hand_out(&event) => set_aside(lists, event),",
         catcher: &PROMISE_CANCELLED_MID_BATCH,
     },
     Mutation {

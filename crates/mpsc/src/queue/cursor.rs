@@ -63,9 +63,29 @@ impl<T> Cursor<T> {
     }
 
     /// See [`Consumer::drain_into`].
+    ///
+    /// The empty case is inlined into the caller (a worker drains a
+    /// process's queue before each step, and most steps of a process that
+    /// continues find it empty): out of line, the call alone was two
+    /// thirds of an empty drain's instructions.
+    #[inline]
     pub(super) fn drain_into(&mut self, shared: &Shared<T>, out: &mut Vec<T>) -> usize {
+        let looked = self.head >= self.claimed;
+        if looked {
+            // The one look at the producers' word (see `drain_claimed`).
+            self.claimed = shared.tail.word.load(Ordering::Acquire) >> 1;
+            if self.head >= self.claimed {
+                return 0;
+            }
+        }
+        self.drain_claimed(shared, out, looked)
+    }
+
+    /// `drain_into` once something is claimed, `looked` telling whether
+    /// the call has looked at the producers' word already.
+    #[inline(never)]
+    fn drain_claimed(&mut self, shared: &Shared<T>, out: &mut Vec<T>, mut looked: bool) -> usize {
         let mut taken = 0;
-        let mut looked = false;
         loop {
             if self.head >= self.claimed {
                 // At most one look per call: what was claimed by then is

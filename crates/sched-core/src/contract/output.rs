@@ -270,6 +270,11 @@ impl<M> fmt::Debug for Typed<'_, '_, M> {
 impl Iterator for Events<'_> {
     type Item = Event;
 
+    /// Inlined into the step that reads (another crate's, most often):
+    /// out of line, the call and the event's copies through it were about
+    /// 60 instructions a message in a ping-pong (callgrind,
+    /// `benches/examples/step_cost.rs`).
+    #[inline]
     fn next(&mut self) -> Option<Event> {
         if self.backlog.is_some() {
             return self.next_from_backlog();
@@ -277,13 +282,7 @@ impl Iterator for Events<'_> {
         loop {
             let event = self.batch.next()?;
             match self.lists {
-                Some(lists) if !lists.hand_out(&event) => {
-                    if crate::contract::pending::must_not_vanish(&event) {
-                        lists.returned.borrow_mut().push(event);
-                    } else {
-                        drop_user_value(event, lists.pid, "an event cancelled during its step");
-                    }
-                }
+                Some(lists) if !lists.hand_out(&event) => set_aside(lists, event),
                 _ => return Some(event),
             }
         }
@@ -295,6 +294,19 @@ impl Iterator for Events<'_> {
             Some(lists) if lists.filters.get() => (0, Some(left)),
             _ => (left, Some(left)),
         }
+    }
+}
+
+/// An event cancelled during its step (its timer cancelled, its monitor
+/// dropped): returned as a dead letter if it must not vanish, dropped
+/// otherwise.
+#[cold]
+#[inline(never)]
+fn set_aside(lists: &StepLists<'_>, event: Event) {
+    if crate::contract::pending::must_not_vanish(&event) {
+        lists.returned.borrow_mut().push(event);
+    } else {
+        drop_user_value(event, lists.pid, "an event cancelled during its step");
     }
 }
 

@@ -315,6 +315,7 @@ pub(crate) fn must_not_vanish(event: &Event) -> bool {
 impl StepLists<'_> {
     /// Whether `event` may be handed to the step now; if it may and it is
     /// a timer, down or reply, it leaves its list (it is seen once).
+    #[inline]
     pub(crate) fn hand_out(&self, event: &Event) -> bool {
         if !self.filters.get() {
             return true;

@@ -10,7 +10,7 @@ use super::live::Live;
 use super::stats::WorkerCounters;
 use crate::record::state::Wake;
 use crate::record::{Record, RecordRef};
-use crate::runqueue::local;
+use crate::runqueue::local::{self, Local};
 use crate::runqueue::next_slot::NextSlot;
 use crate::sync::{Arc, AtomicU64, Fifo};
 
@@ -164,61 +164,71 @@ impl Shared {
         // increment and decrement (two atomic read-modify-writes) per
         // schedule.
         let mut record = Some(record);
-        let notify = local::with_local(self, |local| {
+        let taken = local::with_local(self, |local| {
             let record = record.take().expect("taken once");
-            // Read only for a simulation's check: a running engine pays
-            // one branch here.
-            let seen = self.intercept.as_ref().map(|i| {
-                let share = self.groups.factor(record.group());
-                (i, record.pid, record.priority(), local.lane(&record), share)
-            });
-            let (taken, queued) = match how {
-                Runnable::Woken | Runnable::New => {
-                    let displaced = |previous: &RecordRef| {
-                        if let Some(intercept) = &self.intercept {
-                            let share = self.groups.factor(previous.group());
-                            intercept.nursery(
-                                previous.pid,
-                                previous.priority(),
-                                local.index,
-                                share,
-                            );
-                        }
-                    };
-                    (local.put_next(record, displaced), false)
-                }
-                Runnable::Timed => {
-                    let queued = local.offer_next(record);
-                    (queued, queued)
-                }
-                Runnable::Continued => {
-                    local.push_ready(record);
-                    (true, true)
-                }
-            };
-            if let Some((intercept, pid, level, lane, share)) = seen {
-                let ahead = local.ahead(lane, queued);
-                intercept.ready(pid, level, Some(local.index), ahead, share);
-            }
-            taken
+            self.place_here(local, record, how)
         });
-        if let Some(record) = record {
-            let level = record.priority();
-            let group = record.group();
-            let queue = match how {
-                Runnable::New if level != crate::Priority::High => &self.injector[group],
-                _ => &self.woken[local::lane(level, group, self.groups.len())],
-            };
-            if let Some(intercept) = &self.intercept {
-                let share = self.groups.factor(group);
-                intercept.ready(record.pid, level, None, queue.len(), share);
-            }
-            queue.push(record);
+        match (taken, record) {
+            (Some(taken), _) => self.after_placed_here(taken),
+            (None, Some(record)) => self.queue_outside(record, how),
+            (None, None) => unreachable!("a record is placed or left for outside"),
         }
-        match notify {
-            // The global queue: only a woken (or searching) worker will
-            // look, so the full protocol (a fence, then the checks).
-            None => self.sleepers.notify_one(),
+    }
+
+    /// [`queue`](Shared::queue) for the worker whose queues are `local`,
+    /// which knows it is one and so skips the thread-local lookup: the
+    /// requeue at the end of every step that continues (about a tenth of
+    /// a continuing step's instructions went to the lookup and the call).
+    #[inline(always)]
+    pub(crate) fn queue_here(&self, local: &Local, record: RecordRef, how: Runnable) {
+        let taken = self.place_here(local, record, how);
+        self.after_placed_here(taken);
+    }
+
+    /// Puts `record` where `how` says on this worker (see [`Runnable`]),
+    /// telling a simulation where it now waits. Returns whether the
+    /// process went to a queue others look at (rather than an empty `next`
+    /// slot).
+    #[inline(always)]
+    fn place_here(&self, local: &Local, record: RecordRef, how: Runnable) -> bool {
+        // Read only for a simulation's check: a running engine pays
+        // one branch here.
+        let seen = self.intercept.as_ref().map(|i| {
+            let share = self.groups.factor(record.group());
+            (i, record.pid, record.priority(), local.lane(&record), share)
+        });
+        let (taken, queued) = match how {
+            Runnable::Woken | Runnable::New => {
+                let displaced = |previous: &RecordRef| {
+                    if let Some(intercept) = &self.intercept {
+                        let share = self.groups.factor(previous.group());
+                        intercept.nursery(previous.pid, previous.priority(), local.index, share);
+                    }
+                };
+                (local.put_next(record, displaced), false)
+            }
+            Runnable::Timed => {
+                let queued = local.offer_next(record);
+                (queued, queued)
+            }
+            Runnable::Continued => {
+                local.push_ready(record);
+                (true, true)
+            }
+        };
+        if let Some((intercept, pid, level, lane, share)) = seen {
+            let ahead = local.ahead(lane, queued);
+            intercept.ready(pid, level, Some(local.index), ahead, share);
+        }
+        taken
+    }
+
+    /// The wakeup, if any, for a process just placed on the running
+    /// worker's own queues (`taken`: in a queue rather than an empty `next`
+    /// slot).
+    #[inline(always)]
+    fn after_placed_here(&self, taken: bool) {
+        if taken {
             // This worker's own deque: it is running and drains its queues
             // before it can park, so a wakeup only shares the work. One
             // relaxed load decides (no fence per continued process, which
@@ -226,20 +236,35 @@ impl Shared {
             // very moment may be missed, and is then covered by the
             // watcher, which looks for work to steal every millisecond
             // while some worker is busy.
-            Some(true) => {
-                if self.sleepers.anyone_parked() {
-                    self.sleepers.notify_one();
-                }
+            if self.sleepers.anyone_parked() {
+                self.sleepers.notify_one();
             }
+        } else if self.sleepers.needs_watcher() {
             // An empty `next` slot: nobody needs waking for it, unless no
             // parked worker watches the slots (then one is woken once, and
             // watches from then on).
-            Some(false) => {
-                if self.sleepers.needs_watcher() {
-                    self.sleepers.notify_one();
-                }
-            }
+            self.sleepers.notify_one();
         }
+    }
+
+    /// Queues `record` in the engine's global queues (from a thread that is
+    /// not one of its workers) and wakes a worker: only a woken (or
+    /// searching) worker will look, so the full protocol (a fence, then
+    /// the checks).
+    #[inline(never)]
+    fn queue_outside(&self, record: RecordRef, how: Runnable) {
+        let level = record.priority();
+        let group = record.group();
+        let queue = match how {
+            Runnable::New if level != crate::Priority::High => &self.injector[group],
+            _ => &self.woken[local::lane(level, group, self.groups.len())],
+        };
+        if let Some(intercept) = &self.intercept {
+            let share = self.groups.factor(group);
+            intercept.ready(record.pid, level, None, queue.len(), share);
+        }
+        queue.push(record);
+        self.sleepers.notify_one();
     }
 
     /// Notes, on this thread's worker (if it is one), that a step started

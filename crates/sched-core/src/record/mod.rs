@@ -226,8 +226,11 @@ impl Record {
     #[inline]
     pub(crate) fn lane(&self, groups: usize) -> usize {
         let word = self.layout.load(Relaxed);
-        let level = crate::Priority::from_index(((word & LEVEL) >> LEVEL_SHIFT) as usize);
-        level.index() * groups + ((word & GROUP) >> GROUP_SHIFT) as usize
+        // The level's index straight from its bits (out of range is `Low`,
+        // as `Priority::from_index` says), without making a `Priority` of
+        // it and back: this runs for every requeue.
+        let level = (((word & LEVEL) >> LEVEL_SHIFT) as usize).min(crate::Priority::Low.index());
+        level * groups + ((word & GROUP) >> GROUP_SHIFT) as usize
     }
 
     /// Puts the process in group `index` (below 64). Only its `init`'s

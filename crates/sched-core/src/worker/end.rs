@@ -88,7 +88,10 @@ impl Worker {
                 self.shared.timers.drop_timers(cancelled);
             }
         }
-        self.shared.dead_letters(record.pid, dead);
+        // Most processes end with nothing left unread: no call for them.
+        if !dead.is_empty() {
+            self.shared.dead_letters(record.pid, dead);
+        }
         if let Some(process) = record.take_process(body) {
             if let Err(message) = close_guarded(process) {
                 tracing::debug!(pid = %record.pid, %message, "close panicked");

@@ -158,9 +158,16 @@ impl Worker {
                     // SAFETY: this worker owns the process (still RUNNING
                     // after `finish_step` asked for a requeue) and queues it.
                     unsafe { record.stamp_ready(now) };
-                    self.shared.queue(record, how);
+                    self.shared.queue_here(&self.local, record, how);
                 }
-                None => self.shared.schedule(record, how),
+                None => {
+                    if self.shared.histograms {
+                        let now = self.shared.introspect.stamp(std::time::Instant::now());
+                        // SAFETY: as above.
+                        unsafe { record.stamp_ready(now) };
+                    }
+                    self.shared.queue_here(&self.local, record, how);
+                }
             }
         }
     }
@@ -245,7 +252,12 @@ impl Worker {
                 None
             }
             Status::Upgrade(request) => self.upgrade(record, body, *request),
-            Status::Continue if self.yields.is_empty() => Some(READY),
+            Status::Continue if self.yields.is_empty() => {
+                // No payload to drop: the drop glue of `Status` (a call
+                // per step) is skipped.
+                std::mem::forget(status);
+                Some(READY)
+            }
             Status::Continue | Status::Idle => Some(self.wait(record, body, ended)),
         }
     }
@@ -311,6 +323,9 @@ impl Worker {
                 backlog.arrived(self.events.drain(..), urgent);
                 Ranks::default()
             }
+            // Nothing to reorder (no urgent message, at most one event):
+            // most steps, and a call less.
+            None if !urgent && self.events.len() < 2 => Ranks::default(),
             None => crate::contract::urgent::order_events(&mut self.events, urgent),
         };
         (backlog, ranks)
@@ -395,24 +410,17 @@ impl Worker {
             // For a requeue's stamp.
             self.step_ended = ended;
         }
-        // Whatever the step did not read is kept for the next step, in
-        // its lane (moved, not dropped: no user `Drop` runs here). It has
-        // not been handed out, so its timers, monitors and asks are still
-        // listed. A backlog was read in place and goes back as it is.
-        if let Some(rest) = events.unread_batch() {
-            let taken = batch - rest.len();
-            crate::contract::pending::extras(&mut extras.borrow_mut())
-                .others()
-                .unread
-                .keep(rest, taken, ranks);
-        }
-        drop(events);
+        keep_unread(events, &extras, batch, ranks);
         if let Some(backlog) = backlog.take().filter(|b| !b.is_empty()) {
             crate::contract::pending::extras(&mut extras.borrow_mut())
                 .others()
                 .unread = backlog;
         }
-        body.extras = extras.into_inner();
+        let previous = std::mem::replace(&mut body.extras, extras.into_inner());
+        // Taken into the cell above, and only the cell was lent to the
+        // step: nothing to drop, so no call to the drop glue per step.
+        debug_assert!(previous.is_none(), "the body's extras were lent out");
+        std::mem::forget(previous);
         body.filters_events = filters.get();
         self.after_lists(record, body, returned.into_inner());
         Stepped {
@@ -654,6 +662,27 @@ impl Worker {
         if self.yields.capacity() > BUFFER_KEEP {
             self.yields.shrink_to(BUFFER_KEEP);
         }
+    }
+}
+
+/// Keeps whatever the step did not read of the events it was given for
+/// the next step, in its lane (moved, not dropped: no user `Drop` runs
+/// here). It has not been handed out, so its timers, monitors and asks are
+/// still listed. (A backlog was read in place and goes back as it is.)
+/// `batch` is how many events the step was given besides the backlog.
+#[inline(always)] // On the step path: see `Worker::step_owned`.
+fn keep_unread(
+    mut events: Events<'_>,
+    extras: &RefCell<Option<Box<crate::contract::pending::Extras>>>,
+    batch: usize,
+    ranks: Ranks,
+) {
+    if let Some(rest) = events.unread_batch() {
+        let taken = batch - rest.len();
+        crate::contract::pending::extras(&mut extras.borrow_mut())
+            .others()
+            .unread
+            .keep(rest, taken, ranks);
     }
 }
 
