@@ -149,6 +149,55 @@ fn flipped_bytes_are_an_error_or_harmless_never_a_panic() {
     );
 }
 
+/// One bit flipped in every copy of one process's key: the page that holds
+/// it fails its checksum, so the store is refused when it opens, with an
+/// error naming the file, rather than recovering a process under a key
+/// that was never written. (Without the check on open, the flipped key
+/// reads back as written and resumes as `tallx-7`.)
+#[test]
+fn a_flipped_bit_in_a_key_is_refused_when_the_store_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    store_with_journals(&path, 10);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let key = b"tally-7";
+    let at: Vec<usize> = bytes
+        .windows(key.len())
+        .enumerate()
+        .filter(|(_, w)| w == key)
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!at.is_empty(), "the key is stored as written");
+    for i in at {
+        bytes[i + 4] ^= 1; // "tally" -> "tallx"
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    match RedbStore::create(&path) {
+        Err(error) => {
+            assert!(
+                matches!(error, DurableError::Corrupt(_) | DurableError::Store(_)),
+                "{error}"
+            );
+            assert!(names_the_file(&error, &path), "{error}");
+        }
+        Ok(store) => {
+            let durability = Durability::open(store);
+            durability.register::<Tally>();
+            let scheduler = scheduler(&durability, Arc::default());
+            let keys: Vec<String> = match durability.recover(&scheduler) {
+                Ok(recovery) => recovery
+                    .resumed
+                    .iter()
+                    .map(|p| p.key().to_owned())
+                    .collect(),
+                Err(error) => panic!("opened, then failed to recover: {error}"),
+            };
+            scheduler.shutdown(Duration::from_secs(5));
+            panic!("a damaged store opened and resumed {keys:?}");
+        }
+    }
+}
+
 const ROLE: &str = "STORE_DAMAGE_CREATOR";
 
 /// In a child: creates stores `<dir>/store-<n>.redb` one after the other

@@ -206,13 +206,20 @@ fn a_monitor_removed_mid_batch_is_never_seen() {
     scheduler.shutdown(WAIT);
 }
 
-/// `unlink` called once the peer's PID has left the table but before its
-/// end has signalled its links: no exit signal may come after it returns.
-/// The process traps exits and, right after `unlink` returns, sends itself
-/// a marker: an exit signal sent before the unlink is queued before the
+/// `unlink` is final even in the gap between a peer's PID leaving the
+/// table and its end signalling its links: no exit signal may come after
+/// it returns. The gap is held open on purpose: the peer's end wakes an
+/// outside monitor before it signals its links, and that monitor's waker
+/// (user code, which may block) waits until the unlinker has unlinked. The
+/// unlinker traps exits and, right after `unlink` returns, sends itself a
+/// marker: an exit signal sent before the unlink is queued before the
 /// marker; one queued after the marker came after `unlink` returned.
 #[test]
 fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
+    use std::future::Future;
+    use std::sync::atomic::AtomicBool;
+    use std::task::{Context as TaskContext, Wake, Waker};
+
     struct DiesOnCue;
     impl Process for DiesOnCue {
         type Done = Payload;
@@ -225,8 +232,20 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
             Ok(())
         }
     }
+    /// Blocks the peer's end, after its PID left the table and before its
+    /// links are signalled, until the unlinker has unlinked (or 5 s).
+    struct HoldsTheGap(Arc<AtomicBool>);
+    impl Wake for HoldsTheGap {
+        fn wake(self: Arc<Self>) {
+            let until = Instant::now() + Duration::from_secs(5);
+            while !self.0.load(SeqCst) && Instant::now() < until {
+                std::thread::yield_now();
+            }
+        }
+    }
     struct Unlinker {
         peer: Pid,
+        unlinked: Arc<AtomicBool>,
         started: bool,
         marker_seen: bool,
     }
@@ -238,14 +257,15 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
                 out.trap_exits(true);
                 out.link(self.peer);
                 out.send(self.peer, "die")?;
-                // Wait until the peer's PID is gone (its end has begun),
-                // then unlink at once: the race the fix is about.
-                let until = Instant::now() + Duration::from_secs(2);
+                // Wait until the peer's PID is gone (its end has begun and
+                // is held in the gap), then unlink.
+                let until = Instant::now() + Duration::from_secs(5);
                 while out.context().cancel(self.peer).is_ok() && Instant::now() < until {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 }
                 out.unlink(self.peer);
                 out.send(out.pid(), "marker")?;
+                self.unlinked.store(true, SeqCst);
                 out.send(After(Duration::from_millis(5), out.pid()), "finish")?;
                 return Ok(());
             }
@@ -266,10 +286,18 @@ fn unlink_in_the_gap_of_the_peers_end_stops_its_signal() {
     }
     let scheduler = Scheduler::builder().workers(2).build();
     scheduler.start();
-    for round in 0..100 {
+    for round in 0..20 {
         let peer = scheduler.spawn(DiesOnCue).unwrap();
+        let unlinked = Arc::new(AtomicBool::new(false));
+        let mut monitor = Box::pin(scheduler.context().monitor(peer.pid()));
+        let waker = Waker::from(Arc::new(HoldsTheGap(unlinked.clone())));
+        assert!(monitor
+            .as_mut()
+            .poll(&mut TaskContext::from_waker(&waker))
+            .is_pending());
         let unlinker = Unlinker {
             peer: peer.pid(),
+            unlinked,
             started: false,
             marker_seen: false,
         };

@@ -272,16 +272,19 @@ const SCHED_CORE_MAILBOX: Catcher = Catcher {
     target_subdir: None,
 };
 
-/// The timing test of the parked watcher: a process woken by a long step
-/// is taken by an idle worker (loom switches the watcher off).
+/// The parked watcher, directly: a worker that parks beside a busy one
+/// returns on its own after its recheck (loom switches the watcher off).
+/// The whole-engine test (`fairness`'s
+/// `a_process_woken_by_a_long_step_is_taken_by_an_idle_worker`) let the
+/// mutation through on a loaded machine: the worker woken for the `next`
+/// slot searched long enough to take it without watching.
 const SCHED_CORE_WATCHER: Catcher = Catcher {
     args: &[
         "test",
         "-p",
         "sched-core",
-        "--test",
-        "fairness",
-        "a_process_woken_by_a_long_step_is_taken_by_an_idle_worker",
+        "--lib",
+        "runqueue::sleep::tests::a_worker_parking_beside_a_busy_one",
     ],
     env: &[],
     target_subdir: None,

@@ -375,6 +375,34 @@ mod tests {
         assert!(!*sleepers.parkers[0].notified.lock(), "the unpark lingers");
     }
 
+    /// A worker that parks while another is busy watches: it sleeps at
+    /// most `recheck`, with nobody to wake it, and returns on its own so
+    /// that it can look at the busy worker's `next` slot. Only one watches,
+    /// and the flag is down again once it is up.
+    #[test]
+    #[cfg_attr(miri, ignore = "real-time parking")]
+    fn a_worker_parking_beside_a_busy_one_watches_and_returns_on_its_own() {
+        let sleepers = StdArc::new(Sleepers::new(2));
+        let (done, parked) = mpsc::channel();
+        let parker = {
+            let sleepers = StdArc::clone(&sleepers);
+            std::thread::spawn(move || {
+                let slept = sleepers.park(0, || false, || None, Duration::from_millis(20));
+                done.send(slept).unwrap();
+            })
+        };
+        match parked.recv_timeout(Duration::from_secs(10)) {
+            Ok(slept) => assert!(slept, "it parked (nothing to do)"),
+            Err(_) => {
+                sleepers.notify_one();
+                panic!("a worker parked beside a busy one waited to be woken: nobody watches");
+            }
+        }
+        parker.join().unwrap();
+        assert_eq!(sleepers.sleeping(), 0, "left on the list");
+        assert!(!sleepers.watcher.load(SeqCst), "still watching");
+    }
+
     /// Each round: worker 0 parks as the watcher (worker 1 counts as
     /// busy), with a recheck of a few microseconds, while another thread
     /// wakes it at about that moment (`wake`, as a timer does, or
