@@ -475,7 +475,7 @@ const RELAY_EXCEPTIONS: &[Exception] = &[Exception {
 const SCHED: Crate<'static> = Crate {
     name: "sched",
     dir: "sched",
-    doc: "docs/internals/development.md",
+    doc: "docs/internals/sched.md",
     outside: &["lib"],
     ladders: &[Ladder {
         name: "SCHED_LADDER",
@@ -517,7 +517,7 @@ const SCHED_EXCEPTIONS: &[Exception] = &[Exception {
 const SCHED_TOP: Crate<'static> = Crate {
     name: "sched-top",
     dir: "sched-top",
-    doc: "docs/internals/development.md",
+    doc: "docs/internals/sched-top.md",
     // `src/main.rs` is the `sched-top` program: a crate of its own, which
     // reaches the library by its name, never by `crate::`.
     outside: &["lib", "main"],

@@ -114,7 +114,11 @@ fn build_example(sched_top: &Path) -> PathBuf {
     let mut command = Command::new(cargo);
     command
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "-p", "sched", "--features", "live"])
+        // The workspace's libraries with all their features, as `cargo
+        // test --workspace --all-features` (CI) built them: only the
+        // example is compiled here. `-p sched --features live` would
+        // rebuild the engine with another feature set (a minute on CI).
+        .args(["build", "--quiet", "--workspace", "--all-features"])
         .args(["--example", "live", "--message-format", "json"])
         .arg("--target-dir")
         .arg(target_dir);
