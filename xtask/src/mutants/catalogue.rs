@@ -400,7 +400,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // `High` served strictly first: `Normal` and `Low` starve under a
         // `High` flood.
         name: "turns-high-only",
-        file: "crates/sched-core/src/worker/find.rs",
+        file: "crates/sched-core/src/worker/mod.rs",
         original: ".pop_first(order::order(self.turn), &mut self.shares)",
         replacement: ".pop_first(order::order(0), &mut self.shares)",
         catcher: &SCHED_FAIRNESS_BOUND,
@@ -417,7 +417,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         // A thief takes the lowest level's work first.
         name: "thief-takes-lowest-level-first",
-        file: "crates/sched-core/src/worker/find.rs",
+        file: "crates/sched-core/src/worker/mod.rs",
         original: "for (stealer, into) in lanes.chain(nurseries) {",
         replacement: "for (stealer, into) in lanes.chain(nurseries).collect::<Vec<_>>().into_iter().rev() {",
         catcher: &SCHED_FAIRNESS_BOUND,
@@ -427,7 +427,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // step woke waits there for as long as chains keep the worker
         // busy.
         name: "nursery-never-flushed",
-        file: "crates/sched-core/src/worker/find.rs",
+        file: "crates/sched-core/src/worker/mod.rs",
         original: "            self.flush_nursery();\n",
         replacement: "",
         catcher: &SCHED_FAIRNESS_BOUND,
@@ -464,7 +464,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // processes stay on the worker they landed on, and its share holds
         // only there.
         name: "sched-core-busy-workers-never-balance",
-        file: "crates/sched-core/src/worker/find.rs",
+        file: "crates/sched-core/src/worker/mod.rs",
         original: "        if others < 2 || cfg!(loom) {\n",
         replacement: "        if true || others < 2 || cfg!(loom) {\n",
         catcher: &SCHED_GROUPS,
@@ -482,7 +482,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // The `next` slot without its limit: two processes that wake each
         // other keep it, and what waits in the queue never runs.
         name: "next-slot-without-limit",
-        file: "crates/sched-core/src/worker/find.rs",
+        file: "crates/sched-core/src/worker/mod.rs",
         original: "if self.next_runs < NEXT_SLOT_RUNS && !self.local.higher_ready(level) {",
         replacement: "if self.next_runs < u32::MAX && !self.local.higher_ready(level) {",
         catcher: &SCHED_CORE_FAIRNESS,
