@@ -169,14 +169,13 @@ const ENGINE_LADDER: &[&[&str]] = &[
     // 4. The engine seen from running code (`repr(transparent)` over
     //    `Shared`); what needs only the shared state.
     &["context", "registration", "remote::ask"],
-    // 5. One step's view of the engine, and what needs `Context`.
+    // 5. What needs `Context`.
     &[
         "admission",
         "commands::completer",
         "long_steps",
         "remote::control",
         "shutdown",
-        "stepping",
         "upgrade",
     ],
     // 6. The actor features, introspection, the command handlers, the
@@ -202,6 +201,9 @@ const ENGINE_LADDER: &[&[&str]] = &[
         "remote::relations",
         "timers",
     ],
+    // 8. One step's view of the engine: the one implementation of the
+    //    step interface, a call into each feature.
+    &["stepping"],
 ];
 
 /// The named exceptions of the engine's ladder, as few as the code

@@ -535,7 +535,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         name: "sched-core-unlink-through-the-process-table",
-        file: "crates/sched-core/src/engine/links.rs",
+        file: "crates/sched-core/src/engine/stepping.rs",
         original: "        links::unlink(self.record, target);",
         replacement: "        if self.shared.processes.get(target).is_none() {\n            return;\n        }\n        links::unlink(self.record, target);",
         catcher: &PROMISE_UNLINK_GAP,

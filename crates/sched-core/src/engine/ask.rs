@@ -25,16 +25,12 @@ use relay::{Addr, Package, Payload, Pid, SendError};
 
 use super::in_records::Asks;
 use super::shared::Shared;
-use super::stepping::Stepping;
 use super::Context;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
 use crate::contract::reply::{Answer, AskError, AskId, Question, ReplyTo, Request};
-use crate::contract::step_engine::StepAsk;
-use crate::contract::timer_id::TimerId;
 use crate::record::RecordRef;
 use crate::sync::{Arc, Condvar, Mutex};
-use crate::timer::{Action, What};
 
 /// Where an outside asker's answer waits.
 #[derive(Debug, Default)]
@@ -674,10 +670,10 @@ impl Answer for ReplySlot {
 }
 
 /// A process that asked from a step: told with `Event::Reply`.
-struct ProcessAsker {
-    shared: Arc<Shared>,
-    record: RecordRef,
-    id: AskId,
+pub(super) struct ProcessAsker {
+    pub(super) shared: Arc<Shared>,
+    pub(super) record: RecordRef,
+    pub(super) id: AskId,
 }
 
 impl Answer for ProcessAsker {
@@ -728,41 +724,5 @@ impl ProcessAsker {
                 "an answer to an asker that has ended",
             ),
         }
-    }
-}
-
-/// A step's asks: the stepped process is the asker, and its timeout is
-/// one of its timers.
-impl StepAsk for Stepping<'_> {
-    fn ask(
-        &self,
-        to: Pid,
-        question: Payload,
-        question_type: &'static str,
-        timeout_at: Instant,
-    ) -> Result<(AskId, TimerId), SendError> {
-        let id = AskId(self.shared.ids.next());
-        let asker = StdArc::new(ProcessAsker {
-            shared: Arc::clone(self.shared),
-            record: RecordRef::clone(self.record),
-            id,
-        });
-        self.shared.asks.ask(
-            self.shared,
-            self.record.pid,
-            to,
-            question,
-            question_type,
-            asker,
-        )?;
-        let timer = self.shared.timers.set_timer_here(
-            self.worker,
-            timeout_at,
-            Action {
-                record: RecordRef::clone(self.record),
-                what: What::AskTimeout(id),
-            },
-        );
-        Ok((id, timer))
     }
 }

@@ -11,10 +11,8 @@ use std::time::Duration;
 
 use relay::Pid;
 
-use super::stepping::Stepping;
 use super::Context;
 use crate::contract::output::Output;
-use crate::contract::step_engine::StepIntrospect;
 use crate::record::state::ProcessState;
 use crate::record::Record;
 
@@ -464,19 +462,6 @@ impl Output<'_> {
     /// ```
     pub fn publish(&mut self, key: &'static str, value: i64) {
         self.engine.publish(key, value);
-    }
-}
-
-/// A step's published figures: the stepped process's.
-impl StepIntrospect for Stepping<'_> {
-    fn publish(&self, key: &'static str, value: i64) {
-        // An ended process's figures are of no one's interest: ignored.
-        let _ = self.record.related().with_live(|related| {
-            match related.published.iter_mut().find(|(k, _)| *k == key) {
-                Some(entry) => entry.1 = value,
-                None => related.published.push((key, value)),
-            }
-        });
     }
 }
 

@@ -19,11 +19,9 @@ use relay::Pid;
 
 use super::in_records::Links;
 use super::shared::Shared;
-use super::stepping::Stepping;
 use crate::contract::down::ExitReason;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
-use crate::contract::step_engine::StepLinks;
 use crate::record::links;
 use crate::record::relations::Related;
 use crate::record::state::TERMINATE;
@@ -78,7 +76,7 @@ pub(crate) fn act_on_exit(
 impl Links {
     /// Links `me` and `other` (both ways); see `record/links.rs` for
     /// which side sends the exit signal.
-    fn link(&self, engine: &Shared, me: &RecordRef, other: Pid) {
+    pub(super) fn link(&self, engine: &Shared, me: &RecordRef, other: Pid) {
         if engine.is_remote(other) {
             engine.across().link_remote(engine, me, other);
             return;
@@ -210,29 +208,5 @@ impl Output<'_> {
     /// See [`link`](Output::link).
     pub fn trap_exits(&mut self, trap: bool) {
         self.engine.trap_exits(trap);
-    }
-}
-
-/// A step's links: the stepped process is one end.
-impl StepLinks for Stepping<'_> {
-    fn link(&self, target: Pid) {
-        self.shared.links.link(self.shared, self.record, target);
-    }
-
-    fn unlink(&self, target: Pid) {
-        if self.shared.is_remote(target) {
-            self.shared.across().unlink_remote(self.record, target);
-            return;
-        }
-        // From our own list, not through the process table (see
-        // `record/links.rs`).
-        links::unlink(self.record, target);
-    }
-
-    fn trap_exits(&self, trap: bool) {
-        let _ = self
-            .record
-            .related()
-            .with_live(|related| related.trap_exits = trap);
     }
 }

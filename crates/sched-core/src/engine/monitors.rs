@@ -17,13 +17,11 @@ use relay::Pid;
 use super::in_records::Monitors;
 use super::remote::control::EndRequest;
 use super::shared::Shared;
-use super::stepping::Stepping;
 use super::Context;
 use crate::contract::down::{Down, ExitReason, MonitorId};
 use crate::contract::error::{TerminateError, TimedOut};
 use crate::contract::event::Event;
 use crate::contract::output::Output;
-use crate::contract::step_engine::StepMonitors;
 use crate::record::relations::{DownSlot, Watch, Watcher};
 use crate::record::{Record, RecordRef};
 
@@ -521,20 +519,5 @@ impl Output<'_> {
         // says, it has not fired for this process.
         self.engine.demonitor(monitor);
         true
-    }
-}
-
-/// A step's monitors: the stepped process is the watcher.
-impl StepMonitors for Stepping<'_> {
-    fn monitor(&self, target: Pid) -> MonitorId {
-        self.shared.monitors.add(
-            self.shared,
-            target,
-            Watcher::Process(RecordRef::clone(self.record)),
-        )
-    }
-
-    fn demonitor(&self, monitor: MonitorId) {
-        let _ = self.shared.monitors.remove(self.shared, monitor);
     }
 }

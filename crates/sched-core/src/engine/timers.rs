@@ -18,13 +18,11 @@ use relay::{Addr, Package, Pid, SendError};
 
 use super::routing::{Sender, Target};
 use super::shared::{Runnable, Shared};
-use super::stepping::Stepping;
 use super::Context;
 use crate::contract::command::Tag;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
 use crate::contract::reply::AskError;
-use crate::contract::step_engine::StepTimers;
 use crate::contract::timer_id::TimerId;
 use crate::panic_guard::drop_user_value;
 use crate::record::state::Wake;
@@ -422,8 +420,7 @@ impl Output<'_> {
 
         // The list the timer goes into exists before the timer, so that
         // the timer can carry where it is (see `What::Wake`).
-        let list = self.with_extras(|x| std::ptr::from_ref(x).cast::<u8>());
-        let id = self.engine.set_timer(at, tag, list);
+        let id = self.with_extras(|list| self.engine.set_timer(at, tag, list));
         self.own(id)
     }
 
@@ -497,39 +494,6 @@ impl Timers {
 fn after_timer(engine: &Shared, record: &RecordRef, wake: Wake) {
     if wake == Wake::Schedule {
         engine.schedule(record.clone(), Runnable::Timed);
-    }
-}
-
-/// A step's timers: wake-ups belong to the stepped process (its record is
-/// the timer's target), delayed messages to their message.
-impl StepTimers for Stepping<'_> {
-    fn now(&self) -> Instant {
-        self.shared.clock.now()
-    }
-
-    fn set_timer(&self, at: Instant, tag: Tag, list: *const u8) -> TimerId {
-        let (list_lo, list_hi) = crate::timer::list_hint(list);
-        let action = Action {
-            record: RecordRef::clone(self.record),
-            what: What::Wake {
-                tag,
-                list_lo,
-                list_hi,
-            },
-        };
-        self.shared.timers.set_timer_here(self.worker, at, action)
-    }
-
-    fn cancel_timer(&self, id: TimerId) {
-        let _ = self.shared.timers.withdraw(id);
-    }
-
-    fn cancel_message_timer(&self, id: TimerId) -> bool {
-        self.shared.timers.withdraw_message(id)
-    }
-
-    fn send_after(&self, delay: Duration, package: Package) -> Result<TimerId, SendError> {
-        self.shared.timers.send_after(self.shared, delay, package)
     }
 }
 

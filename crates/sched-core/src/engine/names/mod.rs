@@ -48,12 +48,10 @@ use relay::{Package, Pid, SendError, SendErrorKind};
 
 use super::routing::{Sender, Target};
 use super::shared::Shared;
-use super::stepping::Stepping;
 use super::Context;
 use crate::contract::down::NameError;
 use crate::contract::event::Event;
 use crate::contract::output::Output;
-use crate::contract::step_engine::StepNames;
 use crate::record::RecordRef;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 
@@ -367,12 +365,6 @@ impl Output<'_> {
     /// ```
     pub fn register_name(&mut self, name: &str) -> Result<(), NameError> {
         self.engine.register_name(name)
-    }
-}
-
-impl StepNames for Stepping<'_> {
-    fn register_name(&self, name: &str) -> Result<(), NameError> {
-        Context::of(self.shared).register_name(name, self.record.pid)
     }
 }
 
