@@ -90,6 +90,7 @@ mod codec;
 mod config;
 mod error;
 mod io;
+mod keyed;
 mod kv;
 mod leases;
 mod membership;
@@ -109,6 +110,10 @@ pub use config::{
     DEFAULT_NAME_LEASE,
 };
 pub use error::{ClusterNameError, ConnectError, DecodeError, EncodeError, LinkError};
+pub use keyed::{
+    Keyed, Refused, RefusedReason, Sharded, Sharding, ShardingConfig, ShardingError, ShardingStats,
+    DEFAULT_MAX_BUFFERED, DEFAULT_PASSIVATE_AFTER, DEFAULT_SHARDS,
+};
 pub use names::ClusterNames;
 pub use scheduler_ext::NatsSchedulerExt;
 pub use stats::TransportStats;

@@ -341,6 +341,19 @@ impl Members {
         self.lock().get(&node).map_or(0, |m| m.incarnation)
     }
 
+    /// The other nodes this transport counts as up and reachable (heard
+    /// of, not declared down, not gone, not fenced), in order.
+    pub(crate) fn live(&self) -> Vec<u32> {
+        let mut live: Vec<u32> = self
+            .lock()
+            .iter()
+            .filter(|(_, m)| m.state == State::Up && m.fence.is_none())
+            .map(|(&node, _)| node)
+            .collect();
+        live.sort_unstable();
+        live
+    }
+
     /// Every node this transport has heard of.
     pub(crate) fn known(&self) -> Vec<u32> {
         let mut known: Vec<u32> = self.lock().keys().copied().collect();

@@ -464,6 +464,78 @@ impl ClusterNames {
     }
 
     /// A valid name, for a process of this node.
+    /// Registers `pid` under `name` in the background: `answer` gets the
+    /// outcome, as [`register`](ClusterNames::register) would return it,
+    /// on the transport's thread. For code that must not block (keyed
+    /// processes' shard hosts claim shards from their steps).
+    ///
+    /// # Errors
+    ///
+    /// As for `register`, when the call cannot even start (then `answer`
+    /// is dropped unanswered).
+    pub(crate) fn register_then(
+        &self,
+        name: String,
+        pid: Pid,
+        answer: impl FnOnce(Result<(), ClusterNameError>) + Send + 'static,
+    ) -> Result<(), ClusterNameError> {
+        self.check_local(&name, pid)?;
+        let transport = Arc::clone(&self.transport);
+        let keeper = self.keeper;
+        let kept = name.clone();
+        self.transport
+            .start_names_op(register_op(name, pid), move |outcome| {
+                let outcome = outcome.and_then(|()| {
+                    let watch = Keep::Watch(kept.clone(), pid);
+                    transport.post_local(keeper, watch).map_err(|()| {
+                        transport.release(kept, pid);
+                        ClusterNameError::Unavailable("the keeper has ended".into())
+                    })
+                });
+                answer(outcome);
+            })
+    }
+
+    /// [`whereis`](ClusterNames::whereis) in the background: `answer` gets
+    /// the outcome on the transport's thread.
+    ///
+    /// # Errors
+    ///
+    /// As for `whereis`, when the call cannot even start.
+    pub(crate) fn whereis_then(
+        &self,
+        name: String,
+        answer: impl FnOnce(Result<Option<Pid>, ClusterNameError>) + Send + 'static,
+    ) -> Result<(), ClusterNameError> {
+        check(&name)?;
+        self.transport.start_names_op(whereis_op(name), answer)
+    }
+
+    /// [`unregister`](ClusterNames::unregister) in the background:
+    /// `answer` gets the outcome on the transport's thread.
+    ///
+    /// # Errors
+    ///
+    /// As for `unregister`, when the call cannot even start.
+    pub(crate) fn unregister_then(
+        &self,
+        name: String,
+        pid: Pid,
+        answer: impl FnOnce(Result<bool, ClusterNameError>) + Send + 'static,
+    ) -> Result<(), ClusterNameError> {
+        check(&name)?;
+        let transport = Arc::clone(&self.transport);
+        let keeper = self.keeper;
+        let kept = name.clone();
+        self.transport
+            .start_names_op(unregister_op(name, pid), move |outcome| {
+                if let Ok(true) = outcome {
+                    let _ = transport.post_local(keeper, Keep::Forget(kept));
+                }
+                answer(outcome);
+            })
+    }
+
     fn check_local(&self, name: &str, pid: Pid) -> Result<(), ClusterNameError> {
         check(name)?;
         if Some(pid.node()) != self.transport.node() {

@@ -191,6 +191,7 @@ mod tests {
             names_bucket: None,
             name_lease: Duration::from_secs(1),
             held: Mutex::default(),
+            lease_clocks: Mutex::default(),
             numbers: Mutex::default(),
             gaps: Mutex::default(),
             commands: OnceLock::new(),

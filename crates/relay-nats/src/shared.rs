@@ -48,6 +48,12 @@ pub(crate) struct Inner {
     /// The names this node holds, and the revision of each it last wrote:
     /// renewed every third of the lease (`leases.rs`).
     pub(crate) held: Mutex<std::collections::HashMap<String, crate::kv::Held>>,
+    /// Until when each name some local code must not outlive is surely
+    /// this node's (`leases.rs`): extended by every renewal, voided when
+    /// the name is lost. Keyed processes step only while their shard's is
+    /// valid.
+    pub(crate) lease_clocks:
+        Mutex<std::collections::HashMap<String, Arc<crate::leases::LeaseClock>>>,
     /// The frames numbered for each node (the publishing loop's), and the
     /// last number seen from each sender (the receiving task's): shared
     /// with the failure detector and the heartbeat, for confirmations.

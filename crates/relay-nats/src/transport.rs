@@ -84,6 +84,7 @@ impl NatsTransport {
             names_bucket: config.names_bucket,
             name_lease: config.name_lease,
             held: Mutex::new(std::collections::HashMap::new()),
+            lease_clocks: Mutex::default(),
             numbers: Mutex::default(),
             gaps: Mutex::default(),
             commands: OnceLock::new(),

@@ -1,0 +1,429 @@
+//! The host of one kind on one node: a process that places the kind's
+//! shards, claims and releases their names, passivates idle keys, hands
+//! off what is no longer this node's, empties buffers, and delivers what
+//! other nodes forward here. And [`Fenced`], the wrapper every keyed
+//! process runs in.
+//!
+//! The host works on a timer (every [`TICK`]) and on notes: the answers
+//! of the names calls it starts (they run on the transport's thread, so a
+//! step never waits on the server) and the ends of its keys' processes.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use relay::Pid;
+use sched::engine::Context;
+use sched::prelude::*;
+
+use super::placement::owner;
+use super::shard::{Child, EndNote, Keyed, Kind, Route, Shard};
+use super::ShardingCounters;
+use crate::leases::{holds, unwatch_lease, watch_lease, LeaseClock};
+use crate::names::ClusterNames;
+use crate::stats::Counters;
+use crate::ClusterNameError;
+
+/// How often a host looks at its shards.
+pub(crate) const TICK: Duration = Duration::from_millis(100);
+
+/// What a host is told, besides keyed messages from other nodes.
+pub(crate) enum Note {
+    Claimed {
+        shard: u32,
+        started: Instant,
+        outcome: Result<(), ClusterNameError>,
+    },
+    Resolved {
+        shard: u32,
+        outcome: Result<Option<Pid>, ClusterNameError>,
+    },
+    Released {
+        shard: u32,
+    },
+    Ended {
+        shard: u32,
+        key: String,
+        pid: Pid,
+    },
+}
+
+/// A keyed process as it runs: it steps only while its shard's lease is
+/// surely this node's, and tells its host when it ends.
+pub(crate) struct Fenced<P> {
+    pub(crate) inner: P,
+    pub(crate) clock: Arc<LeaseClock>,
+    pub(crate) counters: Arc<ShardingCounters>,
+    pub(crate) end: Option<EndNote>,
+    pub(crate) pid: Option<Pid>,
+}
+
+/// The error a fenced process ends with.
+const FENCED: &str = "fenced: its shard's lease ran out on this node";
+
+impl<P: Process> Process for Fenced<P> {
+    type Done = P::Done;
+
+    fn init(&mut self, cx: &InitContext, method: &str, input: Payload) -> Result<(), InitError> {
+        self.inner.init(cx, method, input)
+    }
+
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.pid = Some(out.pid());
+        if !self.clock.valid() {
+            Counters::add(&self.counters.fenced_processes, 1);
+            return Err(FENCED.into());
+        }
+        self.inner.start(out)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if !self.clock.valid() {
+            let unread = events.filter(|e| matches!(e, Event::Message(_))).count();
+            Counters::add(&self.counters.fenced, unread as u64);
+            Counters::add(&self.counters.fenced_processes, 1);
+            return Err(FENCED.into());
+        }
+        self.inner.step(events, out)
+    }
+
+    fn close(&mut self) {
+        self.inner.close();
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.inner.type_name()
+    }
+}
+
+impl<P> Drop for Fenced<P> {
+    fn drop(&mut self) {
+        if let (Some(end), Some(pid)) = (self.end.take(), self.pid) {
+            let note = Note::Ended {
+                shard: end.shard,
+                key: end.key,
+                pid,
+            };
+            // The host gone means the kind is gone: nothing to tell.
+            let _ = end.transport.post_local(end.host, note);
+        }
+    }
+}
+
+/// The host process of one kind on this node.
+pub(crate) struct Host<P, M> {
+    pub(crate) kind: Arc<Kind<P, M>>,
+    pub(crate) names: Arc<ClusterNames>,
+    /// Idle keys are passivated after this many ticks without a message.
+    pub(crate) idle_ticks: u64,
+    /// The members seen at the last tick: when they change, routes to
+    /// other nodes are looked up again.
+    pub(crate) seen: Vec<u32>,
+}
+
+impl<P: Process, M: Send + 'static> Process for Host<P, M> {
+    type Done = ();
+
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        // Hear the other nodes' heartbeats first, so that the first
+        // placement is the cluster's, not this node's alone.
+        let heard = self.kind.transport.inner().heartbeat * 2;
+        out.set_timer(heard, Tag(0));
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(package) => match package.downcast::<Keyed<M>>() {
+                    Ok(Keyed { key, message }) => {
+                        if let Err(refused) = self.kind.send(out.context(), key, message) {
+                            tracing::warn!(
+                                kind = %self.kind.name,
+                                reason = %refused.reason,
+                                "a keyed message from another node was refused"
+                            );
+                        }
+                    }
+                    Err(package) => {
+                        if let Ok(note) = package.downcast::<Note>() {
+                            self.note(out.context(), out.pid(), note);
+                        }
+                    }
+                },
+                Event::Timer { .. } => {
+                    self.tick(out.context(), out.pid());
+                    out.set_timer(TICK, Tag(0));
+                }
+                Event::Cancel => out.finish(()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<P: Process, M: Send + 'static> Host<P, M> {
+    fn note(&mut self, cx: &Context, me: Pid, note: Note) {
+        let kind = &self.kind;
+        match note {
+            Note::Claimed {
+                shard: index,
+                started,
+                outcome,
+            } => {
+                let mut shard = kind.lock(index);
+                shard.claiming = false;
+                match outcome {
+                    Ok(()) => {
+                        shard
+                            .clock
+                            .renewed(started, kind.transport.inner().name_lease);
+                        shard.route = Route::Here;
+                        Counters::add(&kind.counters.claims, 1);
+                        tracing::debug!(kind = %kind.name, shard = index, "claimed a shard");
+                    }
+                    Err(error) => {
+                        unwatch_lease(kind.transport.inner(), &kind.shard_name(index));
+                        if let ClusterNameError::Taken { by, .. } = error {
+                            let reachable = kind.transport.inner().members.unreachable(by.node());
+                            if by != me && reachable.is_none() {
+                                shard.route = Route::There(by);
+                            }
+                        }
+                    }
+                }
+                kind.flush(cx, index, &mut shard);
+            }
+            Note::Resolved {
+                shard: index,
+                outcome,
+            } => {
+                let mut shard = kind.lock(index);
+                shard.resolving = false;
+                if let Ok(Some(holder)) = outcome {
+                    if shard.route == Route::Unknown && holder.node() != me.node() {
+                        shard.route = Route::There(holder);
+                    }
+                }
+                kind.flush(cx, index, &mut shard);
+            }
+            Note::Released { shard: index } => {
+                let mut shard = kind.lock(index);
+                shard.releasing = false;
+                unwatch_lease(kind.transport.inner(), &kind.shard_name(index));
+                if shard.route == Route::Leaving {
+                    shard.route = Route::Unknown;
+                    Counters::add(&kind.counters.hand_offs, 1);
+                    tracing::debug!(kind = %kind.name, shard = index, "handed off a shard");
+                }
+            }
+            Note::Ended {
+                shard: index,
+                key,
+                pid,
+            } => {
+                let mut shard = kind.lock(index);
+                if shard.children.get(&key).map(Child::pid) != Some(pid) {
+                    return;
+                }
+                if let Some(Child::Stopping { queued, .. }) = shard.children.remove(&key) {
+                    self.requeue(cx, index, &mut shard, key, queued);
+                }
+            }
+        }
+    }
+
+    /// Sends what waited for a stopped process on: to the key's next
+    /// process if the shard is still here, else to the front of the
+    /// buffer (they were sent before anything in it).
+    fn requeue(
+        &self,
+        cx: &Context,
+        index: u32,
+        shard: &mut Shard<M>,
+        key: String,
+        queued: VecDeque<M>,
+    ) {
+        let kind = &self.kind;
+        if shard.route == Route::Here && shard.clock.valid() && shard.buffer.is_empty() {
+            for message in queued {
+                kind.counters.give_buffer_slot();
+                if let Err(refused) = kind.deliver_here(cx, index, shard, key.clone(), message) {
+                    tracing::warn!(kind = %kind.name, reason = %refused.reason, "a waiting keyed message was refused");
+                }
+            }
+        } else {
+            for message in queued.into_iter().rev() {
+                shard.buffer.push_front((key.clone(), message));
+            }
+        }
+    }
+
+    /// One look at every shard.
+    fn tick(&mut self, cx: &Context, me: Pid) {
+        let kind = Arc::clone(&self.kind);
+        let epoch = kind.epoch.fetch_add(1, Relaxed) + 1;
+        let inner = kind.transport.inner();
+        let mut live = inner.members.live();
+        live.push(me.node());
+        live.sort_unstable();
+        let changed = live != self.seen;
+        for index in 0..kind.shard_count() {
+            let owner = owner(&kind.name, index, &live);
+            let mut shard = kind.lock(index);
+            if changed && matches!(shard.route, Route::There(_)) {
+                shard.route = Route::Unknown;
+            }
+            match shard.route {
+                Route::Here => {
+                    self.keep_or_leave(cx, index, &mut shard, owner == Some(me.node()), epoch)
+                }
+                Route::Leaving => self.release_when_stopped(index, &mut shard, me),
+                Route::Unknown | Route::There(_) if owner == Some(me.node()) => {
+                    self.claim(index, &mut shard, me);
+                }
+                Route::Unknown if !shard.buffer.is_empty() => self.resolve(index, &mut shard, me),
+                _ => {}
+            }
+            if !shard.buffer.is_empty() {
+                kind.flush(cx, index, &mut shard);
+            }
+        }
+        self.seen = live;
+    }
+
+    /// A shard held here: lost, to hand off, or kept (its idle keys
+    /// passivated).
+    fn keep_or_leave(
+        &self,
+        cx: &Context,
+        index: u32,
+        shard: &mut Shard<M>,
+        mine: bool,
+        epoch: u64,
+    ) {
+        let kind = &self.kind;
+        let inner = kind.transport.inner();
+        if !holds(inner, &kind.shard_name(index)) {
+            // Lost (this node could not renew it for a lease): its
+            // processes are fenced already; stop them, and look for the
+            // new holder.
+            tracing::warn!(kind = %kind.name, shard = index, "lost a shard's lease");
+            unwatch_lease(inner, &kind.shard_name(index));
+            self.stop_all(cx, shard);
+            shard.route = Route::Unknown;
+            Counters::add(&kind.counters.shards_lost, 1);
+            return;
+        }
+        if !mine {
+            shard.route = Route::Leaving;
+            self.stop_all(cx, shard);
+            return;
+        }
+        let idle: Vec<String> = shard
+            .children
+            .iter()
+            .filter_map(|(key, child)| match child {
+                Child::Live { touched, .. } if touched + self.idle_ticks <= epoch => {
+                    Some(key.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        for key in idle {
+            self.stop(cx, shard, &key);
+            Counters::add(&kind.counters.passivated, 1);
+        }
+    }
+
+    fn stop_all(&self, cx: &Context, shard: &mut Shard<M>) {
+        let keys: Vec<String> = shard.children.keys().cloned().collect();
+        for key in keys {
+            self.stop(cx, shard, &key);
+        }
+    }
+
+    /// Cancels the process of `key`: the cancel comes after every message
+    /// sent to it before, and what comes for the key meanwhile waits.
+    fn stop(&self, cx: &Context, shard: &mut Shard<M>, key: &str) {
+        let Some(Child::Live { pid, .. }) = shard.children.get(key) else {
+            return;
+        };
+        let pid = *pid;
+        if cx.cancel(pid).is_err() {
+            // Ended already: its end note may be on its way, or it was
+            // never told (it never started); either way it is gone.
+            shard.children.remove(key);
+            return;
+        }
+        shard.children.insert(
+            key.to_owned(),
+            Child::Stopping {
+                pid,
+                queued: VecDeque::new(),
+            },
+        );
+    }
+
+    fn release_when_stopped(&self, index: u32, shard: &mut Shard<M>, me: Pid) {
+        if !shard.children.is_empty() || shard.releasing {
+            return;
+        }
+        shard.releasing = true;
+        let transport = Arc::clone(&self.kind.transport);
+        let host = me;
+        let asked = self
+            .names
+            .unregister_then(self.kind.shard_name(index), me, move |_| {
+                let _ = transport.post_local(host, Note::Released { shard: index });
+            });
+        if asked.is_err() {
+            shard.releasing = false;
+        }
+    }
+
+    fn claim(&self, index: u32, shard: &mut Shard<M>, me: Pid) {
+        if shard.claiming {
+            return;
+        }
+        let kind = &self.kind;
+        let name = kind.shard_name(index);
+        shard.clock = Arc::new(LeaseClock::new());
+        watch_lease(kind.transport.inner(), &name, Arc::clone(&shard.clock));
+        let transport = Arc::clone(&kind.transport);
+        let started = Instant::now();
+        let asked = self.names.register_then(name.clone(), me, move |outcome| {
+            let note = Note::Claimed {
+                shard: index,
+                started,
+                outcome,
+            };
+            let _ = transport.post_local(me, note);
+        });
+        match asked {
+            Ok(()) => shard.claiming = true,
+            Err(_) => unwatch_lease(kind.transport.inner(), &name),
+        }
+    }
+
+    fn resolve(&self, index: u32, shard: &mut Shard<M>, me: Pid) {
+        if shard.resolving {
+            return;
+        }
+        let transport = Arc::clone(&self.kind.transport);
+        let asked = self
+            .names
+            .whereis_then(self.kind.shard_name(index), move |outcome| {
+                let _ = transport.post_local(
+                    me,
+                    Note::Resolved {
+                        shard: index,
+                        outcome,
+                    },
+                );
+            });
+        shard.resolving = asked.is_ok();
+    }
+}

@@ -1,0 +1,607 @@
+//! Keyed processes: a process per key (a user, an order, a device),
+//! addressed by its kind and key from any node, started on first use on
+//! the node that holds the key's shard, and moved when nodes join or
+//! leave.
+//!
+//! # How it works
+//!
+//! - **Shards.** A kind's keys fall into a fixed number of shards
+//!   ([`ShardingConfig::shards`]) by a hash every node computes alike
+//!   (`placement.rs`).
+//! - **Placement.** Every node places each shard by rendezvous hashing
+//!   over the members it sees live, itself included: a joining node takes
+//!   about `1/(n+1)` of the shards, a leaving one gives up only its own.
+//! - **Holding.** The node a shard is placed on claims the shard's
+//!   cluster name (`shard.<kind>.<n>`, see [`ClusterNames`]) for its host
+//!   process of the kind. The name's lease, not placement, decides who
+//!   holds a shard: a claim succeeds only once no other node's lease on
+//!   it lives. Senders route by the name's holder.
+//! - **One live process per key.** A key's process runs only on the node
+//!   holding its shard, and steps only while that node's lease is surely
+//!   its own by its own clock (a quarter of the lease kept back): a node
+//!   stopped or cut off past its lease finds its keyed processes fenced
+//!   when it wakes, before anything else can tell it, and they end
+//!   without stepping. A node hands a shard off by cancelling its keys'
+//!   processes, waiting for them to end, and only then releasing the
+//!   name.
+//! - **Waiting, bounded.** While a shard has no known holder (being
+//!   claimed, handed off, its node lost), its messages wait in a buffer
+//!   on the sending node, in order, up to
+//!   [`ShardingConfig::max_buffered`] messages in all; beyond it a send is
+//!   refused with the message back ([`RefusedReason::BufferFull`]).
+//! - **Passivation.** A key's process that has had no message for
+//!   [`ShardingConfig::passivate_after`] is cancelled; its next message
+//!   starts a new one.
+//!
+//! A keyed process is stopped (passivated or handed off) by a cancel,
+//! which arrives after every message sent to it before: it should finish
+//! when it sees [`Event::Cancel`](sched::prelude::Event::Cancel). Until it
+//! ends, messages for its key wait, and no second process of the key
+//! starts.
+
+mod error;
+mod host;
+mod placement;
+mod shard;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sched::engine::AsContext;
+use sched::prelude::*;
+
+pub use error::{Refused, RefusedReason, ShardingError};
+pub use shard::Keyed;
+
+use crate::names::ClusterNames;
+use crate::transport::NatsTransport;
+use host::{Host, TICK};
+use shard::{Child, Kind, Route};
+
+/// Default number of shards per kind.
+pub const DEFAULT_SHARDS: u32 = 64;
+/// Default time after which a key's idle process is passivated.
+pub const DEFAULT_PASSIVATE_AFTER: Duration = Duration::from_secs(120);
+/// Default bound on messages waiting for their shard's holder.
+pub const DEFAULT_MAX_BUFFERED: u64 = 100_000;
+
+/// How a node runs its keyed processes. Every node of the cluster must
+/// use the same number of shards.
+///
+/// # Examples
+///
+/// ```
+/// use relay_nats::ShardingConfig;
+/// use std::time::Duration;
+///
+/// let config = ShardingConfig::new()
+///     .shards(128)
+///     .passivate_after(Duration::from_secs(30))
+///     .max_buffered(10_000);
+/// assert_eq!(config.shard_count(), 128);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ShardingConfig {
+    shards: u32,
+    passivate_after: Duration,
+    max_buffered: u64,
+}
+
+impl Default for ShardingConfig {
+    fn default() -> Self {
+        ShardingConfig {
+            shards: DEFAULT_SHARDS,
+            passivate_after: DEFAULT_PASSIVATE_AFTER,
+            max_buffered: DEFAULT_MAX_BUFFERED,
+        }
+    }
+}
+
+impl ShardingConfig {
+    /// The defaults: [`DEFAULT_SHARDS`], [`DEFAULT_PASSIVATE_AFTER`],
+    /// [`DEFAULT_MAX_BUFFERED`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = relay_nats::ShardingConfig::new();
+    /// assert_eq!(config.shard_count(), relay_nats::DEFAULT_SHARDS);
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Shards per kind (at least 1; the same on every node). More shards
+    /// spread keys more evenly and move in smaller pieces; each held
+    /// shard is one cluster name, renewed every third of the lease.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = relay_nats::ShardingConfig::new().shards(0);
+    /// assert_eq!(config.shard_count(), 1);
+    /// ```
+    pub fn shards(mut self, shards: u32) -> Self {
+        self.shards = shards.max(1);
+        self
+    }
+
+    /// The number of shards per kind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(relay_nats::ShardingConfig::new().shards(8).shard_count(), 8);
+    /// ```
+    pub fn shard_count(&self) -> u32 {
+        self.shards
+    }
+
+    /// How long a key's process may go without a message before it is
+    /// passivated (checked every 100 ms).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = relay_nats::ShardingConfig::new().passivate_after(Duration::from_secs(5));
+    /// # drop(config);
+    /// ```
+    pub fn passivate_after(mut self, idle: Duration) -> Self {
+        self.passivate_after = idle;
+        self
+    }
+
+    /// How many messages, in all kinds of this node, may wait for their
+    /// shard's holder before sends are refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = relay_nats::ShardingConfig::new().max_buffered(1_000);
+    /// # drop(config);
+    /// ```
+    pub fn max_buffered(mut self, max: u64) -> Self {
+        self.max_buffered = max;
+        self
+    }
+}
+
+/// What a node's keyed processes count (see [`Sharding::stats`]).
+#[derive(Debug, Default)]
+pub(crate) struct ShardingCounters {
+    pub(crate) started: AtomicU64,
+    pub(crate) passivated: AtomicU64,
+    pub(crate) claims: AtomicU64,
+    pub(crate) hand_offs: AtomicU64,
+    pub(crate) shards_lost: AtomicU64,
+    pub(crate) forwarded: AtomicU64,
+    pub(crate) refused: AtomicU64,
+    pub(crate) fenced: AtomicU64,
+    pub(crate) fenced_processes: AtomicU64,
+    /// Messages waiting now, in buffers and behind stopping processes.
+    pub(crate) buffered: AtomicU64,
+}
+
+impl ShardingCounters {
+    /// Takes one of `max` places for a waiting message, if one is free.
+    pub(crate) fn take_buffer_slot(&self, max: u64) -> bool {
+        self.buffered
+            .fetch_update(Relaxed, Relaxed, |now| (now < max).then_some(now + 1))
+            .is_ok()
+    }
+
+    /// Gives back a waiting message's place.
+    pub(crate) fn give_buffer_slot(&self) {
+        let _ = self
+            .buffered
+            .fetch_update(Relaxed, Relaxed, |now| Some(now.saturating_sub(1)));
+    }
+}
+
+/// A snapshot of a node's keyed processes, from [`Sharding::stats`].
+///
+/// # Examples
+///
+/// ```
+/// let stats = relay_nats::ShardingStats::default();
+/// assert_eq!(stats.keys_live, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShardingStats {
+    /// Shards this node holds now, in all kinds.
+    pub shards_held: u64,
+    /// Keys with a process on this node now.
+    pub keys_live: u64,
+    /// Keyed processes started here (first use, or after passivation or
+    /// a move).
+    pub started: u64,
+    /// Keyed processes cancelled here for being idle.
+    pub passivated: u64,
+    /// Shards this node claimed.
+    pub claims: u64,
+    /// Shards this node handed off (their processes ended, their names
+    /// released).
+    pub hand_offs: u64,
+    /// Shards whose lease this node lost (it could not renew for a whole
+    /// lease).
+    pub shards_lost: u64,
+    /// Messages sent from here to the node holding their shard.
+    pub forwarded: u64,
+    /// Keyed sends refused (the buffer or a mailbox full, a process that
+    /// could not start, a message the codec cannot carry), including
+    /// buffered messages refused later (each logged).
+    pub refused: u64,
+    /// Messages a keyed process had not read when it found its lease run
+    /// out: never stepped on. The rest of its mailbox is counted in the
+    /// engine's dead letters.
+    pub fenced: u64,
+    /// Keyed processes that found their lease run out, and ended without
+    /// stepping.
+    pub fenced_processes: u64,
+    /// Messages waiting now for their shard's holder or for their key's
+    /// stopping process.
+    pub buffered: u64,
+}
+
+/// What [`Sharding::stats`] reads of each kind, whatever its types.
+trait KindStats: Send + Sync {
+    fn held_and_live(&self) -> (u64, u64);
+}
+
+impl<P: Process, M: Send + 'static> KindStats for Kind<P, M> {
+    fn held_and_live(&self) -> (u64, u64) {
+        let (mut held, mut live) = (0, 0);
+        for index in 0..self.shard_count() {
+            let shard = self.lock(index);
+            if shard.route == Route::Here {
+                held += 1;
+            }
+            live += shard
+                .children
+                .values()
+                .filter(|c| matches!(c, Child::Live { .. }))
+                .count() as u64;
+        }
+        (held, live)
+    }
+}
+
+/// Keyed processes on this node: register each kind, then send to
+/// `(kind, key)` from any node (see the module documentation of
+/// `relay_nats::keyed`, and the guide's "Keyed processes").
+///
+/// Needs the transport's cluster names
+/// ([`NatsConfig::cluster_names`](crate::NatsConfig::cluster_names)), and
+/// `Keyed<M>` registered in every node's codec for each kind's message
+/// type `M`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use relay_nats::{Codec, Keyed, NatsConfig, NatsTransport, Sharding, ShardingConfig};
+/// use sched::prelude::*;
+/// use std::sync::Arc;
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Add(u64);
+///
+/// /// One per key: its running total.
+/// struct Counter { total: u64 }
+/// impl Process for Counter {
+///     type Done = u64;
+///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         for event in events {
+///             match event {
+///                 Event::Message(m) => self.total += m.downcast::<Add>().map_or(0, |a| a.0),
+///                 Event::Cancel => out.finish(self.total),
+///                 _ => {}
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let codec = Codec::new().register::<Keyed<Add>>("counter");
+/// let config = NatsConfig::new("nats://127.0.0.1:4222")
+///     .codec(codec)
+///     .cluster_names("names");
+/// let transport = Arc::new(NatsTransport::connect(config)?);
+/// let node = Scheduler::builder().node(1).remote(transport.clone()).build();
+/// node.start();
+/// let sharding = Sharding::new(&node, transport, ShardingConfig::new())?;
+/// let counters = sharding.register(&node, "counter", |_key: &str| Counter { total: 0 })?;
+/// counters.send(&node, "user-42", Add(5))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Sharding {
+    names: Arc<ClusterNames>,
+    transport: Arc<NatsTransport>,
+    config: ShardingConfig,
+    counters: Arc<ShardingCounters>,
+    kinds: Mutex<HashMap<String, Arc<dyn KindStats>>>,
+}
+
+impl fmt::Debug for Sharding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sharding")
+            .field("node", &self.transport.node())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Sharding {
+    /// Keyed processes for `context`'s engine, whose transport is
+    /// `transport` (with cluster names on).
+    ///
+    /// # Errors
+    ///
+    /// [`ShardingError::Names`] if the transport has no cluster names, or
+    /// their keeper cannot start.
+    ///
+    /// # Examples
+    ///
+    /// See [`Sharding`].
+    pub fn new(
+        context: &impl AsContext,
+        transport: Arc<NatsTransport>,
+        config: ShardingConfig,
+    ) -> Result<Sharding, ShardingError> {
+        let names = Arc::new(ClusterNames::new(context, Arc::clone(&transport))?);
+        Ok(Sharding {
+            names,
+            transport,
+            config,
+            counters: Arc::default(),
+            kinds: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Registers kind `kind`, whose process for a key `factory` makes,
+    /// and starts this node's host of it. Every node that runs the kind's
+    /// processes registers it, with the same name; a node may also
+    /// register a kind only to send to it, as every node hosts the shards
+    /// placed on it.
+    ///
+    /// # Errors
+    ///
+    /// [`ShardingError::InvalidKind`] for a name other than 1-64 ASCII
+    /// letters, digits, `-` or `_`; [`ShardingError::AlreadyRegistered`];
+    /// [`ShardingError::Names`] if the host process cannot start.
+    ///
+    /// # Examples
+    ///
+    /// See [`Sharding`].
+    pub fn register<P, M, F>(
+        &self,
+        context: &impl AsContext,
+        kind: &str,
+        factory: F,
+    ) -> Result<Sharded<M>, ShardingError>
+    where
+        P: Process,
+        M: Send + 'static,
+        F: Fn(&str) -> P + Send + Sync + 'static,
+    {
+        let valid = !kind.is_empty()
+            && kind.len() <= 64
+            && kind
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid {
+            return Err(ShardingError::InvalidKind(kind.to_owned()));
+        }
+        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        if kinds.contains_key(kind) {
+            return Err(ShardingError::AlreadyRegistered(kind.to_owned()));
+        }
+        let shared: Arc<Kind<P, M>> = Arc::new(Kind::new(
+            kind.to_owned(),
+            self.config.shards,
+            Box::new(factory),
+            Arc::clone(&self.counters),
+            self.config.max_buffered,
+            Arc::clone(&self.transport),
+        ));
+        let idle_ticks = (self.config.passivate_after.as_millis() / TICK.as_millis()).max(1);
+        let host = Host {
+            kind: Arc::clone(&shared),
+            names: Arc::clone(&self.names),
+            idle_ticks: u64::try_from(idle_ticks).unwrap_or(u64::MAX),
+            seen: Vec::new(),
+        };
+        let host = context
+            .context()
+            .spawn(host)
+            .map_err(|e| ShardingError::Names(crate::kv::unavailable(e)))?
+            .pid();
+        let _ = shared.host.set(host);
+        kinds.insert(kind.to_owned(), shared.clone() as Arc<dyn KindStats>);
+        Ok(Sharded { kind: shared })
+    }
+
+    /// What this node's keyed processes count now.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn show(sharding: &relay_nats::Sharding) {
+    /// let stats = sharding.stats();
+    /// println!("{} shards, {} keys here", stats.shards_held, stats.keys_live);
+    /// # }
+    /// ```
+    pub fn stats(&self) -> ShardingStats {
+        let (mut shards_held, mut keys_live) = (0, 0);
+        let kinds: Vec<Arc<dyn KindStats>> = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for kind in kinds {
+            let (held, live) = kind.held_and_live();
+            shards_held += held;
+            keys_live += live;
+        }
+        let c = &self.counters;
+        ShardingStats {
+            shards_held,
+            keys_live,
+            started: c.started.load(Relaxed),
+            passivated: c.passivated.load(Relaxed),
+            claims: c.claims.load(Relaxed),
+            hand_offs: c.hand_offs.load(Relaxed),
+            shards_lost: c.shards_lost.load(Relaxed),
+            forwarded: c.forwarded.load(Relaxed),
+            refused: c.refused.load(Relaxed),
+            fenced: c.fenced.load(Relaxed),
+            fenced_processes: c.fenced_processes.load(Relaxed),
+            buffered: c.buffered.load(Relaxed),
+        }
+    }
+}
+
+/// What a [`Sharded`] handle needs of its kind, whatever its process type.
+trait KindSend<M>: Send + Sync {
+    fn send(&self, cx: &sched::engine::Context, key: String, message: M) -> Result<(), Refused<M>>;
+    fn name(&self) -> &str;
+    fn shard_count(&self) -> u32;
+    fn live(&self) -> Vec<u32>;
+}
+
+impl<P: Process, M: Send + 'static> KindSend<M> for Kind<P, M> {
+    fn send(&self, cx: &sched::engine::Context, key: String, message: M) -> Result<(), Refused<M>> {
+        Kind::send(self, cx, key, message)
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn shard_count(&self) -> u32 {
+        Kind::shard_count(self)
+    }
+    fn live(&self) -> Vec<u32> {
+        let inner = self.transport.inner();
+        let mut live = inner.members.live();
+        live.push(inner.node());
+        live.sort_unstable();
+        live
+    }
+}
+
+/// The handle of one kind: send to a key's process, from outside or from
+/// a step, on any node. Cheap to clone.
+///
+/// # Examples
+///
+/// See [`Sharding`].
+pub struct Sharded<M> {
+    kind: Arc<dyn KindSend<M>>,
+}
+
+impl<M> Clone for Sharded<M> {
+    fn clone(&self) -> Self {
+        Sharded {
+            kind: Arc::clone(&self.kind),
+        }
+    }
+}
+
+impl<M> fmt::Debug for Sharded<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sharded")
+            .field("kind", &self.kind.name())
+            .finish()
+    }
+}
+
+impl<M: Send + 'static> Sharded<M> {
+    /// Sends `message` to the process of `key`: here, it goes to the
+    /// key's process (started now if it has none); for a shard another
+    /// node holds, to that node; while the shard has no known holder, it
+    /// waits in order. Per sender and key, messages arrive in the order
+    /// sent, except across a hand-off (see the guide).
+    ///
+    /// # Errors
+    ///
+    /// [`Refused`], with the message back: the buffer or the key's
+    /// mailbox is full, its process could not start, or the codec cannot
+    /// carry `Keyed<M>` to the shard's node.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn go(node: &sched::Scheduler, counters: &relay_nats::Sharded<u64>) {
+    /// if let Err(refused) = counters.send(node, "user-42", 5) {
+    ///     eprintln!("not sent ({}): {}", refused.reason, refused.message);
+    /// }
+    /// # }
+    /// ```
+    pub fn send(&self, context: &impl AsContext, key: &str, message: M) -> Result<(), Refused<M>> {
+        self.kind.send(context.context(), key.to_owned(), message)
+    }
+
+    /// The kind's name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn go(counters: &relay_nats::Sharded<u64>) {
+    /// assert_eq!(counters.kind(), "counter");
+    /// # }
+    /// ```
+    pub fn kind(&self) -> &str {
+        self.kind.name()
+    }
+
+    /// The shard `key` falls in (the same on every node).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn go(counters: &relay_nats::Sharded<u64>) {
+    /// assert_eq!(counters.shard_of("user-42"), counters.shard_of("user-42"));
+    /// # }
+    /// ```
+    pub fn shard_of(&self, key: &str) -> u32 {
+        placement::shard_of(key, self.kind.shard_count())
+    }
+
+    /// The node this node would place `key`'s shard on, by the members
+    /// it sees live now. Where the key's process runs is decided by who
+    /// holds the shard, which follows placement after a moment.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn go(counters: &relay_nats::Sharded<u64>) {
+    /// println!("user-42 lives on node {:?}", counters.placed_on("user-42"));
+    /// # }
+    /// ```
+    pub fn placed_on(&self, key: &str) -> Option<u32> {
+        self.placed_among(key, &self.kind.live())
+    }
+
+    /// The node `key`'s shard is placed on when the nodes in `live` are
+    /// the live ones: every node computes the same. `None` if `live` is
+    /// empty.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn go(counters: &relay_nats::Sharded<u64>) {
+    /// let now = counters.placed_among("user-42", &[1, 2, 3]);
+    /// let after_a_join = counters.placed_among("user-42", &[1, 2, 3, 4]);
+    /// // It moves only if it moves to the new node.
+    /// assert!(after_a_join == now || after_a_join == Some(4));
+    /// # }
+    /// ```
+    pub fn placed_among(&self, key: &str, live: &[u32]) -> Option<u32> {
+        placement::owner(self.kind.name(), self.shard_of(key), live)
+    }
+}
