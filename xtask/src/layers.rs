@@ -240,8 +240,9 @@ const RELAY_NATS: Crate<'static> = Crate {
 /// `relay-nats`'s files, ground floor first; each uses only files on
 /// lower floors, with no exception.
 const RELAY_NATS_LADDER: &[&[&str]] = &[
-    // 1. Leaves: the errors, the counters, the frame numbers.
-    &["error", "sequence", "stats"],
+    // 1. Leaves: the errors, the counters, the frame numbers, a lease's
+    //    clock.
+    &["error", "lease_clock", "sequence", "stats"],
     // 2. What names only the errors: the frame's bytes, who is up, the
     //    key-value bucket.
     &["kv", "membership", "wire"],
@@ -263,6 +264,8 @@ const RELAY_NATS_LADDER: &[&[&str]] = &[
     &["names"],
     // 10. `Scheduler::builder().nats(..)`.
     &["scheduler_ext"],
+    // 11. Keyed processes, over the cluster names and the leases' clocks.
+    &["keyed"],
 ];
 
 // ------------------------------------------------------------------- durable

@@ -92,6 +92,7 @@ mod error;
 mod io;
 mod keyed;
 mod kv;
+mod lease_clock;
 mod leases;
 mod membership;
 mod names;

@@ -53,7 +53,7 @@ pub(crate) struct Inner {
     /// the name is lost. Keyed processes step only while their shard's is
     /// valid.
     pub(crate) lease_clocks:
-        Mutex<std::collections::HashMap<String, Arc<crate::leases::LeaseClock>>>,
+        Mutex<std::collections::HashMap<String, Arc<crate::lease_clock::LeaseClock>>>,
     /// The frames numbered for each node (the publishing loop's), and the
     /// last number seen from each sender (the receiving task's): shared
     /// with the failure detector and the heartbeat, for confirmations.

@@ -402,3 +402,62 @@ fn thousands_of_timers_due_on_one_tick_each_wake_their_process_once() {
     }
     assert_eq!(scheduler.stats().pending_timers, 0);
 }
+
+/// On its first message: sends `ping` to `to` after 20 ms (a timer in the
+/// wheel of the worker running it), then blocks until `gate` opens.
+struct SendsThenBlocks {
+    to: Pid,
+    gate: std::sync::mpsc::Receiver<()>,
+}
+
+impl Process for SendsThenBlocks {
+    type Done = ();
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.any(|e| matches!(e, Event::Message(_))) {
+            out.send(After(Duration::from_millis(20), self.to), "ping")?;
+            let _ = self.gate.recv();
+            out.finish(());
+        }
+        Ok(())
+    }
+}
+
+/// Hands every message it reads to the test.
+struct Forward(std::sync::mpsc::Sender<&'static str>);
+
+impl Process for Forward {
+    type Done = ();
+    fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Message(m) = event {
+                let _ = self.0.send(m.downcast::<&'static str>().unwrap_or("?"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_step_that_blocks_does_not_hold_back_the_timers_of_its_worker() {
+    let scheduler = Scheduler::builder().workers(2).build();
+    scheduler.start();
+    let (got, read) = std::sync::mpsc::channel();
+    let receiver = scheduler.spawn(Forward(got)).unwrap().pid();
+    let (open, gate) = std::sync::mpsc::channel();
+    let blocker = scheduler
+        .spawn(SendsThenBlocks { to: receiver, gate })
+        .unwrap()
+        .pid();
+    scheduler.send(blocker, ()).unwrap();
+    // The delayed send's timer is in the wheel of the worker now held in
+    // the blocker's step: another thread fires it, and the other worker
+    // runs the receiver.
+    let arrived = read.recv_timeout(WAIT);
+    open.send(()).unwrap();
+    assert_eq!(
+        arrived,
+        Ok("ping"),
+        "the timer waited for its blocked worker"
+    );
+    scheduler.shutdown(Duration::from_secs(1));
+}

@@ -55,6 +55,48 @@ const DURABLE_STORE_DAMAGE: Catcher = Catcher {
 
 /// The NATS transport's frames queued for a run of a node that restarted
 /// (needs `nats-server`).
+const SCHED_TIMER_RESCUE: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched",
+        "--test",
+        "timers",
+        "--",
+        "a_step_that_blocks_does_not_hold_back_the_timers_of_its_worker",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
+const NATS_KEYED_HAND_OFF: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "keyed",
+        "--",
+        "a_shard_stays_until_its_processes_have_ended_and_they_read_what_was_sent_before",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
+const NATS_KEYED_FENCE: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "keyed",
+        "--",
+        "a_node_cut_off_past_its_lease_never_steps_a_key_beside_its_new_holder",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 const NATS_RESTARTED_RUN: Catcher = Catcher {
     args: &[
         "test",
@@ -744,6 +786,34 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "                            (addressed != 0 && current != addressed)\n",
         replacement: "                            (false && addressed != 0 && current != addressed)\n",
         catcher: &NATS_RESTARTED_RUN,
+    },
+    Mutation {
+        // Nobody fires the timers of a worker held in one step: they wait
+        // for the step to return, however long, while other workers idle.
+        name: "sched-core-timers-wait-for-a-blocked-worker",
+        file: "crates/sched-core/src/engine/long_steps.rs",
+        original: "                        let fired = shared.timers.rescue(&shared, worker, pid, steps);",
+        replacement: "                        let fired = 0 * usize::from(shared.timers.any_due(worker, || shared.clock.now()));",
+        catcher: &SCHED_TIMER_RESCUE,
+    },
+    Mutation {
+        // A shard's name is released while its keys' processes still run:
+        // the next holder starts a second process of a key beside the
+        // first.
+        name: "relay-nats-keyed-release-before-the-processes-end",
+        file: "crates/relay-nats/src/keyed/host.rs",
+        original: "        if !shard.children.is_empty() || shard.releasing {",
+        replacement: "        if shard.releasing {",
+        catcher: &NATS_KEYED_HAND_OFF,
+    },
+    Mutation {
+        // A keyed process steps whatever its lease: a node cut off past
+        // it reads messages beside the key's new holder.
+        name: "relay-nats-keyed-steps-without-its-lease",
+        file: "crates/relay-nats/src/keyed/host.rs",
+        original: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if !self.clock.valid() {",
+        replacement: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if false && !self.clock.valid() {",
+        catcher: &NATS_KEYED_FENCE,
     },
     Mutation {
         // A terminate sets the flag and waits for the process's turn, as

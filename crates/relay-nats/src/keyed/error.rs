@@ -102,7 +102,6 @@ impl fmt::Display for RefusedReason {
 /// let refused = Refused { message: 7u32, reason: RefusedReason::BufferFull };
 /// assert_eq!(refused.message, 7);
 /// ```
-#[derive(Debug)]
 pub struct Refused<M> {
     /// The message, untouched.
     pub message: M,
@@ -116,4 +115,15 @@ impl<M> fmt::Display for Refused<M> {
     }
 }
 
-impl<M: fmt::Debug> std::error::Error for Refused<M> {}
+/// Shows the reason and the message's type, not the message: a message
+/// type need not be `Debug` for `?` to carry its refusal.
+impl<M> fmt::Debug for Refused<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refused")
+            .field("message", &std::any::type_name::<M>())
+            .field("reason", &self.reason)
+            .finish()
+    }
+}
+
+impl<M> std::error::Error for Refused<M> {}

@@ -67,12 +67,9 @@ pub(crate) fn watch(shared: Arc<Shared>) {
         }
         std::thread::sleep(period);
         shared.introspect.tick();
-        let Some(threshold) = threshold else {
-            continue;
-        };
         let now = Instant::now();
         for (worker, remote) in shared.remotes.iter().enumerate() {
-            let pid = remote.counters.in_step.load(Relaxed);
+            let pid = remote.counters.in_step.load(Acquire);
             let steps = remote.counters.steps.load(Relaxed);
             if pid == 0 {
                 seen[worker] = None;
@@ -80,8 +77,20 @@ pub(crate) fn watch(shared: Arc<Shared>) {
             }
             match &mut seen[worker] {
                 Some(s) if s.pid == pid && s.steps == steps => {
+                    // Held in one step since the last sample: its due
+                    // timers are fired for it (`Timers::rescue`).
+                    if shared.timers.any_due(worker, || shared.clock.now()) {
+                        let fired = shared.timers.rescue(&shared, worker, pid, steps);
+                        if fired > 0 {
+                            tracing::debug!(
+                                worker,
+                                fired,
+                                "fired the due timers of a worker held in one step"
+                            );
+                        }
+                    }
                     let running = now.duration_since(s.since);
-                    if running >= threshold && !s.reported {
+                    if threshold.is_some_and(|t| running >= t) && !s.reported {
                         s.reported = true;
                         report(&shared, worker, pid, running);
                     }

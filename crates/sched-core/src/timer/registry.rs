@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 
 use super::wheel::{Key, Wheel};
 use super::{Action, TimerId, What};
-use crate::sync::{AtomicU64, Mutex};
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
 
 /// One tick of the wheels.
 const TICK: Duration = Duration::from_millis(1);
@@ -34,6 +34,13 @@ struct Shard {
     /// readable without the lock: the worker checks it between steps, and
     /// before parking. Written only while holding `wheel`'s lock.
     next: AtomicU64,
+    /// Set while the long-step watcher fires this wheel for a worker held
+    /// in one step (`engine/timers.rs`, `Timers::rescue`): the worker
+    /// itself then leaves its wheel alone.
+    rescuing: AtomicBool,
+    /// Set while the worker holds due timers it took out of this wheel
+    /// and has not fired yet: the watcher never fires later ones first.
+    held_out: AtomicBool,
 }
 
 impl Timers {
@@ -48,6 +55,8 @@ impl Timers {
                     CachePadded::new(Shard {
                         wheel: Mutex::new(Wheel::new()),
                         next: AtomicU64::new(NONE),
+                        rescuing: AtomicBool::new(false),
+                        held_out: AtomicBool::new(false),
                     })
                 })
                 .collect(),
@@ -84,6 +93,13 @@ impl Timers {
             NONE => None,
             tick => Some(self.instant_of(tick)),
         }
+    }
+
+    /// The flags by which worker `worker` and the watcher take turns at
+    /// its wheel: `(rescuing, held_out)` (see [`Shard`]).
+    pub(crate) fn turn_flags(&self, worker: usize) -> (&AtomicBool, &AtomicBool) {
+        let shard = &self.shards[worker];
+        (&shard.rescuing, &shard.held_out)
     }
 
     /// Whether worker `worker` has a timer due at `now`: one load unless it
