@@ -10,6 +10,12 @@
 //! receiver on the same clock), median and p99. The median of the runs,
 //! and ours / raw.
 //!
+//! Then keyed processes: sends from outside to 1 000 keyed processes whose
+//! shards this node holds, against sends by PID to 1 000 plain processes
+//! of the same kind, on one node of 1 worker (a `nats-server` with
+//! JetStream holds the shards' names). Time per message until every
+//! message is read, the median of the runs, and keyed / PID.
+//!
 //! Starts its own `nats-server` on a free loopback port; without one on
 //! `PATH` it says so and exits.
 
@@ -248,12 +254,17 @@ impl Drop for Server {
 }
 
 fn server() -> Option<(Server, String)> {
+    server_with(&[])
+}
+
+fn server_with(extra: &[&str]) -> Option<(Server, String)> {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .ok()?
         .port();
     let child = Command::new("nats-server")
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -267,6 +278,90 @@ fn server() -> Option<(Server, String)> {
         std::thread::sleep(Duration::from_millis(20));
     }
     Some((server, format!("nats://127.0.0.1:{port}")))
+}
+
+/// Counts what it reads; finishes on cancel.
+struct Counter(Arc<std::sync::atomic::AtomicU64>);
+
+impl Process for Counter {
+    type Done = ();
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(_) => {
+                    self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Event::Cancel => out.finish(()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Add(u64);
+
+/// Nanoseconds per message: `messages` sends from outside, spread over
+/// the keys (or PIDs) in turn, until every one is read.
+fn per_message(
+    messages: usize,
+    read: &std::sync::atomic::AtomicU64,
+    mut send: impl FnMut(usize),
+) -> f64 {
+    let before = read.load(std::sync::atomic::Ordering::Relaxed);
+    let started = Instant::now();
+    for i in 0..messages {
+        send(i);
+    }
+    while read.load(std::sync::atomic::Ordering::Relaxed) < before + messages as u64 {
+        std::thread::yield_now();
+    }
+    started.elapsed().as_nanos() as f64 / messages as f64
+}
+
+/// One run of keyed against PID sends: `(pid_ns, keyed_ns)` per message.
+fn keyed_against_pid(url: &str, keys: usize, messages: usize) -> (f64, f64) {
+    use relay_nats::{Keyed, NatsTransport, Sharding, ShardingConfig};
+    let config = NatsConfig::new(url)
+        .codec(Codec::new().register::<Keyed<Add>>("counter"))
+        .cluster_names("bench-names");
+    let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
+    let node = Scheduler::builder()
+        .workers(1)
+        .node(1)
+        .remote(transport.clone())
+        .build();
+    node.start();
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sharding = Sharding::new(&node, transport, ShardingConfig::new()).expect("sharding");
+    let counter = Arc::clone(&read);
+    let keyed = sharding
+        .register(&node, "counter", move |_: &str| {
+            Counter(Arc::clone(&counter))
+        })
+        .expect("registered");
+    let names: Vec<String> = (0..keys).map(|k| format!("key-{k}")).collect();
+    // Every shard held here, every key's process started.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sharding.stats().shards_held < u64::from(relay_nats::DEFAULT_SHARDS) {
+        assert!(Instant::now() < deadline, "the shards were not claimed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    per_message(keys, &read, |i| {
+        keyed.send(&node, &names[i], Add(1)).expect("sent")
+    });
+    let pids: Vec<Pid> = (0..keys)
+        .map(|_| node.spawn(Counter(Arc::clone(&read))).unwrap().pid())
+        .collect();
+    let by_pid = per_message(messages, &read, |i| {
+        node.send(pids[i % keys], Add(1)).expect("sent")
+    });
+    let by_key = per_message(messages, &read, |i| {
+        keyed.send(&node, &names[i % keys], Add(1)).expect("sent")
+    });
+    node.shutdown(Duration::from_millis(200));
+    (by_pid, by_key)
 }
 
 #[path = "common/tables.rs"]
@@ -324,4 +419,34 @@ fn main() {
             ours / raw
         );
     }
+    keyed(runs, quick);
+}
+
+fn keyed(runs: usize, quick: bool) {
+    let store = std::env::temp_dir().join(format!("remote-bench-js-{}", std::process::id()));
+    let store_arg = store.to_string_lossy().into_owned();
+    let Some((_server, url)) = server_with(&["-js", "-sd", &store_arg]) else {
+        println!("remote keyed: SKIPPED, nats-server with JetStream did not start");
+        return;
+    };
+    let (keys, messages) = if quick {
+        (1_000, 20_000)
+    } else {
+        (1_000, 200_000)
+    };
+    println!();
+    println!(
+        "remote keyed: {messages} sends from outside to {keys} processes on one node of 1 worker, \
+         by key (shards held here) and by PID; {runs} run(s)"
+    );
+    println!("| run | by PID | by key | key / PID |");
+    println!("|---|---|---|---|");
+    let mut ratios = Vec::new();
+    for i in 1..=runs {
+        let (pid, key) = keyed_against_pid(&url, keys, messages);
+        println!("| {i} | {pid:.0} ns | {key:.0} ns | {:.2} |", key / pid);
+        ratios.push(key / pid);
+    }
+    println!("| median | | | {:.2} |", median(ratios));
+    let _ = std::fs::remove_dir_all(&store);
 }

@@ -797,6 +797,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_TIMER_RESCUE,
     },
     Mutation {
+        // The worker fires its wheel whether or not the watcher has the
+        // turn: both fire one wheel at once, out of deadline order.
+        name: "sched-core-timer-turn-ignores-the-watcher",
+        file: "crates/sched-core/src/timer/registry.rs",
+        original: "        if turn.fetch_or(WORKER, Acquire) & WATCHER == 0 {",
+        replacement: "        if turn.fetch_or(WORKER, Acquire) & WATCHER == 0 || true {",
+        catcher: &sched_core_loom_lib!("loom_models::timers"),
+    },
+    Mutation {
         // A shard's name is released while its keys' processes still run:
         // the next holder starts a second process of a key beside the
         // first.

@@ -363,10 +363,16 @@ impl Sharding {
     }
 
     /// Registers kind `kind`, whose process for a key `factory` makes,
-    /// and starts this node's host of it. Every node that runs the kind's
-    /// processes registers it, with the same name; a node may also
-    /// register a kind only to send to it, as every node hosts the shards
-    /// placed on it.
+    /// and starts this node's host of it. Every node of the cluster
+    /// registers every kind, with the same name: shards are placed over
+    /// all live nodes, and a shard placed on a node without the kind has
+    /// no holder (its messages wait until the buffer refuses them).
+    ///
+    /// `factory` runs under the lock of the key's shard, on the thread
+    /// that sends the key's first message: it must not send to keys of
+    /// its own kind (make the process, and let it send from its steps). A
+    /// factory that panics refuses that message
+    /// ([`RefusedReason::NotStarted`]); the kind keeps running.
     ///
     /// # Errors
     ///

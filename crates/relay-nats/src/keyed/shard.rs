@@ -304,8 +304,12 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
     /// Starts the process of `key`, fenced by the shard's lease.
     fn start(&self, cx: &Context, index: u32, shard: &Shard<M>, key: &str) -> Result<Pid, String> {
         let host = *self.host.get().ok_or("the kind's host has not started")?;
+        // The factory is the user's: a panic refuses this message, and
+        // leaves the kind (and the host, when it delivers) running.
+        let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.factory)(key)));
+        let made = made.map_err(|_| format!("the factory of `{}` panicked", self.name))?;
         let process = super::host::Fenced {
-            inner: (self.factory)(key),
+            inner: made,
             clock: Arc::clone(&shard.clock),
             counters: Arc::clone(&self.counters),
             end: Some(EndNote {

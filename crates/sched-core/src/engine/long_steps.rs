@@ -69,7 +69,7 @@ pub(crate) fn watch(shared: Arc<Shared>) {
         shared.introspect.tick();
         let now = Instant::now();
         for (worker, remote) in shared.remotes.iter().enumerate() {
-            let pid = remote.counters.in_step.load(Acquire);
+            let pid = remote.counters.in_step.load(Relaxed);
             let steps = remote.counters.steps.load(Relaxed);
             if pid == 0 {
                 seen[worker] = None;

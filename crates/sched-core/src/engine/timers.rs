@@ -11,7 +11,7 @@
 //! event or a message, scheduling the woken process, dead letters.
 
 use std::any::Any;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
 use relay::{Addr, Package, Pid, SendError};
@@ -115,15 +115,16 @@ impl Timers {
         due: &mut DueTimers,
         all: bool,
     ) {
-        // Our side of the turn with the watcher (see `rescue`): our step's
-        // end (`in_step` cleared) is ordered before this look, its flag
-        // before its look at our step. One fence when timers are due, none
-        // per step.
-        let (rescuing, held_out) = self.turn_flags(worker);
-        fence(SeqCst);
-        if rescuing.load(Relaxed) {
+        // The worker's turn at its wheel, not the watcher's (see `rescue`).
+        if !self.worker_take_turn(worker) {
             return;
         }
+        self.fire_in_turn(engine, worker, due, all);
+        self.worker_end_turn(worker, due.any());
+    }
+
+    /// [`fire_timers`](Timers::fire_timers), in the worker's turn.
+    fn fire_in_turn(&self, engine: &Shared, worker: usize, due: &mut DueTimers, all: bool) {
         if due.0.is_empty() {
             // A burst of due timers does not keep its buffer.
             if due.0.capacity() > 1024 {
@@ -173,10 +174,6 @@ impl Timers {
             }
             self.fire(engine, id, action);
         }
-        let holding = !due.0.is_empty();
-        if held_out.load(Relaxed) != holding {
-            held_out.store(holding, Relaxed);
-        }
     }
 
     /// Fires the due timers of wheel `worker` for it, while it is held in
@@ -185,23 +182,18 @@ impl Timers {
     ///
     /// A step may block or never return; its worker's timers would wait
     /// with it, and the processes they wake with them, though other
-    /// workers idle. The watcher takes the worker's turn only while the
-    /// worker is in that very step, never beside the worker's own firing:
-    /// it raises `rescuing`, fences, and looks at the step again; the
-    /// worker, before it fires, fences and looks at `rescuing` (Dekker's
-    /// handshake: at least one of the two sees the other). It leaves the
-    /// wheel alone while the worker holds due timers taken out and not
-    /// fired (`held_out`), so that timers fire in deadline order, as the
-    /// worker would fire them. Those held timers wait for their worker.
-    /// Returns how many it fired.
+    /// workers idle. The watcher takes the wheel's turn (one word both
+    /// sides set a bit in, `timer/registry.rs`: never both at once) only
+    /// while the worker is still in that step, and leaves the wheel alone
+    /// while the worker holds due timers taken out and not fired
+    /// (`held_out`), so that timers fire in deadline order, as the worker
+    /// would fire them. Those held timers (a chunk at most) wait for
+    /// their worker. Returns how many it fired.
     pub(crate) fn rescue(&self, engine: &Shared, worker: usize, pid: u64, step: u64) -> usize {
-        let (rescuing, held_out) = self.turn_flags(worker);
         let counters = &engine.remotes[worker].counters;
-        rescuing.store(true, Relaxed);
-        fence(SeqCst);
-        let still = counters.in_step.load(Acquire) == pid && counters.steps.load(Relaxed) == step;
-        if !still || held_out.load(Relaxed) {
-            rescuing.store(false, Release);
+        let in_the_step =
+            || counters.in_step.load(Relaxed) == pid && counters.steps.load(Relaxed) == step;
+        if !self.begin_rescue(worker, in_the_step) {
             return 0;
         }
         let mut due = Vec::new();
@@ -211,7 +203,7 @@ impl Timers {
         for (id, action, _) in due {
             self.fire(engine, id, action);
         }
-        rescuing.store(false, Release);
+        self.end_rescue(worker);
         fired
     }
 

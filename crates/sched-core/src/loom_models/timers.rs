@@ -63,3 +63,71 @@ fn two_inserters_leave_the_earliest_deadline_in_next() {
         assert_eq!(timers.clear().len(), 2);
     });
 }
+
+/// The turn a worker and the long-step watcher take at the worker's wheel
+/// (`Timers::worker_take_turn`, `worker_end_turn`, `begin_rescue`,
+/// `end_rescue`: the real code). The worker leaves its step (clears
+/// `in_step`) and takes its turn to fire; the watcher, which saw it in
+/// that step, takes the turn if the worker is still in it. Never may both
+/// fire at once: the one that fires second would fire timers out of
+/// deadline order beside the other. And a rescue the worker's held timers
+/// forbid is seen by the watcher whatever the interleaving.
+#[test]
+fn a_worker_and_the_watcher_never_fire_one_wheel_together() {
+    loom::model(|| {
+        let timers = Arc::new(Timers::new(1, Instant::now()));
+        let in_step = Arc::new(crate::sync::AtomicU64::new(7));
+        let firing = Arc::new(crate::sync::AtomicU64::new(0));
+        let watcher = {
+            let (timers, in_step, firing) = (timers.clone(), in_step.clone(), firing.clone());
+            thread::spawn(move || {
+                let relaxed = std::sync::atomic::Ordering::Relaxed;
+                if timers.begin_rescue(0, || in_step.load(relaxed) == 7) {
+                    assert_eq!(firing.fetch_add(1, relaxed), 0, "both fire the wheel");
+                    firing.fetch_sub(1, relaxed);
+                    timers.end_rescue(0);
+                }
+            })
+        };
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        in_step.store(0, relaxed);
+        if timers.worker_take_turn(0) {
+            assert_eq!(firing.fetch_add(1, relaxed), 0, "both fire the wheel");
+            firing.fetch_sub(1, relaxed);
+            // It keeps due timers back this time.
+            timers.worker_end_turn(0, true);
+        }
+        watcher.join().unwrap();
+        // Whatever happened, the turn is free again, and a rescue now
+        // sees the held timers (if the worker kept some) and declines.
+        let held = !timers.begin_rescue(0, || true);
+        if !held {
+            timers.end_rescue(0);
+        }
+        assert!(timers.worker_take_turn(0), "the turn was left taken");
+        timers.worker_end_turn(0, false);
+    });
+}
+
+/// The watcher leaves a wheel alone while its worker holds due timers
+/// taken out and not fired: firing later ones first would break deadline
+/// order.
+#[test]
+fn the_watcher_leaves_a_wheel_whose_worker_holds_due_timers() {
+    loom::model(|| {
+        let timers = Timers::new(1, Instant::now());
+        assert!(timers.worker_take_turn(0));
+        timers.worker_end_turn(0, true);
+        assert!(!timers.begin_rescue(0, || true));
+        assert!(timers.worker_take_turn(0), "a refused rescue kept the turn");
+        timers.worker_end_turn(0, false);
+        assert!(timers.begin_rescue(0, || true));
+        assert!(
+            !timers.worker_take_turn(0),
+            "the worker fired beside the watcher"
+        );
+        timers.end_rescue(0);
+        assert!(timers.worker_take_turn(0));
+        timers.worker_end_turn(0, false);
+    });
+}

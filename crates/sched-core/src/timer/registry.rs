@@ -2,19 +2,22 @@
 //! its earliest deadline readable without it. What sets, cancels and fires
 //! them on the engine's behalf is in `engine/timers.rs`.
 
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
 use super::wheel::{Key, Wheel};
 use super::{Action, TimerId, What};
-use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex};
 
 /// One tick of the wheels.
 const TICK: Duration = Duration::from_millis(1);
 /// `next` when a wheel is empty.
 const NONE: u64 = u64::MAX;
+/// `Shard::turn`'s bits.
+const WORKER: u32 = 1;
+const WATCHER: u32 = 2;
 
 /// A timer that fell due: its id, its action, and its deadline's tick
 /// (turned into an instant by [`Timers::instant_of`] only when someone
@@ -34,12 +37,13 @@ struct Shard {
     /// readable without the lock: the worker checks it between steps, and
     /// before parking. Written only while holding `wheel`'s lock.
     next: AtomicU64,
-    /// Set while the long-step watcher fires this wheel for a worker held
-    /// in one step (`engine/timers.rs`, `Timers::rescue`): the worker
-    /// itself then leaves its wheel alone.
-    rescuing: AtomicBool,
+    /// Who polls and fires this wheel now: its worker (`WORKER`), or the
+    /// long-step watcher for a worker held in one step (`WATCHER`,
+    /// `Timers::rescue` in `engine/timers.rs`); never both.
+    turn: AtomicU32,
     /// Set while the worker holds due timers it took out of this wheel
     /// and has not fired yet: the watcher never fires later ones first.
+    /// Written by the worker in its turn, read by the watcher in its.
     held_out: AtomicBool,
 }
 
@@ -55,7 +59,7 @@ impl Timers {
                     CachePadded::new(Shard {
                         wheel: Mutex::new(Wheel::new()),
                         next: AtomicU64::new(NONE),
-                        rescuing: AtomicBool::new(false),
+                        turn: AtomicU32::new(0),
                         held_out: AtomicBool::new(false),
                     })
                 })
@@ -95,11 +99,50 @@ impl Timers {
         }
     }
 
-    /// The flags by which worker `worker` and the watcher take turns at
-    /// its wheel: `(rescuing, held_out)` (see [`Shard`]).
-    pub(crate) fn turn_flags(&self, worker: usize) -> (&AtomicBool, &AtomicBool) {
+    /// The worker takes its turn at wheel `worker` to poll and fire it
+    /// (see `Timers::rescue` in `engine/timers.rs`); `false` while the
+    /// watcher has it. The turn is one word that each side sets its bit
+    /// in with one read-modify-write, so of two takers the second always
+    /// sees the first: never both at once. Two atomic operations when
+    /// timers are due, none per step.
+    pub(crate) fn worker_take_turn(&self, worker: usize) -> bool {
+        let turn = &self.shards[worker].turn;
+        if turn.fetch_or(WORKER, Acquire) & WATCHER == 0 {
+            return true;
+        }
+        turn.fetch_and(!WORKER, Release);
+        false
+    }
+
+    /// The worker ends its turn, noting whether it holds due timers taken
+    /// out and not fired (the watcher then leaves the wheel alone).
+    pub(crate) fn worker_end_turn(&self, worker: usize, holding: bool) {
         let shard = &self.shards[worker];
-        (&shard.rescuing, &shard.held_out)
+        if shard.held_out.load(Relaxed) != holding {
+            shard.held_out.store(holding, Relaxed);
+        }
+        shard.turn.fetch_and(!WORKER, Release);
+    }
+
+    /// The watcher takes wheel `worker`'s turn, if the worker does not
+    /// have it, holds no due timers taken out and not fired, and is still
+    /// `in_the_step` the watcher saw. `true`: fire, then
+    /// [`end_rescue`](Timers::end_rescue).
+    pub(crate) fn begin_rescue(&self, worker: usize, in_the_step: impl FnOnce() -> bool) -> bool {
+        let shard = &self.shards[worker];
+        if shard.turn.fetch_or(WATCHER, Acquire) & WORKER == 0
+            && !shard.held_out.load(Relaxed)
+            && in_the_step()
+        {
+            return true;
+        }
+        shard.turn.fetch_and(!WATCHER, Release);
+        false
+    }
+
+    /// The watcher gives wheel `worker` back to its worker.
+    pub(crate) fn end_rescue(&self, worker: usize) {
+        self.shards[worker].turn.fetch_and(!WATCHER, Release);
     }
 
     /// Whether worker `worker` has a timer due at `now`: one load unless it

@@ -4,7 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::contract::backlog::Ranks;
 use crate::contract::command::Command;
@@ -380,9 +380,7 @@ impl Worker {
         // a worker ending a process (its `close`, its outcome) is not stuck.
         let remote = &self.shared.remotes[self.local.index];
         let in_step = &remote.counters.in_step;
-        // Release: the watcher that sees this step sees what the worker
-        // did before it (its `held_out`, `engine/timers.rs`).
-        in_step.store(record.pid.id(), Release);
+        in_step.store(record.pid.id(), Relaxed);
         // Free when nothing listens at trace level (one static check).
         let span = tracing::trace_span!("step", pid = %record.pid);
         let entered = span.enter();
