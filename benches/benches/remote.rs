@@ -16,6 +16,8 @@
 //! JetStream holds the shards' names). Time per message until every
 //! message is read, the median of the runs, and keyed / PID.
 //!
+//! `REMOTE_KEYED_ONLY=1` runs the keyed part alone.
+//!
 //! Starts its own `nats-server` on a free loopback port; without one on
 //! `PATH` it says so and exits.
 
@@ -374,6 +376,10 @@ fn main() {
     }
     let quick = std::env::var_os("BENCH_QUICK").is_some();
     let (runs, rounds) = if quick { (1, 2_000) } else { (3, 20_000) };
+    if std::env::var_os("REMOTE_KEYED_ONLY").is_some() {
+        keyed(runs, quick);
+        return;
+    }
     let Some((_server, url)) = server() else {
         println!("remote: SKIPPED, nats-server is not on PATH (apt-get install nats-server)");
         return;

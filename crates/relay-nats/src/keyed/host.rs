@@ -138,7 +138,7 @@ impl<P: Process, M: Send + 'static> Process for Host<P, M> {
             match event {
                 Event::Message(package) => match package.downcast::<Keyed<M>>() {
                     Ok(Keyed { key, message }) => {
-                        if let Err(refused) = self.kind.send(out.context(), key, message) {
+                        if let Err(refused) = self.kind.send(out.context(), &key, message) {
                             tracing::warn!(
                                 kind = %self.kind.name,
                                 reason = %refused.reason,
@@ -250,7 +250,7 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
         if shard.route == Route::Here && shard.clock.valid() && shard.buffer.is_empty() {
             for message in queued {
                 kind.counters.give_buffer_slot();
-                if let Err(refused) = kind.deliver_here(cx, index, shard, key.clone(), message) {
+                if let Err(refused) = kind.deliver_here(cx, index, shard, &key, message) {
                     tracing::warn!(kind = %kind.name, reason = %refused.reason, "a waiting keyed message was refused");
                 }
             }

@@ -475,14 +475,14 @@ impl Sharding {
 
 /// What a [`Sharded`] handle needs of its kind, whatever its process type.
 trait KindSend<M>: Send + Sync {
-    fn send(&self, cx: &sched::engine::Context, key: String, message: M) -> Result<(), Refused<M>>;
+    fn send(&self, cx: &sched::engine::Context, key: &str, message: M) -> Result<(), Refused<M>>;
     fn name(&self) -> &str;
     fn shard_count(&self) -> u32;
     fn live(&self) -> Vec<u32>;
 }
 
 impl<P: Process, M: Send + 'static> KindSend<M> for Kind<P, M> {
-    fn send(&self, cx: &sched::engine::Context, key: String, message: M) -> Result<(), Refused<M>> {
+    fn send(&self, cx: &sched::engine::Context, key: &str, message: M) -> Result<(), Refused<M>> {
         Kind::send(self, cx, key, message)
     }
     fn name(&self) -> &str {
@@ -549,7 +549,7 @@ impl<M: Send + 'static> Sharded<M> {
     /// # }
     /// ```
     pub fn send(&self, context: &impl AsContext, key: &str, message: M) -> Result<(), Refused<M>> {
-        self.kind.send(context.context(), key.to_owned(), message)
+        self.kind.send(context.context(), key, message)
     }
 
     /// The kind's name.

@@ -10,11 +10,12 @@
 //! shard joins it, behind, and a buffer is emptied front first. That is
 //! what keeps each sender's order per key through a claim or a hand-off.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use relay::Pid;
+use rustc_hash::FxHashMap;
 use sched::engine::Context;
 use sched::message::SendErrorKind;
 use sched::prelude::*;
@@ -88,7 +89,9 @@ pub(crate) struct Shard<M> {
     /// This node's lease on the shard's name; its processes step only
     /// while it is valid. A new clock for every claim.
     pub(crate) clock: Arc<LeaseClock>,
-    pub(crate) children: HashMap<String, Child<M>>,
+    /// By key; FxHash, as the keys are the user's and short (the shards
+    /// already spread them by a hash of their own).
+    pub(crate) children: FxHashMap<String, Child<M>>,
     pub(crate) buffer: VecDeque<(String, M)>,
     /// A claim, a lookup or a release of the shard's name is on its way.
     pub(crate) claiming: bool,
@@ -101,7 +104,7 @@ impl<M> Shard<M> {
         Shard {
             route: Route::Unknown,
             clock: Arc::new(LeaseClock::new()),
-            children: HashMap::new(),
+            children: FxHashMap::default(),
             buffer: VecDeque::new(),
             claiming: false,
             resolving: false,
@@ -170,8 +173,8 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
     }
 
     /// Sends `message` to the process of `key`, wherever it lives.
-    pub(crate) fn send(&self, cx: &Context, key: String, message: M) -> Result<(), Refused<M>> {
-        let index = shard_of(&key, self.shard_count());
+    pub(crate) fn send(&self, cx: &Context, key: &str, message: M) -> Result<(), Refused<M>> {
+        let index = shard_of(key, self.shard_count());
         let mut shard = self.lock(index);
         self.route(cx, index, &mut shard, key, message)
     }
@@ -182,7 +185,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         cx: &Context,
         index: u32,
         shard: &mut Shard<M>,
-        key: String,
+        key: &str,
         message: M,
     ) -> Result<(), Refused<M>> {
         if shard.buffer.is_empty() {
@@ -190,7 +193,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                 Route::Here if shard.clock.valid() => {
                     return self.deliver_here(cx, index, shard, key, message)
                 }
-                Route::There(host) => match self.forward(cx, host, key, message) {
+                Route::There(host) => match self.forward(cx, host, key.to_owned(), message) {
                     Ok(()) => return Ok(()),
                     Err(Forward::Refused(refused)) => return Err(refused),
                     Err(Forward::Unreachable(key, message)) => {
@@ -201,7 +204,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                 _ => {}
             }
         }
-        self.buffer(shard, key, message)
+        self.buffer(shard, key.to_owned(), message)
     }
 
     /// Sends to the host of the node that holds the shard.
@@ -250,11 +253,11 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         cx: &Context,
         index: u32,
         shard: &mut Shard<M>,
-        key: String,
+        key: &str,
         mut message: M,
     ) -> Result<(), Refused<M>> {
         let epoch = self.epoch.load(Relaxed);
-        match shard.children.get_mut(&key) {
+        match shard.children.get_mut(key) {
             Some(Child::Live { pid, touched }) => {
                 *touched = epoch;
                 match cx.send(*pid, message) {
@@ -269,7 +272,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                         }
                         // It ended on its own: the key gets a new process.
                         message = back;
-                        shard.children.remove(&key);
+                        shard.children.remove(key);
                     }
                 }
             }
@@ -282,12 +285,12 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             }
             None => {}
         }
-        let pid = match self.start(cx, index, shard, &key) {
+        let pid = match self.start(cx, index, shard, key) {
             Ok(pid) => pid,
             Err(why) => return Err(self.refuse(message, RefusedReason::NotStarted(why))),
         };
         shard.children.insert(
-            key,
+            key.to_owned(),
             Child::Live {
                 pid,
                 touched: epoch,
@@ -332,7 +335,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             self.counters.give_buffer_slot();
             let outcome = match shard.route {
                 Route::Here if shard.clock.valid() => {
-                    self.deliver_here(cx, index, shard, key, message)
+                    self.deliver_here(cx, index, shard, &key, message)
                 }
                 Route::There(host) => match self.forward(cx, host, key, message) {
                     Ok(()) => Ok(()),
