@@ -31,6 +31,17 @@ pub(crate) fn unwatch_lease(inner: &Inner, key: &str) {
     }
 }
 
+/// The transport is closing and releases every name of this node: first
+/// every lease clock is voided and nothing is held any more, so that what
+/// steps only under a name's lease (keyed processes) stops before another
+/// node can claim the name.
+pub(crate) fn give_up_all(inner: &Inner) {
+    for clock in lock_clocks(inner).values() {
+        clock.void();
+    }
+    lock_held(inner).clear();
+}
+
 /// Whether this node still holds `key` (it has not lost or released it).
 pub(crate) fn holds(inner: &Inner, key: &str) -> bool {
     lock_held(inner).contains_key(key)

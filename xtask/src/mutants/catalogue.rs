@@ -83,6 +83,20 @@ const NATS_KEYED_HAND_OFF: Catcher = Catcher {
     target_subdir: None,
 };
 
+const NATS_KEYED_CLOSE: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "keyed_docs",
+        "--",
+        "a_node_whose_transport_closes_keeps_no_key_beside_the_next_holder",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 const NATS_KEYED_FENCE: Catcher = Catcher {
     args: &[
         "test",
@@ -814,6 +828,16 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "        if !shard.children.is_empty() || shard.releasing {",
         replacement: "        if shard.releasing {",
         catcher: &NATS_KEYED_HAND_OFF,
+    },
+    Mutation {
+        // A closing transport releases its names while the keyed
+        // processes under them still run: the next holder starts the keys
+        // again beside them.
+        name: "relay-nats-close-releases-names-under-running-keyed-processes",
+        file: "crates/relay-nats/src/io.rs",
+        original: "        crate::leases::give_up_all(&inner);\n",
+        replacement: "",
+        catcher: &NATS_KEYED_CLOSE,
     },
     Mutation {
         // A keyed process steps whatever its lease: a node cut off past
