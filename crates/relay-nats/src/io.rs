@@ -162,7 +162,7 @@ async fn close(
     if let (Some(me), Some(bucket)) = (node, inner.names.get()) {
         // This run's names go with it; what steps under their leases stops
         // first.
-        crate::leases::give_up_all(&inner);
+        crate::leases::give_up_all(inner);
         let own = bucket.sweep(me, |h| h.incarnation == inner.incarnation);
         if let Ok(released) = tokio::time::timeout(CLOSE_FLUSH, own).await {
             tracing::debug!(node = me, released, "released this node's names");

@@ -835,7 +835,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // again beside them.
         name: "relay-nats-close-releases-names-under-running-keyed-processes",
         file: "crates/relay-nats/src/io.rs",
-        original: "        crate::leases::give_up_all(&inner);\n",
+        original: "        crate::leases::give_up_all(inner);\n",
         replacement: "",
         catcher: &NATS_KEYED_CLOSE,
     },
