@@ -265,10 +265,7 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
     fn tick(&mut self, cx: &Context, me: Pid) {
         let kind = Arc::clone(&self.kind);
         let epoch = kind.epoch.fetch_add(1, Relaxed) + 1;
-        let inner = kind.transport.inner();
-        let mut live = inner.members.live();
-        live.push(me.node());
-        live.sort_unstable();
+        let live = kind.live_nodes();
         let changed = live != self.seen;
         for index in 0..kind.shard_count() {
             let owner = owner(&kind.name, index, &live);

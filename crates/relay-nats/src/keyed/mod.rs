@@ -492,11 +492,7 @@ impl<P: Process, M: Send + 'static> KindSend<M> for Kind<P, M> {
         Kind::shard_count(self)
     }
     fn live(&self) -> Vec<u32> {
-        let inner = self.transport.inner();
-        let mut live = inner.members.live();
-        live.push(inner.node());
-        live.sort_unstable();
-        live
+        self.live_nodes()
     }
 }
 

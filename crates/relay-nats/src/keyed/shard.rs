@@ -156,6 +156,16 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         }
     }
 
+    /// The nodes shards are placed over: the members this node sees
+    /// live, and itself, in order.
+    pub(crate) fn live_nodes(&self) -> Vec<u32> {
+        let inner = self.transport.inner();
+        let mut live = inner.members.live();
+        live.push(inner.node());
+        live.sort_unstable();
+        live
+    }
+
     pub(crate) fn shard_count(&self) -> u32 {
         u32::try_from(self.shards.len()).unwrap_or(u32::MAX)
     }
