@@ -266,6 +266,8 @@ const RELAY_NATS_LADDER: &[&[&str]] = &[
     &["scheduler_ext"],
     // 11. Keyed processes, over the cluster names and the leases' clocks.
     &["keyed"],
+    // 12. Figures for the tools (features `live`, `metrics`).
+    &["live", "metrics"],
 ];
 
 // ------------------------------------------------------------------- durable

@@ -94,7 +94,11 @@ mod keyed;
 mod kv;
 mod lease_clock;
 mod leases;
+#[cfg(feature = "live")]
+pub mod live;
 mod membership;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod names;
 mod reset;
 mod scheduler_ext;
@@ -112,14 +116,16 @@ pub use config::{
 };
 pub use error::{ClusterNameError, ConnectError, DecodeError, EncodeError, LinkError};
 pub use keyed::{
-    Keyed, Refused, RefusedReason, Sharded, Sharding, ShardingConfig, ShardingError, ShardingStats,
-    DEFAULT_MAX_BUFFERED, DEFAULT_PASSIVATE_AFTER, DEFAULT_SHARDS,
+    Keyed, Refused, RefusedReason, ShardStats, Sharded, Sharding, ShardingConfig, ShardingError,
+    ShardingStats, DEFAULT_MAX_BUFFERED, DEFAULT_PASSIVATE_AFTER, DEFAULT_SHARDS,
 };
 pub use names::ClusterNames;
 pub use scheduler_ext::NatsSchedulerExt;
 pub use stats::TransportStats;
 pub use transport::NatsTransport;
 
-#[cfg(doctest)]
+/// The guide's examples, run as doc tests (with the feature `live`, which
+/// one of them serves figures with; CI tests with every feature).
+#[cfg(all(doctest, feature = "live"))]
 #[doc = include_str!("../../../docs/guide/distributed.md")]
 struct DistributedDoctests;

@@ -85,6 +85,35 @@ pub struct TransportStats {
     pub abandoned: u64,
 }
 
+impl TransportStats {
+    /// Every counter with its name (words joined by `_`), in the order
+    /// above: what the `metrics` and `live` features publish.
+    #[cfg_attr(not(any(feature = "metrics", feature = "live")), allow(dead_code))]
+    pub(crate) fn named(&self) -> [(&'static str, u64); 19] {
+        [
+            ("published", self.published),
+            ("publish_failed", self.publish_failed),
+            ("refused", self.refused),
+            ("delivered", self.delivered),
+            ("dead_letters", self.dead_letters),
+            ("rejected", self.rejected),
+            ("lost", self.lost),
+            ("reconnects", self.reconnects),
+            ("nodes_down", self.nodes_down),
+            ("stale", self.stale),
+            ("fenced", self.fenced),
+            ("resets", self.resets),
+            ("forged", self.forged),
+            ("duplicates", self.duplicates),
+            ("names_lost", self.names_lost),
+            ("names_forged", self.names_forged),
+            ("slow_consumer", self.slow_consumer),
+            ("unconfirmed", self.unconfirmed),
+            ("abandoned", self.abandoned),
+        ]
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) published: AtomicU64,

@@ -248,26 +248,86 @@ pub struct ShardingStats {
     pub buffered: u64,
 }
 
+/// One shard of one kind as this node sees it now, from
+/// [`Sharding::shard_stats`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn show(sharding: &relay_nats::Sharding) {
+/// for shard in sharding.shard_stats() {
+///     println!("{}/{}: {} keys, {} waiting", shard.kind, shard.shard, shard.keys_live, shard.buffered);
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShardStats {
+    /// The kind's name.
+    pub kind: String,
+    /// The shard's number, below [`ShardingConfig::shard_count`].
+    pub shard: u32,
+    /// This node holds the shard: its keys' processes run here.
+    pub held: bool,
+    /// Keys of the shard with a running process here.
+    pub keys_live: u64,
+    /// Keys of the shard whose process here is stopping (passivated or
+    /// handed off, not yet ended).
+    pub keys_stopping: u64,
+    /// The shard's messages waiting here: for a holder to be known, or
+    /// behind a stopping process.
+    pub buffered: u64,
+}
+
+impl ShardingStats {
+    /// Every counter (not the gauges `shards_held`, `keys_live` and
+    /// `buffered`) with its name, in the order above: what the `metrics`
+    /// and `live` features publish.
+    #[cfg_attr(not(any(feature = "metrics", feature = "live")), allow(dead_code))]
+    pub(crate) fn counters(&self) -> [(&'static str, u64); 9] {
+        [
+            ("started", self.started),
+            ("passivated", self.passivated),
+            ("claims", self.claims),
+            ("hand_offs", self.hand_offs),
+            ("shards_lost", self.shards_lost),
+            ("forwarded", self.forwarded),
+            ("refused", self.refused),
+            ("fenced", self.fenced),
+            ("fenced_processes", self.fenced_processes),
+        ]
+    }
+}
+
 /// What [`Sharding::stats`] reads of each kind, whatever its types.
 trait KindStats: Send + Sync {
-    fn held_and_live(&self) -> (u64, u64);
+    /// Every shard of the kind, as this node sees it.
+    fn shards(&self, into: &mut Vec<ShardStats>);
 }
 
 impl<P: Process, M: Send + 'static> KindStats for Kind<P, M> {
-    fn held_and_live(&self) -> (u64, u64) {
-        let (mut held, mut live) = (0, 0);
+    fn shards(&self, into: &mut Vec<ShardStats>) {
         for index in 0..self.shard_count() {
             let shard = self.lock(index);
-            if shard.route == Route::Here {
-                held += 1;
+            let (mut live, mut stopping, mut behind) = (0, 0, 0);
+            for child in shard.children.values() {
+                match child {
+                    Child::Live { .. } => live += 1,
+                    Child::Stopping { queued, .. } => {
+                        stopping += 1;
+                        behind += queued.len() as u64;
+                    }
+                }
             }
-            live += shard
-                .children
-                .values()
-                .filter(|c| matches!(c, Child::Live { .. }))
-                .count() as u64;
+            into.push(ShardStats {
+                kind: self.name.clone(),
+                shard: index,
+                held: shard.route == Route::Here,
+                keys_live: live,
+                keys_stopping: stopping,
+                buffered: shard.buffer.len() as u64 + behind,
+            });
         }
-        (held, live)
     }
 }
 
@@ -442,23 +502,11 @@ impl Sharding {
     /// # }
     /// ```
     pub fn stats(&self) -> ShardingStats {
-        let (mut shards_held, mut keys_live) = (0, 0);
-        let kinds: Vec<Arc<dyn KindStats>> = self
-            .kinds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for kind in kinds {
-            let (held, live) = kind.held_and_live();
-            shards_held += held;
-            keys_live += live;
-        }
+        let shards = self.shard_stats();
         let c = &self.counters;
         ShardingStats {
-            shards_held,
-            keys_live,
+            shards_held: shards.iter().filter(|s| s.held).count() as u64,
+            keys_live: shards.iter().map(|s| s.keys_live).sum(),
             started: c.started.load(Relaxed),
             passivated: c.passivated.load(Relaxed),
             claims: c.claims.load(Relaxed),
@@ -470,6 +518,38 @@ impl Sharding {
             fenced_processes: c.fenced_processes.load(Relaxed),
             buffered: c.buffered.load(Relaxed),
         }
+    }
+
+    /// Every shard of every kind registered here, by kind name and number:
+    /// whether this node holds it, how many keys it runs here and how many
+    /// of its messages wait here.
+    /// Each shard is read under its lock, one after the other (a
+    /// snapshot per shard, not of the whole node at one instant).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn show(sharding: &relay_nats::Sharding) {
+    /// let hottest = sharding.shard_stats().into_iter().max_by_key(|s| s.keys_live);
+    /// if let Some(shard) = hottest {
+    ///     println!("shard {} of `{}` runs {} keys here", shard.shard, shard.kind, shard.keys_live);
+    /// }
+    /// # }
+    /// ```
+    pub fn shard_stats(&self) -> Vec<ShardStats> {
+        let mut kinds: Vec<(String, Arc<dyn KindStats>)> = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, kind)| (name.clone(), Arc::clone(kind)))
+            .collect();
+        kinds.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut shards = Vec::new();
+        for (_, kind) in kinds {
+            kind.shards(&mut shards);
+        }
+        shards
     }
 }
 
