@@ -440,6 +440,12 @@ impl ReplyTo {
     pub(crate) fn forget(mut self) {
         self.asker = None;
     }
+
+    /// Takes the asker out (the request then answers nothing when
+    /// dropped), with the question's type name as the asker sent it.
+    pub(crate) fn take_asker(mut self) -> (Option<StdArc<dyn Answer>>, &'static str) {
+        (self.asker.take(), self.question)
+    }
 }
 
 impl Request {

@@ -27,7 +27,7 @@ use relay::{Package, Payload, Pid, SendError};
 use crate::contract::command::Tag;
 use crate::contract::down::{MonitorId, NameError};
 use crate::contract::pending::Extras;
-use crate::contract::reply::AskId;
+use crate::contract::reply::{AskId, ReplyTo};
 use crate::contract::timer_id::TimerId;
 
 /// The engine as a running step sees it. Called on the worker thread
@@ -55,6 +55,16 @@ pub(crate) trait StepEngine {
         question_type: &'static str,
         timeout_at: Instant,
     ) -> Result<(AskId, TimerId), SendError>;
+
+    /// A right to answer whose answer (or `AskError::TimedOut` at
+    /// `timeout_at`) comes back to the stepped process as `Event::Reply`,
+    /// for a question that goes on its way later or by other means;
+    /// returns the ask's id, its timeout's timer and the right.
+    fn answer_later(
+        &self,
+        question_type: &'static str,
+        timeout_at: Instant,
+    ) -> (AskId, TimerId, ReplyTo);
 
     // Time.
 

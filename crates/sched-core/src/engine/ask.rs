@@ -150,8 +150,8 @@ impl Drop for ReplySlot {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Reply<A = Payload> {
-    slot: StdArc<ReplySlot>,
-    answer: PhantomData<fn() -> A>,
+    pub(super) slot: StdArc<ReplySlot>,
+    pub(super) answer: PhantomData<fn() -> A>,
 }
 
 impl<A> fmt::Debug for Reply<A> {
@@ -393,7 +393,7 @@ fn no_such_name(from: Pid, question: Payload) -> SendError {
 /// The name an [`AskError::UnexpectedQuestion`] gives the question: its
 /// type's, or, for the untyped question (a boxed value, whose type a
 /// `dyn Any` does not name), that it was untyped.
-fn question_name<Q: Question>() -> &'static str {
+pub(super) fn question_name<Q: Question>() -> &'static str {
     if std::any::TypeId::of::<Q>() == std::any::TypeId::of::<Payload>() {
         UNTYPED_QUESTION
     } else {
@@ -543,8 +543,8 @@ impl Output<'_> {
 ///
 /// See [`Output::ask`].
 pub struct ReplyId<A = Payload> {
-    id: AskId,
-    answer: PhantomData<fn() -> A>,
+    pub(super) id: AskId,
+    pub(super) answer: PhantomData<fn() -> A>,
 }
 
 impl<A: Any + Send> ReplyId<A> {

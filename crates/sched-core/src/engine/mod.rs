@@ -35,6 +35,7 @@ pub(crate) mod commands;
 pub(crate) mod context;
 pub(crate) mod control;
 pub(crate) mod figures;
+mod forward;
 mod groups;
 pub(crate) mod histogram;
 pub(crate) mod hooks;

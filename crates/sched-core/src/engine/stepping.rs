@@ -22,7 +22,7 @@ use crate::contract::command::Tag;
 use crate::contract::down::{MonitorId, NameError};
 use crate::contract::output::Output;
 use crate::contract::pending::Extras;
-use crate::contract::reply::AskId;
+use crate::contract::reply::{AskId, ReplyTo};
 use crate::contract::step_engine::StepEngine;
 use crate::contract::timer_id::TimerId;
 use crate::record::links;
@@ -70,6 +70,21 @@ impl StepEngine for Stepping<'_> {
         asks.ask(self.shared, from, to, question, question_type, asker)?;
         let timeout = What::AskTimeout(id);
         Ok((id, self.timer_here(timeout_at, timeout)))
+    }
+
+    fn answer_later(
+        &self,
+        question_type: &'static str,
+        timeout_at: Instant,
+    ) -> (AskId, TimerId, ReplyTo) {
+        let id = AskId(self.shared.ids.next());
+        let asker = StdArc::new(ProcessAsker {
+            shared: Arc::clone(self.shared),
+            record: RecordRef::clone(self.record),
+            id,
+        });
+        let timer = self.timer_here(timeout_at, What::AskTimeout(id));
+        (id, timer, ReplyTo::new(asker, question_type))
     }
 
     fn now(&self) -> Instant {
