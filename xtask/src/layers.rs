@@ -202,8 +202,9 @@ const ENGINE_LADDER: &[&[&str]] = &[
         "timers",
     ],
     // 8. One step's view of the engine: the one implementation of the
-    //    step interface, a call into each feature.
-    &["stepping"],
+    //    step interface, a call into each feature; and a right to answer
+    //    made apart or passed on, over the asks.
+    &["forward", "stepping"],
 ];
 
 /// The named exceptions of the engine's ladder, as few as the code

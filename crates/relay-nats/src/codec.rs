@@ -87,6 +87,22 @@ fn decode<T: DeserializeOwned + Any + Send>(
     Ok(Box::new(value))
 }
 
+/// A value for a key, carried with its own encoding: the envelope of a
+/// question to a keyed process (`keyed/`), whose type only the asking
+/// node and the process know. Every codec carries it, under
+/// [`KEYED_VALUE_TAG`], so that the node in between (the shard's holder)
+/// reads the key without knowing the question's type.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct KeyedValue {
+    pub(crate) key: String,
+    /// The value's tag and bytes, as [`Codec::encode_value`] wrote them.
+    pub(crate) tag: String,
+    pub(crate) body: Vec<u8>,
+}
+
+/// The tag of [`KeyedValue`], registered in every codec.
+const KEYED_VALUE_TAG: &str = "relay-nats.keyed-value";
+
 /// The message types a node can send to and receive from other nodes,
 /// each registered under a tag (its name on the wire, the same on every
 /// node), encoded with serde: JSON by default, or a compact binary format
@@ -154,6 +170,7 @@ impl Codec {
             entries: Vec::new(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         }
+        .register_as::<KeyedValue>(KEYED_VALUE_TAG, Format::Postcard)
     }
 
     /// Registers `T` under `tag`, in JSON. A later registration of the
@@ -298,19 +315,7 @@ impl Codec {
     ) -> Result<Vec<u8>, EncodeError> {
         let (tag, body) = match signal.payload() {
             None => ("", Vec::new()),
-            Some(value) => {
-                let type_id = (**value).type_id();
-                let Some(entry) = self.entries.iter().find(|e| e.type_id == type_id) else {
-                    return Err(EncodeError::NotRegistered);
-                };
-                let body = (entry.encode_value)(&**value, entry.format).map_err(|source| {
-                    EncodeError::Serialize {
-                        tag: entry.tag.clone(),
-                        source,
-                    }
-                })?;
-                (entry.tag.as_str(), body)
-            }
+            Some(value) => self.encode_value(&**value)?,
         };
         self.check_size(wire::size(Some(signal.bytes()), tag, &body))?;
         Ok(wire::write(
@@ -320,6 +325,34 @@ impl Codec {
             tag,
             &body,
         ))
+    }
+
+    /// A value (not a package) as its registered type's tag and bytes.
+    pub(crate) fn encode_value(
+        &self,
+        value: &(dyn Any + Send),
+    ) -> Result<(&str, Vec<u8>), EncodeError> {
+        let type_id = value.type_id();
+        let Some(entry) = self.entries.iter().find(|e| e.type_id == type_id) else {
+            return Err(EncodeError::NotRegistered);
+        };
+        let body =
+            (entry.encode_value)(value, entry.format).map_err(|source| EncodeError::Serialize {
+                tag: entry.tag.clone(),
+                source,
+            })?;
+        Ok((entry.tag.as_str(), body))
+    }
+
+    /// A value [`encode_value`](Codec::encode_value) wrote, back.
+    pub(crate) fn decode_value(&self, tag: &str, body: &[u8]) -> Result<Payload, DecodeError> {
+        let Some(entry) = self.entries.iter().find(|e| e.tag == tag) else {
+            return Err(DecodeError::UnknownTag(tag.to_owned()));
+        };
+        (entry.decode)(body, entry.format).map_err(|source| DecodeError::Deserialize {
+            tag: entry.tag.clone(),
+            source,
+        })
     }
 
     fn check_size(&self, size: usize) -> Result<(), EncodeError> {
@@ -373,18 +406,7 @@ impl Codec {
         }
         let payload = match frame.tag {
             "" => None,
-            tag => {
-                let Some(entry) = self.entries.iter().find(|e| e.tag == tag) else {
-                    return Err(DecodeError::UnknownTag(tag.to_owned()));
-                };
-                let payload = (entry.decode)(frame.body, entry.format).map_err(|source| {
-                    DecodeError::Deserialize {
-                        tag: entry.tag.clone(),
-                        source,
-                    }
-                })?;
-                Some(payload)
-            }
+            tag => Some(self.decode_value(tag, frame.body)?),
         };
         let package = match (frame.kind, payload) {
             (wire::Kind::Message, Some(payload)) => {

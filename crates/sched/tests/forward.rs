@@ -44,7 +44,8 @@ impl Process for PlusOne {
             if let Event::Request(request) = event {
                 let (question, answer_to) = request.into_parts();
                 let n = question.downcast::<u64>().map_err(|_| "not a u64")?;
-                if let Err((_, answer_to)) = answer_to.forward(out.context(), self.to, Square(n + 1))
+                if let Err((_, answer_to)) =
+                    answer_to.forward(out.context(), self.to, Square(n + 1))
                 {
                     answer_to.reply(0_u64);
                 }
@@ -68,9 +69,7 @@ fn a_forwarded_question_is_answered_to_the_original_asker_once() {
     let router = scheduler.spawn(PlusOne { to: squarer }).unwrap().pid();
 
     // From outside, through the router: 4 becomes Square(5).
-    let mut reply = scheduler
-        .ask(router, Box::new(4_u64) as Payload)
-        .unwrap();
+    let mut reply = scheduler.ask(router, Box::new(4_u64) as Payload).unwrap();
     let answer = reply.wait_timeout(WAIT).unwrap();
     assert_eq!(*answer.downcast::<u64>().unwrap(), 25);
     assert_eq!(askers.recv_timeout(WAIT).unwrap(), Pid::OUTSIDE);
@@ -115,7 +114,10 @@ fn a_forward_that_cannot_go_hands_the_right_back_and_dropping_it_answers_no_repl
     // Through a router whose target has ended: it answers itself.
     let router = scheduler.spawn(PlusOne { to: gone_pid }).unwrap().pid();
     let mut reply = scheduler.ask(router, Box::new(1_u64) as Payload).unwrap();
-    assert_eq!(*reply.wait_timeout(WAIT).unwrap().downcast::<u64>().unwrap(), 0);
+    assert_eq!(
+        *reply.wait_timeout(WAIT).unwrap().downcast::<u64>().unwrap(),
+        0
+    );
     scheduler.shutdown(Duration::from_millis(200));
 }
 
@@ -170,7 +172,11 @@ fn a_steps_pair_is_answered_or_times_out() {
         .unwrap();
     let asker_pid = asker.pid();
     assert_eq!(asker.wait_timeout(WAIT).unwrap(), Ok(36));
-    assert_eq!(askers.recv_timeout(WAIT).unwrap(), asker_pid, "the asker is the source");
+    assert_eq!(
+        askers.recv_timeout(WAIT).unwrap(),
+        asker_pid,
+        "the asker is the source"
+    );
 
     let mut waiting = scheduler
         .spawn(PairAsker {

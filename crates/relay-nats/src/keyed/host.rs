@@ -18,8 +18,9 @@ use sched::engine::Context;
 use sched::prelude::*;
 
 use super::placement::owner;
-use super::shard::{Child, EndNote, Keyed, Kind, Route, Shard};
+use super::shard::{Child, EndNote, Keyed, Kind, Route, Shard, Waiting};
 use super::ShardingCounters;
+use crate::codec::KeyedValue;
 use crate::leases::{holds, unwatch_lease, watch_lease, LeaseClock};
 use crate::names::ClusterNames;
 use crate::stats::Counters;
@@ -152,6 +153,7 @@ impl<P: Process, M: Send + 'static> Process for Host<P, M> {
                         }
                     }
                 },
+                Event::Request(request) => self.asked(out.context(), request),
                 Event::Timer { .. } => {
                     self.tick(out.context(), out.pid());
                     out.set_timer(TICK, Tag(0));
@@ -165,6 +167,38 @@ impl<P: Process, M: Send + 'static> Process for Host<P, M> {
 }
 
 impl<P: Process, M: Send + 'static> Host<P, M> {
+    /// A question another node asked a key of a shard it believes held
+    /// here: read, and routed as a local ask would be (to the key's
+    /// process, or on to the shard's holder, or into the buffer).
+    fn asked(&self, cx: &Context, request: sched::actor::Request) {
+        let kind = &self.kind;
+        let (package, reply) = request.into_parts();
+        // Dropped, the right to answer tells the asker `NoReply`.
+        let Ok(value) = package.downcast::<KeyedValue>() else {
+            tracing::warn!(kind = %kind.name, "a host was asked something other than a keyed question");
+            return;
+        };
+        let question = match kind
+            .transport
+            .inner()
+            .codec
+            .decode_value(&value.tag, &value.body)
+        {
+            Ok(question) => question,
+            Err(error) => {
+                tracing::warn!(kind = %kind.name, %error, "a keyed question from another node could not be read");
+                return;
+            }
+        };
+        if let Err(refused) = kind.ask(cx, &value.key, question, reply) {
+            tracing::warn!(
+                kind = %kind.name,
+                reason = %refused.reason,
+                "a keyed question from another node was refused"
+            );
+        }
+    }
+
     fn note(&mut self, cx: &Context, me: Pid, note: Note) {
         let kind = &self.kind;
         match note {
@@ -244,19 +278,19 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
         index: u32,
         shard: &mut Shard<M>,
         key: String,
-        queued: VecDeque<M>,
+        queued: VecDeque<Waiting<M>>,
     ) {
         let kind = &self.kind;
         if shard.route == Route::Here && shard.clock.valid() && shard.buffer.is_empty() {
-            for message in queued {
+            for item in queued {
                 kind.counters.give_buffer_slot();
-                if let Err(refused) = kind.deliver_here(cx, index, shard, &key, message) {
+                if let Err(refused) = kind.deliver_here(cx, index, shard, &key, item) {
                     tracing::warn!(kind = %kind.name, reason = %refused.reason, "a waiting keyed message was refused");
                 }
             }
         } else {
-            for message in queued.into_iter().rev() {
-                shard.buffer.push_front((key.clone(), message));
+            for item in queued.into_iter().rev() {
+                shard.buffer.push_front((key.clone(), item));
             }
         }
     }

@@ -33,303 +33,46 @@
 //!   [`ShardingConfig::passivate_after`] is cancelled; its next message
 //!   starts a new one.
 //!
+//! - **Asks.** A question to a key ([`Sharded::ask`]) is routed as a
+//!   message is, carrying its right to answer ([`ReplyTo::forward`]);
+//!   between nodes it travels encoded in a `KeyedValue` envelope every
+//!   codec carries, so the shard's holder reads the key without knowing
+//!   the question's type.
+//!
 //! A keyed process is stopped (passivated or handed off) by a cancel,
 //! which arrives after every message sent to it before: it should finish
 //! when it sees [`Event::Cancel`](sched::prelude::Event::Cancel). Until it
 //! ends, messages for its key wait, and no second process of the key
 //! starts.
 
+mod config;
 mod error;
 mod host;
 mod placement;
 mod shard;
+mod stats;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use sched::actor::{Question, Reply, ReplyTo};
 use sched::engine::AsContext;
 use sched::prelude::*;
+use sched::ReplyId;
 
+pub use config::{ShardingConfig, DEFAULT_MAX_BUFFERED, DEFAULT_PASSIVATE_AFTER, DEFAULT_SHARDS};
 pub use error::{Refused, RefusedReason, ShardingError};
 pub use shard::Keyed;
+use stats::KindStats;
+pub(crate) use stats::ShardingCounters;
+pub use stats::{ShardStats, ShardingStats};
 
 use crate::names::ClusterNames;
 use crate::transport::NatsTransport;
 use host::{Host, TICK};
-use shard::{Child, Kind, Route};
-
-/// Default number of shards per kind.
-pub const DEFAULT_SHARDS: u32 = 64;
-/// Default time after which a key's idle process is passivated.
-pub const DEFAULT_PASSIVATE_AFTER: Duration = Duration::from_secs(120);
-/// Default bound on messages waiting for their shard's holder.
-pub const DEFAULT_MAX_BUFFERED: u64 = 100_000;
-
-/// How a node runs its keyed processes. Every node of the cluster must
-/// use the same number of shards.
-///
-/// # Examples
-///
-/// ```
-/// use relay_nats::ShardingConfig;
-/// use std::time::Duration;
-///
-/// let config = ShardingConfig::new()
-///     .shards(128)
-///     .passivate_after(Duration::from_secs(30))
-///     .max_buffered(10_000);
-/// assert_eq!(config.shard_count(), 128);
-/// ```
-#[derive(Debug, Clone)]
-pub struct ShardingConfig {
-    shards: u32,
-    passivate_after: Duration,
-    max_buffered: u64,
-}
-
-impl Default for ShardingConfig {
-    fn default() -> Self {
-        ShardingConfig {
-            shards: DEFAULT_SHARDS,
-            passivate_after: DEFAULT_PASSIVATE_AFTER,
-            max_buffered: DEFAULT_MAX_BUFFERED,
-        }
-    }
-}
-
-impl ShardingConfig {
-    /// The defaults: [`DEFAULT_SHARDS`], [`DEFAULT_PASSIVATE_AFTER`],
-    /// [`DEFAULT_MAX_BUFFERED`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let config = relay_nats::ShardingConfig::new();
-    /// assert_eq!(config.shard_count(), relay_nats::DEFAULT_SHARDS);
-    /// ```
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Shards per kind (at least 1; the same on every node). More shards
-    /// spread keys more evenly and move in smaller pieces; each held
-    /// shard is one cluster name, renewed every third of the lease.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let config = relay_nats::ShardingConfig::new().shards(0);
-    /// assert_eq!(config.shard_count(), 1);
-    /// ```
-    pub fn shards(mut self, shards: u32) -> Self {
-        self.shards = shards.max(1);
-        self
-    }
-
-    /// The number of shards per kind.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(relay_nats::ShardingConfig::new().shards(8).shard_count(), 8);
-    /// ```
-    pub fn shard_count(&self) -> u32 {
-        self.shards
-    }
-
-    /// How long a key's process may go without a message before it is
-    /// passivated (checked every 100 ms).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let config = relay_nats::ShardingConfig::new().passivate_after(Duration::from_secs(5));
-    /// # drop(config);
-    /// ```
-    pub fn passivate_after(mut self, idle: Duration) -> Self {
-        self.passivate_after = idle;
-        self
-    }
-
-    /// How many messages, in all kinds of this node, may wait for their
-    /// shard's holder before sends are refused.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let config = relay_nats::ShardingConfig::new().max_buffered(1_000);
-    /// # drop(config);
-    /// ```
-    pub fn max_buffered(mut self, max: u64) -> Self {
-        self.max_buffered = max;
-        self
-    }
-}
-
-/// What a node's keyed processes count (see [`Sharding::stats`]).
-#[derive(Debug, Default)]
-pub(crate) struct ShardingCounters {
-    pub(crate) started: AtomicU64,
-    pub(crate) passivated: AtomicU64,
-    pub(crate) claims: AtomicU64,
-    pub(crate) hand_offs: AtomicU64,
-    pub(crate) shards_lost: AtomicU64,
-    pub(crate) forwarded: AtomicU64,
-    pub(crate) refused: AtomicU64,
-    pub(crate) fenced: AtomicU64,
-    pub(crate) fenced_processes: AtomicU64,
-    /// Messages waiting now, in buffers and behind stopping processes.
-    pub(crate) buffered: AtomicU64,
-}
-
-impl ShardingCounters {
-    /// Takes one of `max` places for a waiting message, if one is free.
-    pub(crate) fn take_buffer_slot(&self, max: u64) -> bool {
-        self.buffered
-            .fetch_update(Relaxed, Relaxed, |now| (now < max).then_some(now + 1))
-            .is_ok()
-    }
-
-    /// Gives back a waiting message's place.
-    pub(crate) fn give_buffer_slot(&self) {
-        let _ = self
-            .buffered
-            .fetch_update(Relaxed, Relaxed, |now| Some(now.saturating_sub(1)));
-    }
-}
-
-/// A snapshot of a node's keyed processes, from [`Sharding::stats`].
-///
-/// # Examples
-///
-/// ```
-/// let stats = relay_nats::ShardingStats::default();
-/// assert_eq!(stats.keys_live, 0);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ShardingStats {
-    /// Shards this node holds now, in all kinds.
-    pub shards_held: u64,
-    /// Keys with a process on this node now.
-    pub keys_live: u64,
-    /// Keyed processes started here (first use, or after passivation or
-    /// a move).
-    pub started: u64,
-    /// Keyed processes cancelled here for being idle.
-    pub passivated: u64,
-    /// Shards this node claimed.
-    pub claims: u64,
-    /// Shards this node handed off (their processes ended, their names
-    /// released).
-    pub hand_offs: u64,
-    /// Shards whose lease this node lost (it could not renew for a whole
-    /// lease).
-    pub shards_lost: u64,
-    /// Messages sent from here to the node holding their shard.
-    pub forwarded: u64,
-    /// Keyed sends refused (the buffer or a mailbox full, a process that
-    /// could not start, a message the codec cannot carry), including
-    /// buffered messages refused later (each logged).
-    pub refused: u64,
-    /// Messages a keyed process had not read when it found its lease run
-    /// out: never stepped on. The rest of its mailbox is counted in the
-    /// engine's dead letters.
-    pub fenced: u64,
-    /// Keyed processes that found their lease run out, and ended without
-    /// stepping.
-    pub fenced_processes: u64,
-    /// Messages waiting now for their shard's holder or for their key's
-    /// stopping process.
-    pub buffered: u64,
-}
-
-/// One shard of one kind as this node sees it now, from
-/// [`Sharding::shard_stats`].
-///
-/// # Examples
-///
-/// ```no_run
-/// # fn show(sharding: &relay_nats::Sharding) {
-/// for shard in sharding.shard_stats() {
-///     println!("{}/{}: {} keys, {} waiting", shard.kind, shard.shard, shard.keys_live, shard.buffered);
-/// }
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ShardStats {
-    /// The kind's name.
-    pub kind: String,
-    /// The shard's number, below [`ShardingConfig::shard_count`].
-    pub shard: u32,
-    /// This node holds the shard: its keys' processes run here.
-    pub held: bool,
-    /// Keys of the shard with a running process here.
-    pub keys_live: u64,
-    /// Keys of the shard whose process here is stopping (passivated or
-    /// handed off, not yet ended).
-    pub keys_stopping: u64,
-    /// The shard's messages waiting here: for a holder to be known, or
-    /// behind a stopping process.
-    pub buffered: u64,
-}
-
-impl ShardingStats {
-    /// Every counter (not the gauges `shards_held`, `keys_live` and
-    /// `buffered`) with its name, in the order above: what the `metrics`
-    /// and `live` features publish.
-    #[cfg_attr(not(any(feature = "metrics", feature = "live")), allow(dead_code))]
-    pub(crate) fn counters(&self) -> [(&'static str, u64); 9] {
-        [
-            ("started", self.started),
-            ("passivated", self.passivated),
-            ("claims", self.claims),
-            ("hand_offs", self.hand_offs),
-            ("shards_lost", self.shards_lost),
-            ("forwarded", self.forwarded),
-            ("refused", self.refused),
-            ("fenced", self.fenced),
-            ("fenced_processes", self.fenced_processes),
-        ]
-    }
-}
-
-/// What [`Sharding::stats`] reads of each kind, whatever its types.
-trait KindStats: Send + Sync {
-    /// Every shard of the kind, as this node sees it.
-    fn shards(&self, into: &mut Vec<ShardStats>);
-}
-
-impl<P: Process, M: Send + 'static> KindStats for Kind<P, M> {
-    fn shards(&self, into: &mut Vec<ShardStats>) {
-        for index in 0..self.shard_count() {
-            let shard = self.lock(index);
-            let (mut live, mut stopping, mut behind) = (0, 0, 0);
-            for child in shard.children.values() {
-                match child {
-                    Child::Live { .. } => live += 1,
-                    Child::Stopping { queued, .. } => {
-                        stopping += 1;
-                        behind += queued.len() as u64;
-                    }
-                }
-            }
-            into.push(ShardStats {
-                kind: self.name.clone(),
-                shard: index,
-                held: shard.route == Route::Here,
-                keys_live: live,
-                keys_stopping: stopping,
-                buffered: shard.buffer.len() as u64 + behind,
-            });
-        }
-    }
-}
+use shard::{Kind, Waiting};
 
 /// Keyed processes on this node: register each kind, then send to
 /// `(kind, key)` from any node (see the module documentation of
@@ -556,6 +299,15 @@ impl Sharding {
 /// What a [`Sharded`] handle needs of its kind, whatever its process type.
 trait KindSend<M>: Send + Sync {
     fn send(&self, cx: &sched::engine::Context, key: &str, message: M) -> Result<(), Refused<M>>;
+    /// On refusal: why, the question, and the right to answer it.
+    #[allow(clippy::type_complexity)]
+    fn ask(
+        &self,
+        cx: &sched::engine::Context,
+        key: &str,
+        question: Payload,
+        reply: ReplyTo,
+    ) -> Result<(), (RefusedReason, Payload, ReplyTo)>;
     fn name(&self) -> &str;
     fn shard_count(&self) -> u32;
     fn live(&self) -> Vec<u32>;
@@ -564,6 +316,18 @@ trait KindSend<M>: Send + Sync {
 impl<P: Process, M: Send + 'static> KindSend<M> for Kind<P, M> {
     fn send(&self, cx: &sched::engine::Context, key: &str, message: M) -> Result<(), Refused<M>> {
         Kind::send(self, cx, key, message)
+    }
+    fn ask(
+        &self,
+        cx: &sched::engine::Context,
+        key: &str,
+        question: Payload,
+        reply: ReplyTo,
+    ) -> Result<(), (RefusedReason, Payload, ReplyTo)> {
+        Kind::ask(self, cx, key, question, reply).map_err(|refused| match refused.message {
+            Waiting::Ask { question, reply } => (refused.reason, question, reply),
+            Waiting::Message(_) => unreachable!("a question is refused as it went"),
+        })
     }
     fn name(&self) -> &str {
         &self.name
@@ -628,6 +392,129 @@ impl<M: Send + 'static> Sharded<M> {
         self.kind.send(context.context(), key, message)
     }
 
+    /// Asks the process of `key` `question`, from outside a step: routed
+    /// as [`send`](Sharded::send) routes a message (started on first use,
+    /// forwarded to the shard's holder, waiting while it has none), and
+    /// answered through the returned [`Reply`]. The key's process receives
+    /// an ordinary [`Event::Request`](sched::prelude::Event::Request) and
+    /// answers with `request.take::<Q>()`. Across nodes, `Q` and
+    /// `Q::Answer` must be registered in every node's codec (the key's
+    /// holder may be any node). A question that waited and was then
+    /// refused (its shard's holder could not take it), or that its
+    /// process dropped unanswered, is answered
+    /// [`AskError::NoReply`](sched::actor::AskError::NoReply); one whose
+    /// process ended before reading it, `AskError::Unread`.
+    ///
+    /// # Errors
+    ///
+    /// [`Refused`], with the question back: as for a send.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Balance;
+    /// impl Question for Balance {
+    ///     type Answer = u64;
+    /// }
+    ///
+    /// # fn go(node: &sched::Scheduler, accounts: &relay_nats::Sharded<u64>) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut reply = accounts.ask(node, "user-42", Balance)?;
+    /// let balance: u64 = reply.wait_timeout(Duration::from_secs(5))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn ask<Q: Question>(
+        &self,
+        context: &impl AsContext,
+        key: &str,
+        question: Q,
+    ) -> Result<Reply<Q::Answer>, Refused<Q>> {
+        let cx = context.context();
+        let (reply, answer_to) = cx.reply_pair::<Q>();
+        self.kind
+            .ask(cx, key, relay::into_payload(question), answer_to)
+            .map_err(|(reason, question, answer_to)| {
+                drop(answer_to);
+                Refused {
+                    message: question_back::<Q>(question),
+                    reason,
+                }
+            })?;
+        Ok(reply)
+    }
+
+    /// Asks the process of `key` `question` from a step, as
+    /// [`ask`](Sharded::ask) does from outside: the answer arrives as
+    /// [`Event::Reply`](sched::prelude::Event::Reply) with the returned
+    /// [`ReplyId`], or `AskError::TimedOut` once `timeout` has passed.
+    ///
+    /// # Errors
+    ///
+    /// [`Refused`], with the question back. The id made for the refused
+    /// question was never handed out; its `Event::Reply` (`NoReply`)
+    /// still arrives, and reads as `Replied::Other` for every id this
+    /// process holds.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use sched::prelude::*;
+    /// use sched::actor::Replied;
+    /// use sched::ReplyId;
+    /// use std::time::Duration;
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Balance;
+    /// impl Question for Balance {
+    ///     type Answer = u64;
+    /// }
+    ///
+    /// /// Asks an account's balance, and finishes with it.
+    /// struct Auditor { accounts: relay_nats::Sharded<u64>, asked: Option<ReplyId<u64>> }
+    /// impl Process for Auditor {
+    ///     type Done = u64;
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         let asked = self.accounts.ask_from_step(out, "user-42", Balance, Duration::from_secs(5));
+    ///         self.asked = Some(asked.map_err(|refused| refused.reason.to_string())?);
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         let Some(asked) = self.asked else { return Ok(()) };
+    ///         for event in events {
+    ///             match asked.answer(event) {
+    ///                 Replied::Answered(balance) => out.finish(balance),
+    ///                 Replied::Failed(why) => return Err(why.into()),
+    ///                 Replied::Other(_) => {}
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn ask_from_step<Q: Question>(
+        &self,
+        out: &mut Output<'_>,
+        key: &str,
+        question: Q,
+        timeout: std::time::Duration,
+    ) -> Result<ReplyId<Q::Answer>, Refused<Q>> {
+        let (id, answer_to) = out.reply_pair::<Q>(timeout);
+        self.kind
+            .ask(out.context(), key, relay::into_payload(question), answer_to)
+            .map_err(|(reason, question, answer_to)| {
+                drop(answer_to);
+                Refused {
+                    message: question_back::<Q>(question),
+                    reason,
+                }
+            })?;
+        Ok(id)
+    }
+
     /// The kind's name.
     ///
     /// # Examples
@@ -685,5 +572,17 @@ impl<M: Send + 'static> Sharded<M> {
     /// ```
     pub fn placed_among(&self, key: &str, live: &[u32]) -> Option<u32> {
         placement::owner(self.kind.name(), self.shard_of(key), live)
+    }
+}
+
+/// A refused question, as the type it was asked as.
+fn question_back<Q: Question>(question: Payload) -> Q {
+    match question.downcast::<Q>() {
+        Ok(question) => *question,
+        // The untyped question: `Q` is `Payload` itself.
+        Err(question) => match (Box::new(question) as Box<dyn std::any::Any>).downcast::<Q>() {
+            Ok(question) => *question,
+            Err(_) => unreachable!("a refused question comes back as it went"),
+        },
     }
 }

@@ -14,16 +14,18 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use relay::Pid;
+use relay::{Payload, Pid};
 use rustc_hash::FxHashMap;
+use sched::actor::ReplyTo;
 use sched::engine::Context;
-use sched::message::SendErrorKind;
+use sched::message::{SendError, SendErrorKind};
 use sched::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::error::{Refused, RefusedReason};
 use super::placement::shard_of;
 use super::ShardingCounters;
+use crate::codec::KeyedValue;
 use crate::leases::LeaseClock;
 use crate::transport::NatsTransport;
 
@@ -50,6 +52,13 @@ pub struct Keyed<M> {
     pub message: M,
 }
 
+/// What waits for, or goes to, a key's process: a message, or a question
+/// with the right to answer it (an ask to the key).
+pub(crate) enum Waiting<M> {
+    Message(M),
+    Ask { question: Payload, reply: ReplyTo },
+}
+
 /// Where a shard's messages go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
@@ -72,7 +81,10 @@ pub(crate) enum Child<M> {
     /// Cancelled (passivated or handed off), not yet ended: messages for
     /// the key wait here, to go to its next process, never beside this
     /// one.
-    Stopping { pid: Pid, queued: VecDeque<M> },
+    Stopping {
+        pid: Pid,
+        queued: VecDeque<Waiting<M>>,
+    },
 }
 
 impl<M> Child<M> {
@@ -92,7 +104,7 @@ pub(crate) struct Shard<M> {
     /// By key; FxHash, as the keys are the user's and short (the shards
     /// already spread them by a hash of their own).
     pub(crate) children: FxHashMap<String, Child<M>>,
-    pub(crate) buffer: VecDeque<(String, M)>,
+    pub(crate) buffer: VecDeque<(String, Waiting<M>)>,
     /// A claim, a lookup or a release of the shard's name is on its way.
     pub(crate) claiming: bool,
     pub(crate) resolving: bool,
@@ -186,7 +198,28 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
     pub(crate) fn send(&self, cx: &Context, key: &str, message: M) -> Result<(), Refused<M>> {
         let index = shard_of(key, self.shard_count());
         let mut shard = self.lock(index);
-        self.route(cx, index, &mut shard, key, message)
+        self.route(cx, index, &mut shard, key, Waiting::Message(message))
+            .map_err(|refused| match refused.message {
+                Waiting::Message(message) => Refused {
+                    message,
+                    reason: refused.reason,
+                },
+                Waiting::Ask { .. } => unreachable!("a message is refused as it went"),
+            })
+    }
+
+    /// Asks the process of `key`, wherever it lives, `question`, whose
+    /// answer goes through `reply`.
+    pub(crate) fn ask(
+        &self,
+        cx: &Context,
+        key: &str,
+        question: Payload,
+        reply: ReplyTo,
+    ) -> Result<(), Refused<Waiting<M>>> {
+        let index = shard_of(key, self.shard_count());
+        let mut shard = self.lock(index);
+        self.route(cx, index, &mut shard, key, Waiting::Ask { question, reply })
     }
 
     /// Delivers, forwards or buffers, with the shard locked.
@@ -196,63 +229,111 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         index: u32,
         shard: &mut Shard<M>,
         key: &str,
-        message: M,
-    ) -> Result<(), Refused<M>> {
+        item: Waiting<M>,
+    ) -> Result<(), Refused<Waiting<M>>> {
         if shard.buffer.is_empty() {
             match shard.route {
                 Route::Here if shard.clock.valid() => {
-                    return self.deliver_here(cx, index, shard, key, message)
+                    return self.deliver_here(cx, index, shard, key, item)
                 }
-                Route::There(host) => match self.forward(cx, host, key.to_owned(), message) {
+                Route::There(host) => match self.forward(cx, host, key.to_owned(), item) {
                     Ok(()) => return Ok(()),
                     Err(Forward::Refused(refused)) => return Err(refused),
-                    Err(Forward::Unreachable(key, message)) => {
+                    Err(Forward::Unreachable(key, item)) => {
                         shard.route = Route::Unknown;
-                        return self.buffer(shard, key, message);
+                        return self.buffer(shard, key, item);
                     }
                 },
                 _ => {}
             }
         }
-        self.buffer(shard, key.to_owned(), message)
+        self.buffer(shard, key.to_owned(), item)
     }
 
-    /// Sends to the host of the node that holds the shard.
-    fn forward(&self, cx: &Context, host: Pid, key: String, message: M) -> Result<(), Forward<M>> {
-        let Err(error) = cx.send(host, Keyed { key, message }) else {
-            Counters::add(&self.counters.forwarded, 1);
-            return Ok(());
-        };
-        let kind = error.kind();
-        let Ok(Keyed { key, message }) = error.into_package().downcast::<Keyed<M>>() else {
-            unreachable!("a send error hands back the package it was given");
-        };
-        Err(match kind {
+    /// Sends to the host of the node that holds the shard: a message as
+    /// `Keyed<M>`, a question as a [`KeyedValue`] (the holder's host
+    /// reads the key without knowing the question's type).
+    fn forward(
+        &self,
+        cx: &Context,
+        host: Pid,
+        key: String,
+        item: Waiting<M>,
+    ) -> Result<(), Forward<M>> {
+        match item {
+            Waiting::Message(message) => {
+                let Err(error) = cx.send(host, Keyed { key, message }) else {
+                    Counters::add(&self.counters.forwarded, 1);
+                    return Ok(());
+                };
+                let kind = error.kind();
+                let Ok(Keyed { key, message }) = error.into_package().downcast::<Keyed<M>>() else {
+                    unreachable!("a send error hands back the package it was given");
+                };
+                Err(self.not_forwarded(kind, key, Waiting::Message(message)))
+            }
+            Waiting::Ask { question, reply } => {
+                let codec = &self.transport.inner().codec;
+                let value = match codec.encode_value(&*question) {
+                    Ok((tag, body)) => KeyedValue {
+                        key,
+                        tag: tag.to_owned(),
+                        body,
+                    },
+                    Err(_) => {
+                        let item = Waiting::Ask { question, reply };
+                        return Err(Forward::Refused(
+                            self.refuse(item, RefusedReason::Unencodable),
+                        ));
+                    }
+                };
+                match reply.forward(cx, host, value) {
+                    Ok(()) => {
+                        Counters::add(&self.counters.forwarded, 1);
+                        Ok(())
+                    }
+                    Err((error, reply)) => {
+                        let kind = error.kind();
+                        let key = match error.into_package().downcast::<KeyedValue>() {
+                            Ok(value) => value.key,
+                            Err(_) => {
+                                unreachable!("a send error hands back the package it was given")
+                            }
+                        };
+                        Err(self.not_forwarded(kind, key, Waiting::Ask { question, reply }))
+                    }
+                }
+            }
+        }
+    }
+
+    /// What a forward that did not go becomes: refused for good, or
+    /// waiting for the next holder.
+    fn not_forwarded(&self, kind: SendErrorKind, key: String, item: Waiting<M>) -> Forward<M> {
+        match kind {
             SendErrorKind::Unencodable => {
-                Forward::Refused(self.refuse(message, RefusedReason::Unencodable))
+                Forward::Refused(self.refuse(item, RefusedReason::Unencodable))
             }
-            SendErrorKind::Full => {
-                Forward::Refused(self.refuse(message, RefusedReason::MailboxFull))
-            }
-            _ => Forward::Unreachable(key, message),
-        })
+            SendErrorKind::Full => Forward::Refused(self.refuse(item, RefusedReason::MailboxFull)),
+            _ => Forward::Unreachable(key, item),
+        }
     }
 
-    /// Keeps `message` for later, if the bound allows.
+    /// Keeps `item` for later, if the bound allows.
     pub(crate) fn buffer(
         &self,
         shard: &mut Shard<M>,
         key: String,
-        message: M,
-    ) -> Result<(), Refused<M>> {
+        item: Waiting<M>,
+    ) -> Result<(), Refused<Waiting<M>>> {
         if !self.counters.take_buffer_slot(self.max_buffered) {
-            return Err(self.refuse(message, RefusedReason::BufferFull));
+            return Err(self.refuse(item, RefusedReason::BufferFull));
         }
-        shard.buffer.push_back((key, message));
+        shard.buffer.push_back((key, item));
         Ok(())
     }
 
-    fn refuse(&self, message: M, reason: RefusedReason) -> Refused<M> {
+    fn refuse<T>(&self, message: T, reason: RefusedReason) -> Refused<T> {
         Counters::add(&self.counters.refused, 1);
         Refused { message, reason }
     }
@@ -264,40 +345,36 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         index: u32,
         shard: &mut Shard<M>,
         key: &str,
-        mut message: M,
-    ) -> Result<(), Refused<M>> {
+        mut item: Waiting<M>,
+    ) -> Result<(), Refused<Waiting<M>>> {
         let epoch = self.epoch.load(Relaxed);
         match shard.children.get_mut(key) {
             Some(Child::Live { pid, touched }) => {
                 *touched = epoch;
-                match cx.send(*pid, message) {
+                match hand_over(cx, *pid, item) {
                     Ok(()) => return Ok(()),
-                    Err(error) => {
-                        let full = error.kind() == SendErrorKind::Full;
-                        let Ok(back) = error.into_package().downcast::<M>() else {
-                            unreachable!("a send error hands back the package it was given");
-                        };
+                    Err((full, back)) => {
                         if full {
                             return Err(self.refuse(back, RefusedReason::MailboxFull));
                         }
                         // It ended on its own: the key gets a new process.
-                        message = back;
+                        item = back;
                         shard.children.remove(key);
                     }
                 }
             }
             Some(Child::Stopping { queued, .. }) => {
                 if !self.counters.take_buffer_slot(self.max_buffered) {
-                    return Err(self.refuse(message, RefusedReason::BufferFull));
+                    return Err(self.refuse(item, RefusedReason::BufferFull));
                 }
-                queued.push_back(message);
+                queued.push_back(item);
                 return Ok(());
             }
             None => {}
         }
         let pid = match self.start(cx, index, shard, key) {
             Ok(pid) => pid,
-            Err(why) => return Err(self.refuse(message, RefusedReason::NotStarted(why))),
+            Err(why) => return Err(self.refuse(item, RefusedReason::NotStarted(why))),
         };
         shard.children.insert(
             key.to_owned(),
@@ -306,12 +383,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                 touched: epoch,
             },
         );
-        cx.send(pid, message).map_err(|error| {
-            let Ok(back) = error.into_package().downcast::<M>() else {
-                unreachable!("a send error hands back the package it was given");
-            };
-            self.refuse(back, RefusedReason::MailboxFull)
-        })
+        hand_over(cx, pid, item).map_err(|(_, back)| self.refuse(back, RefusedReason::MailboxFull))
     }
 
     /// Starts the process of `key`, fenced by the shard's lease.
@@ -341,29 +413,31 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
     /// Empties the shard's buffer, front first, as far as its route
     /// allows now.
     pub(crate) fn flush(&self, cx: &Context, index: u32, shard: &mut Shard<M>) {
-        while let Some((key, message)) = shard.buffer.pop_front() {
+        while let Some((key, item)) = shard.buffer.pop_front() {
             self.counters.give_buffer_slot();
             let outcome = match shard.route {
                 Route::Here if shard.clock.valid() => {
-                    self.deliver_here(cx, index, shard, &key, message)
+                    self.deliver_here(cx, index, shard, &key, item)
                 }
-                Route::There(host) => match self.forward(cx, host, key, message) {
+                Route::There(host) => match self.forward(cx, host, key, item) {
                     Ok(()) => Ok(()),
                     Err(Forward::Refused(refused)) => Err(refused),
-                    Err(Forward::Unreachable(key, message)) => {
+                    Err(Forward::Unreachable(key, item)) => {
                         shard.route = Route::Unknown;
-                        self.put_back(shard, key, message);
+                        self.put_back(shard, key, item);
                         return;
                     }
                 },
                 _ => {
-                    self.put_back(shard, key, message);
+                    self.put_back(shard, key, item);
                     return;
                 }
             };
             if let Err(refused) = outcome {
                 // Nobody to hand it back to: the sender's call returned
-                // long ago. Counted in `refused`, and logged.
+                // long ago. Counted in `refused`, and logged; a
+                // question's asker is answered `NoReply` (its right to
+                // answer is dropped with it).
                 tracing::warn!(
                     kind = %self.name,
                     reason = %refused.reason,
@@ -373,11 +447,42 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         }
     }
 
-    /// Puts a message taken from the front of the buffer back there.
-    pub(crate) fn put_back(&self, shard: &mut Shard<M>, key: String, message: M) {
+    /// Puts an item taken from the front of the buffer back there.
+    pub(crate) fn put_back(&self, shard: &mut Shard<M>, key: String, item: Waiting<M>) {
         // The slot it had is taken again: the bound counts it once.
         self.counters.buffered.fetch_add(1, Relaxed);
-        shard.buffer.push_front((key, message));
+        shard.buffer.push_front((key, item));
+    }
+}
+
+/// Hands `item` to the key's process `pid`: a message sent, a question
+/// asked with its right to answer. The item back if it could not go, and
+/// whether because the mailbox was full (else the process has ended).
+fn hand_over<M: Send + 'static>(
+    cx: &Context,
+    pid: Pid,
+    item: Waiting<M>,
+) -> Result<(), (bool, Waiting<M>)> {
+    match item {
+        Waiting::Message(message) => cx.send(pid, message).map_err(|error| {
+            let full = error.kind() == SendErrorKind::Full;
+            (full, Waiting::Message(message_back::<M>(error)))
+        }),
+        Waiting::Ask { question, reply } => {
+            reply.forward(cx, pid, question).map_err(|(error, reply)| {
+                let full = error.kind() == SendErrorKind::Full;
+                let question = error.into_package().into_payload();
+                (full, Waiting::Ask { question, reply })
+            })
+        }
+    }
+}
+
+/// The message a failed send hands back.
+fn message_back<M: 'static>(error: SendError) -> M {
+    match error.into_package().downcast::<M>() {
+        Ok(message) => message,
+        Err(_) => unreachable!("a send error hands back the package it was given"),
     }
 }
 
@@ -386,7 +491,7 @@ use crate::stats::Counters;
 /// Why a forward did not go.
 enum Forward<M> {
     /// Refused for good: handed back to the caller.
-    Refused(Refused<M>),
-    /// The holder cannot be reached: the message waits for the next one.
-    Unreachable(String, M),
+    Refused(Refused<Waiting<M>>),
+    /// The holder cannot be reached: the item waits for the next one.
+    Unreachable(String, Waiting<M>),
 }
