@@ -16,7 +16,13 @@
 //! JetStream holds the shards' names). Time per message until every
 //! message is read, the median of the runs, and keyed / PID.
 //!
-//! `REMOTE_KEYED_ONLY=1` runs the keyed part alone.
+//! And a question to a keyed process whose shard the other node holds,
+//! asked one at a time from a step (`Sharded::ask_from_step`) and from
+//! a thread outside (`Sharded::ask`, waiting on each reply), against
+//! raw `async-nats` request-reply of our frame's size: time per round
+//! trip, and keyed / raw.
+//!
+//! `REMOTE_KEYED_ONLY=1` runs the keyed parts alone.
 //!
 //! Starts its own `nats-server` on a free loopback port; without one on
 //! `PATH` it says so and exits.
@@ -454,5 +460,176 @@ fn keyed(runs: usize, quick: bool) {
         ratios.push(key / pid);
     }
     println!("| median | | | {:.2} |", median(ratios));
+    let rounds = if quick { 2_000 } else { 20_000 };
+    println!();
+    println!(
+        "remote keyed ask: {rounds} questions one at a time from a step on node 1 to a key \
+         whose shard node 2 holds (1 worker each), against raw async-nats request-reply; \
+         {runs} run(s) per side, alternating"
+    );
+    println!(
+        "| run | keyed ask from a step | from outside | raw request-reply | step / raw | outside / raw |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let (mut steps, mut outsides) = (Vec::new(), Vec::new());
+    for i in 1..=runs {
+        let (step, outside) = keyed_ask_round_trip(&url, rounds);
+        let raw = 1e6 / raw(&url, rounds, frame_size()).round_trips_per_sec;
+        println!(
+            "| {i} | {step:.1} µs | {outside:.1} µs | {raw:.1} µs | {:.2} | {:.2} |",
+            step / raw,
+            outside / raw
+        );
+        steps.push(step / raw);
+        outsides.push(outside / raw);
+    }
+    println!(
+        "| median | | | | {:.2} | {:.2} |",
+        median(steps),
+        median(outsides)
+    );
     let _ = std::fs::remove_dir_all(&store);
+}
+
+/// A question to a keyed echo: the number, answered with its node.
+#[derive(Serialize, Deserialize)]
+struct Say(u64);
+
+#[derive(Serialize, Deserialize)]
+struct Echoed {
+    n: u64,
+    node: u32,
+}
+
+impl sched::actor::Question for Say {
+    type Answer = Echoed;
+}
+
+/// The keyed echo: answers every `Say` with its number and its node.
+struct KeyedEcho(u32);
+
+impl Process for KeyedEcho {
+    type Done = ();
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Request(request) => {
+                    let (Say(n), answer) = request.take::<Say>().map_err(|_| "not a Say")?;
+                    answer.answer(Echoed { n, node: self.0 });
+                }
+                Event::Cancel => out.finish(()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Asks `key` `rounds` questions one after the other from its steps,
+/// and finishes with the node that answered the last.
+struct KeyedAsker {
+    echoes: relay_nats::Sharded<()>,
+    key: String,
+    rounds: u64,
+    asked: Option<sched::ReplyId<Echoed>>,
+}
+
+impl KeyedAsker {
+    fn ask(&mut self, out: &mut Output<'_>, n: u64) -> Result<(), BoxError> {
+        let asked = self
+            .echoes
+            .ask_from_step(out, &self.key, Say(n), Duration::from_secs(30))
+            .map_err(|refused| refused.reason.to_string())?;
+        self.asked = Some(asked);
+        Ok(())
+    }
+}
+
+impl Process for KeyedAsker {
+    type Done = u32;
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        self.ask(out, 1)
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            let Some(asked) = self.asked else { break };
+            match asked.answer(event) {
+                sched::actor::Replied::Answered(Echoed { n, node }) => {
+                    if n == self.rounds {
+                        out.finish(node);
+                    } else {
+                        self.ask(out, n + 1)?;
+                    }
+                }
+                sched::actor::Replied::Failed(why) => return Err(why.into()),
+                sched::actor::Replied::Other(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One run of keyed asks across nodes: microseconds per round trip, from
+/// a step and from outside.
+fn keyed_ask_round_trip(url: &str, rounds: usize) -> (f64, f64) {
+    use relay_nats::{NatsTransport, Sharding, ShardingConfig};
+    let node = |number: u32| {
+        let codec = Codec::new()
+            .register_as::<Say>("say", format())
+            .register_as::<Echoed>("echoed", format());
+        let config = NatsConfig::new(url)
+            .codec(codec)
+            .cluster_names("bench-ask-names");
+        let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
+        let node = Scheduler::builder()
+            .workers(1)
+            .node(number)
+            .remote(transport.clone())
+            .build();
+        node.start();
+        let sharding = Sharding::new(&node, transport, ShardingConfig::new()).expect("sharding");
+        let echoes = sharding
+            .register(&node, "echo", move |_: &str| KeyedEcho(number))
+            .expect("registered");
+        (node, sharding, echoes)
+    };
+    let (one, _one_sharding, echoes) = node(1);
+    let (two, _two_sharding, _) = node(2);
+    let key = (0..)
+        .map(|k| format!("key-{k}"))
+        .find(|k| echoes.placed_among(k, &[1, 2]) == Some(2))
+        .expect("a key of node 2");
+    let run = |rounds: usize| {
+        let asker = KeyedAsker {
+            echoes: echoes.clone(),
+            key: key.clone(),
+            rounds: rounds as u64,
+            asked: None,
+        };
+        let mut asker = one.spawn(asker).expect("spawned");
+        asker
+            .wait_timeout(Duration::from_secs(120))
+            .expect("answered")
+    };
+    // Until node 2 holds the key's shard and answers.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while run(WARM_UP) != 2 {
+        assert!(Instant::now() < deadline, "node 2 did not take its shard");
+    }
+    let started = Instant::now();
+    assert_eq!(run(rounds), 2, "node 2 answered");
+    let from_step = started.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+    // The same from outside: a thread asks and waits, one at a time.
+    let started = Instant::now();
+    for n in 1..=rounds as u64 {
+        let mut reply = echoes.ask(&one, &key, Say(n)).expect("asked");
+        let echoed = reply
+            .wait_timeout(Duration::from_secs(30))
+            .expect("answered");
+        assert_eq!((echoed.n, echoed.node), (n, 2));
+    }
+    let from_outside = started.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+    one.shutdown(Duration::from_millis(100));
+    two.shutdown(Duration::from_millis(100));
+    (from_step, from_outside)
 }
