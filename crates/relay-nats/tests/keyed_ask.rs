@@ -47,11 +47,17 @@ impl Question for Unregistered {
     type Answer = u64;
 }
 
+/// A key whose process blocks in the step that reads its next deposit,
+/// until told.
+type Gate = Arc<Mutex<Option<(String, std::sync::mpsc::Receiver<()>)>>>;
+
 /// One account per key: answers `Balance` with what it holds.
 struct Account {
+    key: String,
     balance: u64,
     node: u32,
     incarnation: u64,
+    gate: Gate,
 }
 
 impl Process for Account {
@@ -59,7 +65,19 @@ impl Process for Account {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
-                Event::Message(m) => self.balance += m.downcast::<Deposit>().map_or(0, |d| d.0),
+                Event::Message(m) => {
+                    self.balance += m.downcast::<Deposit>().map_or(0, |d| d.0);
+                    let gate = {
+                        let mut gate = self.gate.lock().unwrap();
+                        match &*gate {
+                            Some((key, _)) if *key == self.key => gate.take(),
+                            _ => None,
+                        }
+                    };
+                    if let Some((_, gate)) = gate {
+                        let _ = gate.recv();
+                    }
+                }
                 Event::Request(request) => {
                     let (Balance, answer) =
                         request.take::<Balance>().map_err(|_| "not a Balance")?;
@@ -90,6 +108,16 @@ fn account_node(
     config: ShardingConfig,
     made: &Arc<AtomicU64>,
 ) -> AccountNode {
+    gated_account_node(url, node, config, made, &Gate::default())
+}
+
+fn gated_account_node(
+    url: &str,
+    node: u32,
+    config: ShardingConfig,
+    made: &Arc<AtomicU64>,
+    gate: &Gate,
+) -> AccountNode {
     let (scheduler, transport) = node_configured(url, node, |c| {
         c.codec(
             codec()
@@ -100,11 +128,14 @@ fn account_node(
     });
     let sharding = Sharding::new(&scheduler, Arc::clone(&transport), config).unwrap();
     let made = Arc::clone(made);
+    let gate = Arc::clone(gate);
     let accounts = sharding
-        .register(&scheduler, KIND, move |_: &str| Account {
+        .register(&scheduler, KIND, move |key: &str| Account {
+            key: key.to_owned(),
             balance: 0,
             node,
             incarnation: made.fetch_add(1, Ordering::Relaxed),
+            gate: Arc::clone(&gate),
         })
         .unwrap();
     AccountNode {
@@ -116,6 +147,10 @@ fn account_node(
 }
 
 fn settled(nodes: &[&AccountNode]) {
+    settled_with(nodes, SHARDS);
+}
+
+fn settled_with(nodes: &[&AccountNode], shards: u32) {
     wait_until("the shards to settle", WAIT, || {
         let held: u64 = nodes.iter().map(|n| n.sharding.stats().shards_held).sum();
         let agree = (0..100).all(|k| {
@@ -123,7 +158,7 @@ fn settled(nodes: &[&AccountNode]) {
             let first = nodes[0].accounts.placed_on(&key);
             nodes.iter().all(|n| n.accounts.placed_on(&key) == first)
         });
-        held == u64::from(SHARDS) && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
+        held == u64::from(shards) && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
     });
 }
 
@@ -220,14 +255,15 @@ fn a_question_asked_before_any_node_holds_the_shard_waits_and_is_answered() {
 }
 
 #[test]
-fn every_question_asked_while_a_node_joins_is_answered_once_by_the_keys_one_process() {
+fn every_question_asked_while_a_third_node_joins_is_answered_once_by_the_keys_one_process() {
     let Some(server) = NatsServer::start() else {
         return;
     };
     let made = Arc::new(AtomicU64::new(0));
     let config = ShardingConfig::new().shards(SHARDS);
     let one = account_node(&server.url(), 1, config.clone(), &made);
-    settled(&[&one]);
+    let two = account_node(&server.url(), 2, config.clone(), &made);
+    settled(&[&one, &two]);
     let keys = keys(100);
     let answers = Mutex::new(Vec::new());
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -260,11 +296,11 @@ fn every_question_asked_while_a_node_joins_is_answered_once_by_the_keys_one_proc
             unreachable!()
         });
         std::thread::sleep(Duration::from_millis(300));
-        let two = account_node(&server.url(), 2, config, &made);
-        settled(&[&one, &two]);
+        let three = account_node(&server.url(), 3, config, &made);
+        settled(&[&one, &two, &three]);
         done.store(true, Ordering::Relaxed);
         let rounds = asking.join().unwrap();
-        (two, rounds)
+        (three, rounds)
     });
     let (joined, rounds) = joined;
     let answers = answers.into_inner().unwrap();
@@ -282,7 +318,7 @@ fn every_question_asked_while_a_node_joins_is_answered_once_by_the_keys_one_proc
                     statement.incarnation > before.incarnation,
                     "{key}: an earlier process answered after a later one"
                 );
-                assert_eq!(statement.node, 2, "{key} moves only to the new node");
+                assert_eq!(statement.node, 3, "{key} moves only to the new node");
             } else {
                 assert_eq!(
                     statement.balance,
@@ -296,8 +332,76 @@ fn every_question_asked_while_a_node_joins_is_answered_once_by_the_keys_one_proc
         last.insert(key, (*round, *statement));
     }
     assert!(moved > 0, "some keys moved to the joining node");
-    one.scheduler.shutdown(Duration::from_secs(5));
-    joined.scheduler.shutdown(Duration::from_secs(5));
+    // What node 2 passed on: questions and messages from node 1 that
+    // reached it after it let go of their shard, sent on to node 3.
+    eprintln!("node 2 passed on {}", two.sharding.stats().forwarded);
+    for node in [&one, &two, &joined] {
+        node.scheduler.shutdown(Duration::from_secs(5));
+    }
+}
+
+#[test]
+fn a_question_that_reaches_the_old_holder_after_it_let_go_is_passed_on_and_answered() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let made = Arc::new(AtomicU64::new(0));
+    let gate = Gate::default();
+    // Enough shards that some of node 2's move to node 3.
+    let shards = 64;
+    let config = ShardingConfig::new().shards(shards);
+    let node = |n| gated_account_node(&server.url(), n, config.clone(), &made, &gate);
+    let (one, two) = (node(1), node(2));
+    settled_with(&[&one, &two], shards);
+    // A key of node 2's now, of node 3's once it joins.
+    let key = keys(1000)
+        .into_iter()
+        .find(|k| {
+            one.accounts.placed_among(k, &[1, 2]) == Some(2)
+                && one.accounts.placed_among(k, &[1, 2, 3]) == Some(3)
+        })
+        .unwrap();
+    let shard = one.accounts.shard_of(&key);
+    let on_two = |what: fn(&relay_nats::ShardStats) -> u64| {
+        let stats = two.sharding.shard_stats();
+        what(
+            stats
+                .iter()
+                .find(|s| s.kind == KIND && s.shard == shard)
+                .unwrap(),
+        )
+    };
+    // Its process on node 2 blocks reading a deposit, so node 2 cannot
+    // let go of the shard when node 3 joins.
+    let (open, closed) = std::sync::mpsc::channel::<()>();
+    *gate.lock().unwrap() = Some((key.clone(), closed));
+    one.accounts.send(&one.scheduler, &key, Deposit(5)).unwrap();
+    wait_until("the deposit to be read on node 2", WAIT, || {
+        gate.lock().unwrap().is_none()
+    });
+    let three = node(3);
+    wait_until("node 2 to stop the key's process", WAIT, || {
+        on_two(|s| s.keys_stopping) == 1
+    });
+    // Node 1 asks: the shard's name still points at node 2, so the
+    // question reaches node 2 and waits there.
+    let mut reply = one.accounts.ask(&one.scheduler, &key, Balance).unwrap();
+    wait_until("the question to wait on node 2", WAIT, || {
+        on_two(|s| s.buffered) == 1
+    });
+    // Let go: node 2 hands the shard to node 3 and passes the question on,
+    // for node 1's asker, to node 3.
+    open.send(()).unwrap();
+    let statement = reply.wait_timeout(WAIT).expect("answered through node 2");
+    assert_eq!(
+        (statement.node, statement.balance),
+        (3, 0),
+        "a new process on node 3"
+    );
+    assert!(two.sharding.stats().forwarded >= 1, "node 2 passed it on");
+    for node in [&one, &two, &three] {
+        node.scheduler.shutdown(Duration::from_secs(5));
+    }
 }
 
 /// Asks a key from its first step, and finishes with the answer.

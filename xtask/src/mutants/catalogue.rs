@@ -97,6 +97,40 @@ const NATS_KEYED_CLOSE: Catcher = Catcher {
     target_subdir: None,
 };
 
+const NATS_KEYED_ASK_PASSED_ON: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "keyed_ask",
+        "--",
+        "a_question_that_reaches_the_old_holder_after_it_let_go_is_passed_on_and_answered",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
+const NATS_KEYED_ASK_ACROSS: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "keyed_ask",
+        "--",
+        "a_question_to_a_key_is_answered_by_its_one_process_wherever_its_shard_is",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
+const SCHED_FORWARD: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "forward"],
+    env: &[],
+    target_subdir: None,
+};
+
 const NATS_KEYED_FENCE: Catcher = Catcher {
     args: &[
         "test",
@@ -828,6 +862,34 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "        if !shard.children.is_empty() || shard.releasing {",
         replacement: "        if shard.releasing {",
         catcher: &NATS_KEYED_HAND_OFF,
+    },
+    Mutation {
+        // A question passed on from a node that is not its asker's
+        // speaks with the asker's PID: the next node drops it as forged,
+        // and the asker waits for an answer that never comes.
+        name: "sched-core-forward-speaks-for-a-remote-asker",
+        file: "crates/sched-core/src/engine/forward.rs",
+        original: "        let from = if shared.is_remote(from) {",
+        replacement: "        let from = if false && shared.is_remote(from) {",
+        catcher: &NATS_KEYED_ASK_PASSED_ON,
+    },
+    Mutation {
+        // A forward that cannot go hands back a right that answers
+        // nobody: the original asker is never told `NoReply`.
+        name: "sched-core-forward-loses-the-right-it-could-not-use",
+        file: "crates/sched-core/src/engine/forward.rs",
+        original: "            Err(error) => Err((error, ReplyTo::new(kept, question_type))),",
+        replacement: "            Err(error) => Err((error, ReplyTo::new(StdArc::new(ReplySlot::default()), question_type))),",
+        catcher: &SCHED_FORWARD,
+    },
+    Mutation {
+        // A host never reads what other nodes ask its keys: every
+        // question across nodes is answered `NoReply`.
+        name: "relay-nats-keyed-host-ignores-questions-from-other-nodes",
+        file: "crates/relay-nats/src/keyed/host.rs",
+        original: "                Event::Request(request) => self.asked(out.context(), request),",
+        replacement: "                Event::Request(_) => {}",
+        catcher: &NATS_KEYED_ASK_ACROSS,
     },
     Mutation {
         // A closing transport releases its names while the keyed
