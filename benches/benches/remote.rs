@@ -468,25 +468,29 @@ fn keyed(runs: usize, quick: bool) {
          {runs} run(s) per side, alternating"
     );
     println!(
-        "| run | keyed ask from a step | from outside | raw request-reply | step / raw | outside / raw |"
+        "| run | keyed ask from a step | from outside | PID ask from a step | raw request-reply \
+         | step / raw | outside / raw | PID / raw |"
     );
-    println!("|---|---|---|---|---|---|");
-    let (mut steps, mut outsides) = (Vec::new(), Vec::new());
+    println!("|---|---|---|---|---|---|---|---|");
+    let (mut steps, mut outsides, mut pids) = (Vec::new(), Vec::new(), Vec::new());
     for i in 1..=runs {
-        let (step, outside) = keyed_ask_round_trip(&url, rounds);
+        let (step, outside, pid) = keyed_ask_round_trip(&url, rounds);
         let raw = 1e6 / raw(&url, rounds, frame_size()).round_trips_per_sec;
         println!(
-            "| {i} | {step:.1} µs | {outside:.1} µs | {raw:.1} µs | {:.2} | {:.2} |",
+            "| {i} | {step:.1} µs | {outside:.1} µs | {pid:.1} µs | {raw:.1} µs | {:.2} | {:.2} | {:.2} |",
             step / raw,
-            outside / raw
+            outside / raw,
+            pid / raw
         );
         steps.push(step / raw);
         outsides.push(outside / raw);
+        pids.push(pid / raw);
     }
     println!(
-        "| median | | | | {:.2} | {:.2} |",
+        "| median | | | | | {:.2} | {:.2} | {:.2} |",
         median(steps),
-        median(outsides)
+        median(outsides),
+        median(pids)
     );
     let _ = std::fs::remove_dir_all(&store);
 }
@@ -525,21 +529,30 @@ impl Process for KeyedEcho {
     }
 }
 
-/// Asks `key` `rounds` questions one after the other from its steps,
-/// and finishes with the node that answered the last.
+/// Whom a [`KeyedAsker`] asks.
+#[derive(Clone)]
+enum Asked {
+    Key(relay_nats::Sharded<()>, String),
+    Pid(Pid),
+}
+
+/// Asks `rounds` questions one after the other from its steps, and
+/// finishes with the node that answered the last.
 struct KeyedAsker {
-    echoes: relay_nats::Sharded<()>,
-    key: String,
+    asked_whom: Asked,
     rounds: u64,
     asked: Option<sched::ReplyId<Echoed>>,
 }
 
 impl KeyedAsker {
     fn ask(&mut self, out: &mut Output<'_>, n: u64) -> Result<(), BoxError> {
-        let asked = self
-            .echoes
-            .ask_from_step(out, &self.key, Say(n), Duration::from_secs(30))
-            .map_err(|refused| refused.reason.to_string())?;
+        let timeout = Duration::from_secs(30);
+        let asked = match &self.asked_whom {
+            Asked::Key(echoes, key) => echoes
+                .ask_from_step(out, key, Say(n), timeout)
+                .map_err(|refused| refused.reason.to_string())?,
+            Asked::Pid(pid) => out.ask(*pid, Say(n), timeout)?,
+        };
         self.asked = Some(asked);
         Ok(())
     }
@@ -570,8 +583,8 @@ impl Process for KeyedAsker {
 }
 
 /// One run of keyed asks across nodes: microseconds per round trip, from
-/// a step and from outside.
-fn keyed_ask_round_trip(url: &str, rounds: usize) -> (f64, f64) {
+/// a step and from outside, and by PID from a step.
+fn keyed_ask_round_trip(url: &str, rounds: usize) -> (f64, f64, f64) {
     use relay_nats::{NatsTransport, Sharding, ShardingConfig};
     let node = |number: u32| {
         let codec = Codec::new()
@@ -599,10 +612,9 @@ fn keyed_ask_round_trip(url: &str, rounds: usize) -> (f64, f64) {
         .map(|k| format!("key-{k}"))
         .find(|k| echoes.placed_among(k, &[1, 2]) == Some(2))
         .expect("a key of node 2");
-    let run = |rounds: usize| {
+    let run = |whom: &Asked, rounds: usize| {
         let asker = KeyedAsker {
-            echoes: echoes.clone(),
-            key: key.clone(),
+            asked_whom: whom.clone(),
             rounds: rounds as u64,
             asked: None,
         };
@@ -611,14 +623,21 @@ fn keyed_ask_round_trip(url: &str, rounds: usize) -> (f64, f64) {
             .wait_timeout(Duration::from_secs(120))
             .expect("answered")
     };
+    let by_key = Asked::Key(echoes.clone(), key.clone());
     // Until node 2 holds the key's shard and answers.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while run(WARM_UP) != 2 {
+    while run(&by_key, WARM_UP) != 2 {
         assert!(Instant::now() < deadline, "node 2 did not take its shard");
     }
     let started = Instant::now();
-    assert_eq!(run(rounds), 2, "node 2 answered");
+    assert_eq!(run(&by_key, rounds), 2, "node 2 answered");
     let from_step = started.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+    // The same process type asked by PID, for what the key adds.
+    let by_pid = Asked::Pid(two.spawn(KeyedEcho(2)).expect("spawned").pid());
+    run(&by_pid, WARM_UP);
+    let started = Instant::now();
+    run(&by_pid, rounds);
+    let pid_from_step = started.elapsed().as_secs_f64() * 1e6 / rounds as f64;
     // The same from outside: a thread asks and waits, one at a time.
     let started = Instant::now();
     for n in 1..=rounds as u64 {
@@ -631,5 +650,5 @@ fn keyed_ask_round_trip(url: &str, rounds: usize) -> (f64, f64) {
     let from_outside = started.elapsed().as_secs_f64() * 1e6 / rounds as f64;
     one.shutdown(Duration::from_millis(100));
     two.shutdown(Duration::from_millis(100));
-    (from_step, from_outside)
+    (from_step, from_outside, pid_from_step)
 }
