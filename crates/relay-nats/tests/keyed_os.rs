@@ -1,0 +1,247 @@
+//! Keyed processes with nodes as OS processes over a real `nats-server`
+//! with JetStream: node 1 runs in this process and sends; nodes 2 and 3,
+//! then a joining node 4, run in child processes (this binary again, see
+//! `processes/peer.rs`). Under steady traffic to every key, node 4 joins,
+//! node 2 is killed (SIGKILL), and node 3 is stopped (SIGSTOP) past its
+//! lease and continued. Every keyed process reports each message it reads
+//! to a collector on node 1. Then:
+//!
+//! - no message is read twice;
+//! - no two processes of one key ever read beside each other: the numbers
+//!   each process of a key read form runs that do not overlap (a second
+//!   live process would read numbers inside another's run);
+//! - the keys whose shard never left node 1 read every message, in one
+//!   process; so do the keys that moved only when node 4 joined (a move
+//!   between live nodes loses nothing);
+//! - after the faults, one more message to every key is read, each once:
+//!   no key is left stuck.
+//!
+//! `KEYED_OS_KEYS` sets the number of keys (default 2 000; the figure in
+//! the guide was measured with 100 000).
+
+mod support;
+
+#[path = "keyed_os/child.rs"]
+mod child;
+#[path = "keyed_os/common.rs"]
+mod common;
+#[allow(dead_code)]
+#[path = "processes/peer.rs"]
+mod peer;
+#[allow(dead_code)]
+#[path = "processes/tally.rs"]
+mod tally;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{key_name, keyed_node, Add, Read, Reports, DOWN_AFTER, LEASE};
+use peer::Peer;
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// Not a test of its own: a node other than 1 when the binary runs as a
+/// child (see `processes/peer.rs`); passes at once otherwise.
+#[test]
+fn node_2_in_a_child_process() {
+    if let Ok(role) = std::env::var(peer::ROLE) {
+        child::run(&role);
+    }
+}
+
+/// What node 1 sent: the next number per key, and the refused ones.
+struct Sent {
+    next: Vec<u32>,
+    refused: HashSet<(u32, u32)>,
+}
+
+/// Sends one message to every key, numbered per key.
+fn round(node: &common::KeyedNode, sent: &mut Sent) {
+    for key in 0..sent.next.len() as u32 {
+        let n = sent.next[key as usize];
+        sent.next[key as usize] += 1;
+        if node
+            .tally
+            .send(&node.scheduler, &key_name(key), Add { key, n })
+            .is_err()
+        {
+            sent.refused.insert((key, n));
+        }
+    }
+}
+
+fn child(url: &str, collector: sched::Pid, node: u32) -> Peer {
+    let peer = Peer::spawn_node("keyed", url, collector.id(), node);
+    peer.expect("ready", WAIT);
+    peer
+}
+
+#[test]
+fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never_side_by_side() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let keys: u32 = std::env::var("KEYED_OS_KEYS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(2_000);
+    let url = server.url();
+    let reads = Arc::new(Mutex::new(Vec::<Read>::new()));
+    let one = keyed_node(&url, 1, Reports::Here(Arc::clone(&reads)));
+    let mut two = child(&url, one.collector, 2);
+    let mut three = child(&url, one.collector, 3);
+    let started = Instant::now();
+    let at = |what: &str| eprintln!("{:>6.1} s: {what}", started.elapsed().as_secs_f64());
+
+    let stop = AtomicBool::new(false);
+    let sent = Mutex::new(Sent {
+        next: vec![0; keys as usize],
+        refused: HashSet::new(),
+    });
+    let four = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                round(&one, &mut sent.lock().unwrap());
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        std::thread::sleep(Duration::from_secs(3));
+        at("node 4 joins");
+        let four = child(&url, one.collector, 4);
+        std::thread::sleep(Duration::from_secs(4));
+        at("node 2 killed");
+        two.kill();
+        std::thread::sleep(DOWN_AFTER * 2 + Duration::from_secs(1));
+        at("node 3 stopped");
+        three.signal("STOP");
+        std::thread::sleep(DOWN_AFTER + LEASE * 2);
+        at("node 3 continued");
+        three.signal("CONT");
+        std::thread::sleep(DOWN_AFTER * 2 + Duration::from_secs(1));
+        stop.store(true, Ordering::Relaxed);
+        four
+    });
+    // One more message to every key, retried until taken: each is read.
+    let mut sent = sent.into_inner().unwrap();
+    let last: Vec<u32> = sent.next.clone();
+    for key in 0..keys {
+        let n = last[key as usize];
+        sent.next[key as usize] += 1;
+        let deadline = Instant::now() + WAIT;
+        while one
+            .tally
+            .send(&one.scheduler, &key_name(key), Add { key, n })
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "key {key} refuses its last message"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    at("last round sent");
+    wait_until("every key to read its last message", WAIT, || {
+        let reads = reads.lock().unwrap();
+        let done: HashSet<u32> = reads
+            .iter()
+            .filter(|r| r.n == last[r.key as usize])
+            .map(|r| r.key)
+            .collect();
+        done.len() == keys as usize
+    });
+    // Until nothing more arrives.
+    let mut seen = 0;
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = reads.lock().unwrap().len();
+        if now == seen {
+            break;
+        }
+        seen = now;
+    }
+    at("quiet");
+    let reads = reads.lock().unwrap().clone();
+
+    // Nothing read twice.
+    let mut once = HashSet::new();
+    for read in &reads {
+        assert!(once.insert((read.key, read.n)), "read twice: {read:?}");
+    }
+    // Per key, the numbers each process read: runs that never overlap.
+    let mut per_key: HashMap<u32, BTreeMap<u64, (u32, u32)>> = HashMap::new();
+    for read in &reads {
+        let runs = per_key.entry(read.key).or_default();
+        let run = runs.entry(read.incarnation).or_insert((read.n, read.n));
+        run.0 = run.0.min(read.n);
+        run.1 = run.1.max(read.n);
+    }
+    let mut moved = 0;
+    for (key, runs) in &per_key {
+        let mut runs: Vec<(u32, u32, u64)> =
+            runs.iter().map(|(i, &(lo, hi))| (lo, hi, *i)).collect();
+        runs.sort_unstable();
+        for pair in runs.windows(2) {
+            assert!(
+                pair[0].1 < pair[1].0,
+                "key {key}: processes {:x} and {:x} read beside each other ({:?})",
+                pair[0].2,
+                pair[1].2,
+                runs
+            );
+        }
+        moved += u64::from(runs.len() > 1);
+    }
+    // Keys that never left node 1, and keys that moved only when node 4
+    // joined: every message read, in one process.
+    let sent_total: u64 = sent.next.iter().map(|&n| u64::from(n)).sum();
+    let mut kept = 0;
+    for key in 0..keys {
+        let name = key_name(key);
+        let before = one.tally.placed_among(&name, &[1, 2, 3]);
+        let after = one.tally.placed_among(&name, &[1, 2, 3, 4]);
+        let stayed = after == Some(1) || (after == Some(4) && before != Some(1));
+        if !stayed {
+            continue;
+        }
+        kept += 1;
+        let runs = &per_key[&key];
+        let read = runs.values().len();
+        let expected = (0..sent.next[key as usize])
+            .filter(|&n| !sent.refused.contains(&(key, n)))
+            .count();
+        let got = reads.iter().filter(|r| r.key == key).count();
+        assert_eq!(got, expected, "key {key} ({after:?}) lost messages");
+        let most = if after == Some(1) { 1 } else { 2 };
+        assert!(read <= most, "key {key} had {read} processes");
+    }
+    let lost = sent_total - sent.refused.len() as u64 - once.len() as u64;
+    eprintln!(
+        "{keys} keys: {sent_total} sent, {} refused at once, {} read, {lost} not read \
+         (sent to a node while it was lost); {moved} keys moved; {kept} keys kept every \
+         message",
+        sent.refused.len(),
+        once.len()
+    );
+    let stats = one.sharding.stats();
+    let transport = one.transport.stats();
+    eprintln!("node 1: {stats:?}");
+    eprintln!(
+        "node 1's transport: {} unconfirmed, {} abandoned, {} fenced, {} nodes down",
+        transport.unconfirmed, transport.abandoned, transport.fenced, transport.nodes_down
+    );
+    three.tell("stats");
+    let three_stats = three.expect("stats", WAIT);
+    eprintln!(
+        "node 3 (held, live, fenced, fenced processes, refused, started, unconfirmed, \
+         abandoned): {three_stats:?}"
+    );
+    for mut peer in [three, four] {
+        peer.tell("quit");
+        peer.expect("end", WAIT);
+    }
+    one.scheduler.shutdown(Duration::from_millis(500));
+}

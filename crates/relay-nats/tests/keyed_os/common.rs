@@ -1,0 +1,146 @@
+//! What node 1 (this process) and the other nodes (children) of
+//! `keyed_os.rs` share: the keyed process, its messages and its reports.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use relay_nats::{Format, Keyed, NatsTransport, Sharded, Sharding, ShardingConfig};
+use sched::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::support::{codec, node_configured};
+
+pub(crate) const KIND: &str = "tally";
+pub(crate) const SHARDS: u32 = 64;
+/// Short, so that a node stopped for a few seconds is past it.
+pub(crate) const LEASE: Duration = Duration::from_millis(1_500);
+pub(crate) const BEAT: Duration = Duration::from_millis(250);
+pub(crate) const DOWN_AFTER: Duration = Duration::from_secs(2);
+
+/// The `n`th message node 1 sent to key `key`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub(crate) struct Add {
+    pub(crate) key: u32,
+    pub(crate) n: u32,
+}
+
+/// A keyed process read a message: which, where, in which incarnation.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Read {
+    pub(crate) key: u32,
+    pub(crate) n: u32,
+    pub(crate) node: u32,
+    pub(crate) incarnation: u64,
+}
+
+/// The process of one key: reports every message it reads to node 1's
+/// collector; finishes on cancel.
+struct Tally {
+    collector: Pid,
+    node: u32,
+    incarnation: u64,
+}
+
+impl Process for Tally {
+    type Done = ();
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(m) => {
+                    let add = m.downcast::<Add>().map_err(|_| "not an Add")?;
+                    let read = Read {
+                        key: add.key,
+                        n: add.n,
+                        node: self.node,
+                        incarnation: self.incarnation,
+                    };
+                    // A report that cannot go (node 1 unreachable for a
+                    // moment) is lost; the test counts only what arrives.
+                    let _ = out.send(self.collector, read);
+                }
+                Event::Cancel => out.finish(()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Node 1's collector: keeps every report.
+struct Collector(Arc<Mutex<Vec<Read>>>);
+
+impl Process for Collector {
+    type Done = ();
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Message(m) => {
+                    let read = m.downcast::<Read>().map_err(|_| "not a Read")?;
+                    self.0.lock().unwrap().push(read);
+                }
+                Event::Cancel => out.finish(()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a node's keyed processes report what they read.
+pub(crate) enum Reports {
+    /// To node 1's collector, at this PID.
+    At(Pid),
+    /// To a collector started on this node (node 1), into this list.
+    Here(Arc<Mutex<Vec<Read>>>),
+}
+
+/// A keyed node: the scheduler, its transport, its sharding, the kind,
+/// and the collector its processes report to.
+pub(crate) struct KeyedNode {
+    pub(crate) scheduler: Scheduler,
+    pub(crate) transport: Arc<NatsTransport>,
+    pub(crate) sharding: Sharding,
+    pub(crate) tally: Sharded<Add>,
+    pub(crate) collector: Pid,
+}
+
+pub(crate) fn keyed_node(url: &str, node: u32, reports: Reports) -> KeyedNode {
+    let (scheduler, transport) = node_configured(url, node, |c| {
+        c.codec(
+            codec()
+                .register_as::<Keyed<Add>>(KIND, Format::Postcard)
+                .register_as::<Read>("read", Format::Postcard)
+                .max_message_bytes(1 << 16),
+        )
+        .name_lease(LEASE)
+        .failure_detector(BEAT, DOWN_AFTER)
+    });
+    let config = ShardingConfig::new()
+        .shards(SHARDS)
+        .passivate_after(Duration::from_secs(600));
+    let collector = match reports {
+        Reports::At(pid) => pid,
+        Reports::Here(list) => scheduler.spawn(Collector(list)).unwrap().pid(),
+    };
+    let sharding = Sharding::new(&scheduler, Arc::clone(&transport), config).unwrap();
+    let incarnations = AtomicU64::new(u64::from(node) << 40);
+    let tally = sharding
+        .register(&scheduler, KIND, move |_: &str| Tally {
+            collector,
+            node,
+            incarnation: incarnations.fetch_add(1, Ordering::Relaxed),
+        })
+        .unwrap();
+    KeyedNode {
+        scheduler,
+        transport,
+        sharding,
+        tally,
+        collector,
+    }
+}
+
+pub(crate) fn key_name(key: u32) -> String {
+    format!("k{key}")
+}
