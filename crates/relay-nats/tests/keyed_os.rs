@@ -144,15 +144,36 @@ fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never
         }
     }
     at("last round sent");
-    wait_until("every key to read its last message", WAIT, || {
+    // Every key reads its last message: wait while reads still arrive.
+    let (mut seen, mut still) = (0, Instant::now());
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
         let reads = reads.lock().unwrap();
         let done: HashSet<u32> = reads
             .iter()
             .filter(|r| r.n == last[r.key as usize])
             .map(|r| r.key)
             .collect();
-        done.len() == keys as usize
-    });
+        if done.len() == keys as usize {
+            break;
+        }
+        if reads.len() != seen {
+            (seen, still) = (reads.len(), Instant::now());
+        }
+        if still.elapsed() > Duration::from_secs(30) {
+            let stuck: Vec<(u32, Option<u32>)> = (0..keys)
+                .filter(|k| !done.contains(k))
+                .take(10)
+                .map(|k| (k, one.tally.placed_among(&key_name(k), &[1, 3, 4])))
+                .collect();
+            panic!(
+                "{} keys never read their last message (nothing read for 30 s), such as \
+                 (key, node): {stuck:?}; node 1: {:?}",
+                keys as usize - done.len(),
+                one.sharding.stats()
+            );
+        }
+    }
     // Until nothing more arrives.
     let mut seen = 0;
     loop {

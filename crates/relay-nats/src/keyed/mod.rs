@@ -407,7 +407,9 @@ impl<M: Send + 'static> Sharded<M> {
     ///
     /// # Errors
     ///
-    /// [`Refused`], with the question back: as for a send.
+    /// [`Refused`], with the question back: as for a send, except that a
+    /// question is not held to the key's mailbox capacity (never
+    /// [`RefusedReason::MailboxFull`]).
     ///
     /// # Examples
     ///

@@ -7,7 +7,7 @@ use sched::prelude::*;
 
 use super::shard::{Child, Kind, Route};
 
-/// What a node's keyed processes count (see [`Sharding::stats`]).
+/// What a node's keyed processes count (see [`Sharding::stats`](super::Sharding::stats)).
 #[derive(Debug, Default)]
 pub(crate) struct ShardingCounters {
     pub(crate) started: AtomicU64,
@@ -39,7 +39,7 @@ impl ShardingCounters {
     }
 }
 
-/// A snapshot of a node's keyed processes, from [`Sharding::stats`].
+/// A snapshot of a node's keyed processes, from [`Sharding::stats`](super::Sharding::stats).
 ///
 /// # Examples
 ///
@@ -86,7 +86,7 @@ pub struct ShardingStats {
 }
 
 /// One shard of one kind as this node sees it now, from
-/// [`Sharding::shard_stats`].
+/// [`Sharding::shard_stats`](super::Sharding::shard_stats).
 ///
 /// # Examples
 ///
@@ -102,7 +102,7 @@ pub struct ShardingStats {
 pub struct ShardStats {
     /// The kind's name.
     pub kind: String,
-    /// The shard's number, below [`ShardingConfig::shard_count`].
+    /// The shard's number, below [`ShardingConfig::shard_count`](super::ShardingConfig::shard_count).
     pub shard: u32,
     /// This node holds the shard: its keys' processes run here.
     pub held: bool,
@@ -136,7 +136,7 @@ impl ShardingStats {
     }
 }
 
-/// What [`Sharding::stats`] reads of each kind, whatever its types.
+/// What [`Sharding::stats`](super::Sharding::stats) reads of each kind, whatever its types.
 pub(super) trait KindStats: Send + Sync {
     /// Every shard of the kind, as this node sees it.
     fn shards(&self, into: &mut Vec<ShardStats>);

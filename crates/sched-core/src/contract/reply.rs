@@ -237,13 +237,18 @@ impl Request {
     pub fn take<Q: Question>(self) -> Result<(Q, Responder<Q::Answer>), Request> {
         let (package, mut reply) = *self.inner;
         match package.downcast::<Q>() {
-            Ok(question) => Ok((
-                question,
-                Responder {
-                    reply,
-                    answer: PhantomData,
-                },
-            )),
+            Ok(question) => {
+                // Taken: a drop from here on is this question left
+                // unanswered, not a mismatch of an earlier try.
+                reply.refused = None;
+                Ok((
+                    question,
+                    Responder {
+                        reply,
+                        answer: PhantomData,
+                    },
+                ))
+            }
             Err(package) => {
                 // Remembered, so that dropping the request unanswered tells
                 // the asker which types disagreed.

@@ -426,7 +426,11 @@ impl Context {
     /// # Errors
     ///
     /// As for [`send`](Context::send): the target is unknown (no such PID,
-    /// or nobody holds the name), has ended or its mailbox is full.
+    /// or nobody holds the name) or has ended. A question is not held to
+    /// the mailbox's capacity
+    /// ([`mailbox_capacity`](crate::Builder::mailbox_capacity)):
+    /// each has an asker waiting for it, so the askers bound them, and an
+    /// ask never fails `Full`.
     ///
     /// # Examples
     ///
@@ -472,7 +476,8 @@ impl Output<'_> {
     ///
     /// # Errors
     ///
-    /// As for [`send`](Output::send).
+    /// As for [`send`](Output::send), except that a question is not held
+    /// to the mailbox's capacity (see [`Context::ask`]): never `Full`.
     ///
     /// # Examples
     ///

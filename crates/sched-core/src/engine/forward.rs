@@ -169,11 +169,11 @@ impl ReplyTo {
     ///
     /// # Errors
     ///
-    /// The question could not go (as for
-    /// [`Context::send`]: no such process, ended, mailbox full, no route
-    /// to its node): the error, with the question in its package, and the
-    /// right to answer back, unspent, to try elsewhere or to drop (which
-    /// answers `AskError::NoReply`).
+    /// The question could not go (as for [`Context::ask`]: no such
+    /// process, ended, no route to its node; a question is not held to
+    /// the mailbox's capacity): the error, with the question in its
+    /// package, and the right to answer back, unspent, to try elsewhere or
+    /// to drop (which answers `AskError::NoReply`).
     ///
     /// # Examples
     ///

@@ -404,8 +404,10 @@ impl<T> Builder<T> {
     /// messages already queued (not yet drained by a step) fails with
     /// [`SendErrorKind::Full`](relay::SendErrorKind::Full), handing the
     /// message back. An [`Urgent`](crate::Urgent) message has a reserve: it
-    /// fails only at `capacity + max(1, capacity / 8)` queued. Default:
-    /// unbounded (as is any capacity of 2^27 or more).
+    /// fails only at `capacity + max(1, capacity / 8)` queued. Questions
+    /// (asks) are not counted and never refused for it: each has an asker
+    /// waiting, so the askers bound them. Default: unbounded (as is any
+    /// capacity of 2^27 or more).
     ///
     /// # Examples
     ///
