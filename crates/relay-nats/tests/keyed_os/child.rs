@@ -34,15 +34,19 @@ pub(crate) fn run(role: &str) {
                 let s = keyed.sharding.stats();
                 let t = keyed.transport.stats();
                 say(&format!(
-                    "stats {} {} {} {} {} {} {} {}",
+                    "stats {} {} {} {} {} {} {} {} {} {} {} {}",
                     s.shards_held,
                     s.keys_live,
                     s.fenced,
                     s.fenced_processes,
                     s.refused,
                     s.started,
+                    s.buffered,
                     t.unconfirmed,
-                    t.abandoned
+                    t.abandoned,
+                    t.fenced,
+                    t.lost,
+                    t.slow_consumer
                 ));
             }
             "quit" | "" => break,
