@@ -198,6 +198,12 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
     pub(crate) fn send(&self, cx: &Context, key: &str, message: M) -> Result<(), Refused<M>> {
         let index = shard_of(key, self.shard_count());
         let mut shard = self.lock(index);
+        // The common case first, as `route` and `deliver_here` would take
+        // it: held here, nothing waiting, the key's process running.
+        let message = match self.send_to_live(cx, &mut shard, key, message) {
+            Ok(()) => return Ok(()),
+            Err(message) => message,
+        };
         self.route(cx, index, &mut shard, key, Waiting::Message(message))
             .map_err(|refused| match refused.message {
                 Waiting::Message(message) => Refused {
@@ -206,6 +212,31 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                 },
                 Waiting::Ask { .. } => unreachable!("a message is refused as it went"),
             })
+    }
+
+    /// Sends to the key's running process here, if the shard is held
+    /// here with nothing waiting; the message back otherwise, or if the
+    /// process has ended (the general path then starts a new one). A full
+    /// mailbox refuses it through the general path, which meets it again.
+    #[inline]
+    fn send_to_live(
+        &self,
+        cx: &Context,
+        shard: &mut Shard<M>,
+        key: &str,
+        message: M,
+    ) -> Result<(), M> {
+        if !(shard.buffer.is_empty() && shard.route == Route::Here) {
+            return Err(message);
+        }
+        let Some(Child::Live { pid, touched }) = shard.children.get_mut(key) else {
+            return Err(message);
+        };
+        if !shard.clock.valid() {
+            return Err(message);
+        }
+        *touched = self.epoch.load(Relaxed);
+        cx.send(*pid, message).map_err(message_back::<M>)
     }
 
     /// Asks the process of `key`, wherever it lives, `question`, whose
