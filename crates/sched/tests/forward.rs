@@ -157,6 +157,39 @@ impl Process for PairAsker {
     }
 }
 
+/// Makes a pair, withdraws it, and finishes when its own timer fires
+/// after the pair's timeout: with every event it saw.
+struct Withdrawer(Vec<String>);
+impl Process for Withdrawer {
+    type Done = Vec<String>;
+    fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let (id, answer_to) = out.reply_pair::<Square>(Duration::from_millis(20));
+        out.withdraw_reply(id, answer_to);
+        out.set_timer(Duration::from_millis(200), Tag(7));
+        Ok(())
+    }
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            let timer = matches!(event, Event::Timer { .. });
+            self.0.push(format!("{event:?}"));
+            if timer {
+                out.finish(std::mem::take(&mut self.0));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_withdrawn_pair_gets_no_reply_not_even_its_timeout() {
+    let scheduler = started();
+    let mut withdrawer = scheduler.spawn(Withdrawer(Vec::new())).unwrap();
+    let seen = withdrawer.wait_timeout(WAIT).unwrap();
+    assert_eq!(seen.len(), 1, "only its own timer: {seen:?}");
+    assert!(seen[0].starts_with("Timer"), "{seen:?}");
+    scheduler.shutdown(Duration::from_millis(200));
+}
+
 #[test]
 fn a_steps_pair_is_answered_or_times_out() {
     let scheduler = started();

@@ -883,6 +883,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_FORWARD,
     },
     Mutation {
+        // A withdrawn pair stays pending: its timeout still comes as an
+        // `Event::Reply` the process never asked for.
+        name: "sched-core-withdrawn-pair-stays-pending",
+        file: "crates/sched-core/src/engine/forward.rs",
+        original: "                .position(|(pending, _)| *pending == ask)?;",
+        replacement: "                .position(|(pending, _)| *pending == ask)\n                .filter(|_| false)?;",
+        catcher: &SCHED_FORWARD,
+    },
+    Mutation {
         // A host never reads what other nodes ask its keys: every
         // question across nodes is answered `NoReply`.
         name: "relay-nats-keyed-host-ignores-questions-from-other-nodes",

@@ -456,10 +456,8 @@ impl<M: Send + 'static> Sharded<M> {
     ///
     /// # Errors
     ///
-    /// [`Refused`], with the question back. The id made for the refused
-    /// question was never handed out; its `Event::Reply` (`NoReply`)
-    /// still arrives, and reads as `Replied::Other` for every id this
-    /// process holds.
+    /// [`Refused`], with the question back, as for
+    /// [`ask`](Sharded::ask); no `Event::Reply` comes for it.
     ///
     /// # Examples
     ///
@@ -505,16 +503,20 @@ impl<M: Send + 'static> Sharded<M> {
         timeout: std::time::Duration,
     ) -> Result<ReplyId<Q::Answer>, Refused<Q>> {
         let (id, answer_to) = out.reply_pair::<Q>(timeout);
-        self.kind
+        match self
+            .kind
             .ask(out.context(), key, relay::into_payload(question), answer_to)
-            .map_err(|(reason, question, answer_to)| {
-                drop(answer_to);
-                Refused {
+        {
+            Ok(()) => Ok(id),
+            Err((reason, question, answer_to)) => {
+                // Never asked: no `Event::Reply` comes for it.
+                out.withdraw_reply(id, answer_to);
+                Err(Refused {
                     message: question_back::<Q>(question),
                     reason,
-                }
-            })?;
-        Ok(id)
+                })
+            }
+        }
     }
 
     /// The kind's name.

@@ -158,6 +158,67 @@ impl Output<'_> {
     }
 }
 
+impl Output<'_> {
+    /// Takes back a pair made with [`reply_pair`](Output::reply_pair)
+    /// whose question never went anywhere (it was refused before it
+    /// left): no [`Event::Reply`](crate::Event::Reply) ever comes for
+    /// `id`, not even its timeout, and the right answers nobody.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// struct Square(u64);
+    /// impl Question for Square {
+    ///     type Answer = u64;
+    /// }
+    ///
+    /// /// Makes a pair, finds nobody to ask, and takes it back.
+    /// struct Undecided;
+    /// impl Process for Undecided {
+    ///     type Done = ();
+    ///     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         let (id, answer_to) = out.reply_pair::<Square>(Duration::from_millis(10));
+    ///         out.withdraw_reply(id, answer_to);
+    ///         out.set_timer(Duration::from_millis(50), Tag(1));
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events {
+    ///             assert!(!matches!(event, Event::Reply { .. }), "no reply for a withdrawn pair");
+    ///             out.finish(());
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// scheduler.start();
+    /// scheduler.spawn(Undecided)?.wait_timeout(Duration::from_secs(5))?;
+    /// # scheduler.shutdown(Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn withdraw_reply<A>(&mut self, id: ReplyId<A>, reply: ReplyTo) {
+        reply.forget();
+        let ask = id.id;
+        let timer = self.with_extras(|extras| {
+            let others = extras.others();
+            let at = others
+                .asks
+                .iter()
+                .position(|(pending, _)| *pending == ask)?;
+            let (_, timer) = others.asks.swap_remove(at);
+            extras.timers.remove(&timer);
+            Some(timer)
+        });
+        if let Some(timer) = timer {
+            self.engine.cancel_timer(timer);
+        }
+    }
+}
+
 impl ReplyTo {
     /// Passes the right to answer on: asks `to` `question` in place of the
     /// request this right came with, so that `to`'s answer goes to the
