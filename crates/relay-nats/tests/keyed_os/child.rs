@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use sched::prelude::*;
 
-use crate::common::{keyed_node, Reports};
+use std::sync::atomic::Ordering;
+
+use crate::common::{keyed_node, Reports, UNREPORTED};
 use crate::peer::{NODE, PEER, PREFIX, URL};
 
 fn say(line: &str) {
@@ -34,7 +36,7 @@ pub(crate) fn run(role: &str) {
                 let s = keyed.sharding.stats();
                 let t = keyed.transport.stats();
                 say(&format!(
-                    "stats {} {} {} {} {} {} {} {} {} {} {} {}",
+                    "stats {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                     s.shards_held,
                     s.keys_live,
                     s.fenced,
@@ -46,7 +48,9 @@ pub(crate) fn run(role: &str) {
                     t.abandoned,
                     t.fenced,
                     t.lost,
-                    t.slow_consumer
+                    t.slow_consumer,
+                    UNREPORTED.load(Ordering::Relaxed),
+                    keyed.scheduler.stats().dead_letters
                 ));
             }
             "quit" | "" => break,

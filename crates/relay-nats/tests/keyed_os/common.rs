@@ -34,6 +34,9 @@ pub(crate) struct Read {
     pub(crate) incarnation: u64,
 }
 
+/// Reads this node's keyed processes could not report to node 1.
+pub(crate) static UNREPORTED: AtomicU64 = AtomicU64::new(0);
+
 /// The process of one key: reports every message it reads to node 1's
 /// collector; finishes on cancel.
 struct Tally {
@@ -56,8 +59,11 @@ impl Process for Tally {
                         incarnation: self.incarnation,
                     };
                     // A report that cannot go (node 1 unreachable for a
-                    // moment) is lost; the test counts only what arrives.
-                    let _ = out.send(self.collector, read);
+                    // moment) is lost; counted, so that the test can tell
+                    // a lost report from a lost message.
+                    if out.send(self.collector, read).is_err() {
+                        UNREPORTED.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 Event::Cancel => out.finish(()),
                 _ => {}
