@@ -12,6 +12,10 @@ use crate::error::store_error;
 use crate::incarnation::{Inner, Publishing};
 use crate::message::Entry;
 
+/// How many times a takeover on demand reads a journal that another
+/// incarnation keeps writing before it gives up.
+const TAKEOVER_TRIES: usize = 5;
+
 /// The most discarded entries one discard message holds.
 const DISCARDS_PER_MESSAGE: usize = 1_000;
 
@@ -70,6 +74,54 @@ impl Inner {
             }
         }
         Ok(out)
+    }
+
+    /// The running journal of `key`, made this incarnation's whoever
+    /// wrote it last (the caller knows its writer stopped running it):
+    /// a takeover published expecting the sequence read, retried while
+    /// the journal moves under it.
+    pub(crate) async fn take_over(&self, key: &str) -> Result<Option<Journal>, DurableError> {
+        for _ in 0..TAKEOVER_TRIES {
+            let scan = self.scan(Some(self.subject(key))).await?;
+            let Some(assembled) = scan.journals.get(key) else {
+                return Ok(None);
+            };
+            if assembled.ended {
+                return Ok(None);
+            }
+            if assembled.writer == self.me {
+                self.own(key, assembled.last);
+                return Ok(Some(assembled.journal(key)?));
+            }
+            let takeover = Entry::Takeover {
+                key: key.to_owned(),
+                writer: self.me,
+            };
+            let ack = match self
+                .publish(self.subject(key), &takeover, Some(assembled.last))
+                .await
+            {
+                Publishing::Sent(ack) => ack.await,
+                Publishing::Failed(e) => return Err(e),
+            };
+            match ack {
+                Ok(ack) => {
+                    tracing::info!(key, from = %assembled.writer, to = %self.me, "took over a durable process's journal on demand");
+                    self.own(key, ack.sequence);
+                    return Ok(Some(assembled.journal(key)?));
+                }
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                    tracing::debug!(
+                        key,
+                        "a journal was written while being taken over: read again"
+                    );
+                }
+                Err(e) => return Err(store_error("taking over a journal", e)),
+            }
+        }
+        Err(DurableError::Store(format!(
+            "the journal of {key:?} kept being written while it was taken over ({TAKEOVER_TRIES} tries)"
+        )))
     }
 
     pub(crate) async fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {

@@ -186,6 +186,12 @@ impl Store for JetStreamStore {
         self.block(async move { inner.running().await })
     }
 
+    fn take_over(&self, key: &str) -> Result<Option<Journal>, DurableError> {
+        let inner = self.inner();
+        let key = key.to_owned();
+        self.block(async move { inner.take_over(&key).await })
+    }
+
     fn journal(&self, key: &str) -> Result<Option<Journal>, DurableError> {
         let inner = self.inner();
         let key = key.to_owned();

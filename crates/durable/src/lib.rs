@@ -96,6 +96,7 @@ mod receipt;
 mod record;
 mod recovery;
 mod runner;
+mod stand_in;
 mod state;
 mod status;
 pub mod store;
@@ -108,6 +109,7 @@ pub use inspect::{Inspection, Replay};
 pub use process::{Durable, Key, Output};
 pub use receipt::Receipt;
 pub use record::{Record, RecordedEffect, RecordedFailure, RecordedInput};
+pub use stand_in::StandIn;
 pub use status::Status;
 
 /// What a program with durable processes needs, with `sched`'s prelude.

@@ -31,7 +31,8 @@ impl Durability {
         let cx = cx.context();
         let started = Instant::now();
         let mut report = Recovery::default();
-        let replayed = self.rebuild_claimed(cx, &mut report)?;
+        let claimed = self.claim()?;
+        let replayed = self.rebuild(cx, claimed, &mut report);
         // The clock starts here (in a simulation, after the latest time the
         // journals recorded), before any process steps.
         let latest = replayed.iter().filter_map(|(r, _, _)| r.last_at_ms).max();
@@ -54,18 +55,125 @@ impl Durability {
         Ok(report)
     }
 
-    /// Rebuilds each journal this recovery claims (`claim`) by replaying
-    /// it, and gives each a PID; one that cannot be rebuilt is listed in
-    /// the report and its key let go.
-    fn rebuild_claimed(
+    /// Resumes the one durable process `key` here and now, from its
+    /// journal, whichever node wrote it last: the store fences that node
+    /// (an append it makes after this is refused, so an effect of a step
+    /// it made after is never released). For a process that moves from
+    /// node to node on purpose, as a keyed process does when its shard
+    /// moves: the node that ran it has stopped it (a cancel suspends a
+    /// durable process), and the next one resumes it where it was, with
+    /// its waiting sends. [`recover`](Durability::recover) instead resumes
+    /// every journal whose node is gone.
+    ///
+    /// `Ok(None)` if the store holds no running journal under `key`
+    /// (never spawned, ended, or forgotten): spawn it instead.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::KeyTaken`] if the process runs here already (see
+    /// [`pid`](Durability::pid)); [`DurableError::UnknownKind`] or
+    /// [`DurableError::NonDeterminism`] if it cannot be rebuilt;
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`];
+    /// [`DurableError::Submit`] if the scheduler refused it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// struct Sum(u64);
+    /// impl Durable for Sum {
+    ///     const KIND: &'static str = "sum";
+    ///     type Args = ();
+    ///     type Message = u64;
+    ///     type Done = u64;
+    ///     fn create(_: ()) -> Self { Sum(0) }
+    ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         for event in events.typed::<Self>() {
+    ///             match event {
+    ///                 Event::Message(0) => out.finish(self.0),
+    ///                 Event::Message(n) => self.0 += n,
+    ///                 _ => {}
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let durability = Durability::open(RedbStore::create(dir.path().join("j.redb"))?);
+    /// durability.register::<Sum>();
+    /// let scheduler = durability.install(Scheduler::builder().workers(1)).build();
+    /// scheduler.start();
+    /// assert!(durability.resume(&scheduler, "sum-1")?.is_none()); // nothing to resume
+    ///
+    /// let sum = durability.spawn::<Sum>(&scheduler, "sum-1", ())?;
+    /// durability.send::<Sum>(&scheduler, "sum-1", &5)?.wait_timeout(Duration::from_secs(5))?;
+    /// scheduler.context().cancel(sum.pid())?; // suspended, its journal kept
+    /// while durability.pid("sum-1").is_some() {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// let again = durability.resume(&scheduler, "sum-1")?.expect("a running journal");
+    /// durability.send::<Sum>(&scheduler, "sum-1", &0)?;
+    /// assert_eq!(again.of::<Sum>()?.wait()?, 5);
+    /// scheduler.shutdown(Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn resume(&self, cx: &impl AsContext, key: &str) -> Result<Option<Spawned>, DurableError> {
+        let cx = cx.context();
+        // Claimed before the store is read (and the entry let go before
+        // the store is asked, as `spawn` does): no process of this node
+        // writes the journal from here on.
+        match self.shared.directory.entry(key.to_owned()) {
+            dashmap::Entry::Occupied(_) => return Err(DurableError::KeyTaken(key.to_owned())),
+            dashmap::Entry::Vacant(vacant) => {
+                vacant.insert(CLAIMED);
+            }
+        }
+        let journal = match self.store.take_over(key) {
+            Ok(Some(journal)) => journal,
+            outcome => {
+                self.shared.directory.remove(key);
+                return outcome.map(|_| None);
+            }
+        };
+        let mut report = Recovery::default();
+        let replayed = self.rebuild(cx, vec![journal], &mut report);
+        if let Some(error) = report.failed.pop() {
+            return Err(error);
+        }
+        let latest = replayed.iter().filter_map(|(r, _, _)| r.last_at_ms).max();
+        self.shared.clock.anchor(cx.now(), latest);
+        let plans = resume_plans(&replayed, &mut report);
+        let marks: HashMap<String, HashMap<String, u64>> = replayed
+            .iter()
+            .map(|(r, _, _)| (r.key.to_string(), r.state.marks.clone()))
+            .collect();
+        self.spawn_resumed(cx, replayed, plans, &mut report);
+        if let Some(error) = report.failed.pop() {
+            return Err(error);
+        }
+        // Its sends waiting in the outbox, now that it is registered.
+        let sends = self.store.outbox_to(key)?;
+        self.deliver_untaken(cx, sends, &marks)?;
+        self.recovered.fetch_add(1, Relaxed);
+        Ok(report.resumed.pop())
+    }
+
+    /// Rebuilds each journal claimed (in the directory, as `CLAIMED`) by
+    /// replaying it, and gives each a PID; one that cannot be rebuilt is
+    /// listed in the report and its key let go.
+    fn rebuild(
         &self,
         cx: &Context,
+        claimed: Vec<Journal>,
         report: &mut Recovery,
-    ) -> Result<Vec<(Replayed, Option<u64>, Pid)>, DurableError> {
+    ) -> Vec<(Replayed, Option<u64>, Pid)> {
         let mut replayed: Vec<(Replayed, Option<u64>, Pid)> = Vec::new();
 
         let kinds = self.kinds.read();
-        for journal in self.claim()? {
+        for journal in claimed {
             let rebuilt = match kinds.get(journal.created.kind.as_str()) {
                 None => Err(DurableError::UnknownKind {
                     key: journal.key.clone(),
@@ -100,7 +208,7 @@ impl Durability {
                 }
             }
         }
-        Ok(replayed)
+        replayed
     }
 
     /// Spawns each rebuilt process under its PID, with what it must be
@@ -154,7 +262,18 @@ impl Durability {
         // committed before that release, so it is in what is read here
         // (`channel.rs`). Receivers take each sender's sends in order
         // whatever path brings them first.
-        let mut sends = self.store.outbox()?;
+        let sends = self.store.outbox()?;
+        self.deliver_untaken(cx, sends, marks)
+    }
+
+    /// Sends `sends` in order, but those the rebuilt processes took
+    /// already (at or below their marks), which are removed instead.
+    fn deliver_untaken(
+        &self,
+        cx: &Context,
+        mut sends: Vec<crate::store::Outgoing>,
+        marks: &HashMap<String, HashMap<String, u64>>,
+    ) -> Result<channel::Delivery, DurableError> {
         let mut taken = Vec::new();
         sends.retain(|send| {
             let mark = marks.get(&send.to).and_then(|m| m.get(&send.from));

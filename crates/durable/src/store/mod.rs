@@ -200,6 +200,33 @@ pub trait Store: Send + Sync + 'static {
     /// [`DurableError::Store`] or [`DurableError::Corrupt`].
     fn running(&self) -> Result<Vec<Journal>, DurableError>;
 
+    /// The journal of `key` if it has not ended, made this node's to
+    /// write whoever wrote it last: the caller knows its last writer no
+    /// longer runs it (a keyed process handed from node to node; see
+    /// [`Durability::resume`](crate::Durability::resume)). `None` if there
+    /// is no journal under `key` or it has ended. A cluster store fences
+    /// the last writer as [`running`](Store::running) does: an append it
+    /// makes after this is refused. The default, for a store of one node
+    /// (one writer), reads the journal.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] or [`DurableError::Corrupt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched_durable::store::{RedbStore, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = RedbStore::create(dir.path().join("journal.redb"))?;
+    /// assert!(store.take_over("nobody")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn take_over(&self, key: &str) -> Result<Option<Journal>, DurableError> {
+        Ok(self.journal(key)?.filter(|journal| !journal.ended))
+    }
+
     /// One process's journal, ended or not; `None` if the key is unknown.
     ///
     /// # Errors
