@@ -309,8 +309,9 @@ const DURABLE_LADDER: &[&[&str]] = &[
     &["inspect", "runner"],
     // 7. The handle.
     &["durability"],
-    // 8. Figures of the handle (features `live`, `metrics`).
-    &["live", "metrics"],
+    // 8. Figures of the handle (features `live`, `metrics`); the plain
+    //    process that stands for a durable one.
+    &["live", "metrics", "stand_in"],
 ];
 
 /// The named exceptions of `sched-durable`'s ladder.

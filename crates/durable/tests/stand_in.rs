@@ -1,0 +1,167 @@
+//! `StandIn`: a plain process standing for a durable one. Stopped and
+//! started again it resumes the same journal; what it passed on before a
+//! cancel is journaled before the durable process is suspended; a key
+//! whose process finished starts afresh; a stand-in that ends abnormally
+//! takes its durable process with it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sched_durable::prelude::*;
+use sched_durable::store::MemoryStore;
+use sched_durable::{StandIn, Status};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Sums what it is sent; 0 finishes it with the sum.
+struct Sum(u64);
+
+impl Durable for Sum {
+    const KIND: &'static str = "sum";
+    type Args = u64;
+    type Message = u64;
+    type Done = u64;
+
+    fn create(start: u64) -> Self {
+        Sum(start)
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events.typed::<Self>() {
+            match event {
+                Event::Message(0) => out.finish(self.0),
+                Event::Message(n) => self.0 += n,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn setup() -> (Arc<Durability>, Scheduler) {
+    let durability = Arc::new(Durability::open(MemoryStore::new()));
+    durability.register::<Sum>();
+    let scheduler = durability.install(Scheduler::builder().workers(2)).build();
+    scheduler.start();
+    (durability, scheduler)
+}
+
+/// How many messages the journal of `key` holds.
+fn journaled(durability: &Durability, key: &str) -> usize {
+    durability.inspect(key).unwrap().map_or(0, |journal| {
+        journal
+            .records
+            .iter()
+            .flat_map(|r| r.inputs.iter())
+            .filter(|i| matches!(i, sched_durable::RecordedInput::Message { .. }))
+            .count()
+    })
+}
+
+fn outcome(durability: &Durability, key: &str) -> u64 {
+    let status = durability.status(key).unwrap().expect("journaled");
+    status.outcome::<u64>().expect("done").unwrap()
+}
+
+/// Many messages then at once a cancel: every one is in the journal the
+/// next stand-in resumes, however many were still being written when
+/// the cancel came.
+#[test]
+fn a_cancel_suspends_only_once_every_message_passed_on_is_journaled() {
+    let (durability, scheduler) = setup();
+    let mut expected = 0;
+    for round in 0..20_u64 {
+        let mut stand_in = scheduler
+            .spawn(StandIn::<Sum>::new(&durability, "s", 0))
+            .unwrap();
+        for n in 1..=50 {
+            scheduler.send(stand_in.pid(), round * 100 + n).unwrap();
+            expected += round * 100 + n;
+        }
+        scheduler.context().cancel(stand_in.pid()).unwrap();
+        stand_in.wait_timeout(WAIT).unwrap();
+    }
+    let mut last = scheduler
+        .spawn(StandIn::<Sum>::new(&durability, "s", 0))
+        .unwrap();
+    scheduler.send(last.pid(), 0_u64).unwrap();
+    last.wait_timeout(WAIT).unwrap();
+    assert_eq!(outcome(&durability, "s"), expected);
+    scheduler.shutdown(Duration::from_secs(1));
+}
+
+/// A key whose durable process finished: the next stand-in starts it
+/// afresh from its arguments, not from the ended journal.
+#[test]
+fn a_key_whose_process_finished_starts_afresh() {
+    let (durability, scheduler) = setup();
+    let mut first = scheduler
+        .spawn(StandIn::<Sum>::new(&durability, "k", 100))
+        .unwrap();
+    scheduler.send(first.pid(), 5_u64).unwrap();
+    scheduler.send(first.pid(), 0_u64).unwrap();
+    first.wait_timeout(WAIT).unwrap();
+    assert_eq!(outcome(&durability, "k"), 105);
+    let mut second = scheduler
+        .spawn(StandIn::<Sum>::new(&durability, "k", 1))
+        .unwrap();
+    scheduler.send(second.pid(), 2_u64).unwrap();
+    scheduler.send(second.pid(), 0_u64).unwrap();
+    second.wait_timeout(WAIT).unwrap();
+    assert_eq!(outcome(&durability, "k"), 3);
+    scheduler.shutdown(Duration::from_secs(1));
+}
+
+/// A stand-in ended abnormally (a router fencing it): its durable
+/// process ends with it, and its journal resumes with the next one.
+#[test]
+fn a_stand_in_that_ends_abnormally_takes_its_durable_process_with_it() {
+    let (durability, scheduler) = setup();
+    let mut stand_in = scheduler
+        .spawn(StandIn::<Sum>::new(&durability, "t", 0))
+        .unwrap();
+    scheduler.send(stand_in.pid(), 7_u64).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while durability.pid("t").is_none() {
+        assert!(Instant::now() < deadline, "the durable process never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Wait for the 7 to be journaled, then end the stand-in abnormally.
+    while journaled(&durability, "t") == 0 {
+        assert!(Instant::now() < deadline, "the 7 was never journaled");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    scheduler.terminate(stand_in.pid()).unwrap();
+    assert!(stand_in.wait_timeout(WAIT).is_err());
+    while durability.pid("t").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the durable process outlived its stand-in"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(durability.status("t").unwrap(), Some(Status::Pending));
+    let mut next = scheduler
+        .spawn(StandIn::<Sum>::new(&durability, "t", 0))
+        .unwrap();
+    scheduler.send(next.pid(), 0_u64).unwrap();
+    next.wait_timeout(WAIT).unwrap();
+    assert_eq!(outcome(&durability, "t"), 7);
+    scheduler.shutdown(Duration::from_secs(1));
+}
+
+/// A message of another type than the durable process takes is dropped;
+/// the rest go on.
+#[test]
+fn a_message_of_another_type_is_dropped_and_the_rest_go_on() {
+    let (durability, scheduler) = setup();
+    let mut stand_in = scheduler
+        .spawn(StandIn::<Sum>::new(&durability, "m", 0))
+        .unwrap();
+    scheduler.send(stand_in.pid(), "not a number").unwrap();
+    scheduler.send(stand_in.pid(), 4_u64).unwrap();
+    scheduler.send(stand_in.pid(), 0_u64).unwrap();
+    stand_in.wait_timeout(WAIT).unwrap();
+    assert_eq!(outcome(&durability, "m"), 4);
+    scheduler.shutdown(Duration::from_secs(1));
+}
