@@ -75,7 +75,11 @@ impl Inner {
         }
     }
 
-    /// Reads the messages of `filter` (a subject, or the whole stream).
+    /// Reads the messages of `filter` (a subject, or the whole stream),
+    /// with an ordered consumer deleted once read: a scan per key (a
+    /// keyed process resumed on each move) would otherwise leave a
+    /// consumer per call until the server's inactivity threshold, and
+    /// reach its limit of consumers.
     pub(crate) async fn scan(&self, filter: Option<String>) -> Result<Scan, DurableError> {
         let consumer = self
             .stream
@@ -86,31 +90,13 @@ impl Inner {
             })
             .await
             .map_err(|e| store_error("reading the journal stream", e))?;
-        let mut scan = Scan::default();
-        if consumer.cached_info().num_pending == 0 {
-            return Ok(scan);
+        let name = consumer.cached_info().name.clone();
+        let scan = read(consumer).await;
+        // Best effort: one left behind expires on the server's own.
+        if let Err(error) = self.stream.delete_consumer(&name).await {
+            tracing::debug!(%error, "a scan's consumer was not deleted");
         }
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| store_error("reading the journal stream", e))?;
-        while let Some(message) = messages.next().await {
-            let message = message.map_err(|e| store_error("reading the journal stream", e))?;
-            let info = message
-                .info()
-                .map_err(|e| store_error("reading the journal stream", e))?;
-            let (stream_seq, pending) = (info.stream_sequence, info.pending);
-            let entry: Entry = postcard::from_bytes(&message.payload).map_err(|e| {
-                corrupt(format!(
-                    "message {stream_seq} of the journal stream is not a journal message: {e}"
-                ))
-            })?;
-            scan.add(stream_seq, entry)?;
-            if pending == 0 {
-                break;
-            }
-        }
-        Ok(scan)
+        scan
     }
 
     pub(crate) async fn scan_journals(&self) -> Result<Scan, DurableError> {
@@ -121,4 +107,35 @@ impl Inner {
 pub(crate) enum Publishing {
     Sent(async_nats::jetstream::context::PublishAckFuture),
     Failed(DurableError),
+}
+
+/// Every message an ordered consumer made for a scan holds now.
+async fn read(
+    consumer: async_nats::jetstream::consumer::Consumer<pull::OrderedConfig>,
+) -> Result<Scan, DurableError> {
+    let mut scan = Scan::default();
+    if consumer.cached_info().num_pending == 0 {
+        return Ok(scan);
+    }
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| store_error("reading the journal stream", e))?;
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(|e| store_error("reading the journal stream", e))?;
+        let info = message
+            .info()
+            .map_err(|e| store_error("reading the journal stream", e))?;
+        let (stream_seq, pending) = (info.stream_sequence, info.pending);
+        let entry: Entry = postcard::from_bytes(&message.payload).map_err(|e| {
+            corrupt(format!(
+                "message {stream_seq} of the journal stream is not a journal message: {e}"
+            ))
+        })?;
+        scan.add(stream_seq, entry)?;
+        if pending == 0 {
+            break;
+        }
+    }
+    Ok(scan)
 }
