@@ -75,7 +75,7 @@ impl<P: Process> Process for Fenced<P> {
 
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.pid = Some(out.pid());
-        if !self.clock.valid() {
+        if !self.clock.valid_coarse() {
             // Not ended here: `start` cannot see the mailbox, and the
             // messages it was started for would vanish uncounted. Its
             // first step counts them in `fenced` and ends it.
@@ -86,7 +86,7 @@ impl<P: Process> Process for Fenced<P> {
     }
 
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        if self.fenced || !self.clock.valid() {
+        if self.fenced || !self.clock.valid_coarse() {
             let unread = events.filter(|e| matches!(e, Event::Message(_))).count();
             Counters::add(&self.counters.fenced, unread as u64);
             Counters::add(&self.counters.fenced_processes, 1);

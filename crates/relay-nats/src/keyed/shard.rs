@@ -232,7 +232,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         let Some(Child::Live { pid, touched }) = shard.children.get_mut(key) else {
             return Err(message);
         };
-        if !shard.clock.valid() {
+        if !shard.clock.valid_coarse() {
             return Err(message);
         }
         *touched = self.epoch.load(Relaxed);
