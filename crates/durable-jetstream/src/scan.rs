@@ -73,6 +73,24 @@ impl Scan {
                     history: Vec::new(),
                     sent: Vec::new(),
                 });
+                // Record 0 behind an ended journal: the key was forgotten
+                // and used again, and this scan read the old journal
+                // before the purge took it away. The key starts clean
+                // ("later" by stream sequence); the old journal's untaken
+                // sends were carried to the outbox before the purge.
+                let reused = records.first().is_some_and(|r| r.seq == 0);
+                if reused && journal.ended && !journal.records.is_empty() {
+                    *journal = Assembled {
+                        created: None,
+                        ended: false,
+                        snapshot: None,
+                        records: Vec::new(),
+                        writer,
+                        last: 0,
+                        history: Vec::new(),
+                        sent: Vec::new(),
+                    };
+                }
                 let mut numbers = Vec::with_capacity(records.len());
                 for rec in records {
                     if rec.seq != journal.records.len() as u64 {
@@ -187,6 +205,43 @@ mod tests {
         scan.add(1, records(rec(0))).unwrap();
         assert!(matches!(
             scan.add(2, records(rec(2))),
+            Err(DurableError::Corrupt(_))
+        ));
+    }
+
+    /// A scan that read an ended journal before its purge, then the key's
+    /// new record 0: the key starts clean, as if the purge had come first.
+    #[test]
+    fn record_0_behind_an_ended_journal_starts_the_key_clean() {
+        let writer = JournalWriter {
+            node: 1,
+            incarnation: 1,
+        };
+        let rec = |seq, ended| Rec {
+            seq,
+            created: (seq == 0).then(|| ("k".to_owned(), vec![seq as u8])),
+            ended,
+            record: vec![seq as u8],
+            sent: vec![],
+            taken: vec![],
+            snapshot: None,
+        };
+        let records = |r| Entry::Records {
+            key: "x".into(),
+            writer,
+            records: vec![r],
+        };
+        let mut scan = Scan::default();
+        scan.add(1, records(rec(0, false))).unwrap();
+        scan.add(2, records(rec(1, true))).unwrap();
+        scan.add(9, records(rec(0, false))).unwrap();
+        let journal = &scan.journals["x"];
+        assert!(!journal.ended);
+        assert_eq!(journal.records, vec![vec![0]]);
+        assert_eq!(journal.last, 9);
+        // Record 0 again behind a journal that has not ended is corrupt.
+        assert!(matches!(
+            scan.add(10, records(rec(0, false))),
             Err(DurableError::Corrupt(_))
         ));
     }

@@ -14,19 +14,27 @@
 //!   and traps exits.
 //! - **Messages.** Each message of the durable type's `Message` goes on
 //!   with [`Durability::send`]: journaled, then read, in the order the
-//!   stand-in got them. Anything else is dropped, with a warning.
-//! - **Cancel.** The stand-in waits until every message it passed on is
-//!   journaled (their receipts settled), then cancels the durable
-//!   process, which suspends it: its journal keeps everything it read,
-//!   and the next stand-in, on this node or another, resumes it there.
-//!   Without the wait, a message taken but not yet written would be
-//!   dropped by the suspension.
-//! - **End.** It finishes when its durable process ends (suspended,
-//!   finished, failed). If the stand-in itself ends abnormally first (a
+//!   stand-in got them. The stand-in keeps each until its receipt says it
+//!   was journaled. Anything else is dropped, with a warning.
+//! - **A durable process that ends on its own** (it finished, or failed):
+//!   the messages it had not journaled (receipts `NotKept`), and those
+//!   that came after, go in order to a fresh process of the key, started
+//!   as soon as there is one to deliver (its ended journal forgotten, a
+//!   new one spawned from the stand-in's arguments). So a message sent
+//!   right behind the one that finished the process is never lost.
+//! - **Cancel.** The stand-in delivers what it holds, waits until every
+//!   message it passed on is journaled (their receipts settled), then
+//!   cancels the durable process, which suspends it: its journal keeps
+//!   everything it read, and the next stand-in, on this node or another,
+//!   resumes it there. Without the wait, a message taken but not yet
+//!   written would be dropped by the suspension. It finishes when its
+//!   durable process has ended and nothing is left to deliver.
+//! - **An abnormal end.** If the stand-in itself ends abnormally (a
 //!   router fencing it), the link ends the durable process too; its
 //!   journal is then exactly what a crash leaves, and the next resume
 //!   starts from it.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,14 +42,14 @@ use sched::{BoxError, Context, Pid, Process};
 
 use crate::{Durability, Durable, DurableError, Receipt};
 
-/// How often a cancelled stand-in looks whether what it passed on is
-/// journaled.
+/// How often a stand-in that waits on receipts (cancelled, or its
+/// process ended) looks whether they settled.
 const SETTLE_POLL: Duration = Duration::from_millis(1);
 
 /// A plain `sched` process that stands for the durable process `key` of
 /// type `D`: started, it resumes it (or spawns it); its messages go on
-/// journaled; cancelled, it suspends it once what it passed on is
-/// durable. Made for routers that start and stop plain processes, such as
+/// journaled (to a fresh process of the key if the last one ended on its
+/// own); cancelled, it suspends it once what it passed on is durable. Made for routers that start and stop plain processes, such as
 /// a cluster's keyed processes: the durable process keeps its state
 /// across the stops, and across nodes with a cluster store.
 ///
@@ -89,6 +97,7 @@ const SETTLE_POLL: Duration = Duration::from_millis(1);
 /// let mut second = scheduler.spawn(StandIn::<Sum>::new(&durability, "sum-1", ()))?;
 /// scheduler.send(second.pid(), 7_u64)?;
 /// scheduler.send(second.pid(), 0_u64)?;
+/// scheduler.context().cancel(second.pid())?; // it delivers both first
 /// second.wait_timeout(Duration::from_secs(5))?;
 /// // The second resumed the first's sum.
 /// let status = durability.status("sum-1")?.expect("journaled");
@@ -99,11 +108,15 @@ const SETTLE_POLL: Duration = Duration::from_millis(1);
 pub struct StandIn<D: Durable> {
     durability: Arc<Durability>,
     key: String,
-    /// What a new process is created from; taken by the spawn.
-    args: Option<D::Args>,
+    /// What a new process is created from.
+    args: D::Args,
+    /// The durable process, linked, until its exit signal.
     target: Option<Pid>,
-    /// Receipts of the messages passed on that have not settled.
-    pending: Vec<Receipt>,
+    /// Messages passed on whose receipts have not said journaled, in
+    /// order, kept to be passed on again if their process ends first.
+    pending: VecDeque<(Receipt, D::Message)>,
+    /// Messages to pass on once a process runs, in order.
+    waiting: VecDeque<D::Message>,
     stopping: bool,
     cancelled: bool,
 }
@@ -121,7 +134,7 @@ impl<D: Durable> std::fmt::Debug for StandIn<D> {
 
 impl<D: Durable> StandIn<D>
 where
-    D::Args: Send,
+    D::Args: Clone + Send,
 {
     /// A stand-in for the durable process `key` of type `D` (registered
     /// with `durability`), which a new process is created from `args`
@@ -134,9 +147,10 @@ where
         StandIn {
             durability: Arc::clone(durability),
             key: key.to_owned(),
-            args: Some(args),
+            args,
             target: None,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
+            waiting: VecDeque::new(),
             stopping: false,
             cancelled: false,
         }
@@ -162,22 +176,16 @@ where
         if self.durability.contains(&self.key)? {
             self.durability.forget(&self.key)?;
         }
-        let args = self
-            .args
-            .take()
-            .ok_or_else(|| DurableError::Submit("a stand-in spawns at most once".into()))?;
-        Ok(self.durability.spawn::<D>(cx, &self.key, args)?.pid())
+        Ok(self
+            .durability
+            .spawn::<D>(cx, &self.key, self.args.clone())?
+            .pid())
     }
 
-    /// Passes a message on, journaled.
-    fn pass_on(&mut self, cx: &Context, package: sched::Package) {
+    /// Keeps a message to pass on.
+    fn take(&mut self, package: sched::Package) {
         match package.downcast::<D::Message>() {
-            Ok(message) => match self.durability.send::<D>(cx, &self.key, &message) {
-                Ok(receipt) => self.pending.push(receipt),
-                Err(error) => {
-                    tracing::warn!(key = %self.key, %error, "a stand-in could not pass a message on");
-                }
-            },
+            Ok(message) => self.waiting.push_back(message),
             Err(_) => tracing::warn!(
                 key = %self.key,
                 kind = D::KIND,
@@ -185,11 +193,88 @@ where
             ),
         }
     }
+
+    /// Forgets the messages whose receipts settled, front first: those
+    /// journaled, and those the store refused for good; those their
+    /// process ended without writing go back to the front of `waiting`,
+    /// in order.
+    fn settle(&mut self) {
+        let mut again = Vec::new();
+        while let Some(result) = self.pending.front().and_then(|(r, _)| r.try_result()) {
+            let (_, message) = self.pending.pop_front().expect("a front entry");
+            match result {
+                Ok(()) => {}
+                Err(DurableError::NotKept(_)) => again.push(message),
+                Err(error) => {
+                    tracing::warn!(key = %self.key, %error, "a message a stand-in passed on was not journaled");
+                }
+            }
+        }
+        for message in again.into_iter().rev() {
+            self.waiting.push_front(message);
+        }
+    }
+
+    /// Passes on what waits, in order, while the process takes it.
+    fn pump(&mut self, cx: &Context) {
+        while let Some(message) = self.waiting.pop_front() {
+            match self.durability.send::<D>(cx, &self.key, &message) {
+                Ok(receipt) => self.pending.push_back((receipt, message)),
+                Err(DurableError::Codec(error)) => {
+                    tracing::warn!(key = %self.key, %error, "a stand-in could not encode a message; dropped");
+                }
+                // Its process is gone: its exit signal is on the way.
+                Err(_) => {
+                    self.waiting.push_front(message);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One look at where things stand: a process started for what
+    /// waits, what waits passed on, and, stopping, the process cancelled
+    /// once nothing is left in flight, or the end.
+    fn advance(&mut self, out: &mut sched::Output<'_>) -> Result<(), BoxError> {
+        self.settle();
+        if self.target.is_none() && self.pending.is_empty() && !self.waiting.is_empty() {
+            let pid = self.open(out.context())?;
+            out.link(pid);
+            self.target = Some(pid);
+            self.cancelled = false;
+        }
+        if self.target.is_some() && !self.cancelled {
+            self.pump(out.context());
+        }
+        let idle = self.pending.is_empty() && self.waiting.is_empty();
+        if self.stopping && idle {
+            match self.target {
+                None => {
+                    out.finish(());
+                    return Ok(());
+                }
+                Some(target) if !self.cancelled => {
+                    self.cancelled = true;
+                    // Ended already: its exit signal comes all the same.
+                    let _ = out.context().cancel(target);
+                }
+                Some(_) => {}
+            }
+        }
+        // Receipts settle without an event of ours: look again soon when
+        // something waits on them.
+        let waiting_on_receipts =
+            !self.pending.is_empty() && (self.stopping || self.target.is_none());
+        if waiting_on_receipts {
+            out.set_timer(SETTLE_POLL, sched::Tag(0));
+        }
+        Ok(())
+    }
 }
 
 impl<D: Durable> Process for StandIn<D>
 where
-    D::Args: Send,
+    D::Args: Clone + Send,
 {
     type Done = ();
 
@@ -208,36 +293,13 @@ where
     ) -> Result<(), BoxError> {
         for event in events {
             match event {
-                sched::Event::Message(package) => self.pass_on(out.context(), package),
+                sched::Event::Message(package) => self.take(package),
                 sched::Event::Cancel => self.stopping = true,
-                sched::Event::Exit { pid, .. } if Some(pid) == self.target => {
-                    out.finish(());
-                    return Ok(());
-                }
+                sched::Event::Exit { pid, .. } if Some(pid) == self.target => self.target = None,
                 _ => {}
             }
         }
-        let key = &self.key;
-        self.pending.retain(|receipt| match receipt.try_result() {
-            None => true,
-            Some(Ok(())) => false,
-            Some(Err(error)) => {
-                tracing::warn!(%key, %error, "a message a stand-in passed on was not journaled");
-                false
-            }
-        });
-        if self.stopping && !self.cancelled {
-            if self.pending.is_empty() {
-                self.cancelled = true;
-                if let Some(target) = self.target {
-                    // Ended already: its exit signal comes all the same.
-                    let _ = out.context().cancel(target);
-                }
-            } else {
-                out.set_timer(SETTLE_POLL, sched::Tag(0));
-            }
-        }
-        Ok(())
+        self.advance(out)
     }
 
     fn type_name(&self) -> &'static str {

@@ -46,6 +46,13 @@ fn setup() -> (Arc<Durability>, Scheduler) {
     (durability, scheduler)
 }
 
+/// Cancels a stand-in and waits for its end: it delivers what it holds
+/// first.
+fn stop(scheduler: &Scheduler, stand_in: &mut sched::Completion<()>) {
+    scheduler.context().cancel(stand_in.pid()).unwrap();
+    stand_in.wait_timeout(WAIT).unwrap();
+}
+
 /// How many messages the journal of `key` holds.
 fn journaled(durability: &Durability, key: &str) -> usize {
     durability.inspect(key).unwrap().map_or(0, |journal| {
@@ -85,7 +92,7 @@ fn a_cancel_suspends_only_once_every_message_passed_on_is_journaled() {
         .spawn(StandIn::<Sum>::new(&durability, "s", 0))
         .unwrap();
     scheduler.send(last.pid(), 0_u64).unwrap();
-    last.wait_timeout(WAIT).unwrap();
+    stop(&scheduler, &mut last);
     assert_eq!(outcome(&durability, "s"), expected);
     scheduler.shutdown(Duration::from_secs(1));
 }
@@ -100,14 +107,14 @@ fn a_key_whose_process_finished_starts_afresh() {
         .unwrap();
     scheduler.send(first.pid(), 5_u64).unwrap();
     scheduler.send(first.pid(), 0_u64).unwrap();
-    first.wait_timeout(WAIT).unwrap();
+    stop(&scheduler, &mut first);
     assert_eq!(outcome(&durability, "k"), 105);
     let mut second = scheduler
         .spawn(StandIn::<Sum>::new(&durability, "k", 1))
         .unwrap();
     scheduler.send(second.pid(), 2_u64).unwrap();
     scheduler.send(second.pid(), 0_u64).unwrap();
-    second.wait_timeout(WAIT).unwrap();
+    stop(&scheduler, &mut second);
     assert_eq!(outcome(&durability, "k"), 3);
     scheduler.shutdown(Duration::from_secs(1));
 }
@@ -145,7 +152,7 @@ fn a_stand_in_that_ends_abnormally_takes_its_durable_process_with_it() {
         .spawn(StandIn::<Sum>::new(&durability, "t", 0))
         .unwrap();
     scheduler.send(next.pid(), 0_u64).unwrap();
-    next.wait_timeout(WAIT).unwrap();
+    stop(&scheduler, &mut next);
     assert_eq!(outcome(&durability, "t"), 7);
     scheduler.shutdown(Duration::from_secs(1));
 }
@@ -161,7 +168,36 @@ fn a_message_of_another_type_is_dropped_and_the_rest_go_on() {
     scheduler.send(stand_in.pid(), "not a number").unwrap();
     scheduler.send(stand_in.pid(), 4_u64).unwrap();
     scheduler.send(stand_in.pid(), 0_u64).unwrap();
-    stand_in.wait_timeout(WAIT).unwrap();
+    stop(&scheduler, &mut stand_in);
     assert_eq!(outcome(&durability, "m"), 4);
+    scheduler.shutdown(Duration::from_secs(1));
+}
+
+/// Messages right behind the one that finishes the durable process:
+/// they go, in order, to a fresh process of the key, not nowhere.
+#[test]
+fn messages_behind_the_one_that_finishes_go_to_a_fresh_process() {
+    let (durability, scheduler) = setup();
+    let mut stand_in = scheduler
+        .spawn(StandIn::<Sum>::new(&durability, "b", 0))
+        .unwrap();
+    for n in [5_u64, 0, 3, 4, 0, 9] {
+        scheduler.send(stand_in.pid(), n).unwrap();
+    }
+    stop(&scheduler, &mut stand_in);
+    // The third process, fed the 9 and suspended: resumed, it finishes
+    // with 9; the second finished with 7 (its journal forgotten when the
+    // third started), the first with 5.
+    let mut last = scheduler
+        .spawn(StandIn::<Sum>::new(&durability, "b", 0))
+        .unwrap();
+    scheduler.send(last.pid(), 0_u64).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while !matches!(durability.status("b").unwrap(), Some(Status::Done(_))) {
+        assert!(Instant::now() < deadline, "the last process never finished");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(outcome(&durability, "b"), 9);
+    stop(&scheduler, &mut last);
     scheduler.shutdown(Duration::from_secs(1));
 }
