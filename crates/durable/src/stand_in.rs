@@ -42,6 +42,12 @@ use sched::{BoxError, Context, Pid, Process};
 
 use crate::{Durability, Durable, DurableError, Receipt};
 
+/// How long a stand-in waits before it looks again for its key's
+/// process, while the one that just ended still holds the key, and how
+/// many times (a few seconds in all) before it gives up.
+const RETRY: Duration = Duration::from_millis(2);
+const MAX_RETRIES: u32 = 2_500;
+
 /// How often a stand-in that waits on receipts (cancelled, or its
 /// process ended) looks whether they settled.
 const SETTLE_POLL: Duration = Duration::from_millis(1);
@@ -119,6 +125,10 @@ pub struct StandIn<D: Durable> {
     waiting: VecDeque<D::Message>,
     stopping: bool,
     cancelled: bool,
+    /// The last process whose exit signal came: not to be linked again.
+    ended: Option<Pid>,
+    /// Tries in a row to have the key's process.
+    retries: u32,
 }
 
 impl<D: Durable> std::fmt::Debug for StandIn<D> {
@@ -153,33 +163,71 @@ where
             waiting: VecDeque::new(),
             stopping: false,
             cancelled: false,
+            ended: None,
+            retries: 0,
         }
     }
 
     /// The durable process of the key: running here, resumed from its
-    /// journal, or new.
-    fn open(&mut self, cx: &Context) -> Result<Pid, DurableError> {
+    /// journal, or new; `None` while the process that just ended still
+    /// holds the key here (it lets go as it closes, a moment after its
+    /// exit signal): try again shortly.
+    fn open(&mut self, cx: &Context) -> Result<Option<Pid>, DurableError> {
+        let running = |pid: Option<Pid>| pid.filter(|&pid| Some(pid) != self.ended);
         if let Some(pid) = self.durability.pid(&self.key) {
-            return Ok(pid);
+            return Ok(running(Some(pid)));
         }
         match self.durability.resume(cx, &self.key) {
-            Ok(Some(resumed)) => return Ok(resumed.pid()),
+            Ok(Some(resumed)) => return Ok(Some(resumed.pid())),
             Ok(None) => {}
-            // A recovery took it at that moment: it runs here now.
-            Err(DurableError::KeyTaken(key)) => {
-                return self.durability.pid(&key).ok_or(DurableError::KeyTaken(key));
-            }
+            // A recovery took it at that moment, or the ended process
+            // still closes.
+            Err(DurableError::KeyTaken(_)) => return Ok(running(self.durability.pid(&self.key))),
             Err(error) => return Err(error),
         }
         // Ended (or never made): a key whose process finished starts
-        // afresh.
-        if self.durability.contains(&self.key)? {
-            self.durability.forget(&self.key)?;
+        // afresh, once its journal is forgotten.
+        if self.durability.contains(&self.key)? && !self.durability.forget(&self.key)? {
+            return Ok(None);
         }
-        Ok(self
-            .durability
-            .spawn::<D>(cx, &self.key, self.args.clone())?
-            .pid())
+        match self.durability.spawn::<D>(cx, &self.key, self.args.clone()) {
+            Ok(spawned) => Ok(Some(spawned.pid())),
+            Err(DurableError::KeyTaken(_)) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Links with the key's process if it can be had now; else looks
+    /// again shortly, for a bounded while (a store's error may pass: a
+    /// timeout, a read that met a journal being forgotten), keeping what
+    /// waits; past that, ends with the last error.
+    fn connect(&mut self, out: &mut sched::Output<'_>) -> Result<(), BoxError> {
+        let why = match self.open(out.context()) {
+            Ok(Some(pid)) => {
+                out.link(pid);
+                self.target = Some(pid);
+                self.cancelled = false;
+                self.retries = 0;
+                return Ok(());
+            }
+            Ok(None) => "the process that just ended still holds the key".to_owned(),
+            Err(error) => {
+                if self.retries == 0 {
+                    tracing::warn!(key = %self.key, %error, "a stand-in could not have its durable process; it tries again");
+                }
+                error.to_string()
+            }
+        };
+        self.retries += 1;
+        if self.retries > MAX_RETRIES {
+            return Err(format!(
+                "the durable process {:?} could not be had in {MAX_RETRIES} tries: {why}",
+                self.key
+            )
+            .into());
+        }
+        out.set_timer(RETRY, sched::Tag(1));
+        Ok(())
     }
 
     /// Keeps a message to pass on.
@@ -238,10 +286,7 @@ where
     fn advance(&mut self, out: &mut sched::Output<'_>) -> Result<(), BoxError> {
         self.settle();
         if self.target.is_none() && self.pending.is_empty() && !self.waiting.is_empty() {
-            let pid = self.open(out.context())?;
-            out.link(pid);
-            self.target = Some(pid);
-            self.cancelled = false;
+            self.connect(out)?;
         }
         if self.target.is_some() && !self.cancelled {
             self.pump(out.context());
@@ -280,10 +325,7 @@ where
 
     fn start(&mut self, out: &mut sched::Output<'_>) -> Result<(), BoxError> {
         out.trap_exits(true);
-        let pid = self.open(out.context())?;
-        out.link(pid);
-        self.target = Some(pid);
-        Ok(())
+        self.connect(out)
     }
 
     fn step(
@@ -295,7 +337,10 @@ where
             match event {
                 sched::Event::Message(package) => self.take(package),
                 sched::Event::Cancel => self.stopping = true,
-                sched::Event::Exit { pid, .. } if Some(pid) == self.target => self.target = None,
+                sched::Event::Exit { pid, .. } if Some(pid) == self.target => {
+                    self.target = None;
+                    self.ended = Some(pid);
+                }
                 _ => {}
             }
         }

@@ -201,3 +201,34 @@ fn messages_behind_the_one_that_finishes_go_to_a_fresh_process() {
     stop(&scheduler, &mut last);
     scheduler.shutdown(Duration::from_secs(1));
 }
+
+/// Many keys, each finished and fed again back to back, cycle after
+/// cycle: every cycle reaches a fresh process, even when the one that
+/// just finished still holds its key for a moment as it closes.
+#[test]
+fn keys_finished_and_fed_again_back_to_back_reach_a_fresh_process_every_time() {
+    let (durability, scheduler) = setup();
+    let keys: Vec<String> = (0..32).map(|i| format!("c{i}")).collect();
+    let mut stand_ins: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            scheduler
+                .spawn(StandIn::<Sum>::new(&durability, key, 0))
+                .unwrap()
+        })
+        .collect();
+    let cycles = 30_u64;
+    for cycle in 1..=cycles {
+        for stand_in in &stand_ins {
+            scheduler.send(stand_in.pid(), cycle).unwrap();
+            scheduler.send(stand_in.pid(), 0_u64).unwrap();
+        }
+    }
+    for stand_in in &mut stand_ins {
+        stop(&scheduler, stand_in);
+    }
+    for key in &keys {
+        assert_eq!(outcome(&durability, key), cycles, "{key}");
+    }
+    scheduler.shutdown(Duration::from_secs(1));
+}

@@ -36,7 +36,7 @@ pub(crate) fn run(role: &str) {
                 let s = keyed.sharding.stats();
                 let t = keyed.transport.stats();
                 say(&format!(
-                    "stats {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+                    "stats {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                     s.shards_held,
                     s.keys_live,
                     s.fenced,
@@ -50,7 +50,9 @@ pub(crate) fn run(role: &str) {
                     t.lost,
                     t.slow_consumer,
                     UNREPORTED.load(Ordering::Relaxed),
-                    keyed.scheduler.stats().dead_letters
+                    keyed.scheduler.stats().dead_letters,
+                    t.names_lost,
+                    s.shards_lost
                 ));
             }
             "quit" | "" => break,
