@@ -42,11 +42,34 @@ fn wait_for(flag: &AtomicBool) {
 
 #[test]
 fn processes_woken_by_timers_run_in_deadline_order() {
-    const N: usize = 20;
+    // A round counts only if the worker was held before the first timer
+    // fell due: on a loaded machine the blocker may start late, and the
+    // timers due before it then run as they fall due, which says nothing
+    // of the order under a burst.
+    for _ in 0..5 {
+        if let Some(order) = timers_falling_due_together() {
+            assert_eq!(
+                order,
+                (0..TIMERS).collect::<Vec<_>>(),
+                "timers that fell due together ran newest first"
+            );
+            return;
+        }
+    }
+    panic!("the worker was never held before the first timer fell due, in 5 rounds");
+}
+
+const TIMERS: usize = 20;
+
+/// Arms [`TIMERS`] timers 1 ms apart, holds the one worker until every
+/// one has fallen due, and returns the order the processes then stepped
+/// in; `None` if the worker was held only after the first fell due.
+fn timers_falling_due_together() -> Option<Vec<usize>> {
+    const N: usize = TIMERS;
     let engine = started(1);
     let order = Arc::new(Mutex::new(Vec::new()));
     let armed = Arc::new(AtomicUsize::new(0));
-    let base = Instant::now() + Duration::from_millis(50);
+    let base = Instant::now() + Duration::from_millis(200);
     let probes: Vec<Completion> = (0..N)
         .map(|i| {
             let (order, armed) = (order.clone(), armed.clone());
@@ -83,6 +106,7 @@ fn processes_woken_by_timers_run_in_deadline_order() {
     );
     let hold = submit(&engine, 1, blocker(running.clone(), release.clone()));
     wait_for(&running);
+    let held_in_time = Instant::now() < base;
     // Every timer falls due while the worker is held: they fire together.
     let all_due = base + Duration::from_millis(N as u64 + 5);
     std::thread::sleep(all_due.saturating_duration_since(Instant::now()));
@@ -92,12 +116,8 @@ fn processes_woken_by_timers_run_in_deadline_order() {
         wait(probe).expect("a probe finishes");
     }
     let order = order.lock().unwrap().clone();
-    assert_eq!(
-        order,
-        (0..N).collect::<Vec<_>>(),
-        "timers that fell due together ran newest first"
-    );
     engine.shutdown(PATIENCE);
+    held_in_time.then_some(order)
 }
 
 #[test]
