@@ -920,8 +920,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // drops the deposits taken but not yet written.
         name: "durable-stand-in-suspends-before-its-messages-are-journaled",
         file: "crates/durable/src/stand_in.rs",
-        original: "            if self.pending.is_empty() {",
-        replacement: "            if self.pending.is_empty() || true {",
+        original: "        let idle = self.pending.is_empty() && self.waiting.is_empty();",
+        replacement: "        let idle = self.waiting.is_empty();",
         catcher: &NATS_KEYED_DURABLE_MOVE,
     },
     Mutation {
