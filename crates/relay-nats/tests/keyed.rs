@@ -517,3 +517,78 @@ fn a_node_cut_off_past_its_lease_never_steps_a_key_beside_its_new_holder() {
     one.scheduler.shutdown(Duration::from_millis(500));
     two.scheduler.shutdown(Duration::from_millis(500));
 }
+
+/// A message that reaches a shard's holder after its lease ran out, and
+/// waits there while the holder cannot know whether it still holds the
+/// shard, is counted fenced once the holder learns it lost the shard: it
+/// is not passed on to the next holder, where it would be read after a
+/// later message of the same sender that the next holder read first.
+#[test]
+fn a_message_that_reached_a_lapsed_holder_is_fenced_not_read_after_a_later_one() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let lease = Duration::from_millis(1500);
+    let log = Arc::new(Log::default());
+    let config = ShardingConfig::new().shards(16);
+    let proxy = FaultyProxy::start(server.port);
+    let one = keyed_node_leased(&server.url(), 1, config.clone(), &log, lease);
+    let two = keyed_node_leased(&proxy.url(), 2, config, &log, lease);
+    settled(&[&one, &two], 16);
+
+    let key = keys(400)
+        .into_iter()
+        .find(|k| two.tally.placed_on(k) == Some(2))
+        .unwrap();
+    let send = |n| {
+        one.tally
+            .send(&one.scheduler, &key, Add { from: 1, n })
+            .unwrap()
+    };
+    send(0);
+    wait_until("node 2's process to read the first message", WAIT, || {
+        log.seen.lock().unwrap().len() == 1
+    });
+
+    // Node 2 is cut off: it still hears the server, so node 1's next
+    // message reaches it, but its renewals do not go out. Past its lease
+    // (1.5 s, a quarter kept back) and before node 1 sees it down (4 s),
+    // node 1 sends again through it: node 2 keeps the message, not sure
+    // whether the shard is still its own.
+    proxy.stall(Duration::from_secs(3600));
+    std::thread::sleep(lease);
+    send(1);
+    wait_until("node 2 to keep the message it is not sure of", WAIT, || {
+        two.sharding.stats().buffered == 1
+    });
+    assert_eq!(log.seen.lock().unwrap().len(), 1, "read past the lease");
+
+    // Node 1 sees node 2 down, takes its shards, and reads a later message.
+    wait_until("node 1 to hold every shard", WAIT, || {
+        one.sharding.stats().shards_held == 16
+    });
+    send(2);
+    wait_until("node 1's process to read", WAIT, || {
+        log.seen.lock().unwrap().len() == 2
+    });
+
+    // Node 2 comes back and learns it lost the shard: what it kept is
+    // counted fenced, not read after message 2.
+    proxy.stall(Duration::ZERO);
+    wait_until("node 2 to learn it lost its shards", WAIT, || {
+        two.sharding.stats().shards_lost > 0
+    });
+    wait_until("node 2 to count what it kept fenced", WAIT, || {
+        two.sharding.stats().buffered == 0
+    });
+    send(3);
+    wait_until("the last message to be read", WAIT, || {
+        log.seen.lock().unwrap().iter().any(|s| s.add.n == 3)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let read: Vec<u64> = log.seen.lock().unwrap().iter().map(|s| s.add.n).collect();
+    assert_eq!(read, [0, 2, 3], "message 1 was read after message 2");
+    assert_eq!(two.sharding.stats().fenced, 1, "{:?}", two.sharding.stats());
+    one.scheduler.shutdown(Duration::from_millis(500));
+    two.scheduler.shutdown(Duration::from_millis(500));
+}

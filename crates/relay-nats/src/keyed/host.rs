@@ -145,7 +145,8 @@ impl<P: Process, M: Send + 'static> Process for Host<P, M> {
             match event {
                 Event::Message(package) => match package.downcast::<Keyed<M>>() {
                     Ok(Keyed { key, message }) => {
-                        if let Err(refused) = self.kind.send(out.context(), &key, message) {
+                        let item = Waiting::Message(message);
+                        if let Err(refused) = self.kind.arrived(out.context(), &key, item) {
                             tracing::warn!(
                                 kind = %self.kind.name,
                                 reason = %refused.reason,
@@ -196,7 +197,8 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
                 return;
             }
         };
-        if let Err(refused) = kind.ask(cx, &value.key, question, reply) {
+        let item = Waiting::Ask { question, reply };
+        if let Err(refused) = kind.arrived(cx, &value.key, item) {
             tracing::warn!(
                 kind = %kind.name,
                 reason = %refused.reason,
@@ -221,6 +223,7 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
                             .clock
                             .renewed(started, kind.transport.inner().name_lease);
                         shard.route = Route::Here;
+                        shard.lapsed_until = None;
                         Counters::add(&kind.counters.claims, 1);
                         tracing::debug!(kind = %kind.name, shard = index, "claimed a shard");
                     }
@@ -350,6 +353,7 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
             tracing::warn!(kind = %kind.name, shard = index, "lost a shard's lease");
             unwatch_lease(inner, &kind.shard_name(index));
             self.stop_all(cx, shard);
+            kind.fence_waiting(shard);
             shard.route = Route::Unknown;
             Counters::add(&kind.counters.shards_lost, 1);
             return;

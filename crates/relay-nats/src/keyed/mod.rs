@@ -24,6 +24,12 @@
 //!   without stepping. A node hands a shard off by cancelling its keys'
 //!   processes, waiting for them to end, and only then releasing the
 //!   name.
+//! - **A lost lease keeps nothing for later.** What reached a holder
+//!   after its lease ran out waits there until it knows: renewed after
+//!   all, it is delivered; lost, it is counted fenced, with what other
+//!   nodes send the shard there for one more lease
+//!   (`Kind::fence_waiting`). Passed on instead, it would reach the next
+//!   holder behind later messages of the same sender.
 //! - **Waiting, bounded.** While a shard has no known holder (being
 //!   claimed, handed off, its node lost), its messages wait in a buffer
 //!   on the sending node, in order, up to

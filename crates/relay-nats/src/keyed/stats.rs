@@ -73,9 +73,13 @@ pub struct ShardingStats {
     /// could not start, a message the codec cannot carry), including
     /// buffered messages refused later (each logged).
     pub refused: u64,
-    /// Messages a keyed process had not read when it found its lease run
-    /// out: never stepped on. The rest of its mailbox is counted in the
-    /// engine's dead letters.
+    /// Messages (and questions) dropped because their shard's lease ran
+    /// out on this node: those a keyed process had not read when it found
+    /// its lease run out (the rest of its mailbox is counted in the
+    /// engine's dead letters), and those that waited here for the shard
+    /// when this node learned it had lost it, or that other nodes sent it
+    /// for the shard during one lease after that. Never stepped on, never
+    /// passed on.
     pub fenced: u64,
     /// Keyed processes that found their lease run out, and ended without
     /// stepping.
