@@ -159,6 +159,20 @@ const NATS_KEYED_FENCE: Catcher = Catcher {
     target_subdir: None,
 };
 
+const NATS_KEYED_LAPSED: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "keyed",
+        "--",
+        "a_message_that_reached_a_lapsed_holder_is_fenced_not_read_after_a_later_one",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 const NATS_RESTARTED_RUN: Catcher = Catcher {
     args: &[
         "test",
@@ -942,6 +956,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if self.fenced || !self.clock.valid_coarse() {",
         replacement: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if false && !self.clock.valid() {",
         catcher: &NATS_KEYED_FENCE,
+    },
+    Mutation {
+        // A node that lost a shard's lease passes on what waited there:
+        // the next holder reads it behind a later message of its sender.
+        name: "relay-nats-keyed-lost-lease-passes-on-what-waited",
+        file: "crates/relay-nats/src/keyed/host.rs",
+        original: "            self.stop_all(cx, shard);\n            kind.fence_waiting(shard);",
+        replacement: "            self.stop_all(cx, shard);",
+        catcher: &NATS_KEYED_LAPSED,
     },
     Mutation {
         // A terminate sets the flag and waits for the process's turn, as
