@@ -45,32 +45,16 @@ impl Inner {
             if alive == Some(owner.incarnation) {
                 continue;
             }
-            let takeover = Entry::Takeover {
-                key: key.clone(),
-                writer: self.me,
-            };
-            let ack = match self
-                .publish(self.subject(key), &takeover, Some(assembled.last))
-                .await
-            {
-                Publishing::Sent(ack) => ack.await,
-                Publishing::Failed(e) => return Err(e),
-            };
-            match ack {
-                Ok(ack) => {
-                    tracing::info!(
-                        key,
-                        from = %owner,
-                        to = %self.me,
-                        "took over a durable process's journal: its owner's lease lapsed"
-                    );
-                    self.own(key, ack.sequence);
-                    out.push(assembled.journal(key)?);
-                }
-                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
-                    tracing::debug!(key, "a journal was written meanwhile: not taken over");
-                }
-                Err(e) => return Err(store_error("taking over a journal", e)),
+            if self.publish_takeover(key, assembled.last).await? {
+                tracing::info!(
+                    key,
+                    from = %owner,
+                    to = %self.me,
+                    "took over a durable process's journal: its owner's lease lapsed"
+                );
+                out.push(assembled.journal(key)?);
+            } else {
+                tracing::debug!(key, "a journal was written meanwhile: not taken over");
             }
         }
         Ok(out)
@@ -93,35 +77,41 @@ impl Inner {
                 self.own(key, assembled.last);
                 return Ok(Some(assembled.journal(key)?));
             }
-            let takeover = Entry::Takeover {
-                key: key.to_owned(),
-                writer: self.me,
-            };
-            let ack = match self
-                .publish(self.subject(key), &takeover, Some(assembled.last))
-                .await
-            {
-                Publishing::Sent(ack) => ack.await,
-                Publishing::Failed(e) => return Err(e),
-            };
-            match ack {
-                Ok(ack) => {
-                    tracing::info!(key, from = %assembled.writer, to = %self.me, "took over a durable process's journal on demand");
-                    self.own(key, ack.sequence);
-                    return Ok(Some(assembled.journal(key)?));
-                }
-                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
-                    tracing::debug!(
-                        key,
-                        "a journal was written while being taken over: read again"
-                    );
-                }
-                Err(e) => return Err(store_error("taking over a journal", e)),
+            if self.publish_takeover(key, assembled.last).await? {
+                tracing::info!(key, from = %assembled.writer, to = %self.me, "took over a durable process's journal on demand");
+                return Ok(Some(assembled.journal(key)?));
             }
+            tracing::debug!(
+                key,
+                "a journal was written while being taken over: read again"
+            );
         }
         Err(DurableError::Store(format!(
             "the journal of {key:?} kept being written while it was taken over ({TAKEOVER_TRIES} tries)"
         )))
+    }
+
+    /// Publishes this incarnation's takeover of `key`'s journal, expecting
+    /// its last record to be `last` (the fence): `true` if it landed (the
+    /// journal is this incarnation's from its sequence on), `false` if the
+    /// journal was written meanwhile.
+    async fn publish_takeover(&self, key: &str, last: u64) -> Result<bool, DurableError> {
+        let takeover = Entry::Takeover {
+            key: key.to_owned(),
+            writer: self.me,
+        };
+        let ack = match self.publish(self.subject(key), &takeover, Some(last)).await {
+            Publishing::Sent(ack) => ack.await,
+            Publishing::Failed(e) => return Err(e),
+        };
+        match ack {
+            Ok(ack) => {
+                self.own(key, ack.sequence);
+                Ok(true)
+            }
+            Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(false),
+            Err(e) => Err(store_error("taking over a journal", e)),
+        }
     }
 
     pub(crate) async fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {

@@ -27,6 +27,20 @@ pub(crate) struct Assembled {
 }
 
 impl Assembled {
+    /// A journal with nothing read yet, its first message by `writer`.
+    fn fresh(writer: JournalWriter) -> Assembled {
+        Assembled {
+            created: None,
+            ended: false,
+            snapshot: None,
+            records: Vec::new(),
+            writer,
+            last: 0,
+            history: Vec::new(),
+            sent: Vec::new(),
+        }
+    }
+
     pub(crate) fn journal(&self, key: &str) -> Result<Journal, DurableError> {
         let created = self
             .created
@@ -63,16 +77,10 @@ impl Scan {
                 writer,
                 records,
             } => {
-                let journal = self.journals.entry(key.clone()).or_insert(Assembled {
-                    created: None,
-                    ended: false,
-                    snapshot: None,
-                    records: Vec::new(),
-                    writer,
-                    last: 0,
-                    history: Vec::new(),
-                    sent: Vec::new(),
-                });
+                let journal = self
+                    .journals
+                    .entry(key.clone())
+                    .or_insert_with(|| Assembled::fresh(writer));
                 // Record 0 behind an ended journal: the key was forgotten
                 // and used again, and this scan read the old journal
                 // before the purge took it away. The key starts clean
@@ -80,16 +88,7 @@ impl Scan {
                 // sends were carried to the outbox before the purge.
                 let reused = records.first().is_some_and(|r| r.seq == 0);
                 if reused && journal.ended && !journal.records.is_empty() {
-                    *journal = Assembled {
-                        created: None,
-                        ended: false,
-                        snapshot: None,
-                        records: Vec::new(),
-                        writer,
-                        last: 0,
-                        history: Vec::new(),
-                        sent: Vec::new(),
-                    };
+                    *journal = Assembled::fresh(writer);
                 }
                 let mut numbers = Vec::with_capacity(records.len());
                 for rec in records {

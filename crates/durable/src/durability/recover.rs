@@ -33,19 +33,7 @@ impl Durability {
         let mut report = Recovery::default();
         let claimed = self.claim()?;
         let replayed = self.rebuild(cx, claimed, &mut report);
-        // The clock starts here (in a simulation, after the latest time the
-        // journals recorded), before any process steps.
-        let latest = replayed.iter().filter_map(|(r, _, _)| r.last_at_ms).max();
-        self.shared.clock.anchor(cx.now(), latest);
-        let plans = resume_plans(&replayed, &mut report);
-        // Marks of the rebuilt processes: outbox entries at or below them
-        // were taken already (an entry that outlived the record that took
-        // it) and are removed instead of sent.
-        let marks: HashMap<String, HashMap<String, u64>> = replayed
-            .iter()
-            .map(|(r, _, _)| (r.key.to_string(), r.state.marks.clone()))
-            .collect();
-        self.spawn_resumed(cx, replayed, plans, &mut report);
+        let marks = self.start_rebuilt(cx, replayed, &mut report);
         let delivery = self.send_outbox(cx, &marks)?;
         report.resent = delivery.sent;
         report.waiting = delivery.waiting;
@@ -143,14 +131,7 @@ impl Durability {
         if let Some(error) = report.failed.pop() {
             return Err(error);
         }
-        let latest = replayed.iter().filter_map(|(r, _, _)| r.last_at_ms).max();
-        self.shared.clock.anchor(cx.now(), latest);
-        let plans = resume_plans(&replayed, &mut report);
-        let marks: HashMap<String, HashMap<String, u64>> = replayed
-            .iter()
-            .map(|(r, _, _)| (r.key.to_string(), r.state.marks.clone()))
-            .collect();
-        self.spawn_resumed(cx, replayed, plans, &mut report);
+        let marks = self.start_rebuilt(cx, replayed, &mut report);
         if let Some(error) = report.failed.pop() {
             return Err(error);
         }
@@ -213,6 +194,29 @@ impl Durability {
 
     /// Spawns each rebuilt process under its PID, with what it must be
     /// handed again.
+    /// Starts the clock, then spawns the rebuilt processes with what each
+    /// must be handed again; the marks of each (by key): outbox entries at
+    /// or below them were taken already (an entry that outlived the
+    /// record that took it) and are removed instead of sent.
+    fn start_rebuilt(
+        &self,
+        cx: &Context,
+        replayed: Vec<(Replayed, Option<u64>, Pid)>,
+        report: &mut Recovery,
+    ) -> HashMap<String, HashMap<String, u64>> {
+        // The clock starts here (in a simulation, after the latest time the
+        // journals recorded), before any process steps.
+        let latest = replayed.iter().filter_map(|(r, _, _)| r.last_at_ms).max();
+        self.shared.clock.anchor(cx.now(), latest);
+        let plans = resume_plans(&replayed, report);
+        let marks = replayed
+            .iter()
+            .map(|(r, _, _)| (r.key.to_string(), r.state.marks.clone()))
+            .collect();
+        self.spawn_resumed(cx, replayed, plans, report);
+        marks
+    }
+
     fn spawn_resumed(
         &self,
         cx: &Context,
