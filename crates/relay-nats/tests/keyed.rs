@@ -334,9 +334,17 @@ fn a_joining_node_takes_its_shards_with_nothing_lost_or_doubled() {
         three
     });
     let sent = numbers.load(Ordering::Relaxed);
-    wait_until("every message to be read", WAIT, || {
-        log.seen.lock().unwrap().len() as u64 >= sent
-    });
+    let deadline = Instant::now() + WAIT;
+    while (log.seen.lock().unwrap().len() as u64) < sent {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {sent} messages read in {WAIT:?}; sharding {:?}; dead letters {:?}",
+            log.seen.lock().unwrap().len(),
+            [&one, &two, &three].map(|n| n.sharding.stats()),
+            [&one, &two, &three].map(|n| n.scheduler.stats().dead_letters),
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     exactly_once(&log, sent);
     assert!(
         !log.doubled.load(Ordering::Relaxed),

@@ -145,8 +145,7 @@ impl<P: Process, M: Send + 'static> Process for Host<P, M> {
             match event {
                 Event::Message(package) => match package.downcast::<Keyed<M>>() {
                     Ok(Keyed { key, message }) => {
-                        let item = Waiting::Message(message);
-                        if let Err(refused) = self.kind.arrived(out.context(), &key, item) {
+                        if let Err(refused) = self.kind.send(out.context(), &key, message) {
                             tracing::warn!(
                                 kind = %self.kind.name,
                                 reason = %refused.reason,
@@ -197,8 +196,7 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
                 return;
             }
         };
-        let item = Waiting::Ask { question, reply };
-        if let Err(refused) = kind.arrived(cx, &value.key, item) {
+        if let Err(refused) = kind.ask(cx, &value.key, question, reply) {
             tracing::warn!(
                 kind = %kind.name,
                 reason = %refused.reason,
@@ -223,7 +221,6 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
                             .clock
                             .renewed(started, kind.transport.inner().name_lease);
                         shard.route = Route::Here;
-                        shard.lapsed_until = None;
                         Counters::add(&kind.counters.claims, 1);
                         tracing::debug!(kind = %kind.name, shard = index, "claimed a shard");
                     }

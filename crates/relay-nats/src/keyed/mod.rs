@@ -26,8 +26,7 @@
 //!   name.
 //! - **A lost lease keeps nothing for later.** What reached a holder
 //!   after its lease ran out waits there until it knows: renewed after
-//!   all, it is delivered; lost, it is counted fenced, with what other
-//!   nodes send the shard there for one more lease
+//!   all, it is delivered; lost, it is counted fenced
 //!   (`Kind::fence_waiting`). Passed on instead, it would reach the next
 //!   holder behind later messages of the same sender.
 //! - **Waiting, bounded.** While a shard has no known holder (being

@@ -13,7 +13,6 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::Instant;
 
 use relay::{Payload, Pid};
 use rustc_hash::FxHashMap;
@@ -106,11 +105,6 @@ pub(crate) struct Shard<M> {
     /// already spread them by a hash of their own).
     pub(crate) children: FxHashMap<String, Child<M>>,
     pub(crate) buffer: VecDeque<(String, Waiting<M>)>,
-    /// This node lost its lease on the shard (it was cut off or stopped
-    /// past it, and did not hand the shard off): until then, what other
-    /// nodes send it for the shard was meant for a tenure that is over,
-    /// and is fenced rather than passed on (see [`Kind::fence_waiting`]).
-    pub(crate) lapsed_until: Option<Instant>,
     /// A claim, a lookup or a release of the shard's name is on its way.
     pub(crate) claiming: bool,
     pub(crate) resolving: bool,
@@ -124,7 +118,6 @@ impl<M> Shard<M> {
             clock: Arc::new(LeaseClock::new()),
             children: FxHashMap::default(),
             buffer: VecDeque::new(),
-            lapsed_until: None,
             claiming: false,
             resolving: false,
             releasing: false,
@@ -221,43 +214,15 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             })
     }
 
-    /// What another node's host sent this node for `key` (it routes by
-    /// this node holding the shard): routed as a send or an ask from here
-    /// would be, unless this node has just lost the shard's lease, when
-    /// it is counted in `fenced` (a question is answered `NoReply`).
-    pub(crate) fn arrived(
-        &self,
-        cx: &Context,
-        key: &str,
-        item: Waiting<M>,
-    ) -> Result<(), Refused<Waiting<M>>> {
-        let index = shard_of(key, self.shard_count());
-        let mut shard = self.lock(index);
-        if shard
-            .lapsed_until
-            .is_some_and(|until| Instant::now() < until)
-        {
-            Counters::add(&self.counters.fenced, 1);
-            return Ok(());
-        }
-        let item = match item {
-            Waiting::Message(message) => match self.send_to_live(cx, &mut shard, key, message) {
-                Ok(()) => return Ok(()),
-                Err(message) => Waiting::Message(message),
-            },
-            ask => ask,
-        };
-        self.route(cx, index, &mut shard, key, item)
-    }
-
     /// This node lost the shard's lease without handing the shard off:
     /// everything that waits here for its keys (in the buffer, or for a
     /// stopping process) came while the lease had run out, meant for a
     /// tenure that is over. Passed on, it could reach the next holder
     /// after a later message of the same sender that went there directly,
     /// so it is counted in `fenced` instead, as the unread messages of
-    /// the shard's processes are; so is what other nodes send the shard
-    /// here for one more lease (what they sent before they saw the loss).
+    /// the shard's processes are. What comes for the shard after this is
+    /// routed as usual: it may be a message the next holder passed back
+    /// to this node, which must not be fenced.
     pub(crate) fn fence_waiting(&self, shard: &mut Shard<M>) {
         let mut fenced = 0;
         for _ in shard.buffer.drain(..) {
@@ -273,7 +238,6 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             }
         }
         Counters::add(&self.counters.fenced, fenced);
-        shard.lapsed_until = Some(Instant::now() + self.transport.inner().name_lease);
     }
 
     /// Sends to the key's running process here, if the shard is held

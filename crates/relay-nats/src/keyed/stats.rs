@@ -77,8 +77,7 @@ pub struct ShardingStats {
     /// out on this node: those a keyed process had not read when it found
     /// its lease run out (the rest of its mailbox is counted in the
     /// engine's dead letters), and those that waited here for the shard
-    /// when this node learned it had lost it, or that other nodes sent it
-    /// for the shard during one lease after that. Never stepped on, never
+    /// when this node learned it had lost it. Never stepped on, never
     /// passed on.
     pub fenced: u64,
     /// Keyed processes that found their lease run out, and ended without
