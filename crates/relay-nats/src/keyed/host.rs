@@ -508,11 +508,14 @@ mod tests {
     #[test]
     fn a_process_started_without_its_lease_counts_what_it_was_started_for() {
         let node = Scheduler::builder().workers(1).build();
-        node.start();
         let read = Arc::new(AtomicU64::new(0));
         let (process, counters) = fenced(Arc::new(LeaseClock::new()), &read);
+        // The message waits in the mailbox before the first step (the
+        // workers start after it): a first step that found the mailbox
+        // empty would end the process and make the message a dead letter.
         let pid = node.spawn(process).unwrap().pid();
         node.send(pid, 7_u32).unwrap();
+        node.start();
         let deadline = Instant::now() + Duration::from_secs(10);
         while counters.fenced_processes.load(SeqCst) == 0 {
             assert!(Instant::now() < deadline, "the process was never fenced");
