@@ -22,6 +22,8 @@ pub(crate) struct Remote {
     pub(crate) ready: Box<[deque::Stealer<RecordRef>]>,
     /// Its nurseries, by lane (see `Local::nursery`).
     pub(crate) nursery: Box<[deque::Stealer<RecordRef>]>,
+    /// Its light queues, by level (see `Local::light`).
+    pub(crate) light: Box<[deque::Stealer<RecordRef>]>,
     /// Its step time per group (with groups only).
     pub(crate) group_clocks: crate::runqueue::shares::GroupClocks,
     /// Its `next` slot, which an idle worker may take from when its
@@ -368,7 +370,11 @@ impl Shared {
             || self.remotes.iter().any(|r| {
                 // Under loom nothing is ever nursed (`Local::push_nursery`).
                 let nurseries = if cfg!(loom) { &[][..] } else { &r.nursery[..] };
-                r.ready.iter().chain(nurseries).any(|q| !q.is_empty())
+                r.ready
+                    .iter()
+                    .chain(&r.light[..])
+                    .chain(nurseries)
+                    .any(|q| !q.is_empty())
             })
     }
 }

@@ -7,7 +7,7 @@ use std::ptr;
 use relay::Pid;
 
 use super::next_slot::NextSlot;
-use super::order::LEVELS;
+use super::order::{LEVELS, LIGHT_RUNS};
 use super::shares::Shares;
 use crate::record::RecordRef;
 use crate::sync::{thread_local, Arc};
@@ -36,6 +36,11 @@ use crate::Priority;
 ///   ticks the older generation moves to the back of `ready`, oldest
 ///   first, and the younger one becomes the older (see `order.rs`).
 ///   Thieves take the oldest entries.
+/// - `light`: per level, on an engine without groups, the processes
+///   woken (by a timer, or from outside the workers) whose last measured
+///   step was light, while this worker measures its steps: served before
+///   the level's `ready` queue, up to [`LIGHT_RUNS`] picks in a row while
+///   that queue has work (see `order.rs`, "Light processes first").
 pub(crate) struct Local {
     pub(crate) index: usize,
     /// Shared with thieves (see `NextSlot`).
@@ -53,6 +58,15 @@ pub(crate) struct Local {
     /// By generation, then lane (`generation * lanes + lane`): pushed
     /// and popped at the back by the owner, stolen from the front.
     pub(crate) nursery: Box<[deque::Worker<RecordRef>]>,
+    /// By level: light processes woken here (see the type's
+    /// documentation). Stolen like `ready`.
+    pub(crate) light: Box<[deque::Worker<RecordRef>]>,
+    /// By level: how many picks in a row took from `light` while `ready`
+    /// had work.
+    light_runs: [Cell<u32>; LEVELS],
+    /// Whether this worker measures its steps now (a recent step was
+    /// heavy): only then does a woken light process join `light`.
+    pub(crate) lighting: Cell<bool>,
     /// Which generation of `nursery` takes new entries (0 or 1).
     young: Cell<usize>,
     /// At least how many processes the nurseries hold (thieves take some
@@ -99,6 +113,13 @@ impl Local {
             nursery: (0..if cfg!(loom) { 0 } else { 2 * LEVELS * groups })
                 .map(|_| deque::Worker::with_capacity(capacity))
                 .collect(),
+            // None under loom, as the nurseries: a model's step costs
+            // nothing, so no process is ever measured light there.
+            light: (0..if cfg!(loom) { 0 } else { LEVELS })
+                .map(|_| deque::Worker::with_capacity(capacity))
+                .collect(),
+            light_runs: Default::default(),
+            lighting: Cell::new(false),
             young: Cell::new(0),
             nursed: Cell::new(0),
             groups,
@@ -119,6 +140,19 @@ impl Local {
     #[inline]
     pub(crate) fn push_ready(&self, record: RecordRef) {
         self.ready[self.lane(&record)].push(record);
+    }
+
+    /// Queues `record`, woken by its timer or from outside the workers:
+    /// in its level's `light` queue when this worker measures its steps
+    /// and the process's last measured step was light (never with
+    /// groups, whose shares decide instead), else at the back of its lane.
+    #[inline]
+    pub(crate) fn push_woken(&self, record: RecordRef) {
+        if self.lighting.get() && self.groups == 1 && !record.heavy() && !cfg!(loom) {
+            self.light[record.priority().index()].push(record);
+        } else {
+            self.push_ready(record);
+        }
     }
 
     /// How many processes of `lane` a process has ahead of it here: one
@@ -163,7 +197,9 @@ impl Local {
         if self.groups == 1 {
             return levels.into_iter().find_map(|level| {
                 let lane = level.index();
-                self.pop_ready(lane).or_else(|| self.pop_nursery(lane))
+                self.pop_light(lane)
+                    .or_else(|| self.pop_ready(lane))
+                    .or_else(|| self.pop_nursery(lane))
             });
         }
         levels.into_iter().find_map(|level| {
@@ -179,11 +215,35 @@ impl Local {
         })
     }
 
-    /// Whether `lane` has a process here, in its queue or its nursery.
+    /// The oldest light process of `level` (an engine without groups has
+    /// one lane per level), unless it has had [`LIGHT_RUNS`] picks in a
+    /// row while the level's `ready` queue has work: then that queue's
+    /// turn comes first, which the caller takes.
+    #[inline]
+    fn pop_light(&self, level: usize) -> Option<RecordRef> {
+        let light = self.light.get(level)?;
+        let runs = &self.light_runs[level];
+        if light.is_empty() {
+            return None;
+        }
+        if runs.get() >= LIGHT_RUNS && !self.ready[level].is_empty() {
+            runs.set(0);
+            return None;
+        }
+        let popped = oldest(light);
+        if popped.is_some() {
+            runs.set(runs.get().saturating_add(1));
+        }
+        popped
+    }
+
+    /// Whether `lane` has a process here, in its queue, its light queue
+    /// or its nursery.
     #[inline]
     fn has_work(&self, lane: usize) -> bool {
         let lanes = self.ready.len();
         !self.ready[lane].is_empty()
+            || self.groups == 1 && self.light.get(lane).is_some_and(|q| !q.is_empty())
             || self.nursed.get() > 0
                 && (!self.nursery[lane].is_empty() || !self.nursery[lanes + lane].is_empty())
     }
@@ -206,7 +266,9 @@ impl Local {
             if let Some(r) = self.pop_nursery(level * self.groups + group) {
                 return Some(r);
             }
-            if lanes.into_iter().any(|lane| !self.ready[lane].is_empty()) {
+            if lanes.into_iter().any(|lane| !self.ready[lane].is_empty())
+                || self.light.get(level).is_some_and(|q| !q.is_empty())
+            {
                 return None;
             }
         }
@@ -366,7 +428,7 @@ impl Local {
     }
 
     /// Makes `record` the process to run next if nothing is there yet;
-    /// otherwise queues it at the back of its level's queue, leaving the
+    /// otherwise queues it as a woken process (`push_woken`), leaving the
     /// slot's process where it is. Returns whether it went to the queue.
     /// Only this worker fills the slot, so a slot seen empty stays empty
     /// until the `put`.
@@ -377,7 +439,7 @@ impl Local {
             debug_assert!(!displaced, "only the owner fills the slot");
             false
         } else {
-            self.push_ready(record);
+            self.push_woken(record);
             true
         }
     }
@@ -392,6 +454,7 @@ impl Local {
             + self
                 .ready
                 .iter()
+                .chain(self.light.iter())
                 .chain(self.nursery.iter())
                 .map(|q| q.len())
                 .sum::<usize>()

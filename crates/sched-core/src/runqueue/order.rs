@@ -5,7 +5,9 @@
 //!
 //! Every source of ready work on a worker feeds one first-in-first-out
 //! queue per [`Priority`] (per level and group, with groups), with two
-//! bounded exceptions for what a step on the worker woke or spawned:
+//! bounded exceptions for what a step on the worker woke or spawned, and
+//! one for light processes woken while the worker measures its steps
+//! ("Light processes first" below):
 //!
 //! | what made it ready | where it waits |
 //! |---|---|
@@ -13,8 +15,9 @@
 //! | woken or spawned by a step here | the `next` slot |
 //! | the `next` slot's occupant when another takes the slot, or when its runs are used up | the nursery of its level |
 //! | its timer, when the `next` slot is empty | the `next` slot |
-//! | its timer, otherwise | the back of its level's queue |
-//! | a message, completion or spawn from outside the workers | the global queues, then the back of its level's queue here |
+//! | its timer, otherwise | the back of its level's queue, or its light queue (below) |
+//! | a message or completion from outside the workers | the global queues, then the back of its level's queue here, or its light queue (below) |
+//! | a spawn from outside the workers | the global queues, then the back of its level's queue here |
 //! | stolen by this worker | the back of its level's queue here |
 //! | in a nursery at a flush | the back of its level's queue |
 //!
@@ -47,6 +50,55 @@
 //! [`BALANCE_INTERVAL`] ticks a busy worker may take the first process of
 //! a lane where another worker has at least two more waiting than it has,
 //! and run it at once (its wait there only ends sooner).
+//!
+//! # Light processes first
+//!
+//! A process's steps are not all alike: one that steps for 1 µs every 15 ms
+//! should not wait behind a backlog of 20 µs steps as long as they do. In
+//! the spirit of Linux's EEVDF (a task that ran little since it woke gets
+//! an earlier deadline), a worker that sees a step of [`LIGHT_STEP`] or
+//! more (it measures one step in [`MEASURE_EVERY`]) measures every step
+//! for the next [`MEASURE_SPELL`] steps. A measured step is heavy when it
+//! took at least [`LIGHT_STEP`] and at least half the worker's running
+//! mean of measured steps; two heavy steps in a row make a process heavy,
+//! one light step makes it light again (so one slow step, the thread
+//! preempted or its cache cold after a long sleep, does not move a light
+//! process behind the heavy ones). While the worker measures, a process
+//! woken by its timer or from outside the workers that is not heavy joins
+//! its level's *light queue* instead of the back of its level's queue.
+//! When a level's turn comes, its light queue is served first, oldest
+//! first, but at most [`LIGHT_RUNS`] picks in a row while the level's
+//! queue has work: the queue keeps at least one pick in four. What a
+//! process asks for after its step does not change: one that continues
+//! always joins the back of its level's queue (it wants more time, as a
+//! task that keeps running uses its slice), and one woken by a step on
+//! the worker takes the `next` slot as before.
+//!
+//! - When every step is light (most workloads), no worker measures
+//!   continuously and no light queue is used: the order below, first in
+//!   first out per level, is the whole story.
+//! - When every step costs about the same, none is below half the mean:
+//!   every process is heavy, and the order is first in first out.
+//! - A heavy process waits in a light queue for at most two wakes: its
+//!   next two measured steps mark it heavy.
+//! - With groups, the light queues are not used: the groups' shares decide.
+//! - The cost: one clock read per eight steps of a light workload, two per
+//!   step while measuring (against steps of [`LIGHT_STEP`] or more).
+//!
+//! The bound below, in picks of a level, stretches with the light
+//! queues: a process in a light queue behind `ahead` others needs at most
+//! `ceil(4 * (ahead + 1) / 3)` picks of its level (the light queue has at
+//! least three of every four while it has work), and one in a level's
+//! queue at most `LIGHT_RUNS + 1` picks per place, so
+//! `bound(level, (ahead + 1) * (LIGHT_RUNS + 1), 1)` steps. In time, each
+//! of the extra picks is one step of a process that is not heavy (its
+//! last step was light, or its first heavy one) and the chain of
+//! `next`-slot runs it starts: behind steps much longer than those, a
+//! heavy process's wait in time grows by the light work's own time, which
+//! is what light-first means. The simulation's
+//! steps take no time, so it never marks a process light, and its check
+//! covers the order without light queues; the light queues are checked
+//! by `crates/sched/tests/light_first.rs`.
 //!
 //! # The bound
 //!
@@ -138,6 +190,28 @@ pub(crate) const NURSERY_FLUSH_INTERVAL: u32 = 127;
 /// speed; every 1 021, nothing measurable. (Prime, as
 /// `GLOBAL_QUEUE_INTERVAL`.)
 pub(crate) const BALANCE_INTERVAL: u32 = 1021;
+
+/// A step shorter than this is light, whatever the others take; a step
+/// this long or longer starts a spell of measuring (see "Light processes
+/// first" above). Twenty times a plain step's cost on the machines
+/// measured, and a quarter of the 20 µs steps of the overload benchmark's
+/// bulk.
+pub(crate) const LIGHT_STEP: std::time::Duration = std::time::Duration::from_micros(5);
+
+/// How many picks of a level in a row its light queue may take while
+/// the level's `ready` queue has work: the light queue takes at most
+/// three of every four.
+pub(crate) const LIGHT_RUNS: u32 = 3;
+
+/// A worker that is not measuring measures one step in this many ticks
+/// (two clock reads): a light workload pays about one clock read per
+/// eight steps for being ready to notice a heavy step.
+pub(crate) const MEASURE_EVERY: u32 = 16;
+
+/// After a heavy step, a worker measures every step (two clock reads
+/// each) for this many steps, and lets woken light processes join the
+/// light queues meanwhile.
+pub(crate) const MEASURE_SPELL: u32 = 1024;
 
 /// The most steps a worker runs between a process joining one of its
 /// nurseries and that process's step or its move to its level's queue

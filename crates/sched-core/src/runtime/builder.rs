@@ -596,6 +596,7 @@ impl<T> Builder<T> {
                 CachePadded::new(Remote {
                     ready: l.ready.iter().map(|q| q.stealer()).collect(),
                     nursery: l.nursery.iter().map(|q| q.stealer()).collect(),
+                    light: l.light.iter().map(|q| q.stealer()).collect(),
                     group_clocks: crate::runqueue::shares::GroupClocks::new(group_count),
                     next: l.next.clone(),
                     counters: WorkerCounters::default(),

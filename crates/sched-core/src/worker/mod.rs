@@ -12,6 +12,7 @@
 //! - `end.rs`: a process's end (its `close`, its outcome, its relations);
 //! - `idle.rs`: what a worker with nothing to run does (spin, yield,
 //!   linger, park);
+//! - `light.rs`: measuring steps, to serve light processes first;
 //! - `upgrade.rs`: replacing a process in place;
 //! - `driven.rs`: a worker that a simulation drives one turn at a time, on
 //!   its own thread.
@@ -19,6 +20,7 @@
 mod driven;
 mod end;
 mod idle;
+mod light;
 mod step;
 mod upgrade;
 
@@ -66,6 +68,12 @@ struct Worker {
     /// mutation goes through cells and the deques' own `&self` methods.
     local: std::rc::Rc<Local>,
     tick: u32,
+    /// Steps left in the spell of measuring every step that the last
+    /// heavy step began (see `light.rs`); 0 outside one.
+    measuring: u32,
+    /// The mean of the steps measured recently, in nanoseconds (see
+    /// `light.rs`).
+    mean_ns: u64,
     /// Picks from the ready queues so far, which decide whose turn the
     /// next one is (`order::TURNS`).
     turn: u32,
@@ -156,6 +164,8 @@ impl Worker {
             shared,
             local: std::rc::Rc::new(local),
             tick: 0,
+            measuring: 0,
+            mean_ns: 0,
             turn: 0,
             global_turn: 0,
             balance_lane: 0,
@@ -363,6 +373,18 @@ impl Worker {
         }
     }
 
+    /// Queues `r`, woken from outside the workers, as `Local::push_woken`
+    /// says (its light queue, or the back of its level's queue), and
+    /// tells a simulation where it now waits.
+    fn push_woken_here(&self, r: RecordRef) {
+        if self.shared.intercept.is_some() {
+            // A simulation never measures a step light (see `order.rs`).
+            self.push_ready_here(r);
+        } else {
+            self.local.push_woken(r);
+        }
+    }
+
     /// Moves the nurseries to the back of their levels' queues (see
     /// `Local::nursery`), telling a simulation where each now waits.
     fn flush_nursery(&self) {
@@ -564,7 +586,10 @@ impl Worker {
                     // Each was last touched on the thread that queued it:
                     // load it while the batch moves, before its step needs it.
                     r.prefetch();
-                    self.push_ready_here(r);
+                    match level {
+                        Some(_) => self.push_woken_here(r),
+                        None => self.push_ready_here(r),
+                    }
                     moved += 1;
                 }
             }
@@ -600,12 +625,15 @@ impl Worker {
             }
             attempts += 1;
             let remote = &self.shared.remotes[victim];
-            // Highest level first (lanes are by level, then group), each
-            // into the same lane here (empty: a worker steals only when its
-            // own queues are), in their order; the queues before the
-            // nurseries, whose oldest entries a thief takes (in a tree of
-            // spawns, the largest subtrees).
-            let lanes = remote.ready.iter().zip(&self.local.ready);
+            // The light queues first (by level, into the light queues
+            // here: the processes keep their place ahead of heavy work),
+            // then highest level first (lanes are by level, then group),
+            // each into the same lane here (empty: a worker steals only
+            // when its own queues are), in their order; the queues before
+            // the nurseries, whose oldest entries a thief takes (in a tree
+            // of spawns, the largest subtrees).
+            let lights = remote.light.iter().zip(&self.local.light[..]);
+            let lanes = lights.chain(remote.ready.iter().zip(&self.local.ready));
             // (Under loom nothing is ever nursed: `Local::push_nursery`.)
             let nursed = if cfg!(loom) { 0 } else { remote.nursery.len() };
             let nurseries = remote.nursery[..nursed]

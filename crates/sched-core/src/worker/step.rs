@@ -135,6 +135,7 @@ impl Worker {
         if !cfg!(loom) {
             self.local.current_level.set(record.priority());
         }
+        let started = self.measure_start();
         // SAFETY: `start_step` made this worker the process's owner (or the
         // run-queue entry we popped handed us its ownership), and it
         // stays the owner for the whole closure: the closure never hands the
@@ -143,6 +144,9 @@ impl Worker {
         // that takes the process next never overlaps with this borrow), and
         // nothing in it calls `with_body` on this record again.
         let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };
+        if let Some(started) = started {
+            self.measured(&record, started);
+        }
         self.local.current_level.set(crate::Priority::Normal);
         if let Some(desired) = desired {
             self.after_step(&record, desired);
