@@ -297,6 +297,22 @@ const SCHED_FAIRNESS_BOUND: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// Light processes first: a light probe stepped ahead of a heavy
+/// backlog, a heavy one behind it, no heavy process starved.
+const SCHED_LIGHT_FIRST: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "light_first"],
+    env: &[],
+    target_subdir: None,
+};
+
+/// The light queues' unit tests: three light picks in four, heavy and
+/// unmeasured wakes in the level's queue, two strikes make heavy.
+const SCHED_CORE_LIGHT_QUEUES: Catcher = Catcher {
+    args: &["test", "-p", "sched-core", "--lib", "runqueue::local"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The groups' tests: shares by weight, a flood held to its share, and
 /// the bound with groups (in the simulation).
 const SCHED_GROUPS: Catcher = Catcher {
@@ -493,8 +509,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         name: "sched-core-process-handed-on-inside-the-body-borrow",
         file: "crates/sched-core/src/worker/step.rs",
-        original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        self.local.current_level.set(crate::Priority::Normal);\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
-        replacement: "        let desired = unsafe {\n            record.with_body(|body| {\n                if let Some(desired) = self.step_owned(&record, body, kill) {\n                    if let AfterStep::Requeue { woken } = record.state.finish_step(desired, false) {\n                        let how = if woken { Runnable::Woken } else { Runnable::Continued };\n                        self.shared.schedule(record.clone(), how);\n                    }\n                }\n                None::<u32>\n            })\n        };\n        self.local.current_level.set(crate::Priority::Normal);\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
+        original: "        let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };\n        if let Some(started) = started {\n            self.measured(&record, started);\n        }\n        self.local.current_level.set(crate::Priority::Normal);\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
+        replacement: "        let desired = unsafe {\n            record.with_body(|body| {\n                if let Some(desired) = self.step_owned(&record, body, kill) {\n                    if let AfterStep::Requeue { woken } = record.state.finish_step(desired, false) {\n                        let how = if woken { Runnable::Woken } else { Runnable::Continued };\n                        self.shared.schedule(record.clone(), how);\n                    }\n                }\n                None::<u32>\n            })\n        };\n        if let Some(started) = started {\n            self.measured(&record, started);\n        }\n        self.local.current_level.set(crate::Priority::Normal);\n        if let Some(desired) = desired {\n            self.after_step(&record, desired);\n        }",
         catcher: &SCHED_CORE_STEAL_MODEL,
     },
     Mutation {
@@ -531,6 +547,25 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "Priority::Normal => [Priority::Normal, Priority::High, Priority::Low],",
         replacement: "Priority::Normal => [Priority::Normal, Priority::Low, Priority::High],",
         catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // A woken light process joins the back of its level's queue, as a
+        // heavy one does: no light queue is ever used.
+        name: "light-queue-never-used",
+        file: "crates/sched-core/src/runqueue/local.rs",
+        original: "if self.lighting.get() && self.groups == 1 && !record.heavy() && !cfg!(loom) {",
+        replacement: "if false && self.lighting.get() && self.groups == 1 && !record.heavy() {",
+        catcher: &SCHED_LIGHT_FIRST,
+    },
+    Mutation {
+        // A light queue is served without a pause while it has work: the
+        // heavy processes of its level wait for as long as light ones keep
+        // waking.
+        name: "light-queue-never-yields",
+        file: "crates/sched-core/src/runqueue/local.rs",
+        original: "if runs.get() >= LIGHT_RUNS && !self.ready[level].is_empty() {",
+        replacement: "if runs.get() >= u32::MAX && !self.ready[level].is_empty() {",
+        catcher: &SCHED_CORE_LIGHT_QUEUES,
     },
     Mutation {
         // A thief takes the lowest level's work first.

@@ -548,3 +548,90 @@ pub(crate) fn with_local<E, R>(engine: &E, f: impl FnOnce(&Local) -> R) -> Optio
 fn identity<E>(engine: &E) -> *const () {
     (engine as *const E).cast()
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::contract::output::{Events, Output};
+
+    struct Idle;
+
+    impl crate::Process for Idle {
+        type Done = ();
+        fn step(
+            &mut self,
+            _: &mut Events<'_>,
+            _: &mut Output<'_>,
+        ) -> Result<(), crate::contract::error::BoxError> {
+            Ok(())
+        }
+    }
+
+    /// A record whose process is heavy (two heavy steps measured) or not.
+    fn record(id: u64, heavy: bool) -> RecordRef {
+        let record = RecordRef::new(Pid::local(id), Idle);
+        record.measured(heavy);
+        record.measured(heavy);
+        assert_eq!(record.heavy(), heavy);
+        record
+    }
+
+    /// Which of `ids` the next `n` picks at `Normal` take, by PID id.
+    fn picks(local: &Local, n: usize) -> Vec<u64> {
+        let mut shares = Shares::new(1);
+        (0..n)
+            .filter_map(|_| {
+                let order = [Priority::Normal, Priority::High, Priority::Low];
+                local.pop_first(order, &mut shares).map(|r| r.pid.id())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_light_queue_takes_three_picks_in_four_while_the_level_queue_has_work() {
+        let local = Local::new(0, 64, 1);
+        local.lighting.set(true);
+        // Heavy processes 1-3 continue (the back of the queue); light
+        // ones 11-17 are woken.
+        for id in 1..=3 {
+            local.push_ready(record(id, true));
+        }
+        for id in 11..=17 {
+            local.push_woken(record(id, false));
+        }
+        assert_eq!(
+            picks(&local, 10),
+            [11, 12, 13, 1, 14, 15, 16, 2, 17, 3],
+            "three light, one heavy, until the light queue is empty"
+        );
+    }
+
+    #[test]
+    fn a_heavy_process_or_a_worker_that_does_not_measure_keeps_the_queue_order() {
+        let local = Local::new(0, 64, 1);
+        local.lighting.set(true);
+        local.push_ready(record(1, true));
+        // Woken, but heavy: the back of the queue.
+        local.push_woken(record(2, true));
+        // Light, but the worker does not measure: the back of the queue.
+        local.lighting.set(false);
+        local.push_woken(record(3, false));
+        local.lighting.set(true);
+        local.push_woken(record(4, false));
+        assert_eq!(picks(&local, 4), [4, 1, 2, 3]);
+    }
+
+    #[test]
+    fn one_heavy_step_does_not_make_a_process_heavy() {
+        let record = RecordRef::new(Pid::local(1), Idle);
+        record.measured(true);
+        assert!(!record.heavy(), "one heavy step is a strike");
+        record.measured(false);
+        record.measured(true);
+        assert!(!record.heavy(), "a light step clears the strike");
+        record.measured(true);
+        assert!(record.heavy(), "two in a row");
+        record.measured(false);
+        assert!(!record.heavy(), "one light step makes it light");
+    }
+}
