@@ -624,6 +624,11 @@ mod tests {
     #[test]
     fn one_heavy_step_does_not_make_a_process_heavy() {
         let record = RecordRef::new(Pid::local(1), Idle);
+        assert!(record.heavy(), "a new process counts as heavy");
+        record.measured(true);
+        assert!(record.heavy(), "and stays heavy after a heavy step");
+        record.measured(false);
+        assert!(!record.heavy(), "one light step makes it light");
         record.measured(true);
         assert!(!record.heavy(), "one heavy step is a strike");
         record.measured(false);
