@@ -61,6 +61,11 @@ pub(crate) struct Local {
     /// By level: light processes woken here (see the type's
     /// documentation). Stolen like `ready`.
     pub(crate) light: Box<[deque::Worker<RecordRef>]>,
+    /// At least how many processes the light queues hold (thieves take
+    /// some without telling; a look that finds a level's queue empty
+    /// counts again): zero spares every pick the look at them, which is
+    /// every pick of a workload of short steps.
+    lit: Cell<usize>,
     /// By level: how many picks in a row took from `light` while `ready`
     /// had work.
     light_runs: [Cell<u32>; LEVELS],
@@ -118,6 +123,7 @@ impl Local {
             light: (0..if cfg!(loom) { 0 } else { LEVELS })
                 .map(|_| deque::Worker::with_capacity(capacity))
                 .collect(),
+            lit: Cell::new(0),
             light_runs: Default::default(),
             lighting: Cell::new(false),
             young: Cell::new(0),
@@ -150,6 +156,7 @@ impl Local {
     pub(crate) fn push_woken(&self, record: RecordRef) {
         if self.lighting.get() && self.groups == 1 && !record.heavy() && !cfg!(loom) {
             self.light[record.priority().index()].push(record);
+            self.lit.set(self.lit.get() + 1);
         } else {
             self.push_ready(record);
         }
@@ -195,11 +202,20 @@ impl Local {
         shares: &mut Shares,
     ) -> Option<RecordRef> {
         if self.groups == 1 {
+            // The light queues are looked at only while they may hold a
+            // process: a workload of short steps never fills them, and
+            // its picks run the loop they ran before light-first.
+            if self.lit.get() > 0 {
+                return levels.into_iter().find_map(|level| {
+                    let lane = level.index();
+                    self.pop_light(lane)
+                        .or_else(|| self.pop_ready(lane))
+                        .or_else(|| self.pop_nursery(lane))
+                });
+            }
             return levels.into_iter().find_map(|level| {
                 let lane = level.index();
-                self.pop_light(lane)
-                    .or_else(|| self.pop_ready(lane))
-                    .or_else(|| self.pop_nursery(lane))
+                self.pop_ready(lane).or_else(|| self.pop_nursery(lane))
             });
         }
         levels.into_iter().find_map(|level| {
@@ -221,9 +237,10 @@ impl Local {
     /// turn comes first, which the caller takes.
     #[inline]
     fn pop_light(&self, level: usize) -> Option<RecordRef> {
-        let light = self.light.get(level)?;
+        let light = &self.light[level];
         let runs = &self.light_runs[level];
         if light.is_empty() {
+            self.lit.set(self.light.iter().map(|q| q.len()).sum());
             return None;
         }
         if runs.get() >= LIGHT_RUNS && !self.ready[level].is_empty() {
@@ -233,6 +250,7 @@ impl Local {
         let popped = oldest(light);
         if popped.is_some() {
             runs.set(runs.get().saturating_add(1));
+            self.lit.set(self.lit.get().saturating_sub(1));
         }
         popped
     }
@@ -243,7 +261,9 @@ impl Local {
     fn has_work(&self, lane: usize) -> bool {
         let lanes = self.ready.len();
         !self.ready[lane].is_empty()
-            || self.groups == 1 && self.light.get(lane).is_some_and(|q| !q.is_empty())
+            || self.lit.get() > 0
+                && self.groups == 1
+                && self.light.get(lane).is_some_and(|q| !q.is_empty())
             || self.nursed.get() > 0
                 && (!self.nursery[lane].is_empty() || !self.nursery[lanes + lane].is_empty())
     }
@@ -267,7 +287,7 @@ impl Local {
                 return Some(r);
             }
             if lanes.into_iter().any(|lane| !self.ready[lane].is_empty())
-                || self.light.get(level).is_some_and(|q| !q.is_empty())
+                || self.lit.get() > 0 && self.light.get(level).is_some_and(|q| !q.is_empty())
             {
                 return None;
             }

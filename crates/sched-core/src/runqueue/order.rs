@@ -46,7 +46,8 @@
 //! [`GLOBAL_QUEUE_INTERVAL`] ticks by the same turns, up to 16 at a time,
 //! into the tails of its own queues, and also whenever its own queues are
 //! empty. A thief takes the oldest half of a victim's first non-empty
-//! queue, highest level first, queues before nurseries. Every
+//! queue, light queues first, then highest level first, queues before
+//! nurseries, into the back of its own level's queue. Every
 //! [`BALANCE_INTERVAL`] ticks a busy worker may take the first process of
 //! a lane where another worker has at least two more waiting than it has,
 //! and run it at once (its wait there only ends sooner).
@@ -84,7 +85,7 @@
 //! - A heavy process waits in a light queue for at most two wakes: its
 //!   next two measured steps mark it heavy.
 //! - With groups, the light queues are not used: the groups' shares decide.
-//! - The cost: one clock read per eight steps of a light workload, two per
+//! - The cost: one clock read per 32 steps of a light workload, two per
 //!   step while measuring (against steps of [`LIGHT_STEP`] or more).
 //!
 //! The bound below, in picks of a level, stretches with the light
@@ -207,8 +208,10 @@ pub(crate) const LIGHT_RUNS: u32 = 3;
 
 /// A worker that is not measuring measures one step in this many ticks
 /// (two clock reads): a light workload pays about one clock read per
-/// eight steps for being ready to notice a heavy step.
-pub(crate) const MEASURE_EVERY: u32 = 16;
+/// 32 steps for being ready to notice a heavy step (one in 16 was 10 of
+/// the 62 instructions per step light-first first cost a continuing
+/// process, `step_cost yield 200 1000`).
+pub(crate) const MEASURE_EVERY: u32 = 64;
 
 /// After a heavy step, a worker measures every step (two clock reads
 /// each) for this many steps, and lets woken light processes join the
