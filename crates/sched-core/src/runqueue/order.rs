@@ -65,8 +65,8 @@
 //! one light step makes it light again (so one slow step, the thread
 //! preempted or its cache cold after a long sleep, does not move a light
 //! process behind the heavy ones). A new process counts as heavy until a
-//! light step after its `start` shows otherwise, as a new task gets no
-//! head start in EEVDF. While the worker measures, a process
+//! light step after its first one (which runs `start`, and is not judged)
+//! shows otherwise, as a new task gets no head start in EEVDF. While the worker measures, a process
 //! woken by its timer or from outside the workers that is not heavy joins
 //! its level's *light queue* instead of the back of its level's queue.
 //! When a level's turn comes, its light queue is served first, oldest
