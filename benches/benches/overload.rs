@@ -20,7 +20,8 @@
 //! probes, the worst probe, the outside message's p50 / p99 / max, and the
 //! bulk's worst timer lateness per process (p50 / p99 / max over the
 //! processes' own worst). For ours, each probe's worst wait against the
-//! fair-share limit: the step time of the ready work ahead of it divided
+//! fair-share limit (and the bulk's worst wait against the same limit):
+//! the step time of the ready work ahead of it divided
 //! by the workers (the ready count sampled every 5 ms, times the measured
 //! mean step, over the workers); a ratio of 1 is a perfectly fair wait.
 //!
@@ -97,6 +98,9 @@ struct Run {
     bulk_worst: Sorted,
     /// Ours only: each probe's worst wait over the fair-share limit.
     fair_ratio: Option<Vec<f64>>,
+    /// Ours only: the fair-share limit itself (the bulk's worst wait is
+    /// judged against it too).
+    fair_limit: Option<Duration>,
 }
 
 impl Run {
@@ -117,6 +121,7 @@ impl Run {
             message,
             bulk_worst: Sorted::of(take(&samples.bulk_worst)),
             fair_ratio,
+            fair_limit,
         }
     }
 
@@ -487,6 +492,24 @@ fn main() {
                 })
                 .collect();
             println!("| {} | {side} | {} |", i + 1, cells.join(" | "));
+        }
+    }
+    println!();
+    // The bulk's own worst wait (the worst of any bulk process's timer
+    // lateness) against the same fair-share limit.
+    for (s, (side, _)) in sides.iter().enumerate() {
+        let ratios: Vec<String> = all[s]
+            .iter()
+            .filter_map(|r| {
+                let limit = r.fair_limit?.as_secs_f64().max(1e-9);
+                Some(format!("{:.2}", r.bulk_worst.max().as_secs_f64() / limit))
+            })
+            .collect();
+        if !ratios.is_empty() {
+            println!(
+                "{side}: the bulk's worst wait over the fair-share limit, by run: {}",
+                ratios.join(", ")
+            );
         }
     }
     println!();
