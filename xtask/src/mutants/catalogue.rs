@@ -313,6 +313,13 @@ const SCHED_CORE_LIGHT_QUEUES: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The unit tests of the measuring spells (`worker/light.rs`).
+const SCHED_CORE_SPELLS: Catcher = Catcher {
+    args: &["test", "-p", "sched-core", "--lib", "worker::light"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The groups' tests: shares by weight, a flood held to its share, and
 /// the bound with groups (in the simulation).
 const SCHED_GROUPS: Catcher = Catcher {
@@ -566,6 +573,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "if runs.get() >= LIGHT_RUNS && !self.ready[level].is_empty() {",
         replacement: "if runs.get() >= u32::MAX && !self.ready[level].is_empty() {",
         catcher: &SCHED_CORE_LIGHT_QUEUES,
+    },
+    Mutation {
+        // Every spell of measuring is renewed: a workload of short steps
+        // with a slow one now and then measures every step for ever.
+        name: "spell-always-renewed",
+        file: "crates/sched-core/src/worker/light.rs",
+        original: "let renewed = *spell_heavy >= SPELL_RENEWALS;",
+        replacement: "let renewed = *spell_heavy >= 0;",
+        catcher: &SCHED_CORE_SPELLS,
     },
     Mutation {
         // A thief takes the lowest level's work first.

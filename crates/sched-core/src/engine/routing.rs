@@ -112,7 +112,7 @@ impl Shared {
             Some(record) => {
                 let result = self.deliver_message(&record, package);
                 if result.is_ok() {
-                    local::with_local(self, |local| local.remember_route(&record));
+                    local::with_local(self, move |local| local.remember_route(record));
                 }
                 result
             }

@@ -267,8 +267,12 @@ impl Record {
     /// Only the worker that ran the step calls this; the word is written
     /// (a read-modify-write keeping the other bits) only when its bits
     /// change, so a process whose steps stay alike costs one load.
+    ///
+    /// Returns whether the step was heavy and the process counted heavy
+    /// before it (a heavy process that stays heavy: what keeps a worker
+    /// measuring, see `worker/light.rs`).
     #[inline]
-    pub(crate) fn measured(&self, heavy: bool) {
+    pub(crate) fn measured(&self, heavy: bool) -> bool {
         let word = self.layout.load(Relaxed);
         let bits = match (heavy, word & STRUCK != 0) {
             (false, _) => 0,
@@ -280,6 +284,7 @@ impl Record {
                 Some(word & !(HEAVY | STRUCK) | bits)
             });
         }
+        heavy && word & HEAVY != 0
     }
 
     /// Puts the process in group `index` (below 64). Only its `init`'s

@@ -423,17 +423,17 @@ impl Local {
         }
     }
 
-    /// Caches `record` as the route to its PID.
-    pub(crate) fn remember_route(&self, record: &RecordRef) {
+    /// Caches `record` as the route to its PID. The caller's reference
+    /// moves in (a clone and a drop would be two more read-modify-writes
+    /// on the record's count, a line its other senders share).
+    pub(crate) fn remember_route(&self, record: RecordRef) {
         let mut routes = self.routes.borrow_mut();
         let entry = &mut routes[route_index(record.pid)];
-        if !matches!(entry, Some(cached) if RecordRef::ptr_eq(cached, record)) {
-            let evicted = entry.replace(record.clone());
-            // Dropped after the borrow ends: if it was the last reference,
-            // the record's drop must be free to call back into the engine.
-            drop(routes);
-            drop(evicted);
-        }
+        let evicted = entry.replace(record);
+        // Dropped after the borrow ends: if it was the last reference,
+        // the record's drop must be free to call back into the engine.
+        drop(routes);
+        drop(evicted);
     }
 
     /// Drops the cached route to `pid` (its process ended).
