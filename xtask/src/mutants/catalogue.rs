@@ -575,12 +575,12 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_CORE_LIGHT_QUEUES,
     },
     Mutation {
-        // Every spell of measuring is renewed: a workload of short steps
-        // with a slow one now and then measures every step for ever.
+        // Any slow step renews a spell of measuring: a workload of short
+        // steps with a slow one now and then measures every step for ever.
         name: "spell-always-renewed",
         file: "crates/sched-core/src/worker/light.rs",
-        original: "let renewed = *spell_heavy >= SPELL_RENEWALS;",
-        replacement: "let renewed = *spell_heavy >= 0;",
+        original: "if slow && (measuring == 0 || confirmed || light) {",
+        replacement: "if slow {",
         catcher: &SCHED_CORE_SPELLS,
     },
     Mutation {

@@ -148,6 +148,13 @@ impl Local {
         self.ready[self.lane(&record)].push(record);
     }
 
+    /// Whether a light queue may hold a process (the `lit` gate: it may
+    /// say so a little longer than it is true, never less).
+    #[inline]
+    pub(crate) fn has_light(&self) -> bool {
+        self.lit.get() > 0
+    }
+
     /// Queues `record`, woken by its timer or from outside the workers:
     /// in its level's `light` queue when this worker measures its steps
     /// and the process's last measured step was light (never with

@@ -59,11 +59,12 @@
 //! the spirit of Linux's EEVDF (a task that ran little since it woke gets
 //! an earlier deadline), a worker that sees a step of [`LIGHT_STEP`] or
 //! more (it measures one step in [`MEASURE_EVERY`]) measures every step
-//! for the next [`MEASURE_SPELL`] steps, and for another spell after that
-//! only if at least [`SPELL_RENEWALS`] of them were heavy steps of
-//! processes that already counted heavy (so a few slow steps of light
-//! processes, preempted or waiting in the allocator, do not keep it
-//! measuring). A measured step is heavy when it
+//! for the next [`MEASURE_SPELL`] steps. During a spell, a step of
+//! [`LIGHT_STEP`] or more starts the count again only if it was a heavy
+//! step of a process that already counted heavy, or if light processes
+//! wait in the light queues: a slow step of a light process (preempted,
+//! or waiting in the allocator) with none waiting does not keep the worker
+//! measuring. A measured step is heavy when it
 //! took at least [`LIGHT_STEP`] and at least half the worker's running
 //! mean of measured steps; two heavy steps in a row make a process heavy,
 //! one light step makes it light again (so one slow step, the thread
@@ -221,12 +222,6 @@ pub(crate) const MEASURE_EVERY: u32 = 64;
 /// each) for this many steps, and lets woken light processes join the
 /// light queues meanwhile.
 pub(crate) const MEASURE_SPELL: u32 = 1024;
-
-/// A spell is renewed at its end when at least this many of its steps
-/// were heavy steps of processes that already counted heavy: a heavy
-/// process is on the worker and stays heavy. Slow steps of light
-/// processes (preempted, or waiting in the allocator) renew nothing.
-pub(crate) const SPELL_RENEWALS: u32 = 2;
 
 /// The most steps a worker runs between a process joining one of its
 /// nurseries and that process's step or its move to its level's queue

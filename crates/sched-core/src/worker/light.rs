@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use crate::record::RecordRef;
-use crate::runqueue::order::{LIGHT_STEP, MEASURE_EVERY, MEASURE_SPELL, SPELL_RENEWALS};
+use crate::runqueue::order::{LIGHT_STEP, MEASURE_EVERY, MEASURE_SPELL};
 
 use super::Worker;
 
@@ -43,43 +43,39 @@ impl Worker {
         self.mean_ns = self.mean_ns - self.mean_ns / 8 + sample / 8;
         // A process's first step runs its `start`, which says nothing of
         // its steps to come: not judged (see `Record::measured`).
-        let confirmed = record.steps.load(std::sync::atomic::Ordering::Relaxed) > 1
-            && record.measured(ns >= floor && ns >= self.mean_ns / 2);
+        let steps = record.steps.load(std::sync::atomic::Ordering::Relaxed);
+        let heavy = ns >= floor && ns >= self.mean_ns / 2;
+        let stays_heavy = steps > 1 && record.measured(heavy);
+        // A new process counts heavy from its start: its first judged step
+        // says nothing yet of a backlog (skynet's new processes, a slow
+        // step now and then, kept spells going).
+        let confirmed = stays_heavy && steps > 2;
         self.measuring = next_spell(
             self.measuring,
-            &mut self.spell_heavy,
             ns >= floor,
             confirmed,
+            self.local.has_light(),
         );
         self.local.lighting.set(self.measuring > 0);
     }
 }
 
 /// The steps left to measure after a step: a step of [`LIGHT_STEP`] or
-/// more outside a spell starts one of [`MEASURE_SPELL`] steps; at a
-/// spell's end, a new one starts only if at least [`SPELL_RENEWALS`] of
-/// its steps were heavy steps of processes that already counted heavy
-/// (`confirmed`): a heavy process is here and stays heavy. A few slow
-/// steps of light processes (the thread preempted, a page fault, a wait
-/// in the allocator) renew nothing: renewing at every step of 5 µs kept
-/// a workload of 1 µs steps (skynet) measuring every step most of the
-/// time, about 3% of its time in clock reads, for a backlog that was not
+/// more starts a spell of [`MEASURE_SPELL`] steps when none is under way;
+/// during one, it starts the count again only if it was a heavy step of a
+/// process that already counted heavy (`confirmed`: a heavy process is
+/// here and stays heavy), or if light processes wait in the light queues
+/// (`light`: light-first is at work). A slow step of a light process (the
+/// thread preempted, a page fault, a wait in the allocator) with no light
+/// process waiting renews nothing: renewing at every step of 5 µs kept a
+/// workload of 1 µs steps (skynet) measuring every step most of the time,
+/// about 2.4% of its time in clock reads, for a backlog that was not
 /// there.
-fn next_spell(measuring: u32, spell_heavy: &mut u32, heavy: bool, confirmed: bool) -> u32 {
-    if measuring == 0 {
-        *spell_heavy = 0;
-        return if heavy { MEASURE_SPELL } else { 0 };
-    }
-    *spell_heavy += u32::from(confirmed);
-    if measuring > 1 {
-        return measuring - 1;
-    }
-    let renewed = *spell_heavy >= SPELL_RENEWALS;
-    *spell_heavy = 0;
-    if renewed {
+fn next_spell(measuring: u32, slow: bool, confirmed: bool, light: bool) -> u32 {
+    if slow && (measuring == 0 || confirmed || light) {
         MEASURE_SPELL
     } else {
-        0
+        measuring.saturating_sub(1)
     }
 }
 
@@ -87,49 +83,54 @@ fn next_spell(measuring: u32, spell_heavy: &mut u32, heavy: bool, confirmed: boo
 mod tests {
     use super::*;
 
-    /// Runs `steps` measured steps through the rule from `measuring`,
-    /// `heavy(i)` saying which are slow and `confirmed(i)` which are slow
-    /// steps of processes that counted heavy; returns the steps left to
-    /// measure after them.
+    /// Runs `steps` steps through the rule from `measuring`, `slow(i)`
+    /// saying which took 5 µs or more and `confirmed(i)` which of those
+    /// were steps of processes that counted heavy, with light processes
+    /// waiting or not; returns the steps left to measure after them.
     fn run(
         mut measuring: u32,
         steps: u32,
-        heavy: impl Fn(u32) -> bool,
+        slow: impl Fn(u32) -> bool,
         confirmed: impl Fn(u32) -> bool,
+        light: bool,
     ) -> u32 {
-        let mut spell_heavy = 0;
         for i in 0..steps {
-            measuring = next_spell(measuring, &mut spell_heavy, heavy(i), confirmed(i));
+            measuring = next_spell(measuring, slow(i), confirmed(i), light);
         }
         measuring
     }
 
     #[test]
     fn a_slow_step_starts_a_spell_and_a_short_one_does_not() {
-        assert_eq!(run(0, 1, |_| true, |_| false), MEASURE_SPELL);
-        assert_eq!(run(0, 1, |_| false, |_| false), 0);
+        assert_eq!(run(0, 1, |_| true, |_| false, false), MEASURE_SPELL);
+        assert_eq!(run(0, 1, |_| false, |_| false, false), 0);
     }
 
     #[test]
-    fn a_spell_with_heavy_processes_staying_heavy_is_renewed() {
-        // Every step a heavy process's: the overload benchmark's backlog.
-        assert_eq!(run(0, 1 + MEASURE_SPELL, |_| true, |_| true), MEASURE_SPELL);
-        // Four heavy processes behind a thousand light ones, before the
-        // light ones have moved to the light queue: a few of their steps.
+    fn heavy_processes_staying_heavy_or_light_ones_waiting_keep_it_going() {
+        // One heavy step of a heavy process in 300 steps.
         let few = |i: u32| i % 300 == 299;
-        assert_eq!(run(MEASURE_SPELL, MEASURE_SPELL, few, few), MEASURE_SPELL);
+        let long = 10 * MEASURE_SPELL;
+        assert_eq!(
+            run(MEASURE_SPELL, long, few, few, false),
+            MEASURE_SPELL - 1 - (long - 1) % 300
+        );
+        // One slow step of a light process in 300, light processes waiting.
+        assert_eq!(
+            run(MEASURE_SPELL, long, few, |_| false, true),
+            MEASURE_SPELL - 1 - (long - 1) % 300
+        );
     }
 
     #[test]
-    fn a_spell_with_only_slow_steps_of_light_processes_ends() {
-        // One slow step in 50, none of a process that counted heavy.
+    fn slow_steps_of_light_processes_with_none_waiting_let_it_end() {
+        // One slow step in 50, none of a process that counted heavy, no
+        // light process waiting: it ends after its steps.
         let slow = |i: u32| i.is_multiple_of(50);
-        assert_eq!(run(0, 1 + MEASURE_SPELL, slow, |_| false), 0);
-        // One of them confirmed: still not enough.
-        assert_eq!(run(0, 1 + MEASURE_SPELL, slow, |i| i == 500), 0);
-        // Until it ends, it counts down, whatever the slow steps.
+        assert_eq!(run(0, 1 + MEASURE_SPELL, slow, |_| false, false), 0);
+        // Until then it counts down, whatever the slow steps.
         assert_eq!(
-            run(0, 1 + MEASURE_SPELL / 2, slow, |_| false),
+            run(0, 1 + MEASURE_SPELL / 2, slow, |_| false, false),
             MEASURE_SPELL / 2
         );
     }

@@ -71,9 +71,6 @@ struct Worker {
     /// Steps left in the spell of measuring every step that a heavy
     /// step began (see `light.rs`); 0 outside one.
     measuring: u32,
-    /// Heavy steps of processes that counted heavy in the spell under
-    /// way: it is renewed only when there were a few (see `light.rs`).
-    spell_heavy: u32,
     /// The mean of the steps measured recently, in nanoseconds (see
     /// `light.rs`).
     mean_ns: u64,
@@ -168,7 +165,6 @@ impl Worker {
             local: std::rc::Rc::new(local),
             tick: 0,
             measuring: 0,
-            spell_heavy: 0,
             mean_ns: 0,
             turn: 0,
             global_turn: 0,
