@@ -305,6 +305,15 @@ const SCHED_LIGHT_FIRST: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// Light processes first in the simulation: every wait within the
+/// light queue's bound or the stretched bound beside it, over 200 seeds,
+/// and light probes ahead of the heavy backlog in virtual time.
+const SCHED_LIGHT_SIM: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "light_first_sim"],
+    env: &[("LIGHT_SIM_SEEDS", "200")],
+    target_subdir: None,
+};
+
 /// The light queues' unit tests: three light picks in four, heavy and
 /// unmeasured wakes in the level's queue, two strikes make heavy.
 const SCHED_CORE_LIGHT_QUEUES: Catcher = Catcher {
@@ -573,6 +582,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "if runs.get() >= LIGHT_RUNS && !self.ready[level].is_empty() {",
         replacement: "if runs.get() >= u32::MAX && !self.ready[level].is_empty() {",
         catcher: &SCHED_CORE_LIGHT_QUEUES,
+    },
+    Mutation {
+        // The light queue serves its newest process first: a light process
+        // woken early is overtaken by every later one, past its bound.
+        name: "light-queue-newest-first",
+        file: "crates/sched-core/src/runqueue/local.rs",
+        original: "let popped = oldest(light);",
+        replacement: "let popped = light.pop();",
+        catcher: &SCHED_LIGHT_SIM,
     },
     Mutation {
         // Any slow step renews a spell of measuring: a workload of short

@@ -102,6 +102,47 @@ impl Clock {
         now.checked_add(delay)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
     }
+
+    /// Makes this (virtual) clock the one [`spend`] moves on this thread
+    /// until the guard drops: a simulated worker's turn, whose step may
+    /// say how long it takes. Does nothing for the real clock.
+    pub(crate) fn enter_turn(&self) -> TurnGuard {
+        let previous = TURN.with(|turn| turn.replace(self.virtual_time.clone()));
+        TurnGuard { previous }
+    }
+}
+
+thread_local! {
+    /// The virtual clock of the simulated worker whose turn runs on this
+    /// thread, if any (`Clock::enter_turn`).
+    static TURN: std::cell::RefCell<Option<std::sync::Arc<VirtualTime>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Restores the thread's previous turn clock (see `Clock::enter_turn`).
+pub(crate) struct TurnGuard {
+    previous: Option<std::sync::Arc<VirtualTime>>,
+}
+
+impl Drop for TurnGuard {
+    fn drop(&mut self) {
+        TURN.with(|turn| *turn.borrow_mut() = self.previous.take());
+    }
+}
+
+/// Moves the virtual clock of the simulated turn under way on this thread
+/// by `time`: the step running takes that long, as its worker measures
+/// it. Returns whether a turn was under way (outside one, nothing moves).
+pub(crate) fn spend(time: Duration) -> bool {
+    TURN.with(|turn| match &*turn.borrow() {
+        Some(v) => {
+            let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+            let now = v.elapsed.load(Relaxed);
+            v.elapsed.store(now.saturating_add(nanos), Relaxed);
+            true
+        }
+        None => false,
+    })
 }
 
 #[cfg(all(test, not(loom)))]
@@ -126,6 +167,26 @@ mod tests {
             Duration::from_secs(7200),
             "a shared clock moves too"
         );
+    }
+
+    #[test]
+    fn spending_moves_only_the_clock_of_the_turn_under_way() {
+        let clock = Clock::virtual_from_now();
+        assert!(!spend(Duration::from_secs(1)), "no turn under way");
+        assert_eq!(clock.elapsed(), Duration::ZERO);
+        {
+            let _turn = clock.enter_turn();
+            assert!(spend(Duration::from_micros(20)));
+            assert!(spend(Duration::from_micros(5)));
+        }
+        assert_eq!(clock.elapsed(), Duration::from_micros(25));
+        assert!(!spend(Duration::from_secs(1)), "the turn ended");
+        let _real = Clock::real().enter_turn();
+        assert!(
+            !spend(Duration::from_secs(1)),
+            "the real clock is not moved"
+        );
+        assert_eq!(clock.elapsed(), Duration::from_micros(25));
     }
 
     #[test]

@@ -33,8 +33,9 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
 
     /// `pid`, of `level`, became ready: on worker `worker` (or, for
     /// `None`, in a global queue) behind `ahead` processes of its queue
-    /// there, with `share` the factor its group's share of the level
-    /// stretches the bound by (1 without groups: `Groups::factor`). Called
+    /// there (of its level's light queue, if `light`), with `share` the
+    /// factor its group's share of the level stretches the bound by (1
+    /// without groups: `Groups::factor`). Called
     /// again when it moves: displaced from the `next` slot to its queue,
     /// or taken from a global queue into a worker's. For the simulation's
     /// check of the scheduling bound (`runqueue/order.rs`); it cannot
@@ -46,6 +47,7 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
         worker: Option<usize>,
         ahead: usize,
         share: u64,
+        light: bool,
     );
 
     /// `pid` moved to the nursery of `worker` (`runqueue/local.rs`): it

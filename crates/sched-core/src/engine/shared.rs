@@ -10,7 +10,7 @@ use super::live::Live;
 use super::stats::WorkerCounters;
 use crate::record::state::Wake;
 use crate::record::{Record, RecordRef};
-use crate::runqueue::local::{self, Local};
+use crate::runqueue::local::{self, Joined, Local};
 use crate::runqueue::next_slot::NextSlot;
 use crate::sync::{Arc, AtomicU64, Fifo};
 
@@ -199,7 +199,7 @@ impl Shared {
             let share = self.groups.factor(record.group());
             (i, record.pid, record.priority(), local.lane(&record), share)
         });
-        let (taken, queued) = match how {
+        let (taken, joined) = match how {
             Runnable::Woken | Runnable::New => {
                 let displaced = |previous: &RecordRef| {
                     if let Some(intercept) = &self.intercept {
@@ -207,20 +207,24 @@ impl Shared {
                         intercept.nursery(previous.pid, previous.priority(), local.index, share);
                     }
                 };
-                (local.put_next(record, displaced), false)
+                (local.put_next(record, displaced), Joined::Next)
             }
             Runnable::Timed => {
-                let queued = local.offer_next(record);
-                (queued, queued)
+                let joined = local.offer_next(record);
+                (joined != Joined::Next, joined)
             }
             Runnable::Continued => {
                 local.push_ready(record);
-                (true, true)
+                (true, Joined::Queue)
             }
         };
         if let Some((intercept, pid, level, lane, share)) = seen {
-            let ahead = local.ahead(lane, queued);
-            intercept.ready(pid, level, Some(local.index), ahead, share);
+            let (ahead, light) = match joined {
+                Joined::Light => (local.ahead_light(level.index()), true),
+                Joined::Queue => (local.ahead(lane, true), false),
+                Joined::Next => (local.ahead(lane, false), false),
+            };
+            intercept.ready(pid, level, Some(local.index), ahead, share, light);
         }
         taken
     }
@@ -263,7 +267,7 @@ impl Shared {
         };
         if let Some(intercept) = &self.intercept {
             let share = self.groups.factor(group);
-            intercept.ready(record.pid, level, None, queue.len(), share);
+            intercept.ready(record.pid, level, None, queue.len(), share, false);
         }
         queue.push(record);
         self.sleepers.notify_one();

@@ -159,14 +159,24 @@ impl Local {
     /// in its level's `light` queue when this worker measures its steps
     /// and the process's last measured step was light (never with
     /// groups, whose shares decide instead), else at the back of its lane.
+    /// Returns which it joined.
     #[inline]
-    pub(crate) fn push_woken(&self, record: RecordRef) {
+    pub(crate) fn push_woken(&self, record: RecordRef) -> Joined {
         if self.lighting.get() && self.groups == 1 && !record.heavy() && !cfg!(loom) {
             self.light[record.priority().index()].push(record);
             self.lit.set(self.lit.get() + 1);
+            Joined::Light
         } else {
             self.push_ready(record);
+            Joined::Queue
         }
+    }
+
+    /// How many processes of `level` a process just queued in its light
+    /// queue has ahead of it there. For the simulation's check only, as
+    /// [`ahead`](Local::ahead).
+    pub(crate) fn ahead_light(&self, level: usize) -> usize {
+        self.light[level].len().saturating_sub(1)
     }
 
     /// How many processes of `lane` a process has ahead of it here: one
@@ -456,18 +466,17 @@ impl Local {
 
     /// Makes `record` the process to run next if nothing is there yet;
     /// otherwise queues it as a woken process (`push_woken`), leaving the
-    /// slot's process where it is. Returns whether it went to the queue.
+    /// slot's process where it is. Returns where it went.
     /// Only this worker fills the slot, so a slot seen empty stays empty
     /// until the `put`.
     #[inline]
-    pub(crate) fn offer_next(&self, record: RecordRef) -> bool {
+    pub(crate) fn offer_next(&self, record: RecordRef) -> Joined {
         if self.next.is_empty() {
             let displaced = self.put_next(record, |_| {});
             debug_assert!(!displaced, "only the owner fills the slot");
-            false
+            Joined::Next
         } else {
-            self.push_woken(record);
-            true
+            self.push_woken(record)
         }
     }
 
@@ -486,6 +495,17 @@ impl Local {
                 .map(|q| q.len())
                 .sum::<usize>()
     }
+}
+
+/// Where a woken process joined a worker's queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Joined {
+    /// The `next` slot (it was empty).
+    Next,
+    /// The back of its lane's queue.
+    Queue,
+    /// Its level's light queue.
+    Light,
 }
 
 /// The index of the lane of `level` and group `group` among `groups`.

@@ -103,10 +103,12 @@
 //! last step was light, or its first heavy one) and the chain of
 //! `next`-slot runs it starts: behind steps much longer than those, a
 //! heavy process's wait in time grows by the light work's own time, which
-//! is what light-first means. The simulation's
-//! steps take no time, so it never marks a process light, and its check
-//! covers the order without light queues; the light queues are checked
-//! by `crates/sched/tests/light_first.rs`.
+//! is what light-first means. The simulation checks both bounds
+//! ([`light_bound`], [`bound_beside_light`]) for every wait on a worker
+//! that has queued a light process, with steps that say how long they
+//! take (`sim::spend`): `crates/sched/tests/light_first_sim.rs`, over
+//! many seeds; `crates/sched/tests/light_first.rs` checks the same order
+//! on a running engine, in real time.
 //!
 //! # The bound
 //!
@@ -275,6 +277,28 @@ pub(crate) fn bound(level: Priority, ahead: usize, share: u64) -> u64 {
         + ticks.div_ceil(u64::from(GLOBAL_QUEUE_INTERVAL) - 1)
         + ticks.div_ceil(u64::from(BALANCE_INTERVAL) - 1)
         + 1
+}
+
+/// [`bound`] for a process that joined its level's light queue behind
+/// `ahead` others: it needs `ahead + 1` picks of that queue, which has at
+/// least [`LIGHT_RUNS`] of every `LIGHT_RUNS + 1` picks of its level
+/// while it has work.
+pub(crate) fn light_bound(level: Priority, ahead: usize) -> u64 {
+    let runs = u64::from(LIGHT_RUNS);
+    let picks = (ahead as u64 + 1) * (runs + 1);
+    bound(
+        level,
+        usize::try_from(picks.div_ceil(runs) - 1).unwrap_or(usize::MAX),
+        1,
+    )
+}
+
+/// [`bound`] for a process in its level's queue on a worker whose light
+/// queues may hold work: each of its level's picks the queue needs may
+/// follow [`LIGHT_RUNS`] picks of the light queue.
+pub(crate) fn bound_beside_light(level: Priority, ahead: usize, share: u64) -> u64 {
+    let places = (ahead as u64 + 1) * (u64::from(LIGHT_RUNS) + 1);
+    bound(level, usize::try_from(places).unwrap_or(usize::MAX), share)
 }
 
 #[cfg(test)]

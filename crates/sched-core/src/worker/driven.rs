@@ -122,6 +122,8 @@ impl Driven {
         // while the guard lives: the guard is dropped at the end of this
         // call, and `worker` is borrowed for the whole call.
         let _entered = unsafe { local::enter_raw(&*worker.shared, &worker.local) };
+        // A step may say how much virtual time it takes (`sim::spend`).
+        let _turn = worker.shared.clock.enter_turn();
         match worker.next_work() {
             Found::Process(record) => {
                 worker.run_process(record);

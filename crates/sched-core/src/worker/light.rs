@@ -14,16 +14,17 @@ use super::Worker;
 impl Worker {
     /// When the step about to run starts, if this one is measured: every
     /// step while a spell lasts, one in `MEASURE_EVERY` otherwise, never
-    /// in a simulation (its steps take no time) or under loom.
+    /// under loom. By the engine's clock: in a simulation, virtual time,
+    /// which a step moves only by what it says it takes (`sim::spend`).
     #[inline(always)]
     pub(super) fn measure_start(&self) -> Option<Instant> {
         if self.measuring == 0 && !self.tick.is_multiple_of(MEASURE_EVERY) {
             return None;
         }
-        if cfg!(loom) || self.observer.is_some() {
+        if cfg!(loom) {
             return None;
         }
-        Some(Instant::now())
+        Some(self.shared.clock.now())
     }
 
     /// Tells the process just stepped whether its step (since `started`)
@@ -33,7 +34,8 @@ impl Worker {
     /// spell of measuring every step.
     #[inline(never)]
     pub(super) fn measured(&mut self, record: &RecordRef, started: Instant) {
-        let ns = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        let took = self.shared.clock.now().saturating_duration_since(started);
+        let ns = took.as_nanos().min(u128::from(u64::MAX)) as u64;
         let floor = LIGHT_STEP.as_nanos() as u64;
         // A running mean over about the last eight measured steps, each
         // counted at most four times the mean: a step preempted for

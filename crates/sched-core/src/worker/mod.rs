@@ -39,7 +39,7 @@ use crate::engine::commands::handler::Handlers;
 use crate::engine::shared::{Runnable, Shared};
 use crate::engine::stats::{bump, WorkerCounters};
 use crate::record::RecordRef;
-use crate::runqueue::local::{self, Local};
+use crate::runqueue::local::{self, Joined, Local};
 use crate::runqueue::order::{
     self, BALANCE_INTERVAL, GLOBAL_QUEUE_INTERVAL, NEXT_SLOT_RUNS, NURSERY_FLUSH_INTERVAL,
 };
@@ -369,7 +369,7 @@ impl Worker {
         self.local.push_ready(r);
         if let Some((intercept, pid, level, lane, share)) = seen {
             let ahead = self.local.ahead(lane, true);
-            intercept.ready(pid, level, Some(self.local.index), ahead, share);
+            intercept.ready(pid, level, Some(self.local.index), ahead, share, false);
         }
     }
 
@@ -377,12 +377,17 @@ impl Worker {
     /// says (its light queue, or the back of its level's queue), and
     /// tells a simulation where it now waits.
     fn push_woken_here(&self, r: RecordRef) {
-        if self.shared.intercept.is_some() {
-            // A simulation never measures a step light (see `order.rs`).
-            self.push_ready_here(r);
-        } else {
+        let Some(intercept) = &self.shared.intercept else {
             self.local.push_woken(r);
-        }
+            return;
+        };
+        let share = self.shared.groups.factor(r.group());
+        let (pid, level, lane) = (r.pid, r.priority(), self.local.lane(&r));
+        let (ahead, light) = match self.local.push_woken(r) {
+            Joined::Light => (self.local.ahead_light(level.index()), true),
+            _ => (self.local.ahead(lane, true), false),
+        };
+        intercept.ready(pid, level, Some(self.local.index), ahead, share, light);
     }
 
     /// Moves the nurseries to the back of their levels' queues (see
@@ -394,7 +399,7 @@ impl Worker {
             if let Some(intercept) = &shared.intercept {
                 let share = shared.groups.factor(r.group());
                 let ahead = local.ahead(lane, false);
-                intercept.ready(r.pid, r.priority(), Some(local.index), ahead, share);
+                intercept.ready(r.pid, r.priority(), Some(local.index), ahead, share, false);
             }
         });
     }
@@ -525,6 +530,7 @@ impl Worker {
                 Some(self.local.index),
                 0,
                 share,
+                false,
             );
         }
         Some(first)

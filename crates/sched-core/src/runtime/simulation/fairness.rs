@@ -45,6 +45,9 @@ pub struct Wait {
     /// step there while the `next` slot was taken), whose bound does not
     /// depend on the work ahead.
     pub nursery: bool,
+    /// Whether it waited in its level's light queue (light processes
+    /// first; `ahead` counts that queue).
+    pub light: bool,
     /// How many processes were ahead of it in its queue when it joined.
     pub ahead: usize,
     /// Steps the worker ran before the process was stepped (or, for a
@@ -68,6 +71,8 @@ impl std::fmt::Display for Wait {
                 " in a global queue"
             } else if self.nursery {
                 " in its nursery"
+            } else if self.light {
+                " in its light queue"
             } else {
                 ""
             },
@@ -112,6 +117,9 @@ impl std::fmt::Display for Wait {
 pub struct Fairness {
     /// Waits checked against the bound.
     pub checked: u64,
+    /// Of those, waits in a light queue (light processes first: only
+    /// when steps say how long they take, `sim::spend`).
+    pub light: u64,
     /// Waits ended by a worker other than the one the process queued on
     /// (stolen, or taken from another's `next` slot): not checked.
     pub moved: u64,
@@ -130,6 +138,8 @@ struct Waiting {
     share: u64,
     /// In a worker's nursery rather than its level's queue.
     nursery: bool,
+    /// In its level's light queue rather than its level's queue.
+    light: bool,
     place: Place,
 }
 
@@ -143,10 +153,16 @@ enum Place {
 }
 
 impl Waiting {
-    /// The most steps of its worker this wait may take.
-    fn bound(&self) -> u64 {
+    /// The most steps of its worker this wait may take; `lit`: whether
+    /// that worker has queued a light process (then the level's queue
+    /// shares its picks with the light queue).
+    fn bound(&self, lit: bool) -> u64 {
         if self.nursery {
             order::nursery_bound()
+        } else if self.light {
+            order::light_bound(self.priority, self.ahead)
+        } else if lit {
+            order::bound_beside_light(self.priority, self.ahead, self.share)
         } else {
             order::bound(self.priority, self.ahead, self.share)
         }
@@ -161,6 +177,8 @@ pub(crate) struct Check {
     /// Workers per node (for a global wait's snapshot).
     workers: usize,
     waiting: FxHashMap<Pid, Waiting>,
+    /// The (node, worker) pairs that have queued a light process.
+    lit: rustc_hash::FxHashSet<(u32, usize)>,
     pub(crate) report: Fairness,
 }
 
@@ -192,6 +210,7 @@ impl Check {
         worker: Option<usize>,
         ahead: usize,
         share: u64,
+        light: bool,
     ) -> Option<Wait> {
         let node = pid.node();
         let mut found = None;
@@ -213,6 +232,7 @@ impl Check {
                 worker: taker,
                 global: true,
                 nursery: false,
+                light: false,
                 ahead: *ahead,
                 waited,
                 bound: global_bound(*ahead) * share,
@@ -222,6 +242,9 @@ impl Check {
             if let Some(wait) = self.nursery_wait(pid, mover, previous) {
                 found = found.or(self.judge(wait));
             }
+        }
+        if let (true, Some(worker)) = (light, worker) {
+            self.lit.insert((node, worker));
         }
         let place = match worker {
             Some(worker) => Place::Worker {
@@ -239,6 +262,7 @@ impl Check {
                 ahead,
                 share,
                 nursery: false,
+                light,
                 place,
             },
         );
@@ -258,16 +282,10 @@ impl Check {
         let node = pid.node();
         let found = match self.waiting.get(&pid).cloned() {
             Some(waiting) => match waiting.place {
-                Place::Worker { worker: w, since } if w == worker => self.judge(Wait {
-                    pid,
-                    priority: waiting.priority,
-                    worker,
-                    global: false,
-                    nursery: waiting.nursery,
-                    ahead: waiting.ahead,
-                    waited: self.steps_of(node, worker) - since,
-                    bound: waiting.bound(),
-                }),
+                Place::Worker { worker: w, since } if w == worker => {
+                    let wait = self.wait(pid, &waiting, worker, since);
+                    self.judge(wait)
+                }
                 _ => None,
             },
             None => None,
@@ -279,6 +297,7 @@ impl Check {
                 ahead: 0,
                 share,
                 nursery: true,
+                light: false,
                 place: Place::Worker {
                     worker,
                     since: self.steps_of(node, worker),
@@ -292,17 +311,27 @@ impl Check {
     /// if `previous` is one there.
     fn nursery_wait(&self, pid: Pid, mover: usize, previous: &Waiting) -> Option<Wait> {
         match previous.place {
-            Place::Worker { worker, since } if previous.nursery && worker == mover => Some(Wait {
-                pid,
-                priority: previous.priority,
-                worker,
-                global: false,
-                nursery: true,
-                ahead: 0,
-                waited: self.steps_of(pid.node(), worker) - since,
-                bound: previous.bound(),
-            }),
+            Place::Worker { worker, since } if previous.nursery && worker == mover => {
+                Some(self.wait(pid, previous, worker, since))
+            }
             _ => None,
+        }
+    }
+
+    /// The wait `waiting` describes, on `worker` since its step `since`,
+    /// as it stands now.
+    fn wait(&self, pid: Pid, waiting: &Waiting, worker: usize, since: u64) -> Wait {
+        let node = pid.node();
+        Wait {
+            pid,
+            priority: waiting.priority,
+            worker,
+            global: false,
+            nursery: waiting.nursery,
+            light: waiting.light,
+            ahead: waiting.ahead,
+            waited: self.steps_of(node, worker) - since,
+            bound: waiting.bound(self.lit.contains(&(node, worker))),
         }
     }
 
@@ -315,16 +344,10 @@ impl Check {
                     place: Place::Worker { worker: w, since },
                     ..
                 },
-            ) if w == worker => self.judge(Wait {
-                pid,
-                priority: waiting.priority,
-                worker,
-                global: false,
-                nursery: waiting.nursery,
-                ahead: waiting.ahead,
-                waited: self.steps_of(node, worker) - since,
-                bound: waiting.bound(),
-            }),
+            ) if w == worker => {
+                let wait = self.wait(pid, &waiting, worker, since);
+                self.judge(wait)
+            }
             // Moved (a thief, a balancing worker, or one taking from
             // another's `next` slot): the wait ended sooner than it would
             // have, and what it waited on the worker it left must still be
@@ -336,16 +359,8 @@ impl Check {
                 },
             ) => {
                 self.report.moved += 1;
-                self.judge(Wait {
-                    pid,
-                    priority: waiting.priority,
-                    worker: w,
-                    global: false,
-                    nursery: waiting.nursery,
-                    ahead: waiting.ahead,
-                    waited: self.steps_of(node, w) - since,
-                    bound: waiting.bound(),
-                })
+                let wait = self.wait(pid, &waiting, w, since);
+                self.judge(wait)
             }
             Some(_) => {
                 self.report.moved += 1;
@@ -364,6 +379,7 @@ impl Check {
 
     fn judge(&mut self, wait: Wait) -> Option<Wait> {
         self.report.checked += 1;
+        self.report.light += u64::from(wait.light);
         let closer = match &self.report.worst {
             // waited / bound > worst.waited / worst.bound, without division.
             Some(worst) => {

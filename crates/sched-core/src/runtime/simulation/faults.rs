@@ -548,9 +548,13 @@ impl Intercept for Interceptor {
         worker: Option<usize>,
         ahead: usize,
         share: u64,
+        light: bool,
     ) {
         let mut state = self.0.lock();
-        if let Some(wait) = state.fairness.ready(pid, level, worker, ahead, share) {
+        if let Some(wait) = state
+            .fairness
+            .ready(pid, level, worker, ahead, share, light)
+        {
             state.trace.push(super::trace::Entry::Unfair(wait));
         }
     }

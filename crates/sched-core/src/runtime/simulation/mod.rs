@@ -44,6 +44,46 @@ use crate::engine::{Context, ShutdownReport};
 use crate::sync::{Arc, Mutex};
 use crate::worker::{Driven, Turn};
 
+/// Says that the step under way in a simulation takes `time`: the
+/// simulation's virtual clock moves by that much before the step ends.
+/// Its worker measures the step that long, as a running engine measures
+/// a step by the real clock, so a simulated workload can mix heavy steps
+/// with light ones and be ordered as a running engine orders them (light
+/// processes first: see the scheduling guide). Returns whether a
+/// simulated step was under way on this thread; anywhere else (a running
+/// engine's step, a test's own thread) it does nothing and returns
+/// `false`.
+///
+/// # Examples
+///
+/// ```
+/// use sched::prelude::*;
+/// use sched::sim::Config;
+/// use std::time::Duration;
+///
+/// /// Computes for 20 µs of virtual time, ten times.
+/// struct Heavy(u32);
+/// impl Process for Heavy {
+///     type Done = ();
+///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         assert!(sched::sim::spend(Duration::from_micros(20)));
+///         self.0 += 1;
+///         if self.0 < 10 { out.continue_() } else { out.finish(()) }
+///         Ok(())
+///     }
+/// }
+///
+/// let mut sim = Scheduler::builder().simulation(Config::seed(1));
+/// sim.context().spawn(Heavy(0))?;
+/// sim.run()?;
+/// assert_eq!(sim.elapsed(), Duration::from_micros(200));
+/// assert!(!sched::sim::spend(Duration::from_secs(1)), "no step under way");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn spend(time: Duration) -> bool {
+    crate::engine::clock::spend(time)
+}
+
 /// The whole engine, run deterministically on the calling thread.
 ///
 /// Build one with [`Builder::simulation`](crate::Builder::simulation) (or
@@ -533,13 +573,17 @@ impl Simulation {
             }
             Some((node, worker)) => {
                 drop(state);
+                let before = self.clock().now();
                 if self.nodes[node].workers[worker].turn() == Turn::Stepped {
                     self.steps += 1;
                     if !self.step_time.is_zero() {
                         let at = self.clock().now() + self.step_time;
                         self.clock().advance_to(at);
-                        self.state.lock().now = self.clock().now();
                     }
+                }
+                // The step time, or what the step said it took (`spend`).
+                if self.clock().now() != before {
+                    self.state.lock().now = self.clock().now();
                 }
                 Progress::Worker(worker)
             }

@@ -1,0 +1,228 @@
+//! Light processes first, checked by the simulation against the order's
+//! bounds over many seeds: steps say how long they take
+//! (`sched::sim::spend`), so workers measure them as a running engine
+//! does, mark processes light or heavy, and queue woken light processes in
+//! their level's light queue. Every wait of every process is checked at
+//! its step (`Simulation::fairness`): one in a light queue against the
+//! light queue's bound, one in a level's queue beside light queues against
+//! the stretched bound the scheduling guide states. And the point of it,
+//! in virtual time: a light process woken by its timer or from outside is
+//! stepped well ahead of its level's heavy backlog, while the heavy
+//! processes keep their turns.
+//!
+//! The same order is checked on a running engine, in real time, by
+//! `light_first.rs` and `docs_light_first.rs`; this file reaches the
+//! interleavings a seed draws (1 to 3 workers, stealing, outside wakes,
+//! timers firing mid-backlog) and checks the step bounds exactly.
+//! `cargo xtask mutants light-queue-never-used` and
+//! `light-queue-never-yields` must make it fail.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sched::prelude::*;
+use sched::sim::{Config, Simulation};
+use sched::Priority;
+
+/// A heavy step: 20 µs of virtual time.
+const HEAVY: Duration = Duration::from_micros(20);
+/// A light step: 1 µs.
+const LIGHT: Duration = Duration::from_micros(1);
+
+/// Busy work: `left` heavy steps in a row (continues), then a timer of
+/// 1-9 ms, for `rounds` rounds; every fourth also wakes a peer.
+struct Busy {
+    index: u64,
+    rounds: u32,
+    left: u32,
+    peer: Option<Pid>,
+    due: Option<Instant>,
+    late: Lateness,
+}
+
+impl Process for Busy {
+    type Done = Payload;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let mut timer = false;
+        for event in events.by_ref() {
+            timer |= matches!(event, Event::Timer { .. });
+        }
+        assert!(sched::sim::spend(HEAVY), "a simulated step");
+        if let (true, Some(due)) = (timer, self.due.take()) {
+            self.late.lock().unwrap().push(out.now() - due);
+        }
+        if self.left > 0 {
+            self.left -= 1;
+            out.continue_();
+            return Ok(());
+        }
+        if self.rounds == 0 {
+            out.finish(());
+            return Ok(());
+        }
+        self.rounds -= 1;
+        self.left = 6;
+        if let Some(peer) = self.peer {
+            let _ = out.send(peer, self.rounds);
+        }
+        let ms = 1 + (self.index * 7 + u64::from(self.rounds) * 13) % 9;
+        let at = out.now() + Duration::from_millis(ms);
+        out.set_timer(at, Tag(1));
+        self.due = Some(at);
+        Ok(())
+    }
+}
+
+/// How late timers were stepped: each light probe's from its third round
+/// on (a new process counts heavy until a light step after its first),
+/// or every busy process's.
+type Lateness = Arc<Mutex<Vec<Duration>>>;
+
+/// Re-arms a 1 ms timer `rounds` times, stepping lightly, at its level;
+/// records how late each timer's step came. From round `turns_heavy` on
+/// (if any) its steps are heavy: it must then wait like the others.
+struct Probe {
+    priority: Priority,
+    rounds: u32,
+    round: u32,
+    due: Option<Instant>,
+    turns_heavy: Option<u32>,
+    late: Lateness,
+}
+
+impl Process for Probe {
+    type Done = Payload;
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_priority(self.priority);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let mut timer = false;
+        for event in events.by_ref() {
+            timer |= matches!(event, Event::Timer { .. });
+        }
+        let heavy = self.turns_heavy.is_some_and(|r| self.round >= r);
+        sched::sim::spend(if heavy { HEAVY } else { LIGHT });
+        if let (true, Some(due)) = (timer, self.due) {
+            if self.round >= 3 && !heavy && self.priority == Priority::Normal {
+                self.late.lock().unwrap().push(out.now() - due);
+            }
+            self.due = None;
+        }
+        if self.due.is_none() {
+            if self.round == self.rounds {
+                out.finish(());
+                return Ok(());
+            }
+            self.round += 1;
+            let at = out.now() + Duration::from_millis(1);
+            out.set_timer(at, Tag(2));
+            self.due = Some(at);
+        }
+        Ok(())
+    }
+}
+
+/// One seed: `workers` workers, 150 busy processes at `Normal` (a heavy
+/// backlog of several milliseconds per worker), 12 light probes (four at
+/// each level, one of the `Normal` ones turning heavy half way), and a
+/// message from outside to a probe every 500 µs of virtual time.
+fn run(seed: u64, workers: usize) -> (Simulation, Vec<Duration>, Vec<Duration>) {
+    let config = Config::seed(seed).workers(workers);
+    let mut sim = Scheduler::builder().simulation(config);
+    let mut last = None;
+    let heavy_late = Lateness::default();
+    for index in 0..150u64 {
+        let done = sim
+            .context()
+            .spawn(Busy {
+                index,
+                rounds: 6,
+                left: 6,
+                peer: (index % 4 == 0).then_some(last).flatten(),
+                due: None,
+                late: Arc::clone(&heavy_late),
+            })
+            .expect("spawned");
+        last = Some(done.pid());
+    }
+    let late = Lateness::default();
+    let mut probes = Vec::new();
+    for (i, priority) in Priority::ALL.into_iter().cycle().take(12).enumerate() {
+        let done = sim
+            .context()
+            .spawn(Probe {
+                priority,
+                rounds: 40,
+                round: 0,
+                due: None,
+                turns_heavy: (i == 1).then_some(20),
+                late: Arc::clone(&late),
+            })
+            .expect("spawned");
+        probes.push(done.pid());
+    }
+    for tick in 0..60 {
+        let _ = sim.context().send(probes[tick % probes.len()], "outside");
+        sim.run_for(Duration::from_micros(500)).expect("runs");
+    }
+    sim.run().expect("goes quiet");
+    let late = late.lock().unwrap().clone();
+    let heavy_late = heavy_late.lock().unwrap().clone();
+    (sim, late, heavy_late)
+}
+
+fn seeds() -> u64 {
+    std::env::var("LIGHT_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200)
+}
+
+#[test]
+fn every_wait_stays_within_its_bound_with_light_queues_at_work() {
+    let mut light = 0;
+    let mut checked = 0;
+    for seed in 0..seeds() {
+        let workers = 1 + (seed % 3) as usize;
+        let (sim, _, _) = run(seed, workers);
+        let fairness = sim.fairness();
+        if let Some(wait) = fairness.violation {
+            panic!("seed {seed}, {workers} workers: {wait}");
+        }
+        assert!(fairness.checked > 1_000, "seed {seed}: {fairness:?}");
+        // The light queues were at work in this seed, not only allowed.
+        assert!(fairness.light > 50, "seed {seed}: {fairness:?}");
+        light += fairness.light;
+        checked += fairness.checked;
+    }
+    eprintln!("{checked} waits checked, {light} of them in light queues");
+}
+
+#[test]
+fn light_processes_are_stepped_well_ahead_of_the_heavy_backlog() {
+    for seed in 0..seeds() {
+        let workers = 1 + (seed % 3) as usize;
+        let (sim, mut late, mut heavy) = run(seed, workers);
+        assert!(late.len() > 100, "seed {seed}: {} timers", late.len());
+        late.sort_unstable();
+        heavy.sort_unstable();
+        let p50 = late[late.len() / 2];
+        let worst = late[late.len() - 1];
+        let heavy_p50 = heavy[heavy.len() / 2];
+        let heavy_p99 = heavy[heavy.len() * 99 / 100];
+        // Both include the timer's rounding up to its 1 ms tick; a heavy
+        // process's wait beyond it is its turn behind the backlog.
+        assert!(
+            p50 * 2 < heavy_p50,
+            "seed {seed}, {workers} workers: light p50 {p50:?}, heavy p50 {heavy_p50:?} \
+             (elapsed {:?})",
+            sim.elapsed()
+        );
+        assert!(
+            worst < heavy_p99,
+            "seed {seed}, {workers} workers: light worst {worst:?}, heavy p99 {heavy_p99:?}"
+        );
+    }
+}
