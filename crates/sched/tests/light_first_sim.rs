@@ -10,6 +10,9 @@
 //! stepped well ahead of its level's heavy backlog, while the heavy
 //! processes keep their turns.
 //!
+//! Odd seeds declare groups (weights 1 and 3 beside the default group),
+//! where each group's lane has its own light queue.
+//!
 //! The same order is checked on a running engine, in real time, by
 //! `light_first.rs` and `docs_light_first.rs`; this file reaches the
 //! interleavings a seed draws (1 to 3 workers, stealing, outside wakes,
@@ -21,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sched::prelude::*;
+use sched::process::Group;
 use sched::sim::{Config, Simulation};
 use sched::Priority;
 
@@ -38,10 +42,17 @@ struct Busy {
     peer: Option<Pid>,
     due: Option<Instant>,
     late: Lateness,
+    group: Group,
+    origin: Instant,
 }
 
 impl Process for Busy {
     type Done = Payload;
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_group(self.group);
+        Ok(())
+    }
+
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         let mut timer = false;
         for event in events.by_ref() {
@@ -49,7 +60,10 @@ impl Process for Busy {
         }
         assert!(sched::sim::spend(HEAVY), "a simulated step");
         if let (true, Some(due)) = (timer, self.due.take()) {
-            self.late.lock().unwrap().push(out.now() - due);
+            if self.group == Group::DEFAULT {
+                let waited = after_tick(self.origin, due, out.now());
+                self.late.lock().unwrap().push(waited);
+            }
         }
         if self.left > 0 {
             self.left -= 1;
@@ -73,10 +87,22 @@ impl Process for Busy {
     }
 }
 
-/// How late timers were stepped: each light probe's from its third round
-/// on (a new process counts heavy until a light step after its first),
-/// or every busy process's.
+/// How long timers waited for their step once due, in the default group
+/// at `Normal` (where the light probes meet the heavy backlog of their own
+/// lane): each light probe's from its third round on (a new process
+/// counts heavy until a light step after its first), or every busy
+/// process's.
 type Lateness = Arc<Mutex<Vec<Duration>>>;
+
+/// How long a timer set for `due` waited for its step at `now`, from the
+/// 1 ms tick it fell due at (deadlines round up to the tick, counted from
+/// the engine's start, `origin`).
+fn after_tick(origin: Instant, due: Instant, now: Instant) -> Duration {
+    let tick = Duration::from_millis(1).as_nanos();
+    let ticks = (due - origin).as_nanos().div_ceil(tick);
+    let fired = origin + Duration::from_nanos(u64::try_from(ticks * tick).expect("in range"));
+    now.saturating_duration_since(fired)
+}
 
 /// Re-arms a 1 ms timer `rounds` times, stepping lightly, at its level;
 /// records how late each timer's step came. From round `turns_heavy` on
@@ -88,12 +114,15 @@ struct Probe {
     due: Option<Instant>,
     turns_heavy: Option<u32>,
     late: Lateness,
+    group: Group,
+    origin: Instant,
 }
 
 impl Process for Probe {
     type Done = Payload;
     fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
         cx.set_priority(self.priority);
+        cx.set_group(self.group);
         Ok(())
     }
 
@@ -105,8 +134,13 @@ impl Process for Probe {
         let heavy = self.turns_heavy.is_some_and(|r| self.round >= r);
         sched::sim::spend(if heavy { HEAVY } else { LIGHT });
         if let (true, Some(due)) = (timer, self.due) {
-            if self.round >= 3 && !heavy && self.priority == Priority::Normal {
-                self.late.lock().unwrap().push(out.now() - due);
+            if self.round >= 3
+                && !heavy
+                && self.priority == Priority::Normal
+                && self.group == Group::DEFAULT
+            {
+                let waited = after_tick(self.origin, due, out.now());
+                self.late.lock().unwrap().push(waited);
             }
             self.due = None;
         }
@@ -127,10 +161,25 @@ impl Process for Probe {
 /// One seed: `workers` workers, 150 busy processes at `Normal` (a heavy
 /// backlog of several milliseconds per worker), 12 light probes (four at
 /// each level, one of the `Normal` ones turning heavy half way), and a
-/// message from outside to a probe every 500 µs of virtual time.
+/// message from outside to a probe every 500 µs of virtual time. Odd
+/// seeds declare two groups of weights 1 and 3 and spread the busy
+/// processes and the probes over them and the default group.
 fn run(seed: u64, workers: usize) -> (Simulation, Vec<Duration>, Vec<Duration>) {
     let config = Config::seed(seed).workers(workers);
-    let mut sim = Scheduler::builder().simulation(config);
+    let builder = match seed % 2 {
+        1 => Scheduler::builder().group("a", 1).group("b", 3),
+        _ => Scheduler::builder(),
+    };
+    let mut sim = builder.simulation(config);
+    let origin = sim.now();
+    let groups = match seed % 2 {
+        1 => vec![
+            Group::DEFAULT,
+            sim.context().group("a").expect("declared"),
+            sim.context().group("b").expect("declared"),
+        ],
+        _ => vec![Group::DEFAULT],
+    };
     let mut last = None;
     let heavy_late = Lateness::default();
     for index in 0..150u64 {
@@ -143,6 +192,8 @@ fn run(seed: u64, workers: usize) -> (Simulation, Vec<Duration>, Vec<Duration>) 
                 peer: (index % 4 == 0).then_some(last).flatten(),
                 due: None,
                 late: Arc::clone(&heavy_late),
+                group: groups[index as usize % groups.len()],
+                origin,
             })
             .expect("spawned");
         last = Some(done.pid());
@@ -159,6 +210,8 @@ fn run(seed: u64, workers: usize) -> (Simulation, Vec<Duration>, Vec<Duration>) 
                 due: None,
                 turns_heavy: (i == 1).then_some(20),
                 late: Arc::clone(&late),
+                group: groups[i / 3 % groups.len()],
+                origin,
             })
             .expect("spawned");
         probes.push(done.pid());
@@ -205,23 +258,30 @@ fn light_processes_are_stepped_well_ahead_of_the_heavy_backlog() {
     for seed in 0..seeds() {
         let workers = 1 + (seed % 3) as usize;
         let (sim, mut late, mut heavy) = run(seed, workers);
-        assert!(late.len() > 100, "seed {seed}: {} timers", late.len());
+        assert!(late.len() > 40, "seed {seed}: {} timers", late.len());
         late.sort_unstable();
         heavy.sort_unstable();
         let p50 = late[late.len() / 2];
         let worst = late[late.len() - 1];
         let heavy_p50 = heavy[heavy.len() / 2];
         let heavy_p99 = heavy[heavy.len() * 99 / 100];
-        // Both include the timer's rounding up to its 1 ms tick; a heavy
-        // process's wait beyond it is its turn behind the backlog.
+        // Waits from the tick each timer fell due at. The simulation's
+        // workers share one virtual clock (their steps follow each other
+        // in it), so a light probe's few picks on its worker take longer
+        // in time with more workers, and the backlog's turn does not get
+        // shorter: the margins are widest on one worker. Over 200 seeds,
+        // the light probes' worst is under 1 / 2.1 of the heavy p99 and
+        // their median under the heavy median; with light queues off
+        // (`mutants light-queue-never-used`) the worst is over 1 / 1.6 of
+        // the heavy p99 in every seed.
         assert!(
-            p50 * 2 < heavy_p50,
+            p50 < heavy_p50,
             "seed {seed}, {workers} workers: light p50 {p50:?}, heavy p50 {heavy_p50:?} \
              (elapsed {:?})",
             sim.elapsed()
         );
         assert!(
-            worst < heavy_p99,
+            worst * 9 < heavy_p99 * 5,
             "seed {seed}, {workers} workers: light worst {worst:?}, heavy p99 {heavy_p99:?}"
         );
     }

@@ -569,8 +569,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // heavy one does: no light queue is ever used.
         name: "light-queue-never-used",
         file: "crates/sched-core/src/runqueue/local.rs",
-        original: "if self.lighting.get() && self.groups == 1 && !record.heavy() && !cfg!(loom) {",
-        replacement: "if false && self.lighting.get() && self.groups == 1 && !record.heavy() {",
+        original: "if self.lighting.get() && !record.heavy() && !cfg!(loom) {",
+        replacement: "if false && self.lighting.get() && !record.heavy() {",
         catcher: &SCHED_LIGHT_FIRST,
     },
     Mutation {
@@ -579,8 +579,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // waking.
         name: "light-queue-never-yields",
         file: "crates/sched-core/src/runqueue/local.rs",
-        original: "if runs.get() >= LIGHT_RUNS && !self.ready[level].is_empty() {",
-        replacement: "if runs.get() >= u32::MAX && !self.ready[level].is_empty() {",
+        original: "if runs.get() >= LIGHT_RUNS && !self.ready[lane].is_empty() {",
+        replacement: "if runs.get() >= u32::MAX && !self.ready[lane].is_empty() {",
         catcher: &SCHED_CORE_LIGHT_QUEUES,
     },
     Mutation {

@@ -220,7 +220,7 @@ impl Shared {
         };
         if let Some((intercept, pid, level, lane, share)) = seen {
             let (ahead, light) = match joined {
-                Joined::Light => (local.ahead_light(level.index()), true),
+                Joined::Light => (local.ahead_light(lane), true),
                 Joined::Queue => (local.ahead(lane, true), false),
                 Joined::Next => (local.ahead(lane, false), false),
             };

@@ -36,7 +36,7 @@ use crate::Priority;
 ///   ticks the older generation moves to the back of `ready`, oldest
 ///   first, and the younger one becomes the older (see `order.rs`).
 ///   Thieves take the oldest entries.
-/// - `light`: per level, on an engine without groups, the processes
+/// - `light`: per lane, the processes
 ///   woken (by a timer, or from outside the workers) whose last measured
 ///   step was light, while this worker measures its steps: served before
 ///   the level's `ready` queue, up to [`LIGHT_RUNS`] picks in a row while
@@ -58,7 +58,7 @@ pub(crate) struct Local {
     /// By generation, then lane (`generation * lanes + lane`): pushed
     /// and popped at the back by the owner, stolen from the front.
     pub(crate) nursery: Box<[deque::Worker<RecordRef>]>,
-    /// By level: light processes woken here (see the type's
+    /// By lane: light processes woken here (see the type's
     /// documentation). Stolen like `ready`.
     pub(crate) light: Box<[deque::Worker<RecordRef>]>,
     /// At least how many processes the light queues hold (thieves take
@@ -66,9 +66,9 @@ pub(crate) struct Local {
     /// counts again): zero spares every pick the look at them, which is
     /// every pick of a workload of short steps.
     lit: Cell<usize>,
-    /// By level: how many picks in a row took from `light` while `ready`
+    /// By lane: how many picks in a row took from `light` while `ready`
     /// had work.
-    light_runs: [Cell<u32>; LEVELS],
+    light_runs: Box<[Cell<u32>]>,
     /// Whether this worker measures its steps now (a recent step was
     /// heavy): only then does a woken light process join `light`.
     pub(crate) lighting: Cell<bool>,
@@ -120,11 +120,11 @@ impl Local {
                 .collect(),
             // None under loom, as the nurseries: a model's step costs
             // nothing, so no process is ever measured light there.
-            light: (0..if cfg!(loom) { 0 } else { LEVELS })
+            light: (0..if cfg!(loom) { 0 } else { LEVELS * groups })
                 .map(|_| deque::Worker::with_capacity(capacity))
                 .collect(),
             lit: Cell::new(0),
-            light_runs: Default::default(),
+            light_runs: (0..LEVELS * groups).map(|_| Cell::new(0)).collect(),
             lighting: Cell::new(false),
             young: Cell::new(0),
             nursed: Cell::new(0),
@@ -156,14 +156,14 @@ impl Local {
     }
 
     /// Queues `record`, woken by its timer or from outside the workers:
-    /// in its level's `light` queue when this worker measures its steps
-    /// and the process's last measured step was light (never with
-    /// groups, whose shares decide instead), else at the back of its lane.
+    /// in its lane's `light` queue when this worker measures its steps
+    /// and the process's last measured step was light, else at the back
+    /// of its lane's queue.
     /// Returns which it joined.
     #[inline]
     pub(crate) fn push_woken(&self, record: RecordRef) -> Joined {
-        if self.lighting.get() && self.groups == 1 && !record.heavy() && !cfg!(loom) {
-            self.light[record.priority().index()].push(record);
+        if self.lighting.get() && !record.heavy() && !cfg!(loom) {
+            self.light[self.lane(&record)].push(record);
             self.lit.set(self.lit.get() + 1);
             Joined::Light
         } else {
@@ -172,11 +172,11 @@ impl Local {
         }
     }
 
-    /// How many processes of `level` a process just queued in its light
+    /// How many processes of `lane` a process just queued in its light
     /// queue has ahead of it there. For the simulation's check only, as
     /// [`ahead`](Local::ahead).
-    pub(crate) fn ahead_light(&self, level: usize) -> usize {
-        self.light[level].len().saturating_sub(1)
+    pub(crate) fn ahead_light(&self, lane: usize) -> usize {
+        self.light[lane].len().saturating_sub(1)
     }
 
     /// How many processes of `lane` a process has ahead of it here: one
@@ -209,9 +209,10 @@ impl Local {
     }
 
     /// Takes the next process of the first level of `levels` that has
-    /// one: the oldest of its `ready` queue, or, when that is empty, the
-    /// newest of its nursery; with groups, of the group `shares` picks
-    /// among that level's.
+    /// one: the oldest of its light queue (within `pop_light`'s runs), of
+    /// its `ready` queue, or, when both are empty, the newest of its
+    /// nursery; with groups, of the group `shares` picks among that
+    /// level's.
     #[inline]
     pub(crate) fn pop_first(
         &self,
@@ -241,26 +242,30 @@ impl Local {
                 let first = level.index() * self.groups;
                 let group = shares.pick(level.index(), |g| self.has_work(first + g))?;
                 let lane = first + group;
-                if let Some(r) = self.pop_ready(lane).or_else(|| self.pop_nursery(lane)) {
+                let light = || (self.lit.get() > 0).then(|| self.pop_light(lane)).flatten();
+                if let Some(r) = light()
+                    .or_else(|| self.pop_ready(lane))
+                    .or_else(|| self.pop_nursery(lane))
+                {
                     return Some(r);
                 }
             }
         })
     }
 
-    /// The oldest light process of `level` (an engine without groups has
+    /// The oldest light process of `lane` (an engine without groups has
     /// one lane per level), unless it has had [`LIGHT_RUNS`] picks in a
-    /// row while the level's `ready` queue has work: then that queue's
+    /// row while the lane's `ready` queue has work: then that queue's
     /// turn comes first, which the caller takes.
     #[inline]
-    fn pop_light(&self, level: usize) -> Option<RecordRef> {
-        let light = &self.light[level];
-        let runs = &self.light_runs[level];
+    fn pop_light(&self, lane: usize) -> Option<RecordRef> {
+        let light = &self.light[lane];
+        let runs = &self.light_runs[lane];
         if light.is_empty() {
             self.lit.set(self.light.iter().map(|q| q.len()).sum());
             return None;
         }
-        if runs.get() >= LIGHT_RUNS && !self.ready[level].is_empty() {
+        if runs.get() >= LIGHT_RUNS && !self.ready[lane].is_empty() {
             runs.set(0);
             return None;
         }
@@ -278,9 +283,7 @@ impl Local {
     fn has_work(&self, lane: usize) -> bool {
         let lanes = self.ready.len();
         !self.ready[lane].is_empty()
-            || self.lit.get() > 0
-                && self.groups == 1
-                && self.light.get(lane).is_some_and(|q| !q.is_empty())
+            || self.lit.get() > 0 && self.light.get(lane).is_some_and(|q| !q.is_empty())
             || self.nursed.get() > 0
                 && (!self.nursery[lane].is_empty() || !self.nursery[lanes + lane].is_empty())
     }
@@ -303,8 +306,10 @@ impl Local {
             if let Some(r) = self.pop_nursery(level * self.groups + group) {
                 return Some(r);
             }
-            if lanes.into_iter().any(|lane| !self.ready[lane].is_empty())
-                || self.lit.get() > 0 && self.light.get(level).is_some_and(|q| !q.is_empty())
+            let light = self.lit.get() > 0;
+            if lanes
+                .into_iter()
+                .any(|lane| !self.ready[lane].is_empty() || light && !self.light[lane].is_empty())
             {
                 return None;
             }

@@ -73,7 +73,8 @@
 //! light step after its first one (which runs `start`, and is not judged)
 //! shows otherwise, as a new task gets no head start in EEVDF. While the worker measures, a process
 //! woken by its timer or from outside the workers that is not heavy joins
-//! its level's *light queue* instead of the back of its level's queue.
+//! its level's *light queue* (its group's, on an engine with groups)
+//! instead of the back of its level's queue.
 //! When a level's turn comes, its light queue is served first, oldest
 //! first, but at most [`LIGHT_RUNS`] picks in a row while the level's
 //! queue has work: the queue keeps at least one pick in four. What a
@@ -89,7 +90,10 @@
 //!   every process is heavy, and the order is first in first out.
 //! - A heavy process waits in a light queue for at most two wakes: its
 //!   next two measured steps mark it heavy.
-//! - With groups, the light queues are not used: the groups' shares decide.
+//! - With groups, each lane (level and group) has its own light queue,
+//!   served first within its lane: the groups' shares still decide which
+//!   group a pick of the level goes to, and a light process's short steps
+//!   charge its group little.
 //! - The cost: one clock read per 32 steps of a light workload, two per
 //!   step while measuring (against steps of [`LIGHT_STEP`] or more).
 //!
@@ -279,17 +283,18 @@ pub(crate) fn bound(level: Priority, ahead: usize, share: u64) -> u64 {
         + 1
 }
 
-/// [`bound`] for a process that joined its level's light queue behind
+/// [`bound`] for a process that joined its lane's light queue behind
 /// `ahead` others: it needs `ahead + 1` picks of that queue, which has at
-/// least [`LIGHT_RUNS`] of every `LIGHT_RUNS + 1` picks of its level
-/// while it has work.
-pub(crate) fn light_bound(level: Priority, ahead: usize) -> u64 {
+/// least [`LIGHT_RUNS`] of every `LIGHT_RUNS + 1` picks of its lane
+/// while it has work (and, with groups, a pick of its lane comes within
+/// `share` picks of its level, as for its queue).
+pub(crate) fn light_bound(level: Priority, ahead: usize, share: u64) -> u64 {
     let runs = u64::from(LIGHT_RUNS);
     let picks = (ahead as u64 + 1) * (runs + 1);
     bound(
         level,
         usize::try_from(picks.div_ceil(runs) - 1).unwrap_or(usize::MAX),
-        1,
+        share,
     )
 }
 

@@ -384,7 +384,7 @@ impl Worker {
         let share = self.shared.groups.factor(r.group());
         let (pid, level, lane) = (r.pid, r.priority(), self.local.lane(&r));
         let (ahead, light) = match self.local.push_woken(r) {
-            Joined::Light => (self.local.ahead_light(level.index()), true),
+            Joined::Light => (self.local.ahead_light(lane), true),
             _ => (self.local.ahead(lane, true), false),
         };
         intercept.ready(pid, level, Some(self.local.index), ahead, share, light);
@@ -631,19 +631,13 @@ impl Worker {
             }
             attempts += 1;
             let remote = &self.shared.remotes[victim];
-            // The light queues first (by level, into the level's queue
-            // here, as anything stolen: an engine with light queues has
-            // one lane per level), then highest level first (lanes are by
+            // The light queues first (each into its lane's queue here,
+            // as anything stolen), then highest level first (lanes are by
             // level, then group), each into the same lane here (empty: a
             // worker steals only when its own queues are), in their
             // order; the queues before the nurseries, whose oldest entries
             // a thief takes (in a tree of spawns, the largest subtrees).
-            let lit = if self.local.groups == 1 {
-                remote.light.len()
-            } else {
-                0
-            };
-            let lights = remote.light[..lit].iter().zip(&self.local.ready);
+            let lights = remote.light.iter().zip(&self.local.ready);
             let lanes = lights.chain(remote.ready.iter().zip(&self.local.ready));
             // (Under loom nothing is ever nursed: `Local::push_nursery`.)
             let nursed = if cfg!(loom) { 0 } else { remote.nursery.len() };

@@ -160,7 +160,7 @@ impl Waiting {
         if self.nursery {
             order::nursery_bound()
         } else if self.light {
-            order::light_bound(self.priority, self.ahead)
+            order::light_bound(self.priority, self.ahead, self.share)
         } else if lit {
             order::bound_beside_light(self.priority, self.ahead, self.share)
         } else {
