@@ -262,27 +262,30 @@ fn light_processes_are_stepped_well_ahead_of_the_heavy_backlog() {
         late.sort_unstable();
         heavy.sort_unstable();
         let p50 = late[late.len() / 2];
-        let worst = late[late.len() - 1];
         let heavy_p50 = heavy[heavy.len() / 2];
-        let heavy_p99 = heavy[heavy.len() * 99 / 100];
+        let p90 = late[late.len() * 9 / 10];
+        let heavy_p90 = heavy[heavy.len() * 9 / 10];
         // Waits from the tick each timer fell due at. The simulation's
         // workers share one virtual clock (their steps follow each other
         // in it), so a light probe's few picks on its worker take longer
         // in time with more workers, and the backlog's turn does not get
         // shorter: the margins are widest on one worker. Over 200 seeds,
-        // the light probes' worst is under 1 / 2.1 of the heavy p99 and
+        // the light probes' p90 is under 1 / 2.3 of the heavy p90 and
         // their median under the heavy median; with light queues off
-        // (`mutants light-queue-never-used`) the worst is over 1 / 1.6 of
-        // the heavy p99 in every seed.
+        // (`mutants light-queue-never-used`) the p90 is over 1 / 1.2 of
+        // the heavy p90 in every seed. Not the worst: a probe just woken
+        // by a message from outside waits in a global queue, which its
+        // timer's wake then joins (the global bound, which the other
+        // test checks).
         assert!(
-            p50 < heavy_p50,
-            "seed {seed}, {workers} workers: light p50 {p50:?}, heavy p50 {heavy_p50:?} \
+            p90 * 2 < heavy_p90,
+            "seed {seed}, {workers} workers: light p90 {p90:?}, heavy p90 {heavy_p90:?} \
              (elapsed {:?})",
             sim.elapsed()
         );
         assert!(
-            worst * 9 < heavy_p99 * 5,
-            "seed {seed}, {workers} workers: light worst {worst:?}, heavy p99 {heavy_p99:?}"
+            p50 < heavy_p50,
+            "seed {seed}, {workers} workers: light p50 {p50:?}, heavy p50 {heavy_p50:?}"
         );
     }
 }

@@ -45,14 +45,19 @@ use crate::sync::{Arc, Mutex};
 use crate::worker::{Driven, Turn};
 
 /// Says that the step under way in a simulation takes `time`: the
-/// simulation's virtual clock moves by that much before the step ends.
-/// Its worker measures the step that long, as a running engine measures
-/// a step by the real clock, so a simulated workload can mix heavy steps
-/// with light ones and be ordered as a running engine orders them (light
-/// processes first: see the scheduling guide). Returns whether a
-/// simulated step was under way on this thread; anywhere else (a running
-/// engine's step, a test's own thread) it does nothing and returns
-/// `false`.
+/// simulation's virtual clock moves by that much at once (the step's own
+/// `out.now()` after the call shows it), on top of
+/// [`Config::step_time`], which moves it after the step. Its worker
+/// measures the step that long, as a running engine measures a step by
+/// the real clock, so a simulated workload can mix heavy steps with light
+/// ones and be ordered as a running engine orders them (light processes
+/// first: see the scheduling guide). The clock counts nanoseconds in 64
+/// bits: it stops at about 584 years, however much more is spent.
+///
+/// Returns whether a simulated step was under way on this thread (a
+/// process's `start` and `step`, not its `init`, which runs at spawn);
+/// anywhere else (a running engine's step, a test's own thread, a thread
+/// a step started) it does nothing and returns `false`.
 ///
 /// # Examples
 ///
@@ -684,6 +689,9 @@ impl Simulation {
 
     /// Runs until `duration` of virtual time has passed (or the system is
     /// quiet before: the clock then still moves to the end of `duration`).
+    /// Steps that take time (`Config::step_time`, [`spend`]) stop it at
+    /// the first decision after they moved the clock past the end: the
+    /// last step may end past it.
     ///
     /// # Errors
     ///
@@ -701,7 +709,10 @@ impl Simulation {
     /// ```
     pub fn run_for(&mut self, duration: Duration) -> Result<(), SimError> {
         let limit = self.clock().after(duration);
-        self.run_while(Some(limit), |_| true)?;
+        // Steps move the clock too (`Config::step_time`, `spend`): a
+        // system that never goes quiet stops once they have moved it past
+        // the limit (what is due at the limit itself still runs).
+        self.run_while(Some(limit), |sim| sim.clock().now() <= limit)?;
         if self.clock().now() < limit {
             let mut state = self.state.lock();
             self.move_clock(&mut state, limit);
