@@ -217,3 +217,78 @@ fn an_answer_after_the_timeout_is_not_a_dead_letter_either() {
     assert_eq!(dead.load(SeqCst), 0);
     assert_eq!(scheduler.stats().dead_letters, 0);
 }
+
+/// Answers each question after a timer of `after`, so the answer comes
+/// long after a waiting thread stopped looking for it and went to sleep.
+struct Slow {
+    after: Duration,
+    waiting: Vec<(ReplyTo, u64)>,
+}
+
+impl Process for Slow {
+    type Done = Payload;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                Event::Request(request) => {
+                    let (request, reply) = request.into_parts();
+                    let n = request.downcast::<u64>().map_err(|_| "a u64")?;
+                    self.waiting.push((reply, n));
+                    out.set_timer(self.after, Tag(1));
+                }
+                Event::Timer { .. } => {
+                    for (reply, n) in self.waiting.drain(..) {
+                        reply.reply(n + 1);
+                    }
+                }
+                Event::Cancel => return Err("cancelled".into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A waiting thread looks for its answer for a while (yielding) before it
+/// sleeps: an answer that comes after that still wakes it, through `wait`
+/// and `wait_timeout` alike, and one that comes within the look is taken
+/// there. A timeout shorter than the look still ends the wait with
+/// `TimedOut`, and leaves the answer for a later wait.
+#[test]
+fn a_waiting_thread_gets_its_answer_whether_it_comes_soon_or_late() {
+    let scheduler = Scheduler::builder().workers(1).build();
+    scheduler.start();
+    let late = scheduler
+        .spawn(Slow {
+            after: Duration::from_millis(30),
+            waiting: Vec::new(),
+        })
+        .expect("spawned")
+        .pid();
+    let soon = squarer(&scheduler);
+    let mut reply = scheduler
+        .ask(late, Box::new(1u64) as Payload)
+        .expect("asked");
+    let answer = reply.wait().expect("answered");
+    assert_eq!(answer.downcast_ref::<u64>().copied(), Some(2));
+    let mut reply = scheduler
+        .ask(late, Box::new(2u64) as Payload)
+        .expect("asked");
+    let answer = reply.wait_timeout(WAIT).expect("answered");
+    assert_eq!(answer.downcast_ref::<u64>().copied(), Some(3));
+    for n in 3..200u64 {
+        let mut reply = scheduler.ask(soon, Box::new(n) as Payload).expect("asked");
+        let answer = reply.wait_timeout(WAIT).expect("answered");
+        assert_eq!(answer.downcast_ref::<u64>().copied(), Some(n * n));
+    }
+    let mut reply = scheduler
+        .ask(late, Box::new(7u64) as Payload)
+        .expect("asked");
+    assert_eq!(
+        reply.wait_timeout(Duration::from_micros(50)).unwrap_err(),
+        AskError::TimedOut
+    );
+    let answer = reply.wait_timeout(WAIT).expect("the answer, later");
+    assert_eq!(answer.downcast_ref::<u64>().copied(), Some(8));
+    scheduler.shutdown(Duration::from_secs(1));
+}
