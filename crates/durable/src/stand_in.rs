@@ -22,6 +22,15 @@
 //!   as soon as there is one to deliver (its ended journal forgotten, a
 //!   new one spawned from the stand-in's arguments). So a message sent
 //!   right behind the one that finished the process is never lost.
+//! - **A process the store's fence refused** (a cluster store: another
+//!   node took the journal over, say a recovery, or the process linked
+//!   with was a stale incarnation on this node, fenced by an earlier
+//!   move of the key, that had not closed yet): nothing of what it was
+//!   refused was written, so those messages go again, in order, to the
+//!   next process the stand-in has, which resumes the journal and takes
+//!   it back. A stand-in whose processes are fenced more than 16 times
+//!   in a row (two nodes taking the journal from each other) ends with
+//!   an error.
 //! - **Cancel.** The stand-in delivers what it holds, waits until every
 //!   message it passed on is journaled (their receipts settled), then
 //!   cancels the durable process, which suspends it: its journal keeps
@@ -47,6 +56,10 @@ use crate::{Durability, Durable, DurableError, Receipt};
 /// many times (a few seconds in all) before it gives up.
 const RETRY: Duration = Duration::from_millis(2);
 const MAX_RETRIES: u32 = 2_500;
+
+/// How many times in a row a stand-in passes a message on again after
+/// the store's fence refused it, before it gives up (see `settle`).
+const MAX_FENCES: u32 = 16;
 
 /// How often a stand-in that waits on receipts (cancelled, or its
 /// process ended) looks whether they settled.
@@ -129,6 +142,10 @@ pub struct StandIn<D: Durable> {
     ended: Option<Pid>,
     /// Tries in a row to have the key's process.
     retries: u32,
+    /// Processes in a row whose appends the store's fence refused (see
+    /// `settle`), and whether the current one's were.
+    fences: u32,
+    fenced: bool,
 }
 
 impl<D: Durable> std::fmt::Debug for StandIn<D> {
@@ -165,6 +182,8 @@ where
             cancelled: false,
             ended: None,
             retries: 0,
+            fences: 0,
+            fenced: false,
         }
     }
 
@@ -245,14 +264,25 @@ where
     /// Forgets the messages whose receipts settled, front first: those
     /// journaled, and those the store refused for good; those their
     /// process ended without writing go back to the front of `waiting`,
-    /// in order.
-    fn settle(&mut self) {
+    /// in order. So do those the store's fence refused: the process this
+    /// stand-in linked with was not the journal's writer any more
+    /// (another node took the journal over, or it is a stale incarnation
+    /// of this node that had not closed yet), nothing of them was
+    /// written, and the next process this stand-in has resumes the
+    /// journal, taking it back. Past `MAX_FENCES` such refusals in a row
+    /// (two nodes taking the journal from each other) it ends with an
+    /// error rather than go on.
+    fn settle(&mut self) -> Result<(), BoxError> {
         let mut again = Vec::new();
         while let Some(result) = self.pending.front().and_then(|(r, _)| r.try_result()) {
             let (_, message) = self.pending.pop_front().expect("a front entry");
             match result {
-                Ok(()) => {}
+                Ok(()) => self.fences = 0,
                 Err(DurableError::NotKept(_)) => again.push(message),
+                Err(DurableError::Fenced(_)) => {
+                    self.fenced = true;
+                    again.push(message);
+                }
                 Err(error) => {
                     tracing::warn!(key = %self.key, %error, "a message a stand-in passed on was not journaled");
                 }
@@ -261,6 +291,19 @@ where
         for message in again.into_iter().rev() {
             self.waiting.push_front(message);
         }
+        if self.fenced && self.target.is_none() {
+            // Counted once per process fenced, when it has ended.
+            self.fenced = false;
+            self.fences += 1;
+        }
+        if self.fences > MAX_FENCES {
+            return Err(format!(
+                "the journal of {:?} was taken from this stand-in's process {} times in a row",
+                self.key, self.fences
+            )
+            .into());
+        }
+        Ok(())
     }
 
     /// Passes on what waits, in order, while the process takes it.
@@ -284,7 +327,7 @@ where
     /// waits, what waits passed on, and, stopping, the process cancelled
     /// once nothing is left in flight, or the end.
     fn advance(&mut self, out: &mut sched::Output<'_>) -> Result<(), BoxError> {
-        self.settle();
+        self.settle()?;
         if self.target.is_none() && self.pending.is_empty() && !self.waiting.is_empty() {
             self.connect(out)?;
         }

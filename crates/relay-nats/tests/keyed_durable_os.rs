@@ -97,8 +97,15 @@ fn all_held(one: &Node, peers: &mut [&mut Peer], live: &[u32]) {
 }
 
 /// Deposits `amounts` to every key, then waits until node 1 reads all
-/// `total` of each key's deposits in its journal.
-fn deposits(one: &Node, keys: &[String], amounts: std::ops::RangeInclusive<u64>, total: usize) {
+/// `total` of each key's deposits in its journal; a failure also shows
+/// the counters of the child nodes `peers` that still run.
+fn deposits(
+    one: &Node,
+    peers: &mut [&mut Peer],
+    keys: &[String],
+    amounts: std::ops::RangeInclusive<u64>,
+    total: usize,
+) {
     for amount in amounts {
         deposit(one, keys, amount);
     }
@@ -112,17 +119,21 @@ fn deposits(one: &Node, keys: &[String], amounts: std::ops::RangeInclusive<u64>,
         if short.is_empty() {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} keys short of {total} journaled deposits, such as {:?}; node 1: {:?}; {:?} {:?}",
-            short.len(),
-            &short[..short.len().min(10)],
-            one.sharding.stats(),
-            one.durability
-                .inspect(short[0].0)
-                .map(|i| i.map(|i| i.records.len())),
-            one.durability.stats()
-        );
+        if Instant::now() >= deadline {
+            let children: Vec<Vec<u64>> = peers.iter_mut().map(|p| stats(p)).collect();
+            panic!(
+                "{} keys short of {total} journaled deposits, such as {:?}; node 1: {:?}; {:?} {:?}; \
+                 other nodes (held, resumed, fenced processes, keys live, fenced messages, \
+                 failed syncs): {children:?}",
+                short.len(),
+                &short[..short.len().min(10)],
+                one.sharding.stats(),
+                one.durability
+                    .inspect(short[0].0)
+                    .map(|i| i.map(|i| i.records.len())),
+                one.durability.stats()
+            );
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -152,12 +163,12 @@ fn durable_keyed_processes_keep_their_state_through_a_kill_and_a_stop() {
     );
     at("settled");
 
-    deposits(&one, &keys, 1..=5, 5);
+    deposits(&one, &mut [&mut two, &mut three], &keys, 1..=5, 5);
     at("five deposits journaled; node 2 killed");
     two.kill();
     all_held(&one, &mut [&mut three], &[1, 3]);
     at("node 2's shards taken");
-    deposits(&one, &keys, 6..=10, 10);
+    deposits(&one, &mut [&mut three], &keys, 6..=10, 10);
 
     at("ten deposits journaled; node 3 stopped");
     three.signal("STOP");
@@ -169,7 +180,7 @@ fn durable_keyed_processes_keep_their_state_through_a_kill_and_a_stop() {
     three.signal("CONT");
     all_held(&one, &mut [&mut three], &[1, 3]);
     at("settled again");
-    deposits(&one, &keys, 11..=15, 15);
+    deposits(&one, &mut [&mut three], &keys, 11..=15, 15);
     deposit(&one, &keys, 0);
     closed_with(&one, &keys, (1..=15).sum(), 15);
     at("every account closed");
@@ -182,7 +193,7 @@ fn durable_keyed_processes_keep_their_state_through_a_kill_and_a_stop() {
     eprintln!(
         "{KEYS} accounts: {on_two} on node 2 when it was killed, {on_three} on node 3 \
          when it was stopped; {resumed} journals resumed; node 1: {:?}; node 3 \
-         (held, resumed, fenced processes, keys live): {:?}",
+         (held, resumed, fenced processes, keys live, fenced messages, failed syncs): {:?}",
         one.sharding.stats(),
         stats(&mut three)
     );

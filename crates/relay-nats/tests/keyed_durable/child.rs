@@ -26,12 +26,15 @@ pub(crate) fn run(role: &str) {
         match line.trim() {
             "stats" => {
                 let sharding = me.sharding.stats();
+                let durable = me.durability.stats();
                 say(&format!(
-                    "stats {} {} {} {}",
+                    "stats {} {} {} {} {} {}",
                     sharding.shards_held,
-                    me.durability.stats().recovered,
+                    durable.recovered,
                     sharding.fenced_processes,
-                    sharding.keys_live
+                    sharding.keys_live,
+                    sharding.fenced,
+                    durable.failed_syncs
                 ));
             }
             "quit" | "" => break,
