@@ -134,6 +134,10 @@ pub struct StandIn<D: Durable> {
     /// Messages passed on whose receipts have not said journaled, in
     /// order, kept to be passed on again if their process ends first.
     pending: VecDeque<(Receipt, D::Message)>,
+    /// Messages passed on that came back unwritten (their process ended
+    /// first, or the store's fence refused them), in order: older than
+    /// everything in `waiting`, so passed on again first.
+    returned: VecDeque<D::Message>,
     /// Messages to pass on once a process runs, in order.
     waiting: VecDeque<D::Message>,
     stopping: bool,
@@ -177,6 +181,7 @@ where
             args,
             target: None,
             pending: VecDeque::new(),
+            returned: VecDeque::new(),
             waiting: VecDeque::new(),
             stopping: false,
             cancelled: false,
@@ -263,8 +268,9 @@ where
 
     /// Forgets the messages whose receipts settled, front first: those
     /// journaled, and those the store refused for good; those their
-    /// process ended without writing go back to the front of `waiting`,
-    /// in order. So do those the store's fence refused: the process this
+    /// process ended without writing go to the back of `returned`, in
+    /// order (behind those an earlier look returned: a process's
+    /// receipts may settle over several looks). So do those the store's fence refused: the process this
     /// stand-in linked with was not the journal's writer any more
     /// (another node took the journal over, or it is a stale incarnation
     /// of this node that had not closed yet), nothing of them was
@@ -288,9 +294,7 @@ where
                 }
             }
         }
-        for message in again.into_iter().rev() {
-            self.waiting.push_front(message);
-        }
+        self.returned.extend(again);
         if self.fenced && self.target.is_none() {
             // Counted once per process fenced, when it has ended.
             self.fenced = false;
@@ -306,9 +310,22 @@ where
         Ok(())
     }
 
-    /// Passes on what waits, in order, while the process takes it.
+    /// Passes on what came back and then what waits, in order, while
+    /// the process takes it. Not while something came back and older
+    /// messages are still in flight: those may come back too, and go
+    /// first.
     fn pump(&mut self, cx: &Context) {
-        while let Some(message) = self.waiting.pop_front() {
+        if !self.returned.is_empty() && !self.pending.is_empty() {
+            return;
+        }
+        loop {
+            let (message, came_back) = match self.returned.pop_front() {
+                Some(message) => (message, true),
+                None => match self.waiting.pop_front() {
+                    Some(message) => (message, false),
+                    None => return,
+                },
+            };
             match self.durability.send::<D>(cx, &self.key, &message) {
                 Ok(receipt) => self.pending.push_back((receipt, message)),
                 Err(DurableError::Codec(error)) => {
@@ -316,11 +333,21 @@ where
                 }
                 // Its process is gone: its exit signal is on the way.
                 Err(_) => {
-                    self.waiting.push_front(message);
+                    let queue = if came_back {
+                        &mut self.returned
+                    } else {
+                        &mut self.waiting
+                    };
+                    queue.push_front(message);
                     return;
                 }
             }
         }
+    }
+
+    /// Whether nothing waits to be passed on.
+    fn nothing_to_pass(&self) -> bool {
+        self.returned.is_empty() && self.waiting.is_empty()
     }
 
     /// One look at where things stand: a process started for what
@@ -328,13 +355,13 @@ where
     /// once nothing is left in flight, or the end.
     fn advance(&mut self, out: &mut sched::Output<'_>) -> Result<(), BoxError> {
         self.settle()?;
-        if self.target.is_none() && self.pending.is_empty() && !self.waiting.is_empty() {
+        if self.target.is_none() && self.pending.is_empty() && !self.nothing_to_pass() {
             self.connect(out)?;
         }
         if self.target.is_some() && !self.cancelled {
             self.pump(out.context());
         }
-        let idle = self.pending.is_empty() && self.waiting.is_empty();
+        let idle = self.pending.is_empty() && self.nothing_to_pass();
         if self.stopping && idle {
             match self.target {
                 None => {
@@ -351,8 +378,8 @@ where
         }
         // Receipts settle without an event of ours: look again soon when
         // something waits on them.
-        let waiting_on_receipts =
-            !self.pending.is_empty() && (self.stopping || self.target.is_none());
+        let waiting_on_receipts = !self.pending.is_empty()
+            && (self.stopping || self.target.is_none() || !self.returned.is_empty());
         if waiting_on_receipts {
             out.set_timer(SETTLE_POLL, sched::Tag(0));
         }

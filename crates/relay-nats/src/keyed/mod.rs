@@ -45,10 +45,12 @@
 //!   the question's type.
 //!
 //! A keyed process is stopped (passivated or handed off) by a cancel,
-//! which arrives after every message sent to it before: it should finish
-//! when it sees [`Event::Cancel`](sched::prelude::Event::Cancel). Until it
-//! ends, messages for its key wait, and no second process of the key
-//! starts.
+//! which joins its mailbox behind every message sent to it before, and
+//! which a step reads first among its events (the system lane): it should
+//! finish in the step that brings
+//! [`Event::Cancel`](sched::prelude::Event::Cancel), after reading the
+//! rest of that step's events. Until it ends, messages for its key wait,
+//! and no second process of the key starts.
 
 mod config;
 mod error;
@@ -103,12 +105,17 @@ use shard::{Kind, Waiting};
 /// impl Process for Counter {
 ///     type Done = u64;
 ///     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         let mut cancelled = false;
 ///         for event in events {
 ///             match event {
 ///                 Event::Message(m) => self.total += m.downcast::<Add>().map_or(0, |a| a.0),
-///                 Event::Cancel => out.finish(self.total),
+///                 // Read first in its step: finish after the rest.
+///                 Event::Cancel => cancelled = true,
 ///                 _ => {}
 ///             }
+///         }
+///         if cancelled {
+///             out.finish(self.total);
 ///         }
 ///         Ok(())
 ///     }

@@ -7,8 +7,8 @@
 //! field that is always `None`. The simulation (`runtime/simulation/`)
 //! implements [`Intercept`]; what it holds it delivers later through
 //! `Shared::release_message` and `Shared::release_completion`
-//! (`routing.rs`) and `Asks::release_request` (`ask.rs`), which skip the
-//! interceptor.
+//! (`routing.rs`), `Asks::release_request` (`ask.rs`) and
+//! `Shared::release_cancel` (`monitors.rs`), which skip the interceptor.
 
 use relay::{Package, Payload};
 
@@ -30,6 +30,14 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
     /// asker is never told: it learns by its timeout, as over a network).
     /// The asker's `ask` succeeds either way.
     fn request(&self, record: &RecordRef, request: Request) -> Option<Request>;
+
+    /// A cancel for `record` (`Context::cancel`): `true` delivers it now;
+    /// `false` means the interceptor kept it, to deliver after the
+    /// messages and requests it holds for `record`. A cancel comes after
+    /// every message sent to its process before it, as on a running
+    /// engine (where it joins the mailbox behind them); the cancel does
+    /// not say who sent it, so it waits for every sender's.
+    fn cancel(&self, record: &RecordRef) -> bool;
 
     /// `pid`, of `level`, became ready: on worker `worker` (or, for
     /// `None`, in a global queue) behind `ahead` processes of its queue

@@ -426,10 +426,24 @@ impl Context {
                 false => TerminateError::NotFound(pid),
             });
         };
-        if let Some(wake) = record.deliver_cancel() {
-            shared.after_wake_owned(record, wake);
+        if let Some(intercept) = &shared.intercept {
+            if !intercept.cancel(&record) {
+                return Ok(());
+            }
         }
+        shared.release_cancel(record);
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Delivers a cancel to `record`, past any interceptor: what
+    /// `Context::cancel` does, and what a simulation does with a cancel it
+    /// held behind the messages before it.
+    pub(crate) fn release_cancel(&self, record: RecordRef) {
+        if let Some(wake) = record.deliver_cancel() {
+            self.after_wake_owned(record, wake);
+        }
     }
 }
 

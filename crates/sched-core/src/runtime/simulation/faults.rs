@@ -16,6 +16,11 @@
 //! - messages and requests from one sender to one process arrive in the
 //!   order sent: one behind a delayed one waits for it (delays reorder
 //!   those of different senders only);
+//! - a cancel (`Context::cancel`) waits behind the messages and requests
+//!   held for its process (of every sender: a cancel does not say who
+//!   sent it), and what is sent to the process after it waits behind it
+//!   (`Intercept::cancel`): on a running engine it joins the mailbox
+//!   behind what was sent before it;
 //! - a completion is delivered at most once: a lost completion arrives as
 //!   [`CommandError::Dropped`](crate::CommandError::Dropped) (what a
 //!   handler that drops its completer causes), never as silence, and none
@@ -264,6 +269,9 @@ pub(crate) enum Held {
     /// A request for a process of the same node.
     Request(RecordRef, Request),
     Completion(RecordRef, Tag, Result<Payload, CommandError>),
+    /// A cancel for a process of the same node, held behind the messages
+    /// and requests held for it when it was sent.
+    Cancel(RecordRef),
     /// A package on the simulated network, for its target's node.
     Remote(Package),
     /// The end of a partition set for a while: these cuts heal.
@@ -277,7 +285,7 @@ impl Held {
             Held::Message(record, package) => Some((package.source(), record.pid)),
             Held::Request(record, request) => Some((request.package().source(), record.pid)),
             Held::Remote(package) => Some((package.source(), package.target())),
-            Held::Completion(..) | Held::Heal(_) => None,
+            Held::Completion(..) | Held::Cancel(_) | Held::Heal(_) => None,
         }
     }
 }
@@ -299,6 +307,9 @@ pub(crate) struct State {
     /// Per (sender, target) with messages held: how many, and the latest
     /// due instant, so that a later message of the pair waits behind them.
     pairs: FxHashMap<(Pid, Pid), (usize, Instant)>,
+    /// Per process with a cancel held: when it is due, so that what is
+    /// sent to the process after the cancel waits behind it.
+    cancels: FxHashMap<Pid, Instant>,
     /// The command whose handler a fault just replaced: its completion
     /// (the fault's error, delivered at once) is not faulted again.
     pub(crate) handler_fault: Option<(Pid, Tag)>,
@@ -330,6 +341,7 @@ impl State {
             held: FxHashMap::default(),
             next_seq: 0,
             pairs: FxHashMap::default(),
+            cancels: FxHashMap::default(),
             handler_fault: None,
             steps_of: FxHashMap::default(),
             inboxes: Default::default(),
@@ -397,8 +409,13 @@ impl State {
         if !self.any_due() {
             return None;
         }
-        let Reverse((_, seq)) = self.agenda.pop()?;
+        let Reverse((due, seq)) = self.agenda.pop()?;
         let held = self.held.remove(&seq)?;
+        if let Held::Cancel(record) = &held {
+            if self.cancels.get(&record.pid) == Some(&due) {
+                self.cancels.remove(&record.pid);
+            }
+        }
         if let Some(key) = held.pair() {
             if let Some((count, _)) = self.pairs.get_mut(&key) {
                 *count -= 1;
@@ -414,6 +431,7 @@ impl State {
     pub(crate) fn take_all(&mut self) -> Vec<Held> {
         self.agenda.clear();
         self.pairs.clear();
+        self.cancels.clear();
         let mut all: Vec<(u64, Held)> = self.held.drain().collect();
         all.sort_by_key(|(seq, _)| *seq);
         all.into_iter().map(|(_, held)| held).collect()
@@ -471,9 +489,13 @@ impl State {
             due = Some(self.now + by);
         }
         // Behind a held message or request of the same pair, it waits its
-        // turn (`hold` puts it after the pair's latest).
+        // turn (`hold` puts it after the pair's latest); behind a held
+        // cancel of its process, after the cancel.
         if self.pairs.contains_key(&(package.source(), to)) && due.is_none() {
             due = Some(self.now);
+        }
+        if let Some(&cancel) = self.cancels.get(&to) {
+            due = Some(due.unwrap_or(self.now).max(cancel));
         }
         let copy = match faults.duplicators.is_empty() {
             true => None,
@@ -598,6 +620,24 @@ impl Intercept for Interceptor {
             Request::new(question, reply)
         });
         state.route(request, due, copy, |r| Held::Request(record.clone(), r))
+    }
+
+    fn cancel(&self, record: &RecordRef) -> bool {
+        let mut state = self.0.lock();
+        let to = record.pid;
+        let behind = state
+            .pairs
+            .iter()
+            .filter(|((_, target), _)| *target == to)
+            .map(|(_, &(_, latest))| latest)
+            .max();
+        let Some(due) = behind else {
+            return true;
+        };
+        let due = state.cancels.get(&to).map_or(due, |&other| other.max(due));
+        state.cancels.insert(to, due);
+        state.hold(due, Held::Cancel(record.clone()));
+        false
     }
 
     fn completion(

@@ -616,6 +616,10 @@ impl Simulation {
                 let shared = &self.node_of(record.pid.node()).shared;
                 shared.release_completion(&record, tag, result);
             }
+            Held::Cancel(record) => {
+                let shared = &self.node_of(record.pid.node()).shared;
+                shared.release_cancel(record);
+            }
             Held::Remote(package) => {
                 let target = package.target();
                 let refused = match inbox {

@@ -127,7 +127,7 @@ impl Simulation {
                     let target = package.target();
                     crate::panic_guard::drop_user_value(package, target, "a held package")
                 }
-                Held::Heal(_) => {}
+                Held::Cancel(_) | Held::Heal(_) => {}
             }
         }
         total
