@@ -124,7 +124,7 @@ fn deposits(
             panic!(
                 "{} keys short of {total} journaled deposits, such as {:?}; node 1: {:?}; {:?} {:?}; \
                  other nodes (held, resumed, fenced processes, keys live, fenced messages, \
-                 failed syncs): {children:?}",
+                 failed syncs, buffered): {children:?}",
                 short.len(),
                 &short[..short.len().min(10)],
                 one.sharding.stats(),
@@ -193,7 +193,7 @@ fn durable_keyed_processes_keep_their_state_through_a_kill_and_a_stop() {
     eprintln!(
         "{KEYS} accounts: {on_two} on node 2 when it was killed, {on_three} on node 3 \
          when it was stopped; {resumed} journals resumed; node 1: {:?}; node 3 \
-         (held, resumed, fenced processes, keys live, fenced messages, failed syncs): {:?}",
+         (held, resumed, fenced processes, keys live, fenced messages, failed syncs, buffered): {:?}",
         one.sharding.stats(),
         stats(&mut three)
     );

@@ -28,13 +28,14 @@ pub(crate) fn run(role: &str) {
                 let sharding = me.sharding.stats();
                 let durable = me.durability.stats();
                 say(&format!(
-                    "stats {} {} {} {} {} {}",
+                    "stats {} {} {} {} {} {} {}",
                     sharding.shards_held,
                     durable.recovered,
                     sharding.fenced_processes,
                     sharding.keys_live,
                     sharding.fenced,
-                    durable.failed_syncs
+                    durable.failed_syncs,
+                    sharding.buffered
                 ));
             }
             "quit" | "" => break,
