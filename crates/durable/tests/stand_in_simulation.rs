@@ -23,18 +23,20 @@
 //! stand_in_simulation` runs more seeds; a failure names its seed, and
 //! `STAND_IN_SIM_SEED=<seed>` runs that one alone.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+mod fencing;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
+use fencing::Fencing;
 use sched::sim::{Config, Faults, Progress};
 use sched_durable::prelude::*;
-use sched_durable::store::{Append, Journal, MemoryStore, Outgoing, SendWatcher, Store};
+use sched_durable::store::{Journal, Store};
 use sched_durable::{Inspection, RecordedInput, StandIn};
 
 const KEY: &str = "k";
-/// This node, and the one that takes the journal over now and then.
-const HERE: u32 = 1;
+/// The node that takes the journal over now and then (this one is 1).
 const ELSEWHERE: u32 = 2;
 
 /// Keeps what it is sent; a 0 finishes it with all of it.
@@ -60,112 +62,6 @@ impl Durable for Log {
             }
         }
         Ok(())
-    }
-}
-
-/// The journals, in a `MemoryStore`, fenced as a cluster store fences: a
-/// journal's writer is the node that created it or took it over last,
-/// and another node's append to it is refused. `take_elsewhere` plays
-/// the other node's takeover. Keeps every journal it forgets.
-#[derive(Clone, Default)]
-struct Fencing {
-    inner: MemoryStore,
-    writers: Arc<Mutex<HashMap<String, u32>>>,
-    forgotten: Arc<Mutex<Vec<Journal>>>,
-}
-
-impl Fencing {
-    fn take_elsewhere(&self, key: &str) {
-        let mut writers = self.writers.lock().unwrap();
-        if writers.contains_key(key) {
-            writers.insert(key.to_owned(), ELSEWHERE);
-        }
-    }
-}
-
-impl Store for Fencing {
-    fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError> {
-        let mut writers = self.writers.lock().unwrap();
-        let mut kept = Vec::new();
-        let mut fenced: Vec<String> = Vec::new();
-        for append in batch {
-            if append.created.is_some() {
-                writers.insert(append.key.clone(), HERE);
-            }
-            if writers.get(&append.key) == Some(&HERE) {
-                kept.push(append.clone());
-            } else if !fenced.contains(&append.key) {
-                fenced.push(append.key.clone());
-            }
-        }
-        self.inner.append(&kept)?;
-        Ok(fenced)
-    }
-
-    fn running(&self) -> Result<Vec<Journal>, DurableError> {
-        self.inner.running()
-    }
-
-    fn take_over(&self, key: &str) -> Result<Option<Journal>, DurableError> {
-        let mut writers = self.writers.lock().unwrap();
-        let journal = self.inner.take_over(key)?;
-        if journal.is_some() {
-            writers.insert(key.to_owned(), HERE);
-        }
-        Ok(journal)
-    }
-
-    fn journal(&self, key: &str) -> Result<Option<Journal>, DurableError> {
-        self.inner.journal(key)
-    }
-
-    fn keys(&self) -> Result<Vec<(String, bool)>, DurableError> {
-        self.inner.keys()
-    }
-
-    fn contains(&self, key: &str) -> Result<bool, DurableError> {
-        self.inner.contains(key)
-    }
-
-    fn forget(&self, key: &str) -> Result<bool, DurableError> {
-        let journal = self.inner.journal(key)?;
-        let forgot = self.inner.forget(key)?;
-        if forgot {
-            self.forgotten
-                .lock()
-                .unwrap()
-                .extend(journal.into_iter().filter(|j| j.ended));
-            self.writers.lock().unwrap().remove(key);
-        }
-        Ok(forgot)
-    }
-
-    fn outbox(&self) -> Result<Vec<Outgoing>, DurableError> {
-        self.inner.outbox()
-    }
-
-    fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
-        self.inner.outbox_to(key)
-    }
-
-    fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
-        self.inner.ended(key)
-    }
-
-    fn discard(&self, entries: &[(String, String, u64)]) -> Result<(), DurableError> {
-        self.inner.discard(entries)
-    }
-
-    fn atomic_batches(&self) -> bool {
-        self.inner.atomic_batches()
-    }
-
-    fn watch_sends(&self, sends: SendWatcher) -> Result<bool, DurableError> {
-        self.inner.watch_sends(sends)
-    }
-
-    fn size(&self) -> Result<u64, DurableError> {
-        self.inner.size()
     }
 }
 
@@ -286,7 +182,7 @@ fn taken(journal: &Journal) -> Result<Vec<u64>, String> {
 }
 
 fn run(seed: u64) -> Result<(), String> {
-    let store = Fencing::default();
+    let store = Fencing::new();
     let durability = Arc::new(Durability::for_simulation(store.clone()));
     durability.register::<Log>();
     let faults = Faults::none()
@@ -317,7 +213,7 @@ fn run(seed: u64) -> Result<(), String> {
                 sent.push(n);
             }
             Op::Cancel => router.cancel(&sim),
-            Op::TakeElsewhere => store.take_elsewhere(KEY),
+            Op::TakeElsewhere => store.take_over_as(KEY, ELSEWHERE),
             Op::Run(n) => {
                 for _ in 0..n {
                     decide(&mut sim, &mut router)?;
@@ -334,7 +230,7 @@ fn run(seed: u64) -> Result<(), String> {
         }
     }
 
-    let mut journals = store.forgotten.lock().unwrap().clone();
+    let mut journals = store.forgotten();
     journals.extend(store.journal(KEY).map_err(|e| e.to_string())?);
     let mut got = Vec::new();
     for (i, journal) in journals.iter().enumerate() {
