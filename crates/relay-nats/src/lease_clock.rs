@@ -37,7 +37,7 @@ impl LeaseClock {
     pub(crate) fn new() -> LeaseClock {
         LeaseClock {
             base: Instant::now(),
-            coarse_base: coarsetime::Instant::now(),
+            coarse_base: coarsetime::Instant::now_without_cache_update(),
             until: AtomicU64::new(0),
         }
     }
@@ -71,7 +71,11 @@ impl LeaseClock {
     /// up the slack early.
     #[inline]
     pub(crate) fn valid_coarse(&self) -> bool {
-        let elapsed = coarsetime::Instant::now().duration_since(self.coarse_base);
+        // Not `now()`: it also stores the reading in the crate's global
+        // cache, a write to one cache line from every sender and every
+        // keyed step of the node.
+        let elapsed =
+            coarsetime::Instant::now_without_cache_update().duration_since(self.coarse_base);
         elapsed.as_millis() + COARSE_SLACK_MS < self.until.load(Ordering::Acquire)
     }
 }
