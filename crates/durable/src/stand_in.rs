@@ -132,14 +132,16 @@ pub struct StandIn<D: Durable> {
     /// The durable process, linked, until its exit signal.
     target: Option<Pid>,
     /// Messages passed on whose receipts have not said journaled, in
-    /// order, kept to be passed on again if their process ends first.
-    pending: VecDeque<(Receipt, D::Message)>,
-    /// Messages passed on that came back unwritten (their process ended
-    /// first, or the store's fence refused them), in order: older than
-    /// everything in `waiting`, so passed on again first.
-    returned: VecDeque<D::Message>,
-    /// Messages to pass on once a process runs, in order.
-    waiting: VecDeque<D::Message>,
+    /// order, each with its number, kept to be passed on again if their
+    /// process ends first.
+    pending: VecDeque<(u64, Receipt, D::Message)>,
+    /// Messages to pass on once a process runs, by number: those taken
+    /// since, at the back, and those that came back unwritten in their
+    /// place among them.
+    waiting: VecDeque<(u64, D::Message)>,
+    /// The number the next message taken gets: the order taken, which
+    /// the journal keeps, however often a message comes back.
+    taken: u64,
     stopping: bool,
     cancelled: bool,
     /// The last process whose exit signal came: not to be linked again.
@@ -181,8 +183,8 @@ where
             args,
             target: None,
             pending: VecDeque::new(),
-            returned: VecDeque::new(),
             waiting: VecDeque::new(),
+            taken: 0,
             stopping: false,
             cancelled: false,
             ended: None,
@@ -257,7 +259,10 @@ where
     /// Keeps a message to pass on.
     fn take(&mut self, package: sched::Package) {
         match package.downcast::<D::Message>() {
-            Ok(message) => self.waiting.push_back(message),
+            Ok(message) => {
+                self.waiting.push_back((self.taken, message));
+                self.taken += 1;
+            }
             Err(_) => tracing::warn!(
                 key = %self.key,
                 kind = D::KIND,
@@ -268,9 +273,10 @@ where
 
     /// Forgets the messages whose receipts settled, front first: those
     /// journaled, and those the store refused for good; those their
-    /// process ended without writing go to the back of `returned`, in
-    /// order (behind those an earlier look returned: a process's
-    /// receipts may settle over several looks). So do those the store's fence refused: the process this
+    /// process ended without writing go back among those waiting, in
+    /// their place by number (a process's receipts may settle over
+    /// several looks, and a pass that stopped halfway leaves later ones
+    /// waiting). So do those the store's fence refused: the process this
     /// stand-in linked with was not the journal's writer any more
     /// (another node took the journal over, or it is a stale incarnation
     /// of this node that had not closed yet), nothing of them was
@@ -279,22 +285,20 @@ where
     /// (two nodes taking the journal from each other) it ends with an
     /// error rather than go on.
     fn settle(&mut self) -> Result<(), BoxError> {
-        let mut again = Vec::new();
-        while let Some(result) = self.pending.front().and_then(|(r, _)| r.try_result()) {
-            let (_, message) = self.pending.pop_front().expect("a front entry");
+        while let Some(result) = self.pending.front().and_then(|(_, r, _)| r.try_result()) {
+            let (number, _, message) = self.pending.pop_front().expect("a front entry");
             match result {
                 Ok(()) => self.fences = 0,
-                Err(DurableError::NotKept(_)) => again.push(message),
+                Err(DurableError::NotKept(_)) => self.wait_again(number, message),
                 Err(DurableError::Fenced(_)) => {
                     self.fenced = true;
-                    again.push(message);
+                    self.wait_again(number, message);
                 }
                 Err(error) => {
                     tracing::warn!(key = %self.key, %error, "a message a stand-in passed on was not journaled");
                 }
             }
         }
-        self.returned.extend(again);
         if self.fenced && self.target.is_none() {
             // Counted once per process fenced, when it has ended.
             self.fenced = false;
@@ -310,44 +314,41 @@ where
         Ok(())
     }
 
-    /// Passes on what came back and then what waits, in order, while
-    /// the process takes it. Not while something came back and older
-    /// messages are still in flight: those may come back too, and go
-    /// first.
-    fn pump(&mut self, cx: &Context) {
-        if !self.returned.is_empty() && !self.pending.is_empty() {
-            return;
+    /// Puts a message that came back among those waiting, in its place
+    /// by number.
+    fn wait_again(&mut self, number: u64, message: D::Message) {
+        let at = self.waiting.partition_point(|(n, _)| *n < number);
+        self.waiting.insert(at, (number, message));
+    }
+
+    /// Whether the first message waiting came back while a later one is
+    /// still in flight: that one may come back too, and the first must
+    /// not be passed on ahead of it.
+    fn behind_in_flight(&self) -> bool {
+        match (self.waiting.front(), self.pending.back()) {
+            (Some((first, _)), Some((last, _, _))) => first < last,
+            _ => false,
         }
-        loop {
-            let (message, came_back) = match self.returned.pop_front() {
-                Some(message) => (message, true),
-                None => match self.waiting.pop_front() {
-                    Some(message) => (message, false),
-                    None => return,
-                },
+    }
+
+    /// Passes on what waits, by number, while the process takes it.
+    fn pump(&mut self, cx: &Context) {
+        while !self.behind_in_flight() {
+            let Some((number, message)) = self.waiting.pop_front() else {
+                return;
             };
             match self.durability.send::<D>(cx, &self.key, &message) {
-                Ok(receipt) => self.pending.push_back((receipt, message)),
+                Ok(receipt) => self.pending.push_back((number, receipt, message)),
                 Err(DurableError::Codec(error)) => {
                     tracing::warn!(key = %self.key, %error, "a stand-in could not encode a message; dropped");
                 }
                 // Its process is gone: its exit signal is on the way.
                 Err(_) => {
-                    let queue = if came_back {
-                        &mut self.returned
-                    } else {
-                        &mut self.waiting
-                    };
-                    queue.push_front(message);
+                    self.waiting.push_front((number, message));
                     return;
                 }
             }
         }
-    }
-
-    /// Whether nothing waits to be passed on.
-    fn nothing_to_pass(&self) -> bool {
-        self.returned.is_empty() && self.waiting.is_empty()
     }
 
     /// One look at where things stand: a process started for what
@@ -355,13 +356,13 @@ where
     /// once nothing is left in flight, or the end.
     fn advance(&mut self, out: &mut sched::Output<'_>) -> Result<(), BoxError> {
         self.settle()?;
-        if self.target.is_none() && self.pending.is_empty() && !self.nothing_to_pass() {
+        if self.target.is_none() && self.pending.is_empty() && !self.waiting.is_empty() {
             self.connect(out)?;
         }
         if self.target.is_some() && !self.cancelled {
             self.pump(out.context());
         }
-        let idle = self.pending.is_empty() && self.nothing_to_pass();
+        let idle = self.pending.is_empty() && self.waiting.is_empty();
         if self.stopping && idle {
             match self.target {
                 None => {
@@ -379,7 +380,7 @@ where
         // Receipts settle without an event of ours: look again soon when
         // something waits on them.
         let waiting_on_receipts = !self.pending.is_empty()
-            && (self.stopping || self.target.is_none() || !self.returned.is_empty());
+            && (self.stopping || self.target.is_none() || self.behind_in_flight());
         if waiting_on_receipts {
             out.set_timer(SETTLE_POLL, sched::Tag(0));
         }

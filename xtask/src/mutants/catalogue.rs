@@ -329,6 +329,23 @@ const DURABLE_STAND_IN_SIM: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// A stream of messages through a stand-in while another node takes its
+/// journal over again and again, on a running engine (threads): the
+/// journal in the order sent.
+const DURABLE_STAND_IN_ORDER: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-durable",
+        "--test",
+        "docs_stand_in_fence",
+        "--",
+        "refused_messages_go_again_in_the_order_they_were_sent",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 /// A simulation's cancel comes no earlier than the delayed messages sent
 /// before it.
 const SCHED_SIM_CANCEL: Catcher = Catcher {
@@ -1043,8 +1060,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // drops the deposits taken but not yet written.
         name: "durable-stand-in-suspends-before-its-messages-are-journaled",
         file: "crates/durable/src/stand_in.rs",
-        original: "        let idle = self.pending.is_empty() && self.nothing_to_pass();",
-        replacement: "        let idle = self.nothing_to_pass();",
+        original: "        let idle = self.pending.is_empty() && self.waiting.is_empty();",
+        replacement: "        let idle = self.waiting.is_empty();",
         catcher: &NATS_KEYED_DURABLE_MOVE,
     },
     Mutation {
@@ -1053,19 +1070,29 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // passed to the node's stale incarnation.
         name: "durable-stand-in-drops-what-the-fence-refused",
         file: "crates/durable/src/stand_in.rs",
-        original: "                Err(DurableError::Fenced(_)) => {\n                    self.fenced = true;\n                    again.push(message);\n                }\n",
+        original: "                Err(DurableError::Fenced(_)) => {\n                    self.fenced = true;\n                    self.wait_again(number, message);\n                }\n",
         replacement: "",
         catcher: &DURABLE_STAND_IN_FENCED,
     },
     Mutation {
-        // What came back unwritten goes ahead of what came back at an
-        // earlier look, as it used to: out of order when a process's
-        // receipts settle over several looks.
+        // What came back unwritten goes ahead of everything waiting (what
+        // came back at an earlier look included): out of order when a
+        // process's receipts settle over several looks.
         name: "durable-stand-in-returns-later-messages-first",
         file: "crates/durable/src/stand_in.rs",
-        original: "        self.returned.extend(again);",
-        replacement: "        for message in again.into_iter().rev() {\n            self.returned.push_front(message);\n        }",
+        original: "        let at = self.waiting.partition_point(|(n, _)| *n < number);",
+        replacement: "        let at = 0;",
         catcher: &DURABLE_STAND_IN_SIM,
+    },
+    Mutation {
+        // A stand-in passes on a message that came back while a later
+        // one is still in flight: when that one comes back too, it goes
+        // behind messages sent after it.
+        name: "durable-stand-in-passes-ahead-of-what-is-in-flight",
+        file: "crates/durable/src/stand_in.rs",
+        original: "        while !self.behind_in_flight() {",
+        replacement: "        loop {",
+        catcher: &DURABLE_STAND_IN_ORDER,
     },
     Mutation {
         // A simulation's cancel is delivered at once, overtaking the
