@@ -329,18 +329,17 @@ const DURABLE_STAND_IN_SIM: Catcher = Catcher {
     target_subdir: None,
 };
 
-/// A stream of messages through a stand-in while another node takes its
-/// journal over again and again, on a running engine (threads): the
-/// journal in the order sent.
-const DURABLE_STAND_IN_ORDER: Catcher = Catcher {
+/// Across simulated nodes, a cancel comes behind what its node sent
+/// before it, and outside code's messages and asks keep their order.
+const SCHED_SIM_NETWORK_ORDER: Catcher = Catcher {
     args: &[
         "test",
         "-p",
-        "sched-durable",
+        "sched",
         "--test",
-        "docs_stand_in_fence",
+        "docs_sim_cancel",
         "--",
-        "refused_messages_go_again_in_the_order_they_were_sent",
+        "across_simulated_nodes",
     ],
     env: &[],
     target_subdir: None,
@@ -1085,14 +1084,14 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &DURABLE_STAND_IN_SIM,
     },
     Mutation {
-        // A stand-in passes on a message that came back while a later
-        // one is still in flight: when that one comes back too, it goes
-        // behind messages sent after it.
-        name: "durable-stand-in-passes-ahead-of-what-is-in-flight",
-        file: "crates/durable/src/stand_in.rs",
-        original: "        while !self.behind_in_flight() {",
-        replacement: "        loop {",
-        catcher: &DURABLE_STAND_IN_ORDER,
+        // The simulated network keeps only each process's order, as it
+        // used to: a remote cancel or ask overtakes what its node sent
+        // before it.
+        name: "sim-network-keeps-only-each-process-s-order",
+        file: "crates/sched-core/src/runtime/simulation/faults.rs",
+        original: "                Some((Pid::new(*from, 0), Pid::new(package.target().node(), 0)))",
+        replacement: "                Some((package.source(), package.target())).filter(|_| *from < u32::MAX)",
+        catcher: &SCHED_SIM_NETWORK_ORDER,
     },
     Mutation {
         // A simulation's cancel is delivered at once, overtaking the

@@ -142,7 +142,8 @@ impl Config {
     /// Most latency of the simulated network between nodes (see
     /// [`Simulation::cluster`](super::Simulation::cluster)): each package is delivered after a delay
     /// drawn up to this (default: none; a package still waits for the
-    /// simulation to deliver it, in an order it draws).
+    /// simulation to deliver it), never ahead of one its node sent to
+    /// the same node before it.
     ///
     /// # Examples
     ///

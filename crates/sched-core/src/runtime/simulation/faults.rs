@@ -16,6 +16,8 @@
 //! - messages and requests from one sender to one process arrive in the
 //!   order sent: one behind a delayed one waits for it (delays reorder
 //!   those of different senders only);
+//! - the simulated network keeps the order of everything one node sends
+//!   another (`Held::pair`), as the NATS transport does;
 //! - a cancel (`Context::cancel`) waits behind the messages and requests
 //!   held for its process (of every sender: a cancel does not say who
 //!   sent it), and what is sent to the process after it waits behind it
@@ -272,19 +274,26 @@ pub(crate) enum Held {
     /// A cancel for a process of the same node, held behind the messages
     /// and requests held for it when it was sent.
     Cancel(RecordRef),
-    /// A package on the simulated network, for its target's node.
-    Remote(Package),
+    /// A package on the simulated network, for its target's node, and
+    /// the node that sent it.
+    Remote(Package, u32),
     /// The end of a partition set for a while: these cuts heal.
     Heal(Vec<(u32, u32)>),
 }
 
 impl Held {
-    /// The (sender, target) whose order a held package keeps.
+    /// The (sender, target) whose order a held package keeps: for a
+    /// package on the network, the two nodes (`<node.0>`, no process's
+    /// PID): the network keeps the order of everything one node sends
+    /// another, as the NATS transport publishes it on one connection and
+    /// one subject per pair of nodes.
     fn pair(&self) -> Option<(Pid, Pid)> {
         match self {
             Held::Message(record, package) => Some((package.source(), record.pid)),
             Held::Request(record, request) => Some((request.package().source(), record.pid)),
-            Held::Remote(package) => Some((package.source(), package.target())),
+            Held::Remote(package, from) => {
+                Some((Pid::new(*from, 0), Pid::new(package.target().node(), 0)))
+            }
             Held::Completion(..) | Held::Cancel(_) | Held::Heal(_) => None,
         }
     }
@@ -367,13 +376,13 @@ impl State {
         }
         let at = Pid::new(me, 0);
         let notice = relay::Package::new(at, at, relay::NodeDown::new(lost));
-        self.hold(self.now, Held::Remote(notice));
+        self.hold(self.now, Held::Remote(notice, me));
     }
 
     /// A held node-down notice is being delivered: a later loss holds
     /// another.
     pub(crate) fn notified(&mut self, held: &Held) {
-        if let Held::Remote(package) = held {
+        if let Held::Remote(package, _) = held {
             if let Some(notice) = package.payload::<relay::NodeDown>() {
                 self.notices.remove(&(package.target().node(), notice.node));
             }

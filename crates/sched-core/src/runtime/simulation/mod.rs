@@ -558,7 +558,7 @@ impl Simulation {
                     state.notified(held);
                 }
                 let inbox = match &held {
-                    Some(Held::Remote(package)) => {
+                    Some(Held::Remote(package, _)) => {
                         state.inboxes.get(&package.target().node()).cloned()
                     }
                     _ => None,
@@ -620,7 +620,7 @@ impl Simulation {
                 let shared = &self.node_of(record.pid.node()).shared;
                 shared.release_cancel(record);
             }
-            Held::Remote(package) => {
+            Held::Remote(package, _) => {
                 let target = package.target();
                 let refused = match inbox {
                     Some(inbox) => inbox.send(package).err().map(|e| e.into_package()),

@@ -66,7 +66,7 @@ impl RemoteTransport for Network {
             false => super::faults::draw_delay(&mut state.choices, latency),
         };
         let due = state.now + by;
-        state.hold(due, Held::Remote(package));
+        state.hold(due, Held::Remote(package, self.node));
         Ok(())
     }
 }

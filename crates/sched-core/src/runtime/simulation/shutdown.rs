@@ -123,7 +123,7 @@ impl Simulation {
                 Held::Completion(record, _, result) => {
                     crate::panic_guard::drop_user_value(result, record.pid, "a held completion")
                 }
-                Held::Remote(package) => {
+                Held::Remote(package, _) => {
                     let target = package.target();
                     crate::panic_guard::drop_user_value(package, target, "a held package")
                 }

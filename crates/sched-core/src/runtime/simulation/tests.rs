@@ -18,18 +18,40 @@ fn state() -> State {
     )
 }
 
-fn package(from: u64, to: u64, n: u32) -> Held {
-    Held::Remote(Package::new(Pid::local(from), Pid::local(to), n))
+/// A package from a process of node `from` to one of node `to`.
+fn package(from: u32, to: u32, n: u32) -> Held {
+    Held::Remote(Package::new(Pid::new(from, 1), Pid::new(to, 1), n), from)
 }
 
-fn number(held: Held) -> (u64, u32) {
+fn number(held: Held) -> (u32, u32) {
     match held {
-        Held::Remote(package) => (
-            package.source().id(),
+        Held::Remote(package, _) => (
+            package.source().node(),
             *package.payload::<u32>().expect("a number"),
         ),
         _ => panic!("not a package"),
     }
+}
+
+/// Two processes of node 1 send to node 9: the second's package, due at
+/// once, waits behind the first's, held: the network keeps one node's
+/// order to another, whoever sent.
+#[test]
+fn a_package_waits_behind_one_another_process_of_its_node_sent_before() {
+    let mut state = state();
+    let now = state.now;
+    state.hold(
+        now + Duration::from_millis(10),
+        Held::Remote(Package::new(Pid::new(1, 1), Pid::new(9, 1), 0_u32), 1),
+    );
+    state.hold(
+        now,
+        Held::Remote(Package::new(Pid::new(1, 2), Pid::new(9, 3), 1_u32), 1),
+    );
+    assert!(!state.any_due(), "the second waits for the first");
+    state.now = now + Duration::from_millis(10);
+    assert_eq!(state.take_due().map(number), Some((1, 0)));
+    assert_eq!(state.take_due().map(number), Some((1, 1)));
 }
 
 #[test]
@@ -69,7 +91,7 @@ fn equal_deadlines_come_back_in_the_order_held() {
         state.hold(at, package(from, 9, 0));
     }
     state.now = at;
-    let order: Vec<u64> = std::iter::from_fn(|| state.take_due().map(|h| number(h).0)).collect();
+    let order: Vec<u32> = std::iter::from_fn(|| state.take_due().map(|h| number(h).0)).collect();
     assert_eq!(order, vec![1, 2, 3, 4, 5]);
 }
 
@@ -79,7 +101,7 @@ fn taking_all_empties_the_agenda_in_the_order_held() {
     let now = state.now;
     state.hold(now + Duration::from_secs(2), package(1, 9, 0));
     state.hold(now + Duration::from_secs(1), package(2, 9, 0));
-    let all: Vec<u64> = state.take_all().into_iter().map(|h| number(h).0).collect();
+    let all: Vec<u32> = state.take_all().into_iter().map(|h| number(h).0).collect();
     assert_eq!(all, vec![1, 2]);
     assert!(state.next_due().is_none());
 }
