@@ -211,7 +211,7 @@ impl Simulation {
     /// [`node`](Builder::node) number), joined by a simulated network:
     /// a send to a PID of another node travels as a package the
     /// simulation delivers, after [`Config::network_latency`] at most,
-    /// keeping per-sender order, or loses across a
+    /// in the order its node sent packages to that node, or loses across a
     /// [`partition`](Simulation::partition). All nodes share the virtual
     /// clock and the source of decisions; each has `config`'s number of
     /// workers. [`context`](Simulation::context) is the first node's

@@ -4,7 +4,9 @@
 //! (or never, across a partition), on its own thread, in its own order.
 //!
 //! What it keeps of the real transport's promises: delivery at most once,
-//! in per-sender order (a package behind a held one waits for it); a
+//! in the order one node sent packages to another, whichever of its
+//! processes sent them (one connection and one subject per pair of nodes
+//! on NATS: a package behind a held one waits for it); a
 //! package to a node that does not exist is refused at once, as an
 //! unknown target; a package to a node cut off by a partition is lost
 //! (the send succeeds, as a publish over NATS does), and the trace says
