@@ -159,9 +159,11 @@ pub struct Journal {
 ///
 /// A store shared by several nodes (a cluster store) must also fence: a
 /// journal has at most one writer, the incarnation that created it or
-/// last took it over through [`running`](Store::running); an append from
-/// any other is refused with [`DurableError::Fenced`] and writes nothing
-/// of that journal. A store of one node (the embedded one) has one writer
+/// last took it over through [`running`](Store::running) (or
+/// [`take_over`](Store::take_over)); an append from any other writes
+/// nothing of that journal, and [`append`](Store::append) names its key
+/// among the fenced ones it returns (the process whose records they were
+/// then sees [`DurableError::Fenced`]). A store of one node (the embedded one) has one writer
 /// by construction.
 ///
 /// # Examples
