@@ -68,6 +68,7 @@ pub fn figures(durability: &Arc<Durability>) -> impl Fn() -> Vec<Figure> + Send 
             Figure::gauge(j, "running", n(s.running), Unit::Count),
             Figure::counter(j, "copies dropped", n(s.duplicates), Unit::Count),
             Figure::counter(j, "undelivered", n(s.undelivered), Unit::Count),
+            Figure::counter(j, "stand-in drops", n(s.stand_in_dropped), Unit::Count),
             Figure::gauge(j, "held", n(s.held), Unit::Count),
             Figure::gauge(j, "store size", n(s.store_bytes), Unit::Bytes),
         ]

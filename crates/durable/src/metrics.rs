@@ -11,6 +11,7 @@
 //! | `sched_durable_failed_syncs_total` | counter | | batches the store refused |
 //! | `sched_durable_duplicates_total` | counter | | copies of sends dropped by their receivers |
 //! | `sched_durable_undelivered_total` | counter | | sends released while their receiver did not run here (the outbox keeps them) |
+//! | `sched_durable_stand_in_dropped_total` | counter | | messages stand-ins took and dropped (wrong type, not encodable, or refused by the store for good) |
 //! | `sched_durable_held` | gauge | | sends receivers hold for an earlier send of the same sender |
 //! | `sched_durable_running` | gauge | | durable processes running |
 //! | `sched_durable_store_bytes` | gauge | | the store's size |
@@ -42,6 +43,7 @@ pub fn publish(durability: &Durability) {
     metrics::counter!("sched_durable_failed_syncs_total").absolute(stats.failed_syncs);
     metrics::counter!("sched_durable_duplicates_total").absolute(stats.duplicates);
     metrics::counter!("sched_durable_undelivered_total").absolute(stats.undelivered);
+    metrics::counter!("sched_durable_stand_in_dropped_total").absolute(stats.stand_in_dropped);
     #[allow(clippy::cast_precision_loss)]
     {
         metrics::gauge!("sched_durable_held").set(stats.held as f64);

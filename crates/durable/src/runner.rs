@@ -68,6 +68,9 @@ pub(crate) struct Shared {
     pub(crate) durable: Latency,
     pub(crate) duplicates: AtomicU64,
     pub(crate) undelivered: AtomicU64,
+    /// Messages `StandIn`s took and dropped without a journal taking
+    /// them (`DurableStats::stand_in_dropped`).
+    pub(crate) stand_in_dropped: AtomicU64,
     /// Sends held by their receivers until an earlier one arrives.
     pub(crate) held: AtomicU64,
     /// Runners closed so far: moved before a runner leaves the directory,

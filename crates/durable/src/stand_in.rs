@@ -263,11 +263,14 @@ where
                 self.waiting.push_back((self.taken, message));
                 self.taken += 1;
             }
-            Err(_) => tracing::warn!(
-                key = %self.key,
-                kind = D::KIND,
-                "a stand-in got a message of another type than its durable process takes; dropped"
-            ),
+            Err(_) => {
+                self.durability.count_stand_in_drop();
+                tracing::warn!(
+                    key = %self.key,
+                    kind = D::KIND,
+                    "a stand-in got a message of another type than its durable process takes; dropped"
+                );
+            }
         }
     }
 
@@ -295,6 +298,7 @@ where
                     self.wait_again(number, message);
                 }
                 Err(error) => {
+                    self.durability.count_stand_in_drop();
                     tracing::warn!(key = %self.key, %error, "a message a stand-in passed on was not journaled");
                 }
             }
@@ -340,6 +344,7 @@ where
             match self.durability.send::<D>(cx, &self.key, &message) {
                 Ok(receipt) => self.pending.push_back((number, receipt, message)),
                 Err(DurableError::Codec(error)) => {
+                    self.durability.count_stand_in_drop();
                     tracing::warn!(key = %self.key, %error, "a stand-in could not encode a message; dropped");
                 }
                 // Its process is gone: its exit signal is on the way.

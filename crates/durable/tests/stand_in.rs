@@ -170,6 +170,11 @@ fn a_message_of_another_type_is_dropped_and_the_rest_go_on() {
     scheduler.send(stand_in.pid(), 0_u64).unwrap();
     stop(&scheduler, &mut stand_in);
     assert_eq!(outcome(&durability, "m"), 4);
+    assert_eq!(
+        durability.stats().stand_in_dropped,
+        1,
+        "the dropped one is counted"
+    );
     scheduler.shutdown(Duration::from_secs(1));
 }
 

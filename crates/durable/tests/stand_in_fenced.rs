@@ -116,3 +116,36 @@ fn messages_a_fenced_process_was_refused_go_to_the_next_one() {
     scheduler_one.shutdown(Duration::from_secs(1));
     scheduler_two.shutdown(Duration::from_secs(1));
 }
+
+/// A message whose write the store fails for good (a timeout, a lost
+/// connection: it may or may not be written, so it is not passed on
+/// again) is dropped with a warning and counted in `stand_in_dropped`;
+/// the next message goes to a process that resumes the journal.
+#[test]
+fn a_message_the_store_fails_for_good_is_counted_dropped() {
+    let store = Fencing::new();
+    let (one, scheduler) = node(store.node(1));
+    let mut stand_in = scheduler.spawn(StandIn::<Sum>::new(&one, "k", 0)).unwrap();
+    scheduler.send(stand_in.pid(), 1_u64).unwrap();
+    until("the 1 to be journaled", || {
+        one.inspect("k")
+            .ok()
+            .flatten()
+            .is_some_and(|j| !j.records.is_empty())
+    });
+    store.fail_appends(true);
+    scheduler.send(stand_in.pid(), 2_u64).unwrap();
+    until("the 2 to be dropped", || one.stats().stand_in_dropped == 1);
+    store.fail_appends(false);
+    scheduler.send(stand_in.pid(), 3_u64).unwrap();
+    scheduler.send(stand_in.pid(), 0_u64).unwrap();
+    until("the sum to close", || {
+        matches!(one.status("k"), Ok(Some(sched_durable::Status::Done(_))))
+    });
+    let status = one.status("k").unwrap().unwrap();
+    assert_eq!(status.outcome::<u64>().expect("done").unwrap(), 4);
+    assert_eq!(one.stats().stand_in_dropped, 1);
+    scheduler.context().cancel(stand_in.pid()).unwrap();
+    stand_in.wait_timeout(WAIT).unwrap();
+    scheduler.shutdown(Duration::from_secs(1));
+}

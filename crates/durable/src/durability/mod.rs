@@ -219,6 +219,7 @@ impl Durability {
                 durable: Latency::default(),
                 duplicates: AtomicU64::new(0),
                 undelivered: AtomicU64::new(0),
+                stand_in_dropped: AtomicU64::new(0),
                 held: AtomicU64::new(0),
                 closed: AtomicU64::new(0),
                 store,

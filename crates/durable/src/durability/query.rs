@@ -13,6 +13,11 @@ use crate::inspect::Inspection;
 use crate::status::{self, Status};
 
 impl Durability {
+    /// Counts a message a `StandIn` dropped (`DurableStats::stand_in_dropped`).
+    pub(crate) fn count_stand_in_drop(&self) {
+        self.shared.stand_in_dropped.fetch_add(1, Relaxed);
+    }
+
     /// The PID of the running durable process `key`.
     ///
     /// # Examples
@@ -190,6 +195,7 @@ impl Durability {
             durable_max: self.shared.durable.max(),
             duplicates: self.shared.duplicates.load(Relaxed),
             undelivered: self.shared.undelivered.load(Relaxed),
+            stand_in_dropped: self.shared.stand_in_dropped.load(Relaxed),
             held: self.shared.held.load(Relaxed),
             running: self.shared.directory.len() as u64,
             recovered: self.recovered.load(Relaxed),
@@ -234,6 +240,13 @@ pub struct DurableStats {
     /// keeps each, and hands it over when the receiver is spawned or
     /// recovered.
     pub undelivered: u64,
+    /// Messages [`StandIn`](crate::StandIn)s took and dropped, each with a
+    /// warning in the log: of another type than their durable process
+    /// takes, not encodable, or passed on and refused by the store for
+    /// good (a write that failed, or one a shutdown left in doubt). A
+    /// message the fence refused, or whose process ended first, is passed
+    /// on again, not counted here.
+    pub stand_in_dropped: u64,
     /// Sends a receiver holds now because an earlier send of the same
     /// sender has not reached it yet (taken, in order, once it does).
     pub held: u64,

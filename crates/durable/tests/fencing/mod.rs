@@ -5,6 +5,7 @@
 //! (`Fencing::node`); every handle keeps the journals it forgets.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sched_durable::store::{Append, Journal, MemoryStore, Outgoing, SendWatcher, Store};
@@ -16,6 +17,8 @@ pub(crate) struct Fencing {
     node: u32,
     writers: Arc<Mutex<HashMap<String, u32>>>,
     forgotten: Arc<Mutex<Vec<Journal>>>,
+    /// While set, every append fails (a timeout, a lost connection).
+    failing: Arc<AtomicBool>,
 }
 
 impl Fencing {
@@ -26,6 +29,7 @@ impl Fencing {
             node: 1,
             writers: Arc::default(),
             forgotten: Arc::default(),
+            failing: Arc::default(),
         }
     }
 
@@ -48,6 +52,12 @@ impl Fencing {
         }
     }
 
+    /// Makes every append fail, or succeed again, on every node.
+    #[allow(dead_code)]
+    pub(crate) fn fail_appends(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
     /// The ended journals forgotten so far, in the order forgotten.
     #[allow(dead_code)]
     pub(crate) fn forgotten(&self) -> Vec<Journal> {
@@ -57,6 +67,9 @@ impl Fencing {
 
 impl Store for Fencing {
     fn append(&self, batch: &[Append]) -> Result<Vec<String>, DurableError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(DurableError::Store("the store is failing".to_owned()));
+        }
         let mut writers = self.writers.lock().unwrap();
         let mut kept = Vec::new();
         let mut fenced: Vec<String> = Vec::new();
