@@ -22,6 +22,11 @@
 //! raw `async-nats` request-reply of our frame's size: time per round
 //! trip, and keyed / raw.
 //!
+//! Then the overloaded case of that ask: 8 threads each ask a key of
+//! node 2 one question at a time, beside no other work and then beside
+//! 2 000 busy processes on node 2's one worker, with each asker's p50,
+//! p99 and worst.
+//!
 //! `REMOTE_KEYED_ONLY=1` runs the keyed parts alone.
 //!
 //! Starts its own `nats-server` on a free loopback port; without one on
@@ -499,6 +504,7 @@ fn keyed(runs: usize, quick: bool) {
         median(outsides),
         median(pids)
     );
+    keyed_ask_under_load(&url, quick);
     let _ = std::fs::remove_dir_all(&store);
 }
 
@@ -589,30 +595,149 @@ impl Process for KeyedAsker {
     }
 }
 
+/// Node `number` of 1 worker, with the keyed echo registered under its
+/// cluster names `names`.
+fn echo_node(
+    url: &str,
+    number: u32,
+    names: &str,
+) -> (Scheduler, relay_nats::Sharding, relay_nats::Sharded<()>) {
+    use relay_nats::{NatsTransport, Sharding, ShardingConfig};
+    let codec = Codec::new()
+        .register_as::<Say>("say", format())
+        .register_as::<Echoed>("echoed", format());
+    let config = NatsConfig::new(url).codec(codec).cluster_names(names);
+    let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
+    let node = Scheduler::builder()
+        .workers(1)
+        .node(number)
+        .remote(transport.clone())
+        .build();
+    node.start();
+    let sharding = Sharding::new(&node, transport, ShardingConfig::new()).expect("sharding");
+    let echoes = sharding
+        .register(&node, "echo", move |_: &str| KeyedEcho(number))
+        .expect("registered");
+    (node, sharding, echoes)
+}
+
+/// Spins 20 µs a step and continues until told to stop: node 2's flood.
+struct Busy(Arc<std::sync::atomic::AtomicBool>);
+
+impl Process for Busy {
+    type Done = ();
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            out.finish(());
+            return Ok(());
+        }
+        let until = Instant::now() + Duration::from_micros(20);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        out.continue_();
+        Ok(())
+    }
+}
+
+/// Askers from outside on node 1, one thread per key of node 2, each
+/// asking its key one question at a time for `lasting`, beside `flood`
+/// busy processes on node 2's one worker: each asker's round trips,
+/// sorted (microseconds).
+fn keyed_ask_overloaded(
+    url: &str,
+    askers: usize,
+    flood: usize,
+    lasting: Duration,
+) -> Vec<Vec<f64>> {
+    let names = format!("bench-overload-names-{flood}");
+    let (one, _one_sharding, echoes) = echo_node(url, 1, &names);
+    let (two, _two_sharding, _) = echo_node(url, 2, &names);
+    let keys: Vec<String> = (0..)
+        .map(|k| format!("key-{k}"))
+        .filter(|k| echoes.placed_among(k, &[1, 2]) == Some(2))
+        .take(askers)
+        .collect();
+    // Until node 2 holds the keys' shards and answers each.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for key in &keys {
+        while echoes
+            .ask(&one, key, Say(0))
+            .ok()
+            .and_then(|mut r| r.wait_timeout(Duration::from_secs(5)).ok())
+            .is_none_or(|e| e.node != 2)
+        {
+            assert!(Instant::now() < deadline, "node 2 did not take its shards");
+        }
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for _ in 0..flood {
+        two.spawn(Busy(Arc::clone(&stop))).expect("spawned");
+    }
+    let per_asker: Vec<Vec<f64>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                let (one, echoes) = (&one, &echoes);
+                scope.spawn(move || {
+                    let mut waits = Vec::new();
+                    let end = Instant::now() + lasting;
+                    let mut n = 0;
+                    while Instant::now() < end {
+                        n += 1;
+                        let asked = Instant::now();
+                        let mut reply = echoes.ask(one, key, Say(n)).expect("asked");
+                        let echoed = reply
+                            .wait_timeout(Duration::from_secs(60))
+                            .expect("answered");
+                        assert_eq!(echoed.n, n);
+                        waits.push(asked.elapsed().as_secs_f64() * 1e6);
+                    }
+                    waits.sort_by(f64::total_cmp);
+                    waits
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("an asker"))
+            .collect()
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    one.shutdown(Duration::from_millis(100));
+    two.shutdown(Duration::from_secs(2));
+    per_asker
+}
+
+/// The overloaded case of the keyed ask: askers beside nothing, then
+/// beside a flood of busy processes on the answering node (far more ready
+/// work than its worker), each asker's p50, p99 and worst.
+fn keyed_ask_under_load(url: &str, quick: bool) {
+    let (askers, lasting) = (8, Duration::from_secs(if quick { 2 } else { 4 }));
+    println!();
+    println!(
+        "remote keyed ask, overloaded: {askers} threads on node 1 each ask a key of node 2 (1 \
+         worker) one question at a time for {lasting:?}, beside no other work, then beside \
+         2 000 processes that spin 20 µs a step and continue; per asker, the median of \
+         askers' p50 and the worst asker's p99 and max"
+    );
+    println!("| node 2 | round trips | askers' p50 (median) | worst p99 | worst max |");
+    println!("|---|---|---|---|---|");
+    for (what, flood) in [("idle", 0), ("flooded", 2_000)] {
+        let per_asker = keyed_ask_overloaded(url, askers, flood, lasting);
+        let at = |w: &Vec<f64>, q: f64| w[((w.len() - 1) as f64 * q) as usize];
+        let count: usize = per_asker.iter().map(Vec::len).sum();
+        let p50 = median(per_asker.iter().map(|w| at(w, 0.5)).collect());
+        let p99 = per_asker.iter().map(|w| at(w, 0.99)).fold(0.0, f64::max);
+        let max = per_asker.iter().map(|w| at(w, 1.0)).fold(0.0, f64::max);
+        println!("| {what} | {count} | {p50:.0} µs | {p99:.0} µs | {max:.0} µs |");
+    }
+}
+
 /// One run of keyed asks across nodes: microseconds per round trip, from
 /// a step and from outside, and by PID from a step.
 fn keyed_ask_round_trip(url: &str, rounds: usize) -> (f64, f64, f64) {
-    use relay_nats::{NatsTransport, Sharding, ShardingConfig};
-    let node = |number: u32| {
-        let codec = Codec::new()
-            .register_as::<Say>("say", format())
-            .register_as::<Echoed>("echoed", format());
-        let config = NatsConfig::new(url)
-            .codec(codec)
-            .cluster_names("bench-ask-names");
-        let transport = Arc::new(NatsTransport::connect(config).expect("connected"));
-        let node = Scheduler::builder()
-            .workers(1)
-            .node(number)
-            .remote(transport.clone())
-            .build();
-        node.start();
-        let sharding = Sharding::new(&node, transport, ShardingConfig::new()).expect("sharding");
-        let echoes = sharding
-            .register(&node, "echo", move |_: &str| KeyedEcho(number))
-            .expect("registered");
-        (node, sharding, echoes)
-    };
+    let node = |number: u32| echo_node(url, number, "bench-ask-names");
     let (one, _one_sharding, echoes) = node(1);
     let (two, _two_sharding, _) = node(2);
     let key = (0..)
