@@ -13,8 +13,10 @@
 //! Then keyed processes: sends from outside to 1 000 keyed processes whose
 //! shards this node holds, against sends by PID to 1 000 plain processes
 //! of the same kind, on one node of 1 worker (a `nats-server` with
-//! JetStream holds the shards' names). Time per message until every
-//! message is read, the median of the runs, and keyed / PID.
+//! JetStream holds the shards' names), by key (`Sharded::send`) and
+//! through an `Entity` per key (which keeps the key's route). Time per
+//! message until every message is read, the median of the runs, and
+//! keyed / PID and entity / PID.
 //!
 //! And a question to a keyed process whose shard the other node holds,
 //! asked one at a time from a step (`Sharded::ask_from_step`) and from
@@ -333,8 +335,10 @@ fn per_message(
     started.elapsed().as_nanos() as f64 / messages as f64
 }
 
-/// One run of keyed against PID sends: `(pid_ns, keyed_ns)` per message.
-fn keyed_against_pid(url: &str, keys: usize, messages: usize) -> (f64, f64) {
+/// One run of keyed against PID sends: `(pid_ns, keyed_ns, entity_ns)`
+/// per message (by key through `Sharded::send`, and through an `Entity`
+/// per key, which keeps the key's route).
+fn keyed_against_pid(url: &str, keys: usize, messages: usize) -> (f64, f64, f64) {
     use relay_nats::{Keyed, NatsTransport, Sharding, ShardingConfig};
     let config = NatsConfig::new(url)
         .codec(Codec::new().register::<Keyed<Add>>("counter"))
@@ -370,7 +374,8 @@ fn keyed_against_pid(url: &str, keys: usize, messages: usize) -> (f64, f64) {
     // Alternated five times, each side's median: one pass takes tens of
     // milliseconds, which a single preemption of the sending thread on a
     // busy machine skews by a third.
-    let (mut by_pid, mut by_key) = (Vec::new(), Vec::new());
+    let mut entities: Vec<_> = names.iter().map(|k| keyed.entity(k)).collect();
+    let (mut by_pid, mut by_key, mut by_entity) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
         by_pid.push(per_message(messages, &read, |i| {
             node.send(pids[i % keys], Add(1)).expect("sent")
@@ -378,9 +383,12 @@ fn keyed_against_pid(url: &str, keys: usize, messages: usize) -> (f64, f64) {
         by_key.push(per_message(messages, &read, |i| {
             keyed.send(&node, &names[i % keys], Add(1)).expect("sent")
         }));
+        by_entity.push(per_message(messages, &read, |i| {
+            entities[i % keys].send(&node, Add(1)).expect("sent")
+        }));
     }
     node.shutdown(Duration::from_millis(200));
-    (median(by_pid), median(by_key))
+    (median(by_pid), median(by_key), median(by_entity))
 }
 
 #[path = "common/tables.rs"]
@@ -463,15 +471,24 @@ fn keyed(runs: usize, quick: bool) {
          by key (shards held here) and by PID, alternated 5 times per run (each side's median); \
          {runs} run(s)"
     );
-    println!("| run | by PID | by key | key / PID |");
-    println!("|---|---|---|---|");
-    let mut ratios = Vec::new();
+    println!("| run | by PID | by key | by entity | key / PID | entity / PID |");
+    println!("|---|---|---|---|---|---|");
+    let (mut ratios, mut entity_ratios) = (Vec::new(), Vec::new());
     for i in 1..=runs {
-        let (pid, key) = keyed_against_pid(&url, keys, messages);
-        println!("| {i} | {pid:.0} ns | {key:.0} ns | {:.2} |", key / pid);
+        let (pid, key, entity) = keyed_against_pid(&url, keys, messages);
+        println!(
+            "| {i} | {pid:.0} ns | {key:.0} ns | {entity:.0} ns | {:.2} | {:.2} |",
+            key / pid,
+            entity / pid
+        );
         ratios.push(key / pid);
+        entity_ratios.push(entity / pid);
     }
-    println!("| median | | | {:.2} |", median(ratios));
+    println!(
+        "| median | | | | {:.2} | {:.2} |",
+        median(ratios),
+        median(entity_ratios)
+    );
     let rounds = if quick { 2_000 } else { 20_000 };
     println!();
     println!(

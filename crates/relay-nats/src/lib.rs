@@ -116,8 +116,8 @@ pub use config::{
 };
 pub use error::{ClusterNameError, ConnectError, DecodeError, EncodeError, LinkError};
 pub use keyed::{
-    Keyed, Refused, RefusedReason, ShardStats, Sharded, Sharding, ShardingConfig, ShardingError,
-    ShardingStats, DEFAULT_MAX_BUFFERED, DEFAULT_PASSIVATE_AFTER, DEFAULT_SHARDS,
+    Entity, Keyed, Refused, RefusedReason, ShardStats, Sharded, Sharding, ShardingConfig,
+    ShardingError, ShardingStats, DEFAULT_MAX_BUFFERED, DEFAULT_PASSIVATE_AFTER, DEFAULT_SHARDS,
 };
 pub use names::ClusterNames;
 pub use scheduler_ext::NatsSchedulerExt;

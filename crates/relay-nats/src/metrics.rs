@@ -12,7 +12,7 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | `relay_nats_keyed_<counter>_total` | counter | | each counter of [`ShardingStats`](crate::ShardingStats): `started`, `passivated`, `claims`, `hand_offs`, `shards_lost`, `forwarded`, `refused`, `fenced`, `fenced_processes` |
+//! | `relay_nats_keyed_<counter>_total` | counter | | each counter of [`ShardingStats`](crate::ShardingStats): `started`, `passivated`, `claims`, `hand_offs`, `shards_lost`, `forwarded`, `refused`, `fenced`, `fenced_processes`, `handed_back` |
 //! | `relay_nats_keyed_buffered` | gauge | | messages waiting for their shard's holder or their key's stopping process |
 //! | `relay_nats_keyed_shards_held` | gauge | `kind` | shards of the kind this node holds |
 //! | `relay_nats_keyed_keys_live` | gauge | `kind` | keys of the kind with a process here |

@@ -121,21 +121,46 @@ fn deposits(
         }
         if Instant::now() >= deadline {
             let children: Vec<Vec<u64>> = peers.iter_mut().map(|p| stats(p)).collect();
+            for peer in peers.iter_mut() {
+                peer.tell("dump");
+                peer.expect("dumped", WAIT);
+            }
             panic!(
-                "{} keys short of {total} journaled deposits, such as {:?}; node 1: {:?}; {:?} {:?}; \
+                "{} keys short of {total} journaled deposits, such as {:?}; node 1: {:?}; the first's \
+                 journal, a record per line: {:?}; {:?}; {:?}; \
                  other nodes (held, resumed, fenced processes, keys live, fenced messages, \
                  failed syncs, buffered): {children:?}",
                 short.len(),
                 &short[..short.len().min(10)],
                 one.sharding.stats(),
-                one.durability
-                    .inspect(short[0].0)
-                    .map(|i| i.map(|i| i.records.len())),
-                one.durability.stats()
+                deposits_of(one, short[0].0),
+                one.durability.stats(),
+                one.scheduler.stats()
             );
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The deposits in `key`'s journal (one `Vec` per record; an amount is
+/// one byte of postcard), or why it could not be read.
+fn deposits_of(one: &Node, key: &str) -> Result<Vec<Vec<u8>>, String> {
+    let journal = one.durability.inspect(key).map_err(|e| e.to_string())?;
+    let journal = journal.ok_or("no journal")?;
+    Ok(journal
+        .records
+        .iter()
+        .map(|record| {
+            record
+                .inputs
+                .iter()
+                .filter_map(|input| match input {
+                    sched_durable::RecordedInput::Message { body, .. } => body.first().copied(),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect())
 }
 
 #[test]

@@ -292,3 +292,43 @@ fn on_complete_can_restart_a_process_at_the_process_limit() {
     let handle = restart.expect("the hook could restart at the limit");
     assert_eq!(done_u64(wait(handle)), 2);
 }
+
+/// Ends at its first step without reading, and panics in `unread` after
+/// taking one of what it left.
+struct PanicsInUnread;
+
+impl Process for PanicsInUnread {
+    type Done = relay::Payload;
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        out.finish(());
+        Ok(())
+    }
+    fn unread(&mut self, unread: &mut Vec<Event>) {
+        unread.remove(0);
+        panic!("unread exploded");
+    }
+}
+
+#[test]
+fn a_panicking_unread_ends_the_process_as_panicked_and_leaves_the_rest_as_dead_letters() {
+    let engine = builder(1).build();
+    let handle = submit(&engine, 1, Box::new(PanicsInUnread));
+    for n in 0..3u32 {
+        engine
+            .context()
+            .send(Pid::local(1), n)
+            .expect("queued before the first step");
+    }
+    engine.start();
+    let outcome = wait(handle);
+    assert!(
+        matches!(&outcome, Err(ExitError::Panicked { message }) if message.contains("unread exploded")),
+        "{outcome:?}"
+    );
+    worker_still_runs(&engine, 2);
+    assert_eq!(
+        engine.context().stats().dead_letters,
+        2,
+        "the one it took is its own, the two it left are dead letters"
+    );
+}

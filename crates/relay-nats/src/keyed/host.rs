@@ -9,16 +9,16 @@
 //! step never waits on the server) and the ends of its keys' processes.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use relay::Pid;
+use relay::{Package, Pid};
 use sched::engine::Context;
 use sched::prelude::*;
 
 use super::placement::owner;
-use super::shard::{Child, EndNote, Keyed, Kind, Route, Shard, Waiting};
+use super::shard::{Child, EndNote, Keyed, Kind, Link, Route, Shard, Waiting};
 use super::ShardingCounters;
 use crate::codec::KeyedValue;
 use crate::leases::{holds, unwatch_lease, watch_lease, LeaseClock};
@@ -47,6 +47,10 @@ pub(crate) enum Note {
         shard: u32,
         key: String,
         pid: Pid,
+        /// The messages that reached it after its last step, when the
+        /// host had stopped it (`Link::stopping`): they go to the key's
+        /// next process, ahead of what waited for it.
+        unread: Vec<Package>,
     },
 }
 
@@ -54,13 +58,17 @@ pub(crate) enum Note {
 /// surely this node's, and tells its host when it ends.
 pub(crate) struct Fenced<P> {
     pub(crate) inner: P,
-    pub(crate) clock: Arc<LeaseClock>,
+    /// Its lease clock, and what it shares with its host and with cached
+    /// routes to it.
+    pub(crate) link: Arc<Link>,
     pub(crate) counters: Arc<ShardingCounters>,
     pub(crate) end: Option<EndNote>,
     pub(crate) pid: Option<Pid>,
     /// Its lease was not surely this node's when it started: it ends at
     /// its first step, counting the messages it was started for.
     pub(crate) fenced: bool,
+    /// What it hands back at its end (see [`Note::Ended`]).
+    pub(crate) unread: Vec<Package>,
 }
 
 /// The error a fenced process ends with.
@@ -75,7 +83,7 @@ impl<P: Process> Process for Fenced<P> {
 
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.pid = Some(out.pid());
-        if !self.clock.valid_coarse() {
+        if !self.link.clock.valid_coarse() {
             // Not ended here: `start` cannot see the mailbox, and the
             // messages it was started for would vanish uncounted. Its
             // first step counts them in `fenced` and ends it.
@@ -86,17 +94,45 @@ impl<P: Process> Process for Fenced<P> {
     }
 
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        if self.fenced || !self.clock.valid_coarse() {
+        if self.fenced || !self.link.clock.valid_coarse() {
             let unread = events.filter(|e| matches!(e, Event::Message(_))).count();
             Counters::add(&self.counters.fenced, unread as u64);
             Counters::add(&self.counters.fenced_processes, 1);
             return Err(FENCED.into());
+        }
+        // A load first: most steps find it set already, and a store
+        // would dirty the line the host reads.
+        if !self.link.stepped.load(Relaxed) {
+            self.link.stepped.store(true, Relaxed);
         }
         self.inner.step(events, out)
     }
 
     fn close(&mut self) {
         self.inner.close();
+    }
+
+    /// A process its host stopped hands back the messages that reached
+    /// it after its last step: a sender on a cached route
+    /// ([`Entity`](super::Entity)) may have sent them after the cancel,
+    /// and they belong to the key's next process. Under a lease no longer
+    /// sure, they stay dead letters, as what reaches any ended process.
+    fn unread(&mut self, unread: &mut Vec<Event>) {
+        // Acquire: pairs with the host's release store, made before the
+        // cancel this process may not have read.
+        if !self.link.stopping.load(Acquire) || !self.link.clock.valid_coarse() {
+            self.inner.unread(unread);
+            return;
+        }
+        let mut rest = Vec::with_capacity(unread.len());
+        for event in unread.drain(..) {
+            match event {
+                Event::Message(package) => self.unread.push(package),
+                other => rest.push(other),
+            }
+        }
+        *unread = rest;
+        self.inner.unread(unread);
     }
 
     fn type_name(&self) -> &'static str {
@@ -111,6 +147,7 @@ impl<P> Drop for Fenced<P> {
                 shard: end.shard,
                 key: end.key,
                 pid,
+                unread: std::mem::take(&mut self.unread),
             };
             // The host gone means the kind is gone: nothing to tell.
             let _ = end.transport.post_local(end.host, note);
@@ -263,16 +300,52 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
                 shard: index,
                 key,
                 pid,
+                unread,
             } => {
                 let mut shard = kind.lock(index);
                 if shard.children.get(&key).map(Child::pid) != Some(pid) {
+                    self.unmatched(unread.len());
                     return;
                 }
-                if let Some(Child::Stopping { queued, .. }) = shard.children.remove(&key) {
-                    self.requeue(cx, index, &mut shard, key, queued);
+                match shard.children.remove(&key) {
+                    Some(Child::Stopping { mut queued, .. }) => {
+                        // Sent before anything that waits in `queued`:
+                        // a sender whose send waited had seen the stop.
+                        for package in unread.into_iter().rev() {
+                            match package.downcast::<M>() {
+                                Ok(message) => {
+                                    kind.counters.buffered.fetch_add(1, Relaxed);
+                                    Counters::add(&kind.counters.handed_back, 1);
+                                    queued.push_front(Waiting::Message(message));
+                                }
+                                Err(_) => self.unmatched(1),
+                            }
+                        }
+                        self.requeue(cx, index, &mut shard, key, queued);
+                    }
+                    // Ended on its own (the key's next message starts
+                    // a new one): it was not stopped, so it handed
+                    // nothing back.
+                    Some(Child::Live { .. }) | None => self.unmatched(unread.len()),
                 }
             }
         }
+    }
+
+    /// Messages a process handed back that no stopping entry waits for
+    /// (none is expected: a process hands back only when its host stopped
+    /// it, and only its own end note removes that entry): counted in
+    /// `refused`, and logged, never dropped silently.
+    fn unmatched(&self, messages: usize) {
+        if messages == 0 {
+            return;
+        }
+        Counters::add(&self.kind.counters.refused, messages as u64);
+        tracing::warn!(
+            kind = %self.kind.name,
+            messages,
+            "messages handed back by a stopped keyed process found no key waiting"
+        );
     }
 
     /// Sends what waited for a stopped process on: to the key's next
@@ -362,12 +435,17 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
         }
         let idle: Vec<String> = shard
             .children
-            .iter()
+            .iter_mut()
             .filter_map(|(key, child)| match child {
-                Child::Live { touched, .. } if touched + self.idle_ticks <= epoch => {
-                    Some(key.clone())
+                Child::Live { touched, link, .. } => {
+                    // A step since the last tick: its messages came by a
+                    // cached route, which does not touch.
+                    if link.stepped.swap(false, Relaxed) {
+                        *touched = epoch;
+                    }
+                    (*touched + self.idle_ticks <= epoch).then(|| key.clone())
                 }
-                _ => None,
+                Child::Stopping { .. } => None,
             })
             .collect();
         for key in idle {
@@ -386,10 +464,14 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
     /// Cancels the process of `key`: the cancel comes after every message
     /// sent to it before, and what comes for the key meanwhile waits.
     fn stop(&self, cx: &Context, shard: &mut Shard<M>, key: &str) {
-        let Some(Child::Live { pid, .. }) = shard.children.get(key) else {
+        let Some(Child::Live { pid, link, .. }) = shard.children.get(key) else {
             return;
         };
         let pid = *pid;
+        // Before the cancel, under the lock: a cached route read after
+        // this is stale, and what the process gets after its last step
+        // comes back with its end note.
+        link.stopping.store(true, Release);
         if cx.cancel(pid).is_err() {
             // Ended already: its end note may be on its way, or it was
             // never told (it never started); either way it is gone.
@@ -493,11 +575,12 @@ mod tests {
         let counters = Arc::new(ShardingCounters::default());
         let process = Fenced {
             inner: Reader(Arc::clone(read)),
-            clock,
+            link: Arc::new(Link::new(clock)),
             counters: Arc::clone(&counters),
             end: None,
             pid: None,
             fenced: false,
+            unread: Vec::new(),
         };
         (process, counters)
     }

@@ -38,6 +38,12 @@
 //!   [`ShardingConfig::passivate_after`] is cancelled; its next message
 //!   starts a new one.
 //!
+//! - **Cached routes.** An [`Entity`] keeps its key's route: while the
+//!   key's process runs here, its sends are sends by PID. A stop can
+//!   overtake such a send; the stopped process hands what reached it
+//!   after its last step back to its key's next process
+//!   (`Process::unread`, see `entity.rs`).
+//!
 //! - **Asks.** A question to a key ([`Sharded::ask`]) is routed as a
 //!   message is, carrying its right to answer ([`ReplyTo::forward`]);
 //!   between nodes it travels encoded in a `KeyedValue` envelope every
@@ -53,6 +59,7 @@
 //! and no second process of the key starts.
 
 mod config;
+mod entity;
 mod error;
 mod host;
 mod placement;
@@ -70,6 +77,7 @@ use sched::prelude::*;
 use sched::ReplyId;
 
 pub use config::{ShardingConfig, DEFAULT_MAX_BUFFERED, DEFAULT_PASSIVATE_AFTER, DEFAULT_SHARDS};
+pub use entity::Entity;
 pub use error::{Refused, RefusedReason, ShardingError};
 pub use shard::Keyed;
 use stats::KindStats;
@@ -271,6 +279,7 @@ impl Sharding {
             refused: c.refused.load(Relaxed),
             fenced: c.fenced.load(Relaxed),
             fenced_processes: c.fenced_processes.load(Relaxed),
+            handed_back: c.handed_back.load(Relaxed),
             buffered: c.buffered.load(Relaxed),
         }
     }
@@ -323,6 +332,17 @@ trait KindSend<M>: Send + Sync {
     fn name(&self) -> &str;
     fn shard_count(&self) -> u32;
     fn live(&self) -> Vec<u32>;
+    /// A send to `key` of shard `shard`, and the route an [`Entity`] may
+    /// keep after it.
+    fn send_caching(
+        &self,
+        cx: &sched::engine::Context,
+        shard: u32,
+        key: &str,
+        message: M,
+    ) -> (Result<(), Refused<M>>, Option<shard::CachedRoute>);
+    /// Whether `shard` is held here with nothing waiting.
+    fn is_open(&self, shard: u32) -> bool;
 }
 
 impl<P: Process, M: Send + 'static> KindSend<M> for Kind<P, M> {
@@ -349,6 +369,18 @@ impl<P: Process, M: Send + 'static> KindSend<M> for Kind<P, M> {
     }
     fn live(&self) -> Vec<u32> {
         self.live_nodes()
+    }
+    fn send_caching(
+        &self,
+        cx: &sched::engine::Context,
+        shard: u32,
+        key: &str,
+        message: M,
+    ) -> (Result<(), Refused<M>>, Option<shard::CachedRoute>) {
+        Kind::send_caching(self, cx, shard, key, message)
+    }
+    fn is_open(&self, shard: u32) -> bool {
+        Kind::is_open(self, shard)
     }
 }
 
@@ -402,6 +434,23 @@ impl<M: Send + 'static> Sharded<M> {
     /// ```
     pub fn send(&self, context: &impl AsContext, key: &str, message: M) -> Result<(), Refused<M>> {
         self.kind.send(context.context(), key, message)
+    }
+
+    /// A handle on the process of `key` that keeps its route: while the
+    /// key's process runs here, its sends are sends by PID, without the
+    /// shard's lock or a lookup of the key (see [`Entity`]). Creating one
+    /// looks nothing up; its first send does.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn go(node: &sched::Scheduler, counters: &relay_nats::Sharded<u64>) {
+    /// let mut user = counters.entity("user-42");
+    /// user.send(node, 5).expect("sent");
+    /// # }
+    /// ```
+    pub fn entity(&self, key: &str) -> Entity<M> {
+        Entity::new(Arc::clone(&self.kind), key.to_owned(), self.shard_of(key))
     }
 
     /// Asks the process of `key` `question`, from outside a step: routed

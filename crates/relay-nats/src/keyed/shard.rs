@@ -11,7 +11,9 @@
 //! what keeps each sender's order per key through a claim or a hand-off.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use relay::{Payload, Pid};
@@ -74,10 +76,45 @@ pub(crate) enum Route {
     There(Pid),
 }
 
+/// What a key's running process shares with those who send to it
+/// without the shard's lock (an [`Entity`](super::Entity)'s cached route)
+/// and with its host.
+pub(crate) struct Link {
+    /// The lease clock the process steps under (its shard's, when it
+    /// started).
+    pub(crate) clock: Arc<LeaseClock>,
+    /// Set by the host, under the shard's lock, before it cancels the
+    /// process: a cached route is stale from then on, and what reaches
+    /// the process after its last step is handed back to the shard.
+    pub(crate) stopping: AtomicBool,
+    /// Set by the process at each step, cleared by the host's tick: a
+    /// key whose messages come by a cached route is not idle.
+    pub(crate) stepped: AtomicBool,
+}
+
+impl Link {
+    pub(crate) fn new(clock: Arc<LeaseClock>) -> Link {
+        Link {
+            clock,
+            stopping: AtomicBool::new(false),
+            stepped: AtomicBool::new(false),
+        }
+    }
+}
+
+/// What an [`Entity`](super::Entity) keeps of a key's route: the PID of
+/// its running process here, and what that process shares.
+pub(crate) type CachedRoute = (Pid, Arc<Link>);
+
 /// A key's process on this node.
 pub(crate) enum Child<M> {
-    /// Running; `touched` is the host's tick of its last message.
-    Live { pid: Pid, touched: u64 },
+    /// Running; `touched` is the host's tick of its last message (or of
+    /// its last step, for messages that came by a cached route).
+    Live {
+        pid: Pid,
+        touched: u64,
+        link: Arc<Link>,
+    },
     /// Cancelled (passivated or handed off), not yet ended: messages for
     /// the key wait here, to go to its next process, never beside this
     /// one.
@@ -133,11 +170,53 @@ pub(crate) struct EndNote {
     pub(crate) key: String,
 }
 
+/// One shard behind its lock, and whether a cached route may bypass the
+/// lock: `open` is true exactly when, at the lock's last release, the
+/// shard was held here with nothing in its buffer (it is written by
+/// [`ShardGuard`]'s drop, so no path that changes either can forget it).
+pub(crate) struct ShardCell<M> {
+    lock: Mutex<Shard<M>>,
+    pub(crate) open: AtomicBool,
+}
+
+/// The shard's lock, held; on release it writes the shard's `open`.
+pub(crate) struct ShardGuard<'a, M> {
+    shard: MutexGuard<'a, Shard<M>>,
+    open: &'a AtomicBool,
+}
+
+impl<M> std::ops::Deref for ShardGuard<'_, M> {
+    type Target = Shard<M>;
+    fn deref(&self) -> &Shard<M> {
+        &self.shard
+    }
+}
+
+impl<M> std::ops::DerefMut for ShardGuard<'_, M> {
+    fn deref_mut(&mut self) -> &mut Shard<M> {
+        &mut self.shard
+    }
+}
+
+impl<M> Drop for ShardGuard<'_, M> {
+    fn drop(&mut self) {
+        let open = self.shard.route == Route::Here && self.shard.buffer.is_empty();
+        // Release, before the unlock: a sender that reads `open` false
+        // after something was buffered sees the buffer's write (it then
+        // takes the lock anyway); one that reads it true after a flush
+        // sends behind what the flush delivered, as the flush's sends
+        // happened before this store.
+        if self.open.load(Relaxed) != open {
+            self.open.store(open, Release);
+        }
+    }
+}
+
 /// One kind of keyed process on this node: its shards, its factory and
 /// its host process.
 pub(crate) struct Kind<P, M> {
     pub(crate) name: String,
-    pub(crate) shards: Box<[Mutex<Shard<M>>]>,
+    pub(crate) shards: Box<[ShardCell<M>]>,
     pub(crate) factory: Box<dyn Fn(&str) -> P + Send + Sync>,
     /// The host's tick count: what `Child::Live::touched` is measured in.
     pub(crate) epoch: AtomicU64,
@@ -158,7 +237,12 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
     ) -> Kind<P, M> {
         Kind {
             name,
-            shards: (0..shards).map(|_| Mutex::new(Shard::new())).collect(),
+            shards: (0..shards)
+                .map(|_| ShardCell {
+                    lock: Mutex::new(Shard::new()),
+                    open: AtomicBool::new(false),
+                })
+                .collect(),
             factory,
             epoch: AtomicU64::new(0),
             host: OnceLock::new(),
@@ -188,23 +272,66 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         format!("shard.{}.{index}", self.name)
     }
 
-    pub(crate) fn lock(&self, index: u32) -> MutexGuard<'_, Shard<M>> {
-        self.shards[index as usize]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock(&self, index: u32) -> ShardGuard<'_, M> {
+        let cell = &self.shards[index as usize];
+        ShardGuard {
+            shard: cell.lock.lock().unwrap_or_else(PoisonError::into_inner),
+            open: &cell.open,
+        }
     }
 
     /// Sends `message` to the process of `key`, wherever it lives.
     pub(crate) fn send(&self, cx: &Context, key: &str, message: M) -> Result<(), Refused<M>> {
         let index = shard_of(key, self.shard_count());
         let mut shard = self.lock(index);
+        self.send_locked(cx, index, &mut shard, key, message)
+    }
+
+    /// [`send`](Kind::send) to `key` of shard `index`, and then, with the
+    /// lock still held, the route an [`Entity`](super::Entity) may keep:
+    /// the key's running process here, while the shard is held here with
+    /// nothing waiting.
+    pub(crate) fn send_caching(
+        &self,
+        cx: &Context,
+        index: u32,
+        key: &str,
+        message: M,
+    ) -> (Result<(), Refused<M>>, Option<CachedRoute>) {
+        let mut shard = self.lock(index);
+        let sent = self.send_locked(cx, index, &mut shard, key, message);
+        let route = match shard.children.get(key) {
+            Some(Child::Live { pid, link, .. })
+                if shard.route == Route::Here && shard.buffer.is_empty() =>
+            {
+                Some((*pid, Arc::clone(link)))
+            }
+            _ => None,
+        };
+        (sent, route)
+    }
+
+    /// Whether shard `index` was held here with nothing waiting at its
+    /// lock's last release (see [`ShardCell`]).
+    pub(crate) fn is_open(&self, index: u32) -> bool {
+        self.shards[index as usize].open.load(Acquire)
+    }
+
+    fn send_locked(
+        &self,
+        cx: &Context,
+        index: u32,
+        shard: &mut Shard<M>,
+        key: &str,
+        message: M,
+    ) -> Result<(), Refused<M>> {
         // The common case first, as `route` and `deliver_here` would take
         // it: held here, nothing waiting, the key's process running.
-        let message = match self.send_to_live(cx, &mut shard, key, message) {
+        let message = match self.send_to_live(cx, shard, key, message) {
             Ok(()) => return Ok(()),
             Err(message) => message,
         };
-        self.route(cx, index, &mut shard, key, Waiting::Message(message))
+        self.route(cx, index, shard, key, Waiting::Message(message))
             .map_err(|refused| match refused.message {
                 Waiting::Message(message) => Refused {
                     message,
@@ -255,7 +382,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         if !(shard.buffer.is_empty() && shard.route == Route::Here) {
             return Err(message);
         }
-        let Some(Child::Live { pid, touched }) = shard.children.get_mut(key) else {
+        let Some(Child::Live { pid, touched, .. }) = shard.children.get_mut(key) else {
             return Err(message);
         };
         if !shard.clock.valid_coarse() {
@@ -406,7 +533,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
     ) -> Result<(), Refused<Waiting<M>>> {
         let epoch = self.epoch.load(Relaxed);
         match shard.children.get_mut(key) {
-            Some(Child::Live { pid, touched }) => {
+            Some(Child::Live { pid, touched, .. }) => {
                 *touched = epoch;
                 match hand_over(cx, *pid, item) {
                     Ok(()) => return Ok(()),
@@ -429,7 +556,8 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             }
             None => {}
         }
-        let pid = match self.start(cx, index, shard, key) {
+        let link = Arc::new(Link::new(Arc::clone(&shard.clock)));
+        let pid = match self.start(cx, index, Arc::clone(&link), key) {
             Ok(pid) => pid,
             Err(why) => return Err(self.refuse(item, RefusedReason::NotStarted(why))),
         };
@@ -438,13 +566,14 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             Child::Live {
                 pid,
                 touched: epoch,
+                link,
             },
         );
         hand_over(cx, pid, item).map_err(|(_, back)| self.refuse(back, RefusedReason::MailboxFull))
     }
 
     /// Starts the process of `key`, fenced by the shard's lease.
-    fn start(&self, cx: &Context, index: u32, shard: &Shard<M>, key: &str) -> Result<Pid, String> {
+    fn start(&self, cx: &Context, index: u32, link: Arc<Link>, key: &str) -> Result<Pid, String> {
         let host = *self.host.get().ok_or("the kind's host has not started")?;
         // The factory is the user's: a panic refuses this message, and
         // leaves the kind (and the host, when it delivers) running.
@@ -452,7 +581,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         let made = made.map_err(|_| format!("the factory of `{}` panicked", self.name))?;
         let process = super::host::Fenced {
             inner: made,
-            clock: Arc::clone(&shard.clock),
+            link,
             counters: Arc::clone(&self.counters),
             end: Some(EndNote {
                 transport: Arc::clone(&self.transport),
@@ -462,6 +591,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             }),
             pid: None,
             fenced: false,
+            unread: Vec::new(),
         };
         let pid = cx.spawn(process).map_err(|e| e.to_string())?.pid();
         Counters::add(&self.counters.started, 1);
@@ -537,7 +667,7 @@ fn hand_over<M: Send + 'static>(
 }
 
 /// The message a failed send hands back.
-fn message_back<M: 'static>(error: SendError) -> M {
+pub(crate) fn message_back<M: 'static>(error: SendError) -> M {
     match error.into_package().downcast::<M>() {
         Ok(message) => message,
         Err(_) => unreachable!("a send error hands back the package it was given"),

@@ -19,6 +19,7 @@ pub(crate) struct ShardingCounters {
     pub(crate) refused: AtomicU64,
     pub(crate) fenced: AtomicU64,
     pub(crate) fenced_processes: AtomicU64,
+    pub(crate) handed_back: AtomicU64,
     /// Messages waiting now, in buffers and behind stopping processes.
     pub(crate) buffered: AtomicU64,
 }
@@ -83,6 +84,12 @@ pub struct ShardingStats {
     /// Keyed processes that found their lease run out, and ended without
     /// stepping.
     pub fenced_processes: u64,
+    /// Messages that reached a keyed process after its last step, when
+    /// this node had stopped it (passivated or handed off), and that it
+    /// handed back to its key's next process instead of leaving them as
+    /// dead letters (sent on an [`Entity`](super::Entity)'s cached route
+    /// just as the process stopped).
+    pub handed_back: u64,
     /// Messages waiting now for their shard's holder or for their key's
     /// stopping process.
     pub buffered: u64,
@@ -124,7 +131,7 @@ impl ShardingStats {
     /// `buffered`) with its name, in the order above: what the `metrics`
     /// and `live` features publish.
     #[cfg_attr(not(any(feature = "metrics", feature = "live")), allow(dead_code))]
-    pub(crate) fn counters(&self) -> [(&'static str, u64); 9] {
+    pub(crate) fn counters(&self) -> [(&'static str, u64); 10] {
         [
             ("started", self.started),
             ("passivated", self.passivated),
@@ -135,6 +142,7 @@ impl ShardingStats {
             ("refused", self.refused),
             ("fenced", self.fenced),
             ("fenced_processes", self.fenced_processes),
+            ("handed_back", self.handed_back),
         ]
     }
 }

@@ -1,6 +1,7 @@
 //! A node of `keyed_durable_os.rs` other than node 1, run in a child
 //! process by [`crate::peer::Peer`]: it runs its share of the accounts
-//! until told to quit, and tells its counters when asked.
+//! until told to quit, tells its counters when asked, and dumps every
+//! counter on stderr for a failing test.
 
 use std::io::BufRead;
 use std::time::Duration;
@@ -37,6 +38,16 @@ pub(crate) fn run(role: &str) {
                     durable.failed_syncs,
                     sharding.buffered
                 ));
+            }
+            "dump" => {
+                // Every counter, on stderr (a failing test's output).
+                eprintln!(
+                    "node {n}: {:?}; {:?}; scheduler: {:?}",
+                    me.sharding.stats(),
+                    me.durability.stats(),
+                    me.scheduler.stats()
+                );
+                say("dumped");
             }
             "quit" | "" => break,
             other => panic!("no such command: {other}"),

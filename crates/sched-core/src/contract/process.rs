@@ -7,6 +7,7 @@ use relay::{Payload, Pid};
 
 use crate::contract::error::BoxError;
 use crate::contract::error::InitError;
+use crate::contract::event::Event;
 use crate::contract::output::{Events, Output};
 use crate::panic_guard::{drop_payload, panic_message};
 
@@ -189,6 +190,64 @@ pub trait Process: Send + 'static {
     /// By default it does nothing.
     fn close(&mut self) {}
 
+    /// What reached the process and was never read, offered to it once
+    /// at its end, before [`close`](Process::close): the events its last
+    /// step left, and those that came after that step, up to the moment
+    /// its mailbox closed (a send after that moment fails with
+    /// [`SendErrorKind::Closed`](relay::SendErrorKind::Closed) and its
+    /// message back). Called only when there is something unread, and
+    /// only after a successful `init`. The process takes out of `unread`
+    /// what it hands on (a router passing a stopped process's messages to
+    /// its next incarnation, say); what stays is counted in
+    /// [`Stats::dead_letters`](crate::Stats::dead_letters) and goes to the
+    /// dead-letter hook, as it does by default. A panic here leaves what
+    /// is still in `unread` as dead letters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use sched::prelude::*;
+    ///
+    /// /// Reads nothing: ends at its first step, and keeps what it left.
+    /// struct Quitter(Arc<Mutex<Vec<u32>>>);
+    ///
+    /// impl Process for Quitter {
+    ///     type Done = ();
+    ///     fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.finish(());
+    ///         Ok(())
+    ///     }
+    ///     fn unread(&mut self, unread: &mut Vec<Event>) {
+    ///         unread.retain(|event| match event {
+    ///             Event::Message(m) => match m.payload::<u32>() {
+    ///                 Some(n) => {
+    ///                     self.0.lock().unwrap().push(*n);
+    ///                     false
+    ///                 }
+    ///                 None => true,
+    ///             },
+    ///             _ => true,
+    ///         });
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let kept = Arc::new(Mutex::new(Vec::new()));
+    /// let quitter = scheduler.spawn(Quitter(Arc::clone(&kept)))?;
+    /// scheduler.send(quitter.pid(), 7u32)?;
+    /// scheduler.send(quitter.pid(), 8u32)?;
+    /// scheduler.start();
+    /// quitter.wait()?;
+    /// assert_eq!(*kept.lock().unwrap(), [7, 8]);
+    /// assert_eq!(scheduler.stats().dead_letters, 0);
+    /// # scheduler.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn unread(&mut self, unread: &mut Vec<Event>) {
+        let _ = unread;
+    }
+
     /// The process's type, for diagnostics: a process that ignored its
     /// [`Event::Cancel`](crate::Event::Cancel) and had to be forced at
     /// shutdown is named in a `tracing` warning with it. By default, the
@@ -262,6 +321,10 @@ impl<P: Process + ?Sized> Process for Box<P> {
 
     fn close(&mut self) {
         (**self).close()
+    }
+
+    fn unread(&mut self, unread: &mut Vec<Event>) {
+        (**self).unread(unread)
     }
 
     fn type_name(&self) -> &'static str {
@@ -349,6 +412,10 @@ impl Process for AnyProcess {
         self.0.close()
     }
 
+    fn unread(&mut self, unread: &mut Vec<Event>) {
+        self.0.unread(unread)
+    }
+
     fn type_name(&self) -> &'static str {
         self.0.type_name()
     }
@@ -362,6 +429,7 @@ pub(crate) trait Run: Send + 'static {
     fn start(&mut self, output: &mut Output<'_>) -> Result<(), BoxError>;
     fn step(&mut self, events: &mut Events<'_>, output: &mut Output<'_>) -> Result<(), BoxError>;
     fn close(&mut self);
+    fn unread(&mut self, unread: &mut Vec<Event>);
     fn type_name(&self) -> &'static str;
 }
 
@@ -380,6 +448,10 @@ impl<P: Process> Run for P {
 
     fn close(&mut self) {
         Process::close(self)
+    }
+
+    fn unread(&mut self, unread: &mut Vec<Event>) {
+        Process::unread(self, unread)
     }
 
     fn type_name(&self) -> &'static str {
@@ -553,6 +625,16 @@ where
         drop(process);
     }));
     closed.map_err(|panic| {
+        let message = panic_message(&*panic);
+        drop_payload(panic);
+        message
+    })
+}
+
+/// Offers `unread` to `process` (see [`Process::unread`]); a panic is
+/// caught and named, and leaves what is still in `unread` to the caller.
+pub(crate) fn unread_guarded(process: &mut dyn Run, unread: &mut Vec<Event>) -> Result<(), String> {
+    catch_unwind(AssertUnwindSafe(|| process.unread(unread))).map_err(|panic| {
         let message = panic_message(&*panic);
         drop_payload(panic);
         message

@@ -1,11 +1,12 @@
-//! A process's end: its queue closed (what is left are dead letters), its
-//! `close`, its PID unregistered and its outcome reported.
+//! A process's end: its queue closed (what is left is offered to its
+//! `unread`, and what it does not take are dead letters), its `close`, its
+//! PID unregistered and its outcome reported.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::pending::drop_unwanted;
-use crate::contract::process::close_guarded;
+use crate::contract::process::{close_guarded, unread_guarded};
 use crate::engine::stats::bump;
 use crate::panic_guard::{drop_payload, drop_user_value};
 use crate::record::state::FORCE;
@@ -88,11 +89,25 @@ impl Worker {
                 self.shared.timers.drop_timers(cancelled);
             }
         }
+        let mut process = record.take_process(body);
         // Most processes end with nothing left unread: no call for them.
         if !dead.is_empty() {
-            self.shared.dead_letters(record.pid, dead);
+            // Offered first to the process (`Process::unread`): the queue
+            // is closed, so nothing can join what it is given, and a send
+            // from now on fails with its message back.
+            if let Some(process) = &mut process {
+                if let Err(message) = unread_guarded(&mut **process, &mut dead) {
+                    tracing::debug!(pid = %record.pid, %message, "unread panicked");
+                    if outcome.is_ok() {
+                        outcome = Err(ExitError::Panicked { message });
+                    }
+                }
+            }
+            if !dead.is_empty() {
+                self.shared.dead_letters(record.pid, dead);
+            }
         }
-        if let Some(process) = record.take_process(body) {
+        if let Some(process) = process {
             if let Err(message) = close_guarded(process) {
                 tracing::debug!(pid = %record.pid, %message, "close panicked");
                 if outcome.is_ok() {

@@ -30,7 +30,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use relay::{Package, Payload, Pid};
-use sched_core::{AnyProcess, BoxError, Events, InitContext, InitError, Output, Process};
+use sched_core::{AnyProcess, BoxError, Event, Events, InitContext, InitError, Output, Process};
 
 /// What makes a child: the spec's factory, method and input.
 pub(super) type Factory = Arc<dyn Fn() -> AnyProcess + Send + Sync>;
@@ -146,6 +146,10 @@ impl Process for InPlace {
 
     fn close(&mut self) {
         self.current.close();
+    }
+
+    fn unread(&mut self, unread: &mut Vec<Event>) {
+        self.current.unread(unread);
     }
 
     fn type_name(&self) -> &'static str {
