@@ -4,6 +4,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::contract::event::Event;
 use crate::contract::outcome::{ExitError, Outcome};
 use crate::contract::pending::drop_unwanted;
 use crate::contract::process::{close_guarded, unread_guarded};
@@ -89,25 +90,14 @@ impl Worker {
                 self.shared.timers.drop_timers(cancelled);
             }
         }
-        let mut process = record.take_process(body);
         // Most processes end with nothing left unread: no call for them.
         if !dead.is_empty() {
-            // Offered first to the process (`Process::unread`): the queue
-            // is closed, so nothing can join what it is given, and a send
-            // from now on fails with its message back.
-            if let Some(process) = &mut process {
-                if let Err(message) = unread_guarded(&mut **process, &mut dead) {
-                    tracing::debug!(pid = %record.pid, %message, "unread panicked");
-                    if outcome.is_ok() {
-                        outcome = Err(ExitError::Panicked { message });
-                    }
-                }
-            }
+            offer_unread(record, body, &mut dead, &mut outcome);
             if !dead.is_empty() {
                 self.shared.dead_letters(record.pid, dead);
             }
         }
-        if let Some(process) = process {
+        if let Some(process) = record.take_process(body) {
             if let Err(message) = close_guarded(process) {
                 tracing::debug!(pid = %record.pid, %message, "close panicked");
                 if outcome.is_ok() {
@@ -152,6 +142,23 @@ impl Worker {
         );
         if let Some(unwanted) = record.slot.set(outcome, RecordRef::spare(record)) {
             drop_user_value(unwanted, record.pid, "a result nobody waits for");
+        }
+    }
+}
+
+/// Offers what the process left unread to it (`Process::unread`): its
+/// queue is closed, so nothing can join what it is given, and a send from
+/// now on fails with its message back. A panic there ends it `Panicked`.
+#[cold]
+#[inline(never)]
+fn offer_unread(record: &RecordRef, body: &mut Body, dead: &mut Vec<Event>, outcome: &mut Outcome) {
+    let Some(process) = body.process.get_mut() else {
+        return;
+    };
+    if let Err(message) = unread_guarded(process, dead) {
+        tracing::debug!(pid = %record.pid, %message, "unread panicked");
+        if outcome.is_ok() {
+            *outcome = Err(ExitError::Panicked { message });
         }
     }
 }
