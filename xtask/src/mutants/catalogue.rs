@@ -159,6 +159,20 @@ const NATS_KEYED_FENCE: Catcher = Catcher {
     target_subdir: None,
 };
 
+const NATS_KEYED_ENTITY_HAND_BACK: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "keyed_entity",
+        "--",
+        "what_reaches_a_stopped_process_after_its_last_step_goes_to_its_next_one",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 const NATS_KEYED_LAPSED: Catcher = Catcher {
     args: &[
         "test",
@@ -1103,6 +1117,34 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &SCHED_SIM_CANCEL,
     },
     Mutation {
+        // A stopped keyed process keeps nothing of what reached it after
+        // its last step: a send on a cached route that raced the stop is
+        // a dead letter.
+        name: "relay-nats-stopped-keyed-process-hands-nothing-back",
+        file: "crates/relay-nats/src/keyed/host.rs",
+        original: "        if !self.link.stopping.load(Acquire) || !self.link.clock.valid_coarse() {",
+        replacement: "        if true {",
+        catcher: &NATS_KEYED_ENTITY_HAND_BACK,
+    },
+    Mutation {
+        // What a stopped process hands back goes behind what waited for
+        // its key, not ahead: a sender's order breaks.
+        name: "relay-nats-hand-back-behind-the-wait",
+        file: "crates/relay-nats/src/keyed/host.rs",
+        original: "                                    queued.push_front(Waiting::Message(message));",
+        replacement: "                                    queued.push_back(Waiting::Message(message));",
+        catcher: &NATS_KEYED_ENTITY_HAND_BACK,
+    },
+    Mutation {
+        // An entity ignores that its key's process is stopping: it keeps
+        // sending by PID to a process on its way out.
+        name: "relay-nats-entity-ignores-a-stop",
+        file: "crates/relay-nats/src/keyed/entity.rs",
+        original: "            && !link.stopping.load(std::sync::atomic::Ordering::Acquire)",
+        replacement: "",
+        catcher: &NATS_KEYED_ENTITY_HAND_BACK,
+    },
+    Mutation {
         // A closing transport releases its names while the keyed
         // processes under them still run: the next holder starts the keys
         // again beside them.
@@ -1117,8 +1159,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // it reads messages beside the key's new holder.
         name: "relay-nats-keyed-steps-without-its-lease",
         file: "crates/relay-nats/src/keyed/host.rs",
-        original: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if self.fenced || !self.clock.valid_coarse() {",
-        replacement: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if false && !self.clock.valid() {",
+        original: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if self.fenced || !self.link.clock.valid_coarse() {",
+        replacement: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if false && !self.link.clock.valid() {",
         catcher: &NATS_KEYED_FENCE,
     },
     Mutation {
