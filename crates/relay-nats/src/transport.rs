@@ -196,6 +196,12 @@ impl NatsTransport {
         &self.inner
     }
 
+    /// Whether [`close`](NatsTransport::close) was called (or the last
+    /// handle dropped).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Acquire)
+    }
+
     /// Runs `task` on the transport's thread.
     pub(crate) fn spawn_task(
         &self,

@@ -127,20 +127,26 @@ impl<M: Send + 'static> Entity<M> {
         sent
     }
 
-    /// The cached PID, if every condition of a send by PID holds now.
+    /// The cached PID, if every condition of a send by PID holds now
+    /// (the route is forgotten otherwise).
     #[inline]
     fn cached(&mut self) -> Option<Pid> {
+        let pid = self.usable();
+        if pid.is_none() {
+            self.route = None;
+        }
+        pid
+    }
+
+    #[inline]
+    fn usable(&self) -> Option<Pid> {
         let (pid, link) = self.route.as_ref()?;
         // Acquire (both): a sender that sees the shard open or the process
         // not stopping sees what the lock's holder did before it wrote so.
-        if self.kind.is_open(self.shard)
+        let holds = self.kind.is_open(self.shard)
             && !link.stopping.load(std::sync::atomic::Ordering::Acquire)
-            && link.clock.valid_coarse()
-        {
-            return Some(*pid);
-        }
-        self.route = None;
-        None
+            && link.clock.valid_coarse();
+        holds.then_some(*pid)
     }
 
     /// The key this handle sends to.
@@ -169,9 +175,11 @@ impl<M: Send + 'static> Entity<M> {
         self.kind.name()
     }
 
-    /// Whether the next send may take the cached route (it still checks
-    /// the route then): true after a send that found the key's process
-    /// running here, until something about the key or its shard changes.
+    /// Whether a send now would take the cached route, as this node sees
+    /// it: a send found the key's process running here, and since then
+    /// that process was neither stopped nor ended, its shard is still held
+    /// here with nothing waiting, and its lease is sure. (A send checks
+    /// again, and a route can change between the two.)
     ///
     /// # Examples
     ///
@@ -184,6 +192,6 @@ impl<M: Send + 'static> Entity<M> {
     /// # }
     /// ```
     pub fn is_cached(&self) -> bool {
-        self.route.is_some()
+        self.usable().is_some()
     }
 }

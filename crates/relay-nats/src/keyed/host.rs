@@ -142,6 +142,8 @@ impl<P: Process> Process for Fenced<P> {
 
 impl<P> Drop for Fenced<P> {
     fn drop(&mut self) {
+        // Ended: a cached route to it is stale (see `Link::stopping`).
+        self.link.stopping.store(true, Release);
         if let (Some(end), Some(pid)) = (self.end.take(), self.pid) {
             let note = Note::Ended {
                 shard: end.shard,
@@ -206,6 +208,16 @@ impl<P: Process, M: Send + 'static> Process for Host<P, M> {
             }
         }
         Ok(())
+    }
+
+    /// The host's end (a cancel, the scheduler's shutdown): nothing will
+    /// flush the kind's buffers again, so what waits in them is counted
+    /// in `fenced`, not kept unseen.
+    fn close(&mut self) {
+        for index in 0..self.kind.shard_count() {
+            let mut shard = self.kind.lock(index);
+            self.kind.fence_waiting(&mut shard);
+        }
     }
 }
 
@@ -380,6 +392,7 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
         let epoch = kind.epoch.fetch_add(1, Relaxed) + 1;
         let live = kind.live_nodes();
         let changed = live != self.seen;
+        let closed = kind.transport.is_closed();
         for index in 0..kind.shard_count() {
             let owner = owner(&kind.name, index, &live);
             let mut shard = kind.lock(index);
@@ -397,7 +410,12 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
                 Route::Unknown if !shard.buffer.is_empty() => self.resolve(index, &mut shard, me),
                 _ => {}
             }
-            if !shard.buffer.is_empty() {
+            if closed {
+                // No lease, no route, no name call will ever succeed
+                // again: what waits here (it reached this node after
+                // its leases were given up) is counted, not kept.
+                kind.fence_waiting(&mut shard);
+            } else if !shard.buffer.is_empty() {
                 kind.flush(cx, index, &mut shard);
             }
         }

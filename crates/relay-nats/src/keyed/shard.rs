@@ -85,7 +85,10 @@ pub(crate) struct Link {
     pub(crate) clock: Arc<LeaseClock>,
     /// Set by the host, under the shard's lock, before it cancels the
     /// process: a cached route is stale from then on, and what reaches
-    /// the process after its last step is handed back to the shard.
+    /// the process after its last step is handed back to the shard. Also
+    /// set when the process is dropped, however it ended, so that a
+    /// cached route does not outlive it (`Process::unread` has run by
+    /// then, and read the host's mark alone).
     pub(crate) stopping: AtomicBool,
     /// Set by the process at each step, cleared by the host's tick: a
     /// key whose messages come by a cached route is not idle.

@@ -194,7 +194,7 @@ pub trait Process: Send + 'static {
     /// at its end, before [`close`](Process::close): the events its last
     /// step left, and those that came after that step, up to the moment
     /// its mailbox closed (a send after that moment fails with
-    /// [`SendErrorKind::Closed`](relay::SendErrorKind::Closed) and its
+    /// [`SendErrorKind::Ended`](relay::SendErrorKind::Ended) and its
     /// message back). Called only when there is something unread, and
     /// only after a successful `init`. The process takes out of `unread`
     /// what it hands on (a router passing a stopped process's messages to
