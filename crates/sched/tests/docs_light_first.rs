@@ -32,8 +32,11 @@
 //! Not tested:
 //! - "one pick in four" exactly: picks are not observable from outside, and
 //!   a pick may be followed by up to three chained steps (the `next` slot),
-//!   so only "not starved" is checked, as a share of the steps well above
-//!   zero (without the cap it would be about zero);
+//!   so only "not starved" is checked: each heavy process gets at least a
+//!   quarter of the steps of an average light one (without the cap it
+//!   would get about none; with it, about 60 times as many when the light
+//!   processes are judged light, and about as many when a slow debug build
+//!   makes their steps 5 µs or more, every process heavy);
 //! - "a worker measures one step in 64 / every step for the next 1 024" and
 //!   the "5 µs" threshold itself: these are about when the measuring
 //!   happens, only observable through timing (a test would need steps just
@@ -486,18 +489,35 @@ fn flood(heavy_priority: Priority, heavies: u64, flicks: u64, window: u64) -> (u
 /// no such cap the heavy processes would get no step at all. With it they
 /// get one pick in four, each pick followed by at most three chained steps,
 /// so at least about one step in 16.
+///
+/// What is asserted holds whichever way the worker judges the light
+/// processes: each heavy process gets at least a quarter of the steps of
+/// an average light one. Their steps are light only if they take less than
+/// 5 µs with the engine's own work around them, which a debug build on a
+/// slow or loaded machine does not always do (a light process spinning
+/// 3 µs per step made the heavy ones' share fall from about 20 % to 0.3 %
+/// here: every process heavy, first in first out, so each heavy process
+/// gets about what each light one gets). The cap itself, three light
+/// picks in four, is checked where picks can be seen: the run queue's unit
+/// tests and the simulation (`light_first_sim.rs`).
 #[test]
 fn heavy_processes_are_not_starved_while_light_work_keeps_coming() {
     let _serial = serial();
     let window = 30_000;
     let (heavy, light) = flood(Priority::Normal, 4, 1_000, window);
     let share = heavy as f64 / (heavy + light) as f64;
-    eprintln!("flood: heavy steps {heavy}, light steps {light}");
+    eprintln!(
+        "flood: heavy steps {heavy}, light steps {light} (heavy share {:.1} %)",
+        share * 100.0
+    );
+    let (per_heavy, per_light) = (heavy as f64 / 4.0, light as f64 / 1_000.0);
     assert!(
-        share >= 1.0 / 32.0,
-        "4 heavy processes that continue got {heavy} of {} steps ({:.1} %) beside 1 000 light \
-         processes woken every millisecond (light steps: {light}): they should keep at least \
-         one pick in four (about 6 % of the steps or more)",
+        per_heavy * 4.0 >= per_light,
+        "4 heavy processes that continue got {heavy} of {} steps ({:.1} %), {per_heavy:.1} \
+         each, beside 1 000 light processes woken every millisecond that got {per_light:.1} \
+         each: the heavy ones were starved (they should keep at least one pick in four, about \
+         6 % of the steps, when the light ones are judged light, and as many picks each as a \
+         light one when they are not)",
         heavy + light,
         share * 100.0
     );
