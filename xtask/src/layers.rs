@@ -255,8 +255,8 @@ const RELAY_NATS_LADDER: &[&[&str]] = &[
     //    commands queued to the thread.
     &["shared"],
     // 6. What the shared state does beside the thread: renewing the names
-    //    this node holds, symmetric loss.
-    &["leases", "reset"],
+    //    this node holds, symmetric loss, the farewells of a leave.
+    &["farewell", "leases", "reset"],
     // 7. The transport's thread.
     &["io"],
     // 8. The handle the engine sends through.

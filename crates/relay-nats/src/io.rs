@@ -17,10 +17,13 @@ use crate::membership::{announcement, beat, read_announcement, read_confirmation
 use crate::sequence::Seen;
 use crate::shared::{Attached, Command, Inner};
 use crate::stats::Counters;
-use crate::wire;
+use crate::wire::{self, Control};
 
 /// How long closing waits for the goodbye and queued frames to flush.
 const CLOSE_FLUSH: Duration = Duration::from_secs(2);
+/// How long closing reads on, after the goodbye, for the nodes that were
+/// up to answer it (`farewell.rs`).
+const FAREWELL_WAIT: Duration = Duration::from_secs(2);
 
 /// Runs the command loop until [`Command::Close`] or until every sender is
 /// gone.
@@ -169,10 +172,14 @@ async fn close(
         }
     }
     if let Some(me) = node {
+        // Who may still publish here: each answers the goodbye with a
+        // farewell, the last frame it sends this run (`farewell.rs`).
+        let up = inner.members.up();
         let goodbye = announcement(me, Kind::Down, inner.incarnation);
         let _ = client
             .publish(announce_subject(&inner.prefix, me), goodbye.into())
             .await;
+        crate::farewell::await_farewells(inner, up, FAREWELL_WAIT).await;
         match tokio::time::timeout(CLOSE_FLUSH, client.flush()).await {
             Ok(Ok(())) => tracing::debug!(node = me, "NATS transport closed"),
             Ok(Err(error)) => tracing::warn!(node = me, %error, "flush on close failed"),
@@ -467,6 +474,9 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
                     Change::Left => {
                         tracing::info!(node, "a node left");
                         inner.tell_lost(node);
+                        // After `hear` marked it left: what is queued for
+                        // it from here on is not published.
+                        inner.send_control(node, Control::Farewell(incarnation));
                     }
                     Change::Stale => {
                         Counters::add(&inner.counters.stale, 1);

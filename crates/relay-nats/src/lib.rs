@@ -89,6 +89,7 @@
 mod codec;
 mod config;
 mod error;
+mod farewell;
 mod io;
 mod keyed;
 mod kv;

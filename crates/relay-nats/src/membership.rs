@@ -354,6 +354,19 @@ impl Members {
         live
     }
 
+    /// The other nodes this transport counts as up (fenced or not), in
+    /// order: those that may still publish to it.
+    pub(crate) fn up(&self) -> Vec<u32> {
+        let mut up: Vec<u32> = self
+            .lock()
+            .iter()
+            .filter(|(_, m)| m.state == State::Up)
+            .map(|(&node, _)| node)
+            .collect();
+        up.sort_unstable();
+        up
+    }
+
     /// Every node this transport has heard of.
     pub(crate) fn known(&self) -> Vec<u32> {
         let mut known: Vec<u32> = self.lock().keys().copied().collect();

@@ -125,12 +125,13 @@ impl Inner {
                     );
                 }
             }
+            Control::Farewell(incarnation) => self.farewell_heard(from, incarnation),
         }
     }
 
     /// Queues a control frame for `node`, published in order with the
     /// frames queued before it.
-    fn send_control(&self, node: u32, control: Control) {
+    pub(crate) fn send_control(&self, node: u32, control: Control) {
         let Some(me) = self.engine.get().map(|attached| attached.0) else {
             return;
         };
@@ -195,6 +196,7 @@ mod tests {
             numbers: Mutex::default(),
             gaps: Mutex::default(),
             commands: OnceLock::new(),
+            farewells: Mutex::default(),
         });
         assert!(probe.inner.set(Arc::downgrade(&inner)).is_ok(), "set once");
         let engine: Arc<dyn Receiver + Send + Sync> = probe;

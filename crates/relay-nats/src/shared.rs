@@ -62,6 +62,8 @@ pub(crate) struct Inner {
     /// The transport thread's command queue, for the control frames the
     /// transport's own tasks send (`reset.rs`).
     pub(crate) commands: OnceLock<mpsc::UnboundedSender<Command>>,
+    /// The nodes that acknowledged this run's goodbye (`farewell.rs`).
+    pub(crate) farewells: Mutex<Vec<u32>>,
 }
 
 /// The engine a transport serves: its node and the receiver it delivers

@@ -88,6 +88,7 @@ impl NatsTransport {
             numbers: Mutex::default(),
             gaps: Mutex::default(),
             commands: OnceLock::new(),
+            farewells: Mutex::default(),
         });
         let (commands, queue) = mpsc::unbounded_channel();
         // The loop stops on `Command::Close` (sent on close and on drop),

@@ -106,6 +106,9 @@ pub(crate) enum Control {
     Reset(u64),
     /// "I have ended my relations with you for your Reset of this episode."
     Acknowledged(u64),
+    /// "I heard your run's goodbye (this incarnation): nothing more from
+    /// me follows" (`farewell.rs`).
+    Farewell(u64),
 }
 
 impl Control {
@@ -114,6 +117,7 @@ impl Control {
         let (what, episode) = match self {
             Control::Reset(episode) => (0, episode),
             Control::Acknowledged(episode) => (1, episode),
+            Control::Farewell(incarnation) => (2, incarnation),
         };
         let mut out = [0; CONTROL_LEN];
         out[0] = what;
@@ -127,6 +131,7 @@ impl Control {
         match body.first()? {
             0 => Some(Control::Reset(episode)),
             1 => Some(Control::Acknowledged(episode)),
+            2 => Some(Control::Farewell(episode)),
             _ => None,
         }
     }
@@ -298,6 +303,7 @@ mod tests {
             Control::Reset(1),
             Control::Acknowledged(u64::MAX),
             Control::Reset(0),
+            Control::Farewell(42),
         ] {
             assert_eq!(Control::read(&control.bytes()), Some(control));
         }

@@ -159,6 +159,14 @@ const NATS_KEYED_FENCE: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// A node that leaves while another floods it accounts for every frame
+/// published to it.
+const NATS_LEAVING: Catcher = Catcher {
+    args: &["test", "-p", "relay-nats", "--test", "leaving"],
+    env: &[],
+    target_subdir: None,
+};
+
 const NATS_KEYED_ENTITY_HAND_BACK: Catcher = Catcher {
     args: &[
         "test",
@@ -1134,6 +1142,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "                                    queued.push_front(Waiting::Message(message));",
         replacement: "                                    queued.push_back(Waiting::Message(message));",
         catcher: &NATS_KEYED_ENTITY_HAND_BACK,
+    },
+    Mutation {
+        // A leaving node stops reading as soon as it said goodbye: what
+        // the others published before hearing it is counted nowhere.
+        name: "relay-nats-leave-without-farewells",
+        file: "crates/relay-nats/src/io.rs",
+        original: "        crate::farewell::await_farewells(inner, up, FAREWELL_WAIT).await;",
+        replacement: "        let _ = (up, FAREWELL_WAIT);",
+        catcher: &NATS_LEAVING,
     },
     Mutation {
         // An entity ignores that its key's process is stopping: it keeps
