@@ -289,3 +289,83 @@ fn light_processes_are_stepped_well_ahead_of_the_heavy_backlog() {
         );
     }
 }
+
+/// Continues with steps of `spend`, counting them.
+struct Spender {
+    spend: Duration,
+    timer: Option<Duration>,
+    steps: Arc<Mutex<u64>>,
+    until: Instant,
+}
+
+impl Process for Spender {
+    type Done = Payload;
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for _ in events.by_ref() {}
+        sched::sim::spend(self.spend);
+        *self.steps.lock().unwrap() += 1;
+        if out.now() >= self.until {
+            out.finish(());
+            return Ok(());
+        }
+        match self.timer {
+            Some(every) => {
+                out.set_timer(out.now() + every, Tag(3));
+            }
+            None => out.continue_(),
+        }
+        Ok(())
+    }
+}
+
+/// Short steps that are not tiny, beside rare long ones: 400 processes
+/// whose 8 µs steps re-arm a 1 ms timer (more than three times what one
+/// worker can run), beside 4 of 200 µs that continue. A step of 8 µs is
+/// light there (a 25th of the long ones), and the long ones must keep
+/// their pick in four of their level: at least one step in 16, or about
+/// 40 % of the time. With a worker's mean step counted per step, the many
+/// short steps held the mean near 8 µs: they counted heavy, the order
+/// fell back to first in first out, and the long ones got about one step
+/// in a hundred (each as many as a short one), which kept the mean down.
+/// The typical step weighted by time does not fall into that.
+#[test]
+fn short_steps_stay_light_beside_rare_long_ones() {
+    let mut lowest = f64::MAX;
+    for seed in 0..20 {
+        let mut sim = Scheduler::builder().simulation(Config::seed(seed).workers(1));
+        let until = sim.now() + Duration::from_millis(300);
+        let (long, short) = (Arc::new(Mutex::new(0)), Arc::new(Mutex::new(0)));
+        for _ in 0..400 {
+            sim.context()
+                .spawn(Spender {
+                    spend: Duration::from_micros(8),
+                    timer: Some(Duration::from_millis(1)),
+                    steps: Arc::clone(&short),
+                    until,
+                })
+                .expect("spawned");
+        }
+        for _ in 0..4 {
+            sim.context()
+                .spawn(Spender {
+                    spend: Duration::from_micros(200),
+                    timer: None,
+                    steps: Arc::clone(&long),
+                    until,
+                })
+                .expect("spawned");
+        }
+        sim.run().expect("goes quiet");
+        let (long, short) = (*long.lock().unwrap(), *short.lock().unwrap());
+        let share = long as f64 / (long + short) as f64;
+        assert!(
+            share >= 1.0 / 24.0,
+            "seed {seed}: the long steps got {long} of {} steps ({:.1} %): the short ones \
+             counted heavy and the order fell back to first in first out",
+            long + short,
+            share * 100.0
+        );
+        lowest = lowest.min(share);
+    }
+    eprintln!("the long steps' lowest share: {:.1} %", lowest * 100.0);
+}
