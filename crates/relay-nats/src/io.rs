@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use crate::codec::{Content, Decoded};
 use crate::config::{announce_subject, frame_subject, inbox_subject, members_subject, sender_of};
 use crate::error::LinkError;
-use crate::membership::{announcement, beat, read_announcement, read_confirmations, Change, Kind};
+use crate::membership::{
+    announcement, beat, farewell, goodbye, read_announcement, read_confirmations, Change, Kind,
+};
 use crate::sequence::Seen;
 use crate::shared::{Attached, Command, Inner};
 use crate::stats::Counters;
@@ -175,7 +177,13 @@ async fn close(
         // Who may still publish here: each answers the goodbye with a
         // farewell, the last frame it sends this run (`farewell.rs`).
         let up = inner.members.up();
-        let goodbye = announcement(me, Kind::Down, inner.incarnation);
+        // The publishing loop has ended: the numbers are final.
+        let sent: Vec<(u32, u64, u64)> = lock(&inner.numbers)
+            .all_sent()
+            .into_iter()
+            .map(|(node, last)| (node, inner.incarnation, last))
+            .collect();
+        let goodbye = goodbye(me, inner.incarnation, &sent);
         let _ = client
             .publish(announce_subject(&inner.prefix, me), goodbye.into())
             .await;
@@ -208,7 +216,13 @@ async fn attach(
         .map_err(|e| format!("cannot subscribe to {members}: {e}"))?;
     let members = announce_subject(&inner.prefix, node);
     tokio::spawn(receive(messages, Arc::clone(inner), node, local));
-    tokio::spawn(watch_members(announcements, Arc::clone(inner), node));
+    let _ = inner.announced_at.set(tokio::time::Instant::now());
+    tokio::spawn(watch_members(
+        announcements,
+        Arc::clone(inner),
+        node,
+        client.clone(),
+    ));
     client
         .publish(
             members,
@@ -436,7 +450,12 @@ fn deliver(
 
 /// Keeps what this node knows of the others up to date: who is up, who
 /// left (see `membership.rs`).
-async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inner>, me: u32) {
+async fn watch_members(
+    mut announcements: async_nats::Subscriber,
+    inner: Arc<Inner>,
+    me: u32,
+    client: async_nats::Client,
+) {
     while let Some(message) = announcements.next().await {
         let announced = read_announcement(&message.payload);
         if let Some((node, _, _)) = announced {
@@ -450,15 +469,30 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
         }
         match announced {
             Some((node, _, _)) if node == me => {}
+            Some((node, Kind::Farewell, incarnation)) => {
+                let to_me = read_confirmations(&message.payload)
+                    .into_iter()
+                    .find(|&(to, run, _)| to == me && run == inner.incarnation);
+                if let Some((_, _, last)) = to_me {
+                    inner.answered(node, incarnation, last);
+                }
+            }
             Some((node, kind, incarnation)) => {
                 let now = tokio::time::Instant::now().into_std();
-                // What it confirms of this run's frames to it.
-                let mine = read_confirmations(&message.payload)
-                    .into_iter()
-                    .find(|&(sender, run, _)| sender == me && run == inner.incarnation);
-                if let Some((_, _, seq)) = mine {
-                    inner.members.confirm(node, seq);
-                }
+                // A heartbeat confirms what it saw of this run's frames; a
+                // goodbye says the last frame it published here.
+                let entries = read_confirmations(&message.payload);
+                let mine = entries.iter().find(|&&(to, run, _)| {
+                    to == me && (kind != Kind::Beat || run == inner.incarnation)
+                });
+                let last_here = match (kind, mine) {
+                    (Kind::Beat, Some(&(_, _, seq))) => {
+                        inner.members.confirm(node, seq);
+                        None
+                    }
+                    (Kind::Down, Some(&(_, _, last))) => Some(last),
+                    _ => None,
+                };
                 match inner.members.hear(node, kind, incarnation, now) {
                     Change::None => {}
                     Change::Up => {
@@ -473,10 +507,22 @@ async fn watch_members(mut announcements: async_nats::Subscriber, inner: Arc<Inn
                     }
                     Change::Left => {
                         tracing::info!(node, "a node left");
+                        if let Some(last) = last_here {
+                            inner.left_having_sent(node, incarnation, last);
+                        }
                         inner.tell_lost(node);
                         // After `hear` marked it left: what is queued for
-                        // it from here on is not published.
-                        inner.send_control(node, Control::Farewell(incarnation));
+                        // it from here on is not published, so the last
+                        // number is final (read under the numbers' lock,
+                        // which the publishing loop holds from its check
+                        // to the numbering).
+                        let last = lock(&inner.numbers).sent(node);
+                        inner.send_control(node, Control::Farewell(last));
+                        let answer = farewell(me, inner.incarnation, node, incarnation, last);
+                        let subject = announce_subject(&inner.prefix, me);
+                        if let Err(error) = client.publish(subject, answer.into()).await {
+                            tracing::debug!(node, %error, "a farewell was not announced");
+                        }
                     }
                     Change::Stale => {
                         Counters::add(&inner.counters.stale, 1);

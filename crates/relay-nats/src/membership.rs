@@ -43,6 +43,8 @@ pub(crate) enum Kind {
     Down,
     /// The node is alive.
     Beat,
+    /// The node heard a goodbye and answers it (`farewell.rs`).
+    Farewell,
 }
 
 /// An announcement: its kind (one byte), the node number and the sender's
@@ -52,6 +54,7 @@ pub(crate) fn announcement(node: u32, kind: Kind, incarnation: u64) -> Vec<u8> {
         Kind::Down => 0,
         Kind::Up => 1,
         Kind::Beat => 2,
+        Kind::Farewell => 3,
     }];
     out.extend_from_slice(&node.to_be_bytes());
     out.extend_from_slice(&incarnation.to_be_bytes());
@@ -62,8 +65,28 @@ pub(crate) fn announcement(node: u32, kind: Kind, incarnation: u64) -> Vec<u8> {
 /// last number it saw from that sender's run: `(node, incarnation,
 /// number)`, 20 bytes each after the announcement's 13.
 pub(crate) fn beat(node: u32, incarnation: u64, confirmations: &[(u32, u64, u64)]) -> Vec<u8> {
-    let mut out = announcement(node, Kind::Beat, incarnation);
-    for &(sender, run, seq) in confirmations {
+    with_entries(announcement(node, Kind::Beat, incarnation), confirmations)
+}
+
+/// A goodbye that also says, for each node this run published to, the
+/// last number it published there: `(node, this run's incarnation,
+/// number)`, as a heartbeat's confirmations (`farewell.rs`).
+pub(crate) fn goodbye(node: u32, incarnation: u64, sent: &[(u32, u64, u64)]) -> Vec<u8> {
+    with_entries(announcement(node, Kind::Down, incarnation), sent)
+}
+
+/// An answer to the goodbye of the node `to`'s run `run`: the last frame
+/// this node published there was `last` (`farewell.rs`).
+pub(crate) fn farewell(node: u32, incarnation: u64, to: u32, run: u64, last: u64) -> Vec<u8> {
+    with_entries(
+        announcement(node, Kind::Farewell, incarnation),
+        &[(to, run, last)],
+    )
+}
+
+/// `entries` of 20 bytes each after an announcement.
+fn with_entries(mut out: Vec<u8>, entries: &[(u32, u64, u64)]) -> Vec<u8> {
+    for &(sender, run, seq) in entries {
         out.extend_from_slice(&sender.to_be_bytes());
         out.extend_from_slice(&run.to_be_bytes());
         out.extend_from_slice(&seq.to_be_bytes());
@@ -71,11 +94,12 @@ pub(crate) fn beat(node: u32, incarnation: u64, confirmations: &[(u32, u64, u64)
     out
 }
 
-/// The confirmations a heartbeat carries (none for other announcements,
-/// or if they are malformed).
+/// The confirmations a heartbeat carries, or what a goodbye says was
+/// published to each node (none for other announcements, or if they are
+/// malformed).
 pub(crate) fn read_confirmations(bytes: &[u8]) -> Vec<(u32, u64, u64)> {
     let rest = bytes.get(13..).unwrap_or(&[]);
-    if bytes.first() != Some(&2) || !rest.len().is_multiple_of(20) {
+    if !matches!(bytes.first(), Some(0 | 2 | 3)) || !rest.len().is_multiple_of(20) {
         return Vec::new();
     }
     rest.chunks_exact(20)
@@ -87,18 +111,19 @@ pub(crate) fn read_confirmations(bytes: &[u8]) -> Vec<(u32, u64, u64)> {
         .collect()
 }
 
-/// Reads an announcement: `(node, kind, incarnation)`. A heartbeat may
-/// carry confirmations after them ([`read_confirmations`]).
+/// Reads an announcement: `(node, kind, incarnation)`. A heartbeat or a
+/// goodbye may carry entries after them ([`read_confirmations`]).
 pub(crate) fn read_announcement(bytes: &[u8]) -> Option<(u32, Kind, u64)> {
-    let beat_with_confirmations =
-        bytes.len() > 13 && bytes[0] == 2 && (bytes.len() - 13).is_multiple_of(20);
-    if bytes.len() != 13 && !beat_with_confirmations {
+    let with_entries =
+        bytes.len() > 13 && matches!(bytes[0], 0 | 2 | 3) && (bytes.len() - 13).is_multiple_of(20);
+    if bytes.len() != 13 && !with_entries {
         return None;
     }
     let kind = match bytes[0] {
         0 => Kind::Down,
         1 => Kind::Up,
         2 => Kind::Beat,
+        3 => Kind::Farewell,
         _ => return None,
     };
     let node = u32::from_be_bytes(bytes[1..5].try_into().ok()?);
@@ -601,6 +626,12 @@ mod tests {
         assert_eq!(read_announcement(&bytes), Some((4, Kind::Beat, 40)));
         assert_eq!(read_confirmations(&bytes), vec![(1, 10, 99), (2, 20, 7)]);
         assert_eq!(read_confirmations(&announcement(4, Kind::Up, 40)), vec![]);
+        let bye = goodbye(4, 40, &[(1, 40, 12)]);
+        assert_eq!(read_announcement(&bye), Some((4, Kind::Down, 40)));
+        assert_eq!(read_confirmations(&bye), vec![(1, 40, 12)]);
+        let answer = farewell(5, 50, 4, 40, 9);
+        assert_eq!(read_announcement(&answer), Some((5, Kind::Farewell, 50)));
+        assert_eq!(read_confirmations(&answer), vec![(4, 40, 9)]);
         assert_eq!(read_announcement(&bytes[..20]), None, "a broken list");
         let members = Members::default();
         members.hear(4, Kind::Up, 40, Instant::now());

@@ -125,7 +125,7 @@ impl Inner {
                     );
                 }
             }
-            Control::Farewell(incarnation) => self.farewell_heard(from, incarnation),
+            Control::Farewell(last) => self.farewell_heard(from, last),
         }
     }
 
@@ -197,6 +197,7 @@ mod tests {
             gaps: Mutex::default(),
             commands: OnceLock::new(),
             farewells: Mutex::default(),
+            announced_at: OnceLock::new(),
         });
         assert!(probe.inner.set(Arc::downgrade(&inner)).is_ok(), "set once");
         let engine: Arc<dyn Receiver + Send + Sync> = probe;

@@ -57,11 +57,63 @@ impl Gaps {
         seen
     }
 
+    /// The last number seen from transport `incarnation` of `node`, if
+    /// any frame of it was.
+    pub(crate) fn last(&self, node: u32, incarnation: u64) -> Option<u64> {
+        self.last.get(&(node, incarnation)).copied()
+    }
+
+    /// Counts frames up to `seq` of transport `incarnation` of `node` as
+    /// seen (they will not come: counted lost by the caller) and returns
+    /// how many that is; none without a baseline.
+    pub(crate) fn close_up_to(&mut self, node: u32, incarnation: u64, seq: u64) -> u64 {
+        match self.last.get_mut(&(node, incarnation)) {
+            Some(last) if *last < seq => std::mem::replace(last, seq).abs_diff(seq),
+            _ => 0,
+        }
+    }
+
     /// Forgets every transport of `node` but `keep`: runs it has left
     /// behind send nothing more worth counting.
     pub(crate) fn retire(&mut self, node: u32, keep: u64) {
         self.last
             .retain(|&(n, incarnation), _| n != node || incarnation == keep);
+    }
+}
+
+/// What a closing node waits for (`farewell.rs`): who answered its
+/// goodbye, and the last number each node that left or answered said it
+/// published here.
+#[derive(Debug, Default)]
+pub(crate) struct Farewells {
+    answered: Vec<u32>,
+    /// Per node: its run and the last number it published here.
+    expected: HashMap<u32, (u64, u64)>,
+}
+
+impl Farewells {
+    /// `node` answered the goodbye.
+    pub(crate) fn answer(&mut self, node: u32) {
+        if !self.answered.contains(&node) {
+            self.answered.push(node);
+        }
+    }
+
+    /// Whether `node` answered the goodbye.
+    pub(crate) fn answered(&self, node: u32) -> bool {
+        self.answered.contains(&node)
+    }
+
+    /// `node`'s run `run` published frames here up to `last`.
+    pub(crate) fn expect(&mut self, node: u32, run: u64, last: u64) {
+        self.expected.insert(node, (run, last));
+    }
+
+    /// Every `(node, run, last)` expected.
+    pub(crate) fn expected(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.expected
+            .iter()
+            .map(|(&node, &(run, last))| (node, run, last))
     }
 }
 
@@ -85,6 +137,13 @@ impl Numbers {
     /// How many frames were numbered for `node` so far (the last number).
     pub(crate) fn sent(&self, node: u32) -> u64 {
         self.next.get(&node).map_or(0, |next| next - 1)
+    }
+
+    /// The last number of every node something was numbered for.
+    pub(crate) fn all_sent(&self) -> Vec<(u32, u64)> {
+        let mut sent: Vec<(u32, u64)> = self.next.iter().map(|(&n, &next)| (n, next - 1)).collect();
+        sent.sort_unstable();
+        sent
     }
 }
 

@@ -62,8 +62,12 @@ pub(crate) struct Inner {
     /// The transport thread's command queue, for the control frames the
     /// transport's own tasks send (`reset.rs`).
     pub(crate) commands: OnceLock<mpsc::UnboundedSender<Command>>,
-    /// The nodes that acknowledged this run's goodbye (`farewell.rs`).
-    pub(crate) farewells: Mutex<Vec<u32>>,
+    /// What this run expects to read from nodes that left or answered
+    /// its goodbye (`farewell.rs`).
+    pub(crate) farewells: Mutex<crate::sequence::Farewells>,
+    /// When this node announced itself: by a heartbeat and a half later it
+    /// has heard every node that is up (`farewell.rs`).
+    pub(crate) announced_at: OnceLock<tokio::time::Instant>,
 }
 
 /// The engine a transport serves: its node and the receiver it delivers

@@ -89,6 +89,7 @@ impl NatsTransport {
             gaps: Mutex::default(),
             commands: OnceLock::new(),
             farewells: Mutex::default(),
+            announced_at: OnceLock::new(),
         });
         let (commands, queue) = mpsc::unbounded_channel();
         // The loop stops on `Command::Close` (sent on close and on drop),

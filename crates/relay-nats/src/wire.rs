@@ -106,8 +106,8 @@ pub(crate) enum Control {
     Reset(u64),
     /// "I have ended my relations with you for your Reset of this episode."
     Acknowledged(u64),
-    /// "I heard your run's goodbye (this incarnation): nothing more from
-    /// me follows" (`farewell.rs`).
+    /// "I heard your goodbye: nothing more from me follows, and the last
+    /// frame I published to you was this number" (`farewell.rs`).
     Farewell(u64),
 }
 
@@ -117,7 +117,7 @@ impl Control {
         let (what, episode) = match self {
             Control::Reset(episode) => (0, episode),
             Control::Acknowledged(episode) => (1, episode),
-            Control::Farewell(incarnation) => (2, incarnation),
+            Control::Farewell(last) => (2, last),
         };
         let mut out = [0; CONTROL_LEN];
         out[0] = what;

@@ -167,6 +167,22 @@ const NATS_LEAVING: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// A node that closes just after its only sender left reads what that
+/// sender published first.
+const NATS_LEAVING_AFTER_SENDER: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "relay-nats",
+        "--test",
+        "docs_leaving",
+        "--",
+        "a_node_leaving_as_soon_as_its_only_sender_left",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 const NATS_KEYED_ENTITY_HAND_BACK: Catcher = Catcher {
     args: &[
         "test",
@@ -1176,6 +1192,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "        crate::farewell::await_farewells(inner, up, FAREWELL_WAIT).await;",
         replacement: "        let _ = (up, FAREWELL_WAIT);",
         catcher: &NATS_LEAVING,
+    },
+    Mutation {
+        // A node forgets what a node that left said it published here: it
+        // closes before reading the frames that came ahead of the goodbye.
+        name: "relay-nats-close-forgets-the-last-frames-of-who-left",
+        file: "crates/relay-nats/src/farewell.rs",
+        original: "        lock(&self.farewells).expect(from, run, last);\n",
+        replacement: "        let _ = (from, run, last);\n",
+        catcher: &NATS_LEAVING_AFTER_SENDER,
     },
     Mutation {
         // An entity ignores that its key's process is stopping: it keeps
