@@ -58,7 +58,7 @@
 
 use std::time::Duration;
 
-use crate::shared::Inner;
+use crate::shared::{lock, Inner};
 use crate::stats::Counters;
 
 /// How often closing looks whether the farewells are in.
@@ -181,12 +181,4 @@ fn give_up(inner: &Inner, silent: &[u32], behind: &[(u32, u64, u64)]) {
              reading is counted nowhere"
         );
     }
-}
-
-/// Locks a table of the transport's (a panic elsewhere leaves it usable:
-/// each update is one step).
-fn lock<T>(table: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    table
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -17,7 +17,7 @@ use crate::membership::{
     announcement, beat, farewell, goodbye, read_announcement, read_confirmations, Change, Kind,
 };
 use crate::sequence::Seen;
-use crate::shared::{Attached, Command, Inner};
+use crate::shared::{lock, Attached, Command, Inner};
 use crate::stats::Counters;
 use crate::wire::{self, Control};
 
@@ -587,12 +587,4 @@ async fn detect(inner: Arc<Inner>) {
             inner.lose(node);
         }
     }
-}
-
-/// Locks one of the transport's shared tables (a panic elsewhere leaves
-/// them usable: each update is one step).
-fn lock<T>(table: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    table
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -147,3 +147,11 @@ pub(crate) enum Command {
     /// Say goodbye, flush, and stop.
     Close,
 }
+
+/// Locks one of the transport's shared tables (a panic elsewhere leaves
+/// them usable: each update is one step).
+pub(crate) fn lock<T>(table: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    table
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
