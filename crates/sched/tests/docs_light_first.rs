@@ -492,13 +492,12 @@ fn flood(heavy_priority: Priority, heavies: u64, flicks: u64, window: u64) -> (u
 ///
 /// What is asserted holds whichever way the worker judges the light
 /// processes: each heavy process gets at least a quarter of the steps of
-/// an average light one. Their steps are light only while they take less
-/// than 5 µs, or less than half the worker's typical step, with the
-/// engine's own work around them, which a debug build on a slow or loaded
-/// machine does not always give (a light process spinning 6 µs per step,
-/// about 8 µs with the engine's work, made the heavy ones' share fall
-/// from about 20 % to 0.2 % here: every process heavy, first in first
-/// out, so each heavy process gets about what each light one gets). The cap itself, three light
+/// an average light one. Their steps are light only if they take less than
+/// 5 µs with the engine's own work around them, which a debug build on a
+/// slow or loaded machine does not always do (a light process spinning
+/// 3 µs per step made the heavy ones' share fall from about 20 % to 0.3 %
+/// here: every process heavy, first in first out, so each heavy process
+/// gets about what each light one gets). The cap itself, three light
 /// picks in four, is checked where picks can be seen: the run queue's unit
 /// tests and the simulation (`light_first_sim.rs`).
 #[test]
