@@ -399,21 +399,6 @@ const SCHED_SIM_CANCEL: Catcher = Catcher {
     target_subdir: None,
 };
 
-/// Short steps stay light beside rare long ones, in the simulation.
-const SCHED_LIGHT_SIM_SHORT: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched",
-        "--test",
-        "light_first_sim",
-        "--",
-        "short_steps_stay_light_beside_rare_long_ones",
-    ],
-    env: &[],
-    target_subdir: None,
-};
-
 /// Light processes first in the simulation: every wait within the
 /// light queue's bound or the stretched bound beside it, over 200 seeds,
 /// and light probes ahead of the heavy backlog in virtual time.
@@ -700,16 +685,6 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "let popped = oldest(light);",
         replacement: "let popped = light.pop();",
         catcher: &SCHED_LIGHT_SIM,
-    },
-    Mutation {
-        // The typical step counts each step once (a mean over the last
-        // eight, each at most four times it): beside rare long steps, a
-        // flood of short ones holds it down and every step counts heavy.
-        name: "typical-step-counts-steps-not-time",
-        file: "crates/sched-core/src/worker/light.rs",
-        original: "    let step = ns.min(WINDOW);\n",
-        replacement: "    return mean - mean / 8 + ns.min(mean.max(5_000) * 4) / 8;\n    let step = ns.min(WINDOW);\n",
-        catcher: &SCHED_LIGHT_SIM_SHORT,
     },
     Mutation {
         // Any slow step renews a spell of measuring: a workload of short
