@@ -65,10 +65,8 @@
 //! wait in the light queues: a slow step of a light process (preempted,
 //! or waiting in the allocator) with none waiting does not keep the worker
 //! measuring. A measured step is heavy when it
-//! took at least [`LIGHT_STEP`] and at least half the worker's typical
-//! step (the mean of its measured steps weighted by their length, over
-//! about the last 4 ms of measured time: `Worker::weigh` in
-//! `worker/light.rs`); two heavy steps in a row make a process heavy,
+//! took at least [`LIGHT_STEP`] and at least half the worker's running
+//! mean of measured steps; two heavy steps in a row make a process heavy,
 //! one light step makes it light again (so one slow step, the thread
 //! preempted or its cache cold after a long sleep, does not move a light
 //! process behind the heavy ones). A new process counts as heavy until a

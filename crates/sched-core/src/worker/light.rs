@@ -29,21 +29,24 @@ impl Worker {
 
     /// Tells the process just stepped whether its step (since `started`)
     /// was heavy: at least [`LIGHT_STEP`] and at least half this worker's
-    /// typical step ([`weigh`]). Two in a row mark it heavy
-    /// (`Record::measured`), and a new process's first step is not
-    /// judged. A step of [`LIGHT_STEP`] or more starts (or renews) a spell
-    /// of measuring every step.
+    /// mean measured step (`Record::measured`: two in a row mark it
+    /// heavy, and a new process's first step is not judged). A step of [`LIGHT_STEP`] or more starts (or renews) a
+    /// spell of measuring every step.
     #[inline(never)]
     pub(super) fn measured(&mut self, record: &RecordRef, started: Instant) {
         let took = self.shared.clock.now().saturating_duration_since(started);
         let ns = took.as_nanos().min(u128::from(u64::MAX)) as u64;
         let floor = LIGHT_STEP.as_nanos() as u64;
-        self.mean_ns = weigh(self.mean_ns, ns);
-        let typical = self.mean_ns;
+        // A running mean over about the last eight measured steps, each
+        // counted at most four times the mean: a step preempted for
+        // milliseconds would otherwise lift it for dozens of steps, and
+        // heavy steps below half of it would pass for light.
+        let sample = ns.min(self.mean_ns.max(floor).saturating_mul(4));
+        self.mean_ns = self.mean_ns - self.mean_ns / 8 + sample / 8;
         // A process's first step runs its `start`, which says nothing of
         // its steps to come: not judged (see `Record::measured`).
         let steps = record.steps.load(std::sync::atomic::Ordering::Relaxed);
-        let heavy = ns >= floor && ns >= typical / 2;
+        let heavy = ns >= floor && ns >= self.mean_ns / 2;
         let stays_heavy = steps > 1 && record.measured(heavy);
         // A new process counts heavy from its start: its first judged step
         // says nothing yet of a backlog (skynet's new processes, a slow
@@ -58,35 +61,6 @@ impl Worker {
         self.local.lighting.set(self.measuring > 0);
     }
 }
-
-/// The worker's *typical* step after a step of `ns`, from `mean`:
-/// the mean of the measured steps weighted by their own length, over
-/// about the last [`WINDOW`] of measured time, that is, the length of
-/// the steps the worker's time went to lately. A mean over the last
-/// steps, each counting once, is ruled by the many short steps of a
-/// light flood: beside 1 000 processes of 8 µs steps and four of
-/// 200 µs, it sits near 8 µs, the short steps count as heavy, the order
-/// falls back to first in first out, and the long steps, rarer still,
-/// cannot lift it back. Weighted by time, it sits well above 8 µs
-/// however rare they are (about 20 µs when each long step follows 250
-/// short ones, about 130 µs when it follows 15).
-///
-/// Each step moves the mean toward its own length by its share of the
-/// window, counted at most [`WINDOW`] long: a step preempted for 20 ms
-/// makes every process look light (a heavy one for at most two wakes)
-/// for about the next window of steps only.
-fn weigh(mean: u64, ns: u64) -> u64 {
-    let step = ns.min(WINDOW);
-    if step >= mean {
-        mean + (step - mean) * step / WINDOW
-    } else {
-        mean - (mean - step) * step / WINDOW
-    }
-}
-
-/// The measured time, in nanoseconds, over which [`weigh`] keeps
-/// its typical step (4 ms).
-const WINDOW: u64 = 4_000_000;
 
 /// The steps left to measure after a step: a step of [`LIGHT_STEP`] or
 /// more starts a spell of [`MEASURE_SPELL`] steps when none is under way;
@@ -126,41 +100,6 @@ mod tests {
             measuring = next_spell(measuring, slow(i), confirmed(i), light);
         }
         measuring
-    }
-
-    /// The typical step after `steps` steps of `ns`, from `mean`.
-    fn typical(mut mean: u64, steps: u32, ns: u64) -> u64 {
-        for _ in 0..steps {
-            mean = weigh(mean, ns);
-        }
-        mean
-    }
-
-    #[test]
-    fn the_typical_step_follows_the_time_not_the_count() {
-        // Equal steps: it settles at their length.
-        let even = typical(0, 100_000, 20_000);
-        assert!((19_000..=20_000).contains(&even), "{even}");
-        // One 200 µs step after every 250 of 8 µs: the short steps stay
-        // under half of it, however many more of them there are.
-        let mut mean = 0;
-        let mut lowest = u64::MAX;
-        for round in 0..200 {
-            mean = weigh(mean, 200_000);
-            for _ in 0..250 {
-                mean = weigh(mean, 8_000);
-                if round > 20 {
-                    lowest = lowest.min(mean);
-                }
-            }
-        }
-        assert!(lowest / 2 > 8_000, "{lowest}");
-        // A step preempted for 20 ms counts as 4 ms, and about 4 ms of
-        // short steps bring it back down to their scale.
-        let spiked = weigh(8_000, 20_000_000);
-        assert_eq!(spiked, WINDOW);
-        let after = typical(spiked, 2_000, 8_000);
-        assert!(after < 100_000, "{after}");
     }
 
     #[test]

@@ -71,8 +71,8 @@ struct Worker {
     /// Steps left in the spell of measuring every step that a heavy
     /// step began (see `light.rs`); 0 outside one.
     measuring: u32,
-    /// The typical measured step lately, in nanoseconds: the mean
-    /// weighted by each step's length (see `light.rs`).
+    /// The mean of the steps measured recently, in nanoseconds (see
+    /// `light.rs`).
     mean_ns: u64,
     /// Picks from the ready queues so far, which decide whose turn the
     /// next one is (`order::TURNS`).
