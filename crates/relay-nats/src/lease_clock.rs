@@ -54,6 +54,13 @@ impl LeaseClock {
         self.until.store(0, Ordering::Release);
     }
 
+    /// Whether the name is surely not this node's: lost, released, or
+    /// never held (where a clock that ran out may only wait for a late
+    /// renewal).
+    pub(crate) fn is_void(&self) -> bool {
+        self.until.load(Ordering::Acquire) == 0
+    }
+
     /// Whether the name is surely still this node's.
     pub(crate) fn valid(&self) -> bool {
         let now = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use sched::Pid;
 
 use crate::kv::{renew, Bucket, Held, Renewal};
@@ -79,6 +80,11 @@ fn lock_held(inner: &Inner) -> std::sync::MutexGuard<'_, HashMap<String, Held>> 
 /// last wrote: one that finds it lapsed or withdrawn means the name was
 /// lost (another node may have claimed it since), and it is not renewed
 /// again.
+///
+/// The names of a round are renewed at once, not one after the other: a
+/// node holding many names (a keyed kind's shards) on a slow server would
+/// otherwise renew its last name a round's worth of round trips late, and
+/// its lease clock could run out between two renewals.
 pub(crate) async fn renew_leases(bucket: Bucket, inner: Arc<Inner>) {
     let mut ticks = tokio::time::interval(inner.name_lease / 3);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -88,9 +94,18 @@ pub(crate) async fn renew_leases(bucket: Bucket, inner: Arc<Inner>) {
             .iter()
             .map(|(name, held)| (name.clone(), *held))
             .collect();
-        for (name, held) in names {
-            let started = Instant::now();
-            let renewal = renew(&bucket, &name, held).await;
+        let mut renewals: FuturesUnordered<_> = names
+            .into_iter()
+            .map(|(name, held)| {
+                let bucket = &bucket;
+                async move {
+                    let started = Instant::now();
+                    let renewal = renew(bucket, &name, held).await;
+                    (name, held, started, renewal)
+                }
+            })
+            .collect();
+        while let Some((name, held, started, renewal)) = renewals.next().await {
             let mut now = lock_held(&inner);
             // Released or registered again while the renewal was on its
             // way: the newer record stands.

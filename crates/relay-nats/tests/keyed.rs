@@ -486,18 +486,22 @@ fn a_node_cut_off_past_its_lease_never_steps_a_key_beside_its_new_holder() {
     });
 
     // Node 2's old process wakes up with two messages in its mailbox and
-    // its lease run out: it must not read them.
+    // its lease run out: it must not read them. It waits, unread, while
+    // node 2 cannot tell whether the lease was lost or only late.
     open.send(()).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(log.seen.lock().unwrap().len(), 2, "node 2 read, cut off");
+
+    // Node 2 comes back and learns it lost its shards: the old process is
+    // fenced with its two messages, and node 2's later sends reach the
+    // key's one process, wherever the shard is by then.
+    proxy.stall(Duration::ZERO);
     wait_until(
         "node 2's old process to be fenced, or to read",
         WAIT,
         || two.sharding.stats().fenced_processes >= 1 || log.seen.lock().unwrap().len() > 2,
     );
     assert_eq!(two.sharding.stats().fenced, 2, "{:?}", two.sharding.stats());
-
-    // Node 2 comes back, learns it lost its shards, and its later sends
-    // reach the key's one process, wherever the shard is by then.
-    proxy.stall(Duration::ZERO);
     wait_until("node 2 to learn it lost its shards", WAIT, || {
         two.sharding.stats().shards_lost > 0
     });

@@ -197,6 +197,13 @@ const NATS_KEYED_ENTITY_HAND_BACK: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// A keyed process's wait under a lease that ran out (a unit test).
+const NATS_KEYED_LEASE_LATE: Catcher = Catcher {
+    args: &["test", "-p", "relay-nats", "--lib", "keyed::host::tests"],
+    env: &[],
+    target_subdir: None,
+};
+
 const NATS_KEYED_LAPSED: Catcher = Catcher {
     args: &[
         "test",
@@ -1151,6 +1158,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         catcher: &NATS_KEYED_ENTITY_HAND_BACK,
     },
     Mutation {
+        // A keyed process whose lease ran out ends at once, as if lost:
+        // a renewal that only came late fences what its mailbox held.
+        name: "relay-nats-keyed-late-renewal-fences",
+        file: "crates/relay-nats/src/keyed/host.rs",
+        original: "        if self.link.clock.is_void() || self.link.stopping.load(Acquire) {",
+        replacement: "        if true {",
+        catcher: &NATS_KEYED_LEASE_LATE,
+    },
+    Mutation {
         // What a stopped process hands back goes behind what waited for
         // its key, not ahead: a sender's order breaks.
         name: "relay-nats-hand-back-behind-the-wait",
@@ -1201,7 +1217,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // it reads messages beside the key's new holder.
         name: "relay-nats-keyed-steps-without-its-lease",
         file: "crates/relay-nats/src/keyed/host.rs",
-        original: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if self.fenced || !self.link.clock.valid_coarse() {",
+        original: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if !self.link.clock.valid_coarse() {",
         replacement: "    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {\n        if false && !self.link.clock.valid() {",
         catcher: &NATS_KEYED_FENCE,
     },

@@ -56,6 +56,14 @@ pub(crate) enum Note {
 
 /// A keyed process as it runs: it steps only while its shard's lease is
 /// surely this node's, and tells its host when it ends.
+///
+/// A step that finds the lease run out (a renewal late on a loaded
+/// machine, or a node cut off or stopped past its lease) does not read:
+/// its events stay in the mailbox, and the process looks again a moment
+/// later. Renewed, it reads them, in order, as if nothing had happened;
+/// once the lease is surely lost (a renewal found it taken, the transport
+/// gave it up) or its host stopped it, it ends, its unread messages
+/// counted in `fenced`.
 pub(crate) struct Fenced<P> {
     pub(crate) inner: P,
     /// Its lease clock, and what it shares with its host and with cached
@@ -64,15 +72,72 @@ pub(crate) struct Fenced<P> {
     pub(crate) counters: Arc<ShardingCounters>,
     pub(crate) end: Option<EndNote>,
     pub(crate) pid: Option<Pid>,
-    /// Its lease was not surely this node's when it started: it ends at
-    /// its first step, counting the messages it was started for.
-    pub(crate) fenced: bool,
+    /// Whether `inner` has started: a process whose lease was unsure when
+    /// it was started starts at its first step under a sure lease.
+    pub(crate) started: bool,
+    /// The wake-up of a process waiting for its lease to be sure again,
+    /// and how long the next wait is.
+    waiting: Option<TimerId>,
+    patience: Duration,
     /// What it hands back at its end (see [`Note::Ended`]).
     pub(crate) unread: Vec<Package>,
 }
 
 /// The error a fenced process ends with.
 const FENCED: &str = "fenced: its shard's lease ran out on this node";
+
+/// The first wait of a process whose lease is unsure, doubled at each
+/// look up to [`TICK`] (the host's look, which decides whether the shard
+/// is lost).
+const FIRST_WAIT: Duration = Duration::from_millis(2);
+
+impl<P> Fenced<P> {
+    pub(crate) fn new(
+        inner: P,
+        link: Arc<Link>,
+        counters: Arc<ShardingCounters>,
+        end: Option<EndNote>,
+    ) -> Fenced<P> {
+        Fenced {
+            inner,
+            link,
+            counters,
+            end,
+            pid: None,
+            started: false,
+            waiting: None,
+            patience: FIRST_WAIT,
+            unread: Vec::new(),
+        }
+    }
+
+    /// A step under an unsure lease: ends the process if the lease is
+    /// surely not this node's (lost, or given up as the transport closes)
+    /// or its host stopped it, its unread messages counted in `fenced`;
+    /// else (the lease ran out, and a renewal may still land) leaves its
+    /// events unread and looks again later.
+    fn unsure(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        // Acquire: pairs with the host's release store before its cancel.
+        if self.link.clock.is_void() || self.link.stopping.load(Acquire) {
+            let unread = events.filter(|e| matches!(e, Event::Message(_))).count();
+            Counters::add(&self.counters.fenced, unread as u64);
+            Counters::add(&self.counters.fenced_processes, 1);
+            return Err(FENCED.into());
+        }
+        self.wait(out);
+        Ok(())
+    }
+
+    /// Looks again after `patience`, which doubles up to [`TICK`].
+    fn wait(&mut self, out: &mut Output<'_>) {
+        if let Some(id) = self.waiting.take() {
+            // Fallen due and unread, or still to come: never handed out.
+            out.cancel_timer(id);
+        }
+        self.waiting = Some(out.set_timer(self.patience, Tag(0)));
+        self.patience = (self.patience * 2).min(TICK);
+    }
+}
 
 impl<P: Process> Process for Fenced<P> {
     type Done = P::Done;
@@ -84,21 +149,29 @@ impl<P: Process> Process for Fenced<P> {
     fn start(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
         self.pid = Some(out.pid());
         if !self.link.clock.valid_coarse() {
-            // Not ended here: `start` cannot see the mailbox, and the
-            // messages it was started for would vanish uncounted. Its
-            // first step counts them in `fenced` and ends it.
-            self.fenced = true;
+            // Not ended here even if stopped: `start` cannot see the
+            // mailbox, and the messages it was started for would vanish
+            // uncounted. They wait there until the lease is sure, or a
+            // step counts them in `fenced`.
+            self.wait(out);
             return Ok(());
         }
+        self.started = true;
         self.inner.start(out)
     }
 
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        if self.fenced || !self.link.clock.valid_coarse() {
-            let unread = events.filter(|e| matches!(e, Event::Message(_))).count();
-            Counters::add(&self.counters.fenced, unread as u64);
-            Counters::add(&self.counters.fenced_processes, 1);
-            return Err(FENCED.into());
+        if !self.link.clock.valid_coarse() {
+            return self.unsure(events, out);
+        }
+        if let Some(id) = self.waiting.take() {
+            // Its lease is sure again: the wake-up is ours, not `inner`'s.
+            out.cancel_timer(id);
+            self.patience = FIRST_WAIT;
+        }
+        if !self.started {
+            self.started = true;
+            self.inner.start(out)?;
         }
         // A load first: most steps find it set already, and a store
         // would dirty the line the host reads.
@@ -571,59 +644,152 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
-    /// Counts the messages it reads.
-    struct Reader(Arc<AtomicU64>);
+    /// Counts the messages it reads, and the timers it is handed (it
+    /// sets none: any would be its wrapper's).
+    #[derive(Default)]
+    struct Seen {
+        messages: AtomicU64,
+        timers: AtomicU64,
+    }
+
+    struct Reader(Arc<Seen>);
 
     impl Process for Reader {
         type Done = ();
         fn step(&mut self, events: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
             for event in events {
-                if let Event::Message(_) = event {
-                    self.0.fetch_add(1, SeqCst);
-                }
+                match event {
+                    Event::Message(_) => self.0.messages.fetch_add(1, SeqCst),
+                    Event::Timer { .. } => self.0.timers.fetch_add(1, SeqCst),
+                    _ => 0,
+                };
             }
             Ok(())
         }
     }
 
-    fn fenced(
-        clock: Arc<LeaseClock>,
-        read: &Arc<AtomicU64>,
-    ) -> (Fenced<Reader>, Arc<ShardingCounters>) {
-        let counters = Arc::new(ShardingCounters::default());
-        let process = Fenced {
-            inner: Reader(Arc::clone(read)),
-            link: Arc::new(Link::new(clock)),
-            counters: Arc::clone(&counters),
-            end: None,
-            pid: None,
-            fenced: false,
-            unread: Vec::new(),
-        };
-        (process, counters)
+    struct Fixture {
+        pid: Pid,
+        link: Arc<Link>,
+        counters: Arc<ShardingCounters>,
+        seen: Arc<Seen>,
     }
 
-    /// A process started while its lease is not surely this node's (a
-    /// renewal came late) never reads, and the message it was started for
-    /// is counted in `fenced`, not lost without a trace.
+    /// A fenced reader under `clock`, spawned on `node` with `messages`
+    /// in its mailbox before its first step (the workers start after).
+    fn spawn(node: &Scheduler, clock: Arc<LeaseClock>, messages: u32) -> Fixture {
+        let counters = Arc::new(ShardingCounters::default());
+        let seen = Arc::new(Seen::default());
+        let link = Arc::new(Link::new(clock));
+        let process = Fenced::new(
+            Reader(Arc::clone(&seen)),
+            Arc::clone(&link),
+            Arc::clone(&counters),
+            None,
+        );
+        let pid = node.spawn(process).unwrap().pid();
+        for n in 0..messages {
+            node.send(pid, n).unwrap();
+        }
+        node.start();
+        Fixture {
+            pid,
+            link,
+            counters,
+            seen,
+        }
+    }
+
+    fn eventually(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} never happened");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A process started under a lease that is not this node's (never
+    /// held, lost, or given up) never reads: the message it was started
+    /// for is counted in `fenced`, not lost without a trace.
     #[test]
     fn a_process_started_without_its_lease_counts_what_it_was_started_for() {
         let node = Scheduler::builder().workers(1).build();
-        let read = Arc::new(AtomicU64::new(0));
-        let (process, counters) = fenced(Arc::new(LeaseClock::new()), &read);
-        // The message waits in the mailbox before the first step (the
-        // workers start after it): a first step that found the mailbox
-        // empty would end the process and make the message a dead letter.
-        let pid = node.spawn(process).unwrap().pid();
-        node.send(pid, 7_u32).unwrap();
-        node.start();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while counters.fenced_processes.load(SeqCst) == 0 {
-            assert!(Instant::now() < deadline, "the process was never fenced");
-            std::thread::sleep(Duration::from_millis(5));
+        let p = spawn(&node, Arc::new(LeaseClock::new()), 1);
+        eventually("the fence", || {
+            p.counters.fenced_processes.load(SeqCst) == 1
+        });
+        assert_eq!(p.counters.fenced.load(SeqCst), 1);
+        assert_eq!(p.seen.messages.load(SeqCst), 0);
+        node.shutdown(Duration::from_secs(1));
+    }
+
+    /// A lease that ran out, not renewed (`lapsed`), with messages
+    /// waiting: nothing is read, and once `verdict` says the shard is lost
+    /// the process ends, its unread messages counted in `fenced`.
+    fn lapsed_then(verdict: impl FnOnce(&Scheduler, &Fixture, &LeaseClock)) {
+        let node = Scheduler::builder().workers(1).build();
+        let clock = Arc::new(LeaseClock::new());
+        clock.renewed(Instant::now(), Duration::from_millis(40));
+        let p = spawn(&node, Arc::clone(&clock), 0);
+        eventually("the lapse", || !clock.valid());
+        for n in 0..2_u32 {
+            node.send(p.pid, n).unwrap();
         }
-        assert_eq!(counters.fenced.load(SeqCst), 1);
-        assert_eq!(read.load(SeqCst), 0);
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(p.counters.fenced_processes.load(SeqCst), 0, "it waits");
+        verdict(&node, &p, &clock);
+        eventually("the fence", || {
+            p.counters.fenced_processes.load(SeqCst) == 1
+        });
+        assert_eq!(p.counters.fenced.load(SeqCst), 2);
+        assert_eq!(p.seen.messages.load(SeqCst), 0);
+        node.shutdown(Duration::from_secs(1));
+    }
+
+    /// The host learned the shard is lost, and stopped the process.
+    #[test]
+    fn a_process_whose_lease_ran_out_ends_when_its_host_stops_it() {
+        lapsed_then(|node, p, _| {
+            p.link.stopping.store(true, Release);
+            node.context().cancel(p.pid).unwrap();
+        });
+    }
+
+    /// A renewal found the lease taken (or the transport gave it up): the
+    /// clock is void, and the waiting process ends at its next look.
+    #[test]
+    fn a_process_whose_lease_ran_out_ends_when_the_lease_is_lost() {
+        lapsed_then(|_, _, clock| clock.void());
+    }
+
+    /// A lease renewed late (the clock ran out, then a renewal landed)
+    /// only delays the steps: what came meanwhile is read once the lease
+    /// is sure again, nothing is fenced, and the process never sees the
+    /// wake-ups it waited with.
+    #[test]
+    fn a_lease_renewed_late_delays_the_steps_and_fences_nothing() {
+        let node = Scheduler::builder().workers(1).build();
+        let clock = Arc::new(LeaseClock::new());
+        clock.renewed(Instant::now(), Duration::from_millis(40));
+        let p = spawn(&node, Arc::clone(&clock), 1);
+        eventually("the first read", || p.seen.messages.load(SeqCst) == 1);
+        eventually("the lapse", || !clock.valid());
+        for n in 0..3_u32 {
+            node.send(p.pid, n).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(p.seen.messages.load(SeqCst), 1, "nothing read unsure");
+        clock.renewed(Instant::now(), Duration::from_secs(60));
+        eventually("the late reads", || p.seen.messages.load(SeqCst) == 4);
+        assert_eq!(p.counters.fenced_processes.load(SeqCst), 0);
+        assert_eq!(p.counters.fenced.load(SeqCst), 0);
+        node.send(p.pid, 9_u32).unwrap();
+        eventually("a read after", || p.seen.messages.load(SeqCst) == 5);
+        assert_eq!(
+            p.seen.timers.load(SeqCst),
+            0,
+            "the wrapper's wake-ups leaked"
+        );
         node.shutdown(Duration::from_secs(1));
     }
 
@@ -631,19 +797,11 @@ mod tests {
     #[test]
     fn a_process_started_with_its_lease_reads() {
         let node = Scheduler::builder().workers(1).build();
-        node.start();
         let clock = Arc::new(LeaseClock::new());
         clock.renewed(Instant::now(), Duration::from_secs(60));
-        let read = Arc::new(AtomicU64::new(0));
-        let (process, counters) = fenced(clock, &read);
-        let pid = node.spawn(process).unwrap().pid();
-        node.send(pid, 7_u32).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while read.load(SeqCst) == 0 {
-            assert!(Instant::now() < deadline, "the message was never read");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(counters.fenced_processes.load(SeqCst), 0);
+        let p = spawn(&node, clock, 1);
+        eventually("the read", || p.seen.messages.load(SeqCst) == 1);
+        assert_eq!(p.counters.fenced_processes.load(SeqCst), 0);
         node.shutdown(Duration::from_secs(1));
     }
 }

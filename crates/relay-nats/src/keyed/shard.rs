@@ -582,20 +582,13 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         // leaves the kind (and the host, when it delivers) running.
         let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.factory)(key)));
         let made = made.map_err(|_| format!("the factory of `{}` panicked", self.name))?;
-        let process = super::host::Fenced {
-            inner: made,
-            link,
-            counters: Arc::clone(&self.counters),
-            end: Some(EndNote {
-                transport: Arc::clone(&self.transport),
-                host,
-                shard: index,
-                key: key.to_owned(),
-            }),
-            pid: None,
-            fenced: false,
-            unread: Vec::new(),
+        let end = EndNote {
+            transport: Arc::clone(&self.transport),
+            host,
+            shard: index,
+            key: key.to_owned(),
         };
+        let process = super::host::Fenced::new(made, link, Arc::clone(&self.counters), Some(end));
         let pid = cx.spawn(process).map_err(|e| e.to_string())?.pid();
         Counters::add(&self.counters.started, 1);
         Ok(pid)
