@@ -402,6 +402,7 @@ impl Codec {
                 addressed: frame.addressed,
                 incarnation: frame.incarnation,
                 seq: frame.seq,
+                first: frame.first,
             });
         }
         let payload = match frame.tag {
@@ -426,6 +427,7 @@ impl Codec {
             addressed: frame.addressed,
             incarnation: frame.incarnation,
             seq: frame.seq,
+            first: frame.first,
         })
     }
 }
@@ -448,4 +450,6 @@ pub(crate) struct Decoded {
     /// The sender's incarnation.
     pub(crate) incarnation: u64,
     pub(crate) seq: u64,
+    /// The sender's first number for this node's run (0: not known).
+    pub(crate) first: u64,
 }

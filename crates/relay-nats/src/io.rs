@@ -19,7 +19,7 @@ use crate::membership::{
 use crate::sequence::Seen;
 use crate::shared::{lock, Attached, Command, Inner};
 use crate::stats::Counters;
-use crate::wire::{self, Control};
+use crate::wire::{self, Control, Stamp};
 
 /// How long closing waits for the goodbye and queued frames to flush.
 const CLOSE_FLUSH: Duration = Duration::from_secs(2);
@@ -42,7 +42,7 @@ pub(crate) async fn run(
                 frame,
                 addressed,
             } => {
-                let (seq, current) = {
+                let stamp = {
                     let mut numbers = lock(&inner.numbers);
                     // Checked under the numbers' lock, which the failure
                     // detector takes after declaring a node down to read
@@ -78,13 +78,17 @@ pub(crate) async fn run(
                         inner.pending.fetch_sub(1, AcqRel);
                         continue;
                     }
-                    let seq = numbers.peek(to);
                     // The number is used up even if the publish fails: the
                     // receiver then sees the gap, and knows what it lost.
-                    numbers.advance(to);
-                    (seq, current)
+                    let (seq, first) = numbers.number(to, current);
+                    Stamp {
+                        addressed: current,
+                        incarnation: inner.incarnation,
+                        seq,
+                        first,
+                    }
                 };
-                publish(&client, &inner, to, frame, current, seq).await;
+                publish(&client, &inner, to, frame, stamp).await;
             }
             Command::Control { node: to, frame } => {
                 publish_control(&client, &inner, to, frame).await
@@ -110,17 +114,16 @@ pub(crate) async fn run(
     close(&client, &inner, commands, node).await;
 }
 
-/// Stamps a numbered frame (`seq`, for `to`'s run `current`) and
-/// publishes it; counts it published or failed.
+/// Stamps a numbered frame for `to` with `stamp` and publishes it;
+/// counts it published or failed.
 async fn publish(
     client: &async_nats::Client,
     inner: &Inner,
     to: u32,
     mut frame: Vec<u8>,
-    current: u64,
-    seq: u64,
+    stamp: Stamp,
 ) {
-    wire::stamp(&mut frame, current, inner.incarnation, seq);
+    wire::stamp(&mut frame, stamp);
     let subject = frame_subject(&inner.prefix, to, inner.node());
     match client.publish(subject, frame.into()).await {
         Ok(()) => {
@@ -138,7 +141,13 @@ async fn publish(
 /// and publishes it.
 async fn publish_control(client: &async_nats::Client, inner: &Inner, to: u32, mut frame: Vec<u8>) {
     let addressed = inner.members.incarnation_of(to);
-    wire::stamp(&mut frame, addressed, inner.incarnation, 0);
+    let stamp = Stamp {
+        addressed,
+        incarnation: inner.incarnation,
+        seq: 0,
+        first: 0,
+    };
+    wire::stamp(&mut frame, stamp);
     let subject = frame_subject(&inner.prefix, to, inner.node());
     if let Err(error) = client.publish(subject, frame.into()).await {
         // Repeated every heartbeat while it matters.
@@ -310,7 +319,7 @@ async fn receive(
         let Some((sender, source, decoded)) = vet(&inner, node, &message) else {
             continue;
         };
-        let (incarnation, seq) = (decoded.incarnation, decoded.seq);
+        let (incarnation, seq, first) = (decoded.incarnation, decoded.seq, decoded.first);
         let package = match decoded.content {
             Content::Package(package) => package,
             // Not numbered: in order with the frames before it all the same
@@ -320,7 +329,13 @@ async fn receive(
                 continue;
             }
         };
-        if admit_numbered(&inner, node, sender, source, incarnation, seq) {
+        let stamp = Stamp {
+            addressed: decoded.addressed,
+            incarnation,
+            seq,
+            first,
+        };
+        if admit_numbered(&inner, node, sender, source, stamp) {
             deliver(&inner, node, &*local, source, package);
         }
     }
@@ -379,29 +394,35 @@ fn vet(
     Some((sender, source, decoded))
 }
 
-/// Whether the numbered frame `seq` of `sender`'s run `incarnation` is
-/// taken: not a replay, and not from a node being reset. A gap before it
-/// is counted lost, and loses the sender (see `reset.rs`).
-fn admit_numbered(
-    inner: &Inner,
-    node: u32,
-    sender: u32,
-    source: relay::Pid,
-    incarnation: u64,
-    seq: u64,
-) -> bool {
+/// Whether the numbered frame `stamp.seq` of `sender`'s run
+/// `stamp.incarnation` is taken: not a replay, and not from a node being
+/// reset. A gap before it is counted lost, and loses the sender (see
+/// `reset.rs`); so is a gap before the first frame seen from that run,
+/// after the first number it gave this node (`sequence.rs`), but that
+/// one loses the sender only if it addressed this run: frames sent before
+/// it knew this run carried nothing of relations with it.
+fn admit_numbered(inner: &Inner, node: u32, sender: u32, source: relay::Pid, stamp: Stamp) -> bool {
+    let Stamp {
+        addressed,
+        incarnation,
+        seq,
+        first,
+    } = stamp;
     let seen = {
         let mut gaps = lock(&inner.gaps);
-        let seen = gaps.observe(sender, incarnation, seq);
-        if seen == Seen::First {
+        let seen = gaps.observe(sender, incarnation, seq, first);
+        if let Seen::First(_) = seen {
             gaps.retire(sender, incarnation);
         }
         seen
     };
     match seen {
-        Seen::First => {}
-        Seen::Next(0) => {}
-        Seen::Next(missing) => {
+        Seen::First(0) | Seen::Next(0) => {}
+        Seen::First(missing) if addressed == 0 => {
+            Counters::add(&inner.counters.lost, missing);
+            tracing::warn!(node, %source, missing, "the first messages from another node were lost in transit");
+        }
+        Seen::First(missing) | Seen::Next(missing) => {
             Counters::add(&inner.counters.lost, missing);
             tracing::warn!(node, %source, missing, "messages from another node were lost in transit");
             // Some may have been signals (a down, an exit, an answer):

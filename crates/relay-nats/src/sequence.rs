@@ -18,8 +18,10 @@ pub(crate) struct Gaps {
 /// What a frame's number says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Seen {
-    /// The first from this transport: the baseline.
-    First,
+    /// The first from this transport: the baseline, after this many
+    /// skipped since the first number the sender gave this node's run (0:
+    /// none, or that number is not known).
+    First(u64),
     /// The next one, after this many skipped (0: none).
     Next(u64),
     /// Not after the last one seen: core NATS does not reorder or repeat
@@ -28,13 +30,21 @@ pub(crate) enum Seen {
 }
 
 impl Gaps {
-    /// Records frame `seq` of transport `incarnation` of node `node`. The
-    /// first frame seen from a transport sets the baseline (what was sent
-    /// before this receiver was listening is not counted).
-    pub(crate) fn observe(&mut self, node: u32, incarnation: u64, seq: u64) -> Seen {
+    /// Records frame `seq` of transport `incarnation` of node `node`,
+    /// whose first number for this node's run was `first` (0: not known).
+    /// The first frame seen from a transport sets the baseline: what it
+    /// numbered for this run before it was lost (the sender addressed this
+    /// run, so this node was listening); what it sent before it knew this
+    /// run is not counted.
+    pub(crate) fn observe(&mut self, node: u32, incarnation: u64, seq: u64, first: u64) -> Seen {
         let Some(last) = self.last.get_mut(&(node, incarnation)) else {
             self.last.insert((node, incarnation), seq);
-            return Seen::First;
+            let skipped = if first == 0 {
+                0
+            } else {
+                seq.saturating_sub(first)
+            };
+            return Seen::First(skipped);
         };
         if seq > *last {
             let missing = seq - *last - 1;
@@ -117,31 +127,52 @@ impl Farewells {
     }
 }
 
-/// The next number for each target node, on the sending side.
+/// The numbers of the frames to each target node, on the sending side.
 #[derive(Debug, Default)]
 pub(crate) struct Numbers {
-    next: HashMap<u32, u64>,
+    streams: HashMap<u32, Stream>,
+}
+
+/// The frames numbered for one target node: numbers run on across its
+/// runs; `first` is the first number given to its run `run` (run 0:
+/// before any run of it was known, from number 1).
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    next: u64,
+    run: u64,
+    first: u64,
 }
 
 impl Numbers {
-    /// The number the next frame to `node` carries.
-    pub(crate) fn peek(&mut self, node: u32) -> u64 {
-        *self.next.entry(node).or_insert(1)
-    }
-
-    /// The frame to `node` was published: move on.
-    pub(crate) fn advance(&mut self, node: u32) {
-        *self.next.entry(node).or_insert(1) += 1;
+    /// Numbers the next frame to `node`'s run `run` (0: not known):
+    /// `(its number, the first number given to that run)`. Frames to a
+    /// node whose run is not known yet are numbered from 1, so their
+    /// first number is 1; once a run was known, 0 (not known) for them.
+    pub(crate) fn number(&mut self, node: u32, run: u64) -> (u64, u64) {
+        let stream = self.streams.entry(node).or_insert(Stream {
+            next: 1,
+            run: 0,
+            first: 1,
+        });
+        let seq = stream.next;
+        stream.next += 1;
+        if run != 0 && run != stream.run {
+            stream.run = run;
+            stream.first = seq;
+        }
+        let first = if run == stream.run { stream.first } else { 0 };
+        (seq, first)
     }
 
     /// How many frames were numbered for `node` so far (the last number).
     pub(crate) fn sent(&self, node: u32) -> u64 {
-        self.next.get(&node).map_or(0, |next| next - 1)
+        self.streams.get(&node).map_or(0, |s| s.next - 1)
     }
 
     /// The last number of every node something was numbered for.
     pub(crate) fn all_sent(&self) -> Vec<(u32, u64)> {
-        let mut sent: Vec<(u32, u64)> = self.next.iter().map(|(&n, &next)| (n, next - 1)).collect();
+        let mut sent: Vec<(u32, u64)> =
+            self.streams.iter().map(|(&n, s)| (n, s.next - 1)).collect();
         sent.sort_unstable();
         sent
     }
@@ -154,44 +185,67 @@ mod tests {
     #[test]
     fn skipped_numbers_are_counted_once_and_repeats_are_told_apart() {
         let mut gaps = Gaps::default();
-        assert_eq!(gaps.observe(1, 7, 5), Seen::First, "baseline");
-        assert_eq!(gaps.observe(1, 7, 6), Seen::Next(0));
-        assert_eq!(gaps.observe(1, 7, 10), Seen::Next(3));
-        assert_eq!(gaps.observe(1, 7, 9), Seen::Again, "sent again");
-        assert_eq!(gaps.observe(1, 7, 10), Seen::Again);
-        assert_eq!(gaps.observe(1, 7, 11), Seen::Next(0));
+        assert_eq!(gaps.observe(1, 7, 5, 0), Seen::First(0), "baseline");
+        assert_eq!(gaps.observe(1, 7, 6, 0), Seen::Next(0));
+        assert_eq!(gaps.observe(1, 7, 10, 0), Seen::Next(3));
+        assert_eq!(gaps.observe(1, 7, 9, 0), Seen::Again, "sent again");
+        assert_eq!(gaps.observe(1, 7, 10, 0), Seen::Again);
+        assert_eq!(gaps.observe(1, 7, 11, 0), Seen::Next(0));
         assert_eq!(
-            gaps.observe(1, 8, 4),
-            Seen::First,
+            gaps.observe(1, 8, 4, 0),
+            Seen::First(0),
             "another run starts afresh"
         );
-        assert_eq!(gaps.observe(2, 7, 100), Seen::First, "so does another node");
-        assert_eq!(gaps.observe(1, 8, 5), Seen::Next(0));
+        assert_eq!(
+            gaps.observe(2, 7, 100, 0),
+            Seen::First(0),
+            "so does another node"
+        );
+        assert_eq!(gaps.observe(1, 8, 5, 0), Seen::Next(0));
         gaps.retire(1, 8);
-        assert_eq!(gaps.observe(1, 7, 12), Seen::First, "forgotten: a baseline");
-        assert_eq!(gaps.observe(1, 8, 6), Seen::Next(0), "kept");
-        assert_eq!(gaps.observe(2, 7, 100), Seen::Again, "other nodes kept");
+        assert_eq!(
+            gaps.observe(1, 7, 12, 0),
+            Seen::First(0),
+            "forgotten: a baseline"
+        );
+        assert_eq!(gaps.observe(1, 8, 6, 0), Seen::Next(0), "kept");
+        assert_eq!(gaps.observe(2, 7, 100, 0), Seen::Again, "other nodes kept");
+    }
+
+    /// A sender's first frames to this run lost before any of its frames
+    /// arrived: the first number it gave this run says how many.
+    #[test]
+    fn frames_lost_before_the_first_one_seen_are_counted_by_the_first_number() {
+        let mut gaps = Gaps::default();
+        assert_eq!(gaps.observe(2, 7, 920, 1), Seen::First(919));
+        assert_eq!(gaps.observe(2, 7, 921, 1), Seen::Next(0));
+        assert_eq!(gaps.observe(3, 7, 40, 40), Seen::First(0), "none lost");
+        assert_eq!(gaps.observe(4, 7, 40, 0), Seen::First(0), "not known");
     }
 
     #[test]
-    fn numbers_advance_per_node() {
+    fn numbers_run_on_per_node_and_each_run_has_its_first() {
         let mut numbers = Numbers::default();
-        assert_eq!(numbers.peek(2), 1);
-        numbers.advance(2);
-        assert_eq!(numbers.peek(2), 2);
-        assert_eq!(numbers.peek(3), 1);
+        assert_eq!(numbers.number(2, 0), (1, 1), "run not known yet");
+        assert_eq!(numbers.number(2, 0), (2, 1));
+        assert_eq!(numbers.number(2, 50), (3, 3), "the run's first");
+        assert_eq!(numbers.number(2, 50), (4, 3));
+        assert_eq!(numbers.number(3, 60), (1, 1));
+        assert_eq!(numbers.number(2, 51), (5, 5), "node 2 restarted");
+        assert_eq!(numbers.number(2, 0), (6, 0), "no longer from 1");
+        assert_eq!(numbers.number(2, 51), (7, 5), "the same run");
         assert_eq!(
             (numbers.sent(2), numbers.sent(3), numbers.sent(4)),
-            (1, 0, 0)
+            (7, 1, 0)
         );
     }
 
     #[test]
     fn confirmations_name_the_last_number_of_each_run() {
         let mut gaps = Gaps::default();
-        gaps.observe(1, 7, 5);
-        gaps.observe(1, 7, 9);
-        gaps.observe(2, 8, 3);
+        gaps.observe(1, 7, 5, 0);
+        gaps.observe(1, 7, 9, 0);
+        gaps.observe(2, 8, 3, 0);
         assert_eq!(gaps.confirmations(), vec![(1, 7, 9), (2, 8, 3)]);
     }
 }

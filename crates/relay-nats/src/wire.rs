@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! offset  size  field
-//!      0     1  version (2)
+//!      0     1  version (3)
 //!      1     1  kind: 0 a message, 1 a signal between engines, 2 a
 //!               transport's control (reset, reset acknowledged; see
 //!               `reset.rs`): nine signal bytes, no tag, no payload
@@ -16,16 +16,20 @@
 //!               (0: the sender has not heard of that node)
 //!     34     8  incarnation of the sending transport
 //!     42     8  sequence number from that transport to the target node
-//!     50     2  signal length s (0 for a message)
-//!     52     s  signal bytes
-//!   52+s     2  tag length n (0: a signal without a payload)
-//!   54+s     n  tag (UTF-8)
-//! 54+s+n     …  payload bytes (the codec's encoding of the value)
+//!     50     8  the number of the first frame that transport numbered for
+//!               the target's incarnation at offset 26 (0: not known)
+//!     58     2  signal length s (0 for a message)
+//!     60     s  signal bytes
+//!   60+s     2  tag length n (0: a signal without a payload)
+//!   62+s     n  tag (UTF-8)
+//! 62+s+n     …  payload bytes (the codec's encoding of the value)
 //! ```
 //!
-//! The incarnations and the sequence number are stamped just before
-//! publishing, by the one task that publishes, so they follow the order of
-//! the wire. A receiver drops a frame addressed to an incarnation other
+//! The incarnations and the numbers are stamped just before publishing, by
+//! the one task that publishes, so they follow the order of the wire. The
+//! first number tells a receiver where the sender's stream to its run
+//! began: frames before the first one it sees were lost, even if it never
+//! saw an earlier one (`sequence.rs`). A receiver drops a frame addressed to an incarnation other
 //! than its own: it was meant for an earlier run of its node, and PIDs of
 //! that run must never reach the processes of this one.
 
@@ -33,10 +37,10 @@ use relay::Pid;
 
 use crate::error::DecodeError;
 
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 const STAMP: usize = 26;
-const SIGNAL_LEN: usize = 50;
-pub(crate) const HEADER: usize = 52;
+const SIGNAL_LEN: usize = 58;
+pub(crate) const HEADER: usize = 60;
 
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +60,8 @@ pub(crate) struct Frame<'a> {
     pub(crate) addressed: u64,
     pub(crate) incarnation: u64,
     pub(crate) seq: u64,
+    /// The sender's first number for the addressed run (0: not known).
+    pub(crate) first: u64,
     pub(crate) signal: &'a [u8],
     pub(crate) tag: &'a str,
     pub(crate) body: &'a [u8],
@@ -88,7 +94,7 @@ pub(crate) fn write(
     out.extend_from_slice(&source.id().to_be_bytes());
     out.extend_from_slice(&target.node().to_be_bytes());
     out.extend_from_slice(&target.id().to_be_bytes());
-    out.extend_from_slice(&[0; 24]);
+    out.extend_from_slice(&[0; 32]);
     out.extend_from_slice(&signal_len.to_be_bytes());
     out.extend_from_slice(signal_bytes);
     out.extend_from_slice(&tag_len.to_be_bytes());
@@ -148,12 +154,25 @@ pub(crate) fn control(from: u32, to: u32, body: [u8; CONTROL_LEN]) -> Vec<u8> {
     out
 }
 
-/// Writes the target's incarnation as the sender knows it, the sender's
-/// incarnation and the frame's sequence number.
-pub(crate) fn stamp(frame: &mut [u8], addressed: u64, incarnation: u64, seq: u64) {
-    frame[STAMP..STAMP + 8].copy_from_slice(&addressed.to_be_bytes());
-    frame[STAMP + 8..STAMP + 16].copy_from_slice(&incarnation.to_be_bytes());
-    frame[STAMP + 16..STAMP + 24].copy_from_slice(&seq.to_be_bytes());
+/// What a sender stamps on a frame just before publishing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    /// The target's incarnation as the sender knows it (0: not known).
+    pub(crate) addressed: u64,
+    /// The sender's incarnation.
+    pub(crate) incarnation: u64,
+    /// The frame's number (0: a control frame, not numbered).
+    pub(crate) seq: u64,
+    /// The sender's first number for the run `addressed` (0: not known).
+    pub(crate) first: u64,
+}
+
+/// Writes `stamp` into `frame`.
+pub(crate) fn stamp(frame: &mut [u8], stamp: Stamp) {
+    frame[STAMP..STAMP + 8].copy_from_slice(&stamp.addressed.to_be_bytes());
+    frame[STAMP + 8..STAMP + 16].copy_from_slice(&stamp.incarnation.to_be_bytes());
+    frame[STAMP + 16..STAMP + 24].copy_from_slice(&stamp.seq.to_be_bytes());
+    frame[STAMP + 24..STAMP + 32].copy_from_slice(&stamp.first.to_be_bytes());
 }
 
 /// Reads a frame, refusing one longer than `max` bytes.
@@ -206,6 +225,7 @@ pub(crate) fn read(bytes: &[u8], max: usize) -> Result<Frame<'_>, DecodeError> {
         addressed: u64_at(STAMP),
         incarnation: u64_at(STAMP + 8),
         seq: u64_at(STAMP + 16),
+        first: u64_at(STAMP + 24),
         signal,
         tag,
         body: &bytes[tag_at + 2 + tag_len..],
@@ -216,16 +236,24 @@ pub(crate) fn read(bytes: &[u8], max: usize) -> Result<Frame<'_>, DecodeError> {
 mod tests {
     use super::*;
 
+    const STAMPED: Stamp = Stamp {
+        addressed: 5,
+        incarnation: 42,
+        seq: 3,
+        first: 2,
+    };
+
     #[test]
     fn a_frame_round_trips() {
         let mut bytes = write(Pid::new(1, 7), Pid::new(2, 9), None, "ping", b"{}");
         assert_eq!(bytes.len(), size(None, "ping", b"{}"));
-        stamp(&mut bytes, 5, 42, 3);
+        stamp(&mut bytes, STAMPED);
         let frame = read(&bytes, 1 << 20).unwrap();
         assert_eq!(frame.kind, Kind::Message);
         assert_eq!(frame.source, Pid::new(1, 7));
         assert_eq!(frame.target, Pid::new(2, 9));
-        assert_eq!((frame.addressed, frame.incarnation, frame.seq), (5, 42, 3));
+        let read_back = (frame.addressed, frame.incarnation, frame.seq, frame.first);
+        assert_eq!(read_back, (5, 42, 3, 2));
         assert_eq!(frame.tag, "ping");
         assert_eq!(frame.body, b"{}");
         assert!(frame.signal.is_empty());
@@ -251,7 +279,7 @@ mod tests {
     fn a_control_frame_round_trips_and_a_malformed_one_is_refused() {
         let body = [7, 0, 0, 0, 0, 0, 0, 0, 9];
         let mut bytes = control(1, 2, body);
-        stamp(&mut bytes, 5, 42, 3);
+        stamp(&mut bytes, STAMPED);
         let frame = read(&bytes, 1 << 20).unwrap();
         assert_eq!(frame.kind, Kind::Control);
         assert_eq!(
@@ -259,7 +287,8 @@ mod tests {
             (Pid::new(1, 0), Pid::new(2, 0))
         );
         assert_eq!((frame.signal, frame.tag), (&body[..], ""));
-        assert_eq!((frame.addressed, frame.incarnation, frame.seq), (5, 42, 3));
+        let read_back = (frame.addressed, frame.incarnation, frame.seq, frame.first);
+        assert_eq!(read_back, (5, 42, 3, 2));
         let mut tagged = write(Pid::new(1, 0), Pid::new(2, 0), Some(&body), "t", b"");
         tagged[1] = 2;
         assert!(matches!(read(&tagged, 1 << 20), Err(DecodeError::BadTag)));
