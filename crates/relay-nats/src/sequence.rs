@@ -39,12 +39,9 @@ impl Gaps {
     pub(crate) fn observe(&mut self, node: u32, incarnation: u64, seq: u64, first: u64) -> Seen {
         let Some(last) = self.last.get_mut(&(node, incarnation)) else {
             self.last.insert((node, incarnation), seq);
-            let skipped = if first == 0 {
-                0
-            } else {
-                seq.saturating_sub(first)
-            };
-            return Seen::First(skipped);
+            // 0: the first number is not known, nothing is skipped.
+            let from = if first == 0 { seq } else { first };
+            return Seen::First(seq.saturating_sub(from));
         };
         if seq > *last {
             let missing = seq - *last - 1;
