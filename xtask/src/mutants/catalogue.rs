@@ -1180,7 +1180,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // a renewal that only came late fences what its mailbox held.
         name: "relay-nats-keyed-late-renewal-fences",
         file: "crates/relay-nats/src/keyed/host.rs",
-        original: "        if self.link.clock.is_void() || self.link.stopping.load(Acquire) {",
+        original: "        if self.link.clock.is_void() {",
         replacement: "        if true {",
         catcher: &NATS_KEYED_LEASE_LATE,
     },

@@ -61,9 +61,9 @@ pub(crate) enum Note {
 /// machine, or a node cut off or stopped past its lease) does not read:
 /// its events stay in the mailbox, and the process looks again a moment
 /// later. Renewed, it reads them, in order, as if nothing had happened;
-/// once the lease is surely lost (a renewal found it taken, the transport
-/// gave it up) or its host stopped it, it ends, its unread messages
-/// counted in `fenced`.
+/// once the lease is surely lost (a renewal found it taken, its host
+/// learned the shard is lost, the transport gave it up), it ends, its
+/// unread messages counted in `fenced`.
 pub(crate) struct Fenced<P> {
     pub(crate) inner: P,
     /// Its lease clock, and what it shares with its host and with cached
@@ -112,13 +112,15 @@ impl<P> Fenced<P> {
     }
 
     /// A step under an unsure lease: ends the process if the lease is
-    /// surely not this node's (lost, or given up as the transport closes)
-    /// or its host stopped it, its unread messages counted in `fenced`;
-    /// else (the lease ran out, and a renewal may still land) leaves its
-    /// events unread and looks again later.
+    /// surely not this node's (a renewal found it taken, the host learned
+    /// it lost the shard, the transport gave it up as it closed), its
+    /// unread messages counted in `fenced`; else (the lease ran out, and a
+    /// renewal may still land) leaves its events unread and looks again
+    /// later. A process its host stopped (a passivation, a hand-off) while
+    /// its lease was late waits too: renewed, it reads what it has and
+    /// its cancel, and ends as any stopped process.
     fn unsure(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        // Acquire: pairs with the host's release store before its cancel.
-        if self.link.clock.is_void() || self.link.stopping.load(Acquire) {
+        if self.link.clock.is_void() {
             let unread = events.filter(|e| matches!(e, Event::Message(_))).count();
             Counters::add(&self.counters.fenced, unread as u64);
             Counters::add(&self.counters.fenced_processes, 1);
@@ -723,10 +725,37 @@ mod tests {
         node.shutdown(Duration::from_secs(1));
     }
 
-    /// A lease that ran out, not renewed (`lapsed`), with messages
-    /// waiting: nothing is read, and once `verdict` says the shard is lost
-    /// the process ends, its unread messages counted in `fenced`.
-    fn lapsed_then(verdict: impl FnOnce(&Scheduler, &Fixture, &LeaseClock)) {
+    /// A process its host stopped (a passivation, a hand-off) while its
+    /// lease was late waits for the renewal, then reads what it has: the
+    /// stop loses nothing.
+    #[test]
+    fn a_process_stopped_while_its_lease_is_late_reads_once_it_is_renewed() {
+        let node = Scheduler::builder().workers(1).build();
+        let clock = Arc::new(LeaseClock::new());
+        clock.renewed(Instant::now(), Duration::from_millis(40));
+        let p = spawn(&node, Arc::clone(&clock), 0);
+        eventually("the lapse", || !clock.valid());
+        for n in 0..2_u32 {
+            node.send(p.pid, n).unwrap();
+        }
+        p.link.stopping.store(true, Release);
+        node.context().cancel(p.pid).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(p.seen.messages.load(SeqCst), 0, "nothing read unsure");
+        clock.renewed(Instant::now(), Duration::from_secs(60));
+        eventually("the late reads", || p.seen.messages.load(SeqCst) == 2);
+        assert_eq!(p.counters.fenced_processes.load(SeqCst), 0);
+        assert_eq!(p.counters.fenced.load(SeqCst), 0);
+        node.shutdown(Duration::from_secs(1));
+    }
+
+    /// A lease that ran out, with messages waiting: nothing is read, and
+    /// once a renewal finds the lease taken (or the host learns the shard
+    /// is lost, or the transport gives it up: the clock is void) the
+    /// process ends at its next look, its unread messages counted in
+    /// `fenced`.
+    #[test]
+    fn a_process_whose_lease_ran_out_ends_when_the_lease_is_lost() {
         let node = Scheduler::builder().workers(1).build();
         let clock = Arc::new(LeaseClock::new());
         clock.renewed(Instant::now(), Duration::from_millis(40));
@@ -737,29 +766,13 @@ mod tests {
         }
         std::thread::sleep(Duration::from_millis(150));
         assert_eq!(p.counters.fenced_processes.load(SeqCst), 0, "it waits");
-        verdict(&node, &p, &clock);
+        clock.void();
         eventually("the fence", || {
             p.counters.fenced_processes.load(SeqCst) == 1
         });
         assert_eq!(p.counters.fenced.load(SeqCst), 2);
         assert_eq!(p.seen.messages.load(SeqCst), 0);
         node.shutdown(Duration::from_secs(1));
-    }
-
-    /// The host learned the shard is lost, and stopped the process.
-    #[test]
-    fn a_process_whose_lease_ran_out_ends_when_its_host_stops_it() {
-        lapsed_then(|node, p, _| {
-            p.link.stopping.store(true, Release);
-            node.context().cancel(p.pid).unwrap();
-        });
-    }
-
-    /// A renewal found the lease taken (or the transport gave it up): the
-    /// clock is void, and the waiting process ends at its next look.
-    #[test]
-    fn a_process_whose_lease_ran_out_ends_when_the_lease_is_lost() {
-        lapsed_then(|_, _, clock| clock.void());
     }
 
     /// A lease renewed late (the clock ran out, then a renewal landed)

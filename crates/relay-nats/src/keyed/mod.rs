@@ -22,8 +22,8 @@
 //!   stopped or cut off past its lease finds its keyed processes fenced
 //!   when it wakes, before anything else can tell it: they do not step,
 //!   their messages unread, until a renewal makes the lease sure again
-//!   (they read on) or the host learns the shard is lost (they end, what
-//!   they had not read counted fenced). A node hands a shard off by cancelling its keys'
+//!   (they read on) or the lease is surely lost (they end, what they had
+//!   not read counted fenced). A node hands a shard off by cancelling its keys'
 //!   processes, waiting for them to end, and only then releasing the
 //!   name.
 //! - **A lost lease keeps nothing for later.** What reached a holder
