@@ -131,8 +131,7 @@ pub(crate) struct Numbers {
 }
 
 /// The frames numbered for one target node: numbers run on across its
-/// runs; `first` is the first number given to its run `run` (run 0:
-/// before any run of it was known, from number 1).
+/// runs; `first` is the first number given to its run `run`.
 #[derive(Debug, Clone, Copy)]
 struct Stream {
     next: u64,
@@ -142,9 +141,14 @@ struct Stream {
 
 impl Numbers {
     /// Numbers the next frame to `node`'s run `run` (0: not known):
-    /// `(its number, the first number given to that run)`. Frames to a
-    /// node whose run is not known yet are numbered from 1, so their
-    /// first number is 1; once a run was known, 0 (not known) for them.
+    /// `(its number, the first number given to that run)`.
+    ///
+    /// Frames to a node before any run of it is known are numbered from
+    /// 1 and meant for whichever run listens: the first run known counts
+    /// from 1 too (so a node that starts after a sender began sending to
+    /// its number counts what it missed). Each later run counts from the
+    /// first frame addressed to it; frames addressed to no run after one
+    /// was known carry 0 (not known).
     pub(crate) fn number(&mut self, node: u32, run: u64) -> (u64, u64) {
         let stream = self.streams.entry(node).or_insert(Stream {
             next: 1,
@@ -154,8 +158,10 @@ impl Numbers {
         let seq = stream.next;
         stream.next += 1;
         if run != 0 && run != stream.run {
+            if stream.run != 0 {
+                stream.first = seq;
+            }
             stream.run = run;
-            stream.first = seq;
         }
         let first = if run == stream.run { stream.first } else { 0 };
         (seq, first)
@@ -225,8 +231,8 @@ mod tests {
         let mut numbers = Numbers::default();
         assert_eq!(numbers.number(2, 0), (1, 1), "run not known yet");
         assert_eq!(numbers.number(2, 0), (2, 1));
-        assert_eq!(numbers.number(2, 50), (3, 3), "the run's first");
-        assert_eq!(numbers.number(2, 50), (4, 3));
+        assert_eq!(numbers.number(2, 50), (3, 1), "the first run known: from 1");
+        assert_eq!(numbers.number(2, 50), (4, 1));
         assert_eq!(numbers.number(3, 60), (1, 1));
         assert_eq!(numbers.number(2, 51), (5, 5), "node 2 restarted");
         assert_eq!(numbers.number(2, 0), (6, 0), "no longer from 1");
