@@ -514,7 +514,16 @@ async fn watch_members(
                     (Kind::Down, Some(&(_, _, last))) => Some(last),
                     _ => None,
                 };
-                match inner.members.hear(node, kind, incarnation, now) {
+                // Under the numbers' lock, which the publishing loop holds
+                // from its look at the node's run to the numbering: a
+                // restart's switch and the count of what went to the old
+                // run are one step (see `Change::Restarted`).
+                let (change, sent) = {
+                    let numbers = lock(&inner.numbers);
+                    let change = inner.members.hear(node, kind, incarnation, now);
+                    (change, numbers.sent(node))
+                };
+                match change {
                     Change::None => {}
                     Change::Up => {
                         tracing::info!(node, "a node is up");
@@ -524,6 +533,10 @@ async fn watch_members(
                     }
                     Change::Restarted => {
                         tracing::info!(node, "a node restarted: its earlier run is gone");
+                        // What the earlier run never confirmed is counted
+                        // here, as for a node declared down: it may have
+                        // died before the failure detector said so.
+                        count_unconfirmed(&inner, node, sent);
                         inner.tell_lost(node);
                     }
                     Change::Left => {
@@ -573,6 +586,21 @@ async fn heartbeat(client: async_nats::Client, inner: Arc<Inner>, me: u32) {
     }
 }
 
+/// Counts in `unconfirmed` the frames among the `sent` numbered for
+/// `node` that its run, now down or replaced by a new one, never
+/// confirmed: lost with it, or received just before (each counted once).
+fn count_unconfirmed(inner: &Inner, node: u32, sent: u64) {
+    let unconfirmed = inner.members.unconfirmed(node, sent);
+    if unconfirmed > 0 {
+        Counters::add(&inner.counters.unconfirmed, unconfirmed);
+        tracing::warn!(
+            node,
+            unconfirmed,
+            "frames sent to a node now down or restarted were never confirmed: lost with it, or received just before"
+        );
+    }
+}
+
 /// Declares down the nodes not heard from for the bound, every heartbeat.
 async fn detect(inner: Arc<Inner>) {
     let mut ticks = tokio::time::interval(inner.heartbeat);
@@ -588,15 +616,7 @@ async fn detect(inner: Arc<Inner>) {
             // After the sweep marked it down: from here on, nothing more
             // is numbered for it (see `Command::Publish`).
             let sent = lock(&inner.numbers).sent(node);
-            let unconfirmed = inner.members.unconfirmed(node, sent);
-            if unconfirmed > 0 {
-                Counters::add(&inner.counters.unconfirmed, unconfirmed);
-                tracing::warn!(
-                    node,
-                    unconfirmed,
-                    "frames sent to a node now down were never confirmed: lost with it, or received just before"
-                );
-            }
+            count_unconfirmed(&inner, node, sent);
             tracing::warn!(
                 node,
                 silent_for = ?inner.down_after,
