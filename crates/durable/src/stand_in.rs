@@ -41,7 +41,12 @@
 //! - **An abnormal end.** If the stand-in itself ends abnormally (a
 //!   router fencing it), the link ends the durable process too; its
 //!   journal is then exactly what a crash leaves, and the next resume
-//!   starts from it.
+//!   starts from it. What the stand-in held then (taken from its mailbox,
+//!   not seen journaled) is counted, message by message, in
+//!   `DurableStats::stand_in_dropped`, with a warning: none is lost
+//!   unseen. One whose write was in flight may still reach the journal,
+//!   and the next process then reads it too (counted and read; never
+//!   neither).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -423,7 +428,89 @@ where
         self.advance(out)
     }
 
+    /// A stand-in that ends holding messages (an abnormal end: a router
+    /// fencing it, a process it could not have) took them from its
+    /// mailbox and never saw them journaled: each is counted in
+    /// `DurableStats::stand_in_dropped`, with one warning, rather than
+    /// lost unseen. A stand-in that finishes holds nothing.
+    fn close(&mut self) {
+        let (dropped, in_flight) = self.unjournaled();
+        for _ in 0..dropped {
+            self.durability.count_stand_in_drop();
+        }
+        if dropped > 0 {
+            tracing::warn!(
+                key = %self.key,
+                dropped,
+                in_flight,
+                "a stand-in ended holding messages it had not seen journaled; counted as dropped \
+                 (those in flight may still reach the journal)"
+            );
+        }
+    }
+
     fn type_name(&self) -> &'static str {
         std::any::type_name::<D>()
+    }
+}
+
+impl<D: Durable> StandIn<D> {
+    /// How many messages it holds that are not known to be journaled:
+    /// all those waiting, and those passed on whose receipts have not
+    /// said journaled; and how many of the latter are still in flight
+    /// (their write may yet land, so the key's next process may read
+    /// them although they are counted).
+    fn unjournaled(&self) -> (usize, usize) {
+        let mut dropped = self.waiting.len();
+        let mut in_flight = 0;
+        for (_, receipt, _) in &self.pending {
+            match receipt.try_result() {
+                Some(Ok(())) => {}
+                Some(Err(_)) => dropped += 1,
+                None => {
+                    dropped += 1;
+                    in_flight += 1;
+                }
+            }
+        }
+        (dropped, in_flight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prelude::{Events, Output};
+    use crate::store::MemoryStore;
+
+    struct Sum;
+
+    impl Durable for Sum {
+        const KIND: &'static str = "sum";
+        type Args = ();
+        type Message = u64;
+        type Done = ();
+        fn create(_: ()) -> Self {
+            Sum
+        }
+        fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+            Ok(())
+        }
+    }
+
+    /// Messages taken and never passed on (no process to pass them to)
+    /// are counted when the stand-in closes; a stand-in holding nothing
+    /// counts nothing.
+    #[test]
+    fn what_waits_at_the_close_is_counted_as_dropped() {
+        let durability = Arc::new(Durability::open(MemoryStore::new()));
+        let mut idle = StandIn::<Sum>::new(&durability, "k", ());
+        idle.close();
+        assert_eq!(durability.stats().stand_in_dropped, 0);
+        let mut holding = StandIn::<Sum>::new(&durability, "k", ());
+        holding.waiting.extend([(0, 4), (1, 5)]);
+        assert_eq!(holding.unjournaled(), (2, 0));
+        holding.close();
+        assert_eq!(durability.stats().stand_in_dropped, 2);
     }
 }

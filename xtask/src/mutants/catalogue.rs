@@ -384,6 +384,20 @@ const DURABLE_STAND_IN_FENCED: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// A stand-in ended abnormally with writes in flight: each message it
+/// held is counted dropped.
+const DURABLE_STAND_IN_ABNORMAL_END: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched-durable",
+        "--test",
+        "stand_in_abnormal_end",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 /// Stand-ins in the simulation against a model: every message in the
 /// key's journals once, in order, through cancels, finishes, fences and
 /// delays, over 300 seeds.
@@ -1142,6 +1156,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "                Err(DurableError::Fenced(_)) => {\n                    self.fenced = true;\n                    self.wait_again(number, message);\n                }\n",
         replacement: "",
         catcher: &DURABLE_STAND_IN_FENCED,
+    },
+    Mutation {
+        // A stand-in that ends abnormally drops what it holds unjournaled
+        // without a count, as it used to.
+        name: "durable-stand-in-ends-holding-messages-uncounted",
+        file: "crates/durable/src/stand_in.rs",
+        original: "        for _ in 0..dropped {",
+        replacement: "        for _ in 0..0 {",
+        catcher: &DURABLE_STAND_IN_ABNORMAL_END,
     },
     Mutation {
         // What came back unwritten goes ahead of everything waiting (what

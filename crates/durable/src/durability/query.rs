@@ -243,9 +243,12 @@ pub struct DurableStats {
     /// Messages [`StandIn`](crate::StandIn)s took and dropped, each with a
     /// warning in the log: of another type than their durable process
     /// takes, not encodable, or passed on and refused by the store for
-    /// good (a write that failed, or one a shutdown left in doubt). A
-    /// message the fence refused, or whose process ended first, is passed
-    /// on again, not counted here.
+    /// good (a write that failed, or one a shutdown left in doubt), and
+    /// those a stand-in held when it ended abnormally (a router fencing
+    /// it): taken, and not seen journaled (a write then in flight may
+    /// still land, and its message be read by the key's next process as
+    /// well). A message the fence refused, or whose process ended first,
+    /// is passed on again, not counted here.
     pub stand_in_dropped: u64,
     /// Sends a receiver holds now because an earlier send of the same
     /// sender has not reached it yet (taken, in order, once it does).
