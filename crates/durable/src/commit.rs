@@ -102,6 +102,26 @@ struct Item {
 struct Queue {
     items: Vec<Item>,
     stopped: bool,
+    /// The runners (incarnations) with a record in the batch being
+    /// written now, and what waits for that write to end
+    /// ([`Writer::after_written`]).
+    writing: HashSet<u64>,
+    after_batch: Vec<Release>,
+}
+
+/// What a runner that ended leaves to do once no record of it can still
+/// reach the store (see [`Writer::after_written`]).
+pub(crate) type Release = Box<dyn FnOnce() + Send>;
+
+impl Queue {
+    fn new() -> Queue {
+        Queue {
+            items: Vec::new(),
+            stopped: false,
+            writing: HashSet::new(),
+            after_batch: Vec::new(),
+        }
+    }
 }
 
 /// A latency histogram of microseconds, log-linear (see `bucket_of`).
@@ -270,10 +290,7 @@ impl Writer {
     /// Starts the writer thread over `store`.
     pub(crate) fn start(store: Arc<dyn Store>) -> (Arc<Writer>, JoinHandle<()>) {
         let writer = Arc::new(Writer {
-            queue: Mutex::new(Queue {
-                items: Vec::new(),
-                stopped: false,
-            }),
+            queue: Mutex::new(Queue::new()),
             ready: Condvar::new(),
             poisoned: Mutex::new(HashMap::new()),
             atomic: store.atomic_batches(),
@@ -294,10 +311,7 @@ impl Writer {
     /// simulation writes the records (see [`Simulated`]).
     pub(crate) fn simulated(store: Arc<dyn Store>) -> Arc<Writer> {
         Arc::new_cyclic(|writer| Writer {
-            queue: Mutex::new(Queue {
-                items: Vec::new(),
-                stopped: false,
-            }),
+            queue: Mutex::new(Queue::new()),
             ready: Condvar::new(),
             poisoned: Mutex::new(HashMap::new()),
             atomic: store.atomic_batches(),
@@ -410,6 +424,24 @@ impl Writer {
         first
     }
 
+    /// Runs `release` once no record of the runner `incarnation` can
+    /// still reach the store: at once, unless the batch being written now
+    /// holds one, then as soon as that write has ended (written or not).
+    /// A runner that ends calls it after [`abandon`](Writer::abandon), so
+    /// nothing of it is queued any more; what it releases (its key, for
+    /// the next process of the key on this node) is then not given to a
+    /// process that could read the journal before a record of the ended
+    /// one lands in it, and write its own records under the same numbers.
+    pub(crate) fn after_written(&self, incarnation: u64, release: Release) {
+        let mut queue = self.queue.lock();
+        if queue.writing.contains(&incarnation) {
+            queue.after_batch.push(release);
+            return;
+        }
+        drop(queue);
+        release();
+    }
+
     /// Stops taking records; the writer writes what is queued and ends.
     pub(crate) fn stop(&self) {
         self.queue.lock().stopped = true;
@@ -453,7 +485,24 @@ impl Writer {
             count += 1;
         }
         let rest = queue.items.split_off(count);
-        std::mem::replace(&mut queue.items, rest)
+        let batch = std::mem::replace(&mut queue.items, rest);
+        queue
+            .writing
+            .extend(batch.iter().map(|item| item.incarnation));
+        batch
+    }
+
+    /// The batch taken last has been written (or refused): what waited
+    /// for it runs (see [`after_written`](Writer::after_written)).
+    fn batch_ended(&self) {
+        let waiting = {
+            let mut queue = self.queue.lock();
+            queue.writing.clear();
+            std::mem::take(&mut queue.after_batch)
+        };
+        for release in waiting {
+            release();
+        }
     }
 
     fn run(&self, store: &dyn Store) {
@@ -464,7 +513,10 @@ impl Writer {
 
     /// Writes one batch with one append, and completes its records'
     /// commands. Records that follow one that was not written fail
-    /// unwritten.
+    /// unwritten. What waited for the batch's write to end runs once the
+    /// append has returned, before any command is completed: a runner
+    /// that ends on seeing its last record durable finds its key's
+    /// release free to run.
     fn write(&self, store: &dyn Store, batch: Vec<Item>) {
         let mut poisoned = self.poisoned.lock();
         let mut written = Vec::with_capacity(batch.len());
@@ -501,6 +553,7 @@ impl Writer {
         // wait for a sync to abandon its records.
         drop(poisoned);
         if written.is_empty() {
+            self.batch_ended();
             return;
         }
         let (appends, rest): (Vec<Append>, Vec<(u64, Completer)>) = written
@@ -520,6 +573,7 @@ impl Writer {
                     )))
                 });
         self.counters.sync.record(started.elapsed());
+        self.batch_ended();
         let c = &self.counters;
         match &result {
             Ok(_) => {

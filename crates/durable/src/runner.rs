@@ -694,10 +694,20 @@ impl Process for Runner {
             self.shared.held.fetch_sub(held, Relaxed);
         }
         if let Some(pid) = self.pid {
-            self.shared.closed.fetch_add(1, SeqCst);
-            self.shared
-                .directory
-                .remove_if(&*self.key, |_, p| *p == pid);
+            // The key stays this process's (`Durability::pid` names it)
+            // until no record of it can still land in the journal: a
+            // write already under way when it was abandoned lands first,
+            // and only then may the key's next process here read the
+            // journal and number its own records after it
+            // (`Writer::after_written`).
+            let (shared, key) = (Arc::clone(&self.shared), Arc::clone(&self.key));
+            self.shared.writer.after_written(
+                self.incarnation,
+                Box::new(move || {
+                    shared.closed.fetch_add(1, SeqCst);
+                    shared.directory.remove_if(&*key, |_, p| *p == pid);
+                }),
+            );
         }
     }
 }

@@ -18,7 +18,13 @@ impl Durability {
         self.shared.stand_in_dropped.fetch_add(1, Relaxed);
     }
 
-    /// The PID of the running durable process `key`.
+    /// The PID of the running durable process `key`. A process that
+    /// ended here (suspended, failed, killed with a write of its journal
+    /// under way) keeps its key, and is still named here, until its last
+    /// write has landed or failed: only then may the key's next process
+    /// here ([`resume`](Durability::resume), [`spawn`](Durability::spawn))
+    /// read the journal, so it never numbers a record as one still on its
+    /// way. Wait for `None` before resuming a key you suspended.
     ///
     /// # Examples
     ///

@@ -58,7 +58,8 @@ impl Durability {
     ///
     /// # Errors
     ///
-    /// [`DurableError::KeyTaken`] if the process runs here already (see
+    /// [`DurableError::KeyTaken`] if the process runs here already, or
+    /// ended here and a write of its journal is still under way (see
     /// [`pid`](Durability::pid)); [`DurableError::UnknownKind`] or
     /// [`DurableError::NonDeterminism`] if it cannot be rebuilt;
     /// [`DurableError::Store`] or [`DurableError::Corrupt`];

@@ -40,10 +40,11 @@
 //!   [`ShardingConfig::passivate_after`] is cancelled; its next message
 //!   starts a new one.
 //!
-//! - **Cached routes.** An [`Entity`] keeps its key's route: while the
-//!   key's process runs here, its sends are sends by PID. A stop can
-//!   overtake such a send; the stopped process hands what reached it
-//!   after its last step back to its key's next process
+//! - **Cached routes.** An [`Entity`] keeps its key's route, and each
+//!   thread keeps the routes its [`Sharded::send`]s found (`routes.rs`):
+//!   while the key's process runs here, those sends are sends by PID. A
+//!   stop can overtake such a send; the stopped process hands what
+//!   reached it after its last step back to its key's next process
 //!   (`Process::unread`, see `entity.rs`).
 //!
 //! - **Asks.** A question to a key ([`Sharded::ask`]) is routed as a
@@ -65,6 +66,7 @@ mod entity;
 mod error;
 mod host;
 mod placement;
+mod routes;
 mod shard;
 mod stats;
 
@@ -417,7 +419,10 @@ impl<M: Send + 'static> Sharded<M> {
     /// key's process (started now if it has none); for a shard another
     /// node holds, to that node; while the shard has no known holder, it
     /// waits in order. Per sender and key, messages arrive in the order
-    /// sent, except across a hand-off (see the guide).
+    /// sent, except across a hand-off (see the guide). The calling
+    /// thread keeps the route of a key whose process runs here (up to
+    /// 4 096 keys): while it holds, the next send to the key is a send by
+    /// PID, as through an [`Entity`].
     ///
     /// # Errors
     ///

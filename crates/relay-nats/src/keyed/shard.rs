@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{Refused, RefusedReason};
 use super::placement::shard_of;
+use super::routes;
 use super::ShardingCounters;
 use crate::codec::KeyedValue;
 use crate::leases::LeaseClock;
@@ -218,6 +219,8 @@ impl<M> Drop for ShardGuard<'_, M> {
 /// One kind of keyed process on this node: its shards, its factory and
 /// its host process.
 pub(crate) struct Kind<P, M> {
+    /// Its identity in the threads' route caches (`routes.rs`).
+    pub(crate) id: u64,
     pub(crate) name: String,
     pub(crate) shards: Box<[ShardCell<M>]>,
     pub(crate) factory: Box<dyn Fn(&str) -> P + Send + Sync>,
@@ -239,6 +242,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         transport: Arc<NatsTransport>,
     ) -> Kind<P, M> {
         Kind {
+            id: routes::next_kind_id(),
             name,
             shards: (0..shards)
                 .map(|_| ShardCell {
@@ -283,11 +287,29 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         }
     }
 
-    /// Sends `message` to the process of `key`, wherever it lives.
+    /// Sends `message` to the process of `key`, wherever it lives: by
+    /// PID on this thread's cached route to it while that holds
+    /// (`routes.rs`), else under the shard's lock, learning the route.
     pub(crate) fn send(&self, cx: &Context, key: &str, message: M) -> Result<(), Refused<M>> {
+        let hash = routes::hash(key);
+        let message = match routes::usable(self.id, key, hash, |shard| self.is_open(shard)) {
+            Some(pid) => match cx.send(pid, message) {
+                Ok(()) => return Ok(()),
+                // Ended, or full: the general path starts its next
+                // process, or refuses with the reason.
+                Err(error) => {
+                    routes::forget(self.id, key, hash);
+                    message_back::<M>(error)
+                }
+            },
+            None => message,
+        };
         let index = shard_of(key, self.shard_count());
-        let mut shard = self.lock(index);
-        self.send_locked(cx, index, &mut shard, key, message)
+        let (sent, route) = self.send_caching(cx, index, key, message);
+        if let Some(route) = route {
+            routes::remember(self.id, key, hash, index, route);
+        }
+        sent
     }
 
     /// [`send`](Kind::send) to `key` of shard `index`, and then, with the
