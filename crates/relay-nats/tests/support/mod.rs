@@ -59,27 +59,35 @@ impl NatsServer {
             eprintln!("SKIPPED: nats-server is not installed (apt-get install -y nats-server); set CI to make this a failure");
             return None;
         }
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let config = config.map(|text| {
-            let path = std::env::temp_dir().join(format!(
-                "relay-nats-test-{}-{port}.conf",
-                std::process::id()
-            ));
-            std::fs::write(&path, text).expect("the configuration is written");
-            path
-        });
-        let mut server = NatsServer {
-            child: None,
-            port,
-            config,
-            _serial: serial,
-        };
-        server.spawn();
-        Some(server)
+        // The free port is found by binding and letting go: another
+        // process (a second test run on the machine) may take it before
+        // the server binds it, and the server then exits while the port
+        // answers for someone else's. Such a start tries another port.
+        for _ in 0..5 {
+            let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let config = config.map(|text| {
+                let path = std::env::temp_dir().join(format!(
+                    "relay-nats-test-{}-{port}.conf",
+                    std::process::id()
+                ));
+                std::fs::write(&path, text).expect("the configuration is written");
+                path
+            });
+            let mut server = NatsServer {
+                child: None,
+                port,
+                config,
+                _serial: serial,
+            };
+            if server.try_spawn() {
+                return Some(server);
+            }
+        }
+        panic!("nats-server did not start on any of five free ports");
     }
 
     pub fn url(&self) -> String {
@@ -97,6 +105,16 @@ impl NatsServer {
     }
 
     fn spawn(&mut self) {
+        assert!(
+            self.try_spawn(),
+            "nats-server exited at its start: port {} taken by another process?",
+            self.port
+        );
+    }
+
+    /// Starts the server; `false` if it exited before it listened, or
+    /// just after (its port answered for another process's server).
+    fn try_spawn(&mut self) -> bool {
         let store = self.store_dir();
         let store = store.to_str().expect("a UTF-8 temporary directory");
         let mut command = Command::new("nats-server");
@@ -110,12 +128,23 @@ impl NatsServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("nats-server starts");
-        self.child = Some(child);
+        let child = self.child.insert(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return false;
+            }
             assert!(Instant::now() < deadline, "nats-server did not listen");
             std::thread::sleep(Duration::from_millis(20));
         }
+        // A server that lost the port to another one exits within
+        // milliseconds of its start.
+        std::thread::sleep(Duration::from_millis(50));
+        if matches!(child.try_wait(), Ok(None)) {
+            return true;
+        }
+        self.child = None;
+        false
     }
 
     pub fn stop(&mut self) {
