@@ -566,7 +566,7 @@ fn backlog(seed: u64, workers: usize) -> Backlog {
 /// every simulation checks the bound. Over 50 seeds of 1 to 3 workers: the
 /// light queue is used, no wait is over its bound, the light probes' timers
 /// are stepped far sooner after their deadlines than the heavy ones' (by
-/// `out.now()`, the one virtual clock; a timer fires up to a 1 ms tick
+/// `out.now()`, the one virtual clock; a timer fires up to a 100 µs tick
 /// late by itself), and a run with spends replays exactly.
 #[test]
 fn light_probes_go_ahead_of_a_heavy_backlog_and_every_wait_is_within_its_bound() {

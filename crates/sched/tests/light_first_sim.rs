@@ -95,10 +95,10 @@ impl Process for Busy {
 type Lateness = Arc<Mutex<Vec<Duration>>>;
 
 /// How long a timer set for `due` waited for its step at `now`, from the
-/// 1 ms tick it fell due at (deadlines round up to the tick, counted from
-/// the engine's start, `origin`).
+/// 100 µs tick it fell due at (deadlines round up to the tick, counted
+/// from the engine's start, `origin`).
 fn after_tick(origin: Instant, due: Instant, now: Instant) -> Duration {
-    let tick = Duration::from_millis(1).as_nanos();
+    let tick = Duration::from_micros(100).as_nanos();
     let ticks = (due - origin).as_nanos().div_ceil(tick);
     let fired = origin + Duration::from_nanos(u64::try_from(ticks * tick).expect("in range"));
     now.saturating_duration_since(fired)

@@ -505,6 +505,13 @@ const SCHED_SYSTEM_LANE: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The simulation's own test file (virtual time: exact instants).
+const SCHED_SIMULATION: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "simulation"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The tests of a terminate that does not wait for the process's turn.
 const SCHED_TERMINATE_QUEUED: Catcher = Catcher {
     args: &["test", "-p", "sched", "--test", "terminate_queued"],
@@ -772,6 +779,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "            self.flush_nursery();\n",
         replacement: "",
         catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // The wheels' tick back at 1 ms: a timer re-armed from the step
+        // its last one woke falls due nearly a whole tick late.
+        name: "timer-tick-a-millisecond",
+        file: "crates/sched-core/src/timer/registry.rs",
+        original: "const TICK: Duration = Duration::from_micros(100);",
+        replacement: "const TICK: Duration = Duration::from_millis(1);",
+        catcher: &SCHED_SIMULATION,
     },
     Mutation {
         // Urgent messages left in arrival order: an urgent stop waits

@@ -143,7 +143,7 @@ pub struct Histograms {
     /// its first turn) or `step` to its return, one value per step.
     pub step: Histogram,
     /// How late each timer fell due: from its deadline (rounded up to the
-    /// timer wheel's 1 ms tick) to the moment its worker delivered its
+    /// timer wheel's 100 µs tick) to the moment its worker delivered its
     /// event or message, one value per timer (wake-ups, delayed messages,
     /// ask timeouts, delayed completions). The wait of the woken process
     /// for a worker after that is not included.

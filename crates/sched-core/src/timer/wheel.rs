@@ -49,7 +49,7 @@
 //! A poll that jumps `2^36` ticks or more would otherwise re-place every
 //! clamped entry once per turn of the top level; instead it takes all
 //! entries out, sorts them and places the survivors afresh (O(n log n), for
-//! a jump of more than two years at one tick per millisecond).
+//! a jump of more than 79 days at one tick per 100 µs).
 
 use std::fmt;
 use std::mem;
@@ -129,8 +129,8 @@ struct List {
 
 /// A hierarchical timing wheel of values of type `T`.
 ///
-/// Deadlines are in ticks (the caller uses 1 tick = 1 ms since the engine
-/// started). `elapsed` starts at 0.
+/// Deadlines are in ticks (the caller uses 1 tick = 100 µs since the
+/// engine started). `elapsed` starts at 0.
 pub(crate) struct Wheel<T> {
     slab: Vec<Entry<T>>,
     /// First vacant slab slot, or `NONE`.
