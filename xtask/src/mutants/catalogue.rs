@@ -505,6 +505,13 @@ const SCHED_SYSTEM_LANE: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The timers' registry's unit tests (a parked worker's grain).
+const SCHED_CORE_TIMER_REGISTRY: Catcher = Catcher {
+    args: &["test", "-p", "sched-core", "--lib", "timer::registry"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The simulation's own test file (virtual time: exact instants).
 const SCHED_SIMULATION: Catcher = Catcher {
     args: &["test", "-p", "sched", "--test", "simulation"],
@@ -779,6 +786,15 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "            self.flush_nursery();\n",
         replacement: "",
         catcher: &SCHED_FAIRNESS_BOUND,
+    },
+    Mutation {
+        // A parked worker sleeps until its earliest deadline's own tick:
+        // a light load of timers wakes it up to ten times as often.
+        name: "timer-park-at-each-tick",
+        file: "crates/sched-core/src/timer/registry.rs",
+        original: "tick => Some(self.instant_of(park_tick(tick))),",
+        replacement: "tick => Some(self.instant_of(tick)),",
+        catcher: &SCHED_CORE_TIMER_REGISTRY,
     },
     Mutation {
         // The wheels' tick back at 1 ms: a timer re-armed from the step

@@ -20,9 +20,19 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex};
 /// overload bench's probes were late by 1.00 ms at the median with
 /// nothing ahead of them). At 100 µs that is at most 0.1 ms. The wheels
 /// cost the same per timer, except that one set 6.4 ms to 410 ms ahead
-/// moves down a level once (a list append) before it fires; a worker
-/// parks until the earliest deadline, never per tick.
+/// moves down a level once (a list append) before it fires. A parked
+/// worker does not wake per tick: see [`PARK_GRAIN`].
 const TICK: Duration = Duration::from_micros(100);
+/// How many ticks a parked worker's sleep is rounded up to (1 ms): it
+/// sleeps until the first whole millisecond, counted from the engine's
+/// start, at or after its earliest deadline, so that the timers due
+/// within one millisecond share one wake-up. A busy worker looks at its
+/// timers between steps and fires them at the tick; an idle one wakes as
+/// often as it did with a 1 ms tick. Parked until each deadline's own
+/// tick, a light load of timers cost up to four times the CPU, in
+/// context switches (`benches/examples/timer_wakeups.rs`: 1 000
+/// processes re-arming 5-50 ms timers, 100 and 410 ms of CPU a second).
+const PARK_GRAIN: u64 = 10;
 /// `next` when a wheel is empty.
 const NONE: u64 = u64::MAX;
 /// `Shard::turn`'s bits.
@@ -101,11 +111,21 @@ impl Timers {
             .unwrap_or_else(|| self.epoch + Duration::from_secs(100 * 365 * 24 * 3600))
     }
 
-    /// When worker `worker` should wake for its earliest timer, if any.
+    /// When worker `worker`'s earliest timer falls due, if it has one
+    /// (what a simulation moves its virtual clock to).
     pub(crate) fn due_at(&self, worker: usize) -> Option<Instant> {
         match self.shards[worker].next.load(SeqCst) {
             NONE => None,
             tick => Some(self.instant_of(tick)),
+        }
+    }
+
+    /// When worker `worker`, parked, should wake for its earliest timer,
+    /// if it has one: its deadline rounded up to [`PARK_GRAIN`].
+    pub(crate) fn park_until(&self, worker: usize) -> Option<Instant> {
+        match self.shards[worker].next.load(SeqCst) {
+            NONE => None,
+            tick => Some(self.instant_of(park_tick(tick))),
         }
     }
 
@@ -285,5 +305,40 @@ impl std::fmt::Debug for Shard {
         f.debug_struct("Shard")
             .field("next", &self.next.load(Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+/// The tick a parked worker waiting for `tick` wakes at: the first whole
+/// [`PARK_GRAIN`] at or after it.
+fn park_tick(tick: u64) -> u64 {
+    tick.div_ceil(PARK_GRAIN).saturating_mul(PARK_GRAIN)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parked_worker_wakes_at_the_first_whole_grain_at_or_after_its_deadline() {
+        assert_eq!(park_tick(0), 0);
+        assert_eq!(park_tick(1), PARK_GRAIN);
+        assert_eq!(park_tick(PARK_GRAIN), PARK_GRAIN);
+        assert_eq!(park_tick(PARK_GRAIN + 3), 2 * PARK_GRAIN);
+        assert_eq!(park_tick(NONE - 1), NONE);
+    }
+
+    #[test]
+    fn the_deadline_keeps_its_tick_and_the_park_its_grain() {
+        let epoch = Instant::now();
+        let timers = Timers::new(1, epoch);
+        assert_eq!(timers.due_at(0), None);
+        assert_eq!(timers.park_until(0), None);
+        // A deadline 1.25 ms after the start: due at its tick (1.3 ms), a
+        // parked worker wakes at 2 ms.
+        let tick = timers.tick_of(epoch + Duration::from_micros(1_250));
+        assert_eq!(tick, 13);
+        timers.shards[0].next.store(tick, SeqCst);
+        assert_eq!(timers.due_at(0), Some(epoch + Duration::from_micros(1_300)));
+        assert_eq!(timers.park_until(0), Some(epoch + Duration::from_millis(2)));
     }
 }

@@ -157,7 +157,7 @@ impl Worker {
         let slept = shared.sleepers.park(
             me,
             || shared.has_work() || shared.control.exit.load(Acquire),
-            || shared.timers.due_at(me),
+            || shared.timers.park_until(me),
             recheck,
         );
         // Counted when the thread slept: a worker that the OS held off its
