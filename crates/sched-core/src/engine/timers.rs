@@ -413,9 +413,11 @@ impl Output<'_> {
     }
 
     /// Wakes this process with [`Event::Timer`](crate::Event::Timer)
-    /// carrying `tag` after `delay` (at once, at the next step, for a zero
-    /// delay). The timer belongs to this process: it is cancelled when the
-    /// process ends.
+    /// carrying `tag` after `delay`, counted from the engine's clock when
+    /// this is called (at once, at the next step, for a zero delay), or at
+    /// an [`Instant`](std::time::Instant). It never fires before its
+    /// deadline, and falls due within a 100 µs tick after it. The timer
+    /// belongs to this process: it is cancelled when the process ends.
     ///
     /// Receive-with-timeout is this plus a tag: set a timer when you start
     /// waiting, cancel it when the awaited event comes first.
