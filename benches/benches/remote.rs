@@ -29,7 +29,9 @@
 //! 2 000 busy processes on node 2's one worker, with each asker's p50,
 //! p99 and worst.
 //!
-//! `REMOTE_KEYED_ONLY=1` runs the keyed parts alone.
+//! `REMOTE_KEYED_ONLY=1` runs the keyed parts alone;
+//! `REMOTE_KEYED_SENDS=N` only the keyed sends, with `N` messages a pass
+//! (for a profile of the send path).
 //!
 //! Starts its own `nats-server` on a free loopback port; without one on
 //! `PATH` it says so and exits.
@@ -401,7 +403,9 @@ fn main() {
     }
     let quick = std::env::var_os("BENCH_QUICK").is_some();
     let (runs, rounds) = if quick { (1, 2_000) } else { (3, 20_000) };
-    if std::env::var_os("REMOTE_KEYED_ONLY").is_some() {
+    if std::env::var_os("REMOTE_KEYED_ONLY").is_some()
+        || std::env::var_os("REMOTE_KEYED_SENDS").is_some()
+    {
         keyed(runs, quick);
         return;
     }
@@ -460,10 +464,13 @@ fn keyed(runs: usize, quick: bool) {
         println!("remote keyed: SKIPPED, nats-server with JetStream did not start");
         return;
     };
-    let (keys, messages) = if quick {
-        (1_000, 20_000)
-    } else {
-        (1_000, 200_000)
+    let sends_only = std::env::var("REMOTE_KEYED_SENDS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok());
+    let (keys, messages) = match (sends_only, quick) {
+        (Some(n), _) => (1_000, n),
+        (None, true) => (1_000, 20_000),
+        (None, false) => (1_000, 200_000),
     };
     println!();
     println!(
@@ -489,6 +496,10 @@ fn keyed(runs: usize, quick: bool) {
         median(ratios),
         median(entity_ratios)
     );
+    if sends_only.is_some() {
+        let _ = std::fs::remove_dir_all(&store);
+        return;
+    }
     let rounds = if quick { 2_000 } else { 20_000 };
     println!();
     println!(

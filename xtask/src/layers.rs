@@ -193,12 +193,13 @@ const ENGINE_LADDER: &[&[&str]] = &[
     // 7. What uses a file of floor 6: typed handlers (`commands::handler`),
     //    remote monitors and links (`monitors`, `links`), and the targets
     //    of a send or an ask beyond a PID (`routing`'s `Target`): names,
-    //    delayed sends, asks.
+    //    delayed sends, asks, a resolved process.
     &[
         "ask",
         "commands::typed",
         "names",
         "remote::relations",
+        "resolved",
         "timers",
     ],
     // 8. One step's view of the engine: the one implementation of the

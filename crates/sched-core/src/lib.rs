@@ -115,6 +115,7 @@ pub use contract::typed_command::{CommandRef, TypedCommand, Yielded};
 pub use contract::urgent::Urgent;
 pub use engine::commands::abandoned::Abandoned;
 pub use engine::commands::completer::{CompleteError, Completer, Rejected};
+pub use engine::resolved::Resolved;
 pub use engine::stats::{Stats, WorkerStats};
 pub use engine::{
     After, AsContext, AskTarget, Context, Deadline, Histogram, Histograms, IntoSpawn, Monitor,

@@ -239,7 +239,7 @@ pub mod message {
         into_payload, Addr, Package, ParsePidError, Payload, Pid, Receiver, RegisterError, Router,
         SendError, SendErrorKind,
     };
-    pub use sched_core::{After, Target, Urgent, Within};
+    pub use sched_core::{After, Resolved, Target, Urgent, Within};
 }
 
 /// Timers: what cancels one, and what its event carries.

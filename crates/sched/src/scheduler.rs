@@ -195,6 +195,33 @@ impl Scheduler {
         self.context().send(to, message)
     }
 
+    /// The process that has `pid` now, resolved for sends that skip the
+    /// process table (see [`Context::resolve`] and
+    /// [`Resolved`](sched_core::Resolved)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sched::prelude::*;
+    ///
+    /// struct Sink;
+    /// impl Process for Sink {
+    ///     type Done = ();
+    ///     fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build();
+    /// let sink = scheduler.spawn(Sink)?;
+    /// let resolved = scheduler.resolve(sink.pid()).expect("spawned");
+    /// scheduler.send(&resolved, "hello")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn resolve(&self, pid: Pid) -> Option<sched_core::Resolved> {
+        self.context().resolve(pid)
+    }
+
     /// Asks `to` a question from outside (see [`Context::ask`]).
     ///
     /// # Errors

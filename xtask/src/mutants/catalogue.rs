@@ -519,6 +519,13 @@ const SCHED_SIMULATION: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// The tests of sends through a resolved process.
+const SCHED_RESOLVED: Catcher = Catcher {
+    args: &["test", "-p", "sched", "--test", "resolved"],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The tests of a terminate that does not wait for the process's turn.
 const SCHED_TERMINATE_QUEUED: Catcher = Catcher {
     args: &["test", "-p", "sched", "--test", "terminate_queued"],
@@ -795,6 +802,16 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "tick => Some(self.instant_of(park_tick(tick))),",
         replacement: "tick => Some(self.instant_of(tick)),",
         catcher: &SCHED_CORE_TIMER_REGISTRY,
+    },
+    Mutation {
+        // A resolved process sent to through another engine goes to its
+        // record anyway: the other engine's process of that PID never
+        // hears of it, and the first engine's reads a stranger's message.
+        name: "resolved-ignores-its-engine",
+        file: "crates/sched-core/src/engine/resolved.rs",
+        original: "if shared.engine_id != self.engine {",
+        replacement: "if shared.engine_id == u64::MAX {",
+        catcher: &SCHED_RESOLVED,
     },
     Mutation {
         // The wheels' tick back at 1 ms: a timer re-armed from the step

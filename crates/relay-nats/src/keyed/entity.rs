@@ -1,10 +1,10 @@
-//! A handle on one key's process that keeps its route: the PID of the
-//! key's running process on this node, used without the shard's lock for
+//! A handle on one key's process that keeps its route: the key's running
+//! process on this node, resolved (`sched::message::Resolved`), used without the shard's lock for
 //! as long as nothing about the key or its shard changed.
 //!
 //! # Why a cached route is safe
 //!
-//! A send on the cached route checks three things, then sends by PID:
+//! A send on the cached route checks three things, then sends to the resolved process:
 //! the shard is *open* (held here with nothing in its buffer at its
 //! lock's last release, written on every release), the process is not
 //! *stopping* (set by the host under the lock before it cancels the
@@ -22,16 +22,18 @@
 use std::fmt;
 use std::sync::Arc;
 
-use relay::Pid;
 use sched::engine::AsContext;
+use sched::message::Resolved;
 
 use super::error::Refused;
 use super::shard::{message_back, CachedRoute};
 use super::KindSend;
 
 /// One key's process, as a handle that remembers where it runs: while
-/// the key's shard is held here and its process runs, a send is a send
-/// by PID, without the shard's lock or a lookup of the key. When that
+/// the key's shard is held here and its process runs, a send goes
+/// straight to the process (as through a
+/// [`Resolved`](sched::message::Resolved): without the shard's lock, a
+/// lookup of the key, or the process table's). When that
 /// changes (the process stopped or ended, the shard handed off, its
 /// buffer holding anything), the next send takes the general path of
 /// [`Sharded::send`](super::Sharded::send) and learns the route again.
@@ -82,7 +84,7 @@ impl<M> fmt::Debug for Entity<M> {
         f.debug_struct("Entity")
             .field("kind", &self.kind.name())
             .field("key", &self.key)
-            .field("cached", &self.route.as_ref().map(|(pid, _)| *pid))
+            .field("cached", &self.route.as_ref().map(|(r, _)| r.pid()))
             .finish()
     }
 }
@@ -110,8 +112,9 @@ impl<M: Send + 'static> Entity<M> {
     /// See [`Entity`].
     pub fn send(&mut self, context: &impl AsContext, message: M) -> Result<(), Refused<M>> {
         let cx = context.context();
-        let message = match self.cached() {
-            Some(pid) => match cx.send(pid, message) {
+        // Sent on the route borrowed: no count taken on the process.
+        let message = match self.usable() {
+            Some(resolved) => match cx.send(resolved, message) {
                 Ok(()) => return Ok(()),
                 // Ended, or full: the general path starts its next
                 // process, or refuses with the reason.
@@ -120,7 +123,10 @@ impl<M: Send + 'static> Entity<M> {
                     message_back::<M>(error)
                 }
             },
-            None => message,
+            None => {
+                self.route = None;
+                message
+            }
         };
         let (sent, route) = self.kind.send_caching(cx, self.shard, &self.key, message);
         self.route = route;
@@ -130,23 +136,14 @@ impl<M: Send + 'static> Entity<M> {
     /// The cached PID, if every condition of a send by PID holds now
     /// (the route is forgotten otherwise).
     #[inline]
-    fn cached(&mut self) -> Option<Pid> {
-        let pid = self.usable();
-        if pid.is_none() {
-            self.route = None;
-        }
-        pid
-    }
-
-    #[inline]
-    fn usable(&self) -> Option<Pid> {
-        let (pid, link) = self.route.as_ref()?;
+    fn usable(&self) -> Option<&Resolved> {
+        let (resolved, link) = self.route.as_ref()?;
         // Acquire (both): a sender that sees the shard open or the process
         // not stopping sees what the lock's holder did before it wrote so.
         let holds = self.kind.is_open(self.shard)
             && !link.stopping.load(std::sync::atomic::Ordering::Acquire)
             && link.clock.valid_coarse();
-        holds.then_some(*pid)
+        holds.then_some(resolved)
     }
 
     /// The key this handle sends to.

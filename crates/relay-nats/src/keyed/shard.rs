@@ -20,7 +20,7 @@ use relay::{Payload, Pid};
 use rustc_hash::FxHashMap;
 use sched::actor::ReplyTo;
 use sched::engine::Context;
-use sched::message::{SendError, SendErrorKind};
+use sched::message::{Resolved, SendError, SendErrorKind};
 use sched::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -106,9 +106,10 @@ impl Link {
     }
 }
 
-/// What an [`Entity`](super::Entity) keeps of a key's route: the PID of
-/// its running process here, and what that process shares.
-pub(crate) type CachedRoute = (Pid, Arc<Link>);
+/// What an [`Entity`](super::Entity) keeps of a key's route: its running
+/// process here, resolved (a send through it skips the process table),
+/// and what that process shares.
+pub(crate) type CachedRoute = (Resolved, Arc<Link>);
 
 /// A key's process on this node.
 pub(crate) enum Child<M> {
@@ -292,17 +293,18 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
     /// (`routes.rs`), else under the shard's lock, learning the route.
     pub(crate) fn send(&self, cx: &Context, key: &str, message: M) -> Result<(), Refused<M>> {
         let hash = routes::hash(key);
-        let message = match routes::usable(self.id, key, hash, |shard| self.is_open(shard)) {
-            Some(pid) => match cx.send(pid, message) {
-                Ok(()) => return Ok(()),
-                // Ended, or full: the general path starts its next
-                // process, or refuses with the reason.
-                Err(error) => {
-                    routes::forget(self.id, key, hash);
-                    message_back::<M>(error)
-                }
-            },
-            None => message,
+        // Ended, or full, or no route: the general path starts the key's
+        // next process, or refuses with the reason.
+        let message = match routes::send_cached(
+            self.id,
+            key,
+            hash,
+            |shard| self.is_open(shard),
+            message,
+            |resolved, message| cx.send(resolved, message).map_err(message_back::<M>),
+        ) {
+            Ok(()) => return Ok(()),
+            Err(message) => message,
         };
         let index = shard_of(key, self.shard_count());
         let (sent, route) = self.send_caching(cx, index, key, message);
@@ -329,7 +331,9 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             Some(Child::Live { pid, link, .. })
                 if shard.route == Route::Here && shard.buffer.is_empty() =>
             {
-                Some((*pid, Arc::clone(link)))
+                // Ended meanwhile: no route (the next send learns anew).
+                cx.resolve(*pid)
+                    .map(|resolved| (resolved, Arc::clone(link)))
             }
             _ => None,
         };

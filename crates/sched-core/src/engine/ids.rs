@@ -43,6 +43,15 @@ impl Ids {
         }
     }
 
+    /// Counted by the engine alone (`counted`: a simulation's, on its
+    /// virtual clock), or from the program-wide blocks.
+    pub(crate) fn new(counted: bool) -> Ids {
+        match counted {
+            true => Ids::counted(),
+            false => Ids::shared(),
+        }
+    }
+
     /// The next id: never handed out before by this engine (nor, on a
     /// running engine, by any other in the program).
     #[inline]

@@ -50,6 +50,7 @@ pub(crate) mod monitors;
 pub(crate) mod names;
 mod registration;
 pub(crate) mod remote;
+pub(crate) mod resolved;
 pub(crate) mod routing;
 pub(crate) mod shared;
 pub(crate) mod shutdown;

@@ -655,12 +655,10 @@ impl<T> Builder<T> {
                 StdArc::new(crate::engine::remote::table::Across::new(self.node, remote))
             }),
             remote: self.remote,
-            ids: match clock.is_virtual() {
-                true => crate::engine::ids::Ids::counted(),
-                false => crate::engine::ids::Ids::shared(),
-            },
+            ids: crate::engine::ids::Ids::new(clock.is_virtual()),
             clock,
             intercept,
+            engine_id: crate::engine::resolved::next_engine_id(),
         };
         let shared = shared.into_arc();
         crate::engine::remote::attach(&shared);
