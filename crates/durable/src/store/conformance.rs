@@ -6,7 +6,8 @@
 //! process was created from; an ended process leaves `running` but its
 //! journal stays readable until `forget`; `forget` leaves a running
 //! process alone; the outbox keeps a send until its receiver's record
-//! takes it or it is discarded; the latest snapshot is kept with the
+//! takes it or it is discarded, and answers which sends of a sender to a
+//! receiver come before a number; the latest snapshot is kept with the
 //! records after it; and a store reopened on the same place (`reopen`) gives
 //! back everything an `Ok` append wrote.
 //!
@@ -151,9 +152,20 @@ fn check_outbox<S: Store>(store: &S) {
         outbox,
         vec![send("a", "c", 1), send("a", "c", 2), send("a", "z", 3)]
     );
+    // Earlier sends of one sender to one receiver, by number.
+    let earlier = |to, from, seq| store.outbox_holds_earlier(to, from, seq).unwrap();
+    assert!(!earlier("c", "a", 1), "nothing of a to c below 1");
+    assert!(earlier("c", "a", 2) && earlier("c", "a", 3) && earlier("c", "a", 9));
+    assert!(!earlier("c", "b", 9), "another sender's");
+    assert!(!earlier("z", "a", 3) && earlier("z", "a", 4));
+    assert!(!earlier("a", "c", 9), "the other way");
     let mut c2 = append("c", 2, b"c2", false);
     c2.taken = vec![("a".to_owned(), 1)];
     store.append(&[c2]).unwrap();
+    assert!(
+        !store.outbox_holds_earlier("c", "a", 2).unwrap(),
+        "a taken send is no longer earlier"
+    );
     let mut outbox = store.outbox().unwrap();
     outbox.sort_by_key(|o| o.seq);
     assert_eq!(

@@ -207,6 +207,13 @@ impl Store for MemoryStore {
             .collect())
     }
 
+    fn outbox_holds_earlier(&self, to: &str, from: &str, seq: u64) -> Result<bool, DurableError> {
+        let inner = self.inner.lock();
+        let first = (to.to_owned(), from.to_owned(), 0);
+        let end = (to.to_owned(), from.to_owned(), seq);
+        Ok(inner.outbox.range(first..end).next().is_some())
+    }
+
     fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
         let inner = self.inner.lock();
         let from = (key.to_owned(), String::new(), 0);

@@ -674,6 +674,12 @@ impl Store for RedbStore {
         guarded(&self.path, || self.outbox_to_unguarded(key))
     }
 
+    fn outbox_holds_earlier(&self, to: &str, from: &str, seq: u64) -> Result<bool, DurableError> {
+        guarded(&self.path, || {
+            self.outbox_holds_earlier_unguarded(to, from, seq)
+        })
+    }
+
     fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
         guarded(&self.path, || self.ended_unguarded(key))
     }
@@ -729,6 +735,22 @@ impl RedbStore {
             });
         }
         Ok(out)
+    }
+
+    fn outbox_holds_earlier_unguarded(
+        &self,
+        to: &str,
+        from: &str,
+        seq: u64,
+    ) -> Result<bool, DurableError> {
+        let txn = self.db.begin_read().map_err(store)?;
+        let outbox = txn.open_table(OUTBOX).map_err(store)?;
+        // Keys sort by receiver, sender, number: the earlier sends of
+        // `from` to `to` are one range, looked up without reading it.
+        let mut earlier = outbox
+            .range((to, from, 0)..(to, from, seq))
+            .map_err(store)?;
+        Ok(earlier.next().transpose().map_err(store)?.is_some())
     }
 
     fn ended_unguarded(&self, key: &str) -> Result<Option<bool>, DurableError> {

@@ -224,6 +224,9 @@ impl Store for Gated {
     fn outbox_to(&self, key: &str) -> Result<Vec<Outgoing>, DurableError> {
         self.inner.outbox_to(key)
     }
+    fn outbox_holds_earlier(&self, to: &str, from: &str, seq: u64) -> Result<bool, DurableError> {
+        self.inner.outbox_holds_earlier(to, from, seq)
+    }
     fn ended(&self, key: &str) -> Result<Option<bool>, DurableError> {
         self.inner.ended(key)
     }
