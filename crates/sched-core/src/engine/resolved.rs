@@ -60,7 +60,9 @@ pub(crate) fn next_engine_id() -> u64 {
 /// It names the process that had the PID when it was resolved, not the
 /// PID: once that process has ended, a send through it is refused as
 /// ended ([`SendErrorKind::Ended`](relay::SendErrorKind::Ended), the
-/// message handed back), as a send by PID would be. Everything else is
+/// message handed back), as a send by PID would be (except to a PID the
+/// caller chose, which leaves no trace: by PID, `UnknownTarget`), even
+/// after a new process has taken the PID. Everything else is
 /// as a send by PID: the same mailbox bound, urgency, wake-up and order
 /// (a sender's messages to one process arrive in the order sent, whether
 /// by PID or through the handle). A handle holds the ended process's

@@ -105,12 +105,13 @@ pub(crate) struct Shared {
     /// Where monitor and ask ids come from: program-wide blocks, or a
     /// simulation's own count (so that its runs repeat).
     pub(crate) ids: super::ids::Ids,
-    /// This engine's id in the program (`resolved.rs`): what tells a
-    /// [`Resolved`](crate::Resolved) of this engine from another's.
-    pub(crate) engine_id: u64,
     /// The simulation's hand in event delivery (faults: delays, losses,
     /// duplicates), when the engine runs in one.
     pub(crate) intercept: Option<std::sync::Arc<dyn super::intercept::Intercept>>,
+    /// This engine's id in the program (`resolved.rs`): what tells a
+    /// [`Resolved`](crate::Resolved) of this engine from another's. Last:
+    /// a field added before the others moved the hot ones' offsets.
+    pub(crate) engine_id: u64,
 }
 
 /// Where a process that became runnable goes (`runqueue/order.rs` has
