@@ -813,8 +813,8 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
     Mutation {
         // A receiver asks whether a sender has an earlier send on its way
         // by reading every send addressed to it: after a restart, once
-        // per sender, which made a recovery of 10 000 senders to one
-        // counter run for hours.
+        // per sender, which kept a recovery of 10 000 senders to one
+        // counter reading for more than ten minutes.
         name: "durable-earlier-send-reads-the-whole-outbox",
         file: "crates/durable/src/channel.rs",
         original: "match store.outbox_holds_earlier(receiver, from, seq) {",

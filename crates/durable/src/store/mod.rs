@@ -313,8 +313,8 @@ pub trait Store: Send + Sync + 'static {
     /// [`outbox_to`](Store::outbox_to); a store that keeps the outbox in
     /// order by receiver, sender and number should look up that range
     /// alone: a receiver with many senders asks once per sender, and
-    /// reading all its sends each time made a recovery of 10 000 senders to
-    /// one receiver take hours.
+    /// reading all its sends each time kept a recovery of 10 000 senders to
+    /// one receiver reading for more than ten minutes.
     ///
     /// # Errors
     ///
