@@ -66,8 +66,10 @@ pub(crate) fn next_engine_id() -> u64 {
 /// as a send by PID: the same mailbox bound, urgency, wake-up and order
 /// (a sender's messages to one process arrive in the order sent, whether
 /// by PID or through the handle). A handle holds the ended process's
-/// record (a few hundred bytes) until it is dropped, and never keeps the
-/// engine alive. Sent to through another engine, it is a send by PID
+/// record allocated until it is dropped (its fields and the room the
+/// process's state took, whose `Drop` has run, as a
+/// [`Completion`](crate::Completion) does), and never keeps the engine
+/// alive. Sent to through another engine, it is a send by PID
 /// there.
 ///
 /// # Examples
