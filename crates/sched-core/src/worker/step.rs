@@ -45,11 +45,13 @@ enum Taken {
 /// How the user's step went (`call_step`).
 struct Stepped {
     /// The error `start` or `step` returned, or its panic, as the error
-    /// it ends the process with. Judged where the step returned: moving
-    /// the raw result (three words written one by one) out of `call_step`
-    /// was a 16-byte copy the processor could not forward, about a tenth
-    /// of the worker loop's samples in a ping-pong profile.
-    failed: Option<ExitError>,
+    /// it ends the process with: judged where the step returned, and
+    /// boxed (a failing step allocates anyway). Moving the raw result, or
+    /// an `Option<ExitError>`, out of `call_step` was a copy of several
+    /// words written one by one, with 16-byte loads the processor could
+    /// not forward: a tenth of the worker loop's samples in ping-pong and
+    /// in a loop of continuing steps.
+    failed: Option<Box<ExitError>>,
     /// What the step asked for next.
     status: Status,
     /// With histograms on: when it ended.
@@ -237,14 +239,14 @@ impl Worker {
         self.shrink_buffers();
         record.count_step();
         bump(&self.counters().steps, 1);
-        self.observe_step_end(record, &failed, &status);
+        self.observe_step_end(record, failed.is_some(), &status);
         if let Some(error) = failed {
             // A failed step's status is not acted on; it may hold user
             // values (a done value, an upgrade's new process) whose `Drop`
             // must not unwind into the worker.
             drop_user_value(status, record.pid, "the status of a failed step");
             self.discard_yields(record.pid);
-            self.end(record, body, Err(error));
+            self.end(record, body, Err(*error));
             return None;
         }
         // What the step asked for: an end, a replacement, another step, a
@@ -417,7 +419,8 @@ impl Worker {
             // For a requeue's stamp.
             self.step_ended = ended;
         }
-        keep_unread(events, &extras, batch, ranks);
+        keep_unread(&mut events, &extras, batch, ranks);
+        drop(events);
         if let Some(backlog) = backlog.take().filter(|b| !b.is_empty()) {
             crate::contract::pending::extras(&mut extras.borrow_mut())
                 .others()
@@ -431,7 +434,7 @@ impl Worker {
         body.filters_events = filters.get();
         self.after_lists(record, body, returned.into_inner());
         Stepped {
-            failed: step_failure(record, result),
+            failed: step_failure(record, result).map(Box::new),
             status,
             ended,
         }
@@ -454,20 +457,15 @@ impl Worker {
 
     /// Tells a simulation how the step ended.
     #[inline(always)] // On the step path: see `step_owned`.
-    fn observe_step_end(
-        &mut self,
-        record: &RecordRef,
-        failed: &Option<ExitError>,
-        status: &Status,
-    ) {
+    fn observe_step_end(&mut self, record: &RecordRef, failed: bool, status: &Status) {
         if let Some(observer) = &mut self.observer {
             let end = match (failed, status) {
-                (Some(_), _) => StepEnd::Failed,
-                (None, Status::Done(_)) => StepEnd::Done,
-                (None, Status::Upgrade(_)) => StepEnd::Upgrade,
-                (None, Status::Continue) if self.yields.is_empty() => StepEnd::Continue,
-                (None, Status::Continue | Status::Idle) if self.yields.is_empty() => StepEnd::Idle,
-                (None, Status::Continue | Status::Idle) => StepEnd::Yielded(self.yields.len()),
+                (true, _) => StepEnd::Failed,
+                (false, Status::Done(_)) => StepEnd::Done,
+                (false, Status::Upgrade(_)) => StepEnd::Upgrade,
+                (false, Status::Continue) if self.yields.is_empty() => StepEnd::Continue,
+                (false, Status::Continue | Status::Idle) if self.yields.is_empty() => StepEnd::Idle,
+                (false, Status::Continue | Status::Idle) => StepEnd::Yielded(self.yields.len()),
             };
             observer.after_step(record.pid, end);
         }
@@ -677,9 +675,12 @@ impl Worker {
 /// here). It has not been handed out, so its timers, monitors and asks are
 /// still listed. (A backlog was read in place and goes back as it is.)
 /// `batch` is how many events the step was given besides the backlog.
+/// Borrowed: moved in, the events (a drain and its lists, several words
+/// written one by one) were copied with 16-byte loads the processor could
+/// not forward, about 5% of a loop of continuing steps (`yield-many`).
 #[inline(always)] // On the step path: see `Worker::step_owned`.
 fn keep_unread(
-    mut events: Events<'_>,
+    events: &mut Events<'_>,
     extras: &RefCell<Option<Box<crate::contract::pending::Extras>>>,
     batch: usize,
     ranks: Ranks,
