@@ -50,6 +50,9 @@ mod fan_out;
 mod latch;
 use fan_out::{FanOut, REMOTE, YIELDS as FAN_OUT_YIELDS};
 use latch::Latch;
+#[path = "scheduler/player.rs"]
+mod player;
+use player::Player;
 #[path = "scheduler/skynet.rs"]
 mod skynet;
 use skynet::skynet;
@@ -248,49 +251,6 @@ fn yield_many(c: &mut Criterion) {
 
 // ----------------------------------------------------------------- ping-pong
 
-/// One side of a ping-pong pair. The pinger serves first; both end after
-/// `PING_PONG_ROUNDS` round trips.
-struct Player {
-    peer: Pid,
-    serves: bool,
-    started: bool,
-    received: u32,
-    latch: Arc<Latch>,
-}
-
-impl Process for Player {
-    type Done = Payload;
-    fn init(&mut self, _: &InitContext, method: &str, _: Payload) -> Result<(), InitError> {
-        init_run(method)
-    }
-    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        if self.serves && !self.started {
-            self.started = true;
-            send(out, self.peer, 0u32)?;
-        }
-        for event in events {
-            let Event::Message(package) = event else {
-                continue;
-            };
-            let n = *package.payload::<u32>().expect("a u32 ball");
-            self.received += 1;
-            // The pinger gets its last ball back without returning it; the
-            // ponger returns every ball it gets.
-            if !(self.serves && self.received == PING_PONG_ROUNDS) {
-                send(out, self.peer, n + 1)?;
-            }
-            if self.received == PING_PONG_ROUNDS {
-                self.latch.count_down();
-                out.finish(());
-                return Ok(());
-            }
-        }
-        out.idle();
-        Ok(())
-    }
-    fn close(&mut self) {}
-}
-
 fn ping_pong(c: &mut Criterion) {
     let mut group = c.benchmark_group("ping-pong");
     for (name, histograms) in [("ours", false), ("ours+histograms", true)] {
@@ -301,15 +261,8 @@ fn ping_pong(c: &mut Criterion) {
                 let latch = Latch::new(2 * PING_PONG_PAIRS);
                 for _ in 0..PING_PONG_PAIRS {
                     let (a, z) = (pid(&engine), pid(&engine));
-                    let player = |peer, serves| {
-                        Box::new(Player {
-                            peer,
-                            serves,
-                            started: false,
-                            received: 0,
-                            latch: latch.clone(),
-                        })
-                    };
+                    let player =
+                        |peer, serves| Player::new(peer, serves, PING_PONG_ROUNDS, latch.clone());
                     // The ponger is registered before the pinger serves.
                     submit(&engine, z, player(a, false));
                     submit(&engine, a, player(z, true));

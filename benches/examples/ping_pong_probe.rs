@@ -14,59 +14,19 @@
 //! ITERS=60 target/release/examples/ping_pong_probe
 //! ```
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use relay::{Payload, Pid};
-use sched_core::{BoxError, Engine, Event, Events, InitContext, InitError, Output, Process, Spawn};
+use sched_core::{Engine, Spawn};
 
 #[path = "../benches/common/latch.rs"]
 mod latch;
 use latch::Latch;
+#[path = "../benches/scheduler/player.rs"]
+mod player;
+use player::Player;
 
 const PAIRS: usize = 1_000;
 const ROUNDS: u32 = 100;
-
-/// One side of a pair, as in the scheduler suite: the server sends first,
-/// both end after `ROUNDS` balls.
-struct Player {
-    peer: Pid,
-    serves: bool,
-    started: bool,
-    received: u32,
-    latch: Arc<Latch>,
-}
-
-impl Process for Player {
-    type Done = Payload;
-    fn init(&mut self, _: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
-        Ok(())
-    }
-    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        if self.serves && !self.started {
-            self.started = true;
-            out.send(self.peer, 0u32)?;
-        }
-        for event in events {
-            let Event::Message(package) = event else {
-                continue;
-            };
-            let n = *package.payload::<u32>().ok_or("a u32 ball")?;
-            self.received += 1;
-            if !(self.serves && self.received == ROUNDS) {
-                out.send(self.peer, n + 1)?;
-            }
-            if self.received == ROUNDS {
-                self.latch.count_down();
-                out.finish(());
-                return Ok(());
-            }
-        }
-        out.idle();
-        Ok(())
-    }
-    fn close(&mut self) {}
-}
 
 /// One iteration: every pair spawned from outside, then waited for.
 fn iteration(engine: &Engine) -> Duration {
@@ -78,15 +38,7 @@ fn iteration(engine: &Engine) -> Duration {
             cx.allocate_pid().expect("pids left"),
             cx.allocate_pid().expect("pids left"),
         );
-        let player = |peer, serves| {
-            Box::new(Player {
-                peer,
-                serves,
-                started: false,
-                received: 0,
-                latch: latch.clone(),
-            })
-        };
+        let player = |peer, serves| Player::new(peer, serves, ROUNDS, latch.clone());
         cx.spawn(Spawn::new(player(a, false)).method("run").at(z))
             .expect("submitted");
         cx.spawn(Spawn::new(player(z, true)).method("run").at(a))
