@@ -800,26 +800,26 @@ fn a_full_buffer_refuses_a_question_with_it_and_waiting_ones_are_answered_later(
     let config = ShardingConfig::new().shards(8).max_buffered(6);
     let one = knode(&server.url(), 1, config.clone(), &book, 0, true);
     let mut two = knode(&server.url(), 2, config, &book, 0, false);
+    // The near key is chosen once node 1 sees node 2: chosen before, while
+    // node 1 placed every key on itself, it could move to node 2.
+    wait_until("node 1 to see node 2", WAIT, || {
+        keys("p", 50)
+            .iter()
+            .any(|k| one.acct().placed_on(k) == Some(2))
+    });
     let near = keys("near", 1000)
         .into_iter()
         .find(|k| one.acct().placed_on(k) == Some(1));
     let near = near.expect("a key placed on node 1");
-    wait_until(
-        "node 1 to see node 2 and hold the near key's shard",
-        WAIT,
-        || {
-            let sees_two = keys("p", 50)
-                .iter()
-                .any(|k| one.acct().placed_on(k) == Some(2));
-            let shard = one.acct().shard_of(&near);
-            let held = one
-                .sharding
-                .shard_stats()
-                .iter()
-                .any(|s| s.shard == shard && s.held);
-            sees_two && held && one.acct().placed_on(&near) == Some(1)
-        },
-    );
+    wait_until("node 1 to hold the near key's shard", WAIT, || {
+        let shard = one.acct().shard_of(&near);
+        let held = one
+            .sharding
+            .shard_stats()
+            .iter()
+            .any(|s| s.shard == shard && s.held);
+        held && one.acct().placed_on(&near) == Some(1)
+    });
     let far = keys_on(&one, 2, "wait", 7);
     let (acct, node) = (one.acct(), &one.scheduler);
     let (timed, _) = step_asker(
