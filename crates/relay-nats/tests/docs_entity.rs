@@ -29,7 +29,7 @@ use relay_nats::{Entity, Keyed, NatsConfig, NatsTransport, Refused, RefusedReaso
 use relay_nats::{Sharded, Sharding, ShardingConfig};
 use sched::prelude::*;
 use serde::{Deserialize, Serialize};
-use support::{codec, wait_until, NatsServer, DOWN_AFTER, HEARTBEAT, NAMES};
+use support::{codec, holds_its_own, wait_until, NatsServer, DOWN_AFTER, HEARTBEAT, NAMES};
 
 const WAIT: Duration = Duration::from_secs(60);
 const KIND: &str = "tally";
@@ -239,7 +239,15 @@ fn settled(nodes: &[&Node], shards: u64) {
             let placed = nodes[0].tally.placed_among(&key, &live);
             nodes.iter().all(|n| n.tally.placed_on(&key) == placed)
         });
-        if held == shards && agree && stats.iter().all(|s| s.shards_held > 0 && s.buffered == 0) {
+        // Each holds what it places on itself: see `holds_its_own`.
+        let own = nodes
+            .iter()
+            .all(|n| holds_its_own(n.n, KIND, &n.tally, &n.sharding));
+        if held == shards
+            && agree
+            && own
+            && stats.iter().all(|s| s.shards_held > 0 && s.buffered == 0)
+        {
             return;
         }
         assert!(

@@ -114,6 +114,7 @@ impl Process for Tally {
 }
 
 struct KeyedNode {
+    node: u32,
     scheduler: Scheduler,
     sharding: Sharding,
     tally: Sharded<Add>,
@@ -142,6 +143,7 @@ fn keyed_node_leased(
         })
         .unwrap();
     KeyedNode {
+        node,
         scheduler,
         sharding,
         tally,
@@ -158,7 +160,11 @@ fn settled(nodes: &[&KeyedNode], shards: u64) {
             let first = nodes[0].tally.placed_on(&key);
             nodes.iter().all(|n| n.tally.placed_on(&key) == first)
         });
-        held == shards && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
+        // Each holds what it places on itself: see `holds_its_own`.
+        let own = nodes
+            .iter()
+            .all(|n| holds_its_own(n.node, KIND, &n.tally, &n.sharding));
+        held == shards && agree && own && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
     });
 }
 

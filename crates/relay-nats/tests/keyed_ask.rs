@@ -158,7 +158,14 @@ fn settled_with(nodes: &[&AccountNode], shards: u32) {
             let first = nodes[0].accounts.placed_on(&key);
             nodes.iter().all(|n| n.accounts.placed_on(&key) == first)
         });
-        held == u64::from(shards) && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
+        // Each holds what it places on itself: see `holds_its_own`.
+        let own = nodes
+            .iter()
+            .all(|n| holds_its_own(n.id, KIND, &n.accounts, &n.sharding));
+        held == u64::from(shards)
+            && agree
+            && own
+            && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
     });
 }
 

@@ -288,7 +288,8 @@ fn knode(
     k
 }
 
-/// Until the nodes hold every shard between them, agree on placement and
+/// Until the nodes hold every shard between them, agree on placement,
+/// each holds the shards it places on itself (see `holds_its_own`) and
 /// buffer nothing.
 fn settled(nodes: &[&KNode], shards: u64) {
     wait_until("the shards to settle", WAIT, || {
@@ -297,7 +298,10 @@ fn settled(nodes: &[&KNode], shards: u64) {
             let first = nodes[0].acct().placed_on(k);
             nodes.iter().all(|n| n.acct().placed_on(k) == first)
         });
-        held == shards && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
+        let own = nodes
+            .iter()
+            .all(|n| holds_its_own(n.node, KIND, n.acct(), &n.sharding));
+        held == shards && agree && own && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
     });
 }
 
@@ -769,6 +773,13 @@ fn a_step_asks_keys_on_another_node_and_gets_exactly_one_reply_each() {
     let open = book.block(&one, &far[4]);
     acct.send(node, &far[4], Cmd::Stop).unwrap();
     let mut reply = one.get(&far[4], 8);
+    // The question crosses to node 2 and must be in the blocked process's
+    // mailbox before the gate opens (else the key's next process answers
+    // it). A later question from here to another key of node 2's host is
+    // answered only once that host has passed the earlier one on: a
+    // barrier a loaded machine cannot outrun, where the sleep alone could.
+    let barrier = one.get(&far[0], 9).wait_timeout(WAIT);
+    assert!(barrier.is_ok(), "{barrier:?}");
     std::thread::sleep(Duration::from_secs(1));
     open.send(()).unwrap();
     assert_eq!(reply.wait_timeout(WAIT), Err(AskError::Unread));
@@ -821,6 +832,17 @@ fn a_full_buffer_refuses_a_question_with_it_and_waiting_ones_are_answered_later(
         held && one.acct().placed_on(&near) == Some(1)
     });
     let far = keys_on(&one, 2, "wait", 7);
+    // Node 1 held every shard before it saw node 2, and keeps those now
+    // placed on node 2 until its host's next tick hands them off: a
+    // question to a far key before then would be answered on node 1, not
+    // wait in its buffer.
+    wait_until("node 1 to give up the far keys' shards", WAIT, || {
+        let stats = one.sharding.shard_stats();
+        far.iter().all(|k| {
+            let shard = one.acct().shard_of(k);
+            stats.iter().all(|s| s.shard != shard || !s.held)
+        })
+    });
     let (acct, node) = (one.acct(), &one.scheduler);
     let (timed, _) = step_asker(
         &one,

@@ -233,7 +233,11 @@ fn settled(nodes: &[&KeyedNode], shards: u64) {
             let first = nodes[0].acct.placed_on(&key);
             nodes.iter().all(|n| n.acct.placed_on(&key) == first)
         });
-        held == shards && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
+        // Each holds what it places on itself: see `holds_its_own`.
+        let own = nodes
+            .iter()
+            .all(|n| holds_its_own(n.node, ACCT, &n.acct, &n.sharding));
+        held == shards && agree && own && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
     });
 }
 

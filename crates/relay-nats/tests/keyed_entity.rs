@@ -125,6 +125,7 @@ impl Process for Ledger {
 }
 
 struct Node {
+    n: u32,
     scheduler: Scheduler,
     sharding: Sharding,
     ledger: Sharded<Add>,
@@ -139,6 +140,7 @@ fn node(url: &str, n: u32, config: ShardingConfig, log: &Arc<Log>) -> Node {
         .register(&scheduler, KIND, move |key: &str| Ledger::new(key, n, &log))
         .unwrap();
     Node {
+        n,
         scheduler,
         sharding,
         ledger,
@@ -155,7 +157,11 @@ fn settled(nodes: &[&Node], shards: u64) {
             let first = nodes[0].ledger.placed_on(&key);
             nodes.iter().all(|n| n.ledger.placed_on(&key) == first)
         });
-        held == shards && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
+        // Each holds what it places on itself: see `holds_its_own`.
+        let own = nodes
+            .iter()
+            .all(|n| holds_its_own(n.n, KIND, &n.ledger, &n.sharding));
+        held == shards && agree && own && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
     });
 }
 

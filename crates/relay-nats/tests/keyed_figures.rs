@@ -64,9 +64,22 @@ fn meter_node(url: &str, node: u32, read: &Arc<AtomicU64>) -> MeterNode {
 fn two_busy_nodes(url: &str, read: &Arc<AtomicU64>) -> (MeterNode, MeterNode) {
     let one = meter_node(url, 1, read);
     let two = meter_node(url, 2, read);
+    // Both nodes must see each other and hold what they place on
+    // themselves (see `holds_its_own`): the shards held adding up is not
+    // enough, as node 1 may hold every shard for a moment after it has
+    // seen node 2, and all 40 keys would then start on node 1 (and be
+    // handed off beside the figures read below).
     wait_until("the shards to settle", WAIT, || {
         let held = one.sharding.stats().shards_held + two.sharding.stats().shards_held;
-        held == u64::from(SHARDS) && one.sharding.stats().shards_held > 0
+        let agree = (0..100).all(|k| {
+            let key = format!("probe-{k}");
+            one.meter.placed_on(&key) == two.meter.placed_among(&key, &[1, 2])
+                && two.meter.placed_on(&key) == two.meter.placed_among(&key, &[1, 2])
+        });
+        let own = [(1, &one), (2, &two)]
+            .iter()
+            .all(|(n, node)| holds_its_own(*n, KIND, &node.meter, &node.sharding));
+        held == u64::from(SHARDS) && one.sharding.stats().shards_held > 0 && agree && own
     });
     for k in 0..40 {
         one.meter

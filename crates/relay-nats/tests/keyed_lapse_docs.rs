@@ -228,7 +228,11 @@ fn settled(nodes: &[&KeyedNode]) {
             let first = nodes[0].keyed.placed_on(&key);
             nodes.iter().all(|n| n.keyed.placed_on(&key) == first)
         });
-        held == SHARDS && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
+        // Each holds what it places on itself: see `holds_its_own`.
+        let own = nodes
+            .iter()
+            .all(|n| holds_its_own(n.id, KIND, &n.keyed, &n.sharding));
+        held == SHARDS && agree && own && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
     };
     let mut since: Option<Instant> = None;
     let ok = within(WAIT, || {

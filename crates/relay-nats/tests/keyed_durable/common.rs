@@ -53,6 +53,7 @@ impl Durable for Account {
 }
 
 pub(crate) struct Node {
+    pub(crate) id: u32,
     pub(crate) scheduler: Scheduler,
     pub(crate) sharding: Sharding,
     pub(crate) accounts: Sharded<u64>,
@@ -91,6 +92,7 @@ pub(crate) fn node(url: &str, n: u32, configure: impl FnOnce(NatsConfig) -> Nats
         })
         .expect("the kind registers");
     Node {
+        id: n,
         scheduler,
         sharding,
         accounts,
@@ -108,7 +110,14 @@ pub(crate) fn settled(nodes: &[&Node]) {
             let first = nodes[0].accounts.placed_on(&key);
             nodes.iter().all(|n| n.accounts.placed_on(&key) == first)
         });
-        held == u64::from(SHARDS) && agree && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
+        // Each holds what it places on itself: see `holds_its_own`.
+        let own = nodes
+            .iter()
+            .all(|n| crate::support::holds_its_own(n.id, KIND, &n.accounts, &n.sharding));
+        held == u64::from(SHARDS)
+            && agree
+            && own
+            && nodes.iter().all(|n| n.sharding.stats().buffered == 0)
     });
 }
 

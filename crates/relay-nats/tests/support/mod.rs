@@ -365,6 +365,32 @@ pub fn watchful_and_proxied(server: &NatsServer) -> (FaultyProxy, Node, Node) {
     (proxy, one, two)
 }
 
+/// Whether `sharding` holds exactly the shards of kind `name` that `kind`
+/// places on `node` by the members it sees now. A `settled` wait needs it
+/// beside the nodes' agreement on placement: when a node starts to see a
+/// newcomer, it still holds the newcomer's shards until its host's next
+/// tick hands them off, and meanwhile the shards held add up and every
+/// node places every key alike, but a key placed on the newcomer still
+/// runs on the old holder.
+pub fn holds_its_own<M: Send + 'static>(
+    node: u32,
+    name: &str,
+    kind: &relay_nats::Sharded<M>,
+    sharding: &relay_nats::Sharding,
+) -> bool {
+    sharding
+        .shard_stats()
+        .iter()
+        .filter(|s| s.kind == name)
+        .all(|s| {
+            let probe = (0..)
+                .map(|i| format!("probe-{i}"))
+                .find(|k| kind.shard_of(k) == s.shard)
+                .expect("a key for every shard");
+            s.held == (kind.placed_on(&probe) == Some(node))
+        })
+}
+
 pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !done() {
