@@ -29,7 +29,9 @@ use relay_nats::{Entity, Keyed, NatsConfig, NatsTransport, Refused, RefusedReaso
 use relay_nats::{Sharded, Sharding, ShardingConfig};
 use sched::prelude::*;
 use serde::{Deserialize, Serialize};
-use support::{codec, holds_its_own, wait_until, NatsServer, DOWN_AFTER, HEARTBEAT, NAMES};
+use support::{
+    codec, holds_its_own, wait_until, NatsServer, DOWN_AFTER, HEARTBEAT, NAMES, SLOW_BEAT,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 const KIND: &str = "tally";
@@ -192,13 +194,26 @@ struct Node {
 
 /// Node `n`, its mailboxes bounded to `capacity` (0: unbounded).
 fn node(url: &str, n: u32, config: ShardingConfig, book: &Arc<Book>, capacity: usize) -> Node {
+    node_beating(url, n, config, book, capacity, HEARTBEAT)
+}
+
+/// [`node`] with heartbeats every `beat`: its host waits two of them
+/// before it places and claims anything.
+fn node_beating(
+    url: &str,
+    n: u32,
+    config: ShardingConfig,
+    book: &Arc<Book>,
+    capacity: usize,
+    beat: Duration,
+) -> Node {
     let options = ConnectOptions::new()
         .reconnect_delay_callback(|_| Duration::from_millis(50))
         .name(format!("entity-node-{n}"));
     let nats = NatsConfig::new(url)
         .codec(codec().register::<Keyed<Add>>(KIND))
         .options(options)
-        .failure_detector(HEARTBEAT, DOWN_AFTER)
+        .failure_detector(beat, DOWN_AFTER)
         .cluster_names(NAMES);
     let transport = Arc::new(NatsTransport::connect(nats).expect("connected"));
     let builder = Scheduler::builder()
@@ -1323,7 +1338,10 @@ fn refusals_hand_the_message_back_and_the_entity_goes_on() {
     };
     let book = Arc::new(Book::default());
     let config = ShardingConfig::new().shards(4).max_buffered(3);
-    let one = node(&server.url(), 1, config, &book, 16);
+    // Slow heartbeats: the host claims nothing for two of them (2 s), so
+    // the sends below come before any claim even on a machine that stalls
+    // this thread for a while.
+    let one = node_beating(&server.url(), 1, config, &book, 16, SLOW_BEAT);
     // At once, before the shards can have been claimed.
     let mut early: Vec<Entity<Add>> = keys("early", 40)
         .iter()

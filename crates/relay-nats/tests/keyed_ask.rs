@@ -108,7 +108,7 @@ fn account_node(
     config: ShardingConfig,
     made: &Arc<AtomicU64>,
 ) -> AccountNode {
-    gated_account_node(url, node, config, made, &Gate::default())
+    gated_account_node(url, node, config, made, &Gate::default(), HEARTBEAT)
 }
 
 fn gated_account_node(
@@ -117,6 +117,7 @@ fn gated_account_node(
     config: ShardingConfig,
     made: &Arc<AtomicU64>,
     gate: &Gate,
+    beat: Duration,
 ) -> AccountNode {
     let (scheduler, transport) = node_configured(url, node, |c| {
         c.codec(
@@ -125,6 +126,7 @@ fn gated_account_node(
                 .register_as::<Balance>("balance", relay_nats::Format::Postcard)
                 .register_as::<Statement>("statement", relay_nats::Format::Postcard),
         )
+        .failure_detector(beat, DOWN_AFTER)
     });
     let sharding = Sharding::new(&scheduler, Arc::clone(&transport), config).unwrap();
     let made = Arc::clone(made);
@@ -239,11 +241,16 @@ fn a_question_asked_before_any_node_holds_the_shard_waits_and_is_answered() {
         return;
     };
     let made = Arc::new(AtomicU64::new(0));
-    let one = account_node(
+    // Slow heartbeats: the host claims nothing for two of them (2 s), so
+    // the questions below come before any claim even on a machine that
+    // stalls this thread for a while.
+    let one = gated_account_node(
         &server.url(),
         1,
         ShardingConfig::new().shards(SHARDS),
         &made,
+        &Gate::default(),
+        SLOW_BEAT,
     );
     // At once: the host has not claimed anything yet (it first listens for
     // the other nodes' heartbeats).
@@ -357,7 +364,7 @@ fn a_question_that_reaches_the_old_holder_after_it_let_go_is_passed_on_and_answe
     // Enough shards that some of node 2's move to node 3.
     let shards = 64;
     let config = ShardingConfig::new().shards(shards);
-    let node = |n| gated_account_node(&server.url(), n, config.clone(), &made, &gate);
+    let node = |n| gated_account_node(&server.url(), n, config.clone(), &made, &gate, HEARTBEAT);
     let (one, two) = (node(1), node(2));
     settled_with(&[&one, &two], shards);
     // A key of node 2's now, of node 3's once it joins.

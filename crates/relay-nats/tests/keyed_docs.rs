@@ -190,12 +190,25 @@ struct KeyedNode {
 }
 
 fn keyed_node(url: &str, node: u32, config: ShardingConfig, book: &Arc<Book>) -> KeyedNode {
+    keyed_node_beating(url, node, config, book, HEARTBEAT)
+}
+
+/// [`keyed_node`] with heartbeats every `beat`: its host waits two of
+/// them before it places and claims anything.
+fn keyed_node_beating(
+    url: &str,
+    node: u32,
+    config: ShardingConfig,
+    book: &Arc<Book>,
+    beat: Duration,
+) -> KeyedNode {
     let (scheduler, transport) = node_configured(url, node, |c| {
         c.codec(
             codec()
                 .register::<Keyed<Msg>>(ACCT)
                 .register::<Keyed<Late>>(LATE),
         )
+        .failure_detector(beat, DOWN_AFTER)
     });
     let sharding = Sharding::new(&scheduler, Arc::clone(&transport), config).unwrap();
     let book = Arc::clone(book);
@@ -541,7 +554,10 @@ fn the_buffer_bound_refuses_with_the_message_back_and_is_never_exceeded() {
         .max_buffered(BOUND)
         .passivate_after(Duration::from_millis(300));
     let stop = AtomicBool::new(false);
-    let one = keyed_node(&server.url(), 1, config, &book);
+    // Slow heartbeats: the host claims nothing for two of them (2 s), so
+    // the sends below come before any claim even on a machine that stalls
+    // this thread for a while.
+    let one = keyed_node_beating(&server.url(), 1, config, &book, SLOW_BEAT);
     let (max_buffered, accepted, refused) = std::thread::scope(|s| {
         let watcher = s.spawn(|| watch_buffered(&one.sharding, &stop));
         // At once, before any shard can have been claimed.

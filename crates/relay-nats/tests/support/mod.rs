@@ -293,6 +293,11 @@ pub fn codec() -> Codec {
 /// at different times).
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
 pub const DOWN_AFTER: Duration = Duration::from_secs(4);
+/// The heartbeat of a node whose test must act before its first claims:
+/// a keyed host waits two heartbeats before it places and claims
+/// anything, 2 s with this one, where `HEARTBEAT`'s 500 ms is a stall a
+/// loaded machine can give the test's thread.
+pub const SLOW_BEAT: Duration = Duration::from_secs(1);
 
 /// A scheduler as node `node`, with its transport (reconnecting quickly).
 pub fn node(server: &NatsServer, node: u32) -> (Scheduler, Arc<NatsTransport>) {
