@@ -113,6 +113,9 @@ fn main() {
     if another_bench_asked_for("timers") {
         return;
     }
+    // Processes in the counting allocator too (by default they come from
+    // mimalloc, which it does not see), so both sides' memory is counted.
+    sched::engine::use_global_allocator().expect("before the first process");
     // `cargo xtask bench --quick` sets BENCH_QUICK so the suite stays short.
     let config = if std::env::var_os("BENCH_QUICK").is_some() {
         Config {

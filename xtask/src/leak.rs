@@ -73,6 +73,9 @@ pub(crate) fn leak(valgrind_required: bool) -> Result<(), String> {
                 ("SCHED_LIFECYCLES", VALGRIND_LIFECYCLES),
                 // Resident memory under valgrind is valgrind's own.
                 ("SCHED_LIFECYCLE_RSS", "skip"),
+                // Processes in the global allocator, whose every block
+                // valgrind tracks (mimalloc's pages it does not).
+                ("SCHED_LIFECYCLE_ALLOCATOR", "global"),
                 (&runner, VALGRIND),
             ],
         )

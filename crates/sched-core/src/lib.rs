@@ -121,6 +121,7 @@ pub use engine::{
     After, AsContext, AskTarget, Context, Deadline, Histogram, Histograms, IntoSpawn, Monitor,
     PidStatus, ProcessInfo, Replied, Reply, ReplyId, ShutdownReport, Spawn, Target, Within,
 };
+pub use record::alloc::{use_global_allocator, AllocatorChosen};
 pub use record::completion::Completion;
 pub use record::state::ProcessState;
 /// Deterministic simulation: the engine run on one thread, its workers'

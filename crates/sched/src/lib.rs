@@ -318,7 +318,9 @@ pub mod stats {
 /// engine.shutdown(std::time::Duration::from_millis(10));
 /// ```
 pub mod engine {
-    pub use sched_core::{AsContext, Builder, Context, Engine};
+    pub use sched_core::{
+        use_global_allocator, AllocatorChosen, AsContext, Builder, Context, Engine,
+    };
 }
 
 #[cfg(doctest)]

@@ -12,6 +12,10 @@
 //! reading by at most 10% plus `RSS_SLACK_KIB`. `SCHED_LIFECYCLE_RSS=skip`
 //! turns that check off, for runs under valgrind, whose own bookkeeping is
 //! what resident memory would measure there.
+//! `SCHED_LIFECYCLE_ALLOCATOR=global` puts the processes in the global
+//! allocator (`sched::engine::use_global_allocator`), where valgrind sees
+//! each of them; by default they come from mimalloc, whose pages it does not
+//! track block by block.
 
 use std::time::Instant;
 
@@ -155,6 +159,9 @@ fn resident_memory_stays_flat_over_many_lifecycles() {
     let total = env_lifecycles();
     let warm_up = total / 10;
     let check_rss = std::env::var("SCHED_LIFECYCLE_RSS").as_deref() != Ok("skip");
+    if std::env::var("SCHED_LIFECYCLE_ALLOCATOR").as_deref() == Ok("global") {
+        sched::engine::use_global_allocator().expect("before the first process");
+    }
 
     let scheduler = Scheduler::builder()
         .workers(2)

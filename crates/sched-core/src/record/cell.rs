@@ -47,7 +47,7 @@
 //! `runqueue/next_slot.rs` run on this count (it goes through the crate's
 //! `sync` shim); miri runs the crate's unit tests on the allocation.
 
-use std::alloc::{dealloc, Layout};
+use std::alloc::Layout;
 use std::mem::{align_of, size_of};
 use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
@@ -95,10 +95,10 @@ impl RecordRef {
         if align_of::<P>() > align_of::<Record>() || size_of::<Cell<P>>() >= 1 << super::SIZE_BITS {
             return RecordRef::boxed(pid, Box::new(process));
         }
-        let cell = Box::into_raw(Box::new(Cell {
+        let cell = alloc_cell(Cell {
             record: Record::new(pid, size_of::<Cell<P>>() as u32),
             process,
-        }));
+        });
         // SAFETY: `cell` is a live allocation no one else has seen yet. The
         // process pointer is taken from the allocation's own raw pointer
         // (not through a reference to the record), so it stays valid for
@@ -118,10 +118,10 @@ impl RecordRef {
     /// Allocates a record for `pid` holding a boxed process (one aligned
     /// more strictly than the record).
     fn boxed(pid: Pid, process: Box<dyn Run>) -> RecordRef {
-        let cell = Box::into_raw(Box::new(Cell {
+        let cell = alloc_cell(Cell {
             record: Record::new(pid, size_of::<Cell<()>>() as u32),
             process: (),
-        }));
+        });
         // SAFETY: as in `new`; the box's ownership moves to the record.
         unsafe {
             let process = NonNull::new_unchecked(Box::into_raw(process));
@@ -250,12 +250,21 @@ impl RecordRef {
             self.slot.drop_kept(RecordRef::spare(self));
             let size = self.ptr.as_ref().size();
             ptr::drop_in_place(self.ptr.as_ptr());
-            dealloc(
-                self.ptr.as_ptr().cast::<u8>(),
+            super::alloc::free(
+                self.ptr.cast::<u8>(),
                 Layout::from_size_align_unchecked(size, align_of::<Record>()),
             );
         }
     }
+}
+
+/// Moves `cell` into a block of its own (see `alloc.rs` for where it
+/// comes from).
+fn alloc_cell<P>(cell: Cell<P>) -> *mut Cell<P> {
+    let block = super::alloc::allocate(Layout::new::<Cell<P>>()).cast::<Cell<P>>();
+    // SAFETY: a fresh block of `Cell<P>`'s layout, written once.
+    unsafe { block.as_ptr().write(cell) };
+    block.as_ptr()
 }
 
 fn increment(refs: &crate::sync::AtomicU32) {

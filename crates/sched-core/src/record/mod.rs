@@ -1,6 +1,7 @@
 //! The per-process record: identity, state word, event queue, the process
 //! itself and where its outcome goes, in one allocation.
 
+pub(crate) mod alloc;
 pub(crate) mod cell;
 pub(crate) mod completion;
 pub(crate) mod figures;
