@@ -124,7 +124,10 @@ pub(crate) unsafe fn free(block: NonNull<u8>, layout: Layout) {
 /// malloc by default) instead of mimalloc: for a program that counts its
 /// memory through its global allocator, or that must keep one allocator.
 /// Call it before the first process is spawned; it cannot change the
-/// allocator afterwards. Calling it again is harmless.
+/// allocator afterwards. Calling it again is harmless (`Ok` while the
+/// global allocator is the choice). A process whose state is aligned more
+/// strictly than 8 bytes keeps that state in a box of its own, which comes
+/// from the global allocator whatever the choice.
 ///
 /// By default processes come from mimalloc, which returns a process freed
 /// on another worker than the one that spawned it without a lock: on
