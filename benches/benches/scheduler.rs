@@ -106,7 +106,9 @@ fn pid(engine: &Engine) -> Pid {
     engine.context().allocate_pid().expect("pids left")
 }
 
-fn submit(engine: &Engine, pid: Pid, process: Box<dyn Process<Done = Payload>>) {
+/// Spawns `process` at `pid`, stored inline in its record (one allocation
+/// per process, as tokio stores a future in its task).
+fn submit<P: Process<Done = Payload>>(engine: &Engine, pid: Pid, process: P) {
     engine
         .context()
         .spawn(Spawn::new(process).method("run").at(pid))
@@ -157,9 +159,9 @@ fn spawn_many(c: &mut Criterion) {
         b.iter(|| {
             let latch = Latch::new(SPAWN_MANY);
             for _ in 0..SPAWN_MANY {
-                let process = Box::new(OneStep {
+                let process = OneStep {
                     latch: latch.clone(),
-                });
+                };
                 submit(&engine, pid(&engine), process);
             }
             latch.wait();
@@ -216,10 +218,10 @@ fn yield_many(c: &mut Criterion) {
             b.iter(|| {
                 let latch = Latch::new(YIELD_TASKS);
                 for _ in 0..YIELD_TASKS {
-                    let process = Box::new(Continuer {
+                    let process = Continuer {
                         left: YIELD_STEPS,
                         latch: latch.clone(),
-                    });
+                    };
                     submit(&engine, pid(&engine), process);
                 }
                 latch.wait();
@@ -323,10 +325,10 @@ impl Process for Link {
         if self.left == 1 {
             self.latch.count_down();
         } else {
-            let next = Box::new(Link {
+            let next = Link {
                 left: self.left - 1,
                 latch: self.latch.clone(),
-            });
+            };
             let pid = out.context().allocate_pid()?;
             out.spawn(Spawn::new(next).method("run").at(pid))?;
         }
@@ -350,10 +352,10 @@ fn chained_spawn(c: &mut Criterion) {
     group.bench_function("ours", |b| {
         b.iter(|| {
             let latch = Latch::new(1);
-            let first = Box::new(Link {
+            let first = Link {
                 left: CHAIN,
                 latch: latch.clone(),
-            });
+            };
             submit(&engine, pid(&engine), first);
             latch.wait();
         })

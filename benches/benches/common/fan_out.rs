@@ -23,11 +23,11 @@ pub(crate) struct FanOut {
 }
 
 impl FanOut {
-    pub(crate) fn new(latch: Arc<Latch>) -> Box<Self> {
-        Box::new(FanOut {
+    pub(crate) fn new(latch: Arc<Latch>) -> Self {
+        FanOut {
             completed: 0,
             latch,
-        })
+        }
     }
 }
 

@@ -22,15 +22,15 @@ pub(crate) struct Player {
 impl Player {
     /// A player of `rounds` balls against `peer`, counting `latch` down
     /// when it ends.
-    pub(crate) fn new(peer: Pid, serves: bool, rounds: u32, latch: Arc<Latch>) -> Box<Player> {
-        Box::new(Player {
+    pub(crate) fn new(peer: Pid, serves: bool, rounds: u32, latch: Arc<Latch>) -> Player {
+        Player {
             peer,
             serves,
             rounds,
             started: false,
             received: 0,
             latch,
-        })
+        }
     }
 }
 

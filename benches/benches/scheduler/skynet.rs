@@ -16,15 +16,15 @@ struct Skynet {
 }
 
 impl Skynet {
-    fn new(num: u64, size: u64, parent: Option<Pid>) -> Box<Self> {
-        Box::new(Skynet {
+    fn new(num: u64, size: u64, parent: Option<Pid>) -> Self {
+        Skynet {
             num,
             size,
             parent,
             spawned: false,
             waiting: 0,
             sum: 0,
-        })
+        }
     }
 
     fn report(&self, out: &mut Output<'_>, sum: u64) -> Result<(), BoxError> {
