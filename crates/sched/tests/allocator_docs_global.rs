@@ -449,7 +449,7 @@ fn processes_ended_by_shutdown_leave_the_count_too() {
     );
     // Shutdown cancels them; each finishes on its cancel.
     let report = scheduler.shutdown(DEADLINE);
-    assert_eq!(report.ended_gracefully, COUNT as _, "{report:?}");
+    assert_eq!(report.ended_gracefully, COUNT as u64, "{report:?}");
     assert_eq!((report.forced, report.still_queued), (0, 0), "{report:?}");
     drop(scheduler);
     let off = await_count_near(baseline);
