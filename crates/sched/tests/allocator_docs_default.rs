@@ -13,71 +13,13 @@
 
 #![cfg(not(miri))] // under miri every process comes from the global allocator
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
 use sched::engine::{use_global_allocator, AllocatorChosen};
 use sched::prelude::*;
 
-/// Forwards to `System`, counting the bytes live in it.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded to `System` with the same arguments; the
-// counter is only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is `System`'s.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        ptr
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is `System`'s.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        ptr
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract is `System`'s.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-        }
-        new
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::SeqCst)
-}
-
-/// Processes spawned per batch.
-const COUNT: usize = 3_000;
-/// Bytes of inline state per process.
-const STATE: usize = 2_048;
-/// What the states of one batch weigh together.
-const STATES_TOTAL: isize = (COUNT * STATE) as isize;
-/// Generous bound for anything to happen, on a busy 2-core machine.
-const DEADLINE: Duration = Duration::from_secs(30);
+mod allocator_docs;
+use allocator_docs::*;
 
 /// One test at a time: the counter is program-wide.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -86,49 +28,6 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A process with 2 KiB of state inline (not boxed): it idles until a
-/// message or a cancel, then finishes with a checksum of its state (so the
-/// state is really there and intact).
-struct Heavy {
-    state: [u8; STATE],
-}
-
-impl Heavy {
-    fn new(seed: u8) -> Self {
-        let mut state = [0u8; STATE];
-        for (i, byte) in state.iter_mut().enumerate() {
-            *byte = seed.wrapping_add(i as u8);
-        }
-        Heavy { state }
-    }
-
-    fn checksum(&self) -> u64 {
-        self.state.iter().map(|&b| u64::from(b)).sum()
-    }
-
-    fn expected(seed: u8) -> u64 {
-        Heavy::new(seed).checksum()
-    }
-}
-
-impl Accepts for Heavy {
-    type Message = ();
-}
-
-impl Process for Heavy {
-    type Done = u64;
-    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
-        for event in events.typed::<Self>() {
-            if let Event::Message(()) | Event::Cancel = event {
-                out.finish(self.checksum());
-                return Ok(());
-            }
-        }
-        out.idle();
-        Ok(())
-    }
 }
 
 /// A state aligned more strictly than any record could be
@@ -189,28 +88,6 @@ impl Process for Parent {
     }
 }
 
-fn scheduler() -> Scheduler {
-    let scheduler = Scheduler::builder().workers(2).build();
-    scheduler.start();
-    scheduler
-}
-
-/// Polls until the engine counts `want` live processes.
-fn await_live(scheduler: &Scheduler, want: usize) {
-    let start = Instant::now();
-    loop {
-        let now = scheduler.stats().live_processes;
-        if now == want {
-            return;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "still {now} live processes after {DEADLINE:?}, waiting for {want}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Spawns a batch of `Heavy`s from outside, keeping their handles in a
 /// vector allocated before the caller's baseline.
 fn spawn_batch(scheduler: &Scheduler, into: &mut Vec<(u8, Completion<u64>)>) {
@@ -219,37 +96,6 @@ fn spawn_batch(scheduler: &Scheduler, into: &mut Vec<(u8, Completion<u64>)>) {
         let handle = scheduler.spawn(Heavy::new(seed)).expect("spawn");
         into.push((seed, handle));
     }
-}
-
-/// Ends every process of the batch with a message and checks each one
-/// finished with its state intact.
-fn end_batch(scheduler: &Scheduler, batch: Vec<(u8, Completion<u64>)>) {
-    for (_, handle) in &batch {
-        scheduler
-            .send(handle.addr::<Heavy>(), ())
-            .expect("a live process takes its message");
-    }
-    for (seed, mut handle) in batch {
-        let sum = handle
-            .wait_timeout(DEADLINE)
-            .unwrap_or_else(|e| panic!("process {seed} did not finish: {e}"));
-        assert_eq!(
-            sum,
-            Heavy::expected(seed),
-            "the inline state was not intact"
-        );
-    }
-}
-
-fn assert_clean_shutdown(scheduler: &Scheduler) {
-    await_live(scheduler, 0);
-    let report = scheduler.shutdown(DEADLINE);
-    assert_eq!(
-        (report.forced, report.still_running, report.still_queued),
-        (0, 0, 0),
-        "{report:?}"
-    );
-    assert_eq!(report.workers_detached, 0, "{report:?}");
 }
 
 #[test]
