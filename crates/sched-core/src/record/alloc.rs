@@ -26,48 +26,113 @@
 //! free pay for it.
 //!
 //! Under miri (which cannot run mimalloc's C code) and loom every record
-//! comes from the global allocator.
+//! comes from the global allocator. The choice's word has a loom model
+//! (`every_thread_sees_the_one_settled_choice`, below: a first allocation,
+//! a call to `use_global_allocator` and a free racing; it fails if a lost
+//! race returned the loser's wish instead of the settled value).
 
 use std::alloc::Layout;
 use std::fmt;
 use std::ptr::NonNull;
 
-/// The choice's states (see "The choice is made once").
-#[cfg(not(any(miri, loom)))]
+/// The program-wide choice (see "The choice is made once"): one word,
+/// settled once by a compare-exchange from `UNDECIDED`. A type of its own,
+/// on the crate's `sync` shim, so that the loom model below explores it;
+/// the program's one instance is the static `CHOICE`.
+// Under miri and loom records come from the global allocator: only the
+// model uses the type there.
+#[cfg_attr(any(miri, loom), allow(dead_code))]
 mod choice {
-    // Not through the `sync` shim: this code is not built under loom,
-    // and a static must be a std atomic.
-    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    use crate::sync::AtomicU32;
+    use std::sync::atomic::Ordering::Relaxed;
 
-    pub(super) const UNDECIDED: u8 = 0;
-    pub(super) const MIMALLOC: u8 = 1;
-    pub(super) const GLOBAL: u8 = 2;
+    pub(super) const UNDECIDED: u32 = 0;
+    pub(super) const MIMALLOC: u32 = 1;
+    pub(super) const GLOBAL: u32 = 2;
 
-    static CHOICE: AtomicU8 = AtomicU8::new(UNDECIDED);
+    pub(super) struct Choice {
+        state: AtomicU32,
+    }
 
-    /// The allocator records come from, settled on mimalloc if nothing
-    /// was chosen yet.
-    #[inline]
-    pub(super) fn settled() -> u8 {
-        // Relaxed: the value is the only thing communicated, and every
-        // thread that allocates a record sees the one value the first
-        // compare-exchange left (a record freed on a thread was
-        // allocated under a choice that thread's free can only read as
-        // the same: the record reached it through a synchronising hand-off).
-        match CHOICE.load(Relaxed) {
-            UNDECIDED => settle(MIMALLOC),
-            chosen => chosen,
+    impl Choice {
+        #[cfg(not(loom))]
+        pub(super) const fn new() -> Choice {
+            Choice {
+                state: AtomicU32::new(UNDECIDED),
+            }
+        }
+
+        #[cfg(loom)]
+        pub(super) fn new() -> Choice {
+            Choice {
+                state: AtomicU32::new(UNDECIDED),
+            }
+        }
+
+        /// The allocator records come from, settled on mimalloc if
+        /// nothing was chosen yet.
+        #[inline]
+        pub(super) fn settled(&self) -> u32 {
+            // Relaxed: the value is all that is communicated. The word
+            // changes once, so every load after a thread has seen it
+            // settled (or after a hand-off from a thread that had: a
+            // record reaches the thread that frees it through one) reads
+            // the settled value, by coherence; a load that still reads
+            // `UNDECIDED` settles through the compare-exchange, which
+            // returns the one value the first settling left.
+            match self.state.load(Relaxed) {
+                UNDECIDED => self.settle(MIMALLOC),
+                chosen => chosen,
+            }
+        }
+
+        /// Settles the choice on `wanted` unless it is settled already;
+        /// the choice in force after the call.
+        #[cold]
+        pub(super) fn settle(&self, wanted: u32) -> u32 {
+            match self
+                .state
+                .compare_exchange(UNDECIDED, wanted, Relaxed, Relaxed)
+            {
+                Ok(_) => wanted,
+                Err(chosen) => chosen,
+            }
         }
     }
 
-    /// Settles the choice on `wanted` unless it is settled already; the
-    /// choice in force after the call.
-    #[cold]
-    pub(super) fn settle(wanted: u8) -> u8 {
-        match CHOICE.compare_exchange(UNDECIDED, wanted, Relaxed, Relaxed) {
-            Ok(_) => wanted,
-            Err(chosen) => chosen,
-        }
+    /// The program's choice.
+    #[cfg(not(any(miri, loom)))]
+    pub(super) static CHOICE: Choice = Choice::new();
+
+    /// Two threads race to settle the choice, one on mimalloc (a first
+    /// allocation) and one on the global allocator (`use_global_allocator`),
+    /// while a third allocates and frees: whatever the interleaving, each
+    /// sees one value, the same, and never `UNDECIDED` once it acted.
+    #[cfg(all(test, loom))]
+    #[test]
+    fn every_thread_sees_the_one_settled_choice() {
+        loom::model(|| {
+            let choice = crate::sync::Arc::new(Choice::new());
+            let allocating = {
+                let choice = crate::sync::Arc::clone(&choice);
+                loom::thread::spawn(move || {
+                    let at_alloc = choice.settled();
+                    let at_free = choice.settled();
+                    assert_eq!(at_alloc, at_free, "freed by another allocator");
+                    at_alloc
+                })
+            };
+            let choosing = {
+                let choice = crate::sync::Arc::clone(&choice);
+                loom::thread::spawn(move || choice.settle(GLOBAL))
+            };
+            let mine = choice.settled();
+            let (allocated, chose) = (allocating.join().unwrap(), choosing.join().unwrap());
+            assert_ne!(mine, UNDECIDED);
+            assert_eq!(allocated, mine);
+            assert_eq!(chose, mine);
+            assert_eq!(choice.settled(), mine);
+        });
     }
 }
 
@@ -79,7 +144,7 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
     let block = unsafe {
         #[cfg(not(any(miri, loom)))]
         {
-            if choice::settled() == choice::MIMALLOC {
+            if choice::CHOICE.settled() == choice::MIMALLOC {
                 std::alloc::GlobalAlloc::alloc(&mimalloc::MiMalloc, layout)
             } else {
                 std::alloc::alloc(layout)
@@ -106,7 +171,7 @@ pub(crate) unsafe fn free(block: NonNull<u8>, layout: Layout) {
     unsafe {
         #[cfg(not(any(miri, loom)))]
         {
-            if choice::settled() == choice::MIMALLOC {
+            if choice::CHOICE.settled() == choice::MIMALLOC {
                 std::alloc::GlobalAlloc::dealloc(&mimalloc::MiMalloc, block.as_ptr(), layout);
             } else {
                 std::alloc::dealloc(block.as_ptr(), layout);
@@ -149,7 +214,7 @@ pub(crate) unsafe fn free(block: NonNull<u8>, layout: Layout) {
 /// ```
 pub fn use_global_allocator() -> Result<(), AllocatorChosen> {
     #[cfg(not(any(miri, loom)))]
-    if choice::settle(choice::GLOBAL) != choice::GLOBAL {
+    if choice::CHOICE.settle(choice::GLOBAL) != choice::GLOBAL {
         return Err(AllocatorChosen);
     }
     Ok(())
