@@ -8,6 +8,13 @@
 //! for a value and waiting for the reply, then finishing. 2 worker threads
 //! on both sides.
 //!
+//! The calls are made two ways, each a table of its own: waited out on the
+//! runtime's own timers (`set_timer`, `tokio::time::sleep`), and made to
+//! a service of two OS threads that answer each after its delay, as a new
+//! user's app calls a blocking client (a command whose handler hands its
+//! `Completer` to the service, a `oneshot` the tokio task awaits).
+//! `WORKFLOW_CALLS=timers` or `WORKFLOW_CALLS=service` runs one way only.
+//!
 //! Per side: wall time (from the first workflow started to the last one
 //! finished), CPU time of the whole process over the same span (user +
 //! system, from `CLOCK_PROCESS_CPUTIME_ID`), and the peak of live
@@ -25,6 +32,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use sched::command::{Completer, TypedCommand};
 use sched::message::Addr;
 use sched::prelude::*;
 use sched::process::Accepts;
@@ -113,6 +123,31 @@ fn cpu_time() -> Duration {
 #[path = "common/seeded.rs"]
 mod seeded;
 
+#[path = "common/service.rs"]
+mod service;
+use service::{Reply, Service};
+
+/// How many threads the outside service has.
+const SERVICE_THREADS: usize = 2;
+
+/// How a workflow makes its calls.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Calls {
+    /// Waited out on the runtime's own timers.
+    Timers,
+    /// Made to the outside service's threads, which answer after the delay.
+    Service,
+}
+
+impl Calls {
+    fn name(self) -> &'static str {
+        match self {
+            Calls::Timers => "timers",
+            Calls::Service => "service threads",
+        }
+    }
+}
+
 /// The simulated latencies: three per workflow, 1-20 ms, from a seeded
 /// splitmix64 so both sides wait the same.
 fn delays() -> Vec<[Duration; CALLS]> {
@@ -191,6 +226,15 @@ impl Process for Aggregator {
 /// The "http" call's simulated latency.
 const CALL: Tag = Tag(1);
 
+/// The call to the outside service: its delay in, an answer out.
+const SERVICE: TypedCommand<Duration, u64> = TypedCommand::new(CommandId(1));
+
+impl Reply for Completer<u64> {
+    fn reply(self, value: u64) {
+        let _ = self.complete(value);
+    }
+}
+
 /// Three calls one after another, then a question to its aggregator;
 /// finishes with the reply.
 ///
@@ -200,8 +244,10 @@ const CALL: Tag = Tag(1);
 /// timer, as a user simulating latency (or sleeping between retries) would:
 /// a handler could only complete the command after the delay by keeping
 /// timers of its own (a thread, or a second runtime), which is what engine
-/// timers are for.
+/// timers are for. With [`Calls::Service`] it is that: a command whose
+/// handler gives the completer to the service's threads.
 struct Workflow {
+    calls: Calls,
     delays: [Duration; CALLS],
     calls_done: usize,
     started: bool,
@@ -217,15 +263,15 @@ impl Process for Workflow {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if !self.started {
             self.started = true;
-            out.set_timer(self.delays[0], CALL);
+            self.call(self.delays[0], out);
             return Ok(());
         }
         for event in events {
             match event {
-                Event::Timer { tag: CALL, .. } => {
+                Event::Timer { tag: CALL, .. } | Event::Completion { tag: CALL, .. } => {
                     self.calls_done += 1;
                     if let Some(&delay) = self.delays.get(self.calls_done) {
-                        out.set_timer(delay, CALL);
+                        self.call(delay, out);
                     } else {
                         let reply_to = Addr::from_pid(out.pid());
                         out.send(self.aggregator, Ask { reply_to })?;
@@ -243,8 +289,29 @@ impl Process for Workflow {
     }
 }
 
-fn ours(delays: &[[Duration; CALLS]]) -> Run {
-    let scheduler = Scheduler::builder().workers(WORKERS).build();
+impl Workflow {
+    /// Makes one call that answers after `delay`.
+    fn call(&self, delay: Duration, out: &mut Output<'_>) {
+        match self.calls {
+            Calls::Timers => {
+                out.set_timer(delay, CALL);
+            }
+            Calls::Service => {
+                out.yield_command(SERVICE, CALL, delay);
+            }
+        }
+    }
+}
+
+fn ours(calls: Calls, delays: &[[Duration; CALLS]]) -> Run {
+    let service = Arc::new(Service::<Completer<u64>>::new(SERVICE_THREADS));
+    let scheduler = Scheduler::builder()
+        .workers(WORKERS)
+        .handler(SERVICE, move |delay: Duration, done: Completer<u64>| {
+            service.call(delay, 0, done);
+            Ok(())
+        })
+        .build();
     scheduler.start();
     let aggregators: Vec<Addr<Ask>> = (0..TENANTS)
         .map(|_| {
@@ -260,6 +327,7 @@ fn ours(delays: &[[Duration; CALLS]]) -> Run {
             .enumerate()
             .map(|(i, delays)| {
                 let workflow = Workflow {
+                    calls,
                     delays: *delays,
                     calls_done: 0,
                     started: false,
@@ -283,8 +351,16 @@ fn ours(delays: &[[Duration; CALLS]]) -> Run {
 
 // -------------------------------------------------------------------- tokio
 
-fn tokio(delays: &[[Duration; CALLS]]) -> Run {
+impl Reply for tokio::sync::oneshot::Sender<u64> {
+    fn reply(self, value: u64) {
+        let _ = self.send(value);
+    }
+}
+
+fn tokio(calls: Calls, delays: &[[Duration; CALLS]]) -> Run {
     use tokio::sync::{mpsc, oneshot};
+
+    let service = Arc::new(Service::<oneshot::Sender<u64>>::new(SERVICE_THREADS));
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
@@ -311,9 +387,17 @@ fn tokio(delays: &[[Duration; CALLS]]) -> Run {
             .map(|(i, delays)| {
                 let delays = *delays;
                 let aggregator = aggregators[i % TENANTS].clone();
+                let service = Arc::clone(&service);
                 rt.spawn(async move {
                     for delay in delays {
-                        tokio::time::sleep(delay).await;
+                        match calls {
+                            Calls::Timers => tokio::time::sleep(delay).await,
+                            Calls::Service => {
+                                let (answer_to, answer) = oneshot::channel();
+                                service.call(delay, 0, answer_to);
+                                answer.await.expect("the service answers");
+                            }
+                        }
                     }
                     let (reply_to, reply) = oneshot::channel();
                     aggregator.send(reply_to).expect("the aggregator runs");
@@ -360,10 +444,83 @@ fn main() {
     // `WORKFLOW_SIDE=ours` (or `tokio`) runs one side only, to profile it
     // or to compare two builds of it; the table then has no ratio.
     let only = std::env::var("WORKFLOW_SIDE").ok();
+    // `WORKFLOW_CALLS=timers` (or `service`) runs one way of calling only.
+    let ways: Vec<Calls> = match std::env::var("WORKFLOW_CALLS").ok().as_deref() {
+        Some("timers") => vec![Calls::Timers],
+        Some("service") => vec![Calls::Service],
+        _ => vec![Calls::Timers, Calls::Service],
+    };
     let delays = delays();
+    let mut figures = Vec::new();
+    let mut loads = Vec::new();
+    let mut medians = Vec::new();
+    for calls in ways {
+        let (ours_runs, tokio_runs, way_loads) = runs_of(calls, runs, only.as_deref(), &delays);
+        loads.extend(way_loads);
+        if only.is_none() {
+            medians.push((calls, ours_runs, tokio_runs));
+        }
+    }
+    for (calls, ours_runs, tokio_runs) in medians {
+        println!();
+        println!(
+            "| calls on {}: median of {runs} | ours | tokio | ours / tokio |",
+            calls.name()
+        );
+        println!("|---|---|---|---|");
+        type Metric = fn(&Run) -> f64;
+        let metrics: [(&str, Metric, &str, f64); 3] = [
+            ("wall", |r| r.wall.as_secs_f64(), "ms", 1e3),
+            ("CPU (user+sys)", |r| r.cpu.as_secs_f64(), "ms", 1e3),
+            ("peak live heap", |r| r.peak_bytes as f64, "MB", 1e-6),
+        ];
+        for (name, metric, unit, scale) in metrics {
+            let ours = median(ours_runs.iter().map(metric).collect());
+            let tokio = median(tokio_runs.iter().map(metric).collect());
+            println!(
+                "| {name} | {:.1} {unit} | {:.1} {unit} | {:.2} |",
+                ours * scale,
+                tokio * scale,
+                ours / tokio
+            );
+            let name = match calls {
+                Calls::Timers => name.to_string(),
+                Calls::Service => format!("{name}, service threads"),
+            };
+            figures.push((name, unit, ours * scale, tokio * scale));
+        }
+    }
+    let figures: Vec<tables::Figure<'_>> = figures
+        .into_iter()
+        .map(|(name, unit, ours, peer)| tables::Figure {
+            name,
+            unit,
+            ours,
+            peer,
+            peer_name: "tokio",
+            loads: &loads,
+        })
+        .collect();
+    if !figures.is_empty() {
+        tables::record("workflow", &figures);
+    }
+}
+
+/// Ours' and tokio's runs of one way of calling (alternating, after one
+/// unmeasured run each), and the load average each began at.
+fn runs_of(
+    calls: Calls,
+    runs: usize,
+    only: Option<&str>,
+    delays: &[[Duration; CALLS]],
+) -> (Vec<Run>, Vec<Run>, Vec<String>) {
+    type Side = fn(Calls, &[[Duration; CALLS]]) -> Run;
+    let sides: [(&str, Side); 2] = [("ours", ours), ("tokio", tokio)];
     println!(
-        "workflow: {WORKFLOWS} workflows x {CALLS} calls of 1-20 ms (seeded), then a reply from \
-         one of {TENANTS} aggregators; {WORKERS} workers; {runs} run(s) per side, alternating"
+        "workflow, calls on {}: {WORKFLOWS} workflows x {CALLS} calls of 1-20 ms (seeded), then a \
+         reply from one of {TENANTS} aggregators; {WORKERS} workers; {runs} run(s) per side, \
+         alternating",
+        calls.name()
     );
     println!("| run | side | load average | wall | CPU (user+sys) | peak live heap |");
     println!("|---|---|---|---|---|---|");
@@ -371,30 +528,19 @@ fn main() {
     // for faulting in fresh heap pages and growing the allocator's arenas,
     // which the runs after it reuse. Without it, whichever side ran first
     // paid that alone (about a quarter more wall and CPU time on ours).
-    for (side, run) in [
-        ("ours", ours as fn(&[[Duration; CALLS]]) -> Run),
-        ("tokio", tokio),
-    ] {
-        if only.as_deref().is_none_or(|only| only == side) {
-            run(&delays);
+    for (side, run) in sides {
+        if only.is_none_or(|only| only == side) {
+            run(calls, delays);
         }
     }
-    let (mut ours_runs, mut tokio_runs) = (Vec::new(), Vec::new());
-    let mut loads = Vec::new();
+    let (mut ours_runs, mut tokio_runs, mut loads) = (Vec::new(), Vec::new(), Vec::new());
     for i in 1..=runs {
-        for (side, run, runs) in [
-            (
-                "ours",
-                ours as fn(&[[Duration; CALLS]]) -> Run,
-                &mut ours_runs,
-            ),
-            ("tokio", tokio, &mut tokio_runs),
-        ] {
-            if only.as_deref().is_some_and(|only| only != side) {
+        for (side, run) in sides {
+            if only.is_some_and(|only| only != side) {
                 continue;
             }
             let load = load_average();
-            let r = run(&delays);
+            let r = run(calls, delays);
             loads.push(load.clone());
             println!(
                 "| {i} | {side} | {load} | {:.1?} | {:.0?} | {:.1} MB |",
@@ -402,39 +548,12 @@ fn main() {
                 r.cpu,
                 r.peak_bytes as f64 / 1e6
             );
-            runs.push(r);
+            if side == "ours" {
+                ours_runs.push(r);
+            } else {
+                tokio_runs.push(r);
+            }
         }
     }
-    if only.is_some() {
-        return;
-    }
-    println!();
-    println!("| median of {runs} | ours | tokio | ours / tokio |");
-    println!("|---|---|---|---|");
-    type Metric = fn(&Run) -> f64;
-    let metrics: [(&str, Metric, &str, f64); 3] = [
-        ("wall", |r| r.wall.as_secs_f64(), "ms", 1e3),
-        ("CPU (user+sys)", |r| r.cpu.as_secs_f64(), "ms", 1e3),
-        ("peak live heap", |r| r.peak_bytes as f64, "MB", 1e-6),
-    ];
-    let mut figures = Vec::new();
-    for (name, metric, unit, scale) in metrics {
-        let ours = median(ours_runs.iter().map(metric).collect());
-        let tokio = median(tokio_runs.iter().map(metric).collect());
-        println!(
-            "| {name} | {:.1} {unit} | {:.1} {unit} | {:.2} |",
-            ours * scale,
-            tokio * scale,
-            ours / tokio
-        );
-        figures.push(tables::Figure {
-            name: name.to_string(),
-            unit,
-            ours: ours * scale,
-            peer: tokio * scale,
-            peer_name: "tokio",
-            loads: &loads,
-        });
-    }
-    tables::record("workflow", &figures);
+    (ours_runs, tokio_runs, loads)
 }
