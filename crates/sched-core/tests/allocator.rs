@@ -7,41 +7,18 @@
 #![cfg(not(miri))] // under miri every process comes from the global allocator
 
 mod common;
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+mod counting;
 
 use common::*;
+use counting::live_bytes;
 use relay::{Package, Pid};
 use sched_core::*;
-
-/// Counts the bytes currently allocated through it.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 #[test]
 fn processes_come_from_mimalloc_by_default_and_the_choice_is_then_fixed() {
     let engine = started(1);
     const N: u64 = 2_000;
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = live_bytes();
     let pids: Vec<Pid> = (0..N)
         .map(|i| {
             let pid = Pid::local(1_000 + i);
@@ -60,7 +37,7 @@ fn processes_come_from_mimalloc_by_default_and_the_choice_is_then_fixed() {
             pid
         })
         .collect();
-    let grown = LIVE.load(Ordering::SeqCst) - before;
+    let grown = live_bytes() - before;
     // Each process's 1 KiB of state is in mimalloc's pages; what the
     // global allocator sees is the engine's other structures (its table,
     // its queues), far less than the states.

@@ -4,36 +4,15 @@
 //! depend on the machine's allocator or its timing.
 
 mod common;
+mod counting;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use common::*;
+use counting::live_bytes;
 use relay::{Package, Pid};
 use sched_core::*;
-
-/// Counts the bytes currently allocated through it.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 /// The tests measure one global counter: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -44,10 +23,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     use_global_allocator().expect("no process was allocated before the first test's call");
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn live_bytes() -> isize {
-    LIVE.load(Ordering::SeqCst)
 }
 
 const MIB: isize = 1 << 20;
