@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | spawn-many | 10 000 one-step processes submitted from outside | 10 000 tasks spawned from outside |
 //! | yield-many | 200 processes x 1 000 `continue` steps | 200 tasks x 1 000 `yield_now` |
-//! | ping-pong | 1 000 pairs x 100 round trips of `Output::send` | 1 000 pairs x 100 round trips over mpsc channels |
+//! | ping-pong | 1 000 pairs x 100 round trips of `Output::send` by PID (`ours+resolved`: through a `Resolved` handle on the peer) | 1 000 pairs x 100 round trips over mpsc channels |
 //! | chained-spawn | 1 000 processes, each `Output::spawn`s the next | 1 000 chained `tokio::spawn` |
 //! | yield-fan-out | 1 000 processes x 10 yields, completed by another thread | 1 000 tasks x 10 oneshots completed by another thread |
 //! | skynet | 1 000 000 leaves in a 10-ary tree, results as messages | `tokio::spawn` tree; rayon `join` |
@@ -255,7 +255,13 @@ fn yield_many(c: &mut Criterion) {
 
 fn ping_pong(c: &mut Criterion) {
     let mut group = c.benchmark_group("ping-pong");
-    for (name, histograms) in [("ours", false), ("ours+histograms", true)] {
+    // `ours+resolved`: each player keeps a handle on its peer (`Resolved`),
+    // as a tokio task keeps its channels, instead of sending by PID.
+    for (name, histograms, resolving) in [
+        ("ours", false, false),
+        ("ours+histograms", true, false),
+        ("ours+resolved", false, true),
+    ] {
         // One engine at a time: the other's idle workers stay out of it.
         let engine = engine_recording(histograms);
         group.bench_function(name, |b| {
@@ -263,8 +269,14 @@ fn ping_pong(c: &mut Criterion) {
                 let latch = Latch::new(2 * PING_PONG_PAIRS);
                 for _ in 0..PING_PONG_PAIRS {
                     let (a, z) = (pid(&engine), pid(&engine));
-                    let player =
-                        |peer, serves| Player::new(peer, serves, PING_PONG_ROUNDS, latch.clone());
+                    let player = |peer, serves| {
+                        let player = Player::new(peer, serves, PING_PONG_ROUNDS, latch.clone());
+                        if resolving {
+                            player.resolving()
+                        } else {
+                            player
+                        }
+                    };
                     // The ponger is registered before the pinger serves.
                     submit(&engine, z, player(a, false));
                     submit(&engine, a, player(z, true));

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use relay::{Payload, Pid};
-use sched_core::{BoxError, Event, Events, InitContext, InitError, Output, Process};
+use sched_core::{BoxError, Event, Events, InitContext, InitError, Output, Process, Resolved};
 
 use super::latch::Latch;
 
@@ -17,6 +17,10 @@ pub(crate) struct Player {
     pub(crate) started: bool,
     pub(crate) received: u32,
     pub(crate) latch: Arc<Latch>,
+    /// Sends through a handle resolved once ([`Resolved`]) rather than
+    /// by PID (which looks the peer up in the process table each time).
+    pub(crate) resolving: bool,
+    route: Option<Resolved>,
 }
 
 impl Player {
@@ -30,6 +34,30 @@ impl Player {
             started: false,
             received: 0,
             latch,
+            resolving: false,
+            route: None,
+        }
+    }
+
+    /// The same player, sending to its peer through a handle it resolves
+    /// at its first send, as a user who keeps a handle on a peer would.
+    #[allow(dead_code)] // The probe example does not use it.
+    pub(crate) fn resolving(mut self) -> Player {
+        self.resolving = true;
+        self
+    }
+
+    /// Sends `ball` to the peer.
+    fn send(&mut self, out: &mut Output<'_>, ball: u32) -> Result<(), BoxError> {
+        if !self.resolving {
+            return Ok(out.send(self.peer, ball)?);
+        }
+        if self.route.is_none() {
+            self.route = out.context().resolve(self.peer);
+        }
+        match &self.route {
+            Some(route) => Ok(out.send(route, ball)?),
+            None => Err("the peer has ended".into()),
         }
     }
 }
@@ -46,7 +74,7 @@ impl Process for Player {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         if self.serves && !self.started {
             self.started = true;
-            out.send(self.peer, 0u32)?;
+            self.send(out, 0)?;
         }
         for event in events {
             let Event::Message(package) = event else {
@@ -57,7 +85,7 @@ impl Process for Player {
             // The server gets its last ball back without returning it; the
             // other side returns every ball it gets.
             if !(self.serves && self.received == self.rounds) {
-                out.send(self.peer, n + 1)?;
+                self.send(out, n + 1)?;
             }
             if self.received == self.rounds {
                 self.latch.count_down();
