@@ -89,6 +89,21 @@ fn the_erased_payload_of_a_small_message_is_boxed_on_request() {
 }
 
 #[test]
+fn a_payload_passed_on_is_not_boxed_again() {
+    // Made before the count: what a completer's handler or a forwarding
+    // process holds.
+    let small: relay::Payload = Box::new(9_u32);
+    let forwarded: relay::Payload = Box::new([3_u64; 16]);
+    let n = allocations(|| {
+        let payload = relay::into_payload(small);
+        assert_eq!(payload.downcast_ref::<u32>(), Some(&9));
+        let package = Package::new(A, B, forwarded);
+        assert_eq!(package.payload::<[u64; 16]>().map(|a| a[0]), Some(3));
+    });
+    assert_eq!(n, 0, "a Payload is moved on as it is");
+}
+
+#[test]
 fn a_package_is_seven_words() {
     // Two addresses (three words), three words of payload, one for its type.
     assert!(std::mem::size_of::<Package>() <= 7 * std::mem::size_of::<usize>());
