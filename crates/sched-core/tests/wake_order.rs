@@ -107,9 +107,25 @@ fn timers_falling_due_together() -> Option<Vec<usize>> {
     let hold = submit(&engine, 1, blocker(running.clone(), release.clone()));
     wait_for(&running);
     let held_in_time = Instant::now() < base;
-    // Every timer falls due while the worker is held: they fire together.
+    // Every timer falls due while the worker is held. The engine's
+    // watcher fires the due timers of a worker held in one step (every
+    // few milliseconds, in deadline order, to the queue the worker takes
+    // from when it is free). The worker is let go only once every timer
+    // has fired: one it fired itself after its release would take its
+    // `next` slot, ahead of those the watcher queued (a loaded CI machine
+    // delayed the watcher past the release, and timer 17 of 20 ran
+    // eighth). The order checked is the one timers that fell due while
+    // their worker was held are run in.
     let all_due = base + Duration::from_millis(N as u64 + 5);
     std::thread::sleep(all_due.saturating_duration_since(Instant::now()));
+    let deadline = Instant::now() + PATIENCE;
+    while engine.context().stats().pending_timers > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the held worker's timers never fired"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     release.store(true, Ordering::SeqCst);
     wait(hold).expect("the blocker finishes");
     for probe in probes {
