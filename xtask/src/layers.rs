@@ -451,8 +451,9 @@ const RELAY: Crate<'static> = Crate {
 
 /// `sched-relay`'s files, ground floor first.
 const RELAY_LADDER: &[&[&str]] = &[
-    // 1. The process identifier.
-    &["pid"],
+    // 1. The process identifier; a receipt (names nothing of the crate:
+    //    the package it rides on holds it, not the other way).
+    &["pid", "receipt"],
     // 2. What names only PIDs: the shim (its map is keyed by PID), a
     //    refused registration; the inline body (beside the package: the
     //    exception below).

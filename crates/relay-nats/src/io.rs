@@ -335,8 +335,8 @@ async fn receive(
             seq,
             first,
         };
-        if admit_numbered(&inner, node, sender, source, stamp) {
-            deliver(&inner, node, &*local, source, package);
+        if let Some(receipt) = admit_numbered(&inner, node, sender, source, stamp) {
+            deliver(&inner, node, &*local, source, package.with_receipt(receipt));
         }
     }
     tracing::debug!(node, "subscription ended");
@@ -396,25 +396,36 @@ fn vet(
 
 /// Whether the numbered frame `stamp.seq` of `sender`'s run
 /// `stamp.incarnation` is taken: not a replay, and not from a node being
-/// reset. A gap before it is counted lost, and loses the sender (see
+/// reset. If it is, the receipt its package carries to the process: until
+/// the process takes it, the frame is left out of what this node confirms
+/// to the sender (`sequence.rs`, `Held`). A gap before it is counted lost, and loses the sender (see
 /// `reset.rs`); so is a gap before the first frame seen from that run,
 /// after the first number it gave this node (`sequence.rs`), but that
 /// one loses the sender only if it addressed this run: frames sent before
 /// it knew this run carried nothing of relations with it.
-fn admit_numbered(inner: &Inner, node: u32, sender: u32, source: relay::Pid, stamp: Stamp) -> bool {
+fn admit_numbered(
+    inner: &Inner,
+    node: u32,
+    sender: u32,
+    source: relay::Pid,
+    stamp: Stamp,
+) -> Option<relay::Receipt> {
     let Stamp {
         addressed,
         incarnation,
         seq,
         first,
     } = stamp;
-    let seen = {
+    let (seen, receipt) = {
         let mut gaps = lock(&inner.gaps);
         let seen = gaps.observe(sender, incarnation, seq, first);
         if let Seen::First(_) = seen {
             gaps.retire(sender, incarnation);
         }
-        seen
+        // Counted unread under the lock the heartbeat confirms under: no
+        // confirmation covers this frame until its process took it.
+        let receipt = (seen != Seen::Again).then(|| gaps.receipt(sender, incarnation, seq));
+        (seen, receipt)
     };
     match seen {
         Seen::First(0) | Seen::Next(0) => {}
@@ -432,7 +443,7 @@ fn admit_numbered(inner: &Inner, node: u32, sender: u32, source: relay::Pid, sta
         Seen::Again => {
             Counters::add(&inner.counters.duplicates, 1);
             tracing::warn!(node, %source, seq, "dropped a frame sent again (a replay)");
-            return false;
+            return None;
         }
     }
     // Sent by a node this one lost, before it ended its relations with
@@ -440,9 +451,9 @@ fn admit_numbered(inner: &Inner, node: u32, sender: u32, source: relay::Pid, sta
     if inner.members.is_fenced(sender) {
         Counters::add(&inner.counters.fenced, 1);
         tracing::debug!(node, %source, "dropped a message from a node being reset");
-        return false;
+        return None;
     }
-    true
+    receipt
 }
 
 /// Hands `package` to the local engine, as any local send; counts it

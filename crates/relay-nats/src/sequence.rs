@@ -4,6 +4,10 @@
 //! sees a number skipped counts the skipped frames as lost.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use relay::{Acknowledge, Receipt};
 
 /// Per sending transport (its node, from the subject, and its
 /// incarnation): the last number seen. The sender's node and incarnation,
@@ -13,6 +17,26 @@ use std::collections::HashMap;
 #[derive(Debug, Default)]
 pub(crate) struct Gaps {
     last: HashMap<(u32, u64), u64>,
+    /// Per sender's run: its frames handed to this node's processes and
+    /// not yet taken by them (see [`Gaps::receipt`]).
+    held: HashMap<(u32, u64), Arc<Held>>,
+}
+
+/// How many of one sender run's frames sit in this node's mailboxes: each
+/// delivered frame's package carries a receipt on it, which takes one off
+/// when a process takes the message (or the package is dropped, a dead
+/// letter). What this node confirms to the sender leaves these out, so a
+/// node that dies with messages unread has not confirmed them, and the
+/// sender counts them (`unconfirmed`).
+#[derive(Debug, Default)]
+pub(crate) struct Held(AtomicU64);
+
+impl Acknowledge for Held {
+    fn taken(&self, _seq: u64) {
+        // Relaxed: read under the numbers' bookkeeping only as a count; a
+        // late decrement only confirms less, never more than was taken.
+        self.0.fetch_sub(1, Relaxed);
+    }
 }
 
 /// What a frame's number says.
@@ -54,14 +78,39 @@ impl Gaps {
 
     /// The last number seen from each sender's run: what this node
     /// confirms in its heartbeats, `(node, incarnation, number)`.
+    ///
+    /// The number confirmed is the last one seen less the frames of that
+    /// run still unread here (handed to a process, not yet taken): the
+    /// sender counts as unconfirmed what a node lost or restarted never
+    /// confirmed, `sent - confirmed`, which is then what never arrived
+    /// plus what arrived and was never read. Each new frame raises the
+    /// last number by at least one and the unread by at most one, so the
+    /// number never goes down. Taken under the same lock as
+    /// [`receipt`](Gaps::receipt), so a frame seen is never confirmed
+    /// before it is counted unread.
     pub(crate) fn confirmations(&self) -> Vec<(u32, u64, u64)> {
         let mut seen: Vec<(u32, u64, u64)> = self
             .last
             .iter()
-            .map(|(&(node, incarnation), &seq)| (node, incarnation, seq))
+            .map(|(&(node, incarnation), &seq)| {
+                let unread = self
+                    .held
+                    .get(&(node, incarnation))
+                    .map_or(0, |held| held.0.load(Relaxed));
+                (node, incarnation, seq.saturating_sub(unread))
+            })
             .collect();
         seen.sort_unstable();
         seen
+    }
+
+    /// A receipt for frame `seq` of transport `incarnation` of `node`,
+    /// just seen, to go on its package: counted unread until the package
+    /// is taken or dropped (see [`Held`]).
+    pub(crate) fn receipt(&mut self, node: u32, incarnation: u64, seq: u64) -> Receipt {
+        let held = self.held.entry((node, incarnation)).or_default();
+        held.0.fetch_add(1, Relaxed);
+        Receipt::new(Arc::clone(held) as Arc<dyn Acknowledge>, seq)
     }
 
     /// The last number seen from transport `incarnation` of `node`, if
@@ -84,6 +133,8 @@ impl Gaps {
     /// behind send nothing more worth counting.
     pub(crate) fn retire(&mut self, node: u32, keep: u64) {
         self.last
+            .retain(|&(n, incarnation), _| n != node || incarnation == keep);
+        self.held
             .retain(|&(n, incarnation), _| n != node || incarnation == keep);
     }
 }

@@ -71,11 +71,13 @@ pub struct TransportStats {
     /// it dropped frames its buffer could not hold. Those frames show as
     /// gaps (`lost`) once a later frame from the same sender arrives.
     pub slow_consumer: u64,
-    /// Frames sent to a node that was then declared down, and that it had
-    /// not confirmed receiving (nodes confirm, in every heartbeat, the last
-    /// frame they saw from each sender): lost with it, or received just
-    /// before it went silent. So a frame to a node that dies is delivered
-    /// there, counted lost there, or counted here, never nothing.
+    /// Frames sent to a node that was then declared down (or restarted),
+    /// and that it had not confirmed: nodes confirm, in every heartbeat,
+    /// what their processes took of each sender's frames (the last frame
+    /// seen, less those still unread in a mailbox). So these were lost on
+    /// the way, received and never read, or read just before the node
+    /// went silent: a frame to a node that dies is read there, counted
+    /// there (a dead letter, lost), or counted here, never nothing.
     pub unconfirmed: u64,
     /// Messages accepted for another node (the send returned `Ok`) that
     /// this transport did not publish: the node was declared down or had

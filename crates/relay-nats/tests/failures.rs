@@ -283,6 +283,72 @@ fn frames_to_a_node_that_dies_are_delivered_or_counted() {
     two.shutdown(Duration::from_millis(200));
 }
 
+/// Takes nothing: what reaches it stays in its mailbox, unread (each
+/// message's arrival steps it, and the step leaves every event there).
+struct Hoarder;
+
+impl sched::Process for Hoarder {
+    type Done = ();
+    fn step(&mut self, _: &mut Events<'_>, _: &mut Output<'_>) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// A node that dies with messages in its mailboxes that no process has
+/// taken: the sender counts them (`unconfirmed`), because a node confirms
+/// to a sender only what its processes took, not what reached it. Node 2
+/// holds 300 messages unread in one process and has read 200 in another
+/// (and confirmed those in a heartbeat) when its connection dies for good.
+/// Before confirmations followed the reads, node 1 counted none of the 300.
+#[test]
+fn messages_a_dead_node_held_unread_are_counted_by_the_sender() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (proxy, (one, t1), (two, t2)) = watchful_and_proxied(&server);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let reader = two.spawn(Recorder(seen.clone())).unwrap().pid();
+    let hoarder = two.spawn(Hoarder).unwrap().pid();
+    const HELD: u64 = 300;
+    const READ: u64 = 200;
+    for n in 1..=HELD.max(READ) {
+        if n <= HELD {
+            one.send(hoarder, Seq { from: 1, n }).unwrap();
+        }
+        if n <= READ {
+            one.send(reader, Seq { from: 2, n }).unwrap();
+        }
+    }
+    wait_until(
+        "node 2 to have every message, and to read its reader's",
+        WAIT,
+        || t2.stats().delivered == HELD + READ && seen.lock().unwrap().len() as u64 == READ,
+    );
+    // Heartbeats every 100 ms confirm the reads; a few of them go out
+    // before the connection dies.
+    std::thread::sleep(Duration::from_millis(800));
+    proxy.kill();
+    wait_until("node 1 to declare node 2 down", WAIT, || {
+        t1.stats().nodes_down >= 1
+    });
+    let s1 = t1.stats();
+    assert_eq!(s1.published, HELD + READ, "{s1:?}");
+    // Every unread message is counted; of the read ones, at most those a
+    // late heartbeat had not yet confirmed (none on a calm machine).
+    assert!(
+        s1.unconfirmed >= HELD,
+        "{} unread messages died uncounted: {s1:?}",
+        HELD.saturating_sub(s1.unconfirmed)
+    );
+    assert!(s1.unconfirmed <= HELD + READ, "{s1:?}");
+    eprintln!(
+        "a node died holding {HELD} unread: node 1 counted {} unconfirmed",
+        s1.unconfirmed
+    );
+    one.shutdown(Duration::from_millis(200));
+    two.shutdown(Duration::from_millis(200));
+}
+
 /// A node that dies while the sender has a backlog for it: node 1's bytes
 /// to the server are held up (its publishes wait, so what it accepts
 /// queues on its transport) while node 2 dies. Every message node 1

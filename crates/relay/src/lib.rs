@@ -9,6 +9,9 @@
 //! * [`Addr`], a PID typed with the one message type its process accepts;
 //! * [`Package`], a message on its way: source PID, target PID and a
 //!   type-erased `Send` [`Payload`] that the router never inspects;
+//! * [`Receipt`]: attached to a package, tells its [`Acknowledge`] once
+//!   when the package is taken or dropped (a transport confirms to the
+//!   sender only what its node's processes took);
 //! * the [`Receiver`] trait: deliver a package, or refuse it with a
 //!   [`SendError`] that says why ([`SendErrorKind`]) and hands the package
 //!   back, so nothing is lost;
@@ -81,6 +84,7 @@ mod allocator;
 mod inline;
 mod package;
 mod pid;
+mod receipt;
 mod receiver;
 mod register_error;
 mod remote;
@@ -92,6 +96,7 @@ pub use addr::Addr;
 pub use allocator::{PidAllocator, PidsExhausted};
 pub use package::{into_payload, Package, Payload};
 pub use pid::{NumberError, ParsePidError, Pid};
+pub use receipt::{Acknowledge, Receipt};
 pub use receiver::Receiver;
 pub use register_error::RegisterError;
 pub use remote::{NodeDown, RemoteTransport, Signal};

@@ -1,6 +1,7 @@
 //! Message packages: who sent what to whom.
 
 use crate::inline::Inline;
+use crate::receipt::Receipt;
 use crate::Pid;
 use std::any::{Any, TypeId};
 use std::fmt;
@@ -84,8 +85,19 @@ impl Route {
 enum Body {
     /// Small enough to live in the package.
     Inline(Inline),
-    /// On the heap (large, or handed over already boxed).
+    /// On the heap (large, or handed over already boxed). A package with
+    /// a [`Receipt`] holds a boxed [`Tracked`] here: the payload's own
+    /// body beside the receipt, so that packages without one pay nothing
+    /// for it but a type check on a missed downcast.
     Boxed(Payload),
+}
+
+/// A body with a receipt (see `receipt.rs`): the receipt is dropped, and
+/// so tells its [`Acknowledge`](crate::Acknowledge), when the body's value
+/// is taken out or the whole is dropped.
+struct Tracked {
+    body: Body,
+    receipt: Receipt,
 }
 
 impl Body {
@@ -101,17 +113,92 @@ impl Body {
         }
     }
 
+    /// A body holding `()`, to stand in while the real one is moved.
+    fn empty() -> Body {
+        match Inline::new(()) {
+            Ok(inline) => Body::Inline(inline),
+            Err(()) => Body::Boxed(Box::new(())),
+        }
+    }
+
+    fn tracked(payload: &Payload) -> Option<&Tracked> {
+        payload.downcast_ref::<Tracked>()
+    }
+
     fn is<T: Any>(&self) -> bool {
         match self {
             Body::Inline(inline) => inline.is::<T>(),
-            Body::Boxed(payload) => payload.is::<T>(),
+            Body::Boxed(payload) => {
+                payload.is::<T>() || Body::tracked(payload).is_some_and(|t| t.body.is::<T>())
+            }
         }
+    }
+
+    fn get<T: Any>(&self) -> Option<&T> {
+        match self {
+            Body::Inline(inline) => inline.get(),
+            Body::Boxed(payload) => match payload.downcast_ref::<T>() {
+                Some(value) => Some(value),
+                None => Body::tracked(payload).and_then(|t| t.body.get()),
+            },
+        }
+    }
+
+    fn get_mut<T: Any>(&mut self) -> Option<&mut T> {
+        match self {
+            Body::Inline(inline) => inline.get_mut(),
+            Body::Boxed(payload) => {
+                if payload.is::<T>() {
+                    return payload.downcast_mut();
+                }
+                payload
+                    .downcast_mut::<Tracked>()
+                    .and_then(|t| t.body.get_mut())
+            }
+        }
+    }
+
+    /// The value as a `T`, or the body back unchanged.
+    fn take<T: Any>(self) -> Result<T, Body> {
+        match self {
+            Body::Inline(inline) => inline.take::<T>().map_err(Body::Inline),
+            Body::Boxed(payload) => match payload.downcast::<T>() {
+                Ok(value) => Ok(*value),
+                Err(payload) => Body::take_tracked(payload),
+            },
+        }
+    }
+
+    /// A `T` out of a [`Tracked`] body, its receipt told; anything else
+    /// back unchanged (checked before it is unboxed, so a miss moves
+    /// nothing).
+    fn take_tracked<T: Any>(payload: Payload) -> Result<T, Body> {
+        if !Body::tracked(&payload).is_some_and(|t| t.body.is::<T>()) {
+            return Err(Body::Boxed(payload));
+        }
+        let Ok(tracked) = payload.downcast::<Tracked>() else {
+            unreachable!("checked to be tracked");
+        };
+        let Tracked { body, receipt } = *tracked;
+        let Ok(value) = body.take::<T>() else {
+            unreachable!("checked to hold a T");
+        };
+        drop(receipt);
+        Ok(value)
     }
 
     fn into_payload(self) -> Payload {
         match self {
             Body::Inline(inline) => inline.into_box(),
-            Body::Boxed(payload) => payload,
+            Body::Boxed(payload) => match payload.downcast::<Tracked>() {
+                Ok(tracked) => {
+                    let Tracked { body, receipt } = *tracked;
+                    let payload = body.into_payload();
+                    drop(receipt);
+                    payload
+                }
+                Err(payload) => payload,
+            },
         }
     }
 }
@@ -266,10 +353,7 @@ impl Package {
     /// assert_eq!(package.payload::<String>(), None);
     /// ```
     pub fn payload<T: Any>(&self) -> Option<&T> {
-        match &self.body {
-            Body::Inline(inline) => inline.get(),
-            Body::Boxed(payload) => payload.downcast_ref(),
-        }
+        self.body.get()
     }
 
     /// The payload mutably, if it is a `T`.
@@ -287,10 +371,7 @@ impl Package {
     /// assert_eq!(package.payload::<u64>(), Some(&2));
     /// ```
     pub fn payload_mut<T: Any>(&mut self) -> Option<&mut T> {
-        match &mut self.body {
-            Body::Inline(inline) => inline.get_mut(),
-            Body::Boxed(payload) => payload.downcast_mut(),
-        }
+        self.body.get_mut()
     }
 
     /// Takes the payload out as a `T`; if it is some other type the package
@@ -312,17 +393,7 @@ impl Package {
     /// ```
     pub fn downcast<T: Any>(self) -> Result<T, Package> {
         let Package { route, body } = self;
-        let body = match body {
-            Body::Inline(inline) => match inline.take::<T>() {
-                Ok(value) => return Ok(value),
-                Err(inline) => Body::Inline(inline),
-            },
-            Body::Boxed(payload) => match payload.downcast::<T>() {
-                Ok(value) => return Ok(*value),
-                Err(payload) => Body::Boxed(payload),
-            },
-        };
-        Err(Package { route, body })
+        body.take::<T>().map_err(|body| Package { route, body })
     }
 
     /// The type-erased payload, dropping the addresses. A small payload
@@ -361,6 +432,111 @@ impl Package {
             self.body.into_payload(),
         )
     }
+
+    /// Attaches `receipt`: it tells its [`Acknowledge`](crate::Acknowledge)
+    /// once, when the payload is taken out of the package or the package
+    /// is dropped, wherever the package went meanwhile (see
+    /// [`Receipt`]). The payload is unchanged: it downcasts, borrows and
+    /// reports its type as before. A small payload stored inside the
+    /// package moves to the heap with the receipt.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Acknowledge, Package, Pid, Receipt};
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(Default)]
+    /// struct Flag(AtomicBool);
+    /// impl Acknowledge for Flag {
+    ///     fn taken(&self, _: u64) {
+    ///         self.0.store(true, Ordering::Relaxed);
+    ///     }
+    /// }
+    ///
+    /// let flag = Arc::new(Flag::default());
+    /// let package = Package::new(Pid::local(1), Pid::local(2), 5_u32)
+    ///     .with_receipt(Receipt::new(flag.clone(), 0))
+    ///     .with_target(Pid::local(3));
+    /// assert_eq!(package.payload::<u32>(), Some(&5));
+    /// let package = package.downcast::<String>().unwrap_err();
+    /// assert!(!flag.0.load(Ordering::Relaxed), "a missed downcast takes nothing");
+    /// drop(package);
+    /// assert!(flag.0.load(Ordering::Relaxed), "dropped unread: taken all the same");
+    /// ```
+    #[must_use]
+    pub fn with_receipt(self, receipt: Receipt) -> Package {
+        Package {
+            route: self.route,
+            body: Body::Boxed(Box::new(Tracked {
+                body: self.body,
+                receipt,
+            })),
+        }
+    }
+
+    /// Takes the receipt off the package, untold, if it carries one: for a
+    /// hop that takes the payload apart and sends it on, and attaches the
+    /// receipt to what it sends with [`with_receipt`](Package::with_receipt).
+    /// With several receipts attached, the last one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Acknowledge, Package, Pid, Receipt};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(Default)]
+    /// struct Count(AtomicU64);
+    /// impl Acknowledge for Count {
+    ///     fn taken(&self, _: u64) {
+    ///         self.0.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// }
+    ///
+    /// let count = Arc::new(Count::default());
+    /// let mut wrapped = Package::new(Pid::local(1), Pid::local(2), (7_u8, 'k'))
+    ///     .with_receipt(Receipt::new(count.clone(), 0));
+    /// // A hop unwraps the message and passes the inner value on.
+    /// let receipt = wrapped.take_receipt().expect("it has one");
+    /// let (inner, _) = wrapped.downcast::<(u8, char)>().unwrap();
+    /// let onward = Package::new(Pid::local(2), Pid::local(3), inner).with_receipt(receipt);
+    /// assert_eq!(count.0.load(Ordering::Relaxed), 0, "not taken yet");
+    /// assert_eq!(onward.downcast::<u8>().ok(), Some(7));
+    /// assert_eq!(count.0.load(Ordering::Relaxed), 1);
+    /// ```
+    pub fn take_receipt(&mut self) -> Option<Receipt> {
+        let Body::Boxed(payload) = &self.body else {
+            return None;
+        };
+        if !payload.is::<Tracked>() {
+            return None;
+        }
+        let Body::Boxed(payload) = std::mem::replace(&mut self.body, Body::empty()) else {
+            unreachable!("checked to be boxed");
+        };
+        let Ok(tracked) = payload.downcast::<Tracked>() else {
+            unreachable!("checked to be tracked");
+        };
+        let Tracked { body, receipt } = *tracked;
+        self.body = body;
+        Some(receipt)
+    }
+
+    /// Whether the package carries a [`Receipt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relay::{Package, Pid};
+    ///
+    /// assert!(!Package::new(Pid::local(1), Pid::local(2), ()).has_receipt());
+    /// ```
+    pub fn has_receipt(&self) -> bool {
+        matches!(&self.body, Body::Boxed(payload) if payload.is::<Tracked>())
+    }
 }
 
 /// Shows the addresses; the payload's type is erased, so it shows as `..`.
@@ -379,6 +555,85 @@ mod tests {
 
     const A: Pid = Pid::local(1);
     const B: Pid = Pid::local(2);
+
+    /// Counts what it is told.
+    #[derive(Default)]
+    struct Told(std::sync::Mutex<Vec<u64>>);
+
+    impl crate::Acknowledge for Told {
+        fn taken(&self, token: u64) {
+            self.0.lock().unwrap().push(token);
+        }
+    }
+
+    fn told(told: &Told) -> Vec<u64> {
+        told.0.lock().unwrap().clone()
+    }
+
+    fn with(told: &std::sync::Arc<Told>, token: u64, value: impl Any + Send) -> Package {
+        Package::new(A, B, value).with_receipt(Receipt::new(told.clone(), token))
+    }
+
+    #[test]
+    fn a_receipt_is_told_once_whichever_way_the_payload_is_taken() {
+        let t = std::sync::Arc::new(Told::default());
+        // Inline-sized and boxed payloads alike.
+        assert_eq!(with(&t, 1, 5_u8).downcast::<u8>().ok(), Some(5));
+        assert_eq!(
+            with(&t, 2, [9_u64; 8]).downcast::<[u64; 8]>().ok(),
+            Some([9; 8])
+        );
+        let payload = with(&t, 3, String::from("x")).into_payload();
+        assert_eq!(told(&t), [1, 2, 3], "told as the payload is taken");
+        assert_eq!(
+            payload.downcast_ref::<String>().map(String::as_str),
+            Some("x")
+        );
+        let (source, target, payload) = with(&t, 4, 'c').into_parts();
+        assert_eq!((source, target), (A, B));
+        assert_eq!(payload.downcast_ref::<char>(), Some(&'c'));
+        drop(with(&t, 5, vec![1_u8]));
+        assert_eq!(
+            told(&t),
+            [1, 2, 3, 4, 5],
+            "a dropped package is done with too"
+        );
+    }
+
+    #[test]
+    fn a_package_with_a_receipt_reads_as_without_one_until_taken() {
+        let t = std::sync::Arc::new(Told::default());
+        let mut package = with(&t, 1, 41_u32).with_target(A);
+        assert!(package.is::<u32>() && !package.is::<u64>());
+        assert!(package.has_receipt());
+        assert_eq!(package.payload::<u32>(), Some(&41));
+        assert_eq!(package.payload::<u64>(), None);
+        *package.payload_mut::<u32>().unwrap() += 1;
+        assert!(package.payload_mut::<i8>().is_none());
+        let package = package.downcast::<String>().unwrap_err();
+        assert!(told(&t).is_empty(), "a missed downcast takes nothing");
+        assert_eq!((package.source(), package.target()), (A, A));
+        assert_eq!(package.downcast::<u32>().ok(), Some(42));
+        assert_eq!(told(&t), [1]);
+    }
+
+    #[test]
+    fn a_receipt_taken_off_is_not_told_until_dropped_and_two_are_both_told() {
+        let t = std::sync::Arc::new(Told::default());
+        let mut package = with(&t, 1, 3_i16);
+        let receipt = package.take_receipt().expect("one");
+        assert!(!package.has_receipt() && package.take_receipt().is_none());
+        assert_eq!(package.downcast::<i16>().ok(), Some(3));
+        assert!(told(&t).is_empty());
+        drop(receipt);
+        assert_eq!(told(&t), [1]);
+        let twice = with(&t, 2, 8_u8).with_receipt(Receipt::new(t.clone(), 3));
+        assert!(twice.is::<u8>());
+        assert_eq!(twice.downcast::<u8>().ok(), Some(8));
+        let mut all = told(&t);
+        all.sort_unstable();
+        assert_eq!(all, [1, 2, 3]);
+    }
 
     #[test]
     fn a_failed_downcast_hands_the_package_back_intact() {

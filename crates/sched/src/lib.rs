@@ -236,8 +236,8 @@ pub mod command {
 /// ```
 pub mod message {
     pub use relay::{
-        into_payload, Addr, Package, ParsePidError, Payload, Pid, Receiver, RegisterError, Router,
-        SendError, SendErrorKind,
+        into_payload, Acknowledge, Addr, Package, ParsePidError, Payload, Pid, Receipt, Receiver,
+        RegisterError, Router, SendError, SendErrorKind,
     };
     pub use sched_core::{After, Resolved, Target, Urgent, Within};
 }

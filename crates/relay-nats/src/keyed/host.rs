@@ -257,22 +257,7 @@ impl<P: Process, M: Send + 'static> Process for Host<P, M> {
     fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
         for event in events {
             match event {
-                Event::Message(package) => match package.downcast::<Keyed<M>>() {
-                    Ok(Keyed { key, message }) => {
-                        if let Err(refused) = self.kind.send(out.context(), &key, message) {
-                            tracing::warn!(
-                                kind = %self.kind.name,
-                                reason = %refused.reason,
-                                "a keyed message from another node was refused"
-                            );
-                        }
-                    }
-                    Err(package) => {
-                        if let Ok(note) = package.downcast::<Note>() {
-                            self.note(out.context(), out.pid(), note);
-                        }
-                    }
-                },
+                Event::Message(package) => self.message(out, package),
                 Event::Request(request) => self.asked(out.context(), request),
                 Event::Timer { .. } => {
                     self.tick(out.context(), out.pid());
@@ -297,6 +282,45 @@ impl<P: Process, M: Send + 'static> Process for Host<P, M> {
 }
 
 impl<P: Process, M: Send + 'static> Host<P, M> {
+    /// A message for a key from another node (a `Keyed<M>`), or a note
+    /// from this node's keyed processes. A message from another node
+    /// carries its transport's receipt: it goes on with it, repackaged as
+    /// the `M` its process reads, so that the node confirms it to its
+    /// sender only once that process takes it (`crate::sequence::Held`).
+    fn message(&mut self, out: &mut Output<'_>, mut package: Package) {
+        let receipt = package.take_receipt();
+        let package = match package.downcast::<Keyed<M>>() {
+            Ok(Keyed { key, message }) => {
+                let refused = match receipt {
+                    Some(receipt) => {
+                        // From the host, as a message it sends on.
+                        let carried = Package::new(out.pid(), out.pid(), message);
+                        let carried = carried.with_receipt(receipt);
+                        self.kind
+                            .send_carried(out.context(), &key, carried)
+                            .map_err(|refused| refused.reason)
+                    }
+                    None => self
+                        .kind
+                        .send(out.context(), &key, message)
+                        .map_err(|refused| refused.reason),
+                };
+                if let Err(reason) = refused {
+                    tracing::warn!(
+                        kind = %self.kind.name,
+                        %reason,
+                        "a keyed message from another node was refused"
+                    );
+                }
+                return;
+            }
+            Err(package) => package,
+        };
+        if let Ok(note) = package.downcast::<Note>() {
+            self.note(out.context(), out.pid(), note);
+        }
+    }
+
     /// A question another node asked a key of a shard it believes held
     /// here: read, and routed as a local ask would be (to the key's
     /// process, or on to the shard's holder, or into the buffer).
@@ -399,6 +423,13 @@ impl<P: Process, M: Send + 'static> Host<P, M> {
                         // Sent before anything that waits in `queued`:
                         // a sender whose send waited had seen the stop.
                         for package in unread.into_iter().rev() {
+                            if package.has_receipt() && package.is::<M>() {
+                                // From another node: it keeps its receipt.
+                                kind.counters.buffered.fetch_add(1, Relaxed);
+                                Counters::add(&kind.counters.handed_back, 1);
+                                queued.push_front(Waiting::Carried(package));
+                                continue;
+                            }
                             match package.downcast::<M>() {
                                 Ok(message) => {
                                     kind.counters.buffered.fetch_add(1, Relaxed);

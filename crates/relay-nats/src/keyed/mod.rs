@@ -362,7 +362,9 @@ impl<P: Process, M: Send + 'static> KindSend<M> for Kind<P, M> {
     ) -> Result<(), (RefusedReason, Payload, ReplyTo)> {
         Kind::ask(self, cx, key, question, reply).map_err(|refused| match refused.message {
             Waiting::Ask { question, reply } => (refused.reason, question, reply),
-            Waiting::Message(_) => unreachable!("a question is refused as it went"),
+            Waiting::Message(_) | Waiting::Carried(_) => {
+                unreachable!("a question is refused as it went")
+            }
         })
     }
     fn name(&self) -> &str {

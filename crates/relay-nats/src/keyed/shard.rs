@@ -16,7 +16,7 @@ use std::sync::atomic::{
 };
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use relay::{Payload, Pid};
+use relay::{Package, Payload, Pid};
 use rustc_hash::FxHashMap;
 use sched::actor::ReplyTo;
 use sched::engine::Context;
@@ -59,7 +59,15 @@ pub struct Keyed<M> {
 /// with the right to answer it (an ask to the key).
 pub(crate) enum Waiting<M> {
     Message(M),
-    Ask { question: Payload, reply: ReplyTo },
+    /// A message that came from another node, still in a package that
+    /// carries the transport's receipt (an `M`, from the host): it goes
+    /// on as that package, so that the node confirms it to its sender
+    /// only once the key's process takes it (or it is dropped here).
+    Carried(Package),
+    Ask {
+        question: Payload,
+        reply: ReplyTo,
+    },
 }
 
 /// Where a shard's messages go.
@@ -314,6 +322,31 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
         sent
     }
 
+    /// Routes `package`, an `M` for `key` that came from another node
+    /// with its transport's receipt, on as it is: to the key's process
+    /// here, to the shard's holder, or into the buffer, as
+    /// [`send`](Kind::send) routes a message (without the cached routes,
+    /// which send values, not packages). Refused, the package back.
+    pub(crate) fn send_carried(
+        &self,
+        cx: &Context,
+        key: &str,
+        package: Package,
+    ) -> Result<(), Refused<Package>> {
+        let index = shard_of(key, self.shard_count());
+        let mut shard = self.lock(index);
+        self.route(cx, index, &mut shard, key, Waiting::Carried(package))
+            .map_err(|refused| match refused.message {
+                Waiting::Carried(package) => Refused {
+                    message: package,
+                    reason: refused.reason,
+                },
+                Waiting::Message(_) | Waiting::Ask { .. } => {
+                    unreachable!("a carried message is refused as it went")
+                }
+            })
+    }
+
     /// [`send`](Kind::send) to `key` of shard `index`, and then, with the
     /// lock still held, the route an [`Entity`](super::Entity) may keep:
     /// the key's running process here, while the shard is held here with
@@ -366,7 +399,9 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                     message,
                     reason: refused.reason,
                 },
-                Waiting::Ask { .. } => unreachable!("a message is refused as it went"),
+                Waiting::Carried(_) | Waiting::Ask { .. } => {
+                    unreachable!("a message is refused as it went")
+                }
             })
     }
 
@@ -484,6 +519,39 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                     unreachable!("a send error hands back the package it was given");
                 };
                 Err(self.not_forwarded(kind, key, Waiting::Message(message)))
+            }
+            Waiting::Carried(mut package) => {
+                // Passed on with its receipt: confirmed to its first
+                // sender once this node's transport has published it on.
+                let receipt = package.take_receipt();
+                // From this node's host, as a plain message forwarded
+                // from one of its steps: a frame's source must be on the
+                // node that publishes it.
+                let source = self.host.get().copied().unwrap_or(package.source());
+                let Ok(message) = package.downcast::<M>() else {
+                    unreachable!("a carried package holds an M");
+                };
+                let onward = Package::new(source, host, Keyed { key, message });
+                let onward = match receipt {
+                    Some(receipt) => onward.with_receipt(receipt),
+                    None => onward,
+                };
+                let Err(error) = cx.forward(onward) else {
+                    Counters::add(&self.counters.forwarded, 1);
+                    return Ok(());
+                };
+                let kind = error.kind();
+                let mut back = error.into_package();
+                let receipt = back.take_receipt();
+                let Ok(Keyed { key, message }) = back.downcast::<Keyed<M>>() else {
+                    unreachable!("a send error hands back the package it was given");
+                };
+                let again = Package::new(source, host, message);
+                let again = match receipt {
+                    Some(receipt) => again.with_receipt(receipt),
+                    None => again,
+                };
+                Err(self.not_forwarded(kind, key, Waiting::Carried(again)))
             }
             Waiting::Ask { question, reply } => {
                 let codec = &self.transport.inner().codec;
@@ -677,6 +745,10 @@ fn hand_over<M: Send + 'static>(
         Waiting::Message(message) => cx.send(pid, message).map_err(|error| {
             let full = error.kind() == SendErrorKind::Full;
             (full, Waiting::Message(message_back::<M>(error)))
+        }),
+        Waiting::Carried(package) => cx.forward(package.with_target(pid)).map_err(|error| {
+            let full = error.kind() == SendErrorKind::Full;
+            (full, Waiting::Carried(error.into_package()))
         }),
         Waiting::Ask { question, reply } => {
             reply.forward(cx, pid, question).map_err(|(error, reply)| {

@@ -211,8 +211,9 @@ impl Context {
             if let Some(parked) = maps.parked.remove(&*name) {
                 let now = shared.clock.now();
                 for Parked { package, deadline } in parked {
-                    let package =
-                        Package::from_payload(package.source(), pid, package.into_payload());
+                    // Readdressed as it is: its payload stays where it
+                    // was, and a receipt on it stays untold.
+                    let package = package.with_target(pid);
                     if deadline <= now {
                         refused.push(package);
                     } else if let Err(error) = shared.deliver_message(&record, package) {
