@@ -118,6 +118,7 @@ struct KeyedNode {
     scheduler: Scheduler,
     sharding: Sharding,
     tally: Sharded<Add>,
+    transport: Arc<relay_nats::NatsTransport>,
 }
 
 fn keyed_node(url: &str, node: u32, config: ShardingConfig, log: &Arc<Log>) -> KeyedNode {
@@ -136,6 +137,7 @@ fn keyed_node_leased(
             .name_lease(lease)
     });
     let sharding = Sharding::new(&scheduler, Arc::clone(&transport), config).unwrap();
+    let keep = Arc::clone(&transport);
     let log = Arc::clone(log);
     let tally = sharding
         .register(&scheduler, KIND, move |key: &str| {
@@ -147,6 +149,7 @@ fn keyed_node_leased(
         scheduler,
         sharding,
         tally,
+        transport: keep,
     }
 }
 
@@ -607,6 +610,70 @@ fn a_message_that_reached_a_lapsed_holder_is_fenced_not_read_after_a_later_one()
     let read: Vec<u64> = log.seen.lock().unwrap().iter().map(|s| s.add.n).collect();
     assert_eq!(read, [0, 2, 3], "message 1 was read after message 2");
     assert_eq!(two.sharding.stats().fenced, 1, "{:?}", two.sharding.stats());
+    one.scheduler.shutdown(Duration::from_millis(500));
+    two.scheduler.shutdown(Duration::from_millis(500));
+}
+
+/// Messages for a key whose holder dies with them unread are counted by
+/// their sender: the shard's host passes each on to the key's process
+/// with the transport's receipt, so the holder confirms a message only
+/// once the process has taken it. Here the key's process blocks in its
+/// first step (user code may) while 40 more messages reach its mailbox,
+/// and then node 2 is cut off for good: node 1 counts the 40 as
+/// `unconfirmed`. Confirmed when the host read them, they were counted
+/// nowhere (0).
+#[test]
+fn keyed_messages_unread_on_a_holder_that_dies_are_counted_by_their_sender() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let log = Arc::new(Log::default());
+    let config = ShardingConfig::new().shards(16);
+    let proxy = FaultyProxy::start(server.port);
+    let one = keyed_node(&server.url(), 1, config.clone(), &log);
+    let two = keyed_node(&proxy.url(), 2, config, &log);
+    settled(&[&one, &two], 16);
+    let key = keys(400)
+        .into_iter()
+        .find(|k| one.tally.placed_on(k) == Some(2))
+        .unwrap();
+    let (open, gate) = std::sync::mpsc::channel::<()>();
+    *log.gate.lock().unwrap() = Some((key.clone(), gate));
+    let send = |n| {
+        one.tally
+            .send(&one.scheduler, &key, Add { from: 1, n })
+            .unwrap()
+    };
+    send(0);
+    wait_until("the first message to be read", WAIT, || {
+        log.seen.lock().unwrap().len() == 1
+    });
+    const UNREAD: u64 = 40;
+    for n in 1..=UNREAD {
+        send(n);
+    }
+    // Every frame reached node 2, and a few heartbeats confirm what its
+    // processes took (the first message) before the cut.
+    wait_until("node 2 to have every message", WAIT, || {
+        two.transport.stats().delivered > UNREAD
+    });
+    std::thread::sleep(HEARTBEAT * 4);
+    proxy.kill();
+    wait_until("node 1 to declare node 2 down", WAIT, || {
+        one.transport.stats().nodes_down >= 1
+    });
+    let s1 = one.transport.stats();
+    assert_eq!(log.seen.lock().unwrap().len(), 1, "the rest stayed unread");
+    assert!(
+        s1.unconfirmed >= UNREAD,
+        "{} messages unread on the dead holder were counted nowhere: {s1:?}",
+        UNREAD.saturating_sub(s1.unconfirmed)
+    );
+    eprintln!(
+        "a holder died with {UNREAD} keyed messages unread: node 1 counted {} unconfirmed",
+        s1.unconfirmed
+    );
+    drop(open);
     one.scheduler.shutdown(Duration::from_millis(500));
     two.scheduler.shutdown(Duration::from_millis(500));
 }
