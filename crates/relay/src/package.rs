@@ -479,7 +479,8 @@ impl Package {
     /// Takes the receipt off the package, untold, if it carries one: for a
     /// hop that takes the payload apart and sends it on, and attaches the
     /// receipt to what it sends with [`with_receipt`](Package::with_receipt).
-    /// With several receipts attached, the last one.
+    /// With several receipts attached, the last one attached; the others
+    /// stay on the package.
     ///
     /// # Examples
     ///

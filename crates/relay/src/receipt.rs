@@ -79,8 +79,13 @@ pub trait Acknowledge: Send + Sync {
     fn taken(&self, token: u64);
 }
 
-/// Tells its [`Acknowledge`] once, when dropped: attached to a package,
-/// when the package is taken or dropped (see the [module](self) docs).
+/// Tells its [`Acknowledge`] once, when dropped: attached to a package
+/// ([`Package::with_receipt`](crate::Package::with_receipt)), when the
+/// package is taken (a downcast that succeeds, `into_payload`,
+/// `into_parts`) or dropped, wherever it went meanwhile; never on a missed
+/// downcast, a readdressing or a move. A transport attaches one to each
+/// message it delivers, to confirm to the sender only what the node's
+/// processes took: a message unread in a mailbox dies with its node.
 ///
 /// # Examples
 ///

@@ -123,17 +123,28 @@ pub(crate) fn is_urgent(package: &Package) -> bool {
 }
 
 /// `package` with the wrapper taken off, if it is urgent: the message
-/// itself, from the same sender to the same target.
-pub(crate) fn unwrap(package: Package) -> Package {
+/// itself, from the same sender to the same target, with the receipt the
+/// package carried (taking the wrapper off is not reading the message:
+/// the receipt is told when a step takes the message).
+pub(crate) fn unwrap(mut package: Package) -> Package {
     if !is_urgent(&package) {
         return package;
+    }
+    // Every receipt, outermost first (no allocation without one).
+    let mut receipts = Vec::new();
+    while let Some(receipt) = package.take_receipt() {
+        receipts.push(receipt);
     }
     let (source, target, payload) = package.into_parts();
     let inner = match payload.downcast::<Urgent>() {
         Ok(urgent) => urgent.0,
         Err(payload) => payload,
     };
-    Package::from_payload(source, target, inner)
+    let unwrapped = Package::from_payload(source, target, inner);
+    receipts
+        .into_iter()
+        .rev()
+        .fold(unwrapped, |package, receipt| package.with_receipt(receipt))
 }
 
 /// The most messages a mailbox bounded at `capacity` takes when the one
