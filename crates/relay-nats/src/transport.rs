@@ -165,8 +165,12 @@ impl NatsTransport {
         self.node.get().copied()
     }
 
-    /// Announces that the node leaves, flushes what is queued (for up to
-    /// two seconds), and stops the transport's thread. Later sends are
+    /// Releases this node's names, announces that the node leaves, waits
+    /// for the other nodes' farewells, flushes what is queued, and stops
+    /// the transport's thread: each of the three waits gives up after two
+    /// seconds, so a node whose server cannot be reached takes up to six
+    /// seconds to close (one that can, as long as the slowest farewell).
+    /// Later sends are
     /// refused as [`Unreachable`](SendErrorKind::Unreachable)
     /// ([`LinkError::Closed`]). Dropping the transport does the same.
     ///
