@@ -41,8 +41,9 @@ pub(crate) async fn run(
                 node: to,
                 frame,
                 addressed,
+                receipt,
             } => {
-                let stamp = {
+                let (stamp, unheld) = {
                     let mut numbers = lock(&inner.numbers);
                     // Checked under the numbers' lock, which the failure
                     // detector takes after declaring a node down to read
@@ -81,13 +82,21 @@ pub(crate) async fn run(
                     // The number is used up even if the publish fails: the
                     // receiver then sees the gap, and knows what it lost.
                     let (seq, first) = numbers.number(to, current);
-                    Stamp {
+                    // Held under the numbers' lock, which the count of
+                    // what `to` never confirmed is taken under: a frame
+                    // held is counted there or confirmed, never left
+                    // held for a node that is gone.
+                    let unheld = receipt.and_then(|r| inner.members.hold(to, seq, r));
+                    let stamp = Stamp {
                         addressed: current,
                         incarnation: inner.incarnation,
                         seq,
                         first,
-                    }
+                    };
+                    (stamp, unheld)
                 };
+                // Told outside the numbers' lock (it takes the gaps').
+                drop(unheld);
                 publish(&client, &inner, to, frame, stamp).await;
             }
             Command::Control { node: to, frame } => {
@@ -519,7 +528,9 @@ async fn watch_members(
                 });
                 let last_here = match (kind, mine) {
                     (Kind::Beat, Some(&(_, _, seq))) => {
-                        inner.members.confirm(node, seq);
+                        // What it confirmed of the frames passed on from
+                        // other nodes now counts as taken there.
+                        drop(inner.members.confirm(node, seq));
                         None
                     }
                     (Kind::Down, Some(&(_, _, last))) => Some(last),
@@ -552,6 +563,10 @@ async fn watch_members(
                     }
                     Change::Left => {
                         tracing::info!(node, "a node left");
+                        // What it has not confirmed of the frames passed
+                        // on to it, it counts itself as it leaves (it
+                        // reads on until this node answers).
+                        drop(inner.members.release(node));
                         if let Some(last) = last_here {
                             inner.left_having_sent(node, incarnation, last);
                         }
@@ -601,7 +616,10 @@ async fn heartbeat(client: async_nats::Client, inner: Arc<Inner>, me: u32) {
 /// `node` that its run, now down or replaced by a new one, never
 /// confirmed: lost with it, or received just before (each counted once).
 fn count_unconfirmed(inner: &Inner, node: u32, sent: u64) {
-    let unconfirmed = inner.members.unconfirmed(node, sent);
+    // The frames passed on from other nodes among them are counted here:
+    // their receipts are told (`Members::hold`).
+    let (unconfirmed, released) = inner.members.unconfirmed(node, sent);
+    drop(released);
     if unconfirmed > 0 {
         Counters::add(&inner.counters.unconfirmed, unconfirmed);
         tracing::warn!(

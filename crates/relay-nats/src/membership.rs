@@ -27,12 +27,13 @@
 //! server) is declared down while it still runs, a false positive that
 //! lasts until its next heartbeat arrives.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::error::LinkError;
+use relay::Receipt;
 
 /// What an announcement says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +133,7 @@ pub(crate) fn read_announcement(bytes: &[u8]) -> Option<(u32, Kind, u64)> {
 }
 
 /// One other node, as this transport knows it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Member {
     incarnation: u64,
     /// Incarnations it has left behind (the last few): what still comes
@@ -153,6 +154,17 @@ struct Member {
     /// (in its heartbeats), or counted unconfirmed when it was declared
     /// down: what is above it, once it is declared down, is unconfirmed.
     confirmed: u64,
+    /// Receipts of frames passed on to the member from other nodes, by
+    /// frame number, in order ([`Members::hold`]).
+    held: VecDeque<(u64, Receipt)>,
+}
+
+impl Member {
+    /// The receipts held for frames up to number `seq`.
+    fn release_up_to(&mut self, seq: u64) -> Vec<Receipt> {
+        let upto = self.held.partition_point(|&(s, _)| s <= seq);
+        self.held.drain(..upto).map(|(_, r)| r).collect()
+    }
 }
 
 /// How many past incarnations of a node are remembered.
@@ -254,28 +266,65 @@ impl Members {
             fences: 0,
             swept_for: 0,
             confirmed: 0,
+            held: VecDeque::new(),
         });
         Ok(())
     }
 
-    /// `node` confirmed this transport's frames up to number `seq`.
-    pub(crate) fn confirm(&self, node: u32, seq: u64) {
-        if let Some(member) = self.lock().get_mut(&node) {
-            member.confirmed = member.confirmed.max(seq);
+    /// Holds `receipt`, the receipt of a package passed on from another
+    /// node as this transport's frame `seq` to `node`, until `node`
+    /// confirms the frame or is counted for it ([`Members::unconfirmed`]).
+    /// So a frame passed on counts as taken on the node it came from only
+    /// once the next node took it: if this node dies first, the first
+    /// sender counts it. Handed back (to be told at once) if `node` is not
+    /// known or confirmed `seq` already.
+    pub(crate) fn hold(&self, node: u32, seq: u64, receipt: Receipt) -> Option<Receipt> {
+        let mut members = self.lock();
+        match members.get_mut(&node) {
+            Some(member) if seq > member.confirmed => {
+                member.held.push_back((seq, receipt));
+                None
+            }
+            _ => Some(receipt),
         }
+    }
+
+    /// `node` confirmed this transport's frames up to number `seq`: the
+    /// receipts held for them, to be told (dropped) by the caller, outside
+    /// this lock.
+    #[must_use = "the receipts are told when dropped"]
+    pub(crate) fn confirm(&self, node: u32, seq: u64) -> Vec<Receipt> {
+        let mut members = self.lock();
+        let Some(member) = members.get_mut(&node) else {
+            return Vec::new();
+        };
+        member.confirmed = member.confirmed.max(seq);
+        member.release_up_to(seq)
     }
 
     /// `node` was declared down with `sent` frames numbered for it: how
     /// many it never confirmed (each counted once: they count as
-    /// confirmed from now on).
-    pub(crate) fn unconfirmed(&self, node: u32, sent: u64) -> u64 {
+    /// confirmed from now on), and the receipts held for frames passed on
+    /// among them: counted here, so told to their first senders as taken.
+    #[must_use = "the receipts are told when dropped"]
+    pub(crate) fn unconfirmed(&self, node: u32, sent: u64) -> (u64, Vec<Receipt>) {
         let mut members = self.lock();
         let Some(member) = members.get_mut(&node) else {
-            return 0;
+            return (0, Vec::new());
         };
         let unconfirmed = sent.saturating_sub(member.confirmed);
         member.confirmed = member.confirmed.max(sent);
-        unconfirmed
+        (unconfirmed, member.release_up_to(sent))
+    }
+
+    /// Every receipt held for `node` (it left: it counts what it did not
+    /// take itself).
+    #[must_use = "the receipts are told when dropped"]
+    pub(crate) fn release(&self, node: u32) -> Vec<Receipt> {
+        self.lock()
+            .get_mut(&node)
+            .map(|member| member.held.drain(..).map(|(_, r)| r).collect())
+            .unwrap_or_default()
     }
 
     /// Fences `node`'s current run: returns the new episode, or `None` if
@@ -419,6 +468,7 @@ impl Members {
                     fences: 0,
                     swept_for: 0,
                     confirmed: 0,
+                    held: VecDeque::new(),
                 },
             );
             return if state == State::Up {
@@ -635,12 +685,52 @@ mod tests {
         assert_eq!(read_announcement(&bytes[..20]), None, "a broken list");
         let members = Members::default();
         members.hear(4, Kind::Up, 40, Instant::now());
-        members.confirm(4, 90);
-        members.confirm(4, 80); // an older beat, late
-        assert_eq!(members.unconfirmed(4, 100), 10);
-        assert_eq!(members.unconfirmed(4, 100), 0, "once");
-        assert_eq!(members.unconfirmed(4, 103), 3);
-        assert_eq!(members.unconfirmed(9, 5), 0, "never heard of");
+        assert!(members.confirm(4, 90).is_empty());
+        assert!(members.confirm(4, 80).is_empty()); // an older beat, late
+        assert_eq!(members.unconfirmed(4, 100).0, 10);
+        assert_eq!(members.unconfirmed(4, 100).0, 0, "once");
+        assert_eq!(members.unconfirmed(4, 103).0, 3);
+        assert_eq!(members.unconfirmed(9, 5).0, 0, "never heard of");
+    }
+
+    /// Counts the tokens of the receipts told.
+    #[derive(Default)]
+    struct Told(Mutex<Vec<u64>>);
+
+    impl relay::Acknowledge for Told {
+        fn taken(&self, token: u64) {
+            self.0.lock().unwrap().push(token);
+        }
+    }
+
+    #[test]
+    fn a_receipt_held_for_a_frame_passed_on_is_told_when_the_next_node_confirms_it() {
+        let told = std::sync::Arc::new(Told::default());
+        let receipt = |token| Receipt::new(told.clone(), token);
+        let members = Members::default();
+        members.hear(4, Kind::Up, 40, Instant::now());
+        assert!(members.hold(4, 1, receipt(1)).is_none());
+        assert!(members.hold(4, 2, receipt(2)).is_none());
+        assert!(members.hold(4, 3, receipt(3)).is_none());
+        assert!(told.0.lock().unwrap().is_empty(), "held, not told");
+        drop(members.confirm(4, 2));
+        assert_eq!(*told.0.lock().unwrap(), vec![1, 2], "confirmed: told");
+        // Unknown, or confirmed already: handed back to be told at once.
+        assert_eq!(members.hold(9, 1, receipt(9)).map(|r| r.token()), Some(9));
+        assert_eq!(members.hold(4, 2, receipt(8)).map(|r| r.token()), Some(8));
+        told.0.lock().unwrap().clear();
+        // Declared down: counted here, so told (taken as far as the first
+        // sender is concerned).
+        assert!(members.hold(4, 4, receipt(4)).is_none());
+        let (unconfirmed, released) = members.unconfirmed(4, 4);
+        assert_eq!(unconfirmed, 2, "frames 3 and 4");
+        assert!(told.0.lock().unwrap().is_empty(), "told by the caller");
+        drop(released);
+        assert_eq!(*told.0.lock().unwrap(), vec![3, 4]);
+        // A node that left: everything held is released.
+        assert!(members.hold(4, 5, receipt(5)).is_none());
+        drop(members.release(4));
+        assert_eq!(*told.0.lock().unwrap(), vec![3, 4, 5]);
     }
 
     #[test]

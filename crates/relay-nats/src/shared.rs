@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use relay::{NodeDown, Package, Pid, Receiver};
+use relay::{NodeDown, Package, Pid, Receipt, Receiver};
 use tokio::sync::mpsc;
 
 use crate::codec::Codec;
@@ -130,6 +130,11 @@ pub(crate) enum Command {
         node: u32,
         frame: Vec<u8>,
         addressed: u64,
+        /// The receipt the package carried (a frame another node sent
+        /// here, passed on): held until `node` confirms this frame
+        /// (`Members::hold`), so that its first sender counts it if
+        /// this node dies before that.
+        receipt: Option<Receipt>,
     },
     /// Publish a control frame (not yet stamped) to `node`'s transport
     /// (`reset.rs`): in order with the frames queued before it, but not

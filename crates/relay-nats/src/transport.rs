@@ -283,16 +283,24 @@ impl RemoteTransport for NatsTransport {
             self.inner.pending.fetch_sub(1, AcqRel);
             return Err(self.refuse(SendErrorKind::Full, package, LinkError::Backlog { max }));
         }
-        if self
-            .commands
-            .send(Command::Publish {
-                node,
-                frame,
-                addressed,
-            })
-            .is_err()
-        {
+        // A package passed on from another node keeps that node's frame
+        // unconfirmed until the next node confirms this one.
+        let mut package = package;
+        let receipt = package.take_receipt();
+        if let Err(unsent) = self.commands.send(Command::Publish {
+            node,
+            frame,
+            addressed,
+            receipt,
+        }) {
             self.inner.pending.fetch_sub(1, AcqRel);
+            if let Command::Publish {
+                receipt: Some(receipt),
+                ..
+            } = unsent.0
+            {
+                package = package.with_receipt(receipt);
+            }
             return Err(self.refuse(SendErrorKind::Unreachable, package, LinkError::Closed));
         }
         // The bytes are on their way; the value itself ends here.

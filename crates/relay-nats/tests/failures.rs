@@ -349,6 +349,93 @@ fn messages_a_dead_node_held_unread_are_counted_by_the_sender() {
     two.shutdown(Duration::from_millis(200));
 }
 
+/// Passes every message on to `to` as its own, keeping the receipt it
+/// came with (as a keyed process's holder does when a shard has moved).
+struct Passer {
+    to: Pid,
+}
+
+impl sched::Process for Passer {
+    type Done = ();
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        for event in events {
+            if let Event::Message(mut package) = event {
+                let receipt = package.take_receipt();
+                let (_, _, payload) = package.into_parts();
+                let mut onward = sched::Package::from_payload(out.pid(), self.to, payload);
+                if let Some(receipt) = receipt {
+                    onward = onward.with_receipt(receipt);
+                }
+                out.forward(onward).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A node that passed messages on to a third node and died before that
+/// node confirmed them: the first sender counts them. Node 3 is cut off
+/// (node 2 does not notice for 10 s), node 1 sends 100 messages to a
+/// process of node 2 that passes each on to node 3, and node 2 dies once
+/// its heartbeats have had time to confirm them. A frame passed on keeps
+/// its first sender's receipt until the next node confirms it, so node 1
+/// counts all 100; when node 2 told the receipt as it published, node 1
+/// counted none, and nobody else lived to.
+#[test]
+fn messages_a_dead_node_passed_on_unconfirmed_are_counted_by_their_first_sender() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let beat = Duration::from_millis(100);
+    let (proxy2, proxy3) = (
+        FaultyProxy::start(server.port),
+        FaultyProxy::start(server.port),
+    );
+    let (one, t1) = node_detecting(&server.url(), 1, beat, Duration::from_millis(600));
+    let (two, t2) = node_detecting(&proxy2.url(), 2, beat, Duration::from_secs(10));
+    let (three, _t3) = node_detecting(&proxy3.url(), 3, beat, DOWN_AFTER);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorder = three.spawn(Recorder(seen.clone())).unwrap().pid();
+    let passer = two.spawn(Passer { to: recorder }).unwrap().pid();
+    const WARM: u64 = 10;
+    const PASSED: u64 = 100;
+    for n in 1..=WARM {
+        one.send(passer, Seq { from: 1, n }).unwrap();
+    }
+    wait_until("node 3 to read what node 2 passed on", WAIT, || {
+        seen.lock().unwrap().len() as u64 == WARM
+    });
+    proxy3.kill();
+    for n in WARM + 1..=WARM + PASSED {
+        one.send(passer, Seq { from: 1, n }).unwrap();
+    }
+    wait_until("node 2 to pass every message on", WAIT, || {
+        t2.stats().published == WARM + PASSED
+    });
+    // Heartbeats every 100 ms: node 2 confirms to node 1 what it did not
+    // pass on (nothing) before it dies.
+    std::thread::sleep(Duration::from_millis(800));
+    wait_until("node 1 to declare node 3 down", WAIT, || {
+        t1.stats().nodes_down >= 1
+    });
+    proxy2.kill();
+    wait_until("node 1 to declare node 2 down (and node 3)", WAIT, || {
+        t1.stats().nodes_down >= 2
+    });
+    let s1 = t1.stats();
+    assert_eq!(s1.published, WARM + PASSED, "{s1:?}");
+    assert_eq!(seen.lock().unwrap().len() as u64, WARM, "node 3 was cut off");
+    assert!(
+        s1.unconfirmed >= PASSED,
+        "{} messages passed on to a dead node died uncounted: {s1:?}",
+        PASSED.saturating_sub(s1.unconfirmed)
+    );
+    assert!(s1.unconfirmed <= PASSED + WARM, "{s1:?}");
+    for node in [one, two, three] {
+        node.shutdown(Duration::from_millis(200));
+    }
+}
+
 /// A node that dies while the sender has a backlog for it: node 1's bytes
 /// to the server are held up (its publishes wait, so what it accepts
 /// queues on its transport) while node 2 dies. Every message node 1

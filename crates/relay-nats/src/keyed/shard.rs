@@ -522,7 +522,8 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
             }
             Waiting::Carried(mut package) => {
                 // Passed on with its receipt: confirmed to its first
-                // sender once this node's transport has published it on.
+                // sender once the next holder's node confirmed it to this
+                // one (`Members::hold`).
                 let receipt = package.take_receipt();
                 // From this node's host, as a plain message forwarded
                 // from one of its steps: a frame's source must be on the
