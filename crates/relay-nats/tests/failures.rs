@@ -424,7 +424,11 @@ fn messages_a_dead_node_passed_on_unconfirmed_are_counted_by_their_first_sender(
     });
     let s1 = t1.stats();
     assert_eq!(s1.published, WARM + PASSED, "{s1:?}");
-    assert_eq!(seen.lock().unwrap().len() as u64, WARM, "node 3 was cut off");
+    assert_eq!(
+        seen.lock().unwrap().len() as u64,
+        WARM,
+        "node 3 was cut off"
+    );
     assert!(
         s1.unconfirmed >= PASSED,
         "{} messages passed on to a dead node died uncounted: {s1:?}",

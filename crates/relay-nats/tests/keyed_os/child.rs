@@ -36,7 +36,7 @@ pub(crate) fn run(role: &str) {
                 let s = keyed.sharding.stats();
                 let t = keyed.transport.stats();
                 say(&format!(
-                    "stats {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+                    "stats {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                     s.shards_held,
                     s.keys_live,
                     s.fenced,
@@ -52,7 +52,8 @@ pub(crate) fn run(role: &str) {
                     UNREPORTED.load(Ordering::Relaxed),
                     keyed.scheduler.stats().dead_letters,
                     t.names_lost,
-                    s.shards_lost
+                    s.shards_lost,
+                    t.publish_failed
                 ));
             }
             "quit" | "" => break,

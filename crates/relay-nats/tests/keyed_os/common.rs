@@ -1,6 +1,9 @@
 //! What node 1 (this process) and the other nodes (children) of
 //! `keyed_os.rs` share: the keyed process, its messages and its reports.
 
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +29,7 @@ pub(crate) struct Add {
 }
 
 /// A keyed process read a message: which, where, in which incarnation.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Read {
     pub(crate) key: u32,
     pub(crate) n: u32,
@@ -37,12 +40,48 @@ pub(crate) struct Read {
 /// Reads this node's keyed processes could not report to node 1.
 pub(crate) static UNREPORTED: AtomicU64 = AtomicU64::new(0);
 
+/// Where node `node`, a child of the test process `parent`, writes down
+/// each message its keyed processes read, before they take it: a file
+/// outlives a SIGKILL, a report sent as a message may not.
+pub(crate) fn reads_file(parent: u32, node: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("keyed-os-{parent}-node-{node}.reads"))
+}
+
+/// The reads written down in `path` (a line cut short by a kill is
+/// left out: its message was not taken yet).
+pub(crate) fn reads_written(path: &std::path::Path, node: u32) -> Vec<Read> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut reads = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let Some(line) = line.strip_suffix('\n') else {
+            continue;
+        };
+        let words: Vec<u64> = line
+            .split_whitespace()
+            .map(|w| w.parse().expect("numbers"))
+            .collect();
+        let [key, n, incarnation] = words[..] else {
+            panic!("a malformed line in {}: {line:?}", path.display());
+        };
+        reads.push(Read {
+            key: key as u32,
+            n: n as u32,
+            node,
+            incarnation,
+        });
+    }
+    reads
+}
+
 /// The process of one key: reports every message it reads to node 1's
-/// collector; finishes on cancel.
+/// collector (on a child node, after writing it down in the node's file,
+/// before it takes the message: its receipt, which lets the node confirm
+/// it to the sender, is told only then); finishes on cancel.
 struct Tally {
     collector: Pid,
     node: u32,
     incarnation: u64,
+    written: Option<Arc<File>>,
 }
 
 impl Process for Tally {
@@ -51,6 +90,13 @@ impl Process for Tally {
         for event in events {
             match event {
                 Event::Message(m) => {
+                    if let Some(file) = &self.written {
+                        let add = m.payload::<Add>().ok_or("not an Add")?;
+                        let line = format!("{} {} {}\n", add.key, add.n, self.incarnation);
+                        // One write for the line: a kill cuts it whole or
+                        // not at all (short of the end, it is left out).
+                        (&**file).write_all(line.as_bytes())?;
+                    }
                     let add = m.downcast::<Add>().map_err(|_| "not an Add")?;
                     let read = Read {
                         key: add.key,
@@ -125,9 +171,17 @@ pub(crate) fn keyed_node(url: &str, node: u32, reports: Reports) -> KeyedNode {
     let config = ShardingConfig::new()
         .shards(SHARDS)
         .passivate_after(Duration::from_secs(600));
-    let collector = match reports {
-        Reports::At(pid) => pid,
-        Reports::Here(list) => scheduler.spawn(Collector(list)).unwrap().pid(),
+    let (collector, written) = match reports {
+        Reports::At(pid) => {
+            let path = reads_file(std::os::unix::process::parent_id(), node);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .expect("the reads file opens");
+            (pid, Some(Arc::new(file)))
+        }
+        Reports::Here(list) => (scheduler.spawn(Collector(list)).unwrap().pid(), None),
     };
     let sharding = Sharding::new(&scheduler, Arc::clone(&transport), config).unwrap();
     let incarnations = AtomicU64::new(u64::from(node) << 40);
@@ -136,6 +190,7 @@ pub(crate) fn keyed_node(url: &str, node: u32, reports: Reports) -> KeyedNode {
             collector,
             node,
             incarnation: incarnations.fetch_add(1, Ordering::Relaxed),
+            written: written.clone(),
         })
         .unwrap();
     KeyedNode {
