@@ -33,8 +33,8 @@ pub(crate) struct Held(AtomicU64);
 
 impl Acknowledge for Held {
     fn taken(&self, _seq: u64) {
-        // Relaxed: read under the numbers' bookkeeping only as a count; a
-        // late decrement only confirms less, never more than was taken.
+        // Relaxed: read under the gaps' lock only as a count; a late
+        // decrement only confirms less, never more than was taken.
         self.0.fetch_sub(1, Relaxed);
     }
 }

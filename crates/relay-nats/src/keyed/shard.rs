@@ -16,7 +16,7 @@ use std::sync::atomic::{
 };
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use relay::{Package, Payload, Pid};
+use relay::{Package, Payload, Pid, Receipt};
 use rustc_hash::FxHashMap;
 use sched::actor::ReplyTo;
 use sched::engine::Context;
@@ -532,11 +532,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                 let Ok(message) = package.downcast::<M>() else {
                     unreachable!("a carried package holds an M");
                 };
-                let onward = Package::new(source, host, Keyed { key, message });
-                let onward = match receipt {
-                    Some(receipt) => onward.with_receipt(receipt),
-                    None => onward,
-                };
+                let onward = carrying(Package::new(source, host, Keyed { key, message }), receipt);
                 let Err(error) = cx.forward(onward) else {
                     Counters::add(&self.counters.forwarded, 1);
                     return Ok(());
@@ -547,11 +543,7 @@ impl<P: Process, M: Send + 'static> Kind<P, M> {
                 let Ok(Keyed { key, message }) = back.downcast::<Keyed<M>>() else {
                     unreachable!("a send error hands back the package it was given");
                 };
-                let again = Package::new(source, host, message);
-                let again = match receipt {
-                    Some(receipt) => again.with_receipt(receipt),
-                    None => again,
-                };
+                let again = carrying(Package::new(source, host, message), receipt);
                 Err(self.not_forwarded(kind, key, Waiting::Carried(again)))
             }
             Waiting::Ask { question, reply } => {
@@ -777,4 +769,13 @@ enum Forward<M> {
     Refused(Refused<Waiting<M>>),
     /// The holder cannot be reached: the item waits for the next one.
     Unreachable(String, Waiting<M>),
+}
+
+/// `package` with `receipt` on it, if there is one: a carried message
+/// repackaged keeps its first sender's receipt.
+fn carrying(package: Package, receipt: Option<Receipt>) -> Package {
+    match receipt {
+        Some(receipt) => package.with_receipt(receipt),
+        None => package,
+    }
 }
