@@ -567,7 +567,12 @@ impl Output<'_> {
     }
 
     /// Delivers `package` as it is (see [`Context::forward`]), on this
-    /// step's route.
+    /// step's route. A package that came from another node may carry its
+    /// transport's receipt ([`Package::take_receipt`](relay::Package::take_receipt)):
+    /// taking its payload out tells it (the message counts as taken
+    /// here), while a receipt put back on the package passed on is told
+    /// only when the package's next reader takes it (across nodes, once
+    /// the next node confirms it).
     ///
     /// # Errors
     ///
@@ -579,10 +584,16 @@ impl Output<'_> {
     /// use sched::prelude::*;
     /// use sched::Package;
     /// /// Passes a package on, its source kept, so the target answers the
-    /// /// original sender.
-    /// fn relay_on(out: &mut Output<'_>, package: Package, to: Pid) {
+    /// /// original sender; its receipt, if it came from another node,
+    /// /// goes with it, so that node counts it unread until `to` takes it.
+    /// fn relay_on(out: &mut Output<'_>, mut package: Package, to: Pid) {
+    ///     let receipt = package.take_receipt();
     ///     let (source, _, payload) = package.into_parts();
-    ///     let _ = out.forward(Package::from_payload(source, to, payload));
+    ///     let mut onward = Package::from_payload(source, to, payload);
+    ///     if let Some(receipt) = receipt {
+    ///         onward = onward.with_receipt(receipt);
+    ///     }
+    ///     let _ = out.forward(onward);
     /// }
     /// ```
     pub fn forward(&mut self, package: Package) -> Result<(), SendError> {
