@@ -562,27 +562,8 @@ async fn watch_members(
                         inner.tell_lost(node);
                     }
                     Change::Left => {
-                        tracing::info!(node, "a node left");
-                        // What it has not confirmed of the frames passed
-                        // on to it, it counts itself as it leaves (it
-                        // reads on until this node answers).
-                        drop(inner.members.release(node));
-                        if let Some(last) = last_here {
-                            inner.left_having_sent(node, incarnation, last);
-                        }
-                        inner.tell_lost(node);
-                        // After `hear` marked it left: what is queued for
-                        // it from here on is not published, so the last
-                        // number is final (read under the numbers' lock,
-                        // which the publishing loop holds from its check
-                        // to the numbering).
-                        let last = lock(&inner.numbers).sent(node);
-                        inner.send_control(node, Control::Farewell(last));
-                        let answer = farewell(me, inner.incarnation, node, incarnation, last);
-                        let subject = announce_subject(&inner.prefix, me);
-                        if let Err(error) = client.publish(subject, answer.into()).await {
-                            tracing::debug!(node, %error, "a farewell was not announced");
-                        }
+                        let run = (node, incarnation);
+                        answer_goodbye(&client, &inner, me, run, last_here).await;
                     }
                     Change::Stale => {
                         Counters::add(&inner.counters.stale, 1);
@@ -592,6 +573,37 @@ async fn watch_members(
             }
             None => tracing::warn!(me, "ignored a malformed node announcement"),
         }
+    }
+}
+
+/// Answers the goodbye of `node`'s run `incarnation` (`run`), which said
+/// it published `last_here` to this node last: ends what this node had
+/// with it and tells it the last frame this node numbered for it.
+async fn answer_goodbye(
+    client: &async_nats::Client,
+    inner: &Inner,
+    me: u32,
+    (node, incarnation): (u32, u64),
+    last_here: Option<u64>,
+) {
+    tracing::info!(node, "a node left");
+    // What it has not confirmed of the frames passed on to it, it counts
+    // itself as it leaves (it reads on until this node answers).
+    drop(inner.members.release(node));
+    if let Some(last) = last_here {
+        inner.left_having_sent(node, incarnation, last);
+    }
+    inner.tell_lost(node);
+    // After `hear` marked it left: what is queued for it from here on is
+    // not published, so the last number is final (read under the numbers'
+    // lock, which the publishing loop holds from its check to the
+    // numbering).
+    let last = lock(&inner.numbers).sent(node);
+    inner.send_control(node, Control::Farewell(last));
+    let answer = farewell(me, inner.incarnation, node, incarnation, last);
+    let subject = announce_subject(&inner.prefix, me);
+    if let Err(error) = client.publish(subject, answer.into()).await {
+        tracing::debug!(node, %error, "a farewell was not announced");
     }
 }
 
