@@ -349,7 +349,7 @@ impl Asks {
         }
         match record.deliver(Event::Request(request)) {
             Ok(wake) => {
-                engine.after_wake_owned(record, wake);
+                engine.after_wake(&record, wake);
                 Ok(())
             }
             Err(Event::Request(request)) => {
@@ -738,8 +738,7 @@ impl Answer for ProcessAsker {
         };
         match self.record.deliver(event) {
             Ok(wake) => {
-                self.shared
-                    .after_wake_owned(RecordRef::clone(&self.record), wake);
+                self.shared.after_wake(&self.record, wake);
                 Ok(())
             }
             Err(Event::Reply {
@@ -759,9 +758,7 @@ impl ProcessAsker {
             question: None,
         };
         match self.record.deliver(event) {
-            Ok(wake) => self
-                .shared
-                .after_wake_owned(RecordRef::clone(&self.record), wake),
+            Ok(wake) => self.shared.after_wake(&self.record, wake),
             // The asker has ended; the answer is the user's value.
             Err(event) => crate::panic_guard::drop_user_value(
                 event,

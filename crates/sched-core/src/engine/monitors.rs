@@ -292,7 +292,7 @@ impl Monitors {
         match watcher {
             Watcher::Process(record) => {
                 if let Ok(wake) = record.deliver(Event::Down(down)) {
-                    engine.after_wake_owned(record, wake);
+                    engine.after_wake(&record, wake);
                 }
             }
             Watcher::Outside(slot) => slot.set(down),
@@ -442,7 +442,7 @@ impl Shared {
     /// held behind the messages before it.
     pub(crate) fn release_cancel(&self, record: RecordRef) {
         if let Some(wake) = record.deliver_cancel() {
-            self.after_wake_owned(record, wake);
+            self.after_wake(&record, wake);
         }
     }
 }

@@ -267,21 +267,27 @@ impl Shared {
     pub(crate) fn end_soon(&self, record: RecordRef, flag: u32) {
         if flag != TERMINATE || self.histograms || cfg!(loom) {
             let wake = record.state.kill(flag);
-            self.after_wake_owned(record, wake);
+            self.after_wake(&record, wake);
             return;
         }
         let killed = record.state.kill_queued(flag);
         match killed {
             Killed::Nothing => {}
-            Killed::Schedule | Killed::Queued => {
-                // `Queued`: an entry of it waits in a run queue, which the
-                // ticket's claim makes stale. `Schedule`: it waited for
-                // events, and no entry holds it.
-                let queued = matches!(killed, Killed::Queued);
-                self.kills.push((record, queued));
-                self.sleepers.notify_one();
-            }
+            // An entry of it waits in a run queue (holding the schedule's
+            // reference), which the ticket's claim makes stale.
+            Killed::Queued => self.push_ticket(record, true),
+            // It waited for events, and no entry holds it: the ticket
+            // carries the reference its state word held.
+            // SAFETY: `Schedule` says this kill's wake moved the process
+            // out of BLOCKED or IDLE, so the parked reference is ours.
+            Killed::Schedule => self.push_ticket(unsafe { RecordRef::unpark(&record) }, false),
         }
+    }
+
+    /// Hands a kill ticket to the workers (`Worker::reap_killed`).
+    fn push_ticket(&self, record: RecordRef, queued: bool) {
+        self.kills.push((record, queued));
+        self.sleepers.notify_one();
     }
 }
 

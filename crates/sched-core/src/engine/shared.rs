@@ -313,19 +313,14 @@ impl Shared {
         self.across.as_deref().expect("checked by `is_remote`")
     }
 
-    /// Acts on the result of waking a process.
+    /// Acts on the result of waking a process: one the wake made ready
+    /// is queued with the reference its state word held while it waited
+    /// (no count changes; `PROTOCOL.md`, "The schedule's reference").
     pub(crate) fn after_wake(&self, record: &RecordRef, wake: Wake) {
         if wake == Wake::Schedule {
-            self.schedule(record.clone(), Runnable::Woken);
-        }
-    }
-
-    /// `after_wake` for a caller done with its reference: it moves into the
-    /// run queue instead of being cloned there and dropped here (two atomic
-    /// read-modify-writes on the record's count).
-    pub(crate) fn after_wake_owned(&self, record: RecordRef, wake: Wake) {
-        if wake == Wake::Schedule {
-            self.schedule(record, Runnable::Woken);
+            // SAFETY: `Schedule` says this thread's wake moved the process
+            // out of BLOCKED or IDLE, so the parked reference is ours.
+            self.schedule(unsafe { RecordRef::unpark(record) }, Runnable::Woken);
         }
     }
 

@@ -536,7 +536,10 @@ impl Timers {
 /// Queues a process its timer woke (see `Runnable::Timed`).
 fn after_timer(engine: &Shared, record: &RecordRef, wake: Wake) {
     if wake == Wake::Schedule {
-        engine.schedule(record.clone(), Runnable::Timed);
+        // SAFETY: `Schedule` says this timer's wake moved the process out
+        // of BLOCKED or IDLE, so the parked reference is ours (see
+        // `Shared::after_wake`).
+        engine.schedule(unsafe { RecordRef::unpark(record) }, Runnable::Timed);
     }
 }
 

@@ -183,7 +183,7 @@ impl Context {
         match record.deliver(Event::Message(Package::new(Pid::OUTSIDE, pid, order))) {
             Ok(wake) => {
                 tracing::debug!(%pid, method, "upgrade ordered");
-                shared.after_wake_owned(record, wake);
+                shared.after_wake(&record, wake);
                 Ok(())
             }
             Err(event) => {

@@ -13,7 +13,7 @@ use crate::contract::event::Event;
 use crate::contract::output::{Events, Output};
 use crate::contract::process::{InitContext, Process};
 use crate::record::state::{
-    state_of, AfterStep, Killed, Wake, COMPLETE, READY, RUNNING, TERMINATE,
+    state_of, AfterStep, Killed, Wake, BLOCKED, COMPLETE, IDLE, READY, RUNNING, TERMINATE,
 };
 use crate::record::RecordRef;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex};
@@ -64,6 +64,12 @@ pub(super) struct Harness {
     /// Set while some thread owns the process (between `start_step` and
     /// `finish_step`/`complete`).
     pub(super) owned: AtomicBool,
+    /// The owner's reference (the schedule's, see `record/PROTOCOL.md`):
+    /// the run-queue entry or ticket it took the process with. Parking
+    /// leaves it to the state word, as the worker does.
+    /// A std mutex, not loom's: only the owner touches it, so it adds no
+    /// synchronisation the model relies on, and no branches to explore.
+    held: std::sync::Mutex<Option<RecordRef>>,
 }
 
 impl Harness {
@@ -79,13 +85,15 @@ impl Harness {
             refused: AtomicUsize::new(0),
             ended: AtomicUsize::new(0),
             owned: AtomicBool::new(false),
+            held: std::sync::Mutex::new(None),
         })
     }
 
     /// A harness whose process is in the run queue (as after `submit`).
     pub(super) fn queued() -> Arc<Self> {
         let h = Harness::new();
-        h.schedule();
+        // The submitter's reference becomes the schedule's.
+        h.push(h.record.clone());
         h
     }
 
@@ -93,6 +101,7 @@ impl Harness {
     pub(super) fn running() -> Arc<Self> {
         let h = Harness::new();
         assert_eq!(h.take(), 0);
+        *h.held_ref() = Some(h.record.clone());
         h
     }
 
@@ -104,14 +113,22 @@ impl Harness {
         h
     }
 
-    /// Queues the process, checking it is not queued already.
+    /// Queues the process a wake made ready, with the reference its
+    /// state word held (`Shared::after_wake`).
     pub(super) fn schedule(&self) {
+        // SAFETY: the caller's wake returned `Schedule`: the parked
+        // reference is its to take.
+        self.push(unsafe { RecordRef::unpark(&self.record) });
+    }
+
+    /// Puts `entry` in the run queue, checking it is not queued already.
+    fn push(&self, entry: RecordRef) {
         let mut queue = self.run_queue.lock();
         assert!(
             !queue.iter().any(|r| RecordRef::ptr_eq(r, &self.record)),
             "the process was queued twice"
         );
-        queue.push_back(self.record.clone());
+        queue.push_back(entry);
         self.queued.fetch_add(1, SeqCst);
     }
 
@@ -137,7 +154,12 @@ impl Harness {
     /// process gets a kill ticket.
     pub(super) fn terminate_with_ticket(&self) {
         match self.record.state.kill_queued(TERMINATE) {
-            Killed::Schedule => self.tickets.lock().push_back((self.record.clone(), false)),
+            // SAFETY: `Schedule`: the kill's wake made it ready, so the
+            // parked reference is this thread's (as `Shared::end_soon`).
+            Killed::Schedule => self
+                .tickets
+                .lock()
+                .push_back((unsafe { RecordRef::unpark(&self.record) }, false)),
             Killed::Queued => self.tickets.lock().push_back((self.record.clone(), true)),
             Killed::Nothing => {}
         }
@@ -155,7 +177,10 @@ impl Harness {
                     !self.owned.swap(true, SeqCst),
                     "a ticket took a process another thread owns"
                 );
+                *self.held_ref() = Some(record);
                 self.end();
+            } else {
+                assert!(queued, "a ticket without a queue entry lost its claim");
             }
         }
     }
@@ -191,6 +216,11 @@ impl Harness {
         n
     }
 
+    /// The owner's reference.
+    fn held_ref(&self) -> std::sync::MutexGuard<'_, Option<RecordRef>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// `worker/mod.rs`'s `after_step`: the step wanted `desired`.
     pub(super) fn finish(&self, desired: u32) {
         self.finish_publishing(desired, false);
@@ -202,11 +232,13 @@ impl Harness {
         // Ownership is handed on by the CAS inside `finish_step`; clear the
         // flag first, as the body is not touched after it.
         self.owned.store(false, SeqCst);
+        let held = self.held_ref().take().expect("the owner holds a reference");
         match self.record.state.finish_step(desired, publish) {
-            AfterStep::Parked => {}
-            AfterStep::Requeue { .. } => self.schedule(),
+            AfterStep::Parked => RecordRef::park(held),
+            AfterStep::Requeue { .. } => self.push(held),
             AfterStep::Kill(_) => {
                 self.owned.store(true, SeqCst);
+                *self.held_ref() = Some(held);
                 self.end();
             }
         }
@@ -221,6 +253,8 @@ impl Harness {
         self.dead.fetch_add(dead.len(), SeqCst);
         self.ended.fetch_add(1, SeqCst);
         self.owned.store(false, SeqCst);
+        // The schedule's reference ends with the process.
+        drop(self.held_ref().take().expect("the owner holds a reference"));
     }
 
     /// Takes the process off the run queue and steps it once (a step that
@@ -239,12 +273,17 @@ impl Harness {
         assert!(RecordRef::ptr_eq(&record, &self.record));
         self.runs.fetch_add(1, SeqCst);
         match self.take_entry() {
+            // A stale entry: dropped, with the reference it held.
             None => {}
             Some(0) => {
+                *self.held_ref() = Some(record);
                 self.drain();
                 self.finish(want(self));
             }
-            Some(_) => self.end(),
+            Some(_) => {
+                *self.held_ref() = Some(record);
+                self.end();
+            }
         }
         true
     }
@@ -270,6 +309,14 @@ impl Harness {
             events,
             "every event is seen once, dead-lettered or refused"
         );
+        // The harness's own reference, and the parked word's: a reference
+        // taken twice, or one that leaked, shows in the count.
+        let parked = usize::from(!matches!(state_of(word), COMPLETE));
+        assert_eq!(
+            RecordRef::count(&self.record) as usize,
+            1 + parked,
+            "the record's references: one of the harness's, and the state word's while parked"
+        );
         if state_of(word) == COMPLETE {
             assert_eq!(self.ended.load(SeqCst), 1);
         } else {
@@ -278,6 +325,18 @@ impl Harness {
             // parked: nobody else can touch the body.
             let empty = unsafe { self.record.with_body(|_| self.record.no_events()) };
             assert!(empty, "a parked process has a pending event (stranded)");
+        }
+    }
+}
+
+impl Drop for Harness {
+    /// A process left parked keeps a reference in its state word, which
+    /// a wake would have taken: taken here, so the record is freed.
+    fn drop(&mut self) {
+        if matches!(state_of(self.record.state.load()), BLOCKED | IDLE) {
+            // SAFETY: every thread of the model has been joined; nobody
+            // else can wake the process and take the reference.
+            drop(unsafe { RecordRef::unpark(&self.record) });
         }
     }
 }

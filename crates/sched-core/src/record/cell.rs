@@ -177,6 +177,34 @@ impl RecordRef {
         }
     }
 
+    /// Leaves the owner's reference to the state word of the process it
+    /// has just parked (`finish_step` returned `Parked`): the word keeps
+    /// it, uncounted anywhere else, until a wake takes it back with
+    /// [`unpark`](RecordRef::unpark). No atomic write: the reference
+    /// moves, as it moves into a run queue (see `PROTOCOL.md`, "The
+    /// schedule's reference").
+    ///
+    /// The record must not be touched through `this` after the parking
+    /// transition: another thread may wake, run, end and free it at once.
+    #[inline]
+    pub(crate) fn park(this: RecordRef) {
+        std::mem::forget(this);
+    }
+
+    /// Takes the reference a parked process's state word holds, for the
+    /// run queue the caller is about to put the process in.
+    ///
+    /// # Safety
+    ///
+    /// The caller's wake moved the process out of `BLOCKED` or `IDLE`
+    /// (`Wake::Schedule`, `Killed::Schedule`): exactly one thread wins
+    /// that transition, so the word's reference is taken once, and only
+    /// after its owner parked it. `this` keeps the record alive meanwhile.
+    #[inline]
+    pub(crate) unsafe fn unpark(this: &RecordRef) -> RecordRef {
+        RecordRef { ptr: this.ptr }
+    }
+
     /// Adds one to the count of the record at `ptr` (for a reader that
     /// found `ptr` in a word holding a count, and then makes a reference
     /// of its own with [`from_raw`](RecordRef::from_raw)).

@@ -32,6 +32,11 @@ impl Worker {
                 unsafe {
                     record.with_body(|body| self.end_killed(&record, body, flags));
                 }
+            } else {
+                // A ticket for a waiting process carries the schedule's
+                // reference, and nothing else can take a ready process
+                // that no run queue holds: its claim cannot fail.
+                debug_assert!(queued, "a ticket without a queue entry lost its claim");
             }
         }
     }

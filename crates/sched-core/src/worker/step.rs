@@ -154,11 +154,19 @@ impl Worker {
             self.measured(&record, started);
         }
         self.local.current_level.set(crate::Priority::Normal);
-        if let Some(desired) = desired {
-            self.after_step(&record, desired);
-        }
+        let parked = match desired {
+            Some(desired) => self.after_step(&record, desired),
+            None => false,
+        };
         if let Some(group) = group {
             self.charge(group);
+        }
+        if parked {
+            // The state word holds the reference now, for the wake that
+            // queues the process next; the record is not touched again
+            // here (another worker may already be running it).
+            RecordRef::park(record);
+            return;
         }
         let step_ended = self.step_ended.take();
         if let Some(how) = self.requeue.take() {
@@ -622,10 +630,13 @@ impl Worker {
     /// Moves the process on after a step (or a skipped step). Runs outside
     /// `with_body`: once `finish_step` has parked the process, a waker may
     /// queue it and another worker take it and borrow its body at once.
-    pub(super) fn after_step(&mut self, record: &RecordRef, desired: u32) {
+    /// Returns whether it parked the process: then the caller leaves its
+    /// reference to the state word (`RecordRef::park`).
+    #[must_use]
+    pub(super) fn after_step(&mut self, record: &RecordRef, desired: u32) -> bool {
         let publish = desired == READY && self.publish_continue(record);
         match record.state.finish_step(desired, publish) {
-            AfterStep::Parked => {}
+            AfterStep::Parked => return true,
             AfterStep::Requeue { woken } => {
                 let how = if woken {
                     Runnable::Woken
@@ -644,6 +655,7 @@ impl Worker {
                 }
             }
         }
+        false
     }
 }
 

@@ -435,7 +435,7 @@ impl Inner {
         };
         match self.record.deliver(event) {
             Ok(wake) => {
-                self.shared.after_wake_owned(self.record, wake);
+                self.shared.after_wake(&self.record, wake);
                 Ok(())
             }
             Err(_) => Err(CompleteError::Stale {
