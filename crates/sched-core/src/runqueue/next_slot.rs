@@ -3,12 +3,15 @@
 //!
 //! The owner fills and empties it; an idle worker may take what has sat in
 //! it for a while (its owner is inside a long step), so the slot cannot
-//! hide runnable work from idle workers. Every hand-over is one atomic
+//! hide runnable work from idle workers. Every take is one atomic
 //! exchange of the pointer, so each record in the slot is taken by exactly
-//! one thread.
+//! one thread. A put into an empty slot is a plain store: only the owner
+//! ever writes a pointer into it, and a thief only ever empties it, so an
+//! empty slot stays empty until the owner's store (one read-modify-write
+//! fewer for each process a step wakes on its own worker).
 
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 use crate::record::{Record, RecordRef};
 use crate::sync::AtomicPtr;
@@ -38,6 +41,15 @@ impl NextSlot {
     /// occupant, if a thief has not taken it.
     pub(crate) fn put(&self, record: RecordRef) -> Option<RecordRef> {
         let new = RecordRef::into_raw(record).cast_mut();
+        // Relaxed: an empty slot is written by nobody but us (a thief only
+        // empties a full one), so nothing can come between this load and
+        // the store; the pointer a thief took is its own.
+        if self.ptr.load(Relaxed).is_null() {
+            // Release: a thief's acquiring load or exchange that finds the
+            // pointer finds the reference's record as we left it.
+            self.ptr.store(new, Release);
+            return None;
+        }
         let old = self.ptr.swap(new, AcqRel);
         // SAFETY: a non-null pointer in the slot came from `into_raw`
         // and the swap made us its only holder.
@@ -118,6 +130,39 @@ mod loom_tests {
             assert_eq!(all, vec![1, 2], "each record taken once");
             assert_eq!(RecordRef::count(&a), 1);
             assert_eq!(RecordRef::count(&b), 1);
+        });
+    }
+
+    /// A put into the slot a thief is emptying: the owner takes what is
+    /// there and puts the same record back (a plain store into the empty
+    /// slot) while a thief that saw it the first time steals. Whichever
+    /// copy the thief's exchange takes, the record is taken exactly once
+    /// more than it was put, never twice and never lost.
+    #[test]
+    fn a_put_into_the_emptied_slot_races_a_thief_that_saw_it_before() {
+        loom::model(|| {
+            let slot = Arc::new(NextSlot::default());
+            let a = record(1);
+            assert!(slot.put(a.clone()).is_none());
+            let thief = {
+                let slot = slot.clone();
+                let seen = slot.peek();
+                thread::spawn(move || slot.steal(seen).is_some())
+            };
+            let first = slot.take();
+            let had = first.is_some();
+            drop(first);
+            let displaced = slot.put(a.clone());
+            let left = slot.take();
+            let stolen = thief.join().unwrap();
+            let taken = usize::from(had)
+                + usize::from(displaced.is_some())
+                + usize::from(left.is_some())
+                + usize::from(stolen);
+            assert_eq!(taken, 2, "two puts, each taken once");
+            drop((displaced, left));
+            assert_eq!(RecordRef::count(&a), 1);
+            assert!(slot.is_empty());
         });
     }
 }
