@@ -45,7 +45,7 @@ pub(crate) struct Local {
     pub(crate) index: usize,
     /// Shared with thieves (see `NextSlot`).
     pub(crate) next: Arc<NextSlot>,
-    /// Records this worker's steps recently sent to, by PID hash: see
+    /// Records this worker's steps recently sent to, by table slot: see
     /// the engine's send path. Holds at most `ROUTES` records, so a process that
     /// ended keeps its record (not its process object, which ending drops)
     /// alive only until its entry is overwritten or the worker exits.
@@ -556,22 +556,29 @@ impl Default for Route {
     }
 }
 
-/// Entries in a worker's route cache (a power of two). Direct-mapped, so
-/// a worker whose steps send to `n` processes finds about `e^(-n/ROUTES)`
-/// of them cached: with 64 entries, the 1 000 peers of a worker's steps
-/// in the suite's ping-pong were nearly all misses, each a load of the
-/// target's table slot from another core's cache (two fifths of
-/// `send_local`'s samples); 4 096 entries (96 KiB a worker) keep most
+/// Entries in a worker's route cache (a power of two). Direct-mapped, by
+/// table slot (`route_index`): with 64 entries, the 1 000 peers of a
+/// worker's steps in the suite's ping-pong were nearly all misses, each a
+/// load of the target's table slot from another core's cache (two fifths
+/// of `send_local`'s samples); 4 096 entries (96 KiB a worker) keep them
 /// and took that benchmark from 1.36-1.38 to 1.25-1.30 of tokio's time.
 /// What it costs beside the memory: up to this many ended records per
 /// worker stay allocated until overwritten (see `Local::routes`).
 const ROUTES: usize = 4096;
 
-/// Where `pid` goes in the route cache: a multiplicative hash of its id
-/// (PIDs handed out in sequence spread over the entries).
+/// Where `pid` goes in the route cache: its process-table slot (the id's
+/// low 32 bits, see `table/mod.rs`), mixed with its node. The table hands
+/// out slots densely and reuses those of ended processes, so a worker's
+/// steps sending to processes of one node in any `ROUTES` consecutive
+/// slots find each in an entry of its own, and a process that took an ended one's slot
+/// takes its entry too (which frees the ended record's cached reference).
+/// A hash of the whole id spread the same processes at random: about one
+/// in five collided in the suite's ping-pong (2 000 processes, each new
+/// round new generations).
 fn route_index(pid: Pid) -> usize {
-    let mixed = (pid.id() ^ u64::from(pid.node()) << 40).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (mixed >> (64 - ROUTES.trailing_zeros())) as usize & (ROUTES - 1)
+    let slot = pid.id() & u64::from(u32::MAX);
+    let node = u64::from(pid.node()).wrapping_mul(0x9E37_79B9);
+    (slot ^ node) as usize & (ROUTES - 1)
 }
 
 #[cfg(not(loom))]
@@ -703,6 +710,44 @@ mod tests {
         local.lighting.set(true);
         local.push_woken(record(4, false));
         assert_eq!(picks(&local, 4), [4, 1, 2, 3]);
+    }
+
+    /// A table PID's id: `generation << 32 | (slot + 1)`.
+    fn table_pid(node: u32, slot: u64, generation: u64) -> Pid {
+        Pid::new(node, generation << 32 | (slot + 1))
+    }
+
+    #[test]
+    fn a_route_is_found_for_each_of_as_many_live_processes_as_entries() {
+        let local = Local::new(0, 64, 1);
+        // A later generation of each slot: the table's ids a few rounds
+        // of processes in.
+        let records: Vec<RecordRef> = (0..ROUTES as u64)
+            .map(|slot| RecordRef::new(table_pid(0, slot, 7), Idle))
+            .collect();
+        for record in &records {
+            local.remember_route(record.clone());
+        }
+        for record in &records {
+            let found = local.with_cached_route(record.pid, |r| RecordRef::ptr_eq(r, record));
+            assert_eq!(found, Some(true), "{} was evicted", record.pid);
+        }
+    }
+
+    #[test]
+    fn a_process_in_a_reused_slot_takes_the_ended_one_s_route() {
+        let local = Local::new(0, 64, 1);
+        let ended = RecordRef::new(table_pid(0, 5, 0), Idle);
+        local.remember_route(ended.clone());
+        assert_eq!(RecordRef::count(&ended), 2);
+        let next = RecordRef::new(table_pid(0, 5, 1), Idle);
+        local.remember_route(next.clone());
+        assert_eq!(RecordRef::count(&ended), 1, "the ended record's route was dropped");
+        assert!(local.with_cached_route(ended.pid, |_| ()).is_none());
+        assert!(local.with_cached_route(next.pid, |_| ()).is_some());
+        // The same slot of another node is another route.
+        let remote = table_pid(3, 5, 1);
+        assert!(local.with_cached_route(remote, |_| ()).is_none());
     }
 
     #[test]
