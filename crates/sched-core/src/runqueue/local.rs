@@ -742,7 +742,11 @@ mod tests {
         assert_eq!(RecordRef::count(&ended), 2);
         let next = RecordRef::new(table_pid(0, 5, 1), Idle);
         local.remember_route(next.clone());
-        assert_eq!(RecordRef::count(&ended), 1, "the ended record's route was dropped");
+        assert_eq!(
+            RecordRef::count(&ended),
+            1,
+            "the ended record's route was dropped"
+        );
         assert!(local.with_cached_route(ended.pid, |_| ()).is_none());
         assert!(local.with_cached_route(next.pid, |_| ()).is_some());
         // The same slot of another node is another route.
