@@ -161,6 +161,9 @@ impl Worker {
         if let Some(group) = group {
             self.charge(group);
         }
+        // Taken whatever follows: a requeue's stamp, or no one's (a parked
+        // process's must not stamp the next process this worker requeues).
+        let step_ended = self.step_ended.take();
         if parked {
             // The state word holds the reference now, for the wake that
             // queues the process next; the record is not touched again
@@ -168,7 +171,6 @@ impl Worker {
             RecordRef::park(record);
             return;
         }
-        let step_ended = self.step_ended.take();
         if let Some(how) = self.requeue.take() {
             match step_ended {
                 Some(ended) => {
