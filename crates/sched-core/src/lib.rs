@@ -13,8 +13,10 @@
 //! slot (newest first; moved to the queue within 255 steps). It looks for
 //! work in this order: its `next` slot, then its nursery (together at
 //! most 3 steps after each pick, and not past higher-level work), its
-//! queues by turns (of 16 picks, `High` 12, `Normal` 3, `Low` 1; a level
-//! whose queue is empty is served from its nursery), the global queues (outside wakeups before new
+//! queues by weight (`High` 12, `Normal` 3, `Low` 1, times a group's
+//! weight: each pick takes the lane with the least step time charged for
+//! its weight; a lane whose queue is empty is served from its nursery),
+//! the global queues (outside wakeups before new
 //! processes; one plus a batch of up to 16), then half (at most 32) of
 //! another worker's highest non-empty level (trying each worker once,
 //! from a random one), and last a process that has waited 200 µs in

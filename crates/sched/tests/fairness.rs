@@ -1,21 +1,24 @@
 //! The scheduling contract under overload, checked by the simulation: every
 //! wait of every process (from becoming ready to its step) stays within the
-//! bound the scheduler documents for its priority, its group's share and
-//! the work ahead of it,
+//! bound the scheduler documents for its lane's weight (level and group)
+//! and the work ahead of it,
 //! whatever made it ready (a message from a step, a message from outside, a
 //! timer, its own continue, a spawn), across seeds; and the levels get
 //! their shares.
 //!
 //! The bound is checked inside the simulation, at every step
 //! (`Simulation::fairness`); a violation names the process and is in the
-//! trace. `cargo xtask mutants ready-queue-newest-first` and
-//! `mutants turns-high-only` break the ready order and must make
+//! trace. `cargo xtask mutants ready-queue-newest-first`,
+//! `levels-never-charged` (`High` strictly first) and
+//! `lanes-bank-credit-while-idle` break the ready order and must make
 //! `the_bound_holds_for_every_wait_under_overload` fail; so must
 //! `mutants nursery-never-flushed` (what a step woke would wait in the
 //! worker's nursery for as long as its chains keep it busy).
-//! `mutants turns-low-before-high` and `thief-takes-lowest-level-first`
-//! are caught by the tests of the levels' shares and of stealing below.
+//! `mutants thief-takes-lowest-level-first` is caught by the test of
+//! stealing below.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sched::prelude::*;
@@ -352,19 +355,22 @@ fn level_index(level: Priority) -> usize {
 }
 
 #[test]
-fn each_level_gets_its_turns_under_saturation() {
+fn each_level_gets_its_weight_s_share_under_saturation() {
     let share =
         |steps: [u64; 3], level: usize| steps[level] as f64 / steps.iter().sum::<u64>() as f64;
-    // All three saturated: 12, 3 and 1 turns in 16.
+    // All three saturated: weights 12, 3 and 1, of 16.
     let all = shares([20, 20, 20]);
     assert!((share(all, 0) - 0.75).abs() < 0.02, "{all:?}");
     assert!((share(all, 1) - 0.1875).abs() < 0.02, "{all:?}");
     assert!((share(all, 2) - 0.0625).abs() < 0.01, "{all:?}");
-    // A `High` flood: `Low` keeps its minimum, 1 step in 16, and no
-    // more: `Normal`'s turns, with `Normal` empty, go to `High` first.
+    // A `High` flood: `Low` gets its weight among the levels with work,
+    // 1 of 13 (`Normal`'s weight, with `Normal` empty, is nobody's).
     let flood = shares([50, 0, 5]);
-    assert!((share(flood, 2) - 1.0 / 16.0).abs() < 0.005, "{flood:?}");
-    // One level alone gets every turn.
+    assert!((share(flood, 2) - 1.0 / 13.0).abs() < 0.005, "{flood:?}");
+    // `Normal` and `Low`: 3 to 1.
+    let calm = shares([0, 20, 20]);
+    assert!((share(calm, 2) - 0.25).abs() < 0.01, "{calm:?}");
+    // One level alone gets every step.
     let low_only = shares([0, 0, 10]);
     assert!(share(low_only, 2) > 0.99, "{low_only:?}");
 }
@@ -396,6 +402,177 @@ impl Process for Ping {
         }
         Ok(())
     }
+}
+
+/// Continues, counting its steps in `steps`, until told to stop.
+struct Tally {
+    priority: Priority,
+    steps: Arc<AtomicU64>,
+}
+
+impl Process for Tally {
+    type Done = ();
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_priority(self.priority);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.next().is_some() {
+            out.finish(());
+        } else {
+            self.steps.fetch_add(1, Relaxed);
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// Spawns a `Low` tally from its step when a message comes, and tells
+/// `child` its PID.
+struct Spawner {
+    steps: Arc<AtomicU64>,
+    child: Arc<std::sync::Mutex<Option<Pid>>>,
+}
+
+impl Process for Spawner {
+    type Done = ();
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        if events.next().is_some() {
+            let steps = Arc::clone(&self.steps);
+            let pid = out.spawn(Tally {
+                priority: Priority::Low,
+                steps,
+            })?;
+            *self.child.lock().expect("not poisoned") = Some(pid.pid());
+            out.finish(());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_level_back_from_idle_banks_no_credit() {
+    // One worker: `High` and `Normal` processes compete for 20 000 steps
+    // while `Low` has nothing ready; then a step spawns a `Low` process
+    // (so it joins the worker's own queues, not through the global ones).
+    // It gets `Low`'s share from there on (1 step in 16), not a run of
+    // steps making up for the time `Low` had nothing to run.
+    let mut sim = Scheduler::builder().simulation(Config::seed(11).workers(1));
+    let busy = Arc::new(AtomicU64::new(0));
+    let mut all = Vec::new();
+    for priority in [Priority::High, Priority::Normal] {
+        for _ in 0..20 {
+            let steps = Arc::clone(&busy);
+            let done = sim
+                .context()
+                .spawn(Tally { priority, steps })
+                .expect("spawned");
+            all.push(done.pid());
+        }
+    }
+    let (low, child) = (Arc::new(AtomicU64::new(0)), Arc::default());
+    let spawner = Spawner {
+        steps: Arc::clone(&low),
+        child: Arc::clone(&child),
+    };
+    let spawner = sim.context().spawn(spawner).expect("spawned").pid();
+    for _ in 0..20_000 {
+        sim.step();
+    }
+    sim.context().send(spawner, ()).expect("alive");
+    let start = busy.load(Relaxed);
+    while busy.load(Relaxed) + low.load(Relaxed) < start + 1_600 {
+        sim.step();
+    }
+    let steps = low.load(Relaxed);
+    let child = child.lock().expect("not poisoned").expect("spawned");
+    for pid in all.into_iter().chain([child]) {
+        sim.context().send(pid, "stop").expect("alive");
+    }
+    sim.run().expect("goes quiet");
+    // About 100 of the 1 600.
+    assert!(
+        (20..=300).contains(&steps),
+        "a Low process that came after 20 000 steps of High and Normal work got {steps} of the \
+         next 1 600 steps: its share is about 100"
+    );
+    assert_eq!(sim.fairness().violation, None);
+}
+
+/// Counts its steps that read messages in `read`, until told to stop by an
+/// empty message.
+struct Echo {
+    priority: Priority,
+    read: Arc<AtomicU64>,
+}
+
+impl Process for Echo {
+    type Done = ();
+    fn init(&mut self, cx: &InitContext, _: &str, _: Payload) -> Result<(), InitError> {
+        cx.set_priority(self.priority);
+        Ok(())
+    }
+
+    fn step(&mut self, events: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let mut read = false;
+        for event in events {
+            if let Event::Message(message) = event {
+                if message.payload::<()>().is_some() {
+                    out.finish(());
+                    return Ok(());
+                }
+                read = true;
+            }
+        }
+        self.read.fetch_add(u64::from(read), Relaxed);
+        Ok(())
+    }
+}
+
+#[test]
+fn outside_wakeups_are_taken_by_the_levels_weights() {
+    // One worker; messages from outside (the global queues) to 100 `High`
+    // and 100 `Low` processes, five to each level per step of the worker,
+    // more than it can step: the global queues of both levels stay full.
+    // The worker takes from them by the levels' weights, 12 to 1, so
+    // `Low` gets about a thirteenth of the steps; taking `High`'s first
+    // whenever it has work would leave `Low` none.
+    let mut sim = Scheduler::builder().simulation(Config::seed(9).workers(1));
+    let spawn = |priority| {
+        let read = Arc::new(AtomicU64::new(0));
+        let all = (0..100)
+            .map(|_| {
+                let read = Arc::clone(&read);
+                sim.context()
+                    .spawn(Echo { priority, read })
+                    .expect("spawned")
+            })
+            .collect::<Vec<_>>();
+        (all, read)
+    };
+    let ((high, high_read), (low, low_read)) = (spawn(Priority::High), spawn(Priority::Low));
+    sim.run().expect("started");
+    for round in 0..20_000usize {
+        for i in 0..5 {
+            let to = (round * 5 + i) % 100;
+            sim.context().send(high[to].pid(), 1u8).expect("alive");
+            sim.context().send(low[to].pid(), 1u8).expect("alive");
+        }
+        sim.step();
+    }
+    let (high_read, low_read) = (high_read.load(Relaxed), low_read.load(Relaxed));
+    for done in high.iter().chain(&low) {
+        sim.context().send(done.pid(), ()).expect("alive");
+    }
+    sim.run().expect("goes quiet");
+    let share = low_read as f64 / (high_read + low_read) as f64;
+    assert!(
+        (0.04..=0.12).contains(&share),
+        "Low was woken from outside for {low_read} steps to High's {high_read} ({:.1} %): about \
+         1/13 (7.7 %)",
+        share * 100.0
+    );
 }
 
 #[test]

@@ -8,12 +8,15 @@
 /// workers can run.
 ///
 /// Each worker keeps one first-in-first-out queue of ready processes per
-/// level and serves them by turns: out of every 16 picks, `High` has 12,
-/// `Normal` 3 and `Low` 1. A level with nothing ready passes its turn to
-/// the others, highest first. So `High` is weighted, not strict: under a
-/// flood of `High` work, `Normal` still gets at least 3 steps in 16 and
-/// `Low` at least 1 in 16 on every worker where they have work ready; and
-/// with only one level ready, it gets every turn.
+/// level and serves the levels by weight: `High` 12, `Normal` 3, `Low` 1.
+/// Under saturation each level with work ready gets its weight's share of
+/// the worker's time (of its steps, when every step is short), against
+/// the weights of the levels that have work; a level with nothing ready
+/// gives its share to the others. So `High` is weighted, not strict:
+/// under a flood of `High` work, `Normal` still gets at least 3/16 of a
+/// worker's time and `Low` at least 1/16 on every worker where they have
+/// work ready (1/13 with `Normal` idle); and with only one level ready, it
+/// gets all of it. With groups, a group's weight multiplies its level's.
 ///
 /// A process spawned by a step starts at its spawner's level (as it
 /// joins its spawner's group); any other starts at `Normal`. Its `init`
@@ -22,7 +25,9 @@
 /// a step may change it ([`Output::set_priority`](crate::Output::set_priority)).
 /// Work stealing and the queues of work from outside the workers keep the
 /// levels: a thief takes `High` work first, and a worker takes outside
-/// work by the same turns as its own.
+/// wake-ups by the same weights as its own (processes spawned from
+/// outside are taken in the order they were spawned, one queue per group
+/// for `Normal` and `Low`, then served by weight).
 ///
 /// # Examples
 ///
@@ -56,13 +61,14 @@
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Priority {
-    /// Served first: 12 turns in 16.
+    /// Served first: weight 12.
     High,
-    /// The default: 3 turns in 16.
+    /// The default: weight 3.
     #[default]
     Normal,
-    /// Background work: 1 turn in 16, never fewer while it has work ready
-    /// (checked by `each_level_gets_its_turns_under_saturation` in
+    /// Background work: weight 1, so never less than 1/16 of a worker's
+    /// time while it has work ready (checked by
+    /// `each_level_gets_its_weight_s_share_under_saturation` in
     /// `crates/sched/tests/fairness.rs`).
     Low,
 }

@@ -41,9 +41,9 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
 
     /// `pid`, of `level`, became ready: on worker `worker` (or, for
     /// `None`, in a global queue) behind `ahead` processes of its queue
-    /// there (of its level's light queue, if `light`), with `share` the
-    /// factor its group's share of the level stretches the bound by (1
-    /// without groups: `Groups::factor`). Called
+    /// there (of its level's light queue, if `light`), with `share` how
+    /// its lane's weight stands against the others' (`Groups::stretch`),
+    /// which stretches the bound. Called
     /// again when it moves: displaced from the `next` slot to its queue,
     /// or taken from a global queue into a worker's. For the simulation's
     /// check of the scheduling bound (`runqueue/order.rs`); it cannot
@@ -54,7 +54,7 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
         level: crate::Priority,
         worker: Option<usize>,
         ahead: usize,
-        share: u64,
+        share: crate::runqueue::order::Stretch,
         light: bool,
     );
 
@@ -62,7 +62,13 @@ pub(crate) trait Intercept: Send + Sync + std::fmt::Debug {
     /// is stepped from there, or moved to the back of its level's queue,
     /// within `order::NURSERY_FLUSH_INTERVAL` ticks of that worker. For the
     /// same check as `ready`.
-    fn nursery(&self, pid: relay::Pid, level: crate::Priority, worker: usize, share: u64);
+    fn nursery(
+        &self,
+        pid: relay::Pid,
+        level: crate::Priority,
+        worker: usize,
+        share: crate::runqueue::order::Stretch,
+    );
 
     /// A command's completion for `record`: `Some` delivers it now (the
     /// interceptor may have changed it), `None` means it was kept.

@@ -200,14 +200,18 @@ impl Shared {
         // Read only for a simulation's check: a running engine pays
         // one branch here.
         let seen = self.intercept.as_ref().map(|i| {
-            let share = self.groups.factor(record.group());
+            let share = self
+                .groups
+                .stretch(record.priority().index(), record.group());
             (i, record.pid, record.priority(), local.lane(&record), share)
         });
         let (taken, joined) = match how {
             Runnable::Woken | Runnable::New => {
                 let displaced = |previous: &RecordRef| {
                     if let Some(intercept) = &self.intercept {
-                        let share = self.groups.factor(previous.group());
+                        let share = self
+                            .groups
+                            .stretch(previous.priority().index(), previous.group());
                         intercept.nursery(previous.pid, previous.priority(), local.index, share);
                     }
                 };
@@ -270,7 +274,7 @@ impl Shared {
             _ => &self.woken[local::lane(level, group, self.groups.len())],
         };
         if let Some(intercept) = &self.intercept {
-            let share = self.groups.factor(group);
+            let share = self.groups.stretch(level.index(), group);
             intercept.ready(record.pid, level, None, queue.len(), share, false);
         }
         queue.push(record);

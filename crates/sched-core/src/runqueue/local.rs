@@ -208,49 +208,33 @@ impl Local {
         oldest(queue)
     }
 
-    /// Takes the next process of the first level of `levels` that has
-    /// one: the oldest of its light queue (within `pop_light`'s runs), of
-    /// its `ready` queue, or, when both are empty, the newest of its
-    /// nursery; with groups, of the group `shares` picks among that
-    /// level's.
+    /// Takes the next process of the lane `shares` picks among those
+    /// with work here (`order.rs`: the least pass, by the lanes'
+    /// weights): the oldest of its light queue (within `pop_light`'s
+    /// runs), else the oldest of its `ready` queue, else the newest of its
+    /// nursery. Returns it with its lane.
     #[inline]
-    pub(crate) fn pop_first(
-        &self,
-        levels: [Priority; LEVELS],
-        shares: &mut Shares,
-    ) -> Option<RecordRef> {
-        if self.groups == 1 {
-            // The light queues are looked at only while they may hold a
-            // process: a workload of short steps never fills them, and
-            // its picks run the loop they ran before light-first.
-            if self.lit.get() > 0 {
-                return levels.into_iter().find_map(|level| {
-                    let lane = level.index();
-                    self.pop_light(lane)
-                        .or_else(|| self.pop_ready(lane))
-                        .or_else(|| self.pop_nursery(lane))
+    pub(crate) fn pop_first(&self, shares: &mut Shares) -> Option<(RecordRef, usize)> {
+        // A thief may empty the lane picked: then the next pick.
+        loop {
+            let lane = if self.groups == 1 {
+                let ready = (0..LEVELS).fold(0, |ready, lane| {
+                    ready | u32::from(self.has_work(lane)) << lane
                 });
+                shares.pick_among(ready)?
+            } else {
+                shares.pick(|lane| self.has_work(lane))?
+            };
+            // The light queues are looked at only while they may hold a
+            // process: a workload of short steps never fills them.
+            let light = || (self.lit.get() > 0).then(|| self.pop_light(lane)).flatten();
+            if let Some(r) = light()
+                .or_else(|| self.pop_ready(lane))
+                .or_else(|| self.pop_nursery(lane))
+            {
+                return Some((r, lane));
             }
-            return levels.into_iter().find_map(|level| {
-                let lane = level.index();
-                self.pop_ready(lane).or_else(|| self.pop_nursery(lane))
-            });
         }
-        levels.into_iter().find_map(|level| {
-            // A thief may empty the lane picked: then the next pick.
-            loop {
-                let first = level.index() * self.groups;
-                let group = shares.pick(level.index(), |g| self.has_work(first + g))?;
-                let lane = first + group;
-                let light = || (self.lit.get() > 0).then(|| self.pop_light(lane)).flatten();
-                if let Some(r) = light()
-                    .or_else(|| self.pop_ready(lane))
-                    .or_else(|| self.pop_nursery(lane))
-                {
-                    return Some(r);
-                }
-            }
-        })
     }
 
     /// The oldest light process of `lane` (an engine without groups has
@@ -667,14 +651,11 @@ mod tests {
         record
     }
 
-    /// Which of `ids` the next `n` picks at `Normal` take, by PID id.
+    /// Which of `ids` the next `n` picks take, by PID id.
     fn picks(local: &Local, n: usize) -> Vec<u64> {
         let mut shares = Shares::new(1);
         (0..n)
-            .filter_map(|_| {
-                let order = [Priority::Normal, Priority::High, Priority::Low];
-                local.pop_first(order, &mut shares).map(|r| r.pid.id())
-            })
+            .filter_map(|_| local.pop_first(&mut shares).map(|(r, _)| r.pid.id()))
             .collect()
     }
 

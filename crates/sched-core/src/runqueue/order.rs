@@ -37,21 +37,52 @@
 //!   and a tree of spawns is walked depth first, so it does not hold its
 //!   whole breadth in memory at once; the flush keeps the order's bound.
 //!
-//! Each pick from the queues serves a level by turns ([`TURNS`]): out of
-//! every 16 picks, `High` 12, `Normal` 3, `Low` 1. A level with nothing
-//! ready gives its turn to the others, highest first. Work from outside
-//! the workers (a message posted from another thread, a process spawned
-//! there) waits in the engine's global queues, one per level for wake-ups
-//! and one for new processes; each worker takes from them every
-//! [`GLOBAL_QUEUE_INTERVAL`] ticks by the same turns, up to 16 at a time,
-//! into the tails of its own queues, and also whenever its own queues are
-//! empty. A thief takes the oldest half of a victim's first non-empty
-//! queue, light queues first, then highest level first, queues before
-//! nurseries, into the back of its own level's queue. Every
-//! [`BALANCE_INTERVAL`] ticks a busy worker may take the first process of
-//! a lane where another worker has at least two more waiting than it has,
-//! and run it at once (its wait there only ends sooner).
+//! # One order: lanes by weight
 //!
+//! Every queue above belongs to a *lane*: a level and, on an engine with
+//! groups, a group (`level * groups + group`). Each lane has a weight,
+//! its level's ([`LEVEL_WEIGHTS`]: `High` 12, `Normal` 3, `Low` 1) times
+//! its group's (1 without groups), and on each worker a *pass*: every
+//! step the worker runs is charged to the lane of the last pick (the
+//! pick's chain, `next`-slot runs included, is its lane's), adding the
+//! step's cost divided by the lane's weight. Each pick from the queues
+//! takes the lane with the least pass among those with work on the
+//! worker, ties to the higher level: stride scheduling (Waldspurger and
+//! Weihl), one mechanism for priorities and groups alike. A lane that
+//! had nothing ready banks no credit: its pass is lifted to the *floor*
+//! (the pass of the lane picked last, which never decreases) when it is
+//! looked at again, and so is a lane whose process was taken other than
+//! by a pick (from the global queues, by balancing or stealing).
+//!
+//! A step's cost is its measured time (a nominal microsecond when it
+//! was not measured, or in a simulation). A pick that finds one lane
+//! alone with work (most of the time, on most workloads without groups)
+//! takes it without looking at passes, and its chain's steps are not
+//! charged: nothing competes with them. While lanes compete, every step
+//! is measured (two clock reads; with groups, every step is, one read),
+//! so under saturation each lane's share of a worker's time tends to its
+//! weight over the sum of the weights of the lanes with work, however
+//! unlike their steps are: a `Low` process of 100 µs steps beside `High`
+//! ones of 1 µs gets 1/13 of the time, not one step in 13. In a
+//! simulation every step is nominal: the shares are of steps,
+//! deterministic for a seed.
+//!
+//! Work from outside the workers (a message posted from another thread, a
+//! process spawned there) waits in the engine's global queues, one per
+//! lane for wake-ups and one per group for new processes (taken with the
+//! group's `Normal` or `Low` lane); each worker takes from them every
+//! [`GLOBAL_QUEUE_INTERVAL`] ticks, and also whenever its own queues are
+//! empty: one process of the lane its *global* passes pick by the same
+//! weights (each take charged a nominal step), and up to 16 more (new
+//! processes first, four at most, then wake-ups from that lane's level,
+//! then the others highest first) into the tails of its own queues. A
+//! thief takes the oldest half of a victim's first non-empty queue, light
+//! queues first, then highest level first, queues before nurseries, into
+//! the back of its own lane's queue. Every [`BALANCE_INTERVAL`] ticks a
+//! busy worker may take the first process of a lane where another worker
+//! has at least two more waiting than it has, and run it at once (its
+//! wait there only ends sooner).
+
 //! # Light processes first
 //!
 //! A process's steps are not all alike: one that steps for 1 µs every 15 ms
@@ -75,9 +106,12 @@
 //! woken by its timer or from outside the workers that is not heavy joins
 //! its level's *light queue* (its group's, on an engine with groups)
 //! instead of the back of its level's queue.
-//! When a level's turn comes, its light queue is served first, oldest
-//! first, but at most [`LIGHT_RUNS`] picks in a row while the level's
-//! queue has work: the queue keeps at least one pick in four. What a
+//! When its lane is picked, its light queue is served first, oldest
+//! first, but at most [`LIGHT_RUNS`] picks in a row while the lane's
+//! queue has work: the queue keeps at least one pick in four. Light
+//! steps are cheap, so the lane's pass rises little for them: within its
+//! weight's share of the time, a lane serves many light steps for each
+//! heavy one. What a
 //! process asks for after its step does not change: one that continues
 //! always joins the back of its level's queue (it wants more time, as a
 //! task that keeps running uses its slice), and one woken by a step on
@@ -95,7 +129,8 @@
 //!   group a pick of the level goes to, and a light process's short steps
 //!   charge its group little.
 //! - The cost: one clock read per 32 steps of a light workload, two per
-//!   step while measuring (against steps of [`LIGHT_STEP`] or more).
+//!   step while measuring (against steps of [`LIGHT_STEP`] or more) or
+//!   while levels compete (see "One order" above).
 //!
 //! The bound below, in picks of a level, stretches with the light
 //! queues: a process in a light queue behind `ahead` others needs at most
@@ -116,34 +151,43 @@
 //!
 //! # The bound
 //!
-//! A process that joins its level's queue on a worker with `ahead`
+//! A process that joins its lane's queue on a worker with `ahead`
 //! processes already in that queue is stepped before that worker has run
-//! more than [`bound(level, ahead)`](bound) steps:
+//! more than [`bound(ahead, stretch)`](bound) steps, where the stretch is
+//! the lane's weight `w` against the sum `W` of the other lanes' weights
+//! (`Groups::stretch`), every step charged alike (a simulation's):
 //!
-//! - it needs at most `ahead + 1` picks of its level (first in, first
+//! - it needs at most `k = ahead + 2` picks of its lane (first in, first
 //!   out, and nothing overtakes it in its queue: a thief takes from the
-//!   front, which only shortens the wait);
-//! - its level has at least `turns` of every 16 picks, so those come
-//!   within `16 * ceil((ahead + 1) / turns)` picks;
-//! - each pick is followed by at most `NEXT_SLOT_RUNS` steps of its chain
-//!   (the `next` slot and the nursery), one tick in
-//!   `GLOBAL_QUEUE_INTERVAL` takes from the global queues instead, and one
-//!   in `BALANCE_INTERVAL` may run a process taken from another worker;
-//! - one more step for the step under way, and one more place for the
-//!   process that step requeues itself ahead of it when it was displaced
-//!   from the `next` slot.
+//!   front, which only shortens the wait; one more place for the process
+//!   that the step under way requeues ahead of it when it was displaced
+//!   from the `next` slot);
+//! - each pick's chain is at most `c = 1 + NEXT_SLOT_RUNS` steps, so the
+//!   lane's own steps are at most `c * k`, and its pass, from at most one
+//!   chain above the floor when it joined, rises by at most `c / w` per
+//!   pick;
+//! - another lane `h` is picked only while its pass is at most the
+//!   lane's, and its pass starts at or above that floor: it is charged at
+//!   most `c * k / w + c / w_h` meanwhile, `c * k * w_h / w + c` steps.
+//!   Summed: `c * k * W / w + c * (lanes - 1)`;
+//! - takes from the global queues (one tick in `GLOBAL_QUEUE_INTERVAL`)
+//!   and balancing (one in `BALANCE_INTERVAL`) run chains outside the
+//!   passes: at most `c` steps per such tick on top; and the chain under
+//!   way when the process joined, whose steps are not charged if its pick
+//!   found no other lane with work (a lane alone is neither weighed nor
+//!   charged: `Shares::pick_among`).
+//!
+//! Without groups, a `Low` process behind one other waits at most 151
+//! steps of its worker, a `High` one behind none 26 and behind 100, 598
+//! (the fixed turns of 16 picks this order replaced gave 133, 68 and
+//! 588).
 //!
 //! A process in the `next` slot is judged by the same bound, with `ahead`
 //! the queue it would join; one that moves to the nursery is stepped, or
-//! moved to its level's queue (where the bound above starts), within
-//! [`nursery_bound`] steps.
-//!
-//! With groups (`shares.rs`), each level's queue is one queue per group,
-//! and a level's pick goes to one of its groups by their shares: the
-//! process then needs `ahead + 2` picks *of its group*, each of which
-//! comes within `share` picks of its level (`Groups::factor`), so the bound
-//! is the same with `(ahead + 2) * share` picks of the level; the global
-//! queues are stretched by the same factor.
+//! moved to its lane's queue (where the bound above starts), within
+//! [`nursery_bound`] steps. A process in a global queue behind `ahead`
+//! others of its lane is taken in within [`global_takes`] takes of any
+//! worker, by the same argument with one nominal charge per take.
 //!
 //! In time, the wait is at most that many steps of the worker; with `W`
 //! workers all busy, the wait behind `R` ready processes of one level
@@ -153,23 +197,31 @@
 //! The bound is checked by the simulation for every step of every process
 //! (`Simulation::fairness`, test `crates/sched/tests/fairness.rs`, over
 //! 1 000 seeds), nursery waits included; the mutations that serve the
-//! queues newest first, `High` strictly first, or never flush the
-//! nurseries (`cargo xtask mutants ready-queue-newest-first`,
-//! `turns-high-only`, `nursery-never-flushed`) make that check fail
-//! naming the process.
-
-use crate::Priority;
+//! queues newest first, never charge a step (`High` strictly first), let
+//! an idle lane bank credit, or never flush the nurseries (`cargo xtask
+//! mutants ready-queue-newest-first`, `levels-never-charged`,
+//! `lanes-bank-credit-while-idle`, `nursery-never-flushed`) make that
+//! check fail naming the process.
 
 /// The levels, by index (`Priority::index`).
 pub(crate) const LEVELS: usize = 3;
 
-/// Which level each of 16 consecutive picks serves first: `High` 12,
-/// `Normal` 3, `Low` 1, spread so that no level waits long for its turn
-/// (`Normal` every 5 or 6 picks).
-pub(crate) const TURNS: [Priority; 16] = {
-    use Priority::{High as H, Low as L, Normal as N};
-    [H, H, N, H, H, H, N, H, H, H, N, H, H, H, L, H]
-};
+/// The weight of each level (by `Priority::index`) in the one order a
+/// worker serves its lanes in: `High` 12, `Normal` 3, `Low` 1. A lane's
+/// weight is its level's times its group's (`Groups::lane_weight`).
+pub(crate) const LEVEL_WEIGHTS: [u32; LEVELS] = [12, 3, 1];
+
+/// How a lane's weight stands against the others', for the bound on a
+/// wait in it (`Groups::stretch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stretch {
+    /// The lane's weight.
+    pub(crate) own: u64,
+    /// The sum of every other lane's weight.
+    pub(crate) others: u64,
+    /// How many lanes there are, its own included.
+    pub(crate) lanes: u64,
+}
 
 /// How many times in a row a worker runs the process in its `next` slot
 /// before moving it to its level's queue instead. Two processes that wake
@@ -236,116 +288,102 @@ pub(crate) fn nursery_bound() -> u64 {
     2 * u64::from(NURSERY_FLUSH_INTERVAL) + 1
 }
 
-/// The levels to try for pick number `turn`, in order: the level whose
-/// turn it is, then the others, highest first.
-///
-/// Read from a table made once from [`TURNS`]: the match it replaces, and
-/// the level's index taken from each entry, were about 20 instructions of
-/// every pick.
-#[inline(always)]
-pub(crate) fn order(turn: u32) -> [Priority; LEVELS] {
-    ORDERS[(turn % TURNS.len() as u32) as usize]
+/// The most steps a worker runs while a lane it has work in (weight
+/// `own`) is picked `picks` times: nominal steps, each charged alike (see
+/// the module's documentation for the argument).
+fn steps_for(picks: u64, stretch: Stretch) -> u64 {
+    let chain = 1 + u64::from(NEXT_SLOT_RUNS);
+    let own = picks * chain;
+    let others = (chain * picks * stretch.others).div_ceil(stretch.own.max(1))
+        + chain * stretch.lanes.saturating_sub(1);
+    let base = own + others;
+    // Takes from the global queues and balancing picks run outside the
+    // passes (their chains are charged, but not bounded by them); and the
+    // chain under way, uncharged if its pick had no other lane to choose
+    // from when the process joined.
+    let global = u64::from(GLOBAL_QUEUE_INTERVAL);
+    let balance = u64::from(BALANCE_INTERVAL);
+    base + (base * chain).div_ceil(global - chain)
+        + (base * chain).div_ceil(balance - chain)
+        + chain
 }
 
-/// [`order`] for each of the 16 turns.
-const ORDERS: [[Priority; LEVELS]; 16] = {
-    let mut orders = [[Priority::High; LEVELS]; 16];
-    let mut turn = 0;
-    while turn < TURNS.len() {
-        orders[turn] = match TURNS[turn] {
-            Priority::High => [Priority::High, Priority::Normal, Priority::Low],
-            Priority::Normal => [Priority::Normal, Priority::High, Priority::Low],
-            Priority::Low => [Priority::Low, Priority::High, Priority::Normal],
-        };
-        turn += 1;
-    }
-    orders
-};
-
-/// How many of every 16 picks serve `level` first.
-pub(crate) fn turns(level: Priority) -> u64 {
-    TURNS.iter().filter(|&&l| l == level).count() as u64
-}
-
-/// The most steps a worker runs between a process of `level` joining its
+/// The most steps a worker runs between a process joining its lane's
 /// queue behind `ahead` others and that process's step (see the module's
-/// documentation for the argument). `share` is its group's factor
-/// (`Groups::factor`, 1 without groups): the picks of its level needed
-/// per pick of its group.
-pub(crate) fn bound(level: Priority, ahead: usize, share: u64) -> u64 {
-    let needed = (ahead as u64 + 2) * share;
-    let turns = turns(level);
-    let picks = TURNS.len() as u64 * needed.div_ceil(turns);
-    let ticks = picks * (1 + u64::from(NEXT_SLOT_RUNS));
-    ticks
-        + ticks.div_ceil(u64::from(GLOBAL_QUEUE_INTERVAL) - 1)
-        + ticks.div_ceil(u64::from(BALANCE_INTERVAL) - 1)
-        + 1
+/// documentation for the argument).
+pub(crate) fn bound(ahead: usize, stretch: Stretch) -> u64 {
+    steps_for(ahead as u64 + 2, stretch)
 }
 
 /// [`bound`] for a process that joined its lane's light queue behind
 /// `ahead` others: it needs `ahead + 1` picks of that queue, which has at
 /// least [`LIGHT_RUNS`] of every `LIGHT_RUNS + 1` picks of its lane
-/// while it has work (and, with groups, a pick of its lane comes within
-/// `share` picks of its level, as for its queue).
-pub(crate) fn light_bound(level: Priority, ahead: usize, share: u64) -> u64 {
+/// while it has work.
+pub(crate) fn light_bound(ahead: usize, stretch: Stretch) -> u64 {
     let runs = u64::from(LIGHT_RUNS);
     let picks = (ahead as u64 + 1) * (runs + 1);
-    bound(
-        level,
-        usize::try_from(picks.div_ceil(runs) - 1).unwrap_or(usize::MAX),
-        share,
-    )
+    steps_for(picks.div_ceil(runs) + 1, stretch)
 }
 
-/// [`bound`] for a process in its level's queue on a worker whose light
-/// queues may hold work: each of its level's picks the queue needs may
-/// follow [`LIGHT_RUNS`] picks of the light queue.
-pub(crate) fn bound_beside_light(level: Priority, ahead: usize, share: u64) -> u64 {
+/// [`bound`] for a process in its lane's queue on a worker whose light
+/// queues may hold work: each of the picks the queue needs may follow
+/// [`LIGHT_RUNS`] picks of the light queue.
+pub(crate) fn bound_beside_light(ahead: usize, stretch: Stretch) -> u64 {
     let places = (ahead as u64 + 1) * (u64::from(LIGHT_RUNS) + 1);
-    bound(level, usize::try_from(places).unwrap_or(usize::MAX), share)
+    steps_for(places + 2, stretch)
+}
+
+/// The most takes from the global queues a worker makes before one of a
+/// lane whose global queue holds `ahead + 1` processes: the takes pick
+/// lanes by the same weights (their own passes, each take charged as a
+/// nominal step).
+pub(crate) fn global_takes(ahead: usize, stretch: Stretch) -> u64 {
+    let picks = ahead as u64 + 1;
+    picks + (picks * stretch.others).div_ceil(stretch.own.max(1)) + stretch.lanes.saturating_sub(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_turns_give_each_level_its_share_and_no_long_gaps() {
-        assert_eq!(turns(Priority::High), 12);
-        assert_eq!(turns(Priority::Normal), 3);
-        assert_eq!(turns(Priority::Low), 1);
-        // Within any 16 consecutive picks (the pattern repeats), each
-        // level has its turns.
-        for start in 0..16u32 {
-            for level in Priority::ALL {
-                let seen = (start..start + 16)
-                    .filter(|&t| order(t)[0] == level)
-                    .count();
-                assert_eq!(seen as u64, turns(level), "{level} from pick {start}");
-            }
+    /// The stretch of each level's lane without groups.
+    fn alone(level: usize) -> Stretch {
+        let own = u64::from(LEVEL_WEIGHTS[level]);
+        let all: u64 = LEVEL_WEIGHTS.iter().map(|&w| u64::from(w)).sum();
+        Stretch {
+            own,
+            others: all - own,
+            lanes: LEVELS as u64,
         }
     }
 
     #[test]
-    fn every_order_tries_every_level_once() {
-        for turn in 0..16 {
-            let mut levels = order(turn).map(Priority::index);
-            levels.sort_unstable();
-            assert_eq!(levels, [0, 1, 2]);
-        }
+    fn the_bound_grows_with_the_work_ahead_and_shrinks_with_the_weight() {
+        let [high, normal, low] = [alone(0), alone(1), alone(2)];
+        assert!(bound(10, normal) < bound(100, normal));
+        assert!(bound(100, high) < bound(100, normal));
+        assert!(bound(100, normal) < bound(100, low));
+        // A `Low` process behind one other: two picks of its lane, each
+        // with its chain (4 steps); meanwhile the others' passes rise by
+        // at most what those 8 steps add to `Low`'s, 15 times as many at
+        // their weights, plus a chain each; then the global queues' and
+        // balancing's share, and the step under way.
+        let base: u64 = 8 + 8 * 15 + 4 * 2;
+        assert_eq!(
+            bound(0, low),
+            base + (base * 4).div_ceil(57) + (base * 4).div_ceil(1017) + 4
+        );
+        let heavier = Stretch { others: 100, ..low };
+        assert!(bound(0, heavier) > bound(0, low));
     }
 
     #[test]
-    fn the_bound_grows_with_the_work_ahead_and_shrinks_with_the_share() {
-        assert!(bound(Priority::Normal, 10, 1) < bound(Priority::Normal, 100, 1));
-        assert!(bound(Priority::High, 100, 1) < bound(Priority::Normal, 100, 1));
-        assert!(bound(Priority::Normal, 100, 1) < bound(Priority::Low, 100, 1));
-        // A `Low` process behind one other: two of its turns, each of
-        // which may be 16 picks away, each pick followed by 3 `next` runs.
-        // 128 ticks, 3 taken by the global queues, 1 by a balance, and
-        // the step under way.
-        assert_eq!(bound(Priority::Low, 0, 1), 16 * 2 * 4 + 3 + 1 + 1);
-        assert!(bound(Priority::Low, 0, 3) > bound(Priority::Low, 0, 1));
+    fn a_lane_s_global_queue_is_taken_within_its_weight_s_share_of_takes() {
+        // `Low` behind nobody: its take, and at most 15 of the others
+        // (12 + 3 for its one) plus one each for where they started.
+        assert_eq!(global_takes(0, alone(2)), 1 + 15 + 2);
+        // `High` behind 11: 12 takes of its own, and the others' 4 for
+        // its 12.
+        assert_eq!(global_takes(11, alone(0)), 12 + 4 + 2);
     }
 }

@@ -1,36 +1,40 @@
-//! Weighted groups: how a worker divides its step time between groups of
-//! processes (tenants) that all have work ready at one level.
+//! Weights and passes: how a worker divides its step time between its
+//! lanes (levels and groups) when several have work ready.
 //!
 //! # The rule
 //!
 //! An engine built with groups (`Builder::group`) keeps, on every worker
 //! and at every priority level, one first-in-first-out queue per group
-//! (a *lane*: `level * groups + group`). The level whose turn it is comes
-//! first (`order.rs`); among that level's non-empty lanes the worker
-//! takes from the group with the least *pass*, and charges the step's
-//! measured time to it: `pass += time * SCALE / weight`. That is stride
-//! scheduling (Waldspurger and Weihl) on measured time rather than on a
-//! fixed quantum, so a group whose steps are long is charged for them.
-//! Between two picks of a group with work ready, another group of weight
-//! `w` can be picked at most about `w / weight + 1` times for each step of
-//! the first: under saturation each group's share of a worker's step time
-//! tends to its share of the weights.
+//! (a *lane*: `level * groups + group`); without groups there is one lane
+//! per level. A lane's weight is its level's (`order::LEVEL_WEIGHTS`)
+//! times its group's. Each pick takes the lane with the least *pass* among
+//! those with work, and every step is charged to the lane of the pick
+//! whose chain it belongs to: `pass += cost * SCALE / weight`, the cost
+//! being the step's measured time, or a nominal step when it was not
+//! measured (`order.rs`, "One order"). That is stride scheduling
+//! (Waldspurger and Weihl) on measured time rather than on a fixed
+//! quantum, so a lane whose steps are long is charged for them. Between
+//! two picks of a lane with work ready, another lane of weight `w` can be
+//! picked at most about `w / weight + 1` times for each step of the
+//! first: under saturation each lane's share of a worker's step time
+//! tends to its share of the weights of the lanes with work.
 //!
-//! A group that had nothing ready does not bank credit: when its lane is
-//! looked at again, its pass is lifted to the worker's floor (the pass of
-//! the group picked last), so it competes from where the others are, as a
+//! A lane that had nothing ready does not bank credit: when it is looked
+//! at again, its pass is lifted to the worker's floor (the pass of the
+//! lane picked last), so it competes from where the others are, as a
 //! newly active flow does in weighted fair queueing.
 //!
 //! # Where the shares hold
 //!
 //! Each worker keeps its own passes (no engine-global write per step):
-//! the shares hold per worker, and across the pool when every group has
+//! the shares hold per worker, and across the pool when every lane has
 //! work on every worker, which is how work spreads (new processes from
 //! outside through per-group global queues that workers take from by the
-//! same rule, and idle workers steal). A group confined to one worker gets
-//! its share of that worker. The step time is read from the clock once
-//! per step, and only on an engine with groups: an engine without them
-//! has one lane per level, the queues of before, and reads no clock.
+//! same rule, idle workers steal, and busy workers balance a lane that is
+//! far out of balance). A group confined to one worker gets its share of
+//! that worker. With groups every step is measured (one clock read per
+//! step); without them, only while the worker measures its steps for
+//! light-first, and steps are otherwise charged alike.
 //!
 //! In a simulation a step takes no virtual time, so each step is charged
 //! the same: the shares are then shares of steps, deterministic for a
@@ -40,7 +44,7 @@ use std::time::Instant;
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::order::LEVELS;
+use super::order::{Stretch, LEVELS, LEVEL_WEIGHTS};
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// The most groups an engine can have, the default group included: the
@@ -56,8 +60,8 @@ pub(crate) const MAX_WEIGHT: u32 = 10_000;
 const SCALE: u64 = 1_000;
 
 /// What a step costs when no time was measured for it: a simulation's
-/// step, or the first after an idle spell (whose start the worker did not
-/// read the clock for).
+/// step, a step of a worker that does not measure, or the first after an
+/// idle spell (whose start the worker did not read the clock for).
 const NOMINAL_NS: u64 = 1_000;
 
 /// Passes are rebased (all lowered by the floor) past this, so that they
@@ -107,32 +111,28 @@ impl Groups {
         self.weights[index].load(Relaxed)
     }
 
-    /// How much the share of group `index` stretches the bound on a wait
-    /// in its lane (`order::bound`), in picks of the level per pick of the
-    /// group: 1 without groups. While the group has work ready at a level,
-    /// each pick of it (and the `next`-slot runs of the chain it starts)
-    /// raises its pass by at most `4 * step / w`; another group `h`'s pass
-    /// starts at most one such chain of the lightest group below it and
-    /// rises by at least `step / w_h` per pick, so `h` is picked at most
-    /// `ceil(4 * w_h / w + 4 * w_h / w_min) + 2` times per pick of it. For
-    /// the simulation's check, where every step is charged the same.
-    pub(crate) fn factor(&self, index: usize) -> u64 {
-        if self.len() == 1 {
-            return 1;
-        }
-        let weight = u64::from(self.weight(index));
-        let lightest = (0..self.len())
-            .map(|g| u64::from(self.weight(g)))
-            .min()
-            .unwrap_or(1);
-        let others: u64 = (0..self.len())
-            .filter(|&g| g != index)
-            .map(|g| {
-                let w = u64::from(self.weight(g));
-                (4 * w).div_ceil(weight) + (4 * w).div_ceil(lightest) + 2
-            })
+    /// The weight of the lane of `level` (`Priority::index`) and `group`
+    /// in the worker's one order: the level's weight times the group's.
+    #[inline]
+    pub(crate) fn lane_weight(&self, level: usize, group: usize) -> u64 {
+        u64::from(LEVEL_WEIGHTS[level]) * u64::from(self.weight(group))
+    }
+
+    /// How much the weights stretch the bound on a wait in the lane of
+    /// `level` and `group` (`order::bound`): its own weight against the
+    /// sum of every other lane's, whether or not they have work. For the
+    /// simulation's check, where every step is charged the same.
+    pub(crate) fn stretch(&self, level: usize, group: usize) -> Stretch {
+        let own = self.lane_weight(level, group);
+        let all: u64 = (0..LEVELS)
+            .flat_map(|l| (0..self.len()).map(move |g| (l, g)))
+            .map(|(l, g)| self.lane_weight(l, g))
             .sum();
-        1 + others
+        Stretch {
+            own,
+            others: all - own,
+            lanes: (LEVELS * self.len()) as u64,
+        }
     }
 
     /// Sets a group's weight (clamped to `1..=MAX_WEIGHT`): workers charge
@@ -175,12 +175,23 @@ pub(crate) struct Shares {
     groups: usize,
     /// By lane (`level * groups + group`).
     pass: Box<[u64]>,
-    /// Per level: the pass of the group picked last there, where a group
-    /// that had nothing ready starts again.
-    floor: [u64; LEVELS],
+    /// What a nominal step adds to each lane's pass, without groups (the
+    /// level weights never change; a group's weight may, so with groups
+    /// each charge divides).
+    nominal: [u64; LEVELS],
+    /// The pass of the lane picked last, where a lane that had nothing
+    /// ready starts again. It never decreases (but at a rebase, which
+    /// lowers every pass by it).
+    floor: u64,
     /// The clock reading that ended the last charged step, while the
-    /// worker has been busy since.
+    /// worker has been busy since (with groups, where every step is
+    /// measured).
     last: Option<Instant>,
+    /// Whether the last pick chose among two lanes or more: while one
+    /// lane alone has work (most workloads without groups, most of the
+    /// time), its steps are not charged, since nothing competes with
+    /// them, and the picks take no pass into account.
+    contended: bool,
 }
 
 impl Shares {
@@ -188,55 +199,101 @@ impl Shares {
         Shares {
             groups,
             pass: vec![0; LEVELS * groups].into_boxed_slice(),
-            floor: [0; LEVELS],
+            nominal: LEVEL_WEIGHTS.map(|w| NOMINAL_NS * SCALE / u64::from(w)),
+            floor: 0,
             last: None,
+            contended: groups > 1,
         }
     }
 
-    /// The group with the least pass at `level` among those `ready` says
-    /// have work there (lifted to the level's floor first), if any.
+    /// Whether the last pick chose among two lanes or more (only then are
+    /// steps charged).
+    #[inline(always)]
+    pub(crate) fn contended(&self) -> bool {
+        self.contended
+    }
+
+    /// [`pick`](Shares::pick) among the lanes whose bits are set in
+    /// `ready` (an engine without groups, three lanes): one alone is taken
+    /// at once, uncharged (see `contended`).
     #[inline]
-    pub(crate) fn pick(&mut self, level: usize, ready: impl Fn(usize) -> bool) -> Option<usize> {
-        let floor = self.floor[level];
-        let passes = &mut self.pass[level * self.groups..(level + 1) * self.groups];
+    pub(crate) fn pick_among(&mut self, ready: u32) -> Option<usize> {
+        if ready & ready.wrapping_sub(1) == 0 {
+            self.contended = false;
+            return (ready != 0).then_some(ready.trailing_zeros() as usize);
+        }
+        self.contended = true;
+        self.pick(|lane| ready & (1 << lane) != 0)
+    }
+
+    /// The lane with the least pass (each lifted to the floor first)
+    /// among those `ready` says have work, if any; ties go to the lower
+    /// lane, the higher level. The floor becomes its pass.
+    #[inline]
+    pub(crate) fn pick(&mut self, ready: impl Fn(usize) -> bool) -> Option<usize> {
+        self.contended = true;
+        let floor = self.floor;
         let mut best: Option<(usize, u64)> = None;
-        for (group, pass) in passes.iter_mut().enumerate() {
-            if !ready(group) {
+        for (lane, pass) in self.pass.iter_mut().enumerate() {
+            let lifted = (*pass).max(floor);
+            // The pass first: a look at a lane's queues costs more.
+            if best.is_some_and(|(_, least)| lifted >= least) || !ready(lane) {
                 continue;
             }
-            if *pass < floor {
-                *pass = floor;
-            }
-            if best.is_none_or(|(_, least)| *pass < least) {
-                best = Some((group, *pass));
-            }
+            *pass = lifted;
+            best = Some((lane, lifted));
         }
-        let (group, pass) = best?;
-        self.floor[level] = pass;
-        Some(group)
+        let (lane, pass) = best?;
+        self.floor = pass;
+        Some(lane)
     }
 
-    /// Charges the step that just ended to `lane` (whose group has weight
-    /// `weight`): the time since the last charge, read from the clock
-    /// (`measure`), or a nominal step when there is none (a simulation,
-    /// or the first step after an idle spell). Returns the time charged.
+    /// Lifts `lane`'s pass to the floor: a process of it was taken other
+    /// than by [`pick`](Shares::pick) (from the global queues, another
+    /// worker's queues), and the steps it starts are charged to the lane
+    /// from where the others are, not from credit banked while idle.
     #[inline]
-    pub(crate) fn charge(&mut self, lane: usize, weight: u32, measure: bool) -> u64 {
-        let ns = if measure {
-            let now = Instant::now();
-            let ns = self.last.map_or(NOMINAL_NS, |last| {
-                now.duration_since(last).as_nanos() as u64
-            });
-            self.last = Some(now);
-            ns
-        } else {
-            NOMINAL_NS
+    pub(crate) fn lift(&mut self, lane: usize) {
+        let pass = &mut self.pass[lane];
+        *pass = (*pass).max(self.floor);
+    }
+
+    /// Charges a step of `ns` nanoseconds (`None`: not measured, a
+    /// nominal step) to `lane`, whose weight is `weight` (`lane_weight`),
+    /// unless the pick it follows had no other lane to choose from.
+    /// Returns the time charged.
+    #[inline]
+    pub(crate) fn charge(&mut self, lane: usize, weight: u64, ns: Option<u64>) -> u64 {
+        if !self.contended {
+            return 0;
+        }
+        let add = match ns {
+            None if self.groups == 1 => self.nominal[lane],
+            ns => ns
+                .unwrap_or(NOMINAL_NS)
+                .saturating_mul(SCALE)
+                .checked_div(weight)
+                .unwrap_or(u64::MAX),
         };
         let pass = &mut self.pass[lane];
-        *pass = pass.saturating_add(ns.saturating_mul(SCALE) / u64::from(weight.max(1)));
+        *pass = pass.saturating_add(add);
         if *pass > REBASE {
-            self.rebase(lane / self.groups);
+            self.rebase();
         }
+        ns.unwrap_or(NOMINAL_NS)
+    }
+
+    /// With groups: the time since the last charge (every step is
+    /// measured there, the whole of the worker's busy time charged), or
+    /// `None` when there is no reading yet (the first step after an idle
+    /// spell).
+    #[inline]
+    pub(crate) fn since_last(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        let ns = self
+            .last
+            .map(|last| now.duration_since(last).as_nanos() as u64);
+        self.last = Some(now);
         ns
     }
 
@@ -246,12 +303,12 @@ impl Shares {
         self.last = None;
     }
 
-    fn rebase(&mut self, level: usize) {
-        let floor = self.floor[level];
-        for pass in &mut self.pass[level * self.groups..(level + 1) * self.groups] {
+    fn rebase(&mut self) {
+        let floor = self.floor;
+        for pass in &mut self.pass {
             *pass = pass.saturating_sub(floor);
         }
-        self.floor[level] = 0;
+        self.floor = 0;
     }
 }
 
@@ -259,77 +316,105 @@ impl Shares {
 mod tests {
     use super::*;
 
-    /// Picks and charges `steps` nominal steps at one level with every
-    /// group ready; returns each group's count.
-    fn run(weights: &[u32], steps: usize) -> Vec<usize> {
-        let mut shares = Shares::new(weights.len());
-        let mut count = vec![0; weights.len()];
+    /// Picks and charges `steps` nominal steps with every lane of
+    /// `groups` groups whose weights are `weights` ready in `levels`;
+    /// returns each lane's count.
+    fn run(weights: &[u32], levels: &[usize], steps: usize) -> Vec<usize> {
+        let groups = Groups::new(
+            weights[0],
+            &weights[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| (format!("g{i}"), w))
+                .collect::<Vec<_>>(),
+        );
+        let n = weights.len();
+        let mut shares = Shares::new(n);
+        let mut count = vec![0; LEVELS * n];
         for _ in 0..steps {
-            let g = shares.pick(1, |_| true).expect("all ready");
-            count[g] += 1;
-            shares.charge(weights.len() + g, weights[g], false);
+            let lane = shares
+                .pick(|lane| levels.contains(&(lane / n)))
+                .expect("all ready");
+            count[lane] += 1;
+            let weight = groups.lane_weight(lane / n, lane % n);
+            shares.charge(lane, weight, None);
         }
         count
     }
 
-    #[test]
-    fn steps_follow_the_weights() {
-        let close = |count: &[usize], want: &[usize]| {
-            count.iter().zip(want).all(|(&c, &w)| c.abs_diff(w) <= 1)
-        };
-        let count = run(&[1, 3], 4_000);
-        assert!(close(&count, &[1_000, 3_000]), "{count:?}");
-        let count = run(&[2, 3, 5], 10_000);
-        assert!(close(&count, &[2_000, 3_000, 5_000]), "{count:?}");
+    fn close(count: &[usize], want: &[usize]) -> bool {
+        count.iter().zip(want).all(|(&c, &w)| c.abs_diff(w) <= 1)
     }
 
     #[test]
-    fn a_group_back_from_idle_banks_no_credit() {
+    fn steps_follow_the_groups_weights() {
+        let count = run(&[1, 3], &[1], 4_000);
+        assert!(close(&count[2..4], &[1_000, 3_000]), "{count:?}");
+        let count = run(&[2, 3, 5], &[1], 10_000);
+        assert!(close(&count[3..6], &[2_000, 3_000, 5_000]), "{count:?}");
+    }
+
+    #[test]
+    fn steps_follow_the_levels_weights_times_the_groups() {
+        // Without groups: 12, 3 and 1 of every 16.
+        let count = run(&[1], &[0, 1, 2], 16_000);
+        assert!(close(&count, &[12_000, 3_000, 1_000]), "{count:?}");
+        // `High` and `Low` only: 12 and 1 of every 13.
+        let count = run(&[1], &[0, 2], 13_000);
+        assert!(close(&count, &[12_000, 0, 1_000]), "{count:?}");
+        // Two groups, 1:3, at `High` and `Low`: each lane by the product.
+        let count = run(&[1, 3], &[0, 2], 52_000);
+        assert!(
+            close(&count, &[12_000, 36_000, 0, 0, 1_000, 3_000]),
+            "{count:?}"
+        );
+    }
+
+    #[test]
+    fn a_lane_back_from_idle_banks_no_credit() {
         let mut shares = Shares::new(2);
-        // Group 1 alone for a long while.
+        // Lane 1 alone for a long while.
         for _ in 0..1_000 {
-            let g = shares.pick(0, |g| g == 1).expect("ready");
-            shares.charge(g, 1, false);
+            let lane = shares.pick(|lane| lane == 1).expect("ready");
+            shares.charge(lane, 1, None);
         }
-        // Group 0 comes back: it alternates with 1 at once, rather than
+        // Lane 0 comes back: it alternates with 1 at once, rather than
         // running 1 000 steps in a row on its old pass.
         let mut picks = Vec::new();
         for _ in 0..10 {
-            let g = shares.pick(0, |_| true).expect("ready");
-            picks.push(g);
-            shares.charge(g, 1, false);
+            let lane = shares.pick(|lane| lane < 2).expect("ready");
+            picks.push(lane);
+            shares.charge(lane, 1, None);
         }
-        assert!(picks.iter().filter(|&&g| g == 0).count() <= 6, "{picks:?}");
+        assert!(picks.iter().filter(|&&l| l == 0).count() <= 6, "{picks:?}");
         assert!(picks.contains(&1), "{picks:?}");
-    }
-
-    #[test]
-    fn levels_keep_their_own_passes() {
-        // Group 0's steps at level 0 do not count against it at level 1:
-        // there it still alternates with group 1.
-        let mut shares = Shares::new(2);
-        for _ in 0..1_000 {
-            let g = shares.pick(0, |g| g == 0).expect("ready");
-            shares.charge(g, 1, false);
-        }
-        let picks: Vec<usize> = (0..4)
-            .map(|_| {
-                let g = shares.pick(1, |_| true).expect("ready");
-                shares.charge(2 + g, 1, false);
-                g
-            })
-            .collect();
-        assert_eq!(picks, [0, 1, 0, 1]);
+        // So does a lane whose process was taken other than by a pick.
+        shares.lift(4);
+        let lane = shares.pick(|lane| lane == 4 || lane == 1).expect("ready");
+        assert_eq!(lane, 1, "lifted to the floor, not below it");
     }
 
     #[test]
     fn measured_time_is_charged() {
-        let mut shares = Shares::new(1);
-        assert_eq!(shares.charge(0, 1, true), NOMINAL_NS, "no reading yet");
+        let mut shares = Shares::new(2);
+        assert_eq!(shares.since_last(), None, "no reading yet");
         std::thread::sleep(std::time::Duration::from_millis(2));
-        assert!(shares.charge(0, 1, true) >= 2_000_000);
+        let ns = shares.since_last().expect("a reading");
+        assert!(ns >= 2_000_000);
+        assert_eq!(shares.charge(0, 1, Some(ns)), ns);
         shares.idle();
-        assert_eq!(shares.charge(0, 1, true), NOMINAL_NS, "after idle");
+        assert_eq!(shares.since_last(), None, "after idle");
+        assert_eq!(shares.charge(0, 1, None), NOMINAL_NS);
+        // A lane charged 2 ms waits while another takes its nominal
+        // steps: 2 000 of them at the same weight.
+        let picks = (0..1_000)
+            .filter(|_| {
+                let lane = shares.pick(|lane| lane < 2).expect("ready");
+                shares.charge(lane, 1, None);
+                lane == 0
+            })
+            .count();
+        assert_eq!(picks, 0);
         let clocks = GroupClocks::new(2);
         clocks.add(1, 5);
         clocks.add(1, 7);
@@ -341,9 +426,9 @@ mod tests {
         let mut shares = Shares::new(2);
         shares.pass[0] = REBASE - 10;
         shares.pass[1] = REBASE - 20;
-        shares.floor[0] = REBASE - 20;
-        shares.charge(1, 1, false);
+        shares.floor = REBASE - 20;
+        shares.charge(1, 1, None);
         assert!(shares.pass.iter().all(|&p| p < REBASE));
-        assert_eq!(shares.pick(0, |_| true), Some(0));
+        assert_eq!(shares.pick(|lane| lane < 2), Some(0));
     }
 }

@@ -287,10 +287,13 @@ impl<T> Builder<T> {
     /// handle with [`Context::group`](crate::Context::group). Declaring a
     /// name again changes its weight.
     ///
-    /// Priority levels come first: groups share each level's turns, they
-    /// do not reorder the levels. An engine without groups has one queue
-    /// per level, as before, and reads no clock per step; with groups,
-    /// each step's time is read once, to charge it.
+    /// A group's weight multiplies its processes' level's weight
+    /// ([`Priority`](crate::Priority): `High` 12, `Normal` 3, `Low` 1): the
+    /// worker serves each (level, group) lane by that product, so a
+    /// group's `High` work still comes far ahead of its `Low` work. An
+    /// engine without groups has one queue per level and reads the clock
+    /// only while it measures steps for light-first or while levels
+    /// compete; with groups, each step's time is read once, to charge it.
     ///
     /// # Panics
     ///

@@ -13,12 +13,18 @@ use super::Worker;
 
 impl Worker {
     /// When the step about to run starts, if this one is measured: every
-    /// step while a spell lasts, one in `MEASURE_EVERY` otherwise, never
-    /// under loom. By the engine's clock: in a simulation, virtual time,
-    /// which a step moves only by what it says it takes (`sim::spend`).
+    /// step while a spell lasts or, without groups, while levels compete
+    /// (its time is charged to its lane then: `runqueue/shares.rs`; with
+    /// groups the charge reads the clock itself), one in
+    /// `MEASURE_EVERY` otherwise, never under loom. By the engine's clock:
+    /// in a simulation, virtual time, which a step moves only by what it
+    /// says it takes (`sim::spend`).
     #[inline(always)]
     pub(super) fn measure_start(&self) -> Option<Instant> {
-        if self.measuring == 0 && !self.tick.is_multiple_of(MEASURE_EVERY) {
+        if self.measuring == 0
+            && !self.tick.is_multiple_of(MEASURE_EVERY)
+            && !(self.local.groups == 1 && self.shares.contended())
+        {
             return None;
         }
         if cfg!(loom) {
@@ -31,9 +37,10 @@ impl Worker {
     /// was heavy: at least [`LIGHT_STEP`] and at least half this worker's
     /// mean measured step (`Record::measured`: two in a row mark it
     /// heavy, and a new process's first step is not judged). A step of [`LIGHT_STEP`] or more starts (or renews) a
-    /// spell of measuring every step.
+    /// spell of measuring every step. Returns the step's time in
+    /// nanoseconds (what it is charged, `shares.rs`).
     #[inline(never)]
-    pub(super) fn measured(&mut self, record: &RecordRef, started: Instant) {
+    pub(super) fn measured(&mut self, record: &RecordRef, started: Instant) -> u64 {
         let took = self.shared.clock.now().saturating_duration_since(started);
         let ns = took.as_nanos().min(u128::from(u64::MAX)) as u64;
         let floor = LIGHT_STEP.as_nanos() as u64;
@@ -59,6 +66,7 @@ impl Worker {
             self.local.has_light(),
         );
         self.local.lighting.set(self.measuring > 0);
+        ns
     }
 }
 

@@ -4,7 +4,7 @@
 //! - `mod.rs`: the worker's state, its loop (`run_loop`, `next_work`: due
 //!   timers, then a process) and where the next process comes from, in
 //!   the documented order (`find_work`: `next` slot, ready queues by
-//!   turns, global queues, balancing, stealing), one pick from the loop's
+//!   weight, global queues, balancing, stealing), one pick from the loop's
 //!   round to the process;
 //! - `step.rs`: one step of a process (its events in order, the user's
 //!   `start` and `step` caught, its yields dispatched, what it asked for
@@ -41,10 +41,11 @@ use crate::engine::stats::{bump, WorkerCounters};
 use crate::record::RecordRef;
 use crate::runqueue::local::{self, Joined, Local};
 use crate::runqueue::order::{
-    self, BALANCE_INTERVAL, GLOBAL_QUEUE_INTERVAL, NEXT_SLOT_RUNS, NURSERY_FLUSH_INTERVAL,
+    BALANCE_INTERVAL, GLOBAL_QUEUE_INTERVAL, LEVELS, NEXT_SLOT_RUNS, NURSERY_FLUSH_INTERVAL,
 };
 use crate::runqueue::shares::Shares;
 use crate::sync::{spin_hint, Arc};
+use crate::Priority;
 
 /// How often (in ticks, one per search for work) a busy worker looks at its
 /// timers; an idle one looks every time it runs out of work.
@@ -74,16 +75,16 @@ struct Worker {
     /// The mean of the steps measured recently, in nanoseconds (see
     /// `light.rs`).
     mean_ns: u64,
-    /// Picks from the ready queues so far, which decide whose turn the
-    /// next one is (`order::TURNS`).
-    turn: u32,
-    /// Takes from the global queues so far (their turns, the same way).
-    global_turn: u32,
+    /// Its passes for the takes from the global queues: the same order
+    /// as its own queues', by the same weights, with a nominal step
+    /// charged per take.
+    global_shares: Shares,
     /// The lane `balance` looks at first next time.
     balance_lane: usize,
     /// Consecutive runs from the `next` slot.
     next_runs: u32,
-    /// Its passes per lane (see `shares.rs`); unused without groups.
+    /// Its passes per lane: the order its queues are served in (see
+    /// `order.rs` and `shares.rs`).
     shares: Shares,
     /// The lane of the last process picked other than from the `next`
     /// slot: the steps of the chain it starts (it, then what it wakes into
@@ -158,6 +159,7 @@ impl Worker {
     ) -> Worker {
         let shares = Shares::new(shared.groups.len());
         Worker {
+            global_shares: Shares::new(shared.groups.len()),
             // xorshift needs a non-zero state.
             rng: seed | 1,
             hidden: vec![None; shared.remotes.len()],
@@ -166,8 +168,6 @@ impl Worker {
             tick: 0,
             measuring: 0,
             mean_ns: 0,
-            turn: 0,
-            global_turn: 0,
             balance_lane: 0,
             next_runs: 0,
             shares,
@@ -266,7 +266,7 @@ impl Worker {
 
 // Where a worker's next process comes from, in the order
 // `runqueue/order.rs` documents and bounds: its `next` slot and nursery,
-// its ready queues by turns, the global queues, a busier worker's queues
+// its ready queues by weight, the global queues, a busier worker's queues
 // (balancing), stealing, and processes waiting in a busy worker's `next`
 // slot.
 
@@ -277,25 +277,43 @@ const BALANCE_LANES: usize = 8;
 /// How many processes a worker moves from the global queue to its deque in
 /// one go, besides the one it runs.
 const GLOBAL_BATCH: usize = 16;
+
+/// Where `find_ready`'s process came from, which decides the lane its
+/// steps are charged to.
+enum From {
+    /// The `next` slot or the nursery, within a pick's chain: the pick's.
+    Chain,
+    /// A pick of this lane by the passes.
+    Pick(usize),
+    /// The global queues, another worker's queues or `next` slot: its own
+    /// lane, lifted to the floor.
+    Elsewhere,
+}
 impl Worker {
     /// The next process to run, in the order `runqueue/order.rs`
     /// documents (and bounds): the global queues every
     /// `GLOBAL_QUEUE_INTERVAL` ticks, the `next` slot (a few times in a
-    /// row, and not past higher-level work), the ready queues by turns,
+    /// row, and not past higher-level work), the ready queues by weight,
     /// then the global queues, stealing, and hidden `next` slots.
     #[inline(always)] // See `next_work`.
     pub(super) fn find_work(&mut self) -> Option<RecordRef> {
-        let (r, picked) = self.find_ready()?;
-        if picked && self.local.groups > 1 {
-            self.chain = self.local.lane(&r);
+        let (r, from) = self.find_ready()?;
+        match from {
+            From::Chain => {}
+            // The chain's steps are charged to its lane.
+            From::Pick(lane) => self.chain = lane,
+            // From the floor: it was not picked by the passes.
+            From::Elsewhere => {
+                self.chain = self.local.lane(&r);
+                self.shares.lift(self.chain);
+            }
         }
         Some(r)
     }
 
-    /// `find_work`'s process, and whether it was picked (rather than run
-    /// from the `next` slot).
+    /// `find_work`'s process, and where it came from.
     #[inline(always)] // See `next_work`.
-    fn find_ready(&mut self) -> Option<(RecordRef, bool)> {
+    fn find_ready(&mut self) -> Option<(RecordRef, From)> {
         // Terminated processes first, out of their turn (two relaxed loads
         // when there are none).
         if !cfg!(loom) && !self.shared.kills.is_empty() {
@@ -307,26 +325,26 @@ impl Worker {
         }
         if self.tick.is_multiple_of(GLOBAL_QUEUE_INTERVAL) {
             if let Some(r) = self.take_global() {
-                return Some((r, true));
+                return Some((r, From::Elsewhere));
             }
         }
         if self.tick.is_multiple_of(BALANCE_INTERVAL) {
             if let Some(r) = self.balance() {
-                return Some((r, true));
+                return Some((r, From::Elsewhere));
             }
         }
         if let Some(r) = self.local.take_next() {
             let level = r.priority();
             if self.next_runs < NEXT_SLOT_RUNS && !self.local.higher_ready(level) {
                 self.next_runs += 1;
-                return Some((r, false));
+                return Some((r, From::Chain));
             }
             // Its turn is over (or higher work waits): to its nursery,
             // where it runs once its level's queue is empty (still in
             // cache, most likely) or moves to the queue's back at the next
             // flush, and where it is also stealable.
             if let Some(intercept) = &self.shared.intercept {
-                let share = self.shared.groups.factor(r.group());
+                let share = self.shared.groups.stretch(r.priority().index(), r.group());
                 intercept.nursery(r.pid, r.priority(), self.local.index, share);
             }
             self.local.push_nursery(r);
@@ -340,30 +358,26 @@ impl Worker {
             };
             if let Some(r) = self.local.pop_nursery_first(group) {
                 self.next_runs += 1;
-                return Some((r, false));
+                return Some((r, From::Chain));
             }
         }
         self.next_runs = 0;
-        if let Some(r) = self
-            .local
-            .pop_first(order::order(self.turn), &mut self.shares)
-        {
-            self.turn = self.turn.wrapping_add(1);
-            return Some((r, true));
+        if let Some((r, lane)) = self.local.pop_first(&mut self.shares) {
+            return Some((r, From::Pick(lane)));
         }
         if let Some(r) = self.take_global() {
-            return Some((r, true));
+            return Some((r, From::Elsewhere));
         }
         self.steal()
             .or_else(|| self.take_hidden())
-            .map(|r| (r, true))
+            .map(|r| (r, From::Elsewhere))
     }
 
     /// Queues `r` at the back of its level's queue here, and tells a
     /// simulation where it now waits (see `Intercept::ready`).
     fn push_ready_here(&self, r: RecordRef) {
         let seen = self.shared.intercept.as_ref().map(|i| {
-            let share = self.shared.groups.factor(r.group());
+            let share = self.shared.groups.stretch(r.priority().index(), r.group());
             (i, r.pid, r.priority(), self.local.lane(&r), share)
         });
         self.local.push_ready(r);
@@ -381,7 +395,7 @@ impl Worker {
             self.local.push_woken(r);
             return;
         };
-        let share = self.shared.groups.factor(r.group());
+        let share = self.shared.groups.stretch(r.priority().index(), r.group());
         let (pid, level, lane) = (r.pid, r.priority(), self.local.lane(&r));
         let (ahead, light) = match self.local.push_woken(r) {
             Joined::Light => (self.local.ahead_light(lane), true),
@@ -397,7 +411,7 @@ impl Worker {
         let local = &*self.local;
         local.flush_nursery(|r, lane| {
             if let Some(intercept) = &shared.intercept {
-                let share = shared.groups.factor(r.group());
+                let share = shared.groups.stretch(r.priority().index(), r.group());
                 let ahead = local.ahead(lane, false);
                 intercept.ready(r.pid, r.priority(), Some(local.index), ahead, share, false);
             }
@@ -417,7 +431,7 @@ impl Worker {
     ///
     /// Why: a worker that is never idle never steals, so processes stay
     /// on the worker they landed on, and a group's or a level's share,
-    /// which each worker gives by its own turns, holds only on the
+    /// which each worker gives by its own passes, holds only on the
     /// workers that have some of them: four processes of a group on one
     /// of two workers got a quarter of the pool, not the half their
     /// weight asked. Only a lane that is far out of balance moves: a
@@ -501,17 +515,20 @@ impl Worker {
     }
 
     /// One process from the global queues, plus up to a batch more moved
-    /// to the back of this worker's queues. Levels are taken by turns, as
-    /// from the worker's own queues; within a level, outside wakeups come
-    /// before new processes submitted from outside.
+    /// to the back of this worker's queues. Lanes are taken by the same
+    /// weights as from the worker's own queues (their own passes); within
+    /// a lane, outside wakeups come before new processes submitted from
+    /// outside.
     fn take_global(&mut self) -> Option<RecordRef> {
-        let levels = order::order(self.global_turn);
-        let first = self.pop_global(levels)?;
-        self.global_turn = self.global_turn.wrapping_add(1);
+        let first = self.pop_global()?;
         first.prefetch();
         // A quarter of the batch is kept for new processes, so a stream of
-        // wakeups from outside cannot hold submissions back for long.
+        // wakeups from outside cannot hold submissions back for long. The
+        // wakeups then from the first one's level, then highest first.
         let mut moved = self.move_global(None, GLOBAL_BATCH / 4);
+        let level = first.priority();
+        let levels =
+            std::iter::once(level).chain(Priority::ALL.into_iter().filter(|&l| l != level));
         for level in levels {
             moved += self.move_global(Some(level), GLOBAL_BATCH - moved);
         }
@@ -523,51 +540,51 @@ impl Worker {
             self.shared.sleepers.notify_one();
         }
         if let Some(intercept) = &self.shared.intercept {
-            let share = self.shared.groups.factor(first.group());
+            let stretch = self
+                .shared
+                .groups
+                .stretch(first.priority().index(), first.group());
             intercept.ready(
                 first.pid,
                 first.priority(),
                 Some(self.local.index),
                 0,
-                share,
+                stretch,
                 false,
             );
         }
         Some(first)
     }
 
-    /// The first process of the global queues in `levels` order (outside
-    /// wakeups of a level, then, for `Normal` and `Low`, new processes);
-    /// with groups, of the group this worker's shares pick among those
-    /// with work at the level.
-    fn pop_global(&mut self, levels: [crate::Priority; order::LEVELS]) -> Option<RecordRef> {
+    /// The first process of the global queues of the lane this worker's
+    /// global passes pick among those with work there (outside wakeups of
+    /// the lane's level and group, then, for `Normal` and `Low`, the
+    /// group's new processes), charged a nominal step.
+    fn pop_global(&mut self) -> Option<RecordRef> {
         let shared = &*self.shared;
         let groups = shared.groups.len();
-        let shares = &mut self.shares;
-        levels.into_iter().find_map(|level| {
-            let first = level.index() * groups;
-            let news = level != crate::Priority::High;
-            loop {
-                let group = if groups == 1 {
-                    0
-                } else {
-                    shares.pick(level.index(), |g| {
-                        !shared.woken[first + g].is_empty()
-                            || news && !shared.injector[g].is_empty()
-                    })?
-                };
-                let found = match shared.woken[first + group].pop() {
-                    Some(woken) => Some(woken),
-                    None if news => shared.injector[group].pop(),
-                    None => None,
-                };
-                // Without groups, one look; with them, another worker may
-                // have emptied the group picked: pick again.
-                if found.is_some() || groups == 1 {
-                    return found;
-                }
+        let has_news = |lane: usize| lane >= groups && !shared.injector[lane % groups].is_empty();
+        let has_work = |lane: usize| !shared.woken[lane].is_empty() || has_news(lane);
+        // Another worker may empty the lane picked: then pick again.
+        loop {
+            let lane = if groups == 1 {
+                let ready =
+                    (0..LEVELS).fold(0, |ready, lane| ready | u32::from(has_work(lane)) << lane);
+                self.global_shares.pick_among(ready)?
+            } else {
+                self.global_shares.pick(has_work)?
+            };
+            let found = shared.woken[lane].pop().or_else(|| {
+                (lane >= groups)
+                    .then(|| shared.injector[lane % groups].pop())
+                    .flatten()
+            });
+            if let Some(found) = found {
+                let weight = shared.groups.lane_weight(lane / groups, lane % groups);
+                self.global_shares.charge(lane, weight, None);
+                return Some(found);
             }
-        })
+        }
     }
 
     /// Moves up to `max` processes from the global queues (outside

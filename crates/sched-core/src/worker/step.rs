@@ -22,6 +22,7 @@ use crate::engine::upgrade::UpgradeOrder;
 use crate::panic_guard::{drop_payload, drop_user_value, panic_message};
 use crate::record::state::{AfterStep, BLOCKED, IDLE, READY};
 use crate::record::{Body, RecordRef};
+use crate::runqueue::order::LEVEL_WEIGHTS;
 use crate::sync::Arc;
 
 use super::{driven, CommandFault, StepEnd, Worker};
@@ -150,16 +151,24 @@ impl Worker {
         // that takes the process next never overlaps with this borrow), and
         // nothing in it calls `with_body` on this record again.
         let desired = unsafe { record.with_body(|body| self.step_owned(&record, body, kill)) };
-        if let Some(started) = started {
-            self.measured(&record, started);
-        }
+        let measured = started.map(|started| self.measured(&record, started));
         self.local.current_level.set(crate::Priority::Normal);
         let parked = match desired {
             Some(desired) => self.after_step(&record, desired),
             None => false,
         };
-        if let Some(group) = group {
-            self.charge(group);
+        match group {
+            // Without groups, and only while lanes compete: the step's
+            // measured time when it was measured (not in a simulation,
+            // whose clock a step moves only by what it says), else a
+            // nominal step.
+            None if self.shares.contended() => {
+                let ns = measured.filter(|_| self.observer.is_none());
+                let weight = u64::from(LEVEL_WEIGHTS[self.chain % LEVEL_WEIGHTS.len()]);
+                self.shares.charge(self.chain, weight, ns);
+            }
+            None => {}
+            Some(group) => self.charge(group),
         }
         // Taken whatever follows: a requeue's stamp, or no one's (a parked
         // process's must not stamp the next process this worker requeues).
@@ -192,15 +201,20 @@ impl Worker {
         }
     }
 
-    /// Charges the step that just ended to `group` (see `shares.rs`): its
-    /// measured time, or, in a simulation, a nominal step.
+    /// With groups: charges the step that just ended to the chain's lane
+    /// and counts it to `group` (see `shares.rs`): its measured time, or,
+    /// in a simulation, a nominal step.
     #[inline(never)]
     fn charge(&mut self, group: usize) {
         self.local.current_group.set(0);
         let groups = self.local.groups;
-        let weight = self.shared.groups.weight(self.chain % groups);
+        let weight = self
+            .shared
+            .groups
+            .lane_weight(self.chain / groups, self.chain % groups);
         let measure = self.observer.is_none() && !cfg!(loom);
-        let ns = self.shares.charge(self.chain, weight, measure);
+        let ns = measure.then(|| self.shares.since_last()).flatten();
+        let ns = self.shares.charge(self.chain, weight, ns);
         self.shared.remotes[self.local.index]
             .group_clocks
             .add(group, ns);

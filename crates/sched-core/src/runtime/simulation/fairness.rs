@@ -14,14 +14,15 @@
 //! against that worker's bound. A wait in a global queue is
 //! checked when a worker takes the process in, against the global bound:
 //! every worker takes from the global queues every
-//! `GLOBAL_QUEUE_INTERVAL` ticks, by turns, at least one process of the
-//! level whose turn it is, so within `16 * GLOBAL_QUEUE_INTERVAL` ticks of
-//! any worker each level's global queue loses one process.
+//! `GLOBAL_QUEUE_INTERVAL` ticks, at least one process of the lane its
+//! global passes pick by the lanes' weights, so each lane's global queue
+//! loses one process within `order::global_takes` such takes of any
+//! worker.
 
 use relay::Pid;
 use rustc_hash::FxHashMap;
 
-use crate::runqueue::order::{self, GLOBAL_QUEUE_INTERVAL, TURNS};
+use crate::runqueue::order::{self, Stretch, GLOBAL_QUEUE_INTERVAL};
 use crate::Priority;
 
 /// One wait, as the check saw it.
@@ -134,8 +135,8 @@ pub struct Fairness {
 struct Waiting {
     priority: Priority,
     ahead: usize,
-    /// Its group's factor on the bound (`Groups::factor`).
-    share: u64,
+    /// Its lane's weight against the others' (`Groups::stretch`).
+    share: Stretch,
     /// In a worker's nursery rather than its level's queue.
     nursery: bool,
     /// In its level's light queue rather than its level's queue.
@@ -160,11 +161,11 @@ impl Waiting {
         if self.nursery {
             order::nursery_bound()
         } else if self.light {
-            order::light_bound(self.priority, self.ahead, self.share)
+            order::light_bound(self.ahead, self.share)
         } else if lit {
-            order::bound_beside_light(self.priority, self.ahead, self.share)
+            order::bound_beside_light(self.ahead, self.share)
         } else {
-            order::bound(self.priority, self.ahead, self.share)
+            order::bound(self.ahead, self.share)
         }
     }
 }
@@ -183,10 +184,11 @@ pub(crate) struct Check {
 }
 
 /// The most ticks any one worker runs before a process that joined a
-/// global queue behind `ahead` others is taken in.
-fn global_bound(ahead: usize) -> u64 {
-    (ahead as u64 + 1) * TURNS.len() as u64 * u64::from(GLOBAL_QUEUE_INTERVAL)
-        + u64::from(GLOBAL_QUEUE_INTERVAL)
+/// global queue behind `ahead` others is taken in: every worker takes
+/// from the global queues at least every `GLOBAL_QUEUE_INTERVAL` ticks,
+/// by the lanes' weights (`order::global_takes`).
+fn global_bound(ahead: usize, share: Stretch) -> u64 {
+    (order::global_takes(ahead, share) + 1) * u64::from(GLOBAL_QUEUE_INTERVAL)
 }
 
 impl Check {
@@ -209,7 +211,7 @@ impl Check {
         priority: Priority,
         worker: Option<usize>,
         ahead: usize,
-        share: u64,
+        share: Stretch,
         light: bool,
     ) -> Option<Wait> {
         let node = pid.node();
@@ -235,7 +237,7 @@ impl Check {
                 light: false,
                 ahead: *ahead,
                 waited,
-                bound: global_bound(*ahead) * share,
+                bound: global_bound(*ahead, *share),
             });
         }
         if let (Some(mover), Some(previous)) = (worker, self.waiting.get(&pid)) {
@@ -277,7 +279,7 @@ impl Check {
         pid: Pid,
         priority: Priority,
         worker: usize,
-        share: u64,
+        share: Stretch,
     ) -> Option<Wait> {
         let node = pid.node();
         let found = match self.waiting.get(&pid).cloned() {

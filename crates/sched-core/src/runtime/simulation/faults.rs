@@ -578,7 +578,7 @@ impl Intercept for Interceptor {
         level: crate::Priority,
         worker: Option<usize>,
         ahead: usize,
-        share: u64,
+        share: crate::runqueue::order::Stretch,
         light: bool,
     ) {
         let mut state = self.0.lock();
@@ -590,7 +590,13 @@ impl Intercept for Interceptor {
         }
     }
 
-    fn nursery(&self, pid: Pid, level: crate::Priority, worker: usize, share: u64) {
+    fn nursery(
+        &self,
+        pid: Pid,
+        level: crate::Priority,
+        worker: usize,
+        share: crate::runqueue::order::Stretch,
+    ) {
         let mut state = self.0.lock();
         if let Some(wait) = state.fairness.nursery(pid, level, worker, share) {
             state.trace.push(super::trace::Entry::Unfair(wait));
