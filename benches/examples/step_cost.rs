@@ -11,7 +11,9 @@
 //! ```
 //!
 //! `yield P N`: P processes each continue N times. `ping P R`: P pairs
-//! exchange R round trips. `chain P N`: P chains of N processes, each
+//! exchange R round trips (`Output::forward`; `send`: `Output::send` by
+//! PID, as the scheduler suite's ping-pong; `resolved`: `Output::send`
+//! through a `Resolved` handle on the peer). `chain P N`: P chains of N processes, each
 //! spawning the next from its step and finishing (spawn and end costs). Add `histograms` as a fourth argument to record
 //! them.
 
@@ -19,6 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use sched::message::Resolved;
 use sched::prelude::*;
 use sched::Package;
 
@@ -58,6 +61,42 @@ impl Process for Link {
 struct Player {
     peer: Option<Pid>,
     rounds: u32,
+    how: Via,
+    route: Option<Resolved>,
+}
+
+/// How a [`Player`] sends its ball.
+#[derive(Clone, Copy, PartialEq)]
+enum Via {
+    Forward,
+    Pid,
+    Resolved,
+}
+
+impl Player {
+    fn new(rounds: u32, how: Via) -> Player {
+        Player {
+            peer: None,
+            rounds,
+            how,
+            route: None,
+        }
+    }
+
+    fn send(&mut self, out: &mut Output<'_>) -> Result<(), BoxError> {
+        let peer = self.peer.expect("a peer");
+        match self.how {
+            Via::Forward => out.forward(Package::new(Pid::OUTSIDE, peer, ()))?,
+            Via::Pid => out.send(peer, ())?,
+            Via::Resolved => {
+                if self.route.is_none() {
+                    self.route = out.context().resolve(peer);
+                }
+                out.send(self.route.as_ref().ok_or("the peer has ended")?, ())?
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Process for Player {
@@ -74,7 +113,7 @@ impl Process for Player {
                     return Ok(());
                 }
                 self.rounds -= 1;
-                out.forward(Package::new(Pid::OUTSIDE, self.peer.expect("a peer"), ()))?;
+                self.send(out)?;
             }
         }
         Ok(())
@@ -100,16 +139,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 running.push(scheduler.spawn(Yielder(each))?);
             }
         }
-        "ping" => {
+        "ping" | "send" | "resolved" => {
+            let how = match what {
+                "ping" => Via::Forward,
+                "send" => Via::Pid,
+                _ => Via::Resolved,
+            };
             for _ in 0..count {
-                let a = scheduler.spawn(Player {
-                    peer: None,
-                    rounds: each,
-                })?;
-                let b = scheduler.spawn(Player {
-                    peer: None,
-                    rounds: each,
-                })?;
+                let a = scheduler.spawn(Player::new(each, how))?;
+                let b = scheduler.spawn(Player::new(each, how))?;
                 scheduler.send(a.pid(), b.pid())?;
                 scheduler.send(b.pid(), a.pid())?;
                 scheduler.send(a.pid(), ())?;

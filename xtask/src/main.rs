@@ -4,6 +4,8 @@
 //! - `loom [CRATE]`: run the loom models of one crate (or of every crate);
 //! - `miri [CRATE]`: run a crate's tests under miri (or every crate with unsafe code);
 //! - `ci`: everything CI checks, in order, each step timed;
+//! - `tests`: CI's tests step alone (every test but the doc tests, the
+//!   crates whose tests wait on `nats-server` beside the others);
 //! - `services`: install what the tests start (`nats-server` with
 //!   JetStream, `tmux`) when missing;
 //! - `bench [--quick | --report-only]`: the comparison benchmarks and a
@@ -37,6 +39,7 @@ mod mutants;
 mod sizes;
 mod steps;
 mod stress;
+mod test_step;
 mod tsan;
 mod workspace;
 
@@ -55,6 +58,9 @@ commands:
                  prints each step's time at the end. --full also runs the
                  mutations that quick loom models catch, and miri on every
                  test selected for it (what CI ran before: about twice as long)
+  tests          CI's tests step alone: every test but the doc tests, the
+                 crates whose tests mostly wait on nats-server run beside
+                 the others (CI=true: a missing nats-server or tmux fails)
   services       install what the tests start when missing: nats-server
                  (2.10 or later, for JetStream) and tmux
   bench [--quick | --report-only]
@@ -96,6 +102,7 @@ fn main() -> ExitCode {
             Some(other) => Err(format!("unknown ci option `{other}`\n\n{USAGE}")),
         },
         Some("services") => steps::services(),
+        Some("tests") => test_step::tests(),
         Some("stress") => stress::seconds(&args[1..]).and_then(stress::stress),
         Some("tsan") => tsan::tsan(args.get(1).map(String::as_str)),
         Some("leak") => leak::leak(true),

@@ -365,21 +365,7 @@ pub(crate) fn ci(full: bool) -> Result<(), String> {
     step("doors", || crate::doors::doors(false))?;
     step("nats-server", ensure_nats_server)?;
     step("tmux", ensure_tmux)?;
-    step("tests", || {
-        run(
-            "cargo",
-            &[
-                "test",
-                "--workspace",
-                "--all-features",
-                "--lib",
-                "--bins",
-                "--tests",
-                "--examples",
-            ],
-            &[("CI", "true")],
-        )
-    })?;
+    step("tests", crate::test_step::tests)?;
     step("doc tests and rustdoc", || {
         run(
             "cargo",

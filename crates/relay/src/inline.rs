@@ -31,7 +31,10 @@ pub(crate) struct Inline {
 
 /// What the stored type's code does, chosen when the value was stored.
 struct VTable {
-    type_id: fn() -> TypeId,
+    /// The stored type's id, as a value: a check of the type (every
+    /// downcast, and the engine's look for an urgent wrapper on every
+    /// message) compares it without an indirect call.
+    type_id: TypeId,
     /// Drops the value in place.
     drop: unsafe fn(*mut u8),
     /// Moves the value out into a heap box.
@@ -43,7 +46,7 @@ struct VTableOf<T>(PhantomData<T>);
 
 impl<T: Any + Send> VTableOf<T> {
     const VTABLE: VTable = VTable {
-        type_id: TypeId::of::<T>,
+        type_id: TypeId::of::<T>(),
         drop: drop_erased::<T>,
         into_box: into_box_erased::<T>,
     };
@@ -89,7 +92,7 @@ impl Inline {
 
     /// Whether the stored value is a `T`.
     pub(crate) fn is<T: Any>(&self) -> bool {
-        (self.vtable.type_id)() == TypeId::of::<T>()
+        self.vtable.type_id == TypeId::of::<T>()
     }
 
     /// The stored value, if it is a `T`.

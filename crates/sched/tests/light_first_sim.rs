@@ -289,3 +289,65 @@ fn light_processes_are_stepped_well_ahead_of_the_heavy_backlog() {
         );
     }
 }
+
+/// Steps of 200 µs, forever (until `rounds` run out): a worker that runs
+/// them measures every step.
+struct Long {
+    rounds: u32,
+}
+
+impl Process for Long {
+    type Done = Payload;
+    fn step(&mut self, _: &mut Events<'_>, out: &mut Output<'_>) -> Result<(), BoxError> {
+        sched::sim::spend(Duration::from_micros(200));
+        if self.rounds == 0 {
+            out.finish(());
+        } else {
+            self.rounds -= 1;
+            out.continue_();
+        }
+        Ok(())
+    }
+}
+
+/// A worker busy with long steps looks at its timers after each one (it
+/// measures them, and the clock reading that ends a step is the one the
+/// look uses): a light probe's 1 ms timer is stepped within two long steps
+/// of the tick it fell due at, on every seed. Looking every 16 steps, as a
+/// worker does between short steps, it waited up to 16 of them (3.2 ms);
+/// `cargo xtask mutants timers-not-looked-at-after-measured-steps` makes
+/// this fail.
+#[test]
+fn a_timer_falls_due_within_a_long_step_of_a_busy_worker() {
+    let long = Duration::from_micros(200);
+    for seed in 0..20 {
+        let mut sim = Scheduler::builder().simulation(Config::seed(seed).workers(1));
+        let origin = sim.now();
+        for _ in 0..40 {
+            drop(sim.context().spawn(Long { rounds: 400 }).expect("spawned"));
+        }
+        let late = Lateness::default();
+        drop(
+            sim.context()
+                .spawn(Probe {
+                    priority: Priority::Normal,
+                    rounds: 60,
+                    round: 0,
+                    due: None,
+                    turns_heavy: None,
+                    late: Arc::clone(&late),
+                    group: Group::DEFAULT,
+                    origin,
+                })
+                .expect("spawned"),
+        );
+        sim.run().expect("goes quiet");
+        let late = late.lock().unwrap().clone();
+        assert!(late.len() > 50, "seed {seed}: {} timers", late.len());
+        let worst = late.iter().max().copied().unwrap_or_default();
+        assert!(
+            worst <= 2 * long,
+            "seed {seed}: a timer waited {worst:?} after its tick behind steps of {long:?}"
+        );
+    }
+}

@@ -474,6 +474,21 @@ const SCHED_CORE_LIGHT_QUEUES: Catcher = Catcher {
     target_subdir: None,
 };
 
+/// A light probe's timer behind a worker busy with long steps, in a
+/// simulation (`light_first_sim.rs`).
+const SCHED_TIMERS_AFTER_LONG_STEPS: Catcher = Catcher {
+    args: &[
+        "test",
+        "-p",
+        "sched",
+        "--test",
+        "light_first_sim",
+        "a_timer_falls_due_within_a_long_step_of_a_busy_worker",
+    ],
+    env: &[],
+    target_subdir: None,
+};
+
 /// The unit tests of the measuring spells (`worker/light.rs`).
 const SCHED_CORE_SPELLS: Catcher = Catcher {
     args: &["test", "-p", "sched-core", "--lib", "worker::light"],
@@ -789,6 +804,16 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "if slow && (measuring == 0 || confirmed || light) {",
         replacement: "if slow {",
         catcher: &SCHED_CORE_SPELLS,
+    },
+    Mutation {
+        // A busy worker looks at its timers every 16 steps only, not also
+        // after each measured (long) one: behind steps of 200 µs a timer
+        // waits up to 3.2 ms after its tick.
+        name: "timers-not-looked-at-after-measured-steps",
+        file: "crates/sched-core/src/worker/mod.rs",
+        original: "false => measured_at.is_some_and(|at| shared.timers.any_due(me, || at)),",
+        replacement: "false => measured_at.is_some_and(|_| false),",
+        catcher: &SCHED_TIMERS_AFTER_LONG_STEPS,
     },
     Mutation {
         // A thief takes the lowest level's work first.

@@ -4,6 +4,7 @@ use relay::{Pid, PidsExhausted};
 
 use super::shared::Shared;
 use crate::contract::output::Output;
+use crate::contract::step_engine::StepEngine;
 
 /// The scheduler's operations, reachable from inside a step
 /// ([`Output::context`](crate::Output::context)), a command handler
@@ -169,7 +170,14 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn context(&self) -> &Context {
-        self.engine
+        Context::of_step(self.engine)
+    }
+}
+
+impl Context {
+    /// The handle of the engine running a step.
+    pub(crate) fn of_step(engine: &dyn StepEngine) -> &Context {
+        engine
             .context()
             .downcast_ref::<Context>()
             .expect("a step's engine is a `Context`")

@@ -184,7 +184,7 @@ impl<M: Any + Send> Target<M> for &Resolved {
     #[inline]
     fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
         let package = Package::new(sender.from(), self.record.pid, message);
-        let shared = sender.cx.shared();
+        let shared = sender.cx().shared();
         if shared.engine_id != self.engine {
             return sender.deliver(package);
         }

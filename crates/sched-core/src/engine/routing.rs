@@ -343,8 +343,18 @@ pub(crate) mod sealed {
 /// the step's own route is used).
 #[doc(hidden)]
 pub struct Sender<'a> {
-    pub(crate) cx: &'a Context,
-    pub(crate) step: Option<(Pid, &'a dyn StepEngine)>,
+    from: Origin<'a>,
+}
+
+/// The two kinds of [`Sender`].
+#[derive(Clone, Copy)]
+enum Origin<'a> {
+    Outside(&'a Context),
+    /// The step's engine only: its [`Context`] is looked up when a target
+    /// needs it (a name, a delay), not for a send by PID (a downcast
+    /// through the step's engine, about 2% of a ping-pong message's
+    /// instructions).
+    Step(Pid, &'a dyn StepEngine),
 }
 
 impl std::fmt::Debug for Sender<'_> {
@@ -357,19 +367,47 @@ impl std::fmt::Debug for Sender<'_> {
 
 impl<'a> Sender<'a> {
     pub(crate) fn outside(cx: &'a Context) -> Self {
-        Sender { cx, step: None }
+        Sender {
+            from: Origin::Outside(cx),
+        }
+    }
+
+    /// The process whose step `engine` runs.
+    pub(crate) fn step(pid: Pid, engine: &'a dyn StepEngine) -> Self {
+        Sender {
+            from: Origin::Step(pid, engine),
+        }
     }
 
     /// The package's source: the stepped process, or [`Pid::OUTSIDE`].
     pub(crate) fn from(&self) -> Pid {
-        self.step.map_or(Pid::OUTSIDE, |(pid, _)| pid)
+        match self.from {
+            Origin::Outside(_) => Pid::OUTSIDE,
+            Origin::Step(pid, _) => pid,
+        }
+    }
+
+    /// The step's engine, when a step sends.
+    pub(crate) fn step_engine(&self) -> Option<&'a dyn StepEngine> {
+        match self.from {
+            Origin::Outside(_) => None,
+            Origin::Step(_, engine) => Some(engine),
+        }
+    }
+
+    /// The engine's handle.
+    pub(crate) fn cx(&self) -> &'a Context {
+        match self.from {
+            Origin::Outside(cx) => cx,
+            Origin::Step(_, engine) => Context::of_step(engine),
+        }
     }
 
     /// Delivers a package built for this sender.
     pub(crate) fn deliver(&self, package: Package) -> Result<(), SendError> {
-        match self.step {
-            Some((_, engine)) => engine.send(package),
-            None => self.cx.shared().send(package),
+        match self.from {
+            Origin::Step(_, engine) => engine.send(package),
+            Origin::Outside(cx) => cx.shared().send(package),
         }
     }
 }
@@ -561,15 +599,7 @@ impl Output<'_> {
     /// }
     /// ```
     pub fn send<M, T: Target<M>>(&mut self, to: T, message: M) -> Result<T::Receipt, SendError> {
-        let from = self.pid();
-        let engine = self.engine;
-        to.send_from(
-            Sender {
-                cx: self.context(),
-                step: Some((from, engine)),
-            },
-            message,
-        )
+        to.send_from(Sender::step(self.pid(), self.engine), message)
     }
 
     /// Delivers `package` as it is (see [`Context::forward`]), on this

@@ -599,10 +599,10 @@ impl<T> crate::engine::routing::sealed::Sealed for After<T> {}
 impl<T> After<T> {
     /// Sets the timer for a package built for `sender`.
     fn set(self, sender: &Sender<'_>, package: Package) -> Result<TimerId, SendError> {
-        match sender.step {
-            Some((_, engine)) => engine.send_after(self.0, package),
+        match sender.step_engine() {
+            Some(engine) => engine.send_after(self.0, package),
             None => {
-                let shared = sender.cx.shared();
+                let shared = sender.cx().shared();
                 shared.timers.send_after(shared, self.0, package)
             }
         }

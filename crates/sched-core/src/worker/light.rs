@@ -41,7 +41,9 @@ impl Worker {
     /// nanoseconds (what it is charged, `shares.rs`).
     #[inline(never)]
     pub(super) fn measured(&mut self, record: &RecordRef, started: Instant) -> u64 {
-        let took = self.shared.clock.now().saturating_duration_since(started);
+        let now = self.shared.clock.now();
+        self.measured_at = Some(now);
+        let took = now.saturating_duration_since(started);
         let ns = took.as_nanos().min(u128::from(u64::MAX)) as u64;
         let floor = LIGHT_STEP.as_nanos() as u64;
         // A running mean over about the last eight measured steps, each

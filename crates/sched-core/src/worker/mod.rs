@@ -48,7 +48,8 @@ use crate::sync::{spin_hint, Arc};
 use crate::Priority;
 
 /// How often (in ticks, one per search for work) a busy worker looks at its
-/// timers; an idle one looks every time it runs out of work.
+/// timers; an idle one looks every time it runs out of work, and one that
+/// measures its steps after every measured one (see `next_work`).
 const TIMER_CHECK_INTERVAL: u32 = 16;
 /// How long a process must have waited in another worker's `next` slot
 /// before an idle worker takes it. Far above a normal step (the owner then
@@ -75,6 +76,9 @@ struct Worker {
     /// The mean of the steps measured recently, in nanoseconds (see
     /// `light.rs`).
     mean_ns: u64,
+    /// When the last measured step ended, until a look at the timers
+    /// uses it (see `next_work`).
+    measured_at: Option<std::time::Instant>,
     /// Its passes for the takes from the global queues: the same order
     /// as its own queues', by the same weights, with a nominal step
     /// charged per take.
@@ -168,6 +172,7 @@ impl Worker {
             tick: 0,
             measuring: 0,
             mean_ns: 0,
+            measured_at: None,
             balance_lane: 0,
             next_runs: 0,
             shares,
@@ -238,10 +243,17 @@ impl Worker {
         // one at a check when they are not, so that each woken process
         // takes its place in line when its timer falls due, not after
         // work that became ready later.
+        //
+        // After a measured step, also with the clock reading that ended
+        // it (no read of its own): measured steps are the long ones (see
+        // `light.rs`), and 16 of them were a timer's wait on top of its
+        // tick (320 µs behind steps of 20 µs); now one.
         let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
+        let measured_at = self.measured_at.take();
         let fire = match self.due_timers.any() {
             true => check || self.local.len() == 0,
-            false => check && shared.timers.any_due(me, || shared.clock.now()),
+            false if check => shared.timers.any_due(me, || shared.clock.now()),
+            false => measured_at.is_some_and(|at| shared.timers.any_due(me, || at)),
         };
         if fire {
             let all = self.local.len() > 0;

@@ -376,15 +376,15 @@ impl<M: std::any::Any + Send> Target<M> for &str {
     type Receipt = ();
 
     fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
-        let shared = sender.cx.shared();
-        match sender.step {
+        let shared = sender.cx().shared();
+        match sender.step_engine() {
             None => shared
                 .names
                 .post_to_holder(shared, shared.names.lookup(self), message),
-            Some((from, engine)) => match shared.names.lookup(self) {
-                Some(record) => engine.send(Package::new(from, record.pid, message)),
+            Some(engine) => match shared.names.lookup(self) {
+                Some(record) => engine.send(Package::new(sender.from(), record.pid, message)),
                 None => Err(SendError::unknown_target(Package::new(
-                    from,
+                    sender.from(),
                     Pid::OUTSIDE,
                     message,
                 ))),
@@ -468,13 +468,13 @@ impl<M: std::any::Any + Send> Target<M> for Within<'_> {
     fn send_from(self, sender: Sender<'_>, message: M) -> Result<(), SendError> {
         let Within(name, wait) = self;
         let payload = relay::into_payload(message);
-        match sender.step {
-            None => sender.cx.send_within_outside(name, payload, wait),
-            Some((from, _)) => {
-                let shared = sender.cx.shared();
+        match sender.step_engine() {
+            None => sender.cx().send_within_outside(name, payload, wait),
+            Some(_) => {
+                let shared = sender.cx().shared();
                 shared
                     .names
-                    .send_named_within(shared, from, name, payload, wait)
+                    .send_named_within(shared, sender.from(), name, payload, wait)
             }
         }
     }
