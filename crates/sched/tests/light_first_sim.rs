@@ -310,12 +310,13 @@ impl Process for Long {
     }
 }
 
-/// A worker busy with long steps looks at its timers after each one (it
-/// measures them, and the clock reading that ends a step is the one the
-/// look uses): a light probe's 1 ms timer is stepped within two long steps
-/// of the tick it fell due at, on every seed. Looking every 16 steps, as a
-/// worker does between short steps, it waited up to 16 of them (3.2 ms);
-/// `cargo xtask mutants timers-not-looked-at-after-measured-steps` makes
+/// A worker busy with long steps (its mean measured step is 5 µs or more)
+/// looks at its timers after every one, and a light process its timer
+/// wakes joins its light queue: a light probe's 1 ms timer is stepped
+/// within two long steps of the tick it fell due at, on every seed.
+/// Looking every 16 steps, as a worker does between short steps, it
+/// waited up to 16 of them (3.2 ms);
+/// `cargo xtask mutants timers-not-looked-at-every-long-step` makes
 /// this fail.
 #[test]
 fn a_timer_falls_due_within_a_long_step_of_a_busy_worker() {

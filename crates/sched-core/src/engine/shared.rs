@@ -131,7 +131,9 @@ pub(crate) enum Runnable {
     /// under way, as a message from a step does; timers falling due in a
     /// batch (under a burst, thousands in one poll) run in firing order,
     /// the first from the slot and the others from the queue, behind the
-    /// work that was ready before them.
+    /// work that was ready before them. While the worker's steps are long
+    /// (it then looks at its timers at every tick), never the slot: the
+    /// back of its level's queue, or its light queue (`Local::offer_timed`).
     Timed,
 }
 
@@ -218,7 +220,7 @@ impl Shared {
                 (local.put_next(record, displaced), Joined::Next)
             }
             Runnable::Timed => {
-                let joined = local.offer_next(record);
+                let joined = local.offer_timed(record);
                 (joined != Joined::Next, joined)
             }
             Runnable::Continued => {

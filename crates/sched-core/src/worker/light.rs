@@ -33,6 +33,14 @@ impl Worker {
         Some(self.shared.clock.now())
     }
 
+    /// Whether this worker's steps are long: its running mean of measured
+    /// steps is [`LIGHT_STEP`] or more (never under loom, where nothing
+    /// is measured).
+    #[inline(always)]
+    pub(super) fn long_steps(&self) -> bool {
+        self.mean_ns >= LIGHT_STEP.as_nanos() as u64
+    }
+
     /// Tells the process just stepped whether its step (since `started`)
     /// was heavy: at least [`LIGHT_STEP`] and at least half this worker's
     /// mean measured step (`Record::measured`: two in a row mark it

@@ -48,8 +48,9 @@ use crate::sync::{spin_hint, Arc};
 use crate::Priority;
 
 /// How often (in ticks, one per search for work) a busy worker looks at its
-/// timers; an idle one looks every time it runs out of work, and one that
-/// measures its steps after every measured one (see `next_work`).
+/// timers while its steps are short; an idle one looks every time it runs
+/// out of work, and one whose steps are long at every tick (see
+/// `next_work`).
 const TIMER_CHECK_INTERVAL: u32 = 16;
 /// How long a process must have waited in another worker's `next` slot
 /// before an idle worker takes it. Far above a normal step (the owner then
@@ -244,16 +245,26 @@ impl Worker {
         // takes its place in line when its timer falls due, not after
         // work that became ready later.
         //
-        // After a measured step, also with the clock reading that ended
-        // it (no read of its own): measured steps are the long ones (see
-        // `light.rs`), and 16 of them were a timer's wait on top of its
-        // tick (320 µs behind steps of 20 µs); now one.
-        let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
+        // Every tick while this worker's steps are long (its running mean
+        // of measured ones, `light.rs`, is `LIGHT_STEP` or more): 16 of
+        // them were a timer's wait on top of its tick (320 µs behind steps
+        // of 20 µs), and a clock read is little beside one (the reading
+        // that ended the last step is used when it was measured). What a
+        // timer wakes then joins its queue (or its light queue), not the
+        // `next` slot: fired one at a time, right after their ticks, each
+        // would take the empty slot and overtake the backlog.
+        let long = self.long_steps();
+        self.local.timers_queued.set(long);
+        let check = long || self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
         let measured_at = self.measured_at.take();
         let fire = match self.due_timers.any() {
             true => check || self.local.len() == 0,
-            false if check => shared.timers.any_due(me, || shared.clock.now()),
-            false => measured_at.is_some_and(|at| shared.timers.any_due(me, || at)),
+            false => {
+                check
+                    && shared
+                        .timers
+                        .any_due(me, || measured_at.unwrap_or_else(|| shared.clock.now()))
+            }
         };
         if fire {
             let all = self.local.len() > 0;
