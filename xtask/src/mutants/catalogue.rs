@@ -840,7 +840,7 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         // backlog (a heavy median of 0.5 ms where the backlog is 8 ms).
         name: "timer-wakes-take-the-next-slot-behind-long-steps",
         file: "crates/sched-core/src/runqueue/local.rs",
-        original: "if self.timers_queued.get() {",
+        original: "if self.timers_queued.get() && (self.lighting.get() || record.heavy()) {",
         replacement: "if false && self.timers_queued.get() {",
         catcher: &SCHED_DOCS_SIM_SPEND_LIGHT,
     },

@@ -132,8 +132,9 @@ pub(crate) enum Runnable {
     /// batch (under a burst, thousands in one poll) run in firing order,
     /// the first from the slot and the others from the queue, behind the
     /// work that was ready before them. While the worker's steps are long
-    /// (it then looks at its timers at every tick), never the slot: the
-    /// back of its level's queue, or its light queue (`Local::offer_timed`).
+    /// (it then looks at its timers at every tick), a heavy process never
+    /// takes the slot (the back of its level's queue), nor a light one
+    /// while the worker measures (its light queue): `Local::offer_timed`.
     Timed,
 }
 

@@ -480,12 +480,15 @@ impl Local {
     }
 
     /// Places `record`, woken by its timer: as [`offer_next`](Local::offer_next)
-    /// does, unless this worker's steps are long (`timers_queued`): then
-    /// as [`push_woken`](Local::push_woken) does, behind the work that was
-    /// ready before it (a light process in its light queue).
+    /// does, unless this worker's steps are long (`timers_queued`) and the
+    /// process is heavy, or light while the worker measures: then as
+    /// [`push_woken`](Local::push_woken) does, a heavy process behind the
+    /// work that was ready before it, a light one in its light queue. (A
+    /// light process with no light queue to join takes the empty slot, as
+    /// a lone timer's does between short steps.)
     #[inline]
     pub(crate) fn offer_timed(&self, record: RecordRef) -> Joined {
-        if self.timers_queued.get() {
+        if self.timers_queued.get() && (self.lighting.get() || record.heavy()) {
             self.push_woken(record)
         } else {
             self.offer_next(record)
