@@ -474,36 +474,6 @@ const SCHED_CORE_LIGHT_QUEUES: Catcher = Catcher {
     target_subdir: None,
 };
 
-/// A light probe's timer behind a worker busy with long steps, in a
-/// simulation (`light_first_sim.rs`).
-const SCHED_TIMERS_AFTER_LONG_STEPS: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched",
-        "--test",
-        "light_first_sim",
-        "a_timer_falls_due_within_a_long_step_of_a_busy_worker",
-    ],
-    env: &[],
-    target_subdir: None,
-};
-
-/// Light timers ahead of a heavy backlog, heavy ones behind it, in a
-/// simulation whose steps spend time (`docs_sim_spend.rs`).
-const SCHED_DOCS_SIM_SPEND_LIGHT: Catcher = Catcher {
-    args: &[
-        "test",
-        "-p",
-        "sched",
-        "--test",
-        "docs_sim_spend",
-        "light_probes_go_ahead_of_a_heavy_backlog_and_every_wait_is_within_its_bound",
-    ],
-    env: &[],
-    target_subdir: None,
-};
-
 /// The unit tests of the measuring spells (`worker/light.rs`).
 const SCHED_CORE_SPELLS: Catcher = Catcher {
     args: &["test", "-p", "sched-core", "--lib", "worker::light"],
@@ -819,30 +789,6 @@ pub(crate) const MUTATIONS: &[Mutation] = &[
         original: "if slow && (measuring == 0 || confirmed || light) {",
         replacement: "if slow {",
         catcher: &SCHED_CORE_SPELLS,
-    },
-    Mutation {
-        // A busy worker looks at its timers every 16 steps only, not at
-        // every one while its steps are long: behind steps of 200 µs a
-        // timer waits up to 3.2 ms after its tick.
-        // A busy worker looks at its timers every 16 steps only, not at
-        // every one while its steps are long: behind steps of 200 µs a
-        // timer waits up to 3.2 ms after its tick.
-        name: "timers-not-looked-at-every-long-step",
-        file: "crates/sched-core/src/worker/mod.rs",
-        original: "let check = long || self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);",
-        replacement: "let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);",
-        catcher: &SCHED_TIMERS_AFTER_LONG_STEPS,
-    },
-    Mutation {
-        // Behind long steps, where the worker looks at its timers at
-        // every tick, a process its timer wakes takes the empty `next`
-        // slot: fired one at a time, every heavy timer wake overtakes the
-        // backlog (a heavy median of 0.5 ms where the backlog is 8 ms).
-        name: "timer-wakes-take-the-next-slot-behind-long-steps",
-        file: "crates/sched-core/src/runqueue/local.rs",
-        original: "if self.timers_queued.get() && (self.lighting.get() || record.heavy()) {",
-        replacement: "if false && self.timers_queued.get() {",
-        catcher: &SCHED_DOCS_SIM_SPEND_LIGHT,
     },
     Mutation {
         // A thief takes the lowest level's work first.

@@ -131,10 +131,7 @@ pub(crate) enum Runnable {
     /// under way, as a message from a step does; timers falling due in a
     /// batch (under a burst, thousands in one poll) run in firing order,
     /// the first from the slot and the others from the queue, behind the
-    /// work that was ready before them. While the worker's steps are long
-    /// (it then looks at its timers at every tick), a heavy process never
-    /// takes the slot (the back of its level's queue), nor a light one
-    /// while the worker measures (its light queue): `Local::offer_timed`.
+    /// work that was ready before them.
     Timed,
 }
 
@@ -221,7 +218,7 @@ impl Shared {
                 (local.put_next(record, displaced), Joined::Next)
             }
             Runnable::Timed => {
-                let joined = local.offer_timed(record);
+                let joined = local.offer_next(record);
                 (joined != Joined::Next, joined)
             }
             Runnable::Continued => {

@@ -72,11 +72,6 @@ pub(crate) struct Local {
     /// Whether this worker measures its steps now (a recent step was
     /// heavy): only then does a woken light process join `light`.
     pub(crate) lighting: Cell<bool>,
-    /// Whether this worker's steps are long, so that it looks at its
-    /// timers at every tick: a process its timer wakes then joins its
-    /// queue (`push_woken`), not the empty `next` slot (see
-    /// `offer_timed`).
-    pub(crate) timers_queued: Cell<bool>,
     /// Which generation of `nursery` takes new entries (0 or 1).
     young: Cell<usize>,
     /// At least how many processes the nurseries hold (thieves take some
@@ -131,7 +126,6 @@ impl Local {
             lit: Cell::new(0),
             light_runs: (0..LEVELS * groups).map(|_| Cell::new(0)).collect(),
             lighting: Cell::new(false),
-            timers_queued: Cell::new(false),
             young: Cell::new(0),
             nursed: Cell::new(0),
             groups,
@@ -476,22 +470,6 @@ impl Local {
             Joined::Next
         } else {
             self.push_woken(record)
-        }
-    }
-
-    /// Places `record`, woken by its timer: as [`offer_next`](Local::offer_next)
-    /// does, unless this worker's steps are long (`timers_queued`) and the
-    /// process is heavy, or light while the worker measures: then as
-    /// [`push_woken`](Local::push_woken) does, a heavy process behind the
-    /// work that was ready before it, a light one in its light queue. (A
-    /// light process with no light queue to join takes the empty slot, as
-    /// a lone timer's does between short steps.)
-    #[inline]
-    pub(crate) fn offer_timed(&self, record: RecordRef) -> Joined {
-        if self.timers_queued.get() && (self.lighting.get() || record.heavy()) {
-            self.push_woken(record)
-        } else {
-            self.offer_next(record)
         }
     }
 

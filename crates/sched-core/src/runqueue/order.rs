@@ -14,7 +14,7 @@
 //! | asked to continue | the back of its level's queue |
 //! | woken or spawned by a step here | the `next` slot |
 //! | the `next` slot's occupant when another takes the slot, or when its runs are used up | the nursery of its level |
-//! | its timer, when the `next` slot is empty, unless the worker's steps are long (of [`LIGHT_STEP`] or more on average: it then looks at its timers at every tick) and the process heavy, or light while the worker measures | the `next` slot |
+//! | its timer, when the `next` slot is empty | the `next` slot |
 //! | its timer, otherwise | the back of its level's queue, or its light queue (below) |
 //! | a message or completion from outside the workers | the global queues, then the back of its level's queue here, or its light queue (below) |
 //! | a spawn from outside the workers | the global queues, then the back of its level's queue here |

@@ -33,14 +33,6 @@ impl Worker {
         Some(self.shared.clock.now())
     }
 
-    /// Whether this worker's steps are long: its running mean of measured
-    /// steps is [`LIGHT_STEP`] or more (never under loom, where nothing
-    /// is measured).
-    #[inline(always)]
-    pub(super) fn long_steps(&self) -> bool {
-        self.mean_ns >= LIGHT_STEP.as_nanos() as u64
-    }
-
     /// Tells the process just stepped whether its step (since `started`)
     /// was heavy: at least [`LIGHT_STEP`] and at least half this worker's
     /// mean measured step (`Record::measured`: two in a row mark it
@@ -49,9 +41,7 @@ impl Worker {
     /// nanoseconds (what it is charged, `shares.rs`).
     #[inline(never)]
     pub(super) fn measured(&mut self, record: &RecordRef, started: Instant) -> u64 {
-        let now = self.shared.clock.now();
-        self.measured_at = Some(now);
-        let took = now.saturating_duration_since(started);
+        let took = self.shared.clock.now().saturating_duration_since(started);
         let ns = took.as_nanos().min(u128::from(u64::MAX)) as u64;
         let floor = LIGHT_STEP.as_nanos() as u64;
         // A running mean over about the last eight measured steps, each

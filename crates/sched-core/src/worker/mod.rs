@@ -48,9 +48,7 @@ use crate::sync::{spin_hint, Arc};
 use crate::Priority;
 
 /// How often (in ticks, one per search for work) a busy worker looks at its
-/// timers while its steps are short; an idle one looks every time it runs
-/// out of work, and one whose steps are long at every tick (see
-/// `next_work`).
+/// timers; an idle one looks every time it runs out of work.
 const TIMER_CHECK_INTERVAL: u32 = 16;
 /// How long a process must have waited in another worker's `next` slot
 /// before an idle worker takes it. Far above a normal step (the owner then
@@ -77,9 +75,6 @@ struct Worker {
     /// The mean of the steps measured recently, in nanoseconds (see
     /// `light.rs`).
     mean_ns: u64,
-    /// When the last measured step ended, until a look at the timers
-    /// uses it (see `next_work`).
-    measured_at: Option<std::time::Instant>,
     /// Its passes for the takes from the global queues: the same order
     /// as its own queues', by the same weights, with a nominal step
     /// charged per take.
@@ -173,7 +168,6 @@ impl Worker {
             tick: 0,
             measuring: 0,
             mean_ns: 0,
-            measured_at: None,
             balance_lane: 0,
             next_runs: 0,
             shares,
@@ -244,27 +238,10 @@ impl Worker {
         // one at a check when they are not, so that each woken process
         // takes its place in line when its timer falls due, not after
         // work that became ready later.
-        //
-        // Every tick while this worker's steps are long (its running mean
-        // of measured ones, `light.rs`, is `LIGHT_STEP` or more): 16 of
-        // them were a timer's wait on top of its tick (320 µs behind steps
-        // of 20 µs), and a clock read is little beside one (the reading
-        // that ended the last step is used when it was measured). What a
-        // timer wakes then joins its queue (or its light queue), not the
-        // `next` slot: fired one at a time, right after their ticks, each
-        // would take the empty slot and overtake the backlog.
-        let long = self.long_steps();
-        self.local.timers_queued.set(long);
-        let check = long || self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
-        let measured_at = self.measured_at.take();
+        let check = self.tick.is_multiple_of(TIMER_CHECK_INTERVAL);
         let fire = match self.due_timers.any() {
             true => check || self.local.len() == 0,
-            false => {
-                check
-                    && shared
-                        .timers
-                        .any_due(me, || measured_at.unwrap_or_else(|| shared.clock.now()))
-            }
+            false => check && shared.timers.any_due(me, || shared.clock.now()),
         };
         if fire {
             let all = self.local.len() > 0;
