@@ -343,7 +343,7 @@ pub(crate) mod sealed {
 /// the step's own route is used).
 #[doc(hidden)]
 pub struct Sender<'a> {
-    from: Origin<'a>,
+    origin: Origin<'a>,
 }
 
 /// The two kinds of [`Sender`].
@@ -368,20 +368,20 @@ impl std::fmt::Debug for Sender<'_> {
 impl<'a> Sender<'a> {
     pub(crate) fn outside(cx: &'a Context) -> Self {
         Sender {
-            from: Origin::Outside(cx),
+            origin: Origin::Outside(cx),
         }
     }
 
     /// The process whose step `engine` runs.
     pub(crate) fn step(pid: Pid, engine: &'a dyn StepEngine) -> Self {
         Sender {
-            from: Origin::Step(pid, engine),
+            origin: Origin::Step(pid, engine),
         }
     }
 
     /// The package's source: the stepped process, or [`Pid::OUTSIDE`].
     pub(crate) fn from(&self) -> Pid {
-        match self.from {
+        match self.origin {
             Origin::Outside(_) => Pid::OUTSIDE,
             Origin::Step(pid, _) => pid,
         }
@@ -389,7 +389,7 @@ impl<'a> Sender<'a> {
 
     /// The step's engine, when a step sends.
     pub(crate) fn step_engine(&self) -> Option<&'a dyn StepEngine> {
-        match self.from {
+        match self.origin {
             Origin::Outside(_) => None,
             Origin::Step(_, engine) => Some(engine),
         }
@@ -397,7 +397,7 @@ impl<'a> Sender<'a> {
 
     /// The engine's handle.
     pub(crate) fn cx(&self) -> &'a Context {
-        match self.from {
+        match self.origin {
             Origin::Outside(cx) => cx,
             Origin::Step(_, engine) => Context::of_step(engine),
         }
@@ -405,7 +405,7 @@ impl<'a> Sender<'a> {
 
     /// Delivers a package built for this sender.
     pub(crate) fn deliver(&self, package: Package) -> Result<(), SendError> {
-        match self.from {
+        match self.origin {
             Origin::Step(_, engine) => engine.send(package),
             Origin::Outside(cx) => cx.shared().send(package),
         }
