@@ -10,8 +10,8 @@
 //! runs binaries one after another; so the other crates' tests, which
 //! are the CPU-bound ones, ran after them on an otherwise idle machine.
 //!
-//! Here the workspace is built once, then two `cargo test` runs go side
-//! by side: the waiting crates' (their output kept in a file, printed
+//! Here each run's tests are built first, then the two `cargo test` runs
+//! go side by side: the waiting crates' (their output kept in a file, printed
 //! when they end) and everybody else's (printed as it runs). Each
 //! waiting binary still runs alone among the waiting ones, as before,
 //! now beside up to one CPU-bound binary: the load every test here is
@@ -34,15 +34,25 @@ const TARGETS: &[&str] = &["--all-features", "--lib", "--bins", "--tests", "--ex
 /// others' (see the module's documentation). Fails if either run does,
 /// after both have ended.
 pub(crate) fn tests() -> Result<(), String> {
-    let mut build = vec!["test", "--workspace", "--no-run"];
-    build.extend(TARGETS);
-    run("cargo", &build, &[("CI", "true")])?;
-
     let mut waiting_args = vec!["test"];
     for package in WAITING {
         waiting_args.extend(["--package", package]);
     }
     waiting_args.extend(TARGETS);
+    let mut rest_args = vec!["test", "--workspace"];
+    for package in WAITING {
+        rest_args.extend(["--exclude", package]);
+    }
+    rest_args.extend(TARGETS);
+    // Each run's own build first, one after the other: the two package
+    // sets unify features differently (a few crates are built twice), and
+    // a build inside a run would hold the other's lock and cores.
+    for args in [&waiting_args, &rest_args] {
+        let mut build = args.clone();
+        build.push("--no-run");
+        run("cargo", &build, &[("CI", "true")])?;
+    }
+
     let log_path = root().join("target").join("ci-waiting-tests.log");
     let log = fs::File::create(&log_path)
         .map_err(|e| format!("could not create {}: {e}", log_path.display()))?;
@@ -62,11 +72,6 @@ pub(crate) fn tests() -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("could not start `cargo`: {e}"))?;
 
-    let mut rest_args = vec!["test", "--workspace"];
-    for package in WAITING {
-        rest_args.extend(["--exclude", package]);
-    }
-    rest_args.extend(TARGETS);
     let rest = run("cargo", &rest_args, &[("CI", "true")]);
 
     let status = waiting.wait();
